@@ -1,0 +1,194 @@
+"""GPU spec catalog: load, validate and query ``gpus.csv`` plus optional user files.
+
+Every row carries the document it was taken from (``source``) and how far it was checked (``verified``):
+``datasheet`` (compared with NVIDIA's datasheet), ``facts-table`` (from the project's sourced FACTS table,
+not yet compared with the PDF), ``third-party`` (no vendor document exists, e.g. AWS's A10G).
+Tensor-core figures are DENSE (datasheets often print sparse = 2x dense).
+
+Example:
+    >>> get_gpu("a100").name
+    'A100-SXM4-40GB'
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from paddlefit.errors import CatalogError, UnknownNameError
+
+GIB = 1024**3
+MIB = 1024**2
+
+#: Columns every catalog file must have (units in the names; see README "GPU catalog format").
+COLUMNS = (
+    "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
+    "mem_bw_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
+    "nvlink_gbps", "pcie_gen", "pcie_gbps", "tdp_w", "verified", "source", "retrieved",
+)  # fmt: skip
+
+
+class GPU(BaseModel):
+    """One GPU model.
+
+    Units: memory in GiB (label) and MiB (usable, as a process sees it), bandwidth in GB/s (10^9 bytes/s),
+    compute in dense TFLOPS/TOPS (10^12 per second), power in watts. Empty optional figures mean the GPU has
+    no such unit (no TF32 before Ampere, no BF16 before Ampere, no FP8 before Ada/Hopper).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    aliases: tuple[str, ...] = ()
+    architecture: str = Field(min_length=1)
+    compute_capability: float = Field(gt=0)
+    memory_gib: float = Field(gt=0)
+    usable_memory_mib: float | None = Field(default=None, gt=0)
+    mem_bw_gbps: float = Field(gt=0)
+    fp32_tflops: float = Field(gt=0)
+    tf32_tflops: float | None = Field(default=None, gt=0)
+    fp16_tflops: float | None = Field(default=None, gt=0)
+    bf16_tflops: float | None = Field(default=None, gt=0)
+    int8_tops: float | None = Field(default=None, gt=0)
+    fp8_tflops: float | None = Field(default=None, gt=0)
+    nvlink_gbps: float | None = Field(default=None, gt=0)
+    pcie_gen: int = Field(ge=1, le=7)
+    pcie_gbps: float = Field(gt=0)
+    tdp_w: float | None = Field(default=None, gt=0)
+    verified: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    retrieved: str = ""
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _split_aliases(cls, v: object) -> object:
+        if isinstance(v, str):
+            return tuple(a.strip() for a in v.split(";") if a.strip())
+        return v
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Memory a process can use, bytes: the measured usable MiB where known, else the label GiB."""
+        if self.usable_memory_mib is not None:
+            return int(self.usable_memory_mib * MIB)
+        return int(self.memory_gib * GIB)
+
+    def peak_flops(self, precision: str) -> tuple[float, str]:
+        """Dense peak FLOP/s for a training precision and the unit used.
+
+        Args:
+            precision: one of ``fp32``, ``fp16-o1``, ``fp16-o2``, ``bf16-o1``, ``bf16-o2``.
+
+        Returns:
+            (FLOP/s, unit name). FP32 uses TF32 tensor cores where the GPU has them, because Paddle enables
+            TF32 in cuBLAS/cuDNN by default (``core.get_cublas_switch()`` is True; Paddle
+            ``test/legacy_test/test_tf32_cudnn.py``). A precision the GPU lacks falls back to FP32 CUDA cores.
+        """
+        if precision.startswith("bf16") and self.bf16_tflops:
+            return self.bf16_tflops * 1e12, "bf16 tensor"
+        if precision.startswith("fp16") and self.fp16_tflops:
+            return self.fp16_tflops * 1e12, "fp16 tensor"
+        if self.tf32_tflops:
+            return self.tf32_tflops * 1e12, "tf32 tensor"
+        return self.fp32_tflops * 1e12, "fp32"
+
+    def interconnect_gbps(self) -> tuple[float, str]:
+        """Per-direction GPU-to-GPU bandwidth, GB/s, and its name.
+
+        NVLink datasheet figures are bidirectional totals, so half is one direction; PCIe figures are
+        already per direction for x16 (PCI-SIG: gen3 15.75, gen4 31.5, gen5 63 GB/s).
+        """
+        if self.nvlink_gbps:
+            return self.nvlink_gbps / 2, "nvlink"
+        return self.pcie_gbps, f"pcie gen{self.pcie_gen}"
+
+
+def _parse_rows(text: str, origin: str) -> list[GPU]:
+    reader = csv.DictReader(text.splitlines())
+    header = reader.fieldnames or []
+    missing = [c for c in COLUMNS if c not in header]
+    unknown = [c for c in header if c not in COLUMNS]
+    if missing or unknown:
+        raise CatalogError(
+            f"GPU catalog `{origin}`: header is wrong (missing: {', '.join(missing) or 'none'}; "
+            f"unknown: {', '.join(unknown) or 'none'}). Use the header of the shipped catalog: "
+            f"{','.join(COLUMNS)}."
+        )
+    gpus = []
+    for line_no, row in enumerate(reader, start=2):
+        if None in row or any(v is None for v in row.values()):
+            raise CatalogError(
+                f"GPU catalog `{origin}`, line {line_no}: expected {len(COLUMNS)} comma-separated fields; "
+                "fix the row's field count (quote fields that contain commas)."
+            )
+        clean = {k: (v.strip() if v.strip() != "" else None) for k, v in row.items()}
+        clean = {k: v for k, v in clean.items() if v is not None}
+        try:
+            gpus.append(GPU(**clean))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "?"
+            raise CatalogError(
+                f"GPU catalog `{origin}`, line {line_no} ({clean.get('name', '?')}), field `{field}`: "
+                f"{err['msg']} (got {err.get('input')!r}). Fix that field and run again."
+            ) from None
+    return gpus
+
+
+@lru_cache(maxsize=1)
+def _builtin() -> tuple[GPU, ...]:
+    text = resources.files("paddlefit.catalog").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    return tuple(_parse_rows(text, "paddlefit/catalog/data/gpus.csv"))
+
+
+def load_gpus(extra_files: Iterable[str | Path] = ()) -> list[GPU]:
+    """The shipped GPU catalog, with rows from user files added or overriding by name.
+
+    Args:
+        extra_files: CSV files with the same header as the shipped ``gpus.csv``; a row whose ``name``
+            equals a shipped row (case-insensitive) replaces it.
+
+    Returns:
+        GPUs in catalog order (user-only rows last).
+
+    Raises:
+        CatalogError: a file is missing, unreadable, or has a malformed row (message names file, line, field).
+    """
+    by_name = {g.name.lower(): g for g in _builtin()}
+    for f in extra_files:
+        path = Path(f)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CatalogError(
+                f"GPU catalog `{path}` cannot be read ({exc.strerror}); check the `--catalog` path."
+            ) from None
+        for g in _parse_rows(text, str(path)):
+            by_name[g.name.lower()] = g
+    return list(by_name.values())
+
+
+def get_gpu(name: str, gpus: Iterable[GPU] | None = None) -> GPU:
+    """Look up a GPU by name or alias, case-insensitive (``a100``, ``H100-SXM``, ``rtx-4090``).
+
+    Raises:
+        UnknownNameError: no such GPU; the message lists close names and every valid name.
+    """
+    pool = list(gpus) if gpus is not None else load_gpus()
+    key = name.strip().lower().replace("_", "-").replace(" ", "-")
+    for g in pool:
+        if key == g.name.lower() or key in (a.lower() for a in g.aliases):
+            return g
+    names = [g.name for g in pool]
+    close = difflib.get_close_matches(name, names + [a for g in pool for a in g.aliases], n=4, cutoff=0.4)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise UnknownNameError(
+        f"Unknown GPU {name!r}.{hint} Known GPUs: {', '.join(names)}. "
+        "Add your own with `--catalog FILE` (same header as `paddlefit gpus --csv`)."
+    )

@@ -1,0 +1,28 @@
+"""User-facing errors. The CLI prints them without a traceback and exits with code 2."""
+
+from __future__ import annotations
+
+
+class PaddlefitError(Exception):
+    """Base class of every error caused by the user's input (bad name, bad file, bad value).
+
+    The message is one paragraph: what is wrong, the value found, and how to fix it.
+    """
+
+    exit_code = 2
+
+
+class CatalogError(PaddlefitError):
+    """A catalog file (GPU specs, calibration) is malformed; the message names file, row and field."""
+
+
+class ModelError(PaddlefitError):
+    """A model cannot be found, imported or built, or it rejects its inputs."""
+
+
+class InputSpecError(PaddlefitError):
+    """An ``--input`` spec such as ``float32[3,224,224]`` does not parse."""
+
+
+class UnknownNameError(PaddlefitError):
+    """A name (model, GPU, option value) is not known; the message lists close matches."""

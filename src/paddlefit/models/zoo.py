@@ -1,0 +1,154 @@
+"""Model zoo: names -> Paddle layer factories with default per-sample inputs, and user import paths.
+
+Names:
+- every classification model in ``paddle.vision.models`` (built with ``pretrained=False``: nothing is
+  downloaded), default input ``float32[3,224,224]`` (inception_v3: ``[3,299,299]``, lenet: ``[1,28,28]``);
+- the transformer configs of :mod:`paddlefit.models.transformer`, default input ``int64[128]`` ids;
+- ``package.module:factory`` for any user model; ``--model-arg key=value`` passes keyword arguments
+  (values parsed as YAML scalars, so ``num_classes=10`` is an int).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from paddlefit.errors import ModelError, UnknownNameError
+from paddlefit.models.transformer import TRANSFORMER_CONFIGS, TransformerConfig, build_transformer
+from paddlefit.spec import InputSpec
+
+#: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
+VISION_MODELS = (
+    "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "resnext50_32x4d", "resnext50_64x4d", "resnext101_32x4d", "resnext101_64x4d",
+    "resnext152_32x4d", "resnext152_64x4d", "wide_resnet50_2", "wide_resnet101_2",
+    "vgg11", "vgg13", "vgg16", "vgg19",
+    "mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
+    "densenet121", "densenet161", "densenet169", "densenet201", "densenet264",
+    "shufflenet_v2_x0_25", "shufflenet_v2_x0_33", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0",
+    "shufflenet_v2_x1_5", "shufflenet_v2_x2_0", "shufflenet_v2_swish",
+    "squeezenet1_0", "squeezenet1_1", "googlenet", "inception_v3", "alexnet", "lenet",
+)  # fmt: skip
+
+_VISION_INPUT = {"inception_v3": (3, 299, 299), "lenet": (1, 28, 28)}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A resolved model: how to build it and what one sample looks like.
+
+    Attributes:
+        name: zoo name or the ``pkg.mod:factory`` path.
+        factory: zero-argument callable returning a ``paddle.nn.Layer`` (imports Paddle when called).
+        default_inputs: per-sample inputs used when the user gives no ``--input``.
+        transformer: the config for zoo transformers (enables the analytic path for huge models).
+        kwargs: model arguments given with ``--model-arg``.
+    """
+
+    name: str
+    factory: Callable[[], Any]
+    default_inputs: tuple[InputSpec, ...] = ()
+    transformer: TransformerConfig | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def zoo_names() -> list[str]:
+    """All zoo model names (vision then transformers)."""
+    return [*VISION_MODELS, *TRANSFORMER_CONFIGS]
+
+
+def parse_model_args(items: list[str] | None) -> dict[str, Any]:
+    """Parse ``key=value`` strings into keyword arguments (values as YAML scalars).
+
+    Raises:
+        ModelError: an item has no ``=`` or an empty key.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ModelError(f"`--model-arg {item!r}` must look like `key=value`, e.g. `num_classes=10`.")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+def _vision_factory(name: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    def build():
+        import paddle.vision.models as models
+
+        if name == "lenet":
+            return models.LeNet(**kwargs)
+        return getattr(models, name)(pretrained=False, **kwargs)
+
+    return build
+
+
+def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ModelError(f"Model path {path!r} must look like `package.module:factory`.")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or the module's own error at import
+        raise ModelError(
+            f"Cannot import module `{module_name}` for model {path!r}: {type(exc).__name__}: {exc}. "
+            "Check the name and that the package is installed or on PYTHONPATH."
+        ) from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ModelError(f"Module `{module_name}` has no attribute `{attr}` (model {path!r}).")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ModelError(f"`{path}` is not callable; it must be a class or function returning a Layer.")
+    return lambda: obj(**kwargs)
+
+
+def resolve_model(name: str, model_args: dict[str, Any] | None = None) -> ModelRef:
+    """Resolve a zoo name or ``pkg.mod:factory`` into a :class:`ModelRef` (does not build the model).
+
+    Raises:
+        UnknownNameError: not a zoo name and not an import path; lists close names.
+        ModelError: the import path cannot be imported or is not callable.
+    """
+    kwargs = dict(model_args or {})
+    key = name.strip()
+    if ":" in key:
+        return ModelRef(name=key, factory=_import_factory(key, kwargs), kwargs=kwargs)
+    low = key.lower()
+    if low in VISION_MODELS:
+        shape = _VISION_INPUT.get(low, (3, 224, 224))
+        return ModelRef(
+            name=low,
+            factory=_vision_factory(low, kwargs),
+            default_inputs=(InputSpec(dtype="float32", shape=shape),),
+            kwargs=kwargs,
+        )
+    if low in TRANSFORMER_CONFIGS:
+        cfg = TRANSFORMER_CONFIGS[low]
+        if kwargs:
+            try:
+                cfg = TransformerConfig(**{**cfg.__dict__, **kwargs})
+            except TypeError as exc:
+                raise ModelError(f"Bad `--model-arg` for {low}: {exc}.") from None
+        return ModelRef(
+            name=low,
+            factory=lambda: build_transformer(cfg),
+            default_inputs=(InputSpec(dtype="int64", shape=(cfg.default_seq_len,), high=cfg.vocab_size),),
+            transformer=cfg,
+            kwargs=kwargs,
+        )
+    close = difflib.get_close_matches(low, zoo_names(), n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise UnknownNameError(
+        f"Unknown model {name!r}.{hint} Use a zoo name (`paddlefit models` lists them) or your own "
+        "model as `package.module:factory`."
+    )
