@@ -1,0 +1,53 @@
+"""Shared CLI plumbing: consoles (stdout for results, stderr for logs) and the error boundary."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from paddlefit.errors import PaddlefitError
+
+out = Console()
+err = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def quiet_paddle() -> None:
+    """Silence Paddle's import-time chatter (ccache UserWarning, glog INFO) so stdout stays clean."""
+    warnings.filterwarnings("ignore", category=UserWarning)
+    os.environ.setdefault("GLOG_minloglevel", "2")
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input)."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn PaddlefitError into a one-paragraph message and exit code 2 (no traceback).
+
+    ``PADDLEFIT_DEBUG=1`` re-raises instead, to see the traceback.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PaddlefitError as exc:
+            if os.environ.get("PADDLEFIT_DEBUG"):
+                raise
+            raise fail(str(exc), exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]

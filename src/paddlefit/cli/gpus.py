@@ -1,0 +1,35 @@
+"""``paddlefit gpus``: list the GPU catalog (shipped rows plus ``--catalog`` files)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from paddlefit.catalog.gpus import load_gpus
+from paddlefit.cli.common import handle_errors, out
+from paddlefit.report.render import render_gpus, to_json
+
+
+@handle_errors
+def gpus_command(
+    catalog: list[Path] = typer.Option(None, "--catalog", help="Extra GPU CSV (same header); adds/overrides rows."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document (with each row's source)."),
+) -> None:
+    """List the GPU catalog: memory, bandwidth, dense TFLOPS per precision, interconnect, TDP, source.
+
+    Examples:
+      paddlefit gpus
+      paddlefit gpus --json | jq '.[] | select(.name=="L4")'
+      paddlefit gpus --catalog my_gpus.csv
+    """
+    rows = load_gpus(catalog or [])
+    if json_out:
+        docs = []
+        for g in rows:
+            d = g.model_dump()
+            d["capacity_bytes"] = g.capacity_bytes
+            docs.append(d)
+        out.print_json(to_json(docs))
+        return
+    render_gpus(rows, out)

@@ -1,0 +1,44 @@
+"""The ``paddlefit`` command: registers one verb per module (``paddlefit --help`` lists them)."""
+
+from __future__ import annotations
+
+import typer
+
+from paddlefit import __version__
+from paddlefit.cli.calibrate import calibrate_command
+from paddlefit.cli.gpus import gpus_command
+from paddlefit.cli.models import models_command
+from paddlefit.cli.plan import plan_command
+
+app = typer.Typer(
+    name="paddlefit",
+    help="Make PaddlePaddle training fit its hardware: plan memory, speed and hardware for a job.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("plan")(plan_command)
+app.command("gpus")(gpus_command)
+app.command("models")(models_command)
+app.command("calibrate")(calibrate_command)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"paddlefit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:  # fmt: skip
+    """Make PaddlePaddle training fit its hardware."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

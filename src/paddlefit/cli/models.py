@@ -1,0 +1,26 @@
+"""``paddlefit models``: list zoo model names with their default per-sample inputs."""
+
+from __future__ import annotations
+
+import typer
+
+from paddlefit.cli.common import handle_errors, out
+from paddlefit.models.zoo import resolve_model, zoo_names
+from paddlefit.report.render import to_json
+
+
+@handle_errors
+def models_command(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+    """List the model zoo (paddle.vision.models classifiers and transformer configs) with default inputs.
+
+    Examples:
+      paddlefit models
+      paddlefit plan ernie-3.0-base-zh --input int64[512] --batch-size 32
+    """
+    rows = [{"name": n, "default_inputs": [str(s) for s in resolve_model(n).default_inputs]} for n in zoo_names()]
+    if json_out:
+        out.print_json(to_json(rows))
+        return
+    for r in rows:
+        out.print(f"{r['name']:<24} {' '.join(r['default_inputs'])}", highlight=False)
+    out.print("Any other model: `package.module:factory` with `--input` and `--model-arg key=value`.")

@@ -1,0 +1,86 @@
+"""``paddlefit plan``: predict memory, FLOPs and speed of a training job on this CPU and every GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.models.zoo import parse_model_args
+from paddlefit.plan.planner import PlanRequest, build_plan
+from paddlefit.report.render import render_plan, to_json
+from paddlefit.spec import OptimizerName, Precision, parse_enum, parse_input_spec
+
+
+@handle_errors
+def plan_command(
+    model: str = typer.Argument(..., help="Zoo name (`paddlefit models`) or `package.module:factory`."),
+    batch_size: int = typer.Option(32, "--batch-size", "-b", help="Per-device micro-batch size (samples)."),
+    inputs: list[str] = typer.Option(None, "--input", "-i",
+                                     help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
+                                          "multi-input models. Default: the zoo model's own."),
+    model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
+    optimizer: str = typer.Option("adam", "--optimizer", help="sgd | momentum | adam | adamw"),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2"),
+    gpu: list[str] = typer.Option(None, "--gpu", help="Only these GPUs (repeatable). Default: whole catalog."),
+    devices: int = typer.Option(1, "--devices", help="Data-parallel GPUs per target (adds all-reduce time)."),
+    dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch, for time to train."),
+    epochs: float = typer.Option(None, "--epochs", help="Epochs, for time to train."),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="Extra GPU CSV (same header as shipped)."),
+    calibration: list[Path] = typer.Option(None, "--calibration",
+                                           help="Calibration JSON from `paddlefit calibrate` on a device."),
+    safety_margin: float = typer.Option(0.9, "--safety-margin",
+                                        help="Fraction of device memory a peak may use and still fit."),
+    max_probe_gib: float = typer.Option(None, "--max-probe-gib",
+                                        help="Probe on CPU only if fp32 Adam states (16 B/param) stay below "
+                                             "this. Default: min(25% of RAM, 8 GiB)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
+
+    Memory = model states (exact) + activations/workspace measured by a CPU probe (real training steps at
+    batch 1-3) and extrapolated per phase. GPU rows adjust it for precision and stay `calibrated: no`
+    until `paddlefit calibrate` has run on that GPU.
+
+    Examples:
+      paddlefit plan resnet50 --batch-size 256
+      paddlefit plan resnet50 -b 256 --precision fp16-o1 --gpu L4 --gpu A100-SXM4-40GB
+      paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
+      paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
+    """
+    quiet_paddle()
+    if batch_size < 1:
+        raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
+    if devices < 1:
+        raise fail(f"`--devices` must be >= 1 (got {devices}).")
+    if not 0 < safety_margin <= 1:
+        raise fail(f"`--safety-margin` must be in (0, 1] (got {safety_margin}).")
+    if (dataset_size is None) != (epochs is None):
+        raise fail("`--dataset-size` and `--epochs` go together; give both or neither.")
+    if dataset_size is not None and (dataset_size < 1 or epochs <= 0):
+        raise fail("`--dataset-size` must be >= 1 and `--epochs` > 0.")
+    if max_probe_gib is not None and max_probe_gib <= 0:
+        raise fail("`--max-probe-gib` must be > 0.")
+    req = PlanRequest(
+        model=model,
+        batch_size=batch_size,
+        inputs=[parse_input_spec(s) for s in inputs] if inputs else None,
+        model_args=parse_model_args(model_arg),
+        optimizer=parse_enum(OptimizerName, optimizer, "--optimizer"),  # type: ignore[arg-type]
+        precision=parse_enum(Precision, precision, "--precision"),  # type: ignore[arg-type]
+        gpus=list(gpu or []),
+        devices=devices,
+        dataset_size=dataset_size,
+        epochs=epochs,
+        catalog_files=[str(p) for p in catalog or []],
+        calibration_files=[str(p) for p in calibration or []],
+        safety_margin=safety_margin,
+        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib else None,
+    )
+    with err.status("planning...") as status:
+        plan = build_plan(req, progress=lambda msg: status.update(msg))
+    if json_out:
+        print(to_json(plan.to_dict()))
+        return
+    render_plan(plan, out)

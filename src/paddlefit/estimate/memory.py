@@ -1,0 +1,380 @@
+"""Peak training memory: model states analytically, activations and workspace by a CPU probe.
+
+Definition (the quantity every number here predicts): the allocator's peak over building the model and
+optimizer and running two full training steps (forward, backward, optimizer step, ``clear_grad``), minus
+what was allocated before. On CPU the allocator is Paddle's host allocator, read with
+``paddle.base.core.host_memory_stat_peak_value("Allocated", 0)``; on GPU it is
+``paddle.device.cuda.max_memory_allocated()`` (excludes the CUDA context).
+
+The probe runs real training steps at a few small batch sizes and records the peak of each PHASE
+separately (forward, backward, optimizer step), because they grow differently with batch size: the
+forward peak grows with the activations it saves, the backward peak mixes them with gradients (a large
+embedding gradient can dominate at small batch), the optimizer-step peak mostly does not grow. Each phase is fit
+with ``fixed + per_sample * batch`` by least squares; the predicted peak is the maximum over phases.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from paddlefit.spec import InputSpec, OptimizerName, Precision
+
+PHASES = ("forward", "backward", "optimizer_step")
+
+#: Bytes per parameter of optimizer state, fp32 training (Paddle ``python/paddle/optimizer``: Momentum keeps
+#: ``velocity``; Adam/AdamW keep ``moment1``, ``moment2``). Adam/AdamW also keep two shape-[1] fp32
+#: ``beta1_pow_acc``/``beta2_pow_acc`` tensors per parameter tensor (8 bytes per tensor, see
+#: :func:`model_state_bytes`).
+OPTIMIZER_STATE_BYTES_PER_PARAM = {
+    OptimizerName.SGD: 0,
+    OptimizerName.MOMENTUM: 4,
+    OptimizerName.ADAM: 8,
+    OptimizerName.ADAMW: 8,
+}
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """Parameter inventory of a model: counts, not bytes."""
+
+    params: int
+    trainable_params: int
+    trainable_tensors: int
+    param_bytes_fp32: int
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Model-state bytes for one precision and optimizer (ZeRO's "model states", arXiv 1910.02054 §3.1).
+
+    Attributes:
+        weights_bytes: parameters as stored for compute (fp32, or fp16/bf16 under AMP O2).
+        grads_bytes: gradients of trainable parameters (same dtype as the weights).
+        optimizer_bytes: optimizer states, including fp32 master weights under AMP O2.
+    """
+
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+
+
+def param_info(model: Any) -> ParamInfo:
+    """Count parameters of a built (or ``paddle.LazyGuard``-built) model without touching their data."""
+    params = trainable = tensors = nbytes = 0
+    for p in model.parameters():
+        n = math.prod(p.shape)
+        params += n
+        nbytes += n * 4
+        if not p.stop_gradient:
+            trainable += n
+            tensors += 1
+    return ParamInfo(params, trainable, tensors, nbytes)
+
+
+def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Precision) -> ModelStates:
+    """Model states in bytes.
+
+    fp32 and AMP O1 (weights stay fp32): weights 4 B/param, grads 4 B/trainable param, optimizer
+    ``OPTIMIZER_STATE_BYTES_PER_PARAM`` B/trainable param (+ 8 B per trainable tensor for Adam's beta-pow
+    accumulators). AMP O2 (``paddle.amp.decorate(level='O2')`` with ``multi_precision``): weights and grads
+    2 B/param, plus 4 B/param fp32 master weights; with Adam that is 2 + 2 + 12 = 16 B/param, the ZeRO paper's
+    figure (Rajbhandari et al., arXiv 1910.02054 §3.1).
+
+    Exact for fp32 on Paddle's CPU allocator (tested against the allocator in ``tests/test_memory.py``).
+    """
+    per_state = OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer]
+    extra = 8 * info.trainable_tensors if optimizer in (OptimizerName.ADAM, OptimizerName.ADAMW) else 0
+    if precision.level == "O2":
+        return ModelStates(
+            weights_bytes=2 * info.params,
+            grads_bytes=2 * info.trainable_params,
+            optimizer_bytes=(per_state + 4) * info.trainable_params + extra,
+        )
+    return ModelStates(
+        weights_bytes=4 * info.params,
+        grads_bytes=4 * info.trainable_params,
+        optimizer_bytes=per_state * info.trainable_params + extra,
+    )
+
+
+@dataclass(frozen=True)
+class PhaseFit:
+    """``peak(batch) = fixed_bytes + per_sample_bytes * batch`` for one phase, from a least-squares fit.
+
+    ``max_rel_residual`` is the largest |measured - fit| / measured over the probe points (0 = exactly linear).
+    """
+
+    fixed_bytes: float
+    per_sample_bytes: float
+    max_rel_residual: float
+
+    def at(self, batch: int) -> float:
+        return self.fixed_bytes + self.per_sample_bytes * batch
+
+
+@dataclass
+class StepMeasurement:
+    """Measured peaks (bytes above the pre-build baseline) of each phase and the time of the second step."""
+
+    batch_size: int
+    phase_peak_bytes: dict[str, int]
+    states_bytes_after_step: int
+    step_time_s: float
+    forward_backward_time_s: float
+
+    @property
+    def peak_bytes(self) -> int:
+        return max(self.phase_peak_bytes.values())
+
+
+@dataclass
+class ProbeResult:
+    """The CPU probe: measurements at small batch sizes and the per-phase linear fits.
+
+    ``time_fit`` gives step seconds = fixed + per_sample * batch, fit on the measured second-step times.
+    """
+
+    measurements: list[StepMeasurement]
+    fits: dict[str, PhaseFit]
+    time_fit: PhaseFit
+    method: str = "cpu-probe"
+    notes: list[str] = field(default_factory=list)
+
+    def peak_bytes(self, batch: int) -> float:
+        """Predicted peak allocated bytes at ``batch`` (max over phases)."""
+        return max(f.at(batch) for f in self.fits.values())
+
+    def dominant_phase(self, batch: int) -> str:
+        return max(self.fits, key=lambda p: self.fits[p].at(batch))
+
+    def step_time_s(self, batch: int) -> float:
+        return max(self.time_fit.at(batch), 0.0)
+
+
+def _fit(xs: list[int], ys: list[float]) -> PhaseFit:
+    if len(set(xs)) == 1:
+        return PhaseFit(float(ys[0]), 0.0, 0.0)
+    slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
+    res = max(abs(y - (intercept + slope * x)) / max(abs(y), 1.0) for x, y in zip(xs, ys, strict=True))
+    return PhaseFit(float(intercept), float(slope), float(res))
+
+
+def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed: int = 0) -> list[Any]:
+    """Random Paddle tensors of shape (batch, *spec.shape); int ids in ``[0, spec.high or 2)``."""
+    import paddle
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in specs:
+        shape = (batch, *s.shape)
+        if s.dtype.startswith("int"):
+            arr = rng.integers(0, s.high or 2, size=shape).astype(s.dtype)
+        else:
+            arr = rng.standard_normal(shape).astype("float32")
+        t = paddle.to_tensor(arr)
+        out.append(t.astype(s.dtype) if s.dtype in ("float16", "bfloat16") else t)
+    return out
+
+
+def make_optimizer(name: OptimizerName, parameters: Any) -> Any:
+    """The Paddle optimizer for ``name`` (learning rate 1e-3; Momentum 0.9; AdamW weight decay 0.01)."""
+    import paddle
+
+    if name is OptimizerName.SGD:
+        return paddle.optimizer.SGD(learning_rate=1e-3, parameters=parameters)
+    if name is OptimizerName.MOMENTUM:
+        return paddle.optimizer.Momentum(learning_rate=1e-3, momentum=0.9, parameters=parameters)
+    if name is OptimizerName.ADAM:
+        return paddle.optimizer.Adam(learning_rate=1e-3, parameters=parameters)
+    return paddle.optimizer.AdamW(learning_rate=1e-3, weight_decay=0.01, parameters=parameters)
+
+
+def reduce_to_loss(out: Any) -> Any:
+    """The scalar a training step backpropagates: the model's output reduced by mean (sum over a tuple/list
+    or dict of outputs, e.g. GoogLeNet's auxiliary heads); a 0-d output is taken as the model's own loss."""
+    import paddle
+
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, list | tuple):
+        parts = [reduce_to_loss(o) for o in out if isinstance(o, paddle.Tensor) and o.dtype.name != "BOOL"]
+        return paddle.add_n(parts)
+    if not paddle.is_floating_point(out):
+        out = out.astype("float32")
+    return out if out.ndim == 0 else out.mean()
+
+
+def _alloc() -> tuple[Any, Any, Any]:
+    import paddle
+
+    core = paddle.base.core
+    return (
+        lambda: core.host_memory_stat_current_value("Allocated", 0),
+        lambda: core.host_memory_stat_peak_value("Allocated", 0),
+        lambda: core.host_memory_stat_reset_peak_value("Allocated", 0),
+    )
+
+
+def measure_training_steps(
+    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, steps: int = 2
+) -> StepMeasurement:
+    """Build the model and optimizer from scratch and run ``steps`` full training steps on CPU.
+
+    Returns the peak bytes of each phase above the baseline taken before building, the model-state bytes
+    held after the last step, and the wall time of the last step (seconds).
+
+    Raises:
+        Whatever the model raises (the caller wraps it in a ModelError naming the input specs).
+    """
+    use_all_cores()
+    current, peak, reset = _alloc()
+    gc.collect()
+    base = current()
+    reset()
+    phase_peak = dict.fromkeys(PHASES, 0)
+    model = factory()
+    model.train()
+    opt = make_optimizer(optimizer, model.parameters())
+    build_peak = peak() - base
+    inputs = make_inputs(specs, batch)
+    step_t = fb_t = 0.0
+    for _ in range(steps):
+        reset()
+        t0 = time.perf_counter()
+        loss = reduce_to_loss(model(*inputs))
+        phase_peak["forward"] = max(phase_peak["forward"], peak() - base)
+        reset()
+        loss.backward()
+        t1 = time.perf_counter()
+        phase_peak["backward"] = max(phase_peak["backward"], peak() - base)
+        del loss
+        reset()
+        opt.step()
+        opt.clear_grad()
+        t2 = time.perf_counter()
+        phase_peak["optimizer_step"] = max(phase_peak["optimizer_step"], peak() - base, build_peak)
+        step_t, fb_t = t2 - t0, t1 - t0
+    del inputs
+    states = current() - base
+    del opt, model
+    gc.collect()
+    return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t, fb_t)
+
+
+def use_all_cores() -> int:
+    """Let Paddle's CPU kernels use every core (Paddle sets ``OMP_NUM_THREADS=1`` at import when unset,
+    which measured 18.5 vs 33.1 GFLOP/s for a 2048^2 matmul on this 2-core machine). Returns the count."""
+    import os
+
+    import paddle
+
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    paddle.base.core.set_num_threads(n)
+    return n
+
+
+def probe_memory(
+    factory: Any,
+    specs: list[InputSpec],
+    optimizer: OptimizerName,
+    batch_sizes: tuple[int, ...] = (1, 2, 3),
+    count: bool = True,
+) -> tuple[ProbeResult, Any]:
+    """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
+
+    One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
+    first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
+    the second step of :func:`measure_training_steps`). Each phase is fit with ``fixed + per_sample * batch``
+    over the steady-state steps; the optimizer phase also takes the first step's creation peak as a floor.
+    Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default).
+
+    Returns:
+        (ProbeResult, FlopsCount or None).
+
+    Raises:
+        Whatever the model raises on the inputs (the planner wraps it in a ModelError).
+    """
+    from paddlefit.estimate.flops import FlopsCount, _Counter
+
+    use_all_cores()
+    current, peak, reset = _alloc()
+    gc.collect()
+    base = current()
+    reset()
+    model = factory()
+    model.train()
+    opt = make_optimizer(optimizer, model.parameters())
+    first_opt_peak = peak() - base
+    flops = None
+    ms: list[StepMeasurement] = []
+    for i, b in enumerate((batch_sizes[0], *batch_sizes)):
+        inputs = make_inputs(specs, b, seed=i)
+        reset()
+        t0 = time.perf_counter()
+        if i == 0 and count:
+            flops = FlopsCount(batch_size=b)
+            with _Counter(model, flops):
+                out = model(*inputs)
+        else:
+            out = model(*inputs)
+        loss = reduce_to_loss(out)
+        del out
+        f_peak = peak() - base
+        reset()
+        loss.backward()
+        t1 = time.perf_counter()
+        b_peak = peak() - base
+        del loss
+        reset()
+        opt.step()
+        opt.clear_grad()
+        t2 = time.perf_counter()
+        opt_peak = peak() - base
+        del inputs
+        if i == 0:
+            first_opt_peak = max(first_opt_peak, opt_peak)
+            continue
+        ms.append(StepMeasurement(b, {"forward": f_peak, "backward": b_peak, "optimizer_step": opt_peak},
+                                  current() - base, t2 - t0, t1 - t0))  # fmt: skip
+    del opt, model
+    gc.collect()
+    xs = [m.batch_size for m in ms]
+    fits = {p: _fit(xs, [m.phase_peak_bytes[p] for m in ms]) for p in PHASES}
+    o = fits["optimizer_step"]
+    if o.at(xs[0]) < first_opt_peak:  # the first step's state creation can be the larger peak
+        fits["optimizer_step"] = PhaseFit(first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes,
+                                          o.max_rel_residual)  # fmt: skip
+    time_fit = _fit(xs, [m.step_time_s for m in ms])
+    return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit), flops
+
+
+def analytic_transformer_activation_bytes(cfg: Any, seq_len: int) -> float:
+    """Activation bytes per sample of a zoo transformer in fp32 training, no recompute.
+
+    Per layer Korthikanti et al. 2022 (arXiv 2205.05198, table 2, no parallelism) give s·h·(34 + 5·a·s/h)
+    bytes per sample with 2-byte values and 1-byte dropout masks; of it 2·s·h + a·s² are masks. With 4-byte
+    values: s·h·66 + 9·a·s² bytes per layer. Plus the fp32 logits s·V·4 and the embedding output s·h·4·2.
+    Accuracy vs the CPU probe on small configs: see ``tests/test_memory.py``.
+    """
+    s, h, a = seq_len, cfg.hidden_size, cfg.num_heads
+    per_layer = s * h * 66 + 9 * a * s * s
+    return cfg.num_layers * per_layer + 4 * s * cfg.vocab_size + 8 * s * h
+
+
+def analytic_transformer_flops(cfg: Any, seq_len: int) -> float:
+    """Forward FLOPs per sample of a transformer: 24·s·l·h²·(1 + s/(6h)) + 2·s·h·V.
+
+    This is the forward third of Korthikanti et al. 2022 eq. 7 (training = 3 x forward without recompute).
+    """
+    s, h, layers, v = seq_len, cfg.hidden_size, cfg.num_layers, cfg.vocab_size
+    return 24 * s * layers * h * h * (1 + s / (6 * h)) + 2 * s * h * v

@@ -1,0 +1,186 @@
+"""``paddlefit calibrate`` core: measure real training steps on the current device and compare with the plan.
+
+On CPU the measurement is Paddle's host allocator peak over two fresh training steps
+(:func:`~paddlefit.estimate.memory.measure_training_steps`) and the prediction is the CPU probe's
+extrapolation from smaller batches. On a GPU the measurement is ``paddle.device.cuda.max_memory_allocated()``
+over two steps with the requested AMP level, the prediction is the plan's (uncalibrated) GPU row, and the
+CUDA context is NVML's used memory minus Paddle's reserved memory.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
+from paddlefit.errors import PaddlefitError
+from paddlefit.estimate import memory as mem
+from paddlefit.estimate.timing import efficiency_class
+from paddlefit.models.zoo import resolve_model
+from paddlefit.plan.planner import PlanRequest, build_plan
+from paddlefit.spec import InputSpec, OptimizerName, Precision
+
+DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")
+
+
+def current_device() -> tuple[str, str, str | None]:
+    """(kind, raw device name, driver version) of the device Paddle would train on."""
+    import paddle
+
+    if paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0:
+        name = paddle.device.cuda.get_device_name(0)
+        driver = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            driver = driver.decode() if isinstance(driver, bytes) else driver
+        except Exception:  # NVML missing: the driver version is optional metadata
+            driver = None
+        return "gpu", name, driver
+    import platform
+
+    return "cpu", platform.processor() or platform.machine(), None
+
+
+def match_gpu(raw_name: str, gpus: list[GPU]) -> GPU:
+    """Map a CUDA device name (``NVIDIA A100-SXM4-80GB``) to a catalog row.
+
+    Raises:
+        UnknownNameError: no row matches (pass ``--device-name`` with a catalog name).
+    """
+    key = raw_name.replace("NVIDIA", "").replace("Tesla", "").replace("GeForce", "").strip()
+    return get_gpu(key.replace(" ", "-"), gpus)
+
+
+def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName,
+                      precision: Precision, steps: int = 2) -> dict[str, float]:  # fmt: skip
+    """Two fresh training steps on GPU 0 with ``paddle.amp``; peak allocated bytes and last-step seconds."""
+    import paddle
+
+    paddle.set_device("gpu:0")
+    paddle.device.cuda.empty_cache()
+    gc.collect()
+    base = paddle.device.cuda.memory_allocated()
+    paddle.device.cuda.reset_max_memory_allocated()
+    model = factory()
+    model.train()
+    opt = mem.make_optimizer(optimizer, model.parameters())
+    dtype = "bfloat16" if precision.value.startswith("bf16") else "float16"
+    if precision.level == "O2":
+        model, opt = paddle.amp.decorate(models=model, optimizers=opt, level="O2", dtype=dtype)
+    use_scaler = precision.value.startswith("fp16")
+    scaler = paddle.amp.GradScaler() if use_scaler else None
+    inputs = mem.make_inputs(specs, batch)
+    step_s = 0.0
+    for _ in range(steps):
+        paddle.device.synchronize()
+        t0 = time.perf_counter()
+        with paddle.amp.auto_cast(enable=precision.is_amp, level=precision.level, dtype=dtype):
+            loss = mem.reduce_to_loss(model(*inputs))
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.clear_grad()
+        paddle.device.synchronize()
+        step_s = time.perf_counter() - t0
+    peak = paddle.device.cuda.max_memory_allocated() - base
+    reserved = paddle.device.cuda.memory_reserved()
+    del model, opt, inputs
+    gc.collect()
+    return {"peak_bytes": float(peak), "step_time_s": step_s, "reserved_bytes": float(reserved)}
+
+
+def _cuda_context_bytes(reserved: float) -> int | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        used = pynvml.nvmlDeviceGetMemoryInfo(h).used
+        return int(used - reserved) if used > reserved else None
+    except Exception:  # no NVML: leave the context unmeasured
+        return None
+
+
+def run_calibration(
+    models: list[str] | None = None,
+    batch_sizes: tuple[int, ...] = (4, 8),
+    precisions: list[Precision] | None = None,
+    optimizer: OptimizerName = OptimizerName.ADAM,
+    device_name: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure each (model, batch size, precision) on the current device; return the calibration document.
+
+    Args:
+        models: zoo names (default :data:`DEFAULT_MODELS`).
+        batch_sizes: batch sizes to measure; must be larger than the probe's (1, 2, 3) to test extrapolation.
+        precisions: default fp32 on CPU; fp32 + fp16-o1 (+ bf16-o1 on Ampere+) on GPU.
+        device_name: catalog GPU name to file the measurements under (default: matched from CUDA's name).
+
+    Returns:
+        The JSON-able document described in :mod:`paddlefit.plan.calibration`.
+
+    Raises:
+        PaddlefitError: unknown model or GPU, or batch sizes < 1.
+    """
+    import paddle
+
+    say = progress or (lambda m: None)
+    if any(b < 1 for b in batch_sizes):
+        raise PaddlefitError("`--batch-size` values must be >= 1.")
+    kind, raw, driver = current_device()
+    gpu = None
+    if kind == "gpu":
+        gpu = get_gpu(device_name, load_gpus()) if device_name else match_gpu(raw, load_gpus())
+    if precisions is None:
+        precisions = [Precision.FP32]
+        if kind == "gpu":
+            precisions.append(Precision.BF16_O1 if gpu and gpu.bf16_tflops else Precision.FP16_O1)
+    refs = [resolve_model(m) for m in (models or DEFAULT_MODELS)]
+    rows: list[dict[str, Any]] = []
+    context = None
+    for ref in refs:
+        specs = list(ref.default_inputs)
+        for precision in precisions:
+            for b in batch_sizes:
+                say(f"{ref.name} batch {b} {precision.value}")
+                paddle.set_device("cpu")
+                plan = build_plan(PlanRequest(model=ref.name, batch_size=b, optimizer=optimizer,
+                                              precision=precision, gpus=[gpu.name] if gpu else []))  # fmt: skip
+                if kind == "gpu":
+                    row_t = next(t for t in plan.targets if t.kind == "gpu")
+                    m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
+                    context = context or _cuda_context_bytes(m["reserved_bytes"])
+                    peak_flops, unit = gpu.peak_flops(precision.value)  # type: ignore[union-attr]
+                    eclass = efficiency_class(unit)
+                else:
+                    row_t = next(t for t in plan.targets if t.kind == "cpu")
+                    meas = mem.measure_training_steps(ref.factory, specs, b, optimizer)
+                    m = {"peak_bytes": float(meas.peak_bytes), "step_time_s": meas.step_time_s}
+                    peak_flops, eclass = None, None
+                rows.append({
+                    "model": ref.name, "batch_size": b, "precision": precision.value,
+                    "peak_bytes": int(m["peak_bytes"]), "predicted_peak_bytes": int(row_t.peak_bytes),
+                    "step_time_s": m["step_time_s"], "predicted_step_time_s": row_t.step_time_s,
+                    "train_flops_per_sample": plan.model["train_flops_per_sample"],
+                    "peak_flops": peak_flops, "efficiency_class": eclass,
+                })  # fmt: skip
+    return {
+        "device": gpu.name if gpu else "cpu",
+        "device_name": raw,
+        "driver": driver,
+        "paddle_version": paddle.__version__,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cuda_context_bytes": context,
+        "rows": rows,
+    }

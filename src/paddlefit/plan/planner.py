@@ -1,0 +1,418 @@
+"""Plan a training job: memory, FLOPs, step time and largest batch on this CPU and every catalog GPU.
+
+Pipeline: resolve the model -> build it under ``paddle.LazyGuard`` (parameter inventory, no allocation) ->
+CPU probe (real training steps at small batches, FLOPs counted on the first forward) or, for models too
+large to probe, the analytic transformer path -> per-target predictions -> recommendation.
+
+GPU adjustments to the CPU-probe peak (all uncalibrated until ``paddlefit calibrate`` runs on that GPU):
+
+- model states recomputed for the precision (:func:`~paddlefit.estimate.memory.model_state_bytes`);
+- activations and workspace x 0.5 under AMP (half-precision storage halves activation memory:
+  Micikevicius et al., "Mixed Precision Training", ICLR 2018, §1);
+- + cuDNN conv workspace up to ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle
+  ``paddle/phi/core/flags.cc`` default) for models with convolutions (an upper bound);
+- capacity minus the CUDA context and kernel images, 1.3 GB (Hugging Face "Model training anatomy" docs,
+  BERT-large on V100: nvidia-smi total minus allocator; a PyTorch figure, replaced by a calibration).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
+from paddlefit.errors import InputSpecError, ModelError
+from paddlefit.estimate import memory as mem
+from paddlefit.estimate.timing import (
+    DEFAULT_EFFICIENCY,
+    efficiency_class,
+    ring_allreduce_s,
+    roofline_step,
+)
+from paddlefit.models.zoo import ModelRef, resolve_model
+from paddlefit.plan.calibration import Calibration, load_calibrations
+from paddlefit.spec import InputSpec, OptimizerName, Precision
+
+AMP_ACTIVATION_FACTOR = 0.5
+CONV_WORKSPACE_BYTES = 512 * 1024**2
+CUDA_CONTEXT_BYTES = int(1.3e9)
+DEFAULT_SAFETY_MARGIN = 0.9
+
+
+@dataclass
+class PlanRequest:
+    """Everything ``paddlefit plan`` takes.
+
+    Attributes:
+        model: zoo name or ``package.module:factory``.
+        batch_size: per-device micro-batch, samples (>= 1).
+        inputs: per-sample input specs; None = the zoo default.
+        optimizer, precision: see :mod:`paddlefit.spec`.
+        gpus: restrict GPU targets to these names (empty = the whole catalog).
+        devices: data-parallel GPUs per target (all-reduce added when > 1).
+        dataset_size, epochs: samples per epoch and epochs, for the time to train.
+        catalog_files, calibration_files: user data files.
+        safety_margin: fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving
+            10% for allocator fragmentation and the unmeasured).
+        probe_batch_sizes: batch sizes of the CPU probe.
+        max_probe_bytes: probe only if fp32 Adam model states (16 B/param) stay under this; None =
+            min(25% of RAM, 8 GiB).
+    """
+
+    model: str
+    batch_size: int = 32
+    inputs: list[InputSpec] | None = None
+    model_args: dict[str, Any] = field(default_factory=dict)
+    optimizer: OptimizerName = OptimizerName.ADAM
+    precision: Precision = Precision.FP32
+    gpus: list[str] = field(default_factory=list)
+    devices: int = 1
+    dataset_size: int | None = None
+    epochs: float | None = None
+    catalog_files: list[str] = field(default_factory=list)
+    calibration_files: list[str] = field(default_factory=list)
+    safety_margin: float = DEFAULT_SAFETY_MARGIN
+    probe_batch_sizes: tuple[int, ...] = (1, 2, 3)
+    max_probe_bytes: int | None = None
+
+
+@dataclass
+class Target:
+    """One row of the plan (a device). Bytes, seconds, samples/s."""
+
+    name: str
+    kind: str
+    fits: bool
+    peak_bytes: int
+    capacity_bytes: int
+    max_batch_size: int | None
+    step_time_s: float
+    samples_per_s: float
+    calibrated: bool
+    notes: list[str] = field(default_factory=list)
+    bound: str | None = None
+    allreduce_s: float = 0.0
+    time_to_train_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Plan:
+    """The result of :func:`build_plan`; ``to_dict()`` is the ``--json`` document."""
+
+    model: dict[str, Any]
+    batch_size: int
+    precision: str
+    optimizer: str
+    devices: int
+    inputs: list[str]
+    memory: dict[str, Any]
+    targets: list[Target]
+    recommendation: dict[str, Any]
+    assumptions: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["targets"] = [t.to_dict() for t in self.targets]
+        return d
+
+
+def _max_batch(phases: list[tuple[float, float]], limit: float) -> int | None:
+    """Largest integer b >= 0 with fixed + per_sample * b <= limit for every (fixed, per_sample) phase;
+    None if no phase grows with the batch and all fit."""
+    best: float = math.inf
+    for fixed, slope in phases:
+        if fixed > limit:
+            return 0
+        if slope > 0:
+            best = min(best, (limit - fixed) / slope)
+    return None if best == math.inf else math.floor(best)
+
+
+def _specs_for(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]:
+    specs = list(inputs) if inputs else list(ref.default_inputs)
+    if not specs:
+        raise InputSpecError(
+            f"Model {ref.name!r} has no default input; give one per model input, e.g. "
+            "`--input float32[3,224,224]` or `--input int64[128]`."
+        )
+    if ref.transformer is not None:
+        vocab = ref.transformer.vocab_size
+        specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
+                 for s in specs]  # fmt: skip
+    return specs
+
+
+def _model_failure(ref: ModelRef, specs: list[InputSpec], exc: BaseException, what: str) -> ModelError:
+    msg = str(exc).strip().splitlines()
+    short = " ".join(line.strip() for line in msg if line.strip())[:600]
+    shown = " ".join(f"`--input {s}`" for s in specs)
+    return ModelError(
+        f"Model {ref.name!r} failed to {what} with inputs {shown} (batch dimension added): "
+        f"{type(exc).__name__}: {short}. Check that there is one `--input` per forward() argument, "
+        "in order, with the per-sample shape and dtype the model expects."
+    )
+
+
+def _gpu_notes(gpu: GPU, precision: Precision, unit: str) -> list[str]:
+    """Short per-row notes; the long form of each is in the README ("Notes in plan rows")."""
+    notes = []
+    if precision.value.startswith("bf16") and not gpu.bf16_tflops:
+        notes.append(f"no BF16 on {gpu.architecture.title()} (needs CC 8.0+): {unit} peak")
+    if precision.value.startswith("fp16") and gpu.compute_capability < 7.0:
+        notes.append("FP16 tensor cores need Volta (CC 7.0)+")
+    if precision is Precision.FP32 and unit.startswith("tf32"):
+        notes.append("fp32 runs as TF32")
+    if gpu.compute_capability < 7.5:
+        notes.append("no CUDA 13 build (Volta): use cu126/cu129")
+    if gpu.verified != "datasheet":
+        notes.append(f"specs {gpu.verified}")
+    return notes
+
+
+def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
+    """Predict memory, FLOPs and speed of ``req`` on this CPU and every catalog GPU.
+
+    Args:
+        req: the request (see :class:`PlanRequest`).
+        progress: optional callable ``progress(message: str)`` for long steps (the CLI shows a spinner).
+
+    Returns:
+        Plan with targets sorted: fitting targets first, fastest first; the CPU row is named ``cpu``.
+
+    Raises:
+        UnknownNameError: unknown model or GPU name.
+        ModelError: the model cannot be imported/built, rejects its inputs, or is too large to probe and
+            has no analytic model.
+        InputSpecError: no inputs given for a model without defaults.
+        CatalogError: malformed catalog or calibration file.
+        ValueError: batch_size < 1, devices < 1 or safety_margin outside (0, 1] (the CLI validates first).
+    """
+    if req.batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    if req.devices < 1:
+        raise ValueError("devices must be >= 1")
+    if not 0 < req.safety_margin <= 1:
+        raise ValueError("safety_margin must be in (0, 1]")
+    say = progress or (lambda msg: None)
+    gpus_all = load_gpus(req.catalog_files)
+    gpus = [get_gpu(n, gpus_all) for n in req.gpus] if req.gpus else gpus_all
+    calibrations = load_calibrations(req.calibration_files)
+    ref = resolve_model(req.model, req.model_args)
+    specs = _specs_for(ref, req.inputs)
+
+    say(f"building {ref.name} under paddle.LazyGuard")
+    import paddle
+
+    try:
+        with paddle.LazyGuard():
+            lazy = ref.factory()
+        info = mem.param_info(lazy)
+        del lazy
+    except Exception as exc:
+        raise ModelError(f"Model {ref.name!r} could not be built: {type(exc).__name__}: {exc}") from None
+    if info.params == 0:
+        raise ModelError(f"Model {ref.name!r} has no parameters; nothing to train.")
+
+    total_ram = psutil.virtual_memory().total
+    limit = req.max_probe_bytes or min(total_ram // 4, 8 * 1024**3)
+    b = req.batch_size
+    states32 = mem.model_state_bytes(info, req.optimizer, Precision.FP32)
+    notes_model: list[str] = []
+    if 16 * info.params <= limit:
+        say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
+        try:
+            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes)
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise _model_failure(ref, specs, exc, "train") from None
+        method = "cpu-probe"
+        fwd_flops = flops.forward_flops_per_sample
+        train_flops = flops.train_flops_per_sample
+        phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
+        dominant = probe.dominant_phase(b)
+        act_per_sample = probe.fits[dominant].per_sample_bytes
+        fixed = probe.fits[dominant].fixed_bytes - states32.total_bytes
+        has_conv = flops.forward_by_op.get("conv", 0) > 0
+        cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
+        residual = max(f.max_rel_residual for f in probe.fits.values())
+    elif ref.transformer is not None:
+        say("model too large to probe: analytic transformer estimate")
+        cfg = ref.transformer
+        seq = specs[0].shape[0]
+        method = "analytic-transformer"
+        fwd_flops = mem.analytic_transformer_flops(cfg, seq)
+        train_flops = 3 * fwd_flops
+        act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
+        fixed = 0.0
+        phases = {"forward": (states32.total_bytes, act_per_sample)}
+        dominant = "forward"
+        has_conv = False
+        cpu_time = None
+        residual = None
+        notes_model.append(
+            f"{info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
+            "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"
+        )
+    else:
+        raise ModelError(
+            f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
+            f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({limit / 1024**3:.1f} GiB) and "
+            "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
+            "with `--max-probe-gib`."
+        )
+
+    def cpu_phases_for(precision: Precision, factor: float) -> list[tuple[float, float]]:
+        st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
+        return [(st + factor * max(fx - states32.total_bytes, 0.0), factor * sl) for fx, sl in phases.values()]
+
+    targets: list[Target] = []
+    # ---- CPU target (fp32: AMP has no effect on CPU)
+    cpu_cap = int(total_ram)
+    cpu_ph = [(fx, sl) for fx, sl in phases.values()]
+    cpu_peak = max(fx + sl * b for fx, sl in cpu_ph)
+    cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
+    if req.precision.is_amp:
+        cpu_notes.append("AMP has no effect on CPU: fp32 planned")
+    if req.devices > 1:
+        cpu_notes.append("one CPU process; --devices applies to GPUs")
+    if cpu_time is not None:
+        cpu_step = max(cpu_time[0] + cpu_time[1] * b, 1e-9)
+        cpu_calibrated = True
+    else:
+        cpu_step = float("nan")
+        cpu_calibrated = False
+        cpu_notes.append("no probe: CPU step time not measured")
+    targets.append(Target(
+        name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
+        capacity_bytes=cpu_cap, max_batch_size=_max_batch(cpu_ph, req.safety_margin * cpu_cap),
+        step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
+        calibrated=cpu_calibrated, notes=cpu_notes, bound=None,
+    ))  # fmt: skip
+
+    # ---- GPU targets
+    factor = AMP_ACTIVATION_FACTOR if req.precision.is_amp else 1.0
+    gpu_states = mem.model_state_bytes(info, req.optimizer, req.precision)
+    for gpu in gpus:
+        cal: Calibration | None = calibrations.get(gpu.name.lower())
+        ph = cpu_phases_for(req.precision, factor)
+        if has_conv:
+            ph = [(fx + CONV_WORKSPACE_BYTES, sl) for fx, sl in ph]
+        ratio = cal.memory_ratio if cal else 1.0
+        ph = [(fx * ratio, sl * ratio) for fx, sl in ph]
+        context = cal.cuda_context_bytes if cal and cal.cuda_context_bytes else CUDA_CONTEXT_BYTES
+        cap = gpu.capacity_bytes
+        usable = req.safety_margin * (cap - context)
+        peak = max(fx + sl * b for fx, sl in ph)
+        peak_flops, unit = gpu.peak_flops(req.precision.value)
+        eclass = efficiency_class(unit)
+        eff = (cal.efficiency.get(eclass) if cal else None) or DEFAULT_EFFICIENCY[eclass]
+        act_bytes = factor * act_per_sample * b
+        traffic = 2 * act_bytes + 2 * gpu_states.total_bytes
+        roof = roofline_step(train_flops * b, peak_flops, eff, traffic, gpu.mem_bw_gbps)
+        bw, link = gpu.interconnect_gbps()
+        ar = ring_allreduce_s(gpu_states.grads_bytes, req.devices, bw)
+        step = roof.step_s + ar
+        notes = _gpu_notes(gpu, req.precision, unit)
+        if roof.bound == "memory":
+            notes.append("memory-bound")
+        if cal and eclass in cal.efficiency:
+            notes.append(f"measured efficiency {eff:.0%}")
+        if req.devices > 1:
+            notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}")
+        targets.append(Target(
+            name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
+            max_batch_size=_max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
+            calibrated=cal is not None, notes=notes, bound=roof.bound, allreduce_s=ar,
+        ))  # fmt: skip
+
+    if req.dataset_size and req.epochs:
+        for t in targets:
+            per_step = b * (req.devices if t.kind == "gpu" else 1)
+            if t.step_time_s == t.step_time_s:
+                t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
+
+    targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
+    recommendation = _recommend(targets, b)
+    model_doc = {
+        "name": ref.name,
+        "params": info.params,
+        "trainable_params": info.trainable_params,
+        "forward_flops_per_sample": fwd_flops,
+        "train_flops_per_sample": train_flops,
+    }
+    memory_doc = {
+        "method": method,
+        "weights_bytes": gpu_states.weights_bytes,
+        "grads_bytes": gpu_states.grads_bytes,
+        "optimizer_bytes": gpu_states.optimizer_bytes,
+        "activation_bytes_per_sample": act_per_sample * factor,
+        "fixed_bytes": max(fixed, 0.0) * factor,
+        "precision_of_breakdown": req.precision.value,
+        "cpu_fp32": {
+            "weights_bytes": states32.weights_bytes,
+            "grads_bytes": states32.grads_bytes,
+            "optimizer_bytes": states32.optimizer_bytes,
+            "activation_bytes_per_sample": act_per_sample,
+            "fixed_bytes": fixed,
+        },
+        "dominant_phase": dominant,
+        "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in phases.items()},
+        "probe_batch_sizes": list(req.probe_batch_sizes) if method == "cpu-probe" else [],
+        "probe_max_rel_residual": residual,
+        "notes": notes_model,
+    }
+    assumptions = {
+        "safety_margin": req.safety_margin,
+        "amp_activation_factor": AMP_ACTIVATION_FACTOR,
+        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+        "conv_workspace_bytes": CONV_WORKSPACE_BYTES if has_conv else 0,
+        "default_efficiency": DEFAULT_EFFICIENCY,
+        "allreduce": "ring, 2(n-1)/n x gradient bytes per rank, not overlapped with compute",
+        "memory_traffic": "2 x activation bytes + 2 x model-state bytes per step (roofline lower bound)",
+        "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
+    }
+    return Plan(
+        model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
+        devices=req.devices, inputs=[str(s) for s in specs], memory=memory_doc, targets=targets,
+        recommendation=recommendation, assumptions=assumptions,
+    )  # fmt: skip
+
+
+def _recommend(targets: list[Target], batch: int) -> dict[str, Any]:
+    gpu_fit = [t for t in targets if t.kind == "gpu" and t.fits]
+    if gpu_fit:
+        best = gpu_fit[0]
+        smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
+        reason = (
+            f"fastest GPU that fits: {best.samples_per_s:,.0f} samples/s predicted, peak "
+            f"{best.peak_bytes / 1024**3:.1f} of {best.capacity_bytes / 1024**3:.0f} GiB"
+        )
+        if smallest.name != best.name:
+            reason += (
+                f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
+                f"peak {smallest.peak_bytes / 1024**3:.1f} of {smallest.capacity_bytes / 1024**3:.0f} GiB)"
+            )
+        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name}
+    gpus = [t for t in targets if t.kind == "gpu"]
+    if not gpus:
+        cpu = targets[0]
+        return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
+                "smallest_fit": None}  # fmt: skip
+    roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
+    mb = roomiest.max_batch_size or 0
+    if mb >= 1:
+        reason = (
+            f"batch {batch} fits no GPU; largest that fits is {mb} on {roomiest.name}: lower --batch-size "
+            "with gradient accumulation, use AMP (--precision bf16-o1/fp16-o1), or shard across devices"
+        )
+    else:
+        reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
+    return {"target": None, "reason": reason, "smallest_fit": None}

@@ -1,0 +1,1 @@
+"""Rendering: rich tables and JSON documents (no computation here)."""
