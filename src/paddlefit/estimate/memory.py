@@ -16,6 +16,7 @@ with ``fixed + per_sample * batch`` by least squares; the predicted peak is the 
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -93,7 +94,8 @@ def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Prec
     Exact for fp32 on Paddle's CPU allocator (tested against the allocator in ``tests/test_memory.py``).
     """
     per_state = OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer]
-    extra = 8 * info.trainable_tensors if optimizer in (OptimizerName.ADAM, OptimizerName.ADAMW) else 0
+    # + one fp32 [1] learning-rate tensor per optimizer (``Optimizer._create_global_learning_rate``).
+    extra = 4 + (8 * info.trainable_tensors if optimizer in (OptimizerName.ADAM, OptimizerName.ADAMW) else 0)
     if precision.level == "O2":
         return ModelStates(
             weights_bytes=2 * info.params,
@@ -109,17 +111,23 @@ def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Prec
 
 @dataclass(frozen=True)
 class PhaseFit:
-    """``peak(batch) = fixed_bytes + per_sample_bytes * batch`` for one phase, from a least-squares fit.
+    """Peak of one phase as a function of batch: the maximum of straight lines.
 
-    ``max_rel_residual`` is the largest |measured - fit| / measured over the probe points (0 = exactly linear).
+    A phase's peak is the largest of several sub-peaks (moments inside the phase), each linear in the batch,
+    so it is convex and piecewise linear: ``peak(b) = max_i(fixed_i + per_sample_i * b)``. The lines are
+    the segments between consecutive probe points; the last one (steepest) governs extrapolation, and its
+    intercept/slope are ``fixed_bytes``/``per_sample_bytes``. ``max_rel_residual`` is the largest
+    |measured - least-squares line| / measured (0 = exactly linear over the probe points).
     """
 
     fixed_bytes: float
     per_sample_bytes: float
     max_rel_residual: float
+    segments: tuple[tuple[float, float], ...] = ()
 
     def at(self, batch: int) -> float:
-        return self.fixed_bytes + self.per_sample_bytes * batch
+        lines = self.segments or ((self.fixed_bytes, self.per_sample_bytes),)
+        return max(f + s * batch for f, s in lines)
 
 
 @dataclass
@@ -161,12 +169,21 @@ class ProbeResult:
         return max(self.time_fit.at(batch), 0.0)
 
 
-def _fit(xs: list[int], ys: list[float]) -> PhaseFit:
+def _fit(xs: list[int], ys: list[float], convex: bool = False) -> PhaseFit:
+    """Least-squares line through (xs, ys); with ``convex``, also the max of consecutive-pair segments."""
     if len(set(xs)) == 1:
         return PhaseFit(float(ys[0]), 0.0, 0.0)
     slope, intercept = np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)
     res = max(abs(y - (intercept + slope * x)) / max(abs(y), 1.0) for x, y in zip(xs, ys, strict=True))
-    return PhaseFit(float(intercept), float(slope), float(res))
+    if not convex:
+        return PhaseFit(float(intercept), float(slope), float(res))
+    pts = sorted(zip(xs, ys, strict=True))
+    segs = []
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        sl = (y1 - y0) / (x1 - x0)
+        segs.append((y0 - sl * x0, sl))
+    last = segs[-1]
+    return PhaseFit(float(last[0]), float(last[1]), float(res), tuple(segs))
 
 
 def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed: int = 0) -> list[Any]:
@@ -289,6 +306,8 @@ def probe_memory(
     optimizer: OptimizerName,
     batch_sizes: tuple[int, ...] = (1, 2, 3),
     count: bool = True,
+    extend_to: int = 0,
+    budget_s: float = 6.0,
 ) -> tuple[ProbeResult, Any]:
     """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
 
@@ -296,7 +315,10 @@ def probe_memory(
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
     the second step of :func:`measure_training_steps`). Each phase is fit with ``fixed + per_sample * batch``
     over the steady-state steps; the optimizer phase also takes the first step's creation peak as a floor.
-    Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default).
+    Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default). With ``extend_to`` > 0,
+    more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
+    (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
+    to the requested batch, so a sub-peak that takes over at larger batches is seen.
 
     Returns:
         (ProbeResult, FlopsCount or None).
@@ -317,7 +339,11 @@ def probe_memory(
     first_opt_peak = peak() - base
     flops = None
     ms: list[StepMeasurement] = []
-    for i, b in enumerate((batch_sizes[0], *batch_sizes)):
+
+    sizes = [batch_sizes[0], *batch_sizes]
+    i = 0
+    while i < len(sizes):
+        b = sizes[i]
         inputs = make_inputs(specs, b, seed=i)
         reset()
         t0 = time.perf_counter()
@@ -341,19 +367,26 @@ def probe_memory(
         t2 = time.perf_counter()
         opt_peak = peak() - base
         del inputs
-        if i == 0:
+        i += 1
+        if i == 1:
             first_opt_peak = max(first_opt_peak, opt_peak)
+            per_sample_s = (t2 - t0) / b
+            spent, nxt = 0.0, 2 * max(batch_sizes)
+            while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
+                spent += nxt * per_sample_s * 1.3
+                sizes.append(nxt)
+                nxt *= 2
             continue
         ms.append(StepMeasurement(b, {"forward": f_peak, "backward": b_peak, "optimizer_step": opt_peak},
                                   current() - base, t2 - t0, t1 - t0))  # fmt: skip
     del opt, model
     gc.collect()
     xs = [m.batch_size for m in ms]
-    fits = {p: _fit(xs, [m.phase_peak_bytes[p] for m in ms]) for p in PHASES}
+    fits = {p: _fit(xs, [m.phase_peak_bytes[p] for m in ms], convex=True) for p in PHASES}
     o = fits["optimizer_step"]
     if o.at(xs[0]) < first_opt_peak:  # the first step's state creation can be the larger peak
-        fits["optimizer_step"] = PhaseFit(first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes,
-                                          o.max_rel_residual)  # fmt: skip
+        floor = (first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes)
+        fits["optimizer_step"] = PhaseFit(floor[0], floor[1], o.max_rel_residual, (*o.segments, floor))
     time_fit = _fit(xs, [m.step_time_s for m in ms])
     return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit), flops
 

@@ -58,7 +58,8 @@ class PlanRequest:
         catalog_files, calibration_files: user data files.
         safety_margin: fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving
             10% for allocator fragmentation and the unmeasured).
-        probe_batch_sizes: batch sizes of the CPU probe.
+        probe_batch_sizes: the CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size``
+            while the estimated extra probe time stays within ``probe_budget_s`` seconds.
         max_probe_bytes: probe only if fp32 Adam model states (16 B/param) stay under this; None =
             min(25% of RAM, 8 GiB).
     """
@@ -77,6 +78,7 @@ class PlanRequest:
     calibration_files: list[str] = field(default_factory=list)
     safety_margin: float = DEFAULT_SAFETY_MARGIN
     probe_batch_sizes: tuple[int, ...] = (1, 2, 3)
+    probe_budget_s: float = 6.0
     max_probe_bytes: int | None = None
 
 
@@ -228,7 +230,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
         try:
-            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes)
+            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
+                                               extend_to=b, budget_s=req.probe_budget_s)
         except (MemoryError, KeyboardInterrupt):
             raise
         except Exception as exc:
@@ -237,6 +240,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         fwd_flops = flops.forward_flops_per_sample
         train_flops = flops.train_flops_per_sample
         phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
+        lines = [seg for f in probe.fits.values() for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]
+        probed = [m.batch_size for m in probe.measurements]
         dominant = probe.dominant_phase(b)
         act_per_sample = probe.fits[dominant].per_sample_bytes
         fixed = probe.fits[dominant].fixed_bytes - states32.total_bytes
@@ -257,6 +262,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         has_conv = False
         cpu_time = None
         residual = None
+        lines = list(phases.values())
+        probed = []
         notes_model.append(
             f"{info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
             "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"
@@ -271,12 +278,12 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     def cpu_phases_for(precision: Precision, factor: float) -> list[tuple[float, float]]:
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
-        return [(st + factor * max(fx - states32.total_bytes, 0.0), factor * sl) for fx, sl in phases.values()]
+        return [(st + factor * max(fx - states32.total_bytes, 0.0), factor * sl) for fx, sl in lines]
 
     targets: list[Target] = []
     # ---- CPU target (fp32: AMP has no effect on CPU)
     cpu_cap = int(total_ram)
-    cpu_ph = [(fx, sl) for fx, sl in phases.values()]
+    cpu_ph = [(fx, sl) for fx, sl in lines]
     cpu_peak = max(fx + sl * b for fx, sl in cpu_ph)
     cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
     if req.precision.is_amp:
@@ -365,7 +372,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         },
         "dominant_phase": dominant,
         "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in phases.items()},
-        "probe_batch_sizes": list(req.probe_batch_sizes) if method == "cpu-probe" else [],
+        "probe_batch_sizes": probed,
         "probe_max_rel_residual": residual,
         "notes": notes_model,
     }

@@ -1,0 +1,82 @@
+import math
+
+import pytest
+
+from paddlefit.catalog.gpus import COLUMNS, get_gpu, load_gpus
+from paddlefit.errors import CatalogError, UnknownNameError
+
+REQUIRED = ["T4", "A10", "A10G", "L4", "L40S", "A40", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB",
+            "V100-PCIe-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-40GB", "A100-PCIe-80GB",
+            "H100-SXM", "H100-PCIe", "H200", "B200", "RTX-3090", "RTX-4090"]  # fmt: skip
+
+
+def test_catalog_has_required_gpus_with_sources_and_positive_numbers():
+    gpus = load_gpus()
+    names = [g.name for g in gpus]
+    assert sorted(REQUIRED) == sorted(set(REQUIRED) & set(names))
+    assert len(names) == len(set(n.lower() for n in names))
+    for g in gpus:
+        assert g.source.startswith("http"), g.name
+        assert g.verified in ("datasheet", "facts-table", "third-party")
+        assert g.capacity_bytes > 10 * 1024**3
+        assert g.mem_bw_gbps > 0 and g.fp32_tflops > 0 and g.pcie_gbps > 0
+
+
+def test_datasheet_values_and_capacity():
+    h100 = get_gpu("H100-SXM")
+    assert (h100.fp16_tflops, h100.mem_bw_gbps, h100.nvlink_gbps) == (989.5, 3350, 900)
+    assert get_gpu("L4").capacity_bytes == 22888 * 1024**2  # AWS-reported usable MiB
+    assert get_gpu("A100-SXM4-40GB").capacity_bytes == 40 * 1024**3
+    assert get_gpu("t4").peak_flops("bf16-o1") == (8.1e12, "fp32")  # no BF16/TF32 on Turing
+    assert get_gpu("a100").peak_flops("fp32") == (156e12, "tf32 tensor")
+    assert get_gpu("a100").interconnect_gbps() == (300.0, "nvlink")
+    assert get_gpu("rtx-4090").interconnect_gbps() == (31.5, "pcie gen4")
+
+
+def test_unknown_gpu_lists_close_names():
+    with pytest.raises(UnknownNameError) as e:
+        get_gpu("A100-SXM-80")
+    assert "A100-SXM4-80GB" in str(e.value) or "A100-PCIe-80GB" in str(e.value)
+
+
+def _row(**over):
+    base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
+                usable_memory_mib="", mem_bw_gbps="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
+                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gbps="", pcie_gen="4", pcie_gbps="31.5",
+                tdp_w="200", verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30")
+    base.update(over)
+    return ",".join(base[c] for c in COLUMNS)
+
+
+def test_user_catalog_adds_and_overrides(tmp_path):
+    f = tmp_path / "mine.csv"
+    f.write_text(",".join(COLUMNS) + "\n" + _row() + "\n" + _row(name="T4", memory_gib="15") + "\n")
+    gpus = load_gpus([f])
+    assert get_gpu("mygpu", gpus).memory_gib == 20
+    assert get_gpu("T4", gpus).memory_gib == 15
+    assert len(gpus) == len(load_gpus()) + 1
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [(_row(mem_bw_gbps="fast"), "line 2 (MyGPU), field `mem_bw_gbps`"),
+     (_row(memory_gib="-4"), "field `memory_gib`"),
+     (_row(name=""), "field `name`"),
+     (_row() + ",extra", "line 2: expected")],
+)  # fmt: skip
+def test_malformed_catalog_row_names_file_line_field(tmp_path, row, needle):
+    f = tmp_path / "bad.csv"
+    f.write_text(",".join(COLUMNS) + "\n" + row + "\n")
+    with pytest.raises(CatalogError) as e:
+        load_gpus([f])
+    assert str(f) in str(e.value) and needle in str(e.value)
+
+
+def test_catalog_bad_header_and_missing_file(tmp_path):
+    f = tmp_path / "h.csv"
+    f.write_text("name,memory\nX,1\n")
+    with pytest.raises(CatalogError, match="header is wrong"):
+        load_gpus([f])
+    with pytest.raises(CatalogError, match="cannot be read"):
+        load_gpus([tmp_path / "nope.csv"])
+    assert math.isclose(get_gpu("A40").nvlink_gbps, 112.5)

@@ -1,0 +1,71 @@
+import paddle
+import pytest
+from paddle import nn
+
+from paddlefit.estimate.flops import count_flops
+from paddlefit.estimate.memory import analytic_transformer_flops
+from paddlefit.estimate.timing import RESNET50_TRAIN_FLOPS_PER_IMAGE
+from paddlefit.models import resolve_model
+
+
+def test_linear_exact_forward_and_backward():
+    model = nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 3))
+    x = paddle.randn([4, 10])  # stop_gradient=True: first layer gets no dX
+    c = count_flops(model, [x])
+    fwd = 4 * (2 * 10 * 20 + 20) + 4 * 20 + 4 * (2 * 20 * 3 + 3)
+    bwd = 4 * (2 * 10 * 20 + 20) + 4 * 20 + 4 * (2 * 2 * 20 * 3 + 3)
+    assert (c.forward_flops, c.backward_flops) == (fwd, bwd)
+    assert c.forward_flops_per_sample == fwd / 4
+
+
+def test_functional_matmul_softmax_and_reused_layer_counted():
+    orig = paddle.matmul
+    class M(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8, bias_attr=False)
+
+        def forward(self, x):
+            h = self.fc(self.fc(x))  # reused layer: counted twice
+            s = paddle.nn.functional.softmax(paddle.matmul(h, h, transpose_y=True))  # (b, 5, 5)
+            return s @ h
+
+    c = count_flops(M(), [paddle.randn([2, 5, 8])])
+    fc = 2 * 2 * 5 * 8 * 8
+    expected = 2 * fc + 2 * 2 * 5 * 5 * 8 + 3 * 2 * 5 * 5 + 2 * 2 * 5 * 5 * 8
+    assert c.forward_flops == expected
+    assert c.forward_by_op["matmul"] == 2 * (2 * 2 * 5 * 5 * 8)
+    # patches are removed afterwards
+    assert paddle.matmul is orig
+
+
+def test_conv_exact():
+    conv = nn.Conv2D(3, 8, 3, padding=1, groups=1)
+    c = count_flops(conv, [paddle.randn([1, 3, 16, 16])])
+    assert c.forward_flops == 2 * (16 * 16 * 8) * 3 * 9 + 16 * 16 * 8
+    assert c.backward_flops == 2 * (16 * 16 * 8) * 3 * 9 + 16 * 16 * 8  # dW + bias, no dX
+
+
+def test_resnet50_matches_published_count_within_1pct():
+    ref = resolve_model("resnet50")
+    m = ref.factory()
+    m.train()
+    c = count_flops(m, [paddle.randn([1, 3, 224, 224])])
+    assert c.forward_flops == pytest.approx(2 * 4_111_514_624, rel=0.01)
+    assert c.forward_flops + c.backward_flops == RESNET50_TRAIN_FLOPS_PER_IMAGE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert-base", "gpt2-small"])
+def test_transformer_matches_korthikanti_closed_form_within_2pct(name):
+    ref = resolve_model(name)
+    cfg = ref.transformer
+    m = ref.factory()
+    m.train()
+    s = 128
+    c = count_flops(m, [paddle.randint(0, cfg.vocab_size, [1, s])])
+    b, layers, h, v = 1, cfg.num_layers, cfg.hidden_size, cfg.vocab_size
+    closed_train = 72 * b * s * layers * h * h * (1 + s / (6 * h) + v / (12 * h * layers))
+    assert c.train_flops_per_sample == pytest.approx(closed_train, rel=0.02)
+    assert c.forward_flops == pytest.approx(analytic_transformer_flops(cfg, s), rel=0.02)
+    assert sum(p.numel().item() for p in m.parameters()) == cfg.params
