@@ -1,0 +1,107 @@
+"""CLI behaviour through the installed console script: JSON on stdout, exit code 2 on bad input, no traceback."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paddlefit.catalog.gpus import COLUMNS
+
+DATA = Path(__file__).parent / "data"
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(DATA), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=600)  # fmt: skip
+
+
+def test_gpus_json():
+    r = run("gpus", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert {"T4", "H100-SXM", "B200"} <= {g["name"] for g in rows}
+    assert all(g["source"] for g in rows)
+
+
+def test_plan_json_for_user_multi_input_model():
+    r = run("plan", "tinymodels:TwoInput", "--input", "float32[3,16,16]", "--input", "int64[12]:100",
+            "--batch-size", "8", "--gpu", "L4", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["inputs"] == ["float32[3,16,16]", "int64[12]:100"]
+    assert [t["name"] for t in d["targets"]] == ["L4", "cpu"] or [t["name"] for t in d["targets"]] == ["cpu", "L4"]
+
+
+def test_plan_model_returning_its_loss_and_model_args():
+    r = run("plan", "tinymodels:ReturnsLoss", "--input", "float32[8]", "--gpu", "T4", "--json")
+    assert r.returncode == 0, r.stderr
+    r = run("plan", "tinymodels:mlp", "--input", "float32[30]", "--model-arg", "hidden=7", "--gpu", "T4", "--json")
+    assert json.loads(r.stdout)["model"]["params"] == 30 * 7 + 7 + 7 * 5 + 5
+
+
+def _bad_catalog(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text(",".join(COLUMNS) + "\n" + "X,,ada,8.9,lots" + ",1" * (len(COLUMNS) - 5) + "\n")
+    return str(f)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["plan", "resnet5O"], "Did you mean"),
+        (["plan", "nosuchpkg.mod:factory"], "Cannot import module `nosuchpkg.mod`"),
+        (["plan", "tinymodels:nothing"], "has no attribute"),
+        (["plan", "tinymodels:not_a_layer_factory", "--input", "float32[3]"], "could not be built"),
+        (["plan", "resnet18", "--input", "float32[3,224"], "does not parse"),
+        (["plan", "resnet18", "--input", "float32[5,5]", "-b", "2"], "failed to train with inputs"),
+        (["plan", "resnet18", "--batch-size", "0"], "`--batch-size` must be >= 1"),
+        (["plan", "lenet", "--gpu", "A100-XYZ"], "Unknown GPU"),
+        (["plan", "lenet", "--precision", "fp8"], "`--precision`"),
+        (["plan", "lenet", "--dataset-size", "10"], "go together"),
+        (["plan", "tinymodels:mlp"], "has no default input"),
+        (["gpus", "--catalog", "CATALOG"], "field `memory_gib`"),
+        (["plan", "lenet", "--calibration", "NOFILE.json"], "cannot be read"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(tmp_path, args, needle):
+    args = [_bad_catalog(tmp_path) if a == "CATALOG" else a for a in args]
+    r = run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = " ".join(r.stderr.split())
+    assert needle in err, err
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
+    out = tmp_path / "cal.json"
+    r = run("calibrate", "-m", "lenet", "-b", "8", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["device"] == "cpu" and doc["rows"][0]["batch_size"] == 8
+    row = doc["rows"][0]
+    assert abs(row["predicted_peak_bytes"] / row["peak_bytes"] - 1) < 0.05
+    # a calibration measured on a T4 (rows written by hand here) marks that row calibrated and scales memory
+    t4 = {"device": "T4", "cuda_context_bytes": 400 * 2**20, "rows": [
+        {"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2_000_000,
+         "predicted_peak_bytes": 1_000_000, "step_time_s": 0.01, "train_flops_per_sample": 2.0e6,
+         "peak_flops": 8.1e12, "efficiency_class": "fp32"}]}  # fmt: skip
+    cal = tmp_path / "t4.json"
+    cal.write_text(json.dumps(t4))
+    base = json.loads(run("plan", "lenet", "-b", "8", "--gpu", "T4", "--json").stdout)
+    r = run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal), "--json")
+    d = json.loads(r.stdout)
+    row_b = next(t for t in base["targets"] if t["name"] == "T4")
+    row_c = next(t for t in d["targets"] if t["name"] == "T4")
+    assert row_c["calibrated"] is True and row_b["calibrated"] is False
+    assert row_c["peak_bytes"] == pytest.approx(2 * row_b["peak_bytes"], rel=1e-6)
+    eff = 2.0e6 * 8 / 0.01 / 8.1e12
+    assert any(f"measured efficiency {eff:.0%}" in n for n in row_c["notes"])
+
+
+def test_help_has_examples():
+    r = run("plan", "--help")
+    assert r.returncode == 0 and "Examples" in r.stdout and "--precision" in r.stdout

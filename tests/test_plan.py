@@ -1,0 +1,95 @@
+import json
+import math
+
+import pytest
+
+from paddlefit.catalog.gpus import get_gpu
+from paddlefit.estimate.memory import model_state_bytes, param_info
+from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.errors import ModelError
+from paddlefit.plan import PlanRequest, build_plan
+from paddlefit.spec import OptimizerName, Precision, parse_input_spec
+
+
+@pytest.fixture(scope="module")
+def lenet_plan():
+    return build_plan(PlanRequest(model="lenet", batch_size=64, devices=4, dataset_size=60000, epochs=2))
+
+
+def test_plan_document_shape(lenet_plan):
+    d = json.loads(json.dumps(lenet_plan.to_dict(), default=str))
+    assert set(d["model"]) >= {"name", "params", "trainable_params", "forward_flops_per_sample",
+                               "train_flops_per_sample"}  # fmt: skip
+    assert set(d["memory"]) >= {"method", "weights_bytes", "grads_bytes", "optimizer_bytes",
+                                "activation_bytes_per_sample", "fixed_bytes"}  # fmt: skip
+    names = [t["name"] for t in d["targets"]]
+    assert "cpu" in names and "A100-SXM4-40GB" in names and len(names) == 21
+    assert d["recommendation"]["target"] == d["targets"][0]["name"]
+    assert d["memory"]["method"] == "cpu-probe"
+    assert d["model"]["params"] == 61610
+
+
+def test_targets_consistent(lenet_plan):
+    p = lenet_plan
+    for t in p.targets:
+        if t.kind == "gpu":
+            assert not t.calibrated
+            assert t.samples_per_s == pytest.approx(4 * 64 / t.step_time_s)
+            assert t.time_to_train_s == pytest.approx(math.ceil(60000 / 256) * 2 * t.step_time_s)
+        else:
+            assert t.calibrated and t.time_to_train_s == pytest.approx(math.ceil(60000 / 64) * 2 * t.step_time_s)
+    a100 = next(t for t in p.targets if t.name == "A100-SXM4-40GB")
+    grads = p.memory["grads_bytes"]
+    assert a100.allreduce_s == pytest.approx(ring_allreduce_s(grads, 4, 300.0))
+    assert a100.allreduce_s == pytest.approx(2 * 3 / 4 * grads / 300e9)
+    fits_sorted = [t.fits for t in p.targets]
+    assert fits_sorted == sorted(fits_sorted, reverse=True)
+
+
+def test_max_batch_is_the_boundary():
+    p = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=8, inputs=[parse_input_spec("float32[3,64,64]")],
+                               gpus=["T4"], safety_margin=0.001))  # fmt: skip
+    t4 = next(t for t in p.targets if t.name == "T4")
+    limit = 0.001 * (get_gpu("T4").capacity_bytes - p.assumptions["cuda_context_bytes"])
+    assert t4.max_batch_size is not None
+    # the memory at max_batch fits and at max_batch+1 does not
+    p_at = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=max(t4.max_batch_size, 1),
+                                  inputs=[parse_input_spec("float32[3,64,64]")], gpus=["T4"], safety_margin=0.001))
+    row = next(t for t in p_at.targets if t.name == "T4")
+    assert (row.peak_bytes <= limit) == (t4.max_batch_size >= 1)
+    assert t4.fits == (t4.peak_bytes <= limit)
+
+
+def test_amp_o2_halves_weights_and_activations():
+    fp32 = build_plan(PlanRequest(model="lenet", batch_size=32, gpus=["A100-SXM4-40GB"]))
+    o2 = build_plan(PlanRequest(model="lenet", batch_size=32, gpus=["A100-SXM4-40GB"], precision=Precision.BF16_O2))
+    assert o2.memory["weights_bytes"] * 2 == fp32.memory["weights_bytes"]
+    assert o2.memory["activation_bytes_per_sample"] * 2 == pytest.approx(fp32.memory["activation_bytes_per_sample"])
+    t4 = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["T4"], precision=Precision.BF16_O1))
+    assert any("no BF16" in n for n in t4.targets[0].notes + t4.targets[1].notes)
+
+
+def test_model_states_on_gpu_row_use_zero_16_bytes(lenet_plan):
+    import paddle
+
+    from paddlefit.models import resolve_model
+
+    with paddle.LazyGuard():
+        info = param_info(resolve_model("lenet").factory())
+    st = model_state_bytes(info, OptimizerName.ADAM, Precision.FP16_O2)
+    assert st.total_bytes - 4 - 8 * info.trainable_tensors == 16 * info.params
+
+
+@pytest.mark.slow
+def test_huge_model_uses_lazyguard_analytic_path():
+    p = build_plan(PlanRequest(model="gpt2-xl", batch_size=4, gpus=["H100-SXM"]))
+    assert p.memory["method"] == "analytic-transformer"
+    assert p.model["params"] > 1.5e9
+    assert any("too large to probe" in n for n in p.memory["notes"])
+    cpu = next(t for t in p.targets if t.name == "cpu")
+    assert math.isnan(cpu.step_time_s) and not cpu.calibrated
+
+
+def test_model_rejecting_inputs_is_a_model_error():
+    with pytest.raises(ModelError, match=r"float32\[5,5\]"):
+        build_plan(PlanRequest(model="resnet18", batch_size=2, inputs=[parse_input_spec("float32[5,5]")]))
