@@ -4,9 +4,9 @@ import math
 import pytest
 
 from paddlefit.catalog.gpus import get_gpu
+from paddlefit.errors import ModelError
 from paddlefit.estimate.memory import model_state_bytes, param_info
 from paddlefit.estimate.timing import ring_allreduce_s
-from paddlefit.errors import ModelError
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.spec import OptimizerName, Precision, parse_input_spec
 

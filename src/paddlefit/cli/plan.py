@@ -40,7 +40,8 @@ def plan_command(
     """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
 
     Memory = model states (exact) + activations/workspace measured by a CPU probe (real training steps at
-    batch 1-3) and extrapolated per phase. GPU rows adjust it for precision and stay `calibrated: no`
+    batch 1, 2, 3 and, within a few seconds' budget, 6, 12, ... up to --batch-size) and extrapolated per phase.
+    GPU rows adjust it for precision and stay `calibrated: no`
     until `paddlefit calibrate` has run on that GPU.
 
     Examples:
