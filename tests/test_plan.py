@@ -93,3 +93,15 @@ def test_huge_model_uses_lazyguard_analytic_path():
 def test_model_rejecting_inputs_is_a_model_error():
     with pytest.raises(ModelError, match=r"float32\[5,5\]"):
         build_plan(PlanRequest(model="resnet18", batch_size=2, inputs=[parse_input_spec("float32[5,5]")]))
+
+
+def test_fp32_gpu_peak_is_cpu_peak_plus_conv_workspace(lenet_plan):
+    cpu = next(t for t in lenet_plan.targets if t.name == "cpu")
+    for t in lenet_plan.targets:
+        if t.kind == "gpu":
+            assert t.peak_bytes == pytest.approx(cpu.peak_bytes + 512 * 1024**2, abs=2)
+
+
+def test_duplicate_gpu_names_give_one_row():
+    p = build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["T4", "t4", "tesla-t4"]))
+    assert [t.name for t in p.targets].count("T4") == 1

@@ -204,7 +204,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         raise ValueError("safety_margin must be in (0, 1]")
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
-    gpus = [get_gpu(n, gpus_all) for n in req.gpus] if req.gpus else gpus_all
+    gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
     calibrations = load_calibrations(req.calibration_files)
     ref = resolve_model(req.model, req.model_args)
     specs = _specs_for(ref, req.inputs)
@@ -278,7 +278,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     def cpu_phases_for(precision: Precision, factor: float) -> list[tuple[float, float]]:
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
-        return [(st + factor * max(fx - states32.total_bytes, 0.0), factor * sl) for fx, sl in lines]
+        return [(st + factor * (fx - states32.total_bytes), factor * sl) for fx, sl in lines]
 
     targets: list[Target] = []
     # ---- CPU target (fp32: AMP has no effect on CPU)
