@@ -105,3 +105,15 @@ def test_fp32_gpu_peak_is_cpu_peak_plus_conv_workspace(lenet_plan):
 def test_duplicate_gpu_names_give_one_row():
     p = build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["T4", "t4", "tesla-t4"]))
     assert [t.name for t in p.targets].count("T4") == 1
+
+
+def test_probe_refuses_inputs_that_would_exhaust_ram(monkeypatch):
+    import collections
+
+    import psutil
+
+    real = psutil.virtual_memory()
+    fake = collections.namedtuple("svmem", ["total", "available"])(real.total, 1024)  # 1 KiB free
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: fake)
+    with pytest.raises(ModelError, match="too large to probe on this machine"):
+        build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["T4"]))

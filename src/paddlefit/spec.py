@@ -30,6 +30,7 @@ class Precision(str, Enum):
 
     @property
     def is_amp(self) -> bool:
+        """True for the AMP precisions (O1/O2), False for fp32."""
         return self is not Precision.FP32
 
     @property

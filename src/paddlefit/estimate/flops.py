@@ -57,6 +57,7 @@ class FlopsCount:
 
     @property
     def forward_flops_per_sample(self) -> float:
+        """Forward FLOPs per sample."""
         return self.forward_flops / self.batch_size
 
     @property
@@ -65,6 +66,7 @@ class FlopsCount:
         return (self.forward_flops + self.backward_flops) / self.batch_size
 
     def add(self, kind: str, fwd: int, bwd: int) -> None:
+        """Add one op's forward and backward FLOPs under ``kind``."""
         self.forward_flops += int(fwd)
         self.backward_flops += int(bwd)
         self.forward_by_op[kind] += int(fwd)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import psutil
 
 from paddlefit.spec import InputSpec, OptimizerName, Precision
 
@@ -66,6 +67,7 @@ class ModelStates:
 
     @property
     def total_bytes(self) -> int:
+        """Weights + gradients + optimizer states, bytes."""
         return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
 
 
@@ -126,6 +128,7 @@ class PhaseFit:
     segments: tuple[tuple[float, float], ...] = ()
 
     def at(self, batch: int) -> float:
+        """Predicted peak bytes of this phase at ``batch`` samples."""
         lines = self.segments or ((self.fixed_bytes, self.per_sample_bytes),)
         return max(f + s * batch for f, s in lines)
 
@@ -142,6 +145,7 @@ class StepMeasurement:
 
     @property
     def peak_bytes(self) -> int:
+        """Largest phase peak, bytes above the pre-build baseline."""
         return max(self.phase_peak_bytes.values())
 
 
@@ -163,10 +167,27 @@ class ProbeResult:
         return max(f.at(batch) for f in self.fits.values())
 
     def dominant_phase(self, batch: int) -> str:
+        """Name of the phase with the largest predicted peak at ``batch``."""
         return max(self.fits, key=lambda p: self.fits[p].at(batch))
 
     def step_time_s(self, batch: int) -> float:
+        """Predicted CPU seconds per training step at ``batch`` (linear fit of measured steps)."""
         return max(self.time_fit.at(batch), 0.0)
+
+
+class ProbeTooLargeError(MemoryError):
+    """The CPU probe would need more RAM than this machine has free.
+
+    Attributes:
+        need_bytes: upper bound of the probe's peak at its largest batch (batch-1 peak x batch), bytes.
+        free_bytes: RAM available to the probe, bytes.
+        batch: the probe's largest mandatory batch size.
+    """
+
+    def __init__(self, need_bytes: float, free_bytes: float, batch: int) -> None:
+        super().__init__(f"probe needs ~{need_bytes / 1024**3:.1f} GiB at batch {batch}, "
+                         f"{free_bytes / 1024**3:.1f} GiB free")  # fmt: skip
+        self.need_bytes, self.free_bytes, self.batch = need_bytes, free_bytes, batch
 
 
 def _fit(xs: list[int], ys: list[float], convex: bool = False) -> PhaseFit:
@@ -370,6 +391,11 @@ def probe_memory(
         i += 1
         if i == 1:
             first_opt_peak = max(first_opt_peak, opt_peak)
+            # guard: the probe's largest batch must fit this machine's free RAM (bounded by b1 peak x batch)
+            need = max(f_peak, b_peak) * max(batch_sizes) / b
+            free = psutil.virtual_memory().available + (current() - base)
+            if need > 0.8 * free:
+                raise ProbeTooLargeError(need, free, max(batch_sizes))
             per_sample_s = (t2 - t0) / b
             spent, nxt = 0.0, 2 * max(batch_sizes)
             while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:

@@ -54,10 +54,12 @@ class RooflineTime:
 
     @property
     def step_s(self) -> float:
+        """Step seconds: the larger of the compute and memory times."""
         return max(self.compute_s, self.memory_s)
 
     @property
     def bound(self) -> str:
+        """``compute`` or ``memory``: which roofline term sets the step time."""
         return "memory" if self.memory_s > self.compute_s else "compute"
 
 

@@ -101,6 +101,7 @@ class Target:
     time_to_train_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as the JSON object documented in the README."""
         return dict(self.__dict__)
 
 
@@ -120,6 +121,7 @@ class Plan:
     assumptions: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document (targets as dicts)."""
         d = dict(self.__dict__)
         d["targets"] = [t.to_dict() for t in self.targets]
         return d
@@ -232,7 +234,19 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                                extend_to=b, budget_s=req.probe_budget_s)
-        except (MemoryError, KeyboardInterrupt):
+        except mem.ProbeTooLargeError as exc:
+            raise ModelError(
+                f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
+                f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
+                f"and {exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations "
+                "scale with them) or on a machine with more RAM."
+            ) from None
+        except MemoryError:
+            raise ModelError(
+                f"Model {ref.name!r} ran out of host memory in the CPU probe at batch 1 with inputs "
+                f"{' '.join(str(s) for s in specs)}; plan with smaller per-sample inputs or on a larger machine."
+            ) from None
+        except KeyboardInterrupt:
             raise
         except Exception as exc:
             raise _model_failure(ref, specs, exc, "train") from None
@@ -277,6 +291,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         )
 
     def cpu_phases_for(precision: Precision, factor: float) -> list[tuple[float, float]]:
+        """Probe lines re-based on the precision's model states, activations x ``factor``."""
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
         return [(st + factor * (fx - states32.total_bytes), factor * sl) for fx, sl in lines]
 
