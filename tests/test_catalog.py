@@ -29,7 +29,8 @@ def test_datasheet_values_and_capacity():
     assert get_gpu("A100-SXM4-40GB").capacity_bytes == 40 * 1024**3
     assert get_gpu("t4").peak_flops("bf16-o1") == (8.1e12, "fp32")  # no BF16/TF32 on Turing
     assert get_gpu("a100").peak_flops("fp32") == (156e12, "tf32 tensor")
-    assert get_gpu("a100").interconnect_gbps() == (300.0, "nvlink")
+    assert get_gpu("a100").interconnect_gbps(8) == (300.0, "nvlink")
+    assert get_gpu("a100-pcie").interconnect_gbps(4) == (31.5, "pcie gen4")
     assert get_gpu("rtx-4090").interconnect_gbps() == (31.5, "pcie gen4")
 
 
@@ -42,8 +43,9 @@ def test_unknown_gpu_lists_close_names():
 def _row(**over):
     base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
                 usable_memory_mib="", mem_bw_gbps="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
-                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gbps="", pcie_gen="4", pcie_gbps="31.5",
-                tdp_w="200", verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30")
+                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gbps="", nvlink_gpus="", pcie_gen="4",
+                pcie_gbps="31.5", tdp_w="200", verified="datasheet", source="https://example.com/ds.pdf",
+                retrieved="2026-11-30")
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)
 

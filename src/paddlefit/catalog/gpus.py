@@ -30,7 +30,7 @@ MIB = 1024**2
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gbps", "pcie_gen", "pcie_gbps", "tdp_w", "verified", "source", "retrieved",
+    "nvlink_gbps", "nvlink_gpus", "pcie_gen", "pcie_gbps", "tdp_w", "verified", "source", "retrieved",
 )  # fmt: skip
 
 
@@ -58,6 +58,7 @@ class GPU(BaseModel):
     int8_tops: float | None = Field(default=None, gt=0)
     fp8_tflops: float | None = Field(default=None, gt=0)
     nvlink_gbps: float | None = Field(default=None, gt=0)
+    nvlink_gpus: int | None = Field(default=None, ge=2)
     pcie_gen: int = Field(ge=1, le=7)
     pcie_gbps: float = Field(gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
@@ -98,13 +99,15 @@ class GPU(BaseModel):
             return self.tf32_tflops * 1e12, "tf32 tensor"
         return self.fp32_tflops * 1e12, "fp32"
 
-    def interconnect_gbps(self) -> tuple[float, str]:
-        """Per-direction GPU-to-GPU bandwidth, GB/s, and its name.
+    def interconnect_gbps(self, ranks: int = 2) -> tuple[float, str]:
+        """Per-direction GPU-to-GPU bandwidth for a ring over ``ranks`` GPUs, GB/s, and the link's name.
 
-        NVLink datasheet figures are bidirectional totals, so half is one direction; PCIe figures are
-        already per direction for x16 (PCI-SIG: gen3 15.75, gen4 31.5, gen5 63 GB/s).
+        NVLink is used only when all ``ranks`` GPUs share it (``nvlink_gpus``: 8 on NVSwitch/SXM boards,
+        2 for PCIe cards joined by a bridge); otherwise the ring crosses PCIe. NVLink datasheet figures are
+        bidirectional totals, so half is one direction; PCIe figures are per direction for x16 (PCI-SIG:
+        gen3 15.75, gen4 31.5, gen5 63 GB/s).
         """
-        if self.nvlink_gbps:
+        if self.nvlink_gbps and ranks <= (self.nvlink_gpus or 2):
             return self.nvlink_gbps / 2, "nvlink"
         return self.pcie_gbps, f"pcie gen{self.pcie_gen}"
 
@@ -190,5 +193,5 @@ def get_gpu(name: str, gpus: Iterable[GPU] | None = None) -> GPU:
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise UnknownNameError(
         f"Unknown GPU {name!r}.{hint} Known GPUs: {', '.join(names)}. "
-        "Add your own with `--catalog FILE` (same header as `paddlefit gpus --csv`)."
+        "Add your own with `--catalog FILE` (start from `paddlefit gpus --csv`)."
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import typer
 
-from paddlefit.catalog.gpus import load_gpus
+from paddlefit.catalog.gpus import COLUMNS, load_gpus
 from paddlefit.cli.common import handle_errors, out
 from paddlefit.report.render import render_gpus, to_json
 
@@ -15,6 +17,7 @@ from paddlefit.report.render import render_gpus, to_json
 def gpus_command(
     catalog: list[Path] = typer.Option(None, "--catalog", help="Extra GPU CSV (same header); adds/overrides rows."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (with each row's source)."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print the catalog as CSV (a template for `--catalog`)."),
 ) -> None:
     """List the GPU catalog: memory, bandwidth, dense TFLOPS per precision, interconnect, TDP, source.
 
@@ -22,8 +25,19 @@ def gpus_command(
       paddlefit gpus
       paddlefit gpus --json | jq '.[] | select(.name=="L4")'
       paddlefit gpus --catalog my_gpus.csv
+      paddlefit gpus --csv > my_gpus.csv   # edit, then pass with --catalog
     """
     rows = load_gpus(catalog or [])
+    if csv_out:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        for g in rows:
+            d = g.model_dump()
+            d["aliases"] = ";".join(g.aliases)
+            writer.writerow({k: "" if d[k] is None else d[k] for k in COLUMNS})
+        print(buf.getvalue(), end="")
+        return
     if json_out:
         docs = []
         for g in rows:

@@ -48,12 +48,15 @@ class FlopsCount:
         forward_flops: forward FLOPs of the whole batch.
         backward_flops: backward FLOPs of the whole batch (rule in the module docstring).
         forward_by_op: forward FLOPs per op kind (``conv``, ``matmul``, ``norm``...).
+        forward_ops: number of counted op calls in the forward (a lower bound of the kernels launched:
+            reshapes, transposes and other zero-FLOP ops are not counted, dropout and embedding are).
     """
 
     batch_size: int
     forward_flops: int = 0
     backward_flops: int = 0
     forward_by_op: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    forward_ops: int = 0
 
     @property
     def forward_flops_per_sample(self) -> float:
@@ -69,6 +72,7 @@ class FlopsCount:
         """Add one op's forward and backward FLOPs under ``kind``."""
         self.forward_flops += int(fwd)
         self.backward_flops += int(bwd)
+        self.forward_ops += 1
         self.forward_by_op[kind] += int(fwd)
 
 
@@ -176,7 +180,7 @@ class _Counter:
             (nn.Softmax, on_params_elementwise("softmax", 3)),
             (pool, on_pool),
             (nn.Embedding, on_embedding),
-            (nn.Dropout, lambda layer, i, o: None),
+            (nn.Dropout, lambda layer, i, o: c.add("dropout", 0, 0)),
         ]
 
     def _hook_layers(self) -> None:

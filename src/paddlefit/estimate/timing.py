@@ -10,6 +10,7 @@ They are ResNet-50 figures: a GPU row uses them until a calibration file measure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 #: ResNet-50 (224x224) training FLOPs per image, forward + backward, as counted by
 #: :func:`paddlefit.estimate.flops.count_flops` (asserted in ``tests/test_flops.py``).
@@ -26,6 +27,59 @@ _DLE_RESNET50 = {
 DEFAULT_EFFICIENCY = {
     k: ips * RESNET50_TRAIN_FLOPS_PER_IMAGE / peak for k, (ips, peak) in _DLE_RESNET50.items()
 }
+
+
+@dataclass(frozen=True)
+class HostOverhead:
+    """Host-side seconds that a training step spends whatever the device: measured on this machine.
+
+    Attributes:
+        op_s: dispatch of one eager op that records autograd (median of 3 x 2000 1-element ``paddle.add``).
+        optimizer_s_per_tensor: one ``optimizer.step()`` divided by its number of parameter tensors, for
+            20 one-element parameters (Paddle's optimizers loop over tensors in Python).
+    """
+
+    op_s: float
+    optimizer_s_per_tensor: float
+
+    def step_s(self, forward_ops: int, trainable_tensors: int) -> float:
+        """Host floor of one step: forward ops + ~2x as many backward ops, plus the optimizer loop."""
+        return 3 * forward_ops * self.op_s + trainable_tensors * self.optimizer_s_per_tensor
+
+
+def measure_host_overhead(optimizer_factory: Any, calls: int = 2000) -> HostOverhead:
+    """Measure :class:`HostOverhead` on this CPU (a few tens of milliseconds).
+
+    On a GPU every kernel is launched from the host through the same dispatcher (plus the CUDA launch itself),
+    so a step cannot be faster than its op count x ``op_s``: this is a lower bound, not a guess.
+
+    Args:
+        optimizer_factory: ``f(parameters) -> paddle.optimizer.Optimizer`` for the planned optimizer.
+    """
+    import statistics
+    import time
+
+    import paddle
+
+    a = paddle.ones([1])
+    a.stop_gradient = False
+    b = paddle.ones([1])
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            paddle.add(a, b)
+        runs.append((time.perf_counter() - t0) / calls)
+    params = [paddle.create_parameter([1], "float32") for _ in range(20)]
+    opt = optimizer_factory(params)
+    for p in params:
+        p.grad = paddle.ones([1])
+    opt.step()  # creates the accumulators
+    t0 = time.perf_counter()
+    for _ in range(10):
+        opt.step()
+    per_tensor = (time.perf_counter() - t0) / 10 / len(params)
+    return HostOverhead(statistics.median(runs), per_tensor)
 
 
 def efficiency_class(unit: str) -> str:
@@ -47,24 +101,26 @@ def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gbps: float) -> float:
 
 @dataclass(frozen=True)
 class RooflineTime:
-    """Roofline step time (Williams et al., CACM 2009): max(compute, memory traffic), seconds."""
+    """Roofline step time (Williams et al., CACM 2009) with a host floor: max(compute, memory, host), seconds."""
 
     compute_s: float
     memory_s: float
+    host_s: float = 0.0
 
     @property
     def step_s(self) -> float:
-        """Step seconds: the larger of the compute and memory times."""
-        return max(self.compute_s, self.memory_s)
+        """Step seconds: the largest of the compute, memory-traffic and host-dispatch times."""
+        return max(self.compute_s, self.memory_s, self.host_s)
 
     @property
     def bound(self) -> str:
-        """``compute`` or ``memory``: which roofline term sets the step time."""
-        return "memory" if self.memory_s > self.compute_s else "compute"
+        """``compute``, ``memory`` or ``host``: which term sets the step time."""
+        terms = {"compute": self.compute_s, "memory": self.memory_s, "host": self.host_s}
+        return max(terms, key=lambda k: terms[k])
 
 
 def roofline_step(flops: float, peak_flops: float, efficiency: float, traffic_bytes: float,
-                  mem_bw_gbps: float) -> RooflineTime:  # fmt: skip
+                  mem_bw_gbps: float, host_s: float = 0.0) -> RooflineTime:  # fmt: skip
     """Step time of ``flops`` FLOPs at ``efficiency`` x ``peak_flops`` FLOP/s, against ``traffic_bytes``
-    of DRAM traffic at ``mem_bw_gbps`` GB/s."""
-    return RooflineTime(flops / (peak_flops * efficiency), traffic_bytes / (mem_bw_gbps * 1e9))
+    of DRAM traffic at ``mem_bw_gbps`` GB/s and ``host_s`` seconds of op dispatch."""
+    return RooflineTime(flops / (peak_flops * efficiency), traffic_bytes / (mem_bw_gbps * 1e9), host_s)

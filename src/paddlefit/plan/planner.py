@@ -30,6 +30,7 @@ from paddlefit.estimate import memory as mem
 from paddlefit.estimate.timing import (
     DEFAULT_EFFICIENCY,
     efficiency_class,
+    measure_host_overhead,
     ring_allreduce_s,
     roofline_step,
 )
@@ -164,14 +165,23 @@ def _model_failure(ref: ModelRef, specs: list[InputSpec], exc: BaseException, wh
     )
 
 
-def _gpu_notes(gpu: GPU, precision: Precision, unit: str) -> list[str]:
+def _effective_precision(gpu: GPU, precision: Precision) -> Precision:
+    """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
+    for bf16 below compute capability 8.0 and for fp16 below 7.0 (Paddle ``python/paddle/amp/auto_cast.py``)."""
+    if precision.value.startswith("bf16") and gpu.compute_capability < 8.0:
+        return Precision.FP32
+    if precision.value.startswith("fp16") and gpu.compute_capability < 7.0:
+        return Precision.FP32
+    return precision
+
+
+def _gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str) -> list[str]:
     """Short per-row notes; the long form of each is in the README ("Notes in plan rows")."""
     notes = []
-    if precision.value.startswith("bf16") and not gpu.bf16_tflops:
-        notes.append(f"no BF16 on {gpu.architecture.title()} (needs CC 8.0+): {unit} peak")
-    if precision.value.startswith("fp16") and gpu.compute_capability < 7.0:
-        notes.append("FP16 tensor cores need Volta (CC 7.0)+")
-    if precision is Precision.FP32 and unit.startswith("tf32"):
+    if prec is not asked:
+        need = "8.0" if asked.value.startswith("bf16") else "7.0"
+        notes.append(f"{asked.value.split('-')[0]} AMP needs CC {need}+: Paddle runs fp32")
+    if prec is Precision.FP32 and unit.startswith("tf32"):
         notes.append("fp32 runs as TF32")
     if gpu.compute_capability < 7.5:
         notes.append("no CUDA 13 build (Volta): use cu126/cu129")
@@ -257,8 +267,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         lines = [seg for f in probe.fits.values() for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]
         probed = [m.batch_size for m in probe.measurements]
         dominant = probe.dominant_phase(b)
-        act_per_sample = probe.fits[dominant].per_sample_bytes
-        fixed = probe.fits[dominant].fixed_bytes - states32.total_bytes
+        act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
+        fwd_ops = flops.forward_ops
         has_conv = flops.forward_by_op.get("conv", 0) > 0
         cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
         residual = max(f.max_rel_residual for f in probe.fits.values())
@@ -270,7 +280,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         fwd_flops = mem.analytic_transformer_flops(cfg, seq)
         train_flops = 3 * fwd_flops
         act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
-        fixed = 0.0
+        fwd_ops = 0
         phases = {"forward": (states32.total_bytes, act_per_sample)}
         dominant = "forward"
         has_conv = False
@@ -300,6 +310,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     cpu_cap = int(total_ram)
     cpu_ph = [(fx, sl) for fx, sl in lines]
     cpu_peak = max(fx + sl * b for fx, sl in cpu_ph)
+    # breakdown that adds up to the peak: states + activations x batch + the rest (workspace, temporaries)
+    fixed = cpu_peak - states32.total_bytes - act_per_sample * b
     cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
     if req.precision.is_amp:
         cpu_notes.append("AMP has no effect on CPU: fp32 planned")
@@ -320,11 +332,19 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     ))  # fmt: skip
 
     # ---- GPU targets
+    if fwd_ops:
+        host = measure_host_overhead(lambda ps: mem.make_optimizer(req.optimizer, ps))
+        host_s = host.step_s(fwd_ops, info.trainable_tensors)
+    else:  # analytic path: no op count; large models are compute-bound
+        host, host_s = None, 0.0
     factor = AMP_ACTIVATION_FACTOR if req.precision.is_amp else 1.0
     gpu_states = mem.model_state_bytes(info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
-        ph = cpu_phases_for(req.precision, factor)
+        prec = _effective_precision(gpu, req.precision)
+        g_factor = AMP_ACTIVATION_FACTOR if prec.is_amp else 1.0
+        g_states = mem.model_state_bytes(info, req.optimizer, prec)
+        ph = cpu_phases_for(prec, g_factor)
         if has_conv:
             ph = [(fx + CONV_WORKSPACE_BYTES, sl) for fx, sl in ph]
         ratio = cal.memory_ratio if cal else 1.0
@@ -333,18 +353,17 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         cap = gpu.capacity_bytes
         usable = req.safety_margin * (cap - context)
         peak = max(fx + sl * b for fx, sl in ph)
-        peak_flops, unit = gpu.peak_flops(req.precision.value)
+        peak_flops, unit = gpu.peak_flops(prec.value)
         eclass = efficiency_class(unit)
         eff = (cal.efficiency.get(eclass) if cal else None) or DEFAULT_EFFICIENCY[eclass]
-        act_bytes = factor * act_per_sample * b
-        traffic = 2 * act_bytes + 2 * gpu_states.total_bytes
-        roof = roofline_step(train_flops * b, peak_flops, eff, traffic, gpu.mem_bw_gbps)
-        bw, link = gpu.interconnect_gbps()
-        ar = ring_allreduce_s(gpu_states.grads_bytes, req.devices, bw)
+        traffic = 2 * g_factor * act_per_sample * b + 2 * g_states.total_bytes
+        roof = roofline_step(train_flops * b, peak_flops, eff, traffic, gpu.mem_bw_gbps, host_s)
+        bw, link = gpu.interconnect_gbps(req.devices)
+        ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
         step = roof.step_s + ar
-        notes = _gpu_notes(gpu, req.precision, unit)
-        if roof.bound == "memory":
-            notes.append("memory-bound")
+        notes = _gpu_notes(gpu, req.precision, prec, unit)
+        if roof.bound != "compute":
+            notes.append(f"{roof.bound}-bound")
         if cal and eclass in cal.efficiency:
             notes.append(f"measured efficiency {eff:.0%}")
         if req.devices > 1:
@@ -376,7 +395,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "grads_bytes": gpu_states.grads_bytes,
         "optimizer_bytes": gpu_states.optimizer_bytes,
         "activation_bytes_per_sample": act_per_sample * factor,
-        "fixed_bytes": max(fixed, 0.0) * factor,
+        "fixed_bytes": fixed * factor + (CONV_WORKSPACE_BYTES if has_conv else 0),
         "precision_of_breakdown": req.precision.value,
         "cpu_fp32": {
             "weights_bytes": states32.weights_bytes,
@@ -399,6 +418,10 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "default_efficiency": DEFAULT_EFFICIENCY,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank, not overlapped with compute",
         "memory_traffic": "2 x activation bytes + 2 x model-state bytes per step (roofline lower bound)",
+        "host_op_s": host.op_s if host else None,
+        "host_optimizer_s_per_tensor": host.optimizer_s_per_tensor if host else None,
+        "host_floor_s": host_s,
+        "host_floor": "3 x forward ops x op_s + trainable tensors x optimizer_s_per_tensor (measured here)",
         "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
     }
     return Plan(

@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -19,10 +20,20 @@ def gib(nbytes: float | None) -> str:
     return f"{nbytes / 1024**3:,.1f} GiB"
 
 
+def flops(n: float) -> str:
+    """FLOPs with an SI prefix: ``8.24 GFLOPs``, ``1.40 MFLOPs``."""
+    for unit, scale in (("TFLOPs", 1e12), ("GFLOPs", 1e9), ("MFLOPs", 1e6), ("kFLOPs", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.2f} {unit}"
+    return f"{n:,.0f} FLOPs"
+
+
 def duration(seconds: float | None) -> str:
     """Seconds as ``812 ms``, ``3.2 s``, ``4.1 h``; ``-`` for None/NaN."""
     if seconds is None or math.isnan(seconds):
         return "-"
+    if seconds < 0.01:
+        return f"{seconds * 1e3:.2f} ms"
     if seconds < 1:
         return f"{seconds * 1e3:,.0f} ms"
     if seconds < 3600:
@@ -49,9 +60,8 @@ def render_plan(plan: Any, console: Console) -> None:
     """Print the plan: header, table sorted by recommendation, recommendation line."""
     m, mem = plan.model, plan.memory
     console.print(
-        f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.1f}M params  "
-        f"{m['forward_flops_per_sample'] / 1e9:,.2f} GFLOPs fwd / {m['train_flops_per_sample'] / 1e9:,.2f} "
-        f"GFLOPs train per sample  inputs {' '.join(plan.inputs)}"
+        f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.2f}M params  {flops(m['forward_flops_per_sample'])} fwd / "
+        f"{flops(m['train_flops_per_sample'])} train per sample  inputs {' '.join(plan.inputs)}"
     )
     console.print(
         f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
@@ -61,38 +71,50 @@ def render_plan(plan: Any, console: Console) -> None:
     )
     for n in mem.get("notes", []):
         console.print(f"[yellow]note:[/] {n}")
-    table = Table(show_lines=False, header_style="bold")
-    for col, just in (("target", "left"), ("fits", "center"), ("peak", "right"), ("capacity", "right"),
-                      ("max batch", "right"), ("step", "right"), ("samples/s", "right"),
-                      ("calibrated", "center"), ("notes", "left")):  # fmt: skip
-        table.add_column(col, justify=just, overflow="fold", no_wrap=col not in ("notes", "target"))
+    wide = console.width >= 140
+    table = Table(show_lines=False, header_style="bold", box=box.HEAVY_HEAD if wide else None,
+                  padding=(0, 1), pad_edge=wide, show_edge=wide)
+    cols = [("target", "left"), ("fits", "center"), ("GiB peak/cap", "right"), ("max batch", "right"),
+            ("step", "right"), ("samples/s", "right"), ("cal", "center")]  # fmt: skip
+    if wide:
+        cols.append(("notes", "left"))
+    for col, just in cols:
+        table.add_column(col, justify=just, no_wrap=col != "notes", overflow="fold")
     has_ttt = any(t.time_to_train_s is not None for t in plan.targets)
     if has_ttt:
-        table.add_column("time to train", justify="right")
+        table.add_column("to train", justify="right", no_wrap=True)
     for t in plan.targets:
         row = [
             t.name,
             "[green]yes[/]" if t.fits else "[red]no[/]",
-            gib(t.peak_bytes),
-            gib(t.capacity_bytes),
+            f"{t.peak_bytes / 1024**3:,.1f}/{t.capacity_bytes / 1024**3:,.0f}",
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
             duration(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
             "yes" if t.calibrated else "no",
-            "; ".join(t.notes),
         ]
+        if wide:
+            row.append("; ".join(t.notes))
         if has_ttt:
             row.append(duration(t.time_to_train_s))
         table.add_row(*row)
     console.print(table)
+    if not wide:
+        for t in plan.targets:
+            if t.notes:
+                console.print(f"[dim]{t.name}:[/] {'; '.join(t.notes)}", highlight=False)
     a = plan.assumptions
     eff = ", ".join(f"{k} {v:.0%}" for k, v in a["default_efficiency"].items())
     act = a["amp_activation_factor"] if plan.precision != "fp32" else 1
+    probed = mem.get("probe_batch_sizes") or []
+    cpu_line = (f"CPU row extrapolated from training steps measured here at batch {', '.join(map(str, probed))}."
+                if probed else "CPU row: no probe (model too large), memory analytic, no step time.")  # fmt: skip
     console.print(
         f"[dim]GPU rows: peak = model states + activations x {act:g} + conv workspace "
         f"{gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of (capacity - "
-        f"{gib(a['cuda_context_bytes'])} CUDA context). Step = roofline at efficiency {eff} of peak "
-        "(ResNet-50, NVIDIA DeepLearningExamples) unless calibrated. CPU row measured by the probe.[/]"
+        f"{a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = max(FLOPs at efficiency {eff} of peak "
+        f"(ResNet-50, NVIDIA DeepLearningExamples) unless calibrated, memory traffic, host floor "
+        f"{duration(a['host_floor_s'])} measured here); samples/s across all devices. {cpu_line}[/]"
     )
     rec = plan.recommendation
     if rec["target"]:
@@ -102,20 +124,29 @@ def render_plan(plan: Any, console: Console) -> None:
 
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
-    """Print the GPU catalog as a table (dense tensor TFLOPS)."""
-    table = Table(header_style="bold")
-    cols = ("name", "arch", "CC", "memory", "usable MiB", "BW GB/s", "FP32", "TF32", "FP16", "BF16",
-            "INT8", "FP8", "NVLink GB/s", "PCIe", "TDP W", "checked")  # fmt: skip
-    for c in cols:
-        table.add_column(c, justify="left" if c in ("name", "arch", "checked") else "right")
+    """Print the GPU catalog as a table (dense tensor TFLOPS); narrow terminals get the main columns only."""
 
     def f(v: float | None) -> str:
         return "-" if v is None else f"{v:g}"
 
+    wide = console.width >= 150
+    table = Table(header_style="bold", box=box.HEAVY_HEAD if wide else None, padding=(0, 1), pad_edge=wide,
+                  show_edge=wide)  # fmt: skip
+    cols = {
+        "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: f"{g.compute_capability:.1f}",
+        "GiB": lambda g: f"{g.memory_gib:g}", "usable MiB": lambda g: f(g.usable_memory_mib),
+        "GB/s": lambda g: f(g.mem_bw_gbps), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
+        "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
+        "FP8": lambda g: f(g.fp8_tflops), "NVLink": lambda g: f(g.nvlink_gbps),
+        "PCIe": lambda g: f"gen{g.pcie_gen} {g.pcie_gbps:g}", "TDP W": lambda g: f(g.tdp_w),
+        "checked": lambda g: g.verified,
+    }  # fmt: skip
+    if not wide:
+        cols = {k: v for k, v in cols.items() if k not in ("arch", "usable MiB", "INT8", "TDP W", "checked", "PCIe")}
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("name", "arch", "checked") else "right", no_wrap=True)
     for g in gpus:
-        table.add_row(g.name, g.architecture, f"{g.compute_capability:.1f}", f"{g.memory_gib:g} GiB",
-                      f(g.usable_memory_mib), f(g.mem_bw_gbps), f(g.fp32_tflops), f(g.tf32_tflops),
-                      f(g.fp16_tflops), f(g.bf16_tflops), f(g.int8_tops), f(g.fp8_tflops), f(g.nvlink_gbps),
-                      f"gen{g.pcie_gen} {g.pcie_gbps:g}", f(g.tdp_w), g.verified)  # fmt: skip
+        table.add_row(*(fn(g) for fn in cols.values()))
     console.print(table)
-    console.print("Tensor figures are dense (no sparsity). Sources: `paddlefit gpus --json` (field `source`).")
+    console.print("TFLOPS are dense (no sparsity); memory bandwidth and NVLink (bidirectional) in GB/s. "
+                  "`--json` adds usable MiB, PCIe, TDP and each row's source document.")  # fmt: skip
