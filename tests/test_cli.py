@@ -105,3 +105,54 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
 def test_help_has_examples():
     r = run("plan", "--help")
     assert r.returncode == 0 and "Examples" in r.stdout and "--precision" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["plan", "bert-base", "--input", "int64[16]:0"], "`:high` must be between"),
+        (["plan", "bert-base", "--model-arg", "num_layers=-1"], "must be an integer >= 1"),
+        (["plan", "gpt2-xl", "--input", "int64[5000]"], "exceeds its max_position 1024"),
+        (["plan", "gpt2-xl", "--input", "float32[16]"], "takes one input of token ids"),
+        (["plan", "lenet", "--max-probe-gib", "nan"], "`--max-probe-gib` must be a finite number"),
+        (["plan", "lenet", "--dataset-size", "10", "--epochs", "inf"], "a finite number > 0"),
+        (["plan", "lenet", "--input", "float32[1,,28,28]"], "dimensions must be integers"),
+        (["plan", "sys:exit", "--input", "float32[4]"], "could not be built"),
+        (["plan", "tinymodels:frozen", "--input", "float32[8]"], "no trainable parameters"),
+        (["plan", "lenet", "--input", "float32[1,100000,100000]", "-b", "1"], "out of host memory"),
+    ],
+)
+def test_more_bad_input_exits_2(args, needle):
+    r = run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in " ".join(r.stderr.split()) and "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_bad_calibration_values_and_special_out_paths(tmp_path):
+    import os
+
+    row = {"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2e6, "predicted_peak_bytes": 1e6,
+           "step_time_s": 0.01, "train_flops_per_sample": 2e6, "peak_flops": 8.1e12, "efficiency_class": "fp32"}
+    for bad, needle in ((dict(row, step_time_s=0), "`step_time_s`"), (dict(row, efficiency_class="x"), "one of"),
+                        (dict(row, predicted_peak_bytes=1e-3), "outside [0.01, 100]")):  # fmt: skip
+        f = tmp_path / "c.json"
+        f.write_text(json.dumps({"device": "T4", "rows": [bad]}))
+        r = run("plan", "lenet", "-b", "2", "--gpu", "T4", "--calibration", str(f))
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+    f.write_text('{"device": "T4", "rows": [{"peak_bytes": NaN}]}')
+    assert "not valid JSON" in run("plan", "lenet", "--calibration", str(f)).stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "target.json")
+    for out, needle in ((fifo, "not a regular file"), (link, "symlink"), (tmp_path / "no/dir.json", "does not exist")):
+        r = run("calibrate", "-m", "lenet", "-b", "4", "--out", str(out))
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+    assert fifo.is_fifo() and link.is_symlink() and not (tmp_path / "target.json").exists()
+
+
+def test_user_code_printing_does_not_break_json():
+    r = run("plan", "tinymodels:noisy", "--input", "float32[8]", "--gpu", "T4", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model"]["params"] == 9
+    assert "hello from the factory" in r.stderr

@@ -3,18 +3,45 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+from paddlefit.errors import PaddlefitError
+
+
+def check_output_path(path: str | Path, option: str = "--out") -> Path:
+    """Fail early, before any work, if ``path`` cannot take an atomic write.
+
+    Raises:
+        PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), its
+            parent is missing or not a directory, or the parent is not writable.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise PaddlefitError(f"`{option} {path}` is a symlink; give the real file path (it is replaced atomically).")
+    if path.exists():
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise PaddlefitError(f"`{option} {path}` is a directory; give a file path such as `{path}/out.json`.")
+        if not stat.S_ISREG(mode):
+            raise PaddlefitError(f"`{option} {path}` is not a regular file (device, FIFO or socket); give a file path.")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise PaddlefitError(f"`{option} {path}`: directory `{parent}` does not exist (or is a file); create it first.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PaddlefitError(f"`{option} {path}`: directory `{parent}` is not writable.")
+    return path
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (POSIX rename); creates parent directories.
 
     Raises:
-        OSError: the directory cannot be created or written.
+        PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`).
+        OSError: the write itself fails (disk full...); the temp file is removed, ``path`` is untouched.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_output_path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -95,7 +95,7 @@ def parse_input_spec(text: str) -> InputSpec:
             f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}."
         )
     try:
-        dims = tuple(int(d) for d in m.group("dims").split(",") if d.strip() != "")
+        dims = tuple(int(d) for d in m.group("dims").split(","))
     except ValueError:
         raise InputSpecError(
             f"Input spec {text!r}: dimensions must be integers, e.g. `float32[3,224,224]`."
@@ -108,6 +108,8 @@ def parse_input_spec(text: str) -> InputSpec:
     high = int(m.group("high")) if m.group("high") else None
     if high is not None and not dtype.startswith("int"):
         raise InputSpecError(f"Input spec {text!r}: `:high` is only for integer (token id) inputs.")
+    if high is not None and not 1 <= high <= 2**31 - 1:
+        raise InputSpecError(f"Input spec {text!r}: the id range `:high` must be between 1 and 2147483647.")
     return InputSpec(dtype=dtype, shape=dims, high=high)
 
 

@@ -36,3 +36,15 @@ class ReturnsLoss(nn.Layer):
 
 def not_a_layer_factory():
     raise RuntimeError("factory exploded")
+
+
+def frozen() -> nn.Layer:
+    layer = nn.Linear(8, 1)
+    for p in layer.parameters():
+        p.stop_gradient = True
+    return layer
+
+
+def noisy() -> nn.Layer:
+    print("hello from the factory")
+    return nn.Linear(8, 1)

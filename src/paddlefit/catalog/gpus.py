@@ -42,7 +42,7 @@ class GPU(BaseModel):
     no such unit (no TF32 before Ampere, no BF16 before Ampere, no FP8 before Ada/Hopper).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     aliases: tuple[str, ...] = ()
@@ -114,7 +114,10 @@ class GPU(BaseModel):
 
 def _parse_rows(text: str, origin: str) -> list[GPU]:
     reader = csv.DictReader(text.splitlines())
-    header = reader.fieldnames or []
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as exc:
+        raise CatalogError(f"GPU catalog `{origin}`, line 1: {exc}; fix the CSV header.") from None
     missing = [c for c in COLUMNS if c not in header]
     unknown = [c for c in header if c not in COLUMNS]
     if missing or unknown:
@@ -123,8 +126,9 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
             f"unknown: {', '.join(unknown) or 'none'}). Use the header of the shipped catalog: "
             f"{','.join(COLUMNS)}."
         )
-    gpus = []
-    for line_no, row in enumerate(reader, start=2):
+    gpus: list[GPU] = []
+    seen: set[str] = set()
+    for line_no, row in _rows(reader, origin):
         if None in row or any(v is None for v in row.values()):
             raise CatalogError(
                 f"GPU catalog `{origin}`, line {line_no}: expected {len(COLUMNS)} comma-separated fields; "
@@ -141,7 +145,25 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
                 f"GPU catalog `{origin}`, line {line_no} ({clean.get('name', '?')}), field `{field}`: "
                 f"{err['msg']} (got {err.get('input')!r}). Fix that field and run again."
             ) from None
+        key = gpus[-1].name.lower()
+        if key in seen:
+            raise CatalogError(
+                f"GPU catalog `{origin}`, line {line_no}: name {gpus[-1].name!r} appears twice in this file; "
+                "keep one row per GPU."
+            )
+        seen.add(key)
     return gpus
+
+
+def _rows(reader: csv.DictReader, origin: str):
+    """Enumerate CSV rows from line 2, turning the csv module's errors into CatalogError."""
+    line_no = 1
+    try:
+        for row in reader:
+            line_no += 1
+            yield line_no, row
+    except csv.Error as exc:
+        raise CatalogError(f"GPU catalog `{origin}`, line {line_no + 1}: {exc}; fix the CSV syntax.") from None
 
 
 @lru_cache(maxsize=1)
@@ -167,10 +189,14 @@ def load_gpus(extra_files: Iterable[str | Path] = ()) -> list[GPU]:
     for f in extra_files:
         path = Path(f)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except OSError as exc:
             raise CatalogError(
                 f"GPU catalog `{path}` cannot be read ({exc.strerror}); check the `--catalog` path."
+            ) from None
+        except UnicodeDecodeError:
+            raise CatalogError(
+                f"GPU catalog `{path}` is not UTF-8 text; save it as a UTF-8 CSV (start from `paddlefit gpus --csv`)."
             ) from None
         for g in _parse_rows(text, str(path)):
             by_name[g.name.lower()] = g

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import sys
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.plan.calibrate import run_calibration
 from paddlefit.report.render import gib, to_json
 from paddlefit.spec import Precision, parse_enum
@@ -42,12 +44,14 @@ def calibrate_command(
     if any(b < 1 for b in sizes):
         raise fail(f"`--batch-size` values must be >= 1 (got {list(sizes)}).")
     precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None
-    if out_file.exists() and out_file.is_dir():
-        raise fail(f"`--out {out_file}` is a directory; give a file path such as `{out_file}/calibration.json`.")
-    with err.status("calibrating...") as status:
+    check_output_path(out_file)
+    with err.status("calibrating...") as status, contextlib.redirect_stdout(sys.stderr):
         doc = run_calibration(models=model or None, batch_sizes=sizes, precisions=precs,  # type: ignore[arg-type]
                               device_name=device_name, progress=lambda m: status.update(m))  # fmt: skip
-    atomic_write_text(out_file, to_json(doc) + "\n")
+    try:
+        atomic_write_text(out_file, to_json(doc) + "\n")
+    except OSError as exc:
+        raise fail(f"Could not write `{out_file}`: {exc.strerror or exc}; nothing was written.") from None
     if json_out:
         print(to_json(doc))
         return

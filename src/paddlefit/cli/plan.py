@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import sys
 from pathlib import Path
 
 import typer
@@ -55,14 +58,14 @@ def plan_command(
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
     if devices < 1:
         raise fail(f"`--devices` must be >= 1 (got {devices}).")
-    if not 0 < safety_margin <= 1:
+    if not (math.isfinite(safety_margin) and 0 < safety_margin <= 1):
         raise fail(f"`--safety-margin` must be in (0, 1] (got {safety_margin}).")
     if (dataset_size is None) != (epochs is None):
         raise fail("`--dataset-size` and `--epochs` go together; give both or neither.")
-    if dataset_size is not None and (dataset_size < 1 or epochs <= 0):
-        raise fail("`--dataset-size` must be >= 1 and `--epochs` > 0.")
-    if max_probe_gib is not None and max_probe_gib <= 0:
-        raise fail("`--max-probe-gib` must be > 0.")
+    if dataset_size is not None and (dataset_size < 1 or not math.isfinite(epochs) or epochs <= 0):
+        raise fail("`--dataset-size` must be >= 1 and `--epochs` a finite number > 0.")
+    if max_probe_gib is not None and (not math.isfinite(max_probe_gib) or max_probe_gib * 1024**3 < 1):
+        raise fail(f"`--max-probe-gib` must be a finite number > 0 (got {max_probe_gib}).")
     req = PlanRequest(
         model=model,
         batch_size=batch_size,
@@ -77,9 +80,10 @@ def plan_command(
         catalog_files=[str(p) for p in catalog or []],
         calibration_files=[str(p) for p in calibration or []],
         safety_margin=safety_margin,
-        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib else None,
+        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None,
     )
-    with err.status("planning...") as status:
+    # user code may print: keep stdout for the result alone
+    with err.status("planning...") as status, contextlib.redirect_stdout(sys.stderr):
         plan = build_plan(req, progress=lambda msg: status.update(msg))
     if json_out:
         print(to_json(plan.to_dict()))

@@ -80,6 +80,25 @@ def parse_model_args(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def _check_transformer_config(name: str, cfg: TransformerConfig) -> None:
+    """Raise ModelError naming the first `--model-arg` field of a zoo transformer that is out of range."""
+    for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
+                "default_seq_len"):  # fmt: skip
+        v = getattr(cfg, key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ModelError(f"`--model-arg {key}={v!r}` for {name}: must be an integer >= 1.")
+    if not isinstance(cfg.type_vocab_size, int) or cfg.type_vocab_size < 0:
+        raise ModelError(f"`--model-arg type_vocab_size={cfg.type_vocab_size!r}` for {name}: must be an integer >= 0.")
+    if not isinstance(cfg.causal, bool):
+        raise ModelError(f"`--model-arg causal={cfg.causal!r}` for {name}: must be true or false.")
+    if not isinstance(cfg.dropout, int | float) or not 0 <= cfg.dropout < 1:
+        raise ModelError(f"`--model-arg dropout={cfg.dropout!r}` for {name}: must be a number in [0, 1).")
+    if cfg.hidden_size % cfg.num_heads:
+        raise ModelError(f"{name}: hidden_size {cfg.hidden_size} is not divisible by num_heads {cfg.num_heads}.")
+    if cfg.default_seq_len > cfg.max_position:
+        raise ModelError(f"{name}: default_seq_len {cfg.default_seq_len} exceeds max_position {cfg.max_position}.")
+
+
 def _vision_factory(name: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     def build():
         import paddle.vision.models as models
@@ -97,7 +116,7 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
         raise ModelError(f"Model path {path!r} must look like `package.module:factory`.")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or the module's own error at import
+    except (Exception, SystemExit) as exc:  # ImportError, or the module's own error (even sys.exit) at import
         raise ModelError(
             f"Cannot import module `{module_name}` for model {path!r}: {type(exc).__name__}: {exc}. "
             "Check the name and that the package is installed or on PYTHONPATH."
@@ -139,6 +158,7 @@ def resolve_model(name: str, model_args: dict[str, Any] | None = None) -> ModelR
                 cfg = TransformerConfig(**{**cfg.__dict__, **kwargs})
             except TypeError as exc:
                 raise ModelError(f"Bad `--model-arg` for {low}: {exc}.") from None
+            _check_transformer_config(low, cfg)
         return ModelRef(
             name=low,
             factory=lambda: build_transformer(cfg),

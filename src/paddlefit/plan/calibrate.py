@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
+
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate import memory as mem
@@ -157,14 +159,31 @@ def run_calibration(
                 paddle.set_device("cpu")
                 plan = build_plan(PlanRequest(model=ref.name, batch_size=b, optimizer=optimizer,
                                               precision=precision, gpus=[gpu.name] if gpu else []))  # fmt: skip
+                if plan.memory["method"] != "cpu-probe":
+                    raise PaddlefitError(
+                        f"{ref.name} is too large to calibrate on this machine (its plan is analytic); "
+                        "calibrate with smaller zoo models: the corrections apply to every model on the device."
+                    )
+                cpu_row = next(t for t in plan.targets if t.kind == "cpu")
+                free = psutil.virtual_memory().available
+                if kind == "cpu" and cpu_row.peak_bytes > 0.8 * free:
+                    raise PaddlefitError(
+                        f"{ref.name} at batch {b} needs about {cpu_row.peak_bytes / 1024**3:.1f} GiB, more than "
+                        f"80% of the {free / 1024**3:.1f} GiB free here; use smaller `--batch-size` values."
+                    )
                 if kind == "gpu":
                     row_t = next(t for t in plan.targets if t.kind == "gpu")
+                    if not row_t.fits:
+                        raise PaddlefitError(
+                            f"{ref.name} at batch {b} ({precision.value}) is predicted not to fit this GPU "
+                            f"({row_t.peak_bytes / 1024**3:.1f} GiB); use smaller `--batch-size` values."
+                        )
                     m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
                     context = context or _cuda_context_bytes(m["reserved_bytes"])
                     peak_flops, unit = gpu.peak_flops(precision.value)  # type: ignore[union-attr]
                     eclass = efficiency_class(unit)
                 else:
-                    row_t = next(t for t in plan.targets if t.kind == "cpu")
+                    row_t = cpu_row
                     meas = mem.measure_training_steps(ref.factory, specs, b, optimizer)
                     m = {"peak_bytes": float(meas.peak_bytes), "step_time_s": meas.step_time_s}
                     peak_flops, eclass = None, None

@@ -10,6 +10,7 @@ name. ``paddlefit calibrate`` writes it; ``paddlefit plan --calibration FILE`` (
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,6 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import CatalogError
+
+EFFICIENCY_CLASSES = ("fp32", "tf32", "half")
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
 
 _ROW_KEYS = ("model", "batch_size", "precision", "peak_bytes", "predicted_peak_bytes", "step_time_s",
              "train_flops_per_sample")  # fmt: skip
@@ -42,37 +50,59 @@ class Calibration:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
     """Validate a calibration document and derive its corrections.
 
     Raises:
-        CatalogError: a key is missing or a value is not a positive number (names file, row and key).
+        CatalogError: wrong shape, a missing key, or a value that is not a finite positive number
+            (names file, row and key).
     """
-    if not isinstance(doc, dict) or "device" not in doc or not isinstance(doc.get("rows"), list):
-        raise CatalogError(f"Calibration `{origin}`: expected a JSON object with `device` and a `rows` list.")
-    if not doc["rows"]:
-        raise CatalogError(f"Calibration `{origin}`: `rows` is empty; rerun `paddlefit calibrate`.")
+    if not isinstance(doc, dict) or not isinstance(doc.get("device"), str) or not doc.get("device"):
+        raise CatalogError(f"Calibration `{origin}`: expected a JSON object with a `device` name and a `rows` list.")
+    if not isinstance(doc.get("rows"), list) or not doc["rows"]:
+        raise CatalogError(f"Calibration `{origin}`: `rows` must be a non-empty list; rerun `paddlefit calibrate`.")
     ratios, eff = [], {}
     for i, row in enumerate(doc["rows"]):
+        if not isinstance(row, dict):
+            raise CatalogError(f"Calibration `{origin}`, row {i}: expected an object, got {type(row).__name__}.")
         for key in _ROW_KEYS:
             if key not in row:
                 raise CatalogError(f"Calibration `{origin}`, row {i}: missing key `{key}`.")
-        for key in ("peak_bytes", "predicted_peak_bytes", "step_time_s", "batch_size"):
-            if not isinstance(row[key], int | float) or row[key] <= 0:
+        for key in ("peak_bytes", "predicted_peak_bytes", "step_time_s", "batch_size", "train_flops_per_sample"):
+            if not _positive(row[key]):
                 raise CatalogError(
-                    f"Calibration `{origin}`, row {i}, key `{key}`: expected a positive number, "
+                    f"Calibration `{origin}`, row {i}, key `{key}`: expected a finite positive number, "
                     f"got {row[key]!r}."
                 )
-        ratios.append(row["peak_bytes"] / row["predicted_peak_bytes"])
-        if row.get("peak_flops") and row.get("efficiency_class"):
-            achieved = row["train_flops_per_sample"] * row["batch_size"] / row["step_time_s"]
-            eff.setdefault(row["efficiency_class"], []).append(achieved / row["peak_flops"])
+        ratio = row["peak_bytes"] / row["predicted_peak_bytes"]
+        if not 0.01 <= ratio <= 100:
+            raise CatalogError(
+                f"Calibration `{origin}`, row {i}: measured/predicted peak = {ratio:.3g} is outside [0.01, 100]; "
+                "the row is not a real measurement of this plan. Rerun `paddlefit calibrate`."
+            )
+        ratios.append(ratio)
+        pf, ec = row.get("peak_flops"), row.get("efficiency_class")
+        if pf is None and ec is None:
+            continue
+        if not _positive(pf) or ec not in EFFICIENCY_CLASSES:
+            raise CatalogError(
+                f"Calibration `{origin}`, row {i}: `peak_flops` must be a finite positive number and "
+                f"`efficiency_class` one of {', '.join(EFFICIENCY_CLASSES)} (or both null); got {pf!r}, {ec!r}."
+            )
+        achieved = row["train_flops_per_sample"] * row["batch_size"] / row["step_time_s"]
+        eff.setdefault(ec, []).append(min(achieved / pf, 1.0))
     ctx = doc.get("cuda_context_bytes")
+    if ctx is not None and not _positive(ctx):
+        raise CatalogError(f"Calibration `{origin}`: `cuda_context_bytes` must be a positive number or null.")
     return Calibration(
-        device=str(doc["device"]),
+        device=doc["device"],
         memory_ratio=statistics.median(ratios),
         efficiency={k: statistics.median(v) for k, v in eff.items()},
-        cuda_context_bytes=int(ctx) if isinstance(ctx, int | float) and ctx > 0 else None,
+        cuda_context_bytes=int(ctx) if ctx is not None else None,
         source=origin,
         rows=list(doc["rows"]),
     )
@@ -99,11 +129,13 @@ def load_calibrations(files: list[str | Path] | tuple = ()) -> dict[str, Calibra
             docs.append((str(f), Path(f).read_text(encoding="utf-8")))
         except OSError as exc:
             raise CatalogError(f"Calibration file `{f}` cannot be read ({exc.strerror}).") from None
+        except UnicodeDecodeError:
+            raise CatalogError(f"Calibration file `{f}` is not UTF-8 JSON; rerun `paddlefit calibrate`.") from None
     for origin, text in docs:
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CatalogError(f"Calibration `{origin}` is not valid JSON: {exc}.") from None
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError; so are NaN and huge ints
+            raise CatalogError(f"Calibration `{origin}` is not valid JSON: {str(exc)[:200]}.") from None
         cal = parse_calibration(doc, origin)
         out[cal.device.lower()] = cal
     return out

@@ -214,6 +214,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         raise ValueError("devices must be >= 1")
     if not 0 < req.safety_margin <= 1:
         raise ValueError("safety_margin must be in (0, 1]")
+    if req.max_probe_bytes is not None and req.max_probe_bytes < 1:
+        raise ValueError("max_probe_bytes must be >= 1")
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
     gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
@@ -227,15 +229,23 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     try:
         with paddle.LazyGuard():
             lazy = ref.factory()
+        if not isinstance(lazy, paddle.nn.Layer):
+            raise TypeError(f"the factory returned {type(lazy).__name__}, not a paddle.nn.Layer")
         info = mem.param_info(lazy)
         del lazy
-    except Exception as exc:
-        raise ModelError(f"Model {ref.name!r} could not be built: {type(exc).__name__}: {exc}") from None
-    if info.params == 0:
-        raise ModelError(f"Model {ref.name!r} has no parameters; nothing to train.")
+    except (Exception, SystemExit) as exc:
+        raise ModelError(
+            f"Model {ref.name!r} could not be built: {type(exc).__name__}: {exc}. Check the factory and its "
+            "`--model-arg` values; it must return a `paddle.nn.Layer`."
+        ) from None
+    if info.trainable_params == 0:
+        raise ModelError(
+            f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
+            "Unfreeze some (`stop_gradient = False`) or plan the model you will fine-tune."
+        )
 
     total_ram = psutil.virtual_memory().total
-    limit = req.max_probe_bytes or min(total_ram // 4, 8 * 1024**3)
+    limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     b = req.batch_size
     states32 = mem.model_state_bytes(info, req.optimizer, Precision.FP32)
     notes_model: list[str] = []
@@ -258,7 +268,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             ) from None
         except KeyboardInterrupt:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise _model_failure(ref, specs, exc, "train") from None
         method = "cpu-probe"
         fwd_flops = flops.forward_flops_per_sample
@@ -275,7 +285,17 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     elif ref.transformer is not None:
         say("model too large to probe: analytic transformer estimate")
         cfg = ref.transformer
+        if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
+            raise InputSpecError(
+                f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; got "
+                f"{' '.join(str(s) for s in specs)}."
+            )
         seq = specs[0].shape[0]
+        if seq > cfg.max_position:
+            raise InputSpecError(
+                f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+                f"`--input int64[{cfg.max_position}]` or less."
+            )
         method = "analytic-transformer"
         fwd_flops = mem.analytic_transformer_flops(cfg, seq)
         train_flops = 3 * fwd_flops
