@@ -122,8 +122,13 @@ def _elementwise(count: FlopsCount, kind: str, per_elem: int, inputs: tuple, out
     count.add(kind, fwd, bwd)
 
 
-class _Counter:
-    """Installs layer hooks and functional wrappers; restores everything on exit."""
+class FlopCounter:
+    """Context manager that counts FLOPs of ``model``'s forward calls into ``count``.
+
+    Installs forward hooks on leaf layers of known types and wrappers around functional ops on entry,
+    removes and restores all of them on exit (also on error). Used by :func:`count_flops` and by the memory
+    probe, which counts during its first real training forward.
+    """
 
     def __init__(self, model: Any, count: FlopsCount) -> None:
         self.model = model
@@ -296,7 +301,7 @@ class _Counter:
         for name in ("add", "subtract", "multiply", "divide"):
             self._wrap(paddle, name, ew("elementwise", 1))
 
-    def __enter__(self) -> _Counter:
+    def __enter__(self) -> FlopCounter:
         self._hook_layers()
         self._patch_functional()
         return self
@@ -323,6 +328,6 @@ def count_flops(model: Any, inputs: list[Any]) -> FlopsCount:
     """
     batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
     count = FlopsCount(batch_size=batch)
-    with _Counter(model, count):
+    with FlopCounter(model, count):
         model(*inputs)
     return count

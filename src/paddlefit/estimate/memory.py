@@ -19,7 +19,7 @@ import gc
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -141,7 +141,6 @@ class StepMeasurement:
     phase_peak_bytes: dict[str, int]
     states_bytes_after_step: int
     step_time_s: float
-    forward_backward_time_s: float
 
     @property
     def peak_bytes(self) -> int:
@@ -159,8 +158,6 @@ class ProbeResult:
     measurements: list[StepMeasurement]
     fits: dict[str, PhaseFit]
     time_fit: PhaseFit
-    method: str = "cpu-probe"
-    notes: list[str] = field(default_factory=list)
 
     def peak_bytes(self, batch: int) -> float:
         """Predicted peak allocated bytes at ``batch`` (max over phases)."""
@@ -285,7 +282,7 @@ def measure_training_steps(
     opt = make_optimizer(optimizer, model.parameters())
     build_peak = peak() - base
     inputs = make_inputs(specs, batch)
-    step_t = fb_t = 0.0
+    step_t = 0.0
     for _ in range(steps):
         reset()
         t0 = time.perf_counter()
@@ -293,7 +290,6 @@ def measure_training_steps(
         phase_peak["forward"] = max(phase_peak["forward"], peak() - base)
         reset()
         loss.backward()
-        t1 = time.perf_counter()
         phase_peak["backward"] = max(phase_peak["backward"], peak() - base)
         del loss
         reset()
@@ -301,12 +297,12 @@ def measure_training_steps(
         opt.clear_grad()
         t2 = time.perf_counter()
         phase_peak["optimizer_step"] = max(phase_peak["optimizer_step"], peak() - base, build_peak)
-        step_t, fb_t = t2 - t0, t1 - t0
+        step_t = t2 - t0
     del inputs
     states = current() - base
     del opt, model
     gc.collect()
-    return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t, fb_t)
+    return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t)
 
 
 def use_all_cores() -> int:
@@ -347,7 +343,7 @@ def probe_memory(
     Raises:
         Whatever the model raises on the inputs (the planner wraps it in a ModelError).
     """
-    from paddlefit.estimate.flops import FlopsCount, _Counter
+    from paddlefit.estimate.flops import FlopCounter, FlopsCount
 
     use_all_cores()
     current, peak, reset = _alloc()
@@ -370,7 +366,7 @@ def probe_memory(
         t0 = time.perf_counter()
         if i == 0 and count:
             flops = FlopsCount(batch_size=b)
-            with _Counter(model, flops):
+            with FlopCounter(model, flops):
                 out = model(*inputs)
         else:
             out = model(*inputs)
@@ -379,7 +375,6 @@ def probe_memory(
         f_peak = peak() - base
         reset()
         loss.backward()
-        t1 = time.perf_counter()
         b_peak = peak() - base
         del loss
         reset()
@@ -404,7 +399,7 @@ def probe_memory(
                 nxt *= 2
             continue
         ms.append(StepMeasurement(b, {"forward": f_peak, "backward": b_peak, "optimizer_step": opt_peak},
-                                  current() - base, t2 - t0, t1 - t0))  # fmt: skip
+                                  current() - base, t2 - t0))  # fmt: skip
     del opt, model
     gc.collect()
     xs = [m.batch_size for m in ms]
