@@ -82,3 +82,10 @@ def test_catalog_bad_header_and_missing_file(tmp_path):
     with pytest.raises(CatalogError, match="cannot be read"):
         load_gpus([tmp_path / "nope.csv"])
     assert math.isclose(get_gpu("A40").nvlink_gbps, 112.5)
+
+
+def test_user_alias_colliding_with_shipped_gpu_is_an_error(tmp_path):
+    f = tmp_path / "alias.csv"
+    f.write_text(",".join(COLUMNS) + "\n" + _row(name="MyA100", aliases="a100") + "\n")
+    with pytest.raises(CatalogError, match="'a100' of 'MyA100' is already used by 'A100-SXM4-40GB'"):
+        load_gpus([f])

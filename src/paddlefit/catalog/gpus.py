@@ -200,6 +200,14 @@ def load_gpus(extra_files: Iterable[str | Path] = ()) -> list[GPU]:
             ) from None
         for g in _parse_rows(text, str(path)):
             by_name[g.name.lower()] = g
+        owner: dict[str, str] = {}
+        for g in by_name.values():
+            for key in (g.name.lower(), *(a.lower() for a in g.aliases)):
+                if owner.setdefault(key, g.name) != g.name:
+                    raise CatalogError(
+                        f"GPU catalog `{path}`: name or alias {key!r} of {g.name!r} is already used by "
+                        f"{owner[key]!r}; give the row a distinct name/alias or reuse {owner[key]!r} to override it."
+                    )
     return list(by_name.values())
 
 
