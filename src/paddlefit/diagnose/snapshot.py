@@ -1,0 +1,231 @@
+"""Collect the training environment once into a typed, JSON-serialisable snapshot.
+
+Every probe returns None when it cannot collect its value (as PyTorch's ``collect_env.py`` does), so a
+snapshot can always be taken, saved and replayed (``Snapshot.from_dict``) on another machine.
+Sizes are bytes, speeds Mb/s (as ``/sys/class/net/*/speed`` reports them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA).
+ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+
+
+@dataclass
+class NetInterface:
+    """One network interface from ``/sys/class/net``: name, operstate (``up``/``down``), speed in Mb/s."""
+
+    name: str
+    state: str | None = None
+    speed_mbps: int | None = None
+
+
+@dataclass
+class GPUInfo:
+    """One GPU as NVML reports it (nvidia-ml-py). Memory in bytes; PCIe generation and lane width."""
+
+    index: int
+    name: str
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    compute_capability: str | None = None
+    ecc_uncorrected_errors: int | None = None
+    pcie_gen_current: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_current: int | None = None
+    pcie_width_max: int | None = None
+    throttle_reasons: int | None = None
+    persistence_mode: bool | None = None
+    processes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Snapshot:
+    """Everything the checks look at, collected once.
+
+    Attributes:
+        os, python: platform strings.
+        paddle_version: ``paddle.__version__`` or None if Paddle does not import.
+        paddle_cuda / paddle_cudnn: CUDA and cuDNN versions the Paddle wheel was built with (None: CPU build).
+        paddle_flags: every ``FLAGS_*`` name this Paddle build knows (``paddle.base.core.globals()``).
+        cpu_cores: logical cores usable by this process; memory_total_bytes: RAM.
+        shm_total_bytes / shm_free_bytes: ``/dev/shm`` size and free space (DataLoader workers use it).
+        disk_free_bytes: free space where the run directory lives.
+        in_container: a Docker/Podman/Kubernetes marker was found.
+        env: environment variables whose names start with :data:`ENV_PREFIXES`.
+        net: network interfaces; infiniband: device names under ``/sys/class/infiniband``.
+        driver_version / cuda_driver_version: from NVML, None without an NVIDIA driver.
+        gpus: per-GPU details from NVML (empty without a GPU).
+    """
+
+    os: str
+    python: str
+    paddle_version: str | None = None
+    paddle_cuda: str | None = None
+    paddle_cudnn: str | None = None
+    paddle_flags: list[str] = field(default_factory=list)
+    cpu_cores: int | None = None
+    memory_total_bytes: int | None = None
+    shm_total_bytes: int | None = None
+    shm_free_bytes: int | None = None
+    disk_free_bytes: int | None = None
+    in_container: bool | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    net: list[NetInterface] = field(default_factory=list)
+    infiniband: list[str] = field(default_factory=list)
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    gpus: list[GPUInfo] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Snapshot:
+        """Rebuild a snapshot saved with :meth:`to_dict`.
+
+        Raises:
+            TypeError: unknown keys or a wrong structure (the caller names the file).
+        """
+        doc = dict(doc)
+        doc["net"] = [NetInterface(**n) for n in doc.get("net", [])]
+        doc["gpus"] = [GPUInfo(**g) for g in doc.get("gpus", [])]
+        return cls(**doc)
+
+
+def _paddle_info() -> tuple[str | None, str | None, str | None, list[str]]:
+    try:
+        import paddle
+    except Exception:  # not installed or broken: the checks report it
+        return None, None, None, []
+    cuda = paddle.version.cuda() if paddle.is_compiled_with_cuda() else None
+    cudnn = paddle.version.cudnn() if paddle.is_compiled_with_cuda() else None
+    try:
+        flags = sorted(paddle.base.core.globals().keys())
+    except Exception:  # older builds without the registry
+        flags = []
+    return paddle.__version__, (str(cuda) if cuda else None), (str(cudnn) if cudnn else None), flags
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _net(root: Path = Path("/sys/class/net")) -> list[NetInterface]:
+    out = []
+    if not root.is_dir():
+        return out
+    for d in sorted(root.iterdir()):
+        speed = _read(d / "speed")
+        try:
+            speed_i = int(speed) if speed is not None and int(speed) > 0 else None
+        except ValueError:
+            speed_i = None
+        out.append(NetInterface(d.name, _read(d / "operstate"), speed_i))
+    return out
+
+
+def _in_container() -> bool:
+    if Path("/.dockerenv").exists() or Path("/run/.containerenv").exists():
+        return True
+    cgroup = _read(Path("/proc/1/cgroup")) or ""
+    return any(k in cgroup for k in ("docker", "kubepods", "containerd", "libpod"))
+
+
+def _gpus() -> tuple[str | None, str | None, list[GPUInfo]]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVIDIA driver / library: a CPU machine
+        return None, None, []
+
+    def safe(fn, *args):
+        try:
+            v = fn(*args)
+            return v.decode() if isinstance(v, bytes) else v
+        except Exception:  # a field this GPU or driver does not report
+            return None
+
+    driver = safe(pynvml.nvmlSystemGetDriverVersion)
+    cuda = safe(pynvml.nvmlSystemGetCudaDriverVersion)
+    cuda_s = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None
+    gpus = []
+    for i in range(safe(pynvml.nvmlDeviceGetCount) or 0):
+        h = safe(pynvml.nvmlDeviceGetHandleByIndex, i)
+        mem = safe(pynvml.nvmlDeviceGetMemoryInfo, h)
+        cc = safe(pynvml.nvmlDeviceGetCudaComputeCapability, h)
+        procs = safe(pynvml.nvmlDeviceGetComputeRunningProcesses, h) or []
+        gpus.append(GPUInfo(
+            index=i, name=safe(pynvml.nvmlDeviceGetName, h) or f"gpu{i}",
+            memory_total_bytes=getattr(mem, "total", None), memory_used_bytes=getattr(mem, "used", None),
+            compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+            ecc_uncorrected_errors=safe(pynvml.nvmlDeviceGetTotalEccErrors, h,
+                                        pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
+            pcie_gen_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            pcie_gen_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            pcie_width_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+            pcie_width_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+            throttle_reasons=safe(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
+            persistence_mode=(lambda m: None if m is None else bool(m))(safe(pynvml.nvmlDeviceGetPersistenceMode, h)),
+            processes=[{"pid": p.pid, "used_bytes": getattr(p, "usedGpuMemory", None)} for p in procs],
+        ))  # fmt: skip
+    return driver, cuda_s, gpus
+
+
+def collect_snapshot(run_dir: str | Path = ".") -> Snapshot:
+    """Collect the snapshot of this machine (a second or two: imports Paddle, reads /sys, asks NVML).
+
+    Args:
+        run_dir: where checkpoints would be written (for free disk space).
+    """
+    import psutil
+
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}  # before Paddle sets its own
+    version, cuda, cudnn, flags = _paddle_info()
+    shm_total = shm_free = None
+    if Path("/dev/shm").is_dir():
+        usage = shutil.disk_usage("/dev/shm")
+        shm_total, shm_free = usage.total, usage.free
+    existing = Path(run_dir).resolve()
+    while not existing.exists():  # the run dir may not exist yet: measure the disk it will be created on
+        existing = existing.parent
+    try:
+        disk_free = shutil.disk_usage(existing).free
+    except OSError:
+        disk_free = None
+    driver, cuda_driver, gpus = _gpus()
+    ib = Path("/sys/class/infiniband")
+    return Snapshot(
+        os=platform.platform(),
+        python=sys.version.split()[0],
+        paddle_version=version,
+        paddle_cuda=cuda,
+        paddle_cudnn=cudnn,
+        paddle_flags=flags,
+        cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        memory_total_bytes=psutil.virtual_memory().total,
+        shm_total_bytes=shm_total,
+        shm_free_bytes=shm_free,
+        disk_free_bytes=disk_free,
+        in_container=_in_container(),
+        env=env,
+        net=_net(),
+        infiniband=sorted(p.name for p in ib.iterdir()) if ib.is_dir() else [],
+        driver_version=driver,
+        cuda_driver_version=cuda_driver,
+        gpus=gpus,
+    )
