@@ -1,0 +1,191 @@
+"""Checks over a :class:`~paddlefit.diagnose.snapshot.Snapshot`: pure functions -> findings.
+
+Groundwork for `paddlefit doctor` (issue 4): the registry and the environment checks that need no job spec.
+Each check has a stable ID and slug (pylint style), cites its source, and returns findings with a fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from paddlefit.diagnose.snapshot import Snapshot
+
+#: Minimum Linux driver per CUDA toolkit (CUDA release notes, table 3) and the minor-version-compatibility
+#: floor of each major version (any 11.x on >= 450.80.02, 12.x on >= 525.60.13, 13.x on >= 580).
+CUDA_MIN_DRIVER = {
+    "11.2": "460.27.03", "11.8": "520.61.05", "12.0": "525.60.13", "12.3": "545.23.06", "12.4": "550.54.14",
+    "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
+}  # fmt: skip
+CUDA_MAJOR_FLOOR = {"11": "450.80.02", "12": "525.60.13", "13": "580"}
+
+#: Flags popular posts still recommend that Paddle no longer has (FLAGS_enable_parallel_graph: removed by
+#: Paddle PR #51375, 2023).
+REMOVED_FLAGS = {"FLAGS_enable_parallel_graph": "removed by Paddle PR #51375 (2023); delete it"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result: ``severity`` is ``ok``, ``warn`` or ``error``; ``fix`` is a command or edit, or ''."""
+
+    check_id: str
+    slug: str
+    severity: str
+    title: str
+    detail: str = ""
+    fix: str = ""
+
+
+CheckFn = Callable[[Snapshot], list[Finding]]
+REGISTRY: list[tuple[str, str, CheckFn]] = []
+
+
+def check(check_id: str, slug: str) -> Callable[[CheckFn], CheckFn]:
+    """Register a check under a stable ID (``PF1xx``) and slug."""
+
+    def deco(fn: CheckFn) -> CheckFn:
+        REGISTRY.append((check_id, slug, fn))
+        return fn
+
+    return deco
+
+
+def _version(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+@check("PF101", "paddle-import")
+def check_paddle_import(s: Snapshot) -> list[Finding]:
+    """Paddle must import (the `paddle.utils.run_check()` idea, reported instead of raised)."""
+    if s.paddle_version is None:
+        return [Finding("PF101", "paddle-import", "error", "Paddle does not import",
+                        fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index")]
+    build = f"CUDA {s.paddle_cuda}" if s.paddle_cuda else "CPU"
+    return [Finding("PF101", "paddle-import", "ok", f"Paddle {s.paddle_version} ({build} build) imports")]
+
+
+@check("PF102", "cuda-driver-too-old")
+def check_cuda_driver(s: Snapshot) -> list[Finding]:
+    """The driver must be new enough for the CUDA the Paddle wheel was built with.
+
+    Source: CUDA release notes, table 3 (minimum driver per toolkit) and the minor-version compatibility rules.
+    """
+    if not s.paddle_cuda or not s.driver_version:
+        return []
+    cuda = ".".join(s.paddle_cuda.split(".")[:2])
+    floor = CUDA_MAJOR_FLOOR.get(cuda.split(".")[0])
+    need = CUDA_MIN_DRIVER.get(cuda)
+    drv = _version(s.driver_version)
+    if floor and drv < _version(floor):
+        return [Finding("PF102", "cuda-driver-too-old", "error",
+                        f"driver {s.driver_version} is too old for Paddle's CUDA {cuda} build",
+                        f"CUDA {cuda.split('.')[0]}.x needs driver >= {floor} (minor-version compatibility)",
+                        f"upgrade the NVIDIA driver to >= {need or floor}, or install a Paddle wheel built for an "
+                        "older CUDA")]  # fmt: skip
+    if need and drv < _version(need):
+        return [Finding("PF102", "cuda-driver-too-old", "warn",
+                        f"driver {s.driver_version} is below CUDA {cuda}'s own minimum {need}",
+                        "runs through minor-version compatibility; PTX JIT of newer kernels can fail",
+                        f"upgrade the NVIDIA driver to >= {need}")]  # fmt: skip
+    return [Finding("PF102", "cuda-driver-too-old", "ok", f"driver {s.driver_version} runs CUDA {cuda}")]
+
+
+@check("PF103", "cuda13-on-volta")
+def check_cuda13_arch(s: Snapshot) -> list[Finding]:
+    """CUDA 13 dropped Maxwell, Pascal and Volta (CUDA 13.0 release notes): a CUDA 13 wheel cannot run on V100."""
+    if not s.paddle_cuda or _version(s.paddle_cuda)[:1] < (13,):
+        return []
+    old = [g for g in s.gpus if g.compute_capability and _version(g.compute_capability) < (7, 5)]
+    if old:
+        return [Finding("PF103", "cuda13-on-volta", "error",
+                        f"Paddle CUDA {s.paddle_cuda} build cannot run on {old[0].name} "
+                        f"(CC {old[0].compute_capability})",
+                        "CUDA 13 supports compute capability 7.5 and newer",
+                        "install the cu126 or cu129 paddlepaddle-gpu wheel")]  # fmt: skip
+    return []
+
+
+@check("PF104", "build-vs-gpu")
+def check_build_vs_gpu(s: Snapshot) -> list[Finding]:
+    """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU."""
+    if s.paddle_cuda and not s.gpus:
+        return [Finding("PF104", "build-vs-gpu", "error", "GPU build of Paddle but no NVIDIA GPU is visible",
+                        "NVML found no GPU (driver missing, container started without --gpus, or "
+                        "CUDA_VISIBLE_DEVICES hides them)",
+                        "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
+    if s.paddle_version and not s.paddle_cuda and s.gpus:
+        return [Finding("PF104", "build-vs-gpu", "warn",
+                        f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
+                        fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
+    return []
+
+
+@check("PF110", "unknown-flag")
+def check_flags(s: Snapshot) -> list[Finding]:
+    """Every ``FLAGS_*`` in the environment must be a flag this Paddle build knows (``paddle.base.core.globals()``;
+    Paddle ``paddle/common/flags.cc``). Unknown ones are ignored silently by Paddle."""
+    if not s.paddle_flags:
+        return []
+    known = set(s.paddle_flags)
+    out = []
+    for name in sorted(k for k in s.env if k.startswith("FLAGS_")):
+        if name in known:
+            continue
+        why = REMOVED_FLAGS.get(name)
+        close = difflib.get_close_matches(name, s.paddle_flags, n=1, cutoff=0.75)
+        fix = f"unset {name}" + (f"  (did you mean {close[0]}?)" if close else "")
+        out.append(Finding("PF110", "unknown-flag", "error", f"{name} is not a flag of Paddle {s.paddle_version}",
+                           why or "Paddle ignores it", fix))  # fmt: skip
+    return out
+
+
+@check("PF111", "not-a-paddle-variable")
+def check_paddle_dist_type(s: Snapshot) -> list[Finding]:
+    """``PADDLE_DIST_TYPE`` is not read by Paddle (blog-post folklore); NCCL is already the GPU default."""
+    if "PADDLE_DIST_TYPE" in s.env:
+        return [Finding("PF111", "not-a-paddle-variable", "warn", "PADDLE_DIST_TYPE is not a Paddle variable",
+                        "Paddle never reads it; NCCL is already the default backend on GPU",
+                        "unset PADDLE_DIST_TYPE")]  # fmt: skip
+    return []
+
+
+def _ifname_matches(spec: str, name: str) -> bool:
+    """NCCL_SOCKET_IFNAME semantics (NCCL docs): comma list of prefixes, ``^`` excludes, ``=`` exact."""
+    exclude = spec.startswith("^")
+    body = spec[1:] if exclude else spec
+    exact = body.startswith("=")
+    items = [i for i in (body[1:] if exact else body).split(",") if i]
+    hit = any(name == i if exact else name.startswith(i) for i in items)
+    return not hit if exclude else hit
+
+
+@check("PF112", "nccl-socket-ifname")
+def check_nccl_ifname(s: Snapshot) -> list[Finding]:
+    """``NCCL_SOCKET_IFNAME`` must match an interface that is up (NCCL docs, environment variables)."""
+    spec = s.env.get("NCCL_SOCKET_IFNAME")
+    if not spec:
+        return []
+    up = [n for n in s.net if n.state in ("up", "unknown") and n.name != "lo"]
+    matched = [n for n in up if _ifname_matches(spec, n.name)]
+    if not matched:
+        names = ", ".join(n.name for n in up) or "none"
+        return [Finding("PF112", "nccl-socket-ifname", "error", f"NCCL_SOCKET_IFNAME={spec} matches no interface "
+                        "that is up", f"interfaces up: {names}",
+                        f"export NCCL_SOCKET_IFNAME={up[0].name}" if up else "unset NCCL_SOCKET_IFNAME")]  # fmt: skip
+    fastest = max((n.speed_mbps or 0 for n in up), default=0)
+    chosen = max((n.speed_mbps or 0 for n in matched), default=0)
+    if fastest and chosen and chosen < fastest:
+        best = next(n.name for n in up if (n.speed_mbps or 0) == fastest)
+        return [Finding("PF112", "nccl-socket-ifname", "warn",
+                        f"NCCL_SOCKET_IFNAME={spec} picks a {chosen} Mb/s interface; {best} runs at {fastest} Mb/s",
+                        fix=f"export NCCL_SOCKET_IFNAME={best}")]  # fmt: skip
+    return []
+
+
+def run_checks(s: Snapshot) -> list[Finding]:
+    """Run every registered check in ID order."""
+    out: list[Finding] = []
+    for _, _, fn in sorted(REGISTRY, key=lambda r: r[0]):
+        out.extend(fn(s))
+    return out
