@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	$(BIN)/paddlefit doctor --all
 	$(BIN)/paddlefit plan resnet50 --batch-size 256
 
 test: $(STAMP)

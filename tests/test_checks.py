@@ -50,7 +50,7 @@ def test_blog_post_flag_and_typo():
                          "FLAGS_check_nan_inf": "1"})  # fmt: skip
     f = [x for x in run_checks(s) if x.check_id == "PF110"]
     assert [x.title.split()[0] for x in f] == ["FLAGS_cudnn_exhaustive_serch", "FLAGS_enable_parallel_graph"]
-    assert "did you mean FLAGS_cudnn_exhaustive_search" in f[0].fix
+    assert "did you mean FLAGS_cudnn_exhaustive_search" in f[0].detail and f[0].fix == "unset " + f[0].title.split()[0]
     assert "PR #51375" in f[1].detail
 
 

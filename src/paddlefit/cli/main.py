@@ -6,6 +6,7 @@ import typer
 
 from paddlefit import __version__
 from paddlefit.cli.calibrate import calibrate_command
+from paddlefit.cli.doctor import doctor_command
 from paddlefit.cli.gpus import gpus_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
@@ -21,6 +22,7 @@ app.command("plan")(plan_command)
 app.command("gpus")(gpus_command)
 app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)
+app.command("doctor")(doctor_command)
 
 
 def _version(value: bool) -> None:

@@ -37,7 +37,26 @@ class Finding:
     fix: str = ""
 
 
-CheckFn = Callable[[Snapshot], list[Finding]]
+@dataclass(frozen=True)
+class JobContext:
+    """What the job will ask of the machine (from `doctor` options): all optional.
+
+    Attributes:
+        num_workers: DataLoader worker processes per trainer.
+        prefetch_factor: batches each worker prepares ahead (Paddle default 2, ``python/paddle/io/reader.py``).
+        batch_bytes: bytes of one batch of inputs (per-sample input bytes x batch size).
+        devices: trainer processes on this machine (one per GPU under data parallel).
+        checkpoint_bytes: size of one checkpoint (model states of the plan), bytes.
+    """
+
+    num_workers: int | None = None
+    prefetch_factor: int = 2
+    batch_bytes: int | None = None
+    devices: int = 1
+    checkpoint_bytes: int | None = None
+
+
+CheckFn = Callable[..., list[Finding]]
 REGISTRY: list[tuple[str, str, CheckFn]] = []
 
 
@@ -56,7 +75,7 @@ def _version(v: str) -> tuple[int, ...]:
 
 
 @check("PF101", "paddle-import")
-def check_paddle_import(s: Snapshot) -> list[Finding]:
+def check_paddle_import(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Paddle must import (the `paddle.utils.run_check()` idea, reported instead of raised)."""
     if s.paddle_version is None:
         return [Finding("PF101", "paddle-import", "error", "Paddle does not import",
@@ -66,7 +85,7 @@ def check_paddle_import(s: Snapshot) -> list[Finding]:
 
 
 @check("PF102", "cuda-driver-too-old")
-def check_cuda_driver(s: Snapshot) -> list[Finding]:
+def check_cuda_driver(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """The driver must be new enough for the CUDA the Paddle wheel was built with.
 
     Source: CUDA release notes, table 3 (minimum driver per toolkit) and the minor-version compatibility rules.
@@ -92,7 +111,7 @@ def check_cuda_driver(s: Snapshot) -> list[Finding]:
 
 
 @check("PF103", "cuda13-on-volta")
-def check_cuda13_arch(s: Snapshot) -> list[Finding]:
+def check_cuda13_arch(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """CUDA 13 dropped Maxwell, Pascal and Volta (CUDA 13.0 release notes): a CUDA 13 wheel cannot run on V100."""
     if not s.paddle_cuda or _version(s.paddle_cuda)[:1] < (13,):
         return []
@@ -107,7 +126,7 @@ def check_cuda13_arch(s: Snapshot) -> list[Finding]:
 
 
 @check("PF104", "build-vs-gpu")
-def check_build_vs_gpu(s: Snapshot) -> list[Finding]:
+def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU."""
     if s.paddle_cuda and not s.gpus:
         return [Finding("PF104", "build-vs-gpu", "error", "GPU build of Paddle but no NVIDIA GPU is visible",
@@ -122,7 +141,7 @@ def check_build_vs_gpu(s: Snapshot) -> list[Finding]:
 
 
 @check("PF110", "unknown-flag")
-def check_flags(s: Snapshot) -> list[Finding]:
+def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Every ``FLAGS_*`` in the environment must be a flag this Paddle build knows (``paddle.base.core.globals()``;
     Paddle ``paddle/common/flags.cc``). Unknown ones are ignored silently by Paddle."""
     if not s.paddle_flags:
@@ -133,15 +152,16 @@ def check_flags(s: Snapshot) -> list[Finding]:
         if name in known:
             continue
         why = REMOVED_FLAGS.get(name)
-        close = difflib.get_close_matches(name, s.paddle_flags, n=1, cutoff=0.75)
-        fix = f"unset {name}" + (f"  (did you mean {close[0]}?)" if close else "")
+        if why is None:
+            close = difflib.get_close_matches(name, s.paddle_flags, n=1, cutoff=0.75)
+            why = "Paddle ignores it" + (f"; did you mean {close[0]}?" if close else "")
         out.append(Finding("PF110", "unknown-flag", "error", f"{name} is not a flag of Paddle {s.paddle_version}",
-                           why or "Paddle ignores it", fix))  # fmt: skip
+                           why, f"unset {name}"))  # fmt: skip
     return out
 
 
 @check("PF111", "not-a-paddle-variable")
-def check_paddle_dist_type(s: Snapshot) -> list[Finding]:
+def check_paddle_dist_type(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """``PADDLE_DIST_TYPE`` is not read by Paddle (blog-post folklore); NCCL is already the GPU default."""
     if "PADDLE_DIST_TYPE" in s.env:
         return [Finding("PF111", "not-a-paddle-variable", "warn", "PADDLE_DIST_TYPE is not a Paddle variable",
@@ -161,7 +181,7 @@ def _ifname_matches(spec: str, name: str) -> bool:
 
 
 @check("PF112", "nccl-socket-ifname")
-def check_nccl_ifname(s: Snapshot) -> list[Finding]:
+def check_nccl_ifname(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """``NCCL_SOCKET_IFNAME`` must match an interface that is up (NCCL docs, environment variables)."""
     spec = s.env.get("NCCL_SOCKET_IFNAME")
     if not spec:
@@ -183,9 +203,143 @@ def check_nccl_ifname(s: Snapshot) -> list[Finding]:
     return []
 
 
-def run_checks(s: Snapshot) -> list[Finding]:
-    """Run every registered check in ID order."""
+@check("PF100", "device-run")
+def check_device_runs(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """A tiny forward/backward must run on every visible device (``paddle.utils.run_check``'s idea, but each
+    device reported, not raised)."""
+    out = []
+    for dev, result in sorted(s.device_runs.items()):
+        if result == "ok":
+            out.append(Finding("PF100", "device-run", "ok", f"forward/backward runs on {dev}"))
+        else:
+            out.append(Finding("PF100", "device-run", "error", f"forward/backward fails on {dev}", result,
+                               "run `python -c 'import paddle; paddle.utils.run_check()'` and fix the error it "
+                               "shows (driver, CUDA libraries)"))  # fmt: skip
+    return out
+
+
+@check("PF105", "cuda-visible-devices")
+def check_visible_devices(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """``CUDA_VISIBLE_DEVICES`` must name GPUs that exist (CUDA programming guide, env vars); NVML lists all."""
+    spec = s.env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None or not s.gpus:
+        return []
+    items = [i.strip() for i in spec.split(",") if i.strip()]
+    missing = [i for i in items if i.isdigit() and int(i) >= len(s.gpus)]
+    if not items or missing:
+        what = f"names GPU {', '.join(missing)}" if missing else "is empty"
+        return [Finding("PF105", "cuda-visible-devices", "error",
+                        f"CUDA_VISIBLE_DEVICES={spec!r} {what}; this machine has {len(s.gpus)} GPU(s)",
+                        fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in s.gpus)}")]  # fmt: skip
+    return []
+
+
+@check("PF106", "shm-size")
+def check_shm(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """DataLoader workers pass batches through ``/dev/shm``; Docker's default 64 MB kills them with "Unexpected
+    BUS error ... insufficient shared memory" (Paddle ``python/paddle/io/reader.py`` defaults: prefetch_factor 2,
+    use_shared_memory True). Need: devices x num_workers x prefetch_factor x batch bytes."""
+    if s.shm_total_bytes is None:
+        return []
+    if job and job.num_workers and job.batch_bytes:
+        need = job.devices * job.num_workers * job.prefetch_factor * job.batch_bytes
+        if need > (s.shm_free_bytes or s.shm_total_bytes):
+            gib = -(-need * 2 // 1024**3)  # ceil, x2 headroom
+            return [Finding("PF106", "shm-size", "error",
+                            f"/dev/shm has {s.shm_free_bytes / 1024**2:,.0f} MiB free; the DataLoader needs "
+                            f"{need / 1024**2:,.0f} MiB", f"{job.devices} x {job.num_workers} workers x "
+                            f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
+                            f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), "
+                            "or use_shared_memory=False")]  # fmt: skip
+        return [Finding("PF106", "shm-size", "ok", f"/dev/shm fits the DataLoader ({need / 1024**2:,.0f} MiB)")]
+    if s.in_container and s.shm_total_bytes < 1024**3:
+        return [Finding("PF106", "shm-size", "warn",
+                        f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
+                        "DataLoader workers with shared memory need more than Docker's 64 MB default",
+                        "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host")]  # fmt: skip
+    return []
+
+
+@check("PF107", "workers-vs-cores")
+def check_workers(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """More DataLoader workers than cores (all trainers together) oversubscribes the CPU."""
+    if not job or not job.num_workers or not s.cpu_cores:
+        return []
+    total = job.num_workers * job.devices
+    if total > s.cpu_cores:
+        per = max(s.cpu_cores // job.devices - 1, 0)
+        return [Finding("PF107", "workers-vs-cores", "warn",
+                        f"{total} DataLoader workers ({job.devices} x {job.num_workers}) on {s.cpu_cores} cores",
+                        fix=f"num_workers={per} per trainer")]  # fmt: skip
+    return []
+
+
+@check("PF108", "disk-for-checkpoints")
+def check_disk(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """The run directory's disk must hold at least 3 checkpoints (the one being written + the kept ones)."""
+    if not job or not job.checkpoint_bytes or s.disk_free_bytes is None:
+        return []
+    need = 3 * job.checkpoint_bytes
+    if s.disk_free_bytes < need:
+        return [Finding("PF108", "disk-for-checkpoints", "error",
+                        f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
+                        f"{need / 1024**3:,.1f} GiB",
+                        fix="free disk space or point --run-dir at a larger disk")]  # fmt: skip
+    return []
+
+
+@check("PF113", "nccl-ib-disable")
+def check_nccl_ib(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """``NCCL_IB_DISABLE=1`` with InfiniBand present throws away the fastest link; unset without any IB device,
+    NCCL probes for it at every start (NCCL docs, environment variables). Only matters with several GPUs."""
+    if len(s.gpus) < 2:
+        return []
+    disabled = s.env.get("NCCL_IB_DISABLE") == "1"
+    if s.infiniband and disabled:
+        return [Finding("PF113", "nccl-ib-disable", "warn",
+                        f"NCCL_IB_DISABLE=1 but InfiniBand devices exist ({', '.join(s.infiniband)})",
+                        fix="unset NCCL_IB_DISABLE")]  # fmt: skip
+    if not s.infiniband and "NCCL_IB_DISABLE" not in s.env:
+        return [Finding("PF113", "nccl-ib-disable", "warn", "no InfiniBand device and NCCL_IB_DISABLE unset",
+                        "NCCL looks for IB/RoCE first", "export NCCL_IB_DISABLE=1")]  # fmt: skip
+    return []
+
+
+@check("PF120", "gpu-health")
+def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """Per GPU from NVML: uncorrected ECC errors, PCIe link below its maximum, active clock throttling,
+    memory held by other processes (NVML API reference: nvmlDeviceGetTotalEccErrors,
+    nvmlDeviceGetCurrPcieLinkGeneration/Width, nvmlDeviceGetCurrentClocksThrottleReasons)."""
+    out = []
+    idle_mask = 0x1  # nvmlClocksThrottleReasonGpuIdle: not a problem
+    for g in s.gpus:
+        tag = f"GPU {g.index} ({g.name})"
+        if g.ecc_uncorrected_errors:
+            out.append(Finding("PF120", "gpu-health", "error", f"{tag}: {g.ecc_uncorrected_errors} uncorrected "
+                               "ECC errors", fix="drain the node and ask the provider to replace the GPU"))  # fmt: skip
+        if (g.pcie_gen_current and g.pcie_gen_max and g.pcie_gen_current < g.pcie_gen_max) or (
+            g.pcie_width_current and g.pcie_width_max and g.pcie_width_current < g.pcie_width_max
+        ):
+            out.append(Finding("PF120", "gpu-health", "warn",
+                               f"{tag}: PCIe link gen{g.pcie_gen_current} x{g.pcie_width_current}, max "
+                               f"gen{g.pcie_gen_max} x{g.pcie_width_max}",
+                               "an idle GPU downclocks its link; check again under load",
+                               "reseat the card or check the slot/riser if it stays low under load"))  # fmt: skip
+        if g.throttle_reasons and g.throttle_reasons & ~idle_mask:
+            out.append(Finding("PF120", "gpu-health", "warn", f"{tag}: clocks throttled "
+                               f"(NVML reasons 0x{g.throttle_reasons:x})", fix="check cooling and power limits "
+                               "(`nvidia-smi -q -d PERFORMANCE`)"))  # fmt: skip
+        if g.processes:
+            used = sum(p.get("used_bytes") or 0 for p in g.processes)
+            out.append(Finding("PF120", "gpu-health", "warn", f"{tag}: {len(g.processes)} other process(es) hold "
+                               f"{used / 1024**3:,.1f} GiB",
+                               fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
+    return out
+
+
+def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """Run every registered check in ID order on ``s`` (and the optional job context)."""
     out: list[Finding] = []
     for _, _, fn in sorted(REGISTRY, key=lambda r: r[0]):
-        out.extend(fn(s))
+        out.extend(fn(s, job))
     return out

@@ -65,6 +65,7 @@ class Snapshot:
         net: network interfaces; infiniband: device names under ``/sys/class/infiniband``.
         driver_version / cuda_driver_version: from NVML, None without an NVIDIA driver.
         gpus: per-GPU details from NVML (empty without a GPU).
+        device_runs: device (``cpu``, ``gpu:0``...) -> ``ok`` or the error of a tiny forward/backward there.
     """
 
     os: str
@@ -85,6 +86,7 @@ class Snapshot:
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     gpus: list[GPUInfo] = field(default_factory=list)
+    device_runs: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -186,11 +188,39 @@ def _gpus() -> tuple[str | None, str | None, list[GPUInfo]]:
     return driver, cuda_s, gpus
 
 
-def collect_snapshot(run_dir: str | Path = ".") -> Snapshot:
+def _device_runs() -> dict[str, str]:
+    """A tiny forward/backward on the CPU and each visible GPU (``paddle.utils.run_check``'s idea, reported)."""
+    try:
+        import paddle
+    except Exception as exc:  # reported by the paddle-import check
+        return {"cpu": f"paddle does not import: {type(exc).__name__}"}
+    devices = ["cpu"]
+    try:
+        if paddle.is_compiled_with_cuda():
+            devices += [f"gpu:{i}" for i in range(paddle.device.cuda.device_count())]
+    except Exception as exc:  # a broken CUDA runtime shows up here
+        return {"cpu": "ok", "gpu": f"{type(exc).__name__}: {exc}"[:300]}
+    out = {}
+    previous = paddle.get_device()
+    for dev in devices:
+        try:
+            paddle.set_device(dev)
+            layer = paddle.nn.Linear(4, 2)
+            loss = layer(paddle.ones([3, 4])).mean()
+            loss.backward()
+            out[dev] = "ok" if layer.weight.grad is not None else "no gradient"
+        except Exception as exc:  # the finding shows the error text
+            out[dev] = f"{type(exc).__name__}: {exc}"[:300]
+    paddle.set_device(previous)
+    return out
+
+
+def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True) -> Snapshot:
     """Collect the snapshot of this machine (a second or two: imports Paddle, reads /sys, asks NVML).
 
     Args:
         run_dir: where checkpoints would be written (for free disk space).
+        run_devices: also run a tiny forward/backward on each device (``device_runs``).
     """
     import psutil
 
@@ -228,4 +258,5 @@ def collect_snapshot(run_dir: str | Path = ".") -> Snapshot:
         driver_version=driver,
         cuda_driver_version=cuda_driver,
         gpus=gpus,
+        device_runs=_device_runs() if run_devices and version else {},
     )

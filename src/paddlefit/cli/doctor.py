@@ -1,0 +1,114 @@
+"""``paddlefit doctor``: check this machine (or a saved snapshot) and print each problem with its fix."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.diagnose.checks import JobContext, run_checks
+from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot
+from paddlefit.fileio import atomic_write_text, check_output_path
+from paddlefit.report.render import to_json
+from paddlefit.spec import parse_input_spec
+
+_STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
+
+
+def _checkpoint_bytes(model: str) -> int:
+    """Weights + Adam states of ``model`` (built under paddle.LazyGuard), bytes: what a checkpoint holds."""
+    import paddle
+
+    from paddlefit.estimate.memory import model_state_bytes, param_info
+    from paddlefit.models.zoo import resolve_model
+    from paddlefit.spec import OptimizerName, Precision
+
+    ref = resolve_model(model)
+    with paddle.LazyGuard():
+        info = param_info(ref.factory())
+    st = model_state_bytes(info, OptimizerName.ADAM, Precision.FP32)
+    return st.weights_bytes + st.optimizer_bytes
+
+
+@handle_errors
+def doctor_command(
+    show_all: bool = typer.Option(False, "--all", help="Also list the checks that passed."),
+    json_out: bool = typer.Option(False, "--json", help="Print {snapshot, findings} as one JSON document."),
+    snapshot_file: Path = typer.Option(None, "--snapshot", help="Save the collected snapshot to this JSON file."),
+    from_file: Path = typer.Option(None, "--from", help="Check a saved snapshot instead of this machine."),
+    fix_script: bool = typer.Option(False, "--fix-script", help="Print the fixes that are shell exports/unsets."),
+    num_workers: int = typer.Option(None, "--num-workers", help="DataLoader workers per trainer (shm, cores)."),
+    prefetch_factor: int = typer.Option(2, "--prefetch-factor", help="DataLoader prefetch_factor (Paddle: 2)."),
+    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (shm need)."),
+    inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec, e.g. float32[3,224,224]."),
+    devices: int = typer.Option(1, "--devices", help="Trainer processes on this machine."),
+    model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
+    run_dir: Path = typer.Option(Path("."), "--run-dir", help="Where checkpoints will be written (disk check)."),
+) -> None:
+    """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
+
+    Exit code 1 if any check finds an error.
+
+    Examples:
+      paddlefit doctor
+      paddlefit doctor --num-workers 8 -b 256 -i float32[3,224,224] --devices 8 --model resnet50
+      paddlefit doctor --snapshot me.json          # send it; then: paddlefit doctor --from me.json
+      eval "$(paddlefit doctor --fix-script)"
+    """
+    quiet_paddle()
+    for name, v in (("--num-workers", num_workers), ("--batch-size", batch_size)):
+        if v is not None and v < 1:
+            raise fail(f"`{name}` must be >= 1 (got {v}).")
+    if devices < 1 or prefetch_factor < 1:
+        raise fail("`--devices` and `--prefetch-factor` must be >= 1.")
+    specs = [parse_input_spec(x) for x in inputs or []]
+    if snapshot_file is not None:
+        check_output_path(snapshot_file, "--snapshot")
+    if from_file is not None:
+        try:
+            snap = Snapshot.from_dict(json.loads(from_file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail(f"`--from {from_file}` cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise fail(f"`--from {from_file}` is not a paddlefit snapshot ({str(exc)[:200]}); "
+                       "make one with `paddlefit doctor --snapshot FILE`.") from None  # fmt: skip
+    else:
+        with err.status("collecting the environment..."), contextlib.redirect_stdout(sys.stderr):
+            snap = collect_snapshot(run_dir)
+    ckpt = None
+    if model:
+        with contextlib.redirect_stdout(sys.stderr):
+            ckpt = _checkpoint_bytes(model)
+    batch_bytes = batch_size * sum(s.bytes_per_sample for s in specs) if batch_size and specs else None
+    job = JobContext(num_workers=num_workers, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,
+                     devices=devices, checkpoint_bytes=ckpt)  # fmt: skip
+    findings = run_checks(snap, job)
+    if snapshot_file is not None:
+        atomic_write_text(snapshot_file, to_json(snap.to_dict()) + "\n")
+    errors = [f for f in findings if f.severity == "error"]
+    if fix_script:
+        lines = [f.fix for f in findings if f.severity != "ok" and f.fix.startswith(("export ", "unset "))]
+        print("\n".join(lines) if lines else "# nothing to fix with environment variables")
+    elif json_out:
+        print(to_json({"snapshot": snap.to_dict(), "findings": [f.__dict__ for f in findings]}))
+    else:
+        shown = findings if show_all else [f for f in findings if f.severity != "ok"]
+        table = Table(header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+        for c in ("id", "severity", "finding", "fix"):
+            table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
+        for f in shown:
+            text = f.title + (f" [dim]({f.detail})[/]" if f.detail else "")
+            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, f.fix)
+        if shown:
+            out.print(table)
+        n_ok = sum(f.severity == "ok" for f in findings)
+        n_warn = sum(f.severity == "warn" for f in findings)
+        out.print(f"{len(errors)} error(s), {n_warn} warning(s), {n_ok} ok"
+                  + ("" if show_all else " (--all lists them)"))  # fmt: skip
+    if errors:
+        raise typer.Exit(1)

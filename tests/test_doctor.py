@@ -1,0 +1,113 @@
+"""`paddlefit doctor` on recorded snapshots: each yields exactly its finding and fix; the healthy one none."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paddlefit.diagnose.checks import JobContext, run_checks
+from paddlefit.diagnose.snapshot import GPUInfo, Snapshot
+
+SNAPS = Path(__file__).parent / "data" / "snapshots"
+
+
+def doctor(*args):
+    env = dict(os.environ, COLUMNS="200")
+    env.pop("FLAGS_enable_parallel_graph", None)
+    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", *args], capture_output=True,
+                          text=True, env=env, timeout=300)  # fmt: skip
+
+
+def problems(r):
+    doc = json.loads(r.stdout)
+    return sorted((f["check_id"], f["severity"]) for f in doc["findings"] if f["severity"] != "ok"), doc
+
+
+@pytest.mark.parametrize(
+    ("name", "job", "expected", "code"),
+    [
+        ("healthy_8xa100", [], [], 0),
+        ("docker_shm_64mb", ["--num-workers", "4", "-b", "64", "-i", "float32[3,224,224]"], [("PF106", "error")], 1),
+        ("driver_too_old", [], [("PF100", "error"), ("PF102", "error")], 1),
+        ("blog_flags", [], [("PF110", "error"), ("PF111", "warn")], 1),
+        ("nccl_wrong_iface", [], [("PF112", "warn")], 0),
+        ("gpu_build_no_gpu", [], [("PF104", "error")], 1),
+    ],
+)
+def test_recorded_snapshots(name, job, expected, code):
+    r = doctor("--from", str(SNAPS / f"{name}.json"), "--json", *job)
+    assert r.returncode == code, r.stderr
+    found, doc = problems(r)
+    assert found == expected
+    fixes = {f["check_id"]: f["fix"] for f in doc["findings"] if f["severity"] != "ok"}
+    if name == "docker_shm_64mb":
+        assert fixes["PF106"].startswith("docker run --shm-size=1g")
+    if name == "nccl_wrong_iface":
+        assert fixes["PF112"] == "export NCCL_SOCKET_IFNAME=ens12"
+    if name == "driver_too_old":
+        assert ">= 560.28.03" in fixes["PF102"]
+
+
+def test_fix_script_is_shell(tmp_path):
+    r = doctor("--from", str(SNAPS / "blog_flags.json"), "--fix-script")
+    assert r.stdout.split("\n")[:2] == ["unset FLAGS_enable_parallel_graph", "unset PADDLE_DIST_TYPE"]
+    assert subprocess.run(["bash", "-n", "-c", r.stdout]).returncode == 0
+
+
+def test_this_machine_reports_cpu_build_and_passes(tmp_path):
+    snap = tmp_path / "me.json"
+    r = doctor("--all", "--snapshot", str(snap))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Paddle 3.3.1 (CPU build) imports" in r.stdout and "forward/backward runs on cpu" in r.stdout
+    again = doctor("--from", str(snap), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["snapshot"]["paddle_cuda"] is None
+
+
+@pytest.mark.parametrize(("content", "needle"), [("{", "not a paddlefit snapshot"), ('{"x": 1}', "not a paddlefit"),
+                                                 (None, "cannot be read")])  # fmt: skip
+def test_bad_snapshot_file(tmp_path, content, needle):
+    f = tmp_path / "s.json"
+    if content is not None:
+        f.write_text(content)
+    r = doctor("--from", str(f))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def _snap(**over):
+    d = json.loads((SNAPS / "healthy_8xa100.json").read_text())
+    s = Snapshot.from_dict(d)
+    for k, v in over.items():
+        setattr(s, k, v)
+    return s
+
+
+def bad(findings):
+    return sorted((f.check_id, f.severity) for f in findings if f.severity != "ok")
+
+
+def test_job_checks_fire_and_stay_quiet():
+    s = _snap(cpu_cores=8)
+    assert ("PF107", "warn") in bad(run_checks(s, JobContext(num_workers=4, devices=8)))
+    assert bad(run_checks(s, JobContext(num_workers=1, devices=8))) == []
+    s = _snap(disk_free_bytes=10 * 1024**3)
+    assert ("PF108", "error") in bad(run_checks(s, JobContext(checkpoint_bytes=4 * 1024**3)))
+    assert bad(run_checks(s, JobContext(checkpoint_bytes=1024**3))) == []
+
+
+def test_device_and_nvml_checks():
+    s = _snap(env={"CUDA_VISIBLE_DEVICES": "0,8"})
+    assert ("PF105", "error") in bad(run_checks(s))
+    s = _snap(env={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_IB_DISABLE": "1"})
+    assert ("PF113", "warn") in bad(run_checks(s))
+    s = _snap(infiniband=[], env={})
+    assert ("PF113", "warn") in bad(run_checks(s))
+    sick = GPUInfo(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", ecc_uncorrected_errors=3,
+                   pcie_gen_current=3, pcie_gen_max=4, pcie_width_current=8, pcie_width_max=16,
+                   throttle_reasons=0x20, processes=[{"pid": 4242, "used_bytes": 8 * 1024**3}])  # fmt: skip
+    found = [f for f in run_checks(_snap(gpus=[sick])) if f.check_id == "PF120"]
+    assert sorted(f.severity for f in found) == ["error", "warn", "warn", "warn"]
+    idle = GPUInfo(index=0, name="A100", compute_capability="8.0", throttle_reasons=0x1)
+    assert [f for f in run_checks(_snap(gpus=[idle])) if f.check_id == "PF120"] == []
