@@ -111,3 +111,15 @@ def test_device_and_nvml_checks():
     assert sorted(f.severity for f in found) == ["error", "warn", "warn", "warn"]
     idle = GPUInfo(index=0, name="A100", compute_capability="8.0", throttle_reasons=0x1)
     assert [f for f in run_checks(_snap(gpus=[idle])) if f.check_id == "PF120"] == []
+
+
+def test_flag_values():
+    s = _snap(env={"FLAGS_cudnn_exhaustive_search": "yes", "FLAGS_allocator_strategy": "best",
+                   "FLAGS_conv_workspace_size_limit": "4096"})  # fmt: skip
+    found = [f for f in run_checks(s) if f.check_id == "PF109"]
+    assert [f.title.split("=")[0] for f in found] == ["FLAGS_allocator_strategy", "FLAGS_cudnn_exhaustive_search"]
+    s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5"})
+    assert ("PF109", "warn") in bad(run_checks(s))
+    s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5", "FLAGS_allocator_strategy": "naive_best_fit",
+                   "FLAGS_cudnn_exhaustive_search": "1"})  # fmt: skip
+    assert bad(run_checks(s)) == []

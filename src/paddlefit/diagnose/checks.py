@@ -160,6 +160,60 @@ def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     return out
 
 
+_BOOL = ("0", "1", "true", "false", "True", "False")
+
+
+def _is_float(v: str, lo: float, hi: float) -> bool:
+    try:
+        return lo <= float(v) <= hi
+    except ValueError:
+        return False
+
+
+def _is_int(v: str, lo: int) -> bool:
+    return v.strip().lstrip("-").isdigit() and int(v) >= lo
+
+
+#: Value rules for the flags in FACTS.md's table (Paddle ``paddle/common/flags.cc``,
+#: ``conv_workspace_size_limit`` in ``paddle/phi/core/flags.cc``): flag -> (predicate, what is allowed).
+FLAG_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "FLAGS_cudnn_exhaustive_search": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_cudnn_deterministic": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_cudnn_batchnorm_spatial_persistent": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_use_autotune": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_check_nan_inf": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_use_cuda_managed_memory": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_use_cuda_malloc_async_allocator": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_conv_workspace_size_limit": (lambda v: _is_int(v, 0), "an integer number of MB >= 0 (default 512)"),
+    "FLAGS_fraction_of_gpu_memory_to_use": (lambda v: _is_float(v, 0.0, 1.0), "a fraction in [0, 1]"),
+    "FLAGS_allocator_strategy": (lambda v: v in ("auto_growth", "naive_best_fit"), "auto_growth or naive_best_fit"),
+    "FLAGS_embedding_deterministic": (lambda v: v in ("0", "1", "2"), "0, 1 or 2"),
+    "FLAGS_gpu_memory_limit_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0 (0 = no limit)"),
+    "FLAGS_initial_gpu_memory_in_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0"),
+    "FLAGS_auto_growth_chunk_size_in_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0"),
+    "FLAGS_eager_delete_tensor_gb": (lambda v: _is_float(v, -1e9, 1e9), "a number of GB (< 0 disables)"),
+    "FLAGS_flash_attn_version": (lambda v: v in ("2", "3"), "2 or 3"),
+}
+
+
+@check("PF109", "flag-value")
+def check_flag_values(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """Known ``FLAGS_*`` must hold a value of their type/range (Paddle ``paddle/common/flags.cc``); Paddle
+    fails at import or silently misreads a bad one. ``FLAGS_fraction_of_gpu_memory_to_use`` only acts with
+    ``FLAGS_allocator_strategy=naive_best_fit``."""
+    out = []
+    for name, value in sorted(s.env.items()):
+        rule = FLAG_VALUES.get(name)
+        if rule and not rule[0](value.strip()):
+            out.append(Finding("PF109", "flag-value", "error", f"{name}={value!r} is out of range",
+                               f"allowed: {rule[1]}", f"unset {name}"))  # fmt: skip
+    if "FLAGS_fraction_of_gpu_memory_to_use" in s.env and s.env.get("FLAGS_allocator_strategy") != "naive_best_fit":
+        out.append(Finding("PF109", "flag-value", "warn", "FLAGS_fraction_of_gpu_memory_to_use has no effect",
+                           "it only sizes the first chunk of allocator_strategy=naive_best_fit; the default is "
+                           "auto_growth", "unset FLAGS_fraction_of_gpu_memory_to_use"))  # fmt: skip
+    return out
+
+
 @check("PF111", "not-a-paddle-variable")
 def check_paddle_dist_type(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """``PADDLE_DIST_TYPE`` is not read by Paddle (blog-post folklore); NCCL is already the GPU default."""
