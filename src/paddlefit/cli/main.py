@@ -8,6 +8,7 @@ from paddlefit import __version__
 from paddlefit.cli.calibrate import calibrate_command
 from paddlefit.cli.doctor import doctor_command
 from paddlefit.cli.gpus import gpus_command
+from paddlefit.cli.image import image_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
 
@@ -23,6 +24,7 @@ app.command("gpus")(gpus_command)
 app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)
 app.command("doctor")(doctor_command)
+app.command("image")(image_command)
 
 
 def _version(value: bool) -> None:

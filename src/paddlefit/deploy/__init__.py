@@ -1,0 +1,1 @@
+"""Deployment artefacts: Dockerfile and `docker run` line (more targets later)."""

@@ -1,0 +1,78 @@
+"""`paddlefit image`: the Dockerfile parses (dockerfile-parse), fits the host and keeps the house rules."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from paddlefit.catalog.builds import load_builds
+from paddlefit.deploy.docker import choose_build
+from paddlefit.diagnose.snapshot import Snapshot
+from paddlefit.errors import PaddlefitError
+
+SNAPS = Path(__file__).parent / "data" / "snapshots"
+
+
+def image(*args):
+    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "image", *args], capture_output=True,
+                          text=True, env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
+
+
+def parse(path):
+    steps = DockerfileParser(fileobj=io.BytesIO(Path(path).read_bytes())).structure
+    return [s for s in steps if s["instruction"] != "COMMENT"]
+
+
+def test_gpu_image_for_healthy_host(tmp_path):
+    r = image("--from-snapshot", str(SNAPS / "healthy_8xa100.json"), "--num-workers", "8", "-b", "64",
+              "-i", "float32[3,224,224]", "--devices", "8", "--fixed-shape-cnn", "-r", "numpy==1.26.4",
+              "--out", str(tmp_path))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    steps = parse(tmp_path / "Dockerfile")
+    instr = [s["instruction"] for s in steps]
+    assert steps[0]["value"] == "paddlepaddle/paddle:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5"
+    assert instr.index("USER") > instr.index("RUN") and steps[instr.index("USER")]["value"] == "trainer"
+    copies = [s["value"] for s in steps if s["instruction"] == "COPY"]
+    assert copies[0].startswith("requirements.txt") and copies[1].endswith(". /workspace")  # deps layer first
+    assert any(s["value"] == "FLAGS_cudnn_exhaustive_search=1" for s in steps if s["instruction"] == "ENV")
+    assert (tmp_path / "requirements.txt").read_text() == "numpy==1.26.4\n"
+    # 8 trainers x 8 workers x prefetch 2 x 64 x 602,112 B = 4.59 GiB; x2 headroom -> 10g
+    need = 8 * 8 * 2 * 64 * 3 * 224 * 224 * 4
+    assert f"--shm-size={-(-2 * need // 1024**3)}g" in r.stdout and "--gpus all" in r.stdout
+
+
+def test_old_driver_gets_older_cuda_and_no_gpu_gets_cpu(tmp_path):
+    old = Snapshot.from_dict(json.loads((SNAPS / "driver_too_old.json").read_text()))
+    assert choose_build(snapshot=old).cuda == "11.8"
+    r = image("--from-snapshot", str(SNAPS / "gpu_build_no_gpu.json"), "--out", str(tmp_path))
+    assert r.returncode == 0 and "--gpus" not in r.stdout
+    assert parse(tmp_path / "Dockerfile")[0]["value"] == "paddlepaddle/paddle:3.0.0"
+    assert not any(s["instruction"] == "ENV" and "FLAGS_" in s["value"] for s in parse(tmp_path / "Dockerfile"))
+
+
+def test_no_image_for_ancient_driver():
+    s = Snapshot.from_dict(json.loads((SNAPS / "driver_too_old.json").read_text()))
+    s.driver_version = "418.67"
+    with pytest.raises(PaddlefitError, match="No official Paddle image"):
+        choose_build(snapshot=s)
+
+
+@pytest.mark.parametrize(("args", "needle"), [(["-r", "numpy"], "must be pinned"),
+                                              (["--paddle", "9.9.9"], "No official Paddle image"),
+                                              (["--command", "'unclosed"], "does not parse")])  # fmt: skip
+def test_bad_image_input(tmp_path, args, needle):
+    r = image(*args, "--out", str(tmp_path))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "Dockerfile").exists()
+
+
+def test_build_table_has_sources():
+    rows = load_builds()
+    assert {b.docker_image for b in rows} >= {"paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6",
+                                              "paddlepaddle/paddle:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5"}  # fmt: skip
+    assert all(b.source.startswith("http") for b in rows)
