@@ -26,3 +26,7 @@ class InputSpecError(PaddlefitError):
 
 class UnknownNameError(PaddlefitError):
     """A name (model, GPU, option value) is not known; the message lists close matches."""
+
+
+class JobSpecError(PaddlefitError):
+    """A job spec file does not parse or validate; the message names the file and the key."""

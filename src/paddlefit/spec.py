@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from enum import Enum
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from paddlefit.errors import InputSpecError, UnknownNameError
+from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 
 #: Bytes per element of each dtype an input spec may use.
 DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
@@ -120,3 +121,73 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
     except ValueError:
         choices = ", ".join(e.value for e in enum_cls)  # type: ignore[attr-defined]
         raise UnknownNameError(f"`{field}` {value!r} is not valid; choose one of: {choices}.") from None
+
+
+class DataSpec(BaseModel):
+    """DataLoader settings (Paddle ``paddle.io.DataLoader`` names and defaults, ``python/paddle/io/reader.py``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_workers: int = Field(default=0, ge=0)
+    prefetch_factor: int = Field(default=2, ge=1)
+    use_shared_memory: bool = True
+    persistent_workers: bool = False
+
+
+class JobSpec(BaseModel):
+    """The job spec file (YAML) that `plan --config`, `doctor --config` and `image CONFIG` read.
+
+    Unknown keys and wrong types are errors that name the key. The training-loop keys (epochs, LR schedule,
+    checkpoint policy...) come with `paddlefit train`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    model_args: dict[str, object] = Field(default_factory=dict)
+    inputs: list[str] = Field(default_factory=list)
+    batch_size: int = Field(default=32, ge=1)
+    optimizer: OptimizerName = OptimizerName.ADAM
+    precision: Precision = Precision.FP32
+    devices: int = Field(default=1, ge=1)
+    data: DataSpec = Field(default_factory=DataSpec)
+    run_dir: str = "runs/job"
+
+    def input_specs(self) -> list[InputSpec]:
+        """Parsed ``inputs`` (empty = the zoo model's defaults)."""
+        return [parse_input_spec(s) for s in self.inputs]
+
+
+def load_job_spec(path: str | Path) -> JobSpec:
+    """Read and validate a job spec YAML file.
+
+    Raises:
+        JobSpecError: unreadable file, YAML syntax error, unknown key, wrong type or bad input spec; the
+            message names the file and the key.
+    """
+    import yaml
+    from pydantic import ValidationError
+
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise JobSpecError(f"Job spec `{p}` cannot be read ({exc.strerror}).") from None
+    except UnicodeDecodeError:
+        raise JobSpecError(f"Job spec `{p}` is not UTF-8 text.") from None
+    except yaml.YAMLError as exc:
+        raise JobSpecError(f"Job spec `{p}` is not valid YAML: {str(exc).splitlines()[0]}.") from None
+    if not isinstance(doc, dict):
+        raise JobSpecError(f"Job spec `{p}` must be a YAML mapping with at least `model:`.")
+    try:
+        spec = JobSpec(**doc)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        key = ".".join(str(x) for x in e["loc"]) or "?"
+        hint = " (unknown key: remove it or check its spelling)" if e["type"] == "extra_forbidden" else ""
+        raise JobSpecError(f"Job spec `{p}`, key `{key}`: {e['msg']}{hint} (got {e.get('input')!r}).") from None
+    try:
+        spec.input_specs()
+    except InputSpecError as exc:
+        raise JobSpecError(f"Job spec `{p}`, key `inputs`: {exc}") from None
+    return spec

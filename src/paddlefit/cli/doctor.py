@@ -15,7 +15,7 @@ from paddlefit.diagnose.checks import JobContext, run_checks
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.report.render import to_json
-from paddlefit.spec import parse_input_spec
+from paddlefit.spec import load_job_spec, parse_input_spec
 
 _STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
 
@@ -48,7 +48,8 @@ def doctor_command(
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec, e.g. float32[3,224,224]."),
     devices: int = typer.Option(1, "--devices", help="Trainer processes on this machine."),
     model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
-    run_dir: Path = typer.Option(Path("."), "--run-dir", help="Where checkpoints will be written (disk check)."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
+    config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
 ) -> None:
     """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
 
@@ -57,10 +58,21 @@ def doctor_command(
     Examples:
       paddlefit doctor
       paddlefit doctor --num-workers 8 -b 256 -i float32[3,224,224] --devices 8 --model resnet50
+      paddlefit doctor --config job.yaml           # DataLoader, devices, checkpoint size from the job spec
       paddlefit doctor --snapshot me.json          # send it; then: paddlefit doctor --from me.json
       eval "$(paddlefit doctor --fix-script)"
     """
     quiet_paddle()
+    if config is not None:
+        spec = load_job_spec(config)
+        num_workers = num_workers if num_workers is not None else (spec.data.num_workers or None)
+        prefetch_factor = spec.data.prefetch_factor if prefetch_factor == 2 else prefetch_factor
+        batch_size = batch_size or spec.batch_size
+        inputs = inputs or spec.inputs
+        devices = spec.devices if devices == 1 else devices
+        model = model or spec.model
+        run_dir = run_dir or Path(spec.run_dir)
+    run_dir = run_dir or Path(".")
     for name, v in (("--num-workers", num_workers), ("--batch-size", batch_size)):
         if v is not None and v < 1:
             raise fail(f"`{name}` must be >= 1 (got {v}).")

@@ -13,11 +13,12 @@ from paddlefit.deploy.docker import choose_build, render_image
 from paddlefit.diagnose.checks import FLAG_VALUES
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
-from paddlefit.spec import parse_input_spec
+from paddlefit.spec import load_job_spec, parse_input_spec
 
 
 @handle_errors
 def image_command(
+    config: Path = typer.Argument(None, help="Job spec YAML (DataLoader, devices, batch, inputs) to size the image."),
     paddle_version: str = typer.Option(None, "--paddle", help="Paddle version of the base image (default newest)."),
     cuda: str = typer.Option(None, "--cuda", help="CUDA X.Y of the base image (default: newest the driver runs)."),
     cpu: bool = typer.Option(False, "--cpu", help="CPU image (no --gpus)."),
@@ -25,7 +26,7 @@ def image_command(
     out_dir: Path = typer.Option(Path("."), "--out", help="Directory for Dockerfile and requirements.txt."),
     requirement: list[str] = typer.Option(None, "--requirement", "-r", help="Pinned dependency `name==version`."),
     command: str = typer.Option("python train.py", "--command", help="Container command."),
-    num_workers: int = typer.Option(0, "--num-workers", help="DataLoader workers per trainer (sizes /dev/shm)."),
+    num_workers: int = typer.Option(None, "--num-workers", help="DataLoader workers per trainer (sizes /dev/shm)."),
     prefetch_factor: int = typer.Option(2, "--prefetch-factor", help="DataLoader prefetch_factor."),
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (sizes /dev/shm)."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec (sizes /dev/shm)."),
@@ -46,7 +47,16 @@ def image_command(
       paddlefit doctor --snapshot host.json    # on the training host
       paddlefit image --from-snapshot host.json --num-workers 8 -b 64 -i float32[3,224,224] --fixed-shape-cnn
       paddlefit image --paddle 3.0.0 --cuda 11.8 -r paddleocr==3.0.0 --out docker/
+      paddlefit image job.yaml --from-snapshot host.json --fixed-shape-cnn
     """
+    if config is not None:
+        spec = load_job_spec(config)
+        num_workers = num_workers if num_workers is not None else spec.data.num_workers
+        prefetch_factor = spec.data.prefetch_factor if prefetch_factor == 2 else prefetch_factor
+        batch_size = batch_size or spec.batch_size
+        inputs = inputs or spec.inputs
+        devices = spec.devices if devices == 1 else devices
+    num_workers = num_workers or 0
     for name, v in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor - 1),
                     ("--devices", devices - 1)):  # fmt: skip
         if v < 0:

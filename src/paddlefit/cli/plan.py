@@ -13,21 +13,23 @@ from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_plan, to_json
-from paddlefit.spec import OptimizerName, Precision, parse_enum, parse_input_spec
+from paddlefit.spec import OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
 
 
 @handle_errors
 def plan_command(
-    model: str = typer.Argument(..., help="Zoo name (`paddlefit models`) or `package.module:factory`."),
-    batch_size: int = typer.Option(32, "--batch-size", "-b", help="Per-device micro-batch size (samples)."),
+    model: str = typer.Argument(None, help="Zoo name (`paddlefit models`) or `package.module:factory`."),
+    config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML (model, inputs, batch_size, ...); "
+                                "options given on the command line override it."),
+    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device micro-batch size (samples) [32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i",
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
                                           "multi-input models. Default: the zoo model's own."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
-    optimizer: str = typer.Option("adam", "--optimizer", help="sgd | momentum | adam | adamw"),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2"),
+    optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw [adam]"),
+    precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 [fp32]"),
     gpu: list[str] = typer.Option(None, "--gpu", help="Only these GPUs (repeatable). Default: whole catalog."),
-    devices: int = typer.Option(1, "--devices", help="Data-parallel GPUs per target (adds all-reduce time)."),
+    devices: int = typer.Option(None, "--devices", help="Data-parallel GPUs per target (adds all-reduce time) [1]."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch, for time to train."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs, for time to train."),
     catalog: list[Path] = typer.Option(None, "--catalog", help="Extra GPU CSV (same header as shipped)."),
@@ -52,8 +54,20 @@ def plan_command(
       paddlefit plan resnet50 -b 256 --precision fp16-o1 --gpu L4 --gpu A100-SXM4-40GB
       paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
       paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
+      paddlefit plan --config job.yaml --gpu L4
     """
     quiet_paddle()
+    spec = load_job_spec(config) if config is not None else None
+    if spec is None and model is None:
+        raise fail("Give a MODEL (e.g. `paddlefit plan resnet50`) or a job spec with `--config FILE`.")
+    model = model or spec.model  # type: ignore[union-attr]
+    batch_size = batch_size if batch_size is not None else (spec.batch_size if spec else 32)
+    devices = devices if devices is not None else (spec.devices if spec else 1)
+    optimizer = optimizer or (spec.optimizer.value if spec else "adam")
+    precision = precision or (spec.precision.value if spec else "fp32")
+    if not inputs and spec and spec.inputs:
+        inputs = spec.inputs
+    model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
     if devices < 1:
@@ -70,7 +84,7 @@ def plan_command(
         model=model,
         batch_size=batch_size,
         inputs=[parse_input_spec(s) for s in inputs] if inputs else None,
-        model_args=parse_model_args(model_arg),
+        model_args=model_args,
         optimizer=parse_enum(OptimizerName, optimizer, "--optimizer"),  # type: ignore[arg-type]
         precision=parse_enum(Precision, precision, "--precision"),  # type: ignore[arg-type]
         gpus=list(gpu or []),
