@@ -45,6 +45,7 @@ class GPUInfo:
     pcie_width_max: int | None = None
     throttle_reasons: int | None = None
     persistence_mode: bool | None = None
+    nvlink_active_links: int | None = None
     processes: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -147,6 +148,14 @@ def _in_container() -> bool:
     return any(k in cgroup for k in ("docker", "kubepods", "containerd", "libpod"))
 
 
+def _nvlink_links(pynvml: Any, handle: Any, safe: Any) -> int | None:
+    """Active NVLink links of a GPU (nvmlDeviceGetNvLinkState per link); None when NVML has no NVLink data."""
+    states = [safe(pynvml.nvmlDeviceGetNvLinkState, handle, link)
+              for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))]  # fmt: skip
+    known = [s for s in states if s is not None]
+    return sum(1 for s in known if s) if known else None
+
+
 def _gpus() -> tuple[str | None, str | None, list[GPUInfo]]:
     try:
         import pynvml
@@ -183,6 +192,7 @@ def _gpus() -> tuple[str | None, str | None, list[GPUInfo]]:
             pcie_width_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
             throttle_reasons=safe(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
             persistence_mode=(lambda m: None if m is None else bool(m))(safe(pynvml.nvmlDeviceGetPersistenceMode, h)),
+            nvlink_active_links=_nvlink_links(pynvml, h, safe),
             processes=[{"pid": p.pid, "used_bytes": getattr(p, "usedGpuMemory", None)} for p in procs],
         ))  # fmt: skip
     return driver, cuda_s, gpus
