@@ -66,7 +66,8 @@ def test_this_machine_reports_cpu_build_and_passes(tmp_path):
     assert again.returncode == 0 and json.loads(again.stdout)["snapshot"]["paddle_cuda"] is None
 
 
-@pytest.mark.parametrize(("content", "needle"), [("{", "not a paddlefit snapshot"), ('{"x": 1}', "not a paddlefit"),
+@pytest.mark.parametrize(("content", "needle"), [("{", "not valid JSON"), ('{"x": 1}', "not a paddlefit"),
+                                                 ('{"os": "Linux", "python": "3", "gpus": [1]}', "`gpus.0`"),
                                                  (None, "cannot be read")])  # fmt: skip
 def test_bad_snapshot_file(tmp_path, content, needle):
     f = tmp_path / "s.json"

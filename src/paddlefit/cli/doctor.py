@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.diagnose.checks import JobContext, run_checks
-from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot
+from paddlefit.diagnose.snapshot import collect_snapshot, load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.report.render import to_json
 from paddlefit.spec import load_job_spec, parse_input_spec
@@ -82,13 +81,7 @@ def doctor_command(
     if snapshot_file is not None:
         check_output_path(snapshot_file, "--snapshot")
     if from_file is not None:
-        try:
-            snap = Snapshot.from_dict(json.loads(from_file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise fail(f"`--from {from_file}` cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise fail(f"`--from {from_file}` is not a paddlefit snapshot ({str(exc)[:200]}); "
-                       "make one with `paddlefit doctor --snapshot FILE`.") from None  # fmt: skip
+        snap = load_snapshot(from_file, "--from")
     else:
         with err.status("collecting the environment..."), contextlib.redirect_stdout(sys.stderr):
             snap = collect_snapshot(run_dir)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import typer
 from paddlefit.cli.common import err, fail, handle_errors
 from paddlefit.deploy.docker import choose_build, render_image
 from paddlefit.diagnose.checks import FLAG_VALUES
-from paddlefit.diagnose.snapshot import Snapshot
+from paddlefit.diagnose.snapshot import load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.spec import load_job_spec, parse_input_spec
 
@@ -66,12 +65,7 @@ def image_command(
     specs = [parse_input_spec(x) for x in inputs or []]
     snap = None
     if from_snapshot is not None:
-        try:
-            snap = Snapshot.from_dict(json.loads(from_snapshot.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise fail(f"`--from-snapshot {from_snapshot}` cannot be read ({exc}).") from None
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise fail(f"`--from-snapshot {from_snapshot}` is not a paddlefit snapshot ({str(exc)[:200]}).") from None
+        snap = load_snapshot(from_snapshot, "--from-snapshot")
     if out_dir.exists() and not out_dir.is_dir():
         raise fail(f"`--out {out_dir}` is a file; give a directory.")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -95,15 +95,44 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Snapshot:
-        """Rebuild a snapshot saved with :meth:`to_dict`.
+        """Rebuild a snapshot saved with :meth:`to_dict`, validating every field's type (pydantic).
 
         Raises:
-            TypeError: unknown keys or a wrong structure (the caller names the file).
+            pydantic.ValidationError: unknown keys, missing ``os``/``python``, or a wrong type.
         """
-        doc = dict(doc)
-        doc["net"] = [NetInterface(**n) for n in doc.get("net", [])]
-        doc["gpus"] = [GPUInfo(**g) for g in doc.get("gpus", [])]
-        return cls(**doc)
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(cls).validate_python(doc)
+
+
+def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
+    """Read a snapshot JSON file written by ``paddlefit doctor --snapshot``.
+
+    Raises:
+        PaddlefitError: unreadable, not JSON, or not a snapshot (names the option, the file and the field).
+    """
+    import json
+
+    from pydantic import ValidationError
+
+    from paddlefit.errors import PaddlefitError
+
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PaddlefitError(f"`{option} {p}` cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+    except (ValueError, RecursionError) as exc:
+        raise PaddlefitError(f"`{option} {p}` is not valid JSON ({str(exc)[:150]}).") from None
+    try:
+        return Snapshot.from_dict(doc)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"]) or "the document"
+        raise PaddlefitError(
+            f"`{option} {p}` is not a paddlefit snapshot: `{where}`: {e['msg']}. "
+            "Make one with `paddlefit doctor --snapshot FILE`."
+        ) from None
 
 
 def _paddle_info() -> tuple[str | None, str | None, str | None, list[str]]:
