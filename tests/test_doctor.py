@@ -124,3 +124,37 @@ def test_flag_values():
     s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5", "FLAGS_allocator_strategy": "naive_best_fit",
                    "FLAGS_cudnn_exhaustive_search": "1"})  # fmt: skip
     assert bad(run_checks(s)) == []
+
+
+def test_fix_script_never_runs_odd_names(tmp_path):
+    snap = json.loads((SNAPS / "nccl_wrong_iface.json").read_text())
+    snap["net"] = [{"name": "x;touch /tmp/pwned", "state": "up", "speed_mbps": 100000}]
+    snap["env"]["FLAGS_x$(touch /tmp/pwned)"] = "1"
+    (tmp_path / "s.json").write_text(json.dumps(snap))
+    r = doctor("--from", str(tmp_path / "s.json"), "--fix-script")
+    lines = r.stdout.strip().splitlines()
+    assert lines and all(line.startswith("# ") for line in lines), lines
+
+
+def test_markup_in_user_values_is_printed_not_parsed(tmp_path):
+    snap = json.loads((SNAPS / "driver_too_old.json").read_text())
+    snap["device_runs"]["gpu:0"] = "boom [/b] [red]"
+    (tmp_path / "s.json").write_text(json.dumps(snap))
+    r = doctor("--from", str(tmp_path / "s.json"))
+    assert r.returncode == 1 and "boom [/b] [red]" in " ".join(r.stdout.split()), r.stdout + r.stderr
+    r = doctor("-i", "[/]")
+    assert r.returncode == 2 and "[/]" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_spec_without_shared_memory_and_cli_overrides(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 256\ndevices: 8\n"
+                    "data: {num_workers: 8, use_shared_memory: false}\n")  # fmt: skip
+    r = doctor("--from", str(SNAPS / "docker_shm_64mb.json"), "--config", str(spec), "--json")
+    found = {f["check_id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
+    assert found["PF106"] == "ok"
+    spec.write_text("model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 64\ndevices: 8\n"
+                    "data: {num_workers: 1}\n")  # fmt: skip
+    r = doctor("--from", str(SNAPS / "docker_shm_64mb.json"), "--config", str(spec), "--devices", "1", "--json")
+    pf106 = next(f for f in json.loads(r.stdout)["findings"] if f["check_id"] == "PF106")
+    assert "1 x 1 workers" in pf106["detail"]  # --devices 1 overrode the spec's 8

@@ -49,10 +49,17 @@ def test_gpu_image_for_healthy_host(tmp_path):
 def test_old_driver_gets_older_cuda_and_no_gpu_gets_cpu(tmp_path):
     old = Snapshot.from_dict(json.loads((SNAPS / "driver_too_old.json").read_text()))
     assert choose_build(snapshot=old).cuda == "11.8"
-    r = image("--from-snapshot", str(SNAPS / "gpu_build_no_gpu.json"), "--out", str(tmp_path))
+    # a GPU wheel on a host that shows no GPU is a container started without --gpus: keep the GPU image
+    r = image("--from-snapshot", str(SNAPS / "gpu_build_no_gpu.json"), "--out", str(tmp_path / "g"))
+    assert r.returncode == 0 and "--gpus all" in r.stdout
+    cpu = json.loads((SNAPS / "gpu_build_no_gpu.json").read_text())
+    cpu["paddle_cuda"] = cpu["paddle_cudnn"] = None
+    (tmp_path / "cpu.json").write_text(json.dumps(cpu))
+    r = image("--from-snapshot", str(tmp_path / "cpu.json"), "--fixed-shape-cnn", "--out", str(tmp_path / "c"))
     assert r.returncode == 0 and "--gpus" not in r.stdout
-    assert parse(tmp_path / "Dockerfile")[0]["value"] == "paddlepaddle/paddle:3.0.0"
-    assert not any(s["instruction"] == "ENV" and "FLAGS_" in s["value"] for s in parse(tmp_path / "Dockerfile"))
+    assert parse(tmp_path / "c" / "Dockerfile")[0]["value"] == "paddlepaddle/paddle:3.0.0"
+    assert not any(s["instruction"] == "ENV" and "FLAGS_" in s["value"] for s in parse(tmp_path / "c" / "Dockerfile"))
+    assert "runs/" in (tmp_path / "c" / ".dockerignore").read_text()
 
 
 def test_no_image_for_ancient_driver():
@@ -63,12 +70,31 @@ def test_no_image_for_ancient_driver():
 
 
 @pytest.mark.parametrize(("args", "needle"), [(["-r", "numpy"], "must be pinned"),
+                                              (["-r", "numpy==1.0\nRUN rm -rf /"], "must be pinned"),
+                                              (["-r", "numpy==1.0", "-r", "numpy==2.0"], "more than once"),
+                                              (["-r", "paddlepaddle-gpu==2.4.0"], "base image provides Paddle"),
+                                              (["--command", 'python -c "1\nRUN touch /x"'], "control characters"),
+                                              (["--paddle", ""], "is empty"),
+                                              (["-r", "x[/]==1"], "must be pinned"),
                                               (["--paddle", "9.9.9"], "No official Paddle image"),
                                               (["--command", "'unclosed"], "does not parse")])  # fmt: skip
 def test_bad_image_input(tmp_path, args, needle):
-    r = image(*args, "--out", str(tmp_path))
-    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
-    assert not (tmp_path / "Dockerfile").exists()
+    r = image(*args, "--out", str(tmp_path / "new" / "dir"))
+    assert r.returncode == 2 and needle in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+    assert not (tmp_path / "new").exists()  # nothing created on bad input
+
+
+def test_cmd_is_json_and_b200_needs_cuda_12_8(tmp_path):
+    r = image("--command", r'python -c "print(\"hi\")" a\\b.py', "--out", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    cmd = next(s for s in parse(tmp_path / "Dockerfile") if s["instruction"] == "CMD")["value"]
+    assert json.loads(cmd) == ["python", "-c", 'print("hi")', "a\\b.py"]
+    snap = json.loads((SNAPS / "healthy_8xa100.json").read_text())
+    for g in snap["gpus"]:
+        g["name"], g["compute_capability"] = "NVIDIA B200", "10.0"
+    (tmp_path / "b200.json").write_text(json.dumps(snap))
+    r = image("--from-snapshot", str(tmp_path / "b200.json"), "--out", str(tmp_path / "b"))
+    assert r.returncode == 2 and "No official Paddle image" in r.stderr  # no CUDA >= 12.8 image in the table
 
 
 def test_build_table_has_sources():

@@ -59,3 +59,26 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+MAX_INPUT_BYTES = 16 * 1024**2
+
+
+def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """Read a small UTF-8 input file (spec, snapshot, catalog) without trusting its size (``/dev/zero``...).
+
+    Raises:
+        PaddlefitError: unreadable, larger than ``limit`` bytes, or not UTF-8.
+    """
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise PaddlefitError(f"`{option} {p}` cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > limit:
+        raise PaddlefitError(f"`{option} {p}` is larger than {limit // 1024**2} MiB; is it the right file?")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise PaddlefitError(f"`{option} {p}` is not UTF-8 text.") from None

@@ -168,26 +168,37 @@ def load_job_spec(path: str | Path) -> JobSpec:
     import yaml
     from pydantic import ValidationError
 
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.fileio import read_text_limited
+
     p = Path(path)
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise JobSpecError(f"Job spec `{p}` cannot be read ({exc.strerror}).") from None
-    except UnicodeDecodeError:
-        raise JobSpecError(f"Job spec `{p}` is not UTF-8 text.") from None
+        text = read_text_limited(p, "--config", limit=1024**2)
+    except PaddlefitError as exc:
+        raise JobSpecError(str(exc)) from None
+    try:
+        # anchors and aliases are refused: a job spec needs none, and nested aliases expand exponentially
+        if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
+            raise JobSpecError(f"Job spec `{p}` uses YAML anchors/aliases (`&`/`*`); write the values out.")
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise JobSpecError(f"Job spec `{p}` is not valid YAML: {str(exc).splitlines()[0]}.") from None
-    if not isinstance(doc, dict):
-        raise JobSpecError(f"Job spec `{p}` must be a YAML mapping with at least `model:`.")
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise JobSpecError(f"Job spec `{p}` is not valid YAML{where}: {problem}.") from None
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise JobSpecError(f"Job spec `{p}` must be a YAML mapping of named keys with at least `model:`.")
     try:
         spec = JobSpec(**doc)
     except ValidationError as exc:
         e = exc.errors()[0]
         key = ".".join(str(x) for x in e["loc"]) or "?"
         hint = " (unknown key: remove it or check its spelling)" if e["type"] == "extra_forbidden" else ""
-        raise JobSpecError(f"Job spec `{p}`, key `{key}`: {e['msg']}{hint} (got {e.get('input')!r}).") from None
+        got = repr(e.get("input"))
+        got = got if len(got) <= 80 else got[:77] + "..."
+        raise JobSpecError(f"Job spec `{p}`, key `{key}`: {e['msg']}{hint} (got {got}).") from None
     try:
         spec.input_specs()
     except InputSpecError as exc:
-        raise JobSpecError(f"Job spec `{p}`, key `inputs`: {exc}") from None
+        raise JobSpecError(f"Job spec `{p}`, key `inputs`: {str(exc)[:300]}") from None
     return spec

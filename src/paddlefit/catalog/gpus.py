@@ -188,16 +188,14 @@ def load_gpus(extra_files: Iterable[str | Path] = ()) -> list[GPU]:
     by_name = {g.name.lower(): g for g in _builtin()}
     for f in extra_files:
         path = Path(f)
+        from paddlefit.errors import PaddlefitError
+        from paddlefit.fileio import read_text_limited
+
         try:
-            text = path.read_text(encoding="utf-8-sig")
-        except OSError as exc:
-            raise CatalogError(
-                f"GPU catalog `{path}` cannot be read ({exc.strerror}); check the `--catalog` path."
-            ) from None
-        except UnicodeDecodeError:
-            raise CatalogError(
-                f"GPU catalog `{path}` is not UTF-8 text; save it as a UTF-8 CSV (start from `paddlefit gpus --csv`)."
-            ) from None
+            text = read_text_limited(path, "--catalog")
+        except PaddlefitError as exc:
+            raise CatalogError(f"GPU catalog: {exc} Check the `--catalog` path (a UTF-8 CSV, see "
+                               "`paddlefit gpus --csv`).") from None  # fmt: skip
         for g in _parse_rows(text, str(path)):
             by_name[g.name.lower()] = g
         owner: dict[str, str] = {}

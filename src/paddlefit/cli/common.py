@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from paddlefit.errors import PaddlefitError
 
@@ -28,7 +29,7 @@ def quiet_paddle() -> None:
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input)."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

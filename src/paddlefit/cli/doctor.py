@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.diagnose.checks import JobContext, run_checks
+from paddlefit.diagnose.checks import fix_script as fix_script_text
 from paddlefit.diagnose.snapshot import collect_snapshot, load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.report.render import to_json
@@ -23,13 +25,17 @@ def _checkpoint_bytes(model: str) -> int:
     """Weights + Adam states of ``model`` (built under paddle.LazyGuard), bytes: what a checkpoint holds."""
     import paddle
 
+    from paddlefit.errors import ModelError
     from paddlefit.estimate.memory import model_state_bytes, param_info
     from paddlefit.models.zoo import resolve_model
     from paddlefit.spec import OptimizerName, Precision
 
     ref = resolve_model(model)
-    with paddle.LazyGuard():
-        info = param_info(ref.factory())
+    try:
+        with paddle.LazyGuard():
+            info = param_info(ref.factory())
+    except (Exception, SystemExit) as exc:
+        raise ModelError(f"`--model {model}` could not be built: {type(exc).__name__}: {str(exc)[:300]}.") from None
     st = model_state_bytes(info, OptimizerName.ADAM, Precision.FP32)
     return st.weights_bytes + st.optimizer_bytes
 
@@ -42,10 +48,10 @@ def doctor_command(
     from_file: Path = typer.Option(None, "--from", help="Check a saved snapshot instead of this machine."),
     fix_script: bool = typer.Option(False, "--fix-script", help="Print the fixes that are shell exports/unsets."),
     num_workers: int = typer.Option(None, "--num-workers", help="DataLoader workers per trainer (shm, cores)."),
-    prefetch_factor: int = typer.Option(2, "--prefetch-factor", help="DataLoader prefetch_factor (Paddle: 2)."),
+    prefetch_factor: int = typer.Option(None, "--prefetch-factor", help="DataLoader prefetch_factor [2]."),
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (shm need)."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec, e.g. float32[3,224,224]."),
-    devices: int = typer.Option(1, "--devices", help="Trainer processes on this machine."),
+    devices: int = typer.Option(None, "--devices", help="Trainer processes on this machine [1]."),
     model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
@@ -62,19 +68,26 @@ def doctor_command(
       eval "$(paddlefit doctor --fix-script)"
     """
     quiet_paddle()
+    if json_out and fix_script:
+        raise fail("`--json` and `--fix-script` print different things; use one.")
+    use_shm = True
     if config is not None:
         spec = load_job_spec(config)
-        num_workers = num_workers if num_workers is not None else (spec.data.num_workers or None)
-        prefetch_factor = spec.data.prefetch_factor if prefetch_factor == 2 else prefetch_factor
-        batch_size = batch_size or spec.batch_size
+        num_workers = num_workers if num_workers is not None else spec.data.num_workers
+        prefetch_factor = prefetch_factor if prefetch_factor is not None else spec.data.prefetch_factor
+        batch_size = batch_size if batch_size is not None else spec.batch_size
         inputs = inputs or spec.inputs
-        devices = spec.devices if devices == 1 else devices
+        devices = devices if devices is not None else spec.devices
         model = model or spec.model
         run_dir = run_dir or Path(spec.run_dir)
+        use_shm = spec.data.use_shared_memory
     run_dir = run_dir or Path(".")
-    for name, v in (("--num-workers", num_workers), ("--batch-size", batch_size)):
-        if v is not None and v < 1:
-            raise fail(f"`{name}` must be >= 1 (got {v}).")
+    prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+    devices = 1 if devices is None else devices
+    if num_workers is not None and num_workers < 0:
+        raise fail(f"`--num-workers` must be >= 0 (got {num_workers}).")
+    if batch_size is not None and batch_size < 1:
+        raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
     if devices < 1 or prefetch_factor < 1:
         raise fail("`--devices` and `--prefetch-factor` must be >= 1.")
     specs = [parse_input_spec(x) for x in inputs or []]
@@ -91,14 +104,13 @@ def doctor_command(
             ckpt = _checkpoint_bytes(model)
     batch_bytes = batch_size * sum(s.bytes_per_sample for s in specs) if batch_size and specs else None
     job = JobContext(num_workers=num_workers, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,
-                     devices=devices, checkpoint_bytes=ckpt)  # fmt: skip
+                     devices=devices, checkpoint_bytes=ckpt, use_shared_memory=use_shm)  # fmt: skip
     findings = run_checks(snap, job)
     if snapshot_file is not None:
         atomic_write_text(snapshot_file, to_json(snap.to_dict()) + "\n")
     errors = [f for f in findings if f.severity == "error"]
     if fix_script:
-        lines = [f.fix for f in findings if f.severity != "ok" and f.fix.startswith(("export ", "unset "))]
-        print("\n".join(lines) if lines else "# nothing to fix with environment variables")
+        print(fix_script_text(findings))
     elif json_out:
         print(to_json({"snapshot": snap.to_dict(), "findings": [f.__dict__ for f in findings]}))
     else:
@@ -107,8 +119,8 @@ def doctor_command(
         for c in ("id", "severity", "finding", "fix"):
             table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
         for f in shown:
-            text = f.title + (f" [dim]({f.detail})[/]" if f.detail else "")
-            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, f.fix)
+            text = escape(f.title) + (f" [dim]({escape(f.detail)})[/]" if f.detail else "")
+            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, escape(f.fix))
         if shown:
             out.print(table)
         n_ok = sum(f.severity == "ok" for f in findings)

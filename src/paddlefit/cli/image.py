@@ -6,9 +6,10 @@ import shlex
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from paddlefit.cli.common import err, fail, handle_errors
-from paddlefit.deploy.docker import choose_build, render_image
+from paddlefit.deploy.docker import DOCKERIGNORE, choose_build, render_image
 from paddlefit.diagnose.checks import FLAG_VALUES
 from paddlefit.diagnose.snapshot import load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
@@ -26,10 +27,10 @@ def image_command(
     requirement: list[str] = typer.Option(None, "--requirement", "-r", help="Pinned dependency `name==version`."),
     command: str = typer.Option("python train.py", "--command", help="Container command."),
     num_workers: int = typer.Option(None, "--num-workers", help="DataLoader workers per trainer (sizes /dev/shm)."),
-    prefetch_factor: int = typer.Option(2, "--prefetch-factor", help="DataLoader prefetch_factor."),
+    prefetch_factor: int = typer.Option(None, "--prefetch-factor", help="DataLoader prefetch_factor [2]."),
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (sizes /dev/shm)."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec (sizes /dev/shm)."),
-    devices: int = typer.Option(1, "--devices", help="Trainer processes in the container."),
+    devices: int = typer.Option(None, "--devices", help="Trainer processes in the container [1]."),
     fixed_shape_cnn: bool = typer.Option(False, "--fixed-shape-cnn",
                                          help="Bake in FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)."),
     ipc_host: bool = typer.Option(False, "--ipc-host", help="Share the host IPC namespace instead of --shm-size."),
@@ -48,34 +49,39 @@ def image_command(
       paddlefit image --paddle 3.0.0 --cuda 11.8 -r paddleocr==3.0.0 --out docker/
       paddlefit image job.yaml --from-snapshot host.json --fixed-shape-cnn
     """
+    use_shm = True
     if config is not None:
         spec = load_job_spec(config)
         num_workers = num_workers if num_workers is not None else spec.data.num_workers
-        prefetch_factor = spec.data.prefetch_factor if prefetch_factor == 2 else prefetch_factor
-        batch_size = batch_size or spec.batch_size
+        prefetch_factor = prefetch_factor if prefetch_factor is not None else spec.data.prefetch_factor
+        batch_size = batch_size if batch_size is not None else spec.batch_size
         inputs = inputs or spec.inputs
-        devices = spec.devices if devices == 1 else devices
-    num_workers = num_workers or 0
-    for name, v in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor - 1),
-                    ("--devices", devices - 1)):  # fmt: skip
-        if v < 0:
-            raise fail(f"`{name}` is out of range.")
+        devices = devices if devices is not None else spec.devices
+        use_shm = spec.data.use_shared_memory
+    num_workers = 0 if num_workers is None else num_workers
+    prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+    devices = 1 if devices is None else devices
+    if num_workers < 0 or prefetch_factor < 1 or devices < 1:
+        raise fail("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
     if batch_size is not None and batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
+    for name, v in (("--paddle", paddle_version), ("--cuda", cuda)):
+        if v is not None and not v.strip():
+            raise fail(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
     specs = [parse_input_spec(x) for x in inputs or []]
-    snap = None
-    if from_snapshot is not None:
-        snap = load_snapshot(from_snapshot, "--from-snapshot")
-    if out_dir.exists() and not out_dir.is_dir():
-        raise fail(f"`--out {out_dir}` is a file; give a directory.")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("Dockerfile", "requirements.txt"):
-        check_output_path(out_dir / name, "--out")
-    gpu = not cpu and not (snap is not None and not snap.gpus)
+    snap = load_snapshot(from_snapshot, "--from-snapshot") if from_snapshot is not None else None
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise fail(f"`--out {out_dir}` is a file or a symlink; give a directory.")
+    # a snapshot with a GPU build but no visible GPU is a host set up wrong (doctor PF104), not a CPU host
+    gpu = not cpu and (snap is None or bool(snap.gpus) or bool(snap.paddle_cuda))
     build = choose_build(paddle_version, cuda, snap, gpu=gpu)
-    need = devices * num_workers * prefetch_factor * batch_size * sum(s.bytes_per_sample for s in specs) \
-        if batch_size and specs else 0
-    flags = {"FLAGS_cudnn_exhaustive_search": "1"} if fixed_shape_cnn and gpu else {}
+    need = 0
+    if use_shm and batch_size and specs:
+        need = devices * num_workers * prefetch_factor * batch_size * sum(s.bytes_per_sample for s in specs)
+    if need > 1024**4:
+        raise fail(f"The DataLoader would need {need / 1024**4:,.0f} TiB of /dev/shm; check --num-workers, "
+                   "--batch-size and --input (or set use_shared_memory: false).")  # fmt: skip
+    flags = {"FLAGS_cudnn_exhaustive_search": "1"} if fixed_shape_cnn and build.device == "gpu" else {}
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -84,8 +90,15 @@ def image_command(
         raise fail("`--command` is empty.")
     plan = render_image(build, list(requirement or []), argv, shm_need_bytes=need, flags=flags,
                         known_flags=list(FLAG_VALUES), ipc_host=ipc_host)  # fmt: skip
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"`--out {out_dir}` cannot be created ({exc.strerror or exc}).") from None
+    for name in ("Dockerfile", "requirements.txt", ".dockerignore"):
+        check_output_path(out_dir / name, "--out")
     atomic_write_text(out_dir / "requirements.txt", plan.requirements)
+    atomic_write_text(out_dir / ".dockerignore", DOCKERIGNORE)
     atomic_write_text(out_dir / "Dockerfile", plan.dockerfile)
-    err.print(f"wrote {out_dir / 'Dockerfile'} (FROM {build.docker_image}) and {out_dir / 'requirements.txt'}",
-              highlight=False)  # fmt: skip
+    err.print(f"wrote {escape(str(out_dir / 'Dockerfile'))} (FROM {build.docker_image}), requirements.txt and "
+              ".dockerignore", highlight=False)  # fmt: skip
     print(plan.run_command)

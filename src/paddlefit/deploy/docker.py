@@ -4,6 +4,7 @@ dependencies, a non-root user, only flags that exist, and a /dev/shm sized for t
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -12,17 +13,36 @@ from paddlefit.catalog.builds import PaddleBuild, load_builds
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
 
-_PINNED = re.compile(r"^[A-Za-z0-9_.\-\[\],]+==[A-Za-z0-9_.+\-!]+$")
+_PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]+\])?==([0-9][A-Za-z0-9.+!-]*)$")
+
+#: Oldest CUDA whose compiler targets each architecture (CUDA release notes: sm_89/sm_90 from 11.8,
+#: sm_100/sm_120 from 12.8).
+ARCH_MIN_CUDA = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
+
+#: Files kept out of the build context (checkpoints, virtualenvs, VCS data, credentials).
+DOCKERIGNORE = "runs/\n.git/\n.venv/\n__pycache__/\n*.pyc\n.env\n*.env\n*.pem\n*.key\n.ssh/\n.aws/\n"
 
 
 def _ver(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", v))
 
 
+def min_driver(build: PaddleBuild) -> str:
+    """The stricter of the image's documented minimum driver and its CUDA's own minimum (CUDA release notes,
+    the table doctor's PF102 uses), so `image` never picks what `doctor` warns about."""
+    from paddlefit.diagnose.checks import CUDA_MIN_DRIVER
+
+    docs = build.min_driver or "0"
+    cuda = CUDA_MIN_DRIVER.get(build.cuda or "", "0")
+    return max(docs, cuda, key=_ver)
+
+
 def choose_build(paddle: str | None = None, cuda: str | None = None, snapshot: Snapshot | None = None,
                  gpu: bool = True) -> PaddleBuild:  # fmt: skip
     """Pick the official image: the requested Paddle version (default: newest with an image) and CUDA, else
-    the newest CUDA whose minimum driver the snapshot's driver meets (CUDA 13 is excluded below CC 7.5).
+    the newest CUDA whose minimum driver the snapshot's driver meets (strict CUDA minimum first, then the
+    minor-version-compatibility minimum the image docs print), that compiles for every GPU's architecture
+    (``ARCH_MIN_CUDA``; CUDA 13 is excluded below CC 7.5).
 
     Raises:
         PaddlefitError: no image matches; the message lists the ones that exist.
@@ -34,9 +54,16 @@ def choose_build(paddle: str | None = None, cuda: str | None = None, snapshot: S
     if cuda:
         pool = [b for b in pool if b.cuda == cuda]
     if snapshot and gpu and snapshot.driver_version:
-        pool = [b for b in pool if not b.min_driver or _ver(snapshot.driver_version) >= _ver(b.min_driver)]
-        if any(g.compute_capability and _ver(g.compute_capability) < (7, 5) for g in snapshot.gpus):
+        drv = _ver(snapshot.driver_version)
+        strict = [b for b in pool if drv >= _ver(min_driver(b))]
+        # else CUDA minor-version compatibility: the image docs' own minimum (doctor PF102 then warns)
+        pool = strict or [b for b in pool if not b.min_driver or drv >= _ver(b.min_driver)]
+    if snapshot and gpu:
+        ccs = [_ver(g.compute_capability) for g in snapshot.gpus if g.compute_capability]
+        if any(cc < (7, 5) for cc in ccs):
             pool = [b for b in pool if b.cuda and _ver(b.cuda) < (13,)]
+        need = max((_ver(v) for cc in ccs for arch, v in ARCH_MIN_CUDA.items() if cc[:2] >= arch), default=())
+        pool = [b for b in pool if b.cuda and _ver(b.cuda) >= need]
     if not pool:
         have = ", ".join(f"{b.paddle} {b.device}{' CUDA ' + b.cuda if b.cuda else ''} (driver >= {b.min_driver})"
                          for b in builds) or "none"  # fmt: skip
@@ -70,13 +97,23 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
         shm_need_bytes: DataLoader need (devices x workers x prefetch x batch bytes); /dev/shm gets 2x,
             at least 1 GiB (Paddle's own run examples pass ``--shm-size=8G``).
         flags: ``FLAGS_*`` to bake in as ENV; each must be in ``known_flags`` when that list is given.
+        ipc_host: ``--ipc=host`` instead of ``--shm-size``.
 
     Raises:
         PaddlefitError: an unpinned requirement or an unknown flag.
     """
     bad = [r for r in requirements if not _PINNED.match(r.strip())]
     if bad:
-        raise PaddlefitError(f"Requirements must be pinned as `name==version`; fix: {', '.join(bad)}.")
+        raise PaddlefitError(f"Requirements must be pinned as `name==version`; fix: {', '.join(map(repr, bad))}.")
+    names = [_PINNED.match(r.strip()).group(1).lower().replace("_", "-") for r in requirements]  # type: ignore[union-attr]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise PaddlefitError(f"Requirement {dup[0]!r} is pinned more than once; keep one version.")
+    if any(n.startswith("paddlepaddle") for n in names):
+        raise PaddlefitError("Do not pin paddlepaddle/paddlepaddle-gpu: the base image provides Paddle; choose its "
+                             "version with `--paddle`.")  # fmt: skip
+    if any(not a or any(ord(c) < 32 for c in a) for a in command):
+        raise PaddlefitError("`--command` arguments must be non-empty and contain no control characters.")
     flags = flags or {}
     unknown = [f for f in flags if known_flags is not None and f not in known_flags]
     if unknown:
@@ -98,12 +135,14 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
         "RUN python -m pip install --no-cache-dir -r /workspace/requirements.txt",
         "COPY --chown=trainer:trainer . /workspace",
         "USER trainer",
-        "CMD [" + ", ".join(f'"{c}"' for c in command) + "]",
+        "CMD " + json.dumps(list(command)),
     ]
     shm = max(1024**3, 2 * shm_need_bytes)
     shm_g = math.ceil(shm / 1024**3)
     gpus = "--gpus all " if build.device == "gpu" else ""
     mem = "--ipc=host" if ipc_host else f"--shm-size={shm_g}g"
-    run = f"docker build -t {tag} . && docker run --rm {gpus}{mem} -v \"$PWD/runs:/workspace/runs\" {tag}"
+    # the container runs as the calling user so checkpoints in the bind-mounted runs/ belong to them
+    run = (f"docker build -t {tag} . && mkdir -p runs && docker run --rm {gpus}{mem} "
+           f"--user \"$(id -u):$(id -g)\" -v \"$PWD/runs:/workspace/runs\" {tag}")  # fmt: skip
     return ImagePlan(build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run,
                      shm_g * 1024**3)  # fmt: skip

@@ -7,6 +7,7 @@ Each check has a stable ID and slug (pylint style), cites its source, and return
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class JobContext:
 
     num_workers: int | None = None
     prefetch_factor: int = 2
+    use_shared_memory: bool = True
     batch_bytes: int | None = None
     devices: int = 1
     checkpoint_bytes: int | None = None
@@ -130,8 +132,7 @@ def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Findi
     """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU."""
     if s.paddle_cuda and not s.gpus:
         return [Finding("PF104", "build-vs-gpu", "error", "GPU build of Paddle but no NVIDIA GPU is visible",
-                        "NVML found no GPU (driver missing, container started without --gpus, or "
-                        "CUDA_VISIBLE_DEVICES hides them)",
+                        "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)",
                         "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
     if s.paddle_version and not s.paddle_cuda and s.gpus:
         return [Finding("PF104", "build-vs-gpu", "warn",
@@ -160,7 +161,7 @@ def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     return out
 
 
-_BOOL = ("0", "1", "true", "false", "True", "False")
+_BOOL = ("0", "1", "true", "false")
 
 
 def _is_float(v: str, lo: float, hi: float) -> bool:
@@ -177,13 +178,13 @@ def _is_int(v: str, lo: int) -> bool:
 #: Value rules for the flags in FACTS.md's table (Paddle ``paddle/common/flags.cc``,
 #: ``conv_workspace_size_limit`` in ``paddle/phi/core/flags.cc``): flag -> (predicate, what is allowed).
 FLAG_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
-    "FLAGS_cudnn_exhaustive_search": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_cudnn_deterministic": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_cudnn_batchnorm_spatial_persistent": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_use_autotune": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_check_nan_inf": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_use_cuda_managed_memory": (lambda v: v in _BOOL, "true or false"),
-    "FLAGS_use_cuda_malloc_async_allocator": (lambda v: v in _BOOL, "true or false"),
+    "FLAGS_cudnn_exhaustive_search": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_cudnn_deterministic": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_cudnn_batchnorm_spatial_persistent": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_use_autotune": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_check_nan_inf": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_use_cuda_managed_memory": (lambda v: v.lower() in _BOOL, "true or false"),
+    "FLAGS_use_cuda_malloc_async_allocator": (lambda v: v.lower() in _BOOL, "true or false"),
     "FLAGS_conv_workspace_size_limit": (lambda v: _is_int(v, 0), "an integer number of MB >= 0 (default 512)"),
     "FLAGS_fraction_of_gpu_memory_to_use": (lambda v: _is_float(v, 0.0, 1.0), "a fraction in [0, 1]"),
     "FLAGS_allocator_strategy": (lambda v: v in ("auto_growth", "naive_best_fit"), "auto_growth or naive_best_fit"),
@@ -240,15 +241,16 @@ def check_nccl_ifname(s: Snapshot, job: JobContext | None = None) -> list[Findin
     spec = s.env.get("NCCL_SOCKET_IFNAME")
     if not spec:
         return []
-    up = [n for n in s.net if n.state in ("up", "unknown") and n.name != "lo"]
-    matched = [n for n in up if _ifname_matches(spec, n.name)]
+    live = [n for n in s.net if n.state in ("up", "unknown")]
+    up = sorted((n for n in live if n.name != "lo"), key=lambda n: -(n.speed_mbps or 0))  # fastest first
+    matched = [n for n in live if _ifname_matches(spec, n.name)]  # `lo` is legitimate on one node
     if not matched:
         names = ", ".join(n.name for n in up) or "none"
         return [Finding("PF112", "nccl-socket-ifname", "error", f"NCCL_SOCKET_IFNAME={spec} matches no interface "
                         "that is up", f"interfaces up: {names}",
                         f"export NCCL_SOCKET_IFNAME={up[0].name}" if up else "unset NCCL_SOCKET_IFNAME")]  # fmt: skip
     fastest = max((n.speed_mbps or 0 for n in up), default=0)
-    chosen = max((n.speed_mbps or 0 for n in matched), default=0)
+    chosen = max((n.speed_mbps or 0 for n in matched if n.name != "lo"), default=0)
     if fastest and chosen and chosen < fastest:
         best = next(n.name for n in up if (n.speed_mbps or 0) == fastest)
         return [Finding("PF112", "nccl-socket-ifname", "warn",
@@ -279,6 +281,10 @@ def check_visible_devices(s: Snapshot, job: JobContext | None = None) -> list[Fi
     if spec is None or not s.gpus:
         return []
     items = [i.strip() for i in spec.split(",") if i.strip()]
+    if items and items[0].startswith("-"):
+        return [Finding("PF105", "cuda-visible-devices", "warn",
+                        f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU from Paddle",
+                        fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in s.gpus)}")]  # fmt: skip
     missing = [i for i in items if i.isdigit() and int(i) >= len(s.gpus)]
     if not items or missing:
         what = f"names GPU {', '.join(missing)}" if missing else "is empty"
@@ -295,12 +301,15 @@ def check_shm(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     use_shared_memory True). Need: devices x num_workers x prefetch_factor x batch bytes."""
     if s.shm_total_bytes is None:
         return []
+    if job and job.num_workers and not job.use_shared_memory:
+        return [Finding("PF106", "shm-size", "ok", "DataLoader workers do not use shared memory")]
     if job and job.num_workers and job.batch_bytes:
         need = job.devices * job.num_workers * job.prefetch_factor * job.batch_bytes
-        if need > (s.shm_free_bytes or s.shm_total_bytes):
+        free = s.shm_free_bytes if s.shm_free_bytes is not None else s.shm_total_bytes
+        if need > free:
             gib = -(-need * 2 // 1024**3)  # ceil, x2 headroom
             return [Finding("PF106", "shm-size", "error",
-                            f"/dev/shm has {s.shm_free_bytes / 1024**2:,.0f} MiB free; the DataLoader needs "
+                            f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs "
                             f"{need / 1024**2:,.0f} MiB", f"{job.devices} x {job.num_workers} workers x "
                             f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
                             f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), "
@@ -389,6 +398,20 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
                                f"{used / 1024**3:,.1f} GiB",
                                fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
     return out
+
+
+_SAFE_FIX = re.compile(r"^(export [A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.,:^=/+-]*|unset [A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def fix_script(findings: list[Finding]) -> str:
+    """The fixes that are plain ``export NAME=value`` / ``unset NAME`` lines, safe to ``eval``; anything else
+    (odd names or values from the environment or a snapshot) becomes a comment, never a command."""
+    lines = []
+    for f in findings:
+        if f.severity == "ok" or not f.fix.startswith(("export ", "unset ")):
+            continue
+        lines.append(f.fix if _SAFE_FIX.match(f.fix) else f"# {f.check_id}: not safe to run as shell: {f.fix!r}")
+    return "\n".join(lines) if lines else "# nothing to fix with environment variables"
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:

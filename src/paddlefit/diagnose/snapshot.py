@@ -105,6 +105,29 @@ class Snapshot:
         return TypeAdapter(cls).validate_python(doc)
 
 
+def _structure_problem(doc: Any) -> str | None:
+    """Unknown keys (top level, per GPU, per interface), negative sizes or a non-numeric driver version."""
+    if not isinstance(doc, dict):
+        return "expected a JSON object"
+    allowed = {f.name for f in dataclasses.fields(Snapshot)}
+    extra = sorted(set(doc) - allowed)
+    if extra:
+        return f"unknown key `{extra[0]}`"
+    for key, cls in (("gpus", GPUInfo), ("net", NetInterface)):
+        names = {f.name for f in dataclasses.fields(cls)}
+        for i, item in enumerate(doc.get(key) or []):
+            if isinstance(item, dict) and set(item) - names:
+                return f"unknown key `{key}.{i}.{sorted(set(item) - names)[0]}`"
+    for key in ("cpu_cores", "memory_total_bytes", "shm_total_bytes", "shm_free_bytes", "disk_free_bytes"):
+        v = doc.get(key)
+        if isinstance(v, int | float) and v < 0:
+            return f"`{key}` is negative"
+    drv = doc.get("driver_version")
+    if drv is not None and not (isinstance(drv, str) and drv.replace(".", "").isdigit()):
+        return f"`driver_version` {drv!r} is not a version like 560.35.03"
+    return None
+
+
 def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
     """Read a snapshot JSON file written by ``paddlefit doctor --snapshot``.
 
@@ -116,14 +139,18 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
     from pydantic import ValidationError
 
     from paddlefit.errors import PaddlefitError
+    from paddlefit.fileio import read_text_limited
 
     p = Path(path)
+    text = read_text_limited(p, option)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PaddlefitError(f"`{option} {p}` cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+        doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise PaddlefitError(f"`{option} {p}` is not valid JSON ({str(exc)[:150]}).") from None
+    problem = _structure_problem(doc)
+    if problem:
+        raise PaddlefitError(f"`{option} {p}` is not a paddlefit snapshot: {problem}. "
+                             "Make one with `paddlefit doctor --snapshot FILE`.")  # fmt: skip
     try:
         return Snapshot.from_dict(doc)
     except ValidationError as exc:

@@ -17,7 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from paddlefit.errors import CatalogError
+from paddlefit.errors import CatalogError, PaddlefitError
+from paddlefit.fileio import read_text_limited
 
 EFFICIENCY_CLASSES = ("fp32", "tf32", "half")
 
@@ -126,11 +127,9 @@ def load_calibrations(files: list[str | Path] | tuple = ()) -> dict[str, Calibra
     ]
     for f in files:
         try:
-            docs.append((str(f), Path(f).read_text(encoding="utf-8")))
-        except OSError as exc:
-            raise CatalogError(f"Calibration file `{f}` cannot be read ({exc.strerror}).") from None
-        except UnicodeDecodeError:
-            raise CatalogError(f"Calibration file `{f}` is not UTF-8 JSON; rerun `paddlefit calibrate`.") from None
+            docs.append((str(f), read_text_limited(f, "--calibration")))
+        except PaddlefitError as exc:
+            raise CatalogError(f"Calibration file: {exc} Rerun `paddlefit calibrate`.") from None
     for origin, text in docs:
         try:
             doc = json.loads(text, parse_constant=_reject_constant)
