@@ -69,3 +69,17 @@ def test_plan_doctor_image_read_the_spec(tmp_path):
     assert r.returncode == 2 and "key `epochs_typo`" in r.stderr and "Traceback" not in r.stderr
     r = cli("plan")
     assert r.returncode == 2 and "--config" in r.stderr
+
+
+def test_merge_loader_options(tmp_path):
+    from paddlefit.spec import merge_loader_options
+
+    f = tmp_path / "job.yaml"
+    f.write_text(GOOD)
+    spec = load_job_spec(f)
+    o = merge_loader_options(spec)
+    assert (o.num_workers, o.prefetch_factor, o.batch_size, o.devices, o.inputs) == (3, 4, 16, 2, ["float32[1,28,28]"])
+    o = merge_loader_options(spec, num_workers=0, devices=1, prefetch_factor=2)  # explicit defaults still win
+    assert (o.num_workers, o.devices, o.prefetch_factor) == (0, 1, 2)
+    o = merge_loader_options(None)
+    assert (o.num_workers, o.prefetch_factor, o.batch_size, o.devices, o.use_shared_memory) == (0, 2, None, 1, True)

@@ -7,8 +7,10 @@ An input spec describes ONE sample (no batch dimension): ``float32[3,224,224]`` 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -202,3 +204,34 @@ def load_job_spec(path: str | Path) -> JobSpec:
     except InputSpecError as exc:
         raise JobSpecError(f"Job spec `{p}`, key `inputs`: {str(exc)[:300]}") from None
     return spec
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    """DataLoader-side job options after merging the command line over the job spec (defaults filled)."""
+
+    num_workers: int
+    prefetch_factor: int
+    batch_size: int | None
+    inputs: list[str]
+    devices: int
+    use_shared_memory: bool
+
+
+def merge_loader_options(spec: JobSpec | None, *, num_workers: int | None = None, prefetch_factor: int | None = None,
+                         batch_size: int | None = None, inputs: list[str] | None = None,
+                         devices: int | None = None) -> LoaderOptions:  # fmt: skip
+    """Options given on the command line win; then the job spec; then Paddle's DataLoader defaults
+    (num_workers 0, prefetch_factor 2, use_shared_memory True; ``python/paddle/io/reader.py``) and 1 device."""
+
+    def pick(cli: Any, from_spec: Any, default: Any) -> Any:
+        return cli if cli is not None else (from_spec if spec is not None else default)
+
+    return LoaderOptions(
+        num_workers=pick(num_workers, spec.data.num_workers if spec else None, 0),
+        prefetch_factor=pick(prefetch_factor, spec.data.prefetch_factor if spec else None, 2),
+        batch_size=pick(batch_size, spec.batch_size if spec else None, None),
+        inputs=list(inputs) if inputs else (list(spec.inputs) if spec else []),
+        devices=pick(devices, spec.devices if spec else None, 1),
+        use_shared_memory=spec.data.use_shared_memory if spec else True,
+    )

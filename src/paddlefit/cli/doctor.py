@@ -16,7 +16,7 @@ from paddlefit.diagnose.checks import fix_script as fix_script_text
 from paddlefit.diagnose.snapshot import collect_snapshot, load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.report.render import to_json
-from paddlefit.spec import load_job_spec, parse_input_spec
+from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
 
 _STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
 
@@ -70,21 +70,16 @@ def doctor_command(
     quiet_paddle()
     if json_out and fix_script:
         raise fail("`--json` and `--fix-script` print different things; use one.")
-    use_shm = True
-    if config is not None:
-        spec = load_job_spec(config)
-        num_workers = num_workers if num_workers is not None else spec.data.num_workers
-        prefetch_factor = prefetch_factor if prefetch_factor is not None else spec.data.prefetch_factor
-        batch_size = batch_size if batch_size is not None else spec.batch_size
-        inputs = inputs or spec.inputs
-        devices = devices if devices is not None else spec.devices
+    spec = load_job_spec(config) if config is not None else None
+    opts = merge_loader_options(spec, num_workers=num_workers, prefetch_factor=prefetch_factor,
+                                batch_size=batch_size, inputs=inputs, devices=devices)  # fmt: skip
+    num_workers, prefetch_factor, batch_size = opts.num_workers, opts.prefetch_factor, opts.batch_size
+    inputs, devices, use_shm = opts.inputs, opts.devices, opts.use_shared_memory
+    if spec is not None:
         model = model or spec.model
         run_dir = run_dir or Path(spec.run_dir)
-        use_shm = spec.data.use_shared_memory
     run_dir = run_dir or Path(".")
-    prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
-    devices = 1 if devices is None else devices
-    if num_workers is not None and num_workers < 0:
+    if num_workers < 0:
         raise fail(f"`--num-workers` must be >= 0 (got {num_workers}).")
     if batch_size is not None and batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
@@ -103,7 +98,7 @@ def doctor_command(
         with contextlib.redirect_stdout(sys.stderr):
             ckpt = _checkpoint_bytes(model)
     batch_bytes = batch_size * sum(s.bytes_per_sample for s in specs) if batch_size and specs else None
-    job = JobContext(num_workers=num_workers, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,
+    job = JobContext(num_workers=num_workers or None, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,
                      devices=devices, checkpoint_bytes=ckpt, use_shared_memory=use_shm)  # fmt: skip
     findings = run_checks(snap, job)
     if snapshot_file is not None:

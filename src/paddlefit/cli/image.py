@@ -13,7 +13,7 @@ from paddlefit.deploy.docker import DOCKERIGNORE, choose_build, render_image
 from paddlefit.diagnose.checks import FLAG_VALUES
 from paddlefit.diagnose.snapshot import load_snapshot
 from paddlefit.fileio import atomic_write_text, check_output_path
-from paddlefit.spec import load_job_spec, parse_input_spec
+from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
 
 
 @handle_errors
@@ -49,18 +49,11 @@ def image_command(
       paddlefit image --paddle 3.0.0 --cuda 11.8 -r paddleocr==3.0.0 --out docker/
       paddlefit image job.yaml --from-snapshot host.json --fixed-shape-cnn
     """
-    use_shm = True
-    if config is not None:
-        spec = load_job_spec(config)
-        num_workers = num_workers if num_workers is not None else spec.data.num_workers
-        prefetch_factor = prefetch_factor if prefetch_factor is not None else spec.data.prefetch_factor
-        batch_size = batch_size if batch_size is not None else spec.batch_size
-        inputs = inputs or spec.inputs
-        devices = devices if devices is not None else spec.devices
-        use_shm = spec.data.use_shared_memory
-    num_workers = 0 if num_workers is None else num_workers
-    prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
-    devices = 1 if devices is None else devices
+    spec = load_job_spec(config) if config is not None else None
+    opts = merge_loader_options(spec, num_workers=num_workers, prefetch_factor=prefetch_factor,
+                                batch_size=batch_size, inputs=inputs, devices=devices)  # fmt: skip
+    num_workers, prefetch_factor, batch_size = opts.num_workers, opts.prefetch_factor, opts.batch_size
+    inputs, devices, use_shm = opts.inputs, opts.devices, opts.use_shared_memory
     if num_workers < 0 or prefetch_factor < 1 or devices < 1:
         raise fail("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
     if batch_size is not None and batch_size < 1:
