@@ -138,6 +138,9 @@ def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Findi
         return [Finding("PF104", "build-vs-gpu", "warn",
                         f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
                         fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
+    if s.paddle_version:
+        what = f"GPU build with {len(s.gpus)} GPU(s)" if s.paddle_cuda else "CPU build, no GPU"
+        return [Finding("PF104", "build-vs-gpu", "ok", f"Paddle build matches the devices ({what})")]
     return []
 
 
@@ -158,6 +161,9 @@ def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
             why = "Paddle ignores it" + (f"; did you mean {close[0]}?" if close else "")
         out.append(Finding("PF110", "unknown-flag", "error", f"{name} is not a flag of Paddle {s.paddle_version}",
                            why, f"unset {name}"))  # fmt: skip
+    if not out:
+        n = sum(k.startswith("FLAGS_") for k in s.env)
+        out.append(Finding("PF110", "unknown-flag", "ok", f"{n} FLAGS_* set, all known to this Paddle build"))
     return out
 
 
@@ -397,6 +403,8 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
             out.append(Finding("PF120", "gpu-health", "warn", f"{tag}: {len(g.processes)} other process(es) hold "
                                f"{used / 1024**3:,.1f} GiB",
                                fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
+        if not any(f.title.startswith(tag) for f in out):
+            out.append(Finding("PF120", "gpu-health", "ok", f"{tag}: no ECC errors, full PCIe link, no throttling"))
     return out
 
 
