@@ -15,6 +15,7 @@ with ``fixed + per_sample * batch`` by least squares; the predicted peak is the 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import math
@@ -260,6 +261,32 @@ def _alloc() -> tuple[Any, Any, Any]:
     )
 
 
+def _measured_step(model: Any, opt: Any, inputs: list[Any], alloc: tuple[Any, Any, Any], base: int,
+                   counter: Any = None) -> tuple[dict[str, int], float]:  # fmt: skip
+    """One full training step; the allocator peak (bytes above ``base``) of each phase, and its seconds.
+
+    ``counter`` (a :class:`~paddlefit.estimate.flops.FlopCounter`) wraps the forward when given.
+    """
+    _, peak, reset = alloc
+    reset()
+    t0 = time.perf_counter()
+    with counter if counter is not None else contextlib.nullcontext():
+        out = model(*inputs)
+    loss = reduce_to_loss(out)
+    del out
+    peaks = {"forward": peak() - base}
+    reset()
+    loss.backward()
+    peaks["backward"] = peak() - base
+    del loss
+    reset()
+    opt.step()
+    opt.clear_grad()
+    seconds = time.perf_counter() - t0
+    peaks["optimizer_step"] = peak() - base
+    return peaks, seconds
+
+
 def measure_training_steps(
     factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, steps: int = 2
 ) -> StepMeasurement:
@@ -272,32 +299,21 @@ def measure_training_steps(
         Whatever the model raises (the caller wraps it in a ModelError naming the input specs).
     """
     use_all_cores()
-    current, peak, reset = _alloc()
+    alloc = _alloc()
+    current, peak, reset = alloc
     gc.collect()
     base = current()
     reset()
-    phase_peak = dict.fromkeys(PHASES, 0)
     model = factory()
     model.train()
     opt = make_optimizer(optimizer, model.parameters())
-    build_peak = peak() - base
+    phase_peak = dict.fromkeys(PHASES, 0)
+    phase_peak["optimizer_step"] = peak() - base  # building the model and optimizer counts there
     inputs = make_inputs(specs, batch)
     step_t = 0.0
     for _ in range(steps):
-        reset()
-        t0 = time.perf_counter()
-        loss = reduce_to_loss(model(*inputs))
-        phase_peak["forward"] = max(phase_peak["forward"], peak() - base)
-        reset()
-        loss.backward()
-        phase_peak["backward"] = max(phase_peak["backward"], peak() - base)
-        del loss
-        reset()
-        opt.step()
-        opt.clear_grad()
-        t2 = time.perf_counter()
-        phase_peak["optimizer_step"] = max(phase_peak["optimizer_step"], peak() - base, build_peak)
-        step_t = t2 - t0
+        peaks, step_t = _measured_step(model, opt, inputs, alloc, base)
+        phase_peak = {k: max(v, peaks[k]) for k, v in phase_peak.items()}
     del inputs
     states = current() - base
     del opt, model
@@ -331,7 +347,8 @@ def probe_memory(
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
     the second step of :func:`measure_training_steps`). Each phase is fit with ``fixed + per_sample * batch``
-    over the steady-state steps; the optimizer phase also takes the first step's creation peak as a floor.
+    over the steady-state steps (convex piecewise-linear, see :class:`PhaseFit`); the optimizer phase also takes
+    the first step's creation peak as a floor.
     Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default). With ``extend_to`` > 0,
     more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
     (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
@@ -346,7 +363,8 @@ def probe_memory(
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
 
     use_all_cores()
-    current, peak, reset = _alloc()
+    alloc = _alloc()
+    current, peak, reset = alloc
     gc.collect()
     base = current()
     reset()
@@ -354,52 +372,32 @@ def probe_memory(
     model.train()
     opt = make_optimizer(optimizer, model.parameters())
     first_opt_peak = peak() - base
-    flops = None
+    flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
     ms: list[StepMeasurement] = []
-
     sizes = [batch_sizes[0], *batch_sizes]
     i = 0
     while i < len(sizes):
         b = sizes[i]
         inputs = make_inputs(specs, b, seed=i)
-        reset()
-        t0 = time.perf_counter()
-        if i == 0 and count:
-            flops = FlopsCount(batch_size=b)
-            with FlopCounter(model, flops):
-                out = model(*inputs)
-        else:
-            out = model(*inputs)
-        loss = reduce_to_loss(out)
-        del out
-        f_peak = peak() - base
-        reset()
-        loss.backward()
-        b_peak = peak() - base
-        del loss
-        reset()
-        opt.step()
-        opt.clear_grad()
-        t2 = time.perf_counter()
-        opt_peak = peak() - base
+        counter = FlopCounter(model, flops) if i == 0 and flops is not None else None
+        peaks, seconds = _measured_step(model, opt, inputs, alloc, base, counter)
         del inputs
         i += 1
         if i == 1:
-            first_opt_peak = max(first_opt_peak, opt_peak)
+            first_opt_peak = max(first_opt_peak, peaks["optimizer_step"])
             # guard: the probe's largest batch must fit this machine's free RAM (bounded by b1 peak x batch)
-            need = max(f_peak, b_peak) * max(batch_sizes) / b
+            need = max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b
             free = psutil.virtual_memory().available + (current() - base)
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
-            per_sample_s = (t2 - t0) / b
+            per_sample_s = seconds / b
             spent, nxt = 0.0, 2 * max(batch_sizes)
             while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
                 spent += nxt * per_sample_s * 1.3
                 sizes.append(nxt)
                 nxt *= 2
             continue
-        ms.append(StepMeasurement(b, {"forward": f_peak, "backward": b_peak, "optimizer_step": opt_peak},
-                                  current() - base, t2 - t0))  # fmt: skip
+        ms.append(StepMeasurement(b, peaks, current() - base, seconds))
     del opt, model
     gc.collect()
     xs = [m.batch_size for m in ms]

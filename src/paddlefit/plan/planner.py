@@ -165,6 +165,11 @@ def _model_failure(ref: ModelRef, specs: list[InputSpec], exc: BaseException, wh
     )
 
 
+def _activation_factor(precision: Precision) -> float:
+    """Activation bytes on GPU relative to the fp32 CPU probe: AMP_ACTIVATION_FACTOR under AMP, else 1."""
+    return AMP_ACTIVATION_FACTOR if precision.is_amp else 1.0
+
+
 def _effective_precision(gpu: GPU, precision: Precision) -> Precision:
     """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
     for bf16 below compute capability 8.0 and for fp16 below 7.0 (Paddle ``python/paddle/amp/auto_cast.py``)."""
@@ -320,16 +325,16 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             "with `--max-probe-gib`."
         )
 
-    def cpu_phases_for(precision: Precision, factor: float) -> list[tuple[float, float]]:
-        """Probe lines re-based on the precision's model states, activations x ``factor``."""
+    def cpu_phases_for(precision: Precision) -> list[tuple[float, float]]:
+        """Probe lines re-based on the precision's model states, activations x its AMP factor."""
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
-        return [(st + factor * (fx - states32.total_bytes), factor * sl) for fx, sl in lines]
+        f = _activation_factor(precision)
+        return [(st + f * (fx - states32.total_bytes), f * sl) for fx, sl in lines]
 
     targets: list[Target] = []
     # ---- CPU target (fp32: AMP has no effect on CPU)
     cpu_cap = int(total_ram)
-    cpu_ph = [(fx, sl) for fx, sl in lines]
-    cpu_peak = max(fx + sl * b for fx, sl in cpu_ph)
+    cpu_peak = max(fx + sl * b for fx, sl in lines)
     # breakdown that adds up to the peak: states + activations x batch + the rest (workspace, temporaries)
     fixed = cpu_peak - states32.total_bytes - act_per_sample * b
     cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
@@ -346,7 +351,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         cpu_notes.append("no probe: CPU step time not measured")
     targets.append(Target(
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
-        capacity_bytes=cpu_cap, max_batch_size=_max_batch(cpu_ph, req.safety_margin * cpu_cap),
+        capacity_bytes=cpu_cap, max_batch_size=_max_batch(lines, req.safety_margin * cpu_cap),
         step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
         calibrated=cpu_calibrated, notes=cpu_notes, bound=None,
     ))  # fmt: skip
@@ -357,14 +362,14 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         host_s = host.step_s(fwd_ops, info.trainable_tensors)
     else:  # analytic path: no op count; large models are compute-bound
         host, host_s = None, 0.0
-    factor = AMP_ACTIVATION_FACTOR if req.precision.is_amp else 1.0
+    factor = _activation_factor(req.precision)
     gpu_states = mem.model_state_bytes(info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
         prec = _effective_precision(gpu, req.precision)
-        g_factor = AMP_ACTIVATION_FACTOR if prec.is_amp else 1.0
+        g_factor = _activation_factor(prec)
         g_states = mem.model_state_bytes(info, req.optimizer, prec)
-        ph = cpu_phases_for(prec, g_factor)
+        ph = cpu_phases_for(prec)
         if has_conv:
             ph = [(fx + CONV_WORKSPACE_BYTES, sl) for fx, sl in ph]
         ratio = cal.memory_ratio if cal else 1.0
