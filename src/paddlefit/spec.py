@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -126,33 +126,85 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
 
 
 class DataSpec(BaseModel):
-    """DataLoader settings (Paddle ``paddle.io.DataLoader`` names and defaults, ``python/paddle/io/reader.py``)."""
+    """Datasets and DataLoader settings (Paddle ``paddle.io.DataLoader`` names and defaults,
+    ``python/paddle/io/reader.py``).
+
+    ``train``/``eval`` are dataset factories, ``package.module:function`` (or a name in
+    :data:`paddlefit.datasets.DATASETS`) called with ``train_args``/``eval_args``; each returns a
+    ``paddle.io.Dataset`` whose samples are tuples ``(input..., label)``: the last element is the label.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
+    train: str | None = None
+    train_args: dict[str, Any] = Field(default_factory=dict)
+    eval: str | None = None
+    eval_args: dict[str, Any] = Field(default_factory=dict)
+    shuffle: bool = True
+    drop_last: bool = True
     num_workers: int = Field(default=0, ge=0)
     prefetch_factor: int = Field(default=2, ge=1)
     use_shared_memory: bool = True
     persistent_workers: bool = False
 
 
-class JobSpec(BaseModel):
-    """The job spec file (YAML) that `plan --config`, `doctor --config` and `image CONFIG` read.
+class ScheduleSpec(BaseModel):
+    """Learning-rate schedule, stepped once per optimizer step (``paddle.optimizer.lr``).
 
-    Unknown keys and wrong types are errors that name the key. The training-loop keys (epochs, LR schedule,
-    checkpoint policy...) come with `paddlefit train`.
+    ``constant``; ``cosine`` (``CosineAnnealingDecay`` from ``lr`` to ``min_lr`` over the steps after warm-up);
+    ``step`` (``StepDecay``: multiply by ``gamma`` every ``step_size`` steps). ``warmup_steps`` > 0 wraps it in
+    ``LinearWarmup`` from 0 to ``lr``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["constant", "cosine", "step"] = "constant"
+    warmup_steps: int = Field(default=0, ge=0)
+    min_lr: float = Field(default=0.0, ge=0)
+    step_size: int = Field(default=1000, ge=1)
+    gamma: float = Field(default=0.1, gt=0)
+
+
+class CheckpointSpec(BaseModel):
+    """When to checkpoint and how many to keep. A checkpoint is also written at the end of the run and when a
+    SIGTERM/SIGINT stops it. ``every_steps: 0`` and ``every_minutes: 0`` turn the periodic ones off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    every_steps: int = Field(default=500, ge=0)
+    every_minutes: float = Field(default=10.0, ge=0)
+    keep_last: int = Field(default=3, ge=1)
+
+
+class JobSpec(BaseModel):
+    """The job spec file (YAML) that `plan --config`, `train`, `doctor --config` and `image CONFIG` read.
+
+    Unknown keys and wrong types are errors that name the key. ``batch_size`` is the per-device micro-batch;
+    the global batch is ``batch_size x devices x grad_accum_steps``. ``epochs`` and ``max_steps`` (optimizer
+    steps) both bound the run; the first reached ends it. ``loss`` is ``cross_entropy``, ``mse`` or
+    ``package.module:function(output, label) -> scalar``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1)
-    model_args: dict[str, object] = Field(default_factory=dict)
+    model_args: dict[str, Any] = Field(default_factory=dict)
     inputs: list[str] = Field(default_factory=list)
     batch_size: int = Field(default=32, ge=1)
+    grad_accum_steps: int = Field(default=1, ge=1)
+    epochs: float | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, ge=1)
+    loss: str = "cross_entropy"
     optimizer: OptimizerName = OptimizerName.ADAM
+    lr: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     precision: Precision = Precision.FP32
     devices: int = Field(default=1, ge=1)
+    seed: int = Field(default=0, ge=0, lt=2**31)
     data: DataSpec = Field(default_factory=DataSpec)
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    log_every: int = Field(default=10, ge=1)
     run_dir: str = "runs/job"
 
     def input_specs(self) -> list[InputSpec]:

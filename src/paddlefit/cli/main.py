@@ -11,6 +11,7 @@ from paddlefit.cli.gpus import gpus_command
 from paddlefit.cli.image import image_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
+from paddlefit.cli.train import train_command
 
 app = typer.Typer(
     name="paddlefit",
@@ -20,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("plan")(plan_command)
+app.command("train")(train_command)
 app.command("gpus")(gpus_command)
 app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)

@@ -1,0 +1,178 @@
+"""``paddlefit train``: run a job spec on 1..N devices with exact resume."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import typer
+import yaml
+from rich.markup import escape
+from rich.table import Table
+
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.datasets import DATASETS
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text
+from paddlefit.report.render import gib, to_json
+from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.train.trainer import EXIT_NONFINITE, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
+
+
+def parse_devices(text: str) -> tuple[int, list[int] | None]:
+    """``"2"`` -> (2, None): two devices, GPU ids 0..1 when GPUs exist, else two CPU processes;
+    ``"0,1"`` or ``"3"``-style lists with a comma -> (2, [0, 1]) explicit GPU ids.
+
+    Raises:
+        PaddlefitError: not a positive count or a comma-separated list of distinct non-negative ids.
+    """
+    t = text.strip()
+    try:
+        if "," in t:
+            ids = [int(x) for x in t.split(",") if x.strip()]
+            if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
+                raise ValueError
+            return len(ids), ids
+        n = int(t)
+        if n < 1:
+            raise ValueError
+        return n, None
+    except ValueError:
+        raise PaddlefitError(f"`--devices {text}` must be a count such as 2 or GPU ids such as 0,1.") from None
+
+
+def _preflight(spec: JobSpec) -> None:
+    """Catch import errors of the model, datasets and loss before starting workers."""
+    from paddlefit.models.zoo import resolve_model
+    from paddlefit.train.trainer import resolve_loss
+
+    resolve_model(spec.model, dict(spec.model_args))
+    resolve_loss(spec.loss)
+    for key, ref in (("data.train", spec.data.train), ("data.eval", spec.data.eval)):
+        if ref is None:
+            if key == "data.train":
+                raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
+                                     f"({', '.join(DATASETS)} or `package.module:function`).")  # fmt: skip
+            continue
+        path = DATASETS.get(ref, ref)
+        mod, sep, fn = path.partition(":")
+        try:
+            if not sep or not hasattr(importlib.import_module(mod), fn):
+                raise ImportError(f"no function `{fn}` in `{mod}`")
+        except ImportError as exc:
+            raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}); use one of "
+                                 f"{', '.join(DATASETS)} or `package.module:function`.") from None  # fmt: skip
+    if spec.epochs is None and spec.max_steps is None:
+        raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
+
+
+def _gpu_count() -> int:
+    import paddle
+
+    if not paddle.device.is_compiled_with_cuda():
+        return 0
+    return int(paddle.device.cuda.device_count())
+
+
+def render_summary(summary: dict) -> None:
+    """The end-of-run table on stdout."""
+    table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
+    acc = summary.get("eval_accuracy")
+    rows = [
+        ("steps", f"{summary['steps']:,} ({summary['epochs']:.2f} epochs, global batch {summary['global_batch']})"),
+        ("devices", f"{summary['devices']} x {summary['device']}, {summary['precision']}"
+                    + ("" if summary["amp_active"] or summary["precision"] == "fp32" else " (AMP inactive on CPU)")),
+        ("final loss", f"{summary['final_loss']:.4f}" if summary["final_loss"] is not None else "-"),
+        ("eval accuracy", f"{acc:.2%}" if acc is not None else "-"),
+        ("throughput", f"{summary['samples_per_s']:,.1f} samples/s" if summary["samples_per_s"] else "-"),
+        ("data wait", f"{summary['data_wait_fraction']:.1%} of step time" if summary["data_wait_fraction"]
+         is not None else "-"),
+        ("peak memory", f"{gib(summary['peak_memory_bytes'])} ({summary['peak_memory_kind']})"),
+        ("params sha256", summary["params_sha256"][:16] + "..."),
+        ("last checkpoint", str(summary.get("last_checkpoint"))),
+    ]  # fmt: skip
+    for k, v in rows:
+        table.add_row(k, escape(v))
+    out.print(table)
+
+
+@handle_errors
+def train_command(
+    config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
+    devices: str = typer.Option(None, "--devices", help="Device count (2) or GPU ids (0,1). On CPU, N processes. "
+                                "Default: the spec's `devices`."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Checkpoints, metrics.jsonl, summary.json. "
+                                 "Default: the spec's `run_dir`."),
+    resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies), never, or a "
+                               "checkpoint directory."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps in total."),
+    json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end."),
+) -> None:
+    """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
+    accumulation, atomic checkpoints and exact resume.
+
+    Only global rank 0 writes. On SIGTERM/SIGINT every rank finishes the current step, rank 0 saves a checkpoint
+    and the run exits with code 143 (requeue); `--resume auto` (the default) continues on the exact next batch.
+    Exit codes: 0 done, 2 bad input, 3 loss became NaN/Inf, 143 stopped by a signal after checkpointing.
+
+    Examples:
+      paddlefit train examples/digits.yaml
+      paddlefit train examples/digits.yaml --devices 2 --run-dir runs/digits-dp2
+      paddlefit train examples/sentiment-zh.yaml --max-steps 200 --resume never
+      paddlefit train job.yaml --devices 0,1,2,3      # four GPUs
+    """
+    quiet_paddle()
+    spec = load_job_spec(config)
+    n, gpu_ids = parse_devices(devices) if devices is not None else (spec.devices, None)
+    if max_steps is not None and max_steps < 1:
+        raise fail(f"`--max-steps` must be >= 1 (got {max_steps}).")
+    if resume not in ("auto", "never") and not Path(resume).is_dir():
+        raise fail(f"`--resume {resume}` is not `auto`, `never` or a checkpoint directory.")
+    run_dir = Path(run_dir if run_dir is not None else spec.run_dir)
+    spec = spec.model_copy(update={"devices": n, "run_dir": str(run_dir)})
+    _preflight(spec)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
+                                                                          sort_keys=False, allow_unicode=True))
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise fail(f"`--run-dir {run_dir}` is not writable ({why}); choose another directory.") from None
+    with contextlib.redirect_stdout(sys.stderr):
+        gpus = _gpu_count()
+    if gpu_ids is not None and gpus == 0:
+        raise fail(f"`--devices {devices}` names GPU ids but this Paddle sees no GPU; use a count "
+                   f"(`--devices {n}`) for {n} CPU processes.")  # fmt: skip
+    if gpu_ids is None and gpus:
+        if n > gpus:
+            raise fail(f"`--devices {n}`: only {gpus} GPU(s) visible.")
+        gpu_ids = list(range(n)) if n > 1 else None
+    if n == 1:
+        from paddlefit.train.trainer import Trainer, TrainOptions
+
+        with contextlib.redirect_stdout(sys.stderr):
+            result = Trainer(spec, TrainOptions(run_dir=run_dir, resume=resume, max_steps=max_steps)).run()
+        code, reason = result.exit_code, result.reason
+    else:
+        from paddlefit.train.launcher import launch_command, run_launched
+
+        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, max_steps, job_id=f"paddlefit-{run_dir.name}")
+        err.print(f"[dim]launching {n} workers: {escape(' '.join(cmd[1:5]))} ... (logs in {run_dir}/launch-logs)[/]")
+        code, reason = run_launched(cmd, run_dir, relay=lambda line: err.print(escape(line), highlight=False))
+    if code == 0:
+        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        if json_out:
+            print(to_json(summary))
+        else:
+            render_summary(summary)
+        return
+    if code == EXIT_REQUEUE:
+        err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
+    elif code == EXIT_NONFINITE:
+        err.print(f"[bold red]error:[/] {escape(reason)}")
+    else:
+        err.print(f"[bold red]error:[/] {escape(reason)}")
+    raise typer.Exit(code)

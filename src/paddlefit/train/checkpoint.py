@@ -1,0 +1,179 @@
+"""Atomic, verified checkpoints: a directory per checkpoint, written under a temporary name, fsynced, then renamed.
+
+Layout under ``RUN_DIR/checkpoints/``::
+
+    step-00000120/            one complete checkpoint (the name carries the optimizer step)
+        model.pdparams        paddle.save(model.state_dict())
+        optimizer.pdopt       paddle.save(optimizer.state_dict())
+        trainer.json          step, epoch, sampler position, LR scheduler, GradScaler, run totals
+        rng.pkl               python / numpy / paddle RNG states (pickle)
+        manifest.json         sha256 and size of every file above; written last
+    .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
+
+A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
+file and the manifest were fsynced. ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
+after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from paddlefit.errors import PaddlefitError
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+_NAME_RE = re.compile(r"^step-(\d{8,})$")
+
+
+class CheckpointError(PaddlefitError):
+    """A checkpoint cannot be written (disk full, permissions) or a named checkpoint does not verify."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def verify(path: Path) -> str | None:
+    """Check a checkpoint directory against its manifest.
+
+    Returns:
+        None if every listed file exists with the recorded size and sha256; otherwise the first problem found.
+    """
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"manifest unreadable ({type(exc).__name__}: {exc})"
+    if manifest.get("format") != FORMAT_VERSION:
+        return f"manifest format {manifest.get('format')!r}, expected {FORMAT_VERSION}"
+    for name, meta in files.items():
+        f = path / name
+        try:
+            size = f.stat().st_size
+        except OSError:
+            return f"{name} is missing"
+        if size != meta.get("bytes"):
+            return f"{name} has {size} bytes, manifest says {meta.get('bytes')}"
+        if sha256_file(f) != meta.get("sha256"):
+            return f"{name} sha256 does not match the manifest"
+    return None
+
+
+class CheckpointStore:
+    """The checkpoints of one run: save atomically, keep the last ``keep_last``, find the newest valid one.
+
+    Only global rank 0 may call :meth:`save` (the trainer enforces it); every rank may read.
+
+    Args:
+        root: the ``checkpoints`` directory (created on first save).
+        keep_last: complete checkpoints kept after a save (older ones are deleted), >= 1.
+    """
+
+    def __init__(self, root: Path, keep_last: int = 3) -> None:
+        if keep_last < 1:
+            raise ValueError("keep_last must be >= 1")
+        self.root = Path(root)
+        self.keep_last = keep_last
+
+    def path_for(self, step: int) -> Path:
+        """Directory name of the checkpoint at optimizer step ``step``."""
+        return self.root / f"step-{step:08d}"
+
+    def list(self) -> list[Path]:
+        """Complete-looking checkpoint directories, newest (highest step) first; temporaries excluded."""
+        if not self.root.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.root.iterdir() if (m := _NAME_RE.match(p.name)) and p.is_dir()]
+        return [p for _, p in sorted(found, reverse=True)]
+
+    def latest_valid(self, warn: Callable[[str], None] = lambda _msg: None) -> Path | None:
+        """Newest checkpoint whose manifest verifies; each skipped one is reported through ``warn``."""
+        for path in self.list():
+            problem = verify(path)
+            if problem is None:
+                return path
+            warn(f"skipping checkpoint {path.name}: {problem}")
+        return None
+
+    def clean_temporaries(self) -> list[Path]:
+        """Delete ``.tmp-*`` directories left by writers that were killed; returns what was removed."""
+        removed = []
+        if self.root.is_dir():
+            for p in self.root.glob(".tmp-*"):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+        return removed
+
+    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None) -> Path:
+        """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs
+        every file, writes the manifest, fsyncs the directory and renames it into place, then prunes old ones.
+
+        If a complete checkpoint for ``step`` already exists it is kept and returned (same step, same state).
+
+        Raises:
+            CheckpointError: the write failed (disk full, read-only or missing directory...). The temporary
+                directory is removed and earlier checkpoints are untouched.
+        """
+        final = self.path_for(step)
+        if final.is_dir() and verify(final) is None:
+            return final
+        tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir()
+            write_files(tmp)
+            files = {}
+            for f in sorted(tmp.iterdir()):
+                _fsync_path(f)
+                files[f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
+            manifest = {"format": FORMAT_VERSION, "step": step, "created_unix": time.time(), "files": files,
+                        **(meta or {})}  # fmt: skip
+            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+                json.dump(manifest, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _fsync_path(tmp, directory=True)
+            if final.exists():  # an incomplete or corrupt one with the same name: replace it
+                shutil.rmtree(final)
+            os.rename(tmp, final)
+            _fsync_path(self.root, directory=True)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
+            previous = next((p.name for p in self.list() if p != final), None)
+            kept = f"; the previous checkpoint {previous} is intact" if previous else ""
+            raise CheckpointError(f"checkpoint for step {step} could not be written to {self.root}: {why}{kept}. "
+                                  "Free space or choose another --run-dir.") from None  # fmt: skip
+        self.prune()
+        return final
+
+    def prune(self) -> None:
+        """Delete all but the newest ``keep_last`` checkpoints."""
+        for old in self.list()[self.keep_last :]:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(old)

@@ -1,0 +1,101 @@
+"""Start a multi-device run through ``python -m paddle.distributed.launch`` and wait for it.
+
+paddlefit never starts processes or process groups itself for data parallel: the launcher starts one worker per
+device (``--nproc_per_node N`` on CPU with gloo, ``--devices 0,1,...`` on GPU with NCCL), sets the rank
+environment, and on SIGTERM/SIGINT sends SIGTERM to every worker and waits up to 30 s before killing them
+(``paddle/distributed/launch/controllers/controller.py``, ``Pod.stop(timeout=30)``). The workers agree to stop,
+rank 0 saves and every worker exits; this wrapper forwards its own SIGTERM/SIGINT to the launcher, relays rank 0's
+log lines, and returns the exit code rank 0 recorded in ``status.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from paddlefit.train import worker
+from paddlefit.train.trainer import STATUS_FILE
+
+LOG_DIR = "launch-logs"
+
+
+def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
+                   max_steps: int | None, job_id: str) -> list[str]:  # fmt: skip
+    """The ``paddle.distributed.launch`` command line for this run (arguments from Paddle's launch docs:
+    ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``)."""
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(run_dir / LOG_DIR), "--job_id", job_id]
+    if gpu_ids:
+        cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
+    else:
+        cmd += ["--nproc_per_node", str(nprocs)]
+    cmd += [worker.__file__, "--spec", str(spec_file), "--run-dir", str(run_dir), "--resume", resume]
+    if max_steps is not None:
+        cmd += ["--max-steps", str(max_steps)]
+    return cmd
+
+
+def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
+                 on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str]:  # fmt: skip
+    """Run the launcher, relay rank 0's log, forward SIGTERM/SIGINT; return (exit code, reason).
+
+    The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
+    without one (a worker crashed before writing it) the launcher's exit code and the tail of rank 0's log.
+    """
+    token = uuid.uuid4().hex
+    env = dict(os.environ, PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1")
+    log_dir = run_dir / LOG_DIR
+    log_dir.mkdir(parents=True, exist_ok=True)
+    rank0_log = log_dir / "workerlog.0"
+    if rank0_log.exists():
+        rank0_log.unlink()  # the launcher appends: start this run's log empty
+    with open(log_dir / "launcher.log", "ab") as launcher_log:
+        proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT)
+    if on_start:
+        on_start(proc)
+
+    def forward(signum: int, _frame: Any) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    offset = 0
+    try:
+        while True:
+            done = proc.poll() is not None
+            offset = _relay(rank0_log, offset, relay)
+            if done:
+                break
+            time.sleep(0.3)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    rc = proc.returncode
+    try:
+        status = json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        if status.get("token") == token:
+            return int(status["exit_code"]), str(status["reason"])
+    except (OSError, ValueError, KeyError):
+        pass
+    tail = rank0_log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0_log.exists() else []
+    return (rc or 1), "workers exited without a status (see " + str(log_dir) + "):\n" + "\n".join(tail)
+
+
+def _relay(path: Path, offset: int, relay: Callable[[str], None]) -> int:
+    if not path.exists():
+        return offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].decode("utf-8", errors="replace").splitlines():
+        if line.strip() and "LAUNCH INFO" not in line:
+            relay(line)
+    return offset + end

@@ -1,0 +1,693 @@
+"""The training loop: one process per device, data parallel through ``paddle.DataParallel``.
+
+Runs in-process for one device and inside each worker started by ``paddle.distributed.launch`` for more
+(:mod:`paddlefit.train.launcher`). Per optimizer step:
+
+1. ``grad_accum_steps`` micro-batches of ``batch_size`` samples each; forward under ``paddle.amp.auto_cast`` when
+   AMP is on (GPU only), loss divided by ``grad_accum_steps``, backward (through ``GradScaler`` for fp16).
+   Non-final micro-steps run under ``DataParallel.no_sync()`` so gradients are all-reduced once per step.
+2. One 2-element all-reduce (MAX) makes every rank agree on "a stop signal arrived somewhere" and "the loss is
+   not finite somewhere", so all ranks stop at the same step and none waits forever in a collective.
+3. Optimizer step, LR scheduler step, metrics line (rank 0), checkpoint when due (rank 0 writes; the others
+   wait at a barrier only when the run stops).
+
+Exit codes (``RunResult.exit_code``): 0 finished; 143 stopped by SIGTERM/SIGINT after saving a checkpoint
+(128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry 128-255, treat 1-127 as
+permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import pickle
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paddlefit.datasets import resolve_dataset
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text
+from paddlefit.spec import JobSpec, OptimizerName, Precision
+from paddlefit.train.checkpoint import CheckpointStore
+
+EXIT_OK = 0
+EXIT_NONFINITE = 3
+EXIT_REQUEUE = 143
+
+STATUS_FILE = "status.json"
+SUMMARY_FILE = "summary.json"
+METRICS_FILE = "metrics.jsonl"
+SPEC_FILE = "job.yaml"
+
+
+@dataclass
+class TrainOptions:
+    """Command-line options of one run (the job spec holds the rest).
+
+    Attributes:
+        run_dir: where checkpoints, metrics.jsonl, summary.json and status.json go.
+        resume: ``auto`` (newest valid checkpoint, if any), ``never``, or a checkpoint directory path.
+        max_steps: stop after this many optimizer steps in total (overrides the spec when smaller).
+        progress: show a progress bar (rank 0, terminal only) or log lines every ``log_every`` steps.
+        log: where log lines go (default stderr).
+    """
+
+    run_dir: Path
+    resume: str = "auto"
+    max_steps: int | None = None
+    progress: bool = True
+    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+@dataclass
+class RunResult:
+    """What a run ended with: exit code, reason and the summary written to ``summary.json`` (rank 0)."""
+
+    exit_code: int
+    reason: str
+    step: int
+    summary: dict[str, Any] | None = None
+
+
+class NonFiniteLossError(PaddlefitError):
+    """The training loss became NaN or Inf; the run stops without checkpointing the bad state."""
+
+    exit_code = EXIT_NONFINITE
+
+
+class _StopFlag:
+    """Set by SIGTERM/SIGINT; the loop checks it once per optimizer step."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._handler)
+
+    def restore(self) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.signum = signum
+
+
+class ResumableBatchSampler:
+    """``paddle.io.DistributedBatchSampler`` with a seeded shuffle per epoch and a start position.
+
+    The shuffle of epoch ``e`` uses ``np.random.RandomState(seed * 1_000_003 + e)`` (Paddle shuffles with
+    ``RandomState(epoch)``, ``python/paddle/io/dataloader/batch_sampler.py``), so epoch order depends only on
+    (seed, epoch) and a resumed run sees the same batches. ``skip`` batches are dropped at the start of the next
+    iteration (the ones consumed before the checkpoint).
+    """
+
+    def __init__(self, dataset: Any, batch_size: int, num_replicas: int, rank: int, shuffle: bool,
+                 drop_last: bool, seed: int) -> None:  # fmt: skip
+        from paddle.io import DistributedBatchSampler
+
+        self._inner = DistributedBatchSampler(dataset, batch_size=batch_size, num_replicas=num_replicas, rank=rank,
+                                              shuffle=shuffle, drop_last=drop_last)  # fmt: skip
+        self.seed = seed
+        self.epoch = 0
+        self.skip = 0
+
+    def set_position(self, epoch: int, skip: int) -> None:
+        """Next iteration yields epoch ``epoch`` from batch ``skip`` on."""
+        self.epoch, self.skip = epoch, skip
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._inner.set_epoch((self.seed * 1_000_003 + self.epoch) % 2**32)
+        skip, self.skip = self.skip, 0
+        for i, batch in enumerate(self._inner):
+            if i >= skip:
+                yield batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+def params_sha256(model: Any) -> str:
+    """sha256 over the model's ``state_dict()`` in sorted-name order: name, shape and float32 little-endian bytes of
+    each tensor, so two runs can be compared bit for bit whatever the device."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        arr = np.ascontiguousarray(tensor.numpy().astype("<f4"))
+        h.update(name.encode())
+        h.update(str(arr.shape).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def resolve_loss(name: str) -> Callable[[Any, Any], Any]:
+    """``cross_entropy`` (``paddle.nn.functional.cross_entropy``, mean over the batch), ``mse``
+    (``mse_loss``) or ``package.module:function(output, label) -> scalar tensor``.
+
+    Raises:
+        PaddlefitError: unknown name or import failure.
+    """
+    import importlib
+
+    import paddle.nn.functional as F
+
+    if name == "cross_entropy":
+        return lambda out, y: F.cross_entropy(out, y.reshape([-1]).astype("int64") if y.ndim > 1 else y)
+    if name == "mse":
+        return lambda out, y: F.mse_loss(out, y.astype(out.dtype))
+    mod, sep, fn = name.partition(":")
+    if not sep:
+        raise PaddlefitError(f"`loss: {name}` is not known; use cross_entropy, mse or `package.module:function`.")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as exc:
+        raise PaddlefitError(f"`loss: {name}` cannot be imported ({exc}).") from None
+
+
+def build_schedule(spec: JobSpec, total_steps: int) -> Any:
+    """The LR scheduler of ``spec.schedule`` over ``total_steps`` optimizer steps (``paddle.optimizer.lr``)."""
+    from paddle.optimizer import lr as lr_mod
+
+    s = spec.schedule
+    decay_steps = max(1, total_steps - s.warmup_steps)
+    if s.name == "cosine":
+        sched = lr_mod.CosineAnnealingDecay(spec.lr, T_max=decay_steps, eta_min=s.min_lr)
+    elif s.name == "step":
+        sched = lr_mod.StepDecay(spec.lr, step_size=s.step_size, gamma=s.gamma)
+    else:
+        sched = lr_mod.LambdaDecay(spec.lr, lambda _step: 1.0)
+    if s.warmup_steps:
+        sched = lr_mod.LinearWarmup(sched, warmup_steps=s.warmup_steps, start_lr=0.0, end_lr=spec.lr)
+    return sched
+
+
+def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
+    """The optimizer of ``spec.optimizer`` with ``learning_rate=schedule`` and ``spec.weight_decay``."""
+    import paddle
+
+    wd = spec.weight_decay or None
+    if spec.optimizer is OptimizerName.SGD:
+        return paddle.optimizer.SGD(learning_rate=schedule, parameters=parameters, weight_decay=wd)
+    if spec.optimizer is OptimizerName.MOMENTUM:
+        return paddle.optimizer.Momentum(learning_rate=schedule, momentum=0.9, parameters=parameters, weight_decay=wd)
+    if spec.optimizer is OptimizerName.ADAMW:
+        return paddle.optimizer.AdamW(learning_rate=schedule, parameters=parameters,
+                                      weight_decay=spec.weight_decay if spec.weight_decay else 0.01)  # fmt: skip
+    return paddle.optimizer.Adam(learning_rate=schedule, parameters=parameters, weight_decay=wd)
+
+
+def peak_memory_bytes(on_gpu: bool) -> int:
+    """Peak allocated bytes of Paddle's allocator in this process: ``paddle.device.cuda.max_memory_allocated()``
+    on GPU (excludes the CUDA context), the host allocator's ``Allocated`` peak on CPU."""
+    import paddle
+
+    if on_gpu:
+        return int(paddle.device.cuda.max_memory_allocated())
+    return int(paddle.base.core.host_memory_stat_peak_value("Allocated", 0))
+
+
+def _to_jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if hasattr(obj, "numpy"):
+        return np.asarray(obj.numpy()).tolist()
+    return obj
+
+
+def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
+    """Rank 0: record how the run ended (read by the parent of a multi-device run), atomically."""
+    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
+    atomic_write_text(run_dir / STATUS_FILE, json.dumps({"exit_code": exit_code, "reason": reason, "step": step,
+                                                          "token": token}) + "\n")  # fmt: skip
+
+
+class Trainer:
+    """Train ``spec`` in this process (one rank of a data-parallel job when launched with more than one).
+
+    Args:
+        spec: the validated job spec.
+        opts: run directory, resume mode, step limit, progress.
+
+    Raises (from :meth:`run`):
+        PaddlefitError: bad datasets/model/loss, a dataset too small for one global batch, or a resume checkpoint
+            that does not verify or belongs to a different global batch.
+        CheckpointError: a checkpoint could not be written (disk full, unwritable run dir).
+    """
+
+    def __init__(self, spec: JobSpec, opts: TrainOptions) -> None:
+        self.spec = spec
+        self.opts = opts
+        self.run_dir = Path(opts.run_dir)
+        self.world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+        self.rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+        self.is_writer = self.rank == 0
+        self.store = CheckpointStore(self.run_dir / "checkpoints", keep_last=spec.checkpoint.keep_last)
+        self.stop = _StopFlag()
+
+    # ---- setup -------------------------------------------------------------------------------------------
+    def _log(self, msg: str) -> None:
+        if self.is_writer:
+            self.opts.log(msg)
+
+    def _setup_device(self) -> None:
+        import paddle
+
+        from paddlefit.estimate.memory import use_all_cores
+
+        self.on_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+        if self.world > 1:
+            paddle.distributed.init_parallel_env()
+        if self.on_gpu:
+            # paddle.distributed.launch sets FLAGS_selected_gpus per worker (launch/controllers/collective.py)
+            local = int(os.environ.get("FLAGS_selected_gpus", "0").split(",")[0])  # noqa: SIM112
+            paddle.set_device(f"gpu:{local}")
+        else:
+            paddle.set_device("cpu")
+            local_world = int(os.environ.get("PADDLE_LOCAL_SIZE", str(self.world)))
+            cores = use_all_cores()
+            paddle.base.core.set_num_threads(max(1, cores // max(1, local_world)))
+
+    def _seed(self) -> None:
+        import paddle
+
+        random.seed(self.spec.seed)
+        np.random.seed(self.spec.seed)
+        paddle.seed(self.spec.seed)
+
+    def _build(self) -> None:
+        import paddle
+
+        from paddlefit.models.zoo import resolve_model
+
+        spec = self.spec
+        self.train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train") if spec.data.train \
+            else None  # fmt: skip
+        if self.train_ds is None:
+            raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
+                                 "(e.g. `digits` or `package.module:function`).")  # fmt: skip
+        self.eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
+        ref = resolve_model(spec.model, dict(spec.model_args))
+        self.model = ref.factory()
+        self.loss_fn = resolve_loss(spec.loss)
+        self.sampler = ResumableBatchSampler(self.train_ds, spec.batch_size, self.world, self.rank,
+                                             spec.data.shuffle, spec.data.drop_last, spec.seed)  # fmt: skip
+        batches = len(self.sampler)
+        self.steps_per_epoch = batches // spec.grad_accum_steps
+        if self.steps_per_epoch < 1:
+            raise PaddlefitError(
+                f"`data.train` has {len(self.train_ds)} samples, fewer than one global batch "
+                f"({spec.batch_size} x {self.world} devices x {spec.grad_accum_steps} accumulation); lower "
+                "`batch_size` or `grad_accum_steps`.")  # fmt: skip
+        limits = []
+        if spec.epochs is not None:
+            limits.append(max(1, round(spec.epochs * self.steps_per_epoch)))
+        if spec.max_steps is not None:
+            limits.append(spec.max_steps)
+        if self.opts.max_steps is not None:
+            limits.append(self.opts.max_steps)
+        if not limits:
+            raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
+        self.total_steps = min(limits)
+        loader_kwargs: dict[str, Any] = {"num_workers": spec.data.num_workers,
+                                         "use_shared_memory": spec.data.use_shared_memory}  # fmt: skip
+        if spec.data.num_workers > 0:
+            loader_kwargs.update(prefetch_factor=spec.data.prefetch_factor,
+                                 persistent_workers=spec.data.persistent_workers)  # fmt: skip
+        self.loader = paddle.io.DataLoader(self.train_ds, batch_sampler=self.sampler, **loader_kwargs)
+        self.schedule = build_schedule(spec, self.total_steps)
+        self.optimizer = build_optimizer(spec, self.model.parameters(), self.schedule)
+        self.amp = spec.precision.is_amp and self.on_gpu
+        if spec.precision.is_amp and not self.on_gpu:
+            self._log(f"warning: precision {spec.precision.value} has no effect on CPU (paddle.amp.auto_cast only "
+                      "acts on CUDA/XPU devices); training in fp32.")  # fmt: skip
+        self.amp_dtype = "bfloat16" if spec.precision in (Precision.BF16_O1, Precision.BF16_O2) else "float16"
+        if self.amp and spec.precision.level == "O2":
+            self.model, self.optimizer = paddle.amp.decorate(models=self.model, optimizers=self.optimizer,
+                                                             level="O2", dtype=self.amp_dtype)  # fmt: skip
+        self.scaler = paddle.amp.GradScaler() if self.amp and self.amp_dtype == "float16" else None
+        self.dp_model = paddle.DataParallel(self.model) if self.world > 1 else self.model
+
+    # ---- checkpoints -------------------------------------------------------------------------------------
+    def _trainer_state(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.pos,
+            "global_batch": self.global_batch, "batch_size": self.spec.batch_size, "devices": self.world,
+            "grad_accum_steps": self.spec.grad_accum_steps, "seed": self.spec.seed,
+            "scheduler": _to_jsonable(self.schedule.state_dict()),
+            "scaler": _to_jsonable(self.scaler.state_dict()) if self.scaler else None,
+            "totals": dict(self.totals), "last_loss": self.last_loss,
+        }  # fmt: skip
+
+    def _save(self) -> Path:
+        import paddle
+
+        def write(tmp: Path) -> None:
+            paddle.save(self.model.state_dict(), str(tmp / "model.pdparams"))
+            paddle.save(self.optimizer.state_dict(), str(tmp / "optimizer.pdopt"))
+            (tmp / "trainer.json").write_text(json.dumps(self._trainer_state(), indent=1), encoding="utf-8")
+            rng = {"python": random.getstate(), "numpy": np.random.get_state(), "paddle": paddle.get_rng_state()}
+            with open(tmp / "rng.pkl", "wb") as f:
+                pickle.dump(rng, f)
+
+        path = self.store.save(self.step, write, meta={"spec_model": self.spec.model})
+        self.last_ckpt_time = time.monotonic()
+        self.last_ckpt_step = self.step
+        return path
+
+    def _choose_resume(self) -> Path | None:
+        mode = self.opts.resume
+        if mode == "never":
+            return None
+        if mode == "auto":
+            return self.store.latest_valid(warn=lambda m: self._log(f"warning: {m}"))
+        from paddlefit.train.checkpoint import CheckpointError, verify
+
+        path = Path(mode)
+        problem = verify(path) if path.is_dir() else "not a directory"
+        if problem:
+            raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
+        return path
+
+    def _agree_on_resume(self) -> Path | None:
+        """Rank 0 chooses; the step is broadcast so every rank loads the same checkpoint."""
+        import paddle
+
+        path = self._choose_resume() if self.is_writer or self.world == 1 else None
+        if self.world == 1:
+            return path
+        t = paddle.to_tensor([int(path.name.split("-")[1]) if path else -1], dtype="int64")
+        paddle.distributed.broadcast(t, src=0)
+        step = int(t.item())
+        if step < 0:
+            return None
+        return path if path is not None else (Path(self.opts.resume) if self.opts.resume not in ("auto", "never")
+                                              else self.store.path_for(step))  # fmt: skip
+
+    def _load(self, path: Path) -> None:
+        import paddle
+
+        state = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
+        if state["global_batch"] != self.global_batch:
+            raise PaddlefitError(
+                f"checkpoint {path} was trained with global batch {state['global_batch']} ({state['batch_size']} x "
+                f"{state['devices']} devices x {state['grad_accum_steps']} accumulation), this run has "
+                f"{self.global_batch}; keep the global batch or start fresh with `--resume never`.")  # fmt: skip
+        self.model.set_state_dict(paddle.load(str(path / "model.pdparams")))
+        self.optimizer.set_state_dict(paddle.load(str(path / "optimizer.pdopt")))
+        self.schedule.set_state_dict(state["scheduler"])
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        with open(path / "rng.pkl", "rb") as f:
+            rng = pickle.load(f)  # our own file, verified against its manifest sha256
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        paddle.set_rng_state(rng["paddle"])
+        self.step, self.epoch, self.pos = state["step"], state["epoch"], state["batch_in_epoch"]
+        self.totals.update(state.get("totals", {}))
+        self.last_loss = state.get("last_loss")
+
+    def _truncate_metrics(self) -> None:
+        """Resumed run: drop metric lines after the checkpoint's step so metrics.jsonl reads as one run."""
+        path = self.run_dir / METRICS_FILE
+        if not path.exists():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= self.step:
+                    kept.append(line)
+            except ValueError:
+                continue  # a line cut by a kill
+        atomic_write_text(path, "".join(k + "\n" for k in kept))
+
+    # ---- the loop ----------------------------------------------------------------------------------------
+    def _agree(self, stop: bool, nonfinite: bool) -> tuple[bool, bool]:
+        if self.world == 1:
+            return stop, nonfinite
+        import paddle
+
+        t = paddle.to_tensor([float(stop), float(nonfinite)], dtype="float32")
+        paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
+        a, b = t.numpy().tolist()
+        return a > 0, b > 0
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            import paddle
+
+            paddle.distributed.barrier()
+
+    def _autocast(self) -> Any:
+        import paddle
+
+        if not self.amp:
+            return contextlib.nullcontext()
+        return paddle.amp.auto_cast(level=self.spec.precision.level, dtype=self.amp_dtype)
+
+    def _train_step(self, it: Iterator[Any]) -> tuple[float, float]:
+        """One optimizer step's micro-batches: forward, backward (no all-reduce until the last). Returns
+        (mean loss over micro-batches, seconds waiting for data)."""
+        accum = self.spec.grad_accum_steps
+        wait = 0.0
+        losses = []
+        for micro in range(accum):
+            t = time.perf_counter()
+            *xs, y = next(it)
+            wait += time.perf_counter() - t
+            sync = self.world == 1 or micro == accum - 1
+            ctx = contextlib.nullcontext() if sync else self.dp_model.no_sync()
+            with ctx:
+                with self._autocast():
+                    out = self.dp_model(*xs)
+                    loss = self.loss_fn(out, y)
+                scaled = loss / accum if accum > 1 else loss
+                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+            losses.append(loss)
+        return float(sum(float(x.item()) for x in losses) / accum), wait
+
+    def _optimizer_step(self) -> None:
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.clear_grad()
+        self.schedule.step()
+
+    def evaluate(self) -> dict[str, float | None]:
+        """Loss and accuracy (argmax == label, for ``cross_entropy`` with integer labels) over ``data.eval``."""
+        import paddle
+
+        if self.eval_ds is None:
+            return {"eval_loss": None, "eval_accuracy": None}
+        loader = paddle.io.DataLoader(self.eval_ds, batch_size=max(self.spec.batch_size, 64), shuffle=False)
+        self.model.eval()
+        total, loss_sum, correct = 0, 0.0, 0
+        try:
+            with paddle.no_grad():
+                for *xs, y in loader:
+                    with self._autocast():
+                        out = self.model(*xs)
+                    n = int(y.shape[0])
+                    loss_sum += float(self.loss_fn(out, y).item()) * n
+                    if self.spec.loss == "cross_entropy":
+                        correct += int((out.argmax(axis=-1) == y.reshape([-1])).astype("int64").sum().item())
+                    total += n
+        finally:
+            self.model.train()
+        acc = correct / total if self.spec.loss == "cross_entropy" else None
+        return {"eval_loss": loss_sum / total, "eval_accuracy": acc}
+
+    def run(self) -> RunResult:
+        """Train until the step limit, a stop signal or a non-finite loss; see the module docstring for exit codes.
+
+        Raises:
+            PaddlefitError / CheckpointError: see the class docstring.
+        """
+        import paddle
+
+        self._setup_device()
+        self._seed()
+        self._build()
+        self.global_batch = self.spec.batch_size * self.world * self.spec.grad_accum_steps
+        self.step, self.epoch, self.pos = 0, 0, 0
+        self.totals: dict[str, float] = {"train_s": 0.0, "wait_s": 0.0, "samples": 0.0}
+        self.last_loss: float | None = None
+        self.last_eval: dict[str, float | None] = {"eval_loss": None, "eval_accuracy": None}
+        if self.is_writer:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            for tmp in self.store.clean_temporaries():
+                self._log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
+        resume = self._agree_on_resume()
+        if resume is not None:
+            self._load(resume)
+            self._log(f"resumed from {resume} (step {self.step}, epoch {self.epoch}, batch {self.pos} of the epoch)")
+        if self.is_writer:
+            self._truncate_metrics()
+        self.last_ckpt_time = time.monotonic()
+        self.last_ckpt_step = self.step
+        self.stop.install()
+        try:
+            return self._loop(paddle)
+        finally:
+            self.stop.restore()
+
+    def _checkpoint_due(self) -> bool:
+        c = self.spec.checkpoint
+        by_steps = c.every_steps > 0 and self.step % c.every_steps == 0
+        by_time = c.every_minutes > 0 and time.monotonic() - self.last_ckpt_time >= c.every_minutes * 60
+        return by_steps or by_time
+
+    def _loop(self, paddle: Any) -> RunResult:
+        accum = self.spec.grad_accum_steps
+        metrics = open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") if self.is_writer else None  # noqa: SIM115
+        progress = _Progress(self, enabled=self.is_writer and self.opts.progress)
+        try:
+            self.model.train()
+            while self.step < self.total_steps:
+                self.sampler.set_position(self.epoch, self.pos)
+                it = iter(self.loader)
+                while self.pos + accum <= self.steps_per_epoch * accum and self.step < self.total_steps:
+                    t0 = time.perf_counter()
+                    loss, wait = self._train_step(it)
+                    nonfinite_here = not math.isfinite(loss) and self.scaler is None
+                    stop, nonfinite = self._agree(self.stop.signum is not None, nonfinite_here)
+                    if nonfinite:
+                        self.optimizer.clear_grad()
+                        return self._end_nonfinite(loss)
+                    self._optimizer_step()
+                    dt = time.perf_counter() - t0
+                    self.step += 1
+                    self.pos += accum
+                    self.last_loss = loss
+                    self.totals["train_s"] += dt
+                    self.totals["wait_s"] += wait
+                    self.totals["samples"] += self.global_batch
+                    if metrics is not None:
+                        rec = {"step": self.step, "epoch": self.epoch, "loss": loss,
+                               "lr": float(self.optimizer.get_lr()), "samples_per_s": self.global_batch / dt,
+                               "step_time_s": dt, "data_wait_s": wait}  # fmt: skip
+                        if self.on_gpu:
+                            rec["peak_memory_bytes"] = peak_memory_bytes(True)
+                        metrics.write(json.dumps(rec) + "\n")
+                        metrics.flush()
+                    progress.update(loss, self.global_batch / dt)
+                    if stop:
+                        return self._end_stopped()
+                    if self.is_writer and self.step < self.total_steps and self._checkpoint_due():
+                        self._save()
+                if self.pos + accum > self.steps_per_epoch * accum:  # epoch complete
+                    self.epoch += 1
+                    self.pos = 0
+                    self._eval_and_log(metrics)
+            if self.last_eval["eval_loss"] is None or self.pos != 0:
+                self._eval_and_log(metrics)
+            return self._end_done()
+        finally:
+            progress.close()
+            if metrics is not None:
+                metrics.close()
+
+    def _eval_and_log(self, metrics: Any) -> None:
+        if not self.is_writer or self.eval_ds is None:
+            return
+        self.last_eval = self.evaluate()
+        acc = self.last_eval["eval_accuracy"]
+        self._log(f"epoch {self.epoch} step {self.step}: eval loss {self.last_eval['eval_loss']:.4f}"
+                  + (f", accuracy {acc:.2%}" if acc is not None else ""))  # fmt: skip
+        if metrics is not None:
+            metrics.write(json.dumps({"step": self.step, "epoch": self.epoch, **self.last_eval}) + "\n")
+            metrics.flush()
+
+    def _summary(self) -> dict[str, Any]:
+        t = self.totals
+        return {
+            "steps": self.step, "epochs": self.step / self.steps_per_epoch, "final_loss": self.last_loss,
+            "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
+            "samples_per_s": t["samples"] / t["train_s"] if t["train_s"] else None,
+            "data_wait_fraction": t["wait_s"] / t["train_s"] if t["train_s"] else None,
+            "peak_memory_bytes": peak_memory_bytes(self.on_gpu),
+            "peak_memory_kind": "gpu max_memory_allocated" if self.on_gpu else "cpu host allocator (rank 0)",
+            "params_sha256": params_sha256(self.model), "global_batch": self.global_batch,
+            "devices": self.world, "device": "gpu" if self.on_gpu else "cpu", "precision": self.spec.precision.value,
+            "amp_active": self.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
+            "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
+        }  # fmt: skip
+
+    def _end_done(self) -> RunResult:
+        summary = None
+        if self.is_writer:
+            self._save()
+            summary = self._summary()
+            atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+            write_status(self.run_dir, EXIT_OK, "finished", self.step)
+        self._barrier()
+        return RunResult(EXIT_OK, "finished", self.step, summary)
+
+    def _end_stopped(self) -> RunResult:
+        if self.is_writer:
+            path = self._save()
+            self._log(f"stop signal: saved {path} at step {self.step}; exit {EXIT_REQUEUE} (requeue); "
+                      "run again with --resume auto to continue.")  # fmt: skip
+            write_status(self.run_dir, EXIT_REQUEUE, "stopped by signal", self.step)
+        self._barrier()
+        return RunResult(EXIT_REQUEUE, "stopped by signal", self.step)
+
+    def _end_nonfinite(self, loss: float) -> RunResult:
+        last = self.store.latest_valid() if self.is_writer else None
+        msg = (f"the loss is {loss} at step {self.step + 1} (not finite); stopped without updating or saving. "
+               f"Last good checkpoint: {last or 'none'}. Lower `lr`, add warm-up, or check the data.")  # fmt: skip
+        if self.is_writer:
+            self._log(f"error: {msg}")
+            write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
+        self._barrier()
+        return RunResult(EXIT_NONFINITE, msg, self.step)
+
+
+class _Progress:
+    """Rank-0 progress: a rich bar with ETA on a terminal, otherwise a log line every ``log_every`` steps."""
+
+    def __init__(self, trainer: Trainer, enabled: bool) -> None:
+        self.t = trainer
+        self.enabled = enabled
+        self.bar = None
+        if not enabled:
+            return
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=console)
+            self.task = self.bar.add_task("train", total=trainer.total_steps, completed=trainer.step, info="")
+            self.bar.start()
+
+    def update(self, loss: float, samples_per_s: float) -> None:
+        if not self.enabled:
+            return
+        info = f"loss {loss:.4f}  {samples_per_s:,.0f} samples/s"
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.t.step, info=info)
+        elif self.t.step % self.t.spec.log_every == 0 or self.t.step == self.t.total_steps:
+            self.t.opts.log(f"step {self.t.step}/{self.t.total_steps} epoch {self.t.epoch}: {info}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()

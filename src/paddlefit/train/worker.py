@@ -1,0 +1,48 @@
+"""Entry script of one worker under ``paddle.distributed.launch`` (not for direct use).
+
+``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/job.yaml --run-dir RUN_DIR
+--resume auto [--max-steps K]``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.trainer`)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    os.environ.setdefault("GLOG_minloglevel", "2")
+    ap = argparse.ArgumentParser(prog="paddlefit-worker")
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--resume", default="auto")
+    ap.add_argument("--max-steps", type=int, default=None)
+    args = ap.parse_args(argv)
+
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.trainer import Trainer, TrainOptions, write_status
+
+    rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+    run_dir = Path(args.run_dir)
+    try:
+        spec = load_job_spec(args.spec)
+        opts = TrainOptions(run_dir=run_dir, resume=args.resume, max_steps=args.max_steps, progress=True)
+        return Trainer(spec, opts).run().exit_code
+    except PaddlefitError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        if rank == 0:
+            with contextlib.suppress(OSError):
+                write_status(run_dir, exc.exit_code, str(exc), -1)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
