@@ -7,6 +7,7 @@ import typer
 from paddlefit import __version__
 from paddlefit.cli.calibrate import calibrate_command
 from paddlefit.cli.doctor import doctor_command
+from paddlefit.cli.export import export_command
 from paddlefit.cli.gpus import gpus_command
 from paddlefit.cli.image import image_command
 from paddlefit.cli.models import models_command
@@ -22,6 +23,7 @@ app = typer.Typer(
 )
 app.command("plan")(plan_command)
 app.command("train")(train_command)
+app.command("export")(export_command)
 app.command("gpus")(gpus_command)
 app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)

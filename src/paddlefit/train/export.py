@@ -1,0 +1,119 @@
+"""Export a checkpoint of a run as a ``paddle.jit.save`` inference model and check it against the dynamic model."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.spec import load_job_spec
+from paddlefit.train.checkpoint import CheckpointStore, verify
+from paddlefit.train.trainer import SPEC_FILE
+
+#: Tolerances of the exported-vs-dynamic check (fp32; observed differences are 0 to a few ulp).
+RTOL, ATOL = 1e-5, 1e-6
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_run` wrote and how closely the reloaded model matched.
+
+    Attributes:
+        out_dir: directory holding the inference model (prefix ``model``).
+        checkpoint: the checkpoint exported.
+        files: file names written.
+        max_abs_diff: max |jit.load output - dynamic output| over the sample batch.
+        sample_batch: samples in the check batch.
+    """
+
+    out_dir: Path
+    checkpoint: Path
+    files: list[str]
+    max_abs_diff: float
+    sample_batch: int
+
+
+def _sample_batch(spec: Any, n: int = 8) -> list[np.ndarray]:
+    from paddlefit.datasets import resolve_dataset
+
+    key, ref, args = (("data.eval", spec.data.eval, spec.data.eval_args) if spec.data.eval
+                      else ("data.train", spec.data.train, spec.data.train_args))  # fmt: skip
+    if ref is None:
+        raise PaddlefitError("the run's job spec has no dataset to take a sample batch from (`data.train`).")
+    ds = resolve_dataset(ref, args, key)
+    samples = [ds[i] for i in range(min(n, len(ds)))]
+    n_inputs = len(samples[0]) - 1
+    return [np.stack([np.asarray(s[j]) for s in samples]) for j in range(n_inputs)]
+
+
+def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | None = None) -> ExportResult:
+    """Write ``paddle.jit.save(model, OUT/model, input_spec)`` for a run's newest valid (or given) checkpoint,
+    reload it with ``paddle.jit.load`` and compare outputs with the dynamic model on up to 8 samples of the run's
+    eval (else train) dataset. The model is written to a temporary directory and renamed into place only after
+    the check passes.
+
+    Raises:
+        PaddlefitError: no job spec or no valid checkpoint in ``run_dir``, the model cannot be traced, or the
+            reloaded model's outputs differ beyond rtol 1e-5 / atol 1e-6.
+    """
+    import paddle
+
+    run_dir = Path(run_dir)
+    spec_file = run_dir / SPEC_FILE
+    if not spec_file.is_file():
+        raise PaddlefitError(f"`{run_dir}` is not a paddlefit run directory (no {SPEC_FILE}); give the --run-dir "
+                             "of a `paddlefit train` run.")  # fmt: skip
+    spec = load_job_spec(spec_file)
+    if checkpoint is None:
+        checkpoint = CheckpointStore(run_dir / "checkpoints").latest_valid()
+        if checkpoint is None:
+            raise PaddlefitError(f"`{run_dir}` has no checkpoint that verifies; train first.")
+    elif (problem := verify(Path(checkpoint))) is not None:
+        raise PaddlefitError(f"`--checkpoint {checkpoint}`: {problem}.")
+    from paddlefit.models.zoo import resolve_model
+
+    model = resolve_model(spec.model, dict(spec.model_args)).factory()
+    model.set_state_dict(paddle.load(str(Path(checkpoint) / "model.pdparams")))
+    model.eval()
+    xs = _sample_batch(spec)
+    input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=str(x.dtype), name=f"input_{i}")
+                  for i, x in enumerate(xs)]  # fmt: skip
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / "inference"
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        with paddle.no_grad():
+            ref = model(*[paddle.to_tensor(x) for x in xs]).numpy()
+        try:
+            paddle.jit.save(model, str(tmp / "model"), input_spec=input_spec)
+        except Exception as exc:
+            raise PaddlefitError(f"paddle.jit.save could not trace the model: {type(exc).__name__}: "
+                                 f"{str(exc)[:400]}") from None  # fmt: skip
+        loaded = paddle.jit.load(str(tmp / "model"))
+        loaded.eval()
+        got = loaded(*[paddle.to_tensor(x) for x in xs])
+        got = (got[0] if isinstance(got, list | tuple) else got).numpy()
+        diff = float(np.max(np.abs(got - ref))) if ref.size else 0.0
+        if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
+            raise PaddlefitError(f"the exported model's outputs differ from the dynamic model's (max |diff| {diff:g},"
+                                 f" shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
+        files = sorted(p.name for p in tmp.iterdir())
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.rename(tmp, out_dir)
+    except OSError as exc:
+        raise PaddlefitError(f"cannot write `{out_dir}` ({exc.strerror or exc}).") from None
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
+    return ExportResult(out_dir, Path(checkpoint), files, diff, len(xs[0]))

@@ -1,0 +1,62 @@
+"""Datasets and models for the trainer tests (importable as `trainhelpers:...` through PYTHONPATH)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from paddlefit.datasets import ArrayDataset, digits
+
+
+class SlowDataset:
+    """Wraps a dataset and sleeps ``delay`` seconds per sample, so a kill lands mid-run at a known pace."""
+
+    def __init__(self, inner, delay: float) -> None:
+        self.inner = inner
+        self.delay = delay
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return self.inner[i]
+
+
+def slow_digits(split: str = "train", delay: float = 0.001) -> SlowDataset:
+    """scikit-learn digits, ``delay`` seconds per sample."""
+    return SlowDataset(digits(split), delay)
+
+
+def nan_digits(split: str = "train", bad_from: int = 160) -> ArrayDataset:
+    """scikit-learn digits whose images from index ``bad_from`` on are NaN (read in order: shuffle off).
+    Use with :func:`linear_digits`: Paddle's CPU ReLU maps NaN to 0, so a CNN would hide them."""
+    ds = digits(split)
+    x = ds.x.copy()
+    x[bad_from:] = np.nan
+    return ArrayDataset(x, ds.y)
+
+
+def big_digits_mlp(extra_params: int = 25_000_000):
+    """A digits MLP carrying an unused parameter of ``extra_params`` floats, so a checkpoint takes long to write."""
+    import paddle
+    import paddle.nn as nn
+
+    class Big(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(64, 10)
+            self.ballast = self.create_parameter([extra_params], dtype="float32")
+
+        def forward(self, x):
+            return self.fc(paddle.flatten(x, 1))
+
+    return Big()
+
+
+def linear_digits():
+    """A linear classifier on flattened digits (no ReLU to swallow NaN)."""
+    import paddle.nn as nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 10))

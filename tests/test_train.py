@@ -1,0 +1,290 @@
+"""paddlefit train: data-parallel equivalence, exact resume after SIGTERM/SIGKILL, NaN stop, disk errors, export.
+
+Everything runs on the CPU with real data (scikit-learn digits) through the real CLI in subprocesses, as a user
+would run it; two-process runs go through `paddle.distributed.launch` (gloo).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+DATA = Path(__file__).parent / "data"
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
+           GLOG_minloglevel="2")  # fmt: skip
+
+
+def write_spec(path: Path, **overrides) -> Path:
+    spec = {
+        "model": "paddlefit.models.examples:digits_cnn",
+        "data": {"train": "digits", "train_args": {"split": "train"}},
+        "batch_size": 16, "max_steps": 6, "optimizer": "adam", "lr": 0.003, "seed": 3,
+        "checkpoint": {"every_steps": 0, "every_minutes": 0, "keep_last": 3},
+    }  # fmt: skip
+    for k, v in overrides.items():
+        if isinstance(v, dict) and isinstance(spec.get(k), dict):
+            spec[k] = {**spec[k], **v}
+        else:
+            spec[k] = v
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def train_cmd(spec: Path, run_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--run-dir", str(run_dir), *extra]
+
+
+def run(cmd: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout, **kw)
+
+
+def final_params(run_dir: Path) -> dict[str, np.ndarray]:
+    import paddle
+
+    ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
+    state = paddle.load(str(ckpts[-1] / "model.pdparams"))
+    return {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in state.items()}
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> int:
+    """Poll metrics.jsonl until a train line with step >= ``step`` appears; return the step seen."""
+    end = time.time() + timeout
+    path = run_dir / "metrics.jsonl"
+    while time.time() < end:
+        assert proc.poll() is None, proc.communicate()
+        if path.exists():
+            steps = [json.loads(x)["step"] for x in path.read_text().splitlines() if x.strip() and '"loss"' in x]
+            if steps and steps[-1] >= step:
+                return steps[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"step {step} not reached in {timeout} s")
+
+
+@pytest.mark.slow
+def test_two_processes_equal_one_process_and_accumulation(tmp_path: Path) -> None:
+    """2 processes x 16 == 1 x 32 == 1 x 16 x accumulation 2 after 6 Adam steps on the same shuffled batches."""
+    runs = {
+        "dp2x16": (write_spec(tmp_path / "a.yaml"), ["--devices", "2"]),
+        "1x32": (write_spec(tmp_path / "b.yaml", batch_size=32), []),
+        "1x16xacc2": (write_spec(tmp_path / "c.yaml", grad_accum_steps=2), []),
+    }
+    params = {}
+    for name, (spec, extra) in runs.items():
+        r = run(train_cmd(spec, tmp_path / name, *extra, "--json"))
+        assert r.returncode == 0, r.stderr[-3000:]
+        s = json.loads(r.stdout)
+        assert s["steps"] == 6 and s["global_batch"] == 32 and s["devices"] == (2 if name == "dp2x16" else 1)
+        params[name] = final_params(tmp_path / name)
+    ref = params["1x32"]
+    start = {k: v for k, v in ref.items()}
+    for name in ("dp2x16", "1x16xacc2"):
+        assert params[name].keys() == ref.keys()
+        worst = max(float(np.max(np.abs(params[name][k] - ref[k]))) for k in ref)
+        # measured: 1-3e-7 (float32 round-off of summing the batch in a different order); 6 Adam steps of lr 3e-3
+        # move weights by ~1e-2, so a wrong batch or a skipped all-reduce would show as >1e-3.
+        print(f"{name} vs 1x32: max abs param diff {worst:.3g}")
+        assert worst < 2e-5, (name, worst)
+    assert any(float(np.max(np.abs(start[k]))) > 0 for k in start)
+    # rank 0 wrote every step's metrics once; no rank wrote a second copy
+    lines = [json.loads(x) for x in (tmp_path / "dp2x16" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if "loss" in x] == [1, 2, 3, 4, 5, 6]
+
+
+def _uninterrupted(tmp_path: Path, spec: Path, name: str, *extra: str) -> str:
+    r = run(train_cmd(spec, tmp_path / name, *extra))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return summary(tmp_path / name)["params_sha256"]
+
+
+@pytest.mark.slow
+def test_sigterm_mid_epoch_then_resume_is_bit_identical(tmp_path: Path) -> None:
+    # 1,348 train images / 32 = 42 steps per epoch; 60 steps cross an epoch boundary; dropout-free CNN
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=60,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}},
+                      checkpoint={"every_steps": 25, "every_minutes": 0})  # fmt: skip
+    want = _uninterrupted(tmp_path, spec, "full")
+    run_dir = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    wait_for_step(run_dir, 10, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-2000:]
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
+    stopped_at = int(ckpts[-1].split("-")[1])
+    assert 10 <= stopped_at < 25 and stopped_at % 42 != 0, ckpts  # mid-epoch, before the first periodic one
+    trainer_state = json.loads((run_dir / "checkpoints" / ckpts[-1] / "trainer.json").read_text())
+    assert trainer_state["batch_in_epoch"] == stopped_at and trainer_state["epoch"] == 0
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"resumed from {run_dir / 'checkpoints' / ckpts[-1]}" in r.stderr
+    assert summary(run_dir)["params_sha256"] == want
+    steps = [json.loads(x)["step"] for x in (run_dir / "metrics.jsonl").read_text().splitlines() if '"loss"' in x]
+    assert steps == list(range(1, 61))  # metrics read as one run: no step twice, none missing
+
+
+@pytest.mark.slow
+def test_two_process_job_killed_and_resumed(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=40,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    want = _uninterrupted(tmp_path, spec, "full", "--devices", "2")
+    run_dir = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_for_step(run_dir, 8, proc)
+    proc.send_signal(signal.SIGTERM)  # what a scheduler sends: to paddlefit, forwarded to the launcher
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    stopped_at = int(sorted((run_dir / "checkpoints").glob("step-*"))[-1].name.split("-")[1])
+    assert 8 <= stopped_at < 40
+    r = run(train_cmd(spec, run_dir, "--devices", "2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert summary(run_dir)["params_sha256"] == want
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_all_ranks(tmp_path: Path) -> None:
+    """A signal that reaches only rank 1 still stops both ranks at the same step, with a checkpoint."""
+    import psutil
+
+    spec = write_spec(tmp_path / "s.yaml", max_steps=200,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    run_dir = tmp_path / "r"
+    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_for_step(run_dir, 5, proc)
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "PADDLE_TRAINER_ID" in p.environ()]
+    rank1 = [p for p in workers if p.environ().get("PADDLE_TRAINER_ID") == "1"]
+    assert len(workers) == 2 and len(rank1) == 1
+    rank1[0].send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert json.loads((run_dir / "status.json").read_text())["reason"] == "stopped by signal"
+    assert len(list((run_dir / "checkpoints").glob("step-*"))) == 1
+
+
+@pytest.mark.slow
+def test_sigkill_during_checkpoint_write_resumes_from_previous(tmp_path: Path) -> None:
+    # SGD (no optimizer state) and a 100 MB unused parameter: each checkpoint takes a while to hash and fsync
+    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:big_digits_mlp", optimizer="sgd", lr=0.05,
+                      max_steps=6, checkpoint={"every_steps": 2, "every_minutes": 0, "keep_last": 2})  # fmt: skip
+    want = _uninterrupted(tmp_path, spec, "full")
+    run_dir = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ckroot = run_dir / "checkpoints"
+    end = time.time() + 120
+    seen_tmp = None
+    while time.time() < end and proc.poll() is None:
+        complete = list(ckroot.glob("step-*")) if ckroot.exists() else []
+        tmps = list(ckroot.glob(".tmp-*")) if ckroot.exists() else []
+        if complete and tmps:  # the second checkpoint is being written
+            seen_tmp = tmps[0].name
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.communicate(timeout=60)
+    assert seen_tmp is not None, "never caught a checkpoint being written"
+    assert proc.returncode == -signal.SIGKILL
+    complete = sorted(p.name for p in ckroot.glob("step-*"))
+    assert complete == ["step-00000002"], complete  # only the complete one counts
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "removed an incomplete checkpoint" in r.stderr and "step-00000002" in r.stderr
+    assert summary(run_dir)["params_sha256"] == want
+
+
+def test_corrupt_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=4, checkpoint={"every_steps": 2, "every_minutes": 0})
+    want = _uninterrupted(tmp_path, spec, "full")
+    run_dir = tmp_path / "r"
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0
+    newest = run_dir / "checkpoints" / "step-00000004"
+    data = (newest / "model.pdparams").read_bytes()
+    (newest / "model.pdparams").write_bytes(data[: len(data) // 2])  # truncated copy
+    r = run(train_cmd(spec, run_dir, "--max-steps", "4"))
+    assert r.returncode == 0, r.stderr
+    assert "skipping checkpoint step-00000004: model.pdparams has" in r.stderr
+    assert "resumed from" in r.stderr and "step-00000002" in r.stderr
+    assert summary(run_dir)["params_sha256"] == want
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
+    # shuffle off, batch 16: samples 160.. are NaN, so step 11 is the first with a non-finite loss
+    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:linear_digits", max_steps=30, checkpoint={"every_steps": 4, "every_minutes": 0},
+                      data={"train": "trainhelpers:nan_digits", "train_args": {"bad_from": 160}, "shuffle": False})
+    run_dir = tmp_path / "r"
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 3, r.stderr
+    assert "at step 11 (not finite)" in r.stderr and "step-00000008" in r.stderr
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1] == "step-00000008"
+    assert not (run_dir / "summary.json").exists()
+    assert all(np.isfinite(v).all() for v in final_params(run_dir).values())
+
+
+def test_checkpoint_write_failure_is_a_clear_error_and_leaves_nothing_half_written(tmp_path: Path) -> None:
+    """A write limit of 100 KB (RLIMIT_FSIZE, as a full disk would) makes the 150 KB model.pdparams fail."""
+    spec = write_spec(tmp_path / "s.yaml", max_steps=3)
+    run_dir = tmp_path / "r"
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    r = run(train_cmd(spec, run_dir), preexec_fn=limit)
+    assert r.returncode == 2, r.stderr
+    assert "checkpoint for step 3 could not be written" in r.stderr and "Traceback" not in r.stderr
+    assert list((run_dir / "checkpoints").iterdir()) == []  # no partial checkpoint, no temp dir
+
+
+def test_unwritable_run_dir_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    spec = write_spec(tmp_path / "s.yaml")
+    r = run(train_cmd(spec, tmp_path / "afile" / "run"))
+    assert r.returncode == 2 and "is not writable" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_resume_with_other_global_batch_is_refused(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
+    assert run(train_cmd(spec, tmp_path / "r")).returncode == 0
+    other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=8)
+    r = run(train_cmd(other, tmp_path / "r"))
+    assert r.returncode == 2 and "global batch 16" in r.stderr and "--resume never" in r.stderr
+
+
+@pytest.mark.slow
+def test_examples_reach_their_accuracy_and_export(tmp_path: Path) -> None:
+    root = Path(__file__).parent.parent
+    r = run(train_cmd(root / "examples" / "digits.yaml", tmp_path / "digits", "--json"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads(r.stdout)
+    assert s["eval_accuracy"] >= 0.95 and s["epochs"] == 15
+    assert 0 <= s["data_wait_fraction"] < 1 and s["peak_memory_bytes"] > 0 and s["samples_per_s"] > 0
+    r = run(train_cmd(root / "examples" / "sentiment-zh.yaml", tmp_path / "senti", "--json"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["eval_accuracy"] >= 0.80
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(tmp_path / "digits"), "--json"])
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["max_abs_diff"] <= 1e-5 and "model.pdiparams" in doc["files"]
+    import paddle
+
+    loaded = paddle.jit.load(doc["prefix"])
+    from paddlefit.datasets import digits
+
+    x = digits("test").x[:4]
+    assert list(loaded(paddle.to_tensor(x)).shape) == [4, 10]
