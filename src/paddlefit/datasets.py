@@ -7,7 +7,7 @@
   permutation, encoded as character ids with a vocabulary built from the training split only.
 
 Every sample is a tuple ``(input, label)``: the label is the last element (``int64`` class index).
-Both need the ``examples`` extra (``pip install 'paddlefit[examples]'``).
+Importing this module imports Paddle. Both need the ``examples`` extra (``pip install 'paddlefit[examples]'``).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import paddle
 
 from paddlefit.errors import PaddlefitError
-
-#: Short names accepted in a job spec's ``data.train`` / ``data.eval``.
-DATASETS = {"digits": "paddlefit.datasets:digits", "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
+from paddlefit.spec import DATASETS
 
 PAD_ID = 0
 UNK_ID = 1
@@ -38,9 +37,8 @@ def _split_indices(n: int, split: str, test_fraction: float, seed: int) -> np.nd
     return np.sort(perm[:n_test] if split == "test" else perm[n_test:])
 
 
-class ArrayDataset:
-    """Samples ``(x[i], y[i])`` from two aligned numpy arrays (a ``paddle.io.Dataset`` by duck typing:
-    ``__getitem__`` and ``__len__``, which is all ``paddle.io.DataLoader`` needs for map-style data).
+class ArrayDataset(paddle.io.Dataset):
+    """Samples ``(x[i], y[i])`` from two aligned numpy arrays, as a map-style ``paddle.io.Dataset``.
 
     Attributes:
         x: inputs, shape ``(N, ...)``.
@@ -48,6 +46,7 @@ class ArrayDataset:
     """
 
     def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        super().__init__()
         if len(x) != len(y):
             raise ValueError(f"x has {len(x)} samples, y has {len(y)}")
         self.x = x

@@ -125,12 +125,16 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
         raise UnknownNameError(f"`{field}` {value!r} is not valid; choose one of: {choices}.") from None
 
 
+#: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.datasets`).
+DATASETS = {"digits": "paddlefit.datasets:digits", "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
+
+
 class DataSpec(BaseModel):
     """Datasets and DataLoader settings (Paddle ``paddle.io.DataLoader`` names and defaults,
     ``python/paddle/io/reader.py``).
 
     ``train``/``eval`` are dataset factories, ``package.module:function`` (or a name in
-    :data:`paddlefit.datasets.DATASETS`) called with ``train_args``/``eval_args``; each returns a
+    :data:`DATASETS`) called with ``train_args``/``eval_args``; each returns a
     ``paddle.io.Dataset`` whose samples are tuples ``(input..., label)``: the last element is the label.
     """
 

@@ -14,11 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
-from paddlefit.datasets import DATASETS
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import gib, to_json
-from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.spec import DATASETS, JobSpec, load_job_spec
 from paddlefit.train.trainer import EXIT_NONFINITE, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
 
 

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.datasets import resolve_dataset
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import JobSpec, OptimizerName, Precision
@@ -292,6 +291,7 @@ class Trainer:
     def _build(self) -> None:
         import paddle
 
+        from paddlefit.datasets import resolve_dataset
         from paddlefit.models.zoo import resolve_model
 
         spec = self.spec
