@@ -1,4 +1,4 @@
-# `make demo` and `make test` work on a fresh clone: they create .venv and install `.[cpu,dev]` when missing.
+# `make demo` and `make test` work on a fresh clone: they create .venv and install `.[cpu,dev,examples]` when missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,12 +9,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[cpu,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[cpu,dev,examples]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/paddlefit doctor --all
 	$(BIN)/paddlefit plan resnet50 --batch-size 256
+	$(BIN)/paddlefit train examples/digits.yaml --resume never
+	$(BIN)/paddlefit export runs/digits
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -26,6 +28,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/memory_accuracy.py
 	$(BIN)/python bench/plan_speed.py
+	$(BIN)/python bench/trainer_overhead.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

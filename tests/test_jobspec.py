@@ -83,3 +83,71 @@ def test_merge_loader_options(tmp_path):
     assert (o.num_workers, o.devices, o.prefetch_factor) == (0, 1, 2)
     o = merge_loader_options(None)
     assert (o.num_workers, o.prefetch_factor, o.batch_size, o.devices, o.use_shared_memory) == (0, 2, None, 1, True)
+
+
+def test_training_keys_parse_and_examples_load():
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent / "examples"
+    digits = load_job_spec(root / "digits.yaml")
+    assert (digits.data.train, digits.data.eval_args, digits.epochs, digits.schedule.name) == (
+        "digits", {"split": "test"}, 15, "cosine")
+    assert (digits.checkpoint.every_steps, digits.checkpoint.keep_last, digits.grad_accum_steps) == (200, 3, 1)
+    senti = load_job_spec(root / "sentiment-zh.yaml")
+    assert senti.data.train_args["ngrams"] == 2 and senti.model_args == {"vocab_size": 30000}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("model: m\ncheckpoint: {every_step: 5}\n", "key `checkpoint.every_step`"),
+     ("model: m\nschedule: {name: linear}\n", "key `schedule.name`"),
+     ("model: m\ngrad_accum_steps: 0\n", "key `grad_accum_steps`"),
+     ("model: m\nepochs: -1\n", "key `epochs`"),
+     ("model: m\ncheckpoint: {keep_last: 0}\n", "key `checkpoint.keep_last`"),
+     ("model: m\ndata: {train_args: [1, 2]}\n", "key `data.train_args`")],
+)
+def test_bad_training_keys_name_the_key(tmp_path, text, needle):
+    f = tmp_path / "job.yaml"
+    f.write_text(text)
+    with pytest.raises(JobSpecError, match=needle.replace(".", r"\.").replace("`", "`")):
+        load_job_spec(f)
+
+
+def test_train_cli_bad_input_exit_2(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: nosuch}\nmax_steps: 2\n")
+    r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "`data.train: nosuch` cannot be imported" in r.stderr and "Traceback" not in r.stderr
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\n")
+    r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "neither `epochs` nor `max_steps`" in r.stderr
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\nmax_steps: 2\n")
+    for args, needle in ((["--devices", "0,0"], "must be a count"), (["--devices", "0,1"], "no GPU"),
+                         (["--resume", "nowhere"], "not `auto`, `never`"), (["--max-steps", "0"], ">= 1")):
+        r = cli("train", str(f), "--run-dir", str(tmp_path / "r"), *args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits, train_args: {split: dev}}\n"
+                 "max_steps: 2\n")
+    r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 2 and "`split` must be `train` or `test`" in r.stderr
+
+
+def test_visualdl_logging_or_clear_error(tmp_path):
+    import importlib.util
+
+    f = tmp_path / "job.yaml"
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\nmax_steps: 3\nvisualdl: true\n")
+    r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
+    if importlib.util.find_spec("visualdl") is None:
+        assert r.returncode == 2 and "pip install 'paddlefit[visualdl]'" in r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert list((tmp_path / "r" / "visualdl").glob("vdlrecords.*.log"))
+
+
+def test_plan_config_infers_inputs_from_data(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\nbatch_size: 8\nmax_steps: 2\n")
+    r = cli("plan", "--config", str(f), "--gpu", "T4", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["inputs"] == ["float32[1,8,8]"]

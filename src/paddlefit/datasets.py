@@ -173,3 +173,27 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
     if len(ds) == 0:
         raise PaddlefitError(f"`{key}: {ref}` is empty.")
     return ds
+
+
+def infer_input_specs(ref: str, args: dict[str, Any], key: str = "data.train", scan: int = 256) -> list[str]:
+    """Per-sample input specs (``float32[1,8,8]``, ``int64[200]:29876``) read off a dataset's first sample; for
+    integer inputs ``high`` is 1 + the largest id among the first ``scan`` samples. The label (last element) is
+    not an input.
+
+    Raises:
+        PaddlefitError: the dataset cannot be built, or its samples are not tuples ``(input..., label)`` of arrays.
+    """
+    ds = resolve_dataset(ref, args, key)
+    first = ds[0]
+    if not isinstance(first, tuple | list) or len(first) < 2:
+        raise PaddlefitError(f"`{key}: {ref}` samples must be tuples (input..., label); got {type(first).__name__}.")
+    specs = []
+    for j in range(len(first) - 1):
+        arr = np.asarray(first[j])
+        dims = ",".join(str(d) for d in arr.shape)
+        if np.issubdtype(arr.dtype, np.integer):
+            high = max(int(np.max(np.asarray(ds[i][j]))) for i in range(min(scan, len(ds)))) + 1
+            specs.append(f"{arr.dtype}[{dims}]:{max(high, 1)}")
+        else:
+            specs.append(f"{arr.dtype}[{dims}]")
+    return specs

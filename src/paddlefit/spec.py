@@ -186,7 +186,8 @@ class JobSpec(BaseModel):
     Unknown keys and wrong types are errors that name the key. ``batch_size`` is the per-device micro-batch;
     the global batch is ``batch_size x devices x grad_accum_steps``. ``epochs`` and ``max_steps`` (optimizer
     steps) both bound the run; the first reached ends it. ``loss`` is ``cross_entropy``, ``mse`` or
-    ``package.module:function(output, label) -> scalar``.
+    ``package.module:function(output, label) -> scalar``. ``visualdl: true`` also logs scalars to
+    ``RUN_DIR/visualdl`` (``visualdl --logdir RUN_DIR/visualdl``; needs the ``visualdl`` extra).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -209,6 +210,7 @@ class JobSpec(BaseModel):
     data: DataSpec = Field(default_factory=DataSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     log_every: int = Field(default=10, ge=1)
+    visualdl: bool = False
     run_dir: str = "runs/job"
 
     def input_specs(self) -> list[InputSpec]:

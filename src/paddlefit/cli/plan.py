@@ -54,7 +54,7 @@ def plan_command(
       paddlefit plan resnet50 -b 256 --precision fp16-o1 --gpu L4 --gpu A100-SXM4-40GB
       paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
       paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
-      paddlefit plan --config job.yaml --gpu L4
+      paddlefit plan --config job.yaml --gpu L4      # inputs from `inputs:` or data.train's first sample
     """
     quiet_paddle()
     spec = load_job_spec(config) if config is not None else None
@@ -67,6 +67,12 @@ def plan_command(
     precision = precision or (spec.precision.value if spec else "fp32")
     if not inputs and spec and spec.inputs:
         inputs = spec.inputs
+    elif not inputs and spec and spec.data.train and model == spec.model:
+        from paddlefit.datasets import infer_input_specs
+
+        with contextlib.redirect_stdout(sys.stderr):
+            inputs = infer_input_specs(spec.data.train, spec.data.train_args)
+        err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")

@@ -16,7 +16,7 @@ from rich.table import Table
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
-from paddlefit.report.render import gib, to_json
+from paddlefit.report.render import to_json
 from paddlefit.spec import DATASETS, JobSpec, load_job_spec
 from paddlefit.train.trainer import EXIT_NONFINITE, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
 
@@ -76,6 +76,10 @@ def _gpu_count() -> int:
     return int(paddle.device.cuda.device_count())
 
 
+def _human_bytes(n: int) -> str:
+    return f"{n / 1024**3:.2f} GiB" if n >= 1024**3 else f"{n / 1024**2:.1f} MiB"
+
+
 def render_summary(summary: dict) -> None:
     """The end-of-run table on stdout."""
     table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
@@ -89,7 +93,7 @@ def render_summary(summary: dict) -> None:
         ("throughput", f"{summary['samples_per_s']:,.1f} samples/s" if summary["samples_per_s"] else "-"),
         ("data wait", f"{summary['data_wait_fraction']:.1%} of step time" if summary["data_wait_fraction"]
          is not None else "-"),
-        ("peak memory", f"{gib(summary['peak_memory_bytes'])} ({summary['peak_memory_kind']})"),
+        ("peak memory", f"{_human_bytes(summary['peak_memory_bytes'])} ({summary['peak_memory_kind']})"),
         ("params sha256", summary["params_sha256"][:16] + "..."),
         ("last checkpoint", str(summary.get("last_checkpoint"))),
     ]  # fmt: skip

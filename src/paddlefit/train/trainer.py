@@ -25,6 +25,7 @@ import math
 import os
 import pickle
 import random
+import shutil
 import signal
 import sys
 import time
@@ -533,6 +534,11 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             for tmp in self.store.clean_temporaries():
                 self._log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
+            if self.opts.resume == "never" and (old := self.store.list()):
+                for path in old:
+                    shutil.rmtree(path)
+                self._log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
+        self._barrier()
         resume = self._agree_on_resume()
         if resume is not None:
             self._load(resume)
@@ -553,8 +559,20 @@ class Trainer:
         by_time = c.every_minutes > 0 and time.monotonic() - self.last_ckpt_time >= c.every_minutes * 60
         return by_steps or by_time
 
+    def _visualdl(self) -> Any:
+        """Rank 0 with ``visualdl: true``: a ``visualdl.LogWriter`` on RUN_DIR/visualdl, else None."""
+        if not (self.spec.visualdl and self.is_writer):
+            return None
+        try:
+            from visualdl import LogWriter
+        except ImportError:
+            raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
+                                 "(or set `visualdl: false`).") from None  # fmt: skip
+        return LogWriter(logdir=str(self.run_dir / "visualdl"))
+
     def _loop(self, paddle: Any) -> RunResult:
         accum = self.spec.grad_accum_steps
+        self.vdl = self._visualdl()
         metrics = open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") if self.is_writer else None  # noqa: SIM115
         progress = _Progress(self, enabled=self.is_writer and self.opts.progress)
         try:
@@ -586,6 +604,9 @@ class Trainer:
                             rec["peak_memory_bytes"] = peak_memory_bytes(True)
                         metrics.write(json.dumps(rec) + "\n")
                         metrics.flush()
+                        if self.vdl is not None:
+                            for k in ("loss", "lr", "samples_per_s", "data_wait_s"):
+                                self.vdl.add_scalar(tag=f"train/{k}", value=rec[k], step=self.step)
                     progress.update(loss, self.global_batch / dt)
                     if stop:
                         return self._end_stopped()
@@ -602,6 +623,8 @@ class Trainer:
             progress.close()
             if metrics is not None:
                 metrics.close()
+            if self.vdl is not None:
+                self.vdl.close()
 
     def _eval_and_log(self, metrics: Any) -> None:
         if not self.is_writer or self.eval_ds is None:
@@ -613,6 +636,10 @@ class Trainer:
         if metrics is not None:
             metrics.write(json.dumps({"step": self.step, "epoch": self.epoch, **self.last_eval}) + "\n")
             metrics.flush()
+        if self.vdl is not None:
+            for k, v in self.last_eval.items():
+                if v is not None:
+                    self.vdl.add_scalar(tag=f"eval/{k.removeprefix('eval_')}", value=v, step=self.step)
 
     def _summary(self) -> dict[str, Any]:
         t = self.totals
