@@ -289,3 +289,15 @@ def test_examples_reach_their_accuracy_and_export(tmp_path: Path) -> None:
 
     x = digits("test").x[:4]
     assert list(loaded(paddle.to_tensor(x)).shape) == [4, 10]
+
+
+def test_time_triggered_checkpoints_and_keep_last(tmp_path: Path) -> None:
+    # 32 samples x 2 ms = ~64 ms per step; a checkpoint every 0.12 s of wall time, step trigger off
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=20,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+                      checkpoint={"every_steps": 0, "every_minutes": 0.002, "keep_last": 3})  # fmt: skip
+    r = run(train_cmd(spec, tmp_path / "r"))
+    assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
+    assert len(names) == 3 and names[-1] == "step-00000020", names  # pruned to keep_last, final one newest
+    assert all(0 < int(n.split("-")[1]) < 20 for n in names[:-1])  # the others came from the clock

@@ -73,6 +73,12 @@ def plan_command(
         with contextlib.redirect_stdout(sys.stderr):
             inputs = infer_input_specs(spec.data.train, spec.data.train_args)
         err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
+    if spec and spec.data.train and spec.epochs and dataset_size is None and epochs is None and model == spec.model:
+        from paddlefit.datasets import resolve_dataset
+
+        with contextlib.redirect_stdout(sys.stderr):
+            dataset_size = len(resolve_dataset(spec.data.train, spec.data.train_args, "data.train"))
+        epochs = spec.epochs
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
