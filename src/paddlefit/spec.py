@@ -185,7 +185,8 @@ class JobSpec(BaseModel):
 
     Unknown keys and wrong types are errors that name the key. ``batch_size`` is the per-device micro-batch;
     the global batch is ``batch_size x devices x grad_accum_steps``. ``epochs`` and ``max_steps`` (optimizer
-    steps) both bound the run; the first reached ends it. ``loss`` is ``cross_entropy``, ``mse`` or
+    steps) both bound the run; the first reached ends it. ``weight_decay`` null = the optimizer's default
+    (AdamW 0.01, the others none). ``loss`` is ``cross_entropy``, ``mse`` or
     ``package.module:function(output, label) -> scalar``. ``visualdl: true`` also logs scalars to
     ``RUN_DIR/visualdl`` (``visualdl --logdir RUN_DIR/visualdl``; needs the ``visualdl`` extra).
     """
@@ -202,7 +203,7 @@ class JobSpec(BaseModel):
     loss: str = "cross_entropy"
     optimizer: OptimizerName = OptimizerName.ADAM
     lr: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
+    weight_decay: float | None = Field(default=None, ge=0)
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
     precision: Precision = Precision.FP32
     devices: int = Field(default=1, ge=1)
@@ -218,7 +219,7 @@ class JobSpec(BaseModel):
         return [parse_input_spec(s) for s in self.inputs]
 
 
-def load_job_spec(path: str | Path) -> JobSpec:
+def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     """Read and validate a job spec YAML file.
 
     Raises:
@@ -233,7 +234,7 @@ def load_job_spec(path: str | Path) -> JobSpec:
 
     p = Path(path)
     try:
-        text = read_text_limited(p, "--config", limit=1024**2)
+        text = read_text_limited(p, option, limit=1024**2)
     except PaddlefitError as exc:
         raise JobSpecError(str(exc)) from None
     try:

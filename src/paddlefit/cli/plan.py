@@ -13,7 +13,27 @@ from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_plan, to_json
-from paddlefit.spec import OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
+from paddlefit.spec import JobSpec, OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
+
+
+def _job_length(spec: JobSpec, batch_size: int, devices: int) -> tuple[int | None, float | None]:
+    """(samples per epoch, epochs) that make the planner's time to train match what `train` runs: full global
+    batches only when ``data.drop_last``; ``max_steps`` alone = that many global batches as one "epoch"."""
+    global_batch = batch_size * devices * spec.grad_accum_steps
+    steps = []
+    size = None
+    if spec.data.train and spec.epochs:
+        from paddlefit.datasets import resolve_dataset
+
+        with contextlib.redirect_stdout(sys.stderr):
+            size = len(resolve_dataset(spec.data.train, spec.data.train_args, "data.train"))
+        per_epoch = size // global_batch if spec.data.drop_last else math.ceil(size / global_batch)
+        steps.append(max(1, round(spec.epochs * per_epoch)))
+    if spec.max_steps:
+        steps.append(spec.max_steps)
+    if not steps:
+        return None, None
+    return min(steps) * global_batch, 1.0
 
 
 @handle_errors
@@ -73,12 +93,8 @@ def plan_command(
         with contextlib.redirect_stdout(sys.stderr):
             inputs = infer_input_specs(spec.data.train, spec.data.train_args)
         err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
-    if spec and spec.data.train and spec.epochs and dataset_size is None and epochs is None and model == spec.model:
-        from paddlefit.datasets import resolve_dataset
-
-        with contextlib.redirect_stdout(sys.stderr):
-            dataset_size = len(resolve_dataset(spec.data.train, spec.data.train_args, "data.train"))
-        epochs = spec.epochs
+    if spec and dataset_size is None and epochs is None and model == spec.model:
+        dataset_size, epochs = _job_length(spec, batch_size, devices)
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")

@@ -18,7 +18,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
 from paddlefit.spec import DATASETS, JobSpec, load_job_spec
-from paddlefit.train.trainer import EXIT_NONFINITE, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
+from paddlefit.train.trainer import EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
 
 
 def parse_devices(text: str) -> tuple[int, list[int] | None]:
@@ -111,7 +111,8 @@ def train_command(
                                  "Default: the spec's `run_dir`."),
     resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies), never, or a "
                                "checkpoint directory."),
-    max_steps: int = typer.Option(None, "--max-steps", help="Stop after this many optimizer steps in total."),
+    max_steps: int = typer.Option(None, "--max-steps", help="Replaces the spec's max_steps (optimizer steps in "
+                                  "total; `epochs` still bounds the run). The LR schedule spans the run's length."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end."),
 ) -> None:
     """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
@@ -128,14 +129,17 @@ def train_command(
       paddlefit train job.yaml --devices 0,1,2,3      # four GPUs
     """
     quiet_paddle()
-    spec = load_job_spec(config)
+    spec = load_job_spec(config, option="CONFIG")
     n, gpu_ids = parse_devices(devices) if devices is not None else (spec.devices, None)
     if max_steps is not None and max_steps < 1:
         raise fail(f"`--max-steps` must be >= 1 (got {max_steps}).")
     if resume not in ("auto", "never") and not Path(resume).is_dir():
         raise fail(f"`--resume {resume}` is not `auto`, `never` or a checkpoint directory.")
     run_dir = Path(run_dir if run_dir is not None else spec.run_dir)
-    spec = spec.model_copy(update={"devices": n, "run_dir": str(run_dir)})
+    update: dict = {"devices": n, "run_dir": str(run_dir)}
+    if max_steps is not None:  # the command line replaces the spec's max_steps (epochs still bound the run)
+        update["max_steps"] = max_steps
+    spec = spec.model_copy(update=update)
     _preflight(spec)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -157,12 +161,12 @@ def train_command(
         from paddlefit.train.trainer import Trainer, TrainOptions
 
         with contextlib.redirect_stdout(sys.stderr):
-            result = Trainer(spec, TrainOptions(run_dir=run_dir, resume=resume, max_steps=max_steps)).run()
+            result = Trainer(spec, TrainOptions(run_dir=run_dir, resume=resume)).run()
         code, reason = result.exit_code, result.reason
     else:
         from paddlefit.train.launcher import launch_command, run_launched
 
-        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, max_steps, job_id=f"paddlefit-{run_dir.name}")
+        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, None, job_id=f"paddlefit-{run_dir.name}")
         err.print(f"[dim]launching {n} workers: {escape(' '.join(cmd[1:5]))} ... (logs in {run_dir}/launch-logs)[/]")
         code, reason = run_launched(cmd, run_dir, relay=lambda line: err.print(escape(line), highlight=False))
     if code == 0:
@@ -174,8 +178,6 @@ def train_command(
         return
     if code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
-    elif code == EXIT_NONFINITE:
-        err.print(f"[bold red]error:[/] {escape(reason)}")
-    else:
-        err.print(f"[bold red]error:[/] {escape(reason)}")
+    else:  # EXIT_NONFINITE, bad input found by a worker, or a crash
+        err.print(f"[bold red]error:[/] {escape(reason)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)

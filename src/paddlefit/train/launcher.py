@@ -25,6 +25,7 @@ from paddlefit.train import worker
 from paddlefit.train.trainer import STATUS_FILE
 
 LOG_DIR = "launch-logs"
+_NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 
 def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
@@ -96,6 +97,7 @@ def _relay(path: Path, offset: int, relay: Callable[[str], None]) -> int:
         data = f.read()
     end = data.rfind(b"\n") + 1
     for line in data[:end].decode("utf-8", errors="replace").splitlines():
-        if line.strip() and "LAUNCH INFO" not in line:
+        # Paddle's own banners (launcher INFO, "Modified FLAGS detected" box) stay in the log files
+        if line.strip() and not line.startswith(_NOISE):
             relay(line)
     return offset + end

@@ -196,14 +196,15 @@ def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
     """The optimizer of ``spec.optimizer`` with ``learning_rate=schedule`` and ``spec.weight_decay``."""
     import paddle
 
-    wd = spec.weight_decay or None
+    wd = spec.weight_decay  # None: Paddle's default (no decay)
     if spec.optimizer is OptimizerName.SGD:
         return paddle.optimizer.SGD(learning_rate=schedule, parameters=parameters, weight_decay=wd)
     if spec.optimizer is OptimizerName.MOMENTUM:
         return paddle.optimizer.Momentum(learning_rate=schedule, momentum=0.9, parameters=parameters, weight_decay=wd)
     if spec.optimizer is OptimizerName.ADAMW:
+        # AdamW's own default decay is 0.01 (python/paddle/optimizer/adamw.py)
         return paddle.optimizer.AdamW(learning_rate=schedule, parameters=parameters,
-                                      weight_decay=spec.weight_decay if spec.weight_decay else 0.01)  # fmt: skip
+                                      weight_decay=0.01 if wd is None else wd)  # fmt: skip
     return paddle.optimizer.Adam(learning_rate=schedule, parameters=parameters, weight_decay=wd)
 
 
@@ -348,7 +349,7 @@ class Trainer:
         return {
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.pos,
             "global_batch": self.global_batch, "batch_size": self.spec.batch_size, "devices": self.world,
-            "grad_accum_steps": self.spec.grad_accum_steps, "seed": self.spec.seed,
+            "grad_accum_steps": self.spec.grad_accum_steps, "seed": self.spec.seed, "total_steps": self.total_steps,
             "scheduler": _to_jsonable(self.schedule.state_dict()),
             "scaler": _to_jsonable(self.scaler.state_dict()) if self.scaler else None,
             "totals": dict(self.totals), "last_loss": self.last_loss,
@@ -408,6 +409,10 @@ class Trainer:
                 f"checkpoint {path} was trained with global batch {state['global_batch']} ({state['batch_size']} x "
                 f"{state['devices']} devices x {state['grad_accum_steps']} accumulation), this run has "
                 f"{self.global_batch}; keep the global batch or start fresh with `--resume never`.")  # fmt: skip
+        if state.get("total_steps") not in (None, self.total_steps):
+            self._log(f"warning: this run is {self.total_steps} steps long, the checkpoint's run was "
+                      f"{state['total_steps']}: the LR schedule now spans {self.total_steps} steps, so the result "
+                      "will differ from an uninterrupted run of either length.")  # fmt: skip
         self.model.set_state_dict(paddle.load(str(path / "model.pdparams")))
         self.optimizer.set_state_dict(paddle.load(str(path / "optimizer.pdopt")))
         self.schedule.set_state_dict(state["scheduler"])
@@ -542,7 +547,8 @@ class Trainer:
         resume = self._agree_on_resume()
         if resume is not None:
             self._load(resume)
-            self._log(f"resumed from {resume} (step {self.step}, epoch {self.epoch}, batch {self.pos} of the epoch)")
+            self._log(f"resumed from {resume} (step {self.step}, epoch index {self.epoch}, micro-batch {self.pos} "
+                      "of the epoch)")  # fmt: skip
         if self.is_writer:
             self._truncate_metrics()
         self.last_ckpt_time = time.monotonic()
@@ -597,7 +603,7 @@ class Trainer:
                     self.totals["wait_s"] += wait
                     self.totals["samples"] += self.global_batch
                     if metrics is not None:
-                        rec = {"step": self.step, "epoch": self.epoch, "loss": loss,
+                        rec = {"step": self.step, "epoch": self._epochs_done(), "loss": loss,
                                "lr": float(self.optimizer.get_lr()), "samples_per_s": self.global_batch / dt,
                                "step_time_s": dt, "data_wait_s": wait}  # fmt: skip
                         if self.on_gpu:
@@ -626,15 +632,19 @@ class Trainer:
             if self.vdl is not None:
                 self.vdl.close()
 
+    def _epochs_done(self) -> float:
+        """Epochs completed so far: optimizer steps / steps per epoch (a float; 15.0 at the end of epoch 15)."""
+        return round(self.step / self.steps_per_epoch, 4)
+
     def _eval_and_log(self, metrics: Any) -> None:
         if not self.is_writer or self.eval_ds is None:
             return
         self.last_eval = self.evaluate()
         acc = self.last_eval["eval_accuracy"]
-        self._log(f"epoch {self.epoch} step {self.step}: eval loss {self.last_eval['eval_loss']:.4f}"
+        self._log(f"eval at step {self.step} (epoch {self._epochs_done():.2f}): loss {self.last_eval['eval_loss']:.4f}"
                   + (f", accuracy {acc:.2%}" if acc is not None else ""))  # fmt: skip
         if metrics is not None:
-            metrics.write(json.dumps({"step": self.step, "epoch": self.epoch, **self.last_eval}) + "\n")
+            metrics.write(json.dumps({"step": self.step, "epoch": self._epochs_done(), **self.last_eval}) + "\n")
             metrics.flush()
         if self.vdl is not None:
             for k, v in self.last_eval.items():
@@ -679,8 +689,7 @@ class Trainer:
         last = self.store.latest_valid() if self.is_writer else None
         msg = (f"the loss is {loss} at step {self.step + 1} (not finite); stopped without updating or saving. "
                f"Last good checkpoint: {last or 'none'}. Lower `lr`, add warm-up, or check the data.")  # fmt: skip
-        if self.is_writer:
-            self._log(f"error: {msg}")
+        if self.is_writer:  # the CLI prints msg (from status.json when launched)
             write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
         self._barrier()
         return RunResult(EXIT_NONFINITE, msg, self.step)
@@ -713,7 +722,7 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.task, completed=self.t.step, info=info)
         elif self.t.step % self.t.spec.log_every == 0 or self.t.step == self.t.total_steps:
-            self.t.opts.log(f"step {self.t.step}/{self.t.total_steps} epoch {self.t.epoch}: {info}")
+            self.t.opts.log(f"step {self.t.step}/{self.t.total_steps} (epoch {self.t._epochs_done():.2f}): {info}")
 
     def close(self) -> None:
         if self.bar is not None:

@@ -37,10 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         opts = TrainOptions(run_dir=run_dir, resume=args.resume, max_steps=args.max_steps, progress=True)
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        if rank == 0:
+        written = False
+        if rank == 0:  # the parent prints the status message; print here only if it could not be recorded
             with contextlib.suppress(OSError):
                 write_status(run_dir, exc.exit_code, str(exc), -1)
+                written = True
+        if not written:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code
 
 
