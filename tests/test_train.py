@@ -301,3 +301,23 @@ def test_time_triggered_checkpoints_and_keep_last(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
     assert len(names) == 3 and names[-1] == "step-00000020", names  # pruned to keep_last, final one newest
     assert all(0 < int(n.split("-")[1]) < 20 for n in names[:-1])  # the others came from the clock
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [({"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False}},
+      "reading `data.train` failed: sample 100: IndexError: bad index 100"),
+     ({"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False, "num_workers": 1}},
+      "the DataLoader failed: SystemError"),
+     ({"loss": "trainhelpers:per_sample_loss"}, "must return a scalar tensor; got [16]"),
+     ({"model_args": {"nope": 1}}, "could not be built with model_args {'nope': 1}")],
+)
+def test_user_code_errors_are_clear_and_do_not_hang(tmp_path: Path, overrides: dict, needle: str) -> None:
+    # batch 16, in order: samples 96..111 make step 7's batch; the reader runs ahead of training, so the error
+    # surfaces a step or two earlier. Paddle's single-process DataLoader blocks forever without the guard.
+    spec = write_spec(tmp_path / "s.yaml", max_steps=20, **overrides)
+    r = run(train_cmd(spec, tmp_path / "r"), timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert needle in r.stderr, r.stderr[-2000:]
+    if "num_workers" not in overrides.get("data", {}):  # with workers, Paddle itself prints the worker's traceback
+        assert "Traceback" not in r.stderr

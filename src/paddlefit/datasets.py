@@ -152,26 +152,37 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
 
     path = DATASETS.get(ref, ref)
     mod_name, sep, fn_name = path.partition(":")
-    if not sep or not mod_name or not fn_name:
+    if not sep or not mod_name.strip() or not fn_name.strip():
         names = ", ".join(DATASETS)
         raise PaddlefitError(f"`{key}: {ref}` is not a dataset; use one of {names} or `package.module:function`.")
     try:
         fn = getattr(importlib.import_module(mod_name), fn_name)
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, ValueError) as exc:
         raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}).") from None
+    if not callable(fn):
+        raise PaddlefitError(f"`{key}: {ref}` is a {type(fn).__name__}, not a function returning a dataset.")
     try:
         ds = fn(**args)
     except PaddlefitError:
         raise
     except TypeError as exc:
         raise PaddlefitError(f"`{key}: {ref}` rejected its arguments {args} ({exc}); fix `{key}_args`.") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise PaddlefitError(f"`{key}: {ref}` failed: {type(exc).__name__}: {exc}") from None
     if not (hasattr(ds, "__len__") and hasattr(ds, "__getitem__")):
         raise PaddlefitError(f"`{key}: {ref}` returned {type(ds).__name__}, not a map-style dataset "
                              "(needs __len__ and __getitem__).")  # fmt: skip
-    if len(ds) == 0:
+    try:
+        n = len(ds)
+        first = ds[0] if n > 0 else None
+    except (Exception, SystemExit) as exc:
+        raise PaddlefitError(f"`{key}: {ref}`: reading its length or sample 0 failed: {type(exc).__name__}: "
+                             f"{exc}") from None  # fmt: skip
+    if n == 0:
         raise PaddlefitError(f"`{key}: {ref}` is empty.")
+    if not isinstance(first, tuple | list) or len(first) < 2:
+        raise PaddlefitError(f"`{key}: {ref}`: sample 0 is a {type(first).__name__}; samples must be tuples "
+                             "(input..., label), the label last.")  # fmt: skip
     return ds
 
 

@@ -138,7 +138,7 @@ class DataSpec(BaseModel):
     ``paddle.io.Dataset`` whose samples are tuples ``(input..., label)``: the last element is the label.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     train: str | None = None
     train_args: dict[str, Any] = Field(default_factory=dict)
@@ -160,7 +160,7 @@ class ScheduleSpec(BaseModel):
     ``LinearWarmup`` from 0 to ``lr``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: Literal["constant", "cosine", "step"] = "constant"
     warmup_steps: int = Field(default=0, ge=0)
@@ -173,7 +173,7 @@ class CheckpointSpec(BaseModel):
     """When to checkpoint and how many to keep. A checkpoint is also written at the end of the run and when a
     SIGTERM/SIGINT stops it. ``every_steps: 0`` and ``every_minutes: 0`` turn the periodic ones off."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     every_steps: int = Field(default=500, ge=0)
     every_minutes: float = Field(default=10.0, ge=0)
@@ -191,7 +191,7 @@ class JobSpec(BaseModel):
     ``RUN_DIR/visualdl`` (``visualdl --logdir RUN_DIR/visualdl``; needs the ``visualdl`` extra).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     model: str = Field(min_length=1)
     model_args: dict[str, Any] = Field(default_factory=dict)

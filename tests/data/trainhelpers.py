@@ -60,3 +60,29 @@ def linear_digits():
     import paddle.nn as nn
 
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+
+
+class _Raising:
+    def __init__(self, bad_from: int) -> None:
+        self.inner = digits("train")
+        self.bad_from = bad_from
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        if i >= self.bad_from:
+            raise IndexError(f"bad index {i}")
+        return self.inner[i]
+
+
+def raising_digits(bad_from: int = 100) -> _Raising:
+    """Digits whose ``__getitem__`` raises from ``bad_from`` on (Paddle's single-process loader hangs on this)."""
+    return _Raising(bad_from)
+
+
+def per_sample_loss(out, y):
+    """A loss that forgets to reduce: shape [N]."""
+    import paddle
+
+    return paddle.nn.functional.cross_entropy(out, y, reduction="none")

@@ -59,9 +59,11 @@ def _preflight(spec: JobSpec) -> None:
         path = DATASETS.get(ref, ref)
         mod, sep, fn = path.partition(":")
         try:
-            if not sep or not hasattr(importlib.import_module(mod), fn):
+            if not sep or not mod.strip() or not fn.strip():
+                raise ImportError("not of the form `package.module:function`")
+            if not hasattr(importlib.import_module(mod), fn):
                 raise ImportError(f"no function `{fn}` in `{mod}`")
-        except ImportError as exc:
+        except (ImportError, ValueError) as exc:
             raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}); use one of "
                                  f"{', '.join(DATASETS)} or `package.module:function`.") from None  # fmt: skip
     if spec.epochs is None and spec.max_steps is None:

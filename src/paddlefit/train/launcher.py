@@ -85,6 +85,10 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
             return int(status["exit_code"]), str(status["reason"])
     except (OSError, ValueError, KeyError):
         pass
+    errors = [f"{log.name}: {line}" for log in sorted(log_dir.glob("workerlog.*"))
+              for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
+    if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)
+        return 2, "\n".join(errors[:4])
     tail = rank0_log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0_log.exists() else []
     return (rc or 1), "workers exited without a status (see " + str(log_dir) + "):\n" + "\n".join(tail)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.errors import PaddlefitError
+from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import JobSpec, OptimizerName, Precision
 from paddlefit.train.checkpoint import CheckpointStore
@@ -304,7 +304,11 @@ class Trainer:
                                  "(e.g. `digits` or `package.module:function`).")  # fmt: skip
         self.eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
         ref = resolve_model(spec.model, dict(spec.model_args))
-        self.model = ref.factory()
+        try:
+            self.model = ref.factory()
+        except (Exception, SystemExit) as exc:
+            raise ModelError(f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}: "
+                             f"{type(exc).__name__}: {str(exc)[:300]}") from None  # fmt: skip
         self.loss_fn = resolve_loss(spec.loss)
         self.sampler = ResumableBatchSampler(self.train_ds, spec.batch_size, self.world, self.rank,
                                              spec.data.shuffle, spec.data.drop_last, spec.seed)  # fmt: skip
@@ -325,12 +329,20 @@ class Trainer:
         if not limits:
             raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
         self.total_steps = min(limits)
+        cap = max(64, 8 * (os.cpu_count() or 1))
+        if spec.data.num_workers > cap:
+            raise PaddlefitError(f"`data.num_workers: {spec.data.num_workers}` would start that many processes per "
+                                 f"device on {os.cpu_count()} cores; use at most {cap} (usually <= cores).")
         loader_kwargs: dict[str, Any] = {"num_workers": spec.data.num_workers,
                                          "use_shared_memory": spec.data.use_shared_memory}  # fmt: skip
+        self.data_errors: list[str] = []
+        dataset = self.train_ds
         if spec.data.num_workers > 0:
             loader_kwargs.update(prefetch_factor=spec.data.prefetch_factor,
                                  persistent_workers=spec.data.persistent_workers)  # fmt: skip
-        self.loader = paddle.io.DataLoader(self.train_ds, batch_sampler=self.sampler, **loader_kwargs)
+        else:
+            dataset, loader_kwargs["collate_fn"] = _guard_single_process(self.train_ds, self.data_errors)
+        self.loader = paddle.io.DataLoader(dataset, batch_sampler=self.sampler, **loader_kwargs)
         self.schedule = build_schedule(spec, self.total_steps)
         self.optimizer = build_optimizer(spec, self.model.parameters(), self.schedule)
         self.amp = spec.precision.is_amp and self.on_gpu
@@ -473,18 +485,49 @@ class Trainer:
         losses = []
         for micro in range(accum):
             t = time.perf_counter()
-            *xs, y = next(it)
+            batch = self._next_batch(it)
             wait += time.perf_counter() - t
+            *xs, y = batch
             sync = self.world == 1 or micro == accum - 1
             ctx = contextlib.nullcontext() if sync else self.dp_model.no_sync()
-            with ctx:
-                with self._autocast():
-                    out = self.dp_model(*xs)
-                    loss = self.loss_fn(out, y)
-                scaled = loss / accum if accum > 1 else loss
-                (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+            try:
+                with ctx:
+                    with self._autocast():
+                        out = self.dp_model(*xs)
+                        loss = self.loss_fn(out, y)
+                    if not hasattr(loss, "backward") or int(np.prod(loss.shape)) != 1:
+                        got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__
+                        raise PaddlefitError(f"`loss: {self.spec.loss}` must return a scalar tensor; got {got}.")
+                    scaled = loss / accum if accum > 1 else loss
+                    (self.scaler.scale(scaled) if self.scaler else scaled).backward()
+            except PaddlefitError:
+                raise
+            except Exception as exc:
+                raise PaddlefitError(
+                    f"step {self.step + 1}: the model or loss raised {type(exc).__name__}: {_first_line(exc)} "
+                    f"(inputs {[list(x.shape) for x in xs]}, labels {list(y.shape)} {y.dtype}; model "
+                    f"`{self.spec.model}`, loss `{self.spec.loss}`). Set PADDLEFIT_DEBUG=1 for the traceback."
+                ) from None
             losses.append(loss)
         return float(sum(float(x.item()) for x in losses) / accum), wait
+
+    def _next_batch(self, it: Iterator[Any]) -> Any:
+        """Next batch; a dataset or collate error becomes a PaddlefitError (Paddle's single-process DataLoader
+        would otherwise block forever when its reader thread dies: ``io/dataloader/dataloader_iter.py``)."""
+        try:
+            batch = next(it)
+        except StopIteration:
+            if self.data_errors:
+                raise PaddlefitError(f"step {self.step + 1}: reading `data.train` failed: {self.data_errors[0]}") \
+                    from None  # fmt: skip
+            raise PaddlefitError(f"step {self.step + 1}: `data.train` ended early: the DataLoader yielded fewer "
+                                 f"batches than its sampler's {len(self.sampler)}.") from None  # fmt: skip
+        except Exception as exc:  # multi-process loader: Paddle re-raises the worker's error (printed above)
+            raise PaddlefitError(f"step {self.step + 1}: the DataLoader failed: {type(exc).__name__}: "
+                                 f"{_first_line(exc)} (the worker's traceback is printed above).") from None
+        if self.data_errors:
+            raise PaddlefitError(f"step {self.step + 1}: reading `data.train` failed: {self.data_errors[0]}")
+        return batch
 
     def _optimizer_step(self) -> None:
         if self.scaler is not None:
@@ -693,6 +736,50 @@ class Trainer:
             write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
         self._barrier()
         return RunResult(EXIT_NONFINITE, msg, self.step)
+
+
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else "")[:limit]
+
+
+class _FailedSample:
+    """Stands in for a sample whose ``__getitem__`` raised (single-process loading)."""
+
+    def __init__(self, index: int, exc: BaseException) -> None:
+        self.message = f"sample {index}: {type(exc).__name__}: {_first_line(exc)}"
+
+
+def _guard_single_process(dataset: Any, errors: list[str]) -> tuple[Any, Callable[[list[Any]], Any]]:
+    """Wrap ``dataset`` and Paddle's ``default_collate_fn`` so an exception in either is recorded in ``errors`` and
+    the loader's reader thread ends cleanly (collate returning None ends it) instead of dying and leaving the main
+    thread blocked on its queue."""
+    import paddle
+    from paddle.io.dataloader.collate import default_collate_fn
+
+    class Guarded(paddle.io.Dataset):
+        def __len__(self) -> int:
+            return len(dataset)
+
+        def __getitem__(self, i: int) -> Any:
+            try:
+                return dataset[i]
+            except Exception as exc:
+                return _FailedSample(i, exc)
+
+    def collate(batch: list[Any]) -> Any:
+        for sample in batch:
+            if isinstance(sample, _FailedSample):
+                errors.append(sample.message)
+                return None
+        try:
+            return default_collate_fn(batch)
+        except Exception as exc:
+            errors.append(f"collating a batch: {type(exc).__name__}: {_first_line(exc)} (do all samples have the "
+                          "same shapes and dtypes?)")  # fmt: skip
+            return None
+
+    return Guarded(), collate
 
 
 class _Progress:
