@@ -167,12 +167,15 @@ def resolve_loss(name: str) -> Callable[[Any, Any], Any]:
     if name == "mse":
         return lambda out, y: F.mse_loss(out, y.astype(out.dtype))
     mod, sep, fn = name.partition(":")
-    if not sep:
+    if not sep or not mod.strip() or not fn.strip():
         raise PaddlefitError(f"`loss: {name}` is not known; use cross_entropy, mse or `package.module:function`.")
     try:
-        return getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError) as exc:
+        obj = getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise PaddlefitError(f"`loss: {name}` cannot be imported ({exc}).") from None
+    if not callable(obj):
+        raise PaddlefitError(f"`loss: {name}` is a {type(obj).__name__}, not a function (output, label) -> loss.")
+    return obj
 
 
 def build_schedule(spec: JobSpec, total_steps: int) -> Any:
@@ -544,12 +547,17 @@ class Trainer:
 
         if self.eval_ds is None:
             return {"eval_loss": None, "eval_accuracy": None}
-        loader = paddle.io.DataLoader(self.eval_ds, batch_size=max(self.spec.batch_size, 64), shuffle=False)
+        errors: list[str] = []
+        dataset, collate = _guard_single_process(self.eval_ds, errors)
+        loader = paddle.io.DataLoader(dataset, batch_size=max(self.spec.batch_size, 64), shuffle=False,
+                                      collate_fn=collate)  # fmt: skip
         self.model.eval()
         total, loss_sum, correct = 0, 0.0, 0
         try:
             with paddle.no_grad():
                 for *xs, y in loader:
+                    if errors:
+                        break
                     with self._autocast():
                         out = self.model(*xs)
                     n = int(y.shape[0])
@@ -557,8 +565,15 @@ class Trainer:
                     if self.spec.loss == "cross_entropy":
                         correct += int((out.argmax(axis=-1) == y.reshape([-1])).astype("int64").sum().item())
                     total += n
+        except Exception as exc:
+            raise PaddlefitError(f"eval at step {self.step}: the model or loss raised {type(exc).__name__}: "
+                                 f"{_first_line(exc)} (model `{self.spec.model}`, loss `{self.spec.loss}`, "
+                                 "data.eval).") from None  # fmt: skip
         finally:
             self.model.train()
+        if errors or total == 0:
+            raise PaddlefitError(f"eval at step {self.step}: reading `data.eval` failed: "
+                                 f"{errors[0] if errors else 'no batches'}")  # fmt: skip
         acc = correct / total if self.spec.loss == "cross_entropy" else None
         return {"eval_loss": loss_sum / total, "eval_accuracy": acc}
 
