@@ -104,7 +104,11 @@ def test_training_keys_parse_and_examples_load():
      ("model: m\ngrad_accum_steps: 0\n", "key `grad_accum_steps`"),
      ("model: m\nepochs: -1\n", "key `epochs`"),
      ("model: m\ncheckpoint: {keep_last: 0}\n", "key `checkpoint.keep_last`"),
-     ("model: m\ndata: {train_args: [1, 2]}\n", "key `data.train_args`")],
+     ("model: m\ndata: {train_args: [1, 2]}\n", "key `data.train_args`"),
+     ("model: m\nepochs: .inf\n", "key `epochs`"),
+     ("model: m\nepochs: 1e308\n", "key `epochs`"),
+     ("model: m\nschedule: {name: step, gamma: 1.0}\n", "key `schedule.gamma`"),
+     ("model: m\nlr: 0.01\nschedule: {min_lr: 0.1}\n", "min_lr 0.1 is above lr 0.01")],
 )
 def test_bad_training_keys_name_the_key(tmp_path, text, needle):
     f = tmp_path / "job.yaml"
@@ -123,8 +127,9 @@ def test_train_cli_bad_input_exit_2(tmp_path):
     assert r.returncode == 2 and "neither `epochs` nor `max_steps`" in r.stderr
     f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\nmax_steps: 2\n")
     for args, needle in ((["--devices", "0,0"], "must be a count"), (["--devices", "0,1"], "no GPU"),
-                         (["--resume", "nowhere"], "not `auto`, `never`"), (["--max-steps", "0"], ">= 1")):
-        r = cli("train", str(f), "--run-dir", str(tmp_path / "r"), *args)
+                         (["--resume", "nowhere"], "not `auto`, `never`"), (["--max-steps", "0"], ">= 1"),
+                         (["--devices", "99"], "CPU processes on"), (["--run-dir", ""], "`--run-dir` is empty")):
+        r = cli("train", str(f), *(["--run-dir", str(tmp_path / "r")] if "--run-dir" not in args else []), *args)
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
     f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits, train_args: {split: dev}}\n"
                  "max_steps: 2\n")

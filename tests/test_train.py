@@ -321,3 +321,29 @@ def test_user_code_errors_are_clear_and_do_not_hang(tmp_path: Path, overrides: d
     assert needle in r.stderr, r.stderr[-2000:]
     if "num_workers" not in overrides.get("data", {}):  # with workers, Paddle itself prints the worker's traceback
         assert "Traceback" not in r.stderr
+
+
+def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
+    run_dir = tmp_path / "r"
+    assert run(train_cmd(spec, run_dir)).returncode == 0
+    other = write_spec(tmp_path / "o.yaml", model="trainhelpers:linear_digits", max_steps=2)
+    assert run(train_cmd(other, tmp_path / "o")).returncode == 0
+    ck_other = tmp_path / "o" / "checkpoints" / "step-00000002"
+    # another model's checkpoint
+    r = run(train_cmd(spec, tmp_path / "r2", "--resume", str(ck_other)))
+    assert r.returncode == 2 and "does not match `model: paddlefit.models.examples:digits_cnn`" in r.stderr, r.stderr
+    # a manifest that verifies nothing
+    (ck_other / "manifest.json").write_text('{"format": 1, "files": []}')
+    r = run(train_cmd(other, tmp_path / "o", "--resume", str(ck_other)))
+    assert r.returncode == 2 and "manifest does not list" in r.stderr and "Traceback" not in r.stderr
+    # export: never replace a directory holding user files, never the run itself, never another model's checkpoint
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.txt").write_text("keep me")
+    cli = [sys.executable, "-m", "paddlefit.cli.main", "export", str(run_dir)]
+    r = run([*cli, "--out", str(tmp_path / "mine")])
+    assert r.returncode == 2 and "holds other files (thesis.txt)" in r.stderr
+    assert (tmp_path / "mine" / "thesis.txt").read_text() == "keep me"
+    r = run([*cli, "--out", str(run_dir)])
+    assert r.returncode == 2 and "would overwrite the run itself" in r.stderr
+    assert (run_dir / "checkpoints" / "step-00000002" / "manifest.json").exists()

@@ -181,8 +181,10 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
     if n == 0:
         raise PaddlefitError(f"`{key}: {ref}` is empty.")
     if not isinstance(first, tuple | list) or len(first) < 2:
-        raise PaddlefitError(f"`{key}: {ref}`: sample 0 is a {type(first).__name__}; samples must be tuples "
-                             "(input..., label), the label last.")  # fmt: skip
+        what = f"a {len(first)}-element {type(first).__name__}" if isinstance(first, tuple | list) else \
+            f"a {type(first).__name__}"  # fmt: skip
+        raise PaddlefitError(f"`{key}: {ref}`: sample 0 is {what}; samples must be tuples of at least two "
+                             "elements (input..., label), the label last.")  # fmt: skip
     return ds
 
 
@@ -201,6 +203,9 @@ def infer_input_specs(ref: str, args: dict[str, Any], key: str = "data.train", s
     specs = []
     for j in range(len(first) - 1):
         arr = np.asarray(first[j])
+        if arr.dtype.kind not in "biuf":
+            raise PaddlefitError(f"`{key}: {ref}`: input {j} of sample 0 has dtype {arr.dtype}, not a number; "
+                                 "give `inputs:` in the job spec.")  # fmt: skip
         dims = ",".join(str(d) for d in arr.shape)
         if np.issubdtype(arr.dtype, np.integer):
             high = max(int(np.max(np.asarray(ds[i][j]))) for i in range(min(scan, len(ds)))) + 1

@@ -34,14 +34,14 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
+def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Path:
     """Write ``text`` to ``path`` atomically (POSIX rename); creates parent directories.
 
     Raises:
         PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`).
         OSError: the write itself fails (disk full...); the temp file is removed, ``path`` is untouched.
     """
-    path = check_output_path(path)
+    path = check_output_path(path, option)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

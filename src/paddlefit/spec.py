@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 
@@ -163,10 +163,10 @@ class ScheduleSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: Literal["constant", "cosine", "step"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0)
+    warmup_steps: int = Field(default=0, ge=0, le=10**9)
     min_lr: float = Field(default=0.0, ge=0)
     step_size: int = Field(default=1000, ge=1)
-    gamma: float = Field(default=0.1, gt=0)
+    gamma: float = Field(default=0.1, gt=0, lt=1)
 
 
 class CheckpointSpec(BaseModel):
@@ -198,7 +198,7 @@ class JobSpec(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     batch_size: int = Field(default=32, ge=1)
     grad_accum_steps: int = Field(default=1, ge=1)
-    epochs: float | None = Field(default=None, gt=0)
+    epochs: float | None = Field(default=None, gt=0, le=1e6)
     max_steps: int | None = Field(default=None, ge=1)
     loss: str = "cross_entropy"
     optimizer: OptimizerName = OptimizerName.ADAM
@@ -213,6 +213,12 @@ class JobSpec(BaseModel):
     log_every: int = Field(default=10, ge=1)
     visualdl: bool = False
     run_dir: str = "runs/job"
+
+    @model_validator(mode="after")
+    def _min_lr_below_lr(self) -> JobSpec:
+        if self.schedule.min_lr > self.lr:
+            raise ValueError(f"schedule.min_lr {self.schedule.min_lr} is above lr {self.lr}; make it <= lr")
+        return self
 
     def input_specs(self) -> list[InputSpec]:
         """Parsed ``inputs`` (empty = the zoo model's defaults)."""

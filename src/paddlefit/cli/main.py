@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from paddlefit import __version__
@@ -44,8 +46,12 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point (Ctrl-C before a command's own handler is installed: exit 130, no traceback)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
 
 
 if __name__ == "__main__":  # pragma: no cover

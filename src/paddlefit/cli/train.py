@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def train_command(
     config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
     devices: str = typer.Option(None, "--devices", help="Device count (2) or GPU ids (0,1). On CPU, N processes. "
                                 "Default: the spec's `devices`."),
-    run_dir: Path = typer.Option(None, "--run-dir", help="Checkpoints, metrics.jsonl, summary.json. "
+    run_dir: str = typer.Option(None, "--run-dir", help="Checkpoints, metrics.jsonl, summary.json. "
                                  "Default: the spec's `run_dir`."),
     resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies), never, or a "
                                "checkpoint directory."),
@@ -137,7 +138,9 @@ def train_command(
         raise fail(f"`--max-steps` must be >= 1 (got {max_steps}).")
     if resume not in ("auto", "never") and not Path(resume).is_dir():
         raise fail(f"`--resume {resume}` is not `auto`, `never` or a checkpoint directory.")
-    run_dir = Path(run_dir if run_dir is not None else spec.run_dir)
+    if run_dir is not None and not run_dir.strip():
+        raise fail("`--run-dir` is empty; give a directory such as runs/digits.")
+    run_dir = Path(run_dir if run_dir is not None else spec.run_dir)  # type: ignore[assignment]
     update: dict = {"devices": n, "run_dir": str(run_dir)}
     if max_steps is not None:  # the command line replaces the spec's max_steps (epochs still bound the run)
         update["max_steps"] = max_steps
@@ -146,7 +149,8 @@ def train_command(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
-                                                                          sort_keys=False, allow_unicode=True))
+                                                                          sort_keys=False, allow_unicode=True),
+                                      option="--run-dir")
     except OSError as exc:
         why = exc.strerror or exc
         raise fail(f"`--run-dir {run_dir}` is not writable ({why}); choose another directory.") from None
@@ -159,6 +163,11 @@ def train_command(
         if n > gpus:
             raise fail(f"`--devices {n}`: only {gpus} GPU(s) visible.")
         gpu_ids = list(range(n)) if n > 1 else None
+    if gpu_ids is not None and gpus and max(gpu_ids) >= gpus:
+        raise fail(f"`--devices {devices}`: GPU id {max(gpu_ids)} does not exist ({gpus} visible: 0..{gpus - 1}).")
+    cores = os.cpu_count() or 1
+    if not gpus and n > max(2, cores):
+        raise fail(f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most {max(2, cores)}.")
     if n == 1:
         from paddlefit.train.trainer import Trainer, TrainOptions
 

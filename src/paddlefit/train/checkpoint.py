@@ -31,6 +31,8 @@ from pathlib import Path
 from paddlefit.errors import PaddlefitError
 
 MANIFEST = "manifest.json"
+#: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with).
+REQUIRED_FILES = frozenset({"model.pdparams", "optimizer.pdopt", "trainer.json", "rng.pkl"})
 FORMAT_VERSION = 1
 _NAME_RE = re.compile(r"^step-(\d{8,})$")
 
@@ -67,9 +69,13 @@ def verify(path: Path) -> str | None:
         files = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"manifest unreadable ({type(exc).__name__}: {exc})"
-    if manifest.get("format") != FORMAT_VERSION:
-        return f"manifest format {manifest.get('format')!r}, expected {FORMAT_VERSION}"
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+        return f"manifest format is not {FORMAT_VERSION}"
+    if not isinstance(files, dict) or not set(files) >= REQUIRED_FILES:
+        return f"manifest does not list {', '.join(sorted(REQUIRED_FILES))}"
     for name, meta in files.items():
+        if not isinstance(meta, dict) or "/" in name or name.startswith("."):
+            return f"manifest entry {name!r} is malformed"
         f = path / name
         try:
             size = f.stat().st_size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -37,6 +38,26 @@ class ExportResult:
     files: list[str]
     max_abs_diff: float
     sample_batch: int
+
+
+#: What an export directory holds (``paddle.jit.save`` with PIR: model.json + model.pdiparams; legacy: .pdmodel).
+EXPORT_FILES = frozenset({"model.json", "model.pdiparams", "model.pdmodel", "model.pdiparams.info"})
+
+
+def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
+    """Refuse an ``--out`` that would replace anything but an earlier export (never delete user files)."""
+    out = out_dir.resolve()
+    if out == run_dir.resolve() or run_dir.resolve().is_relative_to(out) or out.is_relative_to(run_dir.resolve() /
+                                                                                               "checkpoints"):
+        raise PaddlefitError(f"`--out {out_dir}` would overwrite the run itself; give a new directory such as "
+                             f"{run_dir / 'inference'}.")  # fmt: skip
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise PaddlefitError(f"`--out {out_dir}` is a file; give a directory (it is created).")
+        others = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES)
+        if others:
+            raise PaddlefitError(f"`--out {out_dir}` exists and holds other files ({', '.join(others[:3])}); give a "
+                                 "new directory (only an earlier export is replaced).")  # fmt: skip
 
 
 def _sample_batch(spec: Any, n: int = 8) -> list[np.ndarray]:
@@ -78,13 +99,25 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         raise PaddlefitError(f"`--checkpoint {checkpoint}`: {problem}.")
     from paddlefit.models.zoo import resolve_model
 
+    manifest = json.loads((Path(checkpoint) / "manifest.json").read_text(encoding="utf-8"))
+    if manifest.get("spec_model") not in (None, spec.model):
+        raise PaddlefitError(f"`--checkpoint {checkpoint}` was written for model `{manifest['spec_model']}`, this run "
+                             f"trains `{spec.model}`; pass a checkpoint of {run_dir}.")  # fmt: skip
     model = resolve_model(spec.model, dict(spec.model_args)).factory()
-    model.set_state_dict(paddle.load(str(Path(checkpoint) / "model.pdparams")))
+    try:
+        missing, unexpected = model.set_state_dict(paddle.load(str(Path(checkpoint) / "model.pdparams")))
+    except Exception as exc:
+        raise PaddlefitError(f"`{checkpoint}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}).") from None  # fmt: skip
+    if missing or unexpected:
+        raise PaddlefitError(f"`{checkpoint}` does not match model `{spec.model}` (missing {list(missing)[:3]}, "
+                             f"unexpected {list(unexpected)[:3]}).")  # fmt: skip
     model.eval()
     xs = _sample_batch(spec)
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=str(x.dtype), name=f"input_{i}")
                   for i, x in enumerate(xs)]  # fmt: skip
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "inference"
+    _check_out_dir(out_dir, run_dir)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +126,8 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
             ref = model(*[paddle.to_tensor(x) for x in xs]).numpy()
         try:
             paddle.jit.save(model, str(tmp / "model"), input_spec=input_spec)
+        except OSError:
+            raise
         except Exception as exc:
             raise PaddlefitError(f"paddle.jit.save could not trace the model: {type(exc).__name__}: "
                                  f"{str(exc)[:400]}") from None  # fmt: skip

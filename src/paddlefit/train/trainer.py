@@ -237,7 +237,7 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
     """Rank 0: record how the run ended (read by the parent of a multi-device run), atomically."""
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
     atomic_write_text(run_dir / STATUS_FILE, json.dumps({"exit_code": exit_code, "reason": reason, "step": step,
-                                                          "token": token}) + "\n")  # fmt: skip
+                                                          "token": token}) + "\n", option="--run-dir")  # fmt: skip
 
 
 class Trainer:
@@ -312,6 +312,10 @@ class Trainer:
         except (Exception, SystemExit) as exc:
             raise ModelError(f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}: "
                              f"{type(exc).__name__}: {str(exc)[:300]}") from None  # fmt: skip
+        if not isinstance(self.model, paddle.nn.Layer):
+            raise ModelError(f"`model: {spec.model}` returned {type(self.model).__name__}, not a paddle.nn.Layer.")
+        if not any(not p.stop_gradient for p in self.model.parameters()):
+            raise ModelError(f"`model: {spec.model}` has no trainable parameters; nothing to train.")
         self.loss_fn = resolve_loss(spec.loss)
         self.sampler = ResumableBatchSampler(self.train_ds, spec.batch_size, self.world, self.rank,
                                              spec.data.shuffle, spec.data.drop_last, spec.seed)  # fmt: skip
@@ -416,6 +420,19 @@ class Trainer:
                                               else self.store.path_for(step))  # fmt: skip
 
     def _load(self, path: Path) -> None:
+        """Restore a checkpoint; any failure is a CheckpointError naming the checkpoint."""
+        from paddlefit.train.checkpoint import CheckpointError
+
+        try:
+            self._load_unchecked(path)
+        except PaddlefitError:
+            raise
+        except Exception as exc:
+            raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
+                                  f"{_first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
+                                  "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+
+    def _load_unchecked(self, path: Path) -> None:
         import paddle
 
         state = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
@@ -428,7 +445,11 @@ class Trainer:
             self._log(f"warning: this run is {self.total_steps} steps long, the checkpoint's run was "
                       f"{state['total_steps']}: the LR schedule now spans {self.total_steps} steps, so the result "
                       "will differ from an uninterrupted run of either length.")  # fmt: skip
-        self.model.set_state_dict(paddle.load(str(path / "model.pdparams")))
+        missing, unexpected = self.model.set_state_dict(paddle.load(str(path / "model.pdparams")))
+        if missing or unexpected:
+            raise PaddlefitError(f"checkpoint {path} does not match `model: {self.spec.model}` (missing "
+                                 f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
+                                 "checkpoint or start fresh with `--resume never`.")  # fmt: skip
         self.optimizer.set_state_dict(paddle.load(str(path / "optimizer.pdopt")))
         self.schedule.set_state_dict(state["scheduler"])
         if self.scaler is not None and state.get("scaler"):
@@ -438,7 +459,11 @@ class Trainer:
         random.setstate(rng["python"])
         np.random.set_state(rng["numpy"])
         paddle.set_rng_state(rng["paddle"])
-        self.step, self.epoch, self.pos = state["step"], state["epoch"], state["batch_in_epoch"]
+        step, epoch, pos = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
+        if step < 0 or epoch < 0 or not 0 <= pos <= self.steps_per_epoch * self.spec.grad_accum_steps:
+            raise PaddlefitError(f"checkpoint {path}: trainer.json position (step {step}, epoch {epoch}, micro-batch "
+                                 f"{pos}) is impossible for this job; pass another checkpoint.")  # fmt: skip
+        self.step, self.epoch, self.pos = step, epoch, pos
         self.totals.update(state.get("totals", {}))
         self.last_loss = state.get("last_loss")
 
@@ -454,7 +479,7 @@ class Trainer:
                     kept.append(line)
             except ValueError:
                 continue  # a line cut by a kill
-        atomic_write_text(path, "".join(k + "\n" for k in kept))
+        atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 
     # ---- the loop ----------------------------------------------------------------------------------------
     def _agree(self, stop: bool, nonfinite: bool) -> tuple[bool, bool]:
@@ -508,7 +533,7 @@ class Trainer:
             except Exception as exc:
                 raise PaddlefitError(
                     f"step {self.step + 1}: the model or loss raised {type(exc).__name__}: {_first_line(exc)} "
-                    f"(inputs {[list(x.shape) for x in xs]}, labels {list(y.shape)} {y.dtype}; model "
+                    f"(inputs {[_describe(x) for x in xs]}, labels {_describe(y)}; model "
                     f"`{self.spec.model}`, loss `{self.spec.loss}`). Set PADDLEFIT_DEBUG=1 for the traceback."
                 ) from None
             losses.append(loss)
@@ -729,7 +754,7 @@ class Trainer:
         if self.is_writer:
             self._save()
             summary = self._summary()
-            atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+            atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n", option="--run-dir")
             write_status(self.run_dir, EXIT_OK, "finished", self.step)
         self._barrier()
         return RunResult(EXIT_OK, "finished", self.step, summary)
@@ -751,6 +776,11 @@ class Trainer:
             write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
         self._barrier()
         return RunResult(EXIT_NONFINITE, msg, self.step)
+
+
+def _describe(x: Any) -> str:
+    """Shape and dtype of a tensor, or the type name of anything else (for error messages)."""
+    return f"{list(x.shape)} {x.dtype}" if hasattr(x, "shape") and hasattr(x, "dtype") else type(x).__name__
 
 
 def _first_line(exc: BaseException, limit: int = 300) -> str:
