@@ -225,6 +225,25 @@ class JobSpec(BaseModel):
         return [parse_input_spec(s) for s in self.inputs]
 
 
+def _unique_key_loader() -> type:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one silently)."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key `{key}` is given twice",
+                                                            key_node.start_mark)  # fmt: skip
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
+
+
 def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     """Read and validate a job spec YAML file.
 
@@ -238,6 +257,8 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import read_text_limited
 
+    unique_key_loader = _unique_key_loader()
+
     p = Path(path)
     try:
         text = read_text_limited(p, option, limit=1024**2)
@@ -247,7 +268,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
         # anchors and aliases are refused: a job spec needs none, and nested aliases expand exponentially
         if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
             raise JobSpecError(f"Job spec `{p}` uses YAML anchors/aliases (`&`/`*`); write the values out.")
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=unique_key_loader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
