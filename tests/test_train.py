@@ -347,3 +347,16 @@ def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path) -> None:
     r = run([*cli, "--out", str(run_dir)])
     assert r.returncode == 2 and "would overwrite the run itself" in r.stderr
     assert (run_dir / "checkpoints" / "step-00000002" / "manifest.json").exists()
+
+
+def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", precision="bf16-o1", max_steps=3)
+    r = run(train_cmd(spec, tmp_path / "r", "--json"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("has no effect on CPU") == 1
+    s = json.loads(r.stdout)
+    assert s["precision"] == "bf16-o1" and s["amp_active"] is False and s["device"] == "cpu"
+    # fp32 is what ran: the same parameters as an fp32 run of the same job
+    fp32 = write_spec(tmp_path / "f.yaml", max_steps=3)
+    r32 = run(train_cmd(fp32, tmp_path / "f", "--json"))
+    assert json.loads(r32.stdout)["params_sha256"] == s["params_sha256"]
