@@ -1,0 +1,130 @@
+"""Kubeflow ``PaddleJob`` manifests (training-operator v1, ``kubeflow.org/v1``): render one for a job and validate
+any manifest against the CRD's own OpenAPI v3 schema (shipped in ``deploy/data``, see ``data/SOURCES.md``).
+
+The CRD schema checks structure and types; it does not enumerate ``restartPolicy`` values (a free string there),
+so :data:`RESTART_POLICIES` (from the CRD's description: "One of Always, OnFailure, Never and ExitCode") is checked
+here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.resources
+from dataclasses import dataclass, field
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+API_VERSION = "kubeflow.org/v1"
+KIND = "PaddleJob"
+
+
+@functools.lru_cache(maxsize=1)
+def paddlejob_schema() -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of the shipped PaddleJob CRD (version ``v1``) as a dict (cached)."""
+    import yaml
+
+    text = (importlib.resources.files("paddlefit.deploy") / "data" / "kubeflow.org_paddlejobs.yaml").read_text(
+        encoding="utf-8")  # fmt: skip
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crd = yaml.load(text, Loader=loader)  # a SafeLoader (C or Python)
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def validate_paddlejob(manifest: dict[str, Any]) -> list[str]:
+    """Problems of a PaddleJob manifest, each as ``path: message``; empty when it is valid.
+
+    Checks ``apiVersion``/``kind``, the CRD's OpenAPI v3 schema (``jsonschema`` Draft 7 validator: Kubernetes
+    ``x-kubernetes-*`` keywords are ignored) and the replica ``restartPolicy`` values.
+    """
+    import jsonschema
+
+    problems = []
+    if manifest.get("apiVersion") != API_VERSION:
+        problems.append(f"apiVersion: {manifest.get('apiVersion')!r} is not {API_VERSION!r}")
+    if manifest.get("kind") != KIND:
+        problems.append(f"kind: {manifest.get('kind')!r} is not {KIND!r}")
+    validator = jsonschema.Draft7Validator(paddlejob_schema())
+    for err in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path)):
+        path = ".".join(str(x) for x in err.absolute_path) or "(root)"
+        problems.append(f"{path}: {err.message}")
+    specs = (manifest.get("spec") or {}).get("paddleReplicaSpecs") or {}
+    for role, rs in specs.items() if isinstance(specs, dict) else []:
+        policy = rs.get("restartPolicy") if isinstance(rs, dict) else None
+        if policy is not None and policy not in RESTART_POLICIES:
+            problems.append(f"spec.paddleReplicaSpecs.{role}.restartPolicy: {policy!r} is not one of "
+                            f"{', '.join(RESTART_POLICIES)}")  # fmt: skip
+    return problems
+
+
+@dataclass(frozen=True)
+class PaddleJobRequest:
+    """What :func:`render_paddlejob` needs.
+
+    Attributes:
+        name: Kubernetes object name (DNS-1123: lower case, digits, '-').
+        image: container image (e.g. from ``paddlefit image``).
+        command: the container command, e.g. ``["paddlefit", "train", "job.yaml", "--resume", "auto"]``.
+        nodes: pods in all (1 Master + nodes-1 Workers when nodes > 1), >= 1.
+        gpus_per_node: ``nvidia.com/gpu`` limit per pod (0 = CPU pods).
+        shm_gib: size of the in-memory ``/dev/shm`` volume (DataLoader workers share batches through it).
+        checkpoint_claim: a PersistentVolumeClaim mounted at ``checkpoint_mount`` so a restarted pod resumes.
+        restart_policy: one of :data:`RESTART_POLICIES`; ``ExitCode`` retries exit codes 128-255 (paddlefit's 143
+            after a SIGTERM checkpoint) and fails on 1-127 (training-operator docs).
+    """
+
+    name: str
+    image: str
+    command: list[str]
+    nodes: int = 1
+    gpus_per_node: int = 1
+    shm_gib: int = 8
+    checkpoint_claim: str | None = None
+    checkpoint_mount: str = "/ckpt"
+    restart_policy: str = "ExitCode"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
+    """A ``kubeflow.org/v1`` PaddleJob manifest (as a dict, ready for ``yaml.safe_dump``) for ``req``.
+
+    Raises:
+        PaddlefitError: nodes < 1, gpus_per_node < 0, an unknown restart policy, or a manifest the CRD schema
+            rejects (the message lists the problems).
+    """
+    import re
+
+    if req.nodes < 1 or req.gpus_per_node < 0 or req.shm_gib < 1:
+        raise PaddlefitError("a PaddleJob needs nodes >= 1, gpus_per_node >= 0 and shm_gib >= 1.")
+    if req.restart_policy not in RESTART_POLICIES:
+        raise PaddlefitError(f"restart policy {req.restart_policy!r} is not one of {', '.join(RESTART_POLICIES)}.")
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", req.name):
+        raise PaddlefitError(f"PaddleJob name {req.name!r} must be lower-case letters, digits and '-' (DNS-1123).")
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                                   "sizeLimit": f"{req.shm_gib}Gi"}}]  # fmt: skip
+    if req.checkpoint_claim:
+        mounts.append({"name": "checkpoints", "mountPath": req.checkpoint_mount})
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": req.checkpoint_claim}})
+    resources = {"limits": {"nvidia.com/gpu": req.gpus_per_node}} if req.gpus_per_node else {}
+    container: dict[str, Any] = {"name": "paddle", "image": req.image, "command": list(req.command),
+                                 "volumeMounts": mounts, "resources": resources}  # fmt: skip
+    if req.env:
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(req.env.items())]
+
+    def replica(count: int) -> dict[str, Any]:  # deep copies: no shared objects, so no YAML anchors when dumped
+        return {"replicas": count, "restartPolicy": req.restart_policy,
+                "template": {"spec": {"containers": [copy.deepcopy(container)], "volumes": copy.deepcopy(volumes)}}}
+
+    specs = {"Master": replica(1)}
+    if req.nodes > 1:
+        specs["Worker"] = replica(req.nodes - 1)
+    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": req.name},
+                "spec": {"paddleReplicaSpecs": specs, "runPolicy": {"cleanPodPolicy": "None"}}}  # fmt: skip
+    problems = validate_paddlejob(manifest)
+    if problems:
+        raise PaddlefitError("the rendered PaddleJob does not validate: " + "; ".join(problems[:5]))
+    return manifest
