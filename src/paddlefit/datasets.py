@@ -148,19 +148,10 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
         PaddlefitError: unknown name, import failure, the factory raising, or a result without
             ``__len__``/``__getitem__``; the message names the job-spec ``key``.
     """
-    import importlib
+    from paddlefit.userimport import import_callable
 
-    path = DATASETS.get(ref, ref)
-    mod_name, sep, fn_name = path.partition(":")
-    if not sep or not mod_name.strip() or not fn_name.strip():
-        names = ", ".join(DATASETS)
-        raise PaddlefitError(f"`{key}: {ref}` is not a dataset; use one of {names} or `package.module:function`.")
-    try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}).") from None
-    if not callable(fn):
-        raise PaddlefitError(f"`{key}: {ref}` is a {type(fn).__name__}, not a function returning a dataset.")
+    fn = import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
+                         f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
     try:
         ds = fn(**args)
     except PaddlefitError:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import sys
@@ -20,6 +19,7 @@ from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
 from paddlefit.spec import DATASETS, JobSpec, load_job_spec
 from paddlefit.train.trainer import EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
+from paddlefit.userimport import import_callable
 
 
 def parse_devices(text: str) -> tuple[int, list[int] | None]:
@@ -57,16 +57,8 @@ def _preflight(spec: JobSpec) -> None:
                 raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
                                      f"({', '.join(DATASETS)} or `package.module:function`).")  # fmt: skip
             continue
-        path = DATASETS.get(ref, ref)
-        mod, sep, fn = path.partition(":")
-        try:
-            if not sep or not mod.strip() or not fn.strip():
-                raise ImportError("not of the form `package.module:function`")
-            if not hasattr(importlib.import_module(mod), fn):
-                raise ImportError(f"no function `{fn}` in `{mod}`")
-        except (ImportError, ValueError) as exc:
-            raise PaddlefitError(f"`{key}: {ref}` cannot be imported ({exc}); use one of "
-                                 f"{', '.join(DATASETS)} or `package.module:function`.") from None  # fmt: skip
+        import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
+                        f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
     if spec.epochs is None and spec.max_steps is None:
         raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
 

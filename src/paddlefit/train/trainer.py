@@ -156,26 +156,17 @@ def resolve_loss(name: str) -> Callable[[Any, Any], Any]:
     (``mse_loss``) or ``package.module:function(output, label) -> scalar tensor``.
 
     Raises:
-        PaddlefitError: unknown name or import failure.
+        PaddlefitError: unknown name, import failure or not callable.
     """
-    import importlib
-
     import paddle.nn.functional as F
 
     if name == "cross_entropy":
         return lambda out, y: F.cross_entropy(out, y.reshape([-1]).astype("int64") if y.ndim > 1 else y)
     if name == "mse":
         return lambda out, y: F.mse_loss(out, y.astype(out.dtype))
-    mod, sep, fn = name.partition(":")
-    if not sep or not mod.strip() or not fn.strip():
-        raise PaddlefitError(f"`loss: {name}` is not known; use cross_entropy, mse or `package.module:function`.")
-    try:
-        obj = getattr(importlib.import_module(mod), fn)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise PaddlefitError(f"`loss: {name}` cannot be imported ({exc}).") from None
-    if not callable(obj):
-        raise PaddlefitError(f"`loss: {name}` is a {type(obj).__name__}, not a function (output, label) -> loss.")
-    return obj
+    from paddlefit.userimport import import_callable
+
+    return import_callable(name, f"loss: {name}", "use cross_entropy, mse or `package.module:function`")
 
 
 def build_schedule(spec: JobSpec, total_steps: int) -> Any:
