@@ -169,7 +169,7 @@ def train_command(
     else:
         from paddlefit.train.launcher import launch_command, run_launched
 
-        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, None, job_id=f"paddlefit-{run_dir.name}")
+        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
         err.print(f"[dim]launching {n} workers: {escape(' '.join(cmd[1:5]))} ... (logs in {run_dir}/launch-logs)[/]")
         code, reason = run_launched(cmd, run_dir, relay=lambda line: err.print(escape(line), highlight=False))
     if code == 0:

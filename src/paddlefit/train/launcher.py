@@ -29,7 +29,7 @@ _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 
 def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
-                   max_steps: int | None, job_id: str) -> list[str]:  # fmt: skip
+                   job_id: str) -> list[str]:  # fmt: skip
     """The ``paddle.distributed.launch`` command line for this run (arguments from Paddle's launch docs:
     ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``)."""
     cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(run_dir / LOG_DIR), "--job_id", job_id]
@@ -38,8 +38,6 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     else:
         cmd += ["--nproc_per_node", str(nprocs)]
     cmd += [worker.__file__, "--spec", str(spec_file), "--run-dir", str(run_dir), "--resume", resume]
-    if max_steps is not None:
-        cmd += ["--max-steps", str(max_steps)]
     return cmd
 
 

@@ -58,14 +58,12 @@ class TrainOptions:
     Attributes:
         run_dir: where checkpoints, metrics.jsonl, summary.json and status.json go.
         resume: ``auto`` (newest valid checkpoint, if any), ``never``, or a checkpoint directory path.
-        max_steps: stop after this many optimizer steps in total (overrides the spec when smaller).
         progress: show a progress bar (rank 0, terminal only) or log lines every ``log_every`` steps.
         log: where log lines go (default stderr).
     """
 
     run_dir: Path
     resume: str = "auto"
-    max_steps: int | None = None
     progress: bool = True
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
@@ -322,8 +320,6 @@ class Trainer:
             limits.append(max(1, round(spec.epochs * self.steps_per_epoch)))
         if spec.max_steps is not None:
             limits.append(spec.max_steps)
-        if self.opts.max_steps is not None:
-            limits.append(self.opts.max_steps)
         if not limits:
             raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
         self.total_steps = min(limits)

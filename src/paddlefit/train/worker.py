@@ -1,7 +1,7 @@
 """Entry script of one worker under ``paddle.distributed.launch`` (not for direct use).
 
 ``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/job.yaml --run-dir RUN_DIR
---resume auto [--max-steps K]``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
+--resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", required=True)
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--resume", default="auto")
-    ap.add_argument("--max-steps", type=int, default=None)
     args = ap.parse_args(argv)
 
     from paddlefit.errors import PaddlefitError
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         spec = load_job_spec(args.spec)
-        opts = TrainOptions(run_dir=run_dir, resume=args.resume, max_steps=args.max_steps, progress=True)
+        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True)
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         written = False
