@@ -179,23 +179,20 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
     return ds
 
 
-def infer_input_specs(ref: str, args: dict[str, Any], key: str = "data.train", scan: int = 256) -> list[str]:
-    """Per-sample input specs (``float32[1,8,8]``, ``int64[200]:29876``) read off a dataset's first sample; for
-    integer inputs ``high`` is 1 + the largest id among the first ``scan`` samples. The label (last element) is
-    not an input.
+def infer_input_specs(ds: Any, label: str, scan: int = 256) -> list[str]:
+    """Per-sample input specs (``float32[1,8,8]``, ``int64[200]:29876``) read off the first sample of ``ds`` (a
+    dataset from :func:`resolve_dataset`, which checked that samples are ``(input..., label)`` tuples); for integer
+    inputs ``high`` is 1 + the largest id among the first ``scan`` samples. The label (last element) is not an input.
 
     Raises:
-        PaddlefitError: the dataset cannot be built, or its samples are not tuples ``(input..., label)`` of arrays.
+        PaddlefitError: an input is not numeric; the message starts with ``label`` (e.g. ``data.train: digits``).
     """
-    ds = resolve_dataset(ref, args, key)
     first = ds[0]
-    if not isinstance(first, tuple | list) or len(first) < 2:
-        raise PaddlefitError(f"`{key}: {ref}` samples must be tuples (input..., label); got {type(first).__name__}.")
     specs = []
     for j in range(len(first) - 1):
         arr = np.asarray(first[j])
         if arr.dtype.kind not in "biuf":
-            raise PaddlefitError(f"`{key}: {ref}`: input {j} of sample 0 has dtype {arr.dtype}, not a number; "
+            raise PaddlefitError(f"`{label}`: input {j} of sample 0 has dtype {arr.dtype}, not a number; "
                                  "give `inputs:` in the job spec.")  # fmt: skip
         dims = ",".join(str(d) for d in arr.shape)
         if np.issubdtype(arr.dtype, np.integer):

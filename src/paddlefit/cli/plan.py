@@ -16,17 +16,15 @@ from paddlefit.report.render import render_plan, to_json
 from paddlefit.spec import JobSpec, OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
 
 
-def _job_length(spec: JobSpec, batch_size: int, devices: int) -> tuple[int | None, float | None]:
+def _job_length(spec: JobSpec, train_size: int | None, batch_size: int,
+                devices: int) -> tuple[int | None, float | None]:  # fmt: skip
     """(samples per epoch, epochs) that make the planner's time to train match what `train` runs: full global
-    batches only when ``data.drop_last``; ``max_steps`` alone = that many global batches as one "epoch"."""
+    batches only when ``data.drop_last``; ``max_steps`` alone = that many global batches as one "epoch".
+    ``train_size`` is the length of ``data.train`` (None when the spec has none)."""
     global_batch = batch_size * devices * spec.grad_accum_steps
     steps = []
-    size = None
-    if spec.data.train and spec.epochs:
-        from paddlefit.datasets import resolve_dataset
-
-        with contextlib.redirect_stdout(sys.stderr):
-            size = len(resolve_dataset(spec.data.train, spec.data.train_args, "data.train"))
+    if train_size is not None and spec.epochs:
+        size = train_size
         per_epoch = size // global_batch if spec.data.drop_last else math.ceil(size / global_batch)
         steps.append(max(1, round(spec.epochs * per_epoch)))
     if spec.max_steps:
@@ -87,14 +85,22 @@ def plan_command(
     precision = precision or (spec.precision.value if spec else "fp32")
     if not inputs and spec and spec.inputs:
         inputs = spec.inputs
-    elif not inputs and spec and spec.data.train and model == spec.model:
+    own_job = spec is not None and model == spec.model
+    need_length = own_job and dataset_size is None and epochs is None
+    train_ds = None
+    if own_job and spec.data.train and (not inputs or (need_length and spec.epochs)):  # type: ignore[union-attr]
+        from paddlefit.datasets import resolve_dataset
+
+        with contextlib.redirect_stdout(sys.stderr):  # built once, for the inputs and/or the epoch length
+            train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
+    if not inputs and train_ds is not None:
         from paddlefit.datasets import infer_input_specs
 
-        with contextlib.redirect_stdout(sys.stderr):
-            inputs = infer_input_specs(spec.data.train, spec.data.train_args)
+        inputs = infer_input_specs(train_ds, f"data.train: {spec.data.train}")  # type: ignore[union-attr]
         err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
-    if spec and dataset_size is None and epochs is None and model == spec.model:
-        dataset_size, epochs = _job_length(spec, batch_size, devices)
+    if need_length:
+        dataset_size, epochs = _job_length(spec, len(train_ds) if train_ds is not None else None,  # type: ignore[arg-type]
+                                           batch_size, devices)
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
