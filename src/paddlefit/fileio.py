@@ -34,6 +34,19 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
+def fsync_path(path: str | Path) -> None:
+    """fsync a file or a directory (a directory's fsync makes a rename inside it durable).
+
+    Raises:
+        OSError: the path cannot be opened or synced.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Path:
     """Write ``text`` to ``path`` atomically (POSIX rename); creates parent directories.
 
@@ -49,11 +62,7 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_path(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

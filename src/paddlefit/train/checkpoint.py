@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import fsync_path
 
 MANIFEST = "manifest.json"
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with).
@@ -48,14 +49,6 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
-
-
-def _fsync_path(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def verify(path: Path) -> str | None:
@@ -155,7 +148,7 @@ class CheckpointStore:
             write_files(tmp)
             files = {}
             for f in sorted(tmp.iterdir()):
-                _fsync_path(f)
+                fsync_path(f)
                 files[f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
             manifest = {"format": FORMAT_VERSION, "step": step, "created_unix": time.time(), "files": files,
                         **(meta or {})}  # fmt: skip
@@ -163,11 +156,11 @@ class CheckpointStore:
                 json.dump(manifest, fh, indent=1, sort_keys=True)
                 fh.flush()
                 os.fsync(fh.fileno())
-            _fsync_path(tmp, directory=True)
+            fsync_path(tmp)
             if final.exists():  # an incomplete or corrupt one with the same name: replace it
                 shutil.rmtree(final)
             os.rename(tmp, final)
-            _fsync_path(self.root, directory=True)
+            fsync_path(self.root)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import fsync_path
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.train.trainer import SPEC_FILE
@@ -141,11 +142,11 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
                                  f" shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
         files = sorted(p.name for p in tmp.iterdir())
         for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+            fsync_path(f)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.rename(tmp, out_dir)
+        fsync_path(out_dir.parent)
     except OSError as exc:
         raise PaddlefitError(f"cannot write `{out_dir}` ({exc.strerror or exc}).") from None
     finally:
