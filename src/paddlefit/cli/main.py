@@ -8,6 +8,7 @@ import typer
 
 from paddlefit import __version__
 from paddlefit.cli.calibrate import calibrate_command
+from paddlefit.cli.cost import cost_command
 from paddlefit.cli.doctor import doctor_command
 from paddlefit.cli.export import export_command
 from paddlefit.cli.gpus import gpus_command
@@ -24,6 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("plan")(plan_command)
+app.command("cost")(cost_command)
 app.command("train")(train_command)
 app.command("export")(export_command)
 app.command("gpus")(gpus_command)

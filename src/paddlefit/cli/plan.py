@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -32,6 +33,56 @@ def _job_length(spec: JobSpec, train_size: int | None, batch_size: int,
     if not steps:
         return None, None
     return min(steps) * global_batch, 1.0
+
+
+@dataclass
+class ResolvedJob:
+    """The job the model/--config options describe (options override the spec), for plan and cost."""
+
+    spec: JobSpec | None
+    model: str
+    batch_size: int
+    inputs: list[str] | None
+    model_args: dict
+    optimizer: str
+    precision: str
+    own_job: bool
+    train_size: int | None
+
+
+def resolve_job(model: str | None, config: Path | None, batch_size: int | None, inputs: list[str] | None,
+                model_arg: list[str] | None, optimizer: str | None, precision: str | None,
+                need_train: bool, command: str = "plan") -> ResolvedJob:  # fmt: skip
+    """Merge MODEL/options with ``--config``; build ``data.train`` once when its first sample gives the inputs or
+    (``need_train``) its length gives the job length.
+
+    Raises:
+        PaddlefitError (exit 2): neither a model nor a spec; a bad spec or dataset.
+    """
+    spec = load_job_spec(config) if config is not None else None
+    if spec is None and model is None:
+        raise fail(f"Give a MODEL (e.g. `paddlefit {command} resnet50`) or a job spec with `--config FILE`.")
+    model = model or spec.model  # type: ignore[union-attr]
+    batch_size = batch_size if batch_size is not None else (spec.batch_size if spec else 32)
+    optimizer = optimizer or (spec.optimizer.value if spec else "adam")
+    precision = precision or (spec.precision.value if spec else "fp32")
+    if not inputs and spec and spec.inputs:
+        inputs = spec.inputs
+    own_job = spec is not None and model == spec.model
+    train_ds = None
+    if own_job and spec.data.train and (not inputs or (need_train and spec.epochs)):  # type: ignore[union-attr]
+        from paddlefit.datasets import resolve_dataset
+
+        with contextlib.redirect_stdout(sys.stderr):  # built once, for the inputs and/or the epoch length
+            train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
+    if not inputs and train_ds is not None:
+        from paddlefit.datasets import infer_input_specs
+
+        inputs = infer_input_specs(train_ds, f"data.train: {spec.data.train}")  # type: ignore[union-attr]
+        err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
+    model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
+    return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
+                       own_job, len(train_ds) if train_ds is not None else None)  # fmt: skip
 
 
 @handle_errors
@@ -75,33 +126,13 @@ def plan_command(
       paddlefit plan --config job.yaml --gpu L4      # inputs from `inputs:` or data.train's first sample
     """
     quiet_paddle()
-    spec = load_job_spec(config) if config is not None else None
-    if spec is None and model is None:
-        raise fail("Give a MODEL (e.g. `paddlefit plan resnet50`) or a job spec with `--config FILE`.")
-    model = model or spec.model  # type: ignore[union-attr]
-    batch_size = batch_size if batch_size is not None else (spec.batch_size if spec else 32)
+    job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
+                      need_train=dataset_size is None and epochs is None)  # fmt: skip
+    spec, model, batch_size, inputs, model_args, optimizer, precision = (
+        job.spec, job.model, job.batch_size, job.inputs, job.model_args, job.optimizer, job.precision)
     devices = devices if devices is not None else (spec.devices if spec else 1)
-    optimizer = optimizer or (spec.optimizer.value if spec else "adam")
-    precision = precision or (spec.precision.value if spec else "fp32")
-    if not inputs and spec and spec.inputs:
-        inputs = spec.inputs
-    own_job = spec is not None and model == spec.model
-    need_length = own_job and dataset_size is None and epochs is None
-    train_ds = None
-    if own_job and spec.data.train and (not inputs or (need_length and spec.epochs)):  # type: ignore[union-attr]
-        from paddlefit.datasets import resolve_dataset
-
-        with contextlib.redirect_stdout(sys.stderr):  # built once, for the inputs and/or the epoch length
-            train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
-    if not inputs and train_ds is not None:
-        from paddlefit.datasets import infer_input_specs
-
-        inputs = infer_input_specs(train_ds, f"data.train: {spec.data.train}")  # type: ignore[union-attr]
-        err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
-    if need_length:
-        dataset_size, epochs = _job_length(spec, len(train_ds) if train_ds is not None else None,  # type: ignore[arg-type]
-                                           batch_size, devices)
-    model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
+    if job.own_job and dataset_size is None and epochs is None:
+        dataset_size, epochs = _job_length(spec, job.train_size, batch_size, devices)  # type: ignore[arg-type]
     if batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {batch_size}).")
     if devices < 1:

@@ -85,7 +85,11 @@ class PlanRequest:
 
 @dataclass
 class Target:
-    """One row of the plan (a device). Bytes, seconds, samples/s."""
+    """One row of the plan (a device). Bytes, seconds, samples/s.
+
+    ``grads_bytes`` is what a data-parallel step all-reduces (gradients in the precision the device trains in);
+    ``checkpoint_bytes`` is what a checkpoint holds (weights + optimizer states, incl. fp32 master weights under O2).
+    """
 
     name: str
     kind: str
@@ -100,6 +104,8 @@ class Target:
     bound: str | None = None
     allreduce_s: float = 0.0
     time_to_train_s: float | None = None
+    grads_bytes: int = 0
+    checkpoint_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The row as the JSON object documented in the README."""
@@ -353,7 +359,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
         capacity_bytes=cpu_cap, max_batch_size=_max_batch(lines, req.safety_margin * cpu_cap),
         step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
-        calibrated=cpu_calibrated, notes=cpu_notes, bound=None,
+        calibrated=cpu_calibrated, notes=cpu_notes, bound=None, grads_bytes=states32.grads_bytes,
+        checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
     ))  # fmt: skip
 
     # ---- GPU targets
@@ -397,6 +404,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
             max_batch_size=_max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
             calibrated=cal is not None, notes=notes, bound=roof.bound, allreduce_s=ar,
+            grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
         ))  # fmt: skip
 
     if req.dataset_size and req.epochs:

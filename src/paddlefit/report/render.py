@@ -150,3 +150,84 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     console.print(table)
     console.print("TFLOPS are dense (no sparsity); memory bandwidth and NVLink (bidirectional) in GB/s. "
                   "`--json` adds usable MiB, PCIe, TDP and each row's source document.")  # fmt: skip
+
+
+def usd(value: float | None) -> str:
+    """USD with thousands separators and cents below 100 (``$12.34``, ``$1,234``); ``-`` for None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+
+
+def render_cost(report: Any, console: Console, top: int = 15) -> None:
+    """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions."""
+    a = report.assumptions
+    console.print(f"[bold]{a['job']}[/]")
+    fit = [r for r in report.rows if r.fits]
+    table = Table(box=box.SIMPLE_HEAD, title=f"ranked by {a['ranking']} (* cheapest, ^ fastest, P Pareto front)",
+                  padding=(0, 1), pad_edge=False)
+    table.add_column("", no_wrap=True)
+    table.add_column("instance", no_wrap=True)
+    table.add_column("GPUs", no_wrap=True)
+    for col in ("hours", "on-demand", "spot", "ckpt"):
+        table.add_column(col, justify="right", no_wrap=True)
+    table.add_column("note", no_wrap=True)
+    footnotes: list[str] = []
+    for r in fit[:top]:
+        marks = ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else "")
+        ckpt = f"{r.checkpoint_interval_s / 60:,.0f}m" if r.checkpoint_interval_s is not None else "-"
+        refs = []
+        for n in r.notes:
+            if n not in footnotes:
+                footnotes.append(n)
+            refs.append(str(footnotes.index(n) + 1))
+        table.add_row(marks, f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", f"{r.hours:,.2f}",
+                      usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
+    width = console.width
+    console.width = max(width, 100)  # instance names need the room (a pipe reports 80 columns)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+    for i, n in enumerate(footnotes, 1):
+        console.print(f"[dim]  note {i}: {n}[/]", soft_wrap=True)
+    console.print("[dim]  spot = expected spot cost (lost work, restarts, checkpoint writes); ckpt = Daly checkpoint "
+                  "interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, peak "
+                  "per GPU[/]", soft_wrap=True)
+    hidden = len(fit) - min(top, len(fit))
+    if hidden:
+        console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
+    nofit = [r for r in report.rows if not r.fits]
+    if nofit:
+        names = ", ".join(sorted({f"{r.gpu}" for r in nofit}))
+        console.print(f"does not fit: {len(nofit)} instance type(s) with {names} (peak per GPU above the usable "
+                      "memory): lower the micro-batch with accumulation, or use AMP")
+    if report.skipped:
+        kinds = ", ".join(sorted({s["accelerator"] for s in report.skipped}))
+        console.print(f"[dim]not priced: {len(report.skipped)} instance type(s) whose GPU is not in the GPU catalog "
+                      f"({kinds})[/]")
+    if report.cheapest:
+        c = next(r for r in fit if r.cheapest)
+        console.print(f"cheapest: [bold]{report.cheapest}[/] {usd(c.cost_usd)} in {c.cost_hours:,.2f} h "
+                      f"({c.cost_basis})")
+    if report.fastest:
+        f = next(r for r in fit if r.fastest)
+        console.print(f"fastest:  [bold]{report.fastest}[/] {f.cost_hours:,.2f} h for {usd(f.cost_usd)} "
+                      f"({f.cost_basis})")
+    if not fit:
+        console.print("[bold red]no priced instance fits this job[/]")
+    console.print("[dim]assumptions:[/]")
+    for k in ("step_time", "memory", "global_batch", "prices", "interruption_rate_basis", "disk_basis",
+              "restart_basis", "checkpoint_interval", "spot_model", "not_included"):
+        v = a[k]
+        if k == "disk_basis":
+            v = f"checkpoint write {a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({v})"
+        if k == "restart_basis":
+            v = f"restart {a['restart_s'] / 60:g} min ({v})"
+        if k == "interruption_rate_basis":
+            mtbi = a["mean_time_between_interruptions_h"]
+            v = f"{a['interruptions_per_hour']:.3g} interruptions/h, MTBI {mtbi:,.1f} h: {v}"
+        console.print(f"[dim]  {k.split('_basis')[0].replace('_', ' ')}: {v}[/]", soft_wrap=True)
+    eff = a.get("efficiency")
+    if eff:
+        console.print(f"[dim]  efficiency (fraction of peak FLOP/s): {eff}[/]", soft_wrap=True)

@@ -1,0 +1,311 @@
+"""Hours and money of a planned job on every priced cloud instance type, on-demand and spot.
+
+Joins a :class:`~paddlefit.plan.planner.Plan` (per-GPU step time and memory, built for one device) with the price
+catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of one catalog model:
+
+- fits: the plan's per-GPU peak under data parallel (each GPU holds a full replica, so the single-GPU peak);
+- time: optimizer steps = ceil(samples / (micro-batch x n x accumulation)) x epochs, each taking accumulation x the
+  plan's micro-step time + one ring all-reduce of the gradients over the instance's GPU interconnect
+  (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs share it, else PCIe);
+- on-demand cost = hours x on-demand USD/hour;
+- spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
+  includes lost work, restarts and checkpoint writes at Daly's optimal interval (:func:`expected_spot_wall_s`).
+
+Every constant used is in :func:`assumptions` and printed with the result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from paddlefit.catalog.gpus import GPU, get_gpu
+from paddlefit.catalog.prices import InstancePrice, gpu_for_instance
+from paddlefit.errors import PaddlefitError, UnknownNameError
+from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+from paddlefit.plan.planner import Plan, Target
+
+#: Hours in an average month (365 x 24 / 12), for AWS Spot Instance Advisor's per-month interruption buckets.
+HOURS_PER_MONTH = 730.0
+#: AWS Spot Instance Advisor "frequency of interruption" buckets -> the share of instances interrupted in a month
+#: used here: the bucket's upper edge (the pessimistic end); ">20%" has no upper edge, 20% is its lower bound.
+SPOT_BUCKETS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, ">20%": 0.20}
+#: Default interruption rate: one per 24 h, the longest a GCP preemptible VM runs (GCP docs: preemptible instances
+#: stop after 24 h). Pessimistic next to the AWS advisor buckets; give the rate you see with --interruptions-per-hour.
+DEFAULT_INTERRUPTIONS_PER_HOUR = 1.0 / 24.0
+#: Checkpoint write bandwidth: 125 MiB/s, AWS EBS gp3's baseline throughput (AWS EBS user guide, "General Purpose
+#: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mbps.
+DEFAULT_DISK_BYTES_PER_S = 125 * 1024**2
+#: Restart time after an interruption: 10 min to get a replacement instance, start the container and load the
+#: checkpoint. An assumption, not a measurement (no published figure covers it); set with --restart-minutes.
+DEFAULT_RESTART_S = 600.0
+
+
+@dataclass(frozen=True)
+class InterruptionRate:
+    """Spot interruptions per hour of one instance (Poisson), with how the number was obtained."""
+
+    per_hour: float
+    basis: str
+
+    @property
+    def mtbi_s(self) -> float:
+        """Mean time between interruptions, seconds."""
+        return 3600.0 / self.per_hour
+
+
+def rate_from_bucket(bucket: str) -> InterruptionRate:
+    """Convert an AWS Spot Instance Advisor bucket (share of instances interrupted per month) to a rate.
+
+    With Poisson interruptions at rate r per hour, P(at least one in a month) = 1 - exp(-r x 730 h) = f, so
+    r = -ln(1 - f) / 730 h; f is the bucket's upper edge (:data:`SPOT_BUCKETS`).
+
+    Raises:
+        PaddlefitError: an unknown bucket (the message lists the valid ones).
+    """
+    key = bucket.strip().replace(" ", "").replace("\u2013", "-")
+    if key not in SPOT_BUCKETS:
+        raise PaddlefitError(f"`--spot-bucket {bucket}` is not an AWS Spot Instance Advisor bucket; use one of "
+                             f"{', '.join(repr(b) for b in SPOT_BUCKETS)}.")  # fmt: skip
+    f = SPOT_BUCKETS[key]
+    r = -math.log(1.0 - f) / HOURS_PER_MONTH
+    edge = "lower bound (the rate may be higher)" if key == ">20%" else "upper edge"
+    basis = (f"AWS Spot Instance Advisor bucket {key}: {f:.0%} of instances interrupted per month ({edge}); "
+             f"Poisson: r = -ln(1 - {f:g}) / {HOURS_PER_MONTH:g} h = {r:.3g}/h")
+    return InterruptionRate(r, basis)
+
+
+def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_s: float, restart_s: float) -> float:
+    """Expected wall time to finish ``work_s`` seconds of training under exponential interruptions.
+
+    The work is cut into segments of ``interval_s`` seconds of work, each followed by a checkpoint write of
+    ``delta_s``; an interruption loses the current segment's progress and costs a restart of ``restart_s`` (which
+    can itself be interrupted). The expected time of one segment of length L = interval + delta is
+    ``M e^(R/M) (e^(L/M) - 1)`` (Daly 2006, FGCS 22(3), the complete model; derivation: E = E[min(X, L)] +
+    P(X < L) M (e^((R+L)/M) - 1) with X ~ Exp(M)), so the total is that times work / interval. An interval longer
+    than the work is cut to the work (one segment, one final checkpoint).
+
+    Args:
+        work_s, interval_s, delta_s, mtbi_s, restart_s: seconds; all finite, work/interval/mtbi > 0, the rest >= 0.
+
+    Raises:
+        ValueError: a non-finite or out-of-range argument.
+    """
+    vals = (work_s, interval_s, delta_s, mtbi_s, restart_s)
+    if not all(math.isfinite(v) for v in vals) or work_s <= 0 or interval_s <= 0 or mtbi_s <= 0 or \
+            delta_s < 0 or restart_s < 0:  # fmt: skip
+        raise ValueError(f"expected_spot_wall_s: bad arguments {vals}")
+    tau = min(interval_s, work_s)
+    m = mtbi_s
+    return m * math.exp(restart_s / m) * math.expm1((tau + delta_s) / m) * work_s / tau
+
+
+@dataclass
+class CostRow:
+    """One instance type. Seconds, hours, bytes, USD; spot fields are None when the instance has no spot price.
+
+    ``cost_usd`` / ``cost_hours`` are what the ranking uses: spot expected values with ``use_spot`` when the
+    instance has a spot price, else on-demand (``cost_basis`` says which).
+    """
+
+    cloud: str
+    instance_type: str
+    region: str
+    gpu: str
+    gpu_basis: str
+    gpu_count: int
+    fits: bool
+    peak_bytes: int
+    capacity_bytes: int
+    max_batch_size: int | None
+    step_time_s: float
+    allreduce_s: float
+    interconnect: str
+    samples_per_s: float
+    hours: float
+    on_demand_usd_per_hour: float
+    on_demand_usd: float
+    spot_usd_per_hour: float | None
+    spot_hours: float | None
+    spot_expected_usd: float | None
+    expected_interruptions: float | None
+    checkpoint_write_s: float
+    checkpoint_interval_s: float | None
+    checkpoint_interval_young_s: float | None
+    cost_usd: float
+    cost_hours: float
+    cost_basis: str
+    source: str
+    notes: list[str] = field(default_factory=list)
+    cheapest: bool = False
+    fastest: bool = False
+    pareto: bool = False
+
+
+@dataclass
+class CostReport:
+    """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``."""
+
+    assumptions: dict[str, Any]
+    rows: list[CostRow]
+    skipped: list[dict[str, str]]
+    cheapest: str | None
+    fastest: str | None
+    pareto: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return {"assumptions": self.assumptions, "rows": [asdict(r) for r in self.rows], "skipped": self.skipped,
+                "cheapest": self.cheapest, "fastest": self.fastest, "pareto": self.pareto}  # fmt: skip
+
+
+def row_key(row: CostRow) -> str:
+    """``cloud/instance_type`` plus ``:<n>x<accelerator>`` where one type carries several GPU options (GCP n1)."""
+    return f"{row.cloud}/{row.instance_type}" + (f":{row.gpu_count}x{row.gpu}" if row.instance_type.startswith("n1-")
+                                                 else "")  # fmt: skip
+
+
+def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, dataset_size: int, epochs: float,
+               grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
+               disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S, restart_s: float = DEFAULT_RESTART_S,
+               use_spot: bool = False, price_source: str = "") -> CostReport:  # fmt: skip
+    """Time and cost of ``plan``'s job on every instance in ``prices``.
+
+    Args:
+        plan: built for one device (``devices=1``) with every GPU the instances use among its targets.
+        prices: instance rows (:func:`~paddlefit.catalog.prices.load_prices`).
+        gpus: the GPU catalog the plan used (to resolve instance GPUs and their interconnect).
+        dataset_size: samples per epoch; epochs: epochs (> 0).
+        grad_accum_steps: micro-batches per optimizer step (one all-reduce per optimizer step).
+        rate: spot interruptions; None = :data:`DEFAULT_INTERRUPTIONS_PER_HOUR`.
+        disk_bytes_per_s: checkpoint write bandwidth, bytes/s.
+        restart_s: seconds lost per interruption besides the lost work.
+        use_spot: rank by spot expected cost where a spot price exists.
+        price_source: where the prices came from, for the assumptions.
+
+    Returns:
+        CostReport with rows sorted: fitting first, then by ranking cost, then hours.
+
+    Raises:
+        ValueError: non-positive dataset_size/epochs/grad_accum_steps/disk bandwidth or negative restart time.
+    """
+    if dataset_size < 1 or not (math.isfinite(epochs) and epochs > 0) or grad_accum_steps < 1:
+        raise ValueError("dataset_size, epochs and grad_accum_steps must be positive")
+    if not (math.isfinite(disk_bytes_per_s) and disk_bytes_per_s > 0) or not (math.isfinite(restart_s) and
+                                                                              restart_s >= 0):  # fmt: skip
+        raise ValueError("disk_bytes_per_s must be > 0 and restart_s >= 0")
+    rate = rate or InterruptionRate(DEFAULT_INTERRUPTIONS_PER_HOUR,
+                                    "default: one interruption per 24 h (GCP preemptible VMs stop after 24 h)")
+    targets: dict[str, Target] = {t.name: t for t in plan.targets if t.kind == "gpu"}
+    b = plan.batch_size
+    rows: list[CostRow] = []
+    skipped: list[dict[str, str]] = []
+    for p in prices:
+        ig = gpu_for_instance(p)
+        try:
+            gpu = get_gpu(ig.gpu, gpus)
+        except UnknownNameError:
+            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
+                            "reason": f"GPU {ig.gpu!r} is not in the GPU catalog (`paddlefit gpus`); add it with "
+                                      "--catalog to price this instance"})  # fmt: skip
+            continue
+        t = targets.get(gpu.name)
+        if t is None:
+            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
+                            "reason": f"GPU {gpu.name} was not planned"})  # fmt: skip
+            continue
+        rows.append(_row(p, ig.basis, gpu, t, b, dataset_size, epochs, grad_accum_steps, rate, disk_bytes_per_s,
+                         restart_s, use_spot))  # fmt: skip
+    rows.sort(key=lambda r: (not r.fits, r.cost_usd, r.cost_hours))
+    fit = [r for r in rows if r.fits]
+    cheapest = min(fit, key=lambda r: (r.cost_usd, r.cost_hours), default=None)
+    fastest = min(fit, key=lambda r: (r.cost_hours, r.cost_usd), default=None)
+    front = [r for r in fit if not any(_dominates(o, r) for o in fit)]
+    for r in front:
+        r.pareto = True
+    if cheapest:
+        cheapest.cheapest = True
+    if fastest:
+        fastest.fastest = True
+    doc = assumptions(plan, rate, disk_bytes_per_s, restart_s, use_spot, dataset_size, epochs, grad_accum_steps,
+                      price_source)
+    return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
+                      fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front])
+
+
+def _dominates(o: CostRow, r: CostRow) -> bool:
+    """``o`` is at least as fast and as cheap as ``r`` and strictly better in one."""
+    return o.cost_hours <= r.cost_hours and o.cost_usd <= r.cost_usd and (o.cost_hours < r.cost_hours or
+                                                                          o.cost_usd < r.cost_usd)
+
+
+def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size: int, epochs: float, accum: int,
+         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
+    n = p.gpu_count
+    bw, link = gpu.interconnect_gbps(n)
+    ar = ring_allreduce_s(t.grads_bytes, n, bw)
+    micro = t.step_time_s - t.allreduce_s
+    step = accum * micro + ar
+    steps = math.ceil(dataset_size / (b * n * accum)) * epochs
+    work_s = steps * step
+    delta = t.checkpoint_bytes / disk_bps
+    notes = list(p.notes) + [f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
+                             for n in t.notes if n.startswith(("specs ", "fp16 AMP", "bf16 AMP"))]
+    if basis and ("assumed" in basis or "column" in basis):
+        notes.append(basis.split(" (")[0])
+    spot_hours = spot_usd = interval = young = interruptions = None
+    if p.spot_usd_per_hour is not None and work_s > 0:
+        m = rate.mtbi_s
+        interval = daly_interval_s(max(delta, 1e-9), m)
+        young = young_interval_s(max(delta, 1e-9), m)
+        wall = expected_spot_wall_s(work_s, interval, delta, m, restart_s)
+        spot_hours = wall / 3600
+        spot_usd = spot_hours * p.spot_usd_per_hour
+        interruptions = wall / m
+    hours = work_s / 3600
+    on_demand = hours * p.on_demand_usd_per_hour
+    by_spot = use_spot and spot_usd is not None
+    if use_spot and spot_usd is None:
+        notes.append("no spot price: on-demand")
+    return CostRow(
+        cloud=p.cloud, instance_type=p.instance_type, region=p.region, gpu=gpu.name, gpu_basis=basis, gpu_count=n,
+        fits=t.fits, peak_bytes=t.peak_bytes, capacity_bytes=t.capacity_bytes, max_batch_size=t.max_batch_size,
+        step_time_s=step, allreduce_s=ar, interconnect=link if n > 1 else "-", samples_per_s=b * n * accum / step,
+        hours=hours, on_demand_usd_per_hour=p.on_demand_usd_per_hour, on_demand_usd=on_demand,
+        spot_usd_per_hour=p.spot_usd_per_hour, spot_hours=spot_hours, spot_expected_usd=spot_usd,
+        expected_interruptions=interruptions, checkpoint_write_s=delta, checkpoint_interval_s=interval,
+        checkpoint_interval_young_s=young, cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
+        cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
+        cost_basis="spot (expected)" if by_spot else "on-demand", source=p.source, notes=notes,
+    )  # fmt: skip
+
+
+def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool,
+                dataset_size: int, epochs: float, accum: int, price_source: str) -> dict[str, Any]:  # fmt: skip
+    """Every assumption behind the numbers, as printed with the result."""
+    return {
+        "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
+               f"{dataset_size:,} samples x {epochs:g} epochs",
+        "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
+        "step_time": "plan's per-GPU roofline step at the default efficiency (uncalibrated unless a calibration was "
+                     "given) + one ring all-reduce of the gradients per optimizer step, not overlapped",
+        "efficiency": plan.assumptions.get("default_efficiency"),
+        "memory": "data parallel: every GPU holds a full replica, so the per-GPU peak is the one-GPU plan's",
+        "prices": price_source,
+        "ranking": "spot expected cost where a spot price exists, else on-demand" if use_spot else "on-demand cost",
+        "interruptions_per_hour": rate.per_hour,
+        "interruption_rate_basis": rate.basis,
+        "mean_time_between_interruptions_h": 1 / rate.per_hour,
+        "checkpoint_bytes": "weights + optimizer states (fp32 master weights under O2) of one replica",
+        "disk_bytes_per_s": disk_bps,
+        "disk_basis": "AWS EBS gp3 baseline 125 MiB/s" if disk_bps == DEFAULT_DISK_BYTES_PER_S else "--disk-mbps",
+        "restart_s": restart_s,
+        "restart_basis": ("assumed (new instance + container start + checkpoint load); --restart-minutes"
+                          if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),
+        "checkpoint_interval": "Daly (2006) higher-order optimum, used; Young (1974) shown beside it",
+        "spot_model": "exponential interruptions; an interruption loses the work since the last checkpoint and "
+                      "costs a restart (Daly 2006 complete model)",
+        "not_included": "storage, egress, data download, instance start-up before training, evaluation time",
+    }
