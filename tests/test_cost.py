@@ -1,0 +1,284 @@
+"""paddlefit cost: the spot model against a simulation, the per-instance arithmetic, SkyPilot's cache, the CLI."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paddlefit.catalog.gpus import load_gpus
+from paddlefit.catalog.prices import (
+    gpu_for_instance,
+    load_prices,
+    load_skypilot_cache,
+    parse_price_csv,
+    parse_skypilot_vms,
+    select_prices,
+)
+from paddlefit.errors import CatalogError, PaddlefitError
+from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+from paddlefit.plan.cost import (
+    HOURS_PER_MONTH,
+    InterruptionRate,
+    build_cost,
+    expected_spot_wall_s,
+    rate_from_bucket,
+)
+from paddlefit.plan.planner import Plan, Target
+
+HEADER = ("cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,"
+          "region")  # fmt: skip
+
+
+def _simulate(work, tau, delta, m, restart, runs, rng):
+    """Wall time of `work` s of training in segments of tau (+ delta to checkpoint) under Exp(m) interruptions;
+    an interruption loses the segment and costs `restart` s (itself interruptible)."""
+    totals = np.empty(runs)
+    segs = math.ceil(work / tau)
+    for i in range(runs):
+        t = 0.0
+        for k in range(segs):
+            need = min(tau, work - k * tau) + delta
+            first = True
+            while True:
+                length = need if first else restart + need
+                x = rng.exponential(m)
+                if x >= length:
+                    t += length
+                    break
+                t += x
+                first = False
+        totals[i] = t
+    return totals.mean()
+
+
+def test_spot_wall_time_matches_a_monte_carlo_simulation():
+    rng = np.random.default_rng(0)
+    work, delta, m, restart = 10 * 3600.0, 300.0, 6 * 3600.0, 600.0
+    tau = daly_interval_s(delta, m)
+    predicted = expected_spot_wall_s(work, tau, delta, m, restart)
+    # segments of exactly tau: the formula's assumption; 10 h / 3,402.8 s is not whole, so compare on 10 segments
+    work10 = 10 * tau
+    sim = _simulate(work10, tau, delta, m, restart, 4000, rng)
+    pred10 = expected_spot_wall_s(work10, tau, delta, m, restart)
+    assert abs(sim - pred10) / pred10 < 0.01  # 4,000 runs: standard error ~0.3%
+    assert predicted > work * (1 + delta / tau)  # lost work and restarts cost something on top of the writes
+
+
+def test_spot_wall_time_limits_are_exact():
+    # no interruptions (M -> infinity): work + one checkpoint write per interval
+    assert expected_spot_wall_s(3600, 600, 30, 1e12, 600) == pytest.approx(3600 + 6 * 30, rel=1e-6)
+    # interval longer than the work: one segment, one final write
+    assert expected_spot_wall_s(100, 1e6, 5, 1e12, 0) == pytest.approx(105, rel=1e-6)
+    # R = 0, one segment: M (e^(L/M) - 1), the textbook expected completion time
+    assert expected_spot_wall_s(3600, 3600, 0, 7200, 0) == pytest.approx(7200 * math.expm1(0.5), rel=1e-12)
+    with pytest.raises(ValueError):
+        expected_spot_wall_s(3600, 0, 1, 1, 1)
+
+
+def test_spot_bucket_conversion():
+    r = rate_from_bucket("<5%")
+    assert r.per_hour == pytest.approx(-math.log(0.95) / HOURS_PER_MONTH, rel=1e-12)
+    assert r.mtbi_s / 3600 == pytest.approx(14_230.8, rel=1e-4)
+    assert rate_from_bucket("5 – 10%").per_hour == pytest.approx(-math.log(0.9) / 730, rel=1e-12)
+    assert "lower bound" in rate_from_bucket(">20%").basis
+    with pytest.raises(PaddlefitError, match="'<5%'"):
+        rate_from_bucket("7%")
+
+
+def _target(name, step, peak=10 * 1024**3, cap=16 * 1024**3, fits=True):
+    return Target(name=name, kind="gpu", fits=fits, peak_bytes=peak, capacity_bytes=cap, max_batch_size=64,
+                  step_time_s=step, samples_per_s=32 / step, calibrated=False, grads_bytes=400_000_000,
+                  checkpoint_bytes=1_200_000_000)  # fmt: skip
+
+
+def _plan(targets):
+    return Plan(model={"name": "m"}, batch_size=32, precision="fp32", optimizer="adam", devices=1, inputs=[],
+                memory={}, targets=targets, recommendation={}, assumptions={"default_efficiency": {"fp32": 0.5}})
+
+
+def _prices(text):
+    return parse_price_csv(HEADER + ",gpu\n" + text, "test.csv")
+
+
+def test_build_cost_arithmetic_ranking_and_pareto():
+    gpus = load_gpus()
+    plan = _plan([_target("T4", 0.5), _target("L4", 0.2), _target("A100-SXM4-40GB", 0.05),
+                  _target("V100-PCIe-16GB", 0.3, fits=False)])  # fmt: skip
+    prices = _prices("c,t4x1,T4,1,4,16,0.50,0.20,r,\n"
+                     "c,l4x1,L4,1,4,16,0.80,0.30,r,\n"
+                     "c,a100x8,A100,8,96,1152,30.0,,r,A100-SXM4-40GB\n"
+                     "c,v100x1,V100,1,8,60,0.10,0.05,r,\n"
+                     "c,odd,A6000,1,8,60,0.10,,r,\n")  # fmt: skip
+    rate = InterruptionRate(0.1, "test")
+    rep = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, disk_bytes_per_s=100e6,
+                     restart_s=300)  # fmt: skip
+    rows = {r.instance_type: r for r in rep.rows}
+    t4 = rows["t4x1"]
+    steps = math.ceil(10_000 / 32) * 3
+    assert t4.hours == pytest.approx(steps * 0.5 / 3600, rel=1e-12)
+    assert t4.on_demand_usd == pytest.approx(t4.hours * 0.5, rel=1e-12)
+    assert t4.checkpoint_write_s == pytest.approx(12.0)
+    m = 3600 / 0.1
+    assert t4.checkpoint_interval_s == pytest.approx(daly_interval_s(12.0, m))
+    assert t4.checkpoint_interval_young_s == pytest.approx(young_interval_s(12.0, m))
+    wall = expected_spot_wall_s(steps * 0.5, daly_interval_s(12.0, m), 12.0, m, 300)
+    assert t4.spot_expected_usd == pytest.approx(wall / 3600 * 0.20, rel=1e-12)
+    a100 = rows["a100x8"]  # 8 GPUs over NVLink: all-reduce of 400 MB at 300 GB/s per direction
+    ar = ring_allreduce_s(400_000_000, 8, 300)
+    assert a100.allreduce_s == pytest.approx(ar) and a100.interconnect == "nvlink"
+    assert a100.hours == pytest.approx(math.ceil(10_000 / 256) * 3 * (0.05 + ar) / 3600, rel=1e-12)
+    assert a100.spot_expected_usd is None and a100.gpu_basis == "price file `gpu` column"
+    assert not rows["v100x1"].fits and rep.rows[-1].instance_type == "v100x1"  # does not fit: last, never marked
+    assert [s["instance_type"] for s in rep.skipped] == ["odd"]
+    fit = [r for r in rep.rows if r.fits]
+    assert [r.cost_usd for r in fit] == sorted(r.cost_usd for r in fit)
+    assert rep.cheapest == "c/" + min(fit, key=lambda r: r.cost_usd).instance_type
+    assert rep.fastest == "c/a100x8"
+    for r in fit:  # Pareto: nobody is both faster and cheaper
+        dominated = any(o.cost_hours <= r.cost_hours and o.cost_usd <= r.cost_usd and
+                        (o.cost_hours, o.cost_usd) != (r.cost_hours, r.cost_usd) for o in fit)  # fmt: skip
+        assert r.pareto == (not dominated)
+    spot = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, use_spot=True)
+    srows = {r.instance_type: r for r in spot.rows}
+    assert srows["t4x1"].cost_basis == "spot (expected)" and srows["a100x8"].cost_basis == "on-demand"
+    assert "no spot price: on-demand" in srows["a100x8"].notes
+    assert spot.to_dict()["rows"][0]["cost_usd"] == min(r.cost_usd for r in spot.rows if r.fits)
+
+
+def test_instance_gpu_table_resolves_every_shipped_gpu_we_have_specs_for():
+    gpus = {g.name for g in load_gpus()}
+    resolved = {(r.cloud, r.instance_type, r.accelerator): gpu_for_instance(r) for r in load_prices()}
+    unknown = {k[2] for k, v in resolved.items() if v.gpu not in gpus}
+    assert unknown == {"A6000", "RTX6000", "GH200"}  # Lambda cards the GPU catalog has no datasheet row for
+    assert resolved[("aws", "p4d.24xlarge", "A100")].gpu == "A100-SXM4-40GB"
+    assert resolved[("azure", "Standard_NC24ads_A100_v4", "A100-80GB")].gpu == "A100-PCIe-80GB"
+    assert "assumed" in resolved[("lambda", "gpu_1x_a100", "A100")].basis
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+AWS_VMS = """InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,\
+AvailabilityZone,Arch
+g5.xlarge,A10G,1.0,4.0,16.0,"{'x': 1}",1.006,0.52,us-east-1,use1-az1,x86_64
+g5.xlarge,A10G,1.0,4.0,16.0,"{'x': 1}",1.006,0.4591,us-east-1,use1-az2,x86_64
+g5.xlarge,A10G,1.0,4.0,16.0,"{'x': 1}",1.006,,us-east-1,use1-az3,x86_64
+g5.xlarge,A10G,1.0,4.0,16.0,"{'x': 1}",1.212,0.3,us-west-2,usw2-az1,x86_64
+g6f.large,L4,0.125,2.0,8.0,,0.2,0.1,us-east-1,use1-az1,x86_64
+m5.large,,,2.0,8.0,,0.096,0.04,us-east-1,use1-az1,x86_64
+p5.48xlarge,H100,8.0,192.0,2048.0,,55.04,55.04,us-east-1,use1-az1,x86_64
+"""
+GCP_VMS = """InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,\
+Price,SpotPrice
+a2-highgpu-1g,12.0,85.0,A100,1.0,,us-central1,us-central1-a,0.73948,0.36975
+,,,A100,1.0,,us-central1,us-central1-a,2.93391,1.4341
+n1-standard-8,8.0,30.0,,,,us-central1,us-central1-a,0.38,0.11605
+,,,T4,1.0,,us-central1,us-central1-a,0.35,0.175
+,,,T4,4.0,,us-central1,us-central1-a,1.4,0.7
+"""
+
+
+def test_skypilot_cache_newest_version_zone_minimum_and_gcp_sums(tmp_path):
+    root = tmp_path / "catalogs"
+    _write(root / "v7" / "aws" / "vms.csv", AWS_VMS.replace("1.006", "9.99"))
+    _write(root / "v8" / "aws" / "vms.csv", AWS_VMS)
+    _write(root / "v8" / "gcp" / "vms.csv", GCP_VMS)
+    found = load_skypilot_cache(root)
+    aws = {r.instance_type: r for r in found["aws"]}
+    assert set(aws) == {"g5.xlarge", "p5.48xlarge"}  # no CPU-only rows, no fractional GPUs
+    g5 = aws["g5.xlarge"]
+    assert (g5.on_demand_usd_per_hour, g5.spot_usd_per_hour, g5.gpu_count, g5.region) == (1.006, 0.4591, 1,
+                                                                                          "us-east-1")  # fmt: skip
+    assert aws["p5.48xlarge"].spot_usd_per_hour is None  # 55.04 = on-demand: a placeholder
+    gcp = {(r.instance_type, r.accelerator, r.gpu_count): r for r in found["gcp"]}
+    a2 = gcp[("a2-highgpu-1g", "A100", 1)]
+    assert a2.on_demand_usd_per_hour == pytest.approx(0.73948 + 2.93391)
+    assert a2.spot_usd_per_hour == pytest.approx(0.36975 + 1.4341)
+    assert gcp[("n1-standard-8", "T4", 4)].on_demand_usd_per_hour == pytest.approx(0.38 + 1.4)
+    assert ("n1-standard-8", "A100", 1) not in gcp  # A100 has its own host
+    west = load_skypilot_cache(root, region="us-west-2")
+    assert [r.on_demand_usd_per_hour for r in west["aws"]] == [1.212]
+    rows, source = select_prices(skypilot_root=root)
+    assert "SkyPilot's cached catalog" in source and {r.cloud for r in rows} == {"aws", "gcp", "azure", "lambda"}
+    assert sum(r.cloud == "aws" for r in rows) == 2  # the cache replaced the shipped AWS rows
+
+
+def test_skypilot_cache_bad_value_names_file_line_and_column(tmp_path):
+    f = _write(tmp_path / "c" / "v8" / "aws" / "vms.csv", AWS_VMS.replace("0.4591", "cheap"))
+    with pytest.raises(CatalogError, match=r"vms.csv`, line 3, column `SpotPrice`: 'cheap' is not a number"):
+        load_skypilot_cache(tmp_path / "c")
+    with pytest.raises(CatalogError, match="missing column"):
+        parse_skypilot_vms("a,b\n1,2\n", "aws", str(f))
+    assert load_skypilot_cache(tmp_path / "nothing-here") == {}
+
+
+def test_select_prices_filters_and_errors(tmp_path):
+    rows, _ = select_prices(skypilot_root=None, clouds=["AWS"])
+    assert {r.cloud for r in rows} == {"aws"} and len(rows) == 16
+    with pytest.raises(CatalogError, match="known: aws, azure, gcp, lambda"):
+        select_prices(skypilot_root=None, clouds=["oracle"])
+    with pytest.raises(CatalogError, match="aws:us-east-1"):
+        select_prices(skypilot_root=None, region="mars-1")
+    mine = tmp_path / "mine.csv"
+    mine.write_text(HEADER + ",gpu\naliyun,ecs.gn7i,A10,1,8,30,1.9,,cn-beijing,A10\n")
+    rows, source = select_prices([str(mine)], skypilot_root=None, region="cn-beijing")
+    assert [r.instance_type for r in rows] == ["ecs.gn7i"] and "user prices" in source
+
+
+def run(*args, home=None):
+    env = dict(os.environ, COLUMNS="200")
+    if home:
+        env["HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
+                          env=env, timeout=600)  # fmt: skip
+
+
+def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    r = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--json", "--spot", "--spot-bucket", "<5%",
+            "--cloud", "aws", "--cloud", "gcp", home=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {"assumptions", "rows", "cheapest", "fastest", "pareto", "skipped"} <= set(d)
+    assert "bucket <5%" in d["assumptions"]["interruption_rate_basis"]
+    assert "15 epochs" in d["assumptions"]["job"] and "1,348 samples" in d["assumptions"]["job"]
+    rows = d["rows"]
+    assert len(rows) == 16 + 11 and all(row["fits"] for row in rows)  # a 10k-parameter CNN fits every GPU
+    for row in rows:
+        assert row["on_demand_usd"] == pytest.approx(row["hours"] * row["on_demand_usd_per_hour"], rel=1e-9)
+        steps = math.ceil(1348 / (32 * row["gpu_count"])) * 15
+        assert row["hours"] == pytest.approx(steps * row["step_time_s"] / 3600, rel=1e-9)
+    costs = [row["cost_usd"] for row in rows]
+    assert costs == sorted(costs)
+    first = rows[0]
+    key = f"{first['cloud']}/{first['instance_type']}"
+    if first["instance_type"].startswith("n1-"):  # one GCP host type carries several GPU options
+        key += f":{first['gpu_count']}x{first['gpu']}"
+    assert d["cheapest"] == key and first["cheapest"] and first["pareto"]
+    table = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--cloud", "lambda", home=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "cheapest:" in table.stdout and "interruption rate" in table.stdout and "GH200" in table.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["resnet18"], "Give the job length"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "<5%", "--interruptions-per-hour", "1"],
+     "not both"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "sometimes"], "Spot Instance Advisor"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mbps", "0"], "--disk-mbps"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--cloud", "oracle"], "no prices for that cloud"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--gpu", "H900"], "Unknown GPU"),
+])  # fmt: skip
+def test_cost_cli_bad_input_exits_2(args, msg, tmp_path):
+    r = run("cost", *args, home=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr and "Traceback" not in r.stderr
