@@ -360,3 +360,73 @@ def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path) -> None:
     fp32 = write_spec(tmp_path / "f.yaml", max_steps=3)
     r32 = run(train_cmd(fp32, tmp_path / "f", "--json"))
     assert json.loads(r32.stdout)["params_sha256"] == s["params_sha256"]
+
+
+@pytest.mark.slow
+def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=60,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}})
+    want = _uninterrupted(tmp_path, spec, "full")
+    run_dir = tmp_path / "budget"
+    limit_h = 1.5 / 3600  # 1.5 s of wall time; the 60 steps take > 4 s (2.9 s of them sleeping in the dataset)
+    r = run(train_cmd(spec, run_dir, "--max-hours", f"{limit_h:.10f}", "--checkpoint-interval", "auto"))
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert "checkpoint interval (auto): writing took" in r.stderr and "Exit 4" in r.stderr
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 4 and "reached max_hours" in status["reason"]
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))
+    assert ckpts[0] == "step-00000001"  # auto interval: the first step's checkpoint measures the write time
+    stopped_at = int(ckpts[-1].split("-")[1])
+    assert 1 <= stopped_at < 60 and not (run_dir / "summary.json").exists()
+    state = json.loads((run_dir / "checkpoints" / ckpts[-1] / "trainer.json").read_text())
+    assert 1.5 <= state["totals"]["wall_s"] < 30
+    # the same limit again: the wall time carried in the checkpoint is already over it -> one step, stop
+    r = run(train_cmd(spec, run_dir, "--max-hours", f"{limit_h:.10f}"))
+    assert r.returncode == 4, r.stderr[-3000:]
+    assert sorted(p.name for p in (run_dir / "checkpoints").glob("step-*"))[-1] == f"step-{stopped_at + 1:08d}"
+    r = run(train_cmd(spec, run_dir, "--max-cost", "5", "--price-per-hour", "1.2"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = summary(run_dir)
+    assert s["params_sha256"] == want and s["steps"] == 60
+    assert s["cost_usd"] == pytest.approx(s["wall_seconds"] / 3600 * 1.2) and s["wall_seconds"] > 1.5
+
+
+@pytest.mark.slow
+def test_budget_stops_every_rank_of_a_two_process_job(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=200,
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    run_dir = tmp_path / "dp2"
+    r = run(train_cmd(spec, run_dir, "--devices", "2", "--max-cost", f"{3 / 3600 * 2:.8f}", "--price-per-hour",
+                      "2"))  # fmt: skip
+    assert r.returncode == 4, r.stderr[-3000:]
+    ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
+    assert len(ckpts) == 1 and 1 <= int(ckpts[0].name.split("-")[1]) < 200
+    assert "reached max_cost_usd" in json.loads((run_dir / "status.json").read_text())["reason"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--max-cost", "3"], "needs the price"),
+    (["--max-hours", "-1"], "--max-hours"),
+    (["--max-cost", "3", "--instance", "g5.xlargee"], "Did you mean: g5.xlarge"),
+    (["--max-cost", "3", "--instance", "n1-standard-8"], "several prices"),
+    (["--max-cost", "3", "--instance", "gpu_1x_a10", "--spot"], "no spot price"),
+    (["--max-cost", "3", "--price-per-hour", "1", "--instance", "g5.xlarge"], "not both"),
+    (["--checkpoint-interval", "soon"], "`auto` or minutes"),
+    (["--spot-bucket", "<5%"], "go with `--checkpoint-interval auto`"),
+    (["--spot"], "go with `--instance`"),
+])  # fmt: skip
+def test_budget_and_interval_options_are_checked(tmp_path: Path, extra: list, needle: str) -> None:
+    r = run(train_cmd(write_spec(tmp_path / "s.yaml"), tmp_path / "r", *extra), timeout=120)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_instance_price_comes_from_the_catalog(tmp_path: Path) -> None:
+    env = dict(ENV, HOME=str(tmp_path))  # no SkyPilot cache: the shipped snapshot
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
+    r = subprocess.run(train_cmd(spec, tmp_path / "r", "--max-cost", "100", "--instance", "g5.xlarge", "--spot",
+                                 "--json"), capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "g5.xlarge spot 0.4591 USD/hour" in r.stderr
+    s = json.loads(r.stdout)
+    assert s["cost_usd"] == pytest.approx(s["wall_seconds"] / 3600 * 0.4591)

@@ -178,6 +178,29 @@ class CheckpointSpec(BaseModel):
     every_steps: int = Field(default=500, ge=0)
     every_minutes: float = Field(default=10.0, ge=0)
     keep_last: int = Field(default=3, ge=1)
+    #: ``true``: checkpoint after the first step, then every Daly-optimal interval for the measured write time
+    #: and ``interruptions_per_hour`` (``every_steps``/``every_minutes`` are not used).
+    auto_interval: bool = False
+    #: spot interruptions per hour assumed by ``auto_interval`` (default one per 24 h).
+    interruptions_per_hour: float = Field(default=1.0 / 24.0, gt=0)
+
+
+class BudgetSpec(BaseModel):
+    """Stop the run cleanly (final checkpoint, exit code 4) once its wall time reaches ``max_hours`` or its cost
+    ``max_cost_usd`` at ``price_usd_per_hour`` (the whole job's rate). Wall time counts across resumes of the
+    run (it is stored in the checkpoint). Unset limits are off."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    max_hours: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    price_usd_per_hour: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _cost_needs_price(self) -> BudgetSpec:
+        if self.max_cost_usd is not None and self.price_usd_per_hour is None:
+            raise ValueError("budget.max_cost_usd needs budget.price_usd_per_hour (the job's USD per hour)")
+        return self
 
 
 class JobSpec(BaseModel):
@@ -210,6 +233,7 @@ class JobSpec(BaseModel):
     seed: int = Field(default=0, ge=0, lt=2**31)
     data: DataSpec = Field(default_factory=DataSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
     log_every: int = Field(default=10, ge=1)
     visualdl: bool = False
     run_dir: str = "runs/job"

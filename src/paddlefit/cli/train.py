@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
+import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
@@ -18,7 +21,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
 from paddlefit.spec import DATASETS, JobSpec, load_job_spec
-from paddlefit.train.trainer import EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
+from paddlefit.train.trainer import EXIT_BUDGET, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
 from paddlefit.userimport import import_callable
 
 
@@ -97,6 +100,92 @@ def render_summary(summary: dict) -> None:
     out.print(table)
 
 
+def _finite_positive(value: float | None, option: str) -> None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise PaddlefitError(f"`{option}` must be a finite number > 0 (got {value}).")
+
+
+def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
+    """USD/hour of one instance type from the price catalog (SkyPilot's cache or the shipped snapshot).
+
+    Raises:
+        PaddlefitError: unknown or ambiguous instance type, or no spot price when ``spot``.
+    """
+    from paddlefit.catalog.prices import SKYPILOT_CACHE, select_prices
+
+    rows, _ = select_prices(skypilot_root=SKYPILOT_CACHE, clouds=[cloud] if cloud else [])
+    match = [r for r in rows if r.instance_type.lower() == instance.strip().lower()]
+    if not match:
+        close = difflib.get_close_matches(instance, sorted({r.instance_type for r in rows}), n=4, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        raise PaddlefitError(f"`--instance {instance}` is not in the price catalog.{hint} Give `--price-per-hour` "
+                             "instead, or see `paddlefit cost` for the priced instance types.")  # fmt: skip
+    prices = {(r.on_demand_usd_per_hour, r.spot_usd_per_hour) for r in match}
+    if len(prices) > 1:
+        where = ", ".join(f"{r.cloud} {r.gpu_count}x{r.accelerator}" for r in match)
+        raise PaddlefitError(f"`--instance {instance}` has several prices ({where}); give `--cloud` or "
+                             "`--price-per-hour`.")  # fmt: skip
+    row = match[0]
+    if spot:
+        if row.spot_usd_per_hour is None:
+            raise PaddlefitError(f"`--instance {instance} --spot`: the catalog has no spot price for it "
+                                 f"({row.cloud}); give `--price-per-hour`.")  # fmt: skip
+        return row.spot_usd_per_hour
+    return row.on_demand_usd_per_hour
+
+
+def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, price: float | None,
+            instance: str | None, cloud: str | None, spot: bool) -> Any:  # fmt: skip
+    """The spec's budget with the command-line limits applied, or None when no option was given."""
+    if max_hours is None and max_cost is None and price is None and instance is None:
+        if spot or cloud:
+            raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
+        return None
+    _finite_positive(max_hours, "--max-hours")
+    _finite_positive(max_cost, "--max-cost")
+    _finite_positive(price, "--price-per-hour")
+    if price is not None and instance is not None:
+        raise PaddlefitError("Give `--price-per-hour` or `--instance`, not both.")
+    if instance is not None:
+        price = instance_price(instance, cloud, spot)
+        err.print(f"[dim]price: {instance}{' spot' if spot else ''} {price:g} USD/hour (catalog)[/]")
+    upd = {k: v for k, v in (("max_hours", max_hours), ("max_cost_usd", max_cost), ("price_usd_per_hour", price))
+           if v is not None}  # fmt: skip
+    merged = spec.budget.model_dump() | upd
+    if merged["max_cost_usd"] is not None and merged["price_usd_per_hour"] is None:
+        raise PaddlefitError("`--max-cost` needs the price: `--price-per-hour USD` or `--instance TYPE`.")
+    return spec.budget.model_validate(merged)
+
+
+def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket: str | None) -> Any:
+    """The spec's checkpoint section with ``--checkpoint-interval`` applied, or None when not given."""
+    if interval is None:
+        if rate is not None or bucket is not None:
+            raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
+        return None
+    upd: dict[str, Any] = {}
+    if interval.strip().lower() == "auto":
+        if rate is not None and bucket is not None:
+            raise PaddlefitError("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
+        _finite_positive(rate, "--interruptions-per-hour")
+        if bucket is not None:
+            from paddlefit.plan.cost import rate_from_bucket
+
+            rate = rate_from_bucket(bucket).per_hour
+        upd = {"auto_interval": True, **({"interruptions_per_hour": rate} if rate is not None else {})}
+    else:
+        try:
+            minutes = float(interval)
+        except ValueError:
+            minutes = -1.0
+        if not (math.isfinite(minutes) and minutes > 0):
+            raise PaddlefitError(f"`--checkpoint-interval {interval}` must be `auto` or minutes > 0 (e.g. 15).")
+        if rate is not None or bucket is not None:
+            raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
+        upd = {"auto_interval": False, "every_minutes": minutes, "every_steps": 0}
+    return spec.checkpoint.model_validate(spec.checkpoint.model_dump() | upd)
+
+
 @handle_errors
 def train_command(
     config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
@@ -108,6 +197,21 @@ def train_command(
                                "checkpoint directory."),
     max_steps: int = typer.Option(None, "--max-steps", help="Replaces the spec's max_steps (optimizer steps in "
                                   "total; `epochs` still bounds the run). The LR schedule spans the run's length."),
+    max_hours: float = typer.Option(None, "--max-hours", help="Stop cleanly (checkpoint, exit 4) after this much "
+                                    "wall time, counted across resumes of the run."),
+    max_cost: float = typer.Option(None, "--max-cost", help="Stop cleanly (checkpoint, exit 4) at this many USD; "
+                                   "needs --price-per-hour or --instance."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour", help="The job's USD per hour (all nodes)."),
+    instance: str = typer.Option(None, "--instance", help="Take the price from the catalog (`paddlefit cost`): "
+                                 "an instance type such as g5.xlarge; with --cloud, --spot."),
+    cloud: str = typer.Option(None, "--cloud", help="Cloud of --instance when the name is ambiguous."),
+    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --instance."),
+    checkpoint_interval: str = typer.Option(None, "--checkpoint-interval", help="`auto` (Daly optimum for the "
+                                            "measured write time and the interruption rate) or minutes."),
+    interruptions_per_hour: float = typer.Option(None, "--interruptions-per-hour",
+                                                 help="Interruption rate for --checkpoint-interval auto [1/24]."),
+    spot_bucket: str = typer.Option(None, "--spot-bucket", help="Or an AWS Spot Instance Advisor bucket, e.g. "
+                                    "'5-10%', for --checkpoint-interval auto."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end."),
 ) -> None:
     """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
@@ -115,13 +219,15 @@ def train_command(
 
     Only global rank 0 writes. On SIGTERM/SIGINT every rank finishes the current step, rank 0 saves a checkpoint
     and the run exits with code 143 (requeue); `--resume auto` (the default) continues on the exact next batch.
-    Exit codes: 0 done, 2 bad input, 3 loss became NaN/Inf, 143 stopped by a signal after checkpointing.
+    Exit codes: 0 done, 2 bad input, 3 loss became NaN/Inf, 4 budget reached (checkpoint saved), 143 stopped by a
+    signal after checkpointing.
 
     Examples:
       paddlefit train examples/digits.yaml
       paddlefit train examples/digits.yaml --devices 2 --run-dir runs/digits-dp2
       paddlefit train examples/sentiment-zh.yaml --max-steps 200 --resume never
       paddlefit train job.yaml --devices 0,1,2,3      # four GPUs
+      paddlefit train job.yaml --max-cost 40 --instance g5.xlarge --spot --checkpoint-interval auto
     """
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")
@@ -136,6 +242,12 @@ def train_command(
     update: dict = {"devices": n, "run_dir": str(run_dir)}
     if max_steps is not None:  # the command line replaces the spec's max_steps (epochs still bound the run)
         update["max_steps"] = max_steps
+    budget = _budget(spec, max_hours, max_cost, price_per_hour, instance, cloud, spot)
+    if budget is not None:
+        update["budget"] = budget
+    ckpt = _checkpoint(spec, checkpoint_interval, interruptions_per_hour, spot_bucket)
+    if ckpt is not None:
+        update["checkpoint"] = ckpt
     spec = spec.model_copy(update=update)
     _preflight(spec)
     try:
@@ -181,6 +293,9 @@ def train_command(
         return
     if code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
+    elif code == EXIT_BUDGET:
+        err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}: raise the limit and run the same "
+                  "command to resume.")
     else:  # EXIT_NONFINITE, bad input found by a worker, or a crash
         err.print(f"[bold red]error:[/] {escape(reason)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)

@@ -13,7 +13,12 @@ Runs in-process for one device and inside each worker started by ``paddle.distri
 
 Exit codes (``RunResult.exit_code``): 0 finished; 143 stopped by SIGTERM/SIGINT after saving a checkpoint
 (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry 128-255, treat 1-127 as
-permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 2 bad input.
+permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the budget (``budget.max_hours``
+/ ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127); 2 bad input.
+
+Budget and ``checkpoint.auto_interval`` use wall time since the Trainer was created plus the wall time of earlier
+runs of the same run directory (``totals.wall_s`` in the checkpoint). The auto interval is Daly's optimum
+(:func:`paddlefit.plan.checkpoint_interval.daly_interval_s`) for the measured write time of the last checkpoint.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from paddlefit.train.checkpoint import CheckpointStore
 
 EXIT_OK = 0
 EXIT_NONFINITE = 3
+EXIT_BUDGET = 4
 EXIT_REQUEUE = 143
 
 STATUS_FILE = "status.json"
@@ -251,6 +257,26 @@ class Trainer:
         self.is_writer = self.rank == 0
         self.store = CheckpointStore(self.run_dir / "checkpoints", keep_last=spec.checkpoint.keep_last)
         self.stop = _StopFlag()
+        self.wall_start = time.monotonic()
+        self.wall_prior = 0.0  # wall seconds of earlier runs of this run directory (from the checkpoint)
+        self.ckpt_interval_s: float | None = None  # auto_interval: Daly interval after the first measured write
+        self.ckpt_write_s: float | None = None
+
+    def wall_s(self) -> float:
+        """Wall seconds of this run directory's training so far: earlier runs + this process since start-up."""
+        return self.wall_prior + time.monotonic() - self.wall_start
+
+    def over_budget(self) -> str | None:
+        """Why the budget is used up (``max_hours`` or ``max_cost_usd`` at ``price_usd_per_hour``), else None."""
+        b = self.spec.budget
+        hours = self.wall_s() / 3600
+        if b.max_hours is not None and hours >= b.max_hours:
+            return f"budget: {hours:.4g} h of wall time reached max_hours {b.max_hours:g}"
+        if b.max_cost_usd is not None and b.price_usd_per_hour is not None and \
+                hours * b.price_usd_per_hour >= b.max_cost_usd:  # fmt: skip
+            return (f"budget: {hours:.4g} h x {b.price_usd_per_hour:g} USD/h = {hours * b.price_usd_per_hour:.4g} USD "
+                    f"reached max_cost_usd {b.max_cost_usd:g}")  # fmt: skip
+        return None
 
     # ---- setup -------------------------------------------------------------------------------------------
     def _log(self, msg: str) -> None:
@@ -358,7 +384,7 @@ class Trainer:
             "grad_accum_steps": self.spec.grad_accum_steps, "seed": self.spec.seed, "total_steps": self.total_steps,
             "scheduler": _to_jsonable(self.schedule.state_dict()),
             "scaler": _to_jsonable(self.scaler.state_dict()) if self.scaler else None,
-            "totals": dict(self.totals), "last_loss": self.last_loss,
+            "totals": {**self.totals, "wall_s": self.wall_s()}, "last_loss": self.last_loss,
         }  # fmt: skip
 
     def _save(self) -> Path:
@@ -372,10 +398,25 @@ class Trainer:
             with open(tmp / "rng.pkl", "wb") as f:
                 pickle.dump(rng, f)
 
+        t0 = time.monotonic()
         path = self.store.save(self.step, write, meta={"spec_model": self.spec.model})
+        self.ckpt_write_s = time.monotonic() - t0
+        if self.spec.checkpoint.auto_interval:
+            self._set_auto_interval(self.ckpt_write_s)
         self.last_ckpt_time = time.monotonic()
         self.last_ckpt_step = self.step
         return path
+
+    def _set_auto_interval(self, write_s: float) -> None:
+        from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+
+        mtbi = 3600.0 / self.spec.checkpoint.interruptions_per_hour
+        delta = max(write_s, 1e-3)
+        new = daly_interval_s(delta, mtbi)
+        if self.ckpt_interval_s is None or abs(new - self.ckpt_interval_s) > 0.25 * self.ckpt_interval_s:
+            self._log(f"checkpoint interval (auto): writing took {write_s:.3f} s; Daly interval for one interruption "
+                      f"per {mtbi / 3600:,.1f} h = {new:.0f} s (Young {young_interval_s(delta, mtbi):.0f} s)")
+        self.ckpt_interval_s = new
 
     def _choose_resume(self) -> Path | None:
         mode = self.opts.resume
@@ -452,6 +493,7 @@ class Trainer:
                                  f"{pos}) is impossible for this job; pass another checkpoint.")  # fmt: skip
         self.step, self.epoch, self.pos = step, epoch, pos
         self.totals.update(state.get("totals", {}))
+        self.wall_prior = float(self.totals.pop("wall_s", 0.0))
         self.last_loss = state.get("last_loss")
 
     def _truncate_metrics(self) -> None:
@@ -469,15 +511,15 @@ class Trainer:
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 
     # ---- the loop ----------------------------------------------------------------------------------------
-    def _agree(self, stop: bool, nonfinite: bool) -> tuple[bool, bool]:
+    def _agree(self, stop: bool, nonfinite: bool, budget: bool) -> tuple[bool, bool, bool]:
         if self.world == 1:
-            return stop, nonfinite
+            return stop, nonfinite, budget
         import paddle
 
-        t = paddle.to_tensor([float(stop), float(nonfinite)], dtype="float32")
+        t = paddle.to_tensor([float(stop), float(nonfinite), float(budget)], dtype="float32")
         paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
-        a, b = t.numpy().tolist()
-        return a > 0, b > 0
+        a, b, c = t.numpy().tolist()
+        return a > 0, b > 0, c > 0
 
     def _barrier(self) -> None:
         if self.world > 1:
@@ -631,6 +673,8 @@ class Trainer:
 
     def _checkpoint_due(self) -> bool:
         c = self.spec.checkpoint
+        if c.auto_interval:  # first checkpoint after one step measures the write time
+            return self.ckpt_interval_s is None or time.monotonic() - self.last_ckpt_time >= self.ckpt_interval_s
         by_steps = c.every_steps > 0 and self.step % c.every_steps == 0
         by_time = c.every_minutes > 0 and time.monotonic() - self.last_ckpt_time >= c.every_minutes * 60
         return by_steps or by_time
@@ -660,7 +704,8 @@ class Trainer:
                     t0 = time.perf_counter()
                     loss, wait = self._train_step(it)
                     nonfinite_here = not math.isfinite(loss) and self.scaler is None
-                    stop, nonfinite = self._agree(self.stop.signum is not None, nonfinite_here)
+                    stop, nonfinite, budget = self._agree(self.stop.signum is not None, nonfinite_here,
+                                                          self.over_budget() is not None)  # fmt: skip
                     if nonfinite:
                         self.optimizer.clear_grad()
                         return self._end_nonfinite(loss)
@@ -686,6 +731,8 @@ class Trainer:
                     progress.update(loss, self.global_batch / dt)
                     if stop:
                         return self._end_stopped()
+                    if budget:
+                        return self._end_budget()
                     if self.is_writer and self.step < self.total_steps and self._checkpoint_due():
                         self._save()
                 if self.pos + accum > self.steps_per_epoch * accum:  # epoch complete
@@ -723,6 +770,8 @@ class Trainer:
 
     def _summary(self) -> dict[str, Any]:
         t = self.totals
+        wall = self.wall_s()
+        price = self.spec.budget.price_usd_per_hour
         return {
             "steps": self.step, "epochs": self.step / self.steps_per_epoch, "final_loss": self.last_loss,
             "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
@@ -734,6 +783,8 @@ class Trainer:
             "devices": self.world, "device": "gpu" if self.on_gpu else "cpu", "precision": self.spec.precision.value,
             "amp_active": self.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
             "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
+            "wall_seconds": wall, "checkpoint_write_s": self.ckpt_write_s,
+            "checkpoint_interval_s": self.ckpt_interval_s, "cost_usd": wall / 3600 * price if price else None,
         }  # fmt: skip
 
     def _end_done(self) -> RunResult:
@@ -754,6 +805,17 @@ class Trainer:
             write_status(self.run_dir, EXIT_REQUEUE, "stopped by signal", self.step)
         self._barrier()
         return RunResult(EXIT_REQUEUE, "stopped by signal", self.step)
+
+    def _end_budget(self) -> RunResult:
+        reason = self.over_budget() or "budget reached on another rank"
+        if self.is_writer:
+            path = self._save()
+            reason += (f"; saved {path} at step {self.step}. Raise the limit (wall time counts across resumes) and "
+                       "run again with --resume auto to continue.")  # fmt: skip
+            self._log(reason)
+            write_status(self.run_dir, EXIT_BUDGET, reason, self.step)
+        self._barrier()
+        return RunResult(EXIT_BUDGET, reason, self.step)
 
     def _end_nonfinite(self, loss: float) -> RunResult:
         last = self.store.latest_valid() if self.is_writer else None
