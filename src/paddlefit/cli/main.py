@@ -13,6 +13,7 @@ from paddlefit.cli.doctor import doctor_command
 from paddlefit.cli.export import export_command
 from paddlefit.cli.gpus import gpus_command
 from paddlefit.cli.image import image_command
+from paddlefit.cli.launch import launch_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
 from paddlefit.cli.train import train_command
@@ -33,6 +34,7 @@ app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)
 app.command("doctor")(doctor_command)
 app.command("image")(image_command)
+app.command("launch")(launch_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,270 @@
+"""Hand a job spec to multi-node engines: Paddle's own launcher (per-node commands, plain or over ssh), a SkyPilot
+task YAML and a Kubeflow PaddleJob manifest.
+
+Every target runs the same thing on each node: ``python -m paddle.distributed.launch`` with ``--nnodes``,
+``--master`` (node 0's ``host:port``), ``--rank`` and ``--devices`` (arguments from Paddle's launch docs; the
+same values can come from the ``PADDLE_MASTER``/``PADDLE_NNODES`` environment, ``paddle/distributed/launch/context/
+args_envs.py``, which is how the Kubeflow training-operator passes them) starting paddlefit's worker
+(:mod:`paddlefit.train.worker`) with ``--resume auto``, so a restarted job continues from its newest checkpoint.
+Only global rank 0 writes; the run directory must be storage every node sees (NFS, a bucket mount, a PVC).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+
+#: The worker script's path on the node, resolved there (it differs per Python install).
+WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
+SPEC_DELIMITER = "PADDLEFIT_SPEC_EOF"
+#: Default rendezvous port of node 0 (any free TCP port works; Paddle's docs use 8080 and 12538 in examples).
+DEFAULT_PORT = 8090
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """What every node runs.
+
+    Attributes:
+        spec_path: the job spec's path as the nodes see it.
+        run_dir: checkpoints and metrics (shared by all nodes).
+        nodes: node count (>= 1); gpus_per_node: GPUs per node (0 = one CPU process per node, gloo).
+        job_id: Paddle's ``--job_id`` (names the logs).
+        log_dir: Paddle's per-node ``--log_dir`` (node-local; ``workerlog.N`` per local rank).
+        env: environment exported before the launch (NCCL settings).
+    """
+
+    spec_path: str
+    run_dir: str
+    nodes: int
+    gpus_per_node: int
+    job_id: str
+    log_dir: str = "paddlefit-logs"
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 0:
+            raise PaddlefitError(f"nodes must be >= 1 and gpus per node >= 0 (got {self.nodes}, {self.gpus_per_node}).")
+
+    def devices_args(self) -> list[str]:
+        """``--devices 0,1,..`` on GPU nodes, ``--nproc_per_node 1`` on CPU nodes."""
+        if self.gpus_per_node:
+            return ["--devices", ",".join(str(i) for i in range(self.gpus_per_node))]
+        return ["--nproc_per_node", "1"]
+
+
+def node_command(n: NodeLaunch, rank: int | str | None, master: str | None, nnodes: str | None = None,
+                 devices: list[str] | None = None, from_env: bool = False) -> str:  # fmt: skip
+    """The shell command one node runs. ``rank``/``master``/``nnodes`` may be shell expressions such as
+    ``"$SKYPILOT_NODE_RANK"``; ``from_env`` leaves all three to ``PADDLE_RANK``/``PADDLE_MASTER``/``PADDLE_NNODES``
+    (set by Kubeflow's training-operator)."""
+    parts = ["python", "-m", "paddle.distributed.launch"]
+    if not from_env and (n.nodes > 1 or nnodes is not None):
+        parts += ["--nnodes", nnodes if nnodes is not None else str(n.nodes)]
+        if master is not None:
+            parts += ["--master", master]
+        if rank is not None:
+            parts += ["--rank", str(rank)]
+    parts += devices if devices is not None else n.devices_args()
+    parts += ["--log_dir", n.log_dir, "--job_id", n.job_id]
+    quoted = " ".join(p if p.startswith('"$') else shlex.quote(p) for p in parts)
+    tail = " ".join(shlex.quote(a) for a in ("--spec", n.spec_path, "--run-dir", n.run_dir, "--resume", "auto"))
+    return f"{quoted} {WORKER_PATH_SH} {tail}"
+
+
+def _exports(env: dict[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+
+
+def local_scripts(n: NodeLaunch, master: str | None) -> dict[str, str]:
+    """``launch-node<r>.sh`` per node: run node r's script on node r (node 0 first or all at once; the launcher waits
+    for every node at ``master``).
+
+    Raises:
+        PaddlefitError: several nodes without ``master`` (``host:port`` of node 0).
+    """
+    if n.nodes > 1 and not master:
+        raise PaddlefitError("several nodes need `--master HOST:PORT`: node 0's address the others can reach "
+                             f"(e.g. 10.0.0.1:{DEFAULT_PORT}).")  # fmt: skip
+    out = {}
+    for r in range(n.nodes):
+        out[f"launch-node{r}.sh"] = (
+            "#!/usr/bin/env bash\n"
+            f"# node {r} of {n.nodes}: run from the directory that holds {n.spec_path}; {n.run_dir} must be shared.\n"
+            "set -euo pipefail\n" + _exports(n.env) + node_command(n, r, master) + "\n"
+        )
+    return out
+
+
+def ssh_script(n: NodeLaunch, hosts: list[str], port: int, workdir: str) -> str:
+    """``launch-ssh.sh`` (next to ``job.yaml``): copies the spec to every host, starts node r on ``hosts[r]`` over
+    ssh (node 0 = the master at ``hosts[0]:port``), writes each node's output to ``node<r>.log`` and exits non-zero
+    if any node failed.
+
+    Raises:
+        PaddlefitError: the host count differs from the node count, or a host name is not a plain host.
+    """
+    if len(hosts) != n.nodes:
+        raise PaddlefitError(f"`--hosts` names {len(hosts)} host(s) for `--nodes {n.nodes}`; give one per node.")
+    for h in hosts:
+        if not re.fullmatch(r"[A-Za-z0-9_.@:\[\]-]+", h):
+            raise PaddlefitError(f"`--hosts`: {h!r} is not a host name (user@host or an address).")
+    master_host = hosts[0].split("@")[-1]
+    master = f"{master_host}:{port}"
+    lines = ["#!/usr/bin/env bash", f"# {n.nodes} node(s) over ssh; every host needs paddlefit + Paddle, passwordless "
+             f"ssh, and {n.run_dir} on shared storage.", "set -uo pipefail",
+             'here="$(cd "$(dirname "$0")" && pwd)"', "pids=()"]  # fmt: skip
+    for r, h in enumerate(hosts):
+        remote = f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)} && cat > {shlex.quote(n.spec_path)}"
+        lines.append(f'ssh {shlex.quote(h)} {shlex.quote(remote)} < "$here/job.yaml" || exit 1')
+        cmd = f"cd {shlex.quote(workdir)} && " + " && ".join(
+            [f"export {k}={shlex.quote(v)}" for k, v in sorted(n.env.items())] + [node_command(n, r, master)])
+        lines.append(f'ssh -n {shlex.quote(h)} {shlex.quote(cmd)} > "$here/node{r}.log" 2>&1 & pids+=($!)')
+    lines += ["rc=0", 'for p in "${pids[@]}"; do wait "$p" || rc=$?; done',
+              'echo "nodes finished, exit $rc (logs: $here/node*.log)"', "exit $rc"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def dump_yaml(doc: Any) -> str:
+    """YAML for a manifest or task: key order kept, multi-line strings (scripts) as literal ``|`` blocks."""
+    import yaml
+
+    class _Dumper(yaml.SafeDumper):
+        pass
+
+    def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()) else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1000)
+
+
+def spec_heredoc(spec_text: str, path: str) -> str:
+    """Shell lines that write ``spec_text`` to ``path`` (quoted heredoc: no expansion)."""
+    if SPEC_DELIMITER in spec_text:
+        raise PaddlefitError(f"the job spec contains {SPEC_DELIMITER!r}; rename that value.")
+    return f"cat > {shlex.quote(path)} <<'{SPEC_DELIMITER}'\n{spec_text.rstrip()}\n{SPEC_DELIMITER}\n"
+
+
+# ---- SkyPilot --------------------------------------------------------------------------------------------------
+
+#: GPU catalog name -> SkyPilot accelerator name (SkyPilot catalog spelling, see ``catalog/data/gpu_prices.csv``).
+SKYPILOT_ACCELERATORS = {
+    "A100-SXM4-40GB": "A100", "A100-PCIe-40GB": "A100", "A100-SXM4-80GB": "A100-80GB", "A100-PCIe-80GB": "A100-80GB",
+    "H100-SXM": "H100", "H100-PCIe": "H100", "V100-SXM2-16GB": "V100", "V100-PCIe-16GB": "V100",
+    "V100-SXM2-32GB": "V100-32GB", "V100-PCIe-32GB": "V100-32GB", "RTX-4090": "RTX4090", "RTX-3090": "RTX3090",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SkyPilotRequest:
+    """A SkyPilot task: ``accelerator`` (SkyPilot name) x ``gpus_per_node`` on ``nodes`` nodes, spot or not, the
+    checkpoint bucket (``bucket`` URL such as ``s3://b/p``, or None = a bucket SkyPilot creates named
+    ``<name>-checkpoints``), the setup commands and the image."""
+
+    name: str
+    accelerator: str
+    nodes: int
+    gpus_per_node: int
+    spot: bool
+    spec_text: str
+    bucket: str | None = None
+    setup: str = "pip install paddlefit"
+    image_id: str | None = None
+    cloud: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = DEFAULT_PORT
+
+
+def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
+    """The task as a dict (``yaml.safe_dump`` it); run it with ``sky jobs launch task.yaml`` (managed: a preempted
+    spot job is relaunched and ``--resume auto`` continues from the bucket).
+
+    Raises:
+        PaddlefitError: gpus_per_node < 1, or the task does not validate against SkyPilot's schemas.
+    """
+    if req.gpus_per_node < 1 or req.nodes < 1:
+        raise PaddlefitError("a SkyPilot task needs --gpus-per-node >= 1 and --nodes >= 1.")
+    ckpt = "/checkpoints"
+    n = NodeLaunch(spec_path="/tmp/paddlefit-job.yaml", run_dir=f"{ckpt}/{req.name}", nodes=req.nodes,
+                   gpus_per_node=req.gpus_per_node, job_id=req.name, log_dir="/tmp/paddlefit-logs")  # fmt: skip
+    launch = node_command(n, '"$SKYPILOT_NODE_RANK"', f'"$MASTER_ADDR:{req.port}"', nnodes='"$SKYPILOT_NUM_NODES"',
+                          devices=["--devices", '"$DEVICES"'])  # fmt: skip
+    run = (
+        "set -euo pipefail\n" + spec_heredoc(req.spec_text, n.spec_path)
+        + 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
+        + 'DEVICES=$(seq -s, 0 $((SKYPILOT_NUM_GPUS_PER_NODE - 1)))\n' + launch + "\n"
+    )  # fmt: skip
+    resources: dict[str, Any] = {
+        "accelerators": f"{req.accelerator}:{req.gpus_per_node}", "use_spot": req.spot,
+        # preemptions are always recovered; a run that exits 143 (SIGTERM, checkpoint saved) is retried too
+        "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0,
+                         "recover_on_exit_codes": [143]},
+    }  # fmt: skip
+    if req.image_id:
+        resources["image_id"] = req.image_id
+    if req.cloud:
+        resources["cloud"] = req.cloud
+    storage: dict[str, Any] = {"mode": "MOUNT_CACHED"}
+    if req.bucket:
+        storage["source"] = req.bucket
+    else:
+        storage["name"] = f"{req.name}-checkpoints"
+    task: dict[str, Any] = {"name": req.name, "num_nodes": req.nodes, "resources": resources,
+                            "file_mounts": {ckpt: storage}, "setup": req.setup, "run": run}  # fmt: skip
+    if req.env:
+        task["envs"] = dict(sorted(req.env.items()))
+    problems = validate_skypilot_task(task)
+    if problems:
+        raise PaddlefitError("the SkyPilot task does not validate: " + "; ".join(problems[:5]))
+    return task
+
+
+@functools.lru_cache(maxsize=3)
+def skypilot_schema(kind: str) -> dict[str, Any]:
+    """SkyPilot's own JSON schema for ``task``, ``resources`` or ``storage`` (generated by skypilot 0.14.1,
+    ``sky.utils.schemas``; see ``deploy/data/SOURCES.md``)."""
+    text = (importlib.resources.files("paddlefit.deploy") / "data" / f"skypilot_{kind}_schema.json").read_text(
+        encoding="utf-8")  # fmt: skip
+    return json.loads(text)
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """A jsonschema validator for ``schema`` that also checks SkyPilot's ``case_insensitive_enum`` keyword, as
+    SkyPilot's own validator does (``sky/utils/common_utils.py``)."""
+    import jsonschema
+
+    def case_insensitive_enum(validator: Any, enums: list[str], instance: Any, schema: Any) -> Any:
+        if isinstance(instance, str) and instance.lower() not in {e.lower() for e in enums}:
+            yield jsonschema.ValidationError(f"{instance!r} is not one of {enums}")
+
+    base = jsonschema.validators.validator_for(schema)
+    cls = jsonschema.validators.extend(base, {"case_insensitive_enum": case_insensitive_enum})
+    return cls(schema)
+
+
+def validate_skypilot_task(task: dict[str, Any]) -> list[str]:
+    """Problems of a SkyPilot task dict (``path: message``) against SkyPilot's task schema, its resources schema
+    and its storage schema for each ``file_mounts`` entry that is a storage object; empty when valid. Top-level
+    nulls are dropped first, as SkyPilot does."""
+    task = {k: v for k, v in task.items() if v is not None}
+    problems = []
+    checks: list[tuple[str, dict[str, Any], Any]] = [("$", skypilot_schema("task"), task)]
+    if isinstance(task.get("resources"), dict):
+        checks.append(("$.resources", skypilot_schema("resources"), task["resources"]))
+    for dst, src in (task.get("file_mounts") or {}).items():
+        if isinstance(src, dict):
+            checks.append((f"$.file_mounts[{dst}]", skypilot_schema("storage"), src))
+    for where, schema, doc in checks:
+        for e in sorted(_validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path)):
+            path = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+            problems.append(f"{path}: {e.message}")
+    return problems
