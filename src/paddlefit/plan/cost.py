@@ -300,9 +300,10 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
         "mean_time_between_interruptions_h": 1 / rate.per_hour,
         "checkpoint_bytes": "weights + optimizer states (fp32 master weights under O2) of one replica",
         "disk_bytes_per_s": disk_bps,
-        "disk_basis": "AWS EBS gp3 baseline 125 MiB/s" if disk_bps == DEFAULT_DISK_BYTES_PER_S else "--disk-mbps",
+        "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mbps" if disk_bps == DEFAULT_DISK_BYTES_PER_S
+        else "--disk-mbps",
         "restart_s": restart_s,
-        "restart_basis": ("assumed (new instance + container start + checkpoint load); --restart-minutes"
+        "restart_basis": ("an assumption: new instance + container start + checkpoint load; set --restart-minutes"
                           if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),
         "checkpoint_interval": "Daly (2006) higher-order optimum, used; Young (1974) shown beside it",
         "spot_model": "exponential interruptions; an interruption loses the work since the last checkpoint and "

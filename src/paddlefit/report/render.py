@@ -153,9 +153,14 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
 
 
 def usd(value: float | None) -> str:
-    """USD with thousands separators and cents below 100 (``$12.34``, ``$1,234``); ``-`` for None."""
+    """USD: two significant digits below $0.10 (``$0.0031``), cents below 100 (``$12.34``), else whole dollars
+    (``$1,234``); ``-`` for None."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if value <= 0:
+        return "$0"
+    if value < 0.1:
+        return f"${value:.{1 - math.floor(math.log10(value))}f}"
     return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
 
 
@@ -169,19 +174,20 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     table.add_column("", no_wrap=True)
     table.add_column("instance", no_wrap=True)
     table.add_column("GPUs", no_wrap=True)
-    for col in ("hours", "on-demand", "spot", "ckpt"):
+    for col in ("time", "on-demand", "spot", "ckpt"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
     footnotes: list[str] = []
     for r in fit[:top]:
         marks = ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else "")
-        ckpt = f"{r.checkpoint_interval_s / 60:,.0f}m" if r.checkpoint_interval_s is not None else "-"
+        ci = r.checkpoint_interval_s
+        ckpt = "-" if ci is None else f"{ci:.0f}s" if ci < 60 else f"{ci / 60:,.0f}m"
         refs = []
         for n in r.notes:
             if n not in footnotes:
                 footnotes.append(n)
             refs.append(str(footnotes.index(n) + 1))
-        table.add_row(marks, f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", f"{r.hours:,.2f}",
+        table.add_row(marks, f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", duration(r.hours * 3600),
                       usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
     width = console.width
     console.width = max(width, 100)  # instance names need the room (a pipe reports 80 columns)
@@ -208,26 +214,30 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
                       f"({kinds})[/]")
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
-        console.print(f"cheapest: [bold]{report.cheapest}[/] {usd(c.cost_usd)} in {c.cost_hours:,.2f} h "
+        console.print(f"cheapest: [bold]{report.cheapest}[/] {usd(c.cost_usd)} in {duration(c.cost_hours * 3600)} "
                       f"({c.cost_basis})")
     if report.fastest:
         f = next(r for r in fit if r.fastest)
-        console.print(f"fastest:  [bold]{report.fastest}[/] {f.cost_hours:,.2f} h for {usd(f.cost_usd)} "
+        console.print(f"fastest:  [bold]{report.fastest}[/] {duration(f.cost_hours * 3600)} for {usd(f.cost_usd)} "
                       f"({f.cost_basis})")
     if not fit:
         console.print("[bold red]no priced instance fits this job[/]")
+    eff = a.get("efficiency") or {}
+    lines = [
+        ("step time", a["step_time"]),
+        ("efficiency", ", ".join(f"{k} {v:.0%}" for k, v in eff.items()) + " of peak FLOP/s (from ResNet-50 "
+                       "measurements; `paddlefit calibrate` replaces them)"),
+        ("memory", a["memory"]),
+        ("global batch", a["global_batch"]),
+        ("prices", a["prices"]),
+        ("interruptions", f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
+                          f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
+        ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
+        ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
+        ("checkpoint interval", a["checkpoint_interval"]),
+        ("spot model", a["spot_model"]),
+        ("not included", a["not_included"]),
+    ]  # fmt: skip
     console.print("[dim]assumptions:[/]")
-    for k in ("step_time", "memory", "global_batch", "prices", "interruption_rate_basis", "disk_basis",
-              "restart_basis", "checkpoint_interval", "spot_model", "not_included"):
-        v = a[k]
-        if k == "disk_basis":
-            v = f"checkpoint write {a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({v})"
-        if k == "restart_basis":
-            v = f"restart {a['restart_s'] / 60:g} min ({v})"
-        if k == "interruption_rate_basis":
-            mtbi = a["mean_time_between_interruptions_h"]
-            v = f"{a['interruptions_per_hour']:.3g} interruptions/h, MTBI {mtbi:,.1f} h: {v}"
-        console.print(f"[dim]  {k.split('_basis')[0].replace('_', ' ')}: {v}[/]", soft_wrap=True)
-    eff = a.get("efficiency")
-    if eff:
-        console.print(f"[dim]  efficiency (fraction of peak FLOP/s): {eff}[/]", soft_wrap=True)
+    for k, v in lines:
+        console.print(f"[dim]  {k}: {v}[/]", soft_wrap=True, highlight=False)
