@@ -266,7 +266,7 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     assert d["cheapest"] == key and first["cheapest"] and first["pareto"]
     table = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--cloud", "lambda", home=tmp_path)
     assert table.returncode == 0, table.stderr
-    assert "cheapest:" in table.stdout and "interruption rate" in table.stdout and "GH200" in table.stdout
+    assert "cheapest:" in table.stdout and "interruptions: 0.0417/h" in table.stdout and "GH200" in table.stdout
 
 
 @pytest.mark.parametrize("args,msg", [
