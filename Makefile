@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/paddlefit doctor --all
 	$(BIN)/paddlefit plan resnet50 --batch-size 256
+	$(BIN)/paddlefit cost --config examples/digits.yaml --cloud aws --cloud gcp --top 6
 	$(BIN)/paddlefit train examples/digits.yaml --resume never
 	$(BIN)/paddlefit export runs/digits
 
