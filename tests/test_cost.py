@@ -144,6 +144,10 @@ def test_build_cost_arithmetic_ranking_and_pareto():
         dominated = any(o.cost_hours <= r.cost_hours and o.cost_usd <= r.cost_usd and
                         (o.cost_hours, o.cost_usd) != (r.cost_hours, r.cost_usd) for o in fit)  # fmt: skip
         assert r.pareto == (not dominated)
+    small = build_cost(plan, prices, gpus, dataset_size=100, epochs=1, rate=rate, drop_last=True)
+    assert {r.instance_type: r.hours for r in small.rows}["t4x1"] == pytest.approx(100 // 32 * 0.5 / 3600)
+    assert "global batch 256 exceeds the 100 samples" in {s["instance_type"]: s["reason"]
+                                                          for s in small.skipped}["a100x8"]  # fmt: skip
     spot = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, use_spot=True)
     srows = {r.instance_type: r for r in spot.rows}
     assert srows["t4x1"].cost_basis == "spot (expected)" and srows["a100x8"].cost_basis == "on-demand"
@@ -255,7 +259,7 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     assert len(rows) == 16 + 11 and all(row["fits"] for row in rows)  # a 10k-parameter CNN fits every GPU
     for row in rows:
         assert row["on_demand_usd"] == pytest.approx(row["hours"] * row["on_demand_usd_per_hour"], rel=1e-9)
-        steps = math.ceil(1348 / (32 * row["gpu_count"])) * 15
+        steps = 1348 // (32 * row["gpu_count"]) * 15  # digits.yaml: drop_last (the default), as the trainer counts
         assert row["hours"] == pytest.approx(steps * row["step_time_s"] / 3600, rel=1e-9)
     costs = [row["cost_usd"] for row in rows]
     assert costs == sorted(costs)

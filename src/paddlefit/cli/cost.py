@@ -79,6 +79,7 @@ def cost_command(
     job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
                       need_train=dataset_size is None and epochs is None, command="cost")  # fmt: skip
     accum = job.spec.grad_accum_steps if job.own_job and job.spec else 1
+    drop_last = bool(job.own_job and job.spec and job.spec.data.drop_last)
     if dataset_size is None and epochs is None and job.own_job and job.spec:
         spec = job.spec
         if job.train_size and spec.epochs:
@@ -135,7 +136,7 @@ def cost_command(
     if restart_minutes is not None:
         kwargs["restart_s"] = restart_minutes * 60
     report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
-                        rate=rate, use_spot=spot, price_source=source, **kwargs)  # fmt: skip
+                        rate=rate, use_spot=spot, price_source=source, drop_last=drop_last, **kwargs)  # fmt: skip
     if json_out:
         print(to_json(report.to_dict()))
         return

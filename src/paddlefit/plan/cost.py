@@ -4,8 +4,9 @@ Joins a :class:`~paddlefit.plan.planner.Plan` (per-GPU step time and memory, bui
 catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of one catalog model:
 
 - fits: the plan's per-GPU peak under data parallel (each GPU holds a full replica, so the single-GPU peak);
-- time: optimizer steps = ceil(samples / (micro-batch x n x accumulation)) x epochs, each taking accumulation x the
-  plan's micro-step time + one ring all-reduce of the gradients over the instance's GPU interconnect
+- time: optimizer steps = ceil(samples / (micro-batch x n x accumulation)) x epochs (floor with ``drop_last``), each
+  taking accumulation x the plan's micro-step time + one ring all-reduce of the gradients over the instance's GPU
+  interconnect
   (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs share it, else PCIe);
 - on-demand cost = hours x on-demand USD/hour;
 - spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
@@ -170,7 +171,7 @@ def row_key(row: CostRow) -> str:
 def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, dataset_size: int, epochs: float,
                grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
                disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S, restart_s: float = DEFAULT_RESTART_S,
-               use_spot: bool = False, price_source: str = "") -> CostReport:  # fmt: skip
+               use_spot: bool = False, price_source: str = "", drop_last: bool = False) -> CostReport:  # fmt: skip
     """Time and cost of ``plan``'s job on every instance in ``prices``.
 
     Args:
@@ -184,6 +185,7 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         restart_s: seconds lost per interruption besides the lost work.
         use_spot: rank by spot expected cost where a spot price exists.
         price_source: where the prices came from, for the assumptions.
+        drop_last: an epoch is floor(samples / global batch) steps (the trainer's ``data.drop_last``), else ceil.
 
     Returns:
         CostReport with rows sorted: fitting first, then by ranking cost, then hours.
@@ -216,8 +218,13 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
             skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
                             "reason": f"GPU {gpu.name} was not planned"})  # fmt: skip
             continue
+        global_batch = b * p.gpu_count * grad_accum_steps
+        if drop_last and dataset_size < global_batch:
+            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
+                            "reason": f"global batch {global_batch} exceeds the {dataset_size} samples (drop_last)"})
+            continue
         rows.append(_row(p, ig.basis, gpu, t, b, dataset_size, epochs, grad_accum_steps, rate, disk_bytes_per_s,
-                         restart_s, use_spot))  # fmt: skip
+                         restart_s, use_spot, drop_last))  # fmt: skip
     rows.sort(key=lambda r: (not r.fits, r.cost_usd, r.cost_hours))
     fit = [r for r in rows if r.fits]
     cheapest = min(fit, key=lambda r: (r.cost_usd, r.cost_hours), default=None)
@@ -242,13 +249,15 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
 
 
 def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size: int, epochs: float, accum: int,
-         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
+         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool,
+         drop_last: bool) -> CostRow:  # fmt: skip
     n = p.gpu_count
     bw, link = gpu.interconnect_gbps(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
     micro = t.step_time_s - t.allreduce_s
     step = accum * micro + ar
-    steps = math.ceil(dataset_size / (b * n * accum)) * epochs
+    gb = b * n * accum
+    steps = (dataset_size // gb if drop_last else math.ceil(dataset_size / gb)) * epochs
     work_s = steps * step
     delta = t.checkpoint_bytes / disk_bps
     notes = list(p.notes) + [f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
