@@ -11,21 +11,13 @@ import typer
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.catalog.prices import SKYPILOT_CACHE, gpu_for_instance, select_prices
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive
 from paddlefit.cli.plan import resolve_job
 from paddlefit.errors import UnknownNameError
 from paddlefit.plan.cost import InterruptionRate, build_cost, rate_from_bucket
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_cost, to_json
 from paddlefit.spec import OptimizerName, Precision, parse_enum, parse_input_spec
-
-
-def _positive(value: float | None, option: str, allow_zero: bool = False) -> None:
-    if value is None:
-        return
-    ok = math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    if not ok:
-        raise fail(f"`{option}` must be a finite number {'>= 0' if allow_zero else '> 0'} (got {value}).")
 
 
 @handle_errors
@@ -99,9 +91,9 @@ def cost_command(
         raise fail(f"`--safety-margin` must be in (0, 1] (got {safety_margin}).")
     if top < 1:
         raise fail(f"`--top` must be >= 1 (got {top}).")
-    _positive(interruptions_per_hour, "--interruptions-per-hour")
-    _positive(disk_mbps, "--disk-mbps")
-    _positive(restart_minutes, "--restart-minutes", allow_zero=True)
+    require_positive(interruptions_per_hour, "--interruptions-per-hour")
+    require_positive(disk_mbps, "--disk-mbps")
+    require_positive(restart_minutes, "--restart-minutes", allow_zero=True)
     if interruptions_per_hour is not None and spot_bucket is not None:
         raise fail("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
     rate = None

@@ -16,7 +16,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
@@ -100,11 +100,6 @@ def render_summary(summary: dict) -> None:
     out.print(table)
 
 
-def _finite_positive(value: float | None, option: str) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise PaddlefitError(f"`{option}` must be a finite number > 0 (got {value}).")
-
-
 def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
     """USD/hour of one instance type from the price catalog (SkyPilot's cache or the shipped snapshot).
 
@@ -141,9 +136,9 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
         if spot or cloud:
             raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
         return None
-    _finite_positive(max_hours, "--max-hours")
-    _finite_positive(max_cost, "--max-cost")
-    _finite_positive(price, "--price-per-hour")
+    require_positive(max_hours, "--max-hours")
+    require_positive(max_cost, "--max-cost")
+    require_positive(price, "--price-per-hour")
     if price is not None and instance is not None:
         raise PaddlefitError("Give `--price-per-hour` or `--instance`, not both.")
     if instance is not None:
@@ -167,7 +162,7 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
     if interval.strip().lower() == "auto":
         if rate is not None and bucket is not None:
             raise PaddlefitError("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
-        _finite_positive(rate, "--interruptions-per-hour")
+        require_positive(rate, "--interruptions-per-hour")
         if bucket is not None:
             from paddlefit.plan.cost import rate_from_bucket
 
