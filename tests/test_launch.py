@@ -75,7 +75,8 @@ def test_skypilot_task_validates_and_carries_the_spec(job: Path, tmp_path: Path)
     for var in ("SKYPILOT_NODE_IPS", "SKYPILOT_NODE_RANK", "SKYPILOT_NUM_GPUS_PER_NODE", "SKYPILOT_NUM_NODES"):
         assert var in run_script
     assert "--run-dir /checkpoints/job --resume auto" in run_script
-    assert _spec_in(run_script) == JobSpec.model_validate(yaml.safe_load(SPEC)).model_copy(update={"devices": 8})
+    assert _spec_in(run_script) == JobSpec.model_validate(yaml.safe_load(SPEC)).model_copy(update={"devices": 16})
+    assert task["workdir"] == "." and task["setup"] == "pip install -r requirements.txt"
     # SkyPilot's schemas reject what SkyPilot rejects
     bad = dict(task, num_nodes="two", resources=dict(res, use_spot="yes"),
                file_mounts={"/c": {"mode": "FAST", "name": "x"}}, foo=1)
@@ -110,7 +111,7 @@ def test_kubeflow_manifest_validates_against_the_crd(job: Path, tmp_path: Path) 
     script = c["command"][2]
     _bash_syntax_ok(script)
     assert "--nnodes" not in script and "--devices 0,1,2,3" in script  # PADDLE_NNODES/PADDLE_MASTER from the operator
-    assert _spec_in(script).batch_size == 16
+    assert _spec_in(script).batch_size == 16 and _spec_in(script).devices == 12  # 3 pods x 4 GPUs
 
 
 @pytest.mark.slow
@@ -170,3 +171,16 @@ def test_bad_launch_input_exits_2_and_writes_nothing(job: Path, tmp_path: Path, 
     r = run("launch", str(job), *args, "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_skypilot_bucket_names_differ_between_launches_and_files_are_readable(job: Path, tmp_path: Path) -> None:
+    names = []
+    for d in ("a", "b"):
+        r = run("launch", str(job), "-t", "skypilot", "--gpu", "L4", "--out", str(tmp_path / d))
+        assert r.returncode == 0, r.stderr
+        task = yaml.safe_load((tmp_path / d / "task.yaml").read_text())
+        names.append(task["file_mounts"]["/checkpoints"]["name"])
+        mask = os.umask(0)
+        os.umask(mask)
+        assert (tmp_path / d / "task.yaml").stat().st_mode & 0o777 == 0o666 & ~mask  # as open() would, not 0600
+    assert all(re.fullmatch(r"job-ckpt-[0-9a-f]{8}", n) for n in names) and names[0] != names[1]

@@ -47,6 +47,12 @@ def fsync_path(path: str | Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Path:
     """Write ``text`` to ``path`` atomically (POSIX rename); creates parent directories.
 
@@ -57,6 +63,7 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
     path = check_output_path(path, option)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

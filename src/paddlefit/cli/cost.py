@@ -28,8 +28,9 @@ def cost_command(
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-GPU micro-batch size (samples) [32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input, e.g. float32[3,224,224]."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
-    optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw [adam]"),
-    precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 [fp32]"),
+    optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
+    precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
+                                 "(default: fp32)"),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs."),
     cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda."),

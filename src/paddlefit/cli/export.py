@@ -18,7 +18,7 @@ def export_command(
     run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run."),
     checkpoint: Path = typer.Option(None, "--checkpoint", help="A checkpoint directory "
                                     "(RUN_DIR/checkpoints/step-...). Default: the newest that verifies."),
-    out_dir: Path = typer.Option(None, "--out", help="Output directory [RUN_DIR/inference]."),
+    out_dir: Path = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/inference)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Export a checkpoint with paddle.jit.save, reload it with paddle.jit.load and check its outputs against the

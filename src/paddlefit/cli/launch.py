@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from pathlib import Path
 
 import typer
@@ -46,24 +47,28 @@ def launch_command(
     nodes: int = typer.Option(1, "--nodes", help="Nodes (machines or pods)."),
     gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="GPUs per node (0: one CPU process per node)."),
     out_dir: Path = typer.Option(Path("launch"), "--out", help="Directory for the files written."),
-    name: str = typer.Option(None, "--name", help="Job name (lower case, digits, '-') [from the spec file name]."),
+    name: str = typer.Option(None, "--name", help="Job name: lower case, digits, '-' "
+                            "(default: from the spec file name)."),
     master: str = typer.Option(None, "--master", help="local: node 0's HOST:PORT that every node can reach."),
     hosts: str = typer.Option(None, "--hosts", help="ssh: comma-separated hosts, node 0 first (user@host ok)."),
     port: int = typer.Option(8090, "--port", help="ssh/skypilot: rendezvous TCP port on node 0."),
-    workdir: str = typer.Option(None, "--workdir", help="ssh: directory on every host [this directory's path]."),
-    run_dir: str = typer.Option(None, "--run-dir", help="local/ssh: run directory on shared storage [spec run_dir]."),
+    workdir: str = typer.Option(None, "--workdir", help="ssh: directory on every host "
+                               "(default: this directory's path)."),
+    run_dir: str = typer.Option(None, "--run-dir", help="local/ssh: run directory on shared "
+                               "storage (default: the spec's run_dir)."),
     gpu: str = typer.Option(None, "--gpu", help="skypilot: GPU (catalog name such as A100-SXM4-80GB or SkyPilot's "
                             "A100-80GB); see `paddlefit cost`."),
     spot: bool = typer.Option(False, "--spot", help="skypilot: spot instances (managed recovery resumes the run)."),
     bucket: str = typer.Option(None, "--bucket", help="skypilot: checkpoint bucket URL (s3://b/p, gs://...) "
-                               "[a new bucket named <name>-checkpoints]."),
+                               "(default: a new bucket named <name>-checkpoints)."),
     cloud: str = typer.Option(None, "--cloud", help="skypilot: pin a cloud (aws, gcp, azure, lambda)."),
-    setup: str = typer.Option("pip install paddlefit", "--setup", help="skypilot: setup commands on each node "
-                              "(install paddlefit, Paddle and your code's dependencies)."),
+    setup: str = typer.Option("pip install -r requirements.txt", "--setup", help="skypilot: setup commands on each "
+                              "node, run in the synced workdir (the directory you launch from): install paddlefit, "
+                              "the Paddle GPU wheel and your code's dependencies."),
     image: str = typer.Option(None, "--image", help="kubeflow (and skypilot image_id): the container image, "
                               "e.g. built from `paddlefit image`."),
     pvc: str = typer.Option(None, "--pvc", help="kubeflow: PersistentVolumeClaim for checkpoints "
-                            "[<name>-checkpoints; ReadWriteMany for several nodes]."),
+                            "(default: <name>-checkpoints; ReadWriteMany for several nodes)."),
     shm_gib: int = typer.Option(8, "--shm-gib", help="kubeflow: /dev/shm size per pod, GiB."),
     from_snapshot: Path = typer.Option(None, "--from-snapshot", help="A node's `paddlefit doctor --snapshot` file: "
                                        "its NCCL fixes go into the environment."),
@@ -97,7 +102,7 @@ def launch_command(
     name = name or re.sub(r"[^a-z0-9-]+", "-", config.stem.lower()).strip("-") or "paddlefit-job"
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?", name):
         raise fail(f"`--name {name}` must be lower-case letters, digits and '-' (at most 42 characters).")
-    spec = spec.model_copy(update={"devices": max(gpus_per_node, 1)})
+    spec = spec.model_copy(update={"devices": nodes * max(gpus_per_node, 1)})  # the job's world size
     spec_text = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
     env = nccl_env(from_snapshot, nccl_ifname, no_ib) if gpus_per_node else {}
     files: dict[str, str] = {}
@@ -169,12 +174,18 @@ def _skypilot(name: str, gpu: str | None, nodes: int, gpus_per_node: int, spot: 
     else:
         g = get_gpu(gpu)
         acc = SKYPILOT_ACCELERATORS.get(g.name, g.name)
+    # bucket names are global per cloud: a random suffix keeps two users' "train" jobs apart; the task file keeps it,
+    # so a recovered or relaunched job finds its checkpoints
+    bucket_name = f"{name}-ckpt-{secrets.token_hex(4)}"
     task = render_skypilot(SkyPilotRequest(
         name=name, accelerator=acc, nodes=nodes, gpus_per_node=gpus_per_node, spot=spot, spec_text=spec_text,
-        bucket=bucket, setup=setup, image_id=f"docker:{image}" if image else None, cloud=cloud, env=env, port=port))
+        bucket=bucket, bucket_name=bucket_name, setup=setup, image_id=f"docker:{image}" if image else None,
+        cloud=cloud, env=env, port=port))  # fmt: skip
     head = (f"# SkyPilot task written by paddlefit launch: {nodes} node(s) x {gpus_per_node} {acc}"
-            f"{', spot' if spot else ''}.\n# Run: sky jobs launch task.yaml (managed: preempted spot nodes are "
-            "replaced and the run resumes from /checkpoints).\n")  # fmt: skip
+            f"{', spot' if spot else ''}.\n# Run from your project directory (synced as workdir; setup installs from "
+            "it): sky jobs launch <this file>.\n# Managed jobs replace preempted nodes and the run resumes from the "
+            "newest checkpoint on /checkpoints\n# (a bucket: a directory rename there is not atomic, so resume "
+            "verifies each checkpoint's sha256 manifest and skips incomplete ones).\n")  # fmt: skip
     return head + dump_yaml(task)
 
 

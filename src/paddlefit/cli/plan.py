@@ -95,8 +95,9 @@ def plan_command(
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
                                           "multi-input models. Default: the zoo model's own."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
-    optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw [adam]"),
-    precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 [fp32]"),
+    optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
+    precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
+                                 "(default: fp32)"),
     gpu: list[str] = typer.Option(None, "--gpu", help="Only these GPUs (repeatable). Default: whole catalog."),
     devices: int = typer.Option(None, "--devices", help="Data-parallel GPUs per target (adds all-reduce time) [1]."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch, for time to train."),

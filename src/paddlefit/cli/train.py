@@ -215,7 +215,7 @@ def train_command(
     Only global rank 0 writes. On SIGTERM/SIGINT every rank finishes the current step, rank 0 saves a checkpoint
     and the run exits with code 143 (requeue); `--resume auto` (the default) continues on the exact next batch.
     Exit codes: 0 done, 2 bad input, 3 loss became NaN/Inf, 4 budget reached (checkpoint saved), 143 stopped by a
-    signal after checkpointing.
+    signal after checkpointing, 130 Ctrl-C during start-up.
 
     Examples:
       paddlefit train examples/digits.yaml
@@ -289,8 +289,8 @@ def train_command(
     if code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
     elif code == EXIT_BUDGET:
-        err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}: raise the limit and run the same "
-                  "command to resume.")
+        err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}. To continue, run again with a higher "
+                  "limit (e.g. a larger --max-hours): --resume auto picks up the checkpoint.")
     else:  # EXIT_NONFINITE, bad input found by a worker, or a crash
         err.print(f"[bold red]error:[/] {escape(reason)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)

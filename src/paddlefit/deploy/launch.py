@@ -167,8 +167,9 @@ SKYPILOT_ACCELERATORS = {
 @dataclass(frozen=True)
 class SkyPilotRequest:
     """A SkyPilot task: ``accelerator`` (SkyPilot name) x ``gpus_per_node`` on ``nodes`` nodes, spot or not, the
-    checkpoint bucket (``bucket`` URL such as ``s3://b/p``, or None = a bucket SkyPilot creates named
-    ``<name>-checkpoints``), the setup commands and the image."""
+    checkpoint bucket (``bucket`` URL such as ``s3://b/p``, or None = a new bucket SkyPilot creates, named
+    ``bucket_name``), the setup commands, the image, and ``workdir`` (synced to every node; SkyPilot runs
+    ``setup`` and ``run`` in it)."""
 
     name: str
     accelerator: str
@@ -177,7 +178,9 @@ class SkyPilotRequest:
     spot: bool
     spec_text: str
     bucket: str | None = None
-    setup: str = "pip install paddlefit"
+    bucket_name: str = ""
+    setup: str = "pip install -r requirements.txt"
+    workdir: str | None = "."
     image_id: str | None = None
     cloud: str | None = None
     env: dict[str, str] = field(default_factory=dict)
@@ -217,9 +220,11 @@ def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
     if req.bucket:
         storage["source"] = req.bucket
     else:
-        storage["name"] = f"{req.name}-checkpoints"
-    task: dict[str, Any] = {"name": req.name, "num_nodes": req.nodes, "resources": resources,
-                            "file_mounts": {ckpt: storage}, "setup": req.setup, "run": run}  # fmt: skip
+        storage["name"] = req.bucket_name or f"{req.name}-checkpoints"
+    task: dict[str, Any] = {"name": req.name, "num_nodes": req.nodes, "resources": resources}
+    if req.workdir:
+        task["workdir"] = req.workdir
+    task.update({"file_mounts": {ckpt: storage}, "setup": req.setup, "run": run})
     if req.env:
         task["envs"] = dict(sorted(req.env.items()))
     problems = validate_skypilot_task(task)

@@ -56,6 +56,17 @@ def to_json(doc: Any) -> str:
     return json.dumps(_clean(doc), indent=2, sort_keys=False)
 
 
+def print_min_width(console: Console, renderable: Any, min_width: int) -> None:
+    """Print ``renderable`` laid out for at least ``min_width`` columns, so numbers are never cut to "..." (a pipe or
+    CI log reports 80 columns; a narrower terminal wraps the long lines instead)."""
+    width = console.width
+    console.width = max(width, min_width)
+    try:
+        console.print(renderable)
+    finally:
+        console.width = width
+
+
 def render_plan(plan: Any, console: Console) -> None:
     """Print the plan: header, table sorted by recommendation, recommendation line."""
     m, mem = plan.model, plan.memory
@@ -98,7 +109,7 @@ def render_plan(plan: Any, console: Console) -> None:
         if has_ttt:
             row.append(duration(t.time_to_train_s))
         table.add_row(*row)
-    console.print(table)
+    print_min_width(console, table, 100)
     if not wide:
         for t in plan.targets:
             if t.notes:
@@ -189,12 +200,7 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
             refs.append(str(footnotes.index(n) + 1))
         table.add_row(marks, f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", duration(r.hours * 3600),
                       usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
-    width = console.width
-    console.width = max(width, 100)  # instance names need the room (a pipe reports 80 columns)
-    try:
-        console.print(table)
-    finally:
-        console.width = width
+    print_min_width(console, table, 120)
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {n}[/]", soft_wrap=True)
     console.print("[dim]  spot = expected spot cost (lost work, restarts, checkpoint writes); ckpt = Daly checkpoint "
