@@ -160,12 +160,19 @@ def test_ssh_target_runs_a_two_node_job_through_a_stand_in_ssh(job: Path, tmp_pa
     (["-t", "local", "--nodes", "2"], "need `--master HOST:PORT`"),
     (["-t", "local", "--nodes", "2", "--master", "10.0.0.1"], "must be HOST:PORT"),
     (["-t", "ssh", "--nodes", "2", "--hosts", "a"], "names 1 host(s) for `--nodes 2`"),
-    (["-t", "ssh", "--hosts", "a;rm -rf /"], "is not a host name"),
+    (["-t", "ssh", "--hosts", "a;rm -rf /"], "is not [user@]host"),
+    (["-t", "ssh", "--hosts=-Eowned.log"], "is not [user@]host"),
+    (["-t", "ssh", "--nodes", "2", "--hosts", "a,,b"], "is not [user@]host"),
+    (["-t", "local", "--nodes", "2", "--master", "10.0.0.1:0"], "port 1-65535"),
+    (["-t", "local", "--hosts", "a", "--gpu", "L4"], "`--hosts`, `--gpu` do not apply to `--target local`"),
+    (["-t", "local", "--run-dir", "runs/x\ntouch /tmp/pwned"], "contains a control character"),
+    (["-t", "kubeflow", "--image", ""], "`--image` is empty"),
+    (["-t", "kubeflow", "--pvc", "My_PVC!"], "is not a PersistentVolumeClaim name"),
     (["-t", "skypilot"], "needs `--gpu NAME`"),
     (["-t", "skypilot", "--gpu", "H900"], "Unknown GPU"),
     (["-t", "skypilot", "--gpu", "L4", "--bucket", "my-bucket"], "bucket URL"),
     (["-t", "kubeflow", "--name", "Bad_Name"], "lower-case"),
-    (["-t", "local", "--nodes", "0"], "`--nodes` must be >= 1"),
+    (["-t", "local", "--nodes", "0"], "`--nodes` must be 1..1024"),
 ])  # fmt: skip
 def test_bad_launch_input_exits_2_and_writes_nothing(job: Path, tmp_path: Path, args: list, needle: str) -> None:
     r = run("launch", str(job), *args, "--out", str(tmp_path / "o"))

@@ -77,6 +77,43 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
     return path
 
 
+def atomic_write_many(files: dict[Path, str], option: str = "--out") -> list[Path]:
+    """Write several files all or nothing: every temp file is written and fsynced first, then all are renamed.
+
+    A failure before the renames (disk full, permissions) leaves every target untouched and no temp file behind.
+
+    Raises:
+        PaddlefitError: a target is not a writable regular-file path, or a write fails (the message names it).
+    """
+    paths = {check_output_path(path, option): text for path, text in files.items()}
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, text in paths.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps.append((tmp, path))
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+    except OSError as exc:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise PaddlefitError(f"`{option}`: cannot write {temps[-1][1] if temps else 'the files'} "
+                             f"({exc.strerror or exc}); nothing was written.") from None  # fmt: skip
+    except BaseException:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    for tmp, path in temps:
+        os.replace(tmp, path)
+    for parent in {path.parent for _, path in temps}:
+        fsync_path(parent)
+    return [path for _, path in temps]
+
+
 MAX_INPUT_BYTES = 16 * 1024**2
 
 
@@ -88,6 +125,10 @@ def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTE
     """
     p = Path(path)
     try:
+        mode = p.stat().st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO or socket (reading it could block forever)"
+            raise PaddlefitError(f"`{option} {p}` is {kind}; give a regular file.")
         with open(p, "rb") as f:
             data = f.read(limit + 1)
     except OSError as exc:

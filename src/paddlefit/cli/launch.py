@@ -4,6 +4,7 @@ task or a Kubeflow PaddleJob."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.markup import escape
 
 from paddlefit.cli.common import err, fail, handle_errors
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text, check_output_path
+from paddlefit.fileio import atomic_write_many
 from paddlefit.spec import load_job_spec
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
@@ -90,17 +91,38 @@ def launch_command(
       paddlefit launch job.yaml -t skypilot --nodes 2 --gpus-per-node 8 --gpu A100-SXM4-80GB --spot
       paddlefit launch job.yaml -t kubeflow --nodes 4 --gpus-per-node 8 --image registry/me/ocr:1
     """
-    from paddlefit.deploy.launch import DEFAULT_PORT, NodeLaunch, local_scripts, ssh_script
+    from paddlefit.deploy.launch import MAX_NODES, NodeLaunch, local_scripts, parse_hosts, parse_master, ssh_script
 
     if target not in TARGETS:
         raise fail(f"`--target {target}` must be one of {', '.join(TARGETS)}.")
-    if nodes < 1 or gpus_per_node < 0:
-        raise fail(f"`--nodes` must be >= 1 and `--gpus-per-node` >= 0 (got {nodes}, {gpus_per_node}).")
+    if not 1 <= nodes <= MAX_NODES or gpus_per_node < 0 or gpus_per_node > 64:
+        raise fail(f"`--nodes` must be 1..{MAX_NODES} and `--gpus-per-node` 0..64 (got {nodes}, {gpus_per_node}).")
     if not 1 <= port <= 65535:
         raise fail(f"`--port {port}` is not a TCP port (1-65535).")
+    given = {"--master": master, "--hosts": hosts, "--workdir": workdir, "--run-dir": run_dir, "--gpu": gpu,
+             "--spot": spot or None, "--bucket": bucket, "--cloud": cloud, "--pvc": pvc, "--name": name,
+             "--image": image, "--out": str(out_dir), "--nccl-ifname": nccl_ifname}  # fmt: skip
+    for opt, value in given.items():
+        if isinstance(value, str) and not value.strip():
+            raise fail(f"`{opt}` is empty; give a value or leave the option out.")
+    applies = {"--master": ("local",), "--hosts": ("ssh",), "--workdir": ("ssh",), "--run-dir": ("local", "ssh"),
+               "--gpu": ("skypilot",), "--spot": ("skypilot",), "--bucket": ("skypilot",), "--cloud": ("skypilot",),
+               "--pvc": ("kubeflow",), "--image": ("skypilot", "kubeflow")}  # fmt: skip
+    stray = [opt for opt, targets in applies.items() if given[opt] is not None and target not in targets]
+    if stray:
+        many = len(stray) > 1
+        raise fail(f"{', '.join(f'`{o}`' for o in stray)} {'do' if many else 'does'} not apply to `--target {target}`; "
+                   f"leave {'them' if many else 'it'} out.")  # fmt: skip
+    if nccl_ifname is not None and not re.fullmatch(r"\^?=?[A-Za-z0-9_.:-]+(,\^?=?[A-Za-z0-9_.:-]+)*", nccl_ifname):
+        raise fail(f"`--nccl-ifname {nccl_ifname}` must be interface names or prefixes such as eth0 or ^lo,docker "
+                   "(NCCL_SOCKET_IFNAME syntax).")  # fmt: skip
     spec = load_job_spec(config, option="CONFIG")
-    name = name or re.sub(r"[^a-z0-9-]+", "-", config.stem.lower()).strip("-") or "paddlefit-job"
-    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?", name):
+    if spec.data.train is None or (spec.epochs is None and spec.max_steps is None):
+        raise fail(f"CONFIG {config}: `train` needs `data.train` and `epochs` or `max_steps`; every node would "
+                   "stop on this spec. Add them first.")  # fmt: skip
+    if name is None:
+        name = re.sub(r"[^a-z0-9-]+", "-", config.stem.lower()).strip("-")[:42].strip("-") or "paddlefit-job"
+    elif not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?", name):
         raise fail(f"`--name {name}` must be lower-case letters, digits and '-' (at most 42 characters).")
     spec = spec.model_copy(update={"devices": nodes * max(gpus_per_node, 1)})  # the job's world size
     spec_text = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
@@ -112,16 +134,13 @@ def launch_command(
         n = NodeLaunch(spec_path="job.yaml" if target == "ssh" else str(config), run_dir=rd, nodes=nodes,
                        gpus_per_node=gpus_per_node, job_id=name, env=env)  # fmt: skip
         if target == "local":
-            if master is not None and not re.fullmatch(r"[A-Za-z0-9_.\[\]:-]+:\d{1,5}", master):
-                raise fail(f"`--master {master}` must be HOST:PORT, e.g. 10.0.0.1:{DEFAULT_PORT}.")
-            files = local_scripts(n, master)
+            files = local_scripts(n, parse_master(master) if master is not None else None)
             commands = [f"bash {out_dir / f}" for f in files]
         else:
             if not hosts:
                 raise fail("`--target ssh` needs `--hosts host0,host1,...` (node 0 first).")
             files = {"job.yaml": spec_text,
-                     "launch-ssh.sh": ssh_script(n, [h.strip() for h in hosts.split(",") if h.strip()], port,
-                                                 workdir or str(Path.cwd()))}  # fmt: skip
+                     "launch-ssh.sh": ssh_script(n, parse_hosts(hosts), port, workdir or str(Path.cwd()))}
             commands = [f"bash {out_dir / 'launch-ssh.sh'}"]
     elif target == "skypilot":
         files = {"task.yaml": _skypilot(name, gpu, nodes, gpus_per_node, spot, spec_text, bucket, setup, image, cloud,
@@ -141,18 +160,25 @@ def launch_command(
 
 
 def _write(out_dir: Path, files: dict[str, str]) -> None:
+    """All files or none (temp files first, then renames); scripts made executable."""
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise fail(f"`--out {out_dir}` is a file or a symlink; give a directory.")
+    for f in files:
+        if (out_dir / f).is_dir():
+            raise fail(f"`--out {out_dir}` holds a directory named {f}; remove it or choose another `--out`.")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise fail(f"`--out {out_dir}` cannot be created ({exc.strerror or exc}).") from None
-    for f in files:
-        check_output_path(out_dir / f, "--out")
-    for f, text in files.items():
-        path = atomic_write_text(out_dir / f, text, option="--out")
-        if f.endswith(".sh"):
-            path.chmod(0o755)
+    for path in atomic_write_many({out_dir / f: text for f, text in files.items()}, option="--out"):
+        if path.suffix == ".sh":
+            path.chmod(path.stat().st_mode | 0o111 & ~_umask())
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _skypilot(name: str, gpu: str | None, nodes: int, gpus_per_node: int, spot: bool, spec_text: str,
@@ -166,8 +192,12 @@ def _skypilot(name: str, gpu: str | None, nodes: int, gpus_per_node: int, spot: 
                              "ranks them).")  # fmt: skip
     if gpus_per_node < 1:
         raise PaddlefitError("`--target skypilot` needs `--gpus-per-node` >= 1.")
-    if bucket is not None and not re.fullmatch(r"(s3|gs|r2|https|cos|oci)://\S+", bucket):
-        raise PaddlefitError(f"`--bucket {bucket}` must be a bucket URL such as s3://my-bucket/ckpt or gs://b/p.")
+    if bucket is not None and not re.fullmatch(r"(s3|gs|r2|cos|oci)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[\w./-]*)?",
+                                               bucket):  # fmt: skip
+        raise PaddlefitError(f"`--bucket {bucket}` must be a bucket URL such as s3://my-bucket/ckpt or gs://b/p "
+                             "(lower-case bucket name, then an optional path).")  # fmt: skip
+    if image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", image):
+        raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
     sky_names = set(SKYPILOT_ACCELERATORS.values())
     if gpu in sky_names:
         acc = gpu
@@ -195,8 +225,12 @@ def _kubeflow(name: str, nodes: int, gpus_per_node: int, spec_text: str, image: 
     from paddlefit.deploy.kubeflow import PaddleJobRequest, render_paddlejob
     from paddlefit.deploy.launch import NodeLaunch, dump_yaml, node_command, spec_heredoc
 
-    if shm_gib < 1:
-        raise PaddlefitError(f"`--shm-gib` must be >= 1 (got {shm_gib}).")
+    if not 1 <= shm_gib <= 4096:
+        raise PaddlefitError(f"`--shm-gib` must be 1..4096 (got {shm_gib}).")
+    if image is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*", image):
+        raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
+    if pvc is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", pvc):
+        raise PaddlefitError(f"`--pvc {pvc}` is not a PersistentVolumeClaim name (lower case, digits, '-', '.').")
     if image is None:
         image = choose_build(gpu=gpus_per_node > 0).docker_image
         err.print(f"[yellow]--image not given: using the Paddle base image {image}, which lacks paddlefit and your "

@@ -26,6 +26,40 @@ WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__f
 SPEC_DELIMITER = "PADDLEFIT_SPEC_EOF"
 #: Default rendezvous port of node 0 (any free TCP port works; Paddle's docs use 8080 and 12538 in examples).
 DEFAULT_PORT = 8090
+#: Most nodes one launch writes for (a sanity bound: one script per node for `local`).
+MAX_NODES = 1024
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+
+
+def _no_control(value: str, what: str) -> None:
+    if any(ord(c) < 32 or ord(c) == 127 or c in "\u0085\u2028\u2029" for c in value):
+        raise PaddlefitError(f"{what} {value!r} contains a control character (newline, tab...); use a plain path.")
+
+
+def parse_master(text: str) -> str:
+    """``HOST:PORT`` of node 0 (a DNS name, IPv4, or ``[IPv6]``; port 1-65535).
+
+    Raises:
+        PaddlefitError: anything else.
+    """
+    m = re.fullmatch(rf"({_HOST}):(\d{{1,5}})", text.strip())
+    if not m or not 1 <= int(m.group(2)) <= 65535:
+        raise PaddlefitError(f"`--master {text}` must be HOST:PORT with a port 1-65535, e.g. 10.0.0.1:{DEFAULT_PORT}.")
+    return f"{m.group(1)}:{int(m.group(2))}"
+
+
+def parse_hosts(text: str) -> list[str]:
+    """``--hosts h0,h1,...``: each ``[user@]host`` (no port, no option-like names, no empty entries).
+
+    Raises:
+        PaddlefitError: a bad entry (named), with how to give ports (``~/.ssh/config``).
+    """
+    hosts = [h.strip() for h in text.split(",")]
+    for h in hosts:
+        if not re.fullmatch(rf"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?{_HOST}", h):
+            raise PaddlefitError(f"`--hosts`: {h!r} is not [user@]host (empty entries, ports and names starting "
+                                 "with '-' are refused; put ports and options in ~/.ssh/config).")  # fmt: skip
+    return hosts
 
 
 @dataclass(frozen=True)
@@ -52,6 +86,10 @@ class NodeLaunch:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 0:
             raise PaddlefitError(f"nodes must be >= 1 and gpus per node >= 0 (got {self.nodes}, {self.gpus_per_node}).")
+        for what, value in (("the spec path", self.spec_path), ("the run directory", self.run_dir),
+                            ("the job id", self.job_id), ("the log directory", self.log_dir),
+                            *((f"NCCL setting {k}", f"{k}={v}") for k, v in self.env.items())):  # fmt: skip
+            _no_control(value, what)
 
     def devices_args(self) -> list[str]:
         """``--devices 0,1,..`` on GPU nodes, ``--nproc_per_node 1`` on CPU nodes."""
@@ -97,7 +135,8 @@ def local_scripts(n: NodeLaunch, master: str | None) -> dict[str, str]:
     for r in range(n.nodes):
         out[f"launch-node{r}.sh"] = (
             "#!/usr/bin/env bash\n"
-            f"# node {r} of {n.nodes}: run from the directory that holds {n.spec_path}; {n.run_dir} must be shared.\n"
+            f"# node {r} of {n.nodes}: run from the directory that holds {shlex.quote(n.spec_path)}; "
+            f"{shlex.quote(n.run_dir)} must be shared.\n"
             "set -euo pipefail\n" + _exports(n.env) + node_command(n, r, master) + "\n"
         )
     return out
@@ -114,12 +153,12 @@ def ssh_script(n: NodeLaunch, hosts: list[str], port: int, workdir: str) -> str:
     if len(hosts) != n.nodes:
         raise PaddlefitError(f"`--hosts` names {len(hosts)} host(s) for `--nodes {n.nodes}`; give one per node.")
     for h in hosts:
-        if not re.fullmatch(r"[A-Za-z0-9_.@:\[\]-]+", h):
-            raise PaddlefitError(f"`--hosts`: {h!r} is not a host name (user@host or an address).")
+        parse_hosts(h)
+    _no_control(workdir, "`--workdir`")
     master_host = hosts[0].split("@")[-1]
     master = f"{master_host}:{port}"
     lines = ["#!/usr/bin/env bash", f"# {n.nodes} node(s) over ssh; every host needs paddlefit + Paddle, passwordless "
-             f"ssh, and {n.run_dir} on shared storage.", "set -uo pipefail",
+             f"ssh, and {shlex.quote(n.run_dir)} on shared storage.", "set -uo pipefail",
              'here="$(cd "$(dirname "$0")" && pwd)"', "pids=()"]  # fmt: skip
     for r, h in enumerate(hosts):
         remote = f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)} && cat > {shlex.quote(n.spec_path)}"
