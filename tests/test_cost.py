@@ -79,6 +79,8 @@ def test_spot_wall_time_limits_are_exact():
     assert expected_spot_wall_s(3600, 3600, 0, 7200, 0) == pytest.approx(7200 * math.expm1(0.5), rel=1e-12)
     with pytest.raises(ValueError):
         expected_spot_wall_s(3600, 0, 1, 1, 1)
+    # restart + segment of 51 mean times between interruptions: never finishes (inf, not an OverflowError)
+    assert expected_spot_wall_s(3600, 3600, 0, 100, 1500) == math.inf
 
 
 def test_spot_bucket_conversion():
@@ -286,3 +288,34 @@ def test_cost_cli_bad_input_exits_2(args, msg, tmp_path):
     r = run("cost", *args, home=tmp_path)
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and "Traceback" not in r.stderr
+
+
+def _prices_file(tmp_path, body, header=HEADER):
+    f = tmp_path / f"p{len(list(tmp_path.glob('p*.csv')))}.csv"  # one file per case: all are built before any run
+    f.write_text(header + "\n" + body)
+    return str(f)
+
+
+def test_cost_cli_survives_hostile_price_files_and_extreme_rates(tmp_path):
+    cfg = str(Path(__file__).resolve().parents[1] / "examples" / "digits.yaml")
+    base = ["cost", "--config", cfg]
+    r = run(*base, "--prices", _prices_file(tmp_path, "x,big[/]1,T4,1,4,16,0.5,,r1\n"), "--cloud", "x",
+            home=tmp_path)  # fmt: skip
+    assert r.returncode == 0 and "x big[/]1" in r.stdout, r.stderr  # shown literally, not parsed as rich markup
+    cases = [
+        (["--interruptions-per-hour", "10000"], "outside 1e-06..3600"),
+        (["--prices", _prices_file(tmp_path, "x,a,T4\n")], "line 2, column `region`: empty"),
+        (["--prices", _prices_file(tmp_path, "x,a,T4,1,4,16," + "9" * 200_000 + ",,r\n")], "line 2:"),
+        (["--prices", _prices_file(tmp_path, "x,a,T4,1,4,16,0.5,,r,Z9000\n", HEADER + ",gpu"), "--cloud", "x"],
+         "names gpu 'Z9000'"),
+        (["--prices", _prices_file(tmp_path, "x,a,T4,100000,4,16,0.5,,r\n")], "between 0 and 1024"),
+        (["--epochs", "1e300", "--dataset-size", "10"], "`--epochs` a number in (0, 1e6]"),
+    ]  # fmt: skip
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    cases.append((["--prices", str(fifo)], "FIFO"))
+    for extra, needle in cases:
+        r = run(*base, *extra, home=tmp_path)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr[-800:])
+    r = run("cost", "resnet18", "--config", cfg, home=tmp_path)
+    assert r.returncode == 2 and "is not the spec's model" in r.stderr

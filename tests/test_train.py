@@ -430,3 +430,19 @@ def test_instance_price_comes_from_the_catalog(tmp_path: Path) -> None:
     assert "g5.xlarge spot 0.4591 USD/hour" in r.stderr
     s = json.loads(r.stdout)
     assert s["cost_usd"] == pytest.approx(s["wall_seconds"] / 3600 * 0.4591)
+
+
+def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", max_steps=3)
+    run_dir = tmp_path / "r"
+    assert run(train_cmd(spec, run_dir)).returncode == 0
+    before = (run_dir / "job.yaml").read_text()
+    r = run(train_cmd(spec, run_dir, "--max-steps", "999", "--devices", "64"), timeout=120)
+    assert r.returncode == 2 and "CPU processes" in r.stderr
+    assert (run_dir / "job.yaml").read_text() == before  # checked before anything is written
+    r = run(train_cmd(spec, tmp_path / "b", "--max-steps", "50", "--max-hours", "1e-9", "--json"))
+    assert r.returncode == 4 and json.loads(r.stdout)["exit_code"] == 4
+    over = write_spec(tmp_path / "o.yaml", max_steps=2, budget={"max_cost_usd": 1})
+    r = run(train_cmd(over, tmp_path / "c"), timeout=120)
+    assert r.returncode == 2 and "needs the price" in r.stderr
+    assert run(train_cmd(over, tmp_path / "c", "--price-per-hour", "2")).returncode == 0  # the option supplies it

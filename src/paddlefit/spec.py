@@ -182,25 +182,20 @@ class CheckpointSpec(BaseModel):
     #: and ``interruptions_per_hour`` (``every_steps``/``every_minutes`` are not used).
     auto_interval: bool = False
     #: spot interruptions per hour assumed by ``auto_interval`` (default one per 24 h).
-    interruptions_per_hour: float = Field(default=1.0 / 24.0, gt=0)
+    interruptions_per_hour: float = Field(default=1.0 / 24.0, ge=1e-6, le=3600)
 
 
 class BudgetSpec(BaseModel):
     """Stop the run cleanly (final checkpoint, exit code 4) once its wall time reaches ``max_hours`` or its cost
-    ``max_cost_usd`` at ``price_usd_per_hour`` (the whole job's rate). Wall time counts across resumes of the
+    ``max_cost_usd`` at ``price_usd_per_hour`` (the whole job's rate; ``train --price-per-hour``/``--instance``
+    can supply it, and the trainer refuses ``max_cost_usd`` without one). Wall time counts across resumes of the
     run (it is stored in the checkpoint). Unset limits are off."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    max_hours: float | None = Field(default=None, gt=0)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    price_usd_per_hour: float | None = Field(default=None, gt=0)
-
-    @model_validator(mode="after")
-    def _cost_needs_price(self) -> BudgetSpec:
-        if self.max_cost_usd is not None and self.price_usd_per_hour is None:
-            raise ValueError("budget.max_cost_usd needs budget.price_usd_per_hour (the job's USD per hour)")
-        return self
+    max_hours: float | None = Field(default=None, gt=0, le=1e6)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6)
 
 
 class JobSpec(BaseModel):
@@ -222,7 +217,7 @@ class JobSpec(BaseModel):
     batch_size: int = Field(default=32, ge=1)
     grad_accum_steps: int = Field(default=1, ge=1)
     epochs: float | None = Field(default=None, gt=0, le=1e6)
-    max_steps: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=10**12)
     loss: str = "cross_entropy"
     optimizer: OptimizerName = OptimizerName.ADAM
     lr: float = Field(default=1e-3, gt=0)

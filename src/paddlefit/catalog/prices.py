@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from paddlefit.errors import CatalogError
+from paddlefit.errors import CatalogError, PaddlefitError
 from paddlefit.fileio import read_text_limited
 
 REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
@@ -76,8 +76,9 @@ class InstancePrice:
     gpu: str = ""
 
 
-def _number(text: str, where: str, column: str, *, integer: bool = False, optional: bool = False) -> float | None:
-    t = text.strip()
+def _number(text: str | None, where: str, column: str, *, integer: bool = False, optional: bool = False,
+            maximum: float = 1e9) -> float | None:  # fmt: skip
+    t = (text or "").strip()
     if not t:
         if optional:
             return None
@@ -86,9 +87,9 @@ def _number(text: str, where: str, column: str, *, integer: bool = False, option
         value = float(t)
     except ValueError:
         raise CatalogError(f"{where}, column `{column}`: {t!r} is not a number.") from None
-    if not math.isfinite(value) or value < 0 or (integer and value != int(value)):
-        kind = "a whole number >= 0" if integer else "a finite number >= 0"
-        raise CatalogError(f"{where}, column `{column}`: {t!r} is not {kind}.")
+    if not math.isfinite(value) or value < 0 or value > maximum or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a finite number"
+        raise CatalogError(f"{where}, column `{column}`: {t!r} is not {kind} between 0 and {maximum:g}.")
     return value
 
 
@@ -109,6 +110,18 @@ def _make_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: float
                          region=region, source=source, notes=tuple(notes), gpu=gpu)  # fmt: skip
 
 
+def _rows(reader: csv.DictReader, what: str) -> Any:
+    """The reader's rows; a malformed line (a field over the csv module's limit, a stray quote) is a CatalogError."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CatalogError(f"{what}, line {reader.line_num + 1}: {exc}; fix or remove that line.") from None
+        yield row
+
+
 def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
     """Rows of a price CSV (header names as in :data:`REQUIRED_COLUMNS`, any order, extra columns allowed).
 
@@ -124,23 +137,23 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         raise CatalogError(f"price catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; the header "
                            f"needs {','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
     rows = []
-    for row in reader:
+    for row in _rows(reader, f"price catalog `{origin}`"):
         where = f"price catalog `{origin}`, line {reader.line_num}"
         for col in ("cloud", "instance_type", "accelerator", "region"):
             if not (row.get(col) or "").strip():
                 raise CatalogError(f"{where}, column `{col}`: empty.")
-        cloud, itype = row["cloud"].strip().lower(), row["instance_type"].strip()
-        count = int(_number(row["accelerator_count"], where, "accelerator_count", integer=True) or 0)
+        cloud, itype = (row.get("cloud") or "").strip().lower(), (row.get("instance_type") or "").strip()
+        count = int(_number(row["accelerator_count"], where, "accelerator_count", integer=True, maximum=1024) or 0)
         if count < 1:
             raise CatalogError(f"{where}, column `accelerator_count`: must be >= 1 for a GPU instance.")
         on_demand = _number(row["price_usd_per_hour"], where, "price_usd_per_hour")
         spot = _number(row["spot_usd_per_hour"], where, "spot_usd_per_hour", optional=True)
-        src = f"{row['source_path']}@{row['source_commit'][:12]}" if row.get("source_path") and \
+        src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \
             row.get("source_commit") else origin  # fmt: skip
         rows.append(_make_row(
-            cloud, itype, row["accelerator"].strip(), count, _number(row["vcpus"], where, "vcpus") or 0.0,
+            cloud, itype, (row.get("accelerator") or "").strip(), count, _number(row["vcpus"], where, "vcpus") or 0.0,
             _number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand or 0.0), spot,
-            row["region"].strip(), src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
+            (row.get("region") or "").strip(), src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
     return rows
 
 
@@ -213,7 +226,7 @@ def parse_skypilot_vms(text: str, cloud: str, origin: str, region: str | None = 
                            "SkyPilot vms.csv?")  # fmt: skip
     hosts: dict[str, dict[str, Any]] = {}
     accels: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in reader:
+    for row in _rows(reader, f"SkyPilot catalog `{origin}`"):
         if (row.get("Region") or "").strip() != region:
             continue
         where = f"SkyPilot catalog `{origin}`, line {reader.line_num}"
@@ -268,21 +281,30 @@ def _keep(slot: dict[str, Any], price: float | None, spot: float | None) -> None
         slot["spot"] = spot
 
 
-def load_skypilot_cache(root: Path | str = SKYPILOT_CACHE, region: str | None = None) -> dict[str, list[InstancePrice]]:
+def load_skypilot_cache(root: Path | str = SKYPILOT_CACHE, region: str | None = None,
+                        clouds: list[str] | tuple[str, ...] = ()) -> dict[str, list[InstancePrice]]:  # fmt: skip
     """cloud -> GPU instance rows from SkyPilot's cached catalogs (``~/.sky/catalogs/<version>/<cloud>/vms.csv``,
     the newest version per cloud), or an empty dict when SkyPilot has cached none.
 
     Args:
         root: the cache directory.
         region: one region for every cloud; None = :data:`DEFAULT_REGIONS`.
+        clouds: read only these clouds' files (empty = all).
 
     Raises:
-        CatalogError: see :func:`parse_skypilot_vms`.
+        CatalogError: see :func:`parse_skypilot_vms`; the message says how to bypass the cache.
     """
     found = {}
+    want = {c.strip().lower() for c in clouds}
     for cloud, f in _skypilot_files(Path(root).expanduser()).items():
-        rows = parse_skypilot_vms(read_text_limited(f, "SkyPilot catalog", limit=256 * 1024**2), cloud, str(f),
-                                  region)  # fmt: skip
+        if want and cloud not in want:
+            continue
+        try:
+            text = read_text_limited(f, "SkyPilot catalog", limit=256 * 1024**2)
+            rows = parse_skypilot_vms(text, cloud, str(f), region)
+        except PaddlefitError as exc:
+            raise CatalogError(f"{exc} This file is SkyPilot's cache: refresh it (`sky show-gpus`), delete it, or "
+                               "use `--shipped-prices`.") from None  # fmt: skip
         if rows:
             found[cloud] = rows
     return found
@@ -354,7 +376,7 @@ def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_roo
     """
     rows = load_prices(())
     source = SHIPPED_SOURCE
-    cache = load_skypilot_cache(skypilot_root, region) if skypilot_root is not None else {}
+    cache = load_skypilot_cache(skypilot_root, region, clouds) if skypilot_root is not None else {}
     if cache:
         rows = [r for r in rows if r.cloud not in cache] + [r for c in sorted(cache) for r in cache[c]]
         source = (f"SkyPilot's cached catalog ({Path(skypilot_root).expanduser()}) for {', '.join(sorted(cache))}"  # type: ignore[arg-type]

@@ -82,10 +82,13 @@ def cost_command(
             if dataset_size is None or epochs is None or capped < dataset_size * epochs:
                 dataset_size, epochs = capped, 1.0
     if (dataset_size is None) != (epochs is None) or dataset_size is None or epochs is None:
+        if job.spec is not None and not job.own_job:
+            raise fail(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data and epochs "
+                       "do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
         raise fail("Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
                    "epochs/max_steps give it).")  # fmt: skip
-    if dataset_size < 1 or not math.isfinite(epochs) or epochs <= 0:
-        raise fail("`--dataset-size` must be >= 1 and `--epochs` a finite number > 0.")
+    if not 1 <= dataset_size <= 10**13 or not math.isfinite(epochs) or not 0 < epochs <= 1e6:
+        raise fail("`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6].")
     if job.batch_size < 1:
         raise fail(f"`--batch-size` must be >= 1 (got {job.batch_size}).")
     if not (math.isfinite(safety_margin) and 0 < safety_margin <= 1):
@@ -95,6 +98,12 @@ def cost_command(
     require_positive(interruptions_per_hour, "--interruptions-per-hour")
     require_positive(disk_mbps, "--disk-mbps")
     require_positive(restart_minutes, "--restart-minutes", allow_zero=True)
+    for opt, value, lo, hi in (("--interruptions-per-hour", interruptions_per_hour, 1e-6, 3600),
+                               ("--disk-mbps", disk_mbps, 1e-3, 1e7), ("--restart-minutes", restart_minutes, 0, 1e5)):
+        if value is not None and not lo <= value <= hi:
+            raise fail(f"`{opt} {value:g}` is outside {lo:g}..{hi:g}.")
+    if region is not None and not region.strip():
+        raise fail("`--region` is empty; give a region such as us-east-1 or leave it out.")
     if interruptions_per_hour is not None and spot_bucket is not None:
         raise fail("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
     rate = None
@@ -112,6 +121,10 @@ def cost_command(
         if not rows:
             raise fail(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
                        "`--prices FILE`.")  # fmt: skip
+    for r in rows:  # a `gpu` the user wrote must exist; a catalog accelerator without specs is only skipped
+        if r.gpu and _gpu_name(r, gpus_all) is None:
+            raise fail(f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not in the "
+                       "GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog.")  # fmt: skip
     needed = sorted({n for r in rows if (n := _gpu_name(r, gpus_all))})
     req = PlanRequest(
         model=job.model, batch_size=job.batch_size,

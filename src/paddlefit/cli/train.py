@@ -118,8 +118,8 @@ def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
     prices = {(r.on_demand_usd_per_hour, r.spot_usd_per_hour) for r in match}
     if len(prices) > 1:
         where = ", ".join(f"{r.cloud} {r.gpu_count}x{r.accelerator}" for r in match)
-        raise PaddlefitError(f"`--instance {instance}` has several prices ({where}); give `--cloud` or "
-                             "`--price-per-hour`.")  # fmt: skip
+        hint = "`--price-per-hour`" if cloud else "`--cloud` or `--price-per-hour`"
+        raise PaddlefitError(f"`--instance {instance}` has several prices ({where}); give {hint}.")
     row = match[0]
     if spot:
         if row.spot_usd_per_hour is None:
@@ -132,9 +132,12 @@ def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
 def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, price: float | None,
             instance: str | None, cloud: str | None, spot: bool) -> Any:  # fmt: skip
     """The spec's budget with the command-line limits applied, or None when no option was given."""
+    if (spot or cloud) and instance is None:
+        raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
     if max_hours is None and max_cost is None and price is None and instance is None:
-        if spot or cloud:
-            raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
+        if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
+            raise PaddlefitError("the spec's budget.max_cost_usd needs the price: budget.price_usd_per_hour, or "
+                                 "`--price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
         return None
     require_positive(max_hours, "--max-hours")
     require_positive(max_cost, "--max-cost")
@@ -149,7 +152,7 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
     merged = spec.budget.model_dump() | upd
     if merged["max_cost_usd"] is not None and merged["price_usd_per_hour"] is None:
         raise PaddlefitError("`--max-cost` needs the price: `--price-per-hour USD` or `--instance TYPE`.")
-    return spec.budget.model_validate(merged)
+    return _validated(spec.budget, merged, "budget")
 
 
 def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket: str | None) -> Any:
@@ -178,7 +181,19 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
         if rate is not None or bucket is not None:
             raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
         upd = {"auto_interval": False, "every_minutes": minutes, "every_steps": 0}
-    return spec.checkpoint.model_validate(spec.checkpoint.model_dump() | upd)
+    return _validated(spec.checkpoint, spec.checkpoint.model_dump() | upd, "checkpoint")
+
+
+def _validated(model: Any, values: dict[str, Any], section: str) -> Any:
+    """``values`` validated as ``model``'s class; a range error names the option's spec key."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(x) for x in e["loc"])
+        raise PaddlefitError(f"{section}.{where}: {e['msg']} (got {e.get('input')!r}).") from None
 
 
 @handle_errors
@@ -207,7 +222,8 @@ def train_command(
                                                  help="Interruption rate for --checkpoint-interval auto [1/24]."),
     spot_bucket: str = typer.Option(None, "--spot-bucket", help="Or an AWS Spot Instance Advisor bucket, e.g. "
                                     "'5-10%', for --checkpoint-interval auto."),
-    json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end."),
+    json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end ({exit_code, reason, "
+                                  "run_dir} when the run stops early)."),
 ) -> None:
     """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
     accumulation, atomic checkpoints and exact resume.
@@ -245,14 +261,6 @@ def train_command(
         update["checkpoint"] = ckpt
     spec = spec.model_copy(update=update)
     _preflight(spec)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
-                                                                          sort_keys=False, allow_unicode=True),
-                                      option="--run-dir")
-    except OSError as exc:
-        why = exc.strerror or exc
-        raise fail(f"`--run-dir {run_dir}` is not writable ({why}); choose another directory.") from None
     with contextlib.redirect_stdout(sys.stderr):
         gpus = _gpu_count()
     if gpu_ids is not None and gpus == 0:
@@ -267,6 +275,14 @@ def train_command(
     cores = os.cpu_count() or 1
     if not gpus and n > max(2, cores):
         raise fail(f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most {max(2, cores)}.")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
+                                                                          sort_keys=False, allow_unicode=True),
+                                      option="--run-dir")
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise fail(f"`--run-dir {run_dir}` is not writable ({why}); choose another directory.") from None
     if n == 1:
         from paddlefit.train.trainer import Trainer, TrainOptions
 
@@ -286,6 +302,8 @@ def train_command(
         else:
             render_summary(summary)
         return
+    if json_out:  # one JSON document on stdout whatever the outcome
+        print(to_json({"exit_code": code, "reason": reason, "run_dir": str(run_dir)}))
     if code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
     elif code == EXIT_BUDGET:

@@ -86,7 +86,8 @@ def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_
     can itself be interrupted). The expected time of one segment of length L = interval + delta is
     ``M e^(R/M) (e^(L/M) - 1)`` (Daly 2006, FGCS 22(3), the complete model; derivation: E = E[min(X, L)] +
     P(X < L) M (e^((R+L)/M) - 1) with X ~ Exp(M)), so the total is that times work / interval. An interval longer
-    than the work is cut to the work (one segment, one final checkpoint).
+    than the work is cut to the work (one segment, one final checkpoint). Returns ``inf`` when restart + segment
+    exceed 50 mean times between interruptions (a factor e^50 ~ 5e21: it would practically never complete).
 
     Args:
         work_s, interval_s, delta_s, mtbi_s, restart_s: seconds; all finite, work/interval/mtbi > 0, the rest >= 0.
@@ -100,6 +101,8 @@ def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_
         raise ValueError(f"expected_spot_wall_s: bad arguments {vals}")
     tau = min(interval_s, work_s)
     m = mtbi_s
+    if (restart_s + tau + delta_s) / m > 50:  # a factor e^50 ~ 5e21 on the work: it practically never finishes
+        return math.inf
     return m * math.exp(restart_s / m) * math.expm1((tau + delta_s) / m) * work_s / tau
 
 
@@ -270,9 +273,12 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size
         interval = daly_interval_s(max(delta, 1e-9), m)
         young = young_interval_s(max(delta, 1e-9), m)
         wall = expected_spot_wall_s(work_s, interval, delta, m, restart_s)
-        spot_hours = wall / 3600
-        spot_usd = spot_hours * p.spot_usd_per_hour
-        interruptions = wall / m
+        if math.isfinite(wall):
+            spot_hours = wall / 3600
+            spot_usd = spot_hours * p.spot_usd_per_hour
+            interruptions = wall / m
+        else:
+            notes.append("spot: would practically never finish at this interruption rate")
     hours = work_s / 3600
     on_demand = hours * p.on_demand_usd_per_hour
     by_spot = use_spot and spot_usd is not None

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.gpus import GPU
@@ -178,7 +179,7 @@ def usd(value: float | None) -> str:
 def render_cost(report: Any, console: Console, top: int = 15) -> None:
     """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions."""
     a = report.assumptions
-    console.print(f"[bold]{a['job']}[/]")
+    console.print(f"[bold]{escape(a['job'])}[/]")
     fit = [r for r in report.rows if r.fits]
     table = Table(box=box.SIMPLE_HEAD, title=f"ranked by {a['ranking']} (* cheapest, ^ fastest, P Pareto front)",
                   padding=(0, 1), pad_edge=False)
@@ -198,11 +199,12 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
             if n not in footnotes:
                 footnotes.append(n)
             refs.append(str(footnotes.index(n) + 1))
-        table.add_row(marks, f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", duration(r.hours * 3600),
+        table.add_row(marks, escape(f"{r.cloud} {r.instance_type}"), escape(f"{r.gpu_count}x {r.gpu}"),
+                      duration(r.hours * 3600),
                       usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
     print_min_width(console, table, 120)
     for i, n in enumerate(footnotes, 1):
-        console.print(f"[dim]  note {i}: {n}[/]", soft_wrap=True)
+        console.print(f"[dim]  note {i}: {escape(n)}[/]", soft_wrap=True)
     console.print("[dim]  spot = expected spot cost (lost work, restarts, checkpoint writes); ckpt = Daly checkpoint "
                   "interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, peak "
                   "per GPU[/]", soft_wrap=True)
@@ -211,22 +213,27 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
     nofit = [r for r in report.rows if not r.fits]
     if nofit:
-        names = ", ".join(sorted({f"{r.gpu}" for r in nofit}))
+        names = escape(", ".join(sorted({f"{r.gpu}" for r in nofit})))
         console.print(f"does not fit: {len(nofit)} instance type(s) with {names} (peak per GPU above the usable "
                       "memory): lower the micro-batch with accumulation, or use AMP")
-    if report.skipped:
-        kinds = ", ".join(sorted({s["accelerator"] for s in report.skipped}))
-        console.print(f"[dim]not priced: {len(report.skipped)} instance type(s) whose GPU is not in the GPU catalog "
-                      f"({kinds})[/]")
+    by_reason: dict[str, list[str]] = {}
+    for sk in report.skipped:
+        reason = sk["reason"].split(";")[0]
+        by_reason.setdefault(reason, []).append(f"{sk['cloud']} {sk['instance_type']}")
+    for reason, names in by_reason.items():
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        console.print(f"[dim]not priced: {escape(shown)}: {escape(reason)}[/]", soft_wrap=True)
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
-        console.print(f"cheapest: [bold]{report.cheapest}[/] {usd(c.cost_usd)} in {duration(c.cost_hours * 3600)} "
-                      f"({c.cost_basis})")
+        took = duration(c.cost_hours * 3600)
+        console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {usd(c.cost_usd)} in {took} ({c.cost_basis})")
     if report.fastest:
         f = next(r for r in fit if r.fastest)
-        console.print(f"fastest:  [bold]{report.fastest}[/] {duration(f.cost_hours * 3600)} for {usd(f.cost_usd)} "
-                      f"({f.cost_basis})")
-    if not fit:
+        took = duration(f.cost_hours * 3600)
+        console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {usd(f.cost_usd)} ({f.cost_basis})")
+    if not report.rows:
+        console.print("[bold red]no instance could be priced: see the reasons above[/]")
+    elif not fit:
         console.print("[bold red]no priced instance fits this job[/]")
     eff = a.get("efficiency") or {}
     lines = [
@@ -246,4 +253,4 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     ]  # fmt: skip
     console.print("[dim]assumptions:[/]")
     for k, v in lines:
-        console.print(f"[dim]  {k}: {v}[/]", soft_wrap=True, highlight=False)
+        console.print(f"[dim]  {k}: {escape(str(v))}[/]", soft_wrap=True, highlight=False)

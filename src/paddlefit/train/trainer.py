@@ -257,6 +257,9 @@ class Trainer:
         self.is_writer = self.rank == 0
         self.store = CheckpointStore(self.run_dir / "checkpoints", keep_last=spec.checkpoint.keep_last)
         self.stop = _StopFlag()
+        if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
+            raise PaddlefitError("budget.max_cost_usd needs the job's price: budget.price_usd_per_hour in the spec, or "
+                                 "`train --price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
         self.wall_start = time.monotonic()
         self.wall_prior = 0.0  # wall seconds of earlier runs of this run directory (from the checkpoint)
         self.ckpt_interval_s: float | None = None  # auto_interval: Daly interval after the first measured write
