@@ -47,7 +47,8 @@ def fsync_path(path: str | Path) -> None:
         os.close(fd)
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -63,7 +64,7 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
     path = check_output_path(path, option)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode open() would
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -91,7 +92,7 @@ def atomic_write_many(files: dict[Path, str], option: str = "--out") -> list[Pat
         for path, text in paths.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             temps.append((tmp, path))
-            os.fchmod(fd, 0o666 & ~_umask())
+            os.fchmod(fd, 0o666 & ~current_umask())
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
                 f.flush()

@@ -4,7 +4,6 @@ task or a Kubeflow PaddleJob."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 from pathlib import Path
@@ -15,7 +14,7 @@ from rich.markup import escape
 
 from paddlefit.cli.common import err, fail, handle_errors
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_many
+from paddlefit.fileio import atomic_write_many, current_umask
 from paddlefit.spec import load_job_spec
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
@@ -172,13 +171,7 @@ def _write(out_dir: Path, files: dict[str, str]) -> None:
         raise fail(f"`--out {out_dir}` cannot be created ({exc.strerror or exc}).") from None
     for path in atomic_write_many({out_dir / f: text for f, text in files.items()}, option="--out"):
         if path.suffix == ".sh":
-            path.chmod(path.stat().st_mode | 0o111 & ~_umask())
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+            path.chmod(path.stat().st_mode | 0o111 & ~current_umask())
 
 
 def _skypilot(name: str, gpu: str | None, nodes: int, gpus_per_node: int, spot: bool, spec_text: str,
