@@ -126,7 +126,8 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
 
 
 #: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.datasets`).
-DATASETS = {"digits": "paddlefit.datasets:digits", "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
+DATASETS = {"digits": "paddlefit.datasets:digits", "digits-warped": "paddlefit.datasets:digits_warped",
+            "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
 
 
 class DataSpec(BaseModel):

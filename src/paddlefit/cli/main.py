@@ -16,6 +16,7 @@ from paddlefit.cli.image import image_command
 from paddlefit.cli.launch import launch_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
+from paddlefit.cli.profile import profile_command
 from paddlefit.cli.train import train_command
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ app.command("calibrate")(calibrate_command)
 app.command("doctor")(doctor_command)
 app.command("image")(image_command)
 app.command("launch")(launch_command)
+app.command("profile")(profile_command)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,71 @@
+"""``paddlefit profile``: where a training step's time goes, the bottleneck, and ranked fixes."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.report.render import to_json
+from paddlefit.spec import load_job_spec
+
+
+@handle_errors
+def profile_command(
+    config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits-warped.yaml)."),
+    steps: int = typer.Option(30, "--steps", help="Measured optimizer steps (after the warm-up)."),
+    warmup: int = typer.Option(5, "--warmup", help="Steps run first and left out of the statistics."),
+    plot: Path = typer.Option(None, "--plot", help="Write a PNG of each step's components to this file."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Run a few steps of the job on one device, time data wait, host-to-device copy, forward, backward and
+    optimizer per step (mean and p95), sample CPU (and GPU) utilisation, and name the bottleneck with its
+    evidence and a ranked list of fixes.
+
+    Examples:
+      paddlefit profile examples/digits-warped.yaml            # input-bound
+      paddlefit profile examples/digits-wide.yaml --steps 20   # compute-bound
+      paddlefit profile job.yaml --json --plot profile.png
+    """
+    from paddlefit.diagnose.profiler import plot_profile, profile_job
+
+    quiet_paddle()
+    if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000:
+        raise fail(f"`--steps` must be 3..100000 and `--warmup` 0..100000 (got {steps}, {warmup}).")
+    spec = load_job_spec(config, option="CONFIG")
+    if plot is not None:
+        from paddlefit.fileio import check_output_path
+
+        check_output_path(plot, "--plot")
+    with err.status("profiling...") as status, contextlib.redirect_stdout(sys.stderr):
+        result = profile_job(spec, steps=steps, warmup=warmup,
+                             progress=lambda d, n: status.update(f"profiling: step {d}/{n}"))  # fmt: skip
+    if plot is not None:
+        plot_profile(result, str(plot))
+        err.print(f"wrote {escape(str(plot))}", highlight=False)
+    if json_out:
+        print(to_json(result.to_dict()))
+        return
+    out.print(f"[bold]{escape(result.model)}[/] on {escape(result.device)}: {result.steps} steps measured after "
+              f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip
+    table = Table(box=None, padding=(0, 2))
+    for col in ("component", "mean", "p95", "share"):
+        table.add_column(col, justify="left" if col == "component" else "right")
+    for name, b in result.breakdown.items():
+        table.add_row(name, f"{b['mean_s'] * 1e3:,.2f} ms", f"{b['p95_s'] * 1e3:,.2f} ms", f"{b['share']:.0%}")
+    table.add_row("[bold]step[/]", f"{result.step_mean_s * 1e3:,.2f} ms", f"{result.step_p95_s * 1e3:,.2f} ms", "")
+    out.print(table)
+    mfu = f", MFU {result.mfu:.1%}" if result.mfu is not None else ""
+    out.print(f"{result.samples_per_s:,.0f} samples/s, {result.achieved_flops_per_s / 1e9:,.2f} GFLOP/s achieved{mfu}")
+    out.print(f"verdict: [bold]{result.verdict}[/]")
+    for e in result.evidence:
+        out.print(f"  - {escape(e)}")
+    if result.fixes:
+        out.print("fixes, most promising first:")
+        for i, f in enumerate(result.fixes, 1):
+            out.print(f"  {i}. {escape(f['fix'])}: {escape(f['why'])} (expected {escape(f['expected_gain'])})")

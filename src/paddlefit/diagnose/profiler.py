@@ -1,0 +1,383 @@
+"""Where a training step's time goes: run N steps of a job spec through the trainer's own model, data and optimizer,
+time each component, and name the bottleneck with the evidence and ranked fixes.
+
+Per optimizer step, each micro-batch is split into: waiting for the DataLoader (``data``), host-to-device copy
+(``h2d``, GPU only), ``forward`` (model + loss), ``backward`` and, once per step, ``optimizer`` (step, clear_grad,
+LR schedule). On a GPU every boundary calls ``paddle.device.synchronize()`` so kernels are charged to the phase
+that launched them (this serialises the copy engine and compute, so the profile's step is slightly slower than an
+unprofiled one). Paddle's CPU kernels run synchronously in eager mode, so no sync is needed there. The first
+``warmup`` steps (allocator growth, cuDNN algorithm search, worker start) are timed but left out of the statistics.
+
+Also sampled, in a background thread every 0.2 s: CPU utilisation of this process and of its children (the
+DataLoader workers) through ``psutil``, and, when a GPU is in use, its utilisation and memory through NVML.
+
+Verdict rules (thresholds are this module's policy, stated in the output):
+
+- input-bound: the step waits for data >= 25% of its time. Gain bound by Amdahl's law: removing a wait fraction w
+  speeds the step up by at most 1 / (1 - w).
+- host-overhead-bound (GPU): GPU utilisation < 50% while data waits < 25%.
+- compute-bound: otherwise, when forward + backward + optimizer >= 60% of the step.
+- communication-bound and memory-bound need several devices / a roofline and are not decided here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import psutil
+
+from paddlefit.spec import JobSpec
+
+COMPONENTS = ("data", "h2d", "forward", "backward", "optimizer")
+INPUT_BOUND_WAIT = 0.25
+COMPUTE_SHARE = 0.60
+LOW_GPU_UTIL = 50.0
+
+
+@dataclass
+class ProfileResult:
+    """``paddlefit profile`` result; seconds, samples/s, FLOP/s, percent. ``to_dict()`` is the ``--json`` document.
+
+    Attributes:
+        breakdown: component -> {mean_s, p95_s, share} over the measured steps (share of the mean step).
+        per_step: one dict per step (warm-up included, flagged) with every component's seconds.
+        verdict: input-bound | compute-bound | host-overhead-bound | undetermined.
+        evidence: sentences with the numbers behind the verdict.
+        fixes: ranked [{fix, why, expected_gain}] (gain as a text range and its basis).
+    """
+
+    model: str
+    device: str
+    steps: int
+    warmup: int
+    batch_size: int
+    global_batch: int
+    step_mean_s: float
+    step_p95_s: float
+    samples_per_s: float
+    data_wait_fraction: float
+    breakdown: dict[str, dict[str, float]]
+    cpu: dict[str, float]
+    gpu: dict[str, float] | None
+    train_flops_per_sample: float
+    achieved_flops_per_s: float
+    mfu: float | None
+    verdict: str
+    evidence: list[str]
+    fixes: list[dict[str, str]]
+    per_step: list[dict[str, float]] = field(default_factory=list)
+    assumptions: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return asdict(self)
+
+
+class _Sampler(threading.Thread):
+    """Background sampling of CPU (main process + children) and, on GPU, NVML utilisation and memory."""
+
+    def __init__(self, on_gpu: bool, interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.stop_event = threading.Event()
+        self.main: list[float] = []
+        self.children: list[float] = []
+        self.gpu_util: list[float] = []
+        self.gpu_mem: list[float] = []
+        self.proc = psutil.Process()
+        self.nvml = None
+        if on_gpu:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                dev = int(os.environ.get("FLAGS_selected_gpus", "0").split(",")[0])  # noqa: SIM112 (Paddle spells it so)
+                self.nvml = (pynvml, pynvml.nvmlDeviceGetHandleByIndex(dev))
+            except Exception:  # no NVML (driver mismatch): GPU columns stay empty
+                self.nvml = None
+
+    def run(self) -> None:
+        self.proc.cpu_percent(None)
+        kids: dict[int, psutil.Process] = {}
+        while not self.stop_event.wait(self.interval):
+            self.main.append(self.proc.cpu_percent(None))
+            total = 0.0
+            try:
+                for c in self.proc.children(recursive=True):
+                    if c.pid not in kids:
+                        kids[c.pid] = c
+                        c.cpu_percent(None)
+                        continue
+                    total += kids[c.pid].cpu_percent(None)
+            except psutil.Error:
+                pass
+            self.children.append(total)
+            if self.nvml is not None:
+                pynvml, h = self.nvml
+                try:
+                    self.gpu_util.append(float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                    self.gpu_mem.append(float(pynvml.nvmlDeviceGetMemoryInfo(h).used))
+                except Exception:
+                    pass
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=2)
+
+
+def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None) -> ProfileResult:
+    """Run ``warmup + steps`` optimizer steps of ``spec`` on one device and time every component.
+
+    Args:
+        spec: the job (its ``data.train``, model, optimizer, precision, DataLoader settings).
+        steps: measured steps (>= 3); warmup: steps run first and left out of the statistics (>= 0).
+        progress: optional ``progress(done, total)`` callable.
+
+    Returns:
+        ProfileResult.
+
+    Raises:
+        PaddlefitError: the spec's model, data or loss fail (as in ``train``).
+        ValueError: steps < 3 or warmup < 0.
+    """
+    if steps < 3 or warmup < 0:
+        raise ValueError("steps must be >= 3 and warmup >= 0")
+    import paddle
+
+    from paddlefit.estimate.flops import count_flops
+    from paddlefit.train.trainer import Trainer, TrainOptions
+
+    total = steps + warmup
+    spec = spec.model_copy(update={"max_steps": total, "epochs": None, "devices": 1})
+    with tempfile.TemporaryDirectory(prefix="paddlefit-profile-") as tmp:
+        t = Trainer(spec, TrainOptions(run_dir=tmp, resume="never", progress=False, log=lambda m: None))
+        t._setup_device()
+        t._seed()
+        t._build()
+        on_gpu = t.on_gpu
+        sync = paddle.device.synchronize if on_gpu else (lambda: None)
+        accum = spec.grad_accum_steps
+        t.model.train()
+        epoch, consumed = 0, 0
+        t.sampler.set_position(epoch, 0)
+        it = iter(t.loader)
+        rows: list[dict[str, float]] = []
+        flops_per_sample = 0.0
+        sampler = _Sampler(on_gpu)
+        sampler.start()
+        try:
+            for step in range(total):
+                row = dict.fromkeys(COMPONENTS, 0.0)
+                t_step = time.perf_counter()
+                for _ in range(accum):
+                    if consumed == len(t.sampler):  # next epoch (its first batch then includes worker start-up)
+                        epoch, consumed = epoch + 1, 0
+                        t.sampler.set_position(epoch, 0)
+                        it = iter(t.loader)
+                    t0 = time.perf_counter()
+                    batch = t._next_batch(it)
+                    consumed += 1
+                    t1 = time.perf_counter()
+                    *xs, y = batch
+                    if on_gpu:
+                        xs = [x.cuda() if hasattr(x, "cuda") and not x.place.is_gpu_place() else x for x in xs]
+                        y = y.cuda() if hasattr(y, "cuda") and not y.place.is_gpu_place() else y
+                        sync()
+                    t2 = time.perf_counter()
+                    if step == 0 and not flops_per_sample:
+                        flops_per_sample = count_flops(t.model, list(xs)).train_flops_per_sample
+                        t.optimizer.clear_grad()
+                        t1 = t2 = time.perf_counter()  # the count's forward is not charged to any phase
+                    with t._autocast():
+                        out = t.dp_model(*xs)
+                        loss = t.loss_fn(out, y)
+                    sync()
+                    t3 = time.perf_counter()
+                    scaled = loss / accum if accum > 1 else loss
+                    (t.scaler.scale(scaled) if t.scaler else scaled).backward()
+                    sync()
+                    t4 = time.perf_counter()
+                    row["data"] += t1 - t0
+                    row["h2d"] += t2 - t1
+                    row["forward"] += t3 - t2
+                    row["backward"] += t4 - t3
+                t5 = time.perf_counter()
+                t._optimizer_step()
+                sync()
+                row["optimizer"] = time.perf_counter() - t5
+                row["step"] = time.perf_counter() - t_step
+                row["warmup"] = float(step < warmup)
+                rows.append(row)
+                if progress:
+                    progress(step + 1, total)
+        finally:
+            sampler.stop()
+        device = "gpu" if on_gpu else "cpu"
+        gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
+    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler)
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(np.percentile(arr, 95))
+
+
+def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
+               flops_per_sample: float, sampler: _Sampler) -> ProfileResult:  # fmt: skip
+    measured = [r for r in rows if not r["warmup"]]
+    step_mean, step_p95 = _stats([r["step"] for r in measured])
+    breakdown = {}
+    for c in COMPONENTS:
+        mean, p95 = _stats([r[c] for r in measured])
+        breakdown[c] = {"mean_s": mean, "p95_s": p95, "share": mean / step_mean if step_mean else 0.0}
+    other = max(0.0, step_mean - sum(b["mean_s"] for b in breakdown.values()))
+    breakdown["other"] = {"mean_s": other, "p95_s": other, "share": other / step_mean if step_mean else 0.0}
+    gb = spec.batch_size * spec.grad_accum_steps
+    sps = gb / step_mean
+    wait = breakdown["data"]["share"]
+    cores = os.cpu_count() or 1
+    cpu = {"cores": float(cores),
+           "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
+           "workers_percent": float(np.mean(sampler.children)) if sampler.children else 0.0}  # fmt: skip
+    gpu = None
+    if device == "gpu":
+        gpu = {"util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
+               "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
+    achieved = flops_per_sample * sps
+    mfu = None
+    if gpu_name:
+        from paddlefit.catalog.gpus import load_gpus
+
+        for g in load_gpus():
+            if g.name.lower().split("-")[0] in gpu_name.lower().replace(" ", ""):
+                mfu = achieved / g.peak_flops(spec.precision.value)[0]
+                break
+    compute = sum(breakdown[c]["share"] for c in ("forward", "backward", "optimizer"))
+    evidence = [
+        f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
+        f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
+        f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
+        f"forward + backward + optimizer {compute:.0%} of the step",
+        f"CPU: main process {cpu['main_process_percent']:.0f}%, DataLoader workers {cpu['workers_percent']:.0f}% "
+        f"(100% = one core; {cores} cores)",
+    ]  # fmt: skip
+    if gpu is not None:
+        evidence.append(f"GPU utilisation {gpu['util_mean_percent']:.0f}% (NVML, mean of 0.2 s samples)")
+    fixes: list[dict[str, str]] = []
+    if wait >= INPUT_BOUND_WAIT:
+        verdict = "input-bound"
+        bound = 1 / (1 - wait) if wait < 1 else math.inf
+        workers = max(1, min(cores, 8))
+        if spec.data.num_workers == 0:
+            fixes.append({"fix": f"data.num_workers: {workers}",
+                          "why": "the samples are prepared in the training process; workers prepare the next batches "
+                                 "while the model trains",
+                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound: the data wait is {wait:.0%} of the step; "
+                                           f"{cores} core(s) are shared with training)"})  # fmt: skip
+        else:
+            fixes.append({"fix": f"data.num_workers: {min(cores, spec.data.num_workers * 2)} (now "
+                                 f"{spec.data.num_workers})",
+                          "why": "the workers do not keep up with training",
+                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound)"})  # fmt: skip
+        if not spec.data.use_shared_memory:
+            fixes.append({"fix": "data.use_shared_memory: true", "why": "batches are copied through a pipe",
+                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        if spec.data.num_workers and not spec.data.persistent_workers:
+            fixes.append({"fix": "data.persistent_workers: true", "why": "workers restart every epoch",
+                          "expected_gain": "the first batches of each epoch"})  # fmt: skip
+        fixes.append({"fix": "cache or simplify the per-sample preprocessing (precompute what does not change)",
+                      "why": "the dataset's __getitem__ sets the pace", "expected_gain": f"up to {bound:.2f}x"})
+    elif gpu is not None and gpu["util_mean_percent"] < LOW_GPU_UTIL:
+        verdict = "host-overhead-bound"
+        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch) or use paddle.jit.to_static",
+                      "why": "the GPU idles between small kernels launched from Python",
+                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+    elif compute >= COMPUTE_SHARE:
+        verdict = "compute-bound"
+        if device == "gpu" and not spec.precision.is_amp:
+            fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1",
+                          "why": "tensor cores run half precision several times faster than fp32/TF32",
+                          "expected_gain": "2.6x (A100 TF32 -> AMP) to 3.3x (V100 FP32 -> AMP) for ResNet-50 "
+                                           "(NVIDIA DeepLearningExamples, FACTS.md)"})  # fmt: skip
+        if device == "gpu":
+            fixes.append({"fix": "FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)",
+                          "why": "cuDNN tries every conv algorithm once per shape and keeps the fastest",
+                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        else:
+            fixes.append({"fix": "train on a GPU (`paddlefit plan --config` / `paddlefit cost --config`)",
+                          "why": "the CPU spends the step in the model's arithmetic",
+                          "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
+        fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
+                      "why": "the step time scales with the FLOPs", "expected_gain": "proportional to the FLOPs cut"})
+    else:
+        verdict = "undetermined"
+        evidence.append(f"no component dominates: {other / step_mean:.0%} of the step is outside the timed phases")
+    return ProfileResult(
+        model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
+        global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,
+        breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample, achieved_flops_per_s=achieved,
+        mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
+        assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
+                     "low_gpu_util_percent": LOW_GPU_UTIL,
+                     "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
+                             "are synchronous)",
+                     "flops": "paddlefit's counter (forward + backward, optimizer not counted)"},
+    )  # fmt: skip
+
+
+def plot_profile(result: ProfileResult, path: str) -> None:
+    """Stacked bars of each step's components (seconds), warm-up steps hatched, written to ``path`` (PNG) atomically.
+
+    Raises:
+        PaddlefitError: matplotlib is missing or the file cannot be written.
+    """
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.fileio import check_output_path
+
+    try:
+        import logging
+
+        import matplotlib
+
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)  # no font-cache INFO lines on stderr
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise PaddlefitError("`--plot` needs matplotlib: pip install matplotlib.") from None
+    out = check_output_path(path, "--plot")
+    rows = result.per_step
+    x = np.arange(1, len(rows) + 1)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    bottom = np.zeros(len(rows))
+    for c in COMPONENTS:
+        vals = np.array([r[c] for r in rows]) * 1e3
+        if vals.any():
+            ax.bar(x, vals, bottom=bottom, label=c, width=0.85)
+            bottom += vals
+    rest = np.array([r["step"] for r in rows]) * 1e3 - bottom
+    ax.bar(x, np.clip(rest, 0, None), bottom=bottom, label="other", width=0.85, color="lightgrey")
+    if result.warmup:
+        ax.axvspan(0.5, result.warmup + 0.5, color="k", alpha=0.06, label="warm-up (not in the stats)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms")
+    ax.set_title(f"{result.model}: {result.verdict}, {result.samples_per_s:,.0f} samples/s on {result.device}")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".png", dir=out.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, out)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise PaddlefitError(f"`--plot {path}` cannot be written ({exc.strerror or exc}).") from None
+    finally:
+        plt.close(fig)

@@ -1,0 +1,67 @@
+"""paddlefit profile: the verdict on the input-bound and compute-bound examples, the bookkeeping, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from paddlefit.diagnose.profiler import COMPONENTS, profile_job
+from paddlefit.spec import load_job_spec
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_warped_digits_are_input_bound_and_the_fix_is_workers() -> None:
+    r = profile_job(load_job_spec(EXAMPLES / "digits-warped.yaml"), steps=8, warmup=2)
+    assert r.verdict == "input-bound", r.evidence
+    assert r.data_wait_fraction >= 0.25 and r.breakdown["data"]["share"] == r.data_wait_fraction
+    assert r.fixes[0]["fix"].startswith("data.num_workers: ")
+    bound = 1 / (1 - r.data_wait_fraction)
+    assert f"{bound:.2f}x" in r.fixes[0]["expected_gain"]  # Amdahl bound from the measured wait
+    # bookkeeping: 2 warm-up + 8 measured rows; the components add up to the step
+    assert len(r.per_step) == 10 and sum(row["warmup"] for row in r.per_step) == 2 and r.steps == 8
+    for row in r.per_step:
+        assert sum(row[c] for c in COMPONENTS) <= row["step"] + 1e-9
+    assert sum(b["share"] for b in r.breakdown.values()) == pytest.approx(1.0, abs=1e-9)
+    assert r.samples_per_s == pytest.approx(32 / r.step_mean_s)
+    assert r.train_flops_per_sample > 0 and r.mfu is None  # no datasheet peak for a CPU
+
+
+def test_wide_cnn_on_cheap_data_is_compute_bound() -> None:
+    r = profile_job(load_job_spec(EXAMPLES / "digits-wide.yaml"), steps=5, warmup=1)
+    assert r.verdict == "compute-bound", r.evidence
+    assert r.data_wait_fraction < 0.1
+    assert sum(r.breakdown[c]["share"] for c in ("forward", "backward", "optimizer")) >= 0.6
+
+
+def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
+    png = tmp_path / "p.png"
+    env = dict(os.environ, GLOG_minloglevel="2")
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
+                        "--steps", "3", "--warmup", "1", "--json", "--plot", str(png)], capture_output=True, text=True,
+                       env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {"verdict", "evidence", "fixes", "breakdown"} <= set(d)
+    assert set(d["breakdown"]) == {*COMPONENTS, "other"} and {"mean_s", "p95_s"} <= set(d["breakdown"]["forward"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
+                          "--steps", "1"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "`--steps` must be 3..100000" in bad.stderr
+
+
+def test_warped_digits_dataset() -> None:
+    from paddlefit.datasets import digits, digits_warped
+    from paddlefit.errors import PaddlefitError
+
+    ds = digits_warped("train", upscale=4)
+    x, y = ds[0]
+    assert len(ds) == len(digits("train")) == 1348 and x.shape == (1, 8, 8) and x.dtype.name == "float32"
+    assert y == digits("train")[0][1] and float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+    with pytest.raises(PaddlefitError, match=r"upscale must be 1\.\.32"):
+        digits_warped("train", upscale=0)
