@@ -13,8 +13,11 @@ DataLoader workers) through ``psutil``, and, when a GPU is in use, its utilisati
 
 Verdict rules (thresholds are this module's policy, stated in the output):
 
-- input-bound: the step waits for data >= 25% of its time. Gain bound by Amdahl's law: removing a wait fraction w
-  speeds the step up by at most 1 / (1 - w).
+- input-bound: the data pipeline is >= 25% of the step: the measured wait, or the CPU time to read and collate one
+  batch (timed separately in this thread), whichever is larger. The second catches Paddle's single-process loader,
+  whose prefetch thread hides the wait but takes the cores from training. Gain bound by Amdahl's law: taking a
+  fraction d off the critical path speeds the step up by at most 1 / (1 - d), and never by more than the core
+  count.
 - host-overhead-bound (GPU): GPU utilisation < 50% while data waits < 25%.
 - compute-bound: otherwise, when forward + backward + optimizer >= 60% of the step.
 - communication-bound and memory-bound need several devices / a roofline and are not decided here.
@@ -63,6 +66,7 @@ class ProfileResult:
     step_p95_s: float
     samples_per_s: float
     data_wait_fraction: float
+    data_production_s: float
     breakdown: dict[str, dict[str, float]]
     cpu: dict[str, float]
     gpu: dict[str, float] | None
@@ -219,9 +223,26 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                     progress(step + 1, total)
         finally:
             sampler.stop()
+        produce_s = _batch_production_s(t.train_ds, spec.batch_size)
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
-    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler)
+    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s)
+
+
+def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> float:
+    """Median seconds to read and collate one micro-batch in this thread (``dataset[i]`` + Paddle's
+    ``default_collate_fn``): the CPU work the data pipeline does per batch, whether or not a prefetch thread or
+    workers hide it from the step's wait."""
+    from paddle.io.dataloader.collate import default_collate_fn
+
+    n = len(dataset)
+    times = []
+    for b in range(batches):
+        idx = [(b * batch_size + k) % n for k in range(batch_size)]
+        t0 = time.perf_counter()
+        default_collate_fn([dataset[i] for i in idx])
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -230,7 +251,7 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
-               flops_per_sample: float, sampler: _Sampler) -> ProfileResult:  # fmt: skip
+               flops_per_sample: float, sampler: _Sampler, produce_s: float) -> ProfileResult:  # fmt: skip
     measured = [r for r in rows if not r["warmup"]]
     step_mean, step_p95 = _stats([r["step"] for r in measured])
     breakdown = {}
@@ -242,6 +263,8 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
     gb = spec.batch_size * spec.grad_accum_steps
     sps = gb / step_mean
     wait = breakdown["data"]["share"]
+    produce = min(1.0, produce_s * spec.grad_accum_steps / step_mean) if step_mean else 0.0
+    data_share = max(wait, produce)
     cores = os.cpu_count() or 1
     cpu = {"cores": float(cores),
            "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
@@ -264,6 +287,8 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
         f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
         f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
+        f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce:.0%} of the "
+        "step, whether the step waits for it or a prefetch thread/worker competes with training for the cores",
         f"forward + backward + optimizer {compute:.0%} of the step",
         f"CPU: main process {cpu['main_process_percent']:.0f}%, DataLoader workers {cpu['workers_percent']:.0f}% "
         f"(100% = one core; {cores} cores)",
@@ -271,16 +296,17 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
     if gpu is not None:
         evidence.append(f"GPU utilisation {gpu['util_mean_percent']:.0f}% (NVML, mean of 0.2 s samples)")
     fixes: list[dict[str, str]] = []
-    if wait >= INPUT_BOUND_WAIT:
+    if data_share >= INPUT_BOUND_WAIT:
         verdict = "input-bound"
-        bound = 1 / (1 - wait) if wait < 1 else math.inf
+        # Amdahl: 1 / (1 - d); and no more than the cores that can prepare data in parallel
+        bound = min(1 / (1 - data_share) if data_share < 1 else math.inf, float(cores))
         workers = max(1, min(cores, 8))
         if spec.data.num_workers == 0:
             fixes.append({"fix": f"data.num_workers: {workers}",
                           "why": "the samples are prepared in the training process; workers prepare the next batches "
                                  "while the model trains",
-                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound: the data wait is {wait:.0%} of the step; "
-                                           f"{cores} core(s) are shared with training)"})  # fmt: skip
+                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound 1/(1-d), data d = {data_share:.0%} of "
+                                           f"the step, capped at the {cores} core(s))"})  # fmt: skip
         else:
             fixes.append({"fix": f"data.num_workers: {min(cores, spec.data.num_workers * 2)} (now "
                                  f"{spec.data.num_workers})",
@@ -322,6 +348,7 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
     return ProfileResult(
         model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
         global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,
+        data_production_s=produce_s,
         breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample, achieved_flops_per_s=achieved,
         mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
         assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
