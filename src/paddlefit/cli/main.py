@@ -18,6 +18,7 @@ from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
 from paddlefit.cli.profile import profile_command
 from paddlefit.cli.train import train_command
+from paddlefit.cli.tune import tune_command
 
 app = typer.Typer(
     name="paddlefit",
@@ -37,6 +38,7 @@ app.command("doctor")(doctor_command)
 app.command("image")(image_command)
 app.command("launch")(launch_command)
 app.command("profile")(profile_command)
+app.command("tune")(tune_command)
 
 
 def _version(value: bool) -> None:
