@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/trainer_overhead.py
 	$(BIN)/python bench/cost_sanity.py
+	$(BIN)/python bench/tune_gain.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache
