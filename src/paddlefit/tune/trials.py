@@ -207,21 +207,17 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
     say("baseline (your settings)")
     run(baseline)
     trials: list[Trial] = []
-    for label, settings in candidates(spec, on_gpu, cc):
-        if time.perf_counter() - t0 > budget_s:
-            break
-        say(label)
-        trial = Trial(label, settings)
-        run(trial)
-        trials.append(trial)
-    ranked = sorted([baseline, *trials], key=lambda x: -x.median)
-    for label, settings in _refinements(ranked[0], spec, on_gpu, cc):
-        if time.perf_counter() - t0 > budget_s:
-            break
-        say(label)
-        trial = Trial(label, settings)
-        run(trial)
-        trials.append(trial)
+
+    def stage(cands: list[tuple[str, dict]]) -> None:
+        for label, settings in cands:
+            if time.perf_counter() - t0 > budget_s:
+                return
+            say(label)
+            trials.append(Trial(label, settings))
+            run(trials[-1])
+
+    stage(candidates(spec, on_gpu, cc))
+    stage(_refinements(max([baseline, *trials], key=lambda x: x.median), spec, on_gpu, cc))
     ranked = sorted([t for t in [baseline, *trials] if t.samples_per_s], key=lambda x: -x.median)
     finalists = [baseline, *[t for t in ranked if t is not baseline][:2]]
     for r in range(confirm):  # interleaved: drift hits every finalist alike
