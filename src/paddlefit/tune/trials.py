@@ -130,6 +130,12 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
                 paddle.device.synchronize()
             elapsed = time.perf_counter() - t_start
         finally:
+            # stop the DataLoader workers now, persistent ones included (the loader keeps those in `_iterator`);
+            # otherwise they live until exit, where Paddle warns "workers exit unexpectedly"
+            # (python/paddle/io/dataloader/dataloader_iter.py, _try_shutdown_all)
+            for obj in (it, getattr(t.loader, "_iterator", None)):
+                if obj is not None and hasattr(obj, "_try_shutdown_all"):
+                    obj._try_shutdown_all()
             del it
             gc.collect()
         peak = peak_memory_bytes(t.on_gpu)
