@@ -158,3 +158,12 @@ def test_plan_config_infers_inputs_from_data(tmp_path):
     r = cli("plan", "--config", str(f), "--gpu", "T4", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["inputs"] == ["float32[1,8,8]"]
+
+
+def test_budget_refuses_booleans_but_takes_integers(tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_text("model: resnet18\nbudget: {max_hours: true}\n")
+    with pytest.raises(JobSpecError, match=r"budget\.max_hours"):
+        load_job_spec(f)
+    f.write_text("model: resnet18\nbudget: {max_hours: 12, max_cost_usd: 40, price_usd_per_hour: 3}\n")
+    assert load_job_spec(f).budget.max_hours == 12.0

@@ -62,3 +62,9 @@ def test_bad_rows_name_file_line_and_column(body, needle):
 def test_missing_column_is_named():
     with pytest.raises(CatalogError, match="missing column\\(s\\) spot_usd_per_hour"):
         parse_price_csv(HEADER.replace(",spot_usd_per_hour", "") + "\n", "mine.csv")
+
+
+def test_header_with_spaces_after_commas_is_read():
+    rows = parse_price_csv(HEADER.replace(",", ", ") + "\nx, t1, T4, 1, 4, 16, 0.5, , r\n", "spaced.csv")
+    assert (rows[0].cloud, rows[0].instance_type, rows[0].gpu_count, rows[0].on_demand_usd_per_hour) == (
+        "x", "t1", 1, 0.5)

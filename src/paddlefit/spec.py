@@ -194,9 +194,10 @@ class BudgetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    max_hours: float | None = Field(default=None, gt=0, le=1e6)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6)
+    # strict: a YAML `true` is not 1 hour (strict floats still take integers)
+    max_hours: float | None = Field(default=None, gt=0, le=1e6, strict=True)
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9, strict=True)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6, strict=True)
 
 
 class JobSpec(BaseModel):

@@ -132,6 +132,8 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         CatalogError: a missing column (names the column) or a bad value (names file, line and column).
     """
     reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
+        reader.fieldnames = [f.strip() for f in reader.fieldnames]
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise CatalogError(f"price catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; the header "
