@@ -36,15 +36,14 @@ DLE_8X_A100_AMP_IMG_S = 16_621.0
 def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[str] | None, size: int,
           epochs: float):  # fmt: skip
     from paddlefit.catalog.gpus import load_gpus
-    from paddlefit.catalog.prices import gpu_for_instance, select_prices
+    from paddlefit.catalog.prices import catalog_gpu, select_prices
     from paddlefit.plan.cost import build_cost
     from paddlefit.plan.planner import PlanRequest, build_plan
     from paddlefit.spec import OptimizerName, Precision, parse_input_spec
 
     gpus = load_gpus()
-    names = {g.name for g in gpus}
     rows, source = select_prices(skypilot_root=None)
-    needed = sorted({gpu_for_instance(r).gpu for r in rows} & names)
+    needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus)) is not None})
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
         plan = build_plan(PlanRequest(model=model, batch_size=batch, precision=Precision(precision),

@@ -24,7 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from paddlefit.errors import CatalogError, PaddlefitError
+from paddlefit.catalog.gpus import GPU, get_gpu
+from paddlefit.errors import CatalogError, PaddlefitError, UnknownNameError
 from paddlefit.fileio import read_text_limited
 
 REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
@@ -403,3 +404,12 @@ def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_roo
                                "`--prices FILE`.")  # fmt: skip
         rows = kept
     return rows, source
+
+
+def catalog_gpu(row: InstancePrice, gpus: list[GPU]) -> GPU | None:
+    """The :class:`~paddlefit.catalog.gpus.GPU` of ``row``'s instance (:func:`gpu_for_instance` resolved against
+    ``gpus`` by name or alias), or None when the GPU catalog has no such GPU (e.g. Lambda's A6000)."""
+    try:
+        return get_gpu(gpu_for_instance(row).gpu, gpus)
+    except UnknownNameError:
+        return None

@@ -10,10 +10,9 @@ from pathlib import Path
 import typer
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
-from paddlefit.catalog.prices import SKYPILOT_CACHE, gpu_for_instance, select_prices
+from paddlefit.catalog.prices import SKYPILOT_CACHE, catalog_gpu, select_prices
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive
 from paddlefit.cli.plan import resolve_job
-from paddlefit.errors import UnknownNameError
 from paddlefit.plan.cost import InterruptionRate, build_cost, rate_from_bucket
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_cost, to_json
@@ -117,15 +116,15 @@ def cost_command(
                                  skypilot_root=None if shipped_prices else SKYPILOT_CACHE)  # fmt: skip
     if gpu:
         wanted = {get_gpu(g, gpus_all).name for g in gpu}
-        rows = [r for r in rows if _gpu_name(r, gpus_all) in wanted]
+        rows = [r for r in rows if (g := catalog_gpu(r, gpus_all)) is not None and g.name in wanted]
         if not rows:
             raise fail(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
                        "`--prices FILE`.")  # fmt: skip
     for r in rows:  # a `gpu` the user wrote must exist; a catalog accelerator without specs is only skipped
-        if r.gpu and _gpu_name(r, gpus_all) is None:
+        if r.gpu and catalog_gpu(r, gpus_all) is None:
             raise fail(f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not in the "
                        "GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog.")  # fmt: skip
-    needed = sorted({n for r in rows if (n := _gpu_name(r, gpus_all))})
+    needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
     req = PlanRequest(
         model=job.model, batch_size=job.batch_size,
         inputs=[parse_input_spec(s) for s in job.inputs] if job.inputs else None, model_args=job.model_args,
@@ -147,11 +146,3 @@ def cost_command(
         print(to_json(report.to_dict()))
         return
     render_cost(report, out, top=top)
-
-
-def _gpu_name(row: object, gpus: list) -> str | None:
-    """The catalog GPU name of a price row, None when the GPU is not in the catalog."""
-    try:
-        return get_gpu(gpu_for_instance(row).gpu, gpus).name  # type: ignore[arg-type]
-    except UnknownNameError:
-        return None

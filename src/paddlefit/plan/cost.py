@@ -21,9 +21,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU, get_gpu
-from paddlefit.catalog.prices import InstancePrice, gpu_for_instance
-from paddlefit.errors import PaddlefitError, UnknownNameError
+from paddlefit.catalog.gpus import GPU
+from paddlefit.catalog.prices import InstancePrice, catalog_gpu, gpu_for_instance
+from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
 from paddlefit.plan.planner import Plan, Target
@@ -209,9 +209,8 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     skipped: list[dict[str, str]] = []
     for p in prices:
         ig = gpu_for_instance(p)
-        try:
-            gpu = get_gpu(ig.gpu, gpus)
-        except UnknownNameError:
+        gpu = catalog_gpu(p, gpus)
+        if gpu is None:
             skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
                             "reason": f"GPU {ig.gpu!r} is not in the GPU catalog (`paddlefit gpus`); add it with "
                                       "--catalog to price this instance"})  # fmt: skip
