@@ -156,22 +156,14 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
     import paddle
 
     from paddlefit.estimate.flops import count_flops
-    from paddlefit.train.trainer import Trainer, TrainOptions
+    from paddlefit.train.trainer import scratch_trainer
 
     total = steps + warmup
-    spec = spec.model_copy(update={"max_steps": total, "epochs": None, "devices": 1})
-    with tempfile.TemporaryDirectory(prefix="paddlefit-profile-") as tmp:
-        t = Trainer(spec, TrainOptions(run_dir=tmp, resume="never", progress=False, log=lambda m: None))
-        t._setup_device()
-        t._seed()
-        t._build()
+    with scratch_trainer(spec, total) as (t, step_batches):
+        spec = t.spec
         on_gpu = t.on_gpu
         sync = paddle.device.synchronize if on_gpu else (lambda: None)
         accum = spec.grad_accum_steps
-        t.model.train()
-        epoch, consumed = 0, 0
-        t.sampler.set_position(epoch, 0)
-        it = iter(t.loader)
         rows: list[dict[str, float]] = []
         flops_per_sample = 0.0
         sampler = _Sampler(on_gpu)
@@ -180,14 +172,10 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
             for step in range(total):
                 row = dict.fromkeys(COMPONENTS, 0.0)
                 t_step = time.perf_counter()
+                it = step_batches()  # a new epoch's first batch then includes worker start-up
                 for _ in range(accum):
-                    if consumed == len(t.sampler):  # next epoch (its first batch then includes worker start-up)
-                        epoch, consumed = epoch + 1, 0
-                        t.sampler.set_position(epoch, 0)
-                        it = iter(t.loader)
                     t0 = time.perf_counter()
                     batch = t._next_batch(it)
-                    consumed += 1
                     t1 = time.perf_counter()
                     *xs, y = batch
                     if on_gpu:

@@ -24,6 +24,7 @@ runs of the same run directory (``totals.wall_s`` in the checkpoint). The auto i
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import math
@@ -33,6 +34,7 @@ import random
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -911,3 +913,48 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+@contextlib.contextmanager
+def scratch_trainer(spec: JobSpec, steps: int) -> Iterator[tuple[Trainer, Callable[[], Any]]]:
+    """A one-device :class:`Trainer` of ``spec`` built for ``steps`` optimizer steps in a temporary run directory
+    (model, DataLoader, optimizer, AMP exactly as ``train`` builds them), for measuring rather than training
+    (``paddlefit profile`` and ``tune``).
+
+    Yields:
+        (trainer, step_batches): call ``step_batches()`` at the start of each optimizer step for the DataLoader
+        iterator to draw that step's ``grad_accum_steps`` micro-batches from; it starts the next epoch when fewer
+        remain, as ``train`` does. DataLoader workers (persistent ones included) are shut down on exit, not at
+        interpreter exit, where Paddle would warn that they "exit unexpectedly"
+        (``python/paddle/io/dataloader/dataloader_iter.py``, ``_try_shutdown_all``).
+
+    Raises:
+        PaddlefitError: the spec's model, data or loss fail (as in ``train``).
+    """
+    spec = spec.model_copy(update={"max_steps": steps, "epochs": None, "devices": 1})
+    accum = spec.grad_accum_steps
+    with tempfile.TemporaryDirectory(prefix="paddlefit-scratch-") as tmp:
+        t = Trainer(spec, TrainOptions(run_dir=Path(tmp), resume="never", progress=False, log=lambda m: None))
+        t._setup_device()
+        t._seed()
+        t._build()
+        t.model.train()
+        state: dict[str, Any] = {"epoch": -1, "consumed": 0, "it": None}
+
+        def step_batches() -> Any:
+            if state["it"] is None or state["consumed"] + accum > len(t.sampler):
+                state["epoch"] += 1
+                state["consumed"] = 0
+                t.sampler.set_position(state["epoch"], 0)
+                state["it"] = iter(t.loader)
+            state["consumed"] += accum
+            return state["it"]
+
+        try:
+            yield t, step_batches
+        finally:
+            for obj in (state["it"], getattr(t.loader, "_iterator", None)):
+                if obj is not None and hasattr(obj, "_try_shutdown_all"):
+                    obj._try_shutdown_all()
+            state["it"] = None
+            gc.collect()

@@ -20,10 +20,8 @@ memory limit needs the GPU plan.
 
 from __future__ import annotations
 
-import gc
 import os
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,49 +93,23 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
     """
     import paddle
 
-    from paddlefit.train.trainer import Trainer, TrainOptions, peak_memory_bytes
+    from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
 
     if flags:
         paddle.set_flags(flags)
-    spec = spec.model_copy(update={"max_steps": steps + warmup, "epochs": None, "devices": 1})
-    with tempfile.TemporaryDirectory(prefix="paddlefit-tune-") as tmp:
-        t = Trainer(spec, TrainOptions(run_dir=tmp, resume="never", progress=False, log=lambda m: None))
-        t._setup_device()
-        t._seed()
-        t._build()
-        t.model.train()
-        accum = spec.grad_accum_steps
-        epoch, consumed = 0, 0
-        t.sampler.set_position(0, 0)
-        it = iter(t.loader)
-        wait_total = 0.0
-        t_start = 0.0
-        try:
-            for step in range(steps + warmup):
-                if step == warmup:
-                    wait_total = 0.0
-                    t_start = time.perf_counter()
-                if consumed + accum > len(t.sampler):  # next epoch, as train does
-                    epoch, consumed = epoch + 1, 0
-                    t.sampler.set_position(epoch, 0)
-                    it = iter(t.loader)
-                t.step = step
-                _, wait = t._train_step(it)
-                consumed += accum
-                t._optimizer_step()
-                wait_total += wait
-            if t.on_gpu:
-                paddle.device.synchronize()
-            elapsed = time.perf_counter() - t_start
-        finally:
-            # stop the DataLoader workers now, persistent ones included (the loader keeps those in `_iterator`);
-            # otherwise they live until exit, where Paddle warns "workers exit unexpectedly"
-            # (python/paddle/io/dataloader/dataloader_iter.py, _try_shutdown_all)
-            for obj in (it, getattr(t.loader, "_iterator", None)):
-                if obj is not None and hasattr(obj, "_try_shutdown_all"):
-                    obj._try_shutdown_all()
-            del it
-            gc.collect()
+    accum = spec.grad_accum_steps
+    with scratch_trainer(spec, steps + warmup) as (t, step_batches):
+        wait_total, t_start = 0.0, time.perf_counter()
+        for step in range(steps + warmup):
+            if step == warmup:
+                wait_total, t_start = 0.0, time.perf_counter()
+            t.step = step
+            _, wait = t._train_step(step_batches())
+            t._optimizer_step()
+            wait_total += wait
+        if t.on_gpu:
+            paddle.device.synchronize()
+        elapsed = time.perf_counter() - t_start
         peak = peak_memory_bytes(t.on_gpu)
     gb = spec.batch_size * accum
     return {"samples_per_s": gb * steps / elapsed, "step_s": elapsed / steps,
