@@ -134,11 +134,6 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
     """The spec's budget with the command-line limits applied, or None when no option was given."""
     if (spot or cloud) and instance is None:
         raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
-    if max_hours is None and max_cost is None and price is None and instance is None:
-        if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
-            raise PaddlefitError("the spec's budget.max_cost_usd needs the price: budget.price_usd_per_hour, or "
-                                 "`--price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
-        return None
     require_positive(max_hours, "--max-hours")
     require_positive(max_cost, "--max-cost")
     require_positive(price, "--price-per-hour")
@@ -151,18 +146,21 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
            if v is not None}  # fmt: skip
     merged = spec.budget.model_dump() | upd
     if merged["max_cost_usd"] is not None and merged["price_usd_per_hour"] is None:
-        raise PaddlefitError("`--max-cost` needs the price: `--price-per-hour USD` or `--instance TYPE`.")
+        raise PaddlefitError("a cost limit (`--max-cost` or budget.max_cost_usd) needs the price: `--price-per-hour "
+                             "USD`, `--instance TYPE` or budget.price_usd_per_hour.")  # fmt: skip
+    if not upd:
+        return None
     return _validated(spec.budget, merged, "budget")
 
 
 def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket: str | None) -> Any:
     """The spec's checkpoint section with ``--checkpoint-interval`` applied, or None when not given."""
+    auto = interval is not None and interval.strip().lower() == "auto"
+    if (rate is not None or bucket is not None) and not auto:
+        raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
     if interval is None:
-        if rate is not None or bucket is not None:
-            raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
         return None
-    upd: dict[str, Any] = {}
-    if interval.strip().lower() == "auto":
+    if auto:
         if rate is not None and bucket is not None:
             raise PaddlefitError("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
         require_positive(rate, "--interruptions-per-hour")
@@ -170,7 +168,7 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
             from paddlefit.plan.cost import rate_from_bucket
 
             rate = rate_from_bucket(bucket).per_hour
-        upd = {"auto_interval": True, **({"interruptions_per_hour": rate} if rate is not None else {})}
+        upd: dict[str, Any] = {"auto_interval": True, **({"interruptions_per_hour": rate} if rate is not None else {})}
     else:
         try:
             minutes = float(interval)
@@ -178,8 +176,6 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
             minutes = -1.0
         if not (math.isfinite(minutes) and minutes > 0):
             raise PaddlefitError(f"`--checkpoint-interval {interval}` must be `auto` or minutes > 0 (e.g. 15).")
-        if rate is not None or bucket is not None:
-            raise PaddlefitError("`--interruptions-per-hour`/`--spot-bucket` go with `--checkpoint-interval auto`.")
         upd = {"auto_interval": False, "every_minutes": minutes, "every_steps": 0}
     return _validated(spec.checkpoint, spec.checkpoint.model_dump() | upd, "checkpoint")
 
