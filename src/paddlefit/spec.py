@@ -209,6 +209,10 @@ class JobSpec(BaseModel):
     (AdamW 0.01, the others none). ``loss`` is ``cross_entropy``, ``mse`` or
     ``package.module:function(output, label) -> scalar``. ``visualdl: true`` also logs scalars to
     ``RUN_DIR/visualdl`` (``visualdl --logdir RUN_DIR/visualdl``; needs the ``visualdl`` extra).
+    ``oom_backoff: true`` (default): on an out-of-memory error in a step, every device halves its micro-batch and
+    doubles accumulation (global batch unchanged) and redoes the step, down to micro-batch 1. On several devices
+    the gradients are then all-reduced after the backward pass instead of overlapped with it; ``false`` keeps
+    the overlap and makes an out-of-memory error fatal.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -232,6 +236,7 @@ class JobSpec(BaseModel):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     log_every: int = Field(default=10, ge=1)
+    oom_backoff: bool = True
     visualdl: bool = False
     run_dir: str = "runs/job"
 

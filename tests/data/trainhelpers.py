@@ -86,3 +86,49 @@ def per_sample_loss(out, y):
     import paddle
 
     return paddle.nn.functional.cross_entropy(out, y, reduction="none")
+
+
+def oom_digits_cnn(max_batch: int = 16, rank: int = -1, where: str = "forward"):
+    """:func:`paddlefit.models.examples.digits_cnn` that runs out of memory, as a GPU would, on batches larger than
+    ``max_batch`` (on ``rank`` only, or every rank when -1): it asks Paddle's allocator for 32 TiB, so the error is
+    Paddle's own (``MemoryError``: "(ResourceExhausted) Fail to alloc memory ..."). ``where="backward"`` fails in
+    the backward pass after the later layers' gradients exist."""
+    import os
+
+    import paddle
+    import paddle.nn as nn
+
+    from paddlefit.models.examples import digits_cnn
+
+    me = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+
+    def too_big(n: int) -> bool:
+        return n > max_batch and rank in (-1, me)
+
+    class FailingBackward(paddle.autograd.PyLayer):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            if too_big(int(g.shape[0])):
+                paddle.empty([2**43], dtype="float32")
+            return g
+
+    class Oom(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = digits_cnn()
+
+        def forward(self, x):
+            if where == "forward" and too_big(int(x.shape[0])):
+                paddle.empty([2**43], dtype="float32")
+            h = self.net[1](self.net[0](x))
+            if where == "backward":
+                h = FailingBackward.apply(h)
+            for layer in list(self.net)[2:]:
+                h = layer(h)
+            return h
+
+    return Oom()

@@ -6,6 +6,9 @@ Runs in-process for one device and inside each worker started by ``paddle.distri
 1. ``grad_accum_steps`` micro-batches of ``batch_size`` samples each; forward under ``paddle.amp.auto_cast`` when
    AMP is on (GPU only), loss divided by ``grad_accum_steps``, backward (through ``GradScaler`` for fp16).
    Non-final micro-steps run under ``DataParallel.no_sync()`` so gradients are all-reduced once per step.
+   Out of memory (``oom_backoff``, on by default): every rank redoes the step with each batch split in two
+   (micro-batch halved, accumulation doubled, global batch unchanged), down to micro-batch 1; see
+   :meth:`Trainer._train_step`.
 2. One 2-element all-reduce (MAX) makes every rank agree on "a stop signal arrived somewhere" and "the loss is
    not finite somewhere", so all ranks stop at the same step and none waits forever in a collective.
 3. Optimizer step, LR scheduler step, metrics line (rank 0), checkpoint when due (rank 0 writes; the others
@@ -266,6 +269,8 @@ class Trainer:
         self.wall_prior = 0.0  # wall seconds of earlier runs of this run directory (from the checkpoint)
         self.ckpt_interval_s: float | None = None  # auto_interval: Daly interval after the first measured write
         self.ckpt_write_s: float | None = None
+        self.micro_split = 1  # each loaded batch is split this many ways after out-of-memory back-offs
+        self.oom_backoffs = 0
 
     def wall_s(self) -> float:
         """Wall seconds of this run directory's training so far: earlier runs + this process since start-up."""
@@ -386,7 +391,8 @@ class Trainer:
         return {
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.pos,
             "global_batch": self.global_batch, "batch_size": self.spec.batch_size, "devices": self.world,
-            "grad_accum_steps": self.spec.grad_accum_steps, "seed": self.spec.seed, "total_steps": self.total_steps,
+            "grad_accum_steps": self.spec.grad_accum_steps, "micro_batch_split": self.micro_split,
+            "seed": self.spec.seed, "total_steps": self.total_steps,
             "scheduler": _to_jsonable(self.schedule.state_dict()),
             "scaler": _to_jsonable(self.scaler.state_dict()) if self.scaler else None,
             "totals": {**self.totals, "wall_s": self.wall_s()}, "last_loss": self.last_loss,
@@ -496,6 +502,14 @@ class Trainer:
         if step < 0 or epoch < 0 or not 0 <= pos <= self.steps_per_epoch * self.spec.grad_accum_steps:
             raise PaddlefitError(f"checkpoint {path}: trainer.json position (step {step}, epoch {epoch}, micro-batch "
                                  f"{pos}) is impossible for this job; pass another checkpoint.")  # fmt: skip
+        split = state.get("micro_batch_split", 1)
+        if not isinstance(split, int) or split < 1 or split & (split - 1) or split > 2 * self.spec.batch_size:
+            raise PaddlefitError(f"checkpoint {path}: trainer.json micro_batch_split {split!r} is not a power of 2 "
+                                 f"up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+        if split > 1:
+            self._log(f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "
+                      f"{math.ceil(self.spec.batch_size / split)} x {self.spec.grad_accum_steps * split} accumulation")
+        self.micro_split = split
         self.step, self.epoch, self.pos = step, epoch, pos
         self.totals.update(state.get("totals", {}))
         self.wall_prior = float(self.totals.pop("wall_s", 0.0))
@@ -540,38 +554,140 @@ class Trainer:
         return paddle.amp.auto_cast(level=self.spec.precision.level, dtype=self.amp_dtype)
 
     def _train_step(self, it: Iterator[Any]) -> tuple[float, float]:
-        """One optimizer step's micro-batches: forward, backward (no all-reduce until the last). Returns
-        (mean loss over micro-batches, seconds waiting for data)."""
+        """One optimizer step's micro-batches: forward and backward, gradients all-reduced once. Returns
+        (mean loss over the step's samples, seconds waiting for data).
+
+        With ``oom_backoff`` an out-of-memory error (Paddle raises ``MemoryError`` for its ResourceExhausted
+        error: "Out of memory error on GPU ...", or "Fail to alloc memory" from the CPU allocator,
+        ``paddle/phi/core/memory/allocation/``) on any rank makes every rank drop the step's gradients, split each
+        loaded batch into twice as many micro-batches (accumulation doubles, the global batch is unchanged) and
+        redo the step on the same batches. Multi-device, the ranks learn of each other's error in one MAX
+        all-reduce, which is why backward then runs under ``no_sync()`` for every micro-batch and the gradients
+        are all-reduced afterwards (``fused_allreduce_gradients``, PaddleNLP's pattern for accumulation): a rank
+        that failed mid-backward would otherwise leave the others waiting in DataParallel's bucket all-reduce.
+        """
         accum = self.spec.grad_accum_steps
+        backoff = self.spec.oom_backoff
+        sync_after = self.world > 1 and backoff
         wait = 0.0
-        losses = []
-        for micro in range(accum):
-            t = time.perf_counter()
-            batch = self._next_batch(it)
-            wait += time.perf_counter() - t
-            *xs, y = batch
-            sync = self.world == 1 or micro == accum - 1
+        batches: list[Any] = []  # this step's batches, kept so a back-off redoes the step on the same samples
+        while True:
+            weighted: list[tuple[Any, float]] = []
+            failed = None
+            try:
+                for micro in range(accum):
+                    if micro == len(batches):
+                        t = time.perf_counter()
+                        batches.append(self._next_batch(it))
+                        wait += time.perf_counter() - t
+                    *xs, y = batches[micro]
+                    weighted += self._micro_batches(xs, y, accum, last=micro == accum - 1, sync_after=sync_after)
+            except _OutOfMemory as exc:
+                failed = str(exc)
+            failed_rank = self._agree_failed_rank(failed is not None) if sync_after else \
+                (self.rank if failed else None)  # fmt: skip
+            if failed_rank is None:
+                if sync_after:
+                    from paddle.distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
+
+                    fused_allreduce_gradients(list(self.model.parameters()), None)
+                return float(sum(float(x.item()) * w for x, w in weighted) / accum), wait
+            weighted.clear()
+            self._back_off(failed, failed_rank)
+
+    def micro_batch_size(self) -> int:
+        """Samples per forward/backward on one device: ``batch_size`` split ``micro_split`` ways (rounded up)."""
+        return math.ceil(self.spec.batch_size / self.micro_split)
+
+    def _micro_batches(self, xs: list[Any], y: Any, accum: int, last: bool,
+                       sync_after: bool) -> list[tuple[Any, float]]:  # fmt: skip
+        """Forward and backward of one loaded batch, in ``micro_split`` contiguous slices (one slice when no
+        out-of-memory back-off happened). Each slice's loss is scaled by its share of the step's samples, so the
+        accumulated gradient equals the whole batch's (for losses that average over the batch; BatchNorm
+        statistics see the smaller slices). Returns (unscaled loss, weight) per slice for the step's mean loss.
+
+        Raises:
+            _OutOfMemory: out of memory (:func:`is_out_of_memory`; left to :meth:`_train_step`).
+            PaddlefitError: any other error of the model or loss, or a non-scalar loss.
+        """
+        n = int(y.shape[0]) if hasattr(y, "shape") and len(y.shape) else 1
+        k = max(1, min(self.micro_split, n))
+        bounds = np.linspace(0, n, k + 1).round().astype(int).tolist() if k > 1 else [0, n]
+        even = n % k == 0
+        out = []
+        for j in range(k):
+            a, b = bounds[j], bounds[j + 1]
+            sx, sy = ([x[a:b] for x in xs], y[a:b]) if k > 1 else (xs, y)
+            sync = self.world == 1 or (last and j == k - 1 and not sync_after)
             ctx = contextlib.nullcontext() if sync else self.dp_model.no_sync()
             try:
                 with ctx:
                     with self._autocast():
-                        out = self.dp_model(*xs)
-                        loss = self.loss_fn(out, y)
+                        o = self.dp_model(*sx)
+                        loss = self.loss_fn(o, sy)
                     if not hasattr(loss, "backward") or int(np.prod(loss.shape)) != 1:
                         got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__
                         raise PaddlefitError(f"`loss: {self.spec.loss}` must return a scalar tensor; got {got}.")
-                    scaled = loss / accum if accum > 1 else loss
+                    if k == 1:
+                        scaled, w = (loss / accum if accum > 1 else loss), 1.0
+                    elif even:  # the same arithmetic as batch_size / k with accumulation x k
+                        scaled, w = loss / (accum * k), 1.0 / k
+                    else:
+                        w = (b - a) / n
+                        scaled = loss * (w / accum)
                     (self.scaler.scale(scaled) if self.scaler else scaled).backward()
             except PaddlefitError:
                 raise
             except Exception as exc:
+                if is_out_of_memory(exc):
+                    raise _OutOfMemory(_oom_line(exc)) from None
                 raise PaddlefitError(
                     f"step {self.step + 1}: the model or loss raised {type(exc).__name__}: {_first_line(exc)} "
-                    f"(inputs {[_describe(x) for x in xs]}, labels {_describe(y)}; model "
+                    f"(inputs {[_describe(x) for x in sx]}, labels {_describe(sy)}; model "
                     f"`{self.spec.model}`, loss `{self.spec.loss}`). Set PADDLEFIT_DEBUG=1 for the traceback."
                 ) from None
-            losses.append(loss)
-        return float(sum(float(x.item()) for x in losses) / accum), wait
+            out.append((loss, w))
+        return out
+
+    def _agree_failed_rank(self, failed: bool) -> int | None:
+        """The highest rank that ran out of memory in this step (one MAX all-reduce), or None."""
+        import paddle
+
+        t = paddle.to_tensor([self.rank + 1 if failed else 0], dtype="int64")
+        paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
+        r = int(t.item())
+        return r - 1 if r > 0 else None
+
+    def _back_off(self, error: str | None, failed_rank: int) -> None:
+        """Every rank: drop the step's gradients, free cached device memory, split micro-batches twice as finely.
+
+        Raises:
+            PaddlefitError: ``oom_backoff: false``, or the micro-batch is already 1 sample.
+        """
+        import paddle
+
+        current = self.micro_batch_size()
+        where = f"step {self.step + 1}, rank {failed_rank}, micro-batch {current}"
+        what = error if error is not None else "reported by that rank"
+        if not self.spec.oom_backoff:
+            raise PaddlefitError(f"out of memory ({where}): {what}. Lower `batch_size` (raise `grad_accum_steps` to "
+                                 "keep the global batch), or set `oom_backoff: true` to let train do that itself. "
+                                 "`paddlefit plan --config` predicts the peak.")  # fmt: skip
+        if current <= 1:
+            raise PaddlefitError(f"out of memory at micro-batch 1 ({where}): {what}. There is nothing left to halve: "
+                                 "the model states and one sample's activations do not fit. Use AMP (`precision: "
+                                 "bf16-o1`/`fp16-o1`), a smaller model or a device with more memory; `paddlefit plan "
+                                 "--config` predicts the peak.")  # fmt: skip
+        self.optimizer.clear_grad(set_to_zero=False)  # release the gradient buffers, not just zero them
+        gc.collect()
+        if self.on_gpu:
+            paddle.device.cuda.empty_cache()
+        self.micro_split *= 2
+        self.oom_backoffs += 1
+        accum = self.spec.grad_accum_steps * self.micro_split
+        said = f": {error}" if error is not None else " (reported by that rank)"
+        self._log(f"out of memory ({where}){said}. Redoing the step with micro-batch {self.micro_batch_size()} x "
+                  f"{accum} accumulation per device; global batch {self.global_batch} unchanged.")  # fmt: skip
 
     def _next_batch(self, it: Iterator[Any]) -> Any:
         """Next batch; a dataset or collate error becomes a PaddlefitError (Paddle's single-process DataLoader
@@ -725,7 +841,8 @@ class Trainer:
                     if metrics is not None:
                         rec = {"step": self.step, "epoch": self._epochs_done(), "loss": loss,
                                "lr": float(self.optimizer.get_lr()), "samples_per_s": self.global_batch / dt,
-                               "step_time_s": dt, "data_wait_s": wait}  # fmt: skip
+                               "step_time_s": dt, "data_wait_s": wait,
+                               "micro_batch_size": self.micro_batch_size()}  # fmt: skip
                         if self.on_gpu:
                             rec["peak_memory_bytes"] = peak_memory_bytes(True)
                         metrics.write(json.dumps(rec) + "\n")
@@ -790,6 +907,8 @@ class Trainer:
             "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
             "wall_seconds": wall, "checkpoint_write_s": self.ckpt_write_s,
             "checkpoint_interval_s": self.ckpt_interval_s, "cost_usd": wall / 3600 * price if price else None,
+            "micro_batch_size": self.micro_batch_size(),
+            "grad_accum_steps": self.spec.grad_accum_steps * self.micro_split, "oom_backoffs": self.oom_backoffs,
         }  # fmt: skip
 
     def _end_done(self) -> RunResult:
@@ -830,6 +949,28 @@ class Trainer:
             write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
         self._barrier()
         return RunResult(EXIT_NONFINITE, msg, self.step)
+
+
+class _OutOfMemory(MemoryError):
+    """An out-of-memory error of one micro-batch, carrying Paddle's message line."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is Paddle running out of memory.
+
+    Paddle raises ``MemoryError`` for its ResourceExhausted error ("(ResourceExhausted) Out of memory error on GPU
+    0. Cannot allocate ..." on GPU, "(ResourceExhausted) Fail to alloc memory of N size" from the CPU allocator,
+    ``paddle/phi/core/memory/allocation/cpu_allocator.cc``; measured here with paddlepaddle 3.3.1). Raised inside
+    a ``PyLayer``'s backward it reaches Python wrapped as ``OSError`` "(External) ... MemoryError: (ResourceExhausted)
+    ..." (also measured), hence the text check.
+    """
+    return isinstance(exc, MemoryError) or "(ResourceExhausted)" in str(exc)
+
+
+def _oom_line(exc: BaseException) -> str:
+    """The line of Paddle's message that says what ran out (the wrapped form puts it on a later line)."""
+    lines = [x.strip() for x in str(exc).splitlines() if "ResourceExhausted" in x]
+    return f"{type(exc).__name__}: {(lines[0] if lines else _first_line(exc))[:200].rstrip('.')}"
 
 
 def _describe(x: Any) -> str:
