@@ -93,6 +93,18 @@ def _check_transformer_config(name: str, cfg: TransformerConfig) -> None:
         raise ModelError(f"`--model-arg causal={cfg.causal!r}` for {name}: must be true or false.")
     if not isinstance(cfg.dropout, int | float) or not 0 <= cfg.dropout < 1:
         raise ModelError(f"`--model-arg dropout={cfg.dropout!r}` for {name}: must be a number in [0, 1).")
+    if not isinstance(cfg.num_kv_heads, int) or isinstance(cfg.num_kv_heads, bool) or cfg.num_kv_heads < 0:
+        raise ModelError(f"`--model-arg num_kv_heads={cfg.num_kv_heads!r}` for {name}: must be an integer >= 0.")
+    for key, allowed in (("ffn_type", ("gelu", "swiglu")), ("norm", ("layernorm", "rmsnorm")),
+                         ("position", ("learned", "none"))):  # fmt: skip
+        if getattr(cfg, key) not in allowed:
+            raise ModelError(f"`--model-arg {key}={getattr(cfg, key)!r}` for {name}: must be one of "
+                             f"{', '.join(allowed)}.")  # fmt: skip
+    for key in ("tie_embeddings", "bias"):
+        if not isinstance(getattr(cfg, key), bool):
+            raise ModelError(f"`--model-arg {key}={getattr(cfg, key)!r}` for {name}: must be true or false.")
+    if cfg.num_heads % cfg.kv_heads:
+        raise ModelError(f"{name}: num_heads {cfg.num_heads} is not divisible by num_kv_heads {cfg.kv_heads}.")
     if cfg.hidden_size % cfg.num_heads:
         raise ModelError(f"{name}: hidden_size {cfg.hidden_size} is not divisible by num_heads {cfg.num_heads}.")
     if cfg.default_seq_len > cfg.max_position:

@@ -1,0 +1,311 @@
+"""Transformer configs for the analytic LLM planner: built-in models and user files (Hugging Face / PaddleNLP
+``config.json``, or YAML/JSON with the same field names as :class:`LLMConfig`).
+
+Sources of the built-in configs (each row below repeats its own):
+
+- llama-2-7b / 13b / 70b: Hugging Face ``meta-llama/Llama-2-{7b,13b,70b}-hf`` ``config.json`` (hidden 4096/5120/8192,
+  layers 32/40/80, heads 32/40/64, KV heads 32/40/8, intermediate 11008/13824/28672, vocab 32000, untied);
+  Touvron et al. 2023 (arXiv 2307.09288) table 1 for GQA on 70B only. Checked against copies of these config
+  files and module printouts found with the project's code search.
+- llama-3-8b / 70b: ``meta-llama/Meta-Llama-3-{8B,70B}`` ``config.json`` (vocab 128256, KV heads 8, intermediate
+  14336 / 28672, max position 8192, untied).
+- qwen2-7b: ``Qwen/Qwen2-7B-Instruct`` ``config.json`` (hidden 3584, 28 layers, 28 heads, 4 KV heads,
+  intermediate 18944, vocab 152064, untied, biases on q/k/v only, max position 32768).
+- ernie-3.0-base-zh: PaddleNLP ERNIE 3.0 model card (12 layers, hidden 768, 12 heads, vocab 40000, max position
+  2048, type vocab 4). ernie-3.0-xbase-zh: PaddleNLP ``model_zoo/ernie-3.0`` README CLUE table "20L1024H";
+  16 heads, FFN 4096 and vocab 40000 follow the family's head size 64, FFN 4h and shared tokenizer (verify).
+- gpt3-175b: Brown et al. 2020 (arXiv 2005.14165) table 2.1 (96 layers, d_model 12288, 96 heads, context 2048),
+  GPT-2 vocabulary 50257, FFN 4h (Radford et al. 2019).
+- bert-base / bert-large: Devlin et al. 2019 (arXiv 1810.04805) §3, vocab 30522, max position 512.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from paddlefit.errors import ModelError, UnknownNameError
+
+
+class LLMConfig(BaseModel):
+    """Shape of a transformer for the analytic planner. Counts, not bytes.
+
+    Attributes:
+        name: label.
+        hidden_size: h.  num_layers: l.  num_heads: a (query heads).
+        num_kv_heads: key/value heads (grouped-query attention; = a for multi-head attention).
+        ffn_size: f, inner size of the MLP.
+        ffn_type: ``gelu`` (2 matrices h x f) or ``swiglu`` (3 matrices: gate, up, down).
+        vocab_size: V.  tie_embeddings: the output projection shares the token embedding.
+        causal: decoder (next-token logits) vs encoder (MLM head: dense + LayerNorm + tied decoder + bias).
+        norm: ``layernorm`` (weight + bias) or ``rmsnorm`` (weight only).
+        qkv_bias / linear_bias: biases on the q/k/v projections / on every other linear layer.
+        position: ``learned`` (max_position x h embedding) or ``rope`` (no parameters).
+        max_position: longest sequence the model takes.  type_vocab_size: segment embedding rows (0 = none).
+        dropout: dropout probability (0 for Llama/Qwen; masks cost 1 byte/element when > 0).
+        source: where the numbers come from.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    hidden_size: int = Field(ge=1)
+    num_layers: int = Field(ge=1)
+    num_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(ge=1)
+    ffn_size: int = Field(ge=1)
+    ffn_type: Literal["gelu", "swiglu"] = "gelu"
+    vocab_size: int = Field(ge=1)
+    tie_embeddings: bool = True
+    causal: bool = True
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    qkv_bias: bool = True
+    linear_bias: bool = True
+    position: Literal["learned", "rope"] = "learned"
+    max_position: int = Field(default=4096, ge=1)
+    type_vocab_size: int = Field(default=0, ge=0)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _shapes(self) -> LLMConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"num_heads {self.num_heads} is not divisible by num_kv_heads {self.num_kv_heads}")
+        return self
+
+    @property
+    def head_dim(self) -> int:
+        """d = h / a."""
+        return self.hidden_size // self.num_heads
+
+    @property
+    def kv_size(self) -> int:
+        """Width of K (and of V): num_kv_heads x head_dim (= h without GQA)."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def ffn_matrices(self) -> int:
+        """Weight matrices of size h x f in the MLP: 2 for GELU, 3 for SwiGLU."""
+        return 3 if self.ffn_type == "swiglu" else 2
+
+    @property
+    def norm_params(self) -> int:
+        """Parameters of one norm layer: 2h (LayerNorm weight + bias) or h (RMSNorm weight)."""
+        return 2 * self.hidden_size if self.norm == "layernorm" else self.hidden_size
+
+    @property
+    def layer_matrix_params(self) -> int:
+        """Weights of one layer's linear layers (split by tensor parallelism): q, o (h x h), k, v (h x kv_size),
+        MLP (ffn_matrices x h x f), plus their biases."""
+        h, hk, f = self.hidden_size, self.kv_size, self.ffn_size
+        n = 2 * h * h + 2 * h * hk + self.ffn_matrices * h * f
+        if self.qkv_bias:
+            n += h + 2 * hk
+        if self.linear_bias:
+            n += h + (self.ffn_matrices - 1) * f + h
+        return n
+
+    @property
+    def layer_params(self) -> int:
+        """All parameters of one layer: :attr:`layer_matrix_params` + two norms."""
+        return self.layer_matrix_params + 2 * self.norm_params
+
+    @property
+    def embedding_params(self) -> int:
+        """Input side: token (V x h) + learned position + segment embeddings (+ LayerNorm for encoders)."""
+        h = self.hidden_size
+        n = self.vocab_size * h + self.type_vocab_size * h
+        if self.position == "learned":
+            n += self.max_position * h
+        return n + (0 if self.causal else 2 * h)
+
+    @property
+    def head_params(self) -> int:
+        """Output side: final norm (decoder) or MLM transform + LayerNorm + decoder bias (encoder), plus an
+        untied V x h output projection."""
+        h, v = self.hidden_size, self.vocab_size
+        n = self.norm_params if self.causal else h * h + h + 2 * h + v
+        return n + (0 if self.tie_embeddings else v * h)
+
+    @property
+    def params(self) -> int:
+        """Total parameters (equals :func:`paddlefit.models.transformer.build_transformer` of
+        :func:`to_transformer_config`, tested in ``tests/test_llm.py``)."""
+        return self.embedding_params + self.num_layers * self.layer_params + self.head_params
+
+
+def _llama(name: str, h: int, layers: int, heads: int, kv: int, f: int, vocab: int, max_pos: int,
+           source: str) -> LLMConfig:  # fmt: skip
+    return LLMConfig(name=name, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv, ffn_size=f,
+                     ffn_type="swiglu", vocab_size=vocab, tie_embeddings=False, norm="rmsnorm", qkv_bias=False,
+                     linear_bias=False, position="rope", max_position=max_pos, source=source)  # fmt: skip
+
+
+def _encoder(name: str, h: int, layers: int, heads: int, vocab: int, max_pos: int, types: int,
+             source: str) -> LLMConfig:  # fmt: skip
+    return LLMConfig(name=name, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=heads,
+                     ffn_size=4 * h, vocab_size=vocab, causal=False, max_position=max_pos, type_vocab_size=types,
+                     dropout=0.1, source=source)  # fmt: skip
+
+
+_HF = "Hugging Face {} config.json"
+#: The built-in configs; sources in the module docstring and in each ``source``.
+LLM_CONFIGS: dict[str, LLMConfig] = {
+    c.name: c
+    for c in (
+        _llama("llama-2-7b", 4096, 32, 32, 32, 11008, 32000, 4096, _HF.format("meta-llama/Llama-2-7b-hf")),
+        _llama("llama-2-13b", 5120, 40, 40, 40, 13824, 32000, 4096, _HF.format("meta-llama/Llama-2-13b-hf")),
+        _llama("llama-2-70b", 8192, 80, 64, 8, 28672, 32000, 4096, _HF.format("meta-llama/Llama-2-70b-hf")),
+        _llama("llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-8B")),
+        _llama("llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-70B")),
+        LLMConfig(name="qwen2-7b", hidden_size=3584, num_layers=28, num_heads=28, num_kv_heads=4, ffn_size=18944,
+                  ffn_type="swiglu", vocab_size=152064, tie_embeddings=False, norm="rmsnorm", qkv_bias=True,
+                  linear_bias=False, position="rope", max_position=32768,
+                  source=_HF.format("Qwen/Qwen2-7B-Instruct")),
+        _encoder("ernie-3.0-base-zh", 768, 12, 12, 40000, 2048, 4, "PaddleNLP ernie-3.0-base-zh model card"),
+        _encoder("ernie-3.0-xbase-zh", 1024, 20, 16, 40000, 2048, 4,
+                 "PaddleNLP model_zoo/ernie-3.0 README (20L1024H); heads/FFN/vocab by family convention (verify)"),
+        LLMConfig(name="gpt3-175b", hidden_size=12288, num_layers=96, num_heads=96, num_kv_heads=96,
+                  ffn_size=4 * 12288, vocab_size=50257, max_position=2048, dropout=0.1,
+                  source="Brown et al. 2020 (arXiv 2005.14165) table 2.1; GPT-2 vocab"),
+        _encoder("bert-base", 768, 12, 12, 30522, 512, 2, "Devlin et al. 2019 (arXiv 1810.04805) §3"),
+        _encoder("bert-large", 1024, 24, 16, 30522, 512, 2, "Devlin et al. 2019 (arXiv 1810.04805) §3"),
+    )
+}
+
+#: Hugging Face / PaddleNLP ``config.json`` keys -> LLMConfig fields.
+_HF_KEYS = {
+    "hidden_size": "hidden_size", "n_embd": "hidden_size", "d_model": "hidden_size",
+    "num_hidden_layers": "num_layers", "n_layer": "num_layers", "num_layers": "num_layers",
+    "num_attention_heads": "num_heads", "n_head": "num_heads", "num_heads": "num_heads",
+    "num_key_value_heads": "num_kv_heads", "num_kv_heads": "num_kv_heads",
+    "intermediate_size": "ffn_size", "n_inner": "ffn_size", "ffn_size": "ffn_size",
+    "vocab_size": "vocab_size", "tie_word_embeddings": "tie_embeddings", "tie_embeddings": "tie_embeddings",
+    "max_position_embeddings": "max_position", "n_positions": "max_position", "max_position": "max_position",
+    "type_vocab_size": "type_vocab_size",
+}  # fmt: skip
+_GATED_ACTS = ("silu", "swiglu", "swish")
+_LLAMA_LIKE = ("llama", "qwen2", "mistral", "qwen", "internlm", "baichuan", "yi")
+
+
+def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
+    """Build an :class:`LLMConfig` from our own field names or a Hugging Face / PaddleNLP ``config.json``.
+
+    Mapping: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads (default: heads),
+    intermediate_size (default 4h), vocab_size, tie_word_embeddings, max_position_embeddings; ``hidden_act``
+    silu/swish -> SwiGLU; ``model_type`` llama/qwen2/mistral (or an ``rms_norm_eps`` key) -> RMSNorm, RoPE,
+    no biases, untied by default (Qwen2: q/k/v biases); ``bert``/``ernie`` -> encoder. Unknown keys of a
+    ``config.json`` are ignored; our own field names are validated strictly.
+
+    Raises:
+        ModelError: a field is missing or invalid (names the field).
+    """
+    ours = set(LLMConfig.model_fields)
+    if set(raw) <= ours:
+        fields = dict(raw)
+    else:
+        fields = {}
+        for k, v in raw.items():
+            if k in _HF_KEYS and v is not None:
+                fields[_HF_KEYS[k]] = v
+        mtype = str(raw.get("model_type", "")).lower()
+        act = str(raw.get("hidden_act", raw.get("activation_function", "gelu"))).lower()
+        llama_like = mtype in _LLAMA_LIKE or "rms_norm_eps" in raw
+        if act in _GATED_ACTS or llama_like:
+            fields.setdefault("ffn_type", "swiglu")
+        if llama_like:
+            fields.update(norm="rmsnorm", position="rope", linear_bias=bool(raw.get("mlp_bias", False)))
+            fields["qkv_bias"] = bool(raw.get("attention_bias", mtype == "qwen2"))
+            fields.setdefault("tie_embeddings", False)
+        if mtype in ("bert", "ernie", "roberta") or raw.get("is_decoder") is False:
+            fields["causal"] = False
+        if not llama_like:
+            fields["dropout"] = float(raw.get("hidden_dropout_prob", raw.get("resid_pdrop", 0.0)) or 0.0)
+        if "hidden_size" in fields:
+            fields.setdefault("ffn_size", 4 * int(fields["hidden_size"]))
+        if "num_heads" in fields:
+            fields.setdefault("num_kv_heads", fields["num_heads"])
+        fields["source"] = f"user config ({name})"
+    fields.setdefault("name", name)
+    if "num_heads" in fields:
+        fields.setdefault("num_kv_heads", fields["num_heads"])
+    try:
+        return LLMConfig(**fields)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"]) or "config"
+        raise ModelError(f"Model config {name}: field `{loc}`: {e['msg']} (got {e.get('input')!r}). Give "
+                         "hidden_size, num_hidden_layers, num_attention_heads, vocab_size (a Hugging Face "
+                         "config.json has them).") from None  # fmt: skip
+
+
+def load_llm_config(path: str | Path) -> LLMConfig:
+    """Read a JSON or YAML model config (see :func:`config_from_dict`).
+
+    Raises:
+        ModelError: unreadable file, not a mapping, or bad fields.
+    """
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.fileio import read_text_limited
+
+    p = Path(path)
+    try:
+        text = read_text_limited(p, "MODEL")
+    except PaddlefitError as exc:
+        raise ModelError(f"Model config: {exc}") from None
+    try:
+        raw = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ModelError(f"Model config {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: "
+                         f"{str(exc).splitlines()[0]}.") from None  # fmt: skip
+    if not isinstance(raw, dict):
+        raise ModelError(f"Model config {p}: expected a mapping of fields (hidden_size, ...), got "
+                         f"{type(raw).__name__}.")  # fmt: skip
+    return config_from_dict(raw, p.stem if p.name != "config.json" else p.parent.name or "config")
+
+
+def is_llm_config_path(model: str) -> bool:
+    """True when ``model`` names a JSON/YAML file (an LLM config rather than a zoo name)."""
+    return Path(model).suffix.lower() in (".json", ".yaml", ".yml")
+
+
+def resolve_llm(model: str) -> LLMConfig:
+    """A built-in name (case-insensitive) or a JSON/YAML config path.
+
+    Raises:
+        UnknownNameError: neither; lists close built-in names.
+        ModelError: the file is bad.
+    """
+    if is_llm_config_path(model):
+        return load_llm_config(model)
+    key = model.strip().lower()
+    if key in LLM_CONFIGS:
+        return LLM_CONFIGS[key]
+    close = difflib.get_close_matches(key, list(LLM_CONFIGS), n=4, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise UnknownNameError(f"Unknown model {model!r} for the parallel planner.{hint} Built in: "
+                           f"{', '.join(LLM_CONFIGS)}; or give a config.json / YAML path.")  # fmt: skip
+
+
+def to_transformer_config(cfg: LLMConfig, default_seq_len: int = 128) -> Any:
+    """The :class:`paddlefit.models.transformer.TransformerConfig` that builds the same model in Paddle (RoPE
+    left out: no parameters; see that module). Needs ``qkv_bias == linear_bias`` (one bias switch there)."""
+    from paddlefit.models.transformer import TransformerConfig
+
+    if cfg.qkv_bias != cfg.linear_bias:
+        raise ModelError(f"{cfg.name}: the Paddle builder has one bias switch; qkv_bias and linear_bias differ.")
+    return TransformerConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
+        num_heads=cfg.num_heads, ffn_size=cfg.ffn_size,
+        max_position=cfg.max_position, type_vocab_size=cfg.type_vocab_size, causal=cfg.causal,
+        default_seq_len=min(default_seq_len, cfg.max_position), dropout=cfg.dropout,
+        num_kv_heads=cfg.num_kv_heads, ffn_type=cfg.ffn_type, norm=cfg.norm, tie_embeddings=cfg.tie_embeddings,
+        bias=cfg.linear_bias, position="learned" if cfg.position == "learned" else "none",
+    )  # fmt: skip

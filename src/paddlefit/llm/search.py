@@ -1,0 +1,211 @@
+"""Search the parallel layouts of an LLM training job on N GPUs and rank the ones that fit by tokens/s.
+
+Valid layouts (PaddleNLP ``paddlenlp/trainer/training_args.py`` rules where it has them):
+
+- dp x tp x pp = N; tp divides the query and the key/value heads and the FFN size, and tp <= GPUs per node
+  (tensor-parallel all-reduces stay on NVLink; PaddleNLP's help: "Suggest tensor_parallel_degree<=8");
+- pp divides the layers (even stages);
+- sharding stage 1/2/3 uses the whole data-parallel group (``sharding_parallel_degree`` = dp, PaddleNLP's default
+  of world / (tp x pp)); "pipeline parallel is not compatible for sharding stage2 or stage3" (stage 1 only with
+  pp > 1); sharding and plain data parallelism are not mixed ("sharding stage1 can not coexist with dp");
+- global batch = dp x micro_batch x accum, micro_batch a power of two;
+- recompute none / selective (not with FlashAttention, which keeps no score tensors to save) / full;
+  sequence parallelism on or off when tp > 1.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from paddlefit.catalog.gpus import GPU
+from paddlefit.errors import PaddlefitError
+from paddlefit.llm.configs import LLMConfig
+from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
+from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbps, step_flops, step_time
+
+# Reserved per GPU and fit policy, shared with the planner (CUDA context 1.3 GB from the Hugging Face "model
+# memory anatomy" docs; peak <= 90% of the rest, 10% left to allocator fragmentation).
+from paddlefit.plan.planner import CUDA_CONTEXT_BYTES, DEFAULT_SAFETY_MARGIN
+from paddlefit.spec import Precision
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """One evaluated layout: memory per GPU, step time, throughput and the PaddleNLP flags.
+
+    Attributes:
+        gpu: catalog name.  layout: the split.  memory: per-GPU peak and reserved lines (bytes).
+        time: step time breakdown (seconds).  tokens_per_s: global batch x seq_len / step, all GPUs.
+        mfu: model FLOPs per step / (step x GPUs x dense peak).
+    """
+
+    gpu: str
+    layout: Layout
+    memory: MemoryBreakdown
+    time: StepTime
+    tokens_per_s: float
+    mfu: float
+
+    @property
+    def fits(self) -> bool:
+        """Peak within the usable memory."""
+        return self.memory.fits
+
+    def paddlenlp_args(self, precision: Precision, flash_attention: bool) -> dict[str, Any]:
+        """PaddleNLP ``TrainingArguments`` for this layout (names and values from ``training_args.py``:
+        ``sharding`` takes "stage1"/"stage2"/"stage3", ``recompute`` is a bool, ``fp16_opt_level`` "O1"/"O2"), plus
+        the llm scripts' model arguments ``recompute_granularity`` ("full"/"core_attn"), ``use_flash_attention``
+        and ``sequence_parallel`` (those three are not in ``TrainingArguments`` of every PaddleNLP version)."""
+        lay = self.layout
+        args: dict[str, Any] = {
+            "tensor_parallel_degree": lay.tp,
+            "pipeline_parallel_degree": lay.pp,
+            "sharding": f"stage{lay.sharding}" if lay.sharding else "",
+            "sharding_parallel_degree": lay.dp if lay.sharding else -1,
+            "recompute": lay.recompute != "none",
+            "per_device_train_batch_size": lay.micro_batch,
+            "gradient_accumulation_steps": lay.accum,
+            "bf16": precision.value.startswith("bf16"),
+            "fp16": precision.value.startswith("fp16"),
+            "fp16_opt_level": precision.level if precision.is_amp else "O0",
+        }
+        if lay.recompute != "none":
+            args["recompute_granularity"] = "full" if lay.recompute == "full" else "core_attn"
+        args["use_flash_attention"] = flash_attention
+        if lay.tp > 1:
+            args["sequence_parallel"] = lay.sequence_parallel
+        return args
+
+    def to_dict(self, precision: Precision, flash_attention: bool) -> dict[str, Any]:
+        """The ``parallel_plans`` row of ``paddlefit plan --json``."""
+        lay = self.layout
+        return {
+            "gpu": self.gpu,
+            "gpus": lay.gpus,
+            "dp": lay.dp, "sharding_stage": lay.sharding, "tp": lay.tp, "pp": lay.pp,
+            "micro_batch": lay.micro_batch, "accum": lay.accum, "global_batch": lay.global_batch,
+            "recompute": lay.recompute, "sequence_parallel": lay.sequence_parallel,
+            "fits": self.fits,
+            "memory": self.memory.to_dict(),
+            "time": self.time.to_dict(),
+            "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu,
+            "paddlenlp_args": self.paddlenlp_args(precision, flash_attention),
+        }  # fmt: skip
+
+
+@dataclass
+class SearchResult:
+    """All layouts evaluated for one GPU type, best first (fitting ones by tokens/s, then the rest by memory).
+
+    Attributes:
+        gpu: the GPU.  plans: ranked.  evaluated: layouts tried.  seconds: wall time of the search.
+        mfu, mfu_source, network_gbps, network_source: the compute and network figures used, and where from.
+        rejected: why whole families of layouts were not valid (e.g. "tp=3: does not divide 32 heads").
+    """
+
+    gpu: GPU
+    plans: list[ParallelPlan]
+    evaluated: int
+    seconds: float
+    mfu: float
+    mfu_source: str
+    network_gbps: float
+    network_source: str
+    rejected: list[str] = field(default_factory=list)
+
+    @property
+    def fitting(self) -> list[ParallelPlan]:
+        """The plans that fit, best first."""
+        return [p for p in self.plans if p.fits]
+
+
+#: Throughputs closer than this factor are ranked as equal (below the model's resolution) and then by simplicity.
+TIE_FACTOR = 1.005
+
+
+def _rank_key(x: ParallelPlan) -> tuple:
+    """Fitting plans first, by tokens/s in 0.5% buckets, then the simpler layout (lower sharding stage, less
+    recompute, fewer TP x PP ranks, no sequence parallelism) and lower memory; plans that do not fit by memory."""
+    if not x.fits:
+        return (1, x.memory.peak)
+    lay = x.layout
+    bucket = -round(math.log(x.tokens_per_s) / math.log(TIE_FACTOR))
+    return (0, bucket, lay.sharding, RECOMPUTE.index(lay.recompute), lay.tp * lay.pp, lay.sequence_parallel,
+            x.memory.peak)  # fmt: skip
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch: int, gpus_per_node: int = 8,
+           mfu: float | None = None, network_gbps: float | None = None,
+           safety_margin: float = DEFAULT_SAFETY_MARGIN, max_micro_batch: int = 64) -> SearchResult:  # fmt: skip
+    """Enumerate valid layouts (module doc) of ``gpus`` GPUs for ``global_batch`` sequences and rank them.
+
+    Args:
+        mfu: fraction of dense peak that compute reaches; None = :func:`~paddlefit.llm.perf.default_mfu`.
+        network_gbps: node network Gbit/s; None = :func:`~paddlefit.llm.perf.default_network_gbps`.
+
+    Raises:
+        PaddlefitError: no layout satisfies the divisibility rules (the message says why).
+    """
+    t0 = time.perf_counter()
+    mfu_v, mfu_src = (mfu, "given") if mfu is not None else default_mfu(gpu)
+    net_v, net_src = (network_gbps, "given") if network_gbps is not None else default_network_gbps(gpu)
+    net = Network(gpus_per_node, net_v)
+    capacity = float(gpu.capacity_bytes)
+    rejected: list[str] = []
+    tps = []
+    for t in _divisors(gpus):
+        why = []
+        if t > gpus_per_node:
+            why.append(f"exceeds {gpus_per_node} GPUs per node")
+        for what, n in (("heads", cfg.num_heads), ("KV heads", cfg.num_kv_heads), ("FFN size", cfg.ffn_size)):
+            if n % t:
+                why.append(f"does not divide {n} {what}")
+        if why:
+            rejected.append(f"tp={t}: {', '.join(why)}")
+        else:
+            tps.append(t)
+    plans: list[ParallelPlan] = []
+    evaluated = 0
+    tokens = global_batch * setup.seq_len
+    flash = setup.flash_attention
+    recomputes = ("none", "full") if flash else ("none", "selective", "full")
+    for t in tps:
+        for p in _divisors(gpus // t):
+            if cfg.num_layers % p:
+                rejected.append(f"pp={p}: does not divide {cfg.num_layers} layers")
+                continue
+            d = gpus // (t * p)
+            if global_batch % d:
+                rejected.append(f"dp={d} (tp={t}, pp={p}): does not divide the global batch {global_batch}")
+                continue
+            stages = (0,) if d == 1 else ((0, 1) if p > 1 else (0, 1, 2, 3))
+            micro = [mb for mb in (2**i for i in range(12)) if mb <= max_micro_batch and global_batch % (d * mb) == 0]
+            for z in stages:
+                for mb in micro:
+                    accum = global_batch // (d * mb)
+                    for rc in recomputes:
+                        for sp in ((False, True) if t > 1 else (False,)):
+                            lay = Layout(d, z, t, p, mb, accum, rc, sp)
+                            evaluated += 1
+                            mem = gpu_memory(cfg, setup, lay, capacity, CUDA_CONTEXT_BYTES, safety_margin)
+                            st = step_time(cfg, setup, lay, gpu, net, mfu_v)
+                            peak, _ = gpu.peak_flops(setup.precision.value)
+                            model = step_flops(cfg, setup.seq_len, global_batch).model
+                            plans.append(ParallelPlan(gpu.name, lay, mem, st, tokens / st.step,
+                                                      model / (st.step * gpus * peak)))  # fmt: skip
+    if not plans:
+        raise PaddlefitError(
+            f"No valid parallel layout of {cfg.name} on {gpus} GPUs with global batch {global_batch}: "
+            f"{'; '.join(rejected[:6]) or 'no tensor-parallel degree is valid'}. Use a GPU count and global batch "
+            "with common factors (e.g. powers of two)."
+        )
+    plans.sort(key=_rank_key)
+    return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected)
