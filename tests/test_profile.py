@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -66,3 +67,50 @@ def test_warped_digits_dataset() -> None:
     assert y == digits("train")[0][1] and float(x.min()) >= 0.0 and float(x.max()) <= 1.0
     with pytest.raises(PaddlefitError, match=r"upscale must be 1\.\.32"):
         digits_warped("train", upscale=0)
+
+
+def _gpu_rows(n: int = 6) -> list[dict[str, float]]:
+    """Measured-looking rows of a GPU step: data 1 ms, h2d 1 ms, forward 30 ms, backward 55 ms, optimizer 5 ms."""
+    row = {"data": 0.001, "h2d": 0.001, "forward": 0.030, "backward": 0.055, "optimizer": 0.005, "step": 0.092}
+    return [{**row, "warmup": float(i == 0)} for i in range(n)]
+
+
+def _sampler(util: float = 90.0) -> SimpleNamespace:
+    return SimpleNamespace(main=[100.0], children=[], gpu_util=[util], gpu_mem=[2e9], gpu_mem_busy=[40.0])
+
+
+def test_gpu_verdicts_memory_communication_compute() -> None:
+    """The GPU rules on a measured-looking step (CPU here cannot produce one): the roofline and the all-reduce
+    estimate come from the catalog's datasheet figures."""
+    from paddlefit.catalog.gpus import get_gpu
+    from paddlefit.diagnose.profiler import _summarise
+
+    spec = load_job_spec(EXAMPLES / "digits-wide.yaml")
+    gb = spec.batch_size * spec.grad_accum_steps
+    a100 = get_gpu("A100-SXM4-80GB")
+    ridge = a100.peak_flops("fp32")[0] / (a100.mem_bw_gbps * 1e9)
+    # few FLOPs per byte: below the ridge point -> memory-bound
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e6, _sampler(), 0.0, peak_bytes=2**30)
+    assert r.verdict == "memory-bound"
+    assert f"arithmetic intensity {1e6 * gb / 2**31:,.1f} FLOP/byte" in " ".join(r.evidence)
+    assert f"ridge point {ridge:,.1f}" in " ".join(r.evidence)
+    assert r.fixes[0]["fix"].startswith("precision: bf16-o1")
+    # many FLOPs per byte -> compute-bound
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(), 0.0, peak_bytes=2**30)
+    assert r.verdict == "compute-bound" and r.mfu == pytest.approx(1e12 * gb / 0.092 / a100.peak_flops("fp32")[0])
+    # 8 PCIe A100s all-reducing 1 GB of gradients: ring estimate 2*7/8 * 1 GB / PCIe gen4 bandwidth
+    pcie = get_gpu("A100-PCIe-40GB")
+    bw, link = pcie.interconnect_gbps(8)
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-PCIE-40GB", 1e12, _sampler(), 0.0, peak_bytes=2**30,
+                   grads_bytes=1e9, devices=8)  # fmt: skip
+    want = 2 * 7 / 8 * 1e9 / (bw * 1e9)
+    assert link.startswith("pcie") and r.breakdown["allreduce"]["mean_s"] == pytest.approx(want, rel=1e-12)
+    assert r.breakdown["allreduce"]["share"] == pytest.approx(want / (0.092 + want))
+    assert r.verdict == "communication-bound" and r.fixes[0]["fix"].startswith("grad_accum_steps: 2")
+    # the same job on 2 GPUs: a quarter of the traffic over the same link, below the 25% rule
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-PCIE-40GB", 1e12, _sampler(), 0.0, peak_bytes=2**30,
+                   grads_bytes=1e8, devices=2)  # fmt: skip
+    assert r.verdict == "compute-bound" and r.breakdown["allreduce"]["share"] < 0.25
+    # an idle GPU is host-overhead-bound whatever else
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(20.0), 0.0, peak_bytes=2**30)
+    assert r.verdict == "host-overhead-bound"

@@ -57,7 +57,8 @@ def profile_command(
     for col in ("component", "mean", "p95", "share"):
         table.add_column(col, justify="left" if col == "component" else "right")
     for name, b in result.breakdown.items():
-        table.add_row(name, f"{b['mean_s'] * 1e3:,.2f} ms", f"{b['p95_s'] * 1e3:,.2f} ms", f"{b['share']:.0%}")
+        label = f"{name} (estimated)" if b.get("estimated") else name
+        table.add_row(label, f"{b['mean_s'] * 1e3:,.2f} ms", f"{b['p95_s'] * 1e3:,.2f} ms", f"{b['share']:.0%}")
     table.add_row("[bold]step[/]", f"{result.step_mean_s * 1e3:,.2f} ms", f"{result.step_p95_s * 1e3:,.2f} ms", "")
     out.print(table)
     mfu = f", MFU {result.mfu:.1%}" if result.mfu is not None else ""

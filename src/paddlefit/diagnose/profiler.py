@@ -19,8 +19,14 @@ Verdict rules (thresholds are this module's policy, stated in the output):
   fraction d off the critical path speeds the step up by at most 1 / (1 - d), and never by more than the core
   count.
 - host-overhead-bound (GPU): GPU utilisation < 50% while data waits < 25%.
+- communication-bound (``devices`` > 1, GPU): the gradient all-reduce, *estimated* (the profile runs one device)
+  as a ring all-reduce of the gradient bytes over the GPU's NVLink/PCIe bandwidth from the catalog
+  (:func:`paddlefit.estimate.timing.ring_allreduce_s`, not overlapped with backward: an upper bound), would be
+  >= 25% of the step. On CPU (gloo) no bandwidth is known and this is not decided.
+- memory-bound (GPU): compute dominates (>= 60%) and the step's arithmetic intensity is below the GPU's ridge
+  point (roofline, Williams et al., CACM 2009): FLOPs per step / (2 x peak allocated bytes, the planner's
+  lower bound of DRAM traffic) < peak FLOP/s / memory bandwidth (datasheet figures from the catalog).
 - compute-bound: otherwise, when forward + backward + optimizer >= 60% of the step.
-- communication-bound and memory-bound need several devices / a roofline and are not decided here.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ COMPONENTS = ("data", "h2d", "forward", "backward", "optimizer")
 INPUT_BOUND_WAIT = 0.25
 COMPUTE_SHARE = 0.60
 LOW_GPU_UTIL = 50.0
+COMM_BOUND_SHARE = 0.25
 
 
 @dataclass
@@ -51,7 +58,8 @@ class ProfileResult:
     Attributes:
         breakdown: component -> {mean_s, p95_s, share} over the measured steps (share of the mean step).
         per_step: one dict per step (warm-up included, flagged) with every component's seconds.
-        verdict: input-bound | compute-bound | host-overhead-bound | undetermined.
+        verdict: input-bound | host-overhead-bound | communication-bound | memory-bound | compute-bound |
+            undetermined.
         evidence: sentences with the numbers behind the verdict.
         fixes: ranked [{fix, why, expected_gain}] (gain as a text range and its basis).
     """
@@ -95,6 +103,7 @@ class _Sampler(threading.Thread):
         self.children: list[float] = []
         self.gpu_util: list[float] = []
         self.gpu_mem: list[float] = []
+        self.gpu_mem_busy: list[float] = []  # NVML: % of the sample period device memory was read or written
         self.proc = psutil.Process()
         self.nvml = None
         if on_gpu:
@@ -126,7 +135,9 @@ class _Sampler(threading.Thread):
             if self.nvml is not None:
                 pynvml, h = self.nvml
                 try:
-                    self.gpu_util.append(float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu))
+                    rates = pynvml.nvmlDeviceGetUtilizationRates(h)
+                    self.gpu_util.append(float(rates.gpu))
+                    self.gpu_mem_busy.append(float(rates.memory))
                     self.gpu_mem.append(float(pynvml.nvmlDeviceGetMemoryInfo(h).used))
                 except Exception:
                     pass
@@ -156,9 +167,10 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
     import paddle
 
     from paddlefit.estimate.flops import count_flops
-    from paddlefit.train.trainer import scratch_trainer
+    from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
 
     total = steps + warmup
+    spec_devices = spec.devices  # scratch_trainer runs one device; the all-reduce of the real job is estimated
     with scratch_trainer(spec, total) as (t, step_batches):
         spec = t.spec
         on_gpu = t.on_gpu
@@ -214,7 +226,12 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         produce_s = _batch_production_s(t.train_ds, spec.batch_size)
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
-    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s)
+        peak = peak_memory_bytes(on_gpu)
+        # gradients as DataParallel all-reduces them: the parameters' dtype (fp32 unless AMP O2 casts them)
+        grads = float(sum(int(np.prod(q.shape)) * (2 if str(q.dtype).endswith(("float16", "bfloat16")) else 4)
+                          for q in t.model.parameters() if not q.stop_gradient))  # fmt: skip
+    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
+                      peak_bytes=peak, grads_bytes=grads, devices=spec_devices)
 
 
 def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> float:
@@ -238,8 +255,32 @@ def _stats(values: list[float]) -> tuple[float, float]:
     return float(arr.mean()), float(np.percentile(arr, 95))
 
 
+def _catalog_gpu(gpu_name: str | None) -> Any:
+    """The catalog entry whose name matches the device name Paddle reports (e.g. "NVIDIA A100-SXM4-80GB"), or None."""
+    if not gpu_name:
+        return None
+    from paddlefit.catalog.gpus import load_gpus
+
+    def norm(x: str) -> str:
+        return x.lower().replace(" ", "").replace("-", "")
+
+    name = norm(gpu_name)
+    gpus = load_gpus()
+    full = [g for g in gpus if norm(g.name) in name]  # "A100-SXM4-80GB" in "NVIDIA A100-SXM4-80GB"
+    if full:
+        return max(full, key=lambda g: len(g.name))  # not A10 for an A100
+    return next((g for g in gpus if g.name.lower().split("-")[0] in name), None)  # "H100" in "NVIDIA H100 80GB HBM3"
+
+
 def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
-               flops_per_sample: float, sampler: _Sampler, produce_s: float) -> ProfileResult:  # fmt: skip
+               flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
+               grads_bytes: float = 0.0, devices: int = 1) -> ProfileResult:  # fmt: skip
+    """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
+
+    ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
+    ``peak_bytes``: peak allocated bytes of the run; ``grads_bytes``: bytes one all-reduce moves per rank for the
+    gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU).
+    """
     measured = [r for r in rows if not r["warmup"]]
     step_mean, step_p95 = _stats([r["step"] for r in measured])
     breakdown = {}
@@ -263,13 +304,22 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
                "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
     achieved = flops_per_sample * sps
     mfu = None
-    if gpu_name:
-        from paddlefit.catalog.gpus import load_gpus
+    entry = _catalog_gpu(gpu_name)
+    intensity = ridge = None
+    allreduce_s = None
+    if entry is not None:
+        peak_flops = entry.peak_flops(spec.precision.value)[0]
+        mfu = achieved / peak_flops
+        if peak_bytes > 0 and flops_per_sample > 0:
+            intensity = flops_per_sample * gb / (2 * peak_bytes)  # FLOP per byte of DRAM traffic (lower bound)
+            ridge = peak_flops / (entry.mem_bw_gbps * 1e9)
+        if devices > 1 and grads_bytes > 0:
+            from paddlefit.estimate.timing import ring_allreduce_s
 
-        for g in load_gpus():
-            if g.name.lower().split("-")[0] in gpu_name.lower().replace(" ", ""):
-                mfu = achieved / g.peak_flops(spec.precision.value)[0]
-                break
+            bw, link = entry.interconnect_gbps(devices)
+            allreduce_s = ring_allreduce_s(grads_bytes, devices, bw)
+            breakdown["allreduce"] = {"mean_s": allreduce_s, "p95_s": allreduce_s,
+                                      "share": allreduce_s / (step_mean + allreduce_s), "estimated": 1.0}  # fmt: skip
     compute = sum(breakdown[c]["share"] for c in ("forward", "backward", "optimizer"))
     evidence = [
         f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
@@ -282,7 +332,22 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"(100% = one core; {cores} cores)",
     ]  # fmt: skip
     if gpu is not None:
-        evidence.append(f"GPU utilisation {gpu['util_mean_percent']:.0f}% (NVML, mean of 0.2 s samples)")
+        busy = float(np.mean(sampler.gpu_mem_busy)) if getattr(sampler, "gpu_mem_busy", None) else float("nan")
+        gpu["memory_busy_mean_percent"] = busy
+        evidence.append(f"GPU utilisation {gpu['util_mean_percent']:.0f}%, device memory busy {busy:.0f}% of the "
+                        "time (NVML, means of 0.2 s samples)")  # fmt: skip
+    if intensity is not None and ridge is not None:
+        evidence.append(f"arithmetic intensity {intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
+                        f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {ridge:,.1f} FLOP/byte")
+    comm_share = 0.0
+    if allreduce_s is not None:
+        comm_share = breakdown["allreduce"]["share"]
+        evidence.append(f"gradient all-reduce over {devices} GPUs (estimated: ring of {grads_bytes / 1024**2:,.1f} "
+                        f"MiB at {bw:,.0f} GB/s {link}, not overlapped): {allreduce_s * 1e3:,.1f} ms, "
+                        f"{comm_share:.0%} of the step")  # fmt: skip
+    elif devices > 1:
+        evidence.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is "
+                        "estimated only on a catalog GPU (no bandwidth is known for CPU/gloo)")  # fmt: skip
     fixes: list[dict[str, str]] = []
     if data_share >= INPUT_BOUND_WAIT:
         verdict = "input-bound"
@@ -313,6 +378,28 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch) or use paddle.jit.to_static",
                       "why": "the GPU idles between small kernels launched from Python",
                       "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+    elif comm_share >= COMM_BOUND_SHARE:
+        verdict = "communication-bound"
+        fixes.append({"fix": f"grad_accum_steps: {spec.grad_accum_steps * 2} (with the same batch_size)",
+                      "why": "gradients are all-reduced once per optimizer step, so accumulation spreads it over "
+                             "more samples (global batch doubles; halve batch_size to keep it)",
+                      "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x (half the all-reduce share)"})
+        fixes.append({"fix": "GPUs joined by NVLink/NVSwitch (e.g. SXM boards) instead of PCIe",
+                      "why": f"the ring all-reduce moves 2(n-1)/n x {grads_bytes / 1024**2:,.0f} MiB per step",
+                      "expected_gain": "`paddlefit cost --config` compares the instance types"})  # fmt: skip
+        if spec.precision.level != "O2":
+            fixes.append({"fix": "precision: bf16-o2 / fp16-o2", "why": "O2 keeps half-precision gradients: half "
+                          "the all-reduce bytes", "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x"})
+    elif compute >= COMPUTE_SHARE and intensity is not None and ridge is not None and intensity < ridge:
+        verdict = "memory-bound"
+        fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1" if not spec.precision.is_amp else
+                             "precision O2 (bf16-o2/fp16-o2)",
+                      "why": "half-precision activations and weights halve the bytes each op reads and writes",
+                      "expected_gain": f"up to 2x on the memory-bound ops (roofline: intensity {intensity:,.1f} < "
+                                       f"ridge {ridge:,.1f} FLOP/byte)"})  # fmt: skip
+        fixes.append({"fix": "paddle.jit.to_static (operator fusion) for element-wise chains, LayerNorm, activations",
+                      "why": "fused kernels keep intermediates in registers instead of device memory",
+                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
     elif compute >= COMPUTE_SHARE:
         verdict = "compute-bound"
         if device == "gpu" and not spec.precision.is_amp:
@@ -340,7 +427,9 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample, achieved_flops_per_s=achieved,
         mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
         assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
-                     "low_gpu_util_percent": LOW_GPU_UTIL,
+                     "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
+                     "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
+                     "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
                      "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
                              "are synchronous)",
                      "flops": "paddlefit's counter (forward + backward, optimizer not counted)"},
