@@ -111,8 +111,26 @@ def plan_command(
                                         help="Probe on CPU only if fp32 Adam states (16 B/param) stay below "
                                              "this. Default: min(25% of RAM, 8 GiB)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    seq_len: int = typer.Option(None, "--seq-len", help="Parallel planner: tokens per sequence "
+                                "[min(max_position, 4096)]."),
+    global_batch: int = typer.Option(None, "--global-batch", help="Parallel planner: sequences per optimizer step "
+                                     "[4M tokens / seq-len]."),
+    gpus: int = typer.Option(None, "--gpus", help="Parallel planner: GPUs in the job [8]."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Parallel planner: GPUs per node."),
+    mfu: float = typer.Option(None, "--mfu", help="Parallel planner: fraction of dense peak compute reaches "
+                              "[published MFU per GPU class]."),
+    network_gbps: float = typer.Option(None, "--network-gbps", help="Parallel planner: inter-node network per "
+                                       "node, Gbit/s [AWS p4d 400 / p5 3200]."),
+    flash_attention: bool = typer.Option(True, "--flash-attention/--no-flash-attention",
+                                         help="Parallel planner: fused attention (no s x s activations)."),
+    top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
 ) -> None:
     """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
+
+    For large transformers (a built-in LLM such as llama-2-7b, a config.json / YAML path, or whenever --gpus,
+    --global-batch or --seq-len is given) it instead searches data parallel, sharding stage, tensor and pipeline
+    parallel degrees, micro-batch and recompute on N GPUs, analytically, and prints the layouts that fit ranked
+    by tokens/s with their PaddleNLP TrainingArguments.
 
     Memory = model states (exact) + activations/workspace measured by a CPU probe (real training steps at
     batch 1, 2, 3 and, within a few seconds' budget, 6, 12, ... up to --batch-size) and extrapolated per phase.
@@ -125,7 +143,19 @@ def plan_command(
       paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
       paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
       paddlefit plan --config job.yaml --gpu L4      # inputs from `inputs:` or data.train's first sample
+      paddlefit plan llama-2-7b --seq-len 4096 --global-batch 1024 --gpus 8 --gpu A100-SXM4-80GB
+      paddlefit plan llama-2-70b --seq-len 4096 --gpus 64 --gpu H100-SXM --json
+      paddlefit plan ./config.json --gpus 16 --seq-len 2048   # a Hugging Face / PaddleNLP config.json
     """
+    if _parallel_requested(model, seq_len, global_batch, gpus):
+        _plan_parallel(
+            model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer, flash_attention, mfu,
+            network_gbps, safety_margin, top, catalog, json_out,
+            {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
+             "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
+             "--calibration": calibration, "--max-probe-gib": max_probe_gib},
+        )  # fmt: skip
+        return
     quiet_paddle()
     job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
                       need_train=dataset_size is None and epochs is None)  # fmt: skip
@@ -169,3 +199,46 @@ def plan_command(
         print(to_json(plan.to_dict()))
         return
     render_plan(plan, out)
+
+
+def _parallel_requested(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None) -> bool:
+    """The parallel LLM planner runs for --gpus/--global-batch/--seq-len, a JSON/YAML config path, or a built-in
+    LLM that is not a probe-able zoo model."""
+    from paddlefit.llm.configs import LLM_CONFIGS, is_llm_config_path
+    from paddlefit.models.zoo import zoo_names
+
+    if seq_len is not None or global_batch is not None or gpus is not None:
+        return True
+    if model is None:
+        return False
+    key = model.strip().lower()
+    return is_llm_config_path(model) or (key in LLM_CONFIGS and key not in zoo_names())
+
+
+def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None,
+                   gpus_per_node: int, gpu: list[str] | None, precision: str | None, optimizer: str | None,
+                   flash_attention: bool, mfu: float | None, network_gbps: float | None, safety_margin: float,
+                   top: int, catalog: list[Path] | None, json_out: bool, unused: dict) -> None:  # fmt: skip
+    """Parse -> :func:`paddlefit.llm.search.plan_llm` -> render (table or ``--json``)."""
+    from paddlefit.llm.search import LLMPlanRequest, plan_llm
+    from paddlefit.report.render import render_parallel_plan
+
+    if model is None:
+        raise fail("Give a MODEL for the parallel planner, e.g. `paddlefit plan llama-2-7b --gpus 8`.")
+    given = [k for k, v in unused.items() if v not in (None, [], ())]
+    if given:
+        raise fail(f"{', '.join(f'`{k}`' for k in given)} not used by the parallel planner (MODEL with --gpus, "
+                   "--global-batch or --seq-len): the micro-batch and degrees are searched; give the global batch "
+                   "with --global-batch.")  # fmt: skip
+    req = LLMPlanRequest(
+        model=model, seq_len=seq_len, global_batch=global_batch, gpus=gpus if gpus is not None else 8,
+        gpu_names=list(gpu) if gpu else None, gpus_per_node=gpus_per_node,
+        precision=parse_enum(Precision, precision or "bf16-o2", "--precision"),  # type: ignore[arg-type]
+        optimizer=optimizer or "adamw", flash_attention=flash_attention, mfu=mfu, network_gbps=network_gbps,
+        safety_margin=safety_margin, top=top, catalog_files=[str(p) for p in catalog or []],
+    )  # fmt: skip
+    plan = plan_llm(req)
+    if json_out:
+        print(to_json(plan.to_dict()))
+        return
+    render_parallel_plan(plan, out)

@@ -288,7 +288,15 @@ def resolve_llm(model: str) -> LLMConfig:
     key = model.strip().lower()
     if key in LLM_CONFIGS:
         return LLM_CONFIGS[key]
-    close = difflib.get_close_matches(key, list(LLM_CONFIGS), n=4, cutoff=0.5)
+    from paddlefit.models.transformer import TRANSFORMER_CONFIGS
+
+    if key in TRANSFORMER_CONFIGS:  # the zoo's other transformers (gpt2-*, ernie-3.0-medium-zh), same sources
+        t = TRANSFORMER_CONFIGS[key]
+        return LLMConfig(name=key, hidden_size=t.hidden_size, num_layers=t.num_layers, num_heads=t.num_heads,
+                         num_kv_heads=t.kv_heads, ffn_size=t.ffn_size, vocab_size=t.vocab_size, causal=t.causal,
+                         max_position=t.max_position, type_vocab_size=t.type_vocab_size, dropout=t.dropout,
+                         source="paddlefit.models.transformer (see its module docstring)")  # fmt: skip
+    close = difflib.get_close_matches(key, [*LLM_CONFIGS, *TRANSFORMER_CONFIGS], n=4, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise UnknownNameError(f"Unknown model {model!r} for the parallel planner.{hint} Built in: "
                            f"{', '.join(LLM_CONFIGS)}; or give a config.json / YAML path.")  # fmt: skip

@@ -209,3 +209,125 @@ def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch:
         )
     plans.sort(key=_rank_key)
     return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected)
+
+
+#: Default global batch, tokens: Llama 2 trained with 4M-token batches (Touvron et al. 2023, arXiv 2307.09288 §2.2).
+DEFAULT_GLOBAL_TOKENS = 4 * 1024**2
+#: GPUs planned when none is named: the two data-center training GPUs of the catalog.
+DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM")
+
+
+@dataclass
+class LLMPlanRequest:
+    """Everything ``paddlefit plan MODEL --gpus N ...`` takes for the parallel planner.
+
+    Attributes:
+        model: built-in name or JSON/YAML config path.  seq_len: tokens per sequence (None = min(max_position,
+            4096)).  global_batch: sequences per optimizer step (None = 4M tokens / seq_len, a power of two).
+        gpus: GPUs in the job.  gpu_names: GPU types to plan (None = :data:`DEFAULT_GPUS`).
+        gpus_per_node, mfu, network_gbps: see :func:`search`.  top: plans kept per GPU type.
+    """
+
+    model: str
+    seq_len: int | None = None
+    global_batch: int | None = None
+    gpus: int = 8
+    gpu_names: list[str] | None = None
+    gpus_per_node: int = 8
+    precision: Precision = Precision.BF16_O2
+    optimizer: str = "adamw"
+    flash_attention: bool = True
+    mfu: float | None = None
+    network_gbps: float | None = None
+    safety_margin: float = DEFAULT_SAFETY_MARGIN
+    top: int = 5
+    catalog_files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LLMPlan:
+    """Result of :func:`plan_llm`; ``to_dict()`` is the ``--json`` document."""
+
+    config: LLMConfig
+    setup: TrainSetup
+    request: LLMPlanRequest
+    global_batch: int
+    results: list[SearchResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON document: model, job, assumptions, per-GPU search summaries and ``parallel_plans`` rows."""
+        req, st = self.request, self.setup
+        rows = [p.to_dict(st.precision, st.flash_attention) for r in self.results for p in r.plans[: req.top]]
+        return {
+            "model": {**self.config.model_dump(), "params": self.config.params},
+            "job": {"seq_len": st.seq_len, "global_batch": self.global_batch,
+                    "tokens_per_step": self.global_batch * st.seq_len, "gpus": req.gpus,
+                    "gpus_per_node": req.gpus_per_node, "precision": st.precision.value,
+                    "optimizer": st.optimizer.value, "flash_attention": st.flash_attention},
+            "searches": [{"gpu": r.gpu.name, "evaluated": r.evaluated, "fitting": len(r.fitting),
+                          "seconds": r.seconds, "mfu": r.mfu, "mfu_source": r.mfu_source,
+                          "network_gbps": r.network_gbps, "network_source": r.network_source,
+                          "rejected": r.rejected} for r in self.results],
+            "assumptions": ASSUMPTIONS,
+            "parallel_plans": rows,
+        }  # fmt: skip
+
+
+#: What every parallel plan assumes, printed under the table and put in the JSON.
+ASSUMPTIONS = [
+    "memory: model states by ZeRO (Rajbhandari et al. 2019) per sharding stage; activations per Korthikanti et al. "
+    "2022 table 2, re-derived per tensor for GQA/SwiGLU; 1F1B first stage holds min(pp, accum) micro-batches",
+    "fits if peak <= capacity - CUDA context (1.3 GB) - fragmentation allowance (1 - safety margin of the rest)",
+    "compute at the stated fraction of dense peak; TP all-reduces not overlapped; DP gradient all-reduce / "
+    "reduce-scatter overlaps the last micro-batch's backward except a 25 MB bucket; stage-1/2 parameter "
+    "all-gather not overlapped; stage-3 gathers overlap each micro-batch's compute",
+    "collectives at peak link bandwidth (NVLink/PCIe in a node, node network / GPUs per node across nodes), "
+    "latency ignored: optimistic",
+    "stages balanced (embedding and head FLOPs spread evenly); ZeRO-3 keeps two gathered layers",
+]
+
+
+def plan_llm(req: LLMPlanRequest) -> LLMPlan:
+    """Resolve the model and GPUs, validate the job and run :func:`search` for every GPU type.
+
+    Raises:
+        PaddlefitError: bad model, GPU, sequence length, batch, GPU counts or figures (message names the option).
+    """
+    from paddlefit.catalog.gpus import get_gpu, load_gpus
+    from paddlefit.llm.configs import resolve_llm
+    from paddlefit.spec import OptimizerName, parse_enum
+
+    cfg = resolve_llm(req.model)
+    seq = req.seq_len if req.seq_len is not None else min(cfg.max_position, 4096)
+    if seq < 1 or seq > cfg.max_position:
+        raise PaddlefitError(f"`--seq-len` must be between 1 and {cfg.name}'s max_position {cfg.max_position} "
+                             f"(got {seq}).")  # fmt: skip
+    if req.global_batch is not None:
+        gb = req.global_batch
+    else:
+        gb = 2 ** max(0, round(math.log2(max(1, DEFAULT_GLOBAL_TOKENS // seq))))
+    if gb < 1 or gb > 2**24:
+        raise PaddlefitError(f"`--global-batch` must be between 1 and {2**24} sequences (got {gb}).")
+    if not 1 <= req.gpus <= 65536:
+        raise PaddlefitError(f"`--gpus` must be between 1 and 65536 (got {req.gpus}).")
+    if not 1 <= req.gpus_per_node <= 64:
+        raise PaddlefitError(f"`--gpus-per-node` must be between 1 and 64 (got {req.gpus_per_node}).")
+    if req.gpus > req.gpus_per_node and req.gpus % req.gpus_per_node:
+        raise PaddlefitError(f"`--gpus` {req.gpus} is not a whole number of nodes of `--gpus-per-node` "
+                             f"{req.gpus_per_node}.")  # fmt: skip
+    if req.mfu is not None and not (math.isfinite(req.mfu) and 0 < req.mfu <= 1):
+        raise PaddlefitError(f"`--mfu` must be a fraction in (0, 1] (got {req.mfu}).")
+    if req.network_gbps is not None and not (math.isfinite(req.network_gbps) and 0 < req.network_gbps <= 1e6):
+        raise PaddlefitError(f"`--network-gbps` must be a number of Gbit/s in (0, 1e6] (got {req.network_gbps}).")
+    if not (math.isfinite(req.safety_margin) and 0 < req.safety_margin <= 1):
+        raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {req.safety_margin}).")
+    if not 1 <= req.top <= 1000:
+        raise PaddlefitError(f"`--top` must be between 1 and 1000 (got {req.top}).")
+    opt = parse_enum(OptimizerName, req.optimizer, "--optimizer")
+    setup = TrainSetup(seq, req.precision, opt, req.flash_attention)  # type: ignore[arg-type]
+    pool = load_gpus(req.catalog_files)
+    gpus = [get_gpu(n, pool) for n in (req.gpu_names or DEFAULT_GPUS)]
+    per_node = min(req.gpus_per_node, req.gpus)
+    results = [search(cfg, setup, g, req.gpus, gb, per_node, req.mfu, req.network_gbps, req.safety_margin)
+               for g in gpus]  # fmt: skip
+    return LLMPlan(cfg, setup, req, gb, results)

@@ -254,3 +254,65 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     console.print("[dim]assumptions:[/]")
     for k, v in lines:
         console.print(f"[dim]  {k}: {escape(str(v))}[/]", soft_wrap=True, highlight=False)
+
+
+def render_parallel_plan(plan: Any, console: Console) -> None:
+    """Print an :class:`~paddlefit.llm.search.LLMPlan`: per GPU type the best layouts, the best one's memory and
+    time breakdown and its PaddleNLP flags, then the assumptions."""
+    cfg, st, req = plan.config, plan.setup, plan.request
+    console.print(
+        f"[bold]{escape(cfg.name)}[/]  {cfg.params / 1e9:,.2f}e9 params  h {cfg.hidden_size}, {cfg.num_layers} layers, "
+        f"{cfg.num_heads} heads / {cfg.num_kv_heads} KV, FFN {cfg.ffn_size} {cfg.ffn_type}, vocab {cfg.vocab_size:,}"
+        f"  [dim](source: {escape(cfg.source or '-')})[/]", highlight=False,
+    )  # fmt: skip
+    console.print(
+        f"seq {st.seq_len}, global batch {plan.global_batch} ({plan.global_batch * st.seq_len / 1e6:,.2f}M tokens), "
+        f"{req.gpus} GPUs ({min(req.gpus_per_node, req.gpus)} per node), {st.precision.value}, {st.optimizer.value}, "
+        f"flash attention {'on' if st.flash_attention else 'off'}", highlight=False,
+    )  # fmt: skip
+    for r in plan.results:
+        fitting = r.fitting
+        console.print(
+            f"\n[bold]{r.gpu.name}[/]: {r.evaluated:,} layouts in {r.seconds:.2f} s, {len(fitting):,} fit; compute at "
+            f"{r.mfu:.1%} of dense peak ({escape(r.mfu_source)}); network {r.network_gbps:,.0f} Gbit/s per node "
+            f"({escape(r.network_source)})", highlight=False,
+        )  # fmt: skip
+        shown = fitting[: req.top] if fitting else r.plans[: min(3, req.top)]
+        if not fitting:
+            console.print(f"[bold red]No layout fits[/] on {req.gpus} x {r.gpu.name}; the smallest peaks:")
+        table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        for col in ("#", "dp", "shard", "tp", "pp", "micro x accum", "recompute", "sp", "GiB peak/usable",
+                    "step", "tokens/s", "MFU"):  # fmt: skip
+            table.add_column(col, justify="left" if col in ("recompute",) else "right", no_wrap=True)
+        for i, p in enumerate(shown, 1):
+            lay, m = p.layout, p.memory
+            mem_cell = f"{m.peak / 1024**3:,.1f}/{m.usable / 1024**3:,.1f}"
+            table.add_row(
+                str(i), str(lay.dp), f"stage{lay.sharding}" if lay.sharding else "-", str(lay.tp), str(lay.pp),
+                f"{lay.micro_batch} x {lay.accum}", lay.recompute, "yes" if lay.sequence_parallel else "-",
+                mem_cell if p.fits else f"[red]{mem_cell}[/]",
+                duration(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+            )  # fmt: skip
+        print_min_width(console, table, 110)
+        best = shown[0]
+        m, t = best.memory, best.time
+        console.print(
+            f"best, per GPU ({m.stage} stage): weights {gib(m.weights)}, grads {gib(m.grads)}, optimizer "
+            f"{gib(m.optimizer)}, ZeRO-3 buffer {gib(m.gather_buffer)}, activations {gib(m.activations)} "
+            f"({m.in_flight} micro-batch(es) in flight), embedding/logits {gib(m.embedding_head)} = peak "
+            f"{gib(m.peak)}; reserved: CUDA context {gib(m.cuda_context)}, fragmentation allowance "
+            f"{gib(m.fragmentation_allowance)} of {gib(m.capacity)}", highlight=False,
+        )  # fmt: skip
+        console.print(
+            f"best, per step: compute {duration(t.compute)}, TP comm {duration(t.tp_comm)} ({t.tp_link}), PP send/recv "
+            f"{duration(t.pp_comm)} ({t.pp_link}), bubble {duration(t.bubble)}, exposed DP/sharding comm "
+            f"{duration(t.dp_comm)} ({t.dp_link}), optimizer {duration(t.optimizer)} = {duration(t.step)}",
+            highlight=False,
+        )  # fmt: skip
+        args = best.paddlenlp_args(st.precision, st.flash_attention)
+        flags = " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
+                         for k, v in args.items() if v not in ("", -1))  # defaults (no sharding) left out
+        console.print(f"PaddleNLP: [cyan]{escape(flags)}[/]", highlight=False, soft_wrap=True)
+    console.print("")
+    for a in plan.to_dict()["assumptions"]:
+        console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
