@@ -29,6 +29,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/memory_accuracy.py
 	$(BIN)/python bench/plan_speed.py
+	$(BIN)/python bench/llm_plan.py
 	$(BIN)/python bench/trainer_overhead.py
 	$(BIN)/python bench/cost_sanity.py
 	$(BIN)/python bench/tune_gain.py

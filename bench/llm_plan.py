@@ -1,0 +1,64 @@
+"""Benchmark: plan Llama-2 7B/13B/70B training on 8 and 64 GPUs of A100-80GB and H100 at sequence length 4096.
+
+Global batch: 1024 sequences = 4M tokens, Llama 2's pre-training batch (Touvron et al. 2023, arXiv 2307.09288
+§2.2). bf16 AMP O2, AdamW, FlashAttention, 8 GPUs per node, default compute efficiency and network per GPU class
+(see ``paddlefit.llm.perf``). Prints the best layout per case with memory per GPU, tokens/s, MFU and the wall time of
+each search (target: <= 5 s). Pure Python: no Paddle import. Run: ``python bench/llm_plan.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from paddlefit.catalog.gpus import get_gpu
+from paddlefit.llm.configs import LLM_CONFIGS
+from paddlefit.llm.memory import TrainSetup
+from paddlefit.llm.search import search
+
+SEQ_LEN = 4096
+GLOBAL_BATCH = 1024
+TARGET_S = 5.0
+
+
+def main() -> int:
+    """Run the 12 searches; exit 1 if any search is slower than the target."""
+    setup = TrainSetup(SEQ_LEN)
+    print(f"seq {SEQ_LEN}, global batch {GLOBAL_BATCH} sequences ({GLOBAL_BATCH * SEQ_LEN / 1e6:.2f}M tokens), "
+          f"{setup.precision.value}, {setup.optimizer.value}, flash attention, 8 GPUs/node")  # fmt: skip
+    header = (f"{'model':<12} {'gpu':<15} {'N':>3} {'layouts':>7} {'fit':>5} {'search':>8}  {'dp':>3} {'shard':>6} "
+              f"{'tp':>2} {'pp':>2} {'mb x acc':>9} {'recomp':>9} {'sp':>3} {'GiB/GPU':>8} {'tokens/s':>10} {'MFU':>6}")
+    print(header)
+    print("-" * len(header))
+    slow = 0
+    for name in ("llama-2-7b", "llama-2-13b", "llama-2-70b"):
+        for gpu_name in ("A100-SXM4-80GB", "H100-SXM"):
+            gpu = get_gpu(gpu_name)
+            for n in (8, 64):
+                t0 = time.perf_counter()
+                r = search(LLM_CONFIGS[name], setup, gpu, n, GLOBAL_BATCH)
+                wall = time.perf_counter() - t0
+                slow += wall > TARGET_S
+                head = f"{name:<12} {gpu.name:<15} {n:>3} {r.evaluated:>7} {len(r.fitting):>5} {wall:>7.2f}s"
+                if not r.fitting:
+                    low = r.plans[0]
+                    print(f"{head}  no layout fits (smallest peak {low.memory.peak / 1024**3:.0f} GiB/GPU > "
+                          f"{low.memory.usable / 1024**3:.0f} usable)")  # fmt: skip
+                    continue
+                b = r.fitting[0]
+                lay = b.layout
+                print(f"{head}  {lay.dp:>3} {('stage' + str(lay.sharding)) if lay.sharding else '-':>6} {lay.tp:>2} "
+                      f"{lay.pp:>2} {f'{lay.micro_batch} x {lay.accum}':>9} {lay.recompute:>9} "
+                      f"{'yes' if lay.sequence_parallel else '-':>3} {b.memory.peak / 1024**3:>8.1f} "
+                      f"{b.tokens_per_s:>10,.0f} {b.mfu:>6.1%}")  # fmt: skip
+    a100, h100 = (search(LLM_CONFIGS["llama-2-7b"], setup, get_gpu(g), 8, GLOBAL_BATCH) for g in
+                  ("A100-SXM4-80GB", "H100-SXM"))  # fmt: skip
+    for r in (a100, h100):
+        print(f"{r.gpu.name}: compute at {r.mfu:.1%} of dense peak ({r.mfu_source}); network {r.network_gbps:,.0f} "
+              f"Gbit/s per node ({r.network_source})")  # fmt: skip
+    print(f"searches slower than {TARGET_S:.0f} s: {slow}")
+    return 1 if slow else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
