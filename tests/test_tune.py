@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from paddlefit.spec import JobSpec, load_job_spec
-from paddlefit.tune.trials import apply_settings, tune
+from paddlefit.tune.trials import apply_settings, predicted_peak, tune
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -30,10 +30,52 @@ def test_tune_bookkeeping_on_the_input_bound_example() -> None:
         assert all(s > 0 for s in t.samples_per_s) and len(t.step_s) == len(t.samples_per_s)
     assert r.best.median >= r.baseline.median and r.ratio == pytest.approx(r.best.median / r.baseline.median)
     assert r.best.label in finalists
-    tuned = apply_settings(spec, r.best.settings)
+    tuned = apply_settings(spec, r.best.settings).model_dump()
     for key, value in r.best.settings.items():
-        section, name = key.split(".")
-        assert getattr(getattr(tuned, section), name) == value
+        node = tuned
+        for part in key.split("."):
+            node = node[part]
+        assert node == value
+    if cores > 1:  # CPU run: the best worker count is also tried with the cores the workers leave
+        assert any("cpu_threads=" in t.label for t in r.trials)
+    # no accumulation to trade for batch: no batch-size candidate under global_batch="keep"
+    assert not any("batch_size=" in t.label for t in r.trials)
+
+
+def test_predicted_peak_is_the_line_through_the_last_two_points() -> None:
+    assert predicted_peak([(16, 1000)], 64) == 4000  # one point: proportional
+    assert predicted_peak([(16, 1000), (32, 1500)], 128) == 1500 + 500 / 16 * 96
+    assert predicted_peak([(8, 10), (16, 1000), (32, 1500)], 64) == 2500  # the first point is ignored
+    with pytest.raises(ValueError):
+        predicted_peak([], 8)
+
+
+def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> None:
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"batch_size": 8, "grad_accum_steps": 4})
+    r = tune(spec, budget_s=600, steps=3, warmup=1, confirm=1, global_batch="keep")
+    batch = [t for t in r.trials if "batch_size=" in t.label]
+    assert [t.label.split(", ")[-2:] for t in batch] == [["batch_size=16", "grad_accum_steps=2"],
+                                                        ["batch_size=32", "grad_accum_steps=1"]]  # fmt: skip
+    assert all(t.global_batch == 32 and t.samples_per_s for t in [r.baseline, *batch])
+    # measured peaks grow with the micro-batch (Paddle's host allocator, reset per trial)
+    assert batch[0].peak_memory_bytes < batch[1].peak_memory_bytes
+    # a limit just above the baseline's peak: the x2 candidate's predicted peak (2 x) is over it and is not run
+    limit = 1.5 * r.baseline.peak_memory_bytes
+    r2 = tune(spec, budget_s=600, steps=3, warmup=0, confirm=1, global_batch="keep", memory_limit=limit)
+    skipped = [t for t in r2.trials if "batch_size=" in t.label]
+    assert len(skipped) == 1 and skipped[0].note.startswith("not run: predicted peak") and not skipped[0].samples_per_s
+
+
+def test_a_candidate_that_runs_out_of_memory_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "data"))
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={
+        "model": "trainhelpers:oom_digits_cnn", "model_args": {"max_batch": 16}, "batch_size": 16})
+    r = tune(spec, budget_s=1e-3, steps=3, warmup=0, confirm=1, global_batch="free", max_batch_factor=2)
+    assert r.trials == []  # the budget stops the search stages before the batch stage; run it with a budget:
+    r = tune(spec, budget_s=600, steps=3, warmup=0, confirm=1, global_batch="free", max_batch_factor=2)
+    big = [t for t in r.trials if "batch_size=32" in t.label]
+    assert len(big) == 1 and big[0].note.startswith("out of memory") and not big[0].samples_per_s
+    assert r.best.settings.get("batch_size") is None
 
 
 def test_budget_keeps_only_the_baseline_and_apply_settings() -> None:

@@ -212,7 +212,9 @@ class JobSpec(BaseModel):
     ``oom_backoff: true`` (default): on an out-of-memory error in a step, every device halves its micro-batch and
     doubles accumulation (global batch unchanged) and redoes the step, down to micro-batch 1. On several devices
     the gradients are then all-reduced after the backward pass instead of overlapped with it; ``false`` keeps
-    the overlap and makes an out-of-memory error fatal.
+    the overlap and makes an out-of-memory error fatal. ``cpu_threads``: Paddle's CPU math threads per training
+    process (default: this node's cores / its training processes); with DataLoader workers on a CPU run, fewer
+    threads leave cores to the workers (``paddlefit tune`` measures it).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -237,6 +239,7 @@ class JobSpec(BaseModel):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     log_every: int = Field(default=10, ge=1)
     oom_backoff: bool = True
+    cpu_threads: int | None = Field(default=None, ge=1, le=4096)
     visualdl: bool = False
     run_dir: str = "runs/job"
 

@@ -25,16 +25,22 @@ def tune_command(
     steps: int = typer.Option(30, "--steps", help="Timed optimizer steps per trial."),
     warmup: int = typer.Option(5, "--warmup", help="Untimed steps before each trial's timing."),
     confirm: int = typer.Option(2, "--confirm", help="Extra interleaved runs of the baseline and the two best."),
+    global_batch: str = typer.Option("keep", "--global-batch", help="Batch-size candidates (x2, x4, x8 under the "
+                                     "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
+                                     "that accumulate get candidates), `free` lets the global batch grow (changes "
+                                     "the optimisation), `off` skips them."),
     write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run short measured trials of the job under candidate settings (num_workers 0..cores, then shared memory,
-    prefetch_factor and persistent workers on the best; AMP and cuDNN exhaustive search on a GPU), repeat the
-    best against your own settings, interleaved, and print the before/after table with the measured ratio.
+    prefetch_factor, persistent workers and, on CPU, fewer math threads on the best; AMP and cuDNN exhaustive
+    search on a GPU; then larger per-device batches under the memory limit), repeat the best against your own
+    settings, interleaved, and print the before/after table with the measured ratio.
 
     Examples:
       paddlefit tune examples/digits-warped.yaml --write runs/digits-warped-tuned.yaml
       paddlefit tune job.yaml --budget-minutes 10 --steps 50 --json
+      paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
     """
     from paddlefit.tune.trials import apply_settings, tune
 
@@ -43,6 +49,8 @@ def tune_command(
         raise fail(f"`--budget-minutes` must be in (0, 1440] (got {budget_minutes}).")
     if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000 or not 1 <= confirm <= 20:
         raise fail("`--steps` must be 3..100000, `--warmup` 0..100000 and `--confirm` 1..20.")
+    if global_batch not in ("keep", "free", "off"):
+        raise fail(f"`--global-batch` must be keep, free or off (got {global_batch!r}).")
     spec = load_job_spec(config, option="CONFIG")
     if write is not None:
         from paddlefit.fileio import check_output_path
@@ -50,7 +58,7 @@ def tune_command(
         check_output_path(write, "--write")
     with err.status("tuning...") as status, contextlib.redirect_stdout(sys.stderr):
         result = tune(spec, budget_s=budget_minutes * 60, steps=steps, warmup=warmup, confirm=confirm,
-                      progress=lambda msg: status.update(f"tuning: {msg}"))  # fmt: skip
+                      progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch)  # fmt: skip
     best_spec = apply_settings(spec, result.best.settings)
     if write is not None:
         from paddlefit.fileio import atomic_write_text
@@ -63,19 +71,22 @@ def tune_command(
         return
     table = Table(title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None,
                   padding=(0, 2))  # fmt: skip
-    for col in ("settings", "runs", "median samples/s", "step", "data wait", "peak memory"):
+    for col in ("settings", "runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
         table.add_column(col, justify="left" if col == "settings" else "right")
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
-            table.add_row(escape(t.label), "failed", "-", "-", "-", "-")
+            table.add_row(escape(t.label), escape(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
             continue
         mark = " (best)" if t is result.best else ""
         table.add_row(escape(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{min(t.step_s) * 1e3:,.1f} ms", f"{max(t.data_wait_fraction):.0%}",
-                      f"{t.peak_memory_bytes / 1024**2:,.1f} MiB")
+                      f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
     print_min_width(out, table, 110)
     b, w = result.baseline, result.best
     out.print(f"before: {b.median:,.0f} samples/s ({escape(str(config))} as written)")
     out.print(f"after:  {w.median:,.0f} samples/s ({escape(w.label)}: "
               f"{escape(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
     out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
+    if w.global_batch != b.global_batch:
+        out.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
+                  f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")

@@ -309,7 +309,7 @@ class Trainer:
             paddle.set_device("cpu")
             local_world = int(os.environ.get("PADDLE_LOCAL_SIZE", str(self.world)))
             cores = use_all_cores()
-            paddle.base.core.set_num_threads(max(1, cores // max(1, local_world)))
+            paddle.base.core.set_num_threads(self.spec.cpu_threads or max(1, cores // max(1, local_world)))
 
     def _seed(self) -> None:
         import paddle
@@ -345,6 +345,7 @@ class Trainer:
         self.sampler = ResumableBatchSampler(self.train_ds, spec.batch_size, self.world, self.rank,
                                              spec.data.shuffle, spec.data.drop_last, spec.seed)  # fmt: skip
         batches = len(self.sampler)
+        self.global_batch = spec.batch_size * self.world * spec.grad_accum_steps
         self.steps_per_epoch = batches // spec.grad_accum_steps
         if self.steps_per_epoch < 1:
             raise PaddlefitError(
@@ -763,7 +764,6 @@ class Trainer:
         self._setup_device()
         self._seed()
         self._build()
-        self.global_batch = self.spec.batch_size * self.world * self.spec.grad_accum_steps
         self.step, self.epoch, self.pos = 0, 0, 0
         self.totals: dict[str, float] = {"train_s": 0.0, "wait_s": 0.0, "samples": 0.0}
         self.last_loss: float | None = None

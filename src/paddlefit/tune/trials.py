@@ -9,13 +9,18 @@ Search (the order matters only for the time budget):
 
 1. the user's own settings (the baseline);
 2. ``data.num_workers`` in 0..min(cores, 8);
-3. on the fastest worker count > 0: ``use_shared_memory`` flipped, ``prefetch_factor`` 4, ``persistent_workers``;
+3. on the fastest worker count > 0: ``use_shared_memory`` flipped, ``prefetch_factor`` 4, ``persistent_workers``
+   and, on a CPU run, ``cpu_threads`` = cores - workers (Paddle's math threads otherwise compete with the workers
+   for the cores);
 4. on a GPU: AMP (bf16-o1 on compute capability >= 8.0, else fp16-o1) and ``FLAGS_cudnn_exhaustive_search``;
-5. the baseline and the two best candidates again, interleaved, ``confirm`` more times each: the winner has the
+5. per-device ``batch_size`` x2, x4, x8 on the best so far, each only while its peak memory, extrapolated on a line
+   through the last two measured peaks (the peak is linear in the batch size: FACTS.md, measured on Paddle's
+   allocator), stays under the memory limit (``DEFAULT_SAFETY_MARGIN`` x the GPU's memory, or x the host's
+   available memory on CPU). ``global_batch="keep"`` (default) divides ``grad_accum_steps`` by the same factor,
+   so only jobs that accumulate get candidates; ``"free"`` lets the global batch grow (the optimisation changes:
+   the table says so). A trial in which the trainer had to back off after running out of memory is discarded;
+6. the baseline and the two best candidates again, interleaved, ``confirm`` more times each: the winner has the
    highest median; the ratio is the winner's median over the baseline's median.
-
-Batch-size search is not done: it changes the optimisation unless accumulation keeps the global batch, and the
-memory limit needs the GPU plan.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class Trial:
     step_s: list[float] = field(default_factory=list)
     data_wait_fraction: list[float] = field(default_factory=list)
     peak_memory_bytes: int = 0
+    global_batch: int = 0
+    note: str = ""  # why a candidate has no runs: failed, out of memory, over the memory limit
 
     @property
     def median(self) -> float:
@@ -49,7 +56,8 @@ class Trial:
         """JSON form."""
         return {"label": self.label, "settings": self.settings, "samples_per_s": self.samples_per_s,
                 "median_samples_per_s": self.median, "step_s": self.step_s,
-                "data_wait_fraction": self.data_wait_fraction, "peak_memory_bytes": self.peak_memory_bytes}  # fmt: skip
+                "data_wait_fraction": self.data_wait_fraction, "peak_memory_bytes": self.peak_memory_bytes,
+                "global_batch": self.global_batch, "note": self.note}  # fmt: skip
 
 
 @dataclass
@@ -63,12 +71,13 @@ class TuneResult:
     elapsed_s: float
     steps: int
     warmup: int
+    memory_limit_bytes: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
         return {"baseline": self.baseline.to_dict(), "best": self.best.to_dict(), "ratio": self.ratio,
                 "trials": [t.to_dict() for t in self.trials], "elapsed_s": self.elapsed_s, "steps": self.steps,
-                "warmup": self.warmup}  # fmt: skip
+                "warmup": self.warmup, "memory_limit_bytes": self.memory_limit_bytes}  # fmt: skip
 
 
 def apply_settings(spec: JobSpec, settings: dict[str, Any]) -> JobSpec:
@@ -86,7 +95,9 @@ def apply_settings(spec: JobSpec, settings: dict[str, Any]) -> JobSpec:
 
 
 def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, Any] | None = None) -> dict[str, float]:
-    """One timed run of ``spec`` (one device): samples/s, mean step seconds, data-wait fraction, peak memory bytes.
+    """One timed run of ``spec`` (one device): samples/s, mean step seconds, data-wait fraction, peak allocated
+    bytes of this run (the allocator's peak is reset after the model is built), and ``oom_backoffs`` (> 0: the
+    trainer ran out of memory and halved the micro-batch, so the run did not measure ``spec`` as written).
 
     Raises:
         PaddlefitError: the job's model, data or loss fail (as in ``train``).
@@ -99,6 +110,10 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
         paddle.set_flags(flags)
     accum = spec.grad_accum_steps
     with scratch_trainer(spec, steps + warmup) as (t, step_batches):
+        if t.on_gpu:
+            paddle.device.cuda.reset_max_memory_allocated()
+        else:
+            paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)
         wait_total, t_start = 0.0, time.perf_counter()
         for step in range(steps + warmup):
             if step == warmup:
@@ -111,9 +126,11 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
             paddle.device.synchronize()
         elapsed = time.perf_counter() - t_start
         peak = peak_memory_bytes(t.on_gpu)
+        backoffs = t.oom_backoffs
     gb = spec.batch_size * accum
     return {"samples_per_s": gb * steps / elapsed, "step_s": elapsed / steps,
-            "data_wait_fraction": wait_total / elapsed, "peak_memory_bytes": float(peak)}  # fmt: skip
+            "data_wait_fraction": wait_total / elapsed, "peak_memory_bytes": float(peak),
+            "oom_backoffs": float(backoffs)}  # fmt: skip
 
 
 def candidates(spec: JobSpec, on_gpu: bool, compute_capability: float | None = None) -> list[tuple[str, dict]]:
@@ -133,6 +150,9 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
             out.append((f"{best.label}, prefetch_factor=4", {**best.settings, "data.prefetch_factor": 4}))
         if not cur.data.persistent_workers:
             out.append((f"{best.label}, persistent_workers", {**best.settings, "data.persistent_workers": True}))
+        threads = max(1, (os.cpu_count() or 1) - cur.data.num_workers)
+        if not on_gpu and cur.cpu_threads is None and threads < (os.cpu_count() or 1):
+            out.append((f"{best.label}, cpu_threads={threads}", {**best.settings, "cpu_threads": threads}))
     if on_gpu:
         if not cur.precision.is_amp:
             amp = "bf16-o1" if (cc or 0) >= 8.0 else "fp16-o1"
@@ -142,17 +162,58 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
     return out
 
 
+def predicted_peak(points: list[tuple[int, int]], batch: int) -> float:
+    """Peak bytes at ``batch`` from measured (batch size, peak bytes) points: on the line through the last two,
+    or proportional to the batch from a single point (an over-estimate: the model states do not grow).
+
+    Raises:
+        ValueError: no points.
+    """
+    if not points:
+        raise ValueError("at least one measured point is needed")
+    if len(points) == 1 or points[-1][0] == points[-2][0]:
+        b, p = points[-1]
+        return p * batch / b
+    (b0, p0), (b1, p1) = points[-2], points[-1]
+    return p1 + (p1 - p0) / (b1 - b0) * (batch - b1)
+
+
+def memory_limit_bytes(on_gpu: bool) -> float:
+    """Bytes a trial's peak may reach: ``DEFAULT_SAFETY_MARGIN`` (the planner's policy) x the GPU's total memory
+    (``paddle.device.cuda.get_device_properties().total_memory``), or x the host's available memory
+    (``psutil.virtual_memory().available``) on CPU."""
+    from paddlefit.plan.planner import DEFAULT_SAFETY_MARGIN
+
+    if on_gpu:
+        import paddle
+
+        return DEFAULT_SAFETY_MARGIN * float(paddle.device.cuda.get_device_properties().total_memory)
+    import psutil
+
+    return DEFAULT_SAFETY_MARGIN * float(psutil.virtual_memory().available)
+
+
 def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 5, confirm: int = 2,
-         progress: Any = None) -> TuneResult:  # fmt: skip
+         progress: Any = None, global_batch: str = "keep", max_batch_factor: int = 8,
+         memory_limit: float | None = None) -> TuneResult:  # fmt: skip
     """Search the settings of the module docstring within ``budget_s`` seconds (the baseline and the confirmation
     runs always run); returns every trial and the winner.
 
+    Args:
+        global_batch: ``keep`` (batch-size candidates divide ``grad_accum_steps``), ``free`` (the global batch may
+            grow) or ``off`` (no batch-size candidates).
+        max_batch_factor: largest multiple of the batch size tried (a power of 2).
+        memory_limit: bytes a batch-size candidate's predicted peak may reach (default
+            :func:`memory_limit_bytes`).
+
     Raises:
         PaddlefitError: the job fails in the baseline run (a candidate that fails is recorded with no runs).
-        ValueError: steps < 3, warmup < 0, confirm < 1, budget_s <= 0.
+        ValueError: steps < 3, warmup < 0, confirm < 1, budget_s <= 0, a bad ``global_batch``.
     """
     if steps < 3 or warmup < 0 or confirm < 1 or budget_s <= 0:
         raise ValueError("steps >= 3, warmup >= 0, confirm >= 1 and budget_s > 0 are required")
+    if global_batch not in ("keep", "free", "off"):
+        raise ValueError("global_batch must be keep, free or off")
     import paddle
 
     from paddlefit.errors import PaddlefitError
@@ -164,18 +225,26 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
     if on_gpu:
         major, minor = paddle.device.cuda.get_device_capability()
         cc = major + minor / 10
+    limit = memory_limit if memory_limit is not None else memory_limit_bytes(on_gpu)
 
     def run(trial: Trial) -> None:
         flags = {k: v for k, v in trial.settings.items() if k.startswith("FLAGS_")}
+        trial_spec = apply_settings(spec, trial.settings)
+        trial.global_batch = trial_spec.batch_size * trial_spec.grad_accum_steps * spec.devices
         try:
-            m = measure(apply_settings(spec, trial.settings), steps, warmup, flags or None)
-        except PaddlefitError:
+            m = measure(trial_spec, steps, warmup, flags or None)
+        except PaddlefitError as exc:
             if trial.label == "baseline":
                 raise
+            trial.note = f"failed: {str(exc)[:200]}"
             return
         finally:
             if flags:  # back to the defaults for the next trial
                 paddle.set_flags({k: False for k in flags})
+        if m["oom_backoffs"] and trial.label != "baseline":
+            trial.note = "out of memory (the trainer had to halve the micro-batch)"
+            trial.samples_per_s.clear()
+            return
         trial.samples_per_s.append(m["samples_per_s"])
         trial.step_s.append(m["step_s"])
         trial.data_wait_fraction.append(m["data_wait_fraction"])
@@ -186,16 +255,49 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
     run(baseline)
     trials: list[Trial] = []
 
+    def within_budget() -> bool:
+        return time.perf_counter() - t0 <= budget_s
+
     def stage(cands: list[tuple[str, dict]]) -> None:
         for label, settings in cands:
-            if time.perf_counter() - t0 > budget_s:
+            if not within_budget():
                 return
             say(label)
             trials.append(Trial(label, settings))
             run(trials[-1])
 
+    def leader() -> Trial:
+        return max([baseline, *trials], key=lambda x: x.median)
+
     stage(candidates(spec, on_gpu, cc))
-    stage(_refinements(max([baseline, *trials], key=lambda x: x.median), spec, on_gpu, cc))
+    stage(_refinements(leader(), spec, on_gpu, cc))
+    if global_batch != "off":
+        best = leader()
+        cur = apply_settings(spec, best.settings)
+        points = [(cur.batch_size, best.peak_memory_bytes)] if best.peak_memory_bytes > 0 else []
+        factor = 2
+        while points and factor <= max_batch_factor and within_budget():
+            accum = cur.grad_accum_steps
+            if global_batch == "keep":
+                if accum % factor:
+                    break
+                accum //= factor
+            b = cur.batch_size * factor
+            label = f"{best.label}, batch_size={b}" + (f", grad_accum_steps={accum}" if global_batch == "keep" else "")
+            trial = Trial(label, {**best.settings, "batch_size": b, "grad_accum_steps": accum})
+            trials.append(trial)
+            need = predicted_peak(points, b)
+            if need > limit:
+                trial.note = (f"not run: predicted peak {need / 1024**2:,.0f} MiB > limit {limit / 1024**2:,.0f} "
+                              "MiB")  # fmt: skip
+                trial.global_batch = b * accum * spec.devices
+                break
+            say(label)
+            run(trial)
+            if not trial.samples_per_s:
+                break
+            points.append((b, trial.peak_memory_bytes))
+            factor *= 2
     ranked = sorted([t for t in [baseline, *trials] if t.samples_per_s], key=lambda x: -x.median)
     finalists = [baseline, *[t for t in ranked if t is not baseline][:2]]
     for r in range(confirm):  # interleaved: drift hits every finalist alike
@@ -204,4 +306,5 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
             run(trial)
     best = max(finalists, key=lambda x: x.median)
     return TuneResult(baseline=baseline, trials=trials, best=best, ratio=best.median / baseline.median,
-                      elapsed_s=time.perf_counter() - t0, steps=steps, warmup=warmup)  # fmt: skip
+                      elapsed_s=time.perf_counter() - t0, steps=steps, warmup=warmup,
+                      memory_limit_bytes=limit)  # fmt: skip
