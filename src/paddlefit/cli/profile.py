@@ -21,6 +21,8 @@ def profile_command(
     steps: int = typer.Option(30, "--steps", help="Measured optimizer steps (after the warm-up)."),
     warmup: int = typer.Option(5, "--warmup", help="Steps run first and left out of the statistics."),
     plot: Path = typer.Option(None, "--plot", help="Write a PNG of each step's components to this file."),
+    ops: int = typer.Option(0, "--ops", help="Also list the K operators with the most time (paddle.profiler, a few "
+                            "extra steps after the timed ones; 0 = off)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a few steps of the job on one device, time data wait, host-to-device copy, forward, backward and
@@ -31,12 +33,15 @@ def profile_command(
       paddlefit profile examples/digits-warped.yaml            # input-bound
       paddlefit profile examples/digits-wide.yaml --steps 20   # compute-bound
       paddlefit profile job.yaml --json --plot profile.png
+      paddlefit profile job.yaml --ops 10                      # + operator top-10 from paddle.profiler
     """
     from paddlefit.diagnose.profiler import plot_profile, profile_job
 
     quiet_paddle()
     if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000:
         raise fail(f"`--steps` must be 3..100000 and `--warmup` 0..100000 (got {steps}, {warmup}).")
+    if not 0 <= ops <= 1000:
+        raise fail(f"`--ops` must be 0..1000 (got {ops}).")
     spec = load_job_spec(config, option="CONFIG")
     if plot is not None:
         from paddlefit.fileio import check_output_path
@@ -44,7 +49,7 @@ def profile_command(
         check_output_path(plot, "--plot")
     with err.status("profiling...") as status, contextlib.redirect_stdout(sys.stderr):
         result = profile_job(spec, steps=steps, warmup=warmup,
-                             progress=lambda d, n: status.update(f"profiling: step {d}/{n}"))  # fmt: skip
+                             progress=lambda d, n: status.update(f"profiling: step {d}/{n}"), top_ops=ops)  # fmt: skip
     if plot is not None:
         plot_profile(result, str(plot))
         err.print(f"wrote {escape(str(plot))}", highlight=False)
@@ -66,6 +71,14 @@ def profile_command(
     out.print(f"verdict: [bold]{result.verdict}[/]")
     for e in result.evidence:
         out.print(f"  - {escape(e)}")
+    if result.operators:
+        table = Table(title="operators with the most time (paddle.profiler; nested events overlap)", box=None,
+                      padding=(0, 2))  # fmt: skip
+        for col in ("operator", "calls/step", "ms/step", "share of step"):
+            table.add_column(col, justify="left" if col == "operator" else "right")
+        for o in result.operators:
+            table.add_row(escape(o["name"]), f"{o['calls']:,.0f}", f"{o['ms_per_step']:,.2f}", f"{o['share']:.0%}")
+        out.print(table)
     if result.fixes:
         out.print("fixes, most promising first:")
         for i, f in enumerate(result.fixes, 1):

@@ -86,6 +86,7 @@ class ProfileResult:
     fixes: list[dict[str, str]]
     per_step: list[dict[str, float]] = field(default_factory=list)
     assumptions: dict[str, Any] = field(default_factory=dict)
+    operators: list[dict[str, Any]] | None = None  # --ops K: [{name, calls, ms_per_step, share}], busiest first
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
@@ -147,13 +148,16 @@ class _Sampler(threading.Thread):
         self.join(timeout=2)
 
 
-def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None) -> ProfileResult:
+def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None,
+                top_ops: int = 0) -> ProfileResult:  # fmt: skip
     """Run ``warmup + steps`` optimizer steps of ``spec`` on one device and time every component.
 
     Args:
         spec: the job (its ``data.train``, model, optimizer, precision, DataLoader settings).
         steps: measured steps (>= 3); warmup: steps run first and left out of the statistics (>= 0).
         progress: optional ``progress(done, total)`` callable.
+        top_ops: when > 0, run ``min(steps, 5)`` more steps under ``paddle.profiler`` (after the timed ones, so its
+            overhead stays out of the breakdown) and report the ``top_ops`` operators with the most time.
 
     Returns:
         ProfileResult.
@@ -223,6 +227,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                     progress(step + 1, total)
         finally:
             sampler.stop()
+        operators = _operator_top_k(t, step_batches, min(steps, 5), top_ops, on_gpu) if top_ops > 0 else None
         produce_s = _batch_production_s(t.train_ds, spec.batch_size)
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
@@ -230,8 +235,51 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         # gradients as DataParallel all-reduces them: the parameters' dtype (fp32 unless AMP O2 casts them)
         grads = float(sum(int(np.prod(q.shape)) * (2 if str(q.dtype).endswith(("float16", "bfloat16")) else 4)
                           for q in t.model.parameters() if not q.stop_gradient))  # fmt: skip
-    return _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
-                      peak_bytes=peak, grads_bytes=grads, devices=spec_devices)
+    result = _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
+                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices)  # fmt: skip
+    result.operators = operators
+    return result
+
+
+def _operator_top_k(t: Any, step_batches: Any, steps: int, k: int, on_gpu: bool) -> list[dict[str, Any]]:
+    """The ``k`` operators with the most time over ``steps`` training steps run under ``paddle.profiler.Profiler``
+    (one warm-up step in its scheduler), from the same per-operator statistics ``Profiler.summary`` prints
+    (``paddle.profiler.profiler_statistic.StatisticData``, ``event_summary.items``): GPU kernel time on a GPU,
+    CPU time otherwise. Operator events nest (a grad node contains the kernels it launches), so the shares can
+    add up to more than 100%.
+
+    Returns:
+        [{name, calls (per step), ms_per_step, share (of the profiled steps' wall time)}], busiest first.
+    """
+    import paddle
+    from paddle.profiler import Profiler, ProfilerTarget
+    from paddle.profiler.profiler_statistic import StatisticData
+
+    targets = [ProfilerTarget.CPU] + ([ProfilerTarget.GPU] if on_gpu else [])
+    prof = Profiler(targets=targets, scheduler=(1, steps + 1))
+    prof.start()
+    wall = 0.0
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        t._train_step(step_batches())
+        t._optimizer_step()
+        if on_gpu:
+            paddle.device.synchronize()
+        if i >= 1:
+            wall += time.perf_counter() - t0
+        prof.step()
+    prof.stop()
+    result = prof.profiler_result
+    if not result:
+        return []
+    items = StatisticData(result.get_data(), result.get_extra_info()).event_summary.items.values()
+
+    def busy_ns(it: Any) -> float:
+        return float(it.general_gpu_time if on_gpu else it.cpu_time)
+
+    top = sorted(items, key=lambda it: -busy_ns(it))[:k]
+    return [{"name": it.name, "calls": it.call / steps, "ms_per_step": busy_ns(it) / 1e6 / steps,
+             "share": busy_ns(it) / 1e9 / wall if wall else 0.0} for it in top]  # fmt: skip
 
 
 def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> float:
