@@ -49,6 +49,7 @@ INPUT_BOUND_WAIT = 0.25
 COMPUTE_SHARE = 0.60
 LOW_GPU_UTIL = 50.0
 COMM_BOUND_SHARE = 0.25
+OPTIMIZER_HEAVY = 0.30
 
 
 @dataclass
@@ -233,10 +234,14 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
         peak = peak_memory_bytes(on_gpu)
         # gradients as DataParallel all-reduces them: the parameters' dtype (fp32 unless AMP O2 casts them)
+        trainable = [(n, q) for n, q in t.model.named_parameters() if not q.stop_gradient]
         grads = float(sum(int(np.prod(q.shape)) * (2 if str(q.dtype).endswith(("float16", "bfloat16")) else 4)
-                          for q in t.model.parameters() if not q.stop_gradient))  # fmt: skip
+                          for _, q in trainable))  # fmt: skip
+        sizes = sorted(((int(np.prod(q.shape)), n, list(q.shape)) for n, q in trainable), reverse=True)
+        params = {"count": sum(x[0] for x in sizes), "largest": sizes[0][1] if sizes else "",
+                  "largest_shape": sizes[0][2] if sizes else [], "largest_count": sizes[0][0] if sizes else 0}
     result = _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
-                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices)  # fmt: skip
+                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params)  # fmt: skip
     result.operators = operators
     return result
 
@@ -322,12 +327,13 @@ def _catalog_gpu(gpu_name: str | None) -> Any:
 
 def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
                flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
-               grads_bytes: float = 0.0, devices: int = 1) -> ProfileResult:  # fmt: skip
+               grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None) -> ProfileResult:
     """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
 
     ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
     ``peak_bytes``: peak allocated bytes of the run; ``grads_bytes``: bytes one all-reduce moves per rank for the
-    gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU).
+    gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU);
+    ``params``: {count, largest, largest_shape, largest_count} of the trainable parameters (for the optimizer fix).
     """
     measured = [r for r in rows if not r["warmup"]]
     step_mean, step_p95 = _stats([r["step"] for r in measured])
@@ -463,6 +469,19 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
             fixes.append({"fix": "train on a GPU (`paddlefit plan --config` / `paddlefit cost --config`)",
                           "why": "the CPU spends the step in the model's arithmetic",
                           "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
+        opt_share = breakdown["optimizer"]["share"]
+        big = params or {}
+        if opt_share >= OPTIMIZER_HEAVY and big.get("largest_count", 0) >= 0.5 * big.get("count", 1):
+            # one tensor holds most parameters (typically an embedding table) and the update dominates the step
+            evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
+                            f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.0%} of the "
+                            f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
+            fixes.insert(0, {"fix": f"sparse updates for {big['largest']}: paddle.nn.Embedding(..., sparse=True) "
+                                    "with paddle.optimizer.Adam/AdamW(lazy_mode=True) or SGD",
+                             "why": "only the rows looked up in the batch get a gradient and an update (Paddle's "
+                                    "`lazy_mode` docs: dense Adam updates every element every step)",
+                             "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is "
+                                              f"{opt_share:.0%} of the step)"})  # fmt: skip
         fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
                       "why": "the step time scales with the FLOPs", "expected_gain": "proportional to the FLOPs cut"})
     else:
@@ -476,6 +495,7 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
         assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
                      "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
+                     "optimizer_heavy_share": OPTIMIZER_HEAVY,
                      "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
                      "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
                      "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
