@@ -229,3 +229,44 @@ def test_cli_plan_parallel_bad_input_exit_2(args, msg):
     r = _cli("plan", *args)
     assert r.returncode == 2, r.stdout + r.stderr
     assert msg in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
+
+
+BASE = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
+
+
+@pytest.mark.parametrize(("text", "suffix", "msg"), [
+    (json.dumps({**BASE, "hidden_size": "abc"}), ".json", "`hidden_size`: Input should be a valid integer"),
+    (json.dumps({**BASE, "hidden_size": True}), ".json", "`hidden_size`: Input should be a valid integer"),
+    (json.dumps({**BASE, "model_type": "llama", "mlp_bias": "false"}), ".json", "`mlp_bias`: Input should be"),
+    (json.dumps({**BASE, "hidden_dropout_prob": "x"}), ".json", "`hidden_dropout_prob`: Input should be"),
+    (json.dumps({**BASE, "hidden_act": "relu6_quantum"}), ".json", "is not an activation the planner knows"),
+    (json.dumps({**BASE, "hidden_act": ["silu"]}), ".json", "`hidden_act` must be a string"),
+    (json.dumps({**BASE, "num_hidden_layers": 10**400}), ".json", "`num_hidden_layers`: Input should be less"),
+    ('{"hidden_size": 256, "hidden_size": 512}', ".json", "key `hidden_size` is given twice"),
+    ("[" * 100_000 + "]" * 100_000, ".json", "nested too deeply"),
+    ("a: &a [1, 2]\nb: *a\n", ".yaml", "anchors/aliases"),
+    ("hidden_size: 2024-01-01\nnum_hidden_layers: 2\nnum_attention_heads: 4\nvocab_size: 10\n", ".yaml",
+     "`hidden_size`: Input should be a valid integer"),
+    ("model: resnet50\ndata: {train: digits}\n", ".yaml", "is a job spec, not a model config"),
+    (json.dumps({k: v for k, v in BASE.items() if k != "num_hidden_layers"}), ".json",
+     "`num_hidden_layers`: Field required."),
+])  # fmt: skip
+def test_bad_model_configs_name_the_key(tmp_path, text, suffix, msg):
+    """Malformed user configs fail with the key as the file spells it (adversarial review findings)."""
+    path = tmp_path / f"cfg{suffix}"
+    path.write_text(text)
+    with pytest.raises(PaddlefitError) as exc:
+        load_llm_config(path)
+    assert msg in str(exc.value)
+
+
+def test_gpus_without_bf16_or_flash_attention_are_planned_as_they_can_run():
+    """T4 (compute capability 7.5): bf16-o2 becomes fp16-o2 and attention is eager, said in notes and flags."""
+    req = LLMPlanRequest("llama-2-7b", seq_len=2048, global_batch=64, gpus=16, gpu_names=["T4", "A100-SXM4-80GB"])
+    plan = plan_llm(req)
+    t4, a100 = plan.results
+    assert t4.setup.precision is Precision.FP16_O2 and t4.setup.flash_attention is False and len(t4.notes) == 2
+    assert a100.setup.precision is Precision.BF16_O2 and a100.setup.flash_attention and not a100.notes
+    rows = {r["gpu"]: r["paddlenlp_args"] for r in plan.to_dict()["parallel_plans"]}
+    assert rows["T4"]["fp16"] and not rows["T4"]["bf16"] and rows["T4"]["use_flash_attention"] is False
+    assert rows["A100-SXM4-80GB"]["bf16"] and rows["A100-SXM4-80GB"]["use_flash_attention"] is True

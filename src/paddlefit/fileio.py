@@ -23,7 +23,7 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     if path.exists():
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
-            raise PaddlefitError(f"`{option} {path}` is a directory; give a file path such as `{path}/out.json`.")
+            raise PaddlefitError(f"`{option} {path}` is a directory; give a file path inside it.")
         if not stat.S_ISREG(mode):
             raise PaddlefitError(f"`{option} {path}` is not a regular file (device, FIFO or socket); give a file path.")
     parent = path.parent if str(path.parent) else Path(".")

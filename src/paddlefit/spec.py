@@ -239,7 +239,7 @@ class JobSpec(BaseModel):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     log_every: int = Field(default=10, ge=1)
     oom_backoff: bool = True
-    cpu_threads: int | None = Field(default=None, ge=1, le=4096)
+    cpu_threads: int | None = Field(default=None, ge=1, le=4096, strict=True)
     visualdl: bool = False
     run_dir: str = "runs/job"
 

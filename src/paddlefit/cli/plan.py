@@ -156,6 +156,12 @@ def plan_command(
              "--calibration": calibration, "--max-probe-gib": max_probe_gib},
         )  # fmt: skip
         return
+    stray = [name for name, given in (("--gpus-per-node", gpus_per_node != 8), ("--mfu", mfu is not None),
+                                      ("--network-gbps", network_gbps is not None),
+                                      ("--no-flash-attention", not flash_attention), ("--top", top != 5)) if given]
+    if stray:
+        raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
+                   "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
     job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
                       need_train=dataset_size is None and epochs is None)  # fmt: skip

@@ -63,8 +63,12 @@ def tune_command(
     if write is not None:
         from paddlefit.fileio import atomic_write_text
 
-        atomic_write_text(write, yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False,
-                                                allow_unicode=True), option="--write")  # fmt: skip
+        try:
+            atomic_write_text(write, yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False,
+                                                    allow_unicode=True), option="--write")  # fmt: skip
+        except OSError as exc:
+            raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
+                       f"winner was {result.best.label}: {result.best.settings}.") from None
         err.print(f"wrote {escape(str(write))}", highlight=False)
     if json_out:
         print(to_json(result.to_dict()))
@@ -87,6 +91,10 @@ def tune_command(
     out.print(f"after:  {w.median:,.0f} samples/s ({escape(w.label)}: "
               f"{escape(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
     out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
+    if not result.trials:
+        out.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
+    if spec.devices > 1:
+        out.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's {spec.devices}.")
     if w.global_batch != b.global_batch:
         out.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
                   f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")

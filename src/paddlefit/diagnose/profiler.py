@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from paddlefit.errors import PaddlefitError
 from paddlefit.spec import JobSpec
 
 COMPONENTS = ("data", "h2d", "forward", "backward", "optimizer")
@@ -201,7 +202,12 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                         sync()
                     t2 = time.perf_counter()
                     if step == 0 and not flops_per_sample:
-                        flops_per_sample = count_flops(t.model, list(xs)).train_flops_per_sample
+                        try:
+                            flops_per_sample = count_flops(t.model, list(xs)).train_flops_per_sample
+                        except Exception as exc:  # the model itself fails: say so as train does
+                            raise PaddlefitError(
+                                f"step 1: the model raised {type(exc).__name__}: {str(exc).strip()[:300]} (model "
+                                f"`{spec.model}`). Set PADDLEFIT_DEBUG=1 for the traceback.") from None
                         t.optimizer.clear_grad()
                         t1 = t2 = time.perf_counter()  # the count's forward is not charged to any phase
                     with t._autocast():
@@ -303,6 +309,11 @@ def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> floa
     return float(np.median(times))
 
 
+def _pct(v: float) -> str:
+    """A sampled percentage, or n/a when no sample was taken."""
+    return f"{v:.0f}%" if math.isfinite(v) else "n/a"
+
+
 def _stats(values: list[float]) -> tuple[float, float]:
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(np.percentile(arr, 95))
@@ -382,13 +393,13 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce:.0%} of the "
         "step, whether the step waits for it or a prefetch thread/worker competes with training for the cores",
         f"forward + backward + optimizer {compute:.0%} of the step",
-        f"CPU: main process {cpu['main_process_percent']:.0f}%, DataLoader workers {cpu['workers_percent']:.0f}% "
-        f"(100% = one core; {cores} cores)",
+        f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
+        f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
     ]  # fmt: skip
     if gpu is not None:
         busy = float(np.mean(sampler.gpu_mem_busy)) if getattr(sampler, "gpu_mem_busy", None) else float("nan")
         gpu["memory_busy_mean_percent"] = busy
-        evidence.append(f"GPU utilisation {gpu['util_mean_percent']:.0f}%, device memory busy {busy:.0f}% of the "
+        evidence.append(f"GPU utilisation {_pct(gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of the "
                         "time (NVML, means of 0.2 s samples)")  # fmt: skip
     if intensity is not None and ridge is not None:
         evidence.append(f"arithmetic intensity {intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
@@ -510,7 +521,6 @@ def plot_profile(result: ProfileResult, path: str) -> None:
     Raises:
         PaddlefitError: matplotlib is missing or the file cannot be written.
     """
-    from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import check_output_path
 
     try:
@@ -542,13 +552,21 @@ def plot_profile(result: ProfileResult, path: str) -> None:
     ax.set_title(f"{result.model}: {result.verdict}, {result.samples_per_s:,.0f} samples/s on {result.device}")
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".png", dir=out.parent)
-    os.close(fd)
+    from paddlefit.fileio import current_umask
+
+    fmt = out.suffix.lower().lstrip(".") or "png"
+    if fmt not in ("png", "svg", "pdf"):
+        plt.close(fig)
+        raise PaddlefitError(f"`--plot {path}`: use a .png, .svg or .pdf file name.")
+    tmp = None
     try:
-        fig.savefig(tmp, dpi=100)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
+        os.close(fd)
+        fig.savefig(tmp, dpi=100, format=fmt)
         os.replace(tmp, out)
     except OSError as exc:
-        if os.path.exists(tmp):
+        if tmp and os.path.exists(tmp):
             os.unlink(tmp)
         raise PaddlefitError(f"`--plot {path}` cannot be written ({exc.strerror or exc}).") from None
     finally:

@@ -51,25 +51,27 @@ class LLMConfig(BaseModel):
         source: where the numbers come from.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a JSON "false" is not False and `true` is not 1. Upper bounds are sanity limits (policy), far above
+    # published models (GPT-3: h 12288, 96 layers; Llama 3 405B: 126 layers; vocabularies up to 256k).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(min_length=1)
-    hidden_size: int = Field(ge=1)
-    num_layers: int = Field(ge=1)
-    num_heads: int = Field(ge=1)
-    num_kv_heads: int = Field(ge=1)
-    ffn_size: int = Field(ge=1)
+    hidden_size: int = Field(ge=1, le=2**20)
+    num_layers: int = Field(ge=1, le=1024)
+    num_heads: int = Field(ge=1, le=2**16)
+    num_kv_heads: int = Field(ge=1, le=2**16)
+    ffn_size: int = Field(ge=1, le=2**22)
     ffn_type: Literal["gelu", "swiglu"] = "gelu"
-    vocab_size: int = Field(ge=1)
+    vocab_size: int = Field(ge=1, le=2**24)
     tie_embeddings: bool = True
     causal: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     qkv_bias: bool = True
     linear_bias: bool = True
     position: Literal["learned", "rope"] = "learned"
-    max_position: int = Field(default=4096, ge=1)
-    type_vocab_size: int = Field(default=0, ge=0)
-    dropout: float = Field(default=0.0, ge=0, lt=1)
+    max_position: int = Field(default=4096, ge=1, le=2**24)
+    type_vocab_size: int = Field(default=0, ge=0, le=2**16)
+    dropout: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
     source: str = ""
 
     @model_validator(mode="after")
@@ -191,8 +193,27 @@ _HF_KEYS = {
     "max_position_embeddings": "max_position", "n_positions": "max_position", "max_position": "max_position",
     "type_vocab_size": "type_vocab_size",
 }  # fmt: skip
+#: ``hidden_act`` values: gated (SwiGLU MLP, 3 matrices) and plain (2-matrix MLP), as Hugging Face's ACT2FN spells them.
 _GATED_ACTS = ("silu", "swiglu", "swish")
+_PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu", "relu", "tanh")
 _LLAMA_LIKE = ("llama", "qwen2", "mistral", "qwen", "internlm", "baichuan", "yi")
+#: our field -> the key a Hugging Face config.json uses for it (for error messages)
+_HF_NAME = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+            "num_kv_heads": "num_key_value_heads", "ffn_size": "intermediate_size",
+            "tie_embeddings": "tie_word_embeddings", "max_position": "max_position_embeddings",
+            "dropout": "hidden_dropout_prob", "linear_bias": "mlp_bias", "qkv_bias": "attention_bias"}  # fmt: skip
+
+
+def _string_key(raw: dict[str, Any], key: str, name: str, default: str) -> str:
+    """A config key that must be a string (``model_type``, ``hidden_act``), lower-cased.
+
+    Raises:
+        ModelError: present but not a string.
+    """
+    v = raw.get(key, default)
+    if not isinstance(v, str):
+        raise ModelError(f"Model config {name}: `{key}` must be a string (got {type(v).__name__}).")
+    return v.lower()
 
 
 def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
@@ -200,38 +221,48 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
 
     Mapping: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads (default: heads),
     intermediate_size (default 4h), vocab_size, tie_word_embeddings, max_position_embeddings; ``hidden_act``
-    silu/swish -> SwiGLU; ``model_type`` llama/qwen2/mistral (or an ``rms_norm_eps`` key) -> RMSNorm, RoPE,
-    no biases, untied by default (Qwen2: q/k/v biases); ``bert``/``ernie`` -> encoder. Unknown keys of a
-    ``config.json`` are ignored; our own field names are validated strictly.
+    silu/swish -> SwiGLU, gelu/relu variants -> 2-matrix MLP, anything else is an error; ``model_type``
+    llama/qwen2/mistral (or an ``rms_norm_eps`` key) -> RMSNorm, RoPE, no biases, untied by default (Qwen2: q/k/v
+    biases); ``bert``/``ernie`` -> encoder. Unknown keys of a ``config.json`` are ignored; values are validated
+    strictly (a string is not a bool, ``true`` is not 1).
 
     Raises:
-        ModelError: a field is missing or invalid (names the field).
+        ModelError: a field is missing or invalid (names the key as the file spells it), or the file is a job spec.
     """
+    if "model" in raw and ({"data", "batch_size", "epochs", "max_steps"} & set(raw)):
+        raise ModelError(f"{name} is a job spec, not a model config: pass it as `--config FILE` (the parallel "
+                         "planner takes a built-in LLM name or a Hugging Face config.json).")  # fmt: skip
     ours = set(LLMConfig.model_fields)
-    if set(raw) <= ours:
+    hf = not set(raw) <= ours
+    if not hf:
         fields = dict(raw)
     else:
         fields = {}
         for k, v in raw.items():
             if k in _HF_KEYS and v is not None:
                 fields[_HF_KEYS[k]] = v
-        mtype = str(raw.get("model_type", "")).lower()
-        act = str(raw.get("hidden_act", raw.get("activation_function", "gelu"))).lower()
+        mtype = _string_key(raw, "model_type", name, "")
+        act_key = "hidden_act" if "hidden_act" in raw else "activation_function"
+        act = _string_key(raw, act_key, name, "gelu")
+        if act not in _GATED_ACTS + _PLAIN_ACTS:
+            raise ModelError(f"Model config {name}: `{act_key}: {act}` is not an activation the planner knows; "
+                             f"use one of {', '.join(_GATED_ACTS + _PLAIN_ACTS)} (gated ones mean a 3-matrix "
+                             "SwiGLU MLP).")  # fmt: skip
         llama_like = mtype in _LLAMA_LIKE or "rms_norm_eps" in raw
         if act in _GATED_ACTS or llama_like:
             fields.setdefault("ffn_type", "swiglu")
         if llama_like:
-            fields.update(norm="rmsnorm", position="rope", linear_bias=bool(raw.get("mlp_bias", False)))
-            fields["qkv_bias"] = bool(raw.get("attention_bias", mtype == "qwen2"))
+            fields.update(norm="rmsnorm", position="rope", linear_bias=raw.get("mlp_bias", False))
+            fields["qkv_bias"] = raw.get("attention_bias", mtype == "qwen2")
             fields.setdefault("tie_embeddings", False)
         if mtype in ("bert", "ernie", "roberta") or raw.get("is_decoder") is False:
             fields["causal"] = False
         if not llama_like:
-            fields["dropout"] = float(raw.get("hidden_dropout_prob", raw.get("resid_pdrop", 0.0)) or 0.0)
-        if "hidden_size" in fields:
-            fields.setdefault("ffn_size", 4 * int(fields["hidden_size"]))
-        if "num_heads" in fields:
-            fields.setdefault("num_kv_heads", fields["num_heads"])
+            drop = raw.get("hidden_dropout_prob", raw.get("resid_pdrop", 0.0))
+            fields["dropout"] = 0.0 if drop is None else drop
+        h = fields.get("hidden_size")
+        if isinstance(h, int) and not isinstance(h, bool):
+            fields.setdefault("ffn_size", 4 * h)
         fields["source"] = f"user config ({name})"
     fields.setdefault("name", name)
     if "num_heads" in fields:
@@ -240,10 +271,13 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
         return LLMConfig(**fields)
     except ValidationError as exc:
         e = exc.errors()[0]
-        loc = ".".join(str(p) for p in e["loc"]) or "config"
-        raise ModelError(f"Model config {name}: field `{loc}`: {e['msg']} (got {e.get('input')!r}). Give "
-                         "hidden_size, num_hidden_layers, num_attention_heads, vocab_size (a Hugging Face "
-                         "config.json has them).") from None  # fmt: skip
+        field = str(e["loc"][0]) if e["loc"] else ""
+        key = _HF_NAME.get(field, field) if hf else field
+        got = "" if e["type"] == "missing" else f" (got {e.get('input')!r:.80})"
+        what = f"`{key}`" if key else "config"
+        raise ModelError(f"Model config {name}: {what}: {e['msg']}{got}. A config needs hidden_size, "
+                         f"{'num_hidden_layers, num_attention_heads' if hf else 'num_layers, num_heads'} and "
+                         "vocab_size (a Hugging Face config.json has them).") from None  # fmt: skip
 
 
 def load_llm_config(path: str | Path) -> LLMConfig:
@@ -260,11 +294,28 @@ def load_llm_config(path: str | Path) -> LLMConfig:
         text = read_text_limited(p, "MODEL")
     except PaddlefitError as exc:
         raise ModelError(f"Model config: {exc}") from None
+    is_json = p.suffix.lower() == ".json"
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        if dup := next((k for k in keys if keys.count(k) > 1), None):
+            raise ModelError(f"Model config {p}: key `{dup}` is given twice; keep one.")
+        return dict(pairs)
+
     try:
-        raw = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+        if is_json:
+            raw = json.loads(text, object_pairs_hook=no_duplicates)
+        else:  # as job specs: no anchors/aliases (nested aliases expand exponentially), no key twice
+            if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
+                raise ModelError(f"Model config {p} uses YAML anchors/aliases (`&`/`*`); write the values out.")
+            from paddlefit.spec import _unique_key_loader
+
+            raw = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ModelError(f"Model config {p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: "
+        raise ModelError(f"Model config {p}: not valid {'JSON' if is_json else 'YAML'}: "
                          f"{str(exc).splitlines()[0]}.") from None  # fmt: skip
+    except RecursionError:
+        raise ModelError(f"Model config {p}: nested too deeply to be a model config.") from None
     if not isinstance(raw, dict):
         raise ModelError(f"Model config {p}: expected a mapping of fields (hidden_size, ...), got "
                          f"{type(raw).__name__}.")  # fmt: skip

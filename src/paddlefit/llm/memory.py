@@ -215,8 +215,9 @@ class MemoryBreakdown:
 
     @property
     def usable(self) -> float:
-        """Bytes a peak may reach: capacity - CUDA context - fragmentation allowance."""
-        return self.capacity - self.cuda_context - self.fragmentation_allowance
+        """Bytes a peak may reach: capacity - CUDA context - fragmentation allowance (0 when the context alone
+        does not fit)."""
+        return max(0.0, self.capacity - self.cuda_context - self.fragmentation_allowance)
 
     @property
     def fits(self) -> bool:

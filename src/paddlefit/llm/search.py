@@ -116,6 +116,8 @@ class SearchResult:
     network_gbps: float
     network_source: str
     rejected: list[str] = field(default_factory=list)
+    setup: TrainSetup | None = None  # precision / attention actually planned on this GPU
+    notes: list[str] = field(default_factory=list)  # why they differ from the request
 
     @property
     def fitting(self) -> list[ParallelPlan]:
@@ -208,7 +210,8 @@ def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch:
             "with common factors (e.g. powers of two)."
         )
     plans.sort(key=_rank_key)
-    return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected)
+    return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected,
+                        setup)  # fmt: skip
 
 
 #: Default global batch, tokens: Llama 2 trained with 4M-token batches (Touvron et al. 2023, arXiv 2307.09288 §2.2).
@@ -257,7 +260,8 @@ class LLMPlan:
     def to_dict(self) -> dict[str, Any]:
         """JSON document: model, job, assumptions, per-GPU search summaries and ``parallel_plans`` rows."""
         req, st = self.request, self.setup
-        rows = [p.to_dict(st.precision, st.flash_attention) for r in self.results for p in r.plans[: req.top]]
+        rows = [p.to_dict((r.setup or st).precision, (r.setup or st).flash_attention)
+                for r in self.results for p in r.plans[: req.top]]  # fmt: skip
         return {
             "model": {**self.config.model_dump(), "params": self.config.params},
             "job": {"seq_len": st.seq_len, "global_batch": self.global_batch,
@@ -267,6 +271,8 @@ class LLMPlan:
             "searches": [{"gpu": r.gpu.name, "evaluated": r.evaluated, "fitting": len(r.fitting),
                           "seconds": r.seconds, "mfu": r.mfu, "mfu_source": r.mfu_source,
                           "network_gbps": r.network_gbps, "network_source": r.network_source,
+                          "precision": (r.setup or st).precision.value,
+                          "flash_attention": (r.setup or st).flash_attention, "notes": r.notes,
                           "rejected": r.rejected} for r in self.results],
             "assumptions": ASSUMPTIONS,
             "parallel_plans": rows,
@@ -315,10 +321,10 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     if req.gpus > req.gpus_per_node and req.gpus % req.gpus_per_node:
         raise PaddlefitError(f"`--gpus` {req.gpus} is not a whole number of nodes of `--gpus-per-node` "
                              f"{req.gpus_per_node}.")  # fmt: skip
-    if req.mfu is not None and not (math.isfinite(req.mfu) and 0 < req.mfu <= 1):
-        raise PaddlefitError(f"`--mfu` must be a fraction in (0, 1] (got {req.mfu}).")
-    if req.network_gbps is not None and not (math.isfinite(req.network_gbps) and 0 < req.network_gbps <= 1e6):
-        raise PaddlefitError(f"`--network-gbps` must be a number of Gbit/s in (0, 1e6] (got {req.network_gbps}).")
+    if req.mfu is not None and not (math.isfinite(req.mfu) and 0.01 <= req.mfu <= 1):
+        raise PaddlefitError(f"`--mfu` must be a fraction in [0.01, 1] (got {req.mfu}).")
+    if req.network_gbps is not None and not (math.isfinite(req.network_gbps) and 1 <= req.network_gbps <= 1e6):
+        raise PaddlefitError(f"`--network-gbps` must be a number of Gbit/s in [1, 1e6] (got {req.network_gbps}).")
     if not (math.isfinite(req.safety_margin) and 0 < req.safety_margin <= 1):
         raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {req.safety_margin}).")
     if not 1 <= req.top <= 1000:
@@ -328,6 +334,35 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     pool = load_gpus(req.catalog_files)
     gpus = [get_gpu(n, pool) for n in (req.gpu_names or DEFAULT_GPUS)]
     per_node = min(req.gpus_per_node, req.gpus)
-    results = [search(cfg, setup, g, req.gpus, gb, per_node, req.mfu, req.network_gbps, req.safety_margin)
-               for g in gpus]  # fmt: skip
+    results = []
+    for g in gpus:
+        own, notes = gpu_setup(setup, g)
+        try:
+            r = search(cfg, own, g, req.gpus, gb, per_node, req.mfu, req.network_gbps, req.safety_margin)
+        except PaddlefitError as exc:
+            fit = math.ceil(gb / req.gpus) * req.gpus
+            default = " (the default: 4M tokens / seq-len)" if req.global_batch is None else ""
+            raise PaddlefitError(f"{exc} With data parallel over all {req.gpus} GPUs, `--global-batch {fit}` "
+                                 f"would divide; the global batch was {gb}{default}.") from None  # fmt: skip
+        r.notes = notes
+        results.append(r)
     return LLMPlan(cfg, setup, req, gb, results)
+
+
+def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
+    """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+ (FACTS.md: BF16 needs
+    Ampere), so it becomes fp16 at the same AMP level; FlashAttention-2 runs on Ampere and newer (Dao 2023,
+    arXiv 2307.08691), so older GPUs get eager attention."""
+    from dataclasses import replace
+
+    notes = []
+    prec, flash = setup.precision, setup.flash_attention
+    if prec.value.startswith("bf16") and (gpu.compute_capability < 8.0 or not gpu.bf16_tflops):
+        prec = Precision(prec.value.replace("bf16", "fp16"))
+        notes.append(f"{gpu.name} (compute capability {gpu.compute_capability:g}) has no bf16: planned as "
+                     f"{prec.value}")  # fmt: skip
+    if flash and gpu.compute_capability < 8.0:
+        flash = False
+        notes.append(f"FlashAttention-2 needs compute capability 8.0+ (Dao 2023); {gpu.name} is planned with "
+                     "eager attention")  # fmt: skip
+    return replace(setup, precision=prec, flash_attention=flash), notes

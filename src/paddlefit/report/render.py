@@ -277,6 +277,8 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
             f"{r.mfu:.1%} of dense peak ({escape(r.mfu_source)}); network {r.network_gbps:,.0f} Gbit/s per node "
             f"({escape(r.network_source)})", highlight=False,
         )  # fmt: skip
+        for note in r.notes:
+            console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         shown = fitting[: req.top] if fitting else r.plans[: min(3, req.top)]
         if not fitting:
             console.print(f"[bold red]No layout fits[/] on {req.gpus} x {r.gpu.name}; the smallest peaks:")
@@ -309,7 +311,8 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
             f"{duration(t.dp_comm)} ({t.dp_link}), optimizer {duration(t.optimizer)} = {duration(t.step)}",
             highlight=False,
         )  # fmt: skip
-        args = best.paddlenlp_args(st.precision, st.flash_attention)
+        own = r.setup or st
+        args = best.paddlenlp_args(own.precision, own.flash_attention)
         flags = " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
                          for k, v in args.items() if v not in ("", -1))  # defaults (no sharding) left out
         console.print(f"PaddleNLP: [cyan]{escape(flags)}[/]", highlight=False, soft_wrap=True)

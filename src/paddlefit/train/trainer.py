@@ -309,6 +309,10 @@ class Trainer:
             paddle.set_device("cpu")
             local_world = int(os.environ.get("PADDLE_LOCAL_SIZE", str(self.world)))
             cores = use_all_cores()
+            if self.spec.cpu_threads and self.spec.cpu_threads * local_world > cores:
+                self._log(f"warning: cpu_threads {self.spec.cpu_threads} x {local_world} process(es) on this node "
+                          f"exceeds its {cores} cores; the threads will contend (leave it unset for cores / "
+                          "processes).")  # fmt: skip
             paddle.base.core.set_num_threads(self.spec.cpu_threads or max(1, cores // max(1, local_world)))
 
     def _seed(self) -> None:
