@@ -46,7 +46,7 @@ def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
     env = dict(os.environ, GLOG_minloglevel="2")
     r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
                         "--steps", "3", "--warmup", "1", "--json", "--plot", str(png), "--ops", "4"],
-                       capture_output=True, text=True,
+                       capture_output=True, text=True, cwd=tmp_path,
                        env=env, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -57,6 +57,7 @@ def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
     ops = d["operators"]
     assert len(ops) == 4 and [o["ms_per_step"] for o in ops] == sorted((o["ms_per_step"] for o in ops), reverse=True)
     assert "conv2d" in ops[0]["name"].lower() and ops[0]["calls"] == 2 and 0 < ops[0]["share"] <= 1
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["p.png"]  # no ./profiler_log trace left behind
     bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
                           "--steps", "1"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "`--steps` must be 3..100000" in bad.stderr

@@ -267,7 +267,8 @@ def _operator_top_k(t: Any, step_batches: Any, steps: int, k: int, on_gpu: bool)
     from paddle.profiler.profiler_statistic import StatisticData
 
     targets = [ProfilerTarget.CPU] + ([ProfilerTarget.GPU] if on_gpu else [])
-    prof = Profiler(targets=targets, scheduler=(1, steps + 1))
+    # on_trace_ready: no-op (the default exports a chrome trace to ./profiler_log in the working directory)
+    prof = Profiler(targets=targets, scheduler=(1, steps + 1), on_trace_ready=lambda p: None)
     prof.start()
     wall = 0.0
     for i in range(steps + 1):
