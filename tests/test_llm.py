@@ -214,7 +214,8 @@ def test_cli_plan_parallel_json_and_table(tmp_path):
                                "vocab_size": 32000, "max_position_embeddings": 2048}))  # fmt: skip
     r = _cli("plan", str(cfg), "--gpus", "2", "--gpu", "L4")
     assert r.returncode == 0, r.stderr
-    assert "PaddleNLP: --tensor_parallel_degree" in r.stdout and "assumption:" in r.stdout
+    assert "PaddleNLP TrainingArguments: --tensor_parallel_degree" in r.stdout and "assumption:" in r.stdout
+    assert "model arguments: --use_flash_attention true" in r.stdout
 
 
 @pytest.mark.parametrize(("args", "msg"), [

@@ -79,6 +79,9 @@ def profile_command(
         for o in result.operators:
             table.add_row(escape(o["name"]), f"{o['calls']:,.0f}", f"{o['ms_per_step']:,.2f}", f"{o['share']:.0%}")
         out.print(table)
+        slow = result.operators[0]["profiled_step_s"] / result.step_mean_s - 1 if result.step_mean_s else 0.0
+        out.print(f"[dim]profiled steps took {result.operators[0]['profiled_step_s'] * 1e3:,.1f} ms, {slow:+.0%} vs "
+                  "the timed ones (profiler overhead); shares are of the profiled step[/]")  # fmt: skip
     if result.fixes:
         out.print("fixes, most promising first:")
         for i, f in enumerate(result.fixes, 1):

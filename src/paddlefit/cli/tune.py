@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -15,6 +16,26 @@ from rich.table import Table
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.spec import load_job_spec
+
+
+def tuned_yaml(config: Path, settings: dict) -> str:
+    """The user's spec file with the winning settings set (dotted keys; ``FLAGS_*`` become a comment): the user's
+    own keys and values stay as written, only the tuned ones change (YAML comments are not kept)."""
+    doc = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+    flags = []
+    for key, value in settings.items():
+        if key.startswith("FLAGS_"):
+            flags.append(f"{key}={int(value) if isinstance(value, bool) else value}")
+            continue
+        node = doc
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    head = f"# tuned by paddlefit tune from {config.name}"
+    if flags:
+        head += f"; also set in the environment: {' '.join(flags)}"
+    return head + "\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
 @handle_errors
@@ -59,13 +80,16 @@ def tune_command(
     with err.status("tuning...") as status, contextlib.redirect_stdout(sys.stderr):
         result = tune(spec, budget_s=budget_minutes * 60, steps=steps, warmup=warmup, confirm=confirm,
                       progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch)  # fmt: skip
-    best_spec = apply_settings(spec, result.best.settings)
     if write is not None:
         from paddlefit.fileio import atomic_write_text
+        from paddlefit.spec import JobSpec
 
+        best_spec = apply_settings(spec, result.best.settings)
+        text = tuned_yaml(config, result.best.settings)  # the user's file with the winning settings
+        if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
+            text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
         try:
-            atomic_write_text(write, yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False,
-                                                    allow_unicode=True), option="--write")  # fmt: skip
+            atomic_write_text(write, text, option="--write")
         except OSError as exc:
             raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
                        f"winner was {result.best.label}: {result.best.settings}.") from None
@@ -83,7 +107,7 @@ def tune_command(
             continue
         mark = " (best)" if t is result.best else ""
         table.add_row(escape(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
-                      f"{min(t.step_s) * 1e3:,.1f} ms", f"{max(t.data_wait_fraction):.0%}",
+                      f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
     print_min_width(out, table, 110)
     b, w = result.baseline, result.best

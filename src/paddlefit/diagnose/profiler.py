@@ -291,7 +291,8 @@ def _operator_top_k(t: Any, step_batches: Any, steps: int, k: int, on_gpu: bool)
 
     top = sorted(items, key=lambda it: -busy_ns(it))[:k]
     return [{"name": it.name, "calls": it.call / steps, "ms_per_step": busy_ns(it) / 1e6 / steps,
-             "share": busy_ns(it) / 1e9 / wall if wall else 0.0} for it in top]  # fmt: skip
+             "share": busy_ns(it) / 1e9 / wall if wall else 0.0, "profiled_step_s": wall / steps}
+            for it in top]  # fmt: skip
 
 
 def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> float:
@@ -358,7 +359,8 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
     gb = spec.batch_size * spec.grad_accum_steps
     sps = gb / step_mean
     wait = breakdown["data"]["share"]
-    produce = min(1.0, produce_s * spec.grad_accum_steps / step_mean) if step_mean else 0.0
+    produce_raw = produce_s * spec.grad_accum_steps / step_mean if step_mean else 0.0
+    produce = min(1.0, produce_raw)  # the share of the step it can take off the critical path
     data_share = max(wait, produce)
     cores = os.cpu_count() or 1
     cpu = {"cores": float(cores),
@@ -391,8 +393,9 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
         f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
         f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
-        f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce:.0%} of the "
-        "step, whether the step waits for it or a prefetch thread/worker competes with training for the cores",
+        f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce_raw:.0%} of the "
+        "step (timed alone, after the steps), whether the step waits for it or a prefetch thread/worker competes "
+        "with training for the cores",
         f"forward + backward + optimizer {compute:.0%} of the step",
         f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
         f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
@@ -486,7 +489,7 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         if opt_share >= OPTIMIZER_HEAVY and big.get("largest_count", 0) >= 0.5 * big.get("count", 1):
             # one tensor holds most parameters (typically an embedding table) and the update dominates the step
             evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
-                            f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.0%} of the "
+                            f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
                             f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
             fixes.insert(0, {"fix": f"sparse updates for {big['largest']}: paddle.nn.Embedding(..., sparse=True) "
                                     "with paddle.optimizer.Adam/AdamW(lazy_mode=True) or SGD",
@@ -494,8 +497,10 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
                                     "`lazy_mode` docs: dense Adam updates every element every step)",
                              "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is "
                                               f"{opt_share:.0%} of the step)"})  # fmt: skip
-        fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
-                      "why": "the step time scales with the FLOPs", "expected_gain": "proportional to the FLOPs cut"})
+        if opt_share < breakdown["forward"]["share"] + breakdown["backward"]["share"]:
+            fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
+                          "why": "the step time scales with the FLOPs",
+                          "expected_gain": "proportional to the FLOPs cut"})  # fmt: skip
     else:
         verdict = "undetermined"
         evidence.append(f"no component dominates: {other / step_mean:.0%} of the step is outside the timed phases")

@@ -261,9 +261,10 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
             drop = raw.get("hidden_dropout_prob", raw.get("resid_pdrop", 0.0))
             fields["dropout"] = 0.0 if drop is None else drop
         h = fields.get("hidden_size")
-        if isinstance(h, int) and not isinstance(h, bool):
-            fields.setdefault("ffn_size", 4 * h)
         fields["source"] = f"user config ({name})"
+        if isinstance(h, int) and not isinstance(h, bool) and "ffn_size" not in fields:
+            fields["ffn_size"] = 4 * h
+            fields["source"] += "; no intermediate_size: 4 x hidden_size assumed (GPT-2/BERT convention)"
     fields.setdefault("name", name)
     if "num_heads" in fields:
         fields.setdefault("num_kv_heads", fields["num_heads"])
@@ -323,8 +324,10 @@ def load_llm_config(path: str | Path) -> LLMConfig:
 
 
 def is_llm_config_path(model: str) -> bool:
-    """True when ``model`` names a JSON/YAML file (an LLM config rather than a zoo name)."""
-    return Path(model).suffix.lower() in (".json", ".yaml", ".yml")
+    """True when ``model`` names a JSON/YAML file, or a model directory holding a ``config.json`` (an LLM config
+    rather than a zoo name)."""
+    p = Path(model)
+    return p.suffix.lower() in (".json", ".yaml", ".yml") or (p.is_dir() and (p / "config.json").is_file())
 
 
 def resolve_llm(model: str) -> LLMConfig:
@@ -335,7 +338,8 @@ def resolve_llm(model: str) -> LLMConfig:
         ModelError: the file is bad.
     """
     if is_llm_config_path(model):
-        return load_llm_config(model)
+        p = Path(model)
+        return load_llm_config(p / "config.json" if p.is_dir() else p)
     key = model.strip().lower()
     if key in LLM_CONFIGS:
         return LLM_CONFIGS[key]

@@ -31,6 +31,10 @@ from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_g
 from paddlefit.plan.planner import CUDA_CONTEXT_BYTES, DEFAULT_SAFETY_MARGIN
 from paddlefit.spec import Precision
 
+#: Keys of :meth:`ParallelPlan.paddlenlp_args` that are model arguments of PaddleNLP's ``llm/`` scripts
+#: (``run_pretrain.py`` / ``run_finetune.py`` ModelArgument), not ``TrainingArguments``.
+LLM_SCRIPT_MODEL_ARGS = ("recompute_granularity", "use_flash_attention")
+
 
 @dataclass(frozen=True)
 class ParallelPlan:
@@ -129,15 +133,19 @@ class SearchResult:
 TIE_FACTOR = 1.005
 
 
-def _rank_key(x: ParallelPlan) -> tuple:
-    """Fitting plans first, by tokens/s in 0.5% buckets, then the simpler layout (lower sharding stage, less
-    recompute, fewer TP x PP ranks, no sequence parallelism) and lower memory; plans that do not fit by memory."""
+def _rank_key(x: ParallelPlan, best_tps: float) -> tuple:
+    """Fitting plans first, in tiers of tokens/s measured from the fastest fitting plan (tier 0: within 0.5% of it,
+    below the model's resolution; tier 1: 0.5-1.0% slower, ...), inside a tier the simpler layout first (fewer
+    TP x PP ranks: model parallelism needs model support; then lower sharding stage, less recompute, no sequence
+    parallelism), then the larger micro-batch
+    (fewer accumulation steps; real GEMMs are more efficient on larger matrices, which the model does not
+    resolve), then lower memory; plans that do not fit, by memory."""
     if not x.fits:
         return (1, x.memory.peak)
     lay = x.layout
-    bucket = -round(math.log(x.tokens_per_s) / math.log(TIE_FACTOR))
-    return (0, bucket, lay.sharding, RECOMPUTE.index(lay.recompute), lay.tp * lay.pp, lay.sequence_parallel,
-            x.memory.peak)  # fmt: skip
+    tier = max(0, math.floor(math.log(best_tps / x.tokens_per_s) / math.log(TIE_FACTOR)))
+    return (0, tier, lay.tp * lay.pp, lay.sharding, RECOMPUTE.index(lay.recompute), lay.sequence_parallel,
+            -lay.micro_batch, x.memory.peak)  # fmt: skip
 
 
 def _divisors(n: int) -> list[int]:
@@ -209,7 +217,8 @@ def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch:
             f"{'; '.join(rejected[:6]) or 'no tensor-parallel degree is valid'}. Use a GPU count and global batch "
             "with common factors (e.g. powers of two)."
         )
-    plans.sort(key=_rank_key)
+    best_tps = max((q.tokens_per_s for q in plans if q.fits), default=1.0)
+    plans.sort(key=lambda q: _rank_key(q, best_tps))
     return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected,
                         setup)  # fmt: skip
 
@@ -290,6 +299,8 @@ ASSUMPTIONS = [
     "collectives at peak link bandwidth (NVLink/PCIe in a node, node network / GPUs per node across nodes), "
     "latency ignored: optimistic",
     "stages balanced (embedding and head FLOPs spread evenly); ZeRO-3 keeps two gathered layers",
+    "MFU counts model FLOPs (3 x forward); compute time also pays recomputation (full/selective recompute, "
+    "FlashAttention's backward recompute of Q.K^T), so MFU sits below the stated compute fraction",
 ]
 
 

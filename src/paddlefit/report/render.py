@@ -313,9 +313,17 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         )  # fmt: skip
         own = r.setup or st
         args = best.paddlenlp_args(own.precision, own.flash_attention)
-        flags = " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
-                         for k, v in args.items() if v not in ("", -1))  # defaults (no sharding) left out
-        console.print(f"PaddleNLP: [cyan]{escape(flags)}[/]", highlight=False, soft_wrap=True)
+        from paddlefit.llm.search import LLM_SCRIPT_MODEL_ARGS
+
+        def flags(keys: Any, args: dict[str, Any] = args) -> str:
+            return " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
+                            for k, v in args.items() if k in keys and v not in ("", -1))  # no sharding: left out
+
+        train_keys = [k for k in args if k not in LLM_SCRIPT_MODEL_ARGS]
+        console.print(f"PaddleNLP TrainingArguments: [cyan]{escape(flags(train_keys))}[/]", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+        console.print(f"PaddleNLP llm/ scripts' model arguments: [cyan]{escape(flags(LLM_SCRIPT_MODEL_ARGS))}[/]",
+                      highlight=False, soft_wrap=True)  # fmt: skip
     console.print("")
     for a in plan.to_dict()["assumptions"]:
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)

@@ -854,7 +854,7 @@ class Trainer:
                         if self.vdl is not None:
                             for k in ("loss", "lr", "samples_per_s", "data_wait_s"):
                                 self.vdl.add_scalar(tag=f"train/{k}", value=rec[k], step=self.step)
-                    progress.update(loss, self.global_batch / dt)
+                    progress.update(loss, self.global_batch, dt)
                     if stop:
                         return self._end_stopped()
                     if budget:
@@ -1046,14 +1046,23 @@ class _Progress:
             self.task = self.bar.add_task("train", total=trainer.total_steps, completed=trainer.step, info="")
             self.bar.start()
 
-    def update(self, loss: float, samples_per_s: float) -> None:
+    def update(self, loss: float, samples: float, seconds: float) -> None:
+        """One optimizer step of ``samples`` samples took ``seconds``; shown as the rate since the previous line
+        (a single step's rate swings with DataLoader workers handing over batches unevenly)."""
         if not self.enabled:
             return
-        info = f"loss {loss:.4f}  {samples_per_s:,.0f} samples/s"
+        self.samples = getattr(self, "samples", 0.0) + samples
+        self.seconds = getattr(self, "seconds", 0.0) + seconds
+        info = f"loss {loss:.4f}  {self.samples / self.seconds if self.seconds else 0.0:,.0f} samples/s"
         if self.bar is not None:
             self.bar.update(self.task, completed=self.t.step, info=info)
+            if self.t.step % self.t.spec.log_every:
+                return
         elif self.t.step % self.t.spec.log_every == 0 or self.t.step == self.t.total_steps:
             self.t.opts.log(f"step {self.t.step}/{self.t.total_steps} (epoch {self.t._epochs_done():.2f}): {info}")
+        else:
+            return
+        self.samples = self.seconds = 0.0
 
     def close(self) -> None:
         if self.bar is not None:
