@@ -67,29 +67,7 @@ def cost_command(
       paddlefit cost bert-base --input int64[128] -b 32 --optimizer adamw --dataset-size 392702 --epochs 3 --json
       paddlefit cost --config examples/digits.yaml --gpu T4 --gpu L4
     """
-    quiet_paddle()
-    job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
-                      need_train=dataset_size is None and epochs is None, command="cost")  # fmt: skip
-    accum = job.spec.grad_accum_steps if job.own_job and job.spec else 1
-    drop_last = bool(job.own_job and job.spec and job.spec.data.drop_last)
-    if dataset_size is None and epochs is None and job.own_job and job.spec:
-        spec = job.spec
-        if job.train_size and spec.epochs:
-            dataset_size, epochs = job.train_size, float(spec.epochs)
-        if spec.max_steps:
-            capped = spec.max_steps * job.batch_size * spec.devices * accum
-            if dataset_size is None or epochs is None or capped < dataset_size * epochs:
-                dataset_size, epochs = capped, 1.0
-    if (dataset_size is None) != (epochs is None) or dataset_size is None or epochs is None:
-        if job.spec is not None and not job.own_job:
-            raise fail(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data and epochs "
-                       "do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
-        raise fail("Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
-                   "epochs/max_steps give it).")  # fmt: skip
-    if not 1 <= dataset_size <= 10**13 or not math.isfinite(epochs) or not 0 < epochs <= 1e6:
-        raise fail("`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6].")
-    if job.batch_size < 1:
-        raise fail(f"`--batch-size` must be >= 1 (got {job.batch_size}).")
+    # options that do not depend on the job first: a bad price file or rate fails before the model is built
     if not (math.isfinite(safety_margin) and 0 < safety_margin <= 1):
         raise fail(f"`--safety-margin` must be in (0, 1] (got {safety_margin}).")
     if top < 1:
@@ -124,6 +102,29 @@ def cost_command(
         if r.gpu and catalog_gpu(r, gpus_all) is None:
             raise fail(f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not in the "
                        "GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog.")  # fmt: skip
+    quiet_paddle()
+    job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
+                      need_train=dataset_size is None and epochs is None, command="cost")  # fmt: skip
+    accum = job.spec.grad_accum_steps if job.own_job and job.spec else 1
+    drop_last = bool(job.own_job and job.spec and job.spec.data.drop_last)
+    if dataset_size is None and epochs is None and job.own_job and job.spec:
+        spec = job.spec
+        if job.train_size and spec.epochs:
+            dataset_size, epochs = job.train_size, float(spec.epochs)
+        if spec.max_steps:
+            capped = spec.max_steps * job.batch_size * spec.devices * accum
+            if dataset_size is None or epochs is None or capped < dataset_size * epochs:
+                dataset_size, epochs = capped, 1.0
+    if (dataset_size is None) != (epochs is None) or dataset_size is None or epochs is None:
+        if job.spec is not None and not job.own_job:
+            raise fail(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data and epochs "
+                       "do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
+        raise fail("Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
+                   "epochs/max_steps give it).")  # fmt: skip
+    if not 1 <= dataset_size <= 10**13 or not math.isfinite(epochs) or not 0 < epochs <= 1e6:
+        raise fail("`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6].")
+    if job.batch_size < 1:
+        raise fail(f"`--batch-size` must be >= 1 (got {job.batch_size}).")
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
     req = PlanRequest(
         model=job.model, batch_size=job.batch_size,
