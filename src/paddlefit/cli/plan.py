@@ -147,6 +147,9 @@ def plan_command(
       paddlefit plan llama-2-70b --seq-len 4096 --gpus 64 --gpu H100-SXM --json
       paddlefit plan ./config.json --gpus 16 --seq-len 2048   # a Hugging Face / PaddleNLP config.json
     """
+    for opt, value in (("--precision", precision), ("--optimizer", optimizer)):
+        if value is not None and not value.strip():
+            raise fail(f"`{opt}` is empty; give a value (see --help) or leave the option out for the default.")
     if _parallel_requested(model, seq_len, global_batch, gpus):
         _plan_parallel(
             model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer, flash_attention, mfu,
@@ -229,9 +232,11 @@ def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | N
     from paddlefit.llm.search import LLMPlanRequest, plan_llm
     from paddlefit.report.render import render_parallel_plan
 
-    if model is None:
-        raise fail("Give a MODEL for the parallel planner, e.g. `paddlefit plan llama-2-7b --gpus 8`.")
     given = [k for k, v in unused.items() if v not in (None, [], ())]
+    if model is None:
+        why = " (`--config` job specs go to the CPU-probe plan, without --gpus/--global-batch/--seq-len)" \
+            if "--config" in given else ""  # fmt: skip
+        raise fail(f"Give a MODEL for the parallel planner, e.g. `paddlefit plan llama-2-7b --gpus 8`{why}.")
     if given:
         raise fail(f"{', '.join(f'`{k}`' for k in given)} not used by the parallel planner (MODEL with --gpus, "
                    "--global-batch or --seq-len): the micro-batch and degrees are searched; give the global batch "
