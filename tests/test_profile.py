@@ -128,5 +128,5 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     r = profile_job(load_job_spec(EXAMPLES / "sentiment-zh.yaml"), steps=4, warmup=1)
     share = r.breakdown["optimizer"]["share"]
     assert r.verdict == "compute-bound" and share >= 0.30, share
-    assert r.fixes[0]["fix"].startswith("sparse updates for embed.weight")
+    assert r.fixes[0]["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: true}`")
     assert f"up to {1 / (1 - share):.2f}x" in r.fixes[0]["expected_gain"]

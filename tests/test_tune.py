@@ -101,3 +101,22 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"),
                           "--budget-minutes", "0"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--budget-minutes" in bad.stderr
+
+
+def test_sparse_embedding_candidate_for_text_models(tmp_path: Path) -> None:
+    """The text examples' factories take `sparse`: tune offers sparse gradients + Adam lazy_mode (the fix profile
+    names for the sentiment model); the CNN examples get no such candidate; the trainer runs it."""
+    from paddlefit.train.trainer import Trainer, TrainOptions
+    from paddlefit.tune.trials import Trial, _refinements
+
+    text = load_job_spec(EXAMPLES / "sentiment-zh.yaml")
+    cands = dict(_refinements(Trial("baseline", {}), text, False, None))
+    assert cands == {"baseline, sparse embedding + lazy_mode": {"model_args.sparse": True, "lazy_mode": True}}
+    assert _refinements(Trial("baseline", {}), load_job_spec(EXAMPLES / "digits.yaml"), False, None) == []
+    tuned = apply_settings(text, cands["baseline, sparse embedding + lazy_mode"]).model_copy(
+        update={"max_steps": 20, "epochs": None})
+    assert tuned.model_args == {"vocab_size": 30000, "sparse": True} and tuned.lazy_mode
+    res = Trainer(tuned, TrainOptions(run_dir=tmp_path / "r", resume="never", progress=False, log=lambda m: None)).run()
+    assert res.exit_code == 0 and res.summary["steps"] == 20 and 0 < res.summary["final_loss"] < 1.0
+    with pytest.raises(ValueError, match="lazy_mode is an Adam/AdamW option"):
+        JobSpec.model_validate({**text.model_dump(mode="json"), "optimizer": "sgd", "lazy_mode": True})

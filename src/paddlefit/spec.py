@@ -214,7 +214,9 @@ class JobSpec(BaseModel):
     the gradients are then all-reduced after the backward pass instead of overlapped with it; ``false`` keeps
     the overlap and makes an out-of-memory error fatal. ``cpu_threads``: Paddle's CPU math threads per training
     process (default: this node's cores / its training processes); with DataLoader workers on a CPU run, fewer
-    threads leave cores to the workers (``paddlefit tune`` measures it).
+    threads leave cores to the workers (``paddlefit tune`` measures it). ``lazy_mode``: Adam/AdamW update only
+    the rows that have a gradient in the batch (Paddle's ``lazy_mode``); it pays off with sparse embedding
+    gradients (``paddle.nn.Embedding(sparse=True)``, e.g. ``model_args: {sparse: true}`` for the text examples).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -239,6 +241,7 @@ class JobSpec(BaseModel):
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     log_every: int = Field(default=10, ge=1)
     oom_backoff: bool = True
+    lazy_mode: bool = Field(default=False, strict=True)
     cpu_threads: int | None = Field(default=None, ge=1, le=4096, strict=True)
     visualdl: bool = False
     run_dir: str = "runs/job"
@@ -247,6 +250,9 @@ class JobSpec(BaseModel):
     def _min_lr_below_lr(self) -> JobSpec:
         if self.schedule.min_lr > self.lr:
             raise ValueError(f"schedule.min_lr {self.schedule.min_lr} is above lr {self.lr}; make it <= lr")
+        if self.lazy_mode and self.optimizer not in (OptimizerName.ADAM, OptimizerName.ADAMW):
+            raise ValueError(f"lazy_mode is an Adam/AdamW option; optimizer is {self.optimizer.value} (SGD updates "
+                             "sparse gradients row by row already)")  # fmt: skip
         return self
 
     def input_specs(self) -> list[InputSpec]:

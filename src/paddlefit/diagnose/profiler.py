@@ -491,8 +491,12 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
             evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
                             f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
                             f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
-            fixes.insert(0, {"fix": f"sparse updates for {big['largest']}: paddle.nn.Embedding(..., sparse=True) "
-                                    "with paddle.optimizer.Adam/AdamW(lazy_mode=True) or SGD",
+            from paddlefit.tune.trials import _factory_takes
+
+            how = ("`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"
+                   if _factory_takes(spec.model, "sparse") else
+                   "paddle.nn.Embedding(..., sparse=True) with Adam/AdamW `lazy_mode: true` or SGD")  # fmt: skip
+            fixes.insert(0, {"fix": f"sparse updates for {big['largest']}: {how}",
                              "why": "only the rows looked up in the batch get a gradient and an update (Paddle's "
                                     "`lazy_mode` docs: dense Adam updates every element every step)",
                              "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is "

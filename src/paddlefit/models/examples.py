@@ -26,10 +26,12 @@ def digits_cnn(num_classes: int = 10, width: int = 16) -> Any:
 
 
 def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, kernel_size: int = 3,
-             num_classes: int = 2) -> Any:  # fmt: skip
+             num_classes: int = 2, sparse: bool = False) -> Any:  # fmt: skip
     """Character CNN (Kim 2014, one kernel width): embedding -> Conv1D -> ReLU -> max over time -> linear.
 
-    Input ``int64[N, L]`` character ids (0 = padding), output logits ``[N, num_classes]``.
+    Input ``int64[N, L]`` character ids (0 = padding), output logits ``[N, num_classes]``. ``sparse``: the
+    embedding's gradient holds only the looked-up rows (``paddle.nn.Embedding(sparse=True)``; pair with Adam
+    ``lazy_mode: true``).
     """
     import paddle
     import paddle.nn as nn
@@ -37,7 +39,7 @@ def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, k
     class TextCNN(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0, sparse=sparse)
             self.conv = nn.Conv1D(embed_dim, channels, kernel_size, padding=kernel_size // 2)
             self.fc = nn.Linear(channels, num_classes)
 
@@ -49,9 +51,11 @@ def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, k
     return TextCNN()
 
 
-def text_bag(vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_classes: int = 2) -> Any:
+def text_bag(vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_classes: int = 2,
+             sparse: bool = False) -> Any:  # fmt: skip
     """fastText-style classifier (Joulin et al. 2016, "Bag of Tricks for Efficient Text Classification"): mean of
-    the character embeddings (padding id 0 masked out) -> Linear -> ReLU -> Linear.
+    the character embeddings (padding id 0 masked out) -> Linear -> ReLU -> Linear. ``sparse``: as in
+    :func:`text_cnn`.
 
     Input ``int64[N, L]`` character ids, output logits ``[N, num_classes]``. About 60x faster than
     :func:`text_cnn` on a CPU (Paddle 3.3.1 runs Conv1D as a 2-D convolution).
@@ -62,7 +66,7 @@ def text_bag(vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_
     class TextBag(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
-            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+            self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0, sparse=sparse)
             self.hidden = nn.Linear(embed_dim, hidden)
             self.fc = nn.Linear(hidden, num_classes)
 

@@ -196,7 +196,8 @@ def build_schedule(spec: JobSpec, total_steps: int) -> Any:
 
 
 def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
-    """The optimizer of ``spec.optimizer`` with ``learning_rate=schedule`` and ``spec.weight_decay``."""
+    """The optimizer of ``spec.optimizer`` with ``learning_rate=schedule``, ``spec.weight_decay`` and, for Adam/AdamW,
+    ``spec.lazy_mode``."""
     import paddle
 
     wd = spec.weight_decay  # None: Paddle's default (no decay)
@@ -207,8 +208,9 @@ def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
     if spec.optimizer is OptimizerName.ADAMW:
         # AdamW's own default decay is 0.01 (python/paddle/optimizer/adamw.py)
         return paddle.optimizer.AdamW(learning_rate=schedule, parameters=parameters,
-                                      weight_decay=0.01 if wd is None else wd)  # fmt: skip
-    return paddle.optimizer.Adam(learning_rate=schedule, parameters=parameters, weight_decay=wd)
+                                      weight_decay=0.01 if wd is None else wd, lazy_mode=spec.lazy_mode)  # fmt: skip
+    return paddle.optimizer.Adam(learning_rate=schedule, parameters=parameters, weight_decay=wd,
+                                 lazy_mode=spec.lazy_mode)  # fmt: skip
 
 
 def peak_memory_bytes(on_gpu: bool) -> int:
@@ -389,6 +391,11 @@ class Trainer:
             self.model, self.optimizer = paddle.amp.decorate(models=self.model, optimizers=self.optimizer,
                                                              level="O2", dtype=self.amp_dtype)  # fmt: skip
         self.scaler = paddle.amp.GradScaler() if self.amp and self.amp_dtype == "float16" else None
+        if self.world > 1 and spec.oom_backoff and any(getattr(m, "_sparse", False) for m in self.model.sublayers()):
+            # the back-off all-reduces with fused_allreduce_gradients, which refuses sparse gradients
+            # (python/paddle/distributed/fleet/utils/hybrid_parallel_util.py: "doesn't support sparse parameters")
+            raise PaddlefitError("the model has sparse embedding gradients (Embedding(sparse=True)); on several "
+                                 "devices set `oom_backoff: false` (DataParallel then all-reduces them itself).")
         self.dp_model = paddle.DataParallel(self.model) if self.world > 1 else self.model
 
     # ---- checkpoints -------------------------------------------------------------------------------------

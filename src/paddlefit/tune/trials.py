@@ -11,7 +11,8 @@ Search (the order matters only for the time budget):
 2. ``data.num_workers`` in 0..min(cores, 8);
 3. on the fastest worker count > 0: ``use_shared_memory`` flipped, ``prefetch_factor`` 4, ``persistent_workers``
    and, on a CPU run, ``cpu_threads`` = cores - workers (Paddle's math threads otherwise compete with the workers
-   for the cores);
+   for the cores); when the model factory takes ``sparse`` (the text examples), sparse embedding gradients with
+   Adam ``lazy_mode`` (only the looked-up rows are updated);
 4. on a GPU: AMP (bf16-o1 on compute capability >= 8.0, else fp16-o1) and ``FLAGS_cudnn_exhaustive_search``;
 5. per-device ``batch_size`` x2, x4, x8 on the best so far, each only while its peak memory, extrapolated on a line
    through the last two measured peaks (the peak is linear in the batch size: FACTS.md, measured on Paddle's
@@ -140,6 +141,21 @@ def candidates(spec: JobSpec, on_gpu: bool, compute_capability: float | None = N
             if w != spec.data.num_workers]  # fmt: skip
 
 
+def _factory_takes(model: str, arg: str) -> bool:
+    """Whether ``model`` is a ``package.module:factory`` whose signature has ``arg`` (e.g. the text examples'
+    ``sparse``); False for zoo names and factories that cannot be imported."""
+    import inspect
+
+    if ":" not in model:
+        return False
+    try:
+        from paddlefit.userimport import import_callable
+
+        return arg in inspect.signature(import_callable(model, "model", "")).parameters
+    except Exception:
+        return False
+
+
 def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     cur = apply_settings(spec, best.settings)
@@ -153,6 +169,11 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
         threads = max(1, (os.cpu_count() or 1) - cur.data.num_workers)
         if not on_gpu and cur.cpu_threads is None and threads < (os.cpu_count() or 1):
             out.append((f"{best.label}, cpu_threads={threads}", {**best.settings, "cpu_threads": threads}))
+    if _factory_takes(cur.model, "sparse") and not cur.model_args.get("sparse"):
+        sparse = {**best.settings, "model_args.sparse": True}
+        if cur.optimizer.value in ("adam", "adamw"):
+            sparse["lazy_mode"] = True
+        out.append((f"{best.label}, sparse embedding" + (" + lazy_mode" if "lazy_mode" in sparse else ""), sparse))
     if on_gpu:
         if not cur.precision.is_amp:
             amp = "bf16-o1" if (cc or 0) >= 8.0 else "fp16-o1"
