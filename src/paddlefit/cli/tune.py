@@ -21,17 +21,10 @@ from paddlefit.spec import load_job_spec
 def tuned_yaml(config: Path, settings: dict) -> str:
     """The user's spec file with the winning settings set (dotted keys; ``FLAGS_*`` become a comment): the user's
     own keys and values stay as written, only the tuned ones change (YAML comments are not kept)."""
-    doc = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-    flags = []
-    for key, value in settings.items():
-        if key.startswith("FLAGS_"):
-            flags.append(f"{key}={int(value) if isinstance(value, bool) else value}")
-            continue
-        node = doc
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
+    from paddlefit.tune.trials import set_dotted
+
+    doc = set_dotted(yaml.safe_load(config.read_text(encoding="utf-8")) or {}, settings)
+    flags = [f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in settings.items() if k.startswith("FLAGS_")]
     head = f"# tuned by paddlefit tune from {config.name}"
     if flags:
         head += f"; also set in the environment: {' '.join(flags)}"

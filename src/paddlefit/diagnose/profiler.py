@@ -43,7 +43,7 @@ import numpy as np
 import psutil
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.spec import JobSpec
+from paddlefit.spec import JobSpec, Precision
 
 COMPONENTS = ("data", "h2d", "forward", "backward", "optimizer")
 INPUT_BOUND_WAIT = 0.25
@@ -173,6 +173,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
     import paddle
 
     from paddlefit.estimate.flops import count_flops
+    from paddlefit.estimate.memory import model_state_bytes, param_info
     from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
 
     total = steps + warmup
@@ -239,13 +240,12 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
         peak = peak_memory_bytes(on_gpu)
-        # gradients as DataParallel all-reduces them: the parameters' dtype (fp32 unless AMP O2 casts them)
-        trainable = [(n, q) for n, q in t.model.named_parameters() if not q.stop_gradient]
-        grads = float(sum(int(np.prod(q.shape)) * (2 if str(q.dtype).endswith(("float16", "bfloat16")) else 4)
-                          for _, q in trainable))  # fmt: skip
-        sizes = sorted(((int(np.prod(q.shape)), n, list(q.shape)) for n, q in trainable), reverse=True)
-        params = {"count": sum(x[0] for x in sizes), "largest": sizes[0][1] if sizes else "",
-                  "largest_shape": sizes[0][2] if sizes else [], "largest_count": sizes[0][0] if sizes else 0}
+        # gradients as DataParallel all-reduces them: the planner's model-state bytes for the precision that ran
+        info = param_info(t.model)
+        grads = float(model_state_bytes(info, spec.optimizer, spec.precision if t.amp else Precision.FP32).grads_bytes)
+        largest, name, shape = max(((math.prod(q.shape), k, list(q.shape)) for k, q in t.model.named_parameters()
+                                    if not q.stop_gradient), default=(0, "", []))  # fmt: skip
+        params = {"count": info.trainable_params, "largest": name, "largest_shape": shape, "largest_count": largest}
     result = _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
                         peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params)  # fmt: skip
     result.operators = operators
@@ -322,20 +322,18 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def _catalog_gpu(gpu_name: str | None) -> Any:
-    """The catalog entry whose name matches the device name Paddle reports (e.g. "NVIDIA A100-SXM4-80GB"), or None."""
+    """The catalog entry for the device name Paddle reports (:func:`paddlefit.plan.calibrate.match_gpu`, family
+    match allowed: only its peak FLOP/s and bandwidths are used), or None."""
     if not gpu_name:
         return None
     from paddlefit.catalog.gpus import load_gpus
+    from paddlefit.errors import UnknownNameError
+    from paddlefit.plan.calibrate import match_gpu
 
-    def norm(x: str) -> str:
-        return x.lower().replace(" ", "").replace("-", "")
-
-    name = norm(gpu_name)
-    gpus = load_gpus()
-    full = [g for g in gpus if norm(g.name) in name]  # "A100-SXM4-80GB" in "NVIDIA A100-SXM4-80GB"
-    if full:
-        return max(full, key=lambda g: len(g.name))  # not A10 for an A100
-    return next((g for g in gpus if g.name.lower().split("-")[0] in name), None)  # "H100" in "NVIDIA H100 80GB HBM3"
+    try:
+        return match_gpu(gpu_name, load_gpus(), family=True)
+    except UnknownNameError:
+        return None
 
 
 def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
@@ -401,7 +399,7 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
     ]  # fmt: skip
     if gpu is not None:
-        busy = float(np.mean(sampler.gpu_mem_busy)) if getattr(sampler, "gpu_mem_busy", None) else float("nan")
+        busy = float(np.mean(sampler.gpu_mem_busy)) if sampler.gpu_mem_busy else float("nan")
         gpu["memory_busy_mean_percent"] = busy
         evidence.append(f"GPU utilisation {_pct(gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of the "
                         "time (NVML, means of 0.2 s samples)")  # fmt: skip

@@ -518,10 +518,10 @@ class Trainer:
         if not isinstance(split, int) or split < 1 or split & (split - 1) or split > 2 * self.spec.batch_size:
             raise PaddlefitError(f"checkpoint {path}: trainer.json micro_batch_split {split!r} is not a power of 2 "
                                  f"up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+        self.micro_split = split
         if split > 1:
             self._log(f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "
-                      f"{math.ceil(self.spec.batch_size / split)} x {self.spec.grad_accum_steps * split} accumulation")
-        self.micro_split = split
+                      f"{self.micro_batch_size()} x {self.spec.grad_accum_steps * split} accumulation")
         self.step, self.epoch, self.pos = step, epoch, pos
         self.totals.update(state.get("totals", {}))
         self.wall_prior = float(self.totals.pop("wall_s", 0.0))
@@ -1040,6 +1040,7 @@ class _Progress:
         self.t = trainer
         self.enabled = enabled
         self.bar = None
+        self.samples = self.seconds = 0.0  # since the last log line
         if not enabled:
             return
         from rich.console import Console
@@ -1058,8 +1059,8 @@ class _Progress:
         (a single step's rate swings with DataLoader workers handing over batches unevenly)."""
         if not self.enabled:
             return
-        self.samples = getattr(self, "samples", 0.0) + samples
-        self.seconds = getattr(self, "seconds", 0.0) + seconds
+        self.samples += samples
+        self.seconds += seconds
         info = f"loss {loss:.4f}  {self.samples / self.seconds if self.seconds else 0.0:,.0f} samples/s"
         if self.bar is not None:
             self.bar.update(self.task, completed=self.t.step, info=info)

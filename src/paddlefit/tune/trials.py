@@ -81,18 +81,23 @@ class TuneResult:
                 "warmup": self.warmup, "memory_limit_bytes": self.memory_limit_bytes}  # fmt: skip
 
 
-def apply_settings(spec: JobSpec, settings: dict[str, Any]) -> JobSpec:
-    """``spec`` with dotted keys set (``data.num_workers``, ``precision``); ``FLAGS_*`` keys are not spec keys."""
-    doc = spec.model_dump(mode="json")
+def set_dotted(doc: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys (``data.num_workers``, ``model_args.sparse``, ``precision``) in a spec mapping, in place,
+    creating missing sections; ``FLAGS_*`` keys are not spec keys and are skipped. Returns ``doc``."""
     for key, value in settings.items():
         if key.startswith("FLAGS_"):
             continue
         node = doc
         *parents, last = key.split(".")
         for p in parents:
-            node = node[p]
+            node = node.setdefault(p, {})
         node[last] = value
-    return JobSpec.model_validate(doc)
+    return doc
+
+
+def apply_settings(spec: JobSpec, settings: dict[str, Any]) -> JobSpec:
+    """``spec`` with dotted keys set (see :func:`set_dotted`)."""
+    return JobSpec.model_validate(set_dotted(spec.model_dump(mode="json"), settings))
 
 
 def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, Any] | None = None) -> dict[str, float]:
