@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU
+from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
 
@@ -132,11 +133,6 @@ class Network:
         return self.inter_node_gbps / 8 / self.gpus_per_node, "network"
 
 
-def allreduce_s(nbytes: float, n: int, gbps: float) -> float:
-    """Ring all-reduce seconds: 2·(n-1)/n·S bytes per rank at ``gbps`` GB/s."""
-    return 0.0 if n <= 1 else 2 * (n - 1) / n * nbytes / (gbps * 1e9)
-
-
 def gather_s(nbytes: float, n: int, gbps: float) -> float:
     """Ring reduce-scatter or all-gather seconds of a buffer of S bytes: (n-1)/n·S per rank."""
     return 0.0 if n <= 1 else (n - 1) / n * nbytes / (gbps * 1e9)
@@ -192,7 +188,7 @@ def step_time(cfg: LLMConfig, setup: TrainSetup, lay: Layout, gpu: GPU, net: Net
     layers = cfg.num_layers / p
     tp_bw, tp_link = net.bandwidth(gpu, t, 1)
     n_ar = 6 if lay.recompute == "full" else 4
-    tp_mb = layers * n_ar * allreduce_s(s * b * cfg.hidden_size * e, t, tp_bw) if t > 1 else 0.0
+    tp_mb = layers * n_ar * ring_allreduce_s(s * b * cfg.hidden_size * e, t, tp_bw) if t > 1 else 0.0
     shard_size = d if lay.sharding else 1
     pp_bw, pp_link = net.bandwidth(gpu, p, t * shard_size)
     pp_mb = 2 * s * b * cfg.hidden_size * e / t / (pp_bw * 1e9) if p > 1 else 0.0
@@ -207,7 +203,7 @@ def step_time(cfg: LLMConfig, setup: TrainSetup, lay: Layout, gpu: GPU, net: Net
     dp = 0.0
     if d > 1 and lay.sharding in (0, 1, 2):
         if lay.sharding == 0:
-            total, bucket = allreduce_s(grads, d, dp_bw), allreduce_s(min(grads, DP_BUCKET_BYTES), d, dp_bw)
+            total, bucket = ring_allreduce_s(grads, d, dp_bw), ring_allreduce_s(min(grads, DP_BUCKET_BYTES), d, dp_bw)
         else:
             total, bucket = gather_s(grads, d, dp_bw), gather_s(min(grads, DP_BUCKET_BYTES), d, dp_bw)
         dp = max(total - backward_last, bucket)
