@@ -30,8 +30,11 @@ MIB = 1024**2
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gbps", "nvlink_gpus", "pcie_gen", "pcie_gbps", "tdp_w", "verified", "source", "retrieved",
+    "nvlink_gbps", "nvlink_gpus", "pcie_gen", "pcie_gbps", "tdp_w", "sm_count", "verified", "source", "retrieved",
 )  # fmt: skip
+
+#: Columns a user catalog may leave out (files written before they existed stay valid).
+OPTIONAL_COLUMNS = ("sm_count",)
 
 
 class GPU(BaseModel):
@@ -62,6 +65,11 @@ class GPU(BaseModel):
     pcie_gen: int = Field(ge=1, le=7)
     pcie_gbps: float = Field(gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
+    #: streaming multiprocessors, for GEMM wave quantization (NVIDIA architecture whitepapers: Volta V100 80,
+    #: Turing T4 40, Ampere A100 108, GA102 A10 72 / A40 84 / RTX 3090 82, AD102 RTX 4090 128 / L40S 142,
+    #: AD104 L4 58, Hopper H100 SXM5 132 / PCIe 114, H200 132; A10G 80 from AWS's g5 documentation). Empty =
+    #: unknown (B200: not checked), and the GEMM model then assumes full waves.
+    sm_count: int | None = Field(default=None, ge=1)
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""
@@ -118,7 +126,7 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
         header = reader.fieldnames or []
     except csv.Error as exc:
         raise CatalogError(f"GPU catalog `{origin}`, line 1: {exc}; fix the CSV header.") from None
-    missing = [c for c in COLUMNS if c not in header]
+    missing = [c for c in COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     unknown = [c for c in header if c not in COLUMNS]
     if missing or unknown:
         raise CatalogError(

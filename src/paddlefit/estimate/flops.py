@@ -49,7 +49,7 @@ class FlopsCount:
         backward_flops: backward FLOPs of the whole batch (rule in the module docstring).
         forward_by_op: forward FLOPs per op kind (``conv``, ``matmul``, ``norm``...).
         forward_ops: number of counted op calls in the forward (a lower bound of the kernels launched:
-            reshapes, transposes and other zero-FLOP ops are not counted, dropout and embedding are).
+            views such as reshape are not counted; transpose, concat, interpolate, dropout, embedding are).
     """
 
     batch_size: int
@@ -57,6 +57,8 @@ class FlopsCount:
     backward_flops: int = 0
     forward_by_op: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     forward_ops: int = 0
+    #: the operator trace (:class:`~paddlefit.estimate.optrace.OpTrace`) when one was recorded
+    trace: Any = None
 
     @property
     def forward_flops_per_sample(self) -> float:
@@ -85,6 +87,14 @@ def _needs_grad(t: Any) -> bool:
     return hasattr(t, "stop_gradient") and not t.stop_gradient
 
 
+def _op_name(layer_type: str) -> str:
+    """Paddle op name of an activation/norm layer class (``ReLU6`` -> ``relu6``, ``LayerNorm`` -> ``layer_norm``)."""
+    names = {"LayerNorm": "layer_norm", "GroupNorm": "group_norm", "SiLU": "silu", "Swish": "swish",
+             "LeakyReLU": "leaky_relu", "InstanceNorm1D": "instance_norm", "InstanceNorm2D": "instance_norm",
+             "InstanceNorm3D": "instance_norm", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid"}
+    return names.get(layer_type, layer_type.lower())
+
+
 def _first_tensor(args: tuple) -> Any:
     for a in args:
         if hasattr(a, "shape"):
@@ -96,7 +106,8 @@ def _first_tensor(args: tuple) -> Any:
     return None
 
 
-def _gemm(count: FlopsCount, kind: str, x: Any, w: Any, out: Any, macs: int, bias: Any) -> None:
+def _gemm_flops(x: Any, w: Any, out: Any, macs: int, bias: Any) -> tuple[int, int]:
+    """(forward, backward) FLOPs of a GEMM-like op (rule in the module docstring)."""
     fwd = 2 * macs + (_numel(out) if bias is not None else 0)
     bwd = 0
     if _needs_grad(x):
@@ -105,7 +116,7 @@ def _gemm(count: FlopsCount, kind: str, x: Any, w: Any, out: Any, macs: int, bia
         bwd += 2 * macs
     if bias is not None and _needs_grad(bias):
         bwd += _numel(out)
-    count.add(kind, fwd, bwd)
+    return fwd, bwd
 
 
 def _conv_macs(weight: Any, out: Any, transposed: bool, x: Any) -> int:
@@ -116,10 +127,26 @@ def _conv_macs(weight: Any, out: Any, transposed: bool, x: Any) -> int:
     return _numel(out) * wshape[1] * kernel  # weight (C_out, C_in/groups, *k)
 
 
-def _elementwise(count: FlopsCount, kind: str, per_elem: int, inputs: tuple, out: Any) -> None:
-    fwd = per_elem * _numel(out)
-    bwd = fwd if any(_needs_grad(t) for t in inputs) else 0
-    count.add(kind, fwd, bwd)
+def _conv_gemm(weight: Any, out: Any, x: Any, groups: int, transposed: bool) -> tuple[int, int, int, int]:
+    """Implicit-GEMM shape (groups, M, N, K) of a convolution (NCHW): M = samples x output pixels,
+    N = output channels per group, K = input channels per group x kernel elements."""
+    wshape = list(weight.shape)
+    kernel = math.prod(wshape[2:])
+    if transposed:  # as the GEMM of its gradient: M = input pixels, N = C_out/g x k, K = C_in/g
+        cin = wshape[0]
+        return groups, _numel(x) // max(cin, 1), wshape[1] * kernel, cin // groups
+    cout = wshape[0]
+    return groups, _numel(out) // max(cout, 1), cout // groups, wshape[1] * kernel
+
+
+def _matmul_gemm(x: Any, y: Any, out: Any, k: int) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of ``paddle.matmul``: a 2-D right operand folds every leading dim of x into M."""
+    oshape = list(out.shape)
+    n = oshape[-1] if oshape else 1
+    if len(y.shape) <= 2:
+        return 1, _numel(out) // max(n, 1), n, k
+    m = oshape[-2] if len(oshape) > 1 else 1
+    return _numel(out) // max(m * n, 1), m, n, k
 
 
 class FlopCounter:
@@ -127,15 +154,43 @@ class FlopCounter:
 
     Installs forward hooks on leaf layers of known types and wrappers around functional ops on entry,
     removes and restores all of them on exit (also on error). Used by :func:`count_flops` and by the memory
-    probe, which counts during its first real training forward.
+    probe, which counts during its first real training forward. With a ``recorder`` every counted op, and the
+    zero-FLOP data-movement ops (transpose, concat, interpolate, reshape-like views), is also recorded into an
+    operator trace (:mod:`paddlefit.estimate.optrace`).
     """
 
-    def __init__(self, model: Any, count: FlopsCount) -> None:
+    def __init__(self, model: Any, count: FlopsCount, recorder: Any = None) -> None:
         self.model = model
         self.count = count
+        #: an :class:`~paddlefit.estimate.optrace.TraceRecorder` that also records every counted op
+        #: (type, class, tensors, GEMM shape) for the per-operator GPU model; None = count only.
+        self.recorder = recorder
         self.depth = 0
         self.handles: list[Any] = []
         self.patched: list[tuple[Any, str, Any]] = []
+
+    def emit(self, kind: str, op: str, cls: str, fwd: int, bwd: int, inputs: Any, out: Any,
+             gemm: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+        """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
+        if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through
+            if self.recorder is not None:
+                self.recorder.record(op, cls, 0, inputs, out)
+            return
+        self.count.add(kind, fwd, bwd)
+        if self.recorder is not None:
+            self.recorder.record(op, cls, fwd, inputs, out, gemm)
+
+    def _gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
+              gemm: tuple[int, int, int, int], groups: int = 1) -> None:  # fmt: skip
+        fwd, bwd = _gemm_flops(x, w, out, macs, bias)
+        cls = "gemm" if kind != "conv" else ("dwconv" if groups > 1 else "conv")
+        self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm)
+
+    def _elementwise(self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any,
+                     cls: str = "elementwise") -> None:  # fmt: skip
+        fwd = per_elem * _numel(out)
+        bwd = fwd if any(_needs_grad(t) for t in inputs) else 0
+        self.emit(kind, op, cls, fwd, bwd, inputs, out)
 
     # ---- layers
     def _layer_rules(self):
@@ -147,45 +202,58 @@ class FlopCounter:
         ln = (nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1D, nn.InstanceNorm2D, nn.InstanceNorm3D)
         act1 = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.ELU, nn.SiLU, nn.Sigmoid, nn.Tanh,
                 nn.Hardswish, nn.Hardsigmoid, nn.Swish, nn.Mish)  # fmt: skip
-        pool = (nn.MaxPool1D, nn.MaxPool2D, nn.MaxPool3D, nn.AvgPool1D, nn.AvgPool2D, nn.AvgPool3D,
-                nn.AdaptiveAvgPool1D, nn.AdaptiveAvgPool2D, nn.AdaptiveAvgPool3D,
-                nn.AdaptiveMaxPool1D, nn.AdaptiveMaxPool2D, nn.AdaptiveMaxPool3D)  # fmt: skip
-        c = self.count
+        maxpool = (nn.MaxPool1D, nn.MaxPool2D, nn.MaxPool3D, nn.AdaptiveMaxPool1D, nn.AdaptiveMaxPool2D,
+                   nn.AdaptiveMaxPool3D)  # fmt: skip
+        avgpool = (nn.AvgPool1D, nn.AvgPool2D, nn.AvgPool3D, nn.AdaptiveAvgPool1D, nn.AdaptiveAvgPool2D,
+                   nn.AdaptiveAvgPool3D)  # fmt: skip
 
         def on_conv(layer, inp, out, transposed=False):
             x = inp[0]
-            _gemm(c, "conv", x, layer.weight, out, _conv_macs(layer.weight, out, transposed, x), layer.bias)
+            groups = int(getattr(layer, "_groups", 1) or 1)
+            name = type(layer).__name__.lower().replace("transpose", "_transpose")
+            self._gemm("conv", name, x, layer.weight, out, _conv_macs(layer.weight, out, transposed, x), layer.bias,
+                       _conv_gemm(layer.weight, out, x, groups, transposed), groups)  # fmt: skip
 
         def on_linear(layer, inp, out):
             x = inp[0]
-            _gemm(c, "linear", x, layer.weight, out, _numel(out) * layer.weight.shape[0], layer.bias)
+            n, k = layer.weight.shape[1], layer.weight.shape[0]
+            self._gemm("linear", "linear", x, layer.weight, out, _numel(out) * k, layer.bias,
+                       (1, _numel(out) // max(n, 1), n, k))  # fmt: skip
 
-        def on_params_elementwise(kind, per):
+        def on_params_elementwise(kind, per, op=None, cls="elementwise"):
             def rule(layer, inp, out):
                 tensors = (inp[0], *layer.parameters(include_sublayers=False))
-                _elementwise(c, kind, per, tensors, out)
+                if isinstance(layer, bn):  # running mean/variance are read and updated in training
+                    tensors = (*tensors, *(b for b in layer.buffers(include_sublayers=False)))
+                name = op or _op_name(type(layer).__name__)
+                self._elementwise(kind, name, per, tensors, out, cls)
 
             return rule
 
-        def on_pool(layer, inp, out):
-            x = inp[0]
-            c.add("pool", _numel(x), _numel(x) if _needs_grad(x) else 0)
+        def on_pool(op):
+            def rule(layer, inp, out):
+                x = inp[0]
+                self.emit("pool", op, "reduce", _numel(x), _numel(x) if _needs_grad(x) else 0, (x,), out)
+
+            return rule
 
         def on_embedding(layer, inp, out):
-            c.add("embedding", 0, _numel(out) if _needs_grad(layer.weight) else 0)
+            self.emit("embedding", "embedding", "embedding", 0, _numel(out) if _needs_grad(layer.weight) else 0,
+                      (inp[0], layer.weight), out)  # fmt: skip
 
         return [
             (conv, on_conv),
             (conv_t, lambda layer, i, o: on_conv(layer, i, o, transposed=True)),
             (nn.Linear, on_linear),
-            (bn, on_params_elementwise("norm", 4)),
-            (ln, on_params_elementwise("norm", 8)),
-            (nn.GELU, on_params_elementwise("activation", 5)),
+            (bn, on_params_elementwise("norm", 4, "batch_norm", "norm")),
+            (ln, on_params_elementwise("norm", 8, None, "norm")),
+            (nn.GELU, on_params_elementwise("activation", 5, "gelu")),
             (act1, on_params_elementwise("activation", 1)),
-            (nn.Softmax, on_params_elementwise("softmax", 3)),
-            (pool, on_pool),
+            (nn.Softmax, on_params_elementwise("softmax", 3, "softmax", "softmax")),
+            (maxpool, on_pool("max_pool")),
+            (avgpool, on_pool("avg_pool")),
             (nn.Embedding, on_embedding),
-            (nn.Dropout, lambda layer, i, o: c.add("dropout", 0, 0)),
+            (nn.Dropout, lambda layer, i, o: self.emit("dropout", "dropout", "elementwise", 0, 0, i[0], o)),
         ]
 
     def _hook_layers(self) -> None:
@@ -232,74 +300,107 @@ class FlopCounter:
         import paddle
         import paddle.nn.functional as F
 
-        c = self.count
-
         def matmul_rule(args, kwargs, out):
             x = args[0] if args else kwargs.get("x")
             y = args[1] if len(args) > 1 else kwargs.get("y")
             tx = kwargs.get("transpose_x", args[2] if len(args) > 2 else False)
             k = x.shape[-2] if tx and len(x.shape) > 1 else x.shape[-1]
-            _gemm(c, "matmul", x, y, out, _numel(out) * k, None)
+            self._gemm("matmul", "matmul", x, y, out, _numel(out) * k, None, _matmul_gemm(x, y, out, k))
 
         def linear_rule(args, kwargs, out):
             x = args[0] if args else kwargs.get("x")
             w = args[1] if len(args) > 1 else kwargs.get("weight")
             b = args[2] if len(args) > 2 else kwargs.get("bias")
-            _gemm(c, "linear", x, w, out, _numel(out) * w.shape[0], b)
+            n, k = w.shape[1], w.shape[0]
+            self._gemm("linear", "linear", x, w, out, _numel(out) * k, b, (1, _numel(out) // max(n, 1), n, k))
 
-        def conv_rule(transposed):
+        def conv_rule(transposed, name):
             def rule(args, kwargs, out):
                 x = args[0] if args else kwargs.get("x")
                 w = args[1] if len(args) > 1 else kwargs.get("weight")
                 b = args[2] if len(args) > 2 else kwargs.get("bias")
-                _gemm(c, "conv", x, w, out, _conv_macs(w, out, transposed, x), b)
+                groups = kwargs.get("groups", 1) or 1
+                self._gemm("conv", name, x, w, out, _conv_macs(w, out, transposed, x), b,
+                           _conv_gemm(w, out, x, int(groups), transposed), int(groups))  # fmt: skip
 
             return rule
 
-        def ew(kind, per):
+        def ew(kind, per, op, cls="elementwise"):
             def rule(args, kwargs, out):
-                _elementwise(c, kind, per, (*args, *kwargs.values()), out)
+                self._elementwise(kind, op, per, (*args, *kwargs.values()), out, cls)
 
             return rule
 
-        def pool_rule(args, kwargs, out):
-            x = args[0] if args else kwargs.get("x")
-            c.add("pool", _numel(x), _numel(x) if _needs_grad(x) else 0)
+        def pool_rule(op):
+            def rule(args, kwargs, out):
+                x = args[0] if args else kwargs.get("x")
+                self.emit("pool", op, "reduce", _numel(x), _numel(x) if _needs_grad(x) else 0, (x,), out)
+
+            return rule
 
         def embedding_rule(args, kwargs, out):
+            x = args[0] if args else kwargs.get("x")
             w = args[1] if len(args) > 1 else kwargs.get("weight")
-            c.add("embedding", 0, _numel(out) if _needs_grad(w) else 0)
+            self.emit("embedding", "embedding", "embedding", 0, _numel(out) if _needs_grad(w) else 0, (x, w), out)
+
+        def move_rule(op, cls="move"):
+            def rule(args, kwargs, out):
+                self.emit("move", op, cls, 0, 0, (*args, *kwargs.values()), out)
+
+            return rule
 
         for owner, name in ((paddle, "matmul"), (paddle, "bmm"), (paddle, "mm"), (paddle.Tensor, "matmul"),
                             (paddle.Tensor, "__matmul__"), (paddle.Tensor, "bmm")):  # fmt: skip
             self._wrap(owner, name, matmul_rule)
         self._wrap(F, "linear", linear_rule)
         for name in ("conv1d", "conv2d", "conv3d"):
-            self._wrap(F, name, conv_rule(False))
+            self._wrap(F, name, conv_rule(False, name))
         for name in ("conv1d_transpose", "conv2d_transpose", "conv3d_transpose"):
-            self._wrap(F, name, conv_rule(True))
+            self._wrap(F, name, conv_rule(True, name))
         for name in ("relu", "relu6", "leaky_relu", "prelu", "elu", "silu", "swish", "sigmoid", "tanh",
                      "hardswish", "hardsigmoid", "mish", "relu_"):  # fmt: skip
-            self._wrap(F, name, ew("activation", 1))
+            self._wrap(F, name, ew("activation", 1, name.rstrip("_")))
         for owner, name in ((paddle, "tanh"), (paddle, "sigmoid"), (paddle, "exp")):
-            self._wrap(owner, name, ew("activation", 1))
-        self._wrap(F, "gelu", ew("activation", 5))
-        self._wrap(F, "softmax", ew("softmax", 3))
-        self._wrap(F, "log_softmax", ew("softmax", 3))
-        self._wrap(F, "layer_norm", ew("norm", 8))
-        self._wrap(F, "group_norm", ew("norm", 8))
-        self._wrap(F, "instance_norm", ew("norm", 8))
-        self._wrap(F, "batch_norm", ew("norm", 4))
-        for name in ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-                     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-                     "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"):  # fmt: skip
-            self._wrap(F, name, pool_rule)
+            self._wrap(owner, name, ew("activation", 1, name))
+        self._wrap(F, "gelu", ew("activation", 5, "gelu"))
+        self._wrap(F, "swiglu", ew("activation", 3, "swiglu"))
+        self._wrap(F, "softmax", ew("softmax", 3, "softmax", "softmax"))
+        self._wrap(F, "log_softmax", ew("softmax", 3, "log_softmax", "softmax"))
+        self._wrap(F, "layer_norm", ew("norm", 8, "layer_norm", "norm"))
+        self._wrap(F, "group_norm", ew("norm", 8, "group_norm", "norm"))
+        self._wrap(F, "instance_norm", ew("norm", 8, "instance_norm", "norm"))
+        self._wrap(F, "batch_norm", ew("norm", 4, "batch_norm", "norm"))
+        for name in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+                     "adaptive_max_pool3d"):  # fmt: skip
+            self._wrap(F, name, pool_rule("max_pool"))
+        for name in ("avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+                     "adaptive_avg_pool3d"):  # fmt: skip
+            self._wrap(F, name, pool_rule("avg_pool"))
         self._wrap(F, "embedding", embedding_rule)
-        for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-                     "__rtruediv__"):  # fmt: skip
-            self._wrap(paddle.Tensor, name, ew("elementwise", 1))
+        ops = {"__add__": "add", "__radd__": "add", "__sub__": "subtract", "__rsub__": "subtract",
+               "__mul__": "multiply", "__rmul__": "multiply", "__truediv__": "divide", "__rtruediv__": "divide"}
+        for name, op in ops.items():
+            self._wrap(paddle.Tensor, name, ew("elementwise", 1, op))
         for name in ("add", "subtract", "multiply", "divide"):
-            self._wrap(paddle, name, ew("elementwise", 1))
+            self._wrap(paddle, name, ew("elementwise", 1, name))
+        # zero-FLOP kernels: counted as ops (kernel launches), no FLOPs
+        self._wrap(F, "dropout", move_rule("dropout", "elementwise"))
+        for owner, name in ((paddle, "transpose"), (paddle.Tensor, "transpose"), (paddle, "concat"),
+                            (paddle.Tensor, "t")):  # fmt: skip
+            self._wrap(owner, name, move_rule("concat" if name == "concat" else "transpose"))
+        for name in ("interpolate", "upsample"):
+            self._wrap(F, name, move_rule("interpolate"))
+        if self.recorder is None:
+            return
+        # views launch no kernel: traced only when recording, so tensor identities and dtypes flow through
+        for owner, name in ((paddle, "reshape"), (paddle.Tensor, "reshape"), (paddle, "flatten"),
+                            (paddle.Tensor, "flatten"), (paddle, "squeeze"), (paddle.Tensor, "squeeze"),
+                            (paddle, "unsqueeze"), (paddle.Tensor, "unsqueeze"), (paddle, "split"),
+                            (paddle.Tensor, "split"), (paddle, "chunk"), (paddle.Tensor, "chunk"),
+                            (paddle.Tensor, "__getitem__")):  # fmt: skip
+            self._wrap(owner, name, move_rule("view", "view"))
+        for owner, name in ((paddle, "mean"), (paddle.Tensor, "mean"), (paddle, "sum"), (paddle.Tensor, "sum")):
+            self._wrap(owner, name, move_rule("reduce_" + name, "reduce"))
 
     def __enter__(self) -> FlopCounter:
         self._hook_layers()

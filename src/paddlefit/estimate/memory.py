@@ -355,12 +355,14 @@ def probe_memory(
     to the requested batch, so a sub-peak that takes over at larger batches is seen.
 
     Returns:
-        (ProbeResult, FlopsCount or None).
+        (ProbeResult, FlopsCount or None). The FlopsCount carries the operator trace
+        (:class:`~paddlefit.estimate.optrace.OpTrace`) recorded at the first two batch sizes as ``.trace``.
 
     Raises:
         Whatever the model raises on the inputs (the planner wraps it in a ModelError).
     """
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
+    from paddlefit.estimate.optrace import OpTrace, TraceRecorder
 
     use_all_cores()
     alloc = _alloc()
@@ -375,11 +377,17 @@ def probe_memory(
     flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
     ms: list[StepMeasurement] = []
     sizes = [batch_sizes[0], *batch_sizes]
+    # the operator trace is recorded at the first batch size and at the first larger one (step i == 0 and
+    # the first later step with another batch), so every size in it is known as a line in the batch
+    traces: dict[int, TraceRecorder] = {}
     i = 0
     while i < len(sizes):
         b = sizes[i]
         inputs = make_inputs(specs, b, seed=i)
-        counter = FlopCounter(model, flops) if i == 0 and flops is not None else None
+        counter = None
+        if flops is not None and (i == 0 or (len(traces) == 1 and b != sizes[0])):
+            traces[b] = TraceRecorder()
+            counter = FlopCounter(model, flops if i == 0 else FlopsCount(batch_size=b), traces[b])
         peaks, seconds = _measured_step(model, opt, inputs, alloc, base, counter)
         del inputs
         i += 1
@@ -407,6 +415,9 @@ def probe_memory(
         floor = (first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes)
         fits["optimizer_step"] = PhaseFit(floor[0], floor[1], o.max_rel_residual, (*o.segments, floor))
     time_fit = _fit(xs, [m.step_time_s for m in ms])
+    if flops is not None:
+        (b1, r1), *rest = traces.items()
+        flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)
     return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit), flops
 
 

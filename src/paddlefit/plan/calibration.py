@@ -2,9 +2,10 @@
 
 A file is JSON: ``{"device", "device_name", "driver", "paddle_version", "date", "cuda_context_bytes",
 "rows": [{"model", "batch_size", "precision", "peak_bytes", "predicted_peak_bytes", "step_time_s",
-"train_flops_per_sample", "peak_flops", "efficiency_class"}]}``. ``device`` is ``cpu`` or a catalog GPU
-name. ``paddlefit calibrate`` writes it; ``paddlefit plan --calibration FILE`` (and files shipped in
-``paddlefit/calibration/``) read it.
+"train_flops_per_sample", "peak_flops", "efficiency_class"}], "perf_params": {"values": {...}, "provenance":
+{...}}}`` (``perf_params`` optional: the per-operator GPU model's parameters timed on that GPU, see
+:mod:`paddlefit.estimate.gpu_model`). ``device`` is ``cpu`` or a catalog GPU name. ``paddlefit calibrate``
+writes it; ``paddlefit plan --calibration FILE`` (and files shipped in ``paddlefit/calibration/``) read it.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class Calibration:
         efficiency: measured fraction of peak FLOP/s per efficiency class (``fp32``, ``tf32``, ``half``).
         cuda_context_bytes: device memory used outside Paddle's allocator (CUDA context, kernels), if measured.
         source: the file it came from.
+        perf_params: the per-operator model's parameters measured on this device by ``paddlefit calibrate``
+            (kernel timings), which replace the published fit for it; None when the file has none.
     """
 
     device: str
@@ -49,6 +52,7 @@ class Calibration:
     cuda_context_bytes: int | None = None
     source: str = ""
     rows: list[dict[str, Any]] = field(default_factory=list)
+    perf_params: Any = None
 
 
 def _positive(value: Any) -> bool:
@@ -99,6 +103,13 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
     ctx = doc.get("cuda_context_bytes")
     if ctx is not None and not _positive(ctx):
         raise CatalogError(f"Calibration `{origin}`: `cuda_context_bytes` must be a positive number or null.")
+    perf = None
+    if doc.get("perf_params") is not None:
+        from paddlefit.estimate.gpu_model import parse_perf_params
+
+        perf = parse_perf_params({**doc["perf_params"], "calibration": "device"}
+                                 if isinstance(doc["perf_params"], dict) else doc["perf_params"],
+                                 f"{origin}` key `perf_params")  # fmt: skip
     return Calibration(
         device=doc["device"],
         memory_ratio=statistics.median(ratios),
@@ -106,6 +117,7 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
         cuda_context_bytes=int(ctx) if ctx is not None else None,
         source=origin,
         rows=list(doc["rows"]),
+        perf_params=perf,
     )
 
 

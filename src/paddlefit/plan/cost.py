@@ -256,8 +256,8 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size
     n = p.gpu_count
     bw, link = gpu.interconnect_gbps(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
-    micro = t.step_time_s - t.allreduce_s
-    step = accum * micro + ar
+    micro = t.step_time_s - t.allreduce_exposed_s  # the plan's one-device step
+    step = accum * micro + ar  # paddlefit train (oom_backoff: true) all-reduces after the backward
     gb = b * n * accum
     steps = (dataset_size // gb if drop_last else math.ceil(dataset_size / gb)) * epochs
     work_s = steps * step
@@ -303,9 +303,10 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
         "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
                f"{dataset_size:,} samples x {epochs:g} epochs",
         "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
-        "step_time": "plan's per-GPU roofline step at the default efficiency (uncalibrated unless a calibration was "
-                     "given) + one ring all-reduce of the gradients per optimizer step, not overlapped",
-        "efficiency": plan.assumptions.get("default_efficiency"),
+        "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + one "
+                     "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "
+                     "oom_backoff: true all-reduces after the backward)",
+        "gpu_model_params": plan.assumptions.get("gpu_model_params"),
         "memory": "data parallel: every GPU holds a full replica, so the per-GPU peak is the one-GPU plan's",
         "prices": price_source,
         "ranking": "spot expected cost where a spot price exists, else on-demand" if use_spot else "on-demand cost",

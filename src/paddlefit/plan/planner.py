@@ -4,15 +4,22 @@ Pipeline: resolve the model -> build it under ``paddle.LazyGuard`` (parameter in
 CPU probe (real training steps at small batches, FLOPs counted on the first forward) or, for models too
 large to probe, the analytic transformer path -> per-target predictions -> recommendation.
 
-GPU adjustments to the CPU-probe peak (all uncalibrated until ``paddlefit calibrate`` runs on that GPU):
+GPU adjustments to the CPU-probe peak (memory is not calibrated until ``paddlefit calibrate`` runs on that GPU):
 
 - model states recomputed for the precision (:func:`~paddlefit.estimate.memory.model_state_bytes`);
-- activations and workspace x 0.5 under AMP (half-precision storage halves activation memory:
-  Micikevicius et al., "Mixed Precision Training", ICLR 2018, §1);
+- under AMP, the probe's activations x the ratio of the bytes the forward keeps for the backward at the AMP
+  dtypes Paddle gives each op to the same bytes in fp32, from the operator trace
+  (:func:`~paddlefit.estimate.gpu_model.saved_activation_bytes`), plus AMP O1's half copies of the weights of
+  white-list ops, which live until their backward;
 - + cuDNN conv workspace up to ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle
   ``paddle/phi/core/flags.cc`` default) for models with convolutions (an upper bound);
 - capacity minus the CUDA context and kernel images, 1.3 GB (Hugging Face "Model training anatomy" docs,
   BERT-large on V100: nvidia-smi total minus allocator; a PyTorch figure, replaced by a calibration).
+
+GPU step time: the per-operator model (:mod:`paddlefit.estimate.gpu_model`) over the operator trace recorded
+in the probe (or written from the config for models too large to probe), with the efficiency parameters fitted
+on published measurements (``calibration: published-fit``) or timed on that GPU (``calibration: device``);
+never below the host floor measured here; data parallel adds the all-reduce that the backward does not hide.
 """
 
 from __future__ import annotations
@@ -27,18 +34,20 @@ import psutil
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate import memory as mem
-from paddlefit.estimate.timing import (
-    DEFAULT_EFFICIENCY,
-    efficiency_class,
-    measure_host_overhead,
-    ring_allreduce_s,
-    roofline_step,
+from paddlefit.estimate.gpu_model import (
+    PerfParams,
+    StepEstimate,
+    dp_exposed_allreduce_s,
+    estimate_step,
+    load_perf_params,
+    saved_activation_bytes,
 )
+from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.estimate.timing import measure_host_overhead, ring_allreduce_s
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.calibration import Calibration, load_calibrations
 from paddlefit.spec import InputSpec, OptimizerName, Precision
 
-AMP_ACTIVATION_FACTOR = 0.5
 CONV_WORKSPACE_BYTES = 512 * 1024**2
 CUDA_CONTEXT_BYTES = int(1.3e9)
 DEFAULT_SAFETY_MARGIN = 0.9
@@ -63,6 +72,7 @@ class PlanRequest:
             while the estimated extra probe time stays within ``probe_budget_s`` seconds.
         max_probe_bytes: probe only if fp32 Adam model states (16 B/param) stay under this; None =
             min(25% of RAM, 8 GiB).
+        explain: GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``).
     """
 
     model: str
@@ -81,6 +91,7 @@ class PlanRequest:
     probe_batch_sizes: tuple[int, ...] = (1, 2, 3)
     probe_budget_s: float = 6.0
     max_probe_bytes: int | None = None
+    explain: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,6 +100,13 @@ class Target:
 
     ``grads_bytes`` is what a data-parallel step all-reduces (gradients in the precision the device trains in);
     ``checkpoint_bytes`` is what a checkpoint holds (weights + optimizer states, incl. fp32 master weights under O2).
+    ``calibration`` says what the row's time rests on: ``device`` (measured on this device: the CPU probe, or a
+    ``paddlefit calibrate`` file with kernel timings for this GPU), ``published-fit`` (the per-operator model
+    with parameters fitted on published measurements) or ``none`` (not predicted). ``calibrated`` is
+    ``calibration == "device"`` (kept for older readers). ``time_breakdown`` maps op classes to predicted
+    seconds (``seconds``, ``bound``: compute or memory, ``kernels``); ``predicted_mfu`` is the model FLOPs
+    per step / step time / the dense peak of the precision's unit (PaLM, Chowdhery et al. 2022, appendix B).
+    ``allreduce_s`` is the whole gradient all-reduce, ``allreduce_exposed_s`` the part the backward does not hide.
     """
 
     name: str
@@ -106,6 +124,10 @@ class Target:
     time_to_train_s: float | None = None
     grads_bytes: int = 0
     checkpoint_bytes: int = 0
+    calibration: str = "none"
+    predicted_mfu: float | None = None
+    time_breakdown: dict[str, Any] | None = None
+    allreduce_exposed_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """The row as the JSON object documented in the README."""
@@ -126,6 +148,7 @@ class Plan:
     targets: list[Target]
     recommendation: dict[str, Any]
     assumptions: dict[str, Any]
+    explain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (targets as dicts)."""
@@ -171,12 +194,45 @@ def _model_failure(ref: ModelRef, specs: list[InputSpec], exc: BaseException, wh
     )
 
 
-def _activation_factor(precision: Precision) -> float:
-    """Activation bytes on GPU relative to the fp32 CPU probe: AMP_ACTIVATION_FACTOR under AMP, else 1."""
-    return AMP_ACTIVATION_FACTOR if precision.is_amp else 1.0
+def amp_activation_memory(trace: OpTrace, precision: Precision) -> tuple[float, float]:
+    """(activation ratio, cast-weight bytes) of ``precision`` against fp32 for the traced model.
+
+    The ratio is the per-sample growth of the bytes the forward keeps for the backward at the AMP dtypes
+    (:func:`~paddlefit.estimate.gpu_model.saved_activation_bytes`) over the same growth in fp32; the cast-weight
+    bytes are O1's half copies of white-list weights (fixed). fp32: (1.0, 0.0).
+    """
+    if not precision.is_amp:
+        return 1.0, 0.0
+    a1, cast = saved_activation_bytes(trace.at(1), precision.value)
+    a2, _ = saved_activation_bytes(trace.at(2), precision.value)
+    f1, _ = saved_activation_bytes(trace.at(1), "fp32")
+    f2, _ = saved_activation_bytes(trace.at(2), "fp32")
+    if f2 - f1 > 0:
+        return (a2 - a1) / (f2 - f1), cast
+    return (a1 / f1 if f1 > 0 else 1.0), cast
 
 
-def _effective_precision(gpu: GPU, precision: Precision) -> Precision:
+def explain_rows(est: StepEstimate, top: int = 15) -> list[dict[str, Any]]:
+    """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for k, t, bound in est.kernels:
+        g = groups.setdefault((k.op, k.phase), {"op": k.op, "cls": k.cls, "phase": k.phase, "seconds": 0.0,
+                                                "flops": 0.0, "bytes": 0.0, "kernels": 0, "compute_s": 0.0,
+                                                "unit": k.unit})  # fmt: skip
+        g["seconds"] += t
+        g["flops"] += k.flops
+        g["bytes"] += k.bytes
+        g["kernels"] += k.count
+        if bound == "compute":
+            g["compute_s"] += t
+    rows = sorted(groups.values(), key=lambda g: -g["seconds"])[:top]
+    for g in rows:
+        g["bound"] = "compute" if g.pop("compute_s") >= g["seconds"] / 2 else "memory"
+        g["share"] = g["seconds"] / est.device_s if est.device_s else 0.0
+    return rows
+
+
+def effective_precision(gpu: GPU, precision: Precision) -> Precision:
     """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
     for bf16 below compute capability 8.0 and for fp16 below 7.0 (Paddle ``python/paddle/amp/auto_cast.py``)."""
     if precision.value.startswith("bf16") and gpu.compute_capability < 8.0:
@@ -285,11 +341,13 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         fwd_flops = flops.forward_flops_per_sample
         train_flops = flops.train_flops_per_sample
         phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
-        lines = [seg for f in probe.fits.values() for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]
+        phase_lines = [(p, seg) for p, f in probe.fits.items()
+                       for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
         probed = [m.batch_size for m in probe.measurements]
         dominant = probe.dominant_phase(b)
         act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
         fwd_ops = flops.forward_ops
+        trace = flops.trace
         has_conv = flops.forward_by_op.get("conv", 0) > 0
         cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
         residual = max(f.max_rel_residual for f in probe.fits.values())
@@ -312,12 +370,13 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         train_flops = 3 * fwd_flops
         act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
         fwd_ops = 0
+        trace = transformer_trace(cfg, seq)
         phases = {"forward": (states32.total_bytes, act_per_sample)}
         dominant = "forward"
         has_conv = False
         cpu_time = None
         residual = None
-        lines = list(phases.values())
+        phase_lines = [("forward", phases["forward"])]
         probed = []
         notes_model.append(
             f"{info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
@@ -331,11 +390,18 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             "with `--max-probe-gib`."
         )
 
+    lines = [seg for _, seg in phase_lines]
+    amp_memory: dict[Precision, tuple[float, float]] = {}
+
     def cpu_phases_for(precision: Precision) -> list[tuple[float, float]]:
-        """Probe lines re-based on the precision's model states, activations x its AMP factor."""
+        """Probe lines re-based on the precision's model states, activations x its AMP ratio, + O1's weight
+        copies in the forward and backward phases."""
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
-        f = _activation_factor(precision)
-        return [(st + f * (fx - states32.total_bytes), f * sl) for fx, sl in lines]
+        if precision not in amp_memory:
+            amp_memory[precision] = amp_activation_memory(trace, precision)
+        f, cast = amp_memory[precision]
+        return [(st + f * (fx - states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
+                for p, (fx, sl) in phase_lines]  # fmt: skip
 
     targets: list[Target] = []
     # ---- CPU target (fp32: AMP has no effect on CPU)
@@ -361,6 +427,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
         calibrated=cpu_calibrated, notes=cpu_notes, bound=None, grads_bytes=states32.grads_bytes,
         checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
+        calibration="device" if cpu_calibrated else "none",
     ))  # fmt: skip
 
     # ---- GPU targets
@@ -369,12 +436,14 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         host_s = host.step_s(fwd_ops, info.trainable_tensors)
     else:  # analytic path: no op count; large models are compute-bound
         host, host_s = None, 0.0
-    factor = _activation_factor(req.precision)
+    published = load_perf_params()
+    explain_for = {get_gpu(n, gpus_all).name for n in req.explain}
+    ops_b = trace.at(b)
+    explain: dict[str, list[dict[str, Any]]] = {}
     gpu_states = mem.model_state_bytes(info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
-        prec = _effective_precision(gpu, req.precision)
-        g_factor = _activation_factor(prec)
+        prec = effective_precision(gpu, req.precision)
         g_states = mem.model_state_bytes(info, req.optimizer, prec)
         ph = cpu_phases_for(prec)
         if has_conv:
@@ -386,25 +455,39 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         usable = req.safety_margin * (cap - context)
         peak = max(fx + sl * b for fx, sl in ph)
         peak_flops, unit = gpu.peak_flops(prec.value)
-        eclass = efficiency_class(unit)
-        eff = (cal.efficiency.get(eclass) if cal else None) or DEFAULT_EFFICIENCY[eclass]
-        traffic = 2 * g_factor * act_per_sample * b + 2 * g_states.total_bytes
-        roof = roofline_step(train_flops * b, peak_flops, eff, traffic, gpu.mem_bw_gbps, host_s)
+        params: PerfParams = cal.perf_params if cal and cal.perf_params is not None else published
+        est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
+                            info.trainable_tensors, params)  # fmt: skip
         bw, link = gpu.interconnect_gbps(req.devices)
         ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
-        step = roof.step_s + ar
+        ar_exposed = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
+        step = max(est.device_s, host_s) + ar_exposed
+        top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
+        bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
         notes = _gpu_notes(gpu, req.precision, prec, unit)
-        if roof.bound != "compute":
-            notes.append(f"{roof.bound}-bound")
-        if cal and eclass in cal.efficiency:
-            notes.append(f"measured efficiency {eff:.0%}")
+        if bound == "host":
+            notes.append("host-bound")
+        elif bound == "memory":
+            notes.append(f"memory-bound ({top_cls})")
+        if cal is not None and cal.perf_params is None:
+            notes.append("calibration file has no kernel timings: time from the published fit")
         if req.devices > 1:
-            notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}")
+            notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden")
+        breakdown = {c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}
+                     for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])}  # fmt: skip
+        breakdown["host_floor"] = {"seconds": host_s, "bound": "host", "kernels": 0}
+        if req.devices > 1:
+            breakdown["allreduce_exposed"] = {"seconds": ar_exposed, "bound": "communication", "kernels": 0}
+        calibration = "device" if cal is not None else params.calibration
+        if gpu.name in explain_for:
+            explain[gpu.name] = explain_rows(est)
         targets.append(Target(
             name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
             max_batch_size=_max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
-            calibrated=cal is not None, notes=notes, bound=roof.bound, allreduce_s=ar,
+            calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
             grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
+            calibration=calibration, predicted_mfu=train_flops * b / step / peak_flops, time_breakdown=breakdown,
+            allreduce_exposed_s=ar_exposed,
         ))  # fmt: skip
 
     if req.dataset_size and req.epochs:
@@ -415,6 +498,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = _recommend(targets, b)
+    act_ratio, cast_bytes = amp_activation_memory(trace, req.precision)
     model_doc = {
         "name": ref.name,
         "params": info.params,
@@ -427,8 +511,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "weights_bytes": gpu_states.weights_bytes,
         "grads_bytes": gpu_states.grads_bytes,
         "optimizer_bytes": gpu_states.optimizer_bytes,
-        "activation_bytes_per_sample": act_per_sample * factor,
-        "fixed_bytes": fixed * factor + (CONV_WORKSPACE_BYTES if has_conv else 0),
+        "activation_bytes_per_sample": act_per_sample * act_ratio,
+        "fixed_bytes": fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if has_conv else 0),
         "precision_of_breakdown": req.precision.value,
         "cpu_fp32": {
             "weights_bytes": states32.weights_bytes,
@@ -445,12 +529,20 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     }
     assumptions = {
         "safety_margin": req.safety_margin,
-        "amp_activation_factor": AMP_ACTIVATION_FACTOR,
+        "amp_activation_factor": act_ratio,
+        "amp_cast_weight_bytes": cast_bytes,
         "cuda_context_bytes": CUDA_CONTEXT_BYTES,
         "conv_workspace_bytes": CONV_WORKSPACE_BYTES if has_conv else 0,
-        "default_efficiency": DEFAULT_EFFICIENCY,
-        "allreduce": "ring, 2(n-1)/n x gradient bytes per rank, not overlapped with compute",
-        "memory_traffic": "2 x activation bytes + 2 x model-state bytes per step (roofline lower bound)",
+        "gpu_model": "per-operator roofline: sum over kernels of max(FLOPs / (unit peak x efficiency x wave "
+                     "efficiency), bytes / (bandwidth x bw_eff)) + kernel_s",
+        "gpu_model_params": dict(published.values),
+        "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
+                                   f"{published.provenance.get('fitted_by', 'not fitted')}, "
+                                   f"{published.provenance.get('date', '?')})",
+        "trace_ops": len(ops_b),
+        "trace_source": trace.source,
+        "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
+                     "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
         "host_op_s": host.op_s if host else None,
         "host_optimizer_s_per_tensor": host.optimizer_s_per_tensor if host else None,
         "host_floor_s": host_s,
@@ -460,7 +552,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     return Plan(
         model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
         devices=req.devices, inputs=[str(s) for s in specs], memory=memory_doc, targets=targets,
-        recommendation=recommendation, assumptions=assumptions,
+        recommendation=recommendation, assumptions=assumptions, explain=explain,
     )  # fmt: skip
 
 

@@ -87,7 +87,7 @@ def render_plan(plan: Any, console: Console) -> None:
     table = Table(show_lines=False, header_style="bold", box=box.HEAVY_HEAD if wide else None,
                   padding=(0, 1), pad_edge=wide, show_edge=wide)
     cols = [("target", "left"), ("fits", "center"), ("GiB peak/cap", "right"), ("max batch", "right"),
-            ("step", "right"), ("samples/s", "right"), ("cal", "center")]  # fmt: skip
+            ("step", "right"), ("samples/s", "right"), ("MFU", "right"), ("cal", "center")]  # fmt: skip
     if wide:
         cols.append(("notes", "left"))
     for col, just in cols:
@@ -103,7 +103,8 @@ def render_plan(plan: Any, console: Console) -> None:
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
             duration(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
-            "yes" if t.calibrated else "no",
+            "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
+            {"device": "device", "published-fit": "fit"}.get(t.calibration, "none"),
         ]
         if wide:
             row.append("; ".join(t.notes))
@@ -116,17 +117,20 @@ def render_plan(plan: Any, console: Console) -> None:
             if t.notes:
                 console.print(f"[dim]{t.name}:[/] {'; '.join(t.notes)}", highlight=False)
     a = plan.assumptions
-    eff = ", ".join(f"{k} {v:.0%}" for k, v in a["default_efficiency"].items())
     act = a["amp_activation_factor"] if plan.precision != "fp32" else 1
     probed = mem.get("probe_batch_sizes") or []
     cpu_line = (f"CPU row extrapolated from training steps measured here at batch {', '.join(map(str, probed))}."
                 if probed else "CPU row: no probe (model too large), memory analytic, no step time.")  # fmt: skip
+    cast = a.get("amp_cast_weight_bytes") or 0
     console.print(
-        f"[dim]GPU rows: peak = model states + activations x {act:g} + conv workspace "
-        f"{gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of (capacity - "
-        f"{a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = max(FLOPs at efficiency {eff} of peak "
-        f"(ResNet-50, NVIDIA DeepLearningExamples) unless calibrated, memory traffic, host floor "
-        f"{duration(a['host_floor_s'])} measured here); samples/s across all devices. {cpu_line}[/]"
+        f"[dim]GPU rows: peak = model states + activations x {act:.2f} (AMP dtypes of the traced ops)"
+        + (f" + {gib(cast)} AMP weight copies" if cast else "")
+        + f" + conv workspace {gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of "
+        f"(capacity - {a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = sum over the "
+        f"{a['trace_ops']} traced ops' forward/backward kernels + optimizer of max(FLOPs / (unit peak x fitted "
+        f"efficiency x wave fill), bytes / (bandwidth x fitted efficiency)) + per-kernel cost, never below the host "
+        f"floor {duration(a['host_floor_s'])} measured here; cal fit = parameters fitted on published measurements "
+        f"(`plan --explain GPU` shows the top ops); samples/s across all devices. {cpu_line}[/]"
     )
     rec = plan.recommendation
     if rec["target"]:

@@ -1,0 +1,342 @@
+"""Operator trace of a training step: every op of the forward pass with its tensors, FLOPs and GEMM shape.
+
+The trace is recorded by :class:`~paddlefit.estimate.flops.FlopCounter` (hooks on layers, wrappers around
+functional ops) during a real forward pass on the CPU, at two batch sizes; every size in it is then a straight
+line in the batch (``size(B) = size(b1) + (size(b2) - size(b1)) / (b2 - b1) * (B - b1)``), so the trace can be
+evaluated at the planned micro-batch without running it. Which dimension carries the batch is read off the two
+traces, not assumed. For models too large to run here, :func:`transformer_trace` writes the same object from
+the transformer's shape (Korthikanti et al. 2022, arXiv 2205.05198, §4's op list for one layer).
+
+Op classes (:data:`OP_CLASSES`): ``gemm`` (linear, matmul), ``conv``, ``dwconv`` (grouped and depthwise
+convolutions), ``elementwise`` (activations, + - * /, dropout), ``norm``, ``softmax``, ``reduce`` (pooling,
+mean/sum), ``embedding`` (gather), ``move`` (transpose, concat, interpolation: copies), ``view`` (reshape-like,
+no kernel; kept so tensor identities and dtypes flow through). The GPU model adds ``optimizer`` and
+``amp_cast``.
+
+No Paddle import here: the recorder reads ``.shape``, ``.dtype``, ``.stop_gradient`` and ``.persistable`` of the
+tensors it is handed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+OP_CLASSES = ("gemm", "conv", "dwconv", "elementwise", "norm", "softmax", "reduce", "embedding", "move", "view")
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """One tensor an op reads or writes.
+
+    Attributes:
+        tid: identity within the trace (the same tensor read by two ops has one tid).
+        numel: elements (at the trace's batch size).
+        dtype: Paddle dtype name as recorded on the CPU (``float32``, ``int64``, ...).
+        param: a parameter (persistable), not an activation.
+        grad: requires a gradient (``stop_gradient`` is False).
+    """
+
+    tid: int
+    numel: int
+    dtype: str
+    param: bool = False
+    grad: bool = False
+
+    @property
+    def floating(self) -> bool:
+        """True for float16/bfloat16/float32/float64 tensors (the ones AMP casts)."""
+        return "float" in self.dtype
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    """One forward op.
+
+    Attributes:
+        op: Paddle op name (``conv2d``, ``linear``, ``matmul``, ``batch_norm``, ``relu``, ``add``...).
+        cls: op class, one of :data:`OP_CLASSES`.
+        flops: forward FLOPs (1 MAC = 2 FLOPs; formulas in :mod:`paddlefit.estimate.flops`).
+        inputs: tensors read (activations and parameters).
+        outputs: tensors written.
+        gemm: (batch, M, N, K) of the GEMM this op runs, for ``gemm``/``conv``/``dwconv``: out[batch, M, N] =
+            A[batch, M, K] x B[batch, K, N]. Convolutions as implicit GEMM: M = samples x output pixels,
+            N = output channels per group, K = input channels per group x kernel size, batch = groups.
+    """
+
+    op: str
+    cls: str
+    flops: int
+    inputs: tuple[TensorRef, ...] = ()
+    outputs: tuple[TensorRef, ...] = ()
+    gemm: tuple[int, int, int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict (tensors as [tid, numel, dtype, param, grad])."""
+        return {
+            "op": self.op, "cls": self.cls, "flops": self.flops,
+            "inputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.inputs],
+            "outputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.outputs],
+            "gemm": list(self.gemm) if self.gemm else None,
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TracedOp:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            op=d["op"], cls=d["cls"], flops=int(d["flops"]),
+            inputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["inputs"]),
+            outputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["outputs"]),
+            gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None,
+        )  # fmt: skip
+
+
+def _lerp(a: int, b: int, b1: int, b2: int, batch: int) -> int:
+    if a == b:
+        return a
+    return max(0, round(a + (b - a) * (batch - b1) / (b2 - b1)))
+
+
+@dataclass
+class OpTrace:
+    """The forward ops of a model at two batch sizes; :meth:`at` gives them at any batch.
+
+    Attributes:
+        ops1, ops2: the same ops recorded at ``batch1`` and ``batch2`` (``ops2`` empty = one trace only; then
+            every activation size and the GEMM dimension that holds the batch are scaled by B / batch1, where
+            that dimension is M, or the GEMM batch when both operands are activations).
+        batch1, batch2: the batch sizes of the two traces.
+        source: ``probe`` (recorded from a real forward) or ``analytic`` (written from a transformer config).
+    """
+
+    ops1: list[TracedOp]
+    ops2: list[TracedOp] = field(default_factory=list)
+    batch1: int = 1
+    batch2: int = 2
+    source: str = "probe"
+
+    @property
+    def aligned(self) -> bool:
+        """True when both traces have the same ops in the same order (the batch is read off them)."""
+        return bool(self.ops2) and len(self.ops1) == len(self.ops2) and all(
+            a.op == b.op and len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs)
+            for a, b in zip(self.ops1, self.ops2, strict=True))  # fmt: skip
+
+    def at(self, batch: int) -> list[TracedOp]:
+        """The forward ops at ``batch`` samples (sizes linear in the batch between/after the two traces)."""
+        if batch == self.batch1:
+            return list(self.ops1)
+        if self.aligned:
+            b1, b2 = self.batch1, self.batch2
+            out = []
+            for a, b in zip(self.ops1, self.ops2, strict=True):
+                ins = tuple(replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
+                            for t, u in zip(a.inputs, b.inputs, strict=True))  # fmt: skip
+                outs = tuple(replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
+                             for t, u in zip(a.outputs, b.outputs, strict=True))  # fmt: skip
+                gemm = None
+                if a.gemm and b.gemm:
+                    gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
+                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm))
+            return out
+        r = batch / self.batch1
+        out = []
+        for a in self.ops1:
+            ins = tuple(t if t.param else replace(t, numel=round(t.numel * r)) for t in a.inputs)
+            outs = tuple(replace(t, numel=round(t.numel * r)) for t in a.outputs)
+            gemm = a.gemm
+            if gemm:
+                both_act = sum(1 for t in a.inputs if not t.param and t.floating) >= 2
+                g, m, n, k = gemm
+                gemm = (round(g * r), m, n, k) if both_act and a.cls == "gemm" else (g, round(m * r), n, k)
+            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (for caching traces of the bench models)."""
+        return {"batch1": self.batch1, "batch2": self.batch2, "source": self.source,
+                "ops1": [o.to_dict() for o in self.ops1], "ops2": [o.to_dict() for o in self.ops2]}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpTrace:
+        """Inverse of :meth:`to_dict`."""
+        return cls([TracedOp.from_dict(o) for o in d["ops1"]], [TracedOp.from_dict(o) for o in d["ops2"]],
+                   int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")))  # fmt: skip
+
+
+class TraceRecorder:
+    """Collects :class:`TracedOp` records from a :class:`~paddlefit.estimate.flops.FlopCounter`.
+
+    Tensor identities are Python object identities, held alive while recording so that an id is never reused
+    by a later tensor; :meth:`ops` returns the records and drops the references.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[int, int] = {}
+        self._keep: list[Any] = []
+        self._ops: list[TracedOp] = []
+
+    def _ref(self, t: Any) -> TensorRef:
+        key = id(t)
+        if key not in self._ids:
+            self._ids[key] = len(self._ids)
+            self._keep.append(t)
+        dtype = str(getattr(t, "dtype", "float32")).replace("paddle.", "")
+        return TensorRef(
+            tid=self._ids[key],
+            numel=math.prod(t.shape) if getattr(t, "shape", None) is not None else 1,
+            dtype=dtype,
+            param=bool(getattr(t, "persistable", False)),
+            grad=not bool(getattr(t, "stop_gradient", True)),
+        )
+
+    def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
+               gemm: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+        """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
+        self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
+                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm))  # fmt: skip
+
+    def ops(self) -> list[TracedOp]:
+        """The recorded ops, in execution order (releases the held tensors)."""
+        self._keep.clear()
+        return list(self._ops)
+
+
+def _tensors(obj: Any) -> list[Any]:
+    if obj is None:
+        return []
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        return [obj]
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, list | tuple):
+        return [t for o in obj for t in _tensors(o)]
+    return []
+
+
+def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
+    """The operator trace of a zoo transformer (:class:`~paddlefit.models.transformer.TransformerConfig`),
+    written from its shape for models too large to run here.
+
+    Same ops, in the same order, as :func:`~paddlefit.models.transformer.build_transformer` records on the
+    CPU (encoder with GELU MLP and learned positions, or decoder; see that module): per layer the fused QKV
+    linear, Q·Kᵀ, scale, softmax, dropout, P·V, output linear, residual adds, two norms, the MLP. Tensor sizes
+    are for ``batch`` samples of ``seq_len`` tokens; the returned trace scales linearly with the batch.
+    """
+
+    def build(b: int) -> list[TracedOp]:
+        s, h, a = seq_len, cfg.hidden_size, cfg.num_heads
+        d = h // a
+        kv = cfg.kv_heads
+        f, v = cfg.ffn_size, cfg.vocab_size
+        tid = iter(range(10**9))
+        ops: list[TracedOp] = []
+
+        def act(n: int, dtype: str = "float32") -> TensorRef:
+            return TensorRef(next(tid), n, dtype, False, True)
+
+        def par(n: int) -> TensorRef:
+            return TensorRef(next(tid), n, "float32", True, True)
+
+        def linear(x: TensorRef, n_in: int, n_out: int, bias: bool) -> TensorRef:
+            m = x.numel // n_in
+            y = act(m * n_out)
+            ins = (x, par(n_in * n_out)) + ((par(n_out),) if bias else ())
+            ops.append(TracedOp("linear", "gemm", 2 * m * n_in * n_out + (m * n_out if bias else 0), ins, (y,),
+                                (1, m, n_out, n_in)))  # fmt: skip
+            return y
+
+        def ew(name: str, x: TensorRef, per: int = 1, other: TensorRef | None = None) -> TensorRef:
+            y = act(x.numel)
+            ops.append(TracedOp(name, "elementwise", per * x.numel, (x,) + ((other,) if other else ()), (y,)))
+            return y
+
+        def norm(x: TensorRef) -> TensorRef:
+            y = act(x.numel)
+            ops.append(TracedOp("layer_norm", "norm", 8 * x.numel, (x, par(h), par(h)), (y,)))
+            return y
+
+        ids = TensorRef(next(tid), b * s, "int64")
+        x = act(b * s * h)
+        ops.append(TracedOp("embedding", "embedding", 0, (ids, par(v * h)), (x,)))
+        if cfg.position == "learned":
+            p = act(s * h)
+            pos_ids = TensorRef(next(tid), s, "int64")
+            ops.append(TracedOp("embedding", "embedding", 0, (pos_ids, par(cfg.max_position * h)), (p,)))
+            x = ew("add", x, 1, p)
+        if not cfg.causal:
+            x = norm(x)
+        bias = cfg.bias
+        for _ in range(cfg.num_layers):
+            res = x
+            hin = norm(x) if cfg.causal else x
+            qkv = linear(hin, h, h + 2 * kv * d, bias)
+            q, k, vv = act(b * a * s * d), act(b * a * s * d), act(b * a * s * d)
+            ops.append(TracedOp("view", "view", 0, (qkv,), (q, k, vv)))
+            sc = act(b * a * s * s)
+            ops.append(TracedOp("matmul", "gemm", 2 * b * a * s * s * d, (q, k), (sc,), (b * a, s, s, d)))
+            sc = ew("multiply", sc)
+            if cfg.causal:
+                sc = ew("add", sc)
+            pr = act(sc.numel)
+            ops.append(TracedOp("softmax", "softmax", 3 * sc.numel, (sc,), (pr,)))
+            if cfg.dropout > 0:
+                pr = ew("dropout", pr, 0)
+            ctx = act(b * a * s * d)
+            ops.append(TracedOp("matmul", "gemm", 2 * b * a * s * s * d, (pr, vv), (ctx,), (b * a, s, d, s)))
+            ctx2 = act(ctx.numel)
+            ops.append(TracedOp("transpose", "move", 0, (ctx,), (ctx2,)))
+            o = linear(ctx2, h, h, bias)
+            if cfg.dropout > 0:
+                o = ew("dropout", o, 0)
+            x = ew("add", o, 1, res)
+            if not cfg.causal:
+                x = norm(x)
+            res = x
+            hin = norm(x) if cfg.causal else x
+            if cfg.ffn_type == "swiglu":
+                g = linear(hin, h, f, bias)
+                u = linear(hin, h, f, bias)
+                m = ew("swiglu", g, 3, u)
+            else:
+                m = ew("gelu", linear(hin, h, f, bias), 5)
+            o = linear(m, f, h, bias)
+            if cfg.dropout > 0:
+                o = ew("dropout", o, 0)
+            x = ew("add", o, 1, res)
+            if not cfg.causal:
+                x = norm(x)
+        x = norm(x) if cfg.causal else norm(ew("gelu", linear(x, h, h, True), 5))
+        logits = act(b * s * v)
+        ops.append(TracedOp("matmul", "gemm", 2 * b * s * h * v, (x, par(v * h)), (logits,), (1, b * s, v, h)))
+        if not cfg.causal:
+            logits = ew("add", logits, 1, par(v))
+        return ops
+
+    return OpTrace(build(batch), build(2 * batch), batch, 2 * batch, source="analytic")
+
+
+def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = None) -> OpTrace:
+    """Run ``model`` forward on ``inputs1`` (and ``inputs2``, a second batch size) and return its trace.
+
+    Args:
+        model: a ``paddle.nn.Layer`` in train mode (parameters trainable, so backward rules see gradients).
+        inputs1, inputs2: the forward's inputs at two batch sizes, (batch, *per_sample_shape) each.
+
+    Raises:
+        Whatever the model's forward raises (callers turn it into a ModelError).
+    """
+    from paddlefit.estimate.flops import FlopCounter, FlopsCount
+
+    traces = []
+    for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):
+        batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
+        rec = TraceRecorder()
+        with FlopCounter(model, FlopsCount(batch), rec):
+            out = model(*inputs)
+        del out
+        traces.append((batch, rec.ops()))
+    if len(traces) == 1:
+        return OpTrace(traces[0][1], [], traces[0][0], traces[0][0])
+    return OpTrace(traces[0][1], traces[1][1], traces[0][0], traces[1][0])
