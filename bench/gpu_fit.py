@@ -111,6 +111,8 @@ def workload_for(row: dict[str, str]) -> Workload | None:
 def precision_of(row: dict[str, str]) -> str:
     """paddlefit precision of a row: pure-fp16 (O2) runs -> fp16-o2, other AMP -> fp16-o1, else fp32."""
     p = row["precision_as_printed"].upper()
+    if p.startswith(("FP32", "TF32", '"FP32"')):
+        return "fp32"
     if "O2" in p or "PURE" in p:
         return "fp16-o2"
     if "AMP" in p or "FP16" in p:
@@ -128,6 +130,18 @@ def batch_of(row: dict[str, str], w: Workload) -> int | None:
     if "tokens" in text:
         return max(1, b // w.units_per_sample)
     return b
+
+
+def layout_of(row: dict[str, str]) -> str:
+    """Convolution layout the run used: NHWC where the row or its source says so (Paddle Perf's pure-fp16
+    ResNet50 logs show ``data_format: NHWC``; DLE's AMP ResNet50 rows say NHWC), else NCHW (Paddle's and
+    PyTorch's default; Lambda's runs pass no ``--memory-format``)."""
+    text = (row["precision_as_printed"] + " " + row["framework"]).upper()
+    if "NHWC" in text or "CHANNELS_LAST" in text:
+        return "NHWC"
+    if row["source"].startswith("PaddlePaddle/Perf") and "ResNet50" in row["source"] and "O2" in text:
+        return "NHWC"  # the SOURCES file: every pure-FP16 ResNet50 log shows `data_format: NHWC`
+    return "NCHW"
 
 
 def source_group(row: dict[str, str]) -> str:
@@ -226,7 +240,7 @@ class Case:
 def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[list[Case], list[tuple[str, str]]]:
     """Rows -> cases; (row id, reason) for rows left out."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.estimate.optrace import OpTrace
+    from paddlefit.estimate.optrace import OpTrace, with_layout
     from paddlefit.plan.planner import effective_precision
     from paddlefit.spec import Precision
 
@@ -246,7 +260,10 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
         per_gpu = float(r["throughput"]) / (gpus if "(total)" in r["unit"] else 1) / w.units_per_sample
         entry = traces[w.key]
         trace = OpTrace.from_dict(entry["trace"])
-        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), trace.at(b), entry["trainable_params"],
+        ops = trace.at(b)
+        if layout_of(r) == "NHWC":
+            ops = with_layout(ops, "NHWC")
+        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), ops, entry["trainable_params"],
                           entry["trainable_tensors"]))  # fmt: skip
     return cases, skipped
 

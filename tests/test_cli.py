@@ -98,8 +98,23 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     row_c = next(t for t in d["targets"] if t["name"] == "T4")
     assert row_c["calibrated"] is True and row_b["calibrated"] is False
     assert row_c["peak_bytes"] == pytest.approx(2 * row_b["peak_bytes"], rel=1e-6)
-    eff = 2.0e6 * 8 / 0.01 / 8.1e12
-    assert any(f"measured efficiency {eff:.0%}" in n for n in row_c["notes"])
+    assert row_c["calibration"] == "device" and row_b["calibration"] == "published-fit"
+    # whole-step rows without kernel timings do not change the time model, and the row says so
+    assert row_c["step_time_s"] == pytest.approx(row_b["step_time_s"], rel=0.05)
+    assert any("no kernel timings" in n for n in row_c["notes"])
+    # with kernel timings (what `calibrate` writes on a GPU) the device's parameters replace the fit
+    slow = {k: v / 4 for k, v in d["assumptions"]["gpu_model_params"].items() if k != "kernel_s"}
+    slow["kernel_s"] = d["assumptions"]["gpu_model_params"]["kernel_s"]
+    cal.write_text(json.dumps(dict(t4, perf_params={"values": slow})))
+    d2 = json.loads(run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal), "--json").stdout)
+    row_d = next(t for t in d2["targets"] if t["name"] == "T4")
+    assert row_d["calibration"] == "device" and not any("no kernel timings" in n for n in row_d["notes"])
+    host = d2["assumptions"]["host_floor_s"]
+    assert row_d["step_time_s"] > row_b["step_time_s"] or row_d["step_time_s"] == pytest.approx(host)
+    bad = dict(t4, perf_params={"values": dict(slow, bw_eff=3.0)})
+    cal.write_text(json.dumps(bad))
+    r = run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal))
+    assert r.returncode == 2 and "`bw_eff`" in r.stderr and "perf_params" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_help_has_examples():

@@ -32,7 +32,9 @@ def calibrate_command(
     """Measure peak allocated memory and step time of zoo models on this device; write a calibration file.
 
     Run it on the GPU you want to plan for, then `paddlefit plan ... --calibration FILE`: that GPU's rows
-    use the measured memory ratio, efficiency and CUDA context, and say `calibrated: yes`.
+    use the measured memory ratio and CUDA context and, from the kernels timed on it (GEMM, convolution,
+    depthwise convolution, elementwise, launch cost), the per-operator model's parameters for that device
+    (`calibration: device`). On a CPU it measures memory and step time only.
 
     Examples:
       paddlefit calibrate --out cpu.json

@@ -170,7 +170,7 @@ class FlopCounter:
         self.patched: list[tuple[Any, str, Any]] = []
 
     def emit(self, kind: str, op: str, cls: str, fwd: int, bwd: int, inputs: Any, out: Any,
-             gemm: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+             gemm: tuple[int, int, int, int] | None = None, layout: str = "") -> None:  # fmt: skip
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
         if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through
             if self.recorder is not None:
@@ -178,13 +178,13 @@ class FlopCounter:
             return
         self.count.add(kind, fwd, bwd)
         if self.recorder is not None:
-            self.recorder.record(op, cls, fwd, inputs, out, gemm)
+            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout)
 
     def _gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
-              gemm: tuple[int, int, int, int], groups: int = 1) -> None:  # fmt: skip
+              gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "") -> None:  # fmt: skip
         fwd, bwd = _gemm_flops(x, w, out, macs, bias)
         cls = "gemm" if kind != "conv" else ("dwconv" if groups > 1 else "conv")
-        self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm)
+        self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm, layout)
 
     def _elementwise(self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any,
                      cls: str = "elementwise") -> None:  # fmt: skip
@@ -212,7 +212,8 @@ class FlopCounter:
             groups = int(getattr(layer, "_groups", 1) or 1)
             name = type(layer).__name__.lower().replace("transpose", "_transpose")
             self._gemm("conv", name, x, layer.weight, out, _conv_macs(layer.weight, out, transposed, x), layer.bias,
-                       _conv_gemm(layer.weight, out, x, groups, transposed), groups)  # fmt: skip
+                       _conv_gemm(layer.weight, out, x, groups, transposed), groups,
+                       str(getattr(layer, "_data_format", "NCHW")))  # fmt: skip
 
         def on_linear(layer, inp, out):
             x = inp[0]
@@ -321,7 +322,8 @@ class FlopCounter:
                 b = args[2] if len(args) > 2 else kwargs.get("bias")
                 groups = kwargs.get("groups", 1) or 1
                 self._gemm("conv", name, x, w, out, _conv_macs(w, out, transposed, x), b,
-                           _conv_gemm(w, out, x, int(groups), transposed), int(groups))  # fmt: skip
+                           _conv_gemm(w, out, x, int(groups), transposed), int(groups),
+                           str(kwargs.get("data_format", "NCHW")))  # fmt: skip
 
             return rule
 

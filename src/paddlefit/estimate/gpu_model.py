@@ -51,6 +51,9 @@ from paddlefit.estimate.optrace import TensorRef, TracedOp
 #: NVIDIA's guide uses for its wave-quantization example.
 TILE_M = 128
 TILE_N = 128
+#: Shortest K slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep FP16 threadblock tile, so
+#: each slice still amortises its prologue and the final reduction of the partial tiles.
+SPLIT_K_MIN = 128
 
 TF32_SOURCE = (
     "Paddle paddle/phi/backends/context_pool.cc: allow_tf32_cublas = true, allow_tf32_cudnn = true; the GPU "
@@ -359,6 +362,14 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             x, w = (*o.inputs, None, None)[:2]
             ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm))
             eb = dtype_bytes(a.compute)
+            if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
+                # tensor-core convolutions run channels-last: cuDNN transposes NCHW input and output around
+                # the kernel (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide",
+                # Tensor Layouts in Memory: NCHW vs NHWC), in the forward (x, y) and the backward (dy, dx)
+                xn = x.numel if x is not None else 0
+                for phase in ("forward", "backward"):
+                    ks.append(Kernel("move", "nchw_transpose", phase, 0, 2 * eb * (xn + act_out.numel), "memory",
+                                     count=2))  # fmt: skip
             gemm_flops = 2 * g * m * n * k
             if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
                 ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
@@ -444,12 +455,22 @@ def _saved_for_grad(o: TracedOp, a: AmpOp) -> int:
 
 
 def wave_efficiency(gemm: tuple[int, int, int, int] | None, sm_count: int | None) -> float:
-    """Filled fraction of the GEMM's waves: tiles / (ceil(tiles / SMs) x SMs); 1 without an SM count."""
+    """Filled fraction of the GEMM's waves: units / (ceil(units / SMs) x SMs); 1 without an SM count.
+
+    units = output tiles (batch x ceil(M / TILE_M) x ceil(N / TILE_N)) x split, where a GEMM with fewer
+    tiles than SMs and a long reduction is split along K into ``split = min(ceil(SMs / tiles), K // SPLIT_K_MIN)``
+    slices (split-K: CUTLASS ``GemmSplitKParallel``, cuBLAS's split-K heuristics; stream-K, Osama et al. 2023,
+    arXiv 2301.03598). This matters for weight gradients, whose K is samples x pixels (or tokens).
+    """
     if not gemm or not sm_count:
         return 1.0
-    g, m, n, _ = gemm
+    g, m, n, k = gemm
     tiles = max(g, 1) * math.ceil(max(m, 1) / TILE_M) * math.ceil(max(n, 1) / TILE_N)
-    return tiles / (math.ceil(tiles / sm_count) * sm_count)
+    split = 1
+    if tiles < sm_count:
+        split = max(1, min(math.ceil(sm_count / tiles), max(k, 1) // SPLIT_K_MIN))
+    units = tiles * split
+    return units / (math.ceil(units / sm_count) * sm_count)
 
 
 def unit_peak(gpu: Any, unit: str, precision: str) -> float:

@@ -63,6 +63,7 @@ class TracedOp:
         gemm: (batch, M, N, K) of the GEMM this op runs, for ``gemm``/``conv``/``dwconv``: out[batch, M, N] =
             A[batch, M, K] x B[batch, K, N]. Convolutions as implicit GEMM: M = samples x output pixels,
             N = output channels per group, K = input channels per group x kernel size, batch = groups.
+        layout: data layout of a convolution (``NCHW``, ``NHWC``; empty for other ops).
     """
 
     op: str
@@ -71,6 +72,7 @@ class TracedOp:
     inputs: tuple[TensorRef, ...] = ()
     outputs: tuple[TensorRef, ...] = ()
     gemm: tuple[int, int, int, int] | None = None
+    layout: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tensors as [tid, numel, dtype, param, grad])."""
@@ -78,7 +80,7 @@ class TracedOp:
             "op": self.op, "cls": self.cls, "flops": self.flops,
             "inputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.inputs],
             "outputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.outputs],
-            "gemm": list(self.gemm) if self.gemm else None,
+            "gemm": list(self.gemm) if self.gemm else None, "layout": self.layout,
         }  # fmt: skip
 
     @classmethod
@@ -88,7 +90,7 @@ class TracedOp:
             op=d["op"], cls=d["cls"], flops=int(d["flops"]),
             inputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["inputs"]),
             outputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["outputs"]),
-            gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None,
+            gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None, layout=str(d.get("layout", "")),
         )  # fmt: skip
 
 
@@ -138,7 +140,7 @@ class OpTrace:
                 gemm = None
                 if a.gemm and b.gemm:
                     gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
-                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm))
+                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout))
             return out
         r = batch / self.batch1
         out = []
@@ -150,7 +152,7 @@ class OpTrace:
                 both_act = sum(1 for t in a.inputs if not t.param and t.floating) >= 2
                 g, m, n, k = gemm
                 gemm = (round(g * r), m, n, k) if both_act and a.cls == "gemm" else (g, round(m * r), n, k)
-            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm))
+            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -192,10 +194,10 @@ class TraceRecorder:
         )
 
     def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
-               gemm: tuple[int, int, int, int] | None = None) -> None:  # fmt: skip
+               gemm: tuple[int, int, int, int] | None = None, layout: str = "") -> None:  # fmt: skip
         """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
         self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
-                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm))  # fmt: skip
+                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout))  # fmt: skip
 
     def ops(self) -> list[TracedOp]:
         """The recorded ops, in execution order (releases the held tensors)."""
@@ -265,6 +267,11 @@ def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
             pos_ids = TensorRef(next(tid), s, "int64")
             ops.append(TracedOp("embedding", "embedding", 0, (pos_ids, par(cfg.max_position * h)), (p,)))
             x = ew("add", x, 1, p)
+        if cfg.type_vocab_size:
+            t_ids = TensorRef(next(tid), b * s, "int64")
+            sg = act(b * s * h)
+            ops.append(TracedOp("embedding", "embedding", 0, (t_ids, par(cfg.type_vocab_size * h)), (sg,)))
+            x = ew("add", x, 1, sg)
         if not cfg.causal:
             x = norm(x)
         bias = cfg.bias
@@ -340,3 +347,9 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
     if len(traces) == 1:
         return OpTrace(traces[0][1], [], traces[0][0], traces[0][0])
     return OpTrace(traces[0][1], traces[1][1], traces[0][0], traces[1][0])
+
+
+def with_layout(ops: list[TracedOp], layout: str) -> list[TracedOp]:
+    """The ops with every convolution's data layout set to ``layout`` (``NCHW``/``NHWC``): the same model
+    run channels-last, as ``data_format='NHWC'`` layers or a framework's channels-last mode do."""
+    return [replace(o, layout=layout) if o.cls in ("conv", "dwconv") else o for o in ops]

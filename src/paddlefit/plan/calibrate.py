@@ -4,7 +4,9 @@ On CPU the measurement is Paddle's host allocator peak over two fresh training s
 (:func:`~paddlefit.estimate.memory.measure_training_steps`) and the prediction is the CPU probe's
 extrapolation from smaller batches. On a GPU the measurement is ``paddle.device.cuda.max_memory_allocated()``
 over two steps with the requested AMP level, the prediction is the plan's (uncalibrated) GPU row, and the
-CUDA context is NVML's used memory minus Paddle's reserved memory.
+CUDA context is NVML's used memory minus Paddle's reserved memory. On a GPU it also times a handful of Paddle
+kernels (:func:`time_kernels`) and writes the per-operator model's parameters for that device (``perf_params``),
+which ``plan`` then uses instead of the published fit (``calibration: device``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,85 @@ def match_gpu(raw_name: str, gpus: list[GPU], family: bool = False) -> GPU:
         if fam is None:
             raise
         return fam
+
+
+def _timed_s(fn: Callable[[], Any], reps: int) -> float:
+    """Median-free mean seconds per call of ``fn`` on the GPU: 3 warm-up calls, then ``reps`` calls between two
+    ``paddle.device.cuda.synchronize()`` (kernels are asynchronous; the sync makes the wall time the device's)."""
+    import paddle
+
+    for _ in range(3):
+        fn()
+    paddle.device.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    paddle.device.cuda.synchronize()
+    return (time.perf_counter() - t0) / reps
+
+
+def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Time a handful of Paddle kernels on this GPU and derive the per-operator model's parameters for it.
+
+    Kernels (shapes large enough to fill any catalog GPU, so wave quantization is ~1):
+    ``paddle.matmul`` 4096^3 in float32 (TF32 where the GPU has it, Paddle's default) and float16;
+    ``F.conv2d`` 3x3, 256 -> 256 channels, 32 x 56 x 56, float32 NCHW and float16 NHWC; depthwise 3x3 on
+    32 x 256 x 56 x 56; ``paddle.add`` of two 2^26-element float32 tensors (3 x 256 MiB moved); and a one-element
+    ``paddle.add`` for the fixed cost per kernel. Each efficiency = achieved / datasheet peak of its unit
+    (memory: bytes moved / datasheet bandwidth). Parameters a GPU cannot measure (``gemm_fp32``/``conv_fp32``
+    on TF32 GPUs: Paddle runs fp32 as TF32 there) keep the published fit.
+
+    Returns:
+        ``{"values": {...}, "provenance": {"measured": {...}, "date": ..., "device": ...}}`` for the calibration
+        file's ``perf_params`` key.
+    """
+    import paddle
+    import paddle.nn.functional as F
+
+    from paddlefit.estimate.gpu_model import load_perf_params, unit_peak
+
+    say = progress or (lambda m: None)
+    values = dict(load_perf_params().values)
+    measured: dict[str, float] = {}
+    n = 4096
+    tf32 = bool(gpu.tf32_tflops)
+    for dtype, key in (("float32", "gemm_tf32" if tf32 else "gemm_fp32"), ("float16", "gemm_half")):
+        say(f"timing matmul {n}^3 {dtype}")
+        a = paddle.randn([n, n]).astype(dtype)
+        b = paddle.randn([n, n]).astype(dtype)
+        t = _timed_s(lambda a=a, b=b: paddle.matmul(a, b), reps)
+        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
+        values[key] = min(1.0, 2 * n**3 / t / unit_peak(gpu, unit, "fp16-o1"))
+        measured[f"matmul_{dtype}_s"] = t
+    nb, c, hw = 32, 256, 56
+    for dtype, fmt, key in (("float32", "NCHW", "conv_tf32" if tf32 else "conv_fp32"),
+                            ("float16", "NHWC", "conv_half")):  # fmt: skip
+        say(f"timing conv2d 3x3 {dtype} {fmt}")
+        shape = [nb, c, hw, hw] if fmt == "NCHW" else [nb, hw, hw, c]
+        x = paddle.randn(shape).astype(dtype)
+        w = paddle.randn([c, c, 3, 3]).astype(dtype)
+        t = _timed_s(lambda x=x, w=w, fmt=fmt: F.conv2d(x, w, padding=1, data_format=fmt), reps)
+        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
+        values[key] = min(1.0, 2 * nb * hw * hw * c * c * 9 / t / unit_peak(gpu, unit, "fp16-o1"))
+        measured[f"conv2d_{dtype}_{fmt}_s"] = t
+    say("timing depthwise conv2d and elementwise add")
+    x = paddle.randn([nb, c, hw, hw])
+    w = paddle.randn([c, 1, 3, 3])
+    t = _timed_s(lambda: F.conv2d(x, w, padding=1, groups=c), reps)
+    values["dwconv"] = min(1.0, 2 * nb * hw * hw * c * 9 / t / unit_peak(gpu, "fp32", "fp32"))
+    measured["depthwise_conv2d_s"] = t
+    big = 1 << 26
+    u, v = paddle.randn([big]), paddle.randn([big])
+    t = _timed_s(lambda: paddle.add(u, v), reps)
+    values["bw_eff"] = min(1.0, 3 * 4 * big / t / (gpu.mem_bw_gbps * 1e9))
+    measured["add_2^26_s"] = t
+    one_a, one_b = paddle.ones([1]), paddle.ones([1])
+    t = _timed_s(lambda: paddle.add(one_a, one_b), 20 * reps)
+    values["kernel_s"] = min(1e-3, max(t, 1e-7))
+    measured["add_1_s"] = t
+    return {"values": values, "provenance": {"measured": measured, "device": gpu.name,
+                                             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                             "method": "paddlefit calibrate: plan.calibrate.time_kernels"}}
 
 
 def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName,
@@ -212,7 +293,7 @@ def run_calibration(
                     "train_flops_per_sample": plan.model["train_flops_per_sample"],
                     "peak_flops": peak_flops, "efficiency_class": eclass,
                 })  # fmt: skip
-    return {
+    doc = {
         "device": gpu.name if gpu else "cpu",
         "device_name": raw,
         "driver": driver,
@@ -221,3 +302,6 @@ def run_calibration(
         "cuda_context_bytes": context,
         "rows": rows,
     }
+    if kind == "gpu" and gpu is not None:
+        doc["perf_params"] = time_kernels(gpu, progress=say)
+    return doc

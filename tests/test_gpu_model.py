@@ -1,0 +1,216 @@
+"""The per-operator GPU model: trace contents, per-kernel bytes and FLOPs (hand-computed), AMP dtypes, waves."""
+
+import json
+import math
+
+import paddle
+import pytest
+from paddle import nn
+
+from paddlefit.catalog.gpus import get_gpu
+from paddlefit.errors import CatalogError
+from paddlefit.estimate.gpu_model import (
+    OPTIMIZER_BYTES_PER_PARAM,
+    PerfParams,
+    assign_dtypes,
+    dp_exposed_allreduce_s,
+    estimate_step,
+    kernel_time_s,
+    load_perf_params,
+    parse_perf_params,
+    saved_activation_bytes,
+    step_kernels,
+    wave_efficiency,
+)
+from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
+from paddlefit.models import resolve_model
+
+A100 = get_gpu("A100-SXM4-40GB")
+V100 = get_gpu("V100-SXM2-16GB")
+
+
+def _trace(layer, *shapes):
+    layer.train()
+    ins1 = [paddle.randn([1, *s]) for s in shapes]
+    ins2 = [paddle.randn([2, *s]) for s in shapes]
+    return record_trace(layer, ins1, ins2)
+
+
+def _kernels(layer, batch, *shapes, precision="fp32", gpu=A100, optimizer="sgd"):
+    t = _trace(layer, *shapes)
+    n = sum(math.prod(p.shape) for p in layer.parameters() if not p.stop_gradient)
+    k = len([p for p in layer.parameters() if not p.stop_gradient])
+    return t, step_kernels(t.at(batch), precision, gpu, optimizer, n, k)
+
+
+def _by_op(kernels):
+    return {k.op: k for k in kernels}
+
+
+def test_linear_with_bias_bytes_and_flops_exact():
+    t, ks = _kernels(nn.Linear(10, 20), 4, (10,))
+    (op,) = [o for o in t.at(4) if o.cls != "view"]
+    assert (op.op, op.cls, op.gemm) == ("linear", "gemm", (1, 4, 20, 10))
+    assert op.flops == 2 * 4 * 20 * 10 + 4 * 20
+    k = _by_op(ks)
+    assert k["linear"].bytes == 4 * (4 * 10 + 10 * 20 + 20 + 4 * 20)  # read x, W, b; write y (fp32)
+    assert "linear.dgrad" not in k  # the input needs no gradient
+    assert (k["linear.wgrad"].flops, k["linear.wgrad"].bytes) == (2 * 4 * 20 * 10, 4 * (4 * 10 + 4 * 20 + 10 * 20))
+    assert k["linear.wgrad"].gemm == (1, 10, 20, 4)  # dW = X^T dY: (K, N) reduced over M
+    assert k["linear.bias_grad"].bytes == 4 * 4 * 20 + 4 * 20
+    assert k["sgd"].bytes == OPTIMIZER_BYTES_PER_PARAM["sgd"] * 220 and k["sgd"].count == 2
+    assert k["clear_grad"].bytes == 4 * 220
+
+
+def test_conv_and_depthwise_conv_exact():
+    t, ks = _kernels(nn.Conv2D(3, 8, 3, padding=1), 1, (3, 16, 16))
+    (op,) = [o for o in t.ops1 if o.cls != "view"]
+    assert (op.cls, op.gemm, op.layout) == ("conv", (1, 256, 8, 27), "NCHW")
+    assert op.flops == 2 * 256 * 8 * 27 + 256 * 8
+    assert _by_op(ks)["conv2d"].bytes == 4 * (3 * 256 + 8 * 27 + 8 + 8 * 256)
+    dw = nn.Conv2D(8, 8, 3, padding=1, groups=8)
+    t, ks = _kernels(dw, 2, (8, 16, 16))
+    (op,) = [o for o in t.at(2) if o.cls != "view"]
+    assert (op.cls, op.gemm) == ("dwconv", (8, 512, 1, 9))  # groups x (samples x pixels) x 1 x 9
+    assert op.flops == 2 * 2 * 8 * 256 * 9 + 2 * 8 * 256
+    k = _by_op(ks)["conv2d"]
+    assert k.unit == "dwconv" and k.bytes == 4 * (2 * 8 * 256 + 8 * 9 + 8 + 2 * 8 * 256)
+
+
+def test_layer_norm_and_softmax_bytes_exact():
+    t, ks = _kernels(nn.LayerNorm(16), 2, (5, 16))
+    k = _by_op(ks)
+    x = 2 * 5 * 16 * 4
+    assert k["layer_norm"].flops == 8 * 160
+    assert k["layer_norm"].bytes == x + 2 * 16 * 4 + x + x  # read x, scale, bias; second pass over x; write y
+    assert k["layer_norm.grad"].bytes == 2 * (x + x) + x + 2 * 16 * 4  # two passes over (x, dy); dx; params
+
+    class Soft(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.w = self.create_parameter([5])
+
+        def forward(self, x):
+            return paddle.nn.functional.softmax(x * self.w, axis=-1)
+
+    t, ks = _kernels(Soft(), 2, (5, 5))
+    k = _by_op(ks)
+    assert (k["softmax"].flops, k["softmax"].bytes) == (3 * 50, 2 * 50 * 4)
+    assert k["softmax.grad"].bytes == 3 * 50 * 4  # read dy and out, write dx
+
+
+def test_adam_update_bytes_and_kernels():
+    layer = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 3))
+    _, ks = _kernels(layer, 2, (8,), optimizer="adam")
+    adam = _by_op(ks)["adam"]
+    params = 8 * 8 + 8 + 8 * 3 + 3
+    assert adam.bytes == 28 * params and adam.count == 4  # p, g, m, v read + p, m, v written; one per tensor
+    t = kernel_time_s(adam, A100, PerfParams({"gemm_half": 1, "gemm_tf32": 1, "gemm_fp32": 1, "conv_half": 1,
+                                               "conv_tf32": 1, "conv_fp32": 1, "dwconv": 1, "bw_eff": 0.5,
+                                               "kernel_s": 1e-5}), "fp32")[0]  # fmt: skip
+    assert t == pytest.approx(28 * params / (1555e9 * 0.5) + 4 * 1e-5)
+
+
+def test_amp_o1_casts_weights_and_keeps_black_list_ops_fp32():
+    model = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.Linear(32, 4))
+    t = _trace(model, (16,))
+    ops = [a for a in assign_dtypes(t.at(8), "fp16-o1") if a.op.cls != "view"]
+    lin1, ln, lin2 = ops
+    assert lin1.compute == "float16" and lin1.out_dtype == "float16"
+    # x (8 x 16), W (16 x 32), b (32) cast fp32 -> fp16 before the white-list linear_v2
+    assert sorted(c[0] for c in lin1.casts) == sorted([8 * 16, 16 * 32, 32])
+    assert ln.compute == "float32" and ln.casts == ((8 * 32, "float16", "float32", False),)  # black at O1
+    assert lin2.compute == "float16"
+    # O2: parameters stored in half, LayerNorm keeps fp32 parameters and, being gray at O2, follows X
+    o2 = [a for a in assign_dtypes(t.at(8), "fp16-o2") if a.op.cls != "view"]
+    assert o2[0].casts == ((8 * 16, "float32", "float16", False),) and o2[1].compute == "float16"
+    acts, cast_w = saved_activation_bytes(t.at(8), "fp16-o1")
+    acts32, cast32 = saved_activation_bytes(t.at(8), "fp32")
+    # fp32: each op keeps its input (x0 for W's gradient, LN's input, lin2's input)
+    assert acts32 == 4 * (8 * 16 + 8 * 32 + 8 * 32) and cast32 == 0
+    # O1: the linears keep fp16 cast copies of x0 and of LN's output; LN (fp32, black) keeps the fp32 cast copy
+    # of its fp16 input
+    assert acts == 2 * 8 * 16 + 4 * 8 * 32 + 2 * 8 * 32
+    assert cast_w == 2 * (16 * 32 + 32 * 4)  # half copies of both weights live until their backward
+
+
+def test_nchw_half_convolutions_pay_layout_transposes():
+    conv = nn.Conv2D(16, 16, 3, padding=1)
+    t, ks = _kernels(conv, 4, (16, 8, 8), precision="fp16-o1")
+    moves = [k for k in ks if k.op == "nchw_transpose"]
+    assert len(moves) == 2 and all(k.bytes == 2 * 2 * (4 * 16 * 64 + 4 * 16 * 64) for k in moves)
+    from paddlefit.estimate.optrace import with_layout
+
+    ks2 = step_kernels(with_layout(t.at(4), "NHWC"), "fp16-o1", A100, "sgd", 16 * 16 * 9 + 16, 2)
+    assert not [k for k in ks2 if k.op == "nchw_transpose"]
+
+
+def test_wave_quantization_and_split_k():
+    assert wave_efficiency((1, 128 * 108, 128, 64), 108) == 1.0  # exactly one full wave
+    assert wave_efficiency((1, 128 * 109, 128, 64), 108) == pytest.approx(109 / 216)  # a second, nearly empty wave
+    # one output tile with a long reduction is split along K (split-K): 1024 // 128 = 8 slices
+    assert wave_efficiency((1, 128, 128, 1024), 108) == pytest.approx(8 / 108)
+    assert wave_efficiency((1, 128, 128, 1024), None) == 1.0
+
+
+def test_dataparallel_overlap():
+    # all-reduce shorter than the backward: only the last 1 MiB bucket is exposed
+    assert dp_exposed_allreduce_s(0.01, 0.05, 100 * 2**20) == pytest.approx(0.01 / 100)
+    assert dp_exposed_allreduce_s(0.08, 0.05, 100 * 2**20) == pytest.approx(0.03)
+    assert dp_exposed_allreduce_s(0.0, 0.05, 1) == 0.0
+
+
+def test_analytic_transformer_trace_matches_the_recorded_one():
+    ref = resolve_model("bert-base", {"num_layers": 2, "vocab_size": 1000})
+    m = ref.factory()
+    m.train()
+    s = 32
+    rec = record_trace(m, [paddle.randint(0, 1000, [1, s])], [paddle.randint(0, 1000, [2, s])])
+    ana = transformer_trace(ref.transformer, s)
+    for b in (1, 8):
+        gemm_r = sorted((o.gemm, o.flops) for o in rec.at(b) if o.cls == "gemm")
+        gemm_a = sorted((o.gemm, o.flops) for o in ana.at(b) if o.cls == "gemm")
+        assert gemm_r == gemm_a
+    for cls in ("softmax", "norm", "embedding"):
+        assert len([o for o in rec.ops1 if o.cls == cls]) == len([o for o in ana.ops1 if o.cls == cls])
+    p = load_perf_params()
+    n = ref.transformer.params
+    t_rec = estimate_step(rec.at(16), "fp16-o1", A100, "adamw", n, 40, p).device_s
+    t_ana = estimate_step(ana.at(16), "fp16-o1", A100, "adamw", n, 40, p).device_s
+    assert t_ana == pytest.approx(t_rec, rel=0.1)
+
+
+def test_trace_scales_linearly_and_round_trips():
+    t = _trace(nn.Sequential(nn.Conv2D(3, 4, 3), nn.BatchNorm2D(4), nn.ReLU()), (3, 10, 10))
+    assert t.aligned
+    conv = [o for o in t.at(7) if o.cls == "conv"][0]
+    assert conv.gemm == (1, 7 * 64, 4, 27) and conv.outputs[0].numel == 7 * 4 * 64
+    again = OpTrace.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert again.at(7) == t.at(7)
+
+
+def test_param_file_loads_and_bad_values_name_the_key():
+    p = load_perf_params()
+    assert p.calibration == "published-fit" and set(p.values) >= {"gemm_half", "bw_eff", "kernel_s"}
+    assert p.provenance["fitted_by"] == "bench/gpu_fit.py" and p.provenance["rows"]
+    doc = {"values": dict(p.values)}
+    for key, bad, needle in (("bw_eff", 1.5, "outside"), ("kernel_s", "x", "expected a number"),
+                             ("gemm_half", float("nan"), "expected a number")):  # fmt: skip
+        with pytest.raises(CatalogError, match=f"`{key}`.*{needle}"):
+            parse_perf_params({"values": dict(doc["values"], **{key: bad})}, "f.json")
+    with pytest.raises(CatalogError, match="missing"):
+        parse_perf_params({"values": {"bw_eff": 0.5}}, "f.json")
+    with pytest.raises(CatalogError, match="by_generation.volta"):
+        parse_perf_params({"values": doc["values"], "by_generation": {"volta": {"nope": 1}}}, "f.json")
+
+
+def test_memory_bound_models_differ_from_gemm_bound_ones():
+    """MobileNetV2-class (depthwise) steps are memory-bound; BERT-class steps are GEMM-bound."""
+    p = load_perf_params()
+    mb = resolve_model("mobilenet_v2").factory()
+    tm = _trace(mb, (3, 64, 64))
+    n = sum(math.prod(q.shape) for q in mb.parameters())
+    est = estimate_step(tm.at(64), "fp16-o1", A100, "momentum", n, len(mb.parameters()), p)
+    mem = sum(v["seconds"] for v in est.by_class.values() if v["bound"] == "memory")
+    assert mem / est.device_s > 0.5
+    assert est.by_class["dwconv"]["seconds"] > 0
