@@ -223,7 +223,7 @@ def load_traces(retrace: bool = False, keys: list[str] | None = None) -> dict[st
 
 @dataclass
 class Case:
-    """One buildable row, ready to predict."""
+    """One buildable row, its kernels compiled for its GPU (parameter-free), ready to time."""
 
     row: dict[str, str]
     workload: Workload
@@ -232,14 +232,14 @@ class Case:
     gpu: Any
     measured_per_gpu: float  # samples/s per GPU
     source: str
-    ops: list[Any]
-    trainable_params: int
-    trainable_tensors: int
+    step: Any  # paddlefit.estimate.gpu_model.CompiledStep
+    grads_bytes: int
 
 
 def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[list[Case], list[tuple[str, str]]]:
     """Rows -> cases; (row id, reason) for rows left out."""
     from paddlefit.catalog.gpus import get_gpu
+    from paddlefit.estimate.gpu_model import compile_step, step_kernels
     from paddlefit.estimate.optrace import OpTrace, with_layout
     from paddlefit.plan.planner import effective_precision
     from paddlefit.spec import Precision
@@ -259,29 +259,44 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
         gpus = int(r["gpus"])
         per_gpu = float(r["throughput"]) / (gpus if "(total)" in r["unit"] else 1) / w.units_per_sample
         entry = traces[w.key]
-        trace = OpTrace.from_dict(entry["trace"])
-        ops = trace.at(b)
+        ops = OpTrace.from_dict(entry["trace"]).at(b)
         if layout_of(r) == "NHWC":
             ops = with_layout(ops, "NHWC")
-        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), ops, entry["trainable_params"],
-                          entry["trainable_tensors"]))  # fmt: skip
+        kernels = step_kernels(ops, prec, gpu, w.optimizer, entry["trainable_params"], entry["trainable_tensors"])
+        # a run faster than the GPU's dense peak allows for this model's counted FLOPs is not this model
+        # (a reconstruction that does more work than the published one): leave it out, never fit to it
+        flops = sum(k.flops for k in kernels if k.phase != "optimizer")
+        peak, _ = gpu.peak_flops(prec)
+        if per_gpu * flops / b > peak:
+            skipped.append((r["id"], f"published {per_gpu:,.1f} samples/s x {flops / b / 1e9:,.0f} GFLOP/sample "
+                                     f"exceeds the {gpu.name}'s dense peak {peak / 1e12:g} TFLOP/s: the model built "
+                                     "here does more work than the published run"))  # fmt: skip
+            continue
+        grads = (2 if prec.endswith("o2") else 4) * entry["trainable_params"]
+        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), compile_step(kernels, gpu, prec), grads))
+    bad = {w.key for r in rows if (w := workload_for(r)) and any(rid == r["id"] and "peak" in why
+                                                                 for rid, why in skipped)}  # fmt: skip
+    for c in [c for c in cases if c.workload.key in bad]:  # the reconstruction is wrong for all its rows
+        cases.remove(c)
+        skipped.append((c.row["id"], f"another row of {c.workload.key} is faster than the GPU's peak allows for "
+                                     "the model built here, so the model is not the published one"))  # fmt: skip
     return cases, skipped
 
 
 def predict(case: Case, params: Any) -> float:
-    """Predicted samples/s per GPU of a case (device time; multi-GPU rows add the exposed all-reduce)."""
-    from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step
+    """Predicted samples/s per GPU of a case: the device time, plus for multi-GPU rows the all-reduce the
+    backward does not hide. No host floor: the published machines' dispatch cost is not known here (``plan``
+    applies the one it measures)."""
+    from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s
     from paddlefit.estimate.timing import ring_allreduce_s
 
-    est = estimate_step(case.ops, case.precision, case.gpu, case.workload.optimizer, case.trainable_params,
-                        case.trainable_tensors, params)  # fmt: skip
-    step = est.device_s
+    t, _ = case.step.times(params)
+    step = float(t.sum())
     gpus = int(case.row["gpus"])
     if gpus > 1:
-        grad_b = (2 if case.precision.endswith("o2") else 4) * case.trainable_params
         bw, _ = case.gpu.interconnect_gbps(gpus)
-        ar = ring_allreduce_s(grad_b, gpus, bw)
-        step += dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), grad_b)
+        ar = ring_allreduce_s(case.grads_bytes, gpus, bw)
+        step += dp_exposed_allreduce_s(ar, float(t[case.step.backward].sum()), case.grads_bytes)
     return case.batch / step
 
 

@@ -7,7 +7,7 @@ import paddle
 import pytest
 from paddle import nn
 
-from paddlefit.catalog.gpus import get_gpu
+from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.gpu_model import (
     OPTIMIZER_BYTES_PER_PARAM,
@@ -73,12 +73,12 @@ def test_conv_and_depthwise_conv_exact():
     (op,) = [o for o in t.at(2) if o.cls != "view"]
     assert (op.cls, op.gemm) == ("dwconv", (8, 512, 1, 9))  # groups x (samples x pixels) x 1 x 9
     assert op.flops == 2 * 2 * 8 * 256 * 9 + 2 * 8 * 256
-    k = _by_op(ks)["conv2d"]
+    k = _by_op(ks)["depthwise_conv2d"]  # Paddle's own depthwise kernel, not in the AMP white list
     assert k.unit == "dwconv" and k.bytes == 4 * (2 * 8 * 256 + 8 * 9 + 8 + 2 * 8 * 256)
 
 
 def test_layer_norm_and_softmax_bytes_exact():
-    t, ks = _kernels(nn.LayerNorm(16), 2, (5, 16))
+    _, ks = _kernels(nn.LayerNorm(16), 2, (5, 16))
     k = _by_op(ks)
     x = 2 * 5 * 16 * 4
     assert k["layer_norm"].flops == 8 * 160
@@ -93,7 +93,7 @@ def test_layer_norm_and_softmax_bytes_exact():
         def forward(self, x):
             return paddle.nn.functional.softmax(x * self.w, axis=-1)
 
-    t, ks = _kernels(Soft(), 2, (5, 5))
+    _, ks = _kernels(Soft(), 2, (5, 5))
     k = _by_op(ks)
     assert (k["softmax"].flops, k["softmax"].bytes) == (3 * 50, 2 * 50 * 4)
     assert k["softmax.grad"].bytes == 3 * 50 * 4  # read dy and out, write dx
@@ -183,7 +183,7 @@ def test_analytic_transformer_trace_matches_the_recorded_one():
 def test_trace_scales_linearly_and_round_trips():
     t = _trace(nn.Sequential(nn.Conv2D(3, 4, 3), nn.BatchNorm2D(4), nn.ReLU()), (3, 10, 10))
     assert t.aligned
-    conv = [o for o in t.at(7) if o.cls == "conv"][0]
+    conv = next(o for o in t.at(7) if o.cls == "conv")
     assert conv.gemm == (1, 7 * 64, 4, 27) and conv.outputs[0].numel == 7 * 4 * 64
     again = OpTrace.from_dict(json.loads(json.dumps(t.to_dict())))
     assert again.at(7) == t.at(7)
@@ -196,11 +196,11 @@ def test_param_file_loads_and_bad_values_name_the_key():
     doc = {"values": dict(p.values)}
     for key, bad, needle in (("bw_eff", 1.5, "outside"), ("kernel_s", "x", "expected a number"),
                              ("gemm_half", float("nan"), "expected a number")):  # fmt: skip
-        with pytest.raises(CatalogError, match=f"`{key}`.*{needle}"):
+        with pytest.raises(CatalogError, match=rf"`{key}`.*{needle}"):
             parse_perf_params({"values": dict(doc["values"], **{key: bad})}, "f.json")
     with pytest.raises(CatalogError, match="missing"):
         parse_perf_params({"values": {"bw_eff": 0.5}}, "f.json")
-    with pytest.raises(CatalogError, match="by_generation.volta"):
+    with pytest.raises(CatalogError, match=r"by_generation\.volta"):
         parse_perf_params({"values": doc["values"], "by_generation": {"volta": {"nope": 1}}}, "f.json")
 
 
@@ -214,3 +214,24 @@ def test_memory_bound_models_differ_from_gemm_bound_ones():
     mem = sum(v["seconds"] for v in est.by_class.values() if v["bound"] == "memory")
     assert mem / est.device_s > 0.5
     assert est.by_class["dwconv"]["seconds"] > 0
+
+
+def _has_cuda() -> bool:
+    return paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU and paddlepaddle-gpu")
+def test_calibrate_times_kernels_on_this_gpu():
+    """On a GPU: the kernel timings give parameters in range, and a plan with them says `calibration: device`."""
+    from paddlefit.plan.calibrate import current_device, match_gpu, time_kernels
+    from paddlefit.plan.calibration import parse_calibration
+
+    gpu = match_gpu(current_device()[1], load_gpus())
+    perf = time_kernels(gpu, reps=5)
+    p = parse_perf_params(dict(perf, calibration="device"), "measured")
+    assert 0.05 < p.values["bw_eff"] <= 1 and 0.05 < p.values["gemm_half"] <= 1 and p.values["kernel_s"] < 1e-3
+    cal = parse_calibration({"device": gpu.name, "rows": [{"model": "lenet", "batch_size": 8, "precision": "fp32",
+                             "peak_bytes": 1e6, "predicted_peak_bytes": 1e6, "step_time_s": 0.01,
+                             "train_flops_per_sample": 1e6}], "perf_params": perf}, "measured")  # fmt: skip
+    assert cal.perf_params is not None and cal.perf_params.calibration == "device"

@@ -13,7 +13,7 @@ import typer
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.plan.planner import PlanRequest, build_plan
-from paddlefit.report.render import render_plan, to_json
+from paddlefit.report.render import render_explain, render_plan, to_json
 from paddlefit.spec import JobSpec, OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
 
 
@@ -124,6 +124,8 @@ def plan_command(
     flash_attention: bool = typer.Option(True, "--flash-attention/--no-flash-attention",
                                          help="Parallel planner: fused attention (no s x s activations)."),
     top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
+    explain: list[str] = typer.Option(None, "--explain", help="Also print the predicted top operators of one "
+                                      "step on this GPU (repeatable): a profile of a card you do not have."),
 ) -> None:
     """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
 
@@ -134,12 +136,15 @@ def plan_command(
 
     Memory = model states (exact) + activations/workspace measured by a CPU probe (real training steps at
     batch 1, 2, 3 and, within a few seconds' budget, 6, 12, ... up to --batch-size) and extrapolated per phase.
-    GPU rows adjust it for precision and stay `calibrated: no`
-    until `paddlefit calibrate` has run on that GPU.
+    GPU rows adjust it for precision (activations at the AMP dtypes Paddle gives each traced op). GPU step
+    time is a per-operator model over the ops traced in the probe (forward, derived backward, AMP casts,
+    optimizer), each kernel at its unit's peak or the memory bandwidth with parameters fitted on published
+    measurements (`cal fit`), or measured on the GPU by `paddlefit calibrate` (`cal device`).
 
     Examples:
       paddlefit plan resnet50 --batch-size 256
       paddlefit plan resnet50 -b 256 --precision fp16-o1 --gpu L4 --gpu A100-SXM4-40GB
+      paddlefit plan mobilenet_v2 -b 128 --precision fp16-o1 --explain A100-SXM4-40GB
       paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
       paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
       paddlefit plan --config job.yaml --gpu L4      # inputs from `inputs:` or data.train's first sample
@@ -156,7 +161,7 @@ def plan_command(
             network_gbps, safety_margin, top, catalog, json_out,
             {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
-             "--calibration": calibration, "--max-probe-gib": max_probe_gib},
+             "--calibration": calibration, "--max-probe-gib": max_probe_gib, "--explain": explain},
         )  # fmt: skip
         return
     stray = [name for name, given in (("--gpus-per-node", gpus_per_node != 8), ("--mfu", mfu is not None),
@@ -200,6 +205,7 @@ def plan_command(
         calibration_files=[str(p) for p in calibration or []],
         safety_margin=safety_margin,
         max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None,
+        explain=list(explain or []),
     )
     # user code may print: keep stdout for the result alone
     with err.status("planning...") as status, contextlib.redirect_stdout(sys.stderr):
@@ -208,6 +214,8 @@ def plan_command(
         print(to_json(plan.to_dict()))
         return
     render_plan(plan, out)
+    for name, rows in plan.explain.items():
+        render_explain(plan, name, rows, out)
 
 
 def _parallel_requested(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None) -> bool:

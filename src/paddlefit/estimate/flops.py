@@ -211,6 +211,9 @@ class FlopCounter:
             x = inp[0]
             groups = int(getattr(layer, "_groups", 1) or 1)
             name = type(layer).__name__.lower().replace("transpose", "_transpose")
+            if groups > 1 and groups == x.shape[1 if str(getattr(layer, "_data_format", "NCHW")).startswith("NC")
+                                                  else -1]:  # fmt: skip
+                name = "depthwise_" + name  # Paddle's op for groups == in_channels (its own CUDA kernel)
             self._gemm("conv", name, x, layer.weight, out, _conv_macs(layer.weight, out, transposed, x), layer.bias,
                        _conv_gemm(layer.weight, out, x, groups, transposed), groups,
                        str(getattr(layer, "_data_format", "NCHW")))  # fmt: skip

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.optrace import TensorRef, TracedOp
 
@@ -51,6 +53,9 @@ from paddlefit.estimate.optrace import TensorRef, TracedOp
 #: NVIDIA's guide uses for its wave-quantization example.
 TILE_M = 128
 TILE_N = 128
+#: Tile edges available for short dimensions (CUTLASS's default FP16/TF32 configurations include 32-, 64- and
+#: 128-wide threadblock tiles); a dimension below 128 uses the smallest that covers it.
+TILE_SIZES = (32, 64, TILE_M)
 #: Shortest K slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep FP16 threadblock tile, so
 #: each slice still amortises its prologue and the final reduction of the partial tiles.
 SPLIT_K_MIN = 128
@@ -454,23 +459,34 @@ def _saved_for_grad(o: TracedOp, a: AmpOp) -> int:
 # ---------------------------------------------------------------- time
 
 
-def wave_efficiency(gemm: tuple[int, int, int, int] | None, sm_count: int | None) -> float:
-    """Filled fraction of the GEMM's waves: units / (ceil(units / SMs) x SMs); 1 without an SM count.
+def _tile(d: int) -> int:
+    """Tile edge a GEMM library picks for a dimension of ``d``: the smallest of :data:`TILE_SIZES` that covers
+    it, else the largest (cuBLAS/CUTLASS heuristics carry 32-, 64- and 128-wide threadblock tiles)."""
+    return next((t for t in TILE_SIZES if d <= t), TILE_SIZES[-1])
 
-    units = output tiles (batch x ceil(M / TILE_M) x ceil(N / TILE_N)) x split, where a GEMM with fewer
-    tiles than SMs and a long reduction is split along K into ``split = min(ceil(SMs / tiles), K // SPLIT_K_MIN)``
-    slices (split-K: CUTLASS ``GemmSplitKParallel``, cuBLAS's split-K heuristics; stream-K, Osama et al. 2023,
-    arXiv 2301.03598). This matters for weight gradients, whose K is samples x pixels (or tokens).
+
+def wave_efficiency(gemm: tuple[int, int, int, int] | None, sm_count: int | None) -> float:
+    """Fraction of the tensor-core work that is useful: tile fill x wave fill; 1 without an SM count.
+
+    Tile fill: an M x N output is cut into tiles of ``_tile(M) x _tile(N)``; a dimension that is not a
+    multiple of its tile wastes the rest (N = 18 output channels fill 18 of a 32-wide tile).
+    Wave fill: units / (ceil(units / SMs) x SMs), units = batch x tiles x split, where a GEMM with fewer tiles
+    than SMs and a long reduction is split along K into ``min(ceil(SMs / tiles), K // SPLIT_K_MIN)`` slices
+    (split-K: CUTLASS ``GemmSplitKParallel``, cuBLAS's split-K heuristics; stream-K, Osama et al. 2023,
+    arXiv 2301.03598). Split-K matters for weight gradients, whose K is samples x pixels (or tokens).
     """
     if not gemm or not sm_count:
         return 1.0
-    g, m, n, k = gemm
-    tiles = max(g, 1) * math.ceil(max(m, 1) / TILE_M) * math.ceil(max(n, 1) / TILE_N)
+    g, m, n, k = (max(int(x), 1) for x in gemm)
+    tm, tn = _tile(m), _tile(n)
+    mt, nt = math.ceil(m / tm), math.ceil(n / tn)
+    fill = (m / (mt * tm)) * (n / (nt * tn))
+    tiles = g * mt * nt
     split = 1
     if tiles < sm_count:
-        split = max(1, min(math.ceil(sm_count / tiles), max(k, 1) // SPLIT_K_MIN))
+        split = max(1, min(math.ceil(sm_count / tiles), k // SPLIT_K_MIN))
     units = tiles * split
-    return units / (math.ceil(units / sm_count) * sm_count)
+    return fill * units / (math.ceil(units / sm_count) * sm_count)
 
 
 def unit_peak(gpu: Any, unit: str, precision: str) -> float:
@@ -483,20 +499,73 @@ def unit_peak(gpu: Any, unit: str, precision: str) -> float:
     return gpu.fp32_tflops * 1e12
 
 
+def _param_key(k: Kernel) -> str | None:
+    """The efficiency parameter that sets a kernel's compute rate (None: memory-bound kernel)."""
+    if k.unit == "memory" or not k.flops:
+        return None
+    if k.unit == "dwconv":
+        return "dwconv"
+    return ("conv_" if k.cls == "conv" else "gemm_") + k.unit
+
+
+@dataclass
+class CompiledStep:
+    """The kernels of a step on one GPU as arrays, so that timing them under many parameter sets is cheap
+    (``bench/gpu_fit.py`` evaluates thousands). Everything that does not depend on the parameters is here.
+
+    Attributes:
+        kernels: the kernels (:func:`step_kernels`).
+        flops, nbytes, count: per kernel.
+        peak: the unit's dense peak FLOP/s x the GEMM's wave efficiency (0 for memory-bound kernels).
+        key: index of the kernel's efficiency parameter in :data:`PARAM_KEYS` (-1: memory-bound).
+        backward: True for backward-phase kernels.
+        bandwidth: datasheet DRAM bandwidth, bytes/s.
+        architecture: GPU architecture (for ``PerfParams.by_generation``).
+    """
+
+    kernels: list[Kernel]
+    flops: np.ndarray
+    nbytes: np.ndarray
+    count: np.ndarray
+    peak: np.ndarray
+    key: np.ndarray
+    backward: np.ndarray
+    bandwidth: float
+    architecture: str | None
+
+    def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s."""
+        arch = self.architecture
+        eff = np.array([params.get(k, arch) for k in PARAM_KEYS])
+        mem_s = self.nbytes / (self.bandwidth * params.get("bw_eff", arch))
+        rate = np.where(self.key >= 0, self.peak * eff[np.maximum(self.key, 0)], np.inf)
+        comp_s = np.where(self.key >= 0, self.flops / rate, 0.0)
+        return np.maximum(comp_s, mem_s) + self.count * params.get("kernel_s", arch), comp_s >= mem_s
+
+
+def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:
+    """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`)."""
+    sm = getattr(gpu, "sm_count", None)
+    keys = [_param_key(k) for k in kernels]
+    peak = [0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
+            * wave_efficiency(k.gemm, sm) for k, key in zip(kernels, keys, strict=True)]  # fmt: skip
+    return CompiledStep(
+        kernels=kernels,
+        flops=np.array([float(k.flops) for k in kernels]),
+        nbytes=np.array([float(k.bytes) for k in kernels]),
+        count=np.array([float(k.count) for k in kernels]),
+        peak=np.array(peak),
+        key=np.array([-1 if key is None else PARAM_KEYS.index(key) for key in keys]),
+        backward=np.array([k.phase == "backward" for k in kernels]),
+        bandwidth=gpu.mem_bw_gbps * 1e9,
+        architecture=getattr(gpu, "architecture", None),
+    )
+
+
 def kernel_time_s(k: Kernel, gpu: Any, params: PerfParams, precision: str) -> tuple[float, str]:
     """(seconds, ``compute``|``memory``) of one kernel (times ``k.count`` fixed costs)."""
-    arch = getattr(gpu, "architecture", None)
-    mem_s = k.bytes / (gpu.mem_bw_gbps * 1e9 * params.get("bw_eff", arch))
-    comp_s = 0.0
-    if k.unit != "memory" and k.flops:
-        if k.unit == "dwconv":
-            eff = params.get("dwconv", arch)
-        else:
-            eff = params.get(("conv_" if k.cls == "conv" else "gemm_") + k.unit, arch)
-        comp_s = k.flops / (unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision) * eff
-                            * wave_efficiency(k.gemm, getattr(gpu, "sm_count", None)))  # fmt: skip
-    t = max(comp_s, mem_s) + k.count * params.get("kernel_s", arch)
-    return t, ("compute" if comp_s >= mem_s else "memory")
+    t, comp = compile_step([k], gpu, precision).times(params)
+    return float(t[0]), ("compute" if comp[0] else "memory")
 
 
 @dataclass
@@ -522,7 +591,8 @@ def estimate_step(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str,
                   trainable_tensors: int, params: PerfParams) -> StepEstimate:  # fmt: skip
     """Predicted device seconds of one training step of ``ops`` on ``gpu`` (see the module docstring)."""
     kernels = step_kernels(ops, precision, gpu, optimizer, trainable_params, trainable_tensors)
-    timed = [(k, *kernel_time_s(k, gpu, params, precision)) for k in kernels]
+    t_arr, comp = compile_step(kernels, gpu, precision).times(params)
+    timed = [(k, float(t), "compute" if c else "memory") for k, t, c in zip(kernels, t_arr, comp, strict=True)]
     by_class: dict[str, dict[str, Any]] = {}
     by_phase: dict[str, float] = {}
     for k, t, bound in timed:
@@ -533,7 +603,7 @@ def estimate_step(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str,
         by_phase[k.phase] = by_phase.get(k.phase, 0.0) + t
     for c in by_class.values():
         c["bound"] = "compute" if c.pop("compute_s") >= c.pop("memory_s") else "memory"
-    total = sum(t for _, t, _ in timed)
+    total = float(t_arr.sum())
     return StepEstimate(total, by_class, by_phase, sum(k.flops for k in kernels), timed)
 
 

@@ -285,7 +285,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         raise ValueError("max_probe_bytes must be >= 1")
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
-    gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
+    gpus = (list({g.name: g for g in (get_gpu(n, gpus_all) for n in [*req.gpus, *req.explain])}.values())
+            if req.gpus else gpus_all)  # fmt: skip
     calibrations = load_calibrations(req.calibration_files)
     ref = resolve_model(req.model, req.model_args)
     specs = _specs_for(ref, req.inputs)

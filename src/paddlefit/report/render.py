@@ -139,6 +139,25 @@ def render_plan(plan: Any, console: Console) -> None:
         console.print(f"[bold red]No fit:[/] {rec['reason']}")
 
 
+def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Console) -> None:
+    """Print ``plan --explain GPU``: the predicted slowest kernel groups of one training step on that GPU."""
+    t = next(x for x in plan.targets if x.name == gpu)
+    table = Table(header_style="bold", title=f"predicted top operators on {gpu}: step {duration(t.step_time_s)}, "
+                  f"MFU {t.predicted_mfu:.0%}, {plan.precision}, batch {plan.batch_size}", title_justify="left")
+    for c, just in (("op", "left"), ("phase", "left"), ("class", "left"), ("time", "right"), ("share", "right"),
+                    ("kernels", "right"), ("GFLOP", "right"), ("MB moved", "right"), ("bound", "left"),
+                    ("unit", "left")):  # fmt: skip
+        table.add_column(c, justify=just, no_wrap=True)
+    for r in rows:
+        table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), f"{r['share']:.0%}", f"{r['kernels']:,}",
+                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"], r["unit"])  # fmt: skip
+    print_min_width(console, table, 124)
+    by = t.time_breakdown or {}
+    parts = ", ".join(f"{c} {duration(v['seconds'])} ({v['bound']})" for c, v in by.items() if v["seconds"] > 0)
+    console.print(f"[dim]by class: {parts}. Times are predictions of the per-operator model ({t.calibration}); "
+                  "`paddlefit profile` measures them on a card you have.[/]")
+
+
 def render_gpus(gpus: list[GPU], console: Console) -> None:
     """Print the GPU catalog as a table (dense tensor TFLOPS); narrow terminals get the main columns only."""
 
