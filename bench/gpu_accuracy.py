@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--retrace", action="store_true", help="re-run every trace on this CPU")
     args = ap.parse_args(argv)
-    from paddlefit.estimate.gpu_model import PerfParams, load_perf_params
+    from paddlefit.estimate.gpu_model import load_perf_params
 
     t0 = time.perf_counter()
     traces = gpu_fit.load_traces(args.retrace)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = sorted({c.source for c in cases})
     for src in sources:
         train = [c for c in cases if c.source != src]
-        p = PerfParams(gpu_fit.fit(train))
+        p = gpu_fit.fit(train)
         for i, c in enumerate(cases):
             if c.source == src:
                 loso_r[i] = gpu_fit.predict(c, p) / c.measured_per_gpu

@@ -137,8 +137,10 @@ def test_amp_o1_casts_weights_and_keeps_black_list_ops_fp32():
 def test_nchw_half_convolutions_pay_layout_transposes():
     conv = nn.Conv2D(16, 16, 3, padding=1)
     t, ks = _kernels(conv, 4, (16, 8, 8), precision="fp16-o1")
-    moves = [k for k in ks if k.op == "nchw_transpose"]
-    assert len(moves) == 2 and all(k.bytes == 2 * 2 * (4 * 16 * 64 + 4 * 16 * 64) for k in moves)
+    fwd, bwd = (k for k in ks if k.op == "nchw_transpose")
+    n = 4 * 16 * 64  # x and y elements
+    assert (fwd.count, fwd.bytes) == (2, 2 * 2 * (n + n))  # x to NHWC, y back: read + write at 2 bytes
+    assert (bwd.count, bwd.bytes) == (3, 2 * 2 * (2 * n + n))  # dy, x in; dx out
     from paddlefit.estimate.optrace import with_layout
 
     ks2 = step_kernels(with_layout(t.at(4), "NHWC"), "fp16-o1", A100, "sgd", 16 * 16 * 9 + 16, 2)
@@ -235,3 +237,30 @@ def test_calibrate_times_kernels_on_this_gpu():
                              "peak_bytes": 1e6, "predicted_peak_bytes": 1e6, "step_time_s": 0.01,
                              "train_flops_per_sample": 1e6}], "perf_params": perf}, "measured")  # fmt: skip
     assert cal.perf_params is not None and cal.perf_params.calibration == "device"
+
+
+@pytest.mark.slow
+def test_gpu_fit_reproduces_the_shipped_parameters_and_the_trace_cache_is_current():
+    """`bench/gpu_fit.py` refits the shipped parameters from the published rows (within 2%), and the cached
+    ResNet-50 trace it fits on is what the tracer records today."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import gpu_fit
+
+    traces = gpu_fit.load_traces()
+    fresh = gpu_fit.trace_workload(gpu_fit.WORKLOADS["resnet50"])
+    assert fresh["trace"] == traces["resnet50"]["trace"]
+    assert fresh["trainable_params"] == traces["resnet50"]["trainable_params"] == 25_557_032
+    cases, skipped = gpu_fit.build_cases(gpu_fit.load_rows(), traces)
+    assert len(cases) + len(skipped) == 73
+    refit = gpu_fit.fit(cases)
+    shipped = load_perf_params()
+    for k, v in shipped.values.items():
+        assert refit.values[k] == pytest.approx(v, rel=0.02), k
+    assert refit.by_generation.keys() == shipped.by_generation.keys()
+    assert shipped.provenance["rows"] == [c.row["id"] for c in cases]
+    ratios = [gpu_fit.predict(c, shipped) / c.measured_per_gpu for c in cases]
+    assert gpu_fit.stats(ratios)["median_abs_error"] == pytest.approx(shipped.provenance["summary"]["median_abs_error"],
+                                                                     abs=1e-3)

@@ -368,13 +368,14 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm))
             eb = dtype_bytes(a.compute)
             if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
-                # tensor-core convolutions run channels-last: cuDNN transposes NCHW input and output around
-                # the kernel (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide",
-                # Tensor Layouts in Memory: NCHW vs NHWC), in the forward (x, y) and the backward (dy, dx)
+                # tensor-core convolutions run channels-last: cuDNN transposes NCHW tensors around the kernel
+                # (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide", Tensor Layouts in
+                # Memory: NCHW vs NHWC): x and y in the forward; dy, dx and x (for the weight gradient) after
                 xn = x.numel if x is not None else 0
-                for phase in ("forward", "backward"):
-                    ks.append(Kernel("move", "nchw_transpose", phase, 0, 2 * eb * (xn + act_out.numel), "memory",
-                                     count=2))  # fmt: skip
+                ks.append(Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory",
+                                 count=2))  # x in, y out  # fmt: skip
+                ks.append(Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel),
+                                 "memory", count=3))  # dy in (dgrad and wgrad), dx out, x in (wgrad)  # fmt: skip
             gemm_flops = 2 * g * m * n * k
             if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
                 ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,

@@ -20,6 +20,7 @@ tensors it is handed.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -170,23 +171,34 @@ class OpTrace:
 class TraceRecorder:
     """Collects :class:`TracedOp` records from a :class:`~paddlefit.estimate.flops.FlopCounter`.
 
-    Tensor identities are Python object identities, held alive while recording so that an id is never reused
-    by a later tensor; :meth:`ops` returns the records and drops the references.
+    Tensor identities are Python object identities checked through weak references: a tensor that died and
+    whose id a later tensor reuses gets a new identity, and the recorder never keeps a tensor alive (so the
+    memory probe's allocator peaks are the same with and without a trace).
     """
 
     def __init__(self) -> None:
-        self._ids: dict[int, int] = {}
-        self._keep: list[Any] = []
+        self._ids: dict[int, tuple[Any, int]] = {}
+        self._next = 0
         self._ops: list[TracedOp] = []
 
-    def _ref(self, t: Any) -> TensorRef:
+    def _tid(self, t: Any) -> int:
         key = id(t)
-        if key not in self._ids:
-            self._ids[key] = len(self._ids)
-            self._keep.append(t)
+        known = self._ids.get(key)
+        if known is not None and known[0]() is t:
+            return known[1]
+        try:
+            ref = weakref.ref(t)
+        except TypeError:  # an object without weak references: keep a strong one (small: not a tensor)
+            ref = (lambda obj: lambda: obj)(t)
+        self._ids[key] = (ref, self._next)
+        self._next += 1
+        return self._next - 1
+
+    def _ref(self, t: Any) -> TensorRef:
+        tid = self._tid(t)
         dtype = str(getattr(t, "dtype", "float32")).replace("paddle.", "")
         return TensorRef(
-            tid=self._ids[key],
+            tid=tid,
             numel=math.prod(t.shape) if getattr(t, "shape", None) is not None else 1,
             dtype=dtype,
             param=bool(getattr(t, "persistable", False)),
@@ -200,8 +212,8 @@ class TraceRecorder:
                                   tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout))  # fmt: skip
 
     def ops(self) -> list[TracedOp]:
-        """The recorded ops, in execution order (releases the held tensors)."""
-        self._keep.clear()
+        """The recorded ops, in execution order."""
+        self._ids.clear()
         return list(self._ops)
 
 

@@ -85,7 +85,7 @@ def render_plan(plan: Any, console: Console) -> None:
         console.print(f"[yellow]note:[/] {n}")
     wide = console.width >= 140
     table = Table(show_lines=False, header_style="bold", box=box.HEAVY_HEAD if wide else None,
-                  padding=(0, 1), pad_edge=wide, show_edge=wide)
+                  padding=(0, 1) if wide else (0, 1, 0, 0), pad_edge=wide, show_edge=wide)
     cols = [("target", "left"), ("fits", "center"), ("GiB peak/cap", "right"), ("max batch", "right"),
             ("step", "right"), ("samples/s", "right"), ("MFU", "right"), ("cal", "center")]  # fmt: skip
     if wide:
