@@ -30,9 +30,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/memory_accuracy.py
 	$(BIN)/python bench/plan_speed.py
 	$(BIN)/python bench/llm_plan.py
+	$(BIN)/python bench/gpu_fit.py
 	$(BIN)/python bench/trainer_overhead.py
 	$(BIN)/python bench/cost_sanity.py
 	$(BIN)/python bench/tune_gain.py
+	$(BIN)/python bench/gpu_accuracy.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

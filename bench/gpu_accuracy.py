@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     breakdown("mobilenet_v2", "A100-SXM4-40GB", 256, "fp16-o1", "momentum", traces)
     breakdown("bert-large-squad-384", "A100-SXM4-40GB", 32, "fp16-o1", "adamw", traces)
     print(f"\n(bench wall time {time.perf_counter() - t0:.0f} s)")
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

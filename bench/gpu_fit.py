@@ -378,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             "fitted_by": "bench/gpu_fit.py",
             "date": dt.date.today().isoformat(),
             "rows": [c.row["id"] for c in cases],
+            "architectures": sorted({c.gpu.architecture for c in cases}),
             "left_out": {rid: why for rid, why in skipped},
             "data": "bench/data/gpu-training-measurements.csv (shared/data, read 2026-11-30)",
             "residuals": {c.row["id"]: round(r, 4) for c, r in zip(cases, ratios, strict=True)},

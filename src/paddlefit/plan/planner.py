@@ -472,6 +472,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             notes.append(f"memory-bound ({top_cls})")
         if cal is not None and cal.perf_params is None:
             notes.append("calibration file has no kernel timings: time from the published fit")
+        fitted_archs = params.provenance.get("architectures")
+        if params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs:
+            notes.append(f"no published run on {gpu.architecture} in the fit")
         if req.devices > 1:
             notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden")
         breakdown = {c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}

@@ -258,11 +258,11 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:
         console.print("[bold red]no priced instance fits this job[/]")
-    eff = a.get("efficiency") or {}
+    gm = a.get("gpu_model_params") or {}
     lines = [
         ("step time", a["step_time"]),
-        ("efficiency", ", ".join(f"{k} {v:.0%}" for k, v in eff.items()) + " of peak FLOP/s (from ResNet-50 "
-                       "measurements; `paddlefit calibrate` replaces them)"),
+        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + " (efficiencies as fractions of peak, "
+                      "fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces them)"),
         ("memory", a["memory"]),
         ("global batch", a["global_batch"]),
         ("prices", a["prices"]),
