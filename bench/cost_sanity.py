@@ -107,7 +107,8 @@ def main() -> int:
             ratio = r.hours / measured_h
             within = 0.75 <= ratio <= 1.33
             ok &= within
-            console.print(f"in-sample (row M23 of the GPU fit): 8x A100-SXM4-80GB ({', '.join(x.instance_type for x in rows)}) predicted "
+            names = ", ".join(x.instance_type for x in rows)
+            console.print(f"in-sample (row M23 of the GPU fit): 8x A100-SXM4-80GB ({names}) predicted "
                           f"{r.hours:.2f} h ({size * epochs / r.hours / 3600:,.0f} img/s) vs DeepLearningExamples 8x "
                           f"A100-80GB AMP {measured_h:.2f} h ({DLE_8X_A100_AMP_IMG_S:,.0f} img/s): predicted/measured "
                           f"time {ratio:.2f}x; target 0.75-1.33x: {'MET' if within else 'MISSED'}")  # fmt: skip
