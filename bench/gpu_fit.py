@@ -84,28 +84,16 @@ WORKLOADS = {
 }  # fmt: skip
 
 
+#: Leading words of the CSV's ``model`` column -> workload key.
+MODEL_PREFIXES = (("ResNet-50", "resnet50"), ("BERT-base pre", "bert-base-pretrain-p80"),
+                  ("BERT-large pre", "bert-large-pretrain-p20"), ("BERT-large SQuAD", "bert-large-squad-384"),
+                  ("Transformer-big", "transformer-big"), ("SSD300", "ssd300"), ("U-Net", "unet"),
+                  ("FCN-HRNet", "hrnet-w18"), ("DeepLabV3+", "deeplabv3p"))  # fmt: skip
+
+
 def workload_for(row: dict[str, str]) -> Workload | None:
-    """The workload of a CSV row, or None when the row cannot be built (the reason is in :func:`skip_reason`)."""
-    m = row["model"]
-    if m.startswith("ResNet-50"):
-        return WORKLOADS["resnet50"]
-    if m.startswith("BERT-base pre"):
-        return WORKLOADS["bert-base-pretrain-p80"]
-    if m.startswith("BERT-large pre"):
-        return WORKLOADS["bert-large-pretrain-p20"]
-    if m.startswith("BERT-large SQuAD"):
-        return WORKLOADS["bert-large-squad-384"]
-    if m.startswith("Transformer-big"):
-        return WORKLOADS["transformer-big"]
-    if m.startswith("SSD300"):
-        return WORKLOADS["ssd300"]
-    if m.startswith("U-Net"):
-        return WORKLOADS["unet"]
-    if m.startswith("FCN-HRNet"):
-        return WORKLOADS["hrnet-w18"]
-    if m.startswith("DeepLabV3+"):
-        return WORKLOADS["deeplabv3p"]
-    return None
+    """The workload of a CSV row, or None when no model here matches it."""
+    return next((WORKLOADS[key] for prefix, key in MODEL_PREFIXES if row["model"].startswith(prefix)), None)
 
 
 def precision_of(row: dict[str, str]) -> str:

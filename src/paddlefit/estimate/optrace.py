@@ -271,6 +271,13 @@ def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
             ops.append(TracedOp("layer_norm", "norm", 8 * x.numel, (x, par(h), par(h)), (y,)))
             return y
 
+        def residual(o: TensorRef, res: TensorRef) -> TensorRef:
+            """dropout(o) + res, then the post-norm of an encoder (BERT); pre-norm decoders normalise first."""
+            if cfg.dropout > 0:
+                o = ew("dropout", o, 0)
+            x = ew("add", o, 1, res)
+            return x if cfg.causal else norm(x)
+
         ids = TensorRef(next(tid), b * s, "int64")
         x = act(b * s * h)
         ops.append(TracedOp("embedding", "embedding", 0, (ids, par(v * h)), (x,)))
@@ -306,12 +313,7 @@ def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
             ops.append(TracedOp("matmul", "gemm", 2 * b * a * s * s * d, (pr, vv), (ctx,), (b * a, s, d, s)))
             ctx2 = act(ctx.numel)
             ops.append(TracedOp("transpose", "move", 0, (ctx,), (ctx2,)))
-            o = linear(ctx2, h, h, bias)
-            if cfg.dropout > 0:
-                o = ew("dropout", o, 0)
-            x = ew("add", o, 1, res)
-            if not cfg.causal:
-                x = norm(x)
+            x = residual(linear(ctx2, h, h, bias), res)
             res = x
             hin = norm(x) if cfg.causal else x
             if cfg.ffn_type == "swiglu":
@@ -320,12 +322,7 @@ def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
                 m = ew("swiglu", g, 3, u)
             else:
                 m = ew("gelu", linear(hin, h, f, bias), 5)
-            o = linear(m, f, h, bias)
-            if cfg.dropout > 0:
-                o = ew("dropout", o, 0)
-            x = ew("add", o, 1, res)
-            if not cfg.causal:
-                x = norm(x)
+            x = residual(linear(m, f, h, bias), res)
         x = norm(x) if cfg.causal else norm(ew("gelu", linear(x, h, h, True), 5))
         logits = act(b * s * v)
         ops.append(TracedOp("matmul", "gemm", 2 * b * s * h * v, (x, par(v * h)), (logits,), (1, b * s, v, h)))
