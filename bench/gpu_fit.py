@@ -38,7 +38,10 @@ PARAMS_FILE = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "gpu_perf
 #: Starting values (and the prior's centre): tensor-core GEMMs reach ~70% of the dense peak at large shapes
 #: (NVIDIA "Matrix Multiplication Background" guide, figures for A100 FP16), convolutions somewhat less,
 #: CUDA-core FP32 GEMM ~80%; memory-bound kernels ~80% of the datasheet bandwidth (STREAM-like copy on A100:
-#: ~1.3 of 1.55 TB/s); ~5 us per kernel (launch + tail; Nsight typical). All are then fitted.
+#: ~1.3 of 1.55 TB/s); ~5 us per kernel (launch + tail). All are then fitted; ``sensitivity`` reports how
+#: many rows constrain each one. ``dwconv`` (depthwise convolutions on CUDA cores) is a guess that no row
+#: constrains (only DeepLabV3+'s few separable convolutions have one, and they move no prediction): plan rows
+#: of models with depthwise convolutions say so, and ``paddlefit calibrate`` measures it on a GPU.
 START = {"gemm_half": 0.7, "gemm_tf32": 0.7, "gemm_fp32": 0.8, "conv_half": 0.6, "conv_tf32": 0.6,
          "conv_fp32": 0.7, "dwconv": 0.3, "bw_eff": 0.8, "kernel_s": 5e-6}  # fmt: skip
 BOUNDS = {k: (0.02, 1.0) for k in START} | {"kernel_s": (5e-7, 1e-4)}
@@ -328,6 +331,22 @@ def fit(cases: list[Case], keys: list[str] | None = None) -> Any:
     return _params(res.x, keys, START, gens)
 
 
+def sensitivity(cases: list[Case], p: Any) -> dict[str, int]:
+    """For each parameter, how many rows' predictions move by more than 5% of the parameter's own change
+    (d log samples/s / d log parameter > 0.05): 0 means no published row constrains it and its value is the
+    prior (``START``)."""
+    from paddlefit.estimate.gpu_model import PerfParams
+
+    base = np.log([predict(c, p) for c in cases])
+    out = {}
+    for k in START:
+        moved = dict(p.values, **{k: p.values[k] * 1.1})
+        q = PerfParams(moved, p.by_generation)
+        d = (np.log([predict(c, q) for c in cases]) - base) / math.log(1.1)
+        out[k] = int((np.abs(d) > 0.05).sum())
+    return out
+
+
 def stats(ratios: list[float]) -> dict[str, float]:
     """median |error|, share within 25%, worst ratio (predicted / measured)."""
     errs = [abs(r - 1) for r in ratios]
@@ -350,8 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     ratios = [predict(c, p) / c.measured_per_gpu for c in cases]
     s = stats(ratios)
     print(f"fitted on {len(cases)} rows ({len(skipped)} left out):")
+    moved = sensitivity(cases, p)
     for k in START:
-        print(f"  {k:10s} {values[k]:.4g}")
+        print(f"  {k:10s} {values[k]:.4g}   rows that constrain it: {moved[k]}"
+              + ("  (none: the prior)" if not moved[k] else ""))  # fmt: skip
     for g, over in p.by_generation.items():
         print(f"  {g}: " + ", ".join(f"{k} {v:.4g}" for k, v in over.items()))
     print(f"full fit: median |error| {s['median_abs_error']:.1%}, within 25% {s['within_25pct']:.0%}, "
@@ -372,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             "residuals": {c.row["id"]: round(r, 4) for c, r in zip(cases, ratios, strict=True)},
             "summary": {k: round(v, 4) for k, v in s.items()},
             "start": START,
+            "rows_constraining_each_parameter": moved,
             "prior_weight": PRIOR_WEIGHT,
         },
     }

@@ -264,3 +264,20 @@ def test_gpu_fit_reproduces_the_shipped_parameters_and_the_trace_cache_is_curren
     ratios = [gpu_fit.predict(c, shipped) / c.measured_per_gpu for c in cases]
     assert gpu_fit.stats(ratios)["median_abs_error"] == pytest.approx(shipped.provenance["summary"]["median_abs_error"],
                                                                      abs=1e-3)
+
+
+def test_kernel_timing_path_runs_here_and_gives_a_valid_parameter_file():
+    """The calibrate kernel-timing code on this CPU (tiny shapes, no device sync, no fp16 kernels): the values
+    it writes validate, and a kernel the model times as memory-bound does not move a compute parameter."""
+    from paddlefit.plan.calibrate import time_kernels
+
+    d = time_kernels(get_gpu("T4"), reps=2, sizes=(256, 2, 32, 16, 1 << 20), sync=lambda: None, half=False)
+    p = parse_perf_params(dict(d, calibration="device"), "cpu-run")
+    fit = load_perf_params()
+    ratios = d["provenance"]["ratios_predicted_over_measured"]
+    for key, r in ratios.items():
+        if r is None:
+            assert p.values[key] == pytest.approx(fit.get(key, "turing"))
+        else:
+            assert p.values[key] == pytest.approx(min(1.0, fit.get(key, "turing") * r))
+    assert p.values["kernel_s"] == d["provenance"]["measured"]["add_1_s"]

@@ -548,8 +548,10 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
     """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`)."""
     sm = getattr(gpu, "sm_count", None)
     keys = [_param_key(k) for k in kernels]
+    # depthwise/grouped convolutions run Paddle's direct CUDA-core kernel, not GEMM tiles: no tile or wave model
     peak = [0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
-            * wave_efficiency(k.gemm, sm) for k, key in zip(kernels, keys, strict=True)]  # fmt: skip
+            * (1.0 if k.unit == "dwconv" else wave_efficiency(k.gemm, sm))
+            for k, key in zip(kernels, keys, strict=True)]  # fmt: skip
     return CompiledStep(
         kernels=kernels,
         flops=np.array([float(k.flops) for k in kernels]),

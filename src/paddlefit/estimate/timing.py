@@ -1,10 +1,12 @@
-"""Step-time estimates for GPUs: roofline over the GPU's peak with a stated efficiency, plus ring all-reduce.
+"""Host overhead, ring all-reduce and the previous whole-step roofline.
 
-Efficiency defaults come from published measurements, not guesses: NVIDIA DeepLearningExamples ResNet-50
-v1.5 training throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP 2,470; 1x V100-16GB FP32 367),
-multiplied by paddlefit's counted ResNet-50 training FLOPs per image and divided by the datasheet peak.
-They are ResNet-50 figures: a GPU row uses them until a calibration file measured on that GPU replaces them
-(``paddlefit calibrate``), and says ``calibrated: false`` meanwhile.
+- :class:`HostOverhead` / :func:`measure_host_overhead`: the host floor of a step, measured on this machine
+  (used by ``plan``'s GPU rows, whose device time comes from :mod:`paddlefit.estimate.gpu_model`).
+- :func:`ring_allreduce_s`: the NCCL ring all-reduce time.
+- :data:`DEFAULT_EFFICIENCY`: the single efficiency per unit class that GPU rows used before the per-operator
+  model: NVIDIA DeepLearningExamples ResNet-50 v1.5 throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP
+  2,470; 1x V100-16GB FP32 367) x paddlefit's counted ResNet-50 training FLOPs per image / the datasheet peak.
+  Kept as the baseline that ``bench/gpu_accuracy.py`` compares against.
 """
 
 from __future__ import annotations
@@ -101,30 +103,3 @@ def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gbps: float) -> float:
     if ranks <= 1:
         return 0.0
     return 2 * (ranks - 1) / ranks * nbytes / (bandwidth_gbps * 1e9)
-
-
-@dataclass(frozen=True)
-class RooflineTime:
-    """Roofline step time (Williams et al., CACM 2009) with a host floor: max(compute, memory, host), seconds."""
-
-    compute_s: float
-    memory_s: float
-    host_s: float = 0.0
-
-    @property
-    def step_s(self) -> float:
-        """Step seconds: the largest of the compute, memory-traffic and host-dispatch times."""
-        return max(self.compute_s, self.memory_s, self.host_s)
-
-    @property
-    def bound(self) -> str:
-        """``compute``, ``memory`` or ``host``: which term sets the step time."""
-        terms = {"compute": self.compute_s, "memory": self.memory_s, "host": self.host_s}
-        return max(terms, key=lambda k: terms[k])
-
-
-def roofline_step(flops: float, peak_flops: float, efficiency: float, traffic_bytes: float,
-                  mem_bw_gbps: float, host_s: float = 0.0) -> RooflineTime:  # fmt: skip
-    """Step time of ``flops`` FLOPs at ``efficiency`` x ``peak_flops`` FLOP/s, against ``traffic_bytes``
-    of DRAM traffic at ``mem_bw_gbps`` GB/s and ``host_s`` seconds of op dispatch."""
-    return RooflineTime(flops / (peak_flops * efficiency), traffic_bytes / (mem_bw_gbps * 1e9), host_s)

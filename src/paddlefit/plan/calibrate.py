@@ -79,83 +79,118 @@ def match_gpu(raw_name: str, gpus: list[GPU], family: bool = False) -> GPU:
         return fam
 
 
-def _timed_s(fn: Callable[[], Any], reps: int) -> float:
-    """Median-free mean seconds per call of ``fn`` on the GPU: 3 warm-up calls, then ``reps`` calls between two
-    ``paddle.device.cuda.synchronize()`` (kernels are asynchronous; the sync makes the wall time the device's)."""
-    import paddle
-
+def _timed_s(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
+    """Mean seconds per call of ``fn``: 3 warm-up calls, then ``reps`` calls between two ``sync()`` calls
+    (``paddle.device.cuda.synchronize``: kernels are asynchronous; the sync makes the wall time the device's)."""
     for _ in range(3):
         fn()
-    paddle.device.cuda.synchronize()
+    sync()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
-    paddle.device.cuda.synchronize()
+    sync()
     return (time.perf_counter() - t0) / reps
 
 
-def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | None = None,
+                 sizes: tuple[int, int, int, int, int] = (4096, 32, 256, 56, 1 << 26),
+                 sync: Callable[[], Any] | None = None, half: bool = True) -> dict[str, Any]:  # fmt: skip
     """Time a handful of Paddle kernels on this GPU and derive the per-operator model's parameters for it.
 
-    Kernels (shapes large enough to fill any catalog GPU, so wave quantization is ~1):
-    ``paddle.matmul`` 4096^3 in float32 (TF32 where the GPU has it, Paddle's default) and float16;
-    ``F.conv2d`` 3x3, 256 -> 256 channels, 32 x 56 x 56, float32 NCHW and float16 NHWC; depthwise 3x3 on
-    32 x 256 x 56 x 56; ``paddle.add`` of two 2^26-element float32 tensors (3 x 256 MiB moved); and a one-element
-    ``paddle.add`` for the fixed cost per kernel. Each efficiency = achieved / datasheet peak of its unit
-    (memory: bytes moved / datasheet bandwidth). Parameters a GPU cannot measure (``gemm_fp32``/``conv_fp32``
-    on TF32 GPUs: Paddle runs fp32 as TF32 there) keep the published fit.
+    Reference kernels (large enough to fill any catalog GPU): ``paddle.matmul`` 4096^3 in float32 (TF32
+    where the GPU has it, Paddle's default) and float16; ``F.conv2d`` 3x3, 256 -> 256 channels, 32 x 56 x 56,
+    float32 NCHW and float16 NHWC; a depthwise 3x3 on 32 x 256 x 56 x 56; ``paddle.add`` of two 2^26-element
+    float32 tensors; a one-element ``paddle.add`` for the fixed cost per kernel (``kernel_s``).
+
+    Each parameter is the published fit's value scaled by how much faster or slower this card ran the
+    reference kernel than the published-fit model predicts for it: ``p_device = p_fit x (t_predicted -
+    kernel_s) / (t_measured - kernel_s)`` (capped at 1.0, the unit's peak). A card that behaves as the fit
+    assumed therefore keeps the fitted values, and the corrections the fit learned from whole training steps
+    stay in. Parameters this card cannot measure (``gemm_fp32``/``conv_fp32`` on TF32 GPUs: Paddle runs fp32 as
+    TF32 there) keep the fitted values.
+
+    Args:
+        gpu: the catalog row of this device (peaks, bandwidth, SM count).
+        reps: timed calls per kernel.
+        progress: optional ``progress(message)`` callback.
+        sizes: (matmul n, conv batch, conv channels, conv height = width, add elements); the defaults fill any
+            catalog GPU. Tests pass small ones.
+        sync: waits for the device (default ``paddle.device.cuda.synchronize``).
+        half: also time the float16 kernels (False where there are none, e.g. a test on a CPU build).
 
     Returns:
-        ``{"values": {...}, "provenance": {"measured": {...}, "date": ..., "device": ...}}`` for the calibration
-        file's ``perf_params`` key.
+        ``{"values": {...}, "by_generation": {}, "provenance": {"measured": {...}, "ratios_predicted_over_measured":
+        {...}, ...}}`` for the calibration file's ``perf_params`` key.
     """
     import paddle
     import paddle.nn.functional as F
 
-    from paddlefit.estimate.gpu_model import load_perf_params, unit_peak
+    from paddlefit.estimate.gpu_model import Kernel, PerfParams, kernel_time_s, load_perf_params
 
     say = progress or (lambda m: None)
-    values = dict(load_perf_params().values)
+    wait = sync or paddle.device.cuda.synchronize
+    n, nb, c, hw, big = sizes
+    fit = load_perf_params()
+    arch = gpu.architecture
+    values = {k: fit.get(k, arch) for k in fit.values}  # this generation's fitted values, flattened
     measured: dict[str, float] = {}
-    n = 4096
+    ratios: dict[str, float] = {}
+    one_a, one_b = paddle.ones([1]), paddle.ones([1])
+    kernel_s = min(1e-3, max(_timed_s(lambda: paddle.add(one_a, one_b), 20 * reps, wait), 1e-7))
+    measured["add_1_s"] = kernel_s
     tf32 = bool(gpu.tf32_tflops)
-    for dtype, key in (("float32", "gemm_tf32" if tf32 else "gemm_fp32"), ("float16", "gemm_half")):
+
+    def scale(key: str, kernel: Kernel, precision: str, t_meas: float) -> None:
+        t_pred, bound = kernel_time_s(kernel, gpu, PerfParams(values), precision)
+        if (bound == "memory") != (key == "bw_eff"):  # the model times it by the other term: nothing to learn
+            ratios[key] = float("nan")
+            return
+        r = max(t_pred - values["kernel_s"], 1e-12) / max(t_meas - kernel_s, 1e-12)
+        ratios[key] = r
+        values[key] = min(1.0, values[key] * r)
+
+    say("timing elementwise add")
+    u, v = paddle.randn([big]), paddle.randn([big])
+    t = _timed_s(lambda: paddle.add(u, v), reps, wait)
+    scale("bw_eff", Kernel("elementwise", "add", "forward", big, 3 * 4 * big, "memory"), "fp32", t)
+    measured["add_2^26_s"] = t
+    for dtype in ("float32", "float16") if half else ("float32",):
         say(f"timing matmul {n}^3 {dtype}")
         a = paddle.randn([n, n]).astype(dtype)
         b = paddle.randn([n, n]).astype(dtype)
-        t = _timed_s(lambda a=a, b=b: paddle.matmul(a, b), reps)
+        t = _timed_s(lambda a=a, b=b: paddle.matmul(a, b), reps, wait)
         unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
-        values[key] = min(1.0, 2 * n**3 / t / unit_peak(gpu, unit, "fp16-o1"))
+        eb = 2 if dtype == "float16" else 4
+        k = Kernel("gemm", "matmul", "forward", 2 * n**3, 3 * eb * n * n, unit, (1, n, n, n))
+        scale(f"gemm_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
         measured[f"matmul_{dtype}_s"] = t
-    nb, c, hw = 32, 256, 56
-    for dtype, fmt, key in (("float32", "NCHW", "conv_tf32" if tf32 else "conv_fp32"),
-                            ("float16", "NHWC", "conv_half")):  # fmt: skip
+    for dtype, fmt in (("float32", "NCHW"), ("float16", "NHWC")) if half else (("float32", "NCHW"),):
         say(f"timing conv2d 3x3 {dtype} {fmt}")
         shape = [nb, c, hw, hw] if fmt == "NCHW" else [nb, hw, hw, c]
         x = paddle.randn(shape).astype(dtype)
         w = paddle.randn([c, c, 3, 3]).astype(dtype)
-        t = _timed_s(lambda x=x, w=w, fmt=fmt: F.conv2d(x, w, padding=1, data_format=fmt), reps)
+        t = _timed_s(lambda x=x, w=w, fmt=fmt: F.conv2d(x, w, padding=1, data_format=fmt), reps, wait)
         unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
-        values[key] = min(1.0, 2 * nb * hw * hw * c * c * 9 / t / unit_peak(gpu, unit, "fp16-o1"))
+        eb = 2 if dtype == "float16" else 4
+        pix = nb * hw * hw
+        k = Kernel("conv", "conv2d", "forward", 2 * pix * c * c * 9, eb * (2 * pix * c + c * c * 9), unit,
+                   (1, pix, c, c * 9))  # fmt: skip
+        scale(f"conv_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
         measured[f"conv2d_{dtype}_{fmt}_s"] = t
-    say("timing depthwise conv2d and elementwise add")
+    say("timing depthwise conv2d")
     x = paddle.randn([nb, c, hw, hw])
     w = paddle.randn([c, 1, 3, 3])
-    t = _timed_s(lambda: F.conv2d(x, w, padding=1, groups=c), reps)
-    values["dwconv"] = min(1.0, 2 * nb * hw * hw * c * 9 / t / unit_peak(gpu, "fp32", "fp32"))
+    t = _timed_s(lambda: F.conv2d(x, w, padding=1, groups=c), reps, wait)
+    pix = nb * hw * hw
+    scale("dwconv", Kernel("dwconv", "depthwise_conv2d", "forward", 2 * pix * c * 9, 4 * (2 * pix * c + c * 9),
+                           "dwconv", (c, pix, 1, 9)), "fp32", t)  # fmt: skip
     measured["depthwise_conv2d_s"] = t
-    big = 1 << 26
-    u, v = paddle.randn([big]), paddle.randn([big])
-    t = _timed_s(lambda: paddle.add(u, v), reps)
-    values["bw_eff"] = min(1.0, 3 * 4 * big / t / (gpu.mem_bw_gbps * 1e9))
-    measured["add_2^26_s"] = t
-    one_a, one_b = paddle.ones([1]), paddle.ones([1])
-    t = _timed_s(lambda: paddle.add(one_a, one_b), 20 * reps)
-    values["kernel_s"] = min(1e-3, max(t, 1e-7))
-    measured["add_1_s"] = t
-    return {"values": values, "provenance": {"measured": measured, "device": gpu.name,
-                                             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                                             "method": "paddlefit calibrate: plan.calibrate.time_kernels"}}
+    values["kernel_s"] = kernel_s
+    return {"values": values, "by_generation": {},
+            "provenance": {"measured": measured, "device": gpu.name,
+                           "ratios_predicted_over_measured": {k: (None if v != v else v) for k, v in ratios.items()},
+                           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                           "method": "paddlefit calibrate: plan.calibrate.time_kernels (published fit x ratio)"}}
 
 
 def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName,

@@ -307,6 +307,7 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
                      "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "
                      "oom_backoff: true all-reduces after the backward)",
         "gpu_model_params": plan.assumptions.get("gpu_model_params"),
+        "gpu_model_params_by_generation": plan.assumptions.get("gpu_model_params_by_generation"),
         "memory": "data parallel: every GPU holds a full replica, so the per-GPU peak is the one-GPU plan's",
         "prices": price_source,
         "ranking": "spot expected cost where a spot price exists, else on-demand" if use_spot else "on-demand cost",

@@ -104,7 +104,8 @@ class Target:
     ``paddlefit calibrate`` file with kernel timings for this GPU), ``published-fit`` (the per-operator model
     with parameters fitted on published measurements) or ``none`` (not predicted). ``calibrated`` is
     ``calibration == "device"`` (kept for older readers). ``time_breakdown`` maps op classes to predicted
-    seconds (``seconds``, ``bound``: compute or memory, ``kernels``); ``predicted_mfu`` is the model FLOPs
+    device seconds (``seconds``, ``bound``: compute or memory, ``kernels``), plus ``allreduce_exposed``; the step
+    is max(sum of the classes, the host floor) + the exposed all-reduce. ``predicted_mfu`` is the model FLOPs
     per step / step time / the dense peak of the precision's unit (PaLM, Chowdhery et al. 2022, appendix B).
     ``allreduce_s`` is the whole gradient all-reduce, ``allreduce_exposed_s`` the part the backward does not hide.
     """
@@ -472,14 +473,18 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             notes.append(f"memory-bound ({top_cls})")
         if cal is not None and cal.perf_params is None:
             notes.append("calibration file has no kernel timings: time from the published fit")
+        unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
+        if params.calibration == "published-fit" and "dwconv" in unfit and "dwconv" in est.by_class:
+            notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
         fitted_archs = params.provenance.get("architectures")
         if params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs:
             notes.append(f"no published run on {gpu.architecture} in the fit")
         if req.devices > 1:
-            notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden")
+            notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden by "
+                         f"DataParallel (paddlefit train's default oom_backoff: true waits for it: "
+                         f"+{(ar - ar_exposed) * 1e3:.1f} ms)")
         breakdown = {c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}
                      for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])}  # fmt: skip
-        breakdown["host_floor"] = {"seconds": host_s, "bound": "host", "kernels": 0}
         if req.devices > 1:
             breakdown["allreduce_exposed"] = {"seconds": ar_exposed, "bound": "communication", "kernels": 0}
         calibration = "device" if cal is not None else params.calibration
@@ -540,6 +545,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "gpu_model": "per-operator roofline: sum over kernels of max(FLOPs / (unit peak x efficiency x wave "
                      "efficiency), bytes / (bandwidth x bw_eff)) + kernel_s",
         "gpu_model_params": dict(published.values),
+        "gpu_model_params_by_generation": {g: dict(v) for g, v in published.by_generation.items()},
         "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
                                    f"{published.provenance.get('fitted_by', 'not fitted')}, "
                                    f"{published.provenance.get('date', '?')})",

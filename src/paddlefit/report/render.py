@@ -154,7 +154,9 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
     print_min_width(console, table, 124)
     by = t.time_breakdown or {}
     parts = ", ".join(f"{c} {duration(v['seconds'])} ({v['bound']})" for c, v in by.items() if v["seconds"] > 0)
-    console.print(f"[dim]by class: {parts}. Times are predictions of the per-operator model ({t.calibration}); "
+    host = plan.assumptions.get("host_floor_s") or 0.0
+    console.print(f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)} measured here) + the "
+                  f"all-reduce not hidden. Times are predictions of the per-operator model ({t.calibration}); "
                   "`paddlefit profile` measures them on a card you have.[/]")
 
 
@@ -259,10 +261,13 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     elif not fit:
         console.print("[bold red]no priced instance fits this job[/]")
     gm = a.get("gpu_model_params") or {}
+    gens = "".join(f"; {g}: " + ", ".join(f"{k} {v:.3g}" for k, v in o.items())
+                   for g, o in (a.get("gpu_model_params_by_generation") or {}).items())  # fmt: skip
     lines = [
         ("step time", a["step_time"]),
-        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + " (efficiencies as fractions of peak, "
-                      "fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces them)"),
+        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + gens + " (efficiencies as fractions of "
+                      "peak, fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces "
+                      "them)"),
         ("memory", a["memory"]),
         ("global batch", a["global_batch"]),
         ("prices", a["prices"]),
