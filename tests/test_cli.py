@@ -96,11 +96,14 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     d = json.loads(r.stdout)
     row_b = next(t for t in base["targets"] if t["name"] == "T4")
     row_c = next(t for t in d["targets"] if t["name"] == "T4")
-    assert row_c["calibrated"] is True and row_b["calibrated"] is False
     assert row_c["peak_bytes"] == pytest.approx(2 * row_b["peak_bytes"], rel=1e-6)
-    assert row_c["calibration"] == "device" and row_b["calibration"] == "published-fit"
-    # whole-step rows without kernel timings do not change the time model, and the row says so
-    assert row_c["step_time_s"] == pytest.approx(row_b["step_time_s"], rel=0.05)
+    # whole-step rows without kernel timings calibrate memory, not time: the row says so and stays `published-fit`
+    assert row_c["calibration"] == row_b["calibration"] == "published-fit" and row_c["calibrated"] is False
+
+    def device_s(row):
+        return sum(v["seconds"] for k, v in row["time_breakdown"].items() if k != "allreduce_exposed")
+
+    assert device_s(row_c) == pytest.approx(device_s(row_b), rel=1e-9)
     assert any("no kernel timings" in n for n in row_c["notes"])
     # with kernel timings (what `calibrate` writes on a GPU) the device's parameters replace the fit
     slow = {k: v / 4 for k, v in d["assumptions"]["gpu_model_params"].items() if k != "kernel_s"}
@@ -108,9 +111,9 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     cal.write_text(json.dumps(dict(t4, perf_params={"values": slow})))
     d2 = json.loads(run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal), "--json").stdout)
     row_d = next(t for t in d2["targets"] if t["name"] == "T4")
-    assert row_d["calibration"] == "device" and not any("no kernel timings" in n for n in row_d["notes"])
-    host = d2["assumptions"]["host_floor_s"]
-    assert row_d["step_time_s"] > row_b["step_time_s"] or row_d["step_time_s"] == pytest.approx(host)
+    assert row_d["calibration"] == "device" and row_d["calibrated"] is True
+    assert not any("no kernel timings" in n for n in row_d["notes"])
+    assert device_s(row_d) > 1.2 * device_s(row_b)  # efficiencies / 4 (lenet is mostly per-kernel cost)
     bad = dict(t4, perf_params={"values": dict(slow, bw_eff=3.0)})
     cal.write_text(json.dumps(bad))
     r = run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal))

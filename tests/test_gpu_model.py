@@ -196,10 +196,17 @@ def test_param_file_loads_and_bad_values_name_the_key():
     assert p.calibration == "published-fit" and set(p.values) >= {"gemm_half", "bw_eff", "kernel_s"}
     assert p.provenance["fitted_by"] == "bench/gpu_fit.py" and p.provenance["rows"]
     doc = {"values": dict(p.values)}
-    for key, bad, needle in (("bw_eff", 1.5, "outside"), ("kernel_s", "x", "expected a number"),
-                             ("gemm_half", float("nan"), "expected a number")):  # fmt: skip
+    for key, bad, needle in (("bw_eff", 1.5, "outside"), ("kernel_s", "x", "expected a finite number"),
+                             ("gemm_half", float("nan"), "expected a finite number")):  # fmt: skip
         with pytest.raises(CatalogError, match=rf"`{key}`.*{needle}"):
             parse_perf_params({"values": dict(doc["values"], **{key: bad})}, "f.json")
+    with pytest.raises(CatalogError, match=r"`bw_eff`.*outside \[0.001, 1\]"):
+        parse_perf_params({"values": dict(doc["values"], bw_eff=5e-324)}, "f.json")
+    with pytest.raises(CatalogError, match=r"`gemm_tf32`.*expected a finite number"):
+        parse_perf_params({"values": dict(doc["values"], gemm_tf32=int("9" * 400))}, "f.json")
+    for key, bad in (("by_generation", [1]), ("provenance", "abc"), ("provenance", 5)):
+        with pytest.raises(CatalogError, match=f"key `{key}`: expected an object"):
+            parse_perf_params({"values": doc["values"], key: bad}, "f.json")
     with pytest.raises(CatalogError, match="missing"):
         parse_perf_params({"values": {"bw_eff": 0.5}}, "f.json")
     with pytest.raises(CatalogError, match=r"by_generation\.volta"):

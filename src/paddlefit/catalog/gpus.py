@@ -69,7 +69,7 @@ class GPU(BaseModel):
     #: Turing T4 40, Ampere A100 108, GA102 A10 72 / A40 84 / RTX 3090 82, AD102 RTX 4090 128 / L40S 142,
     #: AD104 L4 58, Hopper H100 SXM5 132 / PCIe 114, H200 132; A10G 80 from AWS's g5 documentation). Empty =
     #: unknown (B200: not checked), and the GEMM model then assumes full waves.
-    sm_count: int | None = Field(default=None, ge=1)
+    sm_count: int | None = Field(default=None, ge=1, le=4096)
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""

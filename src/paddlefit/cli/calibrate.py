@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import statistics
-import sys
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.plan.calibrate import run_calibration
 from paddlefit.report.render import gib, to_json
@@ -47,7 +45,7 @@ def calibrate_command(
         raise fail(f"`--batch-size` values must be >= 1 (got {list(sizes)}).")
     precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None
     check_output_path(out_file)
-    with err.status("calibrating...") as status, contextlib.redirect_stdout(sys.stderr):
+    with err.status("calibrating...") as status, stdout_to_stderr():
         doc = run_calibration(models=model or None, batch_sizes=sizes, precisions=precs,  # type: ignore[arg-type]
                               device_name=device_name, progress=lambda m: status.update(m))  # fmt: skip
     try:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import typer
@@ -66,3 +67,25 @@ def handle_errors(fn: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout inside the block to stderr, Python's ``sys.stdout`` and file
+    descriptor 1 alike (user model code, Paddle's C++ logging, subprocesses), so a `--json` result printed
+    after the block is the only thing on stdout."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (an embedding host): Python-level redirection only
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

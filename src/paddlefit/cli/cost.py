@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 from pathlib import Path
 
 import typer
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.catalog.prices import SKYPILOT_CACHE, catalog_gpu, select_prices
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive, stdout_to_stderr
 from paddlefit.cli.plan import resolve_job
 from paddlefit.plan.cost import InterruptionRate, build_cost, rate_from_bucket
 from paddlefit.plan.planner import PlanRequest, build_plan
@@ -134,7 +132,7 @@ def cost_command(
         gpus=needed, devices=1, catalog_files=[str(p) for p in catalog or []],
         calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
     )  # fmt: skip
-    with err.status("planning...") as status, contextlib.redirect_stdout(sys.stderr):
+    with err.status("planning...") as status, stdout_to_stderr():
         plan = build_plan(req, progress=lambda msg: status.update(msg))
     kwargs = {}
     if disk_mbps is not None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.diagnose.checks import JobContext, run_checks
 from paddlefit.diagnose.checks import fix_script as fix_script_text
 from paddlefit.diagnose.snapshot import collect_snapshot, load_snapshot
@@ -91,11 +89,11 @@ def doctor_command(
     if from_file is not None:
         snap = load_snapshot(from_file, "--from")
     else:
-        with err.status("collecting the environment..."), contextlib.redirect_stdout(sys.stderr):
+        with err.status("collecting the environment..."), stdout_to_stderr():
             snap = collect_snapshot(run_dir)
     ckpt = None
     if model:
-        with contextlib.redirect_stdout(sys.stderr):
+        with stdout_to_stderr():
             ckpt = _checkpoint_bytes(model)
     batch_bytes = batch_size * sum(s.bytes_per_sample for s in specs) if batch_size and specs else None
     job = JobContext(num_workers=num_workers or None, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,

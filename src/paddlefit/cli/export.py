@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.report.render import to_json
 
 
@@ -31,7 +29,7 @@ def export_command(
     quiet_paddle()
     from paddlefit.train.export import export_run
 
-    with err.status("exporting..."), contextlib.redirect_stdout(sys.stderr):
+    with err.status("exporting..."), stdout_to_stderr():
         res = export_run(run_dir, checkpoint, out_dir)
     doc = {"out_dir": str(res.out_dir), "prefix": str(res.out_dir / "model"), "checkpoint": str(res.checkpoint),
            "files": res.files, "max_abs_diff": res.max_abs_diff, "sample_batch": res.sample_batch}  # fmt: skip

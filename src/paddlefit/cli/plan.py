@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_explain, render_plan, to_json
@@ -73,7 +71,7 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
     if own_job and spec.data.train and (not inputs or (need_train and spec.epochs)):  # type: ignore[union-attr]
         from paddlefit.datasets import resolve_dataset
 
-        with contextlib.redirect_stdout(sys.stderr):  # built once, for the inputs and/or the epoch length
+        with stdout_to_stderr():  # built once, for the inputs and/or the epoch length
             train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
     if not inputs and train_ds is not None:
         from paddlefit.datasets import infer_input_specs
@@ -190,6 +188,7 @@ def plan_command(
         raise fail("`--dataset-size` must be >= 1 and `--epochs` a finite number > 0.")
     if max_probe_gib is not None and (not math.isfinite(max_probe_gib) or max_probe_gib * 1024**3 < 1):
         raise fail(f"`--max-probe-gib` must be a finite number > 0 (got {max_probe_gib}).")
+    _check_explain(explain or [], gpu or [], catalog or [])
     req = PlanRequest(
         model=model,
         batch_size=batch_size,
@@ -208,7 +207,7 @@ def plan_command(
         explain=list(explain or []),
     )
     # user code may print: keep stdout for the result alone
-    with err.status("planning...") as status, contextlib.redirect_stdout(sys.stderr):
+    with err.status("planning...") as status, stdout_to_stderr():
         plan = build_plan(req, progress=lambda msg: status.update(msg))
     if json_out:
         print(to_json(plan.to_dict()))
@@ -216,6 +215,28 @@ def plan_command(
     render_plan(plan, out)
     for name, rows in plan.explain.items():
         render_explain(plan, name, rows, out)
+
+
+def _check_explain(explain: list[str], gpu: list[str], catalog: list[Path]) -> None:
+    """Fail (exit 2) before the probe when an `--explain` name is empty, unknown or not among `--gpu`."""
+    from paddlefit.catalog.gpus import get_gpu, load_gpus
+    from paddlefit.errors import UnknownNameError
+
+    if not explain:
+        return
+    pool = load_gpus([str(p) for p in catalog])
+    chosen = {get_gpu(g, pool).name for g in gpu}
+    for name in explain:
+        if not name.strip():
+            raise fail("`--explain` is empty; give a GPU name from `paddlefit gpus`, e.g. `--explain A100-SXM4-40GB`.")
+        try:
+            g = get_gpu(name, pool)
+        except UnknownNameError as exc:
+            raise fail(f"`--explain {name}`: {exc}") from None
+        if chosen and g.name not in chosen:
+            given = ", ".join(f"`--gpu {c}`" for c in sorted(chosen))
+            raise fail(f"`--explain {name}` is not among the planned GPUs ({given}); add `--gpu {g.name}` or drop "
+                       "`--explain`.")  # fmt: skip
 
 
 def _parallel_requested(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None) -> bool:

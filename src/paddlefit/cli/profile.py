@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.report.render import to_json
 from paddlefit.spec import load_job_spec
 
@@ -47,7 +45,7 @@ def profile_command(
         from paddlefit.fileio import check_output_path
 
         check_output_path(plot, "--plot")
-    with err.status("profiling...") as status, contextlib.redirect_stdout(sys.stderr):
+    with err.status("profiling...") as status, stdout_to_stderr():
         result = profile_job(spec, steps=steps, warmup=warmup,
                              progress=lambda d, n: status.update(f"profiling: step {d}/{n}"), top_ops=ops)  # fmt: skip
     if plot is not None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import math
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive, stdout_to_stderr
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
@@ -257,7 +255,7 @@ def train_command(
         update["checkpoint"] = ckpt
     spec = spec.model_copy(update=update)
     _preflight(spec)
-    with contextlib.redirect_stdout(sys.stderr):
+    with stdout_to_stderr():
         gpus = _gpu_count()
     if gpu_ids is not None and gpus == 0:
         raise fail(f"`--devices {devices}` names GPU ids but this Paddle sees no GPU; use a count "
@@ -282,7 +280,7 @@ def train_command(
     if n == 1:
         from paddlefit.train.trainer import Trainer, TrainOptions
 
-        with contextlib.redirect_stdout(sys.stderr):
+        with stdout_to_stderr():
             result = Trainer(spec, TrainOptions(run_dir=run_dir, resume=resume)).run()
         code, reason = result.exit_code, result.reason
     else:

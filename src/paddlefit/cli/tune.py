@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
-import sys
 from pathlib import Path
 
 import typer
@@ -13,7 +11,7 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.spec import load_job_spec
 
@@ -70,7 +68,7 @@ def tune_command(
         from paddlefit.fileio import check_output_path
 
         check_output_path(write, "--write")
-    with err.status("tuning...") as status, contextlib.redirect_stdout(sys.stderr):
+    with err.status("tuning...") as status, stdout_to_stderr():
         result = tune(spec, budget_s=budget_minutes * 60, steps=steps, warmup=warmup, confirm=confirm,
                       progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch)  # fmt: skip
     if write is not None:

@@ -183,7 +183,9 @@ class FlopCounter:
     def _gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
               gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "") -> None:  # fmt: skip
         fwd, bwd = _gemm_flops(x, w, out, macs, bias)
-        cls = "gemm" if kind != "conv" else ("dwconv" if groups > 1 else "conv")
+        # Paddle runs its own CUDA-core kernel only for depthwise convolutions (groups == in_channels, op
+        # depthwise_conv2d, python/paddle/nn/functional/conv.py); other grouped convolutions are cuDNN conv2d
+        cls = "gemm" if kind != "conv" else ("dwconv" if op.startswith("depthwise") else "conv")
         self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm, layout)
 
     def _elementwise(self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any,
@@ -324,7 +326,11 @@ class FlopCounter:
                 w = args[1] if len(args) > 1 else kwargs.get("weight")
                 b = args[2] if len(args) > 2 else kwargs.get("bias")
                 groups = kwargs.get("groups", 1) or 1
-                self._gemm("conv", name, x, w, out, _conv_macs(w, out, transposed, x), b,
+                fmt = str(kwargs.get("data_format", "NCHW"))
+                op = name
+                if int(groups) > 1 and not transposed and int(groups) == x.shape[1 if fmt.startswith("NC") else -1]:
+                    op = "depthwise_" + name
+                self._gemm("conv", op, x, w, out, _conv_macs(w, out, transposed, x), b,
                            _conv_gemm(w, out, x, int(groups), transposed), int(groups),
                            str(kwargs.get("data_format", "NCHW")))  # fmt: skip
 

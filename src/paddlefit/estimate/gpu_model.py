@@ -112,13 +112,23 @@ class PerfParams:
         return float(gen.get(key, self.values[key]))
 
 
+#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak; at most 1 ms per kernel.
+PARAM_RANGE = {k: (1e-3, 1.0) for k in PARAM_KEYS} | {"kernel_s": (0.0, 1e-3)}
+
+
 def _check_value(key: str, v: Any, origin: str, where: str) -> float:
-    if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
-        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a number, got {v!r}.")
-    hi = 1e-3 if key == "kernel_s" else 1.0
-    if not 0 < v <= hi:
-        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside (0, {hi:g}]; "
-                           "refit with `python bench/gpu_fit.py --write`.")  # fmt: skip
+    try:
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
+    except OverflowError:  # an integer too large for a float
+        ok = False
+    if not ok:
+        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got "
+                           f"{str(v)[:40]!r}.")  # fmt: skip
+    lo, hi = PARAM_RANGE[key]
+    if not (lo < v <= hi if lo == 0 else lo <= v <= hi):
+        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside "
+                           f"{'(' if lo == 0 else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
+                           "`python bench/gpu_fit.py --write`).")  # fmt: skip
     return float(v)
 
 
@@ -138,7 +148,15 @@ def parse_perf_params(doc: Any, origin: str) -> PerfParams:
                            f"{unknown or 'none'}; the keys are {', '.join(PARAM_KEYS)}.")  # fmt: skip
     values = {k: _check_value(k, vals[k], origin, "`values`") for k in PARAM_KEYS}
     gens: dict[str, dict[str, float]] = {}
-    for arch, over in (doc.get("by_generation") or {}).items():
+    by_gen = doc.get("by_generation") or {}
+    if not isinstance(by_gen, dict):
+        raise CatalogError(f"GPU model parameters `{origin}`, key `by_generation`: expected an object of "
+                           "architecture -> {key: value}, got " + type(by_gen).__name__ + ".")  # fmt: skip
+    prov = doc.get("provenance") or {}
+    if not isinstance(prov, dict):
+        raise CatalogError(f"GPU model parameters `{origin}`, key `provenance`: expected an object, got "
+                           f"{type(prov).__name__}.")  # fmt: skip
+    for arch, over in by_gen.items():
         if not isinstance(over, dict):
             raise CatalogError(f"GPU model parameters `{origin}`, `by_generation.{arch}`: expected an object.")
         bad = [k for k in over if k not in PARAM_KEYS]
@@ -150,7 +168,7 @@ def parse_perf_params(doc: Any, origin: str) -> PerfParams:
     if cal not in ("published-fit", "device"):
         raise CatalogError(f"GPU model parameters `{origin}`, key `calibration`: {cal!r} is not `published-fit` "
                            "or `device`.")  # fmt: skip
-    return PerfParams(values, gens, cal, dict(doc.get("provenance") or {}))
+    return PerfParams(values, gens, cal, dict(prov))
 
 
 def load_perf_params() -> PerfParams:
@@ -196,6 +214,7 @@ _AMP_NAMES = {
     "linear": ("linear", "linear_v2", "matmul_v2"),
     "matmul": ("matmul", "matmul_v2"),
     "conv2d": ("conv2d",),
+    "conv1d": ("conv2d",),  # F.conv1d unsqueezes and runs the conv2d op (python/paddle/nn/functional/conv.py)
     "max_pool": ("pool2d",),
     "avg_pool": ("pool2d",),
     "add": ("elementwise_add",),

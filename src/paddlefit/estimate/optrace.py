@@ -106,9 +106,10 @@ class OpTrace:
     """The forward ops of a model at two batch sizes; :meth:`at` gives them at any batch.
 
     Attributes:
-        ops1, ops2: the same ops recorded at ``batch1`` and ``batch2`` (``ops2`` empty = one trace only; then
-            every activation size and the GEMM dimension that holds the batch are scaled by B / batch1, where
-            that dimension is M, or the GEMM batch when both operands are activations).
+        ops1, ops2: the same ops recorded at ``batch1`` and ``batch2``. When there is one trace only, or the
+            two differ (a forward whose ops depend on the batch size), the larger batch's trace is scaled: every
+            activation size and the GEMM dimension that holds the batch by B / its batch (that dimension is M,
+            or the GEMM batch when both operands are activations).
         batch1, batch2: the batch sizes of the two traces.
         source: ``probe`` (recorded from a real forward) or ``analytic`` (written from a transformer config).
     """
@@ -143,9 +144,10 @@ class OpTrace:
                     gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
                 out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout))
             return out
-        r = batch / self.batch1
+        base, b0 = (self.ops2, self.batch2) if self.ops2 else (self.ops1, self.batch1)
+        r = batch / b0
         out = []
-        for a in self.ops1:
+        for a in base:
             ins = tuple(t if t.param else replace(t, numel=round(t.numel * r)) for t in a.inputs)
             outs = tuple(replace(t, numel=round(t.numel * r)) for t in a.outputs)
             gemm = a.gemm

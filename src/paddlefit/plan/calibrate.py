@@ -147,7 +147,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
             return
         r = max(t_pred - values["kernel_s"], 1e-12) / max(t_meas - kernel_s, 1e-12)
         ratios[key] = r
-        values[key] = min(1.0, values[key] * r)
+        values[key] = min(1.0, max(1e-3, values[key] * r))
 
     say("timing elementwise add")
     u, v = paddle.randn([big]), paddle.randn([big])

@@ -56,7 +56,11 @@ class Calibration:
 
 
 def _positive(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    try:
+        return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
+                and value > 0)  # fmt: skip
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:

@@ -72,7 +72,8 @@ class PlanRequest:
             while the estimated extra probe time stays within ``probe_budget_s`` seconds.
         max_probe_bytes: probe only if fp32 Adam model states (16 B/param) stay under this; None =
             min(25% of RAM, 8 GiB).
-        explain: GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``).
+        explain: GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a
+            name that is not among the planned GPUs is an error (the CLI checks it before the probe).
     """
 
     model: str
@@ -286,8 +287,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         raise ValueError("max_probe_bytes must be >= 1")
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
-    gpus = (list({g.name: g for g in (get_gpu(n, gpus_all) for n in [*req.gpus, *req.explain])}.values())
-            if req.gpus else gpus_all)  # fmt: skip
+    gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
     calibrations = load_calibrations(req.calibration_files)
     ref = resolve_model(req.model, req.model_args)
     specs = _specs_for(ref, req.inputs)
@@ -440,6 +440,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         host, host_s = None, 0.0
     published = load_perf_params()
     explain_for = {get_gpu(n, gpus_all).name for n in req.explain}
+    if explain_for - {g.name for g in gpus}:
+        raise ValueError(f"--explain {sorted(explain_for - {g.name for g in gpus})} is not among the planned GPUs")
     ops_b = trace.at(b)
     explain: dict[str, list[dict[str, Any]]] = {}
     gpu_states = mem.model_state_bytes(info, req.optimizer, req.precision)
@@ -472,7 +474,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         elif bound == "memory":
             notes.append(f"memory-bound ({top_cls})")
         if cal is not None and cal.perf_params is None:
-            notes.append("calibration file has no kernel timings: time from the published fit")
+            notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
+                         "is the published fit")
         unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
         if params.calibration == "published-fit" and "dwconv" in unfit and "dwconv" in est.by_class:
             notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
@@ -487,7 +490,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
                      for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])}  # fmt: skip
         if req.devices > 1:
             breakdown["allreduce_exposed"] = {"seconds": ar_exposed, "bound": "communication", "kernels": 0}
-        calibration = "device" if cal is not None else params.calibration
+        calibration = params.calibration  # "device" only with kernel timings measured on this GPU
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est)
         targets.append(Target(
