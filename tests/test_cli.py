@@ -174,3 +174,13 @@ def test_user_code_printing_does_not_break_json():
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["model"]["params"] == 9
     assert "hello from the factory" in r.stderr
+
+
+def test_json_stdout_survives_fd_writes_and_batch_dependent_forwards():
+    r = run("plan", "tinymodels:fdwrite", "--input", "float32[8]", "-b", "16", "--gpu", "A100", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)  # one document: the model's writes to fd 1 went to stderr
+    assert "FD1 WRITE" in r.stderr
+    # the forward runs 4 linears beyond batch 1: the GPU trace is the batch-2 one, and the plan says so
+    assert d["assumptions"]["trace_ops"] == 4
+    assert any("differ between batch 1 and 2" in n for n in d["memory"]["notes"])

@@ -48,3 +48,24 @@ def frozen() -> nn.Layer:
 def noisy() -> nn.Layer:
     print("hello from the factory")
     return nn.Linear(8, 1)
+
+
+def fdwrite():
+    """Writes to file descriptor 1 in forward (as C++ code or a subprocess would), and runs more layers when the
+    batch is larger than 1 (a forward whose ops depend on the batch size)."""
+    import os
+
+    import paddle
+
+    class FdWrite(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.layers = paddle.nn.LayerList([paddle.nn.Linear(8, 8) for _ in range(4)])
+
+        def forward(self, x):
+            os.write(1, b"FD1 WRITE\n")
+            for layer in self.layers[: 1 if x.shape[0] == 1 else 4]:
+                x = layer(x)
+            return x
+
+    return FdWrite()

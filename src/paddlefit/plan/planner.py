@@ -350,6 +350,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
         fwd_ops = flops.forward_ops
         trace = flops.trace
+        if trace.ops2 and not trace.aligned:
+            notes_model.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
+                               f"times use the batch-{trace.batch2} trace scaled linearly")
         has_conv = flops.forward_by_op.get("conv", 0) > 0
         cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
         residual = max(f.max_rel_residual for f in probe.fits.values())
