@@ -131,3 +131,19 @@ def test_probe_refuses_inputs_that_would_exhaust_ram(monkeypatch):
     monkeypatch.setattr(psutil, "virtual_memory", lambda: fake)
     with pytest.raises(ModelError, match="too large to probe on this machine"):
         build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["T4"]))
+
+
+def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_path):
+    from paddlefit.errors import CatalogError
+
+    row = {"model": "lenet", "batch_size": 4, "precision": "fp32", "peak_bytes": 2e6, "predicted_peak_bytes": 1e6,
+           "step_time_s": 0.01, "train_flops_per_sample": 2e6}
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"device": "a100", "rows": [row]}))
+    base = build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["A100-SXM4-40GB"]))
+    cal = build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["A100-SXM4-40GB"], calibration_files=[str(f)]))
+    b, c = (next(t for t in p.targets if t.kind == "gpu") for p in (base, cal))
+    assert c.peak_bytes == pytest.approx(2 * b.peak_bytes, rel=1e-6)  # the alias found its catalog row
+    f.write_text(json.dumps({"device": "NotAGPU", "rows": [row]}))
+    with pytest.raises(CatalogError, match="'NotAGPU' is not a GPU of the catalog"):
+        build_plan(PlanRequest(model="lenet", batch_size=4, calibration_files=[str(f)]))

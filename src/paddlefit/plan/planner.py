@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
-from paddlefit.errors import InputSpecError, ModelError
+from paddlefit.errors import CatalogError, InputSpecError, ModelError, UnknownNameError
 from paddlefit.estimate import memory as mem
 from paddlefit.estimate.gpu_model import (
     PerfParams,
@@ -288,7 +288,17 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
     gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
-    calibrations = load_calibrations(req.calibration_files)
+    calibrations = {}
+    for key, cal in load_calibrations(req.calibration_files).items():
+        if key == "cpu":
+            calibrations[key] = cal
+            continue
+        try:  # an alias (`a100`) files under the catalog name; an unknown device is an error, not ignored
+            calibrations[get_gpu(cal.device, gpus_all).name.lower()] = cal
+        except UnknownNameError:
+            raise CatalogError(f"Calibration `{cal.source}`: device {cal.device!r} is not a GPU of the catalog; "
+                               "rerun `paddlefit calibrate --device-name NAME` with a name from `paddlefit gpus`, "
+                               "or add the GPU with `--catalog FILE`.") from None
     ref = resolve_model(req.model, req.model_args)
     specs = _specs_for(ref, req.inputs)
 
