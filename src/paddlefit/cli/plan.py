@@ -110,13 +110,13 @@ def plan_command(
                                              "this. Default: min(25% of RAM, 8 GiB)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     seq_len: int = typer.Option(None, "--seq-len", help="Parallel planner: tokens per sequence "
-                                "[min(max_position, 4096)]."),
+                                "\\[min(max_position, 4096)]."),
     global_batch: int = typer.Option(None, "--global-batch", help="Parallel planner: sequences per optimizer step "
                                      "[4M tokens / seq-len]."),
     gpus: int = typer.Option(None, "--gpus", help="Parallel planner: GPUs in the job [8]."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Parallel planner: GPUs per node."),
     mfu: float = typer.Option(None, "--mfu", help="Parallel planner: fraction of dense peak compute reaches "
-                              "[published MFU per GPU class]."),
+                              "\\[published MFU per GPU class]."),
     network_gbps: float = typer.Option(None, "--network-gbps", help="Parallel planner: inter-node network per "
                                        "node, Gbit/s [AWS p4d 400 / p5 3200]."),
     flash_attention: bool = typer.Option(True, "--flash-attention/--no-flash-attention",
