@@ -95,6 +95,14 @@ def _op_name(layer_type: str) -> str:
     return names.get(layer_type, layer_type.lower())
 
 
+def _conv_op(name: str, x: Any, groups: int, data_format: str) -> str:
+    """Paddle's op for a convolution: ``depthwise_<name>`` when groups == input channels (Paddle then runs its
+    own depthwise kernel, ``depthwise_conv2d`` / ``depthwise_conv2d_transpose``,
+    ``python/paddle/nn/functional/conv.py``), else ``name``."""
+    channels = x.shape[1 if data_format.upper().startswith("NC") else -1]
+    return "depthwise_" + name if groups > 1 and groups == channels else name
+
+
 def _first_tensor(args: tuple) -> Any:
     for a in args:
         if hasattr(a, "shape"):
@@ -212,13 +220,10 @@ class FlopCounter:
         def on_conv(layer, inp, out, transposed=False):
             x = inp[0]
             groups = int(getattr(layer, "_groups", 1) or 1)
-            name = type(layer).__name__.lower().replace("transpose", "_transpose")
-            if groups > 1 and groups == x.shape[1 if str(getattr(layer, "_data_format", "NCHW")).startswith("NC")
-                                                  else -1]:  # fmt: skip
-                name = "depthwise_" + name  # Paddle's op for groups == in_channels (its own CUDA kernel)
+            fmt = str(getattr(layer, "_data_format", "NCHW"))
+            name = _conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
             self._gemm("conv", name, x, layer.weight, out, _conv_macs(layer.weight, out, transposed, x), layer.bias,
-                       _conv_gemm(layer.weight, out, x, groups, transposed), groups,
-                       str(getattr(layer, "_data_format", "NCHW")))  # fmt: skip
+                       _conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt)  # fmt: skip
 
         def on_linear(layer, inp, out):
             x = inp[0]
@@ -325,14 +330,11 @@ class FlopCounter:
                 x = args[0] if args else kwargs.get("x")
                 w = args[1] if len(args) > 1 else kwargs.get("weight")
                 b = args[2] if len(args) > 2 else kwargs.get("bias")
-                groups = kwargs.get("groups", 1) or 1
+                groups = int(kwargs.get("groups", 1) or 1)
                 fmt = str(kwargs.get("data_format", "NCHW"))
-                op = name
-                if int(groups) > 1 and not transposed and int(groups) == x.shape[1 if fmt.startswith("NC") else -1]:
-                    op = "depthwise_" + name
-                self._gemm("conv", op, x, w, out, _conv_macs(w, out, transposed, x), b,
-                           _conv_gemm(w, out, x, int(groups), transposed), int(groups),
-                           str(kwargs.get("data_format", "NCHW")))  # fmt: skip
+                self._gemm("conv", _conv_op(name, x, groups, fmt), x, w, out,
+                           _conv_macs(w, out, transposed, x), b, _conv_gemm(w, out, x, groups, transposed), groups,
+                           fmt)  # fmt: skip
 
             return rule
 
@@ -401,6 +403,8 @@ class FlopCounter:
             self._wrap(owner, name, move_rule("concat" if name == "concat" else "transpose"))
         for name in ("interpolate", "upsample"):
             self._wrap(F, name, move_rule("interpolate"))
+        for owner, name in ((paddle, "mean"), (paddle.Tensor, "mean"), (paddle, "sum"), (paddle.Tensor, "sum")):
+            self._wrap(owner, name, move_rule("reduce_" + name, "reduce"))
         if self.recorder is None:
             return
         # views launch no kernel: traced only when recording, so tensor identities and dtypes flow through
@@ -410,8 +414,6 @@ class FlopCounter:
                             (paddle.Tensor, "split"), (paddle, "chunk"), (paddle.Tensor, "chunk"),
                             (paddle.Tensor, "__getitem__")):  # fmt: skip
             self._wrap(owner, name, move_rule("view", "view"))
-        for owner, name in ((paddle, "mean"), (paddle.Tensor, "mean"), (paddle, "sum"), (paddle.Tensor, "sum")):
-            self._wrap(owner, name, move_rule("reduce_" + name, "reduce"))
 
     def __enter__(self) -> FlopCounter:
         self._hook_layers()
