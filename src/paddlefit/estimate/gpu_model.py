@@ -16,7 +16,7 @@ convolutions run on CUDA cores (Paddle's own ``depthwise_conv2d`` kernel, ``padd
 depthwise_conv.h``). Every other op is a memory-bound kernel.
 
 Wave quantization (Habitat, Yu et al., USENIX ATC 2021, §4.2; NVIDIA "Matrix Multiplication Background"
-guide, "Wave Quantization"): a GEMM is cut into output tiles of :data:`TILE_M` x :data:`TILE_N`; the GPU runs
+guide, "Wave Quantization"): a GEMM is cut into output tiles (:data:`TILE_SIZES`); the GPU runs
 ``sm_count`` tiles at a time, so ``tiles / (ceil(tiles / sm_count) x sm_count)`` of the last wave is filled.
 Small or skinny GEMMs therefore reach a fraction of the peak.
 
@@ -48,14 +48,11 @@ import numpy as np
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.optrace import TensorRef, TracedOp
 
-#: Output tile of one thread block for tensor-core GEMMs: 128 x 128 is the default CUTLASS threadblock
-#: shape for FP16/TF32 GEMMs on Volta to Hopper (CUTLASS ``default_gemm_configuration.h``) and the tile
-#: NVIDIA's guide uses for its wave-quantization example.
-TILE_M = 128
-TILE_N = 128
-#: Tile edges available for short dimensions (CUTLASS's default FP16/TF32 configurations include 32-, 64- and
-#: 128-wide threadblock tiles); a dimension below 128 uses the smallest that covers it.
-TILE_SIZES = (32, 64, TILE_M)
+#: Tile edges of one thread block's output for tensor-core GEMMs: 128 x 128 is the default CUTLASS threadblock
+#: shape for FP16/TF32 GEMMs on Volta to Hopper (CUTLASS ``default_gemm_configuration.h``) and the tile NVIDIA's
+#: guide uses for its wave-quantization example; its configurations also carry 32- and 64-wide tiles, and a
+#: dimension below 128 uses the smallest that covers it.
+TILE_SIZES = (32, 64, 128)
 #: Shortest K slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep FP16 threadblock tile, so
 #: each slice still amortises its prologue and the final reduction of the partial tiles.
 SPLIT_K_MIN = 128
@@ -116,12 +113,17 @@ class PerfParams:
 PARAM_RANGE = {k: (1e-3, 1.0) for k in PARAM_KEYS} | {"kernel_s": (0.0, 1e-3)}
 
 
-def _check_value(key: str, v: Any, origin: str, where: str) -> float:
+def is_finite_number(value: Any) -> bool:
+    """True for an int or float (not a bool) that is finite as a float; False for NaN, infinities and JSON
+    integers too large for a float (``float()`` raises OverflowError for those)."""
     try:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
-    except OverflowError:  # an integer too large for a float
-        ok = False
-    if not ok:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _check_value(key: str, v: Any, origin: str, where: str) -> float:
+    if not is_finite_number(v):
         raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got "
                            f"{str(v)[:40]!r}.")  # fmt: skip
     lo, hi = PARAM_RANGE[key]
@@ -369,14 +371,15 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
     """
     amp = assign_dtypes(ops, precision)
     ks: list[Kernel] = []
-    half = precision != "fp32"
     for a in amp:
         o = a.op
         if o.cls == "view":
             continue
-        for numel, src, dst, _param in a.casts:  # a cast kernel: read src, write dst
-            ks.append(Kernel("amp_cast", "cast", "forward", 0, numel * (dtype_bytes(src) + dtype_bytes(dst)),
-                             "memory"))  # fmt: skip
+        for numel, src, dst, is_param in a.casts:  # a cast kernel: read src, write dst
+            cast_b = numel * (dtype_bytes(src) + dtype_bytes(dst))
+            ks.append(Kernel("amp_cast", "cast", "forward", 0, cast_b, "memory"))
+            if is_param:  # O1: the half gradient of a cast weight is cast back to the fp32 parameter's dtype
+                ks.append(Kernel("amp_cast", "cast.grad", "backward", 0, cast_b, "memory"))
         in_b = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True))
         out_b = sum(_nbytes(t, a.out_dtype if t.floating else t.dtype) for t in o.outputs)
         act_out = o.outputs[0] if o.outputs else None
@@ -407,7 +410,7 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
                                  act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip
             continue
         needs = [t for t in o.inputs if t.grad and t.floating]
-        eb = dtype_bytes(a.out_dtype) if half else 4
+        eb = dtype_bytes(a.out_dtype)
         dy = act_out.numel * eb if act_out is not None else 0
         if o.cls == "norm":
             x = o.inputs[0]
@@ -438,22 +441,15 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops,
                              dy + saved + sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True)
                                               if t.grad and t.floating), "memory"))  # fmt: skip
-    # ---- AMP casts of parameter gradients (O1: the fp16 grad of a cast weight is cast back to fp32)
-    for a in amp:
-        for numel, src, dst, is_param in a.casts:
-            if is_param:
-                ks.append(Kernel("amp_cast", "cast.grad", "backward", 0, numel * (dtype_bytes(src) + dtype_bytes(dst)),
-                                 "memory"))  # fmt: skip
-    # ---- optimizer, gradient zeroing, loss scaling
-    o2 = precision.endswith("o2")
-    grad_b = 2 if o2 else 4
+    # ---- optimizer, gradient zeroing, loss scaling: one kernel per parameter tensor each
+    grad_b = 2 if precision.endswith("o2") else 4
+    tensors = max(trainable_tensors, 1)
     ks.append(Kernel("optimizer", optimizer, "optimizer", 0, OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
-                     "memory", count=max(trainable_tensors, 1)))  # fmt: skip
-    ks.append(Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory",
-                     count=max(trainable_tensors, 1)))  # fmt: skip
+                     "memory", count=tensors))  # fmt: skip
+    ks.append(Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors))
     if precision.startswith("fp16"):  # GradScaler: check_finite_and_unscale reads and writes every gradient
         ks.append(Kernel("optimizer", "check_finite_and_unscale", "optimizer", 0, 2 * grad_b * trainable_params,
-                         "memory", count=max(trainable_tensors, 1)))  # fmt: skip
+                         "memory", count=tensors))  # fmt: skip
     return ks
 
 

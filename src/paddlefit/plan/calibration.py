@@ -11,7 +11,6 @@ writes it; ``paddlefit plan --calibration FILE`` (and files shipped in ``paddlef
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from dataclasses import dataclass, field
 from importlib import resources
@@ -56,11 +55,9 @@ class Calibration:
 
 
 def _positive(value: Any) -> bool:
-    try:
-        return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
-                and value > 0)  # fmt: skip
-    except OverflowError:  # an integer too large for a float
-        return False
+    from paddlefit.estimate.gpu_model import is_finite_number
+
+    return is_finite_number(value) and value > 0
 
 
 def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:

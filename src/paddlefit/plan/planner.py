@@ -408,13 +408,17 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     lines = [seg for _, seg in phase_lines]
     amp_memory: dict[Precision, tuple[float, float]] = {}
 
+    def amp_for(precision: Precision) -> tuple[float, float]:
+        """:func:`amp_activation_memory` of the trace, once per precision (GPU rows share it)."""
+        if precision not in amp_memory:
+            amp_memory[precision] = amp_activation_memory(trace, precision)
+        return amp_memory[precision]
+
     def cpu_phases_for(precision: Precision) -> list[tuple[float, float]]:
         """Probe lines re-based on the precision's model states, activations x its AMP ratio, + O1's weight
         copies in the forward and backward phases."""
         st = mem.model_state_bytes(info, req.optimizer, precision).total_bytes
-        if precision not in amp_memory:
-            amp_memory[precision] = amp_activation_memory(trace, precision)
-        f, cast = amp_memory[precision]
+        f, cast = amp_for(precision)
         return [(st + f * (fx - states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
                 for p, (fx, sl) in phase_lines]  # fmt: skip
 
@@ -523,7 +527,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = _recommend(targets, b)
-    act_ratio, cast_bytes = amp_activation_memory(trace, req.precision)
+    act_ratio, cast_bytes = amp_for(req.precision)
     model_doc = {
         "name": ref.name,
         "params": info.params,
