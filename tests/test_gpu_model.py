@@ -288,3 +288,24 @@ def test_kernel_timing_path_runs_here_and_gives_a_valid_parameter_file():
         else:
             assert p.values[key] == pytest.approx(min(1.0, fit.get(key, "turing") * r))
     assert p.values["kernel_s"] == d["provenance"]["measured"]["add_1_s"]
+
+
+def test_a_tensor_kept_in_fp32_and_its_fp16_copy_are_both_counted():
+    """O1: softmax (black list) keeps its fp32 output for its grad; the matmul after it (white list) keeps the fp16
+    cast copy of that output: both are alive until the backward."""
+
+    class Attn(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8, bias_attr=False)
+
+        def forward(self, x):
+            q = self.q(x)  # (b, 4, 8)
+            p = paddle.nn.functional.softmax(paddle.matmul(q, q, transpose_y=True), axis=-1)  # (b, 4, 4)
+            return paddle.matmul(p, q)
+
+    t = _trace(Attn(), (4, 8))
+    acts, _ = saved_activation_bytes(t.at(2), "fp16-o1")
+    x, q, s = 2 * 4 * 8, 2 * 4 * 8, 2 * 4 * 4
+    # linear keeps x (fp16 copy); q.qT keeps q (fp16); softmax keeps its fp32 output; p.q keeps p's fp16 copy
+    assert acts == 2 * x + 2 * q + 4 * s + 2 * s

@@ -649,17 +649,18 @@ def dp_exposed_allreduce_s(allreduce_s: float, backward_s: float, grads_bytes: f
 def saved_activation_bytes(ops: list[TracedOp], precision: str) -> tuple[float, float]:
     """(activation bytes, cast-weight bytes) that the forward keeps for the backward under ``precision``.
 
-    Each op keeps what its grad op reads (``paddle/phi/ops/yaml/backward.yaml``): GEMM/conv their inputs X
-    and W, norms X, activations X or Out (:data:`_SAVED`), dropout its uint8 mask, embedding the ids; a tensor
-    kept by two ops is counted once. Each tensor takes the dtype the AMP rules give it (:func:`assign_dtypes`),
-    so under O1 the output of a white-list op is fp16 and the output of a black-list op (softmax, layer_norm)
-    fp32. Parameters are model states, not activations, except the half-precision copies AMP O1 makes of the
-    weights of white-list ops: those are kept for the backward too and are returned separately (they do not
-    grow with the batch). Used as the ratio of AMP to fp32 activation memory applied to the CPU probe's
+    Each op keeps what its grad op reads (``paddle/phi/ops/yaml/backward.yaml``): GEMM/conv their inputs X and W,
+    norms X, activations X or Out (:data:`_SAVED`), dropout its uint8 mask, embedding the ids; a tensor kept by two
+    ops is counted once, and an AMP cast copy is a tensor of its own (softmax keeping its fp32 output while the next
+    matmul keeps the fp16 copy of it holds both). Each tensor takes the dtype the AMP rules give it
+    (:func:`assign_dtypes`), so under O1 the output of a white-list op is fp16 and the output of a black-list op
+    (softmax, layer_norm) fp32. Parameters are model states, not activations, except the half-precision copies AMP
+    O1 makes of the weights of white-list ops: those are kept for the backward too and are returned separately (they
+    do not grow with the batch). Used as the ratio of AMP to fp32 activation memory applied to the CPU probe's
     measured activations; the probe stays the measurement, the trace gives the dtype mix.
     """
     amp = assign_dtypes(ops, precision)
-    kept: dict[int, int] = {}
+    kept: dict[tuple[int, str], int] = {}  # (tensor, dtype it is kept in) -> bytes
     cast_w = 0
     for a in amp:
         o = a.op
@@ -672,28 +673,28 @@ def saved_activation_bytes(ops: list[TracedOp], precision: str) -> tuple[float, 
                     if d != "float32" and d != t.dtype and precision.endswith("o1"):
                         cast_w += t.numel * dtype_bytes(d)
                 elif t.floating:
-                    kept[t.tid] = t.numel * dtype_bytes(d)
+                    kept[t.tid, d] = t.numel * dtype_bytes(d)
             continue
         if o.cls == "norm":
             t, d = pairs[0]
-            kept[t.tid] = t.numel * dtype_bytes(d)
+            kept[t.tid, d] = t.numel * dtype_bytes(d)
             continue
         if o.op == "dropout":
             if o.outputs:
-                kept[-1 - o.outputs[0].tid] = o.outputs[0].numel  # uint8 mask
+                kept[o.outputs[0].tid, "mask"] = o.outputs[0].numel  # uint8 mask
             continue
         if o.cls == "embedding":
             for t in o.inputs:
                 if not t.floating:
-                    kept[t.tid] = t.numel * dtype_bytes(t.dtype)
+                    kept[t.tid, t.dtype] = t.numel * dtype_bytes(t.dtype)
             continue
         rule = _SAVED.get(o.op, "x")
         if rule in ("x", "x_out"):
             for t, d in pairs:
                 if t.floating and not t.param:
-                    kept[t.tid] = t.numel * dtype_bytes(d)
+                    kept[t.tid, d] = t.numel * dtype_bytes(d)
         if rule in ("out", "x_out"):
             for t in o.outputs:
                 if t.floating:
-                    kept[t.tid] = t.numel * dtype_bytes(a.out_dtype)
+                    kept[t.tid, a.out_dtype] = t.numel * dtype_bytes(a.out_dtype)
     return float(sum(kept.values())), float(cast_w)
