@@ -210,33 +210,61 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
                              f"{exc}") from None  # fmt: skip
     if n == 0:
         raise PaddlefitError(f"`{key}: {ref}` is empty.")
+    if isinstance(first, dict):
+        if not first:
+            raise PaddlefitError(f"`{key}: {ref}`: sample 0 is an empty dict; give the model's keyword inputs.")
+        return ds
     if not isinstance(first, tuple | list) or len(first) < 2:
         what = f"a {len(first)}-element {type(first).__name__}" if isinstance(first, tuple | list) else \
             f"a {type(first).__name__}"  # fmt: skip
         raise PaddlefitError(f"`{key}: {ref}`: sample 0 is {what}; samples must be tuples of at least two "
-                             "elements (input..., label), the label last.")  # fmt: skip
+                             "elements (input..., label), the label last, or dicts of keyword inputs.")  # fmt: skip
     return ds
 
 
-def infer_input_specs(ds: Any, label: str, scan: int = 256) -> list[str]:
-    """Per-sample input specs (``float32[1,8,8]``, ``int64[200]:29876``) read off the first sample of ``ds`` (a
-    dataset from :func:`resolve_dataset`, which checked that samples are ``(input..., label)`` tuples); for integer
-    inputs ``high`` is 1 + the largest id among the first ``scan`` samples. The label (last element) is not an input.
+def _spec_of(value: Any, what: str, label: str, high_of: Any) -> str:
+    """``float32[1,8,8]`` / ``int64[200]:29876`` of one sample's value; ``high_of()`` gives 1 + the largest id."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise PaddlefitError(f"`{label}`: {what} of sample 0 has dtype {arr.dtype}, not a number; give `inputs:` and "
+                             "`label:` in the job spec.")  # fmt: skip
+    dims = ",".join(str(d) for d in arr.shape)
+    if arr.dtype.kind == "b":
+        return f"int64[{dims}]:2"
+    if np.issubdtype(arr.dtype, np.integer):
+        return f"{arr.dtype}[{dims}]:{max(high_of(), 1)}"
+    return f"{arr.dtype}[{dims}]"
+
+
+def infer_sample_specs(ds: Any, label: str, label_arg: str | None = None, scan: int = 256) -> tuple[list[str],
+                                                                                                     str | None]:
+    """(input specs, label spec) read off the first sample of ``ds`` (a dataset from :func:`resolve_dataset`).
+
+    Tuple samples: every element but the last is a positional input, the last is the label. Dict samples: every
+    key is a keyword input (``name=SPEC``) except the label's (``label_arg``, ``label`` or ``labels``; see
+    :func:`paddlefit.models.calling.label_key`). For integer values ``high`` is 1 + the largest id among the first
+    ``scan`` samples.
 
     Raises:
-        PaddlefitError: an input is not numeric; the message starts with ``label`` (e.g. ``data.train: digits``).
+        PaddlefitError: a value is not numeric; the message starts with ``label`` (e.g. ``data.train: digits``).
     """
+    from paddlefit.models.calling import label_key
+
     first = ds[0]
-    specs = []
-    for j in range(len(first) - 1):
-        arr = np.asarray(first[j])
-        if arr.dtype.kind not in "biuf":
-            raise PaddlefitError(f"`{label}`: input {j} of sample 0 has dtype {arr.dtype}, not a number; "
-                                 "give `inputs:` in the job spec.")  # fmt: skip
-        dims = ",".join(str(d) for d in arr.shape)
-        if np.issubdtype(arr.dtype, np.integer):
-            high = max(int(np.max(np.asarray(ds[i][j]))) for i in range(min(scan, len(ds)))) + 1
-            specs.append(f"{arr.dtype}[{dims}]:{max(high, 1)}")
-        else:
-            specs.append(f"{arr.dtype}[{dims}]")
-    return specs
+    n = min(scan, len(ds))
+
+    def high(get: Any) -> Any:
+        return lambda: max(int(np.max(np.asarray(get(ds[i])))) for i in range(n)) + 1
+
+    if isinstance(first, dict):
+        lab = label_key(first, label_arg)
+        inputs = [f"{k}={_spec_of(v, f'key {k!r}', label, high(lambda s, k=k: s[k]))}"
+                  for k, v in first.items() if k != lab]  # fmt: skip
+        return inputs, (_spec_of(first[lab], f"label {lab!r}", label, high(lambda s: s[lab])) if lab else None)
+    inputs = [_spec_of(first[j], f"input {j}", label, high(lambda s, j=j: s[j])) for j in range(len(first) - 1)]
+    return inputs, _spec_of(first[-1], "the label", label, high(lambda s: s[-1]))
+
+
+def infer_input_specs(ds: Any, label: str, scan: int = 256) -> list[str]:
+    """The input specs of :func:`infer_sample_specs` (the label is not an input)."""
+    return infer_sample_specs(ds, label, scan=scan)[0]

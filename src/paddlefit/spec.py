@@ -1,7 +1,9 @@
 """Job-spec pieces shared by every command: per-sample input specs, precision and optimizer names.
 
 An input spec describes ONE sample (no batch dimension): ``float32[3,224,224]`` for an image,
-``int64[128]`` for 128 token ids (ids drawn from ``[0, high)``; ``int64[128]:30522`` sets ``high``).
+``int64[128]`` for 128 token ids (ids drawn from ``[0, high)``; ``int64[128]:30522`` sets ``high``), ``int64[]``
+for one scalar per sample (a class id). ``name=SPEC`` (``token_type_ids=int64[128]:2``) passes the input to
+``forward`` as that keyword argument; unnamed inputs are positional and come first.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 
 #: Bytes per element of each dtype an input spec may use.
 DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 
-_SPEC_RE = re.compile(r"^\s*(?P<dtype>[a-z0-9]+)\s*\[(?P<dims>[^\]]*)\]\s*(?::\s*(?P<high>\d+))?\s*$")
+_SPEC_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*\[(?P<dims>[^\]]*)\]"
+                      r"\s*(?::\s*(?P<high>\d+))?\s*$")
 
 
 class Precision(str, Enum):
@@ -56,8 +59,9 @@ class InputSpec(BaseModel):
 
     Attributes:
         dtype: one of ``DTYPE_BYTES``.
-        shape: per-sample shape, e.g. ``(3, 224, 224)``; every dim >= 1.
+        shape: per-sample shape, e.g. ``(3, 224, 224)``; every dim >= 1; ``()`` is one scalar per sample.
         high: for integer inputs, ids are drawn from ``[0, high)`` (vocabulary size for token ids).
+        name: the ``forward`` keyword argument that receives it; None = positional.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -65,6 +69,7 @@ class InputSpec(BaseModel):
     dtype: str
     shape: tuple[int, ...]
     high: int | None = Field(default=None, ge=1)
+    name: str | None = None
 
     @property
     def bytes_per_sample(self) -> int:
@@ -76,11 +81,13 @@ class InputSpec(BaseModel):
 
     def __str__(self) -> str:
         dims = ",".join(str(d) for d in self.shape)
-        return f"{self.dtype}[{dims}]" + (f":{self.high}" if self.high and self.dtype.startswith("int") else "")
+        text = f"{self.dtype}[{dims}]" + (f":{self.high}" if self.high and self.dtype.startswith("int") else "")
+        return f"{self.name}={text}" if self.name else text
 
 
 def parse_input_spec(text: str) -> InputSpec:
-    """Parse ``dtype[d1,d2,...]`` (optionally ``:high`` for integer ids) into an InputSpec.
+    """Parse ``[name=]dtype[d1,d2,...]`` (optionally ``:high`` for integer ids; ``dtype[]`` is a scalar per
+    sample) into an InputSpec.
 
     Raises:
         InputSpecError: the text does not parse, names an unknown dtype, or has a dim < 1.
@@ -90,7 +97,8 @@ def parse_input_spec(text: str) -> InputSpec:
         raise InputSpecError(
             f"Input spec {text!r} does not parse. Write one sample's dtype and shape without the batch "
             "dimension, e.g. `--input float32[3,224,224]` or `--input int64[128]` (token ids; "
-            "`int64[128]:30522` sets the id range)."
+            "`int64[128]:30522` sets the id range; `int64[]` is one scalar per sample); `name=SPEC` passes it "
+            "as the keyword argument `name`, e.g. `--input token_type_ids=int64[128]:2`."
         )
     dtype = m.group("dtype")
     if dtype not in DTYPE_BYTES:
@@ -98,22 +106,42 @@ def parse_input_spec(text: str) -> InputSpec:
             f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}."
         )
     try:
-        dims = tuple(int(d) for d in m.group("dims").split(","))
+        dims = tuple(int(d) for d in m.group("dims").split(",")) if m.group("dims").strip() else ()
     except ValueError:
         raise InputSpecError(
             f"Input spec {text!r}: dimensions must be integers, e.g. `float32[3,224,224]`."
         ) from None
-    if not dims or any(d < 1 for d in dims):
+    if any(d < 1 for d in dims):
         raise InputSpecError(
-            f"Input spec {text!r}: every dimension must be >= 1 and at least one is needed "
-            "(the batch dimension is added by `--batch-size`)."
+            f"Input spec {text!r}: every dimension must be >= 1 (the batch dimension is added by "
+            "`--batch-size`; `int64[]` is one scalar per sample)."
         )
     high = int(m.group("high")) if m.group("high") else None
     if high is not None and not dtype.startswith("int"):
         raise InputSpecError(f"Input spec {text!r}: `:high` is only for integer (token id) inputs.")
     if high is not None and not 1 <= high <= 2**31 - 1:
         raise InputSpecError(f"Input spec {text!r}: the id range `:high` must be between 1 and 2147483647.")
-    return InputSpec(dtype=dtype, shape=dims, high=high)
+    return InputSpec(dtype=dtype, shape=dims, high=high, name=m.group("name"))
+
+
+def parse_input_specs(texts: list[str], option: str = "--input") -> list[InputSpec]:
+    """Parse several input specs: positional ones first, then named ones, each name once.
+
+    Raises:
+        InputSpecError: a spec does not parse, a positional spec follows a named one, or a name repeats.
+    """
+    specs = [parse_input_spec(t) for t in texts]
+    seen: set[str] = set()
+    for i, s in enumerate(specs):
+        if s.name is None and any(p.name for p in specs[:i]):
+            raise InputSpecError(f"`{option} {s}` is positional but follows the named `{option} "
+                                 f"{next(p for p in specs[:i] if p.name)}`; give positional inputs first, in "
+                                 "forward()'s order, then `name=SPEC` ones.")  # fmt: skip
+        if s.name is not None:
+            if s.name in seen:
+                raise InputSpecError(f"`{option}` names `{s.name}` twice; give each keyword input once.")
+            seen.add(s.name)
+    return specs
 
 
 def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
@@ -135,8 +163,11 @@ class DataSpec(BaseModel):
     ``python/paddle/io/reader.py``).
 
     ``train``/``eval`` are dataset factories, ``package.module:function`` (or a name in
-    :data:`DATASETS`) called with ``train_args``/``eval_args``; each returns a
-    ``paddle.io.Dataset`` whose samples are tuples ``(input..., label)``: the last element is the label.
+    :data:`DATASETS`) called with ``train_args``/``eval_args``; each returns a ``paddle.io.Dataset`` whose
+    samples are tuples ``(input..., label)`` (the last element is the label; the inputs go to ``forward`` in the
+    order of the job's ``inputs``, named ones as keyword arguments) or dicts of keyword arguments (the label is
+    the value under the job's ``label_arg``, else under ``label`` or ``labels``, which is then not passed).
+    ``eval_batch_size``: samples per evaluation forward (default ``batch_size``); ``plan`` measures that pass.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -145,6 +176,7 @@ class DataSpec(BaseModel):
     train_args: dict[str, Any] = Field(default_factory=dict)
     eval: str | None = None
     eval_args: dict[str, Any] = Field(default_factory=dict)
+    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7)
     shuffle: bool = True
     drop_last: bool = True
     num_workers: int = Field(default=0, ge=0)
@@ -224,11 +256,13 @@ class JobSpec(BaseModel):
     model: str = Field(min_length=1)
     model_args: dict[str, Any] = Field(default_factory=dict)
     inputs: list[str] = Field(default_factory=list)
+    label: str | None = None
+    label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     batch_size: int = Field(default=32, ge=1)
     grad_accum_steps: int = Field(default=1, ge=1)
     epochs: float | None = Field(default=None, gt=0, le=1e6)
     max_steps: int | None = Field(default=None, ge=1, le=10**12)
-    loss: str = "cross_entropy"
+    loss: str | None = None
     optimizer: OptimizerName = OptimizerName.ADAM
     lr: float = Field(default=1e-3, gt=0)
     weight_decay: float | None = Field(default=None, ge=0)
@@ -246,6 +280,14 @@ class JobSpec(BaseModel):
     visualdl: bool = False
     run_dir: str = "runs/job"
 
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs_mapping(cls, v: Any) -> Any:
+        """``{name: SPEC}`` is the same as ``[name=SPEC, ...]``."""
+        if isinstance(v, dict):
+            return [f"{k}={spec}" for k, spec in v.items()]
+        return v
+
     @model_validator(mode="after")
     def _min_lr_below_lr(self) -> JobSpec:
         if self.schedule.min_lr > self.lr:
@@ -257,7 +299,21 @@ class JobSpec(BaseModel):
 
     def input_specs(self) -> list[InputSpec]:
         """Parsed ``inputs`` (empty = the zoo model's defaults)."""
-        return [parse_input_spec(s) for s in self.inputs]
+        return parse_input_specs(self.inputs, "inputs:")
+
+    def label_spec(self) -> InputSpec | None:
+        """Parsed ``label`` (None = from the data or generated)."""
+        if self.label is None:
+            return None
+        spec = parse_input_spec(self.label)
+        if spec.name:
+            raise InputSpecError(f"`label: {self.label}` takes no name; the forward argument is `label_arg`.")
+        return spec
+
+    @property
+    def loss_name(self) -> str:
+        """The loss used when the model returns none of its own: ``loss``, default ``cross_entropy``."""
+        return self.loss or "cross_entropy"
 
 
 def _unique_key_loader() -> type:
@@ -320,10 +376,11 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
         got = repr(e.get("input"))
         got = got if len(got) <= 80 else got[:77] + "..."
         raise JobSpecError(f"Job spec `{p}`, key `{key}`: {e['msg']}{hint} (got {got}).") from None
-    try:
-        spec.input_specs()
-    except InputSpecError as exc:
-        raise JobSpecError(f"Job spec `{p}`, key `inputs`: {str(exc)[:300]}") from None
+    for key, check in (("inputs", spec.input_specs), ("label", spec.label_spec)):
+        try:
+            check()
+        except InputSpecError as exc:
+            raise JobSpecError(f"Job spec `{p}`, key `{key}`: {str(exc)[:300]}") from None
     return spec
 
 

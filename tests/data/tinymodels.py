@@ -69,3 +69,111 @@ def fdwrite():
             return x
 
     return FdWrite()
+
+
+class BiLSTMClassifier(nn.Layer):
+    """Token ids -> embedding -> 2-layer bidirectional LSTM -> linear (a text classifier / CRNN neck).
+    ``nn.LSTM`` coalesces its weights in ``__init__``, which fails under ``paddle.LazyGuard``."""
+
+    def __init__(self, vocab: int = 50, hidden: int = 16, classes: int = 3) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, 8)
+        self.lstm = nn.LSTM(8, hidden, num_layers=2, direction="bidirect")
+        self.head = nn.Linear(2 * hidden, classes)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.emb(ids))
+        return self.head(out.mean(axis=1))
+
+
+class FixedNames(nn.Layer):
+    """Parameters with fixed names (PaddleOCR's backbones): a second build in one process clashes without a fresh
+    ``unique_name.guard``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2D(1, 4, 3, weight_attr=paddle.ParamAttr(name="conv1_weights"), bias_attr=False)
+        self.fc = nn.Linear(4, 3, weight_attr=paddle.ParamAttr(name="fc_weights"))
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean(axis=[2, 3]))
+
+
+class InitCompute(nn.Layer):
+    """Computes with its own parameters in ``__init__`` (a head that derives a buffer from its weights), which
+    ``paddle.LazyGuard`` refuses: the lazy weights have no memory yet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        with paddle.no_grad():
+            self.register_buffer("prior", self.fc.weight.sum(axis=0) * 0.5)
+
+    def forward(self, x):
+        return self.fc(x) + self.prior
+
+
+class KeywordModel(nn.Layer):
+    """ERNIE-like signature: ``forward(input_ids, token_type_ids=None, position_ids=None, attention_mask=None,
+    labels=None)``; returns ``{"loss", "logits"}`` when labels are given, else the logits."""
+
+    def __init__(self, vocab: int = 40, classes: int = 3) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, 16)
+        self.seg = nn.Embedding(2, 16)
+        self.head = nn.Linear(16, classes)
+
+    def forward(self, input_ids, token_type_ids=None, position_ids=None, attention_mask=None, labels=None):
+        h = self.emb(input_ids)
+        if token_type_ids is not None:
+            h = h + self.seg(token_type_ids)
+        if attention_mask is not None:
+            h = h * attention_mask.unsqueeze(-1).astype(h.dtype)
+        logits = self.head(h.mean(axis=1))
+        if labels is None:
+            return logits
+        return {"loss": paddle.nn.functional.cross_entropy(logits, labels.reshape([-1])), "logits": logits}
+
+
+class SegNet(nn.Layer):
+    """A segmentation net returning a list of NCHW logit maps in train mode (main + auxiliary head) and the main
+    map alone in eval mode (PaddleSeg's convention)."""
+
+    def __init__(self, classes: int = 4) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2D(3, 8, 3, padding=1), nn.BatchNorm2D(8), nn.ReLU())
+        self.main = nn.Conv2D(8, classes, 1)
+        self.aux = nn.Conv2D(8, classes, 1)
+
+    def forward(self, x):
+        f = self.body(x)
+        return [self.main(f), self.aux(f)] if self.training else [self.main(f)]
+
+
+class DictOut(nn.Layer):
+    """Returns a dict of two heads (no logits key)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(6, 3)
+        self.b = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return {"cls": self.a(x), "box": self.b(x)}
+
+
+def gpu_only_kernel() -> nn.Layer:
+    """A forward that calls a kernel Paddle registers for GPU only (as PaddleFormers' fused_rms_norm_ext)."""
+
+    class Fused(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            from paddle import _C_ops
+
+            h = self.fc(x)
+            return _C_ops.fused_rms_norm_ext(h, paddle.ones([8]), 1e-6)
+
+    return Fused()

@@ -14,7 +14,7 @@ from paddlefit.cli.plan import resolve_job
 from paddlefit.plan.cost import InterruptionRate, build_cost, rate_from_bucket
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_cost, to_json
-from paddlefit.spec import OptimizerName, Precision, parse_enum, parse_input_spec
+from paddlefit.spec import OptimizerName, Precision, parse_enum
 
 
 @handle_errors
@@ -126,7 +126,7 @@ def cost_command(
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
     req = PlanRequest(
         model=job.model, batch_size=job.batch_size,
-        inputs=[parse_input_spec(s) for s in job.inputs] if job.inputs else None, model_args=job.model_args,
+        **job.call_fields(), model_args=job.model_args,
         optimizer=parse_enum(OptimizerName, job.optimizer, "--optimizer"),  # type: ignore[arg-type]
         precision=parse_enum(Precision, job.precision, "--precision"),  # type: ignore[arg-type]
         gpus=needed, devices=1, catalog_files=[str(p) for p in catalog or []],

@@ -12,7 +12,15 @@ from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, st
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.plan.planner import PlanRequest, build_plan
 from paddlefit.report.render import render_explain, render_plan, to_json
-from paddlefit.spec import JobSpec, OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
+from paddlefit.spec import (
+    JobSpec,
+    OptimizerName,
+    Precision,
+    load_job_spec,
+    parse_enum,
+    parse_input_spec,
+    parse_input_specs,
+)
 
 
 def _job_length(spec: JobSpec, train_size: int | None, batch_size: int,
@@ -46,13 +54,32 @@ class ResolvedJob:
     precision: str
     own_job: bool
     train_size: int | None
+    label: str | None = None
+    label_arg: str | None = None
+    loss: str | None = None
+    eval_batch_size: int | None = None
+
+    def call_fields(self) -> dict:
+        """The :class:`~paddlefit.plan.planner.PlanRequest` fields of how the job calls its model.
+
+        Raises:
+            InputSpecError: an input or label spec does not parse.
+        """
+        return {
+            "inputs": parse_input_specs(self.inputs) if self.inputs else None,
+            "label": parse_input_spec(self.label) if self.label else None,
+            "label_arg": self.label_arg, "loss": self.loss,
+            "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
+            "eval_batch_size": self.eval_batch_size,
+        }  # fmt: skip
 
 
 def resolve_job(model: str | None, config: Path | None, batch_size: int | None, inputs: list[str] | None,
                 model_arg: list[str] | None, optimizer: str | None, precision: str | None,
-                need_train: bool, command: str = "plan") -> ResolvedJob:  # fmt: skip
+                need_train: bool, command: str = "plan", label: str | None = None, label_arg: str | None = None,
+                loss: str | None = None, eval_batch_size: int | None = None) -> ResolvedJob:  # fmt: skip
     """Merge MODEL/options with ``--config``; build ``data.train`` once when its first sample gives the inputs or
-    (``need_train``) its length gives the job length.
+    the label, or (``need_train``) its length gives the job length.
 
     Raises:
         PaddlefitError (exit 2): neither a model nor a spec; a bad spec or dataset.
@@ -67,20 +94,31 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
     if not inputs and spec and spec.inputs:
         inputs = spec.inputs
     own_job = spec is not None and model == spec.model
+    if own_job:
+        label = label or spec.label  # type: ignore[union-attr]
+        label_arg = label_arg or spec.label_arg  # type: ignore[union-attr]
+        loss = loss or spec.loss  # type: ignore[union-attr]
+        eval_batch_size = eval_batch_size or spec.data.eval_batch_size  # type: ignore[union-attr]
     train_ds = None
-    if own_job and spec.data.train and (not inputs or (need_train and spec.epochs)):  # type: ignore[union-attr]
+    if own_job and spec.data.train and (not inputs or not label or (need_train and spec.epochs)):  # type: ignore
         from paddlefit.datasets import resolve_dataset
 
-        with stdout_to_stderr():  # built once, for the inputs and/or the epoch length
+        with stdout_to_stderr():  # built once, for the inputs, the label and/or the epoch length
             train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
-    if not inputs and train_ds is not None:
-        from paddlefit.datasets import infer_input_specs
+    if train_ds is not None and (not inputs or not label):
+        from paddlefit.datasets import infer_sample_specs
 
-        inputs = infer_input_specs(train_ds, f"data.train: {spec.data.train}")  # type: ignore[union-attr]
-        err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
+        found, found_label = infer_sample_specs(train_ds, f"data.train: {spec.data.train}", label_arg)  # type: ignore
+        if not inputs:
+            inputs = found
+            err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
+        if not label and found_label:
+            label = found_label
+            err.print(f"[dim]label from data.train: {label}[/]")
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
-                       own_job, len(train_ds) if train_ds is not None else None)  # fmt: skip
+                       own_job, len(train_ds) if train_ds is not None else None, label, label_arg, loss,
+                       eval_batch_size)  # fmt: skip
 
 
 @handle_errors
@@ -91,7 +129,16 @@ def plan_command(
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device micro-batch size (samples) [32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i",
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
-                                          "multi-input models. Default: the zoo model's own."),
+                                          "multi-input models, in forward()'s order; name=SPEC passes a keyword "
+                                          "argument (token_type_ids=int64[128]:2). Default: the zoo model's own."),
+    label: str = typer.Option(None, "--label", help="Per-sample label spec, e.g. int64[]:10 (class ids) or "
+                              "int64[512,512]:19 (a mask). Default: data.train's, else generated from the loss."),
+    label_arg: str = typer.Option(None, "--label-arg", help="Pass the label to forward() as this keyword (a model "
+                                  "that computes its own loss, e.g. labels)."),
+    loss: str = typer.Option(None, "--loss", help="cross_entropy | mse | package.module:function (default: the "
+                             "model's own loss if it returns one, else cross_entropy)."),
+    eval_batch_size: int = typer.Option(None, "--eval-batch-size", help="Samples per evaluation forward "
+                                        "(default: data.eval_batch_size, else --batch-size)."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
@@ -158,6 +205,7 @@ def plan_command(
             model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer, flash_attention, mfu,
             network_gbps, safety_margin, top, catalog, json_out,
             {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
+             "--label": label, "--label-arg": label_arg, "--loss": loss, "--eval-batch-size": eval_batch_size,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
              "--calibration": calibration, "--max-probe-gib": max_probe_gib, "--explain": explain},
         )  # fmt: skip
@@ -169,8 +217,13 @@ def plan_command(
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
                    "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
+    if label_arg is not None and not label_arg.isidentifier():
+        raise fail(f"`--label-arg {label_arg!r}` must be a forward() argument name, e.g. `labels`.")
+    if eval_batch_size is not None and eval_batch_size < 1:
+        raise fail(f"`--eval-batch-size` must be >= 1 (got {eval_batch_size}).")
     job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
-                      need_train=dataset_size is None and epochs is None)  # fmt: skip
+                      need_train=dataset_size is None and epochs is None, label=label, label_arg=label_arg,
+                      loss=loss, eval_batch_size=eval_batch_size)  # fmt: skip
     spec, model, batch_size, inputs, model_args, optimizer, precision = (
         job.spec, job.model, job.batch_size, job.inputs, job.model_args, job.optimizer, job.precision)
     devices = devices if devices is not None else (spec.devices if spec else 1)
@@ -192,7 +245,7 @@ def plan_command(
     req = PlanRequest(
         model=model,
         batch_size=batch_size,
-        inputs=[parse_input_spec(s) for s in inputs] if inputs else None,
+        **job.call_fields(),
         model_args=model_args,
         optimizer=parse_enum(OptimizerName, optimizer, "--optimizer"),  # type: ignore[arg-type]
         precision=parse_enum(Precision, precision, "--precision"),  # type: ignore[arg-type]

@@ -21,7 +21,17 @@ sigmoid, tanh,
 hardswish, + - * /
 pooling               numel of the input   (flops.py ``pool``)
 embedding, dropout    0                    (flops.py ``c_embedding``/``dropout``)
+cross_entropy, ctc    3 * numel of the logits (the softmax rule; the gather and log are per row)
+bce, mse, l1 losses   1 * numel            (elementwise rule)
+LSTM / GRU /          per layer and direction: 2 * B * T * G * H * (I_l + R) GEMMs + 2 * B * T * G * H bias
+SimpleRNN             + E * B * T * H gate arithmetic; G = 4 / 3 / 1 gates, E = 9 / 8 / 1, I_l = input
+                      size (layer 0) or D * H, R = H (the proj_size when set, + 2 * B * T * H * R for it)
 ===================  ==========================================================================
+
+The recurrent formula is the GEMM count of the cell equations in Paddle's ``LSTMCell``/``GRUCell``/
+``SimpleRNNCell`` docstrings (``python/paddle/nn/layer/rnn.py``): each gate is ``W_ih x_t + b_ih + W_hh h_{t-1}
++ b_hh``; E counts the elementwise ops of the cell update (LSTM: 3 sigmoid, 2 tanh, 3 multiply, 1 add; GRU: 2
+sigmoid, 1 tanh, 3 multiply, 2 add; SimpleRNN: 1 tanh).
 
 Backward rule: for GEMM-like ops (conv, linear, matmul) the gradient with respect to each operand that
 requires a gradient costs one forward GEMM (dX = dY·Wᵀ, dW = Xᵀ·dY), so backward = 2 x forward when both
@@ -202,6 +212,36 @@ class FlopCounter:
         bwd = fwd if any(_needs_grad(t) for t in inputs) else 0
         self.emit(kind, op, cls, fwd, bwd, inputs, out)
 
+    def _rnn(self, layer: Any, x: Any, out: Any) -> None:
+        """FLOPs and trace of a ``paddle.nn`` LSTM/GRU/SimpleRNN (formula in the module docstring).
+
+        Each layer and direction is traced as two GEMMs: the input projection of all T steps at once
+        (B*T x G*H x I_l) and the recurrent one as a batch of T GEMMs (B x G*H x R); the GPU model therefore sees
+        the recurrent FLOPs but not the latency of T dependent steps.
+        """
+        gates, elem = {"LSTM": (4, 9), "GRU": (3, 8)}.get(type(layer).__name__, (1, 1))
+        time_major = bool(getattr(layer, "time_major", False))
+        b, t = (int(x.shape[1]), int(x.shape[0])) if time_major else (int(x.shape[0]), int(x.shape[1]))
+        h = int(layer.hidden_size)
+        dirs = int(getattr(layer, "num_directions", 1) or 1)
+        proj = int(getattr(layer, "proj_size", 0) or 0)
+        r = proj or h
+        params = dict(layer.named_parameters())
+        size_in = int(x.shape[-1])
+        for lay in range(int(layer.num_layers)):
+            for d in range(dirs):
+                sfx = f"l{lay}" + ("_reverse" if d else "")
+                w_ih, w_hh = params.get(f"weight_ih_{sfx}"), params.get(f"weight_hh_{sfx}")
+                m = b * t
+                fwd_in = 2 * m * gates * h * size_in + 2 * m * gates * h
+                first = lay == 0
+                bwd_in = fwd_in * (2 if not first or _needs_grad(x) else 1)
+                self.emit("rnn", "rnn", "gemm", fwd_in, bwd_in, (x if first else out, w_ih), out,
+                          (1, m, gates * h, size_in))  # fmt: skip
+                fwd_rec = 2 * m * gates * h * r + 2 * m * gates * h + elem * m * h + (2 * m * h * r if proj else 0)
+                self.emit("rnn", "rnn", "gemm", fwd_rec, 2 * fwd_rec, (out, w_hh), out, (t, b, gates * h, r))
+            size_in = dirs * r
+
     # ---- layers
     def _layer_rules(self):
         from paddle import nn
@@ -252,6 +292,9 @@ class FlopCounter:
             self.emit("embedding", "embedding", "embedding", 0, _numel(out) if _needs_grad(layer.weight) else 0,
                       (inp[0], layer.weight), out)  # fmt: skip
 
+        def on_rnn(layer, inp, out):
+            self._rnn(layer, inp[0], out[0] if isinstance(out, list | tuple) else out)
+
         return [
             (conv, on_conv),
             (conv_t, lambda layer, i, o: on_conv(layer, i, o, transposed=True)),
@@ -264,6 +307,7 @@ class FlopCounter:
             (maxpool, on_pool("max_pool")),
             (avgpool, on_pool("avg_pool")),
             (nn.Embedding, on_embedding),
+            ((nn.LSTM, nn.GRU, nn.SimpleRNN), on_rnn),
             (nn.Dropout, lambda layer, i, o: self.emit("dropout", "dropout", "elementwise", 0, 0, i[0], o)),
         ]
 
@@ -396,6 +440,24 @@ class FlopCounter:
             self._wrap(paddle.Tensor, name, ew("elementwise", 1, op))
         for name in ("add", "subtract", "multiply", "divide"):
             self._wrap(paddle, name, ew("elementwise", 1, name))
+        # losses (their fluid op names, as Paddle's AMP lists name them)
+        def loss_rule(op, per, cls):
+            def rule(args, kwargs, out):
+                x = args[0] if args else next(iter(kwargs.values()), None)
+                self.emit("loss", op, cls, per * _numel(x), per * _numel(x) if _needs_grad(x) else 0,
+                          (*args, *kwargs.values()), out)  # fmt: skip
+
+            return rule
+
+        for name, op, per, cls in (("cross_entropy", "softmax_with_cross_entropy", 3, "softmax"),
+                                   ("softmax_with_cross_entropy", "softmax_with_cross_entropy", 3, "softmax"),
+                                   ("ctc_loss", "warpctc", 3, "softmax"), ("nll_loss", "nll_loss", 1, "elementwise"),
+                                   ("binary_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits", 1,
+                                    "elementwise"),
+                                   ("binary_cross_entropy", "bce_loss", 1, "elementwise"),
+                                   ("mse_loss", "mse_loss", 1, "elementwise"), ("l1_loss", "l1_loss", 1, "elementwise"),
+                                   ("smooth_l1_loss", "huber_loss", 1, "elementwise")):  # fmt: skip
+            self._wrap(F, name, loss_rule(op, per, cls))
         # zero-FLOP kernels: counted as ops (kernel launches), no FLOPs
         self._wrap(F, "dropout", move_rule("dropout", "elementwise"))
         for owner, name in ((paddle, "transpose"), (paddle.Tensor, "transpose"), (paddle, "concat"),

@@ -1,8 +1,9 @@
 """Peak training memory: model states analytically, activations and workspace by a CPU probe.
 
 Definition (the quantity every number here predicts): the allocator's peak over building the model and
-optimizer and running two full training steps (forward, backward, optimizer step, ``clear_grad``), minus
-what was allocated before. On CPU the allocator is Paddle's host allocator, read with
+optimizer, running two full training steps (forward with the job's loss, backward, optimizer step,
+``clear_grad``) and one evaluation forward (eval mode, no gradients, phase ``eval``), minus what was allocated
+before. On CPU the allocator is Paddle's host allocator, read with
 ``paddle.base.core.host_memory_stat_peak_value("Allocated", 0)``; on GPU it is
 ``paddle.device.cuda.max_memory_allocated()`` (excludes the CUDA context).
 
@@ -160,13 +161,19 @@ class ProbeResult:
     fits: dict[str, PhaseFit]
     time_fit: PhaseFit
 
-    def peak_bytes(self, batch: int) -> float:
-        """Predicted peak allocated bytes at ``batch`` (max over phases)."""
-        return max(f.at(batch) for f in self.fits.values())
+    def phase_bytes(self, batch: int, eval_batch: int | None = None) -> dict[str, float]:
+        """Predicted peak bytes of each phase: training phases at ``batch``, ``eval`` at ``eval_batch`` (default
+        ``batch``)."""
+        return {p: f.at(eval_batch or batch if p == "eval" else batch) for p, f in self.fits.items()}
 
-    def dominant_phase(self, batch: int) -> str:
-        """Name of the phase with the largest predicted peak at ``batch``."""
-        return max(self.fits, key=lambda p: self.fits[p].at(batch))
+    def peak_bytes(self, batch: int, eval_batch: int | None = None) -> float:
+        """Predicted peak allocated bytes at ``batch`` (max over phases; ``eval`` at ``eval_batch``)."""
+        return max(self.phase_bytes(batch, eval_batch).values())
+
+    def dominant_phase(self, batch: int, eval_batch: int | None = None) -> str:
+        """Name of the phase with the largest predicted peak at ``batch`` (``eval`` at ``eval_batch``)."""
+        by = self.phase_bytes(batch, eval_batch)
+        return max(by, key=by.__getitem__)
 
     def step_time_s(self, batch: int) -> float:
         """Predicted CPU seconds per training step at ``batch`` (linear fit of measured steps)."""
@@ -206,20 +213,12 @@ def _fit(xs: list[int], ys: list[float], convex: bool = False) -> PhaseFit:
 
 
 def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed: int = 0) -> list[Any]:
-    """Random Paddle tensors of shape (batch, *spec.shape); int ids in ``[0, spec.high or 2)``."""
-    import paddle
+    """Random Paddle tensors of shape (batch, *spec.shape); int ids in ``[0, spec.high or 2)`` (positional and named
+    specs alike, in order; :func:`paddlefit.models.calling.make_batch` keeps the names)."""
+    from paddlefit.models.calling import make_batch
 
-    rng = np.random.default_rng(seed)
-    out = []
-    for s in specs:
-        shape = (batch, *s.shape)
-        if s.dtype.startswith("int"):
-            arr = rng.integers(0, s.high or 2, size=shape).astype(s.dtype)
-        else:
-            arr = rng.standard_normal(shape).astype("float32")
-        t = paddle.to_tensor(arr)
-        out.append(t.astype(s.dtype) if s.dtype in ("float16", "bfloat16") else t)
-    return out
+    unnamed = [s.model_copy(update={"name": None}) for s in specs]
+    return make_batch(unnamed, None, batch, seed).args
 
 
 def make_optimizer(name: OptimizerName, parameters: Any) -> Any:
@@ -236,8 +235,9 @@ def make_optimizer(name: OptimizerName, parameters: Any) -> Any:
 
 
 def reduce_to_loss(out: Any) -> Any:
-    """The scalar a training step backpropagates: the model's output reduced by mean (sum over a tuple/list
-    or dict of outputs, e.g. GoogLeNet's auxiliary heads); a 0-d output is taken as the model's own loss."""
+    """A proxy loss for a model with no job loss: the output reduced by mean (sum over a tuple/list or dict of
+    outputs); a 0-d output is taken as the model's own loss. Used only when the job's loss cannot be applied to a
+    model planned without a job spec (:class:`JobCall` ``strict`` False), and said in the plan's notes."""
     import paddle
 
     if isinstance(out, dict):
@@ -248,6 +248,95 @@ def reduce_to_loss(out: Any) -> Any:
     if not paddle.is_floating_point(out):
         out = out.astype("float32")
     return out if out.ndim == 0 else out.mean()
+
+
+@dataclass
+class JobCall:
+    """How the probe calls the model and takes the loss: the job's inputs, label and loss
+    (:mod:`paddlefit.models.calling`).
+
+    Attributes:
+        specs: per-sample input specs (named ones are keyword arguments).
+        label: the label's per-sample spec; None = generated from the loss and a first forward's output
+            (:func:`~paddlefit.models.calling.infer_label_spec`).
+        label_arg: the forward keyword that receives the label.
+        loss: the job's loss name (None = ``cross_entropy``).
+        strict: the loss is the job's (a spec or ``--loss``): an output it cannot take is an error. False (a
+            model planned with no job): the probe falls back to :func:`reduce_to_loss` and says so in ``note``.
+    """
+
+    specs: list[InputSpec]
+    label: InputSpec | None = None
+    label_arg: str | None = None
+    loss: str | None = None
+    strict: bool = False
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        from paddlefit.models.calling import JobLoss
+
+        self.job_loss = JobLoss(self.loss, self.label_arg)
+        self.eval_loss = JobLoss(self.loss, self.label_arg)  # eval outputs may differ (no auxiliary heads)
+        self.proxy = False
+
+    def prepare(self, model: Any) -> None:
+        """Infer the label spec from one no-grad forward at batch 1 when none is given (no peak is kept: the
+        caller resets the allocator peak afterwards).
+
+        Raises:
+            PaddlefitError: (strict) the loss cannot be given a label; whatever the model raises.
+        """
+        import paddle
+
+        from paddlefit.models.calling import call_model, check_label_spec, infer_label_spec, make_batch, model_loss
+
+        if self.label is not None:
+            return
+        if self.strict:
+            check_label_spec(None, self.loss, self.label_arg)
+        with paddle.no_grad():
+            out = call_model(model, make_batch(self.specs, None, 1), None)
+        if model_loss(out, False) is not None:
+            return
+        self.label = infer_label_spec(out, self.loss)
+        if self.label is None:
+            from paddlefit.models.calling import describe_output
+
+            if self.strict:
+                from paddlefit.errors import PaddlefitError
+
+                raise PaddlefitError(f"the model returns {describe_output(out)}; paddlefit cannot generate labels "
+                                     f"for `loss: {self.loss or 'cross_entropy'}` from it. Give the label's "
+                                     "per-sample spec (`label: SPEC` / `--label SPEC`, e.g. `int64[]:10`).")
+            self.proxy = True
+            self.note = (f"no job loss applies to the output ({describe_output(out)}): the probe backpropagated "
+                         "mean(output) as a proxy; give the job's loss and label (`plan --config`)")
+
+    def batch(self, batch: int, seed: int = 0) -> Any:
+        """A synthetic :class:`~paddlefit.models.calling.Batch` of ``batch`` samples."""
+        from paddlefit.models.calling import make_batch
+
+        return make_batch(self.specs, self.label, batch, seed)
+
+    def loss_of(self, model: Any, batch: Any) -> Any:
+        """Forward and loss of one batch (the scalar to backpropagate)."""
+        from paddlefit.errors import PaddlefitError
+        from paddlefit.models.calling import call_model
+
+        out = call_model(model, batch, self.label_arg)
+        if self.proxy:
+            return reduce_to_loss(out)
+        try:
+            return self.job_loss(out, batch)
+        except PaddlefitError:
+            if self.strict:
+                raise
+            self.proxy = True
+            from paddlefit.models.calling import describe_output
+
+            self.note = (f"no job loss applies to the output ({describe_output(out)}): the probe backpropagated "
+                         "mean(output) as a proxy; give the job's loss and label (`plan --config`)")
+            return reduce_to_loss(out)
 
 
 def _alloc() -> tuple[Any, Any, Any]:
@@ -261,19 +350,18 @@ def _alloc() -> tuple[Any, Any, Any]:
     )
 
 
-def _measured_step(model: Any, opt: Any, inputs: list[Any], alloc: tuple[Any, Any, Any], base: int,
+def _measured_step(model: Any, opt: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any, Any], base: int,
                    counter: Any = None) -> tuple[dict[str, int], float]:  # fmt: skip
     """One full training step; the allocator peak (bytes above ``base``) of each phase, and its seconds.
 
-    ``counter`` (a :class:`~paddlefit.estimate.flops.FlopCounter`) wraps the forward when given.
+    The forward phase includes the job's loss. ``counter`` (a :class:`~paddlefit.estimate.flops.FlopCounter`)
+    wraps the forward and the loss when given.
     """
     _, peak, reset = alloc
     reset()
     t0 = time.perf_counter()
     with counter if counter is not None else contextlib.nullcontext():
-        out = model(*inputs)
-    loss = reduce_to_loss(out)
-    del out
+        loss = call.loss_of(model, batch)
     peaks = {"forward": peak() - base}
     reset()
     loss.backward()
@@ -287,10 +375,37 @@ def _measured_step(model: Any, opt: Any, inputs: list[Any], alloc: tuple[Any, An
     return peaks, seconds
 
 
+def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any, Any], base: int) -> int:
+    """Peak bytes above ``base`` of one evaluation forward as ``train`` runs it: eval mode, no gradients, the
+    model's outputs and the job's loss (when there is a label) computed and dropped."""
+    import paddle
+
+    from paddlefit.models.calling import call_model
+
+    _, peak, reset = alloc
+    reset()
+    model.eval()
+    try:
+        with paddle.no_grad():
+            out = call_model(model, batch, call.label_arg)
+            if batch.label is not None and not call.proxy:
+                try:
+                    loss = call.eval_loss(out, batch)
+                    del loss
+                except Exception:
+                    pass
+            del out
+        return peak() - base
+    finally:
+        model.train()
+
+
 def measure_training_steps(
-    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, steps: int = 2
+    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, steps: int = 2,
+    call: JobCall | None = None, eval_batch: int | None = None,
 ) -> StepMeasurement:
-    """Build the model and optimizer from scratch and run ``steps`` full training steps on CPU.
+    """Build the model and optimizer from scratch and run ``steps`` full training steps on CPU (then, with
+    ``eval_batch``, one evaluation forward at that batch as phase ``eval``).
 
     Returns the peak bytes of each phase above the baseline taken before building, the model-state bytes
     held after the last step, and the wall time of the last step (seconds).
@@ -298,24 +413,32 @@ def measure_training_steps(
     Raises:
         Whatever the model raises (the caller wraps it in a ModelError naming the input specs).
     """
+    from paddlefit.models.build import build
+
     use_all_cores()
+    call = call or JobCall(list(specs))
     alloc = _alloc()
     current, peak, reset = alloc
     gc.collect()
     base = current()
     reset()
-    model = factory()
+    model = build(factory)
     model.train()
     opt = make_optimizer(optimizer, model.parameters())
     phase_peak = dict.fromkeys(PHASES, 0)
     phase_peak["optimizer_step"] = peak() - base  # building the model and optimizer counts there
-    inputs = make_inputs(specs, batch)
+    call.prepare(model)
+    data = call.batch(batch)
     step_t = 0.0
     for _ in range(steps):
-        peaks, step_t = _measured_step(model, opt, inputs, alloc, base)
+        peaks, step_t = _measured_step(model, opt, call, data, alloc, base)
         phase_peak = {k: max(v, peaks[k]) for k, v in phase_peak.items()}
-    del inputs
+    del data
     states = current() - base
+    if eval_batch:
+        data = call.batch(eval_batch, seed=7)
+        phase_peak["eval"] = _measured_eval(model, call, data, alloc, base)
+        del data
     del opt, model
     gc.collect()
     return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t)
@@ -341,8 +464,15 @@ def probe_memory(
     count: bool = True,
     extend_to: int = 0,
     budget_s: float = 6.0,
+    call: JobCall | None = None,
+    eval_phase: bool = True,
 ) -> tuple[ProbeResult, Any]:
     """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
+
+    The model is called and its loss taken as the job does (``call``, default: the inputs positional and
+    ``cross_entropy`` on generated labels). With ``eval_phase`` every steady-state step is followed by one
+    evaluation forward at the same batch (eval mode, no gradients, the loss computed), fit as phase ``eval``;
+    the caller evaluates that line at the job's eval batch size.
 
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
@@ -363,17 +493,20 @@ def probe_memory(
     """
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
     from paddlefit.estimate.optrace import OpTrace, TraceRecorder
+    from paddlefit.models.build import build
 
     use_all_cores()
+    call = call or JobCall(list(specs))
     alloc = _alloc()
     current, peak, reset = alloc
     gc.collect()
     base = current()
     reset()
-    model = factory()
+    model = build(factory)
     model.train()
     opt = make_optimizer(optimizer, model.parameters())
     first_opt_peak = peak() - base
+    call.prepare(model)  # its no-grad forward's peak is reset by the first step
     flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
     ms: list[StepMeasurement] = []
     sizes = [batch_sizes[0], *batch_sizes]
@@ -383,14 +516,16 @@ def probe_memory(
     i = 0
     while i < len(sizes):
         b = sizes[i]
-        inputs = make_inputs(specs, b, seed=i)
+        data = call.batch(b, seed=i)
         counter = None
         if flops is not None and (i == 0 or (len(traces) == 1 and b != sizes[0])):
             traces[b] = TraceRecorder()
             counter = FlopCounter(model, flops if i == 0 else FlopsCount(batch_size=b), traces[b])
-        peaks, seconds = _measured_step(model, opt, inputs, alloc, base, counter)
-        del inputs
+        peaks, seconds = _measured_step(model, opt, call, data, alloc, base, counter)
         i += 1
+        if i > 1 and eval_phase:
+            peaks["eval"] = _measured_eval(model, call, data, alloc, base)
+        del data
         if i == 1:
             first_opt_peak = max(first_opt_peak, peaks["optimizer_step"])
             # guard: the probe's largest batch must fit this machine's free RAM (bounded by b1 peak x batch)
@@ -409,7 +544,7 @@ def probe_memory(
     del opt, model
     gc.collect()
     xs = [m.batch_size for m in ms]
-    fits = {p: _fit(xs, [m.phase_peak_bytes[p] for m in ms], convex=True) for p in PHASES}
+    fits = {p: _fit(xs, [m.phase_peak_bytes[p] for m in ms], convex=True) for p in ms[0].phase_peak_bytes}
     o = fits["optimizer_step"]
     if o.at(xs[0]) < first_opt_peak:  # the first step's state creation can be the larger peak
         floor = (first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes)

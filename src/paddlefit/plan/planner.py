@@ -1,8 +1,11 @@
 """Plan a training job: memory, FLOPs, step time and largest batch on this CPU and every catalog GPU.
 
-Pipeline: resolve the model -> build it under ``paddle.LazyGuard`` (parameter inventory, no allocation) ->
-CPU probe (real training steps at small batches, FLOPs counted on the first forward) or, for models too
-large to probe, the analytic transformer path -> per-target predictions -> recommendation.
+Pipeline: resolve the model -> build it under ``paddle.LazyGuard`` (parameter inventory, no allocation; a real
+build when the lazy one fails, :mod:`paddlefit.models.build`) -> CPU probe (real training steps of the job at
+small batches: its inputs, its loss on labels of the right structure, then an evaluation forward; FLOPs counted on
+the first forward) or, for models too large to probe, the analytic transformer path -> per-target predictions
+-> recommendation. The peak is the max over the phases forward (with the loss), backward, optimizer step and
+eval (at the eval batch size).
 
 GPU adjustments to the CPU-probe peak (memory is not calibrated until ``paddlefit calibrate`` runs on that GPU):
 
@@ -32,7 +35,7 @@ from typing import Any
 import psutil
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
-from paddlefit.errors import CatalogError, InputSpecError, ModelError, UnknownNameError
+from paddlefit.errors import CatalogError, InputSpecError, ModelError, PaddlefitError, UnknownNameError
 from paddlefit.estimate import memory as mem
 from paddlefit.estimate.gpu_model import (
     PerfParams,
@@ -44,6 +47,7 @@ from paddlefit.estimate.gpu_model import (
 )
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
 from paddlefit.estimate.timing import measure_host_overhead, ring_allreduce_s
+from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.calibration import Calibration, load_calibrations
 from paddlefit.spec import InputSpec, OptimizerName, Precision
@@ -74,6 +78,11 @@ class PlanRequest:
             min(25% of RAM, 8 GiB).
         explain: GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a
             name that is not among the planned GPUs is an error (the CLI checks it before the probe).
+        label, label_arg, loss: the job's label spec (None = from data or generated), the forward keyword that
+            receives the label, and its loss (None = ``cross_entropy``); see :mod:`paddlefit.models.calling`.
+        loss_strict: the loss is the job's (a job spec or ``--loss``): an output it cannot take is an error
+            rather than planned with a proxy loss.
+        eval_batch_size: samples per evaluation forward (None = ``batch_size``).
     """
 
     model: str
@@ -93,6 +102,11 @@ class PlanRequest:
     probe_budget_s: float = 6.0
     max_probe_bytes: int | None = None
     explain: list[str] = field(default_factory=list)
+    label: InputSpec | None = None
+    label_arg: str | None = None
+    loss: str | None = None
+    loss_strict: bool = False
+    eval_batch_size: int | None = None
 
 
 @dataclass
@@ -183,17 +197,6 @@ def _specs_for(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]
         specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
                  for s in specs]  # fmt: skip
     return specs
-
-
-def _model_failure(ref: ModelRef, specs: list[InputSpec], exc: BaseException, what: str) -> ModelError:
-    msg = str(exc).strip().splitlines()
-    short = " ".join(line.strip() for line in msg if line.strip())[:600]
-    shown = " ".join(f"`--input {s}`" for s in specs)
-    return ModelError(
-        f"Model {ref.name!r} failed to {what} with inputs {shown} (batch dimension added): "
-        f"{type(exc).__name__}: {short}. Check that there is one `--input` per forward() argument, "
-        "in order, with the per-sample shape and dtype the model expects."
-    )
 
 
 def amp_activation_memory(trace: OpTrace, precision: Precision) -> tuple[float, float]:
@@ -303,20 +306,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     specs = _specs_for(ref, req.inputs)
 
     say(f"building {ref.name} under paddle.LazyGuard")
-    import paddle
-
-    try:
-        with paddle.LazyGuard():
-            lazy = ref.factory()
-        if not isinstance(lazy, paddle.nn.Layer):
-            raise TypeError(f"the factory returned {type(lazy).__name__}, not a paddle.nn.Layer")
-        info = mem.param_info(lazy)
-        del lazy
-    except (Exception, SystemExit) as exc:
-        raise ModelError(
-            f"Model {ref.name!r} could not be built: {type(exc).__name__}: {exc}. Check the factory and its "
-            "`--model-arg` values; it must return a `paddle.nn.Layer`."
-        ) from None
+    info, build_note = param_inventory(ref)
     if info.trainable_params == 0:
         raise ModelError(
             f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
@@ -327,12 +317,14 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     b = req.batch_size
     states32 = mem.model_state_bytes(info, req.optimizer, Precision.FP32)
-    notes_model: list[str] = []
+    notes_model: list[str] = [build_note] if build_note else []
+    eval_b = req.eval_batch_size or b
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
+        call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict)
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                               extend_to=b, budget_s=req.probe_budget_s)
+                                            extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call)
         except mem.ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
@@ -347,16 +339,28 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             ) from None
         except KeyboardInterrupt:
             raise
+        except PaddlefitError:
+            raise
         except (Exception, SystemExit) as exc:
-            raise _model_failure(ref, specs, exc, "train") from None
+            raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs))
+                             ) from None
+        if call.note:
+            notes_model.append(call.note)
+        elif call.job_loss.how:
+            notes_model.append(f"loss: {call.job_loss.describe()}"
+                               + (f" on labels {call.label}" if call.label is not None else ""))
         method = "cpu-probe"
+        loss_doc = call.job_loss.describe() if not call.proxy else "mean(output) (proxy)"
+        label_doc = str(call.label) if call.label is not None else None
         fwd_flops = flops.forward_flops_per_sample
         train_flops = flops.train_flops_per_sample
         phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
-        phase_lines = [(p, seg) for p, f in probe.fits.items()
+        # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
+        phase_lines = [(p, seg if p != "eval" or req.eval_batch_size is None else (seg[0] + seg[1] * eval_b, 0.0))
+                       for p, f in probe.fits.items()
                        for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
         probed = [m.batch_size for m in probe.measurements]
-        dominant = probe.dominant_phase(b)
+        dominant = probe.dominant_phase(b, eval_b)
         act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
         fwd_ops = flops.forward_ops
         trace = flops.trace
@@ -381,6 +385,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
                 f"`--input int64[{cfg.max_position}]` or less."
             )
         method = "analytic-transformer"
+        loss_doc, label_doc = "cross_entropy (analytic: the logits term)", None
         fwd_flops = mem.analytic_transformer_flops(cfg, seq)
         train_flops = 3 * fwd_flops
         act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
@@ -534,6 +539,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "trainable_params": info.trainable_params,
         "forward_flops_per_sample": fwd_flops,
         "train_flops_per_sample": train_flops,
+        "loss": loss_doc,
+        "label": label_doc,
     }
     memory_doc = {
         "method": method,
@@ -552,6 +559,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         },
         "dominant_phase": dominant,
         "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in phases.items()},
+        "phase_peak_bytes": {p: max(fx + sl * b for q, (fx, sl) in phase_lines if q == p)
+                             for p in dict(phase_lines)},
+        "eval_batch_size": eval_b,
         "probe_batch_sizes": probed,
         "probe_max_rel_residual": residual,
         "notes": notes_model,

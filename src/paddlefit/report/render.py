@@ -81,6 +81,14 @@ def render_plan(plan: Any, console: Console) -> None:
         f"grads {gib(mem['grads_bytes'])}, optimizer {gib(mem['optimizer_bytes'])}, activations "
         f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {gib(mem['fixed_bytes'])}"
     )
+    phase_peaks = mem.get("phase_peak_bytes") or {}
+    if phase_peaks:
+        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')} "
+                          f"{gib(v) if v >= 1024**3 else f'{v / 1024**2:,.1f} MiB'}"
+                          + (f" at batch {mem['eval_batch_size']}" if p == "eval" else "")
+                          for p, v in phase_peaks.items())  # fmt: skip
+        console.print(f"CPU fp32 peak by phase ({m.get('loss') or 'loss'}): {shown}; dominant: "
+                      f"{mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
     for n in mem.get("notes", []):
         console.print(f"[yellow]note:[/] {n}")
     wide = console.width >= 140

@@ -1,0 +1,139 @@
+"""Build a model the way it can be built, and say what failed when it cannot.
+
+- Every build runs under its own ``paddle.utils.unique_name.guard()``: a fresh parameter-name checker and name
+  generator (``python/paddle/base/unique_name.py``), so layers with fixed ``ParamAttr(name=...)`` (PaddleOCR's
+  backbones) build again in the same process instead of failing with "parameter name [...] have be been used"
+  (``python/paddle/base/layer_helper_base.py``), and automatic names start from zero in every build.
+- :func:`param_inventory` builds under ``paddle.LazyGuard`` (no parameter memory) and falls back to a real build
+  when the lazy one fails: ``nn.LSTM``/``GRU`` coalesce their weights in ``__init__`` (``coalesce_tensor`` fails on
+  lazy parameters) and layers that compute with tensors in ``__init__`` meet "Place(undefined:0)".
+- :func:`failure_message` names the layer and kernel that raised, and the way out: GPU-only kernels on a CPU
+  probe, bad arguments to ``forward`` (the inputs), anything else (the model's code).
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from typing import Any
+
+from paddlefit.errors import ModelError
+from paddlefit.estimate.memory import ParamInfo, param_info
+
+#: Paddle's message when a kernel has no implementation here: "(NotFound) The kernel `fused_rms_norm_ext` is not
+#: registered." (measured, Paddle 3.3.1 CPU) or "The kernel with key (CPU, ...) of kernel `x` is not registered"
+#: (``paddle/phi/core/kernel_factory.cc``).
+_KERNEL_RE = re.compile(r"kernel `(?P<name>\w+)` is not registered", re.S)
+
+
+def build(factory: Any, lazy: bool = False) -> Any:
+    """``factory()`` under a fresh ``unique_name.guard()`` (and ``paddle.LazyGuard`` with ``lazy``).
+
+    Raises:
+        ModelError: the factory returned something that is not a ``paddle.nn.Layer``.
+        Whatever the factory raises (see :func:`failure_message`).
+    """
+    import paddle
+
+    with paddle.utils.unique_name.guard():
+        if lazy:
+            with paddle.LazyGuard():
+                model = factory()
+        else:
+            model = factory()
+    if not isinstance(model, paddle.nn.Layer):
+        raise ModelError(f"the model factory returned {type(model).__name__}, not a paddle.nn.Layer")
+    return model
+
+
+def failing_layer(exc: BaseException) -> str | None:
+    """``ClassName.method (file:line)`` of the innermost ``paddle.nn.Layer`` method in ``exc``'s traceback."""
+    import paddle
+
+    found = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        me = frame.f_locals.get("self")
+        if isinstance(me, paddle.nn.Layer) and not type(me).__module__.startswith("paddle.nn"):
+            found = f"{type(me).__name__}.{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:" \
+                    f"{lineno})"  # fmt: skip
+        elif isinstance(me, paddle.nn.Layer) and found is None:
+            found = f"{type(me).__name__}.{frame.f_code.co_name}"
+    return found
+
+
+def _short(exc: BaseException, limit: int = 400) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    # Paddle's C++ errors put the summary after a C++ traceback; keep the lines that say what happened
+    keep = [ln for ln in lines if not ln.startswith(("---", "C++ Traceback", "Error Message Summary"))
+            and not re.match(r"^\d+\s+\w", ln)]  # fmt: skip
+    text = " ".join(keep or lines)
+    return f"{type(exc).__name__}: {text[:limit]}"
+
+
+def failure_message(name: str, exc: BaseException, what: str, inputs: str | None = None) -> str:
+    """One paragraph saying what failed when model ``name`` was asked to ``what`` (``be built``, ``train``...).
+
+    Names the layer (:func:`failing_layer`) and the way out:
+    - a kernel not registered for CPU (a GPU-only fused kernel, e.g. ``fused_rms_norm_ext``) -> turn the fused op
+      off in the model's config for the CPU probe, or plan a large transformer with the parallel planner
+      (``paddlefit plan CONFIG.json --gpus N``), which needs no probe;
+    - ``forward()`` rejecting its arguments (``TypeError`` ... argument) -> the inputs (``--input``/``inputs:``);
+    - anything else -> the model's own code or arguments (the error is quoted).
+    """
+    where = failing_layer(exc)
+    at = f" in {where}" if where else ""
+    text = str(exc)
+    k = _KERNEL_RE.search(text)
+    if k:
+        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}`{at} (a GPU-only "
+                "fused kernel, and the plan's probe runs on this CPU). Turn the fused op off in the model's config "
+                "for planning (the config flag that selects it; the unfused layers have the same parameters and "
+                "activations), or plan a large transformer with the parallel planner, which needs no probe: "
+                "`paddlefit plan CONFIG.json --gpus N`.")  # fmt: skip
+    if isinstance(exc, TypeError) and re.search(r"forward\(\)|argument", text):
+        shown = f" ({inputs})" if inputs else ""
+        return (f"Model {name!r} could not {what}{at}: {_short(exc)}. Its forward() does not take the inputs "
+                f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
+                "name=SPEC` (or `inputs: {name: SPEC}` in the job spec) for keyword arguments.")  # fmt: skip
+    shown = f" with inputs {inputs}" if inputs and what != "be built" else ""
+    return f"Model {name!r} could not {what}{shown}{at}: {_short(exc)}."
+
+
+def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
+    """Parameter counts of ``ref`` (a :class:`~paddlefit.models.zoo.ModelRef`) without allocating them when
+    ``paddle.LazyGuard`` can build it; otherwise from a real build (freed before returning).
+
+    Returns:
+        (ParamInfo, note): the note says the lazy build failed and why (None when it worked).
+
+    Raises:
+        ModelError: the real build fails too (message from :func:`failure_message`), or no Layer is returned.
+    """
+    import gc
+
+    note = None
+    try:
+        model = build(ref.factory, lazy=True)
+        info = param_info(model)
+        del model
+        return info, None
+    except ModelError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except (Exception, SystemExit) as exc:
+        where = failing_layer(exc)
+        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {_short(exc, 120)})"
+    try:
+        model = build(ref.factory)
+    except ModelError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ModelError(failure_message(ref.name, exc, "be built") + " Check the factory and its `--model-arg` "
+                         "values (`model_args:`); it must return a `paddle.nn.Layer`.") from None
+    info = param_info(model)
+    del model
+    gc.collect()
+    return info, note
