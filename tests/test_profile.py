@@ -127,6 +127,7 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     (measured 67% here), so the first fix is sparse updates, with the Amdahl bound of that share."""
     r = profile_job(load_job_spec(EXAMPLES / "sentiment-zh.yaml"), steps=4, warmup=1)
     share = r.breakdown["optimizer"]["share"]
-    assert r.verdict == "compute-bound" and share >= 0.30, share
+    # the update moves bytes, not FLOPs: the step reaches < 10% of this CPU's GEMM rate, so not compute-bound
+    assert r.verdict == "overhead-bound" and share >= 0.30, (share, r.evidence)
     assert r.fixes[0]["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: true}`")
     assert f"up to {1 / (1 - share):.2f}x" in r.fixes[0]["expected_gain"]

@@ -2,8 +2,9 @@
 time each component, and name the bottleneck with the evidence and ranked fixes.
 
 Per optimizer step, each micro-batch is split into: waiting for the DataLoader (``data``), host-to-device copy
-(``h2d``, GPU only), ``forward`` (model + loss), ``backward`` and, once per step, ``optimizer`` (step, clear_grad,
-LR schedule). On a GPU every boundary calls ``paddle.device.synchronize()`` so kernels are charged to the phase
+(``h2d``, GPU only), ``forward`` (the model), ``loss`` (the job's loss on the output; zero when the model returns
+its own, which is then in ``forward``), ``backward`` and, once per step, ``optimizer`` (step, clear_grad, LR
+schedule). On a GPU every boundary calls ``paddle.device.synchronize()`` so kernels are charged to the phase
 that launched them (this serialises the copy engine and compute, so the profile's step is slightly slower than an
 unprofiled one). Paddle's CPU kernels run synchronously in eager mode, so no sync is needed there. The first
 ``warmup`` steps (allocator growth, cuDNN algorithm search, worker start) are timed but left out of the statistics.
@@ -26,7 +27,10 @@ Verdict rules (thresholds are this module's policy, stated in the output):
 - memory-bound (GPU): compute dominates (>= 60%) and the step's arithmetic intensity is below the GPU's ridge
   point (roofline, Williams et al., CACM 2009): FLOPs per step / (2 x peak allocated bytes, the planner's
   lower bound of DRAM traffic) < peak FLOP/s / memory bandwidth (datasheet figures from the catalog).
-- compute-bound: otherwise, when forward + backward + optimizer >= 60% of the step.
+- compute-bound: otherwise, when forward + loss + backward + optimizer >= 60% of the step AND the step's achieved
+  FLOP/s reach >= 10% of what the device attains on a dense GEMM (CPU: a 1024^3 float32 matmul timed here at the
+  job's thread count; GPU: the datasheet dense peak of the precision). Below that the arithmetic is not what
+  takes the time: overhead-bound (per-op dispatch, element-wise and memory-bound kernels, a heavy loss).
 """
 
 from __future__ import annotations
@@ -45,12 +49,16 @@ import psutil
 from paddlefit.errors import PaddlefitError
 from paddlefit.spec import JobSpec, Precision
 
-COMPONENTS = ("data", "h2d", "forward", "backward", "optimizer")
+COMPONENTS = ("data", "h2d", "forward", "loss", "backward", "optimizer")
 INPUT_BOUND_WAIT = 0.25
 COMPUTE_SHARE = 0.60
 LOW_GPU_UTIL = 50.0
 COMM_BOUND_SHARE = 0.25
 OPTIMIZER_HEAVY = 0.30
+#: compute-bound needs the step's FLOP/s to reach this fraction of what the device attains on a dense GEMM (CPU:
+#: a 1024^3 float32 matmul timed here at the job's thread count; GPU: the datasheet dense peak of the precision)
+MIN_COMPUTE_EFFICIENCY = 0.10
+LOSS_HEAVY = 0.25
 
 
 @dataclass
@@ -60,8 +68,8 @@ class ProfileResult:
     Attributes:
         breakdown: component -> {mean_s, p95_s, share} over the measured steps (share of the mean step).
         per_step: one dict per step (warm-up included, flagged) with every component's seconds.
-        verdict: input-bound | host-overhead-bound | communication-bound | memory-bound | compute-bound |
-            undetermined.
+        verdict: input-bound | host-overhead-bound | communication-bound | memory-bound | overhead-bound |
+            compute-bound | undetermined.
         evidence: sentences with the numbers behind the verdict.
         fixes: ranked [{fix, why, expected_gain}] (gain as a text range and its basis).
     """
@@ -172,8 +180,9 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         raise ValueError("steps must be >= 3 and warmup >= 0")
     import paddle
 
-    from paddlefit.estimate.flops import count_flops
+    from paddlefit.estimate.flops import FlopCounter, FlopsCount
     from paddlefit.estimate.memory import model_state_bytes, param_info
+    from paddlefit.models.calling import call_model
     from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
 
     total = steps + warmup
@@ -196,15 +205,19 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                     t0 = time.perf_counter()
                     batch = t._next_batch(it)
                     t1 = time.perf_counter()
-                    *xs, y = batch
+                    b = t._as_batch(batch)
                     if on_gpu:
-                        xs = [x.cuda() if hasattr(x, "cuda") and not x.place.is_gpu_place() else x for x in xs]
-                        y = y.cuda() if hasattr(y, "cuda") and not y.place.is_gpu_place() else y
+                        b = _to_gpu(b)
                         sync()
                     t2 = time.perf_counter()
                     if step == 0 and not flops_per_sample:
                         try:
-                            flops_per_sample = count_flops(t.model, list(xs)).train_flops_per_sample
+                            count = FlopsCount(batch_size=b.size)
+                            with FlopCounter(t.model, count):
+                                t.job_loss(call_model(t.model, b, spec.label_arg), b)
+                            flops_per_sample = count.train_flops_per_sample
+                        except PaddlefitError:
+                            raise
                         except Exception as exc:  # the model itself fails: say so as train does
                             raise PaddlefitError(
                                 f"step 1: the model raised {type(exc).__name__}: {str(exc).strip()[:300]} (model "
@@ -212,8 +225,10 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                         t.optimizer.clear_grad()
                         t1 = t2 = time.perf_counter()  # the count's forward is not charged to any phase
                     with t._autocast():
-                        out = t.dp_model(*xs)
-                        loss = t.loss_fn(out, y)
+                        out = call_model(t.dp_model, b, spec.label_arg)
+                        sync()
+                        t2b = time.perf_counter()
+                        loss = t.job_loss(out, b)
                     sync()
                     t3 = time.perf_counter()
                     scaled = loss / accum if accum > 1 else loss
@@ -222,7 +237,8 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                     t4 = time.perf_counter()
                     row["data"] += t1 - t0
                     row["h2d"] += t2 - t1
-                    row["forward"] += t3 - t2
+                    row["forward"] += t2b - t2
+                    row["loss"] += t3 - t2b
                     row["backward"] += t4 - t3
                 t5 = time.perf_counter()
                 t._optimizer_step()
@@ -246,10 +262,39 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         largest, name, shape = max(((math.prod(q.shape), k, list(q.shape)) for k, q in t.model.named_parameters()
                                     if not q.stop_gradient), default=(0, "", []))  # fmt: skip
         params = {"count": info.trainable_params, "largest": name, "largest_shape": shape, "largest_count": largest}
+        gemm = None if on_gpu else cpu_gemm_flops_per_s()
     result = _summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
-                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params)  # fmt: skip
+                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params,
+                        cpu_gemm_flops_per_s=gemm)  # fmt: skip
     result.operators = operators
     return result
+
+
+def _to_gpu(b: Any) -> Any:
+    """The batch's tensors on the GPU (the DataLoader yields host tensors)."""
+
+    def mv(x: Any) -> Any:
+        return x.cuda() if hasattr(x, "cuda") and not x.place.is_gpu_place() else x
+
+    b.args = [mv(x) for x in b.args]
+    b.kwargs = {k: mv(v) for k, v in b.kwargs.items()}
+    b.label = mv(b.label) if b.label is not None else None
+    return b
+
+
+def cpu_gemm_flops_per_s(n: int = 1024, reps: int = 3) -> float:
+    """FLOP/s of a dense n x n x n float32 ``paddle.matmul`` on this CPU at Paddle's current thread count: the best
+    of ``reps`` (2 n^3 FLOPs each, after one warm-up): what the CPU attains when arithmetic is the limit."""
+    import paddle
+
+    a, b = paddle.randn([n, n]), paddle.randn([n, n])
+    paddle.matmul(a, b)
+    best = math.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        paddle.matmul(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
 
 
 def _operator_top_k(t: Any, step_batches: Any, steps: int, k: int, on_gpu: bool) -> list[dict[str, Any]]:
@@ -338,19 +383,21 @@ def _catalog_gpu(gpu_name: str | None) -> Any:
 
 def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
                flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
-               grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None) -> ProfileResult:
+               grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
+               cpu_gemm_flops_per_s: float | None = None) -> ProfileResult:
     """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
 
     ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
     ``peak_bytes``: peak allocated bytes of the run; ``grads_bytes``: bytes one all-reduce moves per rank for the
     gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU);
-    ``params``: {count, largest, largest_shape, largest_count} of the trainable parameters (for the optimizer fix).
+    ``params``: {count, largest, largest_shape, largest_count} of the trainable parameters (for the optimizer fix);
+    ``cpu_gemm_flops_per_s``: what this CPU attains on a dense GEMM (:func:`cpu_gemm_flops_per_s`), for a CPU run.
     """
     measured = [r for r in rows if not r["warmup"]]
     step_mean, step_p95 = _stats([r["step"] for r in measured])
     breakdown = {}
     for c in COMPONENTS:
-        mean, p95 = _stats([r[c] for r in measured])
+        mean, p95 = _stats([r.get(c, 0.0) for r in measured])
         breakdown[c] = {"mean_s": mean, "p95_s": p95, "share": mean / step_mean if step_mean else 0.0}
     other = max(0.0, step_mean - sum(b["mean_s"] for b in breakdown.values()))
     breakdown["other"] = {"mean_s": other, "p95_s": other, "share": other / step_mean if step_mean else 0.0}
@@ -386,7 +433,10 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
             allreduce_s = ring_allreduce_s(grads_bytes, devices, bw)
             breakdown["allreduce"] = {"mean_s": allreduce_s, "p95_s": allreduce_s,
                                       "share": allreduce_s / (step_mean + allreduce_s), "estimated": 1.0}  # fmt: skip
-    compute = sum(breakdown[c]["share"] for c in ("forward", "backward", "optimizer"))
+    compute = sum(breakdown[c]["share"] for c in ("forward", "loss", "backward", "optimizer"))
+    attainable = (entry.peak_flops(spec.precision.value if spec.precision.is_amp else "fp32")[0]
+                  if entry is not None else cpu_gemm_flops_per_s if device == "cpu" else None)  # fmt: skip
+    efficiency = achieved / attainable if attainable and flops_per_sample > 0 else None
     evidence = [
         f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
         f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
@@ -394,7 +444,8 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce_raw:.0%} of the "
         "step (timed alone, after the steps), whether the step waits for it or a prefetch thread/worker competes "
         "with training for the cores",
-        f"forward + backward + optimizer {compute:.0%} of the step",
+        f"forward + loss + backward + optimizer {compute:.0%} of the step (loss alone "
+        f"{breakdown['loss']['share']:.0%})",
         f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
         f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
     ]  # fmt: skip
@@ -403,6 +454,11 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         gpu["memory_busy_mean_percent"] = busy
         evidence.append(f"GPU utilisation {_pct(gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of the "
                         "time (NVML, means of 0.2 s samples)")  # fmt: skip
+    if efficiency is not None:
+        what = "a dense 1024^3 float32 matmul on this CPU at the same threads" if entry is None else \
+            f"the {entry.name} dense peak"  # fmt: skip
+        evidence.append(f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_sample * gb / 1e9:,.3g} GFLOPs per step "
+                        f"/ mean step) = {efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}")  # fmt: skip
     if intensity is not None and ridge is not None:
         evidence.append(f"arithmetic intensity {intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
                         f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {ridge:,.1f} FLOP/byte")
@@ -467,6 +523,26 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         fixes.append({"fix": "paddle.jit.to_static (operator fusion) for element-wise chains, LayerNorm, activations",
                       "why": "fused kernels keep intermediates in registers instead of device memory",
                       "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
+    elif compute >= COMPUTE_SHARE and efficiency is not None and efficiency < MIN_COMPUTE_EFFICIENCY:
+        verdict = "overhead-bound"
+        loss_share = breakdown["loss"]["share"]
+        if loss_share >= LOSS_HEAVY:
+            fixes.append({"fix": f"look at the loss: it takes {loss_share:.0%} of the step (`paddlefit profile "
+                                 "--ops 10` names its kernels)",
+                          "why": "the loss's kernels (e.g. log_softmax over a large vocabulary, CTC) do little "
+                                 "arithmetic per byte",
+                          "expected_gain": f"up to {1 / (1 - loss_share):.2f}x (Amdahl bound: the loss is "
+                                           f"{loss_share:.0%} of the step)"})  # fmt: skip
+        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch)",
+                      "why": "per-op dispatch and small kernels cost the same per call whatever the batch; more "
+                             "samples per op amortise them",
+                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        fixes.append({"fix": "paddle.jit.to_static (operator fusion)",
+                      "why": "fewer, fused kernels for element-wise chains and normalisations",
+                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
+        sparse = _sparse_update_fix(spec, breakdown["optimizer"]["share"], params, evidence)
+        if sparse:
+            fixes.insert(0, sparse)
     elif compute >= COMPUTE_SHARE:
         verdict = "compute-bound"
         if device == "gpu" and not spec.precision.is_amp:
@@ -483,22 +559,9 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
                           "why": "the CPU spends the step in the model's arithmetic",
                           "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
         opt_share = breakdown["optimizer"]["share"]
-        big = params or {}
-        if opt_share >= OPTIMIZER_HEAVY and big.get("largest_count", 0) >= 0.5 * big.get("count", 1):
-            # one tensor holds most parameters (typically an embedding table) and the update dominates the step
-            evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
-                            f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
-                            f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
-            from paddlefit.tune.trials import _factory_takes
-
-            how = ("`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"
-                   if _factory_takes(spec.model, "sparse") else
-                   "paddle.nn.Embedding(..., sparse=True) with Adam/AdamW `lazy_mode: true` or SGD")  # fmt: skip
-            fixes.insert(0, {"fix": f"sparse updates for {big['largest']}: {how}",
-                             "why": "only the rows looked up in the batch get a gradient and an update (Paddle's "
-                                    "`lazy_mode` docs: dense Adam updates every element every step)",
-                             "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is "
-                                              f"{opt_share:.0%} of the step)"})  # fmt: skip
+        sparse = _sparse_update_fix(spec, opt_share, params, evidence)
+        if sparse:
+            fixes.insert(0, sparse)
         if opt_share < breakdown["forward"]["share"] + breakdown["backward"]["share"]:
             fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
                           "why": "the step time scales with the FLOPs",
@@ -514,13 +577,36 @@ def _summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device:
         mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
         assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
                      "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
-                     "optimizer_heavy_share": OPTIMIZER_HEAVY,
+                     "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
+                     "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
                      "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
                      "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
                      "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
                              "are synchronous)",
                      "flops": "paddlefit's counter (forward + backward, optimizer not counted)"},
     )  # fmt: skip
+
+
+def _sparse_update_fix(spec: JobSpec, opt_share: float, params: dict[str, Any] | None,
+                       evidence: list[str]) -> dict[str, str] | None:  # fmt: skip
+    """The sparse-update fix when the optimizer takes >= ``OPTIMIZER_HEAVY`` of the step and one tensor (typically
+    an embedding table) holds most parameters (its evidence line is appended); else None."""
+    big = params or {}
+    if opt_share < OPTIMIZER_HEAVY or big.get("largest_count", 0) < 0.5 * big.get("count", 1):
+        return None
+    evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
+                    f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
+                    f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
+    from paddlefit.tune.trials import _factory_takes
+
+    how = ("`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"
+           if _factory_takes(spec.model, "sparse") else
+           "paddle.nn.Embedding(..., sparse=True) with Adam/AdamW `lazy_mode: true` or SGD")  # fmt: skip
+    return {"fix": f"sparse updates for {big['largest']}: {how}",
+            "why": "only the rows looked up in the batch get a gradient and an update (Paddle's `lazy_mode` docs: "
+                   "dense Adam updates every element every step)",
+            "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is {opt_share:.0%} of the "
+                             "step)"}  # fmt: skip
 
 
 def plot_profile(result: ProfileResult, path: str) -> None:

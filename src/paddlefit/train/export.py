@@ -61,17 +61,58 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
                                  "new directory (only an earlier export is replaced).")  # fmt: skip
 
 
-def _sample_batch(spec: Any, n: int = 8) -> list[np.ndarray]:
+def _sample_batch(spec: Any, n: int = 8) -> Any:
+    """Up to ``n`` samples of the run's eval (else train) dataset, collated as the DataLoader does, as a
+    :class:`~paddlefit.models.calling.Batch` (inputs by position and keyword, as ``train`` calls the model)."""
+    from paddle.io.dataloader.collate import default_collate_fn
+
     from paddlefit.datasets import resolve_dataset
+    from paddlefit.models.calling import batch_from_loader
 
     key, ref, args = (("data.eval", spec.data.eval, spec.data.eval_args) if spec.data.eval
                       else ("data.train", spec.data.train, spec.data.train_args))  # fmt: skip
     if ref is None:
         raise PaddlefitError("the run's job spec has no dataset to take a sample batch from (`data.train`).")
     ds = resolve_dataset(ref, args, key)
+    import paddle
+
     samples = [ds[i] for i in range(min(n, len(ds)))]
-    n_inputs = len(samples[0]) - 1
-    return [np.stack([np.asarray(s[j]) for s in samples]) for j in range(n_inputs)]
+    b = batch_from_loader(default_collate_fn(samples), spec.input_specs(), spec.label_arg)
+    b.args = [paddle.to_tensor(x) for x in b.args]
+    b.kwargs = {k: paddle.to_tensor(v) for k, v in b.kwargs.items()}
+    return b
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    """The tensors of a model output in a fixed order: a tensor; a list/tuple (recursively); a dict or PaddleNLP
+    ``ModelOutput`` by key order (None values skipped)."""
+    if hasattr(out, "shape") and hasattr(out, "numpy"):
+        return [out]
+    if isinstance(out, dict):
+        out = [v for v in out.values() if v is not None]
+    elif not isinstance(out, list | tuple) and hasattr(out, "to_tuple"):
+        out = list(out.to_tuple())
+    if isinstance(out, list | tuple):
+        return [t for o in out for t in flatten_outputs(o)]
+    return []
+
+
+def _positional(model: Any, names: list[str | None]) -> Any:
+    """``model`` behind a Layer whose forward takes every input positionally (``names``: None = positional, else
+    the keyword it goes to) and returns the flat tuple of output tensors, so ``paddle.jit.save`` can trace it."""
+    import paddle
+
+    class Exported(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *xs: Any) -> Any:
+            args = [x for x, n in zip(xs, names, strict=True) if n is None]
+            kwargs = {n: x for x, n in zip(xs, names, strict=True) if n is not None}
+            return tuple(flatten_outputs(self.model(*args, **kwargs)))
+
+    return Exported()
 
 
 def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | None = None) -> ExportResult:
@@ -104,7 +145,9 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     if manifest.get("spec_model") not in (None, spec.model):
         raise PaddlefitError(f"`--checkpoint {checkpoint}` was written for model `{manifest['spec_model']}`, this run "
                              f"trains `{spec.model}`; pass a checkpoint of {run_dir}.")  # fmt: skip
-    model = resolve_model(spec.model, dict(spec.model_args)).factory()
+    from paddlefit.models.build import build
+
+    model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
     try:
         missing, unexpected = model.set_state_dict(paddle.load(str(Path(checkpoint) / "model.pdparams")))
     except Exception as exc:
@@ -114,9 +157,11 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         raise PaddlefitError(f"`{checkpoint}` does not match model `{spec.model}` (missing {list(missing)[:3]}, "
                              f"unexpected {list(unexpected)[:3]}).")  # fmt: skip
     model.eval()
-    xs = _sample_batch(spec)
-    input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=str(x.dtype), name=f"input_{i}")
-                  for i, x in enumerate(xs)]  # fmt: skip
+    batch = _sample_batch(spec)
+    names: list[str | None] = [None] * len(batch.args) + list(batch.kwargs)
+    xs = [*batch.args, *batch.kwargs.values()]
+    input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
+                  for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "inference"
     _check_out_dir(out_dir, run_dir)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
@@ -124,9 +169,15 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         with paddle.no_grad():
-            ref = model(*[paddle.to_tensor(x) for x in xs]).numpy()
+            out = model(*batch.args, **batch.kwargs)
+        refs = [t.numpy() for t in flatten_outputs(out)]
+        if not refs:
+            raise PaddlefitError(f"model `{spec.model}` returned no tensors in eval mode ({type(out).__name__}); "
+                                 "nothing to export.")  # fmt: skip
+        plain = not batch.kwargs and hasattr(out, "shape")
+        target = model if plain else _positional(model, names)
         try:
-            paddle.jit.save(model, str(tmp / "model"), input_spec=input_spec)
+            paddle.jit.save(target, str(tmp / "model"), input_spec=input_spec)
         except OSError:
             raise
         except Exception as exc:
@@ -134,12 +185,17 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
                                  f"{str(exc)[:400]}") from None  # fmt: skip
         loaded = paddle.jit.load(str(tmp / "model"))
         loaded.eval()
-        got = loaded(*[paddle.to_tensor(x) for x in xs])
-        got = (got[0] if isinstance(got, list | tuple) else got).numpy()
-        diff = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-        if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
-            raise PaddlefitError(f"the exported model's outputs differ from the dynamic model's (max |diff| {diff:g},"
-                                 f" shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
+        gots = [t.numpy() for t in flatten_outputs(loaded(*xs))]
+        if len(gots) != len(refs):
+            raise PaddlefitError(f"the exported model returns {len(gots)} tensors, the dynamic model {len(refs)}; "
+                                 "not written.")  # fmt: skip
+        diff = 0.0
+        for i, (got, ref) in enumerate(zip(gots, refs, strict=True)):
+            d = float(np.max(np.abs(got.astype("float64") - ref.astype("float64")))) if ref.size else 0.0
+            diff = max(diff, d)
+            if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
+                raise PaddlefitError(f"the exported model's output {i} differs from the dynamic model's (max |diff| "
+                                     f"{d:g}, shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
         files = sorted(p.name for p in tmp.iterdir())
         for f in tmp.iterdir():
             fsync_path(f)
@@ -152,4 +208,4 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
-    return ExportResult(out_dir, Path(checkpoint), files, diff, len(xs[0]))
+    return ExportResult(out_dir, Path(checkpoint), files, diff, batch.size)

@@ -160,22 +160,11 @@ def params_sha256(model: Any) -> str:
     return h.hexdigest()
 
 
-def resolve_loss(name: str) -> Callable[[Any, Any], Any]:
-    """``cross_entropy`` (``paddle.nn.functional.cross_entropy``, mean over the batch), ``mse``
-    (``mse_loss``) or ``package.module:function(output, label) -> scalar tensor``.
+def resolve_loss(name: str | None) -> Callable[[Any, Any], Any]:
+    """The job's loss function (:func:`paddlefit.models.calling.resolve_loss`; kept here for older imports)."""
+    from paddlefit.models.calling import resolve_loss as resolve
 
-    Raises:
-        PaddlefitError: unknown name, import failure or not callable.
-    """
-    import paddle.nn.functional as F
-
-    if name == "cross_entropy":
-        return lambda out, y: F.cross_entropy(out, y.reshape([-1]).astype("int64") if y.ndim > 1 else y)
-    if name == "mse":
-        return lambda out, y: F.mse_loss(out, y.astype(out.dtype))
-    from paddlefit.userimport import import_callable
-
-    return import_callable(name, f"loss: {name}", "use cross_entropy, mse or `package.module:function`")
+    return resolve(name)
 
 
 def build_schedule(spec: JobSpec, total_steps: int) -> Any:
@@ -338,16 +327,22 @@ class Trainer:
                                  "(e.g. `digits` or `package.module:function`).")  # fmt: skip
         self.eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
         ref = resolve_model(spec.model, dict(spec.model_args))
+        from paddlefit.models.build import build, failure_message
+        from paddlefit.models.calling import JobLoss
+
         try:
-            self.model = ref.factory()
+            self.model = build(ref.factory)
+        except ModelError as exc:
+            raise ModelError(f"`model: {spec.model}`: {exc}.") from None
         except (Exception, SystemExit) as exc:
-            raise ModelError(f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}: "
-                             f"{type(exc).__name__}: {str(exc)[:300]}") from None  # fmt: skip
-        if not isinstance(self.model, paddle.nn.Layer):
-            raise ModelError(f"`model: {spec.model}` returned {type(self.model).__name__}, not a paddle.nn.Layer.")
+            raise ModelError(failure_message(spec.model, exc, "be built") + f" (model_args {dict(spec.model_args)})"
+                             ) from None  # fmt: skip
         if not any(not p.stop_gradient for p in self.model.parameters()):
             raise ModelError(f"`model: {spec.model}` has no trainable parameters; nothing to train.")
-        self.loss_fn = resolve_loss(spec.loss)
+        self.input_specs = spec.input_specs()
+        self.job_loss = JobLoss(spec.loss, spec.label_arg)
+        self.eval_loss = JobLoss(spec.loss, spec.label_arg)  # eval outputs may differ (no auxiliary heads)
+        self.eval_split = 1  # each eval batch is split this many ways after out-of-memory back-offs
         self.sampler = ResumableBatchSampler(self.train_ds, spec.batch_size, self.world, self.rank,
                                              spec.data.shuffle, spec.data.drop_last, spec.seed)  # fmt: skip
         batches = len(self.sampler)
@@ -592,8 +587,8 @@ class Trainer:
                         t = time.perf_counter()
                         batches.append(self._next_batch(it))
                         wait += time.perf_counter() - t
-                    *xs, y = batches[micro]
-                    weighted += self._micro_batches(xs, y, accum, last=micro == accum - 1, sync_after=sync_after)
+                    weighted += self._micro_batches(self._as_batch(batches[micro]), accum, last=micro == accum - 1,
+                                                    sync_after=sync_after)  # fmt: skip
             except _OutOfMemory as exc:
                 failed = str(exc)
             failed_rank = self._agree_failed_rank(failed is not None) if sync_after else \
@@ -611,35 +606,43 @@ class Trainer:
         """Samples per forward/backward on one device: ``batch_size`` split ``micro_split`` ways (rounded up)."""
         return math.ceil(self.spec.batch_size / self.micro_split)
 
-    def _micro_batches(self, xs: list[Any], y: Any, accum: int, last: bool,
-                       sync_after: bool) -> list[tuple[Any, float]]:  # fmt: skip
+    def _as_batch(self, data: Any) -> Any:
+        """A DataLoader batch as a :class:`~paddlefit.models.calling.Batch` (inputs by position and keyword)."""
+        from paddlefit.models.calling import batch_from_loader
+
+        return batch_from_loader(data, self.input_specs, self.spec.label_arg)
+
+    def _micro_batches(self, batch: Any, accum: int, last: bool, sync_after: bool) -> list[tuple[Any, float]]:
         """Forward and backward of one loaded batch, in ``micro_split`` contiguous slices (one slice when no
         out-of-memory back-off happened). Each slice's loss is scaled by its share of the step's samples, so the
         accumulated gradient equals the whole batch's (for losses that average over the batch; BatchNorm
         statistics see the smaller slices). Returns (unscaled loss, weight) per slice for the step's mean loss.
+        The loss is the model's own or the job's (:class:`~paddlefit.models.calling.JobLoss`).
 
         Raises:
             _OutOfMemory: out of memory (:func:`is_out_of_memory`; left to :meth:`_train_step`).
             PaddlefitError: any other error of the model or loss, or a non-scalar loss.
         """
-        n = int(y.shape[0]) if hasattr(y, "shape") and len(y.shape) else 1
+        from paddlefit.models.calling import call_model
+
+        n = batch.size
         k = max(1, min(self.micro_split, n))
         bounds = np.linspace(0, n, k + 1).round().astype(int).tolist() if k > 1 else [0, n]
         even = n % k == 0
         out = []
         for j in range(k):
             a, b = bounds[j], bounds[j + 1]
-            sx, sy = ([x[a:b] for x in xs], y[a:b]) if k > 1 else (xs, y)
+            sb = batch.slice(a, b) if k > 1 else batch
             sync = self.world == 1 or (last and j == k - 1 and not sync_after)
             ctx = contextlib.nullcontext() if sync else self.dp_model.no_sync()
             try:
                 with ctx:
                     with self._autocast():
-                        o = self.dp_model(*sx)
-                        loss = self.loss_fn(o, sy)
-                    if not hasattr(loss, "backward") or int(np.prod(loss.shape)) != 1:
-                        got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__
-                        raise PaddlefitError(f"`loss: {self.spec.loss}` must return a scalar tensor; got {got}.")
+                        o = call_model(self.dp_model, sb, self.spec.label_arg)
+                        first = self.job_loss.how is None
+                        loss = self.job_loss(o, sb)
+                        if first:
+                            self._log(f"loss: {self.job_loss.describe()}")
                     if k == 1:
                         scaled, w = (loss / accum if accum > 1 else loss), 1.0
                     elif even:  # the same arithmetic as batch_size / k with accumulation x k
@@ -648,15 +651,19 @@ class Trainer:
                         w = (b - a) / n
                         scaled = loss * (w / accum)
                     (self.scaler.scale(scaled) if self.scaler else scaled).backward()
-            except PaddlefitError:
-                raise
+            except PaddlefitError as exc:
+                raise PaddlefitError(f"step {self.step + 1}: {exc}") from None
             except Exception as exc:
                 if is_out_of_memory(exc):
                     raise _OutOfMemory(_oom_line(exc)) from None
+                from paddlefit.models.build import failing_layer
+
+                where = failing_layer(exc)
                 raise PaddlefitError(
-                    f"step {self.step + 1}: the model or loss raised {type(exc).__name__}: {_first_line(exc)} "
-                    f"(inputs {[_describe(x) for x in sx]}, labels {_describe(sy)}; model "
-                    f"`{self.spec.model}`, loss `{self.spec.loss}`). Set PADDLEFIT_DEBUG=1 for the traceback."
+                    f"step {self.step + 1}: the model or loss raised {type(exc).__name__}: {_first_line(exc)}"
+                    f"{' in ' + where if where else ''} (inputs {sb.describe()}, labels {_describe(sb.label)}; model "
+                    f"`{self.spec.model}`, loss `{self.job_loss.describe()}`). Set PADDLEFIT_DEBUG=1 for the "
+                    "traceback."
                 ) from None
             out.append((loss, w))
         return out
@@ -728,41 +735,80 @@ class Trainer:
         self.optimizer.clear_grad()
         self.schedule.step()
 
+    def eval_batch_size(self) -> int:
+        """Samples per evaluation forward: ``data.eval_batch_size`` (default ``batch_size``) split ``eval_split``
+        ways after out-of-memory back-offs (rounded up)."""
+        return math.ceil((self.spec.data.eval_batch_size or self.spec.batch_size) / self.eval_split)
+
     def evaluate(self) -> dict[str, float | None]:
-        """Loss and accuracy (argmax == label, for ``cross_entropy`` with integer labels) over ``data.eval``."""
+        """Loss and accuracy over ``data.eval`` at ``data.eval_batch_size`` samples per forward (accuracy: argmax
+        of the logits == label, for the default ``cross_entropy`` with integer labels of the logits' shape). The
+        loss is the model's own or the job's, as in training. Out of memory (``oom_backoff``): the eval restarts
+        with half the batch, down to 1 sample."""
+        while True:
+            try:
+                return self._evaluate_once()
+            except _OutOfMemory as exc:
+                current = self.eval_batch_size()
+                if not self.spec.oom_backoff or current <= 1:
+                    raise PaddlefitError(f"eval at step {self.step}: out of memory at eval batch {current}: {exc}. "
+                                         "Lower `data.eval_batch_size`; `paddlefit plan --config` predicts the eval "
+                                         "peak.") from None  # fmt: skip
+                self.eval_split *= 2
+                gc.collect()
+                if self.on_gpu:
+                    import paddle
+
+                    paddle.device.cuda.empty_cache()
+                self._log(f"eval at step {self.step}: out of memory at eval batch {current} ({exc}); evaluating "
+                          f"again at {self.eval_batch_size()}.")  # fmt: skip
+
+    def _evaluate_once(self) -> dict[str, float | None]:
         import paddle
+
+        from paddlefit.models.calling import call_model, logits_of
 
         if self.eval_ds is None:
             return {"eval_loss": None, "eval_accuracy": None}
         errors: list[str] = []
         dataset, collate = _guard_single_process(self.eval_ds, errors)
-        loader = paddle.io.DataLoader(dataset, batch_size=max(self.spec.batch_size, 64), shuffle=False,
-                                      collate_fn=collate)  # fmt: skip
+        loader = paddle.io.DataLoader(dataset, batch_size=self.eval_batch_size(), shuffle=False, collate_fn=collate)
         self.model.eval()
-        total, loss_sum, correct = 0, 0.0, 0
+        total, loss_sum, correct, scored = 0, 0.0, 0, 0
         try:
             with paddle.no_grad():
-                for *xs, y in loader:
+                for data in loader:
                     if errors:
                         break
+                    batch = self._as_batch(data)
                     with self._autocast():
-                        out = self.model(*xs)
-                    n = int(y.shape[0])
-                    loss_sum += float(self.loss_fn(out, y).item()) * n
-                    if self.spec.loss == "cross_entropy":
-                        correct += int((out.argmax(axis=-1) == y.reshape([-1])).astype("int64").sum().item())
+                        out = call_model(self.model, batch, self.spec.label_arg)
+                    n = batch.size
+                    loss_sum += float(self.eval_loss(out, batch).item()) * n
+                    logits, y = logits_of(out), batch.label
+                    if isinstance(logits, list):
+                        logits = logits[0]
+                    if self.spec.loss_name == "cross_entropy" and logits is not None and y is not None and \
+                            "int" in str(y.dtype) and int(np.prod(y.shape)) * logits.shape[-1] == \
+                            int(np.prod(logits.shape)):  # fmt: skip
+                        correct += int((logits.argmax(axis=-1).reshape([-1]) == y.reshape([-1])).astype("int64")
+                                       .sum().item())  # fmt: skip
+                        scored += int(np.prod(y.shape))
                     total += n
+        except PaddlefitError as exc:
+            raise PaddlefitError(f"eval at step {self.step}: {exc}") from None
         except Exception as exc:
+            if is_out_of_memory(exc):
+                raise _OutOfMemory(_oom_line(exc)) from None
             raise PaddlefitError(f"eval at step {self.step}: the model or loss raised {type(exc).__name__}: "
-                                 f"{_first_line(exc)} (model `{self.spec.model}`, loss `{self.spec.loss}`, "
+                                 f"{_first_line(exc)} (model `{self.spec.model}`, loss `{self.eval_loss.describe()}`, "
                                  "data.eval).") from None  # fmt: skip
         finally:
             self.model.train()
         if errors or total == 0:
             raise PaddlefitError(f"eval at step {self.step}: reading `data.eval` failed: "
                                  f"{errors[0] if errors else 'no batches'}")  # fmt: skip
-        acc = correct / total if self.spec.loss == "cross_entropy" else None
-        return {"eval_loss": loss_sum / total, "eval_accuracy": acc}
+        return {"eval_loss": loss_sum / total, "eval_accuracy": correct / scored if scored else None}
 
     def run(self) -> RunResult:
         """Train until the step limit, a stop signal or a non-finite loss; see the module docstring for exit codes.
