@@ -57,7 +57,7 @@ def _bad_catalog(tmp_path):
         (["plan", "tinymodels:nothing"], "has no attribute"),
         (["plan", "tinymodels:not_a_layer_factory", "--input", "float32[3]"], "could not be built"),
         (["plan", "resnet18", "--input", "float32[3,224"], "does not parse"),
-        (["plan", "resnet18", "--input", "float32[5,5]", "-b", "2"], "failed to train with inputs"),
+        (["plan", "resnet18", "--input", "float32[5,5]", "-b", "2"], "could not train with inputs"),
         (["plan", "resnet18", "--batch-size", "0"], "`--batch-size` must be >= 1"),
         (["plan", "lenet", "--gpu", "A100-XYZ"], "Unknown GPU"),
         (["plan", "lenet", "--precision", "fp8"], "`--precision`"),

@@ -28,10 +28,23 @@ def quiet_paddle() -> None:
     os.environ.setdefault("GLOG_minloglevel", "2")
 
 
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input)."""
+_last_error: dict[str, Any] = {}
+
+
+def fail(message: str, code: int = 2, kind: str = "UsageError") -> typer.Exit:
+    """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input); remembered for
+    :func:`handle_errors`'s ``--json`` error document."""
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    _last_error.update(type=kind, message=message, exit_code=code)
     return typer.Exit(code)
+
+
+def _print_json_error() -> None:
+    """One JSON object ``{"error": {"type", "message", "exit_code"}}`` on stdout for a failed ``--json`` command."""
+    import json
+
+    if _last_error:
+        print(json.dumps({"error": dict(_last_error)}), flush=True)
 
 
 def require_positive(value: float | None, option: str, allow_zero: bool = False) -> None:
@@ -49,19 +62,28 @@ def require_positive(value: float | None, option: str, allow_zero: bool = False)
 
 
 def handle_errors(fn: F) -> F:
-    """Turn PaddlefitError into a one-paragraph message and exit code 2 (no traceback).
+    """Turn PaddlefitError into a one-paragraph message and exit code 2 (no traceback). With ``--json``
+    (a ``json_out`` argument) a failure also prints one JSON error object on stdout (:func:`_print_json_error`).
 
     ``PADDLEFIT_DEBUG=1`` re-raises instead, to see the traceback.
     """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _last_error.clear()
         try:
             return fn(*args, **kwargs)
         except PaddlefitError as exc:
             if os.environ.get("PADDLEFIT_DEBUG"):
                 raise
-            raise fail(str(exc), exc.exit_code) from None
+            failure = fail(str(exc), exc.exit_code, type(exc).__name__)
+            if kwargs.get("json_out"):
+                _print_json_error()
+            raise failure from None
+        except typer.Exit as exc:
+            if exc.exit_code and kwargs.get("json_out"):
+                _print_json_error()
+            raise
         except KeyboardInterrupt:
             err.print("interrupted")
             sys.exit(130)

@@ -20,20 +20,19 @@ _STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
 
 
 def _checkpoint_bytes(model: str) -> int:
-    """Weights + Adam states of ``model`` (built under paddle.LazyGuard), bytes: what a checkpoint holds."""
-    import paddle
-
+    """Weights + Adam states of ``model`` (built under paddle.LazyGuard, or for real when that fails), bytes: what
+    a checkpoint holds."""
     from paddlefit.errors import ModelError
-    from paddlefit.estimate.memory import model_state_bytes, param_info
+    from paddlefit.estimate.memory import model_state_bytes
+    from paddlefit.models.build import param_inventory
     from paddlefit.models.zoo import resolve_model
     from paddlefit.spec import OptimizerName, Precision
 
     ref = resolve_model(model)
     try:
-        with paddle.LazyGuard():
-            info = param_info(ref.factory())
-    except (Exception, SystemExit) as exc:
-        raise ModelError(f"`--model {model}` could not be built: {type(exc).__name__}: {str(exc)[:300]}.") from None
+        info, _ = param_inventory(ref)
+    except ModelError as exc:
+        raise ModelError(f"`--model {model}`: {exc}") from None
     st = model_state_bytes(info, OptimizerName.ADAM, Precision.FP32)
     return st.weights_bytes + st.optimizer_bytes
 
@@ -53,6 +52,8 @@ def doctor_command(
     model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
+    measure: bool = typer.Option(True, "--measure/--no-measure", help="Time a small CPU training step under your "
+                                 "OpenMP wait policy and under PASSIVE (two fresh processes, a few seconds)."),
 ) -> None:
     """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
 
@@ -90,7 +91,7 @@ def doctor_command(
         snap = load_snapshot(from_file, "--from")
     else:
         with err.status("collecting the environment..."), stdout_to_stderr():
-            snap = collect_snapshot(run_dir)
+            snap = collect_snapshot(run_dir, measure_omp=measure)
     ckpt = None
     if model:
         with stdout_to_stderr():

@@ -71,6 +71,7 @@ class ResolvedJob:
             "label_arg": self.label_arg, "loss": self.loss,
             "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
             "eval_batch_size": self.eval_batch_size,
+            "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
         }  # fmt: skip
 
 

@@ -411,6 +411,37 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
 _SAFE_FIX = re.compile(r"^(export [A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.,:^=/+-]*|unset [A-Za-z_][A-Za-z0-9_]*)$")
 
 
+#: the user's OpenMP setting is reported when it measured this much slower than PASSIVE (policy)
+OMP_SLOW_RATIO = 1.10
+
+
+@check("PF112", "omp-wait-policy")
+def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """Paddle's CPU kernels run on Intel OpenMP (libiomp5), whose threads spin while they wait unless
+    ``OMP_WAIT_POLICY=PASSIVE``. Measured (``Snapshot.omp``): a small training step in a fresh process under the
+    user's policy and under PASSIVE; slower by >= 10% is reported. paddlefit's own commands use PASSIVE when the
+    variable is unset."""
+    omp = s.omp or {}
+    times = omp.get("step_s") or {}
+    user = omp.get("user", "")
+    shown = f"OMP_WAIT_POLICY={user}" if user else "OMP_WAIT_POLICY unset (the OpenMP default)"
+    if not times or "PASSIVE" not in times or user.upper() not in times or user.upper() == "PASSIVE":
+        if user.upper() == "PASSIVE" or not omp:
+            return []
+        return [Finding("PF112", "omp-wait-policy", "ok", f"{shown}; paddlefit's commands run with "
+                        f"OMP_WAIT_POLICY={omp.get('effective') or 'unset'} (not measured: `doctor` measures it)")]
+    mine, passive = times[user.upper()], times["PASSIVE"]
+    ratio = mine / passive if passive > 0 else 1.0
+    detail = (f"a small CPU training step on {s.cpu_cores} cores: {mine * 1e3:,.1f} ms with {shown}, "
+              f"{passive * 1e3:,.1f} ms with OMP_WAIT_POLICY=PASSIVE (each in a fresh process)")
+    if ratio >= OMP_SLOW_RATIO:
+        return [Finding("PF112", "omp-wait-policy", "warn", f"{shown} is {ratio:.2f}x slower than PASSIVE here",
+                        detail + "; your own Paddle scripts run with it (paddlefit's commands use PASSIVE unless "
+                        "you set the variable)", "export OMP_WAIT_POLICY=PASSIVE")]  # fmt: skip
+    return [Finding("PF112", "omp-wait-policy", "ok", f"{shown}: within {OMP_SLOW_RATIO - 1:.0%} of PASSIVE here",
+                    detail)]
+
+
 def fix_script(findings: list[Finding]) -> str:
     """The fixes that are plain ``export NAME=value`` / ``unset NAME`` lines, safe to ``eval``; anything else
     (odd names or values from the environment or a snapshot) becomes a comment, never a command."""

@@ -88,6 +88,9 @@ class Snapshot:
     cuda_driver_version: str | None = None
     gpus: list[GPUInfo] = field(default_factory=list)
     device_runs: dict[str, str] = field(default_factory=dict)
+    #: OpenMP wait policy: ``user`` (what the shell set, "" = unset), ``effective`` (what this process runs) and
+    #: ``step_s`` (policy -> seconds of a small CPU training step at every core, each in a fresh process)
+    omp: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -281,12 +284,54 @@ def _device_runs() -> dict[str, str]:
     return out
 
 
-def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True) -> Snapshot:
+#: a small CPU training loop (a conv net and an MLP, Adam), timed in a fresh process per OpenMP wait policy
+_OMP_BENCH = """
+import time, paddle
+n = len(__import__('os').sched_getaffinity(0))
+paddle.base.core.set_num_threads(n)
+m = paddle.nn.Sequential(paddle.nn.Conv2D(3, 16, 3, padding=1), paddle.nn.BatchNorm2D(16), paddle.nn.ReLU(),
+                         paddle.nn.Conv2D(16, 16, 3, padding=1), paddle.nn.ReLU(), paddle.nn.Flatten(),
+                         paddle.nn.Linear(16 * 16 * 16, 64), paddle.nn.ReLU(), paddle.nn.Linear(64, 10))
+opt = paddle.optimizer.Adam(parameters=m.parameters())
+x, y = paddle.randn([8, 3, 16, 16]), paddle.randint(0, 10, [8])
+best = 1e9
+for i in range(12):
+    t = time.perf_counter()
+    paddle.nn.functional.cross_entropy(m(x), y).backward(); opt.step(); opt.clear_grad()
+    best = min(best, time.perf_counter() - t) if i >= 2 else best
+print(best)
+"""
+
+
+def measure_omp_policies(policies: tuple[str, ...]) -> dict[str, float]:
+    """Seconds of a small CPU training step (:data:`_OMP_BENCH`, best of 10, every core) with each OpenMP wait
+    policy (``""`` = unset: the OpenMP runtime's default), each in a fresh Python process because the runtime
+    reads ``OMP_WAIT_POLICY`` once when Paddle loads it. A policy whose run fails is left out."""
+    import subprocess
+
+    out = {}
+    for pol in policies:
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if pol:
+            env["OMP_WAIT_POLICY"] = pol
+        env["GLOG_minloglevel"] = "2"
+        try:
+            r = subprocess.run([sys.executable, "-c", _OMP_BENCH], env=env, capture_output=True, text=True,
+                               timeout=120, check=False)  # fmt: skip
+            out[pol] = float(r.stdout.strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            continue
+    return out
+
+
+def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measure_omp: bool = False) -> Snapshot:
     """Collect the snapshot of this machine (a second or two: imports Paddle, reads /sys, asks NVML).
 
     Args:
         run_dir: where checkpoints would be written (for free disk space).
         run_devices: also run a tiny forward/backward on each device (``device_runs``).
+        measure_omp: on a machine with more than one core, time a small training step under the user's OpenMP
+            wait policy and under ``PASSIVE`` (:func:`measure_omp_policies`, ~6 s).
     """
     import psutil
 
@@ -325,4 +370,15 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True) -> Sna
         cuda_driver_version=cuda_driver,
         gpus=gpus,
         device_runs=_device_runs() if run_devices and version else {},
+        omp=_omp(measure_omp and version is not None),
     )
+
+
+def _omp(measure: bool) -> dict[str, Any]:
+    """The user's and the effective OpenMP wait policy, and (``measure``) the step time under each."""
+    user = os.environ.get("PADDLEFIT_USER_OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", ""))
+    doc: dict[str, Any] = {"user": user, "effective": os.environ.get("OMP_WAIT_POLICY", "")}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if measure and cores > 1:
+        doc["step_s"] = measure_omp_policies(tuple(dict.fromkeys((user.upper(), "PASSIVE"))))
+    return doc

@@ -21,7 +21,7 @@ import gc
 import itertools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -160,6 +160,10 @@ class ProbeResult:
     measurements: list[StepMeasurement]
     fits: dict[str, PhaseFit]
     time_fit: PhaseFit
+    #: Paddle CPU threads the measured steps ran with
+    threads: int = 1
+    #: seconds of one steady-state step at the first batch size per thread count (``time_threads``)
+    thread_step_s: dict[int, float] = field(default_factory=dict)
 
     def phase_bytes(self, batch: int, eval_batch: int | None = None) -> dict[str, float]:
         """Predicted peak bytes of each phase: training phases at ``batch``, ``eval`` at ``eval_batch`` (default
@@ -466,6 +470,8 @@ def probe_memory(
     budget_s: float = 6.0,
     call: JobCall | None = None,
     eval_phase: bool = True,
+    cpu_threads: int | None = None,
+    time_threads: bool = False,
 ) -> tuple[ProbeResult, Any]:
     """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
 
@@ -473,6 +479,11 @@ def probe_memory(
     ``cross_entropy`` on generated labels). With ``eval_phase`` every steady-state step is followed by one
     evaluation forward at the same batch (eval mode, no gradients, the loss computed), fit as phase ``eval``;
     the caller evaluates that line at the job's eval batch size.
+
+    Paddle's CPU kernels use ``cpu_threads`` threads (default: every core, as ``train`` does on one device). With
+    ``time_threads`` the probe also times two steady-state steps at the first batch size with 1, cores / 2 and
+    all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so the plan can say
+    which thread count is fastest for this job on this CPU.
 
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
@@ -491,11 +502,15 @@ def probe_memory(
     Raises:
         Whatever the model raises on the inputs (the planner wraps it in a ModelError).
     """
+    import paddle
+
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
     from paddlefit.estimate.optrace import OpTrace, TraceRecorder
     from paddlefit.models.build import build
 
-    use_all_cores()
+    cores = use_all_cores()
+    threads = cpu_threads or cores
+    paddle.base.core.set_num_threads(threads)
     call = call or JobCall(list(specs))
     alloc = _alloc()
     current, peak, reset = alloc
@@ -507,6 +522,7 @@ def probe_memory(
     opt = make_optimizer(optimizer, model.parameters())
     first_opt_peak = peak() - base
     call.prepare(model)  # its no-grad forward's peak is reset by the first step
+    thread_step_s: dict[int, float] = {}
     flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
     ms: list[StepMeasurement] = []
     sizes = [batch_sizes[0], *batch_sizes]
@@ -533,6 +549,13 @@ def probe_memory(
             free = psutil.virtual_memory().available + (current() - base)
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
+            if time_threads and cores > 1:
+                data = call.batch(b, seed=99)
+                for n in sorted({1, max(1, cores // 2), cores}):
+                    paddle.base.core.set_num_threads(n)
+                    thread_step_s[n] = min(_measured_step(model, opt, call, data, alloc, base)[1] for _ in range(2))
+                paddle.base.core.set_num_threads(threads)
+                del data
             per_sample_s = seconds / b
             spent, nxt = 0.0, 2 * max(batch_sizes)
             while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
@@ -553,7 +576,8 @@ def probe_memory(
     if flops is not None:
         (b1, r1), *rest = traces.items()
         flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)
-    return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit), flops
+    return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit, threads=threads,
+                       thread_step_s=thread_step_s), flops
 
 
 def analytic_transformer_activation_bytes(cfg: Any, seq_len: int) -> float:

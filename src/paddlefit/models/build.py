@@ -96,7 +96,11 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
                 f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
                 "name=SPEC` (or `inputs: {name: SPEC}` in the job spec) for keyword arguments.")  # fmt: skip
     shown = f" with inputs {inputs}" if inputs and what != "be built" else ""
-    return f"Model {name!r} could not {what}{shown}{at}: {_short(exc)}."
+    hint = ""
+    if shown and re.search(r"shape|dimension|dims|rank|dtype|data type", text, re.I):
+        hint = (" If the inputs are the cause: one `--input` per positional forward() argument in order, with the "
+                "per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments).")
+    return f"Model {name!r} could not {what}{shown}{at}: {_short(exc)}.{hint}"
 
 
 def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:

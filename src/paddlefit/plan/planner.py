@@ -83,6 +83,8 @@ class PlanRequest:
         loss_strict: the loss is the job's (a job spec or ``--loss``): an output it cannot take is an error
             rather than planned with a proxy loss.
         eval_batch_size: samples per evaluation forward (None = ``batch_size``).
+        cpu_threads: the job's Paddle CPU threads (None = every core, as ``train`` on one device); the CPU row's
+            time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
     """
 
     model: str
@@ -107,6 +109,8 @@ class PlanRequest:
     loss: str | None = None
     loss_strict: bool = False
     eval_batch_size: int | None = None
+    cpu_threads: int | None = None
+    time_threads: bool = True
 
 
 @dataclass
@@ -324,7 +328,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict)
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                            extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call)
+                                            extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
+                                            cpu_threads=req.cpu_threads, time_threads=req.time_threads)
         except mem.ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
@@ -438,6 +443,15 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         cpu_notes.append("AMP has no effect on CPU: fp32 planned")
     if req.devices > 1:
         cpu_notes.append("one CPU process; --devices applies to GPUs")
+    if method == "cpu-probe":
+        cpu_notes.append(f"{probe.threads} Paddle CPU thread(s)" + ("" if req.cpu_threads else " (all cores)"))
+        ts = probe.thread_step_s
+        if ts:
+            best = min(ts, key=ts.__getitem__)
+            if probe.threads in ts and ts[probe.threads] > 1.05 * ts[best]:
+                cpu_notes.append(f"measured at batch {req.probe_batch_sizes[0]}: "
+                                 + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
+                                 + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
     if cpu_time is not None:
         cpu_step = max(cpu_time[0] + cpu_time[1] * b, 1e-9)
         cpu_calibrated = True
@@ -587,6 +601,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "host_optimizer_s_per_tensor": host.optimizer_s_per_tensor if host else None,
         "host_floor_s": host_s,
         "host_floor": "3 x forward ops x op_s + trainable tensors x optimizer_s_per_tensor (measured here)",
+        "cpu_threads": probe.threads if method == "cpu-probe" else None,
+        "cpu_thread_step_s": {str(k): v for k, v in probe.thread_step_s.items()} if method == "cpu-probe" else {},
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
     }
     return Plan(
