@@ -132,3 +132,39 @@ def oom_digits_cnn(max_batch: int = 16, rank: int = -1, where: str = "forward"):
             return h
 
     return Oom()
+
+
+class SyntheticSamples:
+    """``n`` seeded random samples of fixed shapes, as tuples ``(input..., label)`` or dicts (keyword inputs and a
+    ``labels`` key): data of the right structure for a model whose real dataset is not installed."""
+
+    def __init__(self, n: int, fields: dict[str, tuple[str, tuple[int, ...], int]], as_dict: bool, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.n, self.as_dict = n, as_dict
+        self.names = list(fields)
+        self.cols = []
+        for dtype, shape, high in fields.values():
+            if dtype.startswith("int"):
+                self.cols.append(rng.integers(0, high, size=(n, *shape)).astype(dtype))
+            else:
+                self.cols.append(rng.standard_normal((n, *shape)).astype(dtype))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        vals = [c[i] for c in self.cols]
+        return dict(zip(self.names, vals, strict=True)) if self.as_dict else tuple(vals)
+
+
+def seg_images(n: int = 48, size: int = 16, classes: int = 4, seed: int = 0) -> SyntheticSamples:
+    """(float32[3,size,size] image, int64[size,size] mask) samples."""
+    return SyntheticSamples(n, {"x": ("float32", (3, size, size), 0), "y": ("int64", (size, size), classes)}, False,
+                            seed)
+
+
+def kw_tokens(n: int = 48, seq: int = 10, vocab: int = 40, classes: int = 3, as_dict: bool = True,
+              seed: int = 0) -> SyntheticSamples:
+    """ERNIE-style samples: input_ids, token_type_ids and a per-sample class id under ``labels``."""
+    return SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 2),
+                                "labels": ("int64", (), classes)}, as_dict, seed)

@@ -72,6 +72,8 @@ class ResolvedJob:
             "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
             "eval_batch_size": self.eval_batch_size,
             "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
+            "loader_prefetch": self.spec.data.prefetch_factor if self.own_job and self.spec and self.spec.data.train
+            and self.spec.data.num_workers == 0 else 0,
         }  # fmt: skip
 
 

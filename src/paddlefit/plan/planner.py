@@ -85,6 +85,10 @@ class PlanRequest:
         eval_batch_size: samples per evaluation forward (None = ``batch_size``).
         cpu_threads: the job's Paddle CPU threads (None = every core, as ``train`` on one device); the CPU row's
             time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
+        loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use (its blocking
+            queue's capacity, ``prefetch_factor`` x places, ``python/paddle/io/dataloader/dataloader_iter.py``);
+            added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose
+            batches live in shared memory).
     """
 
     model: str
@@ -111,6 +115,7 @@ class PlanRequest:
     eval_batch_size: int | None = None
     cpu_threads: int | None = None
     time_threads: bool = True
+    loader_prefetch: int = 0
 
 
 @dataclass
@@ -360,8 +365,15 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         fwd_flops = flops.forward_flops_per_sample
         train_flops = flops.train_flops_per_sample
         phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
+        # Paddle's single-process DataLoader holds `loader_prefetch` more batches than the probe's one
+        sample_bytes = sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)
+        queued = req.loader_prefetch * sample_bytes
+        if queued:
+            notes_model.append(f"+ {req.loader_prefetch} batches queued by the single-process DataLoader "
+                               f"({queued * b / 1024**2:,.2f} MiB at batch {b})")
         # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
-        phase_lines = [(p, seg if p != "eval" or req.eval_batch_size is None else (seg[0] + seg[1] * eval_b, 0.0))
+        phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" or req.eval_batch_size is None
+                        else (seg[0] + (seg[1] + queued) * eval_b, 0.0))
                        for p, f in probe.fits.items()
                        for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
         probed = [m.batch_size for m in probe.measurements]
