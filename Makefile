@@ -1,4 +1,5 @@
-# `make demo` and `make test` work on a fresh clone: they create .venv and install `.[cpu,dev,examples]` when missing.
+# `make demo` and `make test` work on a fresh clone: they create .venv and install `.[cpu,dev,examples,real]` (and
+# PaddleOCR's training code, unstructured-paddleocr, without its conflicting pins) when missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[cpu,dev,examples]'
+	$(BIN)/python -m pip install --quiet -e '.[cpu,dev,examples,real]'
+	$(BIN)/python -m pip install --quiet --no-deps unstructured-paddleocr==2.10.0
 	touch $(STAMP)
 
 demo: $(STAMP)
