@@ -224,7 +224,11 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
 
 def _spec_of(value: Any, what: str, label: str, high_of: Any) -> str:
     """``float32[1,8,8]`` / ``int64[200]:29876`` of one sample's value; ``high_of()`` gives 1 + the largest id."""
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nested lists
+        raise PaddlefitError(f"`{label}`: {what} of sample 0 is not an array; give `inputs:` in the job spec.") \
+            from None  # fmt: skip
     if arr.dtype.kind not in "biuf":
         raise PaddlefitError(f"`{label}`: {what} of sample 0 has dtype {arr.dtype}, not a number; give `inputs:` and "
                              "`label:` in the job spec.")  # fmt: skip
@@ -256,13 +260,18 @@ def infer_sample_specs(ds: Any, label: str, label_arg: str | None = None, scan: 
     def high(get: Any) -> Any:
         return lambda: max(int(np.max(np.asarray(get(ds[i])))) for i in range(n)) + 1
 
+    def label_spec(value: Any, get: Any) -> str | None:  # a structured label (dict, list) has no one spec
+        if isinstance(value, dict | list | tuple):
+            return None
+        return _spec_of(value, "the label", label, high(get))
+
     if isinstance(first, dict):
         lab = label_key(first, label_arg)
         inputs = [f"{k}={_spec_of(v, f'key {k!r}', label, high(lambda s, k=k: s[k]))}"
                   for k, v in first.items() if k != lab]  # fmt: skip
-        return inputs, (_spec_of(first[lab], f"label {lab!r}", label, high(lambda s: s[lab])) if lab else None)
+        return inputs, (label_spec(first[lab], lambda s: s[lab]) if lab else None)
     inputs = [_spec_of(first[j], f"input {j}", label, high(lambda s, j=j: s[j])) for j in range(len(first) - 1)]
-    return inputs, _spec_of(first[-1], "the label", label, high(lambda s: s[-1]))
+    return inputs, label_spec(first[-1], lambda s: s[-1])
 
 
 def infer_input_specs(ds: Any, label: str, scan: int = 256) -> list[str]:

@@ -58,6 +58,7 @@ class ResolvedJob:
     label_arg: str | None = None
     loss: str | None = None
     eval_batch_size: int | None = None
+    sample: object = None
 
     def call_fields(self) -> dict:
         """The :class:`~paddlefit.plan.planner.PlanRequest` fields of how the job calls its model.
@@ -72,6 +73,7 @@ class ResolvedJob:
             "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
             "eval_batch_size": self.eval_batch_size,
             "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
+            "sample": self.sample,
             "loader_prefetch": self.spec.data.prefetch_factor if self.own_job and self.spec and self.spec.data.train
             and self.spec.data.num_workers == 0 else 0,
         }  # fmt: skip
@@ -81,8 +83,8 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
                 model_arg: list[str] | None, optimizer: str | None, precision: str | None,
                 need_train: bool, command: str = "plan", label: str | None = None, label_arg: str | None = None,
                 loss: str | None = None, eval_batch_size: int | None = None) -> ResolvedJob:  # fmt: skip
-    """Merge MODEL/options with ``--config``; build ``data.train`` once when its first sample gives the inputs or
-    the label, or (``need_train``) its length gives the job length.
+    """Merge MODEL/options with ``--config``; build ``data.train`` once: its first sample gives the inputs, the
+    label and the probe's batches (unless ``--input`` is given), its length the job length.
 
     Raises:
         PaddlefitError (exit 2): neither a model nor a spec; a bad spec or dataset.
@@ -94,6 +96,7 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
     batch_size = batch_size if batch_size is not None else (spec.batch_size if spec else 32)
     optimizer = optimizer or (spec.optimizer.value if spec else "adam")
     precision = precision or (spec.precision.value if spec else "fp32")
+    cli_inputs = bool(inputs)
     if not inputs and spec and spec.inputs:
         inputs = spec.inputs
     own_job = spec is not None and model == spec.model
@@ -103,10 +106,10 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
         loss = loss or spec.loss  # type: ignore[union-attr]
         eval_batch_size = eval_batch_size or spec.data.eval_batch_size  # type: ignore[union-attr]
     train_ds = None
-    if own_job and spec.data.train and (not inputs or not label or (need_train and spec.epochs)):  # type: ignore
+    if own_job and spec.data.train:  # type: ignore[union-attr]
         from paddlefit.datasets import resolve_dataset
 
-        with stdout_to_stderr():  # built once, for the inputs, the label and/or the epoch length
+        with stdout_to_stderr():
             train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
     if train_ds is not None and (not inputs or not label):
         from paddlefit.datasets import infer_sample_specs
@@ -121,7 +124,9 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
                        own_job, len(train_ds) if train_ds is not None else None, label, label_arg, loss,
-                       eval_batch_size)  # fmt: skip
+                       eval_batch_size,
+                       # the probe's batches are copies of data.train's first sample unless --input overrides them
+                       train_ds[0] if train_ds is not None and not cli_inputs else None)  # fmt: skip
 
 
 @handle_errors

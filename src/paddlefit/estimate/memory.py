@@ -267,6 +267,9 @@ class JobCall:
         loss: the job's loss name (None = ``cross_entropy``).
         strict: the loss is the job's (a spec or ``--loss``): an output it cannot take is an error. False (a
             model planned with no job): the probe falls back to :func:`reduce_to_loss` and says so in ``note``.
+        sample: the first sample of the job's ``data.train``: when given, probe batches are copies of it collated
+            as the DataLoader does (:func:`~paddlefit.models.calling.batch_of_sample`), so inputs and labels of any
+            structure (dicts, nested lists) are the job's own.
     """
 
     specs: list[InputSpec]
@@ -275,6 +278,7 @@ class JobCall:
     loss: str | None = None
     strict: bool = False
     note: str | None = None
+    sample: Any = None
 
     def __post_init__(self) -> None:
         from paddlefit.models.calling import JobLoss
@@ -294,7 +298,7 @@ class JobCall:
 
         from paddlefit.models.calling import call_model, check_label_spec, infer_label_spec, make_batch, model_loss
 
-        if self.label is not None:
+        if self.label is not None or self.sample is not None:
             return
         if self.strict:
             check_label_spec(None, self.loss, self.label_arg)
@@ -317,9 +321,12 @@ class JobCall:
                          "mean(output) as a proxy; give the job's loss and label (`plan --config`)")
 
     def batch(self, batch: int, seed: int = 0) -> Any:
-        """A synthetic :class:`~paddlefit.models.calling.Batch` of ``batch`` samples."""
-        from paddlefit.models.calling import make_batch
+        """A :class:`~paddlefit.models.calling.Batch` of ``batch`` samples: copies of ``sample`` when given, else
+        synthetic from the specs."""
+        from paddlefit.models.calling import batch_of_sample, make_batch
 
+        if self.sample is not None:
+            return batch_of_sample(self.sample, batch, self.specs, self.label_arg)
         return make_batch(self.specs, self.label, batch, seed)
 
     def loss_of(self, model: Any, batch: Any) -> Any:

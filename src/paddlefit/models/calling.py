@@ -297,6 +297,27 @@ class JobLoss:
         return shown
 
 
+def to_tensors(obj: Any) -> Any:
+    """numpy arrays (and numbers) in a collated batch -> Paddle tensors, through lists, tuples and dicts."""
+    import paddle
+
+    if isinstance(obj, dict):
+        return {k: to_tensors(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_tensors(v) for v in obj)
+    if isinstance(obj, np.ndarray | np.number | int | float):
+        return paddle.to_tensor(obj)
+    return obj
+
+
+def batch_of_sample(sample: Any, batch: int, specs: list[InputSpec] | None, label_arg: str | None) -> Batch:
+    """A :class:`Batch` of ``batch`` copies of one dataset sample, collated as ``paddle.io.DataLoader`` does
+    (``default_collate_fn``): inputs and labels of exactly the job's structure, nested dicts included."""
+    from paddle.io.dataloader.collate import default_collate_fn
+
+    return batch_from_loader(to_tensors(default_collate_fn([sample] * batch)), specs, label_arg)
+
+
 def make_batch(specs: list[InputSpec], label: InputSpec | None, batch: int, seed: int = 0) -> Batch:
     """Random tensors of shape (batch, *spec.shape) for each input spec (named ones as keywords) and the label;
     integer values in ``[0, spec.high or 2)``, floats standard normal."""

@@ -5,7 +5,9 @@ Names:
   downloaded), default input ``float32[3,224,224]`` (inception_v3: ``[3,299,299]``, lenet: ``[1,28,28]``);
 - the transformer configs of :mod:`paddlefit.models.transformer`, default input ``int64[128]`` ids;
 - ``package.module:factory`` for any user model; ``--model-arg key=value`` passes keyword arguments
-  (values parsed as YAML scalars, so ``num_classes=10`` is an int).
+  (values parsed as YAML scalars, so ``num_classes=10`` is an int). A PaddleNLP/PaddleFormers model class
+  (a ``PretrainedModel`` with a ``config_class``, e.g. ``paddlenlp.transformers:ErnieForSequenceClassification``)
+  is built from ``config_class(**model_args)``: randomly initialised, nothing downloaded.
 """
 
 from __future__ import annotations
@@ -140,6 +142,11 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
         obj = getattr(obj, part)
     if not callable(obj):
         raise ModelError(f"`{path}` is not callable; it must be a class or function returning a Layer.")
+    config_class = getattr(obj, "config_class", None)
+    if isinstance(obj, type) and isinstance(config_class, type) and hasattr(config_class, "to_dict"):
+        # a PaddleNLP/PaddleFormers model class (PretrainedModel): its __init__ takes one config object, so
+        # `--model-arg`s are that config's fields (ErnieConfig(vocab_size=..., num_labels=...)); no weights loaded
+        return lambda: obj(config_class(**kwargs))
     return lambda: obj(**kwargs)
 
 

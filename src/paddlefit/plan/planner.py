@@ -85,6 +85,7 @@ class PlanRequest:
         eval_batch_size: samples per evaluation forward (None = ``batch_size``).
         cpu_threads: the job's Paddle CPU threads (None = every core, as ``train`` on one device); the CPU row's
             time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
+        sample: the first sample of the job's ``data.train`` (probe batches are copies of it); None = synthetic.
         loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use (its blocking
             queue's capacity, ``prefetch_factor`` x places, ``python/paddle/io/dataloader/dataloader_iter.py``);
             added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose
@@ -116,6 +117,7 @@ class PlanRequest:
     cpu_threads: int | None = None
     time_threads: bool = True
     loader_prefetch: int = 0
+    sample: Any = None
 
 
 @dataclass
@@ -206,6 +208,20 @@ def _specs_for(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]
         specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
                  for s in specs]  # fmt: skip
     return specs
+
+
+def _sample_bytes(sample: Any) -> int:
+    """Bytes of one dataset sample's arrays (nested lists, tuples and dicts)."""
+    import numpy as np
+
+    if isinstance(sample, dict):
+        return sum(_sample_bytes(v) for v in sample.values())
+    if isinstance(sample, list | tuple):
+        return sum(_sample_bytes(v) for v in sample)
+    try:
+        return int(np.asarray(sample).nbytes)
+    except (TypeError, ValueError):
+        return 0
 
 
 def amp_activation_memory(trace: OpTrace, precision: Precision) -> tuple[float, float]:
@@ -330,7 +346,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     eval_b = req.eval_batch_size or b
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
-        call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict)
+        call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                             extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
@@ -366,7 +382,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         train_flops = flops.train_flops_per_sample
         phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
         # Paddle's single-process DataLoader holds `loader_prefetch` more batches than the probe's one
-        sample_bytes = sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)
+        sample_bytes = _sample_bytes(req.sample) if req.sample is not None else \
+            sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
         queued = req.loader_prefetch * sample_bytes
         if queued:
             notes_model.append(f"+ {req.loader_prefetch} batches queued by the single-process DataLoader "
