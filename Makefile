@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[cpu,dev,examples,real]'
-	$(BIN)/python -m pip install --quiet --no-deps unstructured-paddleocr==2.10.0
+	$(BIN)/python -m pip install --quiet --no-deps unstructured-paddleocr==2.10.0 albumentations==2.0.8 albucore==0.0.24
 	touch $(STAMP)
 
 demo: $(STAMP)

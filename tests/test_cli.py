@@ -182,5 +182,5 @@ def test_json_stdout_survives_fd_writes_and_batch_dependent_forwards():
     d = json.loads(r.stdout)  # one document: the model's writes to fd 1 went to stderr
     assert "FD1 WRITE" in r.stderr
     # the forward runs 4 linears beyond batch 1: the GPU trace is the batch-2 one, and the plan says so
-    assert d["assumptions"]["trace_ops"] == 4
+    assert d["assumptions"]["trace_ops"] == 5  # the forward's 4 ops at batch 4 and the job's cross_entropy
     assert any("differ between batch 1 and 2" in n for n in d["memory"]["notes"])

@@ -9,9 +9,11 @@ def test_parse_specs():
     assert (s.dtype, s.shape, s.bytes_per_sample) == ("float32", (3, 224, 224), 3 * 224 * 224 * 4)
     t = parse_input_spec(" int64[128]:30522 ")
     assert (t.shape, t.high, t.bytes_per_sample, str(t)) == ((128,), 30522, 1024, "int64[128]:30522")
+    u = parse_input_spec("float32[]")  # one scalar per sample (a regression target, a class id)
+    assert (u.shape, u.bytes_per_sample, str(u)) == ((), 4, "float32[]")
 
 
-@pytest.mark.parametrize("bad", ["", "float32", "float32[3,x]", "float32[0,2]", "complex64[3]", "float32[]",
+@pytest.mark.parametrize("bad", ["", "float32", "float32[3,x]", "float32[0,2]", "complex64[3]",
                                  "float32[3]:5", "[3,224]"])  # fmt: skip
 def test_bad_specs(bad):
     with pytest.raises(InputSpecError):

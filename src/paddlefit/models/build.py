@@ -90,7 +90,7 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
                 "for planning (the config flag that selects it; the unfused layers have the same parameters and "
                 "activations), or plan a large transformer with the parallel planner, which needs no probe: "
                 "`paddlefit plan CONFIG.json --gpus N`.")  # fmt: skip
-    if isinstance(exc, TypeError) and re.search(r"forward\(\)|argument", text):
+    if isinstance(exc, TypeError) and what != "be built" and re.search(r"forward\(\)|argument", text):
         shown = f" ({inputs})" if inputs else ""
         return (f"Model {name!r} could not {what}{at}: {_short(exc)}. Its forward() does not take the inputs "
                 f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "

@@ -327,7 +327,7 @@ class Trainer:
                                  "(e.g. `digits` or `package.module:function`).")  # fmt: skip
         self.eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
         ref = resolve_model(spec.model, dict(spec.model_args))
-        from paddlefit.models.build import build, failure_message
+        from paddlefit.models.build import build, failing_layer
         from paddlefit.models.calling import JobLoss
 
         try:
@@ -335,8 +335,9 @@ class Trainer:
         except ModelError as exc:
             raise ModelError(f"`model: {spec.model}`: {exc}.") from None
         except (Exception, SystemExit) as exc:
-            raise ModelError(failure_message(spec.model, exc, "be built") + f" (model_args {dict(spec.model_args)})"
-                             ) from None  # fmt: skip
+            where = failing_layer(exc)
+            raise ModelError(f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}"
+                             f"{' in ' + where if where else ''}: {type(exc).__name__}: {str(exc)[:300]}") from None
         if not any(not p.stop_gradient for p in self.model.parameters()):
             raise ModelError(f"`model: {spec.model}` has no trainable parameters; nothing to train.")
         self.input_specs = spec.input_specs()

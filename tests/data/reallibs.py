@@ -1,0 +1,53 @@
+"""User-side code for jobs on real Paddle library models (importable as `reallibs:...` through PYTHONPATH): what a
+user writes anyway (a factory composing a backbone and a head, a loss with the library's own signature, data of
+the right structure), nothing that works around paddlefit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: PaddleOCR CRNN recogniser: MobileNetV3-small, BiLSTM neck (nn.LSTM), CTC head over 36 characters + blank
+CRNN = {"model_type": "rec", "algorithm": "CRNN", "Transform": None,
+        "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "small", "small_stride": [1, 2, 2, 2]},
+        "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 48},
+        "Head": {"name": "CTCHead", "out_channels": 37, "fc_decay": 0.00001}}  # fmt: skip
+
+
+def pp_liteseg(num_classes: int = 4):
+    """PaddleSeg's PP-LiteSeg on an STDC1 backbone, randomly initialised (``pretrained=None``)."""
+    from paddleseg.models import PPLiteSeg
+    from paddleseg.models.backbones import STDC1
+
+    return PPLiteSeg(num_classes=num_classes, backbone=STDC1(pretrained=None), pretrained=None)
+
+
+def ctc_loss(out, label):
+    """PaddleOCR's CTCLoss with its own batch convention ``[image, text ids, lengths]`` (the image is not read)."""
+    from unstructured_paddleocr.ppocr.losses import build_loss
+
+    return build_loss({"name": "CTCLoss"})(out, [None, label["text"], label["length"]])["loss"]
+
+
+class TextLines:
+    """Text-line crops for a recogniser: dict samples ``{x: float32[3,32,100], label: {text: int32[10], length}}``;
+    each line's ids are drawn in [1, 37) (0 is CTC's blank) and the image encodes them as bright columns."""
+
+    def __init__(self, n: int = 32, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.length = rng.integers(4, 11, size=n)
+        self.text = rng.integers(1, 37, size=(n, 10)).astype("int32")
+        self.x = rng.standard_normal((n, 3, 32, 100)).astype("float32") * 0.1
+        for i in range(n):
+            for j in range(self.length[i]):
+                self.x[i, :, :, 10 * j: 10 * j + 6] += self.text[i, j] / 37.0
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int):
+        return {"x": self.x[i], "label": {"text": self.text[i], "length": np.int64(self.length[i])}}
+
+
+def text_lines(n: int = 32, seed: int = 0) -> TextLines:
+    """:class:`TextLines` (a dataset factory)."""
+    return TextLines(n, seed)
