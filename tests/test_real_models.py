@@ -72,22 +72,8 @@ def test_paddlenlp_ernie_classifier_keyword_inputs_and_its_own_loss(tmp_path: Pa
                  "eval_batch_size": 32}})  # fmt: skip
     plan, _ = _plan_train_export(cfg, tmp_path / "run")
     assert plan["model"]["loss"] == "the model's own loss"
-    assert plan["inputs"] == ["input_ids=int64[16]:1000", "token_type_ids=int64[16]:2"]
-
-
-def test_paddlenlp_lstm_encoder_plans_without_lazy_build() -> None:
-    """PaddleNLP's seq2vec LSTMEncoder wraps nn.LSTM, which paddle.LazyGuard cannot build: plan builds it for real
-    and counts the recurrent FLOPs."""
-    pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
-    r = _cli("plan", "paddlenlp.seq2vec:LSTMEncoder", "--model-arg", "input_size=16", "--model-arg",
-             "hidden_size=24", "--model-arg", "direction=bidirect", "--input", "float32[12,16]", "--loss", "mse",
-             "--label", "float32[48]", "--gpu", "T4", "--json")  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    plan = json.loads(r.stdout)
-    assert any("built for real (paddle.LazyGuard failed" in n for n in plan["memory"]["notes"])
-    # 1 layer x 2 directions: 2*T*4H*(I+H) + 2 biases 2*T*4H + 9*T*H per sample
-    t, h, i = 12, 24, 16
-    assert plan["model"]["forward_flops_per_sample"] >= 2 * (2 * t * 4 * h * (i + h) + 2 * 2 * t * 4 * h + 9 * t * h)
+    ids, types = plan["inputs"]  # read off data.train: ids up to the largest seen + 1
+    assert ids.startswith("input_ids=int64[16]:") and types == "token_type_ids=int64[16]:2"
 
 
 def test_paddleclas_pplcnet_example(tmp_path: Path) -> None:

@@ -59,6 +59,8 @@ class ResolvedJob:
     loss: str | None = None
     eval_batch_size: int | None = None
     sample: object = None
+    evaluates: bool = True
+    queued: tuple[int, int] = (0, 0)
 
     def call_fields(self) -> dict:
         """The :class:`~paddlefit.plan.planner.PlanRequest` fields of how the job calls its model.
@@ -74,8 +76,8 @@ class ResolvedJob:
             "eval_batch_size": self.eval_batch_size,
             "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
             "sample": self.sample,
-            "loader_prefetch": self.spec.data.prefetch_factor if self.own_job and self.spec and self.spec.data.train
-            and self.spec.data.num_workers == 0 else 0,
+            "eval_phase": self.evaluates,
+            "loader_prefetch": self.queued[0], "eval_prefetch": self.queued[1],
         }  # fmt: skip
 
 
@@ -121,12 +123,27 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
         if not label and found_label:
             label = found_label
             err.print(f"[dim]label from data.train: {label}[/]")
+    evaluates = not own_job or bool(spec.data.eval)  # type: ignore[union-attr]
+    # batches Paddle's single-process DataLoader holds besides the one in use: its blocking queue
+    # (prefetch_factor) + the BufferedReader's 2, never more than the loader has left (PlanRequest.loader_prefetch)
+    queued = [0, 0]
+    single = own_job and spec.data.num_workers == 0  # type: ignore[union-attr]
+    if single and train_ds is not None:
+        queued[0] = max(0, min(spec.data.prefetch_factor + 2, len(train_ds) // batch_size - 1))  # type: ignore
+    if own_job and spec.data.eval:  # type: ignore[union-attr]
+        from paddlefit.datasets import resolve_dataset
+
+        with stdout_to_stderr():  # train's eval batches hold at most the whole eval set
+            n_eval = len(resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval"))  # type: ignore
+        eval_batch_size = min(eval_batch_size or batch_size, n_eval)
+        queued[1] = max(0, min(spec.data.prefetch_factor + 2, math.ceil(n_eval / eval_batch_size) - 1))  # type: ignore
     model_args = parse_model_args(model_arg) if model_arg else (dict(spec.model_args) if spec else {})
     return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
                        own_job, len(train_ds) if train_ds is not None else None, label, label_arg, loss,
                        eval_batch_size,
                        # the probe's batches are copies of data.train's first sample unless --input overrides them
-                       train_ds[0] if train_ds is not None and not cli_inputs else None)  # fmt: skip
+                       train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates,
+                       (queued[0], queued[1]))  # fmt: skip
 
 
 @handle_errors

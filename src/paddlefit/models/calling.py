@@ -168,6 +168,17 @@ def logits_of(out: Any) -> Any:
     return None
 
 
+def prediction_of(out: Any, label_passed: bool) -> Any:
+    """The logits tensor of an output for an accuracy: :func:`logits_of`, skipping the model's own loss (the first
+    element of a ``(loss, logits)`` tuple) and taking the main head of a list; None if no tensor of rank >= 1."""
+    if label_passed and isinstance(out, list | tuple) and len(out) > 1 and _scalar(out[0]):
+        out = out[1]
+    x = logits_of(out)
+    if isinstance(x, list):
+        x = x[0]
+    return x if _is_tensor(x) and len(x.shape) >= 1 else None
+
+
 def describe_output(out: Any) -> str:
     """``tuple of 3 ([2, 1000] float32, ...)`` for messages."""
     if _is_tensor(out):

@@ -85,11 +85,16 @@ class PlanRequest:
         eval_batch_size: samples per evaluation forward (None = ``batch_size``).
         cpu_threads: the job's Paddle CPU threads (None = every core, as ``train`` on one device); the CPU row's
             time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
+        eval_phase: the job evaluates (a job spec without ``data.eval`` does not): the probe measures the eval
+            forward and it counts in the peak.
         sample: the first sample of the job's ``data.train`` (probe batches are copies of it); None = synthetic.
-        loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use (its blocking
-            queue's capacity, ``prefetch_factor`` x places, ``python/paddle/io/dataloader/dataloader_iter.py``);
-            added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose
-            batches live in shared memory).
+        loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use: its blocking
+            queue's capacity, ``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus
+            the 2 of the double-buffering ``BufferedReader`` behind ``use_buffer_reader=True`` (measured: train's
+            peak for PP-LCNet at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default
+            prefetch_factor 2); added to every phase as input + label bytes x batch (0: no DataLoader, or worker
+            processes, whose batches live in shared memory). ``eval_prefetch``: the same for the eval loader, added
+            to the eval phase at the eval batch (train evaluates at epoch ends, when the train loader is drained).
     """
 
     model: str
@@ -117,7 +122,9 @@ class PlanRequest:
     cpu_threads: int | None = None
     time_threads: bool = True
     loader_prefetch: int = 0
+    eval_prefetch: int = 0
     sample: Any = None
+    eval_phase: bool = True
 
 
 @dataclass
@@ -350,7 +357,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                             extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
-                                            cpu_threads=req.cpu_threads, time_threads=req.time_threads)
+                                            cpu_threads=req.cpu_threads, time_threads=req.time_threads,
+                                            eval_phase=req.eval_phase)
         except mem.ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
@@ -384,13 +392,15 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         # Paddle's single-process DataLoader holds `loader_prefetch` more batches than the probe's one
         sample_bytes = _sample_bytes(req.sample) if req.sample is not None else \
             sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
-        queued = req.loader_prefetch * sample_bytes
-        if queued:
-            notes_model.append(f"+ {req.loader_prefetch} batches queued by the single-process DataLoader "
-                               f"({queued * b / 1024**2:,.2f} MiB at batch {b})")
+        queued, queued_eval = req.loader_prefetch * sample_bytes, req.eval_prefetch * sample_bytes
+        if queued or queued_eval:
+            notes_model.append(f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
+                               f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
+                               f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
         # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
-        phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" or req.eval_batch_size is None
-                        else (seg[0] + (seg[1] + queued) * eval_b, 0.0))
+        phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" else
+                        (seg[0], seg[1] + queued_eval) if req.eval_batch_size is None else
+                        (seg[0] + (seg[1] + queued_eval) * eval_b, 0.0))
                        for p, f in probe.fits.items()
                        for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
         probed = [m.batch_size for m in probe.measurements]

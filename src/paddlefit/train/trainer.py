@@ -767,7 +767,7 @@ class Trainer:
     def _evaluate_once(self) -> dict[str, float | None]:
         import paddle
 
-        from paddlefit.models.calling import call_model, logits_of
+        from paddlefit.models.calling import call_model, prediction_of
 
         if self.eval_ds is None:
             return {"eval_loss": None, "eval_accuracy": None}
@@ -786,9 +786,8 @@ class Trainer:
                         out = call_model(self.model, batch, self.spec.label_arg)
                     n = batch.size
                     loss_sum += float(self.eval_loss(out, batch).item()) * n
-                    logits, y = logits_of(out), batch.label
-                    if isinstance(logits, list):
-                        logits = logits[0]
+                    logits = prediction_of(out, bool(self.spec.label_arg and batch.label is not None))
+                    y = batch.label
                     if self.spec.loss_name == "cross_entropy" and logits is not None and y is not None and \
                             "int" in str(y.dtype) and int(np.prod(y.shape)) * logits.shape[-1] == \
                             int(np.prod(logits.shape)):  # fmt: skip
