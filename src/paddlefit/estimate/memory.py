@@ -162,7 +162,7 @@ class ProbeResult:
     time_fit: PhaseFit
     #: Paddle CPU threads the measured steps ran with
     threads: int = 1
-    #: seconds of one steady-state step at the first batch size per thread count (``time_threads``)
+    #: seconds of one steady-state step at the largest mandatory probe batch per thread count (``time_threads``)
     thread_step_s: dict[int, float] = field(default_factory=dict)
 
     def phase_bytes(self, batch: int, eval_batch: int | None = None) -> dict[str, float]:
@@ -488,8 +488,8 @@ def probe_memory(
     the caller evaluates that line at the job's eval batch size.
 
     Paddle's CPU kernels use ``cpu_threads`` threads (default: every core, as ``train`` does on one device). With
-    ``time_threads`` the probe also times two steady-state steps at the first batch size with 1, cores / 2 and
-    all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so the plan can say
+    ``time_threads`` the probe also times two steady-state steps at its largest mandatory batch size with 1,
+    cores / 2 and all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so the plan can say
     which thread count is fastest for this job on this CPU.
 
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
@@ -557,7 +557,7 @@ def probe_memory(
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
             if time_threads and cores > 1:
-                data = call.batch(b, seed=99)
+                data = call.batch(max(batch_sizes), seed=99)
                 for n in sorted({1, max(1, cores // 2), cores}):
                     paddle.base.core.set_num_threads(n)
                     thread_step_s[n] = min(_measured_step(model, opt, call, data, alloc, base)[1] for _ in range(2))

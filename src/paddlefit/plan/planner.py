@@ -487,8 +487,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         ts = probe.thread_step_s
         if ts:
             best = min(ts, key=ts.__getitem__)
-            if probe.threads in ts and ts[probe.threads] > 1.05 * ts[best]:
-                cpu_notes.append(f"measured at batch {req.probe_batch_sizes[0]}: "
+            if probe.threads in ts and ts[probe.threads] > 1.10 * ts[best]:
+                cpu_notes.append(f"measured at batch {max(req.probe_batch_sizes)}: "
                                  + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
                                  + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
     if cpu_time is not None:
