@@ -489,8 +489,8 @@ def probe_memory(
 
     Paddle's CPU kernels use ``cpu_threads`` threads (default: every core, as ``train`` does on one device). With
     ``time_threads`` the probe also times two steady-state steps at its largest mandatory batch size with 1,
-    cores / 2 and all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so the plan can say
-    which thread count is fastest for this job on this CPU.
+    cores / 2 and all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so
+    the plan can say which thread count is fastest for this job on this CPU.
 
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
