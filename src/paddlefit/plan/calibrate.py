@@ -203,7 +203,9 @@ def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimize
     gc.collect()
     base = paddle.device.cuda.memory_allocated()
     paddle.device.cuda.reset_max_memory_allocated()
-    model = factory()
+    from paddlefit.models.build import build
+
+    model = build(factory)
     model.train()
     opt = mem.make_optimizer(optimizer, model.parameters())
     dtype = "bfloat16" if precision.value.startswith("bf16") else "float16"
@@ -211,13 +213,15 @@ def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimize
         model, opt = paddle.amp.decorate(models=model, optimizers=opt, level="O2", dtype=dtype)
     use_scaler = precision.value.startswith("fp16")
     scaler = paddle.amp.GradScaler() if use_scaler else None
-    inputs = mem.make_inputs(specs, batch)
+    call = mem.JobCall(list(specs))  # the loss plan's probe takes: cross_entropy on generated labels
+    call.prepare(model)
+    inputs = call.batch(batch)
     step_s = 0.0
     for _ in range(steps):
         paddle.device.synchronize()
         t0 = time.perf_counter()
         with paddle.amp.auto_cast(enable=precision.is_amp, level=precision.level, dtype=dtype):
-            loss = mem.reduce_to_loss(model(*inputs))
+            loss = call.loss_of(model, inputs)
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
