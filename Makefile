@@ -36,6 +36,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/trainer_overhead.py
 	$(BIN)/python bench/cost_sanity.py
 	$(BIN)/python bench/tune_gain.py
+	$(BIN)/python bench/real_models.py
+	$(BIN)/python bench/cpu_threads.py
 	$(BIN)/python bench/gpu_accuracy.py
 
 clean:

@@ -51,3 +51,13 @@ class TextLines:
 def text_lines(n: int = 32, seed: int = 0) -> TextLines:
     """:class:`TextLines` (a dataset factory)."""
     return TextLines(n, seed)
+
+
+def lm_tokens(n: int = 16, seq: int = 64, vocab: int = 32000, seed: int = 0):
+    """Causal-LM samples ``{input_ids, labels}`` (labels = the ids: PaddleNLP shifts them inside its criterion)."""
+    from trainhelpers import SyntheticSamples
+
+    s = SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab)}, True, seed)
+    s.names.append("labels")
+    s.cols.append(s.cols[0])
+    return s
