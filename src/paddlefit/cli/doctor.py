@@ -19,7 +19,7 @@ from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
 _STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
 
 
-def _checkpoint_bytes(model: str) -> int:
+def _checkpoint_bytes(model: str, model_args: dict | None = None) -> int:
     """Weights + Adam states of ``model`` (built under paddle.LazyGuard, or for real when that fails), bytes: what
     a checkpoint holds."""
     from paddlefit.errors import ModelError
@@ -28,7 +28,7 @@ def _checkpoint_bytes(model: str) -> int:
     from paddlefit.models.zoo import resolve_model
     from paddlefit.spec import OptimizerName, Precision
 
-    ref = resolve_model(model)
+    ref = resolve_model(model, model_args)
     try:
         info, _ = param_inventory(ref)
     except ModelError as exc:
@@ -95,7 +95,7 @@ def doctor_command(
     ckpt = None
     if model:
         with stdout_to_stderr():
-            ckpt = _checkpoint_bytes(model)
+            ckpt = _checkpoint_bytes(model, dict(spec.model_args) if spec is not None and model == spec.model else None)
     batch_bytes = batch_size * sum(s.bytes_per_sample for s in specs) if batch_size and specs else None
     job = JobContext(num_workers=num_workers or None, prefetch_factor=prefetch_factor, batch_bytes=batch_bytes,
                      devices=devices, checkpoint_bytes=ckpt, use_shared_memory=use_shm)  # fmt: skip
