@@ -21,8 +21,8 @@ from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 #: Bytes per element of each dtype an input spec may use.
 DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 
-_SPEC_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*\[(?P<dims>[^\]]*)\]"
-                      r"\s*(?::\s*(?P<high>\d+))?\s*$")
+_SPEC_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*"
+                      r"\[(?P<dims>[^\]]{0,200})\]\s*(?::\s*(?P<high>\d{1,12}))?\s*$")
 
 
 class Precision(str, Enum):
@@ -106,6 +106,8 @@ def parse_input_spec(text: str) -> InputSpec:
             f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}."
         )
     try:
+        if any(len(d.strip()) > 12 for d in m.group("dims").split(",")):
+            raise InputSpecError(f"Input spec {text!r}: a dimension has more than 12 digits.")
         dims = tuple(int(d) for d in m.group("dims").split(",")) if m.group("dims").strip() else ()
     except ValueError:
         raise InputSpecError(
@@ -176,7 +178,7 @@ class DataSpec(BaseModel):
     train_args: dict[str, Any] = Field(default_factory=dict)
     eval: str | None = None
     eval_args: dict[str, Any] = Field(default_factory=dict)
-    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7)
+    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7, strict=True)
     shuffle: bool = True
     drop_last: bool = True
     num_workers: int = Field(default=0, ge=0)
@@ -283,8 +285,11 @@ class JobSpec(BaseModel):
     @field_validator("inputs", mode="before")
     @classmethod
     def _inputs_mapping(cls, v: Any) -> Any:
-        """``{name: SPEC}`` is the same as ``[name=SPEC, ...]``."""
+        """``{name: SPEC}`` is the same as ``[name=SPEC, ...]``; names are strings (YAML ``true:`` is not one)."""
         if isinstance(v, dict):
+            bad = [k for k in v if not isinstance(k, str)]
+            if bad:
+                raise ValueError(f"input names must be strings; {bad[0]!r} is a {type(bad[0]).__name__} (quote it)")
             return [f"{k}={spec}" for k, spec in v.items()]
         return v
 
@@ -380,7 +385,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
         try:
             check()
         except InputSpecError as exc:
-            raise JobSpecError(f"Job spec `{p}`, key `{key}`: {str(exc)[:300]}") from None
+            raise JobSpecError(f"Job spec `{p}`, key `{key}`: {str(exc)[:800]}") from None
     return spec
 
 

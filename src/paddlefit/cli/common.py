@@ -39,12 +39,21 @@ def fail(message: str, code: int = 2, kind: str = "UsageError") -> typer.Exit:
     return typer.Exit(code)
 
 
+_json_printed: list[bool] = []
+
+
+def json_error_printed() -> bool:
+    """Whether this process already printed a ``--json`` error object (so the entry point does not add one)."""
+    return bool(_json_printed)
+
+
 def _print_json_error() -> None:
     """One JSON object ``{"error": {"type", "message", "exit_code"}}`` on stdout for a failed ``--json`` command."""
     import json
 
-    if _last_error:
+    if _last_error and not _json_printed:
         print(json.dumps({"error": dict(_last_error)}), flush=True)
+        _json_printed.append(True)
 
 
 def require_positive(value: float | None, option: str, allow_zero: bool = False) -> None:

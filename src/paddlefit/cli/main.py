@@ -62,12 +62,26 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 
 def main() -> None:
-    """Console-script entry point (Ctrl-C before a command's own handler is installed: exit 130, no traceback)."""
+    """Console-script entry point (Ctrl-C before a command's own handler is installed: exit 130, no traceback).
+
+    An option that does not parse (``-b x``, an unknown option) is typer's usage error, exit 2, its message on
+    stderr; with ``--json`` one JSON error object is also printed on stdout, as every failing ``--json`` command
+    does (:func:`paddlefit.cli.common.handle_errors` prints the others).
+    """
+    from paddlefit.cli import common
+
     try:
         app()
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    except SystemExit as exc:
+        if exc.code == 2 and "--json" in sys.argv[1:] and not common.json_error_printed():
+            import json
+
+            print(json.dumps({"error": {"type": "UsageError", "message": "the command line does not parse: see the "
+                                        "message on stderr and `--help`", "exit_code": 2}}), flush=True)  # fmt: skip
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

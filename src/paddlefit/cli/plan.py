@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -60,7 +61,7 @@ class ResolvedJob:
     eval_batch_size: int | None = None
     sample: object = None
     evaluates: bool = True
-    queued: tuple[int, int] = (0, 0)
+    queued: tuple[int, int, int] = (0, 0, 0)
 
     def call_fields(self) -> dict:
         """The :class:`~paddlefit.plan.planner.PlanRequest` fields of how the job calls its model.
@@ -77,7 +78,7 @@ class ResolvedJob:
             "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
             "sample": self.sample,
             "eval_phase": self.evaluates,
-            "loader_prefetch": self.queued[0], "eval_prefetch": self.queued[1],
+            "loader_prefetch": self.queued[0], "eval_prefetch": self.queued[1], "eval_held": self.queued[2],
         }  # fmt: skip
 
 
@@ -113,10 +114,12 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
 
         with stdout_to_stderr():
             train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
-    if train_ds is not None and (not inputs or not label):
+    if train_ds is not None:
         from paddlefit.datasets import infer_sample_specs
 
         found, found_label = infer_sample_specs(train_ds, f"data.train: {spec.data.train}", label_arg)  # type: ignore
+        if inputs and not cli_inputs:
+            _check_inputs_match_data(inputs, found, spec.data.train)  # type: ignore[union-attr]
         if not inputs:
             inputs = found
             err.print(f"[dim]inputs from data.train: {' '.join(inputs)}[/]")
@@ -126,10 +129,20 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
     evaluates = not own_job or bool(spec.data.eval)  # type: ignore[union-attr]
     # batches Paddle's single-process DataLoader holds besides the one in use: its blocking queue
     # (prefetch_factor) + the BufferedReader's 2, never more than the loader has left (PlanRequest.loader_prefetch)
-    queued = [0, 0]
+    queued = [0, 0, 0]
     single = own_job and spec.data.num_workers == 0  # type: ignore[union-attr]
     if single and train_ds is not None:
-        queued[0] = max(0, min(spec.data.prefetch_factor + 2, len(train_ds) // batch_size - 1))  # type: ignore
+        batches = len(train_ds) // batch_size
+        queued[0] = max(0, min(spec.data.prefetch_factor + 2, batches - 1))  # type: ignore[union-attr]
+        # the last eval comes mid-epoch when the run stops there (max_steps): the train loader then still holds its
+        # queue and the batch it last handed out; evals at epoch ends find it drained
+        per_epoch = max(1, batches // spec.grad_accum_steps)  # type: ignore[union-attr]
+        limits = [round(spec.epochs * per_epoch)] if spec.epochs else []  # type: ignore[union-attr]
+        limits += [spec.max_steps] if spec.max_steps else []  # type: ignore[union-attr]
+        total = min(limits) if limits else per_epoch
+        left = (per_epoch - total % per_epoch) * spec.grad_accum_steps  # type: ignore[union-attr]
+        if total % per_epoch:
+            queued[2] = min(queued[0], left) + 1
     if own_job and spec.data.eval:  # type: ignore[union-attr]
         from paddlefit.datasets import resolve_dataset
 
@@ -143,7 +156,28 @@ def resolve_job(model: str | None, config: Path | None, batch_size: int | None, 
                        eval_batch_size,
                        # the probe's batches are copies of data.train's first sample unless --input overrides them
                        train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates,
-                       (queued[0], queued[1]))  # fmt: skip
+                       (queued[0], queued[1], queued[2]))  # fmt: skip
+
+
+def _check_inputs_match_data(given: list[str], found: list[str], dataset: str) -> None:
+    """The job's ``inputs:`` must describe ``data.train``'s samples (train calls the model with the data): the
+    same count, dtypes and shapes (names: the dict keys of dict samples; id ranges may differ).
+
+    Raises:
+        PaddlefitError: naming both lists.
+    """
+    g, f = parse_input_specs(given, "inputs:"), parse_input_specs(found, "inputs:")
+    dict_samples = all(s.name for s in f) and f
+
+    def key(s: Any) -> tuple:
+        return (s.name if dict_samples else None, s.dtype, s.shape)
+
+    same = sorted(map(key, g)) == sorted(map(key, f)) if dict_samples else \
+        [(s.dtype, s.shape) for s in g] == [(s.dtype, s.shape) for s in f]  # fmt: skip
+    if not same:
+        raise fail(f"`inputs: {' '.join(given)}` does not describe data.train ({dataset}), whose first sample has "
+                   f"{' '.join(found)}; train calls the model with the data, so fix `inputs:` or remove it (plan "
+                   "reads the data's).")  # fmt: skip
 
 
 @handle_errors
@@ -242,10 +276,17 @@ def plan_command(
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
                    "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
-    if label_arg is not None and not label_arg.isidentifier():
+    import re
+
+    if label_arg is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label_arg):
         raise fail(f"`--label-arg {label_arg!r}` must be a forward() argument name, e.g. `labels`.")
-    if eval_batch_size is not None and eval_batch_size < 1:
-        raise fail(f"`--eval-batch-size` must be >= 1 (got {eval_batch_size}).")
+    if eval_batch_size is not None and not 1 <= eval_batch_size <= 10**7:
+        raise fail(f"`--eval-batch-size` must be 1..10000000 (got {eval_batch_size}).")
+    for opt, value in (("--label", label), ("--loss", loss)):
+        if value is not None and not value.strip():
+            raise fail(f"`{opt}` is empty; give a value (see --help) or leave the option out.")
+    if label is not None and parse_input_spec(label).name:
+        raise fail(f"`--label {label}` takes no name; the forward() argument is `--label-arg`.")
     job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
                       need_train=dataset_size is None and epochs is None, label=label, label_arg=label_arg,
                       loss=loss, eval_batch_size=eval_batch_size)  # fmt: skip

@@ -415,7 +415,7 @@ _SAFE_FIX = re.compile(r"^(export [A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.,:^=/+-]*|u
 OMP_SLOW_RATIO = 1.10
 
 
-@check("PF112", "omp-wait-policy")
+@check("PF121", "omp-wait-policy")
 def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Paddle's CPU kernels run on Intel OpenMP (libiomp5), whose threads spin while they wait unless
     ``OMP_WAIT_POLICY=PASSIVE``. Measured (``Snapshot.omp``): a small training step in a fresh process under the
@@ -424,21 +424,25 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
     omp = s.omp or {}
     times = omp.get("step_s") or {}
     user = omp.get("user", "")
+    if user and user.upper() not in ("ACTIVE", "PASSIVE"):
+        return [Finding("PF121", "omp-wait-policy", "warn", f"OMP_WAIT_POLICY={user} is not a policy",
+                        "OpenMP takes ACTIVE or PASSIVE and ignores other values with a warning (the OpenMP 5.2 "
+                        "specification, section 21.2.5)", "export OMP_WAIT_POLICY=PASSIVE")]  # fmt: skip
     shown = f"OMP_WAIT_POLICY={user}" if user else "OMP_WAIT_POLICY unset (the OpenMP default)"
     if not times or "PASSIVE" not in times or user.upper() not in times or user.upper() == "PASSIVE":
         if user.upper() == "PASSIVE" or not omp:
             return []
-        return [Finding("PF112", "omp-wait-policy", "ok", f"{shown}; paddlefit's commands run with "
+        return [Finding("PF121", "omp-wait-policy", "ok", f"{shown}; paddlefit's commands run with "
                         f"OMP_WAIT_POLICY={omp.get('effective') or 'unset'} (not measured: `doctor` measures it)")]
     mine, passive = times[user.upper()], times["PASSIVE"]
     ratio = mine / passive if passive > 0 else 1.0
     detail = (f"a small CPU training step on {s.cpu_cores} cores: {mine * 1e3:,.1f} ms with {shown}, "
               f"{passive * 1e3:,.1f} ms with OMP_WAIT_POLICY=PASSIVE (each in a fresh process)")
     if ratio >= OMP_SLOW_RATIO:
-        return [Finding("PF112", "omp-wait-policy", "warn", f"{shown} is {ratio:.2f}x slower than PASSIVE here",
+        return [Finding("PF121", "omp-wait-policy", "warn", f"{shown} is {ratio:.2f}x slower than PASSIVE here",
                         detail + "; your own Paddle scripts run with it (paddlefit's commands use PASSIVE unless "
                         "you set the variable)", "export OMP_WAIT_POLICY=PASSIVE")]  # fmt: skip
-    return [Finding("PF112", "omp-wait-policy", "ok", f"{shown}: within {OMP_SLOW_RATIO - 1:.0%} of PASSIVE here",
+    return [Finding("PF121", "omp-wait-policy", "ok", f"{shown}: within {OMP_SLOW_RATIO - 1:.0%} of PASSIVE here",
                     detail)]
 
 

@@ -183,7 +183,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
     from paddlefit.estimate.memory import model_state_bytes, param_info
     from paddlefit.models.calling import call_model
-    from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
+    from paddlefit.train.trainer import PeakTracker, scratch_trainer
 
     total = steps + warmup
     spec_devices = spec.devices  # scratch_trainer runs one device; the all-reduce of the real job is estimated
@@ -197,7 +197,9 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         sampler = _Sampler(on_gpu)
         sampler.start()
         try:
+            peaks = PeakTracker(on_gpu)
             for step in range(total):
+                peaks.checkpoint()
                 row = dict.fromkeys(COMPONENTS, 0.0)
                 t_step = time.perf_counter()
                 it = step_batches()  # a new epoch's first batch then includes worker start-up
@@ -255,7 +257,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         produce_s = _batch_production_s(t.train_ds, spec.batch_size)
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
-        peak = peak_memory_bytes(on_gpu)
+        peak = peaks.peak()
         # gradients as DataParallel all-reduces them: the planner's model-state bytes for the precision that ran
         info = param_info(t.model)
         grads = float(model_state_bytes(info, spec.optimizer, spec.precision if t.amp else Precision.FP32).grads_bytes)

@@ -51,6 +51,8 @@ class ParamInfo:
     trainable_params: int
     trainable_tensors: int
     param_bytes_fp32: int
+    #: rows of the largest ``paddle.nn.Embedding`` (0: none): token ids must stay below it
+    embedding_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,11 @@ def param_info(model: Any) -> ParamInfo:
         if not p.stop_gradient:
             trainable += n
             tensors += 1
-    return ParamInfo(params, trainable, tensors, nbytes)
+    import paddle
+
+    rows = max((int(m.weight.shape[0]) for m in model.sublayers(include_self=True)
+                if isinstance(m, paddle.nn.Embedding)), default=0)  # fmt: skip
+    return ParamInfo(params, trainable, tensors, nbytes, rows)
 
 
 def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Precision) -> ModelStates:
@@ -398,13 +404,27 @@ def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any,
     model.eval()
     try:
         with paddle.no_grad():
-            out = call_model(model, batch, call.label_arg)
+            try:
+                out = call_model(model, batch, call.label_arg)
+            except Exception as exc:
+                if isinstance(exc, MemoryError) or "(ResourceExhausted)" in str(exc):
+                    raise
+                from paddlefit.errors import PaddlefitError
+                from paddlefit.models.build import _short, failing_layer
+
+                where = failing_layer(exc)
+                raise PaddlefitError(f"the evaluation forward (eval mode, no gradients, as `train` evaluates "
+                                     f"data.eval) raised{' in ' + where if where else ''}: {_short(exc)}.") from None
             if batch.label is not None and not call.proxy:
                 try:
                     loss = call.eval_loss(out, batch)
                     del loss
-                except Exception:
-                    pass
+                except Exception as exc:
+                    if call.strict:  # train's evaluation would stop the same way
+                        from paddlefit.errors import PaddlefitError
+
+                        raise PaddlefitError(f"in the evaluation pass (eval mode, as `train` evaluates data.eval): "
+                                             f"{exc}") from None
             del out
         return peak() - base
     finally:

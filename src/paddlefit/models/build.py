@@ -62,7 +62,8 @@ def failing_layer(exc: BaseException) -> str | None:
 
 
 def _short(exc: BaseException, limit: int = 400) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = re.sub(r"\s*\[Hint: .*", "", str(exc).strip(), flags=re.S)  # Paddle's "[Hint: Expected ...]" tail
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # Paddle's C++ errors put the summary after a C++ traceback; keep the lines that say what happened
     keep = [ln for ln in lines if not ln.startswith(("---", "C++ Traceback", "Error Message Summary"))
             and not re.match(r"^\d+\s+\w", ln)]  # fmt: skip
@@ -70,7 +71,8 @@ def _short(exc: BaseException, limit: int = 400) -> str:
     return f"{type(exc).__name__}: {text[:limit]}"
 
 
-def failure_message(name: str, exc: BaseException, what: str, inputs: str | None = None) -> str:
+def failure_message(name: str, exc: BaseException, what: str, inputs: str | None = None,
+                    label_arg: str | None = None) -> str:  # fmt: skip
     """One paragraph saying what failed when model ``name`` was asked to ``what`` (``be built``, ``train``...).
 
     Names the layer (:func:`failing_layer`) and the way out:
@@ -90,7 +92,11 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
                 "for planning (the config flag that selects it; the unfused layers have the same parameters and "
                 "activations), or plan a large transformer with the parallel planner, which needs no probe: "
                 "`paddlefit plan CONFIG.json --gpus N`.")  # fmt: skip
-    if isinstance(exc, TypeError) and what != "be built" and re.search(r"forward\(\)|argument", text):
+    if isinstance(exc, TypeError) and label_arg and re.search(rf"forward\(\).*'{re.escape(label_arg)}'", text):
+        return (f"Model {name!r} could not {what}{at}: {_short(exc)}. The label is passed to forward() as "
+                f"`{label_arg}=` (`label_arg:` / `--label-arg`), and this forward() does not take it: name its label "
+                "argument, or drop label_arg to use the job's `loss:` on the output.")  # fmt: skip
+    if isinstance(exc, TypeError) and what != "be built" and "forward()" in text:
         shown = f" ({inputs})" if inputs else ""
         return (f"Model {name!r} could not {what}{at}: {_short(exc)}. Its forward() does not take the inputs "
                 f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
@@ -98,8 +104,9 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
     shown = f" with inputs {inputs}" if inputs and what != "be built" else ""
     hint = ""
     if shown and re.search(r"shape|dimension|dims|rank|dtype|data type", text, re.I):
-        hint = (" If the inputs are the cause: one `--input` per positional forward() argument in order, with the "
-                "per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments).")
+        hint = (" If the inputs or the label are the cause: one `--input` per positional forward() argument in order, "
+                "with the per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments), and "
+                "`--label SPEC` / `label:` with the shape the loss expects.")
     return f"Model {name!r} could not {what}{shown}{at}: {_short(exc)}.{hint}"
 
 
@@ -127,7 +134,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
         raise
     except (Exception, SystemExit) as exc:
         where = failing_layer(exc)
-        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {_short(exc, 120)})"
+        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {_short(exc, 160)})"
     try:
         model = build(ref.factory)
     except ModelError:

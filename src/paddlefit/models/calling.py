@@ -179,6 +179,14 @@ def prediction_of(out: Any, label_passed: bool) -> Any:
     return x if _is_tensor(x) and len(x.shape) >= 1 else None
 
 
+def _describe_label(y: Any) -> str:
+    if isinstance(y, dict):
+        return "{" + ", ".join(f"{k}: {_describe_label(v)}" for k, v in list(y.items())[:6]) + "}"
+    if isinstance(y, list | tuple):
+        return "[" + ", ".join(_describe_label(v) for v in y[:6]) + "]"
+    return _describe(y)
+
+
 def describe_output(out: Any) -> str:
     """``tuple of 3 ([2, 1000] float32, ...)`` for messages."""
     if _is_tensor(out):
@@ -282,7 +290,10 @@ class JobLoss:
                     f"the model returned {describe_output(out)}; `loss: {shown}` takes one tensor of logits. Write "
                     "your loss as `loss: package.module:function` taking (output, label) and returning a scalar, "
                     "e.g. `def loss(out, label): return paddle.nn.functional.cross_entropy(out['seg'], label)`.")
-            if isinstance(x, list):
+        else:
+            x = out
+        try:
+            if self.builtin and isinstance(x, list):
                 self.how, self.outputs = "loss-summed", len(x)
                 import paddle
 
@@ -290,9 +301,15 @@ class JobLoss:
             else:
                 self.how = "loss"
                 loss = self.fn(x, batch.label)
-        else:
-            self.how = "loss"
-            loss = self.fn(out, batch.label)
+        except PaddlefitError:
+            raise
+        except Exception as exc:
+            if "(ResourceExhausted)" in str(exc) or isinstance(exc, MemoryError):
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise PaddlefitError(f"`loss: {shown}` raised {type(exc).__name__}: {first} on the model's output "
+                                 f"({describe_output(out)}) and the label ({_describe_label(batch.label)}). Check "
+                                 "the loss and the label (`label:` / `--label`, or data.train's labels).") from None
         if not _is_tensor(loss) or int(np.prod(loss.shape)) != 1:
             got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__
             raise PaddlefitError(f"`loss: {shown}` must return a scalar tensor; got {got}.")

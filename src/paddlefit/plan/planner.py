@@ -94,7 +94,9 @@ class PlanRequest:
             peak for PP-LCNet at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default
             prefetch_factor 2); added to every phase as input + label bytes x batch (0: no DataLoader, or worker
             processes, whose batches live in shared memory). ``eval_prefetch``: the same for the eval loader, added
-            to the eval phase at the eval batch (train evaluates at epoch ends, when the train loader is drained).
+            to the eval phase at the eval batch. ``eval_held``: training batches the train loader still holds during
+            an evaluation (a run stopped mid-epoch by ``max_steps`` evaluates with the train queue full, and its last
+            batch; measured on PP-LCNet: 5), added to the eval phase at the training batch.
     """
 
     model: str
@@ -123,6 +125,7 @@ class PlanRequest:
     time_threads: bool = True
     loader_prefetch: int = 0
     eval_prefetch: int = 0
+    eval_held: int = 0
     sample: Any = None
     eval_phase: bool = True
 
@@ -215,6 +218,27 @@ def _specs_for(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]
         specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
                  for s in specs]  # fmt: skip
     return specs
+
+
+def _check_id_ranges(ref: ModelRef, specs: list[InputSpec], info: mem.ParamInfo) -> None:
+    """Refuse token-id inputs whose range exceeds every embedding table of the model: Paddle's CPU embedding
+    kernel reads out of bounds on such ids (PaddleNLP's ERNIE with ids >= vocab_size crashed the process with a
+    segmentation fault here, no Python error), so the probe must not run them.
+
+    Raises:
+        InputSpecError: an integer input named like ids (unnamed, or a name containing ``id``) has ``high`` above
+            the largest ``nn.Embedding``'s rows.
+    """
+    if not info.embedding_rows:
+        return
+    for s in specs:
+        if s.dtype.startswith("int") and s.high and s.high > info.embedding_rows and \
+                (s.name is None or "id" in s.name.lower()):  # fmt: skip
+            raise InputSpecError(
+                f"`--input {s}` draws ids up to {s.high - 1}, but the largest embedding of {ref.name!r} has "
+                f"{info.embedding_rows} rows (ids 0..{info.embedding_rows - 1}); Paddle's CPU kernel would read past "
+                f"it. Use `:{info.embedding_rows}` or less (`{s.dtype}[{','.join(map(str, s.shape))}]:"
+                f"{info.embedding_rows}`), or raise the model's vocabulary size.")
 
 
 def _sample_bytes(sample: Any) -> int:
@@ -345,6 +369,10 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             "Unfreeze some (`stop_gradient = False`) or plan the model you will fine-tune."
         )
 
+    _check_id_ranges(ref, specs, info)
+    if req.label_arg and any(s.name == req.label_arg for s in specs):
+        raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
+                             f"an input (`{req.label_arg}=...`); use another name for one of them.")
     total_ram = psutil.virtual_memory().total
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     b = req.batch_size
@@ -376,8 +404,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         except PaddlefitError:
             raise
         except (Exception, SystemExit) as exc:
-            raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs))
-                             ) from None
+            raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs),
+                                             req.label_arg)) from None  # fmt: skip
         if call.note:
             notes_model.append(call.note)
         elif call.job_loss.how:
@@ -398,9 +426,11 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
                                f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
                                f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
         # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
+        # eval: its loader's queue, and what the train loader still holds when the run stops mid-epoch
+        held = req.eval_held * sample_bytes
         phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" else
-                        (seg[0], seg[1] + queued_eval) if req.eval_batch_size is None else
-                        (seg[0] + (seg[1] + queued_eval) * eval_b, 0.0))
+                        (seg[0], seg[1] + queued_eval + held) if req.eval_batch_size is None else
+                        (seg[0] + (seg[1] + queued_eval) * eval_b, held))
                        for p, f in probe.fits.items()
                        for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
         probed = [m.batch_size for m in probe.measurements]

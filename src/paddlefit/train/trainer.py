@@ -203,13 +203,45 @@ def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
 
 
 def peak_memory_bytes(on_gpu: bool) -> int:
-    """Peak allocated bytes of Paddle's allocator in this process: ``paddle.device.cuda.max_memory_allocated()``
-    on GPU (excludes the CUDA context), the host allocator's ``Allocated`` peak on CPU."""
+    """Peak allocated bytes of Paddle's allocator in this process since the last reset, as Paddle reports it:
+    ``paddle.device.cuda.max_memory_allocated()`` on GPU (excludes the CUDA context), the host allocator's
+    ``Allocated`` peak on CPU. Under-reports once a DataLoader thread allocates: see :class:`PeakTracker`."""
     import paddle
 
     if on_gpu:
         return int(paddle.device.cuda.max_memory_allocated())
     return int(paddle.base.core.host_memory_stat_peak_value("Allocated", 0))
+
+
+class PeakTracker:
+    """The allocator's peak over a run, across threads.
+
+    Paddle keeps its memory statistics per thread (``paddle/phi/core/memory/stats.h``, ``Stat::Update``): the
+    process-wide peak is raised only when the allocating thread exceeds its *own* previous high. A DataLoader's
+    reader thread allocates every batch and the training thread frees them, so the training thread's own count
+    drifts below its early high and its later highs (an evaluation pass, a longer batch) are never recorded.
+    Resetting the peak (which restarts the high from the current value) at every step boundary and keeping the
+    largest reading restores them. Measured: PP-LCNet evaluating at batch 200 after 6 steps peaked at 17.40 MB;
+    Paddle's counter without resets said 12.99 MB for the whole run.
+    """
+
+    def __init__(self, on_gpu: bool) -> None:
+        self.on_gpu = on_gpu
+        self.best = 0
+
+    def checkpoint(self) -> None:
+        """Fold the peak since the last checkpoint into the run's and restart Paddle's high from now."""
+        import paddle
+
+        self.best = max(self.best, peak_memory_bytes(self.on_gpu))
+        if self.on_gpu:
+            paddle.device.cuda.reset_max_memory_allocated()
+        else:
+            paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)
+
+    def peak(self) -> int:
+        """The run's peak so far, bytes."""
+        return max(self.best, peak_memory_bytes(self.on_gpu))
 
 
 def _to_jsonable(obj: Any) -> Any:
@@ -788,10 +820,9 @@ class Trainer:
                     loss_sum += float(self.eval_loss(out, batch).item()) * n
                     logits = prediction_of(out, bool(self.spec.label_arg and batch.label is not None))
                     y = batch.label
-                    if self.spec.loss_name == "cross_entropy" and logits is not None and y is not None and \
-                            "int" in str(y.dtype) and int(np.prod(y.shape)) * logits.shape[-1] == \
-                            int(np.prod(logits.shape)):  # fmt: skip
-                        correct += int((logits.argmax(axis=-1).reshape([-1]) == y.reshape([-1])).astype("int64")
+                    axis = _class_axis(logits, y) if self.spec.loss_name == "cross_entropy" else None
+                    if axis is not None:
+                        correct += int((logits.argmax(axis=axis).reshape([-1]) == y.reshape([-1])).astype("int64")
                                        .sum().item())  # fmt: skip
                         scored += int(np.prod(y.shape))
                     total += n
@@ -824,6 +855,7 @@ class Trainer:
         self.step, self.epoch, self.pos = 0, 0, 0
         self.totals: dict[str, float] = {"train_s": 0.0, "wait_s": 0.0, "samples": 0.0}
         self.last_loss: float | None = None
+        self.peaks = PeakTracker(self.on_gpu)
         self.last_eval: dict[str, float | None] = {"eval_loss": None, "eval_accuracy": None}
         if self.is_writer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -880,6 +912,7 @@ class Trainer:
                 it = iter(self.loader)
                 while self.pos + accum <= self.steps_per_epoch * accum and self.step < self.total_steps:
                     t0 = time.perf_counter()
+                    self.peaks.checkpoint()
                     loss, wait = self._train_step(it)
                     nonfinite_here = not math.isfinite(loss) and self.scaler is None
                     stop, nonfinite, budget = self._agree(self.stop.signum is not None, nonfinite_here,
@@ -901,7 +934,7 @@ class Trainer:
                                "step_time_s": dt, "data_wait_s": wait,
                                "micro_batch_size": self.micro_batch_size()}  # fmt: skip
                         if self.on_gpu:
-                            rec["peak_memory_bytes"] = peak_memory_bytes(True)
+                            rec["peak_memory_bytes"] = self.peaks.peak()
                         metrics.write(json.dumps(rec) + "\n")
                         metrics.flush()
                         if self.vdl is not None:
@@ -935,6 +968,7 @@ class Trainer:
     def _eval_and_log(self, metrics: Any) -> None:
         if not self.is_writer or self.eval_ds is None:
             return
+        self.peaks.checkpoint()
         self.last_eval = self.evaluate()
         acc = self.last_eval["eval_accuracy"]
         self._log(f"eval at step {self.step} (epoch {self._epochs_done():.2f}): loss {self.last_eval['eval_loss']:.4f}"
@@ -956,7 +990,7 @@ class Trainer:
             "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
             "samples_per_s": t["samples"] / t["train_s"] if t["train_s"] else None,
             "data_wait_fraction": t["wait_s"] / t["train_s"] if t["train_s"] else None,
-            "peak_memory_bytes": peak_memory_bytes(self.on_gpu),
+            "peak_memory_bytes": self.peaks.peak(),
             "peak_memory_kind": "gpu max_memory_allocated" if self.on_gpu else "cpu host allocator (rank 0)",
             "params_sha256": params_sha256(self.model), "global_batch": self.global_batch,
             "devices": self.world, "device": "gpu" if self.on_gpu else "cpu", "precision": self.spec.precision.value,
@@ -1006,6 +1040,20 @@ class Trainer:
             write_status(self.run_dir, EXIT_NONFINITE, msg, self.step)
         self._barrier()
         return RunResult(EXIT_NONFINITE, msg, self.step)
+
+
+def _class_axis(logits: Any, y: Any) -> int | None:
+    """The class axis for an accuracy of integer labels ``y`` against ``logits``: -1 when the labels are the logits'
+    shape without the last axis (or one per sample), 1 for NCHW maps (labels (N, d1, ...) against (N, C, d1, ...)),
+    None when they do not pair (no accuracy)."""
+    if logits is None or y is None or "int" not in str(y.dtype):
+        return None
+    o, lab = list(logits.shape), list(y.shape)
+    if len(o) >= 3 and lab in ([o[0], *o[2:]], [o[0], 1, *o[2:]]):
+        return 1
+    if int(np.prod(lab)) * o[-1] == int(np.prod(o)):
+        return -1
+    return None
 
 
 class _OutOfMemory(MemoryError):

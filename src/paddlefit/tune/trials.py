@@ -110,18 +110,18 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
     """
     import paddle
 
-    from paddlefit.train.trainer import peak_memory_bytes, scratch_trainer
+    from paddlefit.train.trainer import PeakTracker, scratch_trainer
 
     if flags:
         paddle.set_flags(flags)
     accum = spec.grad_accum_steps
     with scratch_trainer(spec, steps + warmup) as (t, step_batches):
-        if t.on_gpu:
-            paddle.device.cuda.reset_max_memory_allocated()
-        else:
-            paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)
+        peaks = PeakTracker(t.on_gpu)
+        peaks.checkpoint()  # from here: the steps (the model is built)
+        peaks.best = 0
         wait_total, t_start = 0.0, time.perf_counter()
         for step in range(steps + warmup):
+            peaks.checkpoint()
             if step == warmup:
                 wait_total, t_start = 0.0, time.perf_counter()
             t.step = step
@@ -131,7 +131,7 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
         if t.on_gpu:
             paddle.device.synchronize()
         elapsed = time.perf_counter() - t_start
-        peak = peak_memory_bytes(t.on_gpu)
+        peak = peaks.peak()
         backoffs = t.oom_backoffs
     gb = spec.batch_size * accum
     return {"samples_per_s": gb * steps / elapsed, "step_s": elapsed / steps,
