@@ -62,6 +62,34 @@ def jobs() -> list[tuple[str, str, dict]]:
             "data": {"train": "reallibs:text_lines", "eval": "reallibs:text_lines", "eval_args": {"seed": 1}}}),
         ("ERNIE on the review corpus, example", "paddlenlp",
          {**yaml.safe_load((ROOT / "examples" / "ernie-sentiment-zh.yaml").read_text()), "max_steps": 6}),
+        ("ERNIE token classifier (PaddleNLP)", "paddlenlp", {
+            "model": "paddlenlp.transformers:ErnieForTokenClassification",
+            "model_args": {**ERNIE, "vocab_size": 500, "num_labels": 5}, "label_arg": "labels", "batch_size": 16,
+            "max_steps": 3, "data": {"train": "reallibs:token_tags", "eval": "reallibs:token_tags",
+                                     "eval_args": {"seed": 1}, "eval_batch_size": 32}}),
+        ("LSTMEncoder bidirect (PaddleNLP seq2vec)", "paddlenlp", {
+            "model": "paddlenlp.seq2vec:LSTMEncoder",
+            "model_args": {"input_size": 32, "hidden_size": 16, "direction": "bidirect"},
+            "inputs": ["float32[20,32]", "sequence_length=int64[]:21"], "batch_size": 16, "max_steps": 3,
+            "data": {"train": "reallibs:embedded_lengths", "eval": "reallibs:embedded_lengths",
+                     "eval_args": {"seed": 1}}}),
+        ("MobileNetV3-small x0.35 (PaddleClas)", "paddleclas", {
+            "model": "paddleclas.ppcls.arch.backbone:MobileNetV3_small_x0_35",
+            "model_args": {"pretrained": False, "class_num": 5}, "batch_size": 16, "max_steps": 5,
+            "data": {"train": "shapes", "train_args": {"n": 320, "size": 64}, "eval": "shapes",
+                     "eval_args": {"split": "test", "n": 320, "size": 64}, "eval_batch_size": 64}}),
+        ("BiSeNetV2 (PaddleSeg), 5 heads", "paddleseg", {
+            "model": "paddleseg.models:BiSeNetV2", "model_args": {"num_classes": 3}, "batch_size": 4,
+            "max_steps": 2, "data": {"train": "trainhelpers:seg_images", "train_args": {"n": 16, "size": 64,
+                                                                                          "classes": 3},
+                                     "eval": "trainhelpers:seg_images",
+                                     "eval_args": {"n": 8, "size": 64, "classes": 3, "seed": 1},
+                                     "eval_batch_size": 8}}),
+        ("digits CNN (zoo example)", "paddle",
+         {**yaml.safe_load((ROOT / "examples" / "digits.yaml").read_text()), "epochs": None, "max_steps": 10}),
+        ("fastText sentiment-zh (zoo example)", "paddle",
+         {**yaml.safe_load((ROOT / "examples" / "sentiment-zh.yaml").read_text()), "epochs": None,
+          "max_steps": 10}),
     ]
 
 

@@ -117,3 +117,21 @@ def test_paddleocr_crnn_bilstm_ctc(tmp_path: Path) -> None:
     plan, _ = _plan_train_export(cfg, tmp_path / "run")
     assert any("built for real (paddle.LazyGuard failed" in n for n in plan["memory"]["notes"])
     assert plan["model"]["loss"] == "reallibs:ctc_loss"
+
+
+def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_process() -> None:
+    """PaddleOCR's rec_resnet_vd names its parameters (`ParamAttr(name="conv1_1_weights")`): a second build in one
+    process used to fail with "parameter name [...] have be been used"; each build now has its own
+    unique_name.guard, so two plans in one process agree."""
+    pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is "
+                        "not installed")  # fmt: skip
+    from paddlefit.plan.planner import PlanRequest, build_plan
+    from paddlefit.spec import parse_input_spec
+
+    req = PlanRequest(model="unstructured_paddleocr.ppocr.modeling.backbones.rec_resnet_vd:ResNet",
+                      model_args={"in_channels": 3, "layers": 18}, batch_size=2,
+                      inputs=[parse_input_spec("float32[3,32,64]")], gpus=["T4"], time_threads=False)  # fmt: skip
+    first, second = build_plan(req), build_plan(req)
+    assert first.model["params"] == second.model["params"] == 11_209_824
+    assert first.memory["phase_peak_bytes"]["forward"] == pytest.approx(second.memory["phase_peak_bytes"]["forward"],
+                                                                      rel=0.01)  # fmt: skip

@@ -61,3 +61,37 @@ def lm_tokens(n: int = 16, seq: int = 64, vocab: int = 32000, seed: int = 0):
     s.names.append("labels")
     s.cols.append(s.cols[0])
     return s
+
+
+def token_tags(n: int = 64, seq: int = 32, vocab: int = 500, tags: int = 5, seed: int = 0):
+    """Token-classification samples ``{input_ids, token_type_ids, labels: int64[seq]}`` (tag = id mod tags)."""
+    from trainhelpers import SyntheticSamples
+
+    s = SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 1)}, True,
+                         seed)  # fmt: skip
+    s.names.append("labels")
+    s.cols.append(s.cols[0] % tags)
+    return s
+
+
+class EmbeddedLengths:
+    """``(float32[seq, dim] embedded sequence, int64 length in [5, seq], int64 class)`` samples, the inputs of
+    PaddleNLP's ``seq2vec`` encoders (``forward(inputs, sequence_length)``)."""
+
+    def __init__(self, n: int = 64, seq: int = 20, dim: int = 32, classes: int = 4, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.y = rng.integers(0, classes, size=n)
+        self.x = rng.standard_normal((n, seq, dim)).astype("float32")
+        self.x[np.arange(n), :, self.y] += 2
+        self.lengths = rng.integers(5, seq + 1, size=n)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], np.int64(self.lengths[i]), np.int64(self.y[i])
+
+
+def embedded_lengths(n: int = 64, seed: int = 0) -> EmbeddedLengths:
+    """:class:`EmbeddedLengths` (a dataset factory)."""
+    return EmbeddedLengths(n, seed=seed)
