@@ -520,7 +520,8 @@ def probe_memory(
     Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default). With ``extend_to`` > 0,
     more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
     (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
-    to the requested batch, so a sub-peak that takes over at larger batches is seen.
+    to the requested batch, so a sub-peak that takes over at larger batches is seen, and then ``extend_to``
+    itself when it still fits the budget.
 
     Returns:
         (ProbeResult, FlopsCount or None). The FlopsCount carries the operator trace
@@ -589,6 +590,9 @@ def probe_memory(
                 spent += nxt * per_sample_s * 1.3
                 sizes.append(nxt)
                 nxt *= 2
+            # and the requested batch itself when it is affordable: no extrapolation left for the plan's own row
+            if extend_to > max(sizes) and spent + extend_to * per_sample_s * 1.3 <= budget_s:
+                sizes.append(extend_to)
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
     del opt, model

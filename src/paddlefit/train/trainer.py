@@ -826,6 +826,8 @@ class Trainer:
                                        .sum().item())  # fmt: skip
                         scored += int(np.prod(y.shape))
                     total += n
+                    # the next batch's forward must not run while this one's outputs are alive (two logit tensors)
+                    del out, logits, batch, data
         except PaddlefitError as exc:
             raise PaddlefitError(f"eval at step {self.step}: {exc}") from None
         except Exception as exc:
