@@ -2,8 +2,10 @@
 
 For each model, one fresh Python process per OpenMP wait policy (unset = the runtime's default, PASSIVE, ACTIVE;
 Intel OpenMP reads the variable once, when Paddle loads it) times training steps at 1 thread and at every core
-(``paddle.base.core.set_num_threads``). Prints the table and the ratios behind paddlefit's defaults: its commands
-set ``OMP_WAIT_POLICY=PASSIVE`` when unset, and ``plan`` times 1 / cores/2 / all cores for the job.
+(``paddle.base.core.set_num_threads``). Prints the table and the ratios behind paddlefit's choices: the policy is
+left to the user and measured by ``doctor`` (PF121), because which is faster depends on what else runs (spinning
+threads win on an idle machine and lose badly when another process wants the cores), and ``plan`` times 1 /
+cores/2 / all cores for the job.
 
 Run: ``.venv/bin/python bench/cpu_threads.py`` (about a minute on 2 cores; nothing else should be running).
 """

@@ -64,3 +64,20 @@ def test_nccl_interface():
     slow = [x for x in run_checks(healthy_gpu(net=net, env={"NCCL_SOCKET_IFNAME": "eth"})) if x.check_id == "PF112"]
     assert slow[0].severity == "warn" and slow[0].fix == "export NCCL_SOCKET_IFNAME=ib0"
     assert bad(run_checks(healthy_gpu(net=net, env={"NCCL_SOCKET_IFNAME": "^eth,lo"}))) == []
+
+
+def test_omp_wait_policy_is_judged_on_its_measured_step() -> None:
+    """PF121: the environment's OpenMP policy is reported when its measured step is >= 10% slower than the best of
+    (it, unset, PASSIVE), with the export that picks the best; a value OpenMP does not know is reported as such."""
+    from paddlefit.diagnose.checks import check_omp_wait_policy
+
+    slow = check_omp_wait_policy(healthy_gpu(cpu_cores=2, omp={"user": "", "step_s": {"": 0.012, "PASSIVE": 0.009}}))
+    assert [(f.severity, f.fix) for f in slow] == [("warn", "export OMP_WAIT_POLICY=PASSIVE")]
+    assert "1.33x slower" in slow[0].title
+    back = check_omp_wait_policy(healthy_gpu(omp={"user": "PASSIVE", "step_s": {"PASSIVE": 0.02, "": 0.01}}))
+    assert [(f.severity, f.fix) for f in back] == [("warn", "unset OMP_WAIT_POLICY")]
+    fine = check_omp_wait_policy(healthy_gpu(omp={"user": "", "step_s": {"": 0.0100, "PASSIVE": 0.0095}}))
+    assert [f.severity for f in fine] == ["ok"]
+    junk = check_omp_wait_policy(healthy_gpu(omp={"user": "garbage"}))
+    assert [(f.severity, f.title) for f in junk] == [("warn", "OMP_WAIT_POLICY=garbage is not a policy")]
+    assert check_omp_wait_policy(healthy_gpu()) == []  # not measured (a replayed snapshot, --no-measure)

@@ -53,7 +53,7 @@ def doctor_command(
     run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Time a small CPU training step under your "
-                                 "OpenMP wait policy and under PASSIVE (two fresh processes, a few seconds)."),
+                                 "OpenMP wait policy, the default and PASSIVE (fresh processes, a few seconds)."),
 ) -> None:
     """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
 

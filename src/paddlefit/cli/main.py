@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-
-# Before anything loads Paddle (its MKL/oneDNN kernels use Intel OpenMP, libiomp5, which reads this once at
-# start-up): idle OpenMP threads sleep instead of spinning. Measured by bench/cpu_threads.py on a 2-core machine:
-# with the default policy 2 threads trained resnet18 1.5x slower than 1 thread; with PASSIVE the two were within
-# 7%, and PASSIVE was never slower. A value the user set is kept (`paddlefit doctor` measures it).
-os.environ.setdefault("PADDLEFIT_USER_OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", ""))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import typer
 

@@ -88,8 +88,8 @@ class Snapshot:
     cuda_driver_version: str | None = None
     gpus: list[GPUInfo] = field(default_factory=list)
     device_runs: dict[str, str] = field(default_factory=dict)
-    #: OpenMP wait policy: ``user`` (what the shell set, "" = unset), ``effective`` (what this process runs) and
-    #: ``step_s`` (policy -> seconds of a small CPU training step at every core, each in a fresh process)
+    #: OpenMP wait policy: ``user`` (what the environment sets, "" = unset) and ``step_s`` (policy, "" = the
+    #: runtime's default -> seconds of a small CPU training step at every core, each in a fresh process)
     omp: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -331,7 +331,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         run_dir: where checkpoints would be written (for free disk space).
         run_devices: also run a tiny forward/backward on each device (``device_runs``).
         measure_omp: on a machine with more than one core, time a small training step under the user's OpenMP
-            wait policy and under ``PASSIVE`` (:func:`measure_omp_policies`, ~6 s).
+            wait policy, the runtime's default and ``PASSIVE`` (:func:`measure_omp_policies`, ~6-9 s).
     """
     import psutil
 
@@ -376,9 +376,9 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
 
 def _omp(measure: bool) -> dict[str, Any]:
     """The user's and the effective OpenMP wait policy, and (``measure``) the step time under each."""
-    user = os.environ.get("PADDLEFIT_USER_OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", ""))
-    doc: dict[str, Any] = {"user": user, "effective": os.environ.get("OMP_WAIT_POLICY", "")}
+    user = os.environ.get("OMP_WAIT_POLICY", "")
+    doc: dict[str, Any] = {"user": user}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if measure and cores > 1:
-        doc["step_s"] = measure_omp_policies(tuple(dict.fromkeys((user.upper(), "PASSIVE"))))
+    if measure and cores > 1 and user.upper() in ("", "ACTIVE", "PASSIVE"):
+        doc["step_s"] = measure_omp_policies(tuple(dict.fromkeys((user.upper(), "", "PASSIVE"))))
     return doc
