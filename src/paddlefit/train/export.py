@@ -192,8 +192,15 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         except OSError:
             raise
         except Exception as exc:
-            raise PaddlefitError(f"paddle.jit.save could not trace the model: {type(exc).__name__}: "
-                                 f"{str(exc)[:400]}") from None  # fmt: skip
+            import re
+
+            # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
+            causes = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", str(exc), re.M)
+            why = causes[-1].strip()[:400] if causes else f"{type(exc).__name__}: {str(exc)[:400]}"
+            raise PaddlefitError(f"paddle.jit.save could not trace the model: {why}. Python control flow on tensor "
+                                 "values (PaddleNLP's Llama checks its attention mask's shape this way) does not "
+                                 "convert to a static graph with a dynamic batch dimension."
+                                 ) from None  # fmt: skip
         loaded = paddle.jit.load(str(tmp / "model"))
         loaded.eval()
         gots = [t.numpy() for t in flatten_outputs(loaded(*xs))]
