@@ -231,6 +231,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
                         sync()
                         t2b = time.perf_counter()
                         loss = t.job_loss(out, b)
+                        del out  # as train: the outputs do not live through the backward
                     sync()
                     t3 = time.perf_counter()
                     scaled = loss / accum if accum > 1 else loss

@@ -674,6 +674,7 @@ class Trainer:
                         o = call_model(self.dp_model, sb, self.spec.label_arg)
                         first = self.job_loss.how is None
                         loss = self.job_loss(o, sb)
+                        del o  # the outputs (logits) must not stay alive through the backward
                         if first:
                             self._log(f"loss: {self.job_loss.describe()}")
                     if k == 1:
