@@ -69,15 +69,15 @@ def main() -> int:
             t = {int(k): v for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
             rows.append((name, pol or "default", t[1], t[cores]))
     print(f"steady training step (best of 4, Adam), {cores} cores, fresh process per policy")
-    print(f"{'model':<14}{'policy':<9}{'1 thread':>11}{f'{cores} threads':>12}{'all/1':>8}")
+    print(f"{'model':<22}{'policy':<9}{'1 thread':>11}{f'{cores} threads':>12}{'all/1':>8}")
     for name, pol, one, allc in rows:
-        print(f"{name:<14}{pol:<9}{one * 1e3:>9.1f}ms{allc * 1e3:>10.1f}ms{allc / one:>8.2f}")
+        print(f"{name:<22}{pol:<9}{one * 1e3:>9.1f}ms{allc * 1e3:>10.1f}ms{allc / one:>8.2f}")
     by = {(n, p): (o, a) for n, p, o, a in rows}
     print("\nall-core step, default policy / PASSIVE (>1: PASSIVE faster):")
     for name, *_ in MODELS:
         if (name, "default") in by and (name, "PASSIVE") in by:
             d, p = by[(name, "default")][1], by[(name, "PASSIVE")][1]
-            print(f"  {name:<14}{d / p:.2f}x")
+            print(f"  {name:<22}{d / p:.2f}x")
     return 0
 
 
