@@ -67,20 +67,15 @@ def _sample_batch(spec: Any, n: int = 8) -> Any:
     from paddle.io.dataloader.collate import default_collate_fn
 
     from paddlefit.datasets import resolve_dataset
-    from paddlefit.models.calling import batch_from_loader
+    from paddlefit.models.calling import batch_from_loader, to_tensors
 
     key, ref, args = (("data.eval", spec.data.eval, spec.data.eval_args) if spec.data.eval
                       else ("data.train", spec.data.train, spec.data.train_args))  # fmt: skip
     if ref is None:
         raise PaddlefitError("the run's job spec has no dataset to take a sample batch from (`data.train`).")
     ds = resolve_dataset(ref, args, key)
-    import paddle
-
     samples = [ds[i] for i in range(min(n, len(ds)))]
-    b = batch_from_loader(default_collate_fn(samples), spec.input_specs(), spec.label_arg)
-    b.args = [paddle.to_tensor(x) for x in b.args]
-    b.kwargs = {k: paddle.to_tensor(v) for k, v in b.kwargs.items()}
-    return b
+    return batch_from_loader(to_tensors(default_collate_fn(samples)), spec.input_specs(), spec.label_arg)
 
 
 def flatten_outputs(out: Any) -> list[Any]:
