@@ -82,7 +82,7 @@ def model_fit(steps: int) -> float:
 def paddlefit_trainer(steps: int) -> float:
     """paddlefit's Trainer with the default checkpoint policy (every 500 steps / 10 minutes, and at the end)."""
     from paddlefit.spec import JobSpec
-    from paddlefit.train.trainer import Trainer, TrainOptions
+    from paddlefit.train.loop import Trainer, TrainOptions
 
     spec = JobSpec(model="paddlefit.models.examples:digits_cnn", data={"train": "digits"}, batch_size=BATCH,
                    max_steps=steps, lr=LR, seed=SEED)  # fmt: skip

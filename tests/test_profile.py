@@ -94,7 +94,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     """The GPU rules on a measured-looking step (CPU here cannot produce one): the roofline and the all-reduce
     estimate come from the catalog's datasheet figures."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.diagnose.profiler import _summarise
+    from paddlefit.diagnose.verdict import summarise as _summarise
 
     spec = load_job_spec(EXAMPLES / "digits-wide.yaml")
     gb = spec.batch_size * spec.grad_accum_steps

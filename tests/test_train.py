@@ -467,7 +467,7 @@ def _oom_spec(path: Path, max_batch: int, where: str = "forward", **overrides) -
 def _train_here(spec_path: Path, run_dir: Path) -> tuple[object, list[str]]:
     """Run the trainer in this process (as `train` does for one device); returns (RunResult, log lines)."""
     from paddlefit.spec import load_job_spec
-    from paddlefit.train.trainer import Trainer, TrainOptions
+    from paddlefit.train.loop import Trainer, TrainOptions
 
     lines: list[str] = []
     result = Trainer(load_job_spec(spec_path), TrainOptions(run_dir=run_dir, resume="never", progress=False,
@@ -496,9 +496,10 @@ def test_oom_backoff_halves_the_micro_batch_and_keeps_the_global_batch(tmp_path:
         assert [x["micro_batch_size"] for x in lines if "loss" in x] == [16] * 6
         ck = sorted((tmp_path / where / "checkpoints").glob("step-*"))[-1]
         assert json.loads((ck / "trainer.json").read_text())["micro_batch_split"] == 2
-    # 32 -> 16 -> 8 -> 4 -> 2 -> 1 -> still out of memory: give up, naming the fixes (through the CLI: exit 2)
+    # 32 -> 16 -> 8 -> 4 -> 2 -> 1 -> still out of memory: give up, naming the fixes (through the CLI: exit 1, the
+    # job failed; not bad input)
     r = run(train_cmd(_oom_spec(tmp_path / "never.yaml", 0, batch_size=32), tmp_path / "never"))
-    assert r.returncode == 2 and "out of memory at micro-batch 1 (step 1, rank 0" in r.stderr, r.stderr[-3000:]
+    assert r.returncode == 1 and "out of memory at micro-batch 1 (step 1, rank 0" in r.stderr, r.stderr[-3000:]
     assert r.stderr.count("Redoing the step") == 5 and "Traceback" not in r.stderr
     with pytest.raises(PaddlefitError, match="set `oom_backoff: true`"):
         _train_here(_oom_spec(tmp_path / "off.yaml", 16, batch_size=32, oom_backoff=False), tmp_path / "off")

@@ -106,7 +106,7 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
 def test_sparse_embedding_candidate_for_text_models(tmp_path: Path) -> None:
     """The text examples' factories take `sparse`: tune offers sparse gradients + Adam lazy_mode (the fix profile
     names for the sentiment model); the CNN examples get no such candidate; the trainer runs it."""
-    from paddlefit.train.trainer import Trainer, TrainOptions
+    from paddlefit.train.loop import Trainer, TrainOptions
     from paddlefit.tune.trials import Trial, _refinements
 
     text = load_job_spec(EXAMPLES / "sentiment-zh.yaml")

@@ -1,4 +1,5 @@
-"""User-facing errors. The CLI prints them without a traceback and exits with code 2."""
+"""User-facing errors. The CLI prints them without a traceback and exits with their ``exit_code``: 2 for bad input,
+1 for :class:`JobFailedError` (the table of exit codes is ``docs/errors.md``)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,10 @@ class UnknownNameError(PaddlefitError):
 
 class JobSpecError(PaddlefitError):
     """A job spec file does not parse or validate; the message names the file and the key."""
+
+
+class JobFailedError(PaddlefitError):
+    """The job itself failed after it started: out of memory at micro-batch 1, the model raising mid-training. Not
+    bad input, so exit code 1."""
+
+    exit_code = 1

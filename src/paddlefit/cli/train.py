@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import difflib
-import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive, stdout_to_stderr
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
 from paddlefit.report.render import to_json
-from paddlefit.spec import DATASETS, JobSpec, load_job_spec
-from paddlefit.train.trainer import EXIT_BUDGET, EXIT_REQUEUE, SPEC_FILE, SUMMARY_FILE
-from paddlefit.userimport import import_callable
+from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
+from paddlefit.train.run import run_job
 
 
 def parse_devices(text: str) -> tuple[int, list[int] | None]:
@@ -45,31 +41,33 @@ def parse_devices(text: str) -> tuple[int, list[int] | None]:
         raise PaddlefitError(f"`--devices {text}` must be a count such as 2 or GPU ids such as 0,1.") from None
 
 
-def _preflight(spec: JobSpec) -> None:
-    """Catch import errors of the model, datasets and loss before starting workers."""
-    from paddlefit.models.zoo import resolve_model
-    from paddlefit.train.trainer import resolve_loss
+class RichProgress:
+    """A rich progress bar with ETA on stderr (a terminal), implementing :class:`paddlefit.train.metrics.Progress`;
+    the rate shown is since the last ``log_every`` boundary."""
 
-    resolve_model(spec.model, dict(spec.model_args))
-    resolve_loss(spec.loss)
-    for key, ref in (("data.train", spec.data.train), ("data.eval", spec.data.eval)):
-        if ref is None:
-            if key == "data.train":
-                raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
-                                     f"({', '.join(DATASETS)} or `package.module:function`).")  # fmt: skip
-            continue
-        import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
-                        f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
-    if spec.epochs is None and spec.max_steps is None:
-        raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
+    def __init__(self, log_every: int) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+        self.log_every = log_every
+        self.samples = self.seconds = 0.0
+        self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                            TimeRemainingColumn(), console=err)  # fmt: skip
+        self.task: Any = None
 
-def _gpu_count() -> int:
-    import paddle
+    def start(self, step: int, total_steps: int) -> None:
+        self.task = self.bar.add_task("train", total=total_steps, completed=step, info="")
+        self.bar.start()
 
-    if not paddle.device.is_compiled_with_cuda():
-        return 0
-    return int(paddle.device.cuda.device_count())
+    def update(self, step: int, epoch: float, loss: float, samples: float, seconds: float) -> None:
+        self.samples += samples
+        self.seconds += seconds
+        rate = self.samples / self.seconds if self.seconds else 0.0
+        self.bar.update(self.task, completed=step, info=f"loss {loss:.4f}  {rate:,.0f} samples/s")
+        if step % self.log_every == 0:
+            self.samples = self.seconds = 0.0
+
+    def close(self) -> None:
+        self.bar.stop()
 
 
 def _human_bytes(n: int) -> str:
@@ -254,43 +252,13 @@ def train_command(
     if ckpt is not None:
         update["checkpoint"] = ckpt
     spec = spec.model_copy(update=update)
-    _preflight(spec)
+    bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
-        gpus = _gpu_count()
-    if gpu_ids is not None and gpus == 0:
-        raise fail(f"`--devices {devices}` names GPU ids but this Paddle sees no GPU; use a count "
-                   f"(`--devices {n}`) for {n} CPU processes.")  # fmt: skip
-    if gpu_ids is None and gpus:
-        if n > gpus:
-            raise fail(f"`--devices {n}`: only {gpus} GPU(s) visible.")
-        gpu_ids = list(range(n)) if n > 1 else None
-    if gpu_ids is not None and gpus and max(gpu_ids) >= gpus:
-        raise fail(f"`--devices {devices}`: GPU id {max(gpu_ids)} does not exist ({gpus} visible: 0..{gpus - 1}).")
-    cores = os.cpu_count() or 1
-    if not gpus and n > max(2, cores):
-        raise fail(f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most {max(2, cores)}.")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
-                                                                          sort_keys=False, allow_unicode=True),
-                                      option="--run-dir")
-    except OSError as exc:
-        why = exc.strerror or exc
-        raise fail(f"`--run-dir {run_dir}` is not writable ({why}); choose another directory.") from None
-    if n == 1:
-        from paddlefit.train.trainer import Trainer, TrainOptions
-
-        with stdout_to_stderr():
-            result = Trainer(spec, TrainOptions(run_dir=run_dir, resume=resume)).run()
-        code, reason = result.exit_code, result.reason
-    else:
-        from paddlefit.train.launcher import launch_command, run_launched
-
-        cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
-        err.print(f"[dim]launching {n} workers: {escape(' '.join(cmd[1:5]))} ... (logs in {run_dir}/launch-logs)[/]")
-        code, reason = run_launched(cmd, run_dir, relay=lambda line: err.print(escape(line), highlight=False))
+        outcome = run_job(spec, gpu_ids=gpu_ids, resume=resume, progress_bar=bar,
+                          relay=lambda line: err.print(escape(line), highlight=False))  # fmt: skip
+    code, reason = outcome.exit_code, outcome.reason
     if code == 0:
-        summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+        summary = outcome.summary or {}
         if json_out:
             print(to_json(summary))
         else:

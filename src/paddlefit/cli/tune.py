@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from pathlib import Path
 
@@ -57,12 +56,6 @@ def tune_command(
     from paddlefit.tune.trials import apply_settings, tune
 
     quiet_paddle()
-    if not (math.isfinite(budget_minutes) and 0 < budget_minutes <= 24 * 60):
-        raise fail(f"`--budget-minutes` must be in (0, 1440] (got {budget_minutes}).")
-    if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000 or not 1 <= confirm <= 20:
-        raise fail("`--steps` must be 3..100000, `--warmup` 0..100000 and `--confirm` 1..20.")
-    if global_batch not in ("keep", "free", "off"):
-        raise fail(f"`--global-batch` must be keep, free or off (got {global_batch!r}).")
     spec = load_job_spec(config, option="CONFIG")
     if write is not None:
         from paddlefit.fileio import check_output_path

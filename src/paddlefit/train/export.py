@@ -16,7 +16,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import fsync_path
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
-from paddlefit.train.trainer import SPEC_FILE
+from paddlefit.train.metrics import SPEC_FILE
 
 #: Tolerances of the exported-vs-dynamic check (fp32; observed differences are 0 to a few ulp).
 RTOL, ATOL = 1e-5, 1e-6

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.train import worker
-from paddlefit.train.trainer import STATUS_FILE
+from paddlefit.train.metrics import STATUS_FILE
 
 LOG_DIR = "launch-logs"
 _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.trainer`)."""
+    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`)."""
     import warnings
 
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.spec import load_job_spec
-    from paddlefit.train.trainer import Trainer, TrainOptions, write_status
+    from paddlefit.train.loop import Trainer, TrainOptions
+    from paddlefit.train.metrics import write_status
 
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     run_dir = Path(args.run_dir)

@@ -1,8 +1,8 @@
 """Measure a job's throughput under candidate settings and keep the fastest (``paddlefit tune``).
 
-A trial builds the job with the trainer's own code (:class:`~paddlefit.train.trainer.Trainer`: model, DataLoader,
+A trial builds the job with the trainer's own code (:func:`~paddlefit.train.step.scratch_runner`: model, DataLoader,
 optimizer, AMP) and runs ``warmup`` optimizer steps, then times ``steps`` more through the trainer's step
-(``_train_step`` + ``_optimizer_step``, no profiling syncs), crossing epoch boundaries as training does (so
+(``StepRunner.train_step`` + ``optimizer_step``, no profiling syncs), crossing epoch boundaries as training does (so
 ``persistent_workers`` shows its worth). Metrics: samples/s, mean step, data-wait fraction, peak memory.
 
 Search (the order matters only for the time budget):
@@ -26,6 +26,7 @@ Search (the order matters only for the time budget):
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -110,13 +111,14 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
     """
     import paddle
 
-    from paddlefit.train.trainer import PeakTracker, scratch_trainer
+    from paddlefit.train.metrics import PeakTracker
+    from paddlefit.train.step import scratch_runner
 
     if flags:
         paddle.set_flags(flags)
     accum = spec.grad_accum_steps
-    with scratch_trainer(spec, steps + warmup) as (t, step_batches):
-        peaks = PeakTracker(t.on_gpu)
+    with scratch_runner(spec, steps + warmup) as (r, step_batches):
+        peaks = PeakTracker(r.job.on_gpu)
         peaks.checkpoint()  # from here: the steps (the model is built)
         peaks.best = 0
         wait_total, t_start = 0.0, time.perf_counter()
@@ -124,15 +126,14 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
             peaks.checkpoint()
             if step == warmup:
                 wait_total, t_start = 0.0, time.perf_counter()
-            t.step = step
-            _, wait = t._train_step(step_batches())
-            t._optimizer_step()
+            _, wait = r.train_step(step_batches(), step + 1)
+            r.optimizer_step()
             wait_total += wait
-        if t.on_gpu:
+        if r.job.on_gpu:
             paddle.device.synchronize()
         elapsed = time.perf_counter() - t_start
         peak = peaks.peak()
-        backoffs = t.oom_backoffs
+        backoffs = r.micro.backoffs
     gb = spec.batch_size * accum
     return {"samples_per_s": gb * steps / elapsed, "step_s": elapsed / steps,
             "data_wait_fraction": wait_total / elapsed, "peak_memory_bytes": float(peak),
@@ -146,7 +147,7 @@ def candidates(spec: JobSpec, on_gpu: bool, compute_capability: float | None = N
             if w != spec.data.num_workers]  # fmt: skip
 
 
-def _factory_takes(model: str, arg: str) -> bool:
+def factory_takes(model: str, arg: str) -> bool:
     """Whether ``model`` is a ``package.module:factory`` whose signature has ``arg`` (e.g. the text examples'
     ``sparse``); False for zoo names and factories that cannot be imported."""
     import inspect
@@ -174,7 +175,7 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
         threads = max(1, (os.cpu_count() or 1) - cur.data.num_workers)
         if not on_gpu and cur.cpu_threads is None and threads < (os.cpu_count() or 1):
             out.append((f"{best.label}, cpu_threads={threads}", {**best.settings, "cpu_threads": threads}))
-    if _factory_takes(cur.model, "sparse") and not cur.model_args.get("sparse"):
+    if factory_takes(cur.model, "sparse") and not cur.model_args.get("sparse"):
         sparse = {**best.settings, "model_args.sparse": True}
         if cur.optimizer.value in ("adam", "adamw"):
             sparse["lazy_mode"] = True
@@ -234,15 +235,18 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
 
     Raises:
         PaddlefitError: the job fails in the baseline run (a candidate that fails is recorded with no runs).
-        ValueError: steps < 3, warmup < 0, confirm < 1, budget_s <= 0, a bad ``global_batch``.
+        PaddlefitError: ``budget_s`` not in (0, 86400], ``steps`` not 3..100000, ``warmup`` not 0..100000,
+            ``confirm`` not 1..20, a bad ``global_batch`` (named by their CLI options).
     """
-    if steps < 3 or warmup < 0 or confirm < 1 or budget_s <= 0:
-        raise ValueError("steps >= 3, warmup >= 0, confirm >= 1 and budget_s > 0 are required")
-    if global_batch not in ("keep", "free", "off"):
-        raise ValueError("global_batch must be keep, free or off")
-    import paddle
-
     from paddlefit.errors import PaddlefitError
+
+    if not (math.isfinite(budget_s) and 0 < budget_s <= 86_400):
+        raise PaddlefitError(f"`--budget-minutes` must be in (0, 1440] (got {budget_s / 60:g}).")
+    if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000 or not 1 <= confirm <= 20:
+        raise PaddlefitError("`--steps` must be 3..100000, `--warmup` 0..100000 and `--confirm` 1..20.")
+    if global_batch not in ("keep", "free", "off"):
+        raise PaddlefitError(f"`--global-batch` must be keep, free or off (got {global_batch!r}).")
+    import paddle
 
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()

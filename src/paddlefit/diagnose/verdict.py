@@ -1,0 +1,340 @@
+"""The verdict on a profiled step: statistics, the bottleneck named with its evidence, and ranked fixes (pure:
+no Paddle calls; :func:`summarise` takes what :func:`paddlefit.diagnose.profiler.profile_job` measured).
+
+Verdict rules (thresholds are this module's policy, stated in the output):
+
+- input-bound: the data pipeline is >= 25% of the step: the measured wait, or the CPU time to read and collate one
+  batch (timed separately in this thread), whichever is larger. The second catches Paddle's single-process loader,
+  whose prefetch thread hides the wait but takes the cores from training. Gain bound by Amdahl's law: taking a
+  fraction d off the critical path speeds the step up by at most 1 / (1 - d), and never by more than the core
+  count.
+- host-overhead-bound (GPU): GPU utilisation < 50% while data waits < 25%.
+- communication-bound (``devices`` > 1, GPU): the gradient all-reduce, *estimated* (the profile runs one device)
+  as a ring all-reduce of the gradient bytes over the GPU's NVLink/PCIe bandwidth from the catalog
+  (:func:`paddlefit.estimate.timing.ring_allreduce_s`, not overlapped with backward: an upper bound), would be
+  >= 25% of the step. On CPU (gloo) no bandwidth is known and this is not decided.
+- memory-bound (GPU): compute dominates (>= 60%) and the step's arithmetic intensity is below the GPU's ridge
+  point (roofline, Williams et al., CACM 2009): FLOPs per step / (2 x peak allocated bytes, the planner's
+  lower bound of DRAM traffic) < peak FLOP/s / memory bandwidth (datasheet figures from the catalog).
+- compute-bound: otherwise, when forward + loss + backward + optimizer >= 60% of the step AND the step's achieved
+  FLOP/s reach >= 10% of what the device attains on a dense GEMM (CPU: a 1024^3 float32 matmul timed here at the
+  job's thread count; GPU: the datasheet dense peak of the precision). Below that the arithmetic is not what
+  takes the time: overhead-bound (per-op dispatch, element-wise and memory-bound kernels, a heavy loss).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from paddlefit.spec import JobSpec
+
+COMPONENTS = ("data", "h2d", "forward", "loss", "backward", "optimizer")
+INPUT_BOUND_WAIT = 0.25
+COMPUTE_SHARE = 0.60
+LOW_GPU_UTIL = 50.0
+COMM_BOUND_SHARE = 0.25
+OPTIMIZER_HEAVY = 0.30
+#: compute-bound needs the step's FLOP/s to reach this fraction of what the device attains on a dense GEMM (CPU:
+#: a 1024^3 float32 matmul timed here at the job's thread count; GPU: the datasheet dense peak of the precision)
+MIN_COMPUTE_EFFICIENCY = 0.10
+LOSS_HEAVY = 0.25
+
+
+@dataclass
+class ProfileResult:
+    """``paddlefit profile`` result; seconds, samples/s, FLOP/s, percent. ``to_dict()`` is the ``--json`` document.
+
+    Attributes:
+        breakdown: component -> {mean_s, p95_s, share} over the measured steps (share of the mean step).
+        per_step: one dict per step (warm-up included, flagged) with every component's seconds.
+        verdict: input-bound | host-overhead-bound | communication-bound | memory-bound | overhead-bound |
+            compute-bound | undetermined.
+        evidence: sentences with the numbers behind the verdict.
+        fixes: ranked [{fix, why, expected_gain}] (gain as a text range and its basis).
+    """
+
+    model: str
+    device: str
+    steps: int
+    warmup: int
+    batch_size: int
+    global_batch: int
+    step_mean_s: float
+    step_p95_s: float
+    samples_per_s: float
+    data_wait_fraction: float
+    data_production_s: float
+    breakdown: dict[str, dict[str, float]]
+    cpu: dict[str, float]
+    gpu: dict[str, float] | None
+    train_flops_per_sample: float
+    achieved_flops_per_s: float
+    mfu: float | None
+    verdict: str
+    evidence: list[str]
+    fixes: list[dict[str, str]]
+    per_step: list[dict[str, float]] = field(default_factory=list)
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    operators: list[dict[str, Any]] | None = None  # --ops K: [{name, calls, ms_per_step, share}], busiest first
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        return asdict(self)
+
+
+def _pct(v: float) -> str:
+    """A sampled percentage, or n/a when no sample was taken."""
+    return f"{v:.0f}%" if math.isfinite(v) else "n/a"
+
+
+def _stats(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(np.percentile(arr, 95))
+
+
+def _catalog_gpu(gpu_name: str | None) -> Any:
+    """The catalog entry for the device name Paddle reports (:func:`paddlefit.plan.calibrate.match_gpu`, family
+    match allowed: only its peak FLOP/s and bandwidths are used), or None."""
+    if not gpu_name:
+        return None
+    from paddlefit.catalog.gpus import load_gpus
+    from paddlefit.errors import UnknownNameError
+    from paddlefit.plan.calibrate import match_gpu
+
+    try:
+        return match_gpu(gpu_name, load_gpus(), family=True)
+    except UnknownNameError:
+        return None
+
+
+def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
+               flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
+               grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
+               cpu_gemm_flops_per_s: float | None = None) -> ProfileResult:
+    """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
+
+    ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
+    ``peak_bytes``: peak allocated bytes of the run; ``grads_bytes``: bytes one all-reduce moves per rank for the
+    gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU);
+    ``params``: {count, largest, largest_shape, largest_count} of the trainable parameters (for the optimizer fix);
+    ``cpu_gemm_flops_per_s``: what this CPU attains on a dense GEMM (:func:`cpu_gemm_flops_per_s`), for a CPU run.
+    """
+    measured = [r for r in rows if not r["warmup"]]
+    step_mean, step_p95 = _stats([r["step"] for r in measured])
+    breakdown = {}
+    for c in COMPONENTS:
+        mean, p95 = _stats([r.get(c, 0.0) for r in measured])
+        breakdown[c] = {"mean_s": mean, "p95_s": p95, "share": mean / step_mean if step_mean else 0.0}
+    other = max(0.0, step_mean - sum(b["mean_s"] for b in breakdown.values()))
+    breakdown["other"] = {"mean_s": other, "p95_s": other, "share": other / step_mean if step_mean else 0.0}
+    gb = spec.batch_size * spec.grad_accum_steps
+    sps = gb / step_mean
+    wait = breakdown["data"]["share"]
+    produce_raw = produce_s * spec.grad_accum_steps / step_mean if step_mean else 0.0
+    produce = min(1.0, produce_raw)  # the share of the step it can take off the critical path
+    data_share = max(wait, produce)
+    cores = os.cpu_count() or 1
+    cpu = {"cores": float(cores),
+           "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
+           "workers_percent": float(np.mean(sampler.children)) if sampler.children else 0.0}  # fmt: skip
+    gpu = None
+    if device == "gpu":
+        gpu = {"util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
+               "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
+    achieved = flops_per_sample * sps
+    mfu = None
+    entry = _catalog_gpu(gpu_name)
+    intensity = ridge = None
+    allreduce_s = None
+    if entry is not None:
+        peak_flops = entry.peak_flops(spec.precision.value)[0]
+        mfu = achieved / peak_flops
+        if peak_bytes > 0 and flops_per_sample > 0:
+            intensity = flops_per_sample * gb / (2 * peak_bytes)  # FLOP per byte of DRAM traffic (lower bound)
+            ridge = peak_flops / (entry.mem_bw_gbps * 1e9)
+        if devices > 1 and grads_bytes > 0:
+            from paddlefit.estimate.timing import ring_allreduce_s
+
+            bw, link = entry.interconnect_gbps(devices)
+            allreduce_s = ring_allreduce_s(grads_bytes, devices, bw)
+            breakdown["allreduce"] = {"mean_s": allreduce_s, "p95_s": allreduce_s,
+                                      "share": allreduce_s / (step_mean + allreduce_s), "estimated": 1.0}  # fmt: skip
+    compute = sum(breakdown[c]["share"] for c in ("forward", "loss", "backward", "optimizer"))
+    attainable = (entry.peak_flops(spec.precision.value if spec.precision.is_amp else "fp32")[0]
+                  if entry is not None else cpu_gemm_flops_per_s if device == "cpu" else None)  # fmt: skip
+    efficiency = achieved / attainable if attainable and flops_per_sample > 0 else None
+    evidence = [
+        f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
+        f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
+        f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
+        f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce_raw:.0%} of the "
+        "step (timed alone, after the steps), whether the step waits for it or a prefetch thread/worker competes "
+        "with training for the cores",
+        f"forward + loss + backward + optimizer {compute:.0%} of the step (loss alone "
+        f"{breakdown['loss']['share']:.0%})",
+        f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
+        f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
+    ]  # fmt: skip
+    if gpu is not None:
+        busy = float(np.mean(sampler.gpu_mem_busy)) if sampler.gpu_mem_busy else float("nan")
+        gpu["memory_busy_mean_percent"] = busy
+        evidence.append(f"GPU utilisation {_pct(gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of the "
+                        "time (NVML, means of 0.2 s samples)")  # fmt: skip
+    if efficiency is not None:
+        what = "a dense 1024^3 float32 matmul on this CPU at the same threads" if entry is None else \
+            f"the {entry.name} dense peak"  # fmt: skip
+        evidence.append(f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_sample * gb / 1e9:,.3g} GFLOPs per step "
+                        f"/ mean step) = {efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}")  # fmt: skip
+    if intensity is not None and ridge is not None:
+        evidence.append(f"arithmetic intensity {intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
+                        f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {ridge:,.1f} FLOP/byte")
+    comm_share = 0.0
+    if allreduce_s is not None:
+        comm_share = breakdown["allreduce"]["share"]
+        evidence.append(f"gradient all-reduce over {devices} GPUs (estimated: ring of {grads_bytes / 1024**2:,.1f} "
+                        f"MiB at {bw:,.0f} GB/s {link}, not overlapped): {allreduce_s * 1e3:,.1f} ms, "
+                        f"{comm_share:.0%} of the step")  # fmt: skip
+    elif devices > 1:
+        evidence.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is "
+                        "estimated only on a catalog GPU (no bandwidth is known for CPU/gloo)")  # fmt: skip
+    fixes: list[dict[str, str]] = []
+    if data_share >= INPUT_BOUND_WAIT:
+        verdict = "input-bound"
+        # Amdahl: 1 / (1 - d); and no more than the cores that can prepare data in parallel
+        bound = min(1 / (1 - data_share) if data_share < 1 else math.inf, float(cores))
+        workers = max(1, min(cores, 8))
+        if spec.data.num_workers == 0:
+            fixes.append({"fix": f"data.num_workers: {workers}",
+                          "why": "the samples are prepared in the training process; workers prepare the next batches "
+                                 "while the model trains",
+                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound 1/(1-d), data d = {data_share:.0%} of "
+                                           f"the step, capped at the {cores} core(s))"})  # fmt: skip
+        else:
+            fixes.append({"fix": f"data.num_workers: {min(cores, spec.data.num_workers * 2)} (now "
+                                 f"{spec.data.num_workers})",
+                          "why": "the workers do not keep up with training",
+                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound)"})  # fmt: skip
+        if not spec.data.use_shared_memory:
+            fixes.append({"fix": "data.use_shared_memory: true", "why": "batches are copied through a pipe",
+                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        if spec.data.num_workers and not spec.data.persistent_workers:
+            fixes.append({"fix": "data.persistent_workers: true", "why": "workers restart every epoch",
+                          "expected_gain": "the first batches of each epoch"})  # fmt: skip
+        fixes.append({"fix": "cache or simplify the per-sample preprocessing (precompute what does not change)",
+                      "why": "the dataset's __getitem__ sets the pace", "expected_gain": f"up to {bound:.2f}x"})
+    elif gpu is not None and gpu["util_mean_percent"] < LOW_GPU_UTIL:
+        verdict = "host-overhead-bound"
+        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch) or use paddle.jit.to_static",
+                      "why": "the GPU idles between small kernels launched from Python",
+                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+    elif comm_share >= COMM_BOUND_SHARE:
+        verdict = "communication-bound"
+        fixes.append({"fix": f"grad_accum_steps: {spec.grad_accum_steps * 2} (with the same batch_size)",
+                      "why": "gradients are all-reduced once per optimizer step, so accumulation spreads it over "
+                             "more samples (global batch doubles; halve batch_size to keep it)",
+                      "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x (half the all-reduce share)"})
+        fixes.append({"fix": "GPUs joined by NVLink/NVSwitch (e.g. SXM boards) instead of PCIe",
+                      "why": f"the ring all-reduce moves 2(n-1)/n x {grads_bytes / 1024**2:,.0f} MiB per step",
+                      "expected_gain": "`paddlefit cost --config` compares the instance types"})  # fmt: skip
+        if spec.precision.level != "O2":
+            fixes.append({"fix": "precision: bf16-o2 / fp16-o2", "why": "O2 keeps half-precision gradients: half "
+                          "the all-reduce bytes", "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x"})
+    elif compute >= COMPUTE_SHARE and intensity is not None and ridge is not None and intensity < ridge:
+        verdict = "memory-bound"
+        fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1" if not spec.precision.is_amp else
+                             "precision O2 (bf16-o2/fp16-o2)",
+                      "why": "half-precision activations and weights halve the bytes each op reads and writes",
+                      "expected_gain": f"up to 2x on the memory-bound ops (roofline: intensity {intensity:,.1f} < "
+                                       f"ridge {ridge:,.1f} FLOP/byte)"})  # fmt: skip
+        fixes.append({"fix": "paddle.jit.to_static (operator fusion) for element-wise chains, LayerNorm, activations",
+                      "why": "fused kernels keep intermediates in registers instead of device memory",
+                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
+    elif compute >= COMPUTE_SHARE and efficiency is not None and efficiency < MIN_COMPUTE_EFFICIENCY:
+        verdict = "overhead-bound"
+        loss_share = breakdown["loss"]["share"]
+        if loss_share >= LOSS_HEAVY:
+            fixes.append({"fix": f"look at the loss: it takes {loss_share:.0%} of the step (`paddlefit profile "
+                                 "--ops 10` names its kernels)",
+                          "why": "the loss's kernels (e.g. log_softmax over a large vocabulary, CTC) do little "
+                                 "arithmetic per byte",
+                          "expected_gain": f"up to {1 / (1 - loss_share):.2f}x (Amdahl bound: the loss is "
+                                           f"{loss_share:.0%} of the step)"})  # fmt: skip
+        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch)",
+                      "why": "per-op dispatch and small kernels cost the same per call whatever the batch; more "
+                             "samples per op amortise them",
+                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        fixes.append({"fix": "paddle.jit.to_static (operator fusion)",
+                      "why": "fewer, fused kernels for element-wise chains and normalisations",
+                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
+        sparse = sparse_update_fix(spec, breakdown["optimizer"]["share"], params, evidence)
+        if sparse:
+            fixes.insert(0, sparse)
+    elif compute >= COMPUTE_SHARE:
+        verdict = "compute-bound"
+        if device == "gpu" and not spec.precision.is_amp:
+            fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1",
+                          "why": "tensor cores run half precision several times faster than fp32/TF32",
+                          "expected_gain": "2.6x (A100 TF32 -> AMP) to 3.3x (V100 FP32 -> AMP) for ResNet-50 "
+                                           "(NVIDIA DeepLearningExamples, FACTS.md)"})  # fmt: skip
+        if device == "gpu":
+            fixes.append({"fix": "FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)",
+                          "why": "cuDNN tries every conv algorithm once per shape and keeps the fastest",
+                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+        else:
+            fixes.append({"fix": "train on a GPU (`paddlefit plan --config` / `paddlefit cost --config`)",
+                          "why": "the CPU spends the step in the model's arithmetic",
+                          "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
+        opt_share = breakdown["optimizer"]["share"]
+        sparse = sparse_update_fix(spec, opt_share, params, evidence)
+        if sparse:
+            fixes.insert(0, sparse)
+        if opt_share < breakdown["forward"]["share"] + breakdown["backward"]["share"]:
+            fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
+                          "why": "the step time scales with the FLOPs",
+                          "expected_gain": "proportional to the FLOPs cut"})  # fmt: skip
+    else:
+        verdict = "undetermined"
+        evidence.append(f"no component dominates: {other / step_mean:.0%} of the step is outside the timed phases")
+    return ProfileResult(
+        model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
+        global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,
+        data_production_s=produce_s,
+        breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample, achieved_flops_per_s=achieved,
+        mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
+        assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
+                     "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
+                     "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
+                     "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
+                     "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
+                     "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
+                     "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
+                             "are synchronous)",
+                     "flops": "paddlefit's counter (forward + backward, optimizer not counted)"},
+    )  # fmt: skip
+
+
+def sparse_update_fix(spec: JobSpec, opt_share: float, params: dict[str, Any] | None,
+                       evidence: list[str]) -> dict[str, str] | None:  # fmt: skip
+    """The sparse-update fix when the optimizer takes >= ``OPTIMIZER_HEAVY`` of the step and one tensor (typically
+    an embedding table) holds most parameters (its evidence line is appended); else None."""
+    big = params or {}
+    if opt_share < OPTIMIZER_HEAVY or big.get("largest_count", 0) < 0.5 * big.get("count", 1):
+        return None
+    evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
+                    f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
+                    f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
+    from paddlefit.tune.trials import factory_takes
+
+    how = ("`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"
+           if factory_takes(spec.model, "sparse") else
+           "paddle.nn.Embedding(..., sparse=True) with Adam/AdamW `lazy_mode: true` or SGD")  # fmt: skip
+    return {"fix": f"sparse updates for {big['largest']}: {how}",
+            "why": "only the rows looked up in the batch get a gradient and an update (Paddle's `lazy_mode` docs: "
+                   "dense Adam updates every element every step)",
+            "expected_gain": f"up to {1 / (1 - opt_share):.2f}x (Amdahl bound: the update is {opt_share:.0%} of the "
+                             "step)"}  # fmt: skip

@@ -1,0 +1,144 @@
+"""What stops a run or makes it checkpoint: the stop signal, the budget and the checkpoint schedule.
+
+Each takes its clock as an argument (default ``time.monotonic``, seconds), so tests drive them with a fake clock.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from paddlefit.spec import BudgetSpec, CheckpointSpec
+
+__all__ = ["Budget", "CheckpointSchedule", "StopFlag"]
+
+Clock = Callable[[], float]
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT while installed; the loop checks it once per optimizer step."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    @property
+    def set(self) -> bool:
+        """Whether a stop signal arrived."""
+        return self.signum is not None
+
+    def install(self) -> None:
+        """Catch SIGTERM and SIGINT (the previous handlers are kept for :meth:`restore`)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._handler)
+
+    def restore(self) -> None:
+        """Put the previous handlers back."""
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        self._old.clear()
+
+    def _handler(self, signum: int, _frame: Any) -> None:
+        self.signum = signum
+
+
+class Budget:
+    """Wall time (and, at a price, cost) of a run directory's training, against ``budget.max_hours`` and
+    ``budget.max_cost_usd``.
+
+    Wall time = ``prior_s`` (earlier runs of the same run directory, ``totals.wall_s`` in the checkpoint) + the
+    clock's seconds since this Budget was created.
+
+    Args:
+        spec: the job's budget section (``price_usd_per_hour`` in USD/hour).
+        clock: seconds, monotonic.
+    """
+
+    def __init__(self, spec: BudgetSpec, clock: Clock = _monotonic) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.start = clock()
+        self.prior_s = 0.0
+
+    def wall_s(self) -> float:
+        """Wall seconds of this run directory's training so far."""
+        return self.prior_s + self.clock() - self.start
+
+    def cost_usd(self) -> float | None:
+        """USD so far at ``price_usd_per_hour``, or None without a price."""
+        price = self.spec.price_usd_per_hour
+        return self.wall_s() / 3600 * price if price else None
+
+    def exceeded(self) -> str | None:
+        """Why the budget is used up (``max_hours`` reached, or ``max_cost_usd`` at ``price_usd_per_hour``), else
+        None."""
+        b = self.spec
+        hours = self.wall_s() / 3600
+        if b.max_hours is not None and hours >= b.max_hours:
+            return f"budget: {hours:.4g} h of wall time reached max_hours {b.max_hours:g}"
+        if b.max_cost_usd is not None and b.price_usd_per_hour is not None and \
+                hours * b.price_usd_per_hour >= b.max_cost_usd:  # fmt: skip
+            return (f"budget: {hours:.4g} h x {b.price_usd_per_hour:g} USD/h = {hours * b.price_usd_per_hour:.4g} USD "
+                    f"reached max_cost_usd {b.max_cost_usd:g}")  # fmt: skip
+        return None
+
+
+class CheckpointSchedule:
+    """When rank 0 writes a checkpoint: every ``every_steps`` optimizer steps and/or ``every_minutes``, or, with
+    ``auto_interval``, at Daly's optimum interval for the measured write time and ``interruptions_per_hour``
+    (:func:`paddlefit.plan.checkpoint_interval.daly_interval_s`; the first checkpoint comes after one step and
+    measures the write).
+
+    Args:
+        spec: the job's checkpoint section.
+        log: receives a line when the auto interval is set or moves by more than 25%.
+        clock: seconds, monotonic.
+    """
+
+    def __init__(self, spec: CheckpointSpec, log: Callable[[str], None] = lambda m: None,
+                 clock: Clock = _monotonic) -> None:  # fmt: skip
+        self.spec = spec
+        self.log = log
+        self.clock = clock
+        self.last_time = clock()
+        self.last_step = 0
+        self.interval_s: float | None = None  # auto_interval: set after the first measured write
+        self.write_s: float | None = None
+
+    def due(self, step: int) -> bool:
+        """Whether a checkpoint is due after optimizer step ``step``."""
+        c = self.spec
+        if c.auto_interval:
+            return self.interval_s is None or self.clock() - self.last_time >= self.interval_s
+        by_steps = c.every_steps > 0 and step % c.every_steps == 0
+        by_time = c.every_minutes > 0 and self.clock() - self.last_time >= c.every_minutes * 60
+        return by_steps or by_time
+
+    def reset(self, step: int) -> None:
+        """Count the next interval from now and ``step`` (start of a run, or a resume)."""
+        self.last_time = self.clock()
+        self.last_step = step
+
+    def written(self, step: int, write_s: float) -> None:
+        """A checkpoint of ``step`` took ``write_s`` seconds to write; with ``auto_interval``, re-derive the
+        interval from it."""
+        self.write_s = write_s
+        if self.spec.auto_interval:
+            from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+
+            mtbi = 3600.0 / self.spec.interruptions_per_hour
+            delta = max(write_s, 1e-3)
+            new = daly_interval_s(delta, mtbi)
+            if self.interval_s is None or abs(new - self.interval_s) > 0.25 * self.interval_s:
+                self.log(f"checkpoint interval (auto): writing took {write_s:.3f} s; Daly interval for one "
+                         f"interruption per {mtbi / 3600:,.1f} h = {new:.0f} s (Young "
+                         f"{young_interval_s(delta, mtbi):.0f} s)")  # fmt: skip
+            self.interval_s = new
+        self.reset(step)

@@ -1,0 +1,370 @@
+"""The training loop: one process per device, data parallel through ``paddle.DataParallel``.
+
+Runs in-process for one device and inside each worker started by ``paddle.distributed.launch`` for more
+(:func:`paddlefit.train.run.run_job`). :meth:`Trainer.run` reads top to bottom in the order things happen: set up
+(device, seeds, build), clean the run directory, agree on a checkpoint and resume from it, then
+``while step < total_steps``: one step (:class:`~paddlefit.train.step.StepRunner`), agree, optimizer, log,
+checkpoint; evaluate at each epoch's end; finish.
+
+After each step's backward, one 3-element all-reduce (MAX) makes every rank agree on "a stop signal arrived
+somewhere", "the loss is not finite somewhere" and "the budget is used up somewhere", so all ranks stop at the
+same step and none waits forever in a collective. Only rank 0 writes (checkpoints, metrics, summary, status).
+
+Exit codes (``RunResult.exit_code``; the table is ``docs/errors.md``): 0 finished; 143 stopped by SIGTERM/SIGINT
+after saving a checkpoint (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry
+128-255, treat 1-127 as permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the
+budget (``budget.max_hours`` / ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127). Errors
+raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
+:class:`~paddlefit.errors.JobFailedError` (exit 1, the job failed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text
+from paddlefit.spec import JobSpec
+from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
+from paddlefit.train.checkpoint import CheckpointStore
+from paddlefit.train.evaluate import NO_EVAL, evaluate
+from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag
+from paddlefit.train.metrics import (
+    SUMMARY_FILE,
+    LogLines,
+    MetricsLog,
+    PeakTracker,
+    Progress,
+    params_sha256,
+    to_jsonable,  # fmt: skip
+    write_status,
+)
+from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.step import StepRunner
+
+__all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]
+
+EXIT_OK = 0
+EXIT_NONFINITE = 3
+EXIT_BUDGET = 4
+EXIT_REQUEUE = 143
+
+
+@dataclass
+class TrainOptions:
+    """Options of one run (the job spec holds the rest).
+
+    Attributes:
+        run_dir: where checkpoints, metrics.jsonl, summary.json and status.json go.
+        resume: ``auto`` (newest valid checkpoint, if any), ``never``, or a checkpoint directory path.
+        progress: report progress (rank 0): to ``progress_bar`` when given, else log lines every ``log_every`` steps.
+        progress_bar: a :class:`~paddlefit.train.metrics.Progress` (the CLI passes a rich bar on a terminal).
+        log: where log lines go (default stderr).
+    """
+
+    run_dir: Path
+    resume: str = "auto"
+    progress: bool = True
+    progress_bar: Progress | None = None
+    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+@dataclass
+class RunResult:
+    """What a run ended with: exit code, reason and the summary written to ``summary.json`` (rank 0)."""
+
+    exit_code: int
+    reason: str
+    step: int
+    summary: dict[str, Any] | None = None
+
+
+class Trainer:
+    """Train ``spec`` in this process (one rank of a data-parallel job when launched with more than one).
+
+    The rank and world size come from ``PADDLE_TRAINER_ID`` / ``PADDLE_TRAINERS_NUM`` (set by
+    ``paddle.distributed.launch``). ``clock`` (seconds, monotonic) drives the budget and the checkpoint schedule.
+
+    Raises (from :meth:`run`):
+        PaddlefitError: bad datasets/model/loss, a dataset too small for one global batch, or a resume checkpoint
+            that does not verify or belongs to a different global batch.
+        JobFailedError: out of memory at micro-batch 1, or the model raising mid-training (exit 1).
+        CheckpointError: a checkpoint could not be written (disk full, unwritable run dir).
+    """
+
+    def __init__(self, spec: JobSpec, opts: TrainOptions, clock: Clock = time.monotonic) -> None:
+        import os
+
+        if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
+            raise PaddlefitError("budget.max_cost_usd needs the job's price: budget.price_usd_per_hour in the spec, or "
+                                 "`train --price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
+        self.spec = spec
+        self.opts = opts
+        self.run_dir = Path(opts.run_dir)
+        self.world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
+        self.rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
+        self.is_writer = self.rank == 0
+        self.store = CheckpointStore(self.run_dir / "checkpoints", keep_last=spec.checkpoint.keep_last)
+        self.stop = StopFlag()
+        self.budget = Budget(spec.budget, clock)  # wall time counts from here (plus earlier runs, on resume)
+        self.ckpt = CheckpointSchedule(spec.checkpoint, self.log, clock)
+        # made by setup()
+        self.job: BuiltJob = None  # type: ignore[assignment]
+        self.runner: StepRunner = None  # type: ignore[assignment]
+        self.state: TrainerState = None  # type: ignore[assignment]
+        self.peaks: PeakTracker = None  # type: ignore[assignment]
+        # made by run()
+        self.last_eval: dict[str, float | None] = dict(NO_EVAL)
+        self.metrics: MetricsLog | None = None
+        self.last_ckpt_step = 0  # the step of the newest checkpoint (the resumed one before any save)
+
+    def log(self, msg: str) -> None:
+        """A log line from rank 0 (the other ranks are silent)."""
+        if self.is_writer:
+            self.opts.log(msg)
+
+    def setup(self) -> None:
+        """Device, seeds, and the job built (model, loader, optimizer, AMP): what ``profile`` and ``tune`` reuse."""
+        on_gpu = setup_device(self.spec, self.world, self.log)
+        seed_all(self.spec.seed)
+        self.job = build_job(self.spec, self.world, self.rank, on_gpu, self.log)
+        self.runner = StepRunner(self.spec, self.job, self.world, self.rank, self.log)
+        self.peaks = PeakTracker(on_gpu)
+        s = self.spec
+        self.state = TrainerState(global_batch=self.job.global_batch, batch_size=s.batch_size, devices=self.world,
+                                  grad_accum_steps=s.grad_accum_steps, seed=s.seed,
+                                  total_steps=self.job.total_steps)  # fmt: skip
+
+    def run(self) -> RunResult:
+        """Train until the step limit, a stop signal, the budget or a non-finite loss (exit codes: module docstring).
+
+        Raises:
+            PaddlefitError / JobFailedError / CheckpointError: see the class docstring.
+        """
+        self.setup()
+        if self.is_writer:
+            self._clean_run_dir()
+        self._barrier()
+        resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
+        if resume is not None:
+            self._resume(resume)
+        if self.is_writer:
+            MetricsLog.truncate_after(self.run_dir, self.state.step)
+        self.ckpt.reset(self.state.step)
+        self.last_ckpt_step = self.state.step
+        self.stop.install()
+        try:
+            return self._loop()
+        finally:
+            self.stop.restore()
+
+    def _loop(self) -> RunResult:
+        st, job, accum = self.state, self.job, self.spec.grad_accum_steps
+        batches_per_epoch = job.steps_per_epoch * accum  # the loaded batches an epoch uses
+        self.metrics = MetricsLog(self.run_dir, self.spec.visualdl) if self.is_writer else None
+        progress: Progress | None = None
+        if self.is_writer and self.opts.progress:
+            progress = self.opts.progress_bar or LogLines(self.opts.log, self.spec.log_every)
+            progress.start(st.step, job.total_steps)
+        try:
+            job.model.train()
+            while st.step < job.total_steps:
+                job.sampler.set_position(st.epoch, st.batch_in_epoch)
+                it = iter(job.loader)
+                while st.batch_in_epoch + accum <= batches_per_epoch and st.step < job.total_steps:
+                    ended = self._step(it, progress)
+                    if ended is not None:
+                        return ended
+                if st.batch_in_epoch + accum > batches_per_epoch:  # epoch complete
+                    st.epoch += 1
+                    st.batch_in_epoch = 0
+                    self._evaluate()
+            if self.last_eval["eval_loss"] is None or st.batch_in_epoch != 0:
+                self._evaluate()
+            return self._end_done()
+        finally:
+            if progress is not None:
+                progress.close()
+            if self.metrics is not None:
+                self.metrics.close()
+
+    def _step(self, it: Any, progress: Progress | None) -> RunResult | None:
+        """One optimizer step and what follows it; a RunResult when the run ends here."""
+        st, job = self.state, self.job
+        t0 = time.perf_counter()
+        self.peaks.checkpoint()
+        loss, wait = self.runner.train_step(it, st.step + 1)
+        nonfinite_here = not math.isfinite(loss) and job.scaler is None  # fp16's GradScaler skips inf steps itself
+        stop, nonfinite, budget = self._agree(self.stop.set, nonfinite_here, self.budget.exceeded() is not None)
+        if nonfinite:
+            job.optimizer.clear_grad()
+            return self._end_nonfinite(loss)
+        self.runner.optimizer_step()
+        dt = time.perf_counter() - t0
+        st.step += 1
+        st.batch_in_epoch += self.spec.grad_accum_steps
+        st.last_loss = loss
+        st.totals["train_s"] += dt
+        st.totals["wait_s"] += wait
+        st.totals["samples"] += job.global_batch
+        if self.metrics is not None:
+            rec = {"step": st.step, "epoch": self.epochs_done(), "loss": loss, "lr": float(job.optimizer.get_lr()),
+                   "samples_per_s": job.global_batch / dt, "step_time_s": dt, "data_wait_s": wait,
+                   "micro_batch_size": self.runner.micro.size}  # fmt: skip
+            if job.on_gpu:
+                rec["peak_memory_bytes"] = self.peaks.peak()
+            self.metrics.write(rec, ("loss", "lr", "samples_per_s", "data_wait_s"))
+        if progress is not None:
+            progress.update(st.step, self.epochs_done(), loss, job.global_batch, dt)
+        if stop:
+            return self._end_stopped()
+        if budget:
+            return self._end_budget()
+        if self.is_writer and st.step < job.total_steps and self.ckpt.due(st.step):
+            self._save()
+        return None
+
+    def epochs_done(self) -> float:
+        """Epochs completed so far: optimizer steps / steps per epoch (a float; 15.0 at the end of epoch 15)."""
+        return round(self.state.step / self.job.steps_per_epoch, 4)
+
+    # ---- collectives -------------------------------------------------------------------------------------
+    def _agree(self, stop: bool, nonfinite: bool, budget: bool) -> tuple[bool, bool, bool]:
+        if self.world == 1:
+            return stop, nonfinite, budget
+        import paddle
+
+        t = paddle.to_tensor([float(stop), float(nonfinite), float(budget)], dtype="float32")
+        paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
+        a, b, c = t.numpy().tolist()
+        return a > 0, b > 0, c > 0
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            import paddle
+
+            paddle.distributed.barrier()
+
+    # ---- checkpoints -------------------------------------------------------------------------------------
+    def _clean_run_dir(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.store.clean_temporaries():
+            self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
+        if self.opts.resume == "never" and (old := self.store.list()):
+            for path in old:
+                shutil.rmtree(path)
+            self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
+
+    def _save(self) -> Path:
+        st, job = self.state, self.job
+        st.micro_batch_split = self.runner.micro.ways
+        st.scheduler = to_jsonable(job.schedule.state_dict())
+        st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
+        saved = TrainerState(**{**st.to_json(), "totals": {**st.totals, "wall_s": self.budget.wall_s()}})
+        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model})
+        self.ckpt.written(st.step, seconds)
+        self.last_ckpt_step = st.step
+        return path
+
+    def _resume(self, path: Path) -> None:
+        job = self.job
+
+        def check(state: TrainerState) -> None:
+            state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
+                             steps_per_epoch=job.steps_per_epoch)  # fmt: skip
+            if state.total_steps not in (None, job.total_steps):
+                self.log(f"warning: this run is {job.total_steps} steps long, the checkpoint's run was "
+                         f"{state.total_steps}: the LR schedule now spans {job.total_steps} steps, so the result "
+                         "will differ from an uninterrupted run of either length.")  # fmt: skip
+
+        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model)
+        self.runner.micro.ways = state.micro_batch_split
+        if state.micro_batch_split > 1:
+            self.log(f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "
+                     f"{self.runner.micro.size} x {self.spec.grad_accum_steps * state.micro_batch_split} accumulation")
+        self.budget.prior_s = float(state.totals.pop("wall_s", 0.0))
+        state.totals = {**self.state.totals, **state.totals}
+        state.total_steps = job.total_steps
+        self.state = state
+        self.log(f"resumed from {path} (step {state.step}, epoch index {state.epoch}, micro-batch "
+                 f"{state.batch_in_epoch} of the epoch)")  # fmt: skip
+
+    # ---- evaluation and the end --------------------------------------------------------------------------
+    def _evaluate(self) -> None:
+        if not self.is_writer or self.job.eval_ds is None:
+            return
+        self.peaks.checkpoint()
+        self.last_eval = evaluate(self.runner, self.state.step)
+        acc = self.last_eval["eval_accuracy"]
+        self.log(f"eval at step {self.state.step} (epoch {self.epochs_done():.2f}): loss "
+                 f"{self.last_eval['eval_loss']:.4f}" + (f", accuracy {acc:.2%}" if acc is not None else ""))
+        if self.metrics is not None:
+            self.metrics.write({"step": self.state.step, "epoch": self.epochs_done(), **self.last_eval},
+                               ("eval_loss", "eval_accuracy"), prefix="eval")  # fmt: skip
+
+    def summary(self) -> dict[str, Any]:
+        """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost
+        (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran."""
+        st, job, t = self.state, self.job, self.state.totals
+        wall, price = self.budget.wall_s(), self.spec.budget.price_usd_per_hour
+        return {
+            "steps": st.step, "epochs": st.step / job.steps_per_epoch, "final_loss": st.last_loss,
+            "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
+            "samples_per_s": t["samples"] / t["train_s"] if t["train_s"] else None,
+            "data_wait_fraction": t["wait_s"] / t["train_s"] if t["train_s"] else None,
+            "peak_memory_bytes": self.peaks.peak(),
+            "peak_memory_kind": "gpu max_memory_allocated" if job.on_gpu else "cpu host allocator (rank 0)",
+            "params_sha256": params_sha256(job.model), "global_batch": job.global_batch,
+            "devices": self.world, "device": "gpu" if job.on_gpu else "cpu", "precision": self.spec.precision.value,
+            "amp_active": job.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
+            "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
+            "wall_seconds": wall, "checkpoint_write_s": self.ckpt.write_s,
+            "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": wall / 3600 * price if price else None,
+            "micro_batch_size": self.runner.micro.size,
+            "grad_accum_steps": self.spec.grad_accum_steps * self.runner.micro.ways,
+            "oom_backoffs": self.runner.micro.backoffs,
+        }  # fmt: skip
+
+    def _end(self, code: int, reason: str, summary: dict[str, Any] | None = None) -> RunResult:
+        if self.is_writer:
+            write_status(self.run_dir, code, reason, self.state.step)
+        self._barrier()
+        return RunResult(code, reason, self.state.step, summary)
+
+    def _end_done(self) -> RunResult:
+        summary = None
+        if self.is_writer:
+            self._save()
+            summary = self.summary()
+            atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n", option="--run-dir")
+        return self._end(EXIT_OK, "finished", summary)
+
+    def _end_stopped(self) -> RunResult:
+        if self.is_writer:
+            path = self._save()
+            self.log(f"stop signal: saved {path} at step {self.state.step}; exit {EXIT_REQUEUE} (requeue); run again "
+                     "with --resume auto to continue.")  # fmt: skip
+        return self._end(EXIT_REQUEUE, "stopped by signal")
+
+    def _end_budget(self) -> RunResult:
+        reason = self.budget.exceeded() or "budget reached on another rank"
+        if self.is_writer:
+            path = self._save()
+            reason += (f"; saved {path} at step {self.state.step}. Raise the limit (wall time counts across resumes) "
+                       "and run again with --resume auto to continue.")  # fmt: skip
+            self.log(reason)
+        return self._end(EXIT_BUDGET, reason)
+
+    def _end_nonfinite(self, loss: float) -> RunResult:
+        last = self.store.latest_valid() if self.is_writer else None
+        msg = (f"the loss is {loss} at step {self.state.step + 1} (not finite); stopped without updating or saving. "
+               f"Last good checkpoint: {last or 'none'}. Lower `lr`, add warm-up, or check the data.")  # fmt: skip
+        return self._end(EXIT_NONFINITE, msg)  # the CLI prints msg (from status.json when launched)

@@ -1,0 +1,211 @@
+"""What a run records: metrics.jsonl (and VisualDL), the allocator's peak, summary.json, status.json, progress.
+
+Only rank 0 writes (the loop gives the other ranks no :class:`MetricsLog`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text
+
+__all__ = [
+    "METRICS_FILE",
+    "SPEC_FILE",
+    "STATUS_FILE",
+    "SUMMARY_FILE",
+    "LogLines",
+    "MetricsLog",
+    "PeakTracker",
+    "Progress",
+    "params_sha256",
+    "peak_memory_bytes",
+    "to_jsonable",
+    "write_status",
+]
+
+STATUS_FILE = "status.json"
+SUMMARY_FILE = "summary.json"
+METRICS_FILE = "metrics.jsonl"
+SPEC_FILE = "job.yaml"
+
+
+def peak_memory_bytes(on_gpu: bool) -> int:
+    """Peak allocated bytes of Paddle's allocator in this process since the last reset, as Paddle reports it:
+    ``paddle.device.cuda.max_memory_allocated()`` on GPU (excludes the CUDA context), the host allocator's
+    ``Allocated`` peak on CPU. Under-reports once a DataLoader thread allocates: see :class:`PeakTracker`."""
+    import paddle
+
+    if on_gpu:
+        return int(paddle.device.cuda.max_memory_allocated())
+    return int(paddle.base.core.host_memory_stat_peak_value("Allocated", 0))
+
+
+class PeakTracker:
+    """The allocator's peak over a run, across threads, in bytes.
+
+    Paddle keeps its memory statistics per thread (``paddle/phi/core/memory/stats.h``, ``Stat::Update``): the
+    process-wide peak is raised only when the allocating thread exceeds its *own* previous high. A DataLoader's
+    reader thread allocates every batch and the training thread frees them, so the training thread's own count
+    drifts below its early high and its later highs (an evaluation pass, a longer batch) are never recorded.
+    Resetting the peak (which restarts the high from the current value) at every step boundary and keeping the
+    largest reading restores them. Measured: PP-LCNet evaluating at batch 200 after 6 steps peaked at 17.40 MB;
+    Paddle's counter without resets said 12.99 MB for the whole run.
+    """
+
+    def __init__(self, on_gpu: bool) -> None:
+        self.on_gpu = on_gpu
+        self.best = 0
+
+    def checkpoint(self) -> None:
+        """Fold the peak since the last checkpoint into the run's and restart Paddle's high from now."""
+        import paddle
+
+        self.best = max(self.best, peak_memory_bytes(self.on_gpu))
+        if self.on_gpu:
+            paddle.device.cuda.reset_max_memory_allocated()
+        else:
+            paddle.base.core.host_memory_stat_reset_peak_value("Allocated", 0)
+
+    def peak(self) -> int:
+        """The run's peak so far, bytes."""
+        return max(self.best, peak_memory_bytes(self.on_gpu))
+
+
+def params_sha256(model: Any) -> str:
+    """sha256 over the model's ``state_dict()`` in sorted-name order: name, shape and float32 little-endian bytes of
+    each tensor, so two runs can be compared bit for bit whatever the device."""
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        arr = np.ascontiguousarray(tensor.numpy().astype("<f4"))
+        h.update(name.encode())
+        h.update(str(arr.shape).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` with tensors, NumPy scalars and tuples turned into JSON types (for a scheduler's or scaler's
+    ``state_dict()``)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if hasattr(obj, "numpy"):
+        return np.asarray(obj.numpy()).tolist()
+    return obj
+
+
+def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
+    """Rank 0: record how the run ended in ``status.json`` (read by the parent of a multi-device run, matched by
+    ``PADDLEFIT_RUN_TOKEN``), atomically."""
+    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
+    atomic_write_text(run_dir / STATUS_FILE, json.dumps({"exit_code": exit_code, "reason": reason, "step": step,
+                                                          "token": token}) + "\n", option="--run-dir")  # fmt: skip
+
+
+class MetricsLog:
+    """Rank 0's metrics.jsonl (one JSON object a line: train steps and eval results) and, with ``visualdl``, a
+    ``visualdl.LogWriter`` on RUN_DIR/visualdl (tags ``train/loss``, ``train/lr``, ``train/samples_per_s``,
+    ``train/data_wait_s``, ``eval/loss``, ``eval/accuracy``).
+
+    Raises:
+        PaddlefitError: ``visualdl`` is on and VisualDL is not installed.
+    """
+
+    def __init__(self, run_dir: Path, visualdl: bool) -> None:
+        self.path = run_dir / METRICS_FILE
+        self.vdl = None
+        if visualdl:
+            try:
+                from visualdl import LogWriter
+            except ImportError:
+                raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
+                                     "(or set `visualdl: false`).") from None  # fmt: skip
+            self.vdl = LogWriter(logdir=str(run_dir / "visualdl"))
+        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+
+    @staticmethod
+    def truncate_after(run_dir: Path, step: int) -> None:
+        """Resumed run: drop metric lines after the checkpoint's ``step`` (and lines cut by a kill) so metrics.jsonl
+        reads as one run. Atomic."""
+        path = run_dir / METRICS_FILE
+        if not path.exists():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except ValueError:
+                continue  # a line cut by a kill
+        atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
+
+    def write(self, record: dict[str, Any], scalars: tuple[str, ...] = (), prefix: str = "train") -> None:
+        """Append ``record`` (with a ``step``) as a line and flush; ``scalars`` of it also go to VisualDL as
+        ``prefix/<name>`` (without an ``eval_`` prefix)."""
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.vdl is not None:
+            for k in scalars:
+                if record.get(k) is not None:
+                    self.vdl.add_scalar(tag=f"{prefix}/{k.removeprefix('eval_')}", value=record[k],
+                                        step=record["step"])  # fmt: skip
+
+    def close(self) -> None:
+        """Close the file and the VisualDL writer."""
+        self.file.close()
+        if self.vdl is not None:
+            self.vdl.close()
+
+
+class Progress(Protocol):
+    """What the loop reports progress to (rank 0). The CLI passes a progress bar; the default is :class:`LogLines`."""
+
+    def start(self, step: int, total_steps: int) -> None:
+        """The run starts (or resumes) at optimizer step ``step`` of ``total_steps``."""
+
+    def update(self, step: int, epoch: float, loss: float, samples: float, seconds: float) -> None:
+        """Optimizer step ``step`` (epoch ``epoch`` done, a float) had mean loss ``loss`` and took ``seconds`` for
+        ``samples`` samples (the global batch)."""
+
+    def close(self) -> None:
+        """The run ended."""
+
+
+class LogLines:
+    """Progress as a log line every ``every`` optimizer steps and at the last: ``step S/T (epoch E): loss L  R
+    samples/s``, R the rate since the previous line (a single step's rate swings with DataLoader workers handing
+    over batches unevenly)."""
+
+    def __init__(self, log: Callable[[str], None], every: int) -> None:
+        self.log = log
+        self.every = every
+        self.total = 0
+        self.samples = self.seconds = 0.0
+
+    def start(self, step: int, total_steps: int) -> None:
+        """See :class:`Progress`."""
+        self.total = total_steps
+
+    def update(self, step: int, epoch: float, loss: float, samples: float, seconds: float) -> None:
+        """See :class:`Progress`."""
+        self.samples += samples
+        self.seconds += seconds
+        if step % self.every == 0 or step == self.total:
+            rate = self.samples / self.seconds if self.seconds else 0.0
+            self.log(f"step {step}/{self.total} (epoch {epoch:.2f}): loss {loss:.4f}  {rate:,.0f} samples/s")
+            self.samples = self.seconds = 0.0
+
+    def close(self) -> None:
+        """See :class:`Progress`."""

@@ -1,0 +1,154 @@
+"""Run a job spec on 1..N devices: in this process for one device, through ``paddle.distributed.launch`` for more.
+
+:func:`run_job` is what ``paddlefit train`` calls and what a library user calls::
+
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.run import run_job
+
+    outcome = run_job(load_job_spec("examples/digits.yaml"))
+    print(outcome.exit_code, outcome.summary["final_loss"])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text
+from paddlefit.spec import DATASETS, JobSpec
+from paddlefit.train.metrics import SPEC_FILE, SUMMARY_FILE, Progress
+
+__all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class JobOutcome:
+    """How a run ended: ``exit_code`` (0 done, 3 non-finite loss, 4 budget, 143 stopped by a signal, 2 bad input
+    found by a worker, 1 the job failed), ``reason``, the run directory and, when it finished, summary.json."""
+
+    exit_code: int
+    reason: str
+    run_dir: Path
+    summary: dict[str, Any] | None = None
+
+
+def preflight(spec: JobSpec) -> None:
+    """Catch import errors of the model, datasets and loss, and a spec without a length, before starting workers.
+
+    Raises:
+        PaddlefitError: the field that does not import or is missing, and the fix.
+    """
+    from paddlefit.models.calling import resolve_loss
+    from paddlefit.models.zoo import resolve_model
+    from paddlefit.userimport import import_callable
+
+    resolve_model(spec.model, dict(spec.model_args))
+    resolve_loss(spec.loss)
+    for key, ref in (("data.train", spec.data.train), ("data.eval", spec.data.eval)):
+        if ref is None:
+            if key == "data.train":
+                raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
+                                     f"({', '.join(DATASETS)} or `package.module:function`).")  # fmt: skip
+            continue
+        import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
+                        f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
+    if spec.epochs is None and spec.max_steps is None:
+        raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
+
+
+def gpu_count() -> int:
+    """GPUs this Paddle sees (0 for a CPU build)."""
+    import paddle
+
+    if not paddle.device.is_compiled_with_cuda():
+        return 0
+    return int(paddle.device.cuda.device_count())
+
+
+def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> list[int] | None:
+    """The GPU ids for ``n`` devices (``gpu_ids`` when given), or None for one device or CPU processes.
+
+    Args:
+        n: devices asked for (``--devices``); ``gpu_ids``: explicit ids, or None; ``gpus``: GPUs visible;
+        cores: CPU cores (at most ``max(2, cores)`` CPU processes).
+
+    Raises:
+        PaddlefitError: ids without a GPU, more devices than visible GPUs, an id that does not exist, or more CPU
+            processes than cores.
+    """
+    asked = ",".join(str(i) for i in gpu_ids) if gpu_ids is not None else str(n)
+    if gpu_ids is not None and gpus == 0:
+        raise PaddlefitError(f"`--devices {asked}` names GPU ids but this Paddle sees no GPU; use a count "
+                             f"(`--devices {n}`) for {n} CPU processes.")  # fmt: skip
+    if gpu_ids is None and gpus:
+        if n > gpus:
+            raise PaddlefitError(f"`--devices {n}`: only {gpus} GPU(s) visible.")
+        gpu_ids = list(range(n)) if n > 1 else None
+    if gpu_ids is not None and gpus and max(gpu_ids) >= gpus:
+        raise PaddlefitError(f"`--devices {asked}`: GPU id {max(gpu_ids)} does not exist ({gpus} visible: "
+                             f"0..{gpus - 1}).")  # fmt: skip
+    if not gpus and n > max(2, cores):
+        raise PaddlefitError(f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most "
+                             f"{max(2, cores)}.")  # fmt: skip
+    return gpu_ids
+
+
+def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
+            progress_bar: Progress | None = None, log: Callable[[str], None] = _stderr,
+            relay: Callable[[str], None] | None = None) -> JobOutcome:  # fmt: skip
+    """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
+
+    One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
+    paddle.distributed.launch`` with one worker per device (:mod:`paddlefit.train.launcher`), rank 0's log lines
+    relayed to ``log``, the exit code and reason from the status.json rank 0 wrote. The spec is written to
+    RUN_DIR/job.yaml first (atomically), which the workers read.
+
+    Args:
+        gpu_ids: explicit GPU ids (``--devices 0,1``), else the first ``spec.devices`` GPUs (or CPU processes).
+        resume: ``auto``, ``never`` or a checkpoint directory.
+        progress_bar: progress of an in-process run (workers log lines instead).
+        log: receives the in-process run's log lines (default: stderr).
+        relay: receives rank 0's log lines of a launched run and the launch line (default: ``log``).
+
+    Raises:
+        PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
+            run, what :meth:`Trainer.run` raises.
+    """
+    import yaml
+
+    preflight(spec)
+    n = spec.devices
+    gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
+    run_dir = Path(spec.run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
+                                                                          sort_keys=False, allow_unicode=True),
+                                      option="--run-dir")  # fmt: skip
+    except OSError as exc:
+        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({exc.strerror or exc}); choose another "
+                             "directory.") from None  # fmt: skip
+    if n == 1:
+        from paddlefit.train.loop import Trainer, TrainOptions
+
+        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log)
+        result = Trainer(spec, opts).run()
+        return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
+    from paddlefit.train.launcher import launch_command, run_launched
+
+    cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
+    relay = relay or log
+    relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
+    code, reason = run_launched(cmd, run_dir, relay=relay)
+    summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None
+    return JobOutcome(code, reason, run_dir, summary)

@@ -1,0 +1,210 @@
+"""The trainer's state in a checkpoint: a typed ``trainer.json``, the RNG states, saving, loading and the ranks'
+agreement on which checkpoint to resume.
+
+A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint.CheckpointStore`) holds
+``model.pdparams`` and ``optimizer.pdopt`` (``paddle.save``), ``trainer.json`` (:class:`TrainerState`) and
+``rng.pkl`` (Python, NumPy and Paddle generator states), each listed with its sha256 in the store's manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
+from paddlefit.train.oom import Split, first_line
+
+__all__ = ["TrainerState", "agree_on_resume", "choose_resume", "load_checkpoint", "save_checkpoint"]
+
+
+@dataclass
+class TrainerState:
+    """Where a run is and what it has done; ``trainer.json`` of a checkpoint, key for key.
+
+    Attributes:
+        step: optimizer steps done.
+        epoch: index of the epoch in progress (0-based).
+        batch_in_epoch: loaded batches of that epoch consumed (a multiple of ``grad_accum_steps``).
+        global_batch: samples per optimizer step over all ranks (``batch_size x devices x grad_accum_steps``).
+        micro_batch_split: each loaded batch is split this many ways after out-of-memory back-offs (a power of 2).
+        total_steps: the run's length in optimizer steps when it was saved (the LR schedule's span).
+        scheduler / scaler: ``state_dict()`` of the LR scheduler and the fp16 GradScaler (None without one).
+        totals: ``train_s`` and ``wait_s`` (seconds), ``samples``, and ``wall_s`` (wall seconds of all runs of
+            the run directory, for the budget).
+        last_loss: the mean loss of the last optimizer step.
+    """
+
+    global_batch: int
+    batch_size: int
+    devices: int
+    grad_accum_steps: int
+    seed: int
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    micro_batch_split: int = 1
+    total_steps: int | None = None
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    scaler: dict[str, Any] | None = None
+    totals: dict[str, float] = field(default_factory=lambda: {"train_s": 0.0, "wait_s": 0.0, "samples": 0.0})
+    last_loss: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``trainer.json`` object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> TrainerState:
+        """Read a ``trainer.json`` object (unknown keys are ignored; ``micro_batch_split`` and ``total_steps`` may be
+        missing, as in checkpoints of earlier versions).
+
+        Raises:
+            PaddlefitError: not an object, a required key missing, or a value of the wrong type; the message names
+                ``where`` (the checkpoint) and the key.
+        """
+        if not isinstance(data, dict):
+            raise PaddlefitError(f"{where}: trainer.json is not a JSON object; pass another checkpoint.")
+        known = {f.name for f in fields(cls)}
+        state = cls(**{k: v for k, v in data.items() if k in known}) if {"global_batch", "batch_size", "devices",
+                    "grad_accum_steps", "seed"} <= data.keys() else None  # fmt: skip
+        if state is None:
+            raise PaddlefitError(f"{where}: trainer.json lacks global_batch/batch_size/devices/grad_accum_steps/seed; "
+                                 "pass another checkpoint.")  # fmt: skip
+        for name in ("global_batch", "batch_size", "devices", "grad_accum_steps", "seed", "step", "epoch",
+                     "batch_in_epoch"):  # fmt: skip
+            v = getattr(state, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer; pass another "
+                                     "checkpoint.")  # fmt: skip
+        if not isinstance(state.totals, dict) or not isinstance(state.scheduler, dict):
+            raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
+                                 "checkpoint.")  # fmt: skip
+        return state
+
+    def check_fits(self, where: str, *, global_batch: int, batch_size: int, steps_per_epoch: int) -> None:
+        """Whether this state can continue a job of ``global_batch`` samples per step, ``batch_size`` per loaded
+        batch and ``steps_per_epoch`` optimizer steps per epoch.
+
+        Raises:
+            PaddlefitError: another global batch; a position (step, epoch, micro-batch) the job cannot be at; a
+                ``micro_batch_split`` the back-off cannot reach.
+        """
+        if self.global_batch != global_batch:
+            raise PaddlefitError(
+                f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
+                f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
+                "the global batch or start fresh with `--resume never`.")  # fmt: skip
+        if self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * self.grad_accum_steps:
+            raise PaddlefitError(f"checkpoint {where}: trainer.json position (step {self.step}, epoch {self.epoch}, "
+                                 f"micro-batch {self.batch_in_epoch}) is impossible for this job; pass another "
+                                 "checkpoint.")  # fmt: skip
+        if not Split.valid_ways(self.micro_batch_split, batch_size):
+            raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
+                                 "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+
+
+def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,
+                    meta: dict[str, Any]) -> tuple[Path, float]:  # fmt: skip
+    """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed).
+
+    Returns:
+        (the checkpoint directory, seconds the write took).
+
+    Raises:
+        CheckpointError: the write failed (disk full, unwritable run directory).
+    """
+    import paddle
+
+    def write(tmp: Path) -> None:
+        paddle.save(model.state_dict(), str(tmp / "model.pdparams"))
+        paddle.save(optimizer.state_dict(), str(tmp / "optimizer.pdopt"))
+        (tmp / "trainer.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
+        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "paddle": paddle.get_rng_state()}
+        with open(tmp / "rng.pkl", "wb") as f:
+            pickle.dump(rng, f)
+
+    t0 = time.monotonic()
+    path = store.save(state.step, write, meta=meta)
+    return path, time.monotonic() - t0
+
+
+def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: Any, optimizer: Any, schedule: Any,
+                    scaler: Any, model_name: str) -> TrainerState:  # fmt: skip
+    """Read ``path``'s state, pass it to ``check`` (which raises if the job cannot continue from it), then restore
+    the model, optimizer, LR schedule, GradScaler and RNG states in place.
+
+    Raises:
+        PaddlefitError: from ``check``, or the weights do not match the model (missing/unexpected keys).
+        CheckpointError: any other failure, naming the checkpoint.
+    """
+    import paddle
+
+    try:
+        state = TrainerState.from_json(json.loads((path / "trainer.json").read_text(encoding="utf-8")), str(path))
+        check(state)
+        missing, unexpected = model.set_state_dict(paddle.load(str(path / "model.pdparams")))
+        if missing or unexpected:
+            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
+                                 f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
+                                 "checkpoint or start fresh with `--resume never`.")  # fmt: skip
+        optimizer.set_state_dict(paddle.load(str(path / "optimizer.pdopt")))
+        schedule.set_state_dict(state.scheduler)
+        if scaler is not None and state.scaler:
+            scaler.load_state_dict(state.scaler)
+        with open(path / "rng.pkl", "rb") as f:
+            rng = pickle.load(f)  # our own file, verified against its manifest sha256
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        paddle.set_rng_state(rng["paddle"])
+    except PaddlefitError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
+                              f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
+                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+    return state
+
+
+def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None]) -> Path | None:
+    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest that verifies (warnings for the ones
+    that do not go to ``log``); else ``mode`` is a checkpoint directory, which must verify.
+
+    Raises:
+        CheckpointError: ``mode`` is a path that is not a valid checkpoint.
+    """
+    if mode == "never":
+        return None
+    if mode == "auto":
+        return store.latest_valid(warn=lambda m: log(f"warning: {m}"))
+    path = Path(mode)
+    problem = verify(path) if path.is_dir() else "not a directory"
+    if problem:
+        raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
+    return path
+
+
+def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
+                    log: Callable[[str], None]) -> Path | None:  # fmt: skip
+    """Rank 0 chooses (:func:`choose_resume`); the step is broadcast so every rank loads the same checkpoint."""
+    path = choose_resume(mode, store, log) if is_writer or world == 1 else None
+    if world == 1:
+        return path
+    import paddle
+
+    t = paddle.to_tensor([int(path.name.split("-")[1]) if path else -1], dtype="int64")
+    paddle.distributed.broadcast(t, src=0)
+    step = int(t.item())
+    if step < 0:
+        return None
+    if path is not None:
+        return path
+    return Path(mode) if mode not in ("auto", "never") else store.path_for(step)

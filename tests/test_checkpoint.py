@@ -1,0 +1,68 @@
+"""paddlefit.train.checkpoint: atomic, verified checkpoint directories (no Paddle: the payload is plain files)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from paddlefit.train.checkpoint import MANIFEST, CheckpointError, CheckpointStore, sha256_file, verify
+
+
+def payload(text: str):
+    def write(tmp: Path) -> None:
+        for name in ("model.pdparams", "optimizer.pdopt", "trainer.json", "rng.pkl"):
+            (tmp / name).write_text(f"{name}:{text}")
+
+    return write
+
+
+def test_save_writes_a_manifest_of_sizes_and_hashes(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "checkpoints", keep_last=2)
+    path = store.save(7, payload("a"), meta={"spec_model": "digits_cnn"})
+    assert path.name == "step-00000007" and verify(path) is None
+    man = json.loads((path / MANIFEST).read_text())
+    assert man["step"] == 7 and man["spec_model"] == "digits_cnn" and man["format"] == 1
+    want = {"bytes": len("trainer.json:a"), "sha256": sha256_file(path / "trainer.json")}
+    assert man["files"]["trainer.json"] == want
+    assert store.save(7, payload("other")) == path and (path / "rng.pkl").read_text() == "rng.pkl:a"  # kept as is
+
+
+def test_keep_last_and_newest_valid_skips_damaged(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep_last=2)
+    for step in (1, 2, 3):
+        store.save(step, payload(str(step)))
+    assert [p.name for p in store.list()] == ["step-00000003", "step-00000002"]
+    (store.path_for(3) / "model.pdparams").write_text("bit rot")
+    warnings: list[str] = []
+    assert store.latest_valid(warnings.append) == store.path_for(2)
+    assert len(warnings) == 1 and "skipping checkpoint step-00000003" in warnings[0]
+    (store.path_for(2) / MANIFEST).unlink()
+    assert store.latest_valid() is None
+
+
+def test_a_failed_write_leaves_nothing_half_written(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep_last=3)
+    store.save(1, payload("ok"))
+
+    def dies(tmp: Path) -> None:
+        (tmp / "model.pdparams").write_text("partial")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(CheckpointError, match="the disk is full; the previous checkpoint step-00000001 is intact"):
+        store.save(2, dies)
+    assert [p.name for p in tmp_path.iterdir()] == ["step-00000001"]
+
+
+def test_temporaries_of_killed_writers_are_never_read_and_are_cleaned(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    store.save(4, payload("x"))
+    tmp = tmp_path / f".tmp-step-00000005-{os.getpid() + 1}"
+    tmp.mkdir()
+    (tmp / "model.pdparams").write_text("half")
+    assert store.list() == [store.path_for(4)]
+    assert store.clean_temporaries() == [tmp] and not tmp.exists()
+    with pytest.raises(ValueError):
+        CheckpointStore(tmp_path, keep_last=0)

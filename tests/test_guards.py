@@ -1,0 +1,74 @@
+"""paddlefit.train.guards: the budget and the checkpoint schedule on a fake clock, the stop flag on a real signal."""
+
+from __future__ import annotations
+
+import pytest
+
+from paddlefit.spec import BudgetSpec, CheckpointSpec
+from paddlefit.train.guards import Budget, CheckpointSchedule, StopFlag
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_budget_on_a_fake_clock() -> None:
+    clock = FakeClock()
+    b = Budget(BudgetSpec(max_hours=2.0), clock)
+    b.prior_s = 3600.0  # an earlier run of the same run directory took an hour
+    assert b.exceeded() is None and b.wall_s() == 3600.0 and b.cost_usd() is None
+    clock.t += 3599.0
+    assert b.exceeded() is None
+    clock.t += 1.0
+    assert b.exceeded() == "budget: 2 h of wall time reached max_hours 2"
+    c = Budget(BudgetSpec(max_cost_usd=3.0, price_usd_per_hour=2.0), clock)
+    clock.t += 5400.0 - 1e-6
+    assert c.exceeded() is None and c.cost_usd() == pytest.approx(3.0)
+    clock.t += 1e-3
+    why = c.exceeded()
+    assert why is not None and why.startswith("budget: 1.5 h x 2 USD/h = 3 USD reached max_cost_usd 3")
+
+
+def test_checkpoint_schedule_by_steps_minutes_and_daly() -> None:
+    clock = FakeClock()
+    steps = CheckpointSchedule(CheckpointSpec(every_steps=5, every_minutes=0), clock=clock)
+    assert [s for s in range(1, 21) if steps.due(s)] == [5, 10, 15, 20]
+    timed = CheckpointSchedule(CheckpointSpec(every_steps=0, every_minutes=10), clock=clock)
+    clock.t += 599.0
+    assert not timed.due(1)
+    clock.t += 1.0
+    assert timed.due(2)
+    timed.written(2, 0.5)
+    assert not timed.due(3) and timed.write_s == 0.5
+    lines: list[str] = []
+    auto = CheckpointSchedule(CheckpointSpec(auto_interval=True, interruptions_per_hour=1.0), lines.append, clock)
+    assert auto.due(1)  # the first checkpoint measures the write time
+    auto.written(1, 2.0)
+    from paddlefit.plan.checkpoint_interval import daly_interval_s
+
+    assert auto.interval_s == daly_interval_s(2.0, 3600.0) and len(lines) == 1
+    clock.t += auto.interval_s - 0.01
+    assert not auto.due(2)
+    clock.t += 0.01
+    assert auto.due(3)
+    auto.written(3, 2.1)  # within 25%: no new line
+    assert len(lines) == 1 and auto.interval_s == daly_interval_s(2.1, 3600.0)
+
+
+def test_stop_flag_catches_sigterm_and_restores() -> None:
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    flag = StopFlag()
+    flag.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert flag.set and flag.signum == signal.SIGTERM
+    finally:
+        flag.restore()
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -1,0 +1,31 @@
+"""paddlefit.train.metrics: metrics.jsonl truncation on resume and the log-line progress."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from paddlefit.train.metrics import LogLines, MetricsLog
+
+
+def test_metrics_log_truncates_after_the_resumed_step(tmp_path: Path) -> None:
+    log = MetricsLog(tmp_path, visualdl=False)
+    for step in (1, 2, 3, 4):
+        log.write({"step": step, "loss": 1.0 / step}, ("loss",))
+    log.close()
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 5, "lo')  # cut by a kill
+    MetricsLog.truncate_after(tmp_path, 2)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2]
+
+
+def test_log_lines_report_every_n_steps_with_the_rate_since_the_last_line() -> None:
+    out: list[str] = []
+    p = LogLines(out.append, every=2)
+    p.start(0, 5)
+    for step, secs in zip(range(1, 6), (1.0, 3.0, 1.0, 1.0, 2.0), strict=True):
+        p.update(step, step / 5, 0.25, 64, secs)
+    assert out == ["step 2/5 (epoch 0.40): loss 0.2500  32 samples/s",
+                   "step 4/5 (epoch 0.80): loss 0.2500  64 samples/s",
+                   "step 5/5 (epoch 1.00): loss 0.2500  32 samples/s"]  # fmt: skip

@@ -1,0 +1,54 @@
+"""paddlefit.train.state: trainer.json round trip, old checkpoints, and validation against the job."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.train.state import TrainerState
+
+
+def _state(**kw: object) -> TrainerState:
+    base = {"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0}
+    return TrainerState(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_trainer_state_round_trips_and_reads_old_checkpoints() -> None:
+    st = _state(step=12, epoch=1, batch_in_epoch=4, micro_batch_split=2, total_steps=40, last_loss=0.5,
+                scheduler={"last_epoch": 12}, totals={"train_s": 1.5, "wait_s": 0.1, "samples": 768.0})
+    doc = json.loads(json.dumps(st.to_json()))
+    assert TrainerState.from_json(doc, "ck") == st
+    assert set(doc) == {"global_batch", "batch_size", "devices", "grad_accum_steps", "seed", "step", "epoch",
+                        "batch_in_epoch", "micro_batch_split", "total_steps", "scheduler", "scaler", "totals",
+                        "last_loss"}
+    old = {k: v for k, v in doc.items() if k not in ("micro_batch_split", "total_steps")} | {"extra": 1}
+    read = TrainerState.from_json(old, "ck")
+    assert read.micro_batch_split == 1 and read.total_steps is None and read.step == 12
+
+
+@pytest.mark.parametrize(("doc", "needle"), [
+    ([], "not a JSON object"),
+    ({"step": 1}, "lacks global_batch"),
+    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "step": "3"},
+     "`step` is '3', not an integer"),
+    ({"global_batch": 64.0, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0}, "`global_batch`"),
+])  # fmt: skip
+def test_trainer_state_refuses_malformed_json(doc: object, needle: str) -> None:
+    with pytest.raises(PaddlefitError, match=needle):
+        TrainerState.from_json(doc, "runs/x/checkpoints/step-00000003")
+
+
+@pytest.mark.parametrize(("state", "needle"), [
+    (_state(global_batch=128), "global batch 128"),
+    (_state(batch_in_epoch=23), "position"),
+    (_state(step=-1), "position"),
+    (_state(micro_batch_split=3), "micro_batch_split 3"),
+    (_state(micro_batch_split=128), "micro_batch_split 128"),
+])  # fmt: skip
+def test_trainer_state_must_fit_the_job(state: TrainerState, needle: str) -> None:
+    with pytest.raises(PaddlefitError, match=needle):
+        state.check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+    _state(batch_in_epoch=22, micro_batch_split=64).check_fits("ck", global_batch=64, batch_size=32,
+                                                               steps_per_epoch=11)  # fmt: skip
