@@ -2,8 +2,8 @@ import paddle
 import pytest
 from paddle import nn
 
+from paddlefit.estimate.analytic import analytic_transformer_flops
 from paddlefit.estimate.flops import count_flops
-from paddlefit.estimate.memory import analytic_transformer_flops
 from paddlefit.estimate.timing import RESNET50_TRAIN_FLOPS_PER_IMAGE
 from paddlefit.models import resolve_model
 

@@ -9,20 +9,11 @@ from paddle import nn
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
-from paddlefit.estimate.gpu_model import (
-    OPTIMIZER_BYTES_PER_PARAM,
-    PerfParams,
-    assign_dtypes,
-    dp_exposed_allreduce_s,
-    estimate_step,
-    kernel_time_s,
-    load_perf_params,
-    parse_perf_params,
-    saved_activation_bytes,
-    step_kernels,
-    wave_efficiency,
-)
+from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
+from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s, wave_efficiency
+from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
+from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
 from paddlefit.models import resolve_model
 
 A100 = get_gpu("A100-SXM4-40GB")

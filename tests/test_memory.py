@@ -2,13 +2,9 @@ import paddle
 import pytest
 from tinymodels import mlp
 
-from paddlefit.estimate.memory import (
-    analytic_transformer_activation_bytes,
-    measure_training_steps,
-    model_state_bytes,
-    param_info,
-    probe_memory,
-)
+from paddlefit.estimate.analytic import analytic_transformer_activation_bytes
+from paddlefit.estimate.memory import measure_training_steps, probe_memory
+from paddlefit.estimate.model_states import model_state_bytes, param_info
 from paddlefit.models import resolve_model
 from paddlefit.spec import OptimizerName, Precision, parse_input_spec
 

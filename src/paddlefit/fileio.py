@@ -55,7 +55,9 @@ def current_umask() -> int:
 
 
 def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Path:
-    """Write ``text`` to ``path`` atomically (POSIX rename); creates parent directories.
+    """Write ``text`` to ``path`` atomically (POSIX rename): a temp file beside it (mode ``0o666 & ~umask``, as
+    ``open()`` would give) is written and fsynced, renamed over ``path``, and the directory fsynced. The parent
+    directory must exist (it is not created).
 
     Raises:
         PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`).

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from paddlefit.errors import ModelError
-from paddlefit.estimate.memory import ParamInfo, param_info
+from paddlefit.estimate.model_states import ParamInfo, param_info
 
 #: Paddle's message when a kernel has no implementation here: "(NotFound) The kernel `fused_rms_norm_ext` is not
 #: registered." (measured, Paddle 3.3.1 CPU) or "The kernel with key (CPU, ...) of kernel `x` is not registered"
@@ -61,7 +61,12 @@ def failing_layer(exc: BaseException) -> str | None:
     return found
 
 
-def _short(exc: BaseException, limit: int = 400) -> str:
+def short_error(exc: BaseException, limit: int = 400) -> str:
+    """``ExceptionType: message`` of ``exc`` in one line of at most ``limit`` characters of message.
+
+    Drops Paddle's ``[Hint: Expected ...]`` tail and the C++ traceback lines of its C++ errors ("C++ Traceback",
+    numbered frames, "Error Message Summary", ``---`` rulers), keeping the lines that say what happened.
+    """
     text = re.sub(r"\s*\[Hint: .*", "", str(exc).strip(), flags=re.S)  # Paddle's "[Hint: Expected ...]" tail
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # Paddle's C++ errors put the summary after a C++ traceback; keep the lines that say what happened
@@ -93,12 +98,12 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
                 "activations), or plan a large transformer with the parallel planner, which needs no probe: "
                 "`paddlefit plan CONFIG.json --gpus N`.")  # fmt: skip
     if isinstance(exc, TypeError) and label_arg and re.search(rf"forward\(\).*'{re.escape(label_arg)}'", text):
-        return (f"Model {name!r} could not {what}{at}: {_short(exc)}. The label is passed to forward() as "
+        return (f"Model {name!r} could not {what}{at}: {short_error(exc)}. The label is passed to forward() as "
                 f"`{label_arg}=` (`label_arg:` / `--label-arg`), and this forward() does not take it: name its label "
                 "argument, or drop label_arg to use the job's `loss:` on the output.")  # fmt: skip
     if isinstance(exc, TypeError) and what != "be built" and "forward()" in text:
         shown = f" ({inputs})" if inputs else ""
-        return (f"Model {name!r} could not {what}{at}: {_short(exc)}. Its forward() does not take the inputs "
+        return (f"Model {name!r} could not {what}{at}: {short_error(exc)}. Its forward() does not take the inputs "
                 f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
                 "name=SPEC` (or `inputs: {name: SPEC}` in the job spec) for keyword arguments.")  # fmt: skip
     shown = f" with inputs {inputs}" if inputs and what != "be built" else ""
@@ -107,7 +112,7 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
         hint = (" If the inputs or the label are the cause: one `--input` per positional forward() argument in order, "
                 "with the per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments), and "
                 "`--label SPEC` / `label:` with the shape the loss expects.")
-    return f"Model {name!r} could not {what}{shown}{at}: {_short(exc)}.{hint}"
+    return f"Model {name!r} could not {what}{shown}{at}: {short_error(exc)}.{hint}"
 
 
 def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
@@ -134,7 +139,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
         raise
     except (Exception, SystemExit) as exc:
         where = failing_layer(exc)
-        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {_short(exc, 160)})"
+        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {short_error(exc, 160)})"
     try:
         model = build(ref.factory)
     except ModelError:

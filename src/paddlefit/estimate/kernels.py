@@ -1,0 +1,191 @@
+"""The GPU kernels of one training step: forward, backward, AMP casts and the optimizer update, with FLOPs and bytes.
+
+:func:`step_kernels` turns a forward trace (:mod:`paddlefit.estimate.optrace`) under a precision
+(:func:`~paddlefit.estimate.amp.assign_dtypes`) into :class:`Kernel` rows; :mod:`paddlefit.estimate.gpu_model`
+times them.
+
+Which unit: GEMM-like ops (``linear``, ``matmul``, ``conv2d``) use the FP16/BF16 tensor cores when AMP runs
+them in half precision (Paddle's AMP lists, ``python/paddle/amp/amp_lists.py``), TF32 tensor cores for fp32
+on Ampere and later (Paddle enables TF32 for cuBLAS and cuDNN by default, see :data:`TF32_SOURCE`), else the
+FP32 CUDA cores. Depthwise and grouped
+convolutions run on CUDA cores (Paddle's own ``depthwise_conv2d`` kernel, ``paddle/phi/kernels/gpu/
+depthwise_conv.h``). Every other op is a memory-bound kernel.
+
+Backward rules (per class; Kaplan et al. 2020 §2.1 and Narayanan et al. 2021 §5.1 for GEMMs):
+
+- GEMM/conv: one GEMM per operand that needs a gradient, each with the forward's FLOPs: dX = dY·Wᵀ has shape
+  (M, K, N), dW = Xᵀ·dY has shape (K, N, M) (the batch is its reduction dimension); a bias gradient is a
+  reduction of dY.
+- elementwise/activation, softmax, move: read dY and the tensors the grad op takes, write dX for each input
+  that needs one (the grad ops' inputs are those of ``paddle/phi/ops/yaml/backward.yaml``).
+- norm: two passes over (x, dy) (the sums over the normalised axis come before dx; Ioffe & Szegedy 2015 §3),
+  then dx is written.
+- embedding: the dense table gradient is zeroed and the rows scattered (Paddle ``embedding_grad``).
+
+Optimizer (one fused kernel per parameter tensor, as Paddle's dygraph optimizers launch them; plus
+``clear_grad``'s zeroing): bytes per parameter in :data:`OPTIMIZER_BYTES_PER_PARAM`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from paddlefit.estimate.amp import SAVED_FOR_GRAD, AmpOp, assign_dtypes, dtype_bytes
+from paddlefit.estimate.optrace import TensorRef, TracedOp
+
+TF32_SOURCE = (
+    "Paddle paddle/phi/backends/context_pool.cc: allow_tf32_cublas = true, allow_tf32_cudnn = true; the GPU "
+    "context's cuBLAS handle uses CUBLAS_TF32_TENSOR_OP_MATH (gpu_context.cc InitBlasHandle) and cuDNN conv "
+    "descriptors keep CUDNN_DEFAULT_MATH unless allow_tf32 is false (phi/backends/gpu/cuda/cudnn_desc.h)"
+)
+
+#: Bytes moved per trainable parameter by one optimizer update (reads + writes), fp32 training:
+#: SGD reads p, g and writes p (12); Momentum also reads and writes the velocity (20); Adam/AdamW read p, g,
+#: m, v and write p, m, v (28) (Paddle ``adam_``/``adamw_`` kernels, ``paddle/phi/kernels/gpu/adam_kernel.cu``).
+#: Under AMP O2 with master weights, Adam reads the fp32 master, fp16 grad, m, v and writes master, m, v and
+#: the fp16 copy: 4+2+4+4 + 4+4+4+2 = 28 as well.
+OPTIMIZER_BYTES_PER_PARAM = {"sgd": 12, "momentum": 20, "adam": 28, "adamw": 28}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel of a training step.
+
+    Attributes:
+        cls: op class it is accounted to (:data:`~paddlefit.estimate.optrace.OP_CLASSES`, ``optimizer``,
+            ``amp_cast``).
+        op: name (``conv2d``, ``conv2d.dgrad``, ``adam``...).
+        phase: ``forward``, ``backward`` or ``optimizer``.
+        flops: floating-point operations.
+        bytes: DRAM bytes read + written.
+        unit: ``half``, ``tf32``, ``fp32`` (CUDA cores), ``dwconv`` (CUDA cores) or ``memory``.
+        gemm: (batch, M, N, K) for GEMM kernels.
+        count: how many identical kernels this row stands for.
+    """
+
+    cls: str
+    op: str
+    phase: str
+    flops: float
+    bytes: float
+    unit: str
+    gemm: tuple[int, int, int, int] | None = None
+    count: int = 1
+
+
+def _nbytes(t: TensorRef, dtype: str) -> int:
+    return t.numel * dtype_bytes(dtype)
+
+
+def _gemm_unit(compute: str, gpu: Any, cls: str) -> str:
+    if cls == "dwconv":
+        return "dwconv"
+    if compute in ("float16", "bfloat16"):
+        return "half"
+    return "tf32" if getattr(gpu, "tf32_tflops", None) else "fp32"
+
+
+def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, trainable_params: int,
+                 trainable_tensors: int) -> list[Kernel]:  # fmt: skip
+    """The kernels of one training step (forward, backward, AMP casts, optimizer) of ``ops`` on ``gpu``.
+
+    Args:
+        ops: forward ops at the micro-batch (:meth:`OpTrace.at`).
+        precision: the precision Paddle runs on this GPU (see :func:`assign_dtypes`).
+        gpu: a :class:`~paddlefit.catalog.gpus.GPU` (``tf32_tflops`` decides whether fp32 GEMMs use TF32).
+        optimizer: ``sgd``, ``momentum``, ``adam`` or ``adamw``.
+        trainable_params, trainable_tensors: from :func:`~paddlefit.estimate.model_states.param_info`.
+    """
+    amp = assign_dtypes(ops, precision)
+    ks: list[Kernel] = []
+    for a in amp:
+        o = a.op
+        if o.cls == "view":
+            continue
+        for numel, src, dst, is_param in a.casts:  # a cast kernel: read src, write dst
+            cast_b = numel * (dtype_bytes(src) + dtype_bytes(dst))
+            ks.append(Kernel("amp_cast", "cast", "forward", 0, cast_b, "memory"))
+            if is_param:  # O1: the half gradient of a cast weight is cast back to the fp32 parameter's dtype
+                ks.append(Kernel("amp_cast", "cast.grad", "backward", 0, cast_b, "memory"))
+        in_b = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True))
+        out_b = sum(_nbytes(t, a.out_dtype if t.floating else t.dtype) for t in o.outputs)
+        act_out = o.outputs[0] if o.outputs else None
+        if o.cls in ("gemm", "conv", "dwconv") and o.gemm:
+            unit = _gemm_unit(a.compute, gpu, o.cls)
+            g, m, n, k = o.gemm
+            x, w = (*o.inputs, None, None)[:2]
+            ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm))
+            eb = dtype_bytes(a.compute)
+            if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
+                # tensor-core convolutions run channels-last: cuDNN transposes NCHW tensors around the kernel
+                # (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide", Tensor Layouts in
+                # Memory: NCHW vs NHWC): x and y in the forward; dy, dx and x (for the weight gradient) after
+                xn = x.numel if x is not None else 0
+                ks.append(Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory",
+                                 count=2))  # x in, y out  # fmt: skip
+                ks.append(Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel),
+                                 "memory", count=3))  # dy in (dgrad and wgrad), dx out, x in (wgrad)  # fmt: skip
+            gemm_flops = 2 * g * m * n * k
+            if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
+                ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
+                                 eb * g * (m * n + n * k + m * k), unit, (g, m, k, n)))  # fmt: skip
+            if w is not None and w.grad:  # dW = X^T . dY : (K, N) reduced over M
+                ks.append(Kernel(o.cls, o.op + ".wgrad", "backward", gemm_flops,
+                                 eb * g * (m * k + m * n + k * n), unit, (g, k, n, m)))  # fmt: skip
+            if len(o.inputs) > 2 and o.inputs[2].grad and act_out is not None:  # bias: reduce dY
+                ks.append(Kernel("reduce", o.op + ".bias_grad", "backward", act_out.numel,
+                                 act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip
+            continue
+        needs = [t for t in o.inputs if t.grad and t.floating]
+        eb = dtype_bytes(a.out_dtype)
+        dy = act_out.numel * eb if act_out is not None else 0
+        if o.cls == "norm":
+            x = o.inputs[0]
+            fwd_b = in_b + _nbytes(x, a.in_dtypes[0]) + out_b  # statistics pass + normalise pass
+            ks.append(Kernel(o.cls, o.op, "forward", o.flops, fwd_b, "memory"))
+            if needs:
+                xb = _nbytes(x, a.in_dtypes[0])
+                ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops, 2 * (xb + dy) + xb
+                                 + sum(t.numel * 4 for t in o.inputs[1:] if t.param), "memory"))  # fmt: skip
+            continue
+        if o.cls == "embedding":
+            ks.append(Kernel(o.cls, o.op, "forward", 0, 2 * out_b + in_b - sum(_nbytes(t, "float32") for t in o.inputs
+                                                                                  if t.param), "memory"))  # fmt: skip
+            w = next((t for t in o.inputs if t.param), None)
+            if w is not None and w.grad:
+                ks.append(Kernel(o.cls, "embedding.grad", "backward", 0, w.numel * 4 + 2 * dy, "memory"))
+            continue
+        if o.op == "dropout":
+            x = o.inputs[0] if o.inputs else None
+            n = x.numel if x is not None else 0
+            ks.append(Kernel(o.cls, o.op, "forward", 0, in_b + out_b + n, "memory"))  # + uint8 mask
+            if needs:
+                ks.append(Kernel(o.cls, "dropout.grad", "backward", 0, 2 * dy + n, "memory"))
+            continue
+        ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, "memory"))
+        if needs:
+            saved = _saved_for_grad(o, a)
+            ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops,
+                             dy + saved + sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True)
+                                              if t.grad and t.floating), "memory"))  # fmt: skip
+    # ---- optimizer, gradient zeroing, loss scaling: one kernel per parameter tensor each
+    grad_b = 2 if precision.endswith("o2") else 4
+    tensors = max(trainable_tensors, 1)
+    ks.append(Kernel("optimizer", optimizer, "optimizer", 0, OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
+                     "memory", count=tensors))  # fmt: skip
+    ks.append(Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors))
+    if precision.startswith("fp16"):  # GradScaler: check_finite_and_unscale reads and writes every gradient
+        ks.append(Kernel("optimizer", "check_finite_and_unscale", "optimizer", 0, 2 * grad_b * trainable_params,
+                         "memory", count=tensors))  # fmt: skip
+    return ks
+
+
+def _saved_for_grad(o: TracedOp, a: AmpOp) -> int:
+    """Bytes of the forward tensors that ``o``'s grad op reads (:data:`~paddlefit.estimate.amp.SAVED_FOR_GRAD`)."""
+    rule = SAVED_FOR_GRAD.get(o.op, "x")
+    if rule == "none":
+        return 0
+    out_b = sum(_nbytes(t, a.out_dtype) for t in o.outputs if t.floating)
+    in_b = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True) if t.floating)
+    return {"out": out_b, "x": in_b, "x_out": in_b + out_b}[rule]

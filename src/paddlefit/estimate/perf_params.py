@@ -1,0 +1,124 @@
+"""The fitted efficiency parameters of the per-operator GPU model: their keys, ranges, validation and loading.
+
+The shipped values live in ``paddlefit/catalog/data/gpu_perf_params.json`` (fitted on published measurements by
+``bench/gpu_fit.py``); ``paddlefit calibrate`` writes per-device ones in the same format (validated here too).
+The model that uses them is :mod:`paddlefit.estimate.gpu_model`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from paddlefit.errors import CatalogError
+
+#: The efficiency parameters and their allowed ranges (``efficiency`` values are fractions of a unit's peak).
+PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
+              "kernel_s")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PerfParams:
+    """Fitted efficiency parameters of the per-operator model.
+
+    Attributes:
+        values: ``gemm_half``/``gemm_tf32``/``gemm_fp32`` (fraction of the unit's dense peak reached by a
+            large linear/matmul), ``conv_*`` (the same for convolutions), ``dwconv`` (fraction of the FP32
+            CUDA-core peak for depthwise/grouped convolutions), ``bw_eff`` (fraction of the datasheet DRAM
+            bandwidth reached by memory-bound kernels), ``kernel_s`` (fixed seconds per kernel: launch, tail).
+        by_generation: per GPU architecture (``volta``, ``ampere``...) overrides of any of those keys.
+        calibration: ``published-fit`` (fitted on published measurements) or ``device`` (measured on this
+            GPU by ``paddlefit calibrate``).
+        provenance: where the values come from (rows, date, residuals), as stored in the file.
+    """
+
+    values: dict[str, float]
+    by_generation: dict[str, dict[str, float]] = field(default_factory=dict)
+    calibration: str = "published-fit"
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, architecture: str | None = None) -> float:
+        """The value of ``key`` for a GPU of ``architecture`` (its override, else the global value)."""
+        gen = self.by_generation.get((architecture or "").lower(), {})
+        return float(gen.get(key, self.values[key]))
+
+
+#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak; at most 1 ms per kernel.
+PARAM_RANGE = {k: (1e-3, 1.0) for k in PARAM_KEYS} | {"kernel_s": (0.0, 1e-3)}
+
+
+def is_finite_number(value: Any) -> bool:
+    """True for an int or float (not a bool) that is finite as a float; False for NaN, infinities and JSON
+    integers too large for a float (``float()`` raises OverflowError for those)."""
+    try:
+        return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _check_value(key: str, v: Any, origin: str, where: str) -> float:
+    if not is_finite_number(v):
+        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got "
+                           f"{str(v)[:40]!r}.")  # fmt: skip
+    lo, hi = PARAM_RANGE[key]
+    if not (lo < v <= hi if lo == 0 else lo <= v <= hi):
+        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside "
+                           f"{'(' if lo == 0 else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
+                           "`python bench/gpu_fit.py --write`).")  # fmt: skip
+    return float(v)
+
+
+def parse_perf_params(doc: Any, origin: str) -> PerfParams:
+    """Validate a parameter document (the JSON of ``gpu_perf_params.json``).
+
+    Raises:
+        CatalogError: not an object, a missing or unknown key, or a value out of range (names the key).
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+        raise CatalogError(f"GPU model parameters `{origin}`: expected a JSON object with a `values` object.")
+    vals = doc["values"]
+    missing = [k for k in PARAM_KEYS if k not in vals]
+    unknown = [k for k in vals if k not in PARAM_KEYS]
+    if missing or unknown:
+        raise CatalogError(f"GPU model parameters `{origin}`, `values`: missing {missing or 'none'}, unknown "
+                           f"{unknown or 'none'}; the keys are {', '.join(PARAM_KEYS)}.")  # fmt: skip
+    values = {k: _check_value(k, vals[k], origin, "`values`") for k in PARAM_KEYS}
+    gens: dict[str, dict[str, float]] = {}
+    by_gen = doc.get("by_generation") or {}
+    if not isinstance(by_gen, dict):
+        raise CatalogError(f"GPU model parameters `{origin}`, key `by_generation`: expected an object of "
+                           "architecture -> {key: value}, got " + type(by_gen).__name__ + ".")  # fmt: skip
+    prov = doc.get("provenance") or {}
+    if not isinstance(prov, dict):
+        raise CatalogError(f"GPU model parameters `{origin}`, key `provenance`: expected an object, got "
+                           f"{type(prov).__name__}.")  # fmt: skip
+    for arch, over in by_gen.items():
+        if not isinstance(over, dict):
+            raise CatalogError(f"GPU model parameters `{origin}`, `by_generation.{arch}`: expected an object.")
+        bad = [k for k in over if k not in PARAM_KEYS]
+        if bad:
+            raise CatalogError(f"GPU model parameters `{origin}`, `by_generation.{arch}`: unknown key(s) "
+                               f"{', '.join(bad)}; the keys are {', '.join(PARAM_KEYS)}.")  # fmt: skip
+        gens[str(arch).lower()] = {k: _check_value(k, v, origin, f"`by_generation.{arch}`") for k, v in over.items()}
+    cal = doc.get("calibration", "published-fit")
+    if cal not in ("published-fit", "device"):
+        raise CatalogError(f"GPU model parameters `{origin}`, key `calibration`: {cal!r} is not `published-fit` "
+                           "or `device`.")  # fmt: skip
+    return PerfParams(values, gens, cal, dict(prov))
+
+
+def load_perf_params() -> PerfParams:
+    """The shipped fitted parameters (``paddlefit/catalog/data/gpu_perf_params.json``).
+
+    Raises:
+        CatalogError: the file is malformed.
+    """
+    text = resources.files("paddlefit.catalog").joinpath("data/gpu_perf_params.json").read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise CatalogError(f"GPU model parameters: not valid JSON: {exc}.") from None
+    return parse_perf_params(doc, "paddlefit/catalog/data/gpu_perf_params.json")

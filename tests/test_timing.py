@@ -1,0 +1,71 @@
+"""paddlefit.estimate.timing: the ResNet-50 efficiency baseline, the unit-class map, the ring all-reduce and the
+host floor (exact values; the host-overhead measurement with a counting fake optimizer)."""
+
+import dataclasses
+
+import pytest
+
+from paddlefit.catalog.gpus import load_gpus
+from paddlefit.estimate.timing import (
+    DEFAULT_EFFICIENCY,
+    RESNET50_TRAIN_FLOPS_PER_IMAGE,
+    HostOverhead,
+    efficiency_class,
+    measure_host_overhead,
+    ring_allreduce_s,
+)
+
+
+def test_default_efficiency_is_the_published_resnet50_throughput_over_the_peak():
+    # images/s (DeepLearningExamples ResNet-50 v1.5) x counted training FLOPs per image / datasheet dense peak
+    assert RESNET50_TRAIN_FLOPS_PER_IMAGE == 24_420_053_968
+    assert DEFAULT_EFFICIENCY == {
+        "fp32": 367.0 * RESNET50_TRAIN_FLOPS_PER_IMAGE / 15.7e12,  # V100-16GB FP32
+        "tf32": 938.0 * RESNET50_TRAIN_FLOPS_PER_IMAGE / 156e12,  # A100-80GB TF32
+        "half": 2470.0 * RESNET50_TRAIN_FLOPS_PER_IMAGE / 312e12,  # A100-80GB AMP
+    }
+    assert {k: round(v, 2) for k, v in DEFAULT_EFFICIENCY.items()} == {"fp32": 0.57, "tf32": 0.15, "half": 0.19}
+
+
+def test_efficiency_class_of_every_unit_the_catalog_reports():
+    units = {g.peak_flops(p)[1] for g in load_gpus() for p in ("fp32", "fp16-o1", "bf16-o2")}
+    assert units == {"fp32", "tf32 tensor", "fp16 tensor", "bf16 tensor"}
+    assert {u: efficiency_class(u) for u in units} == {"fp32": "fp32", "tf32 tensor": "tf32", "fp16 tensor": "half",
+                                                       "bf16 tensor": "half"}  # fmt: skip
+    assert efficiency_class("something else") == "fp32"
+
+
+def test_ring_allreduce_sends_two_n_minus_one_over_n_of_the_bytes():
+    assert ring_allreduce_s(1e9, 1, 100.0) == 0.0  # one rank: nothing to reduce
+    assert ring_allreduce_s(1e9, 0, 100.0) == 0.0
+    assert ring_allreduce_s(1e9, 2, 100.0) == pytest.approx(0.01, rel=1e-12)  # 2 * 1/2 * 1 GB at 100 GB/s
+    assert ring_allreduce_s(4e8, 8, 300.0) == pytest.approx(2 * 7 / 8 * 4e8 / 300e9, rel=1e-12)
+    # tends to 2 S / B as the ring grows
+    assert ring_allreduce_s(1e9, 1000, 100.0) == pytest.approx(2 * 999 / 1000 * 0.01, rel=1e-12)
+
+
+def test_host_floor_is_three_ops_per_forward_op_plus_the_optimizer_loop():
+    h = HostOverhead(op_s=2e-6, optimizer_s_per_tensor=5e-5)
+    assert h.step_s(40, 8) == pytest.approx(3 * 40 * 2e-6 + 8 * 5e-5, rel=1e-12)  # 0.64 ms
+    assert h.step_s(0, 0) == 0.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        h.op_s = 1.0
+
+
+def test_measure_host_overhead_steps_the_planned_optimizer_over_twenty_tensors():
+    steps = []
+
+    class CountingOptimizer:
+        def __init__(self, params):
+            self.params = params
+
+        def step(self):
+            assert all(p.grad is not None for p in self.params)
+            steps.append(len(self.params))
+
+    made = []
+    h = measure_host_overhead(lambda params: made.append(params) or CountingOptimizer(params), calls=20)
+    (params,) = made
+    assert [list(p.shape) for p in params] == [[1]] * 20
+    assert steps == [20] * (1 + 5 * 10)  # one step creating the accumulators, then 5 repeats of 10
+    assert h.op_s > 0 and h.optimizer_s_per_tensor > 0
