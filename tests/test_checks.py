@@ -1,7 +1,15 @@
-"""Each check fires on a snapshot that shows the problem and stays quiet on a healthy one (Snapshot literals)."""
+"""Each check fires on a snapshot that shows the problem and stays quiet on a healthy one (Snapshot literals and
+recorded snapshots, no subprocess); the registry, the findings' structured fixes and the catalog data they read."""
 
-from paddlefit.diagnose.checks import run_checks
+import json
+from pathlib import Path
+
+import pytest
+
+from paddlefit.diagnose.checks import JobContext, run_checks
 from paddlefit.diagnose.snapshot import GPUInfo, NetInterface, Snapshot
+
+SNAPS = Path(__file__).parent / "data" / "snapshots"
 
 FLAGS = ["FLAGS_check_nan_inf", "FLAGS_cudnn_exhaustive_search", "FLAGS_allocator_strategy"]
 
@@ -16,7 +24,7 @@ def healthy_gpu(**over) -> Snapshot:
 
 
 def bad(findings):
-    return [(f.check_id, f.severity) for f in findings if f.severity != "ok"]
+    return sorted((f.check_id, f.severity) for f in findings if f.severity != "ok")
 
 
 def test_healthy_gpu_snapshot_has_no_problem():
@@ -81,3 +89,100 @@ def test_omp_wait_policy_is_judged_on_its_measured_step() -> None:
     junk = check_omp_wait_policy(healthy_gpu(omp={"user": "garbage"}))
     assert [(f.severity, f.title) for f in junk] == [("warn", "OMP_WAIT_POLICY=garbage is not a policy")]
     assert check_omp_wait_policy(healthy_gpu()) == []  # not measured (a replayed snapshot, --no-measure)
+
+
+def _snap(**over):
+    d = json.loads((SNAPS / "healthy_8xa100.json").read_text())
+    s = Snapshot.from_dict(d)
+    for k, v in over.items():
+        setattr(s, k, v)
+    return s
+
+
+def test_job_checks_fire_and_stay_quiet():
+    s = _snap(cpu_cores=8)
+    assert ("PF107", "warn") in bad(run_checks(s, JobContext(num_workers=4, devices=8)))
+    assert bad(run_checks(s, JobContext(num_workers=1, devices=8))) == []
+    s = _snap(disk_free_bytes=10 * 1024**3)
+    assert ("PF108", "error") in bad(run_checks(s, JobContext(checkpoint_bytes=4 * 1024**3)))
+    assert bad(run_checks(s, JobContext(checkpoint_bytes=1024**3))) == []
+
+
+def test_device_and_nvml_checks():
+    s = _snap(env={"CUDA_VISIBLE_DEVICES": "0,8"})
+    assert ("PF105", "error") in bad(run_checks(s))
+    s = _snap(env={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "NCCL_IB_DISABLE": "1"})
+    assert ("PF113", "warn") in bad(run_checks(s))
+    s = _snap(infiniband=[], env={})
+    assert ("PF113", "warn") in bad(run_checks(s))
+    sick = GPUInfo(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", ecc_uncorrected_errors=3,
+                   pcie_gen_current=3, pcie_gen_max=4, pcie_width_current=8, pcie_width_max=16,
+                   throttle_reasons=0x20, processes=[{"pid": 4242, "used_bytes": 8 * 1024**3}])  # fmt: skip
+    found = [f for f in run_checks(_snap(gpus=[sick])) if f.check_id == "PF120"]
+    assert sorted(f.severity for f in found) == ["error", "warn", "warn", "warn"]
+    idle = GPUInfo(index=0, name="A100", compute_capability="8.0", throttle_reasons=0x1)
+    assert [f.severity for f in run_checks(_snap(gpus=[idle])) if f.check_id == "PF120"] == ["ok"]
+
+
+def test_flag_values():
+    s = _snap(env={"FLAGS_cudnn_exhaustive_search": "yes", "FLAGS_allocator_strategy": "best",
+                   "FLAGS_conv_workspace_size_limit": "4096"})  # fmt: skip
+    found = [f for f in run_checks(s) if f.check_id == "PF109"]
+    assert [f.title.split("=")[0] for f in found] == ["FLAGS_allocator_strategy", "FLAGS_cudnn_exhaustive_search"]
+    s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5"})
+    assert ("PF109", "warn") in bad(run_checks(s))
+    s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5", "FLAGS_allocator_strategy": "naive_best_fit",
+                   "FLAGS_cudnn_exhaustive_search": "1"})  # fmt: skip
+    assert bad(run_checks(s)) == []
+
+
+def test_a_checks_id_and_slug_come_from_its_registration_alone() -> None:
+    """Every finding carries the ID and slug its check was registered with; IDs and slugs are unique, each check
+    documents itself, and fixes that set or unset variables say so as data (``env``/``unset``)."""
+    from paddlefit.diagnose.checks import REGISTRY, check_nccl_ifname
+
+    assert len({c.check_id for c in REGISTRY}) == len({c.slug for c in REGISTRY}) == len(REGISTRY)
+    assert all(c.description for c in REGISTRY)
+    assert (check_nccl_ifname.check_id, check_nccl_ifname.slug) == ("PF112", "nccl-socket-ifname")
+    snaps = [Snapshot.from_dict(json.loads(p.read_text())) for p in sorted(SNAPS.glob("*.json"))]
+    snaps += [healthy_gpu(env={"FLAGS_x": "1", "PADDLE_DIST_TYPE": "nccl", "CUDA_VISIBLE_DEVICES": "7"})]
+    seen = set()
+    for s in snaps:
+        for c in REGISTRY:
+            for f in c(s, JobContext(num_workers=64, batch_bytes=10**9, devices=8, checkpoint_bytes=10**15)):
+                assert (f.check_id, f.slug) == (c.check_id, c.slug)
+                if f.env or f.unset:
+                    assert f.fix == "; ".join(f.shell_lines()) and f.severity != "ok"
+                    seen.add(f.check_id)
+    assert {"PF105", "PF110", "PF111", "PF112"} <= seen
+
+
+def test_structured_fixes_feed_fix_script_and_launch() -> None:
+    """``Finding.env``/``unset`` give what `doctor --fix-script` prints and what `launch --from-snapshot` exports."""
+    from paddlefit.deploy.targets import nccl_env
+    from paddlefit.diagnose import fix_env, fix_script
+
+    snap = SNAPS / "nccl_wrong_iface.json"
+    findings = run_checks(Snapshot.from_dict(json.loads(snap.read_text())))
+    pf112 = next(f for f in findings if f.check_id == "PF112")
+    assert (pf112.env, pf112.unset, pf112.to_dict()["env"]) == ({"NCCL_SOCKET_IFNAME": "ens12"}, (), pf112.env)
+    assert fix_env(findings, prefix="NCCL_") == {"NCCL_SOCKET_IFNAME": "ens12"}
+    assert fix_script(findings) == "export NCCL_SOCKET_IFNAME=ens12"
+    assert nccl_env(snap, None, True) == {"NCCL_SOCKET_IFNAME": "ens12", "NCCL_IB_DISABLE": "1"}
+    assert nccl_env(snap, "ib0", False) == {"NCCL_SOCKET_IFNAME": "ib0"}  # the explicit option wins
+    flags = run_checks(healthy_gpu(env={"FLAGS_enable_parallel_graph": "1"}))
+    assert [f.unset for f in flags if f.severity != "ok"] == [("FLAGS_enable_parallel_graph",)]
+
+
+def test_run_doctor_in_process() -> None:
+    """The doctor command's core: a recorded snapshot and job options in, findings out; bad options named."""
+    from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
+    from paddlefit.errors import PaddlefitError
+
+    req = DoctorRequest(from_file=SNAPS / "docker_shm_64mb.json", num_workers=4, batch_size=64,
+                        inputs=["float32[3,224,224]"])  # fmt: skip
+    report = run_doctor(req)
+    assert [(f.check_id, f.severity) for f in report.errors] == [("PF106", "error")]
+    assert report.to_dict()["findings"][0].keys() >= {"check_id", "slug", "fix", "env", "unset"}
+    with pytest.raises(PaddlefitError, match="`--num-workers` must be >= 0"):
+        run_doctor(DoctorRequest(from_file=SNAPS / "healthy_8xa100.json", num_workers=-1))

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from paddlefit.catalog.builds import PaddleBuild, load_builds
+from paddlefit.catalog.cuda import toolkit_min_driver
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
 
@@ -29,11 +30,10 @@ def _ver(v: str) -> tuple[int, ...]:
 
 def min_driver(build: PaddleBuild) -> str:
     """The stricter of the image's documented minimum driver and its CUDA's own minimum (CUDA release notes,
-    the table doctor's PF102 uses), so `image` never picks what `doctor` warns about."""
-    from paddlefit.diagnose.checks import CUDA_MIN_DRIVER
-
+    ``catalog/data/cuda_drivers.csv``, the table doctor's PF102 uses), so `image` never picks what `doctor` warns
+    about."""
     docs = build.min_driver or "0"
-    cuda = CUDA_MIN_DRIVER.get(build.cuda or "", "0")
+    cuda = (toolkit_min_driver(build.cuda) if build.cuda else None) or "0"
     return max(docs, cuda, key=_ver)
 
 

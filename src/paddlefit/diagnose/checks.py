@@ -1,89 +1,36 @@
-"""Checks over a :class:`~paddlefit.diagnose.snapshot.Snapshot`: pure functions -> findings.
+"""The checks of ``paddlefit doctor``: pure functions over a :class:`~paddlefit.diagnose.snapshot.Snapshot`.
 
-Groundwork for `paddlefit doctor` (issue 4): the registry and the environment checks that need no job spec.
-Each check has a stable ID and slug (pylint style), cites its source, and returns findings with a fix.
+Each is registered once with ``@check("PF1xx", "slug")`` (:mod:`paddlefit.diagnose.registry`), cites its source in
+its docstring and returns findings with a fix. IDs: PF100-PF104 Paddle build, driver and devices; PF105-PF108
+devices and job (``/dev/shm``, cores, disk); PF109-PF111 ``FLAGS_*`` and folklore variables; PF112-PF113 NCCL;
+PF120 GPU health (NVML); PF121 OpenMP wait policy. Data they compare against (CUDA driver minima, Paddle's flags)
+is in ``paddlefit.catalog`` (``catalog/data/cuda_drivers.csv``, ``catalog/data/paddle_flags.csv``).
+
+Example:
+    >>> from paddlefit.diagnose import collect_snapshot
+    >>> [f.title for f in run_checks(collect_snapshot()) if f.severity != "ok"]  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import difflib
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
+from paddlefit.catalog.cuda import major_floor_driver, toolkit_min_driver, version_tuple
+from paddlefit.catalog.flags import get_flag, removed_flags
+from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, fix_env, fix_script, found
 from paddlefit.diagnose.snapshot import Snapshot
 
-#: Minimum Linux driver per CUDA toolkit (CUDA release notes, table 3) and the minor-version-compatibility
-#: floor of each major version (any 11.x on >= 450.80.02, 12.x on >= 525.60.13, 13.x on >= 580).
-CUDA_MIN_DRIVER = {
-    "11.2": "460.27.03", "11.8": "520.61.05", "12.0": "525.60.13", "12.3": "545.23.06", "12.4": "550.54.14",
-    "12.6": "560.28.03", "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
-}  # fmt: skip
-CUDA_MAJOR_FLOOR = {"11": "450.80.02", "12": "525.60.13", "13": "580"}
-
-#: Flags popular posts still recommend that Paddle no longer has (FLAGS_enable_parallel_graph: removed by
-#: Paddle PR #51375, 2023).
-REMOVED_FLAGS = {"FLAGS_enable_parallel_graph": "removed by Paddle PR #51375 (2023); delete it"}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One result: ``severity`` is ``ok``, ``warn`` or ``error``; ``fix`` is a command or edit, or ''."""
-
-    check_id: str
-    slug: str
-    severity: str
-    title: str
-    detail: str = ""
-    fix: str = ""
-
-
-@dataclass(frozen=True)
-class JobContext:
-    """What the job will ask of the machine (from `doctor` options): all optional.
-
-    Attributes:
-        num_workers: DataLoader worker processes per trainer.
-        prefetch_factor: batches each worker prepares ahead (Paddle default 2, ``python/paddle/io/reader.py``).
-        batch_bytes: bytes of one batch of inputs (per-sample input bytes x batch size).
-        devices: trainer processes on this machine (one per GPU under data parallel).
-        checkpoint_bytes: size of one checkpoint (model states of the plan), bytes.
-    """
-
-    num_workers: int | None = None
-    prefetch_factor: int = 2
-    use_shared_memory: bool = True
-    batch_bytes: int | None = None
-    devices: int = 1
-    checkpoint_bytes: int | None = None
-
-
-CheckFn = Callable[..., list[Finding]]
-REGISTRY: list[tuple[str, str, CheckFn]] = []
-
-
-def check(check_id: str, slug: str) -> Callable[[CheckFn], CheckFn]:
-    """Register a check under a stable ID (``PF1xx``) and slug."""
-
-    def deco(fn: CheckFn) -> CheckFn:
-        REGISTRY.append((check_id, slug, fn))
-        return fn
-
-    return deco
-
-
-def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in v.split(".") if p.isdigit())
+__all__ = ["REGISTRY", "Finding", "JobContext", "fix_env", "fix_script", "run_checks"]
 
 
 @check("PF101", "paddle-import")
 def check_paddle_import(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Paddle must import (the `paddle.utils.run_check()` idea, reported instead of raised)."""
     if s.paddle_version is None:
-        return [Finding("PF101", "paddle-import", "error", "Paddle does not import",
-                        fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index")]
+        return [found("error", "Paddle does not import",
+                      fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index")]
     build = f"CUDA {s.paddle_cuda}" if s.paddle_cuda else "CPU"
-    return [Finding("PF101", "paddle-import", "ok", f"Paddle {s.paddle_version} ({build} build) imports")]
+    return [found("ok", f"Paddle {s.paddle_version} ({build} build) imports")]
 
 
 @check("PF102", "cuda-driver-too-old")
@@ -95,35 +42,35 @@ def check_cuda_driver(s: Snapshot, job: JobContext | None = None) -> list[Findin
     if not s.paddle_cuda or not s.driver_version:
         return []
     cuda = ".".join(s.paddle_cuda.split(".")[:2])
-    floor = CUDA_MAJOR_FLOOR.get(cuda.split(".")[0])
-    need = CUDA_MIN_DRIVER.get(cuda)
-    drv = _version(s.driver_version)
-    if floor and drv < _version(floor):
-        return [Finding("PF102", "cuda-driver-too-old", "error",
-                        f"driver {s.driver_version} is too old for Paddle's CUDA {cuda} build",
-                        f"CUDA {cuda.split('.')[0]}.x needs driver >= {floor} (minor-version compatibility)",
-                        f"upgrade the NVIDIA driver to >= {need or floor}, or install a Paddle wheel built for an "
-                        "older CUDA")]  # fmt: skip
-    if need and drv < _version(need):
-        return [Finding("PF102", "cuda-driver-too-old", "warn",
-                        f"driver {s.driver_version} is below CUDA {cuda}'s own minimum {need}",
-                        "runs through minor-version compatibility; PTX JIT of newer kernels can fail",
-                        f"upgrade the NVIDIA driver to >= {need}")]  # fmt: skip
-    return [Finding("PF102", "cuda-driver-too-old", "ok", f"driver {s.driver_version} runs CUDA {cuda}")]
+    floor = major_floor_driver(cuda)
+    need = toolkit_min_driver(cuda)
+    drv = version_tuple(s.driver_version)
+    if floor and drv < version_tuple(floor):
+        return [found("error",
+                      f"driver {s.driver_version} is too old for Paddle's CUDA {cuda} build",
+                      f"CUDA {cuda.split('.')[0]}.x needs driver >= {floor} (minor-version compatibility)",
+                      f"upgrade the NVIDIA driver to >= {need or floor}, or install a Paddle wheel built for an "
+                      "older CUDA")]  # fmt: skip
+    if need and drv < version_tuple(need):
+        return [found("warn",
+                      f"driver {s.driver_version} is below CUDA {cuda}'s own minimum {need}",
+                      "runs through minor-version compatibility; PTX JIT of newer kernels can fail",
+                      f"upgrade the NVIDIA driver to >= {need}")]  # fmt: skip
+    return [found("ok", f"driver {s.driver_version} runs CUDA {cuda}")]
 
 
 @check("PF103", "cuda13-on-volta")
 def check_cuda13_arch(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """CUDA 13 dropped Maxwell, Pascal and Volta (CUDA 13.0 release notes): a CUDA 13 wheel cannot run on V100."""
-    if not s.paddle_cuda or _version(s.paddle_cuda)[:1] < (13,):
+    if not s.paddle_cuda or version_tuple(s.paddle_cuda)[:1] < (13,):
         return []
-    old = [g for g in s.gpus if g.compute_capability and _version(g.compute_capability) < (7, 5)]
+    old = [g for g in s.gpus if g.compute_capability and version_tuple(g.compute_capability) < (7, 5)]
     if old:
-        return [Finding("PF103", "cuda13-on-volta", "error",
-                        f"Paddle CUDA {s.paddle_cuda} build cannot run on {old[0].name} "
-                        f"(CC {old[0].compute_capability})",
-                        "CUDA 13 supports compute capability 7.5 and newer",
-                        "install the cu126 or cu129 paddlepaddle-gpu wheel")]  # fmt: skip
+        return [found("error",
+                      f"Paddle CUDA {s.paddle_cuda} build cannot run on {old[0].name} "
+                      f"(CC {old[0].compute_capability})",
+                      "CUDA 13 supports compute capability 7.5 and newer",
+                      "install the cu126 or cu129 paddlepaddle-gpu wheel")]  # fmt: skip
     return []
 
 
@@ -131,16 +78,16 @@ def check_cuda13_arch(s: Snapshot, job: JobContext | None = None) -> list[Findin
 def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU."""
     if s.paddle_cuda and not s.gpus:
-        return [Finding("PF104", "build-vs-gpu", "error", "GPU build of Paddle but no NVIDIA GPU is visible",
-                        "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)",
-                        "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
+        return [found("error", "GPU build of Paddle but no NVIDIA GPU is visible",
+                      "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)",
+                      "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
     if s.paddle_version and not s.paddle_cuda and s.gpus:
-        return [Finding("PF104", "build-vs-gpu", "warn",
-                        f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
-                        fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
+        return [found("warn",
+                      f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
+                      fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
     if s.paddle_version:
         what = f"GPU build with {len(s.gpus)} GPU(s)" if s.paddle_cuda else "CPU build, no GPU"
-        return [Finding("PF104", "build-vs-gpu", "ok", f"Paddle build matches the devices ({what})")]
+        return [found("ok", f"Paddle build matches the devices ({what})")]
     return []
 
 
@@ -155,69 +102,33 @@ def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     for name in sorted(k for k in s.env if k.startswith("FLAGS_")):
         if name in known:
             continue
-        why = REMOVED_FLAGS.get(name)
+        why = removed_flags().get(name)
         if why is None:
             close = difflib.get_close_matches(name, s.paddle_flags, n=1, cutoff=0.75)
             why = "Paddle ignores it" + (f"; did you mean {close[0]}?" if close else "")
-        out.append(Finding("PF110", "unknown-flag", "error", f"{name} is not a flag of Paddle {s.paddle_version}",
-                           why, f"unset {name}"))  # fmt: skip
+        out.append(found("error", f"{name} is not a flag of Paddle {s.paddle_version}",
+                         why, unset=[name]))  # fmt: skip
     if not out:
         n = sum(k.startswith("FLAGS_") for k in s.env)
-        out.append(Finding("PF110", "unknown-flag", "ok", f"{n} FLAGS_* set, all known to this Paddle build"))
+        out.append(found("ok", f"{n} FLAGS_* set, all known to this Paddle build"))
     return out
-
-
-_BOOL = ("0", "1", "true", "false")
-
-
-def _is_float(v: str, lo: float, hi: float) -> bool:
-    try:
-        return lo <= float(v) <= hi
-    except ValueError:
-        return False
-
-
-def _is_int(v: str, lo: int) -> bool:
-    return v.strip().lstrip("-").isdigit() and int(v) >= lo
-
-
-#: Value rules for the flags in FACTS.md's table (Paddle ``paddle/common/flags.cc``,
-#: ``conv_workspace_size_limit`` in ``paddle/phi/core/flags.cc``): flag -> (predicate, what is allowed).
-FLAG_VALUES: dict[str, tuple[Callable[[str], bool], str]] = {
-    "FLAGS_cudnn_exhaustive_search": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_cudnn_deterministic": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_cudnn_batchnorm_spatial_persistent": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_use_autotune": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_check_nan_inf": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_use_cuda_managed_memory": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_use_cuda_malloc_async_allocator": (lambda v: v.lower() in _BOOL, "true or false"),
-    "FLAGS_conv_workspace_size_limit": (lambda v: _is_int(v, 0), "an integer number of MB >= 0 (default 512)"),
-    "FLAGS_fraction_of_gpu_memory_to_use": (lambda v: _is_float(v, 0.0, 1.0), "a fraction in [0, 1]"),
-    "FLAGS_allocator_strategy": (lambda v: v in ("auto_growth", "naive_best_fit"), "auto_growth or naive_best_fit"),
-    "FLAGS_embedding_deterministic": (lambda v: v in ("0", "1", "2"), "0, 1 or 2"),
-    "FLAGS_gpu_memory_limit_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0 (0 = no limit)"),
-    "FLAGS_initial_gpu_memory_in_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0"),
-    "FLAGS_auto_growth_chunk_size_in_mb": (lambda v: _is_int(v, 0), "an integer number of MB >= 0"),
-    "FLAGS_eager_delete_tensor_gb": (lambda v: _is_float(v, -1e9, 1e9), "a number of GB (< 0 disables)"),
-    "FLAGS_flash_attn_version": (lambda v: v in ("2", "3"), "2 or 3"),
-}
 
 
 @check("PF109", "flag-value")
 def check_flag_values(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Known ``FLAGS_*`` must hold a value of their type/range (Paddle ``paddle/common/flags.cc``); Paddle
     fails at import or silently misreads a bad one. ``FLAGS_fraction_of_gpu_memory_to_use`` only acts with
-    ``FLAGS_allocator_strategy=naive_best_fit``."""
+    ``FLAGS_allocator_strategy=naive_best_fit``. The rules: ``catalog/data/paddle_flags.csv``."""
     out = []
     for name, value in sorted(s.env.items()):
-        rule = FLAG_VALUES.get(name)
-        if rule and not rule[0](value.strip()):
-            out.append(Finding("PF109", "flag-value", "error", f"{name}={value!r} is out of range",
-                               f"allowed: {rule[1]}", f"unset {name}"))  # fmt: skip
+        flag = get_flag(name)
+        if flag and not flag.accepts(value):
+            out.append(found("error", f"{name}={value!r} is out of range", f"allowed: {flag.allowed}",
+                             unset=[name]))  # fmt: skip
     if "FLAGS_fraction_of_gpu_memory_to_use" in s.env and s.env.get("FLAGS_allocator_strategy") != "naive_best_fit":
-        out.append(Finding("PF109", "flag-value", "warn", "FLAGS_fraction_of_gpu_memory_to_use has no effect",
-                           "it only sizes the first chunk of allocator_strategy=naive_best_fit; the default is "
-                           "auto_growth", "unset FLAGS_fraction_of_gpu_memory_to_use"))  # fmt: skip
+        out.append(found("warn", "FLAGS_fraction_of_gpu_memory_to_use has no effect",
+                         "it only sizes the first chunk of allocator_strategy=naive_best_fit; the default is "
+                         "auto_growth", unset=["FLAGS_fraction_of_gpu_memory_to_use"]))  # fmt: skip
     return out
 
 
@@ -225,9 +136,9 @@ def check_flag_values(s: Snapshot, job: JobContext | None = None) -> list[Findin
 def check_paddle_dist_type(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """``PADDLE_DIST_TYPE`` is not read by Paddle (blog-post folklore); NCCL is already the GPU default."""
     if "PADDLE_DIST_TYPE" in s.env:
-        return [Finding("PF111", "not-a-paddle-variable", "warn", "PADDLE_DIST_TYPE is not a Paddle variable",
-                        "Paddle never reads it; NCCL is already the default backend on GPU",
-                        "unset PADDLE_DIST_TYPE")]  # fmt: skip
+        return [found("warn", "PADDLE_DIST_TYPE is not a Paddle variable",
+                      "Paddle never reads it; NCCL is already the default backend on GPU",
+                      unset=["PADDLE_DIST_TYPE"])]  # fmt: skip
     return []
 
 
@@ -252,16 +163,17 @@ def check_nccl_ifname(s: Snapshot, job: JobContext | None = None) -> list[Findin
     matched = [n for n in live if _ifname_matches(spec, n.name)]  # `lo` is legitimate on one node
     if not matched:
         names = ", ".join(n.name for n in up) or "none"
-        return [Finding("PF112", "nccl-socket-ifname", "error", f"NCCL_SOCKET_IFNAME={spec} matches no interface "
-                        "that is up", f"interfaces up: {names}",
-                        f"export NCCL_SOCKET_IFNAME={up[0].name}" if up else "unset NCCL_SOCKET_IFNAME")]  # fmt: skip
+        return [found("error", f"NCCL_SOCKET_IFNAME={spec} matches no interface "
+                      "that is up", f"interfaces up: {names}",
+                      env={"NCCL_SOCKET_IFNAME": up[0].name} if up else None,
+                      unset=[] if up else ["NCCL_SOCKET_IFNAME"])]  # fmt: skip
     fastest = max((n.speed_mbps or 0 for n in up), default=0)
     chosen = max((n.speed_mbps or 0 for n in matched if n.name != "lo"), default=0)
     if fastest and chosen and chosen < fastest:
         best = next(n.name for n in up if (n.speed_mbps or 0) == fastest)
-        return [Finding("PF112", "nccl-socket-ifname", "warn",
-                        f"NCCL_SOCKET_IFNAME={spec} picks a {chosen} Mb/s interface; {best} runs at {fastest} Mb/s",
-                        fix=f"export NCCL_SOCKET_IFNAME={best}")]  # fmt: skip
+        return [found("warn",
+                      f"NCCL_SOCKET_IFNAME={spec} picks a {chosen} Mb/s interface; {best} runs at {fastest} Mb/s",
+                      env={"NCCL_SOCKET_IFNAME": best})]  # fmt: skip
     return []
 
 
@@ -272,11 +184,11 @@ def check_device_runs(s: Snapshot, job: JobContext | None = None) -> list[Findin
     out = []
     for dev, result in sorted(s.device_runs.items()):
         if result == "ok":
-            out.append(Finding("PF100", "device-run", "ok", f"forward/backward runs on {dev}"))
+            out.append(found("ok", f"forward/backward runs on {dev}"))
         else:
-            out.append(Finding("PF100", "device-run", "error", f"forward/backward fails on {dev}", result,
-                               "run `python -c 'import paddle; paddle.utils.run_check()'` and fix the error it "
-                               "shows (driver, CUDA libraries)"))  # fmt: skip
+            out.append(found("error", f"forward/backward fails on {dev}", result,
+                             "run `python -c 'import paddle; paddle.utils.run_check()'` and fix the error it "
+                             "shows (driver, CUDA libraries)"))  # fmt: skip
     return out
 
 
@@ -288,15 +200,15 @@ def check_visible_devices(s: Snapshot, job: JobContext | None = None) -> list[Fi
         return []
     items = [i.strip() for i in spec.split(",") if i.strip()]
     if items and items[0].startswith("-"):
-        return [Finding("PF105", "cuda-visible-devices", "warn",
-                        f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU from Paddle",
-                        fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in s.gpus)}")]  # fmt: skip
+        return [found("warn",
+                      f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU from Paddle",
+                      env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)})]  # fmt: skip
     missing = [i for i in items if i.isdigit() and int(i) >= len(s.gpus)]
     if not items or missing:
         what = f"names GPU {', '.join(missing)}" if missing else "is empty"
-        return [Finding("PF105", "cuda-visible-devices", "error",
-                        f"CUDA_VISIBLE_DEVICES={spec!r} {what}; this machine has {len(s.gpus)} GPU(s)",
-                        fix=f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in s.gpus)}")]  # fmt: skip
+        return [found("error",
+                      f"CUDA_VISIBLE_DEVICES={spec!r} {what}; this machine has {len(s.gpus)} GPU(s)",
+                      env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)})]  # fmt: skip
     return []
 
 
@@ -308,24 +220,24 @@ def check_shm(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     if s.shm_total_bytes is None:
         return []
     if job and job.num_workers and not job.use_shared_memory:
-        return [Finding("PF106", "shm-size", "ok", "DataLoader workers do not use shared memory")]
+        return [found("ok", "DataLoader workers do not use shared memory")]
     if job and job.num_workers and job.batch_bytes:
         need = job.devices * job.num_workers * job.prefetch_factor * job.batch_bytes
         free = s.shm_free_bytes if s.shm_free_bytes is not None else s.shm_total_bytes
         if need > free:
             gib = -(-need * 2 // 1024**3)  # ceil, x2 headroom
-            return [Finding("PF106", "shm-size", "error",
-                            f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs "
-                            f"{need / 1024**2:,.0f} MiB", f"{job.devices} x {job.num_workers} workers x "
-                            f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
-                            f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), "
-                            "or use_shared_memory=False")]  # fmt: skip
-        return [Finding("PF106", "shm-size", "ok", f"/dev/shm fits the DataLoader ({need / 1024**2:,.0f} MiB)")]
+            return [found("error",
+                          f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs "
+                          f"{need / 1024**2:,.0f} MiB", f"{job.devices} x {job.num_workers} workers x "
+                          f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
+                          f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), "
+                          "or use_shared_memory=False")]  # fmt: skip
+        return [found("ok", f"/dev/shm fits the DataLoader ({need / 1024**2:,.0f} MiB)")]
     if s.in_container and s.shm_total_bytes < 1024**3:
-        return [Finding("PF106", "shm-size", "warn",
-                        f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
-                        "DataLoader workers with shared memory need more than Docker's 64 MB default",
-                        "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host")]  # fmt: skip
+        return [found("warn",
+                      f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
+                      "DataLoader workers with shared memory need more than Docker's 64 MB default",
+                      "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host")]  # fmt: skip
     return []
 
 
@@ -337,9 +249,9 @@ def check_workers(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     total = job.num_workers * job.devices
     if total > s.cpu_cores:
         per = max(s.cpu_cores // job.devices - 1, 0)
-        return [Finding("PF107", "workers-vs-cores", "warn",
-                        f"{total} DataLoader workers ({job.devices} x {job.num_workers}) on {s.cpu_cores} cores",
-                        fix=f"num_workers={per} per trainer")]  # fmt: skip
+        return [found("warn",
+                      f"{total} DataLoader workers ({job.devices} x {job.num_workers}) on {s.cpu_cores} cores",
+                      fix=f"num_workers={per} per trainer")]  # fmt: skip
     return []
 
 
@@ -350,10 +262,10 @@ def check_disk(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         return []
     need = 3 * job.checkpoint_bytes
     if s.disk_free_bytes < need:
-        return [Finding("PF108", "disk-for-checkpoints", "error",
-                        f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
-                        f"{need / 1024**3:,.1f} GiB",
-                        fix="free disk space or point --run-dir at a larger disk")]  # fmt: skip
+        return [found("error",
+                      f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
+                      f"{need / 1024**3:,.1f} GiB",
+                      fix="free disk space or point --run-dir at a larger disk")]  # fmt: skip
     return []
 
 
@@ -365,12 +277,12 @@ def check_nccl_ib(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         return []
     disabled = s.env.get("NCCL_IB_DISABLE") == "1"
     if s.infiniband and disabled:
-        return [Finding("PF113", "nccl-ib-disable", "warn",
-                        f"NCCL_IB_DISABLE=1 but InfiniBand devices exist ({', '.join(s.infiniband)})",
-                        fix="unset NCCL_IB_DISABLE")]  # fmt: skip
+        return [found("warn",
+                      f"NCCL_IB_DISABLE=1 but InfiniBand devices exist ({', '.join(s.infiniband)})",
+                      unset=["NCCL_IB_DISABLE"])]  # fmt: skip
     if not s.infiniband and "NCCL_IB_DISABLE" not in s.env:
-        return [Finding("PF113", "nccl-ib-disable", "warn", "no InfiniBand device and NCCL_IB_DISABLE unset",
-                        "NCCL looks for IB/RoCE first", "export NCCL_IB_DISABLE=1")]  # fmt: skip
+        return [found("warn", "no InfiniBand device and NCCL_IB_DISABLE unset",
+                      "NCCL looks for IB/RoCE first", env={"NCCL_IB_DISABLE": "1"})]  # fmt: skip
     return []
 
 
@@ -384,31 +296,28 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
     for g in s.gpus:
         tag = f"GPU {g.index} ({g.name})"
         if g.ecc_uncorrected_errors:
-            out.append(Finding("PF120", "gpu-health", "error", f"{tag}: {g.ecc_uncorrected_errors} uncorrected "
-                               "ECC errors", fix="drain the node and ask the provider to replace the GPU"))  # fmt: skip
+            out.append(found("error", f"{tag}: {g.ecc_uncorrected_errors} uncorrected "
+                             "ECC errors", fix="drain the node and ask the provider to replace the GPU"))  # fmt: skip
         if (g.pcie_gen_current and g.pcie_gen_max and g.pcie_gen_current < g.pcie_gen_max) or (
             g.pcie_width_current and g.pcie_width_max and g.pcie_width_current < g.pcie_width_max
         ):
-            out.append(Finding("PF120", "gpu-health", "warn",
-                               f"{tag}: PCIe link gen{g.pcie_gen_current} x{g.pcie_width_current}, max "
-                               f"gen{g.pcie_gen_max} x{g.pcie_width_max}",
-                               "an idle GPU downclocks its link; check again under load",
-                               "reseat the card or check the slot/riser if it stays low under load"))  # fmt: skip
+            out.append(found("warn",
+                             f"{tag}: PCIe link gen{g.pcie_gen_current} x{g.pcie_width_current}, max "
+                             f"gen{g.pcie_gen_max} x{g.pcie_width_max}",
+                             "an idle GPU downclocks its link; check again under load",
+                             "reseat the card or check the slot/riser if it stays low under load"))  # fmt: skip
         if g.throttle_reasons and g.throttle_reasons & ~idle_mask:
-            out.append(Finding("PF120", "gpu-health", "warn", f"{tag}: clocks throttled "
-                               f"(NVML reasons 0x{g.throttle_reasons:x})", fix="check cooling and power limits "
-                               "(`nvidia-smi -q -d PERFORMANCE`)"))  # fmt: skip
+            out.append(found("warn", f"{tag}: clocks throttled "
+                             f"(NVML reasons 0x{g.throttle_reasons:x})", fix="check cooling and power limits "
+                             "(`nvidia-smi -q -d PERFORMANCE`)"))  # fmt: skip
         if g.processes:
             used = sum(p.get("used_bytes") or 0 for p in g.processes)
-            out.append(Finding("PF120", "gpu-health", "warn", f"{tag}: {len(g.processes)} other process(es) hold "
-                               f"{used / 1024**3:,.1f} GiB",
-                               fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
+            out.append(found("warn", f"{tag}: {len(g.processes)} other process(es) hold "
+                             f"{used / 1024**3:,.1f} GiB",
+                             fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
         if not any(f.title.startswith(tag) for f in out):
-            out.append(Finding("PF120", "gpu-health", "ok", f"{tag}: no ECC errors, full PCIe link, no throttling"))
+            out.append(found("ok", f"{tag}: no ECC errors, full PCIe link, no throttling"))
     return out
-
-
-_SAFE_FIX = re.compile(r"^(export [A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.,:^=/+-]*|unset [A-Za-z_][A-Za-z0-9_]*)$")
 
 
 #: the user's OpenMP setting is reported when it measured this much slower than PASSIVE (policy)
@@ -426,9 +335,9 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
     times = omp.get("step_s") or {}
     user = omp.get("user", "")
     if user and user.upper() not in ("ACTIVE", "PASSIVE"):
-        return [Finding("PF121", "omp-wait-policy", "warn", f"OMP_WAIT_POLICY={user} is not a policy",
-                        "OpenMP takes ACTIVE or PASSIVE and ignores other values with a warning (the OpenMP 5.2 "
-                        "specification, section 21.2.5)", "unset OMP_WAIT_POLICY")]  # fmt: skip
+        return [found("warn", f"OMP_WAIT_POLICY={user} is not a policy",
+                      "OpenMP takes ACTIVE or PASSIVE and ignores other values with a warning (the OpenMP 5.2 "
+                      "specification, section 21.2.5)", unset=["OMP_WAIT_POLICY"])]  # fmt: skip
     mine = times.get(user.upper())
     if not times or mine is None:
         return []
@@ -440,27 +349,15 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
     detail = f"a small CPU training step on {s.cpu_cores} cores, each in a fresh process: " + ", ".join(
         f"{name(p)} {v * 1e3:,.1f} ms" for p, v in times.items())
     if mine >= OMP_SLOW_RATIO * times[best] and best != user.upper():
-        fix = f"export OMP_WAIT_POLICY={best}" if best else "unset OMP_WAIT_POLICY"
-        return [Finding("PF121", "omp-wait-policy", "warn", f"{name(user)} is {mine / times[best]:.2f}x slower than "
-                        f"{name(best)} here", detail, fix)]  # fmt: skip
-    return [Finding("PF121", "omp-wait-policy", "ok", f"{name(user)}: within {OMP_SLOW_RATIO - 1:.0%} of the fastest "
-                    "policy here", detail)]  # fmt: skip
-
-
-def fix_script(findings: list[Finding]) -> str:
-    """The fixes that are plain ``export NAME=value`` / ``unset NAME`` lines, safe to ``eval``; anything else
-    (odd names or values from the environment or a snapshot) becomes a comment, never a command."""
-    lines = []
-    for f in findings:
-        if f.severity == "ok" or not f.fix.startswith(("export ", "unset ")):
-            continue
-        lines.append(f.fix if _SAFE_FIX.match(f.fix) else f"# {f.check_id}: not safe to run as shell: {f.fix!r}")
-    return "\n".join(lines) if lines else "# nothing to fix with environment variables"
+        return [found("warn", f"{name(user)} is {mine / times[best]:.2f}x slower than {name(best)} here", detail,
+                      env={"OMP_WAIT_POLICY": best} if best else None, unset=[] if best else ["OMP_WAIT_POLICY"])]
+    return [found("ok", f"{name(user)}: within {OMP_SLOW_RATIO - 1:.0%} of the fastest "
+                  "policy here", detail)]  # fmt: skip
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Run every registered check in ID order on ``s`` (and the optional job context)."""
     out: list[Finding] = []
-    for _, _, fn in sorted(REGISTRY, key=lambda r: r[0]):
-        out.extend(fn(s, job))
+    for c in sorted(REGISTRY, key=lambda c: c.check_id):
+        out.extend(c(s, job))
     return out

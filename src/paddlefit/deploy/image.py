@@ -1,0 +1,115 @@
+"""``paddlefit image`` without the rendering: options (and a job spec, a host snapshot) -> Dockerfile,
+requirements.txt and .dockerignore written, the `docker build` + `docker run` line returned.
+
+Example:
+    >>> result = build_image(ImageRequest(out_dir=Path("docker"), requirements=["paddleocr==3.0.0"]))  # doctest: +SKIP
+    >>> print(result.plan.run_command)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paddlefit.catalog.flags import current_flags
+from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
+from paddlefit.errors import PaddlefitError
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """What to build. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
+
+    Attributes:
+        config: job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``.
+        paddle_version: Paddle version of the base image (None: newest); cuda: CUDA ``X.Y`` (None: newest the
+            host driver runs); cpu: a CPU image.
+        from_snapshot: ``paddlefit doctor --snapshot`` file of the host (driver, GPUs).
+        out_dir: directory for Dockerfile, requirements.txt and .dockerignore.
+        requirements: pinned ``name==version`` dependencies; command: the container's command line.
+        num_workers, prefetch_factor, batch_size, inputs, devices: the DataLoader per trainer (sizes /dev/shm).
+        fixed_shape_cnn: bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only).
+        ipc_host: ``--ipc=host`` instead of ``--shm-size``.
+    """
+
+    config: Path | None = None
+    paddle_version: str | None = None
+    cuda: str | None = None
+    cpu: bool = False
+    from_snapshot: Path | None = None
+    out_dir: Path = Path(".")
+    requirements: list[str] = field(default_factory=list)
+    command: str = "python train.py"
+    num_workers: int | None = None
+    prefetch_factor: int | None = None
+    batch_size: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    devices: int | None = None
+    fixed_shape_cnn: bool = False
+    ipc_host: bool = False
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    """The rendered image (base build, files' text, run line) and the files written."""
+
+    plan: ImagePlan
+    files: list[Path]
+
+
+def build_image(req: ImageRequest) -> ImageResult:
+    """Pick the base image, render the files and write them into ``req.out_dir`` (each write atomic).
+
+    Raises:
+        PaddlefitError: a bad option value (named), no matching official image, an unpinned requirement, or an
+            output path that is not writable.
+    """
+    from paddlefit.diagnose.snapshot import load_snapshot
+    from paddlefit.fileio import atomic_write_text, check_output_path
+    from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
+
+    spec = load_job_spec(req.config) if req.config is not None else None
+    opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
+                                batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
+    if opts.num_workers < 0 or opts.prefetch_factor < 1 or opts.devices < 1:
+        raise PaddlefitError("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
+    if opts.batch_size is not None and opts.batch_size < 1:
+        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
+    for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
+        if v is not None and not v.strip():
+            raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
+    specs = [parse_input_spec(x) for x in opts.inputs or []]
+    snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
+    out_dir = req.out_dir
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise PaddlefitError(f"`--out {out_dir}` is a file or a symlink; give a directory.")
+    # a snapshot with a GPU build but no visible GPU is a host set up wrong (doctor PF104), not a CPU host
+    gpu = not req.cpu and (snap is None or bool(snap.gpus) or bool(snap.paddle_cuda))
+    build = choose_build(req.paddle_version, req.cuda, snap, gpu=gpu)
+    need = 0
+    if opts.use_shared_memory and opts.batch_size and specs:
+        need = (opts.devices * opts.num_workers * opts.prefetch_factor * opts.batch_size
+                * sum(s.bytes_per_sample for s in specs))  # fmt: skip
+    if need > 1024**4:
+        raise PaddlefitError(f"The DataLoader would need {need / 1024**4:,.0f} TiB of /dev/shm; check --num-workers, "
+                             "--batch-size and --input (or set use_shared_memory: false).")  # fmt: skip
+    flags = {"FLAGS_cudnn_exhaustive_search": "1"} if req.fixed_shape_cnn and build.device == "gpu" else {}
+    try:
+        argv = shlex.split(req.command)
+    except ValueError as exc:
+        raise PaddlefitError(f"`--command` does not parse as a shell command: {exc}.") from None
+    if not argv:
+        raise PaddlefitError("`--command` is empty.")
+    plan = render_image(build, list(req.requirements), argv, shm_need_bytes=need, flags=flags,
+                        known_flags=current_flags(), ipc_host=req.ipc_host)  # fmt: skip
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PaddlefitError(f"`--out {out_dir}` cannot be created ({exc.strerror or exc}).") from None
+    for name in ("Dockerfile", "requirements.txt", ".dockerignore"):
+        check_output_path(out_dir / name, "--out")
+    atomic_write_text(out_dir / "requirements.txt", plan.requirements)
+    atomic_write_text(out_dir / ".dockerignore", DOCKERIGNORE)
+    atomic_write_text(out_dir / "Dockerfile", plan.dockerfile)
+    return ImageResult(plan, [out_dir / "Dockerfile", out_dir / "requirements.txt", out_dir / ".dockerignore"])

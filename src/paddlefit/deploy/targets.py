@@ -1,0 +1,288 @@
+"""``paddlefit launch`` without the rendering: a job spec and a target -> the files that run it on N nodes,
+validated and written, and the commands that start them.
+
+Targets: ``local`` (``launch-node<r>.sh`` per node), ``ssh`` (``launch-ssh.sh`` starts every node from here),
+``skypilot`` (``task.yaml``; checkpoints on a bucket, preemptions recovered) and ``kubeflow`` (``paddlejob.yaml``;
+Master/Worker pods, checkpoints on a PVC). The per-node command is :func:`paddlefit.deploy.launch.node_command`.
+
+Example:
+    >>> r = launch(LaunchRequest(Path("job.yaml"), "local", nodes=2, master="10.0.0.1:8090"))  # doctest: +SKIP
+    >>> r.commands  # doctest: +SKIP
+    ['bash launch/launch-node0.sh', 'bash launch/launch-node1.sh']
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paddlefit.deploy.launch import (
+    DEFAULT_PORT,
+    MAX_NODES,
+    SKYPILOT_ACCELERATORS,
+    NodeLaunch,
+    SkyPilotRequest,
+    dump_yaml,
+    local_scripts,
+    node_command,
+    parse_hosts,
+    parse_master,
+    render_skypilot,
+    spec_heredoc,
+    ssh_script,
+)
+from paddlefit.errors import PaddlefitError
+
+TARGETS = ("local", "ssh", "skypilot", "kubeflow")
+#: Options that apply to some targets only (a stray one is refused, not ignored).
+TARGET_OPTIONS = {"--master": ("local",), "--hosts": ("ssh",), "--workdir": ("ssh",), "--run-dir": ("local", "ssh"),
+                  "--gpu": ("skypilot",), "--spot": ("skypilot",), "--bucket": ("skypilot",),
+                  "--cloud": ("skypilot",), "--pvc": ("kubeflow",), "--image": ("skypilot", "kubeflow")}  # fmt: skip
+_IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """What to write (the ``paddlefit launch`` options; see ``paddlefit launch --help`` for each).
+
+    Attributes:
+        config: the job spec YAML (needs ``data.train`` and ``epochs`` or ``max_steps``).
+        target: one of :data:`TARGETS`; nodes: machines or pods (1..``MAX_NODES``); gpus_per_node: 0..64
+            (0: one CPU process per node).
+        out_dir: directory for the files written; name: job name (None: from the spec file name).
+        master: local: node 0's ``HOST:PORT``. hosts: ssh: ``h0,h1,...``; port: ssh/skypilot rendezvous port;
+            workdir: ssh: directory on every host (None: this directory); run_dir: local/ssh run directory.
+        gpu, spot, bucket, cloud, setup: skypilot. image: skypilot/kubeflow image; pvc, shm_gib: kubeflow
+            (``/dev/shm`` per pod, GiB).
+        from_snapshot: a node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment.
+        nccl_ifname: ``NCCL_SOCKET_IFNAME``; no_ib: ``NCCL_IB_DISABLE=1`` (both win over the snapshot's).
+    """
+
+    config: Path
+    target: str
+    nodes: int = 1
+    gpus_per_node: int = 1
+    out_dir: Path = Path("launch")
+    name: str | None = None
+    master: str | None = None
+    hosts: str | None = None
+    port: int = DEFAULT_PORT
+    workdir: str | None = None
+    run_dir: str | None = None
+    gpu: str | None = None
+    spot: bool = False
+    bucket: str | None = None
+    cloud: str | None = None
+    setup: str = "pip install -r requirements.txt"
+    image: str | None = None
+    pvc: str | None = None
+    shm_gib: int = 8
+    from_snapshot: Path | None = None
+    nccl_ifname: str | None = None
+    no_ib: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    """The files written (in order), the commands that start the job, and notes for the user (warnings)."""
+
+    target: str
+    files: list[Path]
+    commands: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def nccl_env(snapshot: Path | None, ifname: str | None, no_ib: bool) -> dict[str, str]:
+    """NCCL settings for the nodes: the ``NCCL_*`` variables doctor's fixes set (``Finding.env`` of checks PF112
+    NCCL_SOCKET_IFNAME and PF113 NCCL_IB_DISABLE) on a node's ``paddlefit doctor --snapshot`` file, then the
+    explicit options (which win). Values with whitespace are dropped (not a NCCL setting)."""
+    env: dict[str, str] = {}
+    if snapshot is not None:
+        from paddlefit.diagnose import fix_env, load_snapshot, run_checks
+
+        fixes = fix_env(run_checks(load_snapshot(snapshot, "--from-snapshot")), prefix="NCCL_")
+        env.update({k: v for k, v in fixes.items() if v and not any(c.isspace() for c in v)})
+    if ifname:
+        env["NCCL_SOCKET_IFNAME"] = ifname
+    if no_ib:
+        env["NCCL_IB_DISABLE"] = "1"
+    return env
+
+
+def check_request(req: LaunchRequest) -> None:
+    """The checks that need no file: target, sizes, port, empty and stray options, ``--nccl-ifname`` syntax.
+
+    Raises:
+        PaddlefitError: the first problem, naming the option.
+    """
+    if req.target not in TARGETS:
+        raise PaddlefitError(f"`--target {req.target}` must be one of {', '.join(TARGETS)}.")
+    if not 1 <= req.nodes <= MAX_NODES or req.gpus_per_node < 0 or req.gpus_per_node > 64:
+        raise PaddlefitError(f"`--nodes` must be 1..{MAX_NODES} and `--gpus-per-node` 0..64 (got {req.nodes}, "
+                             f"{req.gpus_per_node}).")  # fmt: skip
+    if not 1 <= req.port <= 65535:
+        raise PaddlefitError(f"`--port {req.port}` is not a TCP port (1-65535).")
+    given = {"--master": req.master, "--hosts": req.hosts, "--workdir": req.workdir, "--run-dir": req.run_dir,
+             "--gpu": req.gpu, "--spot": req.spot or None, "--bucket": req.bucket, "--cloud": req.cloud,
+             "--pvc": req.pvc, "--name": req.name, "--image": req.image, "--out": str(req.out_dir),
+             "--nccl-ifname": req.nccl_ifname}  # fmt: skip
+    for opt, value in given.items():
+        if isinstance(value, str) and not value.strip():
+            raise PaddlefitError(f"`{opt}` is empty; give a value or leave the option out.")
+    stray = [opt for opt, targets in TARGET_OPTIONS.items() if given[opt] is not None and req.target not in targets]
+    if stray:
+        many = len(stray) > 1
+        raise PaddlefitError(f"{', '.join(f'`{o}`' for o in stray)} {'do' if many else 'does'} not apply to "
+                             f"`--target {req.target}`; leave {'them' if many else 'it'} out.")  # fmt: skip
+    ifname = req.nccl_ifname
+    if ifname is not None and not re.fullmatch(r"\^?=?[A-Za-z0-9_.:-]+(,\^?=?[A-Za-z0-9_.:-]+)*", ifname):
+        raise PaddlefitError(f"`--nccl-ifname {ifname}` must be interface names or prefixes such as eth0 or "
+                             "^lo,docker (NCCL_SOCKET_IFNAME syntax).")  # fmt: skip
+
+
+def launch(req: LaunchRequest) -> LaunchResult:
+    """Validate the request and the spec, render the target's files and write them all (or none).
+
+    Raises:
+        PaddlefitError: a bad option (named), a spec that would not train, or an output directory that cannot
+            take the files.
+    """
+    import yaml
+
+    from paddlefit.spec import load_job_spec
+
+    check_request(req)
+    spec = load_job_spec(req.config, option="CONFIG")
+    if spec.data.train is None or (spec.epochs is None and spec.max_steps is None):
+        raise PaddlefitError(f"CONFIG {req.config}: `train` needs `data.train` and `epochs` or `max_steps`; every "
+                             "node would stop on this spec. Add them first.")  # fmt: skip
+    name = req.name
+    if name is None:
+        name = re.sub(r"[^a-z0-9-]+", "-", req.config.stem.lower()).strip("-")[:42].strip("-") or "paddlefit-job"
+    elif not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?", name):
+        raise PaddlefitError(f"`--name {name}` must be lower-case letters, digits and '-' (at most 42 characters).")
+    spec = spec.model_copy(update={"devices": req.nodes * max(req.gpus_per_node, 1)})  # the job's world size
+    spec_text = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    env = nccl_env(req.from_snapshot, req.nccl_ifname, req.no_ib) if req.gpus_per_node else {}
+    out_dir, notes = req.out_dir, []
+    if req.target in ("local", "ssh"):
+        n = NodeLaunch(spec_path="job.yaml" if req.target == "ssh" else str(req.config),
+                       run_dir=req.run_dir or spec.run_dir, nodes=req.nodes, gpus_per_node=req.gpus_per_node,
+                       job_id=name, env=env)  # fmt: skip
+        if req.target == "local":
+            files = local_scripts(n, parse_master(req.master) if req.master is not None else None)
+            commands = [f"bash {out_dir / f}" for f in files]
+        else:
+            if not req.hosts:
+                raise PaddlefitError("`--target ssh` needs `--hosts host0,host1,...` (node 0 first).")
+            files = {"job.yaml": spec_text,
+                     "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), req.port, req.workdir or str(Path.cwd()))}
+            commands = [f"bash {out_dir / 'launch-ssh.sh'}"]
+    elif req.target == "skypilot":
+        files = {"task.yaml": skypilot_task(req, name, spec_text, env)}
+        commands = [f"sky jobs launch {out_dir / 'task.yaml'}" if req.spot else f"sky launch {out_dir / 'task.yaml'}"]
+    else:
+        files = {"paddlejob.yaml": kubeflow_manifest(req, name, spec_text, env, notes)}
+        commands = [f"kubectl apply -f {out_dir / 'paddlejob.yaml'}"]
+    write_files(out_dir, files)
+    return LaunchResult(req.target, [out_dir / f for f in files], commands, notes)
+
+
+def write_files(out_dir: Path, files: dict[str, str]) -> None:
+    """Write ``{file name: text}`` into ``out_dir``: all files or none (temp files first, then renames); ``.sh``
+    scripts made executable (as the umask allows).
+
+    Raises:
+        PaddlefitError: ``out_dir`` is a file or symlink, holds a directory of a file's name, or cannot be created.
+    """
+    from paddlefit.fileio import atomic_write_many, current_umask
+
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise PaddlefitError(f"`--out {out_dir}` is a file or a symlink; give a directory.")
+    for f in files:
+        if (out_dir / f).is_dir():
+            raise PaddlefitError(f"`--out {out_dir}` holds a directory named {f}; remove it or choose another "
+                                 "`--out`.")  # fmt: skip
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PaddlefitError(f"`--out {out_dir}` cannot be created ({exc.strerror or exc}).") from None
+    for path in atomic_write_many({out_dir / f: text for f, text in files.items()}, option="--out"):
+        if path.suffix == ".sh":
+            path.chmod(path.stat().st_mode | 0o111 & ~current_umask())
+
+
+def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str]) -> str:
+    """The SkyPilot task file (a comment header, then the task YAML) for ``req``, named ``name``.
+
+    Raises:
+        PaddlefitError: no ``--gpu``, no GPUs per node, a bad bucket URL or image, an unknown GPU name.
+    """
+    from paddlefit.catalog.gpus import get_gpu
+
+    gpu, bucket, image, nodes, gpus_per_node = req.gpu, req.bucket, req.image, req.nodes, req.gpus_per_node
+    if not gpu:
+        raise PaddlefitError("`--target skypilot` needs `--gpu NAME` (e.g. A100-SXM4-80GB or L4; `paddlefit cost` "
+                             "ranks them).")  # fmt: skip
+    if gpus_per_node < 1:
+        raise PaddlefitError("`--target skypilot` needs `--gpus-per-node` >= 1.")
+    if bucket is not None and not re.fullmatch(r"(s3|gs|r2|cos|oci)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[\w./-]*)?",
+                                               bucket):  # fmt: skip
+        raise PaddlefitError(f"`--bucket {bucket}` must be a bucket URL such as s3://my-bucket/ckpt or gs://b/p "
+                             "(lower-case bucket name, then an optional path).")  # fmt: skip
+    if image is not None and not re.fullmatch(_IMAGE, image):
+        raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
+    if gpu in set(SKYPILOT_ACCELERATORS.values()):
+        acc = gpu
+    else:
+        g = get_gpu(gpu)
+        acc = SKYPILOT_ACCELERATORS.get(g.name, g.name)
+    # bucket names are global per cloud: a random suffix keeps two users' "train" jobs apart; the task file keeps it,
+    # so a recovered or relaunched job finds its checkpoints
+    bucket_name = f"{name}-ckpt-{secrets.token_hex(4)}"
+    task = render_skypilot(SkyPilotRequest(
+        name=name, accelerator=acc, nodes=nodes, gpus_per_node=gpus_per_node, spot=req.spot, spec_text=spec_text,
+        bucket=bucket, bucket_name=bucket_name, setup=req.setup, image_id=f"docker:{image}" if image else None,
+        cloud=req.cloud, env=env, port=req.port))  # fmt: skip
+    head = (f"# SkyPilot task written by paddlefit launch: {nodes} node(s) x {gpus_per_node} {acc}"
+            f"{', spot' if req.spot else ''}.\n# Run from your project directory (synced as workdir; setup installs "
+            "from it): sky jobs launch <this file>.\n# Managed jobs replace preempted nodes and the run resumes from "
+            "the newest checkpoint on /checkpoints\n# (a bucket: a directory rename there is not atomic, so resume "
+            "verifies each checkpoint's sha256 manifest and skips incomplete ones).\n")  # fmt: skip
+    return head + dump_yaml(task)
+
+
+def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], notes: list[str]) -> str:
+    """The Kubeflow PaddleJob file (a comment header, then the manifest) for ``req``, named ``name``; a warning
+    for the user goes to ``notes`` (no ``--image``: Paddle's base image, which lacks paddlefit).
+
+    Raises:
+        PaddlefitError: a ``--shm-gib`` out of 1..4096, a bad image reference or PVC name, an invalid manifest.
+    """
+    from paddlefit.deploy.docker import choose_build
+    from paddlefit.deploy.kubeflow import PaddleJobRequest, render_paddlejob
+
+    image, pvc, nodes, gpus_per_node = req.image, req.pvc, req.nodes, req.gpus_per_node
+    if not 1 <= req.shm_gib <= 4096:
+        raise PaddlefitError(f"`--shm-gib` must be 1..4096 (got {req.shm_gib}).")
+    if image is not None and not re.fullmatch(_IMAGE, image):
+        raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
+    if pvc is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", pvc):
+        raise PaddlefitError(f"`--pvc {pvc}` is not a PersistentVolumeClaim name (lower case, digits, '-', '.').")
+    if image is None:
+        image = choose_build(gpu=gpus_per_node > 0).docker_image
+        notes.append(f"--image not given: using the Paddle base image {image}, which lacks paddlefit and your code; "
+                     "build one with `paddlefit image` and pass --image.")  # fmt: skip
+    claim = pvc or f"{name}-checkpoints"
+    n = NodeLaunch(spec_path="/tmp/paddlefit-job.yaml", run_dir=f"/ckpt/{name}", nodes=nodes,
+                   gpus_per_node=gpus_per_node, job_id=name, log_dir="/tmp/paddlefit-logs")  # fmt: skip
+    # --nnodes/--master/--rank come from PADDLE_NNODES/PADDLE_MASTER set by the training-operator
+    script = "set -eu\n" + spec_heredoc(spec_text, n.spec_path) + node_command(n, None, None, from_env=True) + "\n"
+    manifest = render_paddlejob(PaddleJobRequest(
+        name=name, image=image, command=["bash", "-c", script], nodes=nodes, gpus_per_node=gpus_per_node,
+        shm_gib=req.shm_gib, checkpoint_claim=claim, checkpoint_mount="/ckpt", restart_policy="ExitCode", env=env))
+    head = (f"# Kubeflow PaddleJob written by paddlefit launch: {nodes} pod(s) x {gpus_per_node} GPU(s).\n"
+            f"# Needs the PersistentVolumeClaim {claim!r} (ReadWriteMany when pods are on several nodes).\n")
+    return head + dump_yaml(manifest)

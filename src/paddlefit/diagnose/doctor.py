@@ -1,0 +1,132 @@
+"""``paddlefit doctor`` without the rendering: options (and a job spec) -> snapshot -> findings.
+
+Example:
+    >>> report = run_doctor(DoctorRequest(num_workers=8, inputs=["float32[3,224,224]"]))  # doctest: +SKIP
+    >>> [f.check_id for f in report.errors]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddlefit.diagnose.checks import run_checks
+from paddlefit.diagnose.registry import Finding, JobContext
+from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
+from paddlefit.errors import ModelError, PaddlefitError
+
+
+@dataclass(frozen=True)
+class DoctorRequest:
+    """What to check. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
+
+    Attributes:
+        from_file: check this saved snapshot (JSON) instead of this machine.
+        snapshot_file: save the collected snapshot here (JSON).
+        config: job spec YAML filling the job options below.
+        num_workers: DataLoader workers per trainer; prefetch_factor: batches per worker ahead;
+            batch_size: per-device batch size; inputs: per-sample input specs (``float32[3,224,224]``);
+            devices: trainer processes on this machine.
+        model: zoo model or ``pkg.mod:factory`` whose checkpoint size the disk check uses.
+        run_dir: where checkpoints will be written (disk check; default the spec's run_dir, else ``.``).
+        measure: time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds).
+    """
+
+    from_file: Path | None = None
+    snapshot_file: Path | None = None
+    config: Path | None = None
+    num_workers: int | None = None
+    prefetch_factor: int | None = None
+    batch_size: int | None = None
+    inputs: list[str] = field(default_factory=list)
+    devices: int | None = None
+    model: str | None = None
+    run_dir: Path | None = None
+    measure: bool = True
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    """The snapshot checked and every finding, in check-ID order."""
+
+    snapshot: Snapshot
+    findings: list[Finding]
+
+    @property
+    def errors(self) -> list[Finding]:
+        """The findings of severity ``error`` (``doctor`` exits 1 when there is one)."""
+        return [f for f in self.findings if f.severity == "error"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{snapshot, findings}`` as plain JSON types (``doctor --json``)."""
+        return {"snapshot": self.snapshot.to_dict(), "findings": [f.to_dict() for f in self.findings]}
+
+
+def checkpoint_bytes(model: str, model_args: dict | None = None) -> int:
+    """Weights + Adam states of ``model`` (built under paddle.LazyGuard, or for real when that fails), bytes: what
+    a checkpoint holds (fp32 Adam: 4 + 8 bytes per parameter, ZeRO paper section 3.1).
+
+    Raises:
+        ModelError: the model cannot be resolved or built (the message names ``--model``).
+    """
+    from paddlefit.estimate.memory import model_state_bytes
+    from paddlefit.models.build import param_inventory
+    from paddlefit.models.zoo import resolve_model
+    from paddlefit.spec import OptimizerName, Precision
+
+    ref = resolve_model(model, model_args)
+    try:
+        info, _ = param_inventory(ref)
+    except ModelError as exc:
+        raise ModelError(f"`--model {model}`: {exc}") from None
+    st = model_state_bytes(info, OptimizerName.ADAM, Precision.FP32)
+    return st.weights_bytes + st.optimizer_bytes
+
+
+def run_doctor(req: DoctorRequest) -> DoctorReport:
+    """Collect (or load) the snapshot, size the job from the options and the spec, run every check, and save the
+    snapshot when asked.
+
+    Raises:
+        PaddlefitError: a bad option value (named), a bad spec, snapshot or output path, or a model that does
+            not build.
+    """
+    from paddlefit.fileio import atomic_write_text, check_output_path
+    from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
+
+    spec = load_job_spec(req.config) if req.config is not None else None
+    opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
+                                batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
+    model, run_dir = req.model, req.run_dir
+    if spec is not None:
+        model = model or spec.model
+        run_dir = run_dir or Path(spec.run_dir)
+    run_dir = run_dir or Path(".")
+    if opts.num_workers < 0:
+        raise PaddlefitError(f"`--num-workers` must be >= 0 (got {opts.num_workers}).")
+    if opts.batch_size is not None and opts.batch_size < 1:
+        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
+    if opts.devices < 1 or opts.prefetch_factor < 1:
+        raise PaddlefitError("`--devices` and `--prefetch-factor` must be >= 1.")
+    specs = [parse_input_spec(x) for x in opts.inputs or []]
+    if req.snapshot_file is not None:
+        check_output_path(req.snapshot_file, "--snapshot")
+    if req.from_file is not None:
+        snap = load_snapshot(req.from_file, "--from")
+    else:
+        snap = collect_snapshot(run_dir, measure_omp=req.measure)
+    ckpt = None
+    if model:
+        ckpt = checkpoint_bytes(model, dict(spec.model_args) if spec is not None and model == spec.model else None)
+    batch = opts.batch_size
+    batch_bytes = batch * sum(s.bytes_per_sample for s in specs) if batch and specs else None
+    job = JobContext(num_workers=opts.num_workers or None, prefetch_factor=opts.prefetch_factor,
+                     batch_bytes=batch_bytes, devices=opts.devices, checkpoint_bytes=ckpt,
+                     use_shared_memory=opts.use_shared_memory)  # fmt: skip
+    findings = run_checks(snap, job)
+    if req.snapshot_file is not None:
+        # as report.render.to_json writes it (a snapshot holds no NaN), without importing the rich-based renderer
+        atomic_write_text(req.snapshot_file, json.dumps(snap.to_dict(), indent=2) + "\n")
+    return DoctorReport(snap, findings)
