@@ -76,3 +76,20 @@ def test_source_citations_resolve(tree):
             if anchor not in anchors:
                 bad.append(f"{f.relative_to(ROOT)}: docs/sources.md#{anchor}")
     assert not bad, "citations of missing sources.md headings:\n" + "\n".join(bad)
+
+
+def test_bench_run_all_keeps_the_other_blocks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    doc = ("# B\n\n## a\n\nkept a\n<!-- bench:a:start -->\nold a\n<!-- bench:a:end -->\nnote a\n\n## b\n"
+           "<!-- bench:b:start -->\nold b\n<!-- bench:b:end -->\n")  # fmt: skip
+    new = run_all.merge(doc, {"b": "<!-- bench:b:start -->\nnew b \\1\n<!-- bench:b:end -->",
+                              "c": "<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->"})  # fmt: skip
+    assert "old a" in new and "kept a" in new and "note a" in new and "old b" not in new
+    assert "new b \\1" in new and new.rstrip().endswith("## c\n\n<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->")
+    assert set(run_all.BENCHES) == {p.stem for p in (ROOT / "bench").glob("*.py")} - {
+        "run_all", "bench_models", "published_models"}
+    assert run_all.first_sentence(ROOT / "bench" / "plan_speed.py").startswith("Plan speed: wall time")
