@@ -93,3 +93,14 @@ def test_bench_run_all_keeps_the_other_blocks():
     assert set(run_all.BENCHES) == {p.stem for p in (ROOT / "bench").glob("*.py")} - {
         "run_all", "bench_models", "published_models"}
     assert run_all.first_sentence(ROOT / "bench" / "plan_speed.py").startswith("Plan speed: wall time")
+
+
+def test_the_full_example_spec_in_the_guide_validates_and_names_every_key():
+    import yaml
+
+    from paddlefit.spec import JobSpec
+
+    text = (ROOT / "docs" / "guides" / "examples.md").read_text(encoding="utf-8")
+    doc = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))
+    spec = JobSpec(**doc)
+    assert set(doc) == set(JobSpec.model_fields) and spec.data.num_workers == 8
