@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,17 +28,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
+# every bench script in bench/run_all.py's BENCHES, each its own process; results -> docs/benchmarks.md (atomically)
 bench: $(STAMP)
-	$(BIN)/python bench/memory_accuracy.py
-	$(BIN)/python bench/plan_speed.py
-	$(BIN)/python bench/llm_plan.py
-	$(BIN)/python bench/gpu_fit.py
-	$(BIN)/python bench/trainer_overhead.py
-	$(BIN)/python bench/cost_sanity.py
-	$(BIN)/python bench/tune_gain.py
-	$(BIN)/python bench/real_models.py
-	$(BIN)/python bench/cpu_threads.py
-	$(BIN)/python bench/gpu_accuracy.py
+	$(BIN)/python bench/run_all.py
+
+# docs/job-spec.md from the Field descriptions in src/paddlefit/spec.py (tests/test_docs.py fails when it is stale)
+docs: $(STAMP)
+	PYTHONPATH=src $(BIN)/python -c "from paddlefit.fileio import atomic_write_text; \
+	from paddlefit.spec import job_spec_markdown; atomic_write_text('docs/job-spec.md', job_spec_markdown())"
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -1,6 +1,9 @@
 """paddlefit: predict, run and tune PaddlePaddle training jobs on the hardware they will run on.
 
-Usage: ``paddlefit plan resnet50 --batch-size 256`` (see README.md).
+Command line: ``paddlefit plan resnet50 --batch-size 256`` (``paddlefit --help``; one page per command in
+``docs/commands/``). Library: the job spec is :class:`paddlefit.spec.JobSpec` (``load_job_spec``); the core
+packages (``catalog estimate models plan train diagnose tune deploy llm``) take and return data and never import
+typer or rich; ``cli`` is the shell around them. ``docs/architecture.md`` maps every module.
 """
 
 __version__ = "0.1.0"

@@ -1,14 +1,13 @@
-"""Job-spec pieces shared by every command: per-sample input specs, precision and optimizer names.
+"""The job spec (YAML) every command reads, its field descriptions, and the names shared with it.
 
-An input spec describes ONE sample (no batch dimension): ``float32[3,224,224]`` for an image,
-``int64[128]`` for 128 token ids (ids drawn from ``[0, high)``; ``int64[128]:30522`` sets ``high``), ``int64[]``
-for one scalar per sample (a class id). ``name=SPEC`` (``token_type_ids=int64[128]:2``) passes the input to
-``forward`` as that keyword argument; unnamed inputs are positional and come first.
+:class:`JobSpec` and its sections carry each field's description once (``Field(description=...)``):
+:func:`job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and :func:`field_help` gives one
+field's text for CLI option help. Precision and optimizer names live here; per-sample input specs live in
+:mod:`paddlefit.inputspec` and are re-exported.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -17,12 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
+from paddlefit.inputspec import DTYPE_BYTES, InputSpec, parse_input_spec, parse_input_specs
 
-#: Bytes per element of each dtype an input spec may use.
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
-
-_SPEC_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*"
-                      r"\[(?P<dims>[^\]]{0,200})\]\s*(?::\s*(?P<high>\d{1,12}))?\s*$")
+__all__ = ["DATASETS", "DTYPE_BYTES", "BudgetSpec", "CheckpointSpec", "DataSpec", "InputSpec", "JobSpec",
+           "LoaderOptions", "OptimizerName", "Precision", "ScheduleSpec", "field_help", "job_spec_markdown",
+           "load_job_spec", "merge_loader_options", "parse_enum", "parse_input_spec", "parse_input_specs",
+           "unique_key_loader"]  # fmt: skip
 
 
 class Precision(str, Enum):
@@ -54,98 +53,6 @@ class OptimizerName(str, Enum):
     ADAMW = "adamw"
 
 
-class InputSpec(BaseModel):
-    """One model input, per sample: dtype and shape without the batch dimension.
-
-    Attributes:
-        dtype: one of ``DTYPE_BYTES``.
-        shape: per-sample shape, e.g. ``(3, 224, 224)``; every dim >= 1; ``()`` is one scalar per sample.
-        high: for integer inputs, ids are drawn from ``[0, high)`` (vocabulary size for token ids).
-        name: the ``forward`` keyword argument that receives it; None = positional.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    dtype: str
-    shape: tuple[int, ...]
-    high: int | None = Field(default=None, ge=1)
-    name: str | None = None
-
-    @property
-    def bytes_per_sample(self) -> int:
-        """Bytes of one sample of this input."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n * DTYPE_BYTES[self.dtype]
-
-    def __str__(self) -> str:
-        dims = ",".join(str(d) for d in self.shape)
-        text = f"{self.dtype}[{dims}]" + (f":{self.high}" if self.high and self.dtype.startswith("int") else "")
-        return f"{self.name}={text}" if self.name else text
-
-
-def parse_input_spec(text: str) -> InputSpec:
-    """Parse ``[name=]dtype[d1,d2,...]`` (optionally ``:high`` for integer ids; ``dtype[]`` is a scalar per
-    sample) into an InputSpec.
-
-    Raises:
-        InputSpecError: the text does not parse, names an unknown dtype, or has a dim < 1.
-    """
-    m = _SPEC_RE.match(text or "")
-    if not m:
-        raise InputSpecError(
-            f"Input spec {text!r} does not parse. Write one sample's dtype and shape without the batch "
-            "dimension, e.g. `--input float32[3,224,224]` or `--input int64[128]` (token ids; "
-            "`int64[128]:30522` sets the id range; `int64[]` is one scalar per sample); `name=SPEC` passes it "
-            "as the keyword argument `name`, e.g. `--input token_type_ids=int64[128]:2`."
-        )
-    dtype = m.group("dtype")
-    if dtype not in DTYPE_BYTES:
-        raise InputSpecError(
-            f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}."
-        )
-    try:
-        if any(len(d.strip()) > 12 for d in m.group("dims").split(",")):
-            raise InputSpecError(f"Input spec {text!r}: a dimension has more than 12 digits.")
-        dims = tuple(int(d) for d in m.group("dims").split(",")) if m.group("dims").strip() else ()
-    except ValueError:
-        raise InputSpecError(
-            f"Input spec {text!r}: dimensions must be integers, e.g. `float32[3,224,224]`."
-        ) from None
-    if any(d < 1 for d in dims):
-        raise InputSpecError(
-            f"Input spec {text!r}: every dimension must be >= 1 (the batch dimension is added by "
-            "`--batch-size`; `int64[]` is one scalar per sample)."
-        )
-    high = int(m.group("high")) if m.group("high") else None
-    if high is not None and not dtype.startswith("int"):
-        raise InputSpecError(f"Input spec {text!r}: `:high` is only for integer (token id) inputs.")
-    if high is not None and not 1 <= high <= 2**31 - 1:
-        raise InputSpecError(f"Input spec {text!r}: the id range `:high` must be between 1 and 2147483647.")
-    return InputSpec(dtype=dtype, shape=dims, high=high, name=m.group("name"))
-
-
-def parse_input_specs(texts: list[str], option: str = "--input") -> list[InputSpec]:
-    """Parse several input specs: positional ones first, then named ones, each name once.
-
-    Raises:
-        InputSpecError: a spec does not parse, a positional spec follows a named one, or a name repeats.
-    """
-    specs = [parse_input_spec(t) for t in texts]
-    seen: set[str] = set()
-    for i, s in enumerate(specs):
-        if s.name is None and any(p.name for p in specs[:i]):
-            raise InputSpecError(f"`{option} {s}` is positional but follows the named `{option} "
-                                 f"{next(p for p in specs[:i] if p.name)}`; give positional inputs first, in "
-                                 "forward()'s order, then `name=SPEC` ones.")  # fmt: skip
-        if s.name is not None:
-            if s.name in seen:
-                raise InputSpecError(f"`{option}` names `{s.name}` twice; give each keyword input once.")
-            seen.add(s.name)
-    return specs
-
-
 def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
     """Turn a string into ``enum_cls`` or raise UnknownNameError naming ``field`` and the choices."""
     try:
@@ -161,126 +68,148 @@ DATASETS = {"digits": "paddlefit.datasets:digits", "digits-warped": "paddlefit.d
 
 
 class DataSpec(BaseModel):
-    """Datasets and DataLoader settings (Paddle ``paddle.io.DataLoader`` names and defaults,
-    ``python/paddle/io/reader.py``).
-
-    ``train``/``eval`` are dataset factories, ``package.module:function`` (or a name in
-    :data:`DATASETS`) called with ``train_args``/``eval_args``; each returns a ``paddle.io.Dataset`` whose
-    samples are tuples ``(input..., label)`` (the last element is the label; the inputs go to ``forward`` in the
-    order of the job's ``inputs``, named ones as keyword arguments) or dicts of keyword arguments (the label is
-    the value under the job's ``label_arg``, else under ``label`` or ``labels``, which is then not passed).
-    ``eval_batch_size``: samples per evaluation forward (default ``batch_size``); ``plan`` measures that pass.
-    """
+    """Datasets and DataLoader settings (`paddle.io.DataLoader` names and defaults, Paddle
+    `python/paddle/io/reader.py`)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    train: str | None = None
-    train_args: dict[str, Any] = Field(default_factory=dict)
-    eval: str | None = None
-    eval_args: dict[str, Any] = Field(default_factory=dict)
-    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7, strict=True)
-    shuffle: bool = True
-    drop_last: bool = True
-    num_workers: int = Field(default=0, ge=0)
-    prefetch_factor: int = Field(default=2, ge=1)
-    use_shared_memory: bool = True
-    persistent_workers: bool = False
+    train: str | None = Field(default=None, description=(
+        "Dataset factory `package.module:function` (called with `train_args`) returning a `paddle.io.Dataset`, or a "
+        "shipped name: digits, digits-warped, sentiment-zh, shapes. Samples are tuples `(input..., label)` (the last "
+        "element is the label; the inputs go to forward() in the order of `inputs`, named ones as keyword "
+        "arguments) or dicts of keyword inputs (the label is the value under `label_arg`, else under `label` or "
+        "`labels`, which is then not passed). `train` needs it."))
+    train_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `data.train`.")
+    eval: str | None = Field(default=None, description="Evaluation dataset factory, as `data.train`; accuracy is "
+                             "reported for cross_entropy.")  # fmt: skip
+    eval_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `data.eval`.")
+    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7, strict=True, description=(
+        "Samples per evaluation forward (null = `batch_size`); `plan` measures that pass as phase `eval`."))
+    shuffle: bool = Field(default=True, description="Shuffle every epoch; the order comes from `(seed, epoch)`.")
+    drop_last: bool = Field(default=True, description="Drop the last incomplete global batch: an epoch is "
+                            "floor(samples / global batch) optimizer steps.")  # fmt: skip
+    num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes (0 = load in the training "
+                             "process).")  # fmt: skip
+    prefetch_factor: int = Field(default=2, ge=1, description="Batches each DataLoader worker prepares ahead.")
+    use_shared_memory: bool = Field(default=True, description="Workers hand batches over through /dev/shm; false "
+                                    "also turns doctor's shm check off.")  # fmt: skip
+    persistent_workers: bool = Field(default=False, description="Keep the DataLoader workers alive between epochs.")
 
 
 class ScheduleSpec(BaseModel):
-    """Learning-rate schedule, stepped once per optimizer step (``paddle.optimizer.lr``).
-
-    ``constant``; ``cosine`` (``CosineAnnealingDecay`` from ``lr`` to ``min_lr`` over the steps after warm-up);
-    ``step`` (``StepDecay``: multiply by ``gamma`` every ``step_size`` steps). ``warmup_steps`` > 0 wraps it in
-    ``LinearWarmup`` from 0 to ``lr``.
-    """
+    """Learning-rate schedule, stepped once per optimizer step (`paddle.optimizer.lr`)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: Literal["constant", "cosine", "step"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0, le=10**9)
-    min_lr: float = Field(default=0.0, ge=0)
-    step_size: int = Field(default=1000, ge=1)
-    gamma: float = Field(default=0.1, gt=0, lt=1)
+    name: Literal["constant", "cosine", "step"] = Field(default="constant", description=(
+        "constant; cosine (`CosineAnnealingDecay` from `lr` to `min_lr` over the steps after warm-up); step "
+        "(`StepDecay`: multiply by `gamma` every `step_size` steps)."))
+    warmup_steps: int = Field(default=0, ge=0, le=10**9, description="> 0 wraps the schedule in `LinearWarmup` "
+                              "from 0 to `lr` over this many optimizer steps.")  # fmt: skip
+    min_lr: float = Field(default=0.0, ge=0, description="cosine: the last learning rate (at most `lr`).")
+    step_size: int = Field(default=1000, ge=1, description="step: optimizer steps between decays.")
+    gamma: float = Field(default=0.1, gt=0, lt=1, description="step: the factor applied at each decay.")
 
 
 class CheckpointSpec(BaseModel):
     """When to checkpoint and how many to keep. A checkpoint is also written at the end of the run and when a
-    SIGTERM/SIGINT stops it. ``every_steps: 0`` and ``every_minutes: 0`` turn the periodic ones off."""
+    SIGTERM/SIGINT stops it."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    every_steps: int = Field(default=500, ge=0)
-    every_minutes: float = Field(default=10.0, ge=0)
-    keep_last: int = Field(default=3, ge=1)
-    #: ``true``: checkpoint after the first step, then every Daly-optimal interval for the measured write time
-    #: and ``interruptions_per_hour`` (``every_steps``/``every_minutes`` are not used).
-    auto_interval: bool = False
-    #: spot interruptions per hour assumed by ``auto_interval`` (default one per 24 h).
-    interruptions_per_hour: float = Field(default=1.0 / 24.0, ge=1e-6, le=3600)
+    every_steps: int = Field(default=500, ge=0, description="Checkpoint every N optimizer steps (0 = off).")
+    every_minutes: float = Field(default=10.0, ge=0, description="Checkpoint every N minutes of wall time (0 = off).")
+    keep_last: int = Field(default=3, ge=1, description="How many of the newest checkpoints are kept.")
+    auto_interval: bool = Field(default=False, description=(
+        "Checkpoint after the first step, then every Daly-optimal interval for the measured write time and "
+        "`interruptions_per_hour` (`every_steps`/`every_minutes` are not used); `train --checkpoint-interval auto` "
+        "sets it."))
+    interruptions_per_hour: float = Field(default=1.0 / 24.0, ge=1e-6, le=3600, description=(
+        "Spot interruptions per hour assumed by `auto_interval` (default one per 24 h)."))
 
 
 class BudgetSpec(BaseModel):
-    """Stop the run cleanly (final checkpoint, exit code 4) once its wall time reaches ``max_hours`` or its cost
-    ``max_cost_usd`` at ``price_usd_per_hour`` (the whole job's rate; ``train --price-per-hour``/``--instance``
-    can supply it, and the trainer refuses ``max_cost_usd`` without one). Wall time counts across resumes of the
-    run (it is stored in the checkpoint). Unset limits are off."""
+    """Stop the run cleanly (final checkpoint, exit code 4) at a wall-time or cost limit; unset limits are off.
+    Wall time counts across resumes of the run (it is stored in the checkpoint)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # strict: a YAML `true` is not 1 hour (strict floats still take integers)
-    max_hours: float | None = Field(default=None, gt=0, le=1e6, strict=True)
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9, strict=True)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6, strict=True)
+    max_hours: float | None = Field(default=None, gt=0, le=1e6, strict=True, description=(
+        "Stop once the run's wall time reaches this many hours."))
+    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9, strict=True, description=(
+        "Stop once wall time x `price_usd_per_hour` reaches this many USD; refused without a price."))
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6, strict=True, description=(
+        "The whole job's rate, USD per hour (all nodes); `train --price-per-hour` or `--instance` can supply it."))
 
 
 class JobSpec(BaseModel):
-    """The job spec file (YAML) that `plan --config`, `train`, `doctor --config` and `image CONFIG` read.
-
-    Unknown keys and wrong types are errors that name the key. ``batch_size`` is the per-device micro-batch;
-    the global batch is ``batch_size x devices x grad_accum_steps``. ``epochs`` and ``max_steps`` (optimizer
-    steps) both bound the run; the first reached ends it. ``weight_decay`` null = the optimizer's default
-    (AdamW 0.01, the others none). ``loss`` is ``cross_entropy``, ``mse`` or
-    ``package.module:function(output, label) -> scalar``. ``visualdl: true`` also logs scalars to
-    ``RUN_DIR/visualdl`` (``visualdl --logdir RUN_DIR/visualdl``; needs the ``visualdl`` extra).
-    ``oom_backoff: true`` (default): on an out-of-memory error in a step, every device halves its micro-batch and
-    doubles accumulation (global batch unchanged) and redoes the step, down to micro-batch 1. On several devices
-    the gradients are then all-reduced after the backward pass instead of overlapped with it; ``false`` keeps
-    the overlap and makes an out-of-memory error fatal. ``cpu_threads``: Paddle's CPU math threads per training
-    process (default: this node's cores / its training processes); with DataLoader workers on a CPU run, fewer
-    threads leave cores to the workers (``paddlefit tune`` measures it). ``lazy_mode``: Adam/AdamW update only
-    the rows that have a gradient in the batch (Paddle's ``lazy_mode``); it pays off with sparse embedding
-    gradients (``paddle.nn.Embedding(sparse=True)``, e.g. ``model_args: {sparse: true}`` for the text examples).
-    """
+    """One YAML file (UTF-8, at most 1 MiB, no anchors/aliases, no key given twice) describes the
+    job for every command (`plan --config`, `cost --config`, `train`, `profile`, `tune`, `launch`,
+    `doctor --config`, `image CONFIG`). Unknown keys and wrong types stop with the file and the key. Options given
+    on the command line override the file. Every key but `model` has a default; `train` also needs `data.train`
+    and `epochs` or `max_steps`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    model: str = Field(min_length=1)
-    model_args: dict[str, Any] = Field(default_factory=dict)
-    inputs: list[str] = Field(default_factory=list)
-    label: str | None = None
-    label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    batch_size: int = Field(default=32, ge=1)
-    grad_accum_steps: int = Field(default=1, ge=1)
-    epochs: float | None = Field(default=None, gt=0, le=1e6)
-    max_steps: int | None = Field(default=None, ge=1, le=10**12)
-    loss: str | None = None
-    optimizer: OptimizerName = OptimizerName.ADAM
-    lr: float = Field(default=1e-3, gt=0)
-    weight_decay: float | None = Field(default=None, ge=0)
-    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec)
-    precision: Precision = Precision.FP32
-    devices: int = Field(default=1, ge=1)
-    seed: int = Field(default=0, ge=0, lt=2**31)
-    data: DataSpec = Field(default_factory=DataSpec)
-    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
-    budget: BudgetSpec = Field(default_factory=BudgetSpec)
-    log_every: int = Field(default=10, ge=1)
-    oom_backoff: bool = True
-    lazy_mode: bool = Field(default=False, strict=True)
-    cpu_threads: int | None = Field(default=None, ge=1, le=4096, strict=True)
-    visualdl: bool = False
-    run_dir: str = "runs/job"
+    model: str = Field(min_length=1, description="Zoo name (`paddlefit models`) or `package.module:factory` (a "
+                       "class or function returning a `paddle.nn.Layer`). Required.")  # fmt: skip
+    model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory; for zoo "
+                                       "transformers they override config fields (`num_layers: 6`).")  # fmt: skip
+    inputs: list[str] = Field(default_factory=list, description=(
+        "Per-sample forward() inputs, without the batch dimension: `float32[3,224,224]`, `int64[128]:40000` (token "
+        "ids in [0, 40000)), `int64[]` (one scalar). `name=SPEC` items, or a mapping `{input_ids: SPEC}`, are "
+        "keyword arguments, after the positional ones; tuple samples' inputs are matched to these in order. "
+        "Empty = data.train's first sample, else the zoo model's default."))
+    label: str | None = Field(default=None, description="Per-sample label spec for `plan` (`int64[]:10`). "
+                              "null = data.train's, else generated from the loss and the output.")  # fmt: skip
+    label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. `labels`)."))
+    batch_size: int = Field(default=32, ge=1, description="Per-device micro-batch (samples); the global batch is "
+                            "batch_size x devices x grad_accum_steps.")  # fmt: skip
+    grad_accum_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
+    epochs: float | None = Field(default=None, gt=0, le=1e6, description="Epochs; with `max_steps` both bound the "
+                                 "run and the first reached ends it.")  # fmt: skip
+    max_steps: int | None = Field(default=None, ge=1, le=10**12, description="Optimizer steps in total; with "
+                                  "`epochs` the first reached ends the run.")  # fmt: skip
+    loss: str | None = Field(default=None, description=(
+        "Used when the model returns no loss of its own (a 0-d tensor, a `loss` key or attribute, or the first "
+        "element of a tuple when `label_arg` passed the label): `cross_entropy` (class axis from the shapes: last, "
+        "or 1 for NCHW maps; summed over a list of outputs such as auxiliary heads; the `logits` of a dict), `mse`, "
+        "or `package.module:function(output, label) -> scalar` (gets the output as the model returns it). "
+        "null = cross_entropy."))
+    optimizer: OptimizerName = Field(default=OptimizerName.ADAM, description="sgd, momentum, adam or adamw.")
+    lr: float = Field(default=1e-3, gt=0, description="Learning rate (the schedule's peak).")
+    weight_decay: float | None = Field(default=None, ge=0, description="null = the optimizer's default (AdamW 0.01, "
+                                       "the others none); 0 = off.")  # fmt: skip
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Learning-rate schedule.")
+    precision: Precision = Field(default=Precision.FP32, description=(
+        "fp32, fp16-o1, bf16-o1, fp16-o2 or bf16-o2 (Paddle AMP levels O1/O2; AMP acts on GPUs only: a CPU run "
+        "trains fp32 and warns)."))
+    devices: int = Field(default=1, ge=1, description="Data-parallel trainers: GPUs, or processes on a CPU-only "
+                         "machine.")  # fmt: skip
+    seed: int = Field(default=0, ge=0, lt=2**31, description="Seed of every rank's RNGs and of each epoch's order.")
+    data: DataSpec = Field(default_factory=DataSpec, description="Datasets and DataLoader settings.")
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoint policy.")
+    budget: BudgetSpec = Field(default_factory=BudgetSpec, description="Wall-time and cost limits.")
+    log_every: int = Field(default=10, ge=1, description="A log line every N steps when stderr is not a terminal.")
+    oom_backoff: bool = Field(default=True, description=(
+        "On out of memory in a step, every device halves its micro-batch and doubles accumulation (global batch "
+        "unchanged) and redoes the step, down to micro-batch 1. On several devices the gradients are then "
+        "all-reduced after the backward pass instead of overlapped with it; false keeps the overlap and makes out "
+        "of memory fatal."))
+    lazy_mode: bool = Field(default=False, strict=True, description=(
+        "Adam/AdamW update only the rows that have a gradient in the batch (Paddle's `lazy_mode`); it pays off with "
+        "sparse embedding gradients (`paddle.nn.Embedding(sparse=True)`, e.g. `model_args: {sparse: true}` for the "
+        "text examples)."))
+    cpu_threads: int | None = Field(default=None, ge=1, le=4096, strict=True, description=(
+        "Paddle's CPU math threads per training process (null = this node's cores / its training processes); with "
+        "DataLoader workers on a CPU run, fewer threads leave cores to the workers (`paddlefit tune` measures it; "
+        "`plan` times 1, cores/2 and all cores and names the fastest in the cpu row's notes)."))
+    visualdl: bool = Field(default=False, description="Also log scalars to RUN_DIR/visualdl (`visualdl --logdir "
+                           "RUN_DIR/visualdl`; needs `pip install 'paddlefit[visualdl]'`).")  # fmt: skip
+    run_dir: str = Field(default="runs/job", description="Checkpoints, metrics.jsonl, summary.json and the job.yaml "
+                         "as run go here.")  # fmt: skip
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -321,7 +250,9 @@ class JobSpec(BaseModel):
         return self.loss or "cross_entropy"
 
 
-def _unique_key_loader() -> type:
+def unique_key_loader() -> type:
+    """A ``yaml.SafeLoader`` subclass that refuses a key given twice in one mapping (PyYAML keeps the last one
+    silently); the job spec and :mod:`paddlefit.llm.configs` read YAML with it."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -353,8 +284,6 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import read_text_limited
 
-    unique_key_loader = _unique_key_loader()
-
     p = Path(path)
     try:
         text = read_text_limited(p, option, limit=1024**2)
@@ -364,7 +293,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
         # anchors and aliases are refused: a job spec needs none, and nested aliases expand exponentially
         if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
             raise JobSpecError(f"Job spec `{p}` uses YAML anchors/aliases (`&`/`*`); write the values out.")
-        doc = yaml.load(text, Loader=unique_key_loader)  # a SafeLoader subclass
+        doc = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -418,3 +347,33 @@ def merge_loader_options(spec: JobSpec | None, *, num_workers: int | None = None
         devices=pick(devices, spec.devices if spec else None, 1),
         use_shared_memory=spec.data.use_shared_memory if spec else True,
     )
+
+
+def job_spec_markdown() -> str:
+    """``docs/job-spec.md``: every job-spec key (path, type with bounds, default, description) grouped by section,
+    rendered from the models' ``Field(description=...)`` by :func:`paddlefit.specdoc.render_model_markdown`
+    (``make docs`` writes it; ``tests/test_docs.py`` fails when the file is stale)."""
+    from paddlefit.specdoc import render_model_markdown
+
+    intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
+             "[README](../README.md#commands).")  # fmt: skip
+    return render_model_markdown(JobSpec, title="The job spec (`--config FILE`)", source="src/paddlefit/spec.py",
+                                 generator="paddlefit.spec.job_spec_markdown", intro=intro)  # fmt: skip
+
+
+def field_help(path: str) -> str:
+    """The description of one job-spec key, e.g. ``field_help("data.eval_batch_size")``, for CLI option help.
+
+    Raises:
+        KeyError: ``path`` names no job-spec key.
+    """
+    model: type[BaseModel] = JobSpec
+    *parents, leaf = path.split(".")
+    for part in parents:
+        sub = model.model_fields.get(part)
+        if sub is None or not (isinstance(sub.annotation, type) and issubclass(sub.annotation, BaseModel)):
+            raise KeyError(f"{path!r}: {part!r} is not a job-spec section")
+        model = sub.annotation
+    if leaf not in model.model_fields:
+        raise KeyError(f"{path!r} is not a job-spec key")
+    return model.model_fields[leaf].description or ""

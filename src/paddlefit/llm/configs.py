@@ -309,9 +309,9 @@ def load_llm_config(path: str | Path) -> LLMConfig:
         else:  # as job specs: no anchors/aliases (nested aliases expand exponentially), no key twice
             if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
                 raise ModelError(f"Model config {p} uses YAML anchors/aliases (`&`/`*`); write the values out.")
-            from paddlefit.spec import _unique_key_loader
+            from paddlefit.spec import unique_key_loader
 
-            raw = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
+            raw = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ModelError(f"Model config {p}: not valid {'JSON' if is_json else 'YAML'}: "
                          f"{str(exc).splitlines()[0]}.") from None  # fmt: skip

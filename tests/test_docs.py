@@ -1,0 +1,106 @@
+"""The manual stays true: docs/job-spec.md is what spec.py renders, and every relative link in README.md and
+docs/**/*.md (and every ``docs/sources.md#...`` citation in the code) reaches an existing file and heading."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and inline code spans (their brackets are not links)."""
+    text = re.sub(r"^(`{3,}).*?^\1`*\s*$", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's heading ids of ``page`` (lower case, punctuation dropped, spaces -> '-', repeats get -1, -2, ...)
+    plus explicit ``<a id=...>`` / ``<a name=...>`` anchors."""
+    text = page.read_text(encoding="utf-8")
+    found: set[str] = set(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.sub(r"^(`{3,}).*?^\1`*\s*$", "", text,
+                                                                  flags=re.S | re.M), flags=re.M):  # fmt: skip
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        found.add(slug if n == 0 else f"{slug}-{n}")
+    return found
+
+
+def test_job_spec_doc_is_current():
+    from paddlefit.spec import job_spec_markdown
+
+    doc = ROOT / "docs" / "job-spec.md"
+    assert doc.exists() and doc.read_text(encoding="utf-8") == job_spec_markdown(), (
+        "docs/job-spec.md is stale (a job-spec Field description in src/paddlefit/spec.py changed): run `make docs`")
+
+
+def test_every_relative_link_resolves():
+    broken = []
+    for page in PAGES:
+        for target in LINK.findall(_prose(page.read_text(encoding="utf-8"))):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no heading #{anchor} in {dest.name})")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+def test_readme_is_a_front_door():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 220, f"README.md has {len(lines)} lines; move reference text into docs/"
+    assert lines[2:5] == ["```bash", lines[3], lines[4]] and lines[3].startswith("make demo")
+    assert lines[4].startswith("make test")
+    text = "\n".join(lines)
+    for verb in ("calibrate", "cost", "doctor", "export", "gpus", "image", "launch", "models", "plan", "profile",
+                 "train", "tune"):  # fmt: skip
+        assert f"(docs/commands/{verb}.md)" in text, verb
+        assert (ROOT / "docs" / "commands" / f"{verb}.md").exists(), verb
+
+
+@pytest.mark.parametrize("tree", ["src", "bench", "tests"])
+def test_source_citations_resolve(tree):
+    anchors = _anchors(ROOT / "docs" / "sources.md")
+    bad = []
+    for f in sorted((ROOT / tree).rglob("*.py")):
+        for anchor in re.findall(r"docs/sources\.md#([\w-]+)", f.read_text(encoding="utf-8")):
+            if anchor not in anchors:
+                bad.append(f"{f.relative_to(ROOT)}: docs/sources.md#{anchor}")
+    assert not bad, "citations of missing sources.md headings:\n" + "\n".join(bad)
+
+
+def test_bench_run_all_keeps_the_other_blocks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    run_all = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    doc = ("# B\n\n## a\n\nkept a\n<!-- bench:a:start -->\nold a\n<!-- bench:a:end -->\nnote a\n\n## b\n"
+           "<!-- bench:b:start -->\nold b\n<!-- bench:b:end -->\n")  # fmt: skip
+    new = run_all.merge(doc, {"b": "<!-- bench:b:start -->\nnew b \\1\n<!-- bench:b:end -->",
+                              "c": "<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->"})  # fmt: skip
+    assert "old a" in new and "kept a" in new and "note a" in new and "old b" not in new
+    assert "new b \\1" in new and new.rstrip().endswith("## c\n\n<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->")
+    assert set(run_all.BENCHES) == {p.stem for p in (ROOT / "bench").glob("*.py")} - {
+        "run_all", "bench_models", "published_models"}
+    assert run_all.first_sentence(ROOT / "bench" / "plan_speed.py").startswith("Plan speed: wall time")
+
+
+def test_the_full_example_spec_in_the_guide_validates_and_names_every_key():
+    import yaml
+
+    from paddlefit.spec import JobSpec
+
+    text = (ROOT / "docs" / "guides" / "examples.md").read_text(encoding="utf-8")
+    doc = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))
+    spec = JobSpec(**doc)
+    assert set(doc) == set(JobSpec.model_fields) and spec.data.num_workers == 8
