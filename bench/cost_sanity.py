@@ -1,17 +1,17 @@
 """Cost sanity: what `paddlefit cost` ranks for two well-known jobs, one check of its time model against a published
-measurement, and the checkpoint-interval functions against FACTS.md's worked values.
+measurement, and the checkpoint-interval functions against the worked values in docs/sources.md#checkpoint-interval.
 
 Jobs (shipped price snapshot, no SkyPilot cache, on-demand ranking plus spot expected cost at the default rate):
 - ResNet-50 on ImageNet-1k: 90 epochs x 1,281,167 images, micro-batch 256 per GPU, bf16 AMP O1, SGD momentum.
 - BERT-base fine-tuning on MNLI: 3 epochs x 392,702 pairs, sequence 128, micro-batch 32 per GPU, fp16 O1, AdamW.
 
 Check against a measurement: NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch) 8x A100-80GB AMP = 16,621 img/s
-(FACTS.md). This run is row M23 of the published measurements the per-operator GPU model is fitted on
-(bench/gpu_fit.py, where it runs NHWC as published), while cost plans the zoo's NCHW ResNet-50, so the check is
-neither independent of the fit nor of the same model: a sanity check of the whole cost path (cost's 8-GPU step:
-micro-batch step + a ring all-reduce over NVLink, not overlapped, as paddlefit train runs it). The
-out-of-sample check of the GPU model is bench/gpu_accuracy.py's leave-one-source-out. Reported as predicted /
-measured time for 90 epochs; target within 0.75-1.33x.
+(docs/sources.md#resnet-50-deeplearningexamples). This run is row M23 of the published measurements the per-operator GPU
+model is fitted on (bench/gpu_fit.py, where it runs NHWC as published), while cost plans the zoo's NCHW ResNet-50, so
+the check is neither independent of the fit nor of the same model: a sanity check of the whole cost path (cost's 8-GPU
+step: micro-batch step + a ring all-reduce over NVLink, not overlapped, as paddlefit train runs it). The out-of-sample
+check of the GPU model is bench/gpu_accuracy.py's leave-one-source-out. Reported as predicted / measured time for 90
+epochs; target within 0.75-1.33x.
 
 Run: `.venv/bin/python bench/cost_sanity.py [--top 5]`
 """
@@ -81,8 +81,8 @@ def main() -> int:
     d, y = daly_interval_s(300, 6 * 3600) / 60, young_interval_s(300, 6 * 3600) / 60
     good = abs(d - 56.7) < 0.05 and abs(y - 60.0) < 1e-9
     ok &= good
-    console.print(f"checkpoint interval, delta 5 min, M 6 h: Daly {d:.2f} min (FACTS: ~57), Young {y:.2f} min "
-                  f"(sqrt(2 x 300 x 21600) s = 60) -> {'OK' if good else 'MISMATCH'}")  # fmt: skip
+    console.print(f"checkpoint interval, delta 5 min, M 6 h: Daly {d:.2f} min (docs/sources.md: ~57), Young "
+                  f"{y:.2f} min (sqrt(2 x 300 x 21600) s = 60) -> {'OK' if good else 'MISMATCH'}")  # fmt: skip
 
     jobs = [
         ("ResNet-50, ImageNet-1k 90 epochs, bs 256/GPU, bf16-o1, momentum", "resnet50", 256, "bf16-o1", "momentum",

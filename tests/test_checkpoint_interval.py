@@ -1,4 +1,5 @@
-"""Young and Daly checkpoint intervals against the worked values in FACTS.md and the formulas' limits."""
+"""Young and Daly checkpoint intervals against the worked values in docs/sources.md#checkpoint-interval and the
+formulas' limits."""
 
 import math
 

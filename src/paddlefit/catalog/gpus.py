@@ -1,8 +1,8 @@
 """GPU spec catalog: load, validate and query ``gpus.csv`` plus optional user files.
 
 Every row carries the document it was taken from (``source``) and how far it was checked (``verified``):
-``datasheet`` (compared with NVIDIA's datasheet), ``facts-table`` (from the project's sourced FACTS table,
-not yet compared with the PDF), ``third-party`` (no vendor document exists, e.g. AWS's A10G).
+``datasheet`` (compared with NVIDIA's datasheet), ``facts-table`` (from the project's sourced fact table,
+docs/sources.md#gpu-specs, not yet compared with the PDF), ``third-party`` (no vendor document exists, e.g. AWS's A10G).
 Tensor-core figures are DENSE (datasheets often print sparse = 2x dense).
 
 Example:
@@ -26,7 +26,7 @@ from paddlefit.errors import CatalogError, UnknownNameError
 GIB = 1024**3
 MIB = 1024**2
 
-#: Columns every catalog file must have (units in the names; see README "GPU catalog format").
+#: Columns every catalog file must have (units in the names; see docs/commands/gpus.md#gpu-catalog-format).
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",

@@ -14,7 +14,7 @@ from rich.table import Table
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive, stdout_to_stderr
 from paddlefit.errors import PaddlefitError
 from paddlefit.report.render import to_json
-from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.spec import JobSpec, field_help, load_job_spec
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
 from paddlefit.train.run import run_job
 
@@ -191,27 +191,29 @@ def _validated(model: Any, values: dict[str, Any], section: str) -> Any:
 @handle_errors
 def train_command(
     config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
-    devices: str = typer.Option(None, "--devices", help="Device count (2) or GPU ids (0,1). On CPU, N processes. "
+    devices: str = typer.Option(None, "--devices", help=f"{field_help('devices')} A count (2) or GPU ids (0,1). "
                                 "Default: the spec's `devices`."),
-    run_dir: str = typer.Option(None, "--run-dir", help="Checkpoints, metrics.jsonl, summary.json. "
-                                 "Default: the spec's `run_dir`."),
+    run_dir: str = typer.Option(None, "--run-dir", help=f"{field_help('run_dir')} Default: the spec's `run_dir`."),
     resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies), never, or a "
                                "checkpoint directory."),
-    max_steps: int = typer.Option(None, "--max-steps", help="Replaces the spec's max_steps (optimizer steps in "
-                                  "total; `epochs` still bounds the run). The LR schedule spans the run's length."),
-    max_hours: float = typer.Option(None, "--max-hours", help="Stop cleanly (checkpoint, exit 4) after this much "
-                                    "wall time, counted across resumes of the run."),
-    max_cost: float = typer.Option(None, "--max-cost", help="Stop cleanly (checkpoint, exit 4) at this many USD; "
-                                   "needs --price-per-hour or --instance."),
-    price_per_hour: float = typer.Option(None, "--price-per-hour", help="The job's USD per hour (all nodes)."),
+    max_steps: int = typer.Option(None, "--max-steps", help=f"Replaces the spec's max_steps: {field_help('max_steps')} "
+                                  "The LR schedule spans the run's length."),
+    max_hours: float = typer.Option(None, "--max-hours", help=f"budget.max_hours: {field_help('budget.max_hours')} "
+                                    "Checkpoint, exit 4; wall time counts across resumes of the run."),
+    max_cost: float = typer.Option(None, "--max-cost", help=f"budget.max_cost_usd: {field_help('budget.max_cost_usd')}"
+                                   " Checkpoint, exit 4; needs --price-per-hour or --instance."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour",
+                                         help=f"budget.price_usd_per_hour: {field_help('budget.price_usd_per_hour')}"),
     instance: str = typer.Option(None, "--instance", help="Take the price from the catalog (`paddlefit cost`): "
                                  "an instance type such as g5.xlarge; with --cloud, --spot."),
     cloud: str = typer.Option(None, "--cloud", help="Cloud of --instance when the name is ambiguous."),
     spot: bool = typer.Option(False, "--spot", help="Use the spot price of --instance."),
     checkpoint_interval: str = typer.Option(None, "--checkpoint-interval", help="`auto` (Daly optimum for the "
                                             "measured write time and the interruption rate) or minutes."),
-    interruptions_per_hour: float = typer.Option(None, "--interruptions-per-hour",
-                                                 help="Interruption rate for --checkpoint-interval auto [1/24]."),
+    interruptions_per_hour: float = typer.Option(
+        None, "--interruptions-per-hour",
+        help=f"checkpoint.interruptions_per_hour: {field_help('checkpoint.interruptions_per_hour')} For "
+        "--checkpoint-interval auto."),
     spot_bucket: str = typer.Option(None, "--spot-bucket", help="Or an AWS Spot Instance Advisor bucket, e.g. "
                                     "'5-10%', for --checkpoint-interval auto."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end ({exit_code, reason, "
@@ -222,8 +224,9 @@ def train_command(
 
     Only global rank 0 writes. On SIGTERM/SIGINT every rank finishes the current step, rank 0 saves a checkpoint
     and the run exits with code 143 (requeue); `--resume auto` (the default) continues on the exact next batch.
-    Exit codes: 0 done, 2 bad input, 3 loss became NaN/Inf, 4 budget reached (checkpoint saved), 143 stopped by a
-    signal after checkpointing, 130 Ctrl-C during start-up.
+    Exit codes: 0 done, 1 the job failed (out of memory at micro-batch 1, the model raising), 2 bad input, 3 loss
+    became NaN/Inf, 4 budget reached (checkpoint saved), 143 stopped by a signal after checkpointing, 130 Ctrl-C
+    during start-up (docs/errors.md).
 
     Examples:
       paddlefit train examples/digits.yaml

@@ -280,7 +280,8 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
             fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1",
                           "why": "tensor cores run half precision several times faster than fp32/TF32",
                           "expected_gain": "2.6x (A100 TF32 -> AMP) to 3.3x (V100 FP32 -> AMP) for ResNet-50 "
-                                           "(NVIDIA DeepLearningExamples, FACTS.md)"})  # fmt: skip
+                                           "(NVIDIA DeepLearningExamples, "
+                                           "docs/sources.md#resnet-50-deeplearningexamples)"})  # fmt: skip
         if device == "gpu":
             fixes.append({"fix": "FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)",
                           "why": "cuDNN tries every conv algorithm once per shape and keeps the fastest",

@@ -31,8 +31,10 @@ from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_p
 #: which this model adds itself, so the best published figure is used as the compute-phase efficiency; smaller
 #: models (h = 4096) reach less. Override with ``mfu=`` / ``--mfu``.
 DEFAULT_MFU: dict[str, tuple[float, str]] = {
-    "ampere": (0.563, "Megatron-LM on A100-80GB, 41.5-56.3% MFU for 22B-1T (Korthikanti et al. 2022, as in FACTS.md)"),
-    "hopper": (0.43, "Llama 3 405B on H100, 38-43% BF16 MFU (Llama 3 paper, Dubey et al. 2024, as in FACTS.md)"),
+    "ampere": (0.563, "Megatron-LM on A100-80GB, 41.5-56.3% MFU for 22B-1T (Korthikanti et al. 2022, as in "
+                       "docs/sources.md#published-mfu)"),
+    "hopper": (0.43, "Llama 3 405B on H100, 38-43% BF16 MFU (Llama 3 paper, Dubey et al. 2024, as in "
+                      "docs/sources.md#published-mfu)"),
 }
 
 #: Inter-node network bandwidth per node by architecture, Gbit/s: (value, source).

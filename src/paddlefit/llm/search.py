@@ -361,9 +361,9 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
 
 
 def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
-    """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+ (FACTS.md: BF16 needs
-    Ampere), so it becomes fp16 at the same AMP level; FlashAttention-2 runs on Ampere and newer (Dao 2023,
-    arXiv 2307.08691), so older GPUs get eager attention."""
+    """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+
+    (docs/sources.md#cuda-driver-table: BF16 needs Ampere), so it becomes fp16 at the same AMP level;
+    FlashAttention-2 runs on Ampere and newer (Dao 2023, arXiv 2307.08691), so older GPUs get eager attention."""
     from dataclasses import replace
 
     notes = []

@@ -7,7 +7,7 @@
   ``tau = M``.
 
 ``delta`` is the time to write one checkpoint and ``M`` the mean time between interruptions, both in seconds.
-Worked check (FACTS.md): delta = 5 min, M = 6 h gives Young 60.0 min and Daly 56.7 min.
+Worked check (docs/sources.md#checkpoint-interval): delta = 5 min, M = 6 h gives Young 60.0 min and Daly 56.7 min.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ Search (the order matters only for the time budget):
    Adam ``lazy_mode`` (only the looked-up rows are updated);
 4. on a GPU: AMP (bf16-o1 on compute capability >= 8.0, else fp16-o1) and ``FLAGS_cudnn_exhaustive_search``;
 5. per-device ``batch_size`` x2, x4, x8 on the best so far, each only while its peak memory, extrapolated on a line
-   through the last two measured peaks (the peak is linear in the batch size: FACTS.md, measured on Paddle's
-   allocator), stays under the memory limit (``DEFAULT_SAFETY_MARGIN`` x the GPU's memory, or x the host's
-   available memory on CPU). ``global_batch="keep"`` (default) divides ``grad_accum_steps`` by the same factor,
-   so only jobs that accumulate get candidates; ``"free"`` lets the global batch grow (the optimisation changes:
-   the table says so). A trial in which the trainer had to back off after running out of memory is discarded;
+   through the last two measured peaks (the peak is linear in the batch size: docs/sources.md#paddle-on-cpu, measured on
+   Paddle's allocator), stays under the memory limit (``DEFAULT_SAFETY_MARGIN`` x the GPU's memory, or x the host's
+   available memory on CPU). ``global_batch="keep"`` (default) divides ``grad_accum_steps`` by the same factor, so only
+   jobs that accumulate get candidates; ``"free"`` lets the global batch grow (the optimisation changes: the table says
+   so). A trial in which the trainer had to back off after running out of memory is discarded;
 6. the baseline and the two best candidates again, interleaved, ``confirm`` more times each: the winner has the
    highest median; the ratio is the winner's median over the baseline's median.
 """
