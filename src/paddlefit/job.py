@@ -100,6 +100,18 @@ def plan_job_length(spec: JobSpec, train_size: int | None, batch_size: int,
     return steps * batch_size * devices * spec.grad_accum_steps, 1.0
 
 
+def check_not_empty(values: dict[str, str | None]) -> None:
+    """Each given option (name -> value; None = not given) must not be empty or blank.
+
+    Raises:
+        PaddlefitError: naming the first empty option.
+    """
+    for opt, value in values.items():
+        if value is not None and not value.strip():
+            raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out for the "
+                                 "default.")  # fmt: skip
+
+
 @dataclass
 class JobOptions:
     """What a command's MODEL argument and job options say, before ``--config`` is merged (None = not given).
@@ -137,10 +149,7 @@ class JobOptions:
         for opt, number in (("--batch-size", self.batch_size), ("--devices", self.devices)):
             if number is not None and number < 1:
                 raise PaddlefitError(f"`{opt}` must be >= 1 (got {number}).")
-        for opt, value in (("--precision", self.precision), ("--optimizer", self.optimizer)):
-            if value is not None and not value.strip():
-                raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out for the "
-                                     "default.")  # fmt: skip
+        check_not_empty({"--precision": self.precision, "--optimizer": self.optimizer})
         if self.label_arg is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.label_arg):
             raise PaddlefitError(f"`--label-arg {self.label_arg!r}` must be a forward() argument name, e.g. `labels`.")
         if self.eval_batch_size is not None and not 1 <= self.eval_batch_size <= 10**7:
