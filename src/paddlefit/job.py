@@ -91,7 +91,7 @@ def total_steps(spec: JobSpec, train_size: int | None, batch_size: int | None = 
 
 def plan_job_length(spec: JobSpec, train_size: int | None, batch_size: int,
                     devices: int) -> tuple[int | None, float | None]:  # fmt: skip
-    """(samples per epoch, epochs) for :class:`~paddlefit.plan.planner.PlanRequest` that make the planner's time
+    """(samples per epoch, epochs) for :class:`~paddlefit.plan.request.PlanRequest` that make the planner's time
     to train cover :func:`total_steps` optimizer steps: that many global batches as one "epoch"; (None, None) when
     the length is unknown."""
     steps = total_steps(spec, train_size, batch_size, devices)
@@ -123,7 +123,7 @@ class JobOptions:
         inputs, label: per-sample input/label spec strings (``float32[3,224,224]``).
         model_args: ``key=value`` strings for the model factory.
         optimizer, precision: enum values as strings (:mod:`paddlefit.spec`).
-        label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.planner.PlanRequest`.
+        label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.request.PlanRequest`.
         devices: data-parallel devices; None = the spec's, else 1.
         command: the CLI verb, for messages.
 
@@ -167,7 +167,7 @@ class ResolvedJob:
 
     ``notes`` are what was inferred from the data (``inputs from data.train: ...``), for the caller to show;
     ``queued`` = (train loader prefetch, eval loader prefetch, train batches held during an eval), see
-    :class:`~paddlefit.plan.planner.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1).
+    :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1).
     """
 
     spec: JobSpec | None
@@ -190,7 +190,7 @@ class ResolvedJob:
     notes: list[str] = field(default_factory=list)
 
     def call_fields(self) -> dict:
-        """The :class:`~paddlefit.plan.planner.PlanRequest` fields of how the job calls its model.
+        """The :class:`~paddlefit.plan.request.PlanRequest` fields of how the job calls its model.
 
         Raises:
             InputSpecError: an input or label spec does not parse.

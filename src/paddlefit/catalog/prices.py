@@ -3,7 +3,9 @@
 The shipped file is ``shared/data/gpu-prices-skypilot-snapshot.csv``: 55 instance types of AWS (us-east-1), GCP
 (us-central1, host + accelerator rows summed), Azure (eastus) and Lambda (us-east-1), each row naming the
 ``skypilot-org/skypilot-catalog`` file and commit it was read from (read 2026-11-30; see that file's README).
-Files are parsed by header name; a bad value is an error naming file, line and column.
+Files are parsed by header name; a bad value is an error naming file, line and column
+(:mod:`paddlefit.catalog.price_csv`); SkyPilot's own cache is read by :mod:`paddlefit.catalog.skypilot`. Both
+modules' public names are importable from here too.
 
 Known catalog defects (listed in the extract's README) are handled, not hidden:
 
