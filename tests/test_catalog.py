@@ -100,3 +100,11 @@ def test_catalog_csv_reads_back_and_json_docs_carry_capacity(tmp_path):
     assert load_gpus([f]) == shipped  # every row overrides itself: the CSV is a faithful template
     docs = catalog_docs(shipped)
     assert len(docs) == len(shipped) and docs[0]["capacity_bytes"] == shipped[0].capacity_bytes
+
+
+def test_resolve_gpus_matches_names_and_aliases_once_each():
+    from paddlefit.catalog.gpus import resolve_gpus
+
+    assert [g.name for g in resolve_gpus(["t4", "Tesla-T4", "a100", "T4"])] == ["T4", "A100-SXM4-40GB"]
+    with pytest.raises(UnknownNameError, match="Unknown GPU 'H900'"):
+        resolve_gpus(["H900"])

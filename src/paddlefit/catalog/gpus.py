@@ -238,6 +238,16 @@ def get_gpu(name: str, gpus: Iterable[GPU] | None = None) -> GPU:
     )
 
 
+def resolve_gpus(names: Iterable[str], gpus: Iterable[GPU] | None = None) -> list[GPU]:
+    """The catalog GPUs ``names`` denote (a name or alias each, :func:`get_gpu`), once each, in the order given.
+
+    Raises:
+        UnknownNameError: a name that is not in the catalog (close matches listed).
+    """
+    pool = list(gpus) if gpus is not None else load_gpus()
+    return list({g.name: g for g in (get_gpu(n, pool) for n in names)}.values())
+
+
 def catalog_csv(gpus: Iterable[GPU]) -> str:
     """The rows as a catalog CSV (header :data:`COLUMNS`, aliases joined by ``;``, empty for None): a file
     :func:`load_gpus` reads back (``paddlefit gpus --csv``, a template for ``--catalog``)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from paddlefit.catalog.gpus import GPU, get_gpu
+from paddlefit.catalog.gpus import GPU, get_gpu, resolve_gpus
 from paddlefit.catalog.price_csv import (
     GPU_COUNT_FIXES,
     PRICE_NOTES,
@@ -199,7 +199,7 @@ def rows_with_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[G
         UnknownNameError: a name that is not in ``gpus``.
         CatalogError: no row has any of them (names the GPUs and the fix).
     """
-    wanted = {get_gpu(g, gpus).name for g in names}
+    wanted = {g.name for g in resolve_gpus(names, gpus)}
     kept = [r for r in rows if (g := catalog_gpu(r, gpus)) is not None and g.name in wanted]
     if not kept:
         raise CatalogError(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from paddlefit.catalog.gpus import get_gpu, load_gpus
+from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.estimate import memory as mem
 from paddlefit.estimate.gpu_model import load_perf_params
@@ -77,7 +77,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     """
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
-    gpus = list({g.name: g for g in (get_gpu(n, gpus_all) for n in req.gpus)}.values()) if req.gpus else gpus_all
+    gpus = resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
     calibrations = {}
     for key, cal in load_calibrations(req.calibration_files).items():
         if key == "cpu":
@@ -103,7 +103,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         host, host_s = None, 0.0
     published = load_perf_params()
     check_explain(req.explain, req.gpus, gpus_all)
-    explain_for = {get_gpu(n, gpus_all).name for n in req.explain}
+    explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
     ops_b = m.trace.at(b)
     explain: dict[str, list[dict[str, Any]]] = {}
     gpu_states = mem.model_state_bytes(m.info, req.optimizer, req.precision)

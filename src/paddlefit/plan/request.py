@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
+from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.spec import InputSpec, OptimizerName, Precision
 
@@ -186,7 +186,7 @@ def check_explain(explain: Iterable[str], gpus: Iterable[str], pool: list[GPU]) 
         PaddlefitError: an empty or unknown name (with close matches), or one not planned (names the fix).
         UnknownNameError: an unknown name in ``gpus``.
     """
-    chosen = {get_gpu(g, pool).name for g in gpus}
+    chosen = {g.name for g in resolve_gpus(gpus, pool)}
     for name in explain:
         if not name.strip():
             raise PaddlefitError("`--explain` is empty; give a GPU name from `paddlefit gpus`, e.g. "
