@@ -89,3 +89,22 @@ def test_user_alias_colliding_with_shipped_gpu_is_an_error(tmp_path):
     f.write_text(",".join(COLUMNS) + "\n" + _row(name="MyA100", aliases="a100") + "\n")
     with pytest.raises(CatalogError, match="'a100' of 'MyA100' is already used by 'A100-SXM4-40GB'"):
         load_gpus([f])
+
+
+def test_catalog_csv_reads_back_and_json_docs_carry_capacity(tmp_path):
+    from paddlefit.catalog.gpus import catalog_csv, catalog_docs
+
+    shipped = load_gpus()
+    f = tmp_path / "all.csv"
+    f.write_text(catalog_csv(shipped))
+    assert load_gpus([f]) == shipped  # every row overrides itself: the CSV is a faithful template
+    docs = catalog_docs(shipped)
+    assert len(docs) == len(shipped) and docs[0]["capacity_bytes"] == shipped[0].capacity_bytes
+
+
+def test_resolve_gpus_matches_names_and_aliases_once_each():
+    from paddlefit.catalog.gpus import resolve_gpus
+
+    assert [g.name for g in resolve_gpus(["t4", "Tesla-T4", "a100", "T4"])] == ["T4", "A100-SXM4-40GB"]
+    with pytest.raises(UnknownNameError, match="Unknown GPU 'H900'"):
+        resolve_gpus(["H900"])

@@ -319,3 +319,61 @@ def test_cost_cli_survives_hostile_price_files_and_extreme_rates(tmp_path):
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr[-800:])
     r = run("cost", "resnet18", "--config", cfg, home=tmp_path)
     assert r.returncode == 2 and "is not the spec's model" in r.stderr
+
+
+def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
+    gpus = load_gpus()
+    plan = _plan([_target("T4", 0.5)])
+    prices = _prices("c,t4x1,T4,1,4,16,0.50,,r,\nc,t4x4,T4,4,16,64,2.0,,r,\n")
+    rate = InterruptionRate(0.1, "test")
+    rep = build_cost(plan, prices, gpus, dataset_size=100, epochs=1, grad_accum_steps=3, rate=rate)
+    rows = {r.instance_type: r for r in rep.rows}
+    # 4 micro-batches of 32 (the last partial): one accumulation group of 3, the 4th dropped (the trainer's count)
+    assert rows["t4x1"].hours == pytest.approx(1 * 3 * 0.5 / 3600)
+    assert "global batch 384 exceeds the 100 samples" in rep.skipped[0]["reason"]  # 25 per rank: 1 batch < 3
+    rep = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=2.5, max_steps=50, rate=rate)
+    rows = {r.instance_type: r for r in rep.rows}
+    assert rows["t4x1"].hours == pytest.approx(50 * 0.5 / 3600)  # max_steps comes first on one GPU
+    t4x4 = rows["t4x4"]  # on four: round(2.5 x ceil(2500 / 32)) = 198 steps, still over 50
+    assert t4x4.hours == pytest.approx(50 * t4x4.step_time_s / 3600)
+    assert "at most 50 optimizer steps" in rep.assumptions["job"]
+    only = build_cost(plan, prices, gpus, dataset_size=None, epochs=None, max_steps=7, rate=rate)
+    assert {r.instance_type: r for r in only.rows}["t4x1"].hours == pytest.approx(7 * 0.5 / 3600)
+    with pytest.raises(ValueError):
+        build_cost(plan, prices, gpus, dataset_size=None, epochs=None, rate=rate)
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"safety_margin": 0}, "`--safety-margin` must be in (0, 1]"),
+    ({"top": 0}, "`--top` must be >= 1"),
+    ({"disk_mib_s": 0}, "`--disk-mbps` must be a finite number > 0"),
+    ({"restart_minutes": -1}, "`--restart-minutes` must be a finite number >= 0"),
+    ({"interruptions_per_hour": 10_000}, "outside 1e-06..3600"),
+    ({"region": " "}, "`--region` is empty"),
+    ({"interruptions_per_hour": 1, "spot_bucket": "<5%"}, "not both"),
+    ({"spot_bucket": "sometimes"}, "Spot Instance Advisor"),
+    ({"dataset_size": 10, "epochs": 1e300}, "`--epochs` a number in (0, 1e6]"),
+])  # fmt: skip
+def test_cost_request_checks_itself_with_the_cli_messages(kw, needle):
+    from paddlefit.plan.cost_request import CostRequest
+
+    with pytest.raises(PaddlefitError) as exc:
+        CostRequest(**kw)
+    assert needle in str(exc.value)
+    req = CostRequest(spot_bucket="<5%", disk_mib_s=100, restart_minutes=0)
+    assert "bucket <5%" in req.rate().basis and req.cost_overrides() == {"disk_bytes_per_s": 100 * 1024**2,
+                                                                         "restart_s": 0}  # fmt: skip
+    assert CostRequest(interruptions_per_hour=0.5).rate().per_hour == 0.5 and CostRequest().rate() is None
+
+
+def test_rows_with_gpus_and_price_file_gpu_names():
+    from paddlefit.catalog.prices import check_price_gpus, rows_with_gpus
+
+    gpus = load_gpus()
+    rows = _prices("c,t4x1,T4,1,4,16,0.50,,r,\nc,l4x1,L4,1,4,16,0.80,,r,\n")
+    assert [r.instance_type for r in rows_with_gpus(rows, ["tesla-t4"], gpus)] == ["t4x1"]
+    with pytest.raises(CatalogError, match="No priced instance has A100-SXM4-40GB"):
+        rows_with_gpus(rows, ["A100-SXM4-40GB"], gpus)
+    check_price_gpus(rows, gpus)
+    with pytest.raises(CatalogError, match="names gpu 'Z9000'"):
+        check_price_gpus(_prices("x,a,T4,1,4,16,0.5,,r,Z9000\n"), gpus)

@@ -147,3 +147,32 @@ def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_pat
     f.write_text(json.dumps({"device": "NotAGPU", "rows": [row]}))
     with pytest.raises(CatalogError, match="'NotAGPU' is not a GPU of the catalog"):
         build_plan(PlanRequest(model="lenet", batch_size=4, calibration_files=[str(f)]))
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"batch_size": 0}, "`--batch-size` must be >= 1 (got 0)"),
+    ({"devices": 0}, "`--devices` must be >= 1 (got 0)"),
+    ({"safety_margin": 1.5}, "`--safety-margin` must be in (0, 1]"),
+    ({"dataset_size": 10}, "go together"),
+    ({"dataset_size": 10, "epochs": float("inf")}, "a finite number > 0"),
+    ({"max_probe_bytes": 0}, "`--max-probe-gib` must be a finite number > 0"),
+    ({"explain": [" "]}, "`--explain` is empty"),
+    ({"explain": ["H900"]}, "`--explain H900`: Unknown GPU"),
+    ({"explain": ["L4"], "gpus": ["T4"]}, "is not among the planned GPUs (`--gpu T4`); add `--gpu L4`"),
+])  # fmt: skip
+def test_plan_request_checks_itself_with_the_cli_messages(kw, needle):
+    from paddlefit.errors import PaddlefitError
+
+    with pytest.raises(PaddlefitError) as exc:
+        PlanRequest(model="lenet", **kw)
+    assert needle in str(exc.value)
+    assert PlanRequest(model="lenet", explain=["t4"], gpus=["T4"]).explain == ["t4"]  # an alias of a planned GPU
+
+
+def test_planner_names_stay_importable_from_planner():
+    from paddlefit.plan import planner, request, rows
+
+    assert planner.PlanRequest is request.PlanRequest and planner.Target is request.Target
+    assert planner.CUDA_CONTEXT_BYTES == rows.CUDA_CONTEXT_BYTES and planner.DEFAULT_SAFETY_MARGIN == 0.9
+    assert planner.effective_precision(get_gpu("T4"), Precision.BF16_O1) is Precision.FP32
+    assert rows.max_batch([(1.0, 2.0), (5.0, 0.0)], 11.0) == 5 and rows.max_batch([(12.0, 0.0)], 11.0) == 0

@@ -68,3 +68,18 @@ def test_header_with_spaces_after_commas_is_read():
     rows = parse_price_csv(HEADER.replace(",", ", ") + "\nx, t1, T4, 1, 4, 16, 0.5, , r\n", "spaced.csv")
     assert (rows[0].cloud, rows[0].instance_type, rows[0].gpu_count, rows[0].on_demand_usd_per_hour) == (
         "x", "t1", 1, 0.5)
+
+
+def test_instance_price_from_the_shipped_catalog(tmp_path, monkeypatch):
+    from paddlefit.catalog.prices import instance_price
+    from paddlefit.errors import PaddlefitError
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no SkyPilot cache: the shipped snapshot
+    g5 = _by_type(load_prices())["g5.xlarge"]
+    assert instance_price("g5.xlarge", None, False) == g5.on_demand_usd_per_hour
+    assert instance_price(" G5.XLARGE ", "aws", True) == g5.spot_usd_per_hour
+    for args, needle in [(("g5.xlargee", None, False), "Did you mean: g5.xlarge"),
+                         (("n1-standard-8", None, False), "several prices"),
+                         (("gpu_1x_a10", None, True), "no spot price")]:  # fmt: skip
+        with pytest.raises(PaddlefitError, match=needle):
+            instance_price(*args)

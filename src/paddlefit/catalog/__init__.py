@@ -1,5 +1,9 @@
 """Hardware catalog: GPU specs shipped as data (``catalog/data/gpus.csv``), each row with its source.
 
+Modules: ``gpus`` (GPU specs, name/alias matching, the catalog as CSV/JSON), ``price_csv`` (price rows and their
+parser), ``skypilot`` (SkyPilot's local catalog cache), ``prices`` (the rows ``cost`` uses, instance -> GPU, the
+price of one instance type), ``builds`` (Paddle Docker images per version: CUDA, cuDNN, minimum driver).
+
 No Paddle import here, so ``paddlefit gpus`` starts fast.
 """
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
@@ -235,3 +236,31 @@ def get_gpu(name: str, gpus: Iterable[GPU] | None = None) -> GPU:
         f"Unknown GPU {name!r}.{hint} Known GPUs: {', '.join(names)}. "
         "Add your own with `--catalog FILE` (start from `paddlefit gpus --csv`)."
     )
+
+
+def resolve_gpus(names: Iterable[str], gpus: Iterable[GPU] | None = None) -> list[GPU]:
+    """The catalog GPUs ``names`` denote (a name or alias each, :func:`get_gpu`), once each, in the order given.
+
+    Raises:
+        UnknownNameError: a name that is not in the catalog (close matches listed).
+    """
+    pool = list(gpus) if gpus is not None else load_gpus()
+    return list({g.name: g for g in (get_gpu(n, pool) for n in names)}.values())
+
+
+def catalog_csv(gpus: Iterable[GPU]) -> str:
+    """The rows as a catalog CSV (header :data:`COLUMNS`, aliases joined by ``;``, empty for None): a file
+    :func:`load_gpus` reads back (``paddlefit gpus --csv``, a template for ``--catalog``)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for g in gpus:
+        d = g.model_dump()
+        d["aliases"] = ";".join(g.aliases)
+        writer.writerow({k: "" if d[k] is None else d[k] for k in COLUMNS})
+    return buf.getvalue()
+
+
+def catalog_docs(gpus: Iterable[GPU]) -> list[dict]:
+    """The rows as JSON objects: every field plus ``capacity_bytes`` (``paddlefit gpus --json``)."""
+    return [{**g.model_dump(), "capacity_bytes": g.capacity_bytes} for g in gpus]

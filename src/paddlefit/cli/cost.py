@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from paddlefit.catalog.gpus import get_gpu, load_gpus
-from paddlefit.catalog.prices import SKYPILOT_CACHE, catalog_gpu, select_prices
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, require_positive, stdout_to_stderr
-from paddlefit.cli.plan import resolve_job
-from paddlefit.plan.cost import InterruptionRate, build_cost, rate_from_bucket
-from paddlefit.plan.planner import PlanRequest, build_plan
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.job import JobOptions
+from paddlefit.plan.cost_request import CostRequest
+from paddlefit.plan.jobs import cost_job
 from paddlefit.report.render import render_cost, to_json
-from paddlefit.spec import OptimizerName, Precision, parse_enum
 
 
 @handle_errors
@@ -65,83 +62,22 @@ def cost_command(
       paddlefit cost bert-base --input int64[128] -b 32 --optimizer adamw --dataset-size 392702 --epochs 3 --json
       paddlefit cost --config examples/digits.yaml --gpu T4 --gpu L4
     """
-    # options that do not depend on the job first: a bad price file or rate fails before the model is built
-    if not (math.isfinite(safety_margin) and 0 < safety_margin <= 1):
-        raise fail(f"`--safety-margin` must be in (0, 1] (got {safety_margin}).")
-    if top < 1:
-        raise fail(f"`--top` must be >= 1 (got {top}).")
-    require_positive(interruptions_per_hour, "--interruptions-per-hour")
-    require_positive(disk_mbps, "--disk-mbps")
-    require_positive(restart_minutes, "--restart-minutes", allow_zero=True)
-    for opt, value, lo, hi in (("--interruptions-per-hour", interruptions_per_hour, 1e-6, 3600),
-                               ("--disk-mbps", disk_mbps, 1e-3, 1e7), ("--restart-minutes", restart_minutes, 0, 1e5)):
-        if value is not None and not lo <= value <= hi:
-            raise fail(f"`{opt} {value:g}` is outside {lo:g}..{hi:g}.")
-    if region is not None and not region.strip():
-        raise fail("`--region` is empty; give a region such as us-east-1 or leave it out.")
-    if interruptions_per_hour is not None and spot_bucket is not None:
-        raise fail("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
-    rate = None
-    if spot_bucket is not None:
-        rate = rate_from_bucket(spot_bucket)
-    elif interruptions_per_hour is not None:
-        rate = InterruptionRate(interruptions_per_hour, f"--interruptions-per-hour {interruptions_per_hour:g}")
-
-    gpus_all = load_gpus([str(p) for p in catalog or []])
-    rows, source = select_prices([str(p) for p in prices or []], region=region, clouds=list(cloud or []),
-                                 skypilot_root=None if shipped_prices else SKYPILOT_CACHE)  # fmt: skip
-    if gpu:
-        wanted = {get_gpu(g, gpus_all).name for g in gpu}
-        rows = [r for r in rows if (g := catalog_gpu(r, gpus_all)) is not None and g.name in wanted]
-        if not rows:
-            raise fail(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
-                       "`--prices FILE`.")  # fmt: skip
-    for r in rows:  # a `gpu` the user wrote must exist; a catalog accelerator without specs is only skipped
-        if r.gpu and catalog_gpu(r, gpus_all) is None:
-            raise fail(f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not in the "
-                       "GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog.")  # fmt: skip
-    quiet_paddle()
-    job = resolve_job(model, config, batch_size, inputs, model_arg, optimizer, precision,
-                      need_train=dataset_size is None and epochs is None, command="cost")  # fmt: skip
-    accum = job.spec.grad_accum_steps if job.own_job and job.spec else 1
-    drop_last = bool(job.own_job and job.spec and job.spec.data.drop_last)
-    if dataset_size is None and epochs is None and job.own_job and job.spec:
-        spec = job.spec
-        if job.train_size and spec.epochs:
-            dataset_size, epochs = job.train_size, float(spec.epochs)
-        if spec.max_steps:
-            capped = spec.max_steps * job.batch_size * spec.devices * accum
-            if dataset_size is None or epochs is None or capped < dataset_size * epochs:
-                dataset_size, epochs = capped, 1.0
-    if (dataset_size is None) != (epochs is None) or dataset_size is None or epochs is None:
-        if job.spec is not None and not job.own_job:
-            raise fail(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data and epochs "
-                       "do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
-        raise fail("Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
-                   "epochs/max_steps give it).")  # fmt: skip
-    if not 1 <= dataset_size <= 10**13 or not math.isfinite(epochs) or not 0 < epochs <= 1e6:
-        raise fail("`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6].")
-    if job.batch_size < 1:
-        raise fail(f"`--batch-size` must be >= 1 (got {job.batch_size}).")
-    needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
-    req = PlanRequest(
-        model=job.model, batch_size=job.batch_size,
-        **job.call_fields(), model_args=job.model_args,
-        optimizer=parse_enum(OptimizerName, job.optimizer, "--optimizer"),  # type: ignore[arg-type]
-        precision=parse_enum(Precision, job.precision, "--precision"),  # type: ignore[arg-type]
-        gpus=needed, devices=1, catalog_files=[str(p) for p in catalog or []],
-        calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
+    # the request checks the options that do not depend on the job first: a bad rate fails before the model is built
+    request = CostRequest(
+        dataset_size=dataset_size, epochs=epochs, clouds=list(cloud or []), gpus=list(gpu or []), region=region,
+        spot=spot, interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket, disk_mib_s=disk_mbps,
+        restart_minutes=restart_minutes, price_files=[str(p) for p in prices or []], shipped_prices=shipped_prices,
+        catalog_files=[str(p) for p in catalog or []], calibration_files=[str(p) for p in calibration or []],
+        safety_margin=safety_margin, top=top,
     )  # fmt: skip
+    job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
+                     optimizer=optimizer, precision=precision, command="cost")  # fmt: skip
+    quiet_paddle()
     with err.status("planning...") as status, stdout_to_stderr():
-        plan = build_plan(req, progress=lambda msg: status.update(msg))
-    kwargs = {}
-    if disk_mbps is not None:
-        kwargs["disk_bytes_per_s"] = disk_mbps * 1024**2
-    if restart_minutes is not None:
-        kwargs["restart_s"] = restart_minutes * 60
-    report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
-                        rate=rate, use_spot=spot, price_source=source, drop_last=drop_last, **kwargs)  # fmt: skip
+        result = cost_job(job, request, progress=lambda msg: status.update(msg))
+    for note in result.notes:
+        err.print(f"[dim]{escape(note)}[/]")
     if json_out:
-        print(to_json(report.to_dict()))
+        print(to_json(result.report.to_dict()))
         return
-    render_cost(report, out, top=top)
+    render_cost(result.report, out, top=top)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import typer
 
-from paddlefit.catalog.gpus import COLUMNS, load_gpus
+from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
 from paddlefit.cli.common import handle_errors, out
 from paddlefit.report.render import render_gpus, to_json
 
@@ -29,21 +27,9 @@ def gpus_command(
     """
     rows = load_gpus(catalog or [])
     if csv_out:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        for g in rows:
-            d = g.model_dump()
-            d["aliases"] = ";".join(g.aliases)
-            writer.writerow({k: "" if d[k] is None else d[k] for k in COLUMNS})
-        print(buf.getvalue(), end="")
+        print(catalog_csv(rows), end="")
         return
     if json_out:
-        docs = []
-        for g in rows:
-            d = g.model_dump()
-            d["capacity_bytes"] = g.capacity_bytes
-            docs.append(d)
-        out.print_json(to_json(docs))
+        out.print_json(to_json(catalog_docs(rows)))
         return
     render_gpus(rows, out)

@@ -4,10 +4,10 @@ Joins a :class:`~paddlefit.plan.planner.Plan` (per-GPU step time and memory, bui
 catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of one catalog model:
 
 - fits: the plan's per-GPU peak under data parallel (each GPU holds a full replica, so the single-GPU peak);
-- time: optimizer steps = ceil(samples / (micro-batch x n x accumulation)) x epochs (floor with ``drop_last``), each
-  taking accumulation x the plan's micro-step time + one ring all-reduce of the gradients over the instance's GPU
-  interconnect
-  (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs share it, else PCIe);
+- time: the trainer's optimizer steps on n ranks (:func:`paddlefit.job.steps_per_epoch`, ``epochs``,
+  ``max_steps``), each taking accumulation x the plan's micro-step time + one ring all-reduce of the gradients over
+  the instance's GPU interconnect (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs
+  share it, else PCIe);
 - on-demand cost = hours x on-demand USD/hour;
 - spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
   includes lost work, restarts and checkpoint writes at Daly's optimal interval (:func:`expected_spot_wall_s`).
@@ -25,8 +25,9 @@ from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.prices import InstancePrice, catalog_gpu, gpu_for_instance
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.job import job_steps, steps_per_epoch
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
-from paddlefit.plan.planner import Plan, Target
+from paddlefit.plan.request import Plan, Target
 
 #: Hours in an average month (365 x 24 / 12), for AWS Spot Instance Advisor's per-month interruption buckets.
 HOURS_PER_MONTH = 730.0
@@ -171,33 +172,44 @@ def row_key(row: CostRow) -> str:
                                                  else "")  # fmt: skip
 
 
-def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, dataset_size: int, epochs: float,
-               grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
+def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, dataset_size: int | None,
+               epochs: float | None, grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
                disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S, restart_s: float = DEFAULT_RESTART_S,
-               use_spot: bool = False, price_source: str = "", drop_last: bool = False) -> CostReport:  # fmt: skip
+               use_spot: bool = False, price_source: str = "", drop_last: bool = False,
+               max_steps: int | None = None) -> CostReport:  # fmt: skip
     """Time and cost of ``plan``'s job on every instance in ``prices``.
 
     Args:
         plan: built for one device (``devices=1``) with every GPU the instances use among its targets.
         prices: instance rows (:func:`~paddlefit.catalog.prices.load_prices`).
         gpus: the GPU catalog the plan used (to resolve instance GPUs and their interconnect).
-        dataset_size: samples per epoch; epochs: epochs (> 0).
+        dataset_size: samples per epoch; epochs: epochs (> 0); both None when ``max_steps`` alone is the length.
         grad_accum_steps: micro-batches per optimizer step (one all-reduce per optimizer step).
+        max_steps: the job's ``max_steps`` (the run stops there if it comes first), or None.
         rate: spot interruptions; None = :data:`DEFAULT_INTERRUPTIONS_PER_HOUR`.
         disk_bytes_per_s: checkpoint write bandwidth, bytes/s.
         restart_s: seconds lost per interruption besides the lost work.
         use_spot: rank by spot expected cost where a spot price exists.
         price_source: where the prices came from, for the assumptions.
-        drop_last: an epoch is floor(samples / global batch) steps (the trainer's ``data.drop_last``), else ceil.
+        drop_last: the trainer's ``data.drop_last`` (an epoch's last partial micro-batch is dropped).
+
+    The optimizer steps on an instance of n GPUs are the trainer's (:func:`paddlefit.job.steps_per_epoch` on n
+    ranks, :func:`paddlefit.job.job_steps`); an instance whose global batch exceeds the data is skipped.
 
     Returns:
         CostReport with rows sorted: fitting first, then by ranking cost, then hours.
 
     Raises:
-        ValueError: non-positive dataset_size/epochs/grad_accum_steps/disk bandwidth or negative restart time.
+        ValueError: non-positive dataset_size/epochs/grad_accum_steps/max_steps/disk bandwidth, negative restart
+            time, or no job length.
     """
-    if dataset_size < 1 or not (math.isfinite(epochs) and epochs > 0) or grad_accum_steps < 1:
-        raise ValueError("dataset_size, epochs and grad_accum_steps must be positive")
+    by_epochs = dataset_size is not None and epochs is not None
+    if not by_epochs and not (dataset_size is None and epochs is None and max_steps is not None):
+        raise ValueError("give dataset_size and epochs, or max_steps")
+    if by_epochs and (dataset_size < 1 or not (math.isfinite(epochs) and epochs > 0)):  # type: ignore[operator]
+        raise ValueError("dataset_size and epochs must be positive")
+    if grad_accum_steps < 1 or (max_steps is not None and max_steps < 1):
+        raise ValueError("grad_accum_steps and max_steps must be positive")
     if not (math.isfinite(disk_bytes_per_s) and disk_bytes_per_s > 0) or not (math.isfinite(restart_s) and
                                                                               restart_s >= 0):  # fmt: skip
         raise ValueError("disk_bytes_per_s must be > 0 and restart_s >= 0")
@@ -221,12 +233,17 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
                             "reason": f"GPU {gpu.name} was not planned"})  # fmt: skip
             continue
         global_batch = b * p.gpu_count * grad_accum_steps
-        if drop_last and dataset_size < global_batch:
-            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
-                            "reason": f"global batch {global_batch} exceeds the {dataset_size} samples (drop_last)"})
-            continue
-        rows.append(_row(p, ig.basis, gpu, t, b, dataset_size, epochs, grad_accum_steps, rate, disk_bytes_per_s,
-                         restart_s, use_spot, drop_last))  # fmt: skip
+        steps = max_steps
+        if dataset_size is not None:
+            per_epoch = steps_per_epoch(dataset_size, b, p.gpu_count, grad_accum_steps, drop_last)
+            if per_epoch < 1:
+                skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
+                                "reason": f"global batch {global_batch} exceeds the {dataset_size} samples"
+                                          + (" (drop_last)" if drop_last else "")})  # fmt: skip
+                continue
+            steps = job_steps(per_epoch, epochs, max_steps)
+        rows.append(_row(p, ig.basis, gpu, t, b, steps, grad_accum_steps, rate, disk_bytes_per_s,  # type: ignore
+                         restart_s, use_spot))  # fmt: skip
     rows.sort(key=lambda r: (not r.fits, r.cost_usd, r.cost_hours))
     fit = [r for r in rows if r.fits]
     cheapest = min(fit, key=lambda r: (r.cost_usd, r.cost_hours), default=None)
@@ -239,7 +256,7 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     if fastest:
         fastest.fastest = True
     doc = assumptions(plan, rate, disk_bytes_per_s, restart_s, use_spot, dataset_size, epochs, grad_accum_steps,
-                      price_source)
+                      price_source, max_steps)
     return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
                       fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front])
 
@@ -250,16 +267,13 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
                                                                           o.cost_usd < r.cost_usd)
 
 
-def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size: int, epochs: float, accum: int,
-         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool,
-         drop_last: bool) -> CostRow:  # fmt: skip
+def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
+         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
     n = p.gpu_count
     bw, link = gpu.interconnect_gbps(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
     micro = t.step_time_s - t.allreduce_exposed_s  # the plan's one-device step
     step = accum * micro + ar  # paddlefit train (oom_backoff: true) all-reduces after the backward
-    gb = b * n * accum
-    steps = (dataset_size // gb if drop_last else math.ceil(dataset_size / gb)) * epochs
     work_s = steps * step
     delta = t.checkpoint_bytes / disk_bps
     notes = list(p.notes) + [f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
@@ -297,11 +311,16 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, dataset_size
 
 
 def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool,
-                dataset_size: int, epochs: float, accum: int, price_source: str) -> dict[str, Any]:  # fmt: skip
+                dataset_size: int | None, epochs: float | None, accum: int, price_source: str,
+                max_steps: int | None = None) -> dict[str, Any]:  # fmt: skip
     """Every assumption behind the numbers, as printed with the result."""
+    length = f"{dataset_size:,} samples x {epochs:g} epochs" if dataset_size is not None and epochs is not None \
+        else ""  # fmt: skip
+    if max_steps is not None:
+        length += (", at most " if length else "") + f"{max_steps:,} optimizer steps (max_steps)"
     return {
         "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
-               f"{dataset_size:,} samples x {epochs:g} epochs",
+               f"{length}",
         "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
         "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + one "
                      "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "

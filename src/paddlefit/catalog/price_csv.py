@@ -1,0 +1,155 @@
+"""Rows of a price CSV: :class:`InstancePrice` and the parser, with the known catalog defects handled.
+
+Files are parsed by header name; a bad value is an error naming file, line and column. Defects of the shipped
+extract (``catalog/data/SOURCES-prices.md``): :data:`GPU_COUNT_FIXES`, :data:`PRICE_NOTES`, and a spot price at or
+above the on-demand price (a placeholder, treated as unknown).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from paddlefit.errors import CatalogError
+
+REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
+                    "price_usd_per_hour", "spot_usd_per_hour", "region")  # fmt: skip
+
+#: (cloud, instance_type) -> (GPU count to use, why).
+GPU_COUNT_FIXES = {
+    ("azure", "Standard_ND96isr_H100_v5"): (8, "catalog says 12 GPUs; the ND96isr H100 v5 VM has 8"),
+}
+#: (cloud, instance_type) -> caution shown with the row.
+PRICE_NOTES = {
+    ("gcp", "a3-highgpu-8g"): "GCP's H100 accelerator price differs by region (4.20 to 12.7 USD/GPU-hour); "
+                              "this us-central1 total looks far below the list price",
+    ("gcp", "a2-ultragpu-1g"): "the catalog's A100-80GB accelerator spot price is above its on-demand price",
+    ("gcp", "a2-ultragpu-8g"): "the catalog's A100-80GB accelerator spot price is above its on-demand price",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InstancePrice:
+    """One cloud instance type with GPUs.
+
+    Attributes:
+        cloud: aws | gcp | azure | lambda | any name a user CSV gives.
+        instance_type: the cloud's name, e.g. ``g5.xlarge``.
+        accelerator: the catalog's GPU name (SkyPilot spelling, e.g. ``A100-80GB``).
+        gpu_count: GPUs in the instance (after :data:`GPU_COUNT_FIXES`).
+        vcpus, memory_gib: host size.
+        on_demand_usd_per_hour: USD per instance-hour.
+        spot_usd_per_hour: USD per instance-hour on spot, None if unknown or a placeholder.
+        region: the region the prices are for.
+        source: file (and for shipped rows the catalog path@commit) the row came from.
+        notes: cautions about the row's values.
+        gpu: the GPU catalog name when the price file names it (optional ``gpu`` column), else "" (resolved
+            by :func:`gpu_for_instance`).
+    """
+
+    cloud: str
+    instance_type: str
+    accelerator: str
+    gpu_count: int
+    vcpus: float
+    memory_gib: float
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    region: str
+    source: str
+    notes: tuple[str, ...] = ()
+    gpu: str = ""
+
+
+def parse_number(text: str | None, where: str, column: str, *, integer: bool = False, optional: bool = False,
+                 maximum: float = 1e9) -> float | None:  # fmt: skip
+    """``text`` as a number >= 0 and <= ``maximum`` (whole with ``integer``); None when empty and ``optional``.
+
+    Raises:
+        CatalogError: empty (not ``optional``), not a number, or out of range; names ``where`` and ``column``.
+    """
+    t = (text or "").strip()
+    if not t:
+        if optional:
+            return None
+        raise CatalogError(f"{where}, column `{column}`: empty; give a number.")
+    try:
+        value = float(t)
+    except ValueError:
+        raise CatalogError(f"{where}, column `{column}`: {t!r} is not a number.") from None
+    if not math.isfinite(value) or value < 0 or value > maximum or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a finite number"
+        raise CatalogError(f"{where}, column `{column}`: {t!r} is not {kind} between 0 and {maximum:g}.")
+    return value
+
+
+def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: float, memory_gib: float,
+                   on_demand: float, spot: float | None, region: str, source: str, gpu: str = "") -> InstancePrice:
+    """One row with the known catalog defects handled (GPU count fixes, spot >= on-demand, doubtful prices)."""
+    notes = []
+    if (cloud, itype) in GPU_COUNT_FIXES:
+        count, why = GPU_COUNT_FIXES[(cloud, itype)]
+        notes.append(why)
+    if spot is not None and spot >= on_demand:
+        notes.append(f"spot {spot:g} >= on-demand {on_demand:g} in the catalog: a placeholder, spot unknown")
+        spot = None
+    if (cloud, itype) in PRICE_NOTES:
+        notes.append(PRICE_NOTES[(cloud, itype)])
+    return InstancePrice(cloud=cloud, instance_type=itype, accelerator=accelerator, gpu_count=count, vcpus=vcpus,
+                         memory_gib=memory_gib, on_demand_usd_per_hour=on_demand, spot_usd_per_hour=spot,
+                         region=region, source=source, notes=tuple(notes), gpu=gpu)  # fmt: skip
+
+
+def csv_rows(reader: csv.DictReader, what: str) -> Any:
+    """The reader's rows; a malformed line (a field over the csv module's limit, a stray quote) is a CatalogError."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise CatalogError(f"{what}, line {reader.line_num + 1}: {exc}; fix or remove that line.") from None
+        yield row
+
+
+def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
+    """Rows of a price CSV (header names as in :data:`REQUIRED_COLUMNS`, any order, extra columns allowed).
+
+    An optional ``gpu`` column names the GPU catalog entry (``paddlefit gpus``) the instance has, for accelerators
+    whose name alone is ambiguous (``A100`` = 40 GB SXM4 or PCIe).
+
+    Raises:
+        CatalogError: a missing column (names the column) or a bad value (names file, line and column).
+    """
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
+        reader.fieldnames = [f.strip() for f in reader.fieldnames]
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise CatalogError(f"price catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; the header "
+                           f"needs {','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
+    rows = []
+    for row in csv_rows(reader, f"price catalog `{origin}`"):
+        where = f"price catalog `{origin}`, line {reader.line_num}"
+        for col in ("cloud", "instance_type", "accelerator", "region"):
+            if not (row.get(col) or "").strip():
+                raise CatalogError(f"{where}, column `{col}`: empty.")
+        cloud, itype = (row.get("cloud") or "").strip().lower(), (row.get("instance_type") or "").strip()
+        count = int(parse_number(row["accelerator_count"], where, "accelerator_count", integer=True, maximum=1024) or 0)
+        if count < 1:
+            raise CatalogError(f"{where}, column `accelerator_count`: must be >= 1 for a GPU instance.")
+        on_demand = parse_number(row["price_usd_per_hour"], where, "price_usd_per_hour")
+        spot = parse_number(row["spot_usd_per_hour"], where, "spot_usd_per_hour", optional=True)
+        src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \
+            row.get("source_commit") else origin  # fmt: skip
+        rows.append(make_price_row(
+            cloud, itype, (row.get("accelerator") or "").strip(), count,
+            parse_number(row["vcpus"], where, "vcpus") or 0.0,
+            parse_number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand or 0.0), spot,
+            (row.get("region") or "").strip(), src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
+    return rows
+
+

@@ -1,0 +1,325 @@
+"""The job a command describes: the options merged with a job spec, its data, and its length in optimizer steps.
+
+``plan`` and ``cost`` (and ``train``) count a job's length with the functions here, so the three agree:
+
+- :func:`batches_per_rank`: micro-batches one rank's ``paddle.io.DistributedBatchSampler`` yields per epoch;
+- :func:`steps_per_epoch`: optimizer steps per epoch (whole accumulation groups of those batches);
+- :func:`job_steps` / :func:`total_steps`: the run's optimizer steps from ``epochs`` and ``max_steps``.
+
+They are the trainer's arithmetic (:class:`paddlefit.train.trainer.ResumableBatchSampler` wraps Paddle's
+``DistributedBatchSampler``; ``tests/test_job.py`` checks them against it). :func:`resolve_job` merges a model and
+options with ``--config`` and builds ``data.train`` once; it prints nothing: what it inferred is in its ``notes``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.models.zoo import parse_model_args
+from paddlefit.spec import JobSpec, load_job_spec, parse_input_spec, parse_input_specs
+
+
+def batches_per_rank(train_size: int, batch_size: int, world: int = 1, drop_last: bool = True) -> int:
+    """Micro-batches of ``batch_size`` samples one of ``world`` ranks draws from ``train_size`` samples per epoch.
+
+    Paddle's ``DistributedBatchSampler`` pads the index list to a multiple of ``world`` (repeating the first
+    indices) and gives each rank ``ceil(train_size / world)`` samples, then batches them: ``floor`` with
+    ``drop_last``, else ``ceil`` (``python/paddle/io/dataloader/batch_sampler.py``, ``__init__`` and ``__len__``).
+
+    Args:
+        train_size: samples in ``data.train`` (>= 0).
+        batch_size: per-device micro-batch, samples (>= 1).
+        world: data-parallel ranks (>= 1).
+        drop_last: the job's ``data.drop_last``.
+    """
+    per_rank = math.ceil(train_size / world)
+    return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
+
+
+def steps_per_epoch(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
+                    drop_last: bool = True) -> int:  # fmt: skip
+    """Optimizer steps in one epoch: :func:`batches_per_rank` // ``grad_accum_steps`` (the trainer drops the
+    micro-batches of an incomplete accumulation group at the end of an epoch). 0 means the data holds less than one
+    global batch (``batch_size x world x grad_accum_steps``): the trainer refuses such a job.
+    """
+    return batches_per_rank(train_size, batch_size, world, drop_last) // grad_accum_steps
+
+
+def job_steps(per_epoch: int, epochs: float | None, max_steps: int | None) -> int | None:
+    """Optimizer steps of a run: min(max(1, round(epochs x per_epoch)), max_steps) over the limits that are set
+    (the trainer's rule); None when neither is."""
+    limits = []
+    if epochs is not None:
+        limits.append(max(1, round(epochs * per_epoch)))
+    if max_steps is not None:
+        limits.append(max_steps)
+    return min(limits) if limits else None
+
+
+def total_steps(spec: JobSpec, train_size: int | None, batch_size: int | None = None,
+                world: int | None = None) -> int | None:  # fmt: skip
+    """Optimizer steps the trainer runs for ``spec`` (``epochs``/``max_steps``) over ``train_size`` samples.
+
+    Args:
+        spec: the job (``grad_accum_steps``, ``data.drop_last``, ``epochs``, ``max_steps``).
+        train_size: samples in ``data.train``; None = unknown (then only ``max_steps`` gives the length).
+        batch_size: per-device micro-batch; None = ``spec.batch_size``.
+        world: data-parallel devices; None = ``spec.devices``.
+
+    Returns:
+        the steps, or None when the length is unknown (neither limit set, or only ``epochs`` without data).
+
+    Raises:
+        PaddlefitError: ``data.train`` holds less than one global batch (the trainer's message).
+    """
+    batch = batch_size if batch_size is not None else spec.batch_size
+    world = world if world is not None else spec.devices
+    if train_size is None:
+        return spec.max_steps
+    per_epoch = steps_per_epoch(train_size, batch, world, spec.grad_accum_steps, spec.data.drop_last)
+    if per_epoch < 1:
+        raise PaddlefitError(
+            f"`data.train` has {train_size} samples, fewer than one global batch ({batch} x {world} devices x "
+            f"{spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`.")  # fmt: skip
+    return job_steps(per_epoch, spec.epochs, spec.max_steps)
+
+
+def plan_job_length(spec: JobSpec, train_size: int | None, batch_size: int,
+                    devices: int) -> tuple[int | None, float | None]:  # fmt: skip
+    """(samples per epoch, epochs) for :class:`~paddlefit.plan.request.PlanRequest` that make the planner's time
+    to train cover :func:`total_steps` optimizer steps: that many global batches as one "epoch"; (None, None) when
+    the length is unknown."""
+    steps = total_steps(spec, train_size, batch_size, devices)
+    if steps is None:
+        return None, None
+    return steps * batch_size * devices * spec.grad_accum_steps, 1.0
+
+
+def check_not_empty(values: dict[str, str | None]) -> None:
+    """Each given option (name -> value; None = not given) must not be empty or blank.
+
+    Raises:
+        PaddlefitError: naming the first empty option.
+    """
+    for opt, value in values.items():
+        if value is not None and not value.strip():
+            raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out for the "
+                                 "default.")  # fmt: skip
+
+
+@dataclass
+class JobOptions:
+    """What a command's MODEL argument and job options say, before ``--config`` is merged (None = not given).
+
+    Attributes:
+        model: zoo name or ``package.module:factory``; None = the spec's.
+        config: job spec YAML path.
+        batch_size: per-device micro-batch, samples.
+        inputs, label: per-sample input/label spec strings (``float32[3,224,224]``).
+        model_args: ``key=value`` strings for the model factory.
+        optimizer, precision: enum values as strings (:mod:`paddlefit.spec`).
+        label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.request.PlanRequest`.
+        devices: data-parallel devices; None = the spec's, else 1.
+        command: the CLI verb, for messages.
+
+    Raises:
+        PaddlefitError: (on construction) a value no job can have, naming the option.
+    """
+
+    model: str | None = None
+    config: Path | None = None
+    batch_size: int | None = None
+    inputs: list[str] | None = None
+    model_args: list[str] | None = None
+    optimizer: str | None = None
+    precision: str | None = None
+    label: str | None = None
+    label_arg: str | None = None
+    loss: str | None = None
+    eval_batch_size: int | None = None
+    devices: int | None = None
+    command: str = "plan"
+
+    def __post_init__(self) -> None:
+        for opt, number in (("--batch-size", self.batch_size), ("--devices", self.devices)):
+            if number is not None and number < 1:
+                raise PaddlefitError(f"`{opt}` must be >= 1 (got {number}).")
+        check_not_empty({"--precision": self.precision, "--optimizer": self.optimizer})
+        if self.label_arg is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.label_arg):
+            raise PaddlefitError(f"`--label-arg {self.label_arg!r}` must be a forward() argument name, e.g. `labels`.")
+        if self.eval_batch_size is not None and not 1 <= self.eval_batch_size <= 10**7:
+            raise PaddlefitError(f"`--eval-batch-size` must be 1..10000000 (got {self.eval_batch_size}).")
+        for opt, value in (("--label", self.label), ("--loss", self.loss)):
+            if value is not None and not value.strip():
+                raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out.")
+        if self.label is not None and parse_input_spec(self.label).name:
+            raise PaddlefitError(f"`--label {self.label}` takes no name; the forward() argument is `--label-arg`.")
+
+
+@dataclass
+class ResolvedJob:
+    """The job the model/--config options describe (options override the spec), for plan and cost.
+
+    ``notes`` are what was inferred from the data (``inputs from data.train: ...``), for the caller to show;
+    ``queued`` = (train loader prefetch, eval loader prefetch, train batches held during an eval), see
+    :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1).
+    """
+
+    spec: JobSpec | None
+    model: str
+    batch_size: int
+    inputs: list[str] | None
+    model_args: dict
+    optimizer: str
+    precision: str
+    own_job: bool
+    train_size: int | None
+    label: str | None = None
+    label_arg: str | None = None
+    loss: str | None = None
+    eval_batch_size: int | None = None
+    sample: object = None
+    evaluates: bool = True
+    queued: tuple[int, int, int] = (0, 0, 0)
+    devices: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def call_fields(self) -> dict:
+        """The :class:`~paddlefit.plan.request.PlanRequest` fields of how the job calls its model.
+
+        Raises:
+            InputSpecError: an input or label spec does not parse.
+        """
+        return {
+            "inputs": parse_input_specs(self.inputs) if self.inputs else None,
+            "label": parse_input_spec(self.label) if self.label else None,
+            "label_arg": self.label_arg, "loss": self.loss,
+            "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
+            "eval_batch_size": self.eval_batch_size,
+            "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
+            "sample": self.sample,
+            "eval_phase": self.evaluates,
+            "loader_prefetch": self.queued[0], "eval_prefetch": self.queued[1], "eval_held": self.queued[2],
+        }  # fmt: skip
+
+    def length(self) -> tuple[int | None, float | None]:
+        """(samples per epoch, epochs) of the spec's own job for the planner (:func:`plan_job_length`); (None,
+        None) when the model is not the spec's or the length is unknown."""
+        if not self.own_job or self.spec is None:
+            return None, None
+        return plan_job_length(self.spec, self.train_size, self.batch_size, self.devices)
+
+
+def resolve_job(options: JobOptions) -> ResolvedJob:
+    """Merge MODEL/options with ``--config``; build ``data.train`` once: its first sample gives the inputs, the
+    label and the probe's batches (unless ``--input`` is given), its length the job length. Dataset code may print
+    on stdout: callers that keep stdout clean redirect it around this call.
+
+    Raises:
+        PaddlefitError (exit 2): neither a model nor a spec; a bad spec or dataset; ``inputs:`` that do not
+            describe ``data.train``.
+    """
+    o = options
+    spec = load_job_spec(o.config) if o.config is not None else None
+    if spec is None and o.model is None:
+        raise PaddlefitError(f"Give a MODEL (e.g. `paddlefit {o.command} resnet50`) or a job spec with "
+                             "`--config FILE`.")  # fmt: skip
+    model = o.model or spec.model  # type: ignore[union-attr]
+    batch_size = o.batch_size if o.batch_size is not None else (spec.batch_size if spec else 32)
+    optimizer = o.optimizer or (spec.optimizer.value if spec else "adam")
+    precision = o.precision or (spec.precision.value if spec else "fp32")
+    devices = o.devices if o.devices is not None else (spec.devices if spec else 1)
+    inputs, label, label_arg, loss, eval_batch_size = o.inputs, o.label, o.label_arg, o.loss, o.eval_batch_size
+    cli_inputs = bool(inputs)
+    if not inputs and spec and spec.inputs:
+        inputs = spec.inputs
+    own_job = spec is not None and model == spec.model
+    if own_job:
+        label = label or spec.label  # type: ignore[union-attr]
+        label_arg = label_arg or spec.label_arg  # type: ignore[union-attr]
+        loss = loss or spec.loss  # type: ignore[union-attr]
+        eval_batch_size = eval_batch_size or spec.data.eval_batch_size  # type: ignore[union-attr]
+    notes: list[str] = []
+    train_ds = None
+    if own_job and spec.data.train:  # type: ignore[union-attr]
+        from paddlefit.datasets import infer_sample_specs, resolve_dataset
+
+        train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
+        found, found_label = infer_sample_specs(train_ds, f"data.train: {spec.data.train}", label_arg)  # type: ignore
+        if inputs and not cli_inputs:
+            check_inputs_match_data(inputs, found, spec.data.train)  # type: ignore[union-attr]
+        if not inputs:
+            inputs = found
+            notes.append(f"inputs from data.train: {' '.join(inputs)}")
+        if not label and found_label:
+            label = found_label
+            notes.append(f"label from data.train: {label}")
+    evaluates = not own_job or bool(spec.data.eval)  # type: ignore[union-attr]
+    n_eval = None
+    if own_job and spec.data.eval:  # type: ignore[union-attr]
+        from paddlefit.datasets import resolve_dataset
+
+        n_eval = len(resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval"))  # type: ignore[union-attr]
+        eval_batch_size = min(eval_batch_size or batch_size, n_eval)  # train's eval batches hold at most the set
+    queued = (0, 0, 0)
+    if own_job:  # the train queue counts only for a single-process loader (workers' batches live in shared memory)
+        single = spec.data.num_workers == 0 and train_ds is not None  # type: ignore[union-attr]
+        queued = loader_queue(spec, len(train_ds) if single else None, n_eval, batch_size,  # type: ignore
+                              devices, eval_batch_size)  # fmt: skip
+    model_args = parse_model_args(o.model_args) if o.model_args else (dict(spec.model_args) if spec else {})
+    return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
+                       own_job, len(train_ds) if train_ds is not None else None, label, label_arg, loss,
+                       eval_batch_size,
+                       # the probe's batches are copies of data.train's first sample unless --input overrides them
+                       train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates, queued,
+                       devices, notes)  # fmt: skip
+
+
+def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, batch_size: int, devices: int,
+                 eval_batch_size: int | None) -> tuple[int, int, int]:  # fmt: skip
+    """Batches Paddle's single-process DataLoader holds besides the one in use (``PlanRequest.loader_prefetch``,
+    ``eval_prefetch``, ``eval_held``): its blocking queue (``prefetch_factor``) + the BufferedReader's 2, never more
+    than the loader has left. The train loader has :func:`batches_per_rank` batches an epoch.
+    """
+    train_q = eval_q = held = 0
+    if train_size is not None:
+        batches = batches_per_rank(train_size, batch_size, devices, spec.data.drop_last)
+        train_q = max(0, min(spec.data.prefetch_factor + 2, batches - 1))
+        # the last eval comes mid-epoch when the run stops there (max_steps): the train loader then still holds its
+        # queue and the batch it last handed out; evals at epoch ends find it drained
+        per_epoch = max(1, batches // spec.grad_accum_steps)
+        total = job_steps(per_epoch, spec.epochs, spec.max_steps) or per_epoch
+        left = (per_epoch - total % per_epoch) * spec.grad_accum_steps
+        if total % per_epoch:
+            held = min(train_q, left) + 1
+    if eval_size is not None:
+        eval_b = eval_batch_size or batch_size
+        eval_q = max(0, min(spec.data.prefetch_factor + 2, math.ceil(eval_size / eval_b) - 1))
+    return train_q, eval_q, held
+
+
+def check_inputs_match_data(given: list[str], found: list[str], dataset: str) -> None:
+    """The job's ``inputs:`` must describe ``data.train``'s samples (train calls the model with the data): the
+    same count, dtypes and shapes (names: the dict keys of dict samples; id ranges may differ).
+
+    Raises:
+        PaddlefitError: naming both lists.
+    """
+    g, f = parse_input_specs(given, "inputs:"), parse_input_specs(found, "inputs:")
+    dict_samples = all(s.name for s in f) and f
+
+    def key(s: Any) -> tuple:
+        return (s.name if dict_samples else None, s.dtype, s.shape)
+
+    same = sorted(map(key, g)) == sorted(map(key, f)) if dict_samples else \
+        [(s.dtype, s.shape) for s in g] == [(s.dtype, s.shape) for s in f]  # fmt: skip
+    if not same:
+        raise PaddlefitError(
+            f"`inputs: {' '.join(given)}` does not describe data.train ({dataset}), whose first sample has "
+            f"{' '.join(found)}; train calls the model with the data, so fix `inputs:` or remove it (plan reads "
+            "the data's).")  # fmt: skip

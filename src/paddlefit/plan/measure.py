@@ -1,0 +1,269 @@
+"""Measure the model of a plan: inventory under ``paddle.LazyGuard``, then the CPU probe (real training steps at
+small batches, FLOPs and the operator trace) or, for models too large to probe, the analytic transformer model.
+
+:func:`measure_model` returns the per-phase memory lines (fixed bytes + bytes per sample) the device rows
+(:mod:`paddlefit.plan.rows`) rebase on each precision and GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
+from paddlefit.estimate import memory as mem
+from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.models.build import failure_message, param_inventory
+from paddlefit.models.zoo import ModelRef, resolve_model
+from paddlefit.plan.request import PlanRequest
+from paddlefit.spec import InputSpec, Precision
+
+
+@dataclass
+class ModelMeasure:
+    """What the probe (or the analytic model) found, for the device rows and the plan document. Bytes, FLOPs,
+    seconds.
+
+    Attributes:
+        ref, specs, info: the model, its inputs and its parameter inventory.
+        states32: fp32 model states (weights, grads, optimizer) of the request's optimizer.
+        method: ``cpu-probe`` or ``analytic-transformer``.
+        loss_doc, label_doc: the loss and label the probe trained with (for the plan document).
+        fwd_flops, train_flops: FLOPs per sample of the forward and of a training step.
+        act_per_sample: bytes the forward saves for the backward per sample.
+        fwd_ops: operators of one forward (0 on the analytic path); trace: the operator trace.
+        phases: phase -> (fixed bytes, bytes per sample) of the fits; phase_lines: the segments every peak is the
+            max over (with the DataLoader's queued batches), as (phase, (fixed, per sample)).
+        dominant: the phase of the peak; has_conv: the model has convolutions (cuDNN workspace on GPUs).
+        cpu_time: (fixed s, s per sample) of a CPU step, None without a probe; residual: the fits' worst relative
+            residual; probed: probe batch sizes; probe: the probe result (None on the analytic path).
+        eval_b: the eval batch; total_ram: this machine's RAM, bytes; notes: notes of the model section.
+    """
+
+    ref: ModelRef
+    specs: list[InputSpec]
+    info: Any
+    states32: Any
+    method: str
+    loss_doc: str
+    label_doc: str | None
+    fwd_flops: float
+    train_flops: float
+    act_per_sample: float
+    fwd_ops: int
+    trace: OpTrace
+    phases: dict[str, tuple[float, float]]
+    phase_lines: list[tuple[str, tuple[float, float]]]
+    dominant: str
+    has_conv: bool
+    cpu_time: tuple[float, float] | None
+    residual: float | None
+    probed: list[int]
+    probe: Any
+    eval_b: int
+    total_ram: int
+    notes: list[str] = field(default_factory=list)
+
+
+def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]:
+    """The inputs the job feeds ``ref`` (``inputs``, else its defaults), int inputs of a transformer drawn below
+    its vocabulary size.
+
+    Raises:
+        InputSpecError: no inputs given for a model without defaults.
+    """
+    specs = list(inputs) if inputs else list(ref.default_inputs)
+    if not specs:
+        raise InputSpecError(
+            f"Model {ref.name!r} has no default input; give one per model input, e.g. "
+            "`--input float32[3,224,224]` or `--input int64[128]`."
+        )
+    if ref.transformer is not None:
+        vocab = ref.transformer.vocab_size
+        specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
+                 for s in specs]  # fmt: skip
+    return specs
+
+
+def check_id_ranges(ref: ModelRef, specs: list[InputSpec], info: mem.ParamInfo) -> None:
+    """Refuse token-id inputs whose range exceeds every embedding table of the model: Paddle's CPU embedding
+    kernel reads out of bounds on such ids (PaddleNLP's ERNIE with ids >= vocab_size crashed the process with a
+    segmentation fault here, no Python error), so the probe must not run them.
+
+    Raises:
+        InputSpecError: an integer input named like ids (unnamed, or a name containing ``id``) has ``high`` above
+            the largest ``nn.Embedding``'s rows.
+    """
+    if not info.embedding_rows:
+        return
+    for s in specs:
+        if s.dtype.startswith("int") and s.high and s.high > info.embedding_rows and \
+                (s.name is None or "id" in s.name.lower()):  # fmt: skip
+            raise InputSpecError(
+                f"`--input {s}` draws ids up to {s.high - 1}, but the largest embedding of {ref.name!r} has "
+                f"{info.embedding_rows} rows (ids 0..{info.embedding_rows - 1}); Paddle's CPU kernel would read past "
+                f"it. Use `:{info.embedding_rows}` or less (`{s.dtype}[{','.join(map(str, s.shape))}]:"
+                f"{info.embedding_rows}`), or raise the model's vocabulary size.")
+
+
+def dataset_sample_bytes(sample: Any) -> int:
+    """Bytes of one dataset sample's arrays (nested lists, tuples and dicts)."""
+    import numpy as np
+
+    if isinstance(sample, dict):
+        return sum(dataset_sample_bytes(v) for v in sample.values())
+    if isinstance(sample, list | tuple):
+        return sum(dataset_sample_bytes(v) for v in sample)
+    try:
+        return int(np.asarray(sample).nbytes)
+    except (TypeError, ValueError):
+        return 0
+
+
+
+def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
+    """Build ``req``'s model lazily and measure it: the CPU probe when its fp32 Adam states (16 B/param) fit the
+    probe limit, else the analytic transformer model.
+
+    Raises:
+        UnknownNameError, ModelError: the model cannot be found, built or trained with its inputs, has no
+            trainable parameters, or is too large to probe without an analytic model.
+        InputSpecError: inputs the model cannot take (ids past its embeddings, a label_arg that is an input).
+    """
+    ref = resolve_model(req.model, req.model_args)
+    specs = job_input_specs(ref, req.inputs)
+
+    say(f"building {ref.name} under paddle.LazyGuard")
+    info, build_note = param_inventory(ref)
+    if info.trainable_params == 0:
+        raise ModelError(
+            f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
+            "Unfreeze some (`stop_gradient = False`) or plan the model you will fine-tune."
+        )
+
+    check_id_ranges(ref, specs, info)
+    if req.label_arg and any(s.name == req.label_arg for s in specs):
+        raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
+                             f"an input (`{req.label_arg}=...`); use another name for one of them.")
+    total_ram = psutil.virtual_memory().total
+    limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
+    b = req.batch_size
+    states32 = mem.model_state_bytes(info, req.optimizer, Precision.FP32)
+    notes_model: list[str] = [build_note] if build_note else []
+    eval_b = req.eval_batch_size or b
+    if 16 * info.params <= limit:
+        say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
+        call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
+        try:
+            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
+                                            extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
+                                            cpu_threads=req.cpu_threads, time_threads=req.time_threads,
+                                            eval_phase=req.eval_phase)
+        except mem.ProbeTooLargeError as exc:
+            raise ModelError(
+                f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
+                f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
+                f"and {exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations "
+                "scale with them) or on a machine with more RAM."
+            ) from None
+        except MemoryError:
+            raise ModelError(
+                f"Model {ref.name!r} ran out of host memory in the CPU probe at batch 1 with inputs "
+                f"{' '.join(str(s) for s in specs)}; plan with smaller per-sample inputs or on a larger machine."
+            ) from None
+        except KeyboardInterrupt:
+            raise
+        except PaddlefitError:
+            raise
+        except (Exception, SystemExit) as exc:
+            raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs),
+                                             req.label_arg)) from None  # fmt: skip
+        if call.note:
+            notes_model.append(call.note)
+        elif call.job_loss.how:
+            notes_model.append(f"loss: {call.job_loss.describe()}"
+                               + (f" on labels {call.label}" if call.label is not None else ""))
+        method = "cpu-probe"
+        loss_doc = call.job_loss.describe() if not call.proxy else "mean(output) (proxy)"
+        label_doc = str(call.label) if call.label is not None else None
+        fwd_flops = flops.forward_flops_per_sample
+        train_flops = flops.train_flops_per_sample
+        phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
+        # Paddle's single-process DataLoader holds `loader_prefetch` more batches than the probe's one
+        sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
+            sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
+        queued, queued_eval = req.loader_prefetch * sample_bytes, req.eval_prefetch * sample_bytes
+        if queued or queued_eval:
+            notes_model.append(f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
+                               f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
+                               f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
+        # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
+        # eval: its loader's queue, and what the train loader still holds when the run stops mid-epoch
+        held = req.eval_held * sample_bytes
+        phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" else
+                        (seg[0], seg[1] + queued_eval + held) if req.eval_batch_size is None else
+                        (seg[0] + (seg[1] + queued_eval) * eval_b, held))
+                       for p, f in probe.fits.items()
+                       for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
+        probed = [m.batch_size for m in probe.measurements]
+        dominant = probe.dominant_phase(b, eval_b)
+        act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
+        fwd_ops = flops.forward_ops
+        trace = flops.trace
+        if trace.ops2 and not trace.aligned:
+            notes_model.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
+                               f"times use the batch-{trace.batch2} trace scaled linearly")
+        has_conv = flops.forward_by_op.get("conv", 0) > 0
+        cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
+        residual = max(f.max_rel_residual for f in probe.fits.values())
+    elif ref.transformer is not None:
+        say("model too large to probe: analytic transformer estimate")
+        cfg = ref.transformer
+        if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
+            raise InputSpecError(
+                f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; got "
+                f"{' '.join(str(s) for s in specs)}."
+            )
+        seq = specs[0].shape[0]
+        if seq > cfg.max_position:
+            raise InputSpecError(
+                f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+                f"`--input int64[{cfg.max_position}]` or less."
+            )
+        method = "analytic-transformer"
+        loss_doc, label_doc = "cross_entropy (analytic: the logits term)", None
+        fwd_flops = mem.analytic_transformer_flops(cfg, seq)
+        train_flops = 3 * fwd_flops
+        act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
+        fwd_ops = 0
+        trace = transformer_trace(cfg, seq)
+        phases = {"forward": (states32.total_bytes, act_per_sample)}
+        dominant = "forward"
+        has_conv = False
+        cpu_time = None
+        residual = None
+        phase_lines = [("forward", phases["forward"])]
+        probed = []
+        notes_model.append(
+            f"{info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
+            "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"
+        )
+    else:
+        raise ModelError(
+            f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
+            f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({limit / 1024**3:.1f} GiB) and "
+            "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
+            "with `--max-probe-gib`."
+        )
+
+    if method != "cpu-probe":
+        probe = None
+    return ModelMeasure(ref=ref, specs=specs, info=info, states32=states32, method=method, loss_doc=loss_doc,
+                        label_doc=label_doc, fwd_flops=fwd_flops, train_flops=train_flops,
+                        act_per_sample=act_per_sample, fwd_ops=fwd_ops, trace=trace, phases=phases,
+                        phase_lines=phase_lines, dominant=dominant, has_conv=has_conv, cpu_time=cpu_time,
+                        residual=residual, probed=probed, probe=probe, eval_b=eval_b, total_ram=total_ram,
+                        notes=notes_model)

@@ -1,0 +1,293 @@
+"""The rows of a plan: one :class:`~paddlefit.plan.request.Target` per device from a
+:class:`~paddlefit.plan.measure.ModelMeasure`, their time breakdown, and the recommendation.
+
+GPU adjustments to the CPU-probe peak: model states for the precision, activations x the AMP ratio
+(:func:`amp_activation_memory`), + the cuDNN conv workspace (:data:`CONV_WORKSPACE_BYTES`) for models with
+convolutions; capacity minus the CUDA context (:data:`CUDA_CONTEXT_BYTES`). Time: the per-operator model
+(:mod:`paddlefit.estimate.gpu_model`), never below the host floor, + the all-reduce the backward does not hide.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from paddlefit.catalog.gpus import GPU
+from paddlefit.estimate import memory as mem
+from paddlefit.estimate.gpu_model import (
+    PerfParams,
+    StepEstimate,
+    dp_exposed_allreduce_s,
+    estimate_step,
+    saved_activation_bytes,
+)
+from paddlefit.estimate.optrace import OpTrace
+from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.plan.calibration import Calibration
+from paddlefit.plan.measure import ModelMeasure
+from paddlefit.plan.request import PlanRequest, Target
+from paddlefit.spec import Precision
+
+#: cuDNN conv workspace limit, ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle ``paddle/phi/core/flags.cc``
+#: default), added for models with convolutions (an upper bound).
+CONV_WORKSPACE_BYTES = 512 * 1024**2
+#: CUDA context and kernel images, 1.3 GB (Hugging Face "Model training anatomy" docs, BERT-large on V100:
+#: nvidia-smi total minus allocator; a PyTorch figure, replaced by a calibration).
+CUDA_CONTEXT_BYTES = int(1.3e9)
+
+
+def max_batch(phases: list[tuple[float, float]], limit: float) -> int | None:
+    """Largest integer b >= 0 with fixed + per_sample * b <= limit for every (fixed, per_sample) phase;
+    None if no phase grows with the batch and all fit."""
+    best: float = math.inf
+    for fixed, slope in phases:
+        if fixed > limit:
+            return 0
+        if slope > 0:
+            best = min(best, (limit - fixed) / slope)
+    return None if best == math.inf else math.floor(best)
+
+
+
+def amp_activation_memory(trace: OpTrace, precision: Precision) -> tuple[float, float]:
+    """(activation ratio, cast-weight bytes) of ``precision`` against fp32 for the traced model.
+
+    The ratio is the per-sample growth of the bytes the forward keeps for the backward at the AMP dtypes
+    (:func:`~paddlefit.estimate.gpu_model.saved_activation_bytes`) over the same growth in fp32; the cast-weight
+    bytes are O1's half copies of white-list weights (fixed). fp32: (1.0, 0.0).
+    """
+    if not precision.is_amp:
+        return 1.0, 0.0
+    a1, cast = saved_activation_bytes(trace.at(1), precision.value)
+    a2, _ = saved_activation_bytes(trace.at(2), precision.value)
+    f1, _ = saved_activation_bytes(trace.at(1), "fp32")
+    f2, _ = saved_activation_bytes(trace.at(2), "fp32")
+    if f2 - f1 > 0:
+        return (a2 - a1) / (f2 - f1), cast
+    return (a1 / f1 if f1 > 0 else 1.0), cast
+
+
+def explain_rows(est: StepEstimate, top: int = 15) -> list[dict[str, Any]]:
+    """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for k, t, bound in est.kernels:
+        g = groups.setdefault((k.op, k.phase), {"op": k.op, "cls": k.cls, "phase": k.phase, "seconds": 0.0,
+                                                "flops": 0.0, "bytes": 0.0, "kernels": 0, "compute_s": 0.0,
+                                                "unit": k.unit})  # fmt: skip
+        g["seconds"] += t
+        g["flops"] += k.flops
+        g["bytes"] += k.bytes
+        g["kernels"] += k.count
+        if bound == "compute":
+            g["compute_s"] += t
+    rows = sorted(groups.values(), key=lambda g: -g["seconds"])[:top]
+    for g in rows:
+        g["bound"] = "compute" if g.pop("compute_s") >= g["seconds"] / 2 else "memory"
+        g["share"] = g["seconds"] / est.device_s if est.device_s else 0.0
+    return rows
+
+
+def effective_precision(gpu: GPU, precision: Precision) -> Precision:
+    """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
+    for bf16 below compute capability 8.0 and for fp16 below 7.0 (Paddle ``python/paddle/amp/auto_cast.py``)."""
+    if precision.value.startswith("bf16") and gpu.compute_capability < 8.0:
+        return Precision.FP32
+    if precision.value.startswith("fp16") and gpu.compute_capability < 7.0:
+        return Precision.FP32
+    return precision
+
+
+def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str) -> list[str]:
+    """Short per-row notes; the long form of each is in the README ("Notes in plan rows")."""
+    notes = []
+    if prec is not asked:
+        need = "8.0" if asked.value.startswith("bf16") else "7.0"
+        notes.append(f"{asked.value.split('-')[0]} AMP needs CC {need}+: Paddle runs fp32")
+    if prec is Precision.FP32 and unit.startswith("tf32"):
+        notes.append("fp32 runs as TF32")
+    if gpu.compute_capability < 7.5:
+        notes.append("no CUDA 13 build (Volta): use cu126/cu129")
+    if gpu.verified != "datasheet":
+        notes.append(f"specs {gpu.verified}")
+    return notes
+
+
+class AmpMemory:
+    """:func:`amp_activation_memory` of one trace, computed once per precision (the GPU rows share it)."""
+
+    def __init__(self, trace: OpTrace) -> None:
+        self.trace = trace
+        self.cache: dict[Precision, tuple[float, float]] = {}
+
+    def __call__(self, precision: Precision) -> tuple[float, float]:
+        """(activation ratio, cast-weight bytes) of ``precision``."""
+        if precision not in self.cache:
+            self.cache[precision] = amp_activation_memory(self.trace, precision)
+        return self.cache[precision]
+
+
+def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: AmpMemory) -> list[tuple[float, float]]:
+    """Probe lines re-based on the precision's model states, activations x its AMP ratio, + O1's weight copies in
+    the forward and backward phases. (fixed bytes, bytes per sample) per segment."""
+    st = mem.model_state_bytes(m.info, req.optimizer, precision).total_bytes
+    f, cast = amp(precision)
+    return [(st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
+            for p, (fx, sl) in m.phase_lines]  # fmt: skip
+
+
+def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
+    """The CPU peak at ``batch`` minus model states and activations: workspace and temporaries, bytes (so the
+    memory breakdown adds up to the peak)."""
+    cpu_peak = max(fx + sl * batch for _, (fx, sl) in m.phase_lines)
+    return cpu_peak - m.states32.total_bytes - m.act_per_sample * batch
+
+
+def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
+    """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
+    b = req.batch_size
+    lines = [seg for _, seg in m.phase_lines]
+    total_ram, probe, states32 = m.total_ram, m.probe, m.states32
+    cpu_cap = int(total_ram)
+    cpu_peak = max(fx + sl * b for fx, sl in lines)
+    cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
+    if req.precision.is_amp:
+        cpu_notes.append("AMP has no effect on CPU: fp32 planned")
+    if req.devices > 1:
+        cpu_notes.append("one CPU process; --devices applies to GPUs")
+    if m.method == "cpu-probe":
+        cpu_notes.append(f"{probe.threads} Paddle CPU thread(s)" + ("" if req.cpu_threads else " (all cores)"))
+        ts = probe.thread_step_s
+        if ts:
+            best = min(ts, key=ts.__getitem__)
+            if probe.threads in ts and ts[probe.threads] > 1.10 * ts[best]:
+                cpu_notes.append(f"measured at batch {max(req.probe_batch_sizes)}: "
+                                 + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
+                                 + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
+    if m.cpu_time is not None:
+        cpu_step = max(m.cpu_time[0] + m.cpu_time[1] * b, 1e-9)
+        cpu_calibrated = True
+    else:
+        cpu_step = float("nan")
+        cpu_calibrated = False
+        cpu_notes.append("no probe: CPU step time not measured")
+    return Target(
+        name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
+        capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
+        step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
+        calibrated=cpu_calibrated, notes=cpu_notes, bound=None, grads_bytes=states32.grads_bytes,
+        checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
+        calibration="device" if cpu_calibrated else "none",
+    )  # fmt: skip
+
+
+def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | None, published: PerfParams,
+               host_s: float, amp: AmpMemory, ops_b: Any) -> tuple[Target, StepEstimate]:  # fmt: skip
+    """One GPU row: memory rebased on the precision Paddle runs there, the per-operator step time (calibrated when
+    ``cal`` has kernel timings, else ``published``), never below ``host_s``, + the exposed all-reduce; and the
+    step estimate (for ``--explain``)."""
+    b, info = req.batch_size, m.info
+    prec = effective_precision(gpu, req.precision)
+    g_states = mem.model_state_bytes(info, req.optimizer, prec)
+    ph = phases_for(req, m, prec, amp)
+    if m.has_conv:
+        ph = [(fx + CONV_WORKSPACE_BYTES, sl) for fx, sl in ph]
+    ratio = cal.memory_ratio if cal else 1.0
+    ph = [(fx * ratio, sl * ratio) for fx, sl in ph]
+    context = cal.cuda_context_bytes if cal and cal.cuda_context_bytes else CUDA_CONTEXT_BYTES
+    cap = gpu.capacity_bytes
+    usable = req.safety_margin * (cap - context)
+    peak = max(fx + sl * b for fx, sl in ph)
+    peak_flops, unit = gpu.peak_flops(prec.value)
+    params: PerfParams = cal.perf_params if cal and cal.perf_params is not None else published
+    est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
+                        info.trainable_tensors, params)  # fmt: skip
+    bw, link = gpu.interconnect_gbps(req.devices)
+    ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
+    ar_exposed = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
+    step = max(est.device_s, host_s) + ar_exposed
+    top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
+    bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
+    notes = gpu_notes(gpu, req.precision, prec, unit)
+    if bound == "host":
+        notes.append("host-bound")
+    elif bound == "memory":
+        notes.append(f"memory-bound ({top_cls})")
+    if cal is not None and cal.perf_params is None:
+        notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
+                     "is the published fit")
+    unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
+    if params.calibration == "published-fit" and "dwconv" in unfit and "dwconv" in est.by_class:
+        notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
+    fitted_archs = params.provenance.get("architectures")
+    if params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs:
+        notes.append(f"no published run on {gpu.architecture} in the fit")
+    if req.devices > 1:
+        notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden by "
+                     f"DataParallel (paddlefit train's default oom_backoff: true waits for it: "
+                     f"+{(ar - ar_exposed) * 1e3:.1f} ms)")
+    breakdown = time_breakdown(est, ar_exposed if req.devices > 1 else None)
+    calibration = params.calibration  # "device" only with kernel timings measured on this GPU
+    return Target(
+        name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
+        max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
+        calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
+        grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
+        calibration=calibration, predicted_mfu=m.train_flops * b / step / peak_flops, time_breakdown=breakdown,
+        allreduce_exposed_s=ar_exposed,
+    ), est  # fmt: skip
+
+
+def time_breakdown(est: StepEstimate, allreduce_exposed_s: float | None) -> dict[str, Any]:
+    """Op class -> predicted device ``seconds``, ``bound`` (compute or memory) and ``kernels``, slowest first;
+    plus ``allreduce_exposed`` (communication) when given (data parallel)."""
+    breakdown = {c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}
+                 for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])}  # fmt: skip
+    if allreduce_exposed_s is not None:
+        breakdown["allreduce_exposed"] = {"seconds": allreduce_exposed_s, "bound": "communication", "kernels": 0}
+    return breakdown
+
+
+def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
+    """``time_to_train_s`` of every row with a step time: ceil(samples / (batch x devices)) x epochs steps (the
+    CPU row is one device); nothing without ``dataset_size`` and ``epochs``."""
+    if not (req.dataset_size and req.epochs):
+        return
+    for t in targets:
+        per_step = req.batch_size * (req.devices if t.kind == "gpu" else 1)
+        if t.step_time_s == t.step_time_s:
+            t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
+
+
+def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
+    """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change."""
+    gpu_fit = [t for t in targets if t.kind == "gpu" and t.fits]
+    if gpu_fit:
+        best = gpu_fit[0]
+        smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
+        reason = (
+            f"fastest GPU that fits: {best.samples_per_s:,.0f} samples/s predicted, peak "
+            f"{best.peak_bytes / 1024**3:.1f} of {best.capacity_bytes / 1024**3:.0f} GiB"
+        )
+        if smallest.name != best.name:
+            reason += (
+                f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
+                f"peak {smallest.peak_bytes / 1024**3:.1f} of {smallest.capacity_bytes / 1024**3:.0f} GiB)"
+            )
+        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name}
+    gpus = [t for t in targets if t.kind == "gpu"]
+    if not gpus:
+        cpu = targets[0]
+        return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
+                "smallest_fit": None}  # fmt: skip
+    roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
+    mb = roomiest.max_batch_size or 0
+    if mb >= 1:
+        reason = (
+            f"batch {batch} fits no GPU; largest that fits is {mb} on {roomiest.name}: lower --batch-size "
+            "with gradient accumulation, use AMP (--precision bf16-o1/fp16-o1), or shard across devices"
+        )
+    else:
+        reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
+    return {"target": None, "reason": reason, "smallest_fit": None}
+

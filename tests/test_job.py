@@ -1,0 +1,118 @@
+"""paddlefit.job: the job length (checked against the trainer's sampler), the loader queue, the option checks."""
+
+import itertools
+import re
+
+import pytest
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.job import (
+    JobOptions,
+    batches_per_rank,
+    check_inputs_match_data,
+    check_not_empty,
+    job_steps,
+    loader_queue,
+    plan_job_length,
+    resolve_job,
+    steps_per_epoch,
+    total_steps,
+)
+from paddlefit.spec import JobSpec
+
+
+class _Sized:
+    """A dataset of ``n`` samples; the sampler only asks for its length."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def _spec(**kw):
+    return JobSpec(model="lenet", **kw)
+
+
+def test_batches_and_steps_match_the_trainers_sampler():
+    from paddlefit.train.trainer import ResumableBatchSampler
+
+    for n, b, world, drop_last in itertools.product((1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8, 32),
+                                                    (1, 2, 3, 4, 8), (True, False)):  # fmt: skip
+        ranks = [ResumableBatchSampler(_Sized(n), b, world, rank, False, drop_last, 0) for rank in (0, world - 1)]
+        lengths = {len(s) for s in ranks} | {sum(1 for _ in s) for s in ranks}  # every rank draws the same count
+        assert lengths == {batches_per_rank(n, b, world, drop_last)}, (n, b, world, drop_last)
+        for accum in (1, 2, 3):  # the trainer: steps_per_epoch = len(sampler) // grad_accum_steps
+            assert steps_per_epoch(n, b, world, accum, drop_last) == len(ranks[0]) // accum
+
+
+def test_padding_and_accumulation_are_the_trainers():
+    assert batches_per_rank(9, 1, 2, drop_last=True) == 5  # 9 samples padded to 10 over 2 ranks: 5 each
+    assert batches_per_rank(100, 32, 1, drop_last=False) == 4 and batches_per_rank(100, 32, 1, True) == 3
+    assert steps_per_epoch(100, 32, 1, 3, drop_last=False) == 1  # the 4th micro-batch of the epoch is dropped
+    assert steps_per_epoch(10, 32, 1, 1, drop_last=True) == 0
+
+
+def test_job_steps_rounds_epochs_and_caps_with_max_steps():
+    assert job_steps(42, 15, None) == 630
+    assert job_steps(42, 2.5, None) == 105 and job_steps(3, 0.1, None) == 1  # round, at least one step
+    assert job_steps(42, 15, 100) == 100 and job_steps(42, 1, 100) == 42
+    assert job_steps(42, None, 7) == 7 and job_steps(42, None, None) is None
+
+
+def test_total_steps_of_a_spec():
+    spec = _spec(batch_size=32, epochs=15, data={"train": "digits"})
+    assert total_steps(spec, 1348) == 1348 // 32 * 15
+    assert total_steps(spec, 1348, batch_size=16, world=2) == 674 // 16 * 15
+    assert total_steps(_spec(batch_size=8, grad_accum_steps=2, epochs=1, max_steps=3), 100) == 3
+    assert total_steps(_spec(epochs=2), None) is None  # epochs without data: unknown
+    assert total_steps(_spec(epochs=2, max_steps=9), None) == 9
+    assert total_steps(_spec(), 100) is None
+    with pytest.raises(PaddlefitError, match="fewer than one global batch"):
+        total_steps(_spec(batch_size=32, epochs=1), 31)
+
+
+def test_plan_job_length_is_total_steps_global_batches():
+    spec = _spec(batch_size=8, grad_accum_steps=2, epochs=3, data={"drop_last": False})
+    steps = total_steps(spec, 100, 8, 2)
+    assert plan_job_length(spec, 100, 8, 2) == (steps * 8 * 2 * 2, 1.0)
+    assert plan_job_length(_spec(epochs=1), None, 8, 1) == (None, None)
+
+
+def test_loader_queue_counts_prefetch_and_the_mid_epoch_eval():
+    spec = _spec(batch_size=32, epochs=1)
+    assert loader_queue(spec, 1348, None, 32, 1, None) == (4, 0, 0)  # prefetch_factor 2 + the BufferedReader's 2
+    assert loader_queue(spec, 64, None, 32, 1, None) == (1, 0, 0)  # never more than the loader has left
+    stopped = _spec(batch_size=32, max_steps=10)  # stops mid-epoch (42 steps an epoch): the train queue is full
+    assert loader_queue(stopped, 1348, 360, 32, 1, 64) == (4, 4, 5)
+    assert loader_queue(stopped, None, 100, 32, 1, 100) == (0, 0, 0)
+
+
+def test_job_options_check_themselves():
+    for kw, needle in [({"batch_size": 0}, "`--batch-size` must be >= 1"), ({"devices": 0}, "`--devices` must be"),
+                       ({"label_arg": "1x"}, "forward() argument name"), ({"eval_batch_size": 0}, "1..10000000"),
+                       ({"loss": " "}, "`--loss` is empty"), ({"label": "y=int64[]:10"}, "takes no name"),
+                       ({"precision": ""}, "`--precision` is empty")]:  # fmt: skip
+        with pytest.raises(PaddlefitError, match=re.escape(needle)):
+            JobOptions(model="lenet", **kw)
+    check_not_empty({"--optimizer": None, "--precision": "fp32"})
+
+
+def test_resolve_job_without_data_and_with_a_foreign_model(tmp_path):
+    with pytest.raises(PaddlefitError, match="Give a MODEL"):
+        resolve_job(JobOptions(command="cost"))
+    job = resolve_job(JobOptions(model="lenet", batch_size=4))
+    assert (job.model, job.batch_size, job.optimizer, job.precision, job.devices, job.notes) == (
+        "lenet", 4, "adam", "fp32", 1, [])
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("model: resnet18\nbatch_size: 8\ndevices: 2\nepochs: 1\n")
+    other = resolve_job(JobOptions(model="lenet", config=cfg))
+    assert not other.own_job and other.batch_size == 8 and other.devices == 2 and other.length() == (None, None)
+
+
+def test_inputs_must_describe_the_data():
+    check_inputs_match_data(["float32[1,8,8]"], ["float32[1,8,8]"], "digits")
+    check_inputs_match_data(["b=int64[4]", "a=float32[2]"], ["a=float32[2]", "b=int64[4]:9"], "d")  # dict: any order
+    with pytest.raises(PaddlefitError, match=r"does not describe data\.train"):
+        check_inputs_match_data(["float32[3,8,8]"], ["float32[1,8,8]"], "digits")
