@@ -39,9 +39,11 @@ def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[s
           epochs: float):  # fmt: skip
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.catalog.prices import catalog_gpu, select_prices
+    from paddlefit.inputspec import parse_input_spec
     from paddlefit.plan.cost import build_cost
-    from paddlefit.plan.planner import PlanRequest, build_plan
-    from paddlefit.spec import OptimizerName, Precision, parse_input_spec
+    from paddlefit.plan.planner import build_plan
+    from paddlefit.plan.request import PlanRequest
+    from paddlefit.spec import OptimizerName, Precision
 
     gpus = load_gpus()
     rows, source = select_prices(skypilot_root=None)

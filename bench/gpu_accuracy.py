@@ -48,8 +48,9 @@ def _summary(name: str, ratios: list[float]) -> str:
 def breakdown(key: str, gpu_name: str, batch: int, precision: str, optimizer: str, traces: dict) -> None:
     """Print the predicted by-class breakdown of one step."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.estimate.gpu_model import estimate_step, load_perf_params
+    from paddlefit.estimate.gpu_model import estimate_step
     from paddlefit.estimate.optrace import OpTrace
+    from paddlefit.estimate.perf_params import load_perf_params
 
     e = traces[key]
     est = estimate_step(OpTrace.from_dict(e["trace"]).at(batch), precision, get_gpu(gpu_name), optimizer,
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--retrace", action="store_true", help="re-run every trace on this CPU")
     args = ap.parse_args(argv)
-    from paddlefit.estimate.gpu_model import load_perf_params
+    from paddlefit.estimate.perf_params import load_perf_params
 
     t0 = time.perf_counter()
     traces = gpu_fit.load_traces(args.retrace)

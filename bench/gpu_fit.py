@@ -180,9 +180,10 @@ def trace_workload(w: Workload) -> dict[str, Any]:
     """Trace ``w``'s forward at batch 1 and 2 on this CPU; returns the cache entry."""
     import paddle
 
-    from paddlefit.estimate.memory import make_inputs, param_info
+    from paddlefit.estimate.job_call import make_inputs
+    from paddlefit.estimate.model_states import param_info
     from paddlefit.estimate.optrace import record_trace
-    from paddlefit.spec import parse_input_spec
+    from paddlefit.inputspec import parse_input_spec
 
     paddle.seed(0)
     model = _build(w)
@@ -230,9 +231,10 @@ class Case:
 def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[list[Case], list[tuple[str, str]]]:
     """Rows -> cases; (row id, reason) for rows left out."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.estimate.gpu_model import compile_step, step_kernels
+    from paddlefit.estimate.gpu_model import compile_step
+    from paddlefit.estimate.kernels import step_kernels
     from paddlefit.estimate.optrace import OpTrace, with_layout
-    from paddlefit.plan.planner import effective_precision
+    from paddlefit.plan.rows import effective_precision
     from paddlefit.spec import Precision
 
     cases, skipped = [], []
@@ -301,7 +303,7 @@ GEN_BOUNDS = (0.3, 1.5)
 
 
 def _params(theta: np.ndarray, keys: list[str], base: dict[str, float], gens: list[str]) -> Any:
-    from paddlefit.estimate.gpu_model import PerfParams
+    from paddlefit.estimate.perf_params import PerfParams
 
     vals = dict(base)
     vals.update({k: float(math.exp(t)) for k, t in zip(keys, theta[:len(keys)], strict=True)})
@@ -335,7 +337,7 @@ def sensitivity(cases: list[Case], p: Any) -> dict[str, int]:
     """For each parameter, how many rows' predictions move by more than 5% of the parameter's own change
     (d log samples/s / d log parameter > 0.05): 0 means no published row constrains it and its value is the
     prior (``START``)."""
-    from paddlefit.estimate.gpu_model import PerfParams
+    from paddlefit.estimate.perf_params import PerfParams
 
     base = np.log([predict(c, p) for c in cases])
     out = {}
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="write the fitted parameters into the package")
     ap.add_argument("--retrace", action="store_true", help="re-run every trace on this CPU")
     args = ap.parse_args(argv)
-    from paddlefit.estimate.gpu_model import load_perf_params
+    from paddlefit.estimate.perf_params import load_perf_params
 
     rows = load_rows()
     cases, skipped = build_cases(rows, load_traces(args.retrace))

@@ -709,7 +709,7 @@ def _random_inputs(specs: tuple[str, ...], batch: int) -> list[paddle.Tensor]:
     """Random tensors of ``batch`` samples for paddlefit input spec strings."""
     import paddle
 
-    from paddlefit.spec import parse_input_spec
+    from paddlefit.inputspec import parse_input_spec
 
     out = []
     for text in specs:

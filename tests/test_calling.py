@@ -15,11 +15,14 @@ import yaml
 
 from paddlefit.errors import InputSpecError, PaddlefitError
 from paddlefit.estimate.flops import count_flops
-from paddlefit.estimate.memory import JobCall, measure_training_steps
+from paddlefit.estimate.job_call import JobCall
+from paddlefit.estimate.memory import measure_training_steps
+from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.models.calling import JobLoss, batch_from_loader, cross_entropy, infer_label_spec
 from paddlefit.models.zoo import resolve_model
-from paddlefit.plan.planner import PlanRequest, build_plan
-from paddlefit.spec import OptimizerName, parse_input_spec, parse_input_specs
+from paddlefit.plan.planner import build_plan
+from paddlefit.plan.request import PlanRequest
+from paddlefit.spec import OptimizerName
 
 DATA = Path(__file__).parent / "data"
 ENV = {**os.environ, "PYTHONPATH": f"{DATA}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

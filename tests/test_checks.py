@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from paddlefit.diagnose.checks import JobContext, run_checks
+from paddlefit.diagnose.checks import run_checks
+from paddlefit.diagnose.registry import JobContext
 from paddlefit.diagnose.snapshot import GPUInfo, NetInterface, Snapshot
 
 SNAPS = Path(__file__).parent / "data" / "snapshots"
@@ -139,7 +140,8 @@ def test_flag_values():
 def test_a_checks_id_and_slug_come_from_its_registration_alone() -> None:
     """Every finding carries the ID and slug its check was registered with; IDs and slugs are unique, each check
     documents itself, and fixes that set or unset variables say so as data (``env``/``unset``)."""
-    from paddlefit.diagnose.checks import REGISTRY, check_nccl_ifname
+    from paddlefit.diagnose.checks import check_nccl_ifname
+    from paddlefit.diagnose.registry import REGISTRY
 
     assert len({c.check_id for c in REGISTRY}) == len({c.slug for c in REGISTRY}) == len(REGISTRY)
     assert all(c.description for c in REGISTRY)

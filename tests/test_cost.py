@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 
 from paddlefit.catalog.gpus import load_gpus
-from paddlefit.catalog.prices import (
-    gpu_for_instance,
-    load_prices,
-    load_skypilot_cache,
-    parse_price_csv,
-    parse_skypilot_vms,
-    select_prices,
-)
+from paddlefit.catalog.price_csv import parse_price_csv
+from paddlefit.catalog.prices import gpu_for_instance, load_prices, select_prices
+from paddlefit.catalog.skypilot import load_skypilot_cache, parse_skypilot_vms
 from paddlefit.errors import CatalogError, PaddlefitError
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
@@ -29,7 +24,7 @@ from paddlefit.plan.cost import (
     expected_spot_wall_s,
     rate_from_bucket,
 )
-from paddlefit.plan.planner import Plan, Target
+from paddlefit.plan.request import Plan, Target
 
 HEADER = ("cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,"
           "region")  # fmt: skip

@@ -36,7 +36,7 @@ def _spec(**kw):
 
 
 def test_batches_and_steps_match_the_trainers_sampler():
-    from paddlefit.train.trainer import ResumableBatchSampler
+    from paddlefit.train.data import ResumableBatchSampler
 
     for n, b, world, drop_last in itertools.product((1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8, 32),
                                                     (1, 2, 3, 4, 8), (True, False)):  # fmt: skip

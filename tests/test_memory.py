@@ -5,8 +5,9 @@ from tinymodels import mlp
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes
 from paddlefit.estimate.memory import measure_training_steps, probe_memory
 from paddlefit.estimate.model_states import model_state_bytes, param_info
+from paddlefit.inputspec import parse_input_spec
 from paddlefit.models import resolve_model
-from paddlefit.spec import OptimizerName, Precision, parse_input_spec
+from paddlefit.spec import OptimizerName, Precision
 
 
 @pytest.mark.parametrize("opt", list(OptimizerName))

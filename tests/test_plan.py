@@ -5,10 +5,11 @@ import pytest
 
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.errors import ModelError
-from paddlefit.estimate.memory import model_state_bytes, param_info
+from paddlefit.estimate.model_states import model_state_bytes, param_info
 from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.inputspec import parse_input_spec
 from paddlefit.plan import PlanRequest, build_plan
-from paddlefit.spec import OptimizerName, Precision, parse_input_spec
+from paddlefit.spec import OptimizerName, Precision
 
 
 @pytest.fixture(scope="module")

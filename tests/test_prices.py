@@ -2,7 +2,8 @@
 
 import pytest
 
-from paddlefit.catalog.prices import load_prices, parse_price_csv
+from paddlefit.catalog.price_csv import parse_price_csv
+from paddlefit.catalog.prices import load_prices
 from paddlefit.errors import CatalogError
 
 HEADER = ("cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,"

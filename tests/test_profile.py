@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from paddlefit.diagnose.profiler import COMPONENTS, profile_job
+from paddlefit.diagnose.profiler import profile_job
+from paddlefit.diagnose.verdict import COMPONENTS
 from paddlefit.spec import load_job_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

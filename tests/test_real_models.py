@@ -125,8 +125,9 @@ def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_proces
     unique_name.guard, so two plans in one process agree."""
     pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is "
                         "not installed")  # fmt: skip
-    from paddlefit.plan.planner import PlanRequest, build_plan
-    from paddlefit.spec import parse_input_spec
+    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.plan.planner import build_plan
+    from paddlefit.plan.request import PlanRequest
 
     req = PlanRequest(model="unstructured_paddleocr.ppocr.modeling.backbones.rec_resnet_vd:ResNet",
                       model_args={"in_channels": 3, "layers": 18}, batch_size=2,

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
-from paddlefit.spec import OptimizerName, Precision, load_job_spec, parse_enum, parse_input_spec
+from paddlefit.inputspec import parse_input_spec
+from paddlefit.spec import OptimizerName, Precision, load_job_spec, parse_enum
 
 
 def test_parse_specs():
@@ -196,7 +197,8 @@ def test_budget_refuses_booleans_but_takes_integers(tmp_path):
 def test_every_field_has_a_description_and_field_help_finds_it():
     from pydantic import BaseModel
 
-    from paddlefit.spec import BudgetSpec, CheckpointSpec, DataSpec, InputSpec, JobSpec, ScheduleSpec, field_help
+    from paddlefit.inputspec import InputSpec
+    from paddlefit.spec import BudgetSpec, CheckpointSpec, DataSpec, JobSpec, ScheduleSpec, field_help
 
     for model in (JobSpec, DataSpec, ScheduleSpec, CheckpointSpec, BudgetSpec, InputSpec):
         missing = [name for name, f in model.model_fields.items() if not (f.description or "").strip()]

@@ -6,7 +6,7 @@
 - :func:`steps_per_epoch`: optimizer steps per epoch (whole accumulation groups of those batches);
 - :func:`job_steps` / :func:`total_steps`: the run's optimizer steps from ``epochs`` and ``max_steps``.
 
-They are the trainer's arithmetic (:class:`paddlefit.train.trainer.ResumableBatchSampler` wraps Paddle's
+They are the trainer's arithmetic (:class:`paddlefit.train.data.ResumableBatchSampler` wraps Paddle's
 ``DistributedBatchSampler``; ``tests/test_job.py`` checks them against it). :func:`resolve_job` merges a model and
 options with ``--config`` and builds ``data.train`` once; it prints nothing: what it inferred is in its ``notes``.
 """
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.models.zoo import parse_model_args
-from paddlefit.spec import JobSpec, load_job_spec, parse_input_spec, parse_input_specs
+from paddlefit.spec import JobSpec, load_job_spec
 
 
 def batches_per_rank(train_size: int, batch_size: int, world: int = 1, drop_last: bool = True) -> int:

@@ -3,7 +3,7 @@
 :class:`JobSpec` and its sections carry each field's description once (``Field(description=...)``):
 :func:`job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and :func:`field_help` gives one
 field's text for CLI option help. Precision and optimizer names live here; per-sample input specs live in
-:mod:`paddlefit.inputspec` and are re-exported.
+:mod:`paddlefit.inputspec`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
-from paddlefit.inputspec import DTYPE_BYTES, InputSpec, parse_input_spec, parse_input_specs
+from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
 
-__all__ = ["DATASETS", "DTYPE_BYTES", "BudgetSpec", "CheckpointSpec", "DataSpec", "InputSpec", "JobSpec",
-           "LoaderOptions", "OptimizerName", "Precision", "ScheduleSpec", "field_help", "job_spec_markdown",
-           "load_job_spec", "merge_loader_options", "parse_enum", "parse_input_spec", "parse_input_specs",
-           "unique_key_loader"]  # fmt: skip
+__all__ = ["DATASETS", "BudgetSpec", "CheckpointSpec", "DataSpec", "JobSpec", "LoaderOptions", "OptimizerName",
+           "Precision", "ScheduleSpec", "field_help", "job_spec_markdown", "load_job_spec", "merge_loader_options",
+           "parse_enum", "unique_key_loader"]  # fmt: skip
 
 
 class Precision(str, Enum):

@@ -28,43 +28,19 @@ from pathlib import Path
 
 from paddlefit.catalog.gpus import GPU, get_gpu, resolve_gpus
 from paddlefit.catalog.price_csv import (
-    GPU_COUNT_FIXES,
-    PRICE_NOTES,
-    REQUIRED_COLUMNS,
     InstancePrice,
     parse_price_csv,
 )
 from paddlefit.catalog.skypilot import (
-    DEFAULT_REGIONS,
-    GCP_N1_HOST,
     SKYPILOT_CACHE,
     load_skypilot_cache,
-    parse_skypilot_vms,
 )
 from paddlefit.errors import CatalogError, PaddlefitError, UnknownNameError
 from paddlefit.fileio import read_text_limited
 
 # names of paddlefit.catalog.price_csv and .skypilot importable from here, as before they moved there
-__all__ = [
-    "DEFAULT_REGIONS",
-    "GCP_N1_HOST",
-    "GPU_COUNT_FIXES",
-    "PRICE_NOTES",
-    "REQUIRED_COLUMNS",
-    "SKYPILOT_CACHE",
-    "InstanceGpu",
-    "InstancePrice",
-    "catalog_gpu",
-    "check_price_gpus",
-    "gpu_for_instance",
-    "instance_price",
-    "load_prices",
-    "load_skypilot_cache",
-    "parse_price_csv",
-    "parse_skypilot_vms",
-    "rows_with_gpus",
-    "select_prices",
-]
+__all__ = ["InstanceGpu", "catalog_gpu", "check_price_gpus", "gpu_for_instance", "instance_price", "load_prices",
+           "rows_with_gpus", "select_prices"]  # fmt: skip
 
 
 def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstancePrice]:

@@ -56,20 +56,6 @@ def _print_json_error() -> None:
         _json_printed.append(True)
 
 
-def require_positive(value: float | None, option: str, allow_zero: bool = False) -> None:
-    """None passes; otherwise ``value`` must be finite and > 0 (>= 0 with ``allow_zero``).
-
-    Raises:
-        PaddlefitError: naming ``option`` and the value.
-    """
-    if value is None:
-        return
-    import math
-
-    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
-        raise PaddlefitError(f"`{option}` must be a finite number {'>= 0' if allow_zero else '> 0'} (got {value}).")
-
-
 def handle_errors(fn: F) -> F:
     """Turn PaddlefitError into a one-paragraph message and exit code 2 (no traceback). With ``--json``
     (a ``json_out`` argument) a failure also prints one JSON error object on stdout (:func:`_print_json_error`).

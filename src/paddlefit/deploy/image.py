@@ -67,7 +67,8 @@ def build_image(req: ImageRequest) -> ImageResult:
     """
     from paddlefit.diagnose.snapshot import load_snapshot
     from paddlefit.fileio import atomic_write_text, check_output_path
-    from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
+    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.spec import load_job_spec, merge_loader_options
 
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,

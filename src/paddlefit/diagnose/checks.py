@@ -17,10 +17,10 @@ import difflib
 
 from paddlefit.catalog.cuda import major_floor_driver, toolkit_min_driver, version_tuple
 from paddlefit.catalog.flags import get_flag, removed_flags
-from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, fix_env, fix_script, found
+from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, found
 from paddlefit.diagnose.snapshot import Snapshot
 
-__all__ = ["REGISTRY", "Finding", "JobContext", "fix_env", "fix_script", "run_checks"]
+__all__ = ["run_checks"]
 
 
 @check("PF101", "paddle-import")

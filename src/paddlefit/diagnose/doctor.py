@@ -71,7 +71,7 @@ def checkpoint_bytes(model: str, model_args: dict | None = None) -> int:
     Raises:
         ModelError: the model cannot be resolved or built (the message names ``--model``).
     """
-    from paddlefit.estimate.memory import model_state_bytes
+    from paddlefit.estimate.model_states import model_state_bytes
     from paddlefit.models.build import param_inventory
     from paddlefit.models.zoo import resolve_model
     from paddlefit.spec import OptimizerName, Precision
@@ -94,7 +94,8 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
             not build.
     """
     from paddlefit.fileio import atomic_write_text, check_output_path
-    from paddlefit.spec import load_job_spec, merge_loader_options, parse_input_spec
+    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.spec import load_job_spec, merge_loader_options
 
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,

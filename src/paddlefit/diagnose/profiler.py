@@ -112,7 +112,7 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
     import paddle
 
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
-    from paddlefit.estimate.memory import model_state_bytes, param_info
+    from paddlefit.estimate.model_states import model_state_bytes, param_info
     from paddlefit.models.calling import call_model
     from paddlefit.train.metrics import PeakTracker
     from paddlefit.train.step import scratch_runner

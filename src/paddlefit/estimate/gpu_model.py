@@ -26,18 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.estimate.amp import saved_activation_bytes  # noqa: F401  re-export: plan/planner.py
 from paddlefit.estimate.kernels import (
-    Kernel,  # also re-exported: plan/calibrate.py
-    step_kernels,  # also re-exported: bench/gpu_fit.py
+    Kernel,
+    step_kernels,
 )
 from paddlefit.estimate.optrace import TracedOp
 from paddlefit.estimate.perf_params import (
     PARAM_KEYS,
-    PerfParams,  # also re-exported: plan/planner.py, plan/calibrate.py, bench/gpu_fit.py
-    is_finite_number,  # noqa: F401  re-export: plan/calibration.py
-    load_perf_params,  # noqa: F401  re-export: plan/planner.py, plan/calibrate.py, bench/gpu_*.py
-    parse_perf_params,  # noqa: F401  re-export: plan/calibration.py
+    PerfParams,
 )
 
 #: Tile edges of one thread block's output for tensor-core GEMMs: 128 x 128 is the default CUTLASS threadblock

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from paddlefit.spec import InputSpec, OptimizerName
+from paddlefit.inputspec import InputSpec
+from paddlefit.spec import OptimizerName
 
 
 def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed: int = 0) -> list[Any]:

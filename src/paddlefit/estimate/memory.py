@@ -26,29 +26,19 @@ from typing import Any
 
 import psutil
 
-from paddlefit.estimate.analytic import (
-    analytic_transformer_activation_bytes,  # noqa: F401  re-export: plan/planner.py
-    analytic_transformer_flops,  # noqa: F401  re-export: plan/planner.py
-)
 from paddlefit.estimate.job_call import (
-    JobCall,  # also re-exported: plan/, bench/cpu_threads.py, tests/test_calling.py
-    make_inputs,  # noqa: F401  re-export: bench/gpu_fit.py
-    make_optimizer,  # also re-exported: plan/, bench/cpu_threads.py
-)
-from paddlefit.estimate.model_states import (
-    OPTIMIZER_STATE_BYTES_PER_PARAM,  # noqa: F401  re-export: llm/memory.py
-    ParamInfo,  # noqa: F401  re-export: plan/planner.py
-    model_state_bytes,  # noqa: F401  re-export: plan/, cli/doctor.py, diagnose/, tests/test_plan.py
-    param_info,  # noqa: F401  re-export: diagnose/profiler.py, bench/gpu_fit.py, tests/test_plan.py
+    JobCall,
+    make_optimizer,
 )
 from paddlefit.estimate.probe_result import (
     PhaseFit,
     ProbeResult,
-    ProbeTooLargeError,  # also re-exported: plan/planner.py
+    ProbeTooLargeError,
     StepMeasurement,
     fit_phase,
 )
-from paddlefit.spec import InputSpec, OptimizerName
+from paddlefit.inputspec import InputSpec
+from paddlefit.spec import OptimizerName
 
 PHASES = ("forward", "backward", "optimizer_step")
 

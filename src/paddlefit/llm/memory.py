@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from paddlefit.estimate.memory import OPTIMIZER_STATE_BYTES_PER_PARAM
+from paddlefit.estimate.model_states import OPTIMIZER_STATE_BYTES_PER_PARAM
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.spec import OptimizerName, Precision
 

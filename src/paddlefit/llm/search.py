@@ -25,10 +25,11 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
 from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbps, step_flops, step_time
+from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
 
 # Reserved per GPU and fit policy, shared with the planner (CUDA context 1.3 GB from the Hugging Face "model
 # memory anatomy" docs; peak <= 90% of the rest, 10% left to allocator fragmentation).
-from paddlefit.plan.planner import CUDA_CONTEXT_BYTES, DEFAULT_SAFETY_MARGIN
+from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 from paddlefit.spec import Precision
 
 #: Keys of :meth:`ParallelPlan.paddlenlp_args` that are model arguments of PaddleNLP's ``llm/`` scripts

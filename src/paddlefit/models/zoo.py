@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from paddlefit.errors import ModelError, UnknownNameError
+from paddlefit.inputspec import InputSpec
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS, TransformerConfig, build_transformer
-from paddlefit.spec import InputSpec
 
 #: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
 VISION_MODELS = (

@@ -7,6 +7,7 @@ them). ``cost_request`` and ``cost`` price a plan; ``jobs`` is what the ``plan``
 (options -> :func:`paddlefit.job.resolve_job` -> plan -> cost). ``calibrate``/``calibration``: measured devices.
 """
 
-from paddlefit.plan.planner import Plan, PlanRequest, build_plan
+from paddlefit.plan.planner import build_plan
+from paddlefit.plan.request import Plan, PlanRequest
 
 __all__ = ["Plan", "PlanRequest", "build_plan"]

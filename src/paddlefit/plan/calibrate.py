@@ -22,10 +22,13 @@ import psutil
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate import memory as mem
+from paddlefit.estimate.job_call import JobCall, make_optimizer
 from paddlefit.estimate.timing import efficiency_class
+from paddlefit.inputspec import InputSpec
 from paddlefit.models.zoo import resolve_model
-from paddlefit.plan.planner import PlanRequest, build_plan
-from paddlefit.spec import InputSpec, OptimizerName, Precision
+from paddlefit.plan.planner import build_plan
+from paddlefit.plan.request import PlanRequest
+from paddlefit.spec import OptimizerName, Precision
 
 DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")
 
@@ -125,7 +128,9 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     import paddle
     import paddle.nn.functional as F
 
-    from paddlefit.estimate.gpu_model import Kernel, PerfParams, kernel_time_s, load_perf_params
+    from paddlefit.estimate.gpu_model import kernel_time_s
+    from paddlefit.estimate.kernels import Kernel
+    from paddlefit.estimate.perf_params import PerfParams, load_perf_params
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize
@@ -207,13 +212,13 @@ def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimize
 
     model = build(factory)
     model.train()
-    opt = mem.make_optimizer(optimizer, model.parameters())
+    opt = make_optimizer(optimizer, model.parameters())
     dtype = "bfloat16" if precision.value.startswith("bf16") else "float16"
     if precision.level == "O2":
         model, opt = paddle.amp.decorate(models=model, optimizers=opt, level="O2", dtype=dtype)
     use_scaler = precision.value.startswith("fp16")
     scaler = paddle.amp.GradScaler() if use_scaler else None
-    call = mem.JobCall(list(specs))  # the loss plan's probe takes: cross_entropy on generated labels
+    call = JobCall(list(specs))  # the loss plan's probe takes: cross_entropy on generated labels
     call.prepare(model)
     inputs = call.batch(batch)
     step_s = 0.0

@@ -55,7 +55,7 @@ class Calibration:
 
 
 def _positive(value: Any) -> bool:
-    from paddlefit.estimate.gpu_model import is_finite_number
+    from paddlefit.estimate.perf_params import is_finite_number
 
     return is_finite_number(value) and value > 0
 
@@ -106,7 +106,7 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
         raise CatalogError(f"Calibration `{origin}`: `cuda_context_bytes` must be a positive number or null.")
     perf = None
     if doc.get("perf_params") is not None:
-        from paddlefit.estimate.gpu_model import parse_perf_params
+        from paddlefit.estimate.perf_params import parse_perf_params
 
         perf = parse_perf_params({**doc["perf_params"], "calibration": "device"}
                                  if isinstance(doc["perf_params"], dict) else doc["perf_params"],

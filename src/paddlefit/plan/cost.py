@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU
-from paddlefit.catalog.prices import InstancePrice, catalog_gpu, gpu_for_instance
+from paddlefit.catalog.price_csv import InstancePrice
+from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.job import job_steps, steps_per_epoch

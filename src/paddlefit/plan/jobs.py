@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from paddlefit.catalog.gpus import load_gpus
-from paddlefit.catalog.prices import SKYPILOT_CACHE, catalog_gpu, check_price_gpus, rows_with_gpus, select_prices
+from paddlefit.catalog.prices import catalog_gpu, check_price_gpus, rows_with_gpus, select_prices
+from paddlefit.catalog.skypilot import SKYPILOT_CACHE
 from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, ResolvedJob, resolve_job
 from paddlefit.plan.cost import CostReport, build_cost

@@ -15,11 +15,16 @@ import psutil
 
 from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
 from paddlefit.estimate import memory as mem
+from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
+from paddlefit.estimate.job_call import JobCall
+from paddlefit.estimate.model_states import ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.estimate.probe_result import ProbeTooLargeError
+from paddlefit.inputspec import InputSpec
 from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
-from paddlefit.spec import InputSpec, Precision
+from paddlefit.spec import Precision
 
 
 @dataclass
@@ -88,7 +93,7 @@ def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[Input
     return specs
 
 
-def check_id_ranges(ref: ModelRef, specs: list[InputSpec], info: mem.ParamInfo) -> None:
+def check_id_ranges(ref: ModelRef, specs: list[InputSpec], info: ParamInfo) -> None:
     """Refuse token-id inputs whose range exceeds every embedding table of the model: Paddle's CPU embedding
     kernel reads out of bounds on such ids (PaddleNLP's ERNIE with ids >= vocab_size crashed the process with a
     segmentation fault here, no Python error), so the probe must not run them.
@@ -151,18 +156,18 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     total_ram = psutil.virtual_memory().total
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     b = req.batch_size
-    states32 = mem.model_state_bytes(info, req.optimizer, Precision.FP32)
+    states32 = model_state_bytes(info, req.optimizer, Precision.FP32)
     notes_model: list[str] = [build_note] if build_note else []
     eval_b = req.eval_batch_size or b
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
-        call = mem.JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
+        call = JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
         try:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                             extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
                                             cpu_threads=req.cpu_threads, time_threads=req.time_threads,
                                             eval_phase=req.eval_phase)
-        except mem.ProbeTooLargeError as exc:
+        except ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
                 f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
@@ -235,9 +240,9 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
             )
         method = "analytic-transformer"
         loss_doc, label_doc = "cross_entropy (analytic: the logits term)", None
-        fwd_flops = mem.analytic_transformer_flops(cfg, seq)
+        fwd_flops = analytic_transformer_flops(cfg, seq)
         train_flops = 3 * fwd_flops
-        act_per_sample = mem.analytic_transformer_activation_bytes(cfg, seq)
+        act_per_sample = analytic_transformer_activation_bytes(cfg, seq)
         fwd_ops = 0
         trace = transformer_trace(cfg, seq)
         phases = {"forward": (states32.total_bytes, act_per_sample)}

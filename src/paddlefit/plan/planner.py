@@ -32,20 +32,19 @@ from typing import Any
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
-from paddlefit.estimate import memory as mem
-from paddlefit.estimate.gpu_model import load_perf_params
+from paddlefit.estimate.job_call import make_optimizer
+from paddlefit.estimate.model_states import model_state_bytes
+from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import measure_host_overhead
 from paddlefit.plan.calibration import Calibration, load_calibrations
 from paddlefit.plan.measure import measure_model
-from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest, Target, check_explain
+from paddlefit.plan.request import Plan, PlanRequest, check_explain
 from paddlefit.plan.rows import (
     CONV_WORKSPACE_BYTES,
     CUDA_CONTEXT_BYTES,
     AmpMemory,
-    amp_activation_memory,
     cpu_fixed_bytes,
     cpu_target,
-    effective_precision,
     explain_rows,
     gpu_target,
     recommend,
@@ -53,8 +52,7 @@ from paddlefit.plan.rows import (
 )
 
 # the planner's public names, importable from here as before the split into request/measure/rows
-__all__ = ["CONV_WORKSPACE_BYTES", "CUDA_CONTEXT_BYTES", "DEFAULT_SAFETY_MARGIN", "Plan", "PlanRequest", "Target",
-           "amp_activation_memory", "build_plan", "effective_precision", "explain_rows"]
+__all__ = ["build_plan"]
 
 
 def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
@@ -97,7 +95,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     # ---- GPU targets
     if m.fwd_ops:
-        host = measure_host_overhead(lambda ps: mem.make_optimizer(req.optimizer, ps))
+        host = measure_host_overhead(lambda ps: make_optimizer(req.optimizer, ps))
         host_s = host.step_s(m.fwd_ops, m.info.trainable_tensors)
     else:  # analytic path: no op count; large models are compute-bound
         host, host_s = None, 0.0
@@ -106,7 +104,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
     ops_b = m.trace.at(b)
     explain: dict[str, list[dict[str, Any]]] = {}
-    gpu_states = mem.model_state_bytes(m.info, req.optimizer, req.precision)
+    gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
         target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)

@@ -9,7 +9,8 @@ from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
-from paddlefit.spec import InputSpec, OptimizerName, Precision
+from paddlefit.inputspec import InputSpec
+from paddlefit.spec import OptimizerName, Precision
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
 #: what the model does not measure).

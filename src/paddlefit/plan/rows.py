@@ -14,15 +14,11 @@ import os
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU
-from paddlefit.estimate import memory as mem
-from paddlefit.estimate.gpu_model import (
-    PerfParams,
-    StepEstimate,
-    dp_exposed_allreduce_s,
-    estimate_step,
-    saved_activation_bytes,
-)
+from paddlefit.estimate.amp import saved_activation_bytes
+from paddlefit.estimate.gpu_model import StepEstimate, dp_exposed_allreduce_s, estimate_step
+from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
+from paddlefit.estimate.perf_params import PerfParams
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.measure import ModelMeasure
@@ -130,7 +126,7 @@ class AmpMemory:
 def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: AmpMemory) -> list[tuple[float, float]]:
     """Probe lines re-based on the precision's model states, activations x its AMP ratio, + O1's weight copies in
     the forward and backward phases. (fixed bytes, bytes per sample) per segment."""
-    st = mem.model_state_bytes(m.info, req.optimizer, precision).total_bytes
+    st = model_state_bytes(m.info, req.optimizer, precision).total_bytes
     f, cast = amp(precision)
     return [(st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
             for p, (fx, sl) in m.phase_lines]  # fmt: skip
@@ -188,7 +184,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     step estimate (for ``--explain``)."""
     b, info = req.batch_size, m.info
     prec = effective_precision(gpu, req.precision)
-    g_states = mem.model_state_bytes(info, req.optimizer, prec)
+    g_states = model_state_bytes(info, req.optimizer, prec)
     ph = phases_for(req, m, prec, amp)
     if m.has_conv:
         ph = [(fx + CONV_WORKSPACE_BYTES, sl) for fx, sl in ph]

@@ -101,7 +101,7 @@ class BuiltJob:
 
     Attributes:
         steps_per_epoch: optimizer steps per epoch of this rank (sampler batches // ``grad_accum_steps``).
-        total_steps: optimizer steps of the run (:func:`paddlefit.job.total_steps`).
+        total_steps: optimizer steps of the run (:func:`paddlefit.job.job_steps`).
         global_batch: samples per optimizer step over all ranks.
         amp: AMP is on (a GPU and an AMP precision); ``amp_dtype`` is ``float16`` or ``bfloat16``.
         scaler: ``paddle.amp.GradScaler`` for fp16 AMP, else None.
@@ -128,12 +128,6 @@ class BuiltJob:
     amp_dtype: str
     scaler: Any
     data_errors: list[str] = field(default_factory=list)
-
-
-def _total_steps(spec: JobSpec, steps_per_epoch: int) -> int | None:
-    limits = [max(1, round(spec.epochs * steps_per_epoch))] if spec.epochs is not None else []
-    limits += [spec.max_steps] if spec.max_steps is not None else []
-    return min(limits) if limits else None
 
 
 def _build_model(spec: JobSpec) -> Any:
@@ -165,6 +159,7 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     import paddle
 
     from paddlefit.datasets import resolve_dataset
+    from paddlefit.job import job_steps
     from paddlefit.models.calling import JobLoss
 
     if not spec.data.train:
@@ -176,12 +171,12 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     sampler = ResumableBatchSampler(train_ds, spec.batch_size, world, rank, spec.data.shuffle, spec.data.drop_last,
                                     spec.seed)  # fmt: skip
     global_batch = spec.batch_size * world * spec.grad_accum_steps
-    steps_per_epoch = len(sampler) // spec.grad_accum_steps
+    steps_per_epoch = len(sampler) // spec.grad_accum_steps  # = paddlefit.job.steps_per_epoch (tests/test_job.py)
     if steps_per_epoch < 1:
         raise PaddlefitError(
             f"`data.train` has {len(train_ds)} samples, fewer than one global batch ({spec.batch_size} x {world} "
             f"devices x {spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`.")  # fmt: skip
-    steps = _total_steps(spec, steps_per_epoch)  # TODO(merge): paddlefit.job
+    steps = job_steps(steps_per_epoch, spec.epochs, spec.max_steps)
     if steps is None:
         raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
     cap = max(64, 8 * (os.cpu_count() or 1))

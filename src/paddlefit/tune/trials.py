@@ -209,7 +209,7 @@ def memory_limit_bytes(on_gpu: bool) -> float:
     """Bytes a trial's peak may reach: ``DEFAULT_SAFETY_MARGIN`` (the planner's policy) x the GPU's total memory
     (``paddle.device.cuda.get_device_properties().total_memory``), or x the host's available memory
     (``psutil.virtual_memory().available``) on CPU."""
-    from paddlefit.plan.planner import DEFAULT_SAFETY_MARGIN
+    from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
 
     if on_gpu:
         import paddle
