@@ -287,7 +287,7 @@ def predict(case: Case, params: Any) -> float:
     step = float(t.sum())
     gpus = int(case.row["gpus"])
     if gpus > 1:
-        bw, _ = case.gpu.interconnect_gbps(gpus)
+        bw, _ = case.gpu.interconnect_gb_s(gpus)
         ar = ring_allreduce_s(case.grads_bytes, gpus, bw)
         step += dp_exposed_allreduce_s(ar, float(t[case.step.backward].sum()), case.grads_bytes)
     return case.batch / step

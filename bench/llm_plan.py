@@ -65,7 +65,7 @@ def main() -> int:
     a100, h100 = (search(LLM_CONFIGS["llama-2-7b"], setup, get_gpu(g), 8, GLOBAL_BATCH) for g in
                   ("A100-SXM4-80GB", "H100-SXM"))  # fmt: skip
     for r in (a100, h100):
-        print(f"{r.gpu.name}: compute at {r.mfu:.1%} of dense peak ({r.mfu_source}); network {r.network_gbps:,.0f} "
+        print(f"{r.gpu.name}: compute at {r.mfu:.1%} of dense peak ({r.mfu_source}); network {r.network_gbit_s:,.0f} "
               f"Gbit/s per node ({r.network_source})")  # fmt: skip
     print(f"searches slower than {TARGET_S:.0f} s: {slow}")
     off = 0

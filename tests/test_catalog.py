@@ -19,19 +19,19 @@ def test_catalog_has_required_gpus_with_sources_and_positive_numbers():
         assert g.source.startswith("http"), g.name
         assert g.verified in ("datasheet", "facts-table", "third-party")
         assert g.capacity_bytes > 10 * 1024**3
-        assert g.mem_bw_gbps > 0 and g.fp32_tflops > 0 and g.pcie_gbps > 0
+        assert g.mem_bw_gb_s > 0 and g.fp32_tflops > 0 and g.pcie_gb_s > 0
 
 
 def test_datasheet_values_and_capacity():
     h100 = get_gpu("H100-SXM")
-    assert (h100.fp16_tflops, h100.mem_bw_gbps, h100.nvlink_gbps) == (989.5, 3350, 900)
+    assert (h100.fp16_tflops, h100.mem_bw_gb_s, h100.nvlink_gb_s) == (989.5, 3350, 900)
     assert get_gpu("L4").capacity_bytes == 22888 * 1024**2  # AWS-reported usable MiB
     assert get_gpu("A100-SXM4-40GB").capacity_bytes == 40 * 1024**3
     assert get_gpu("t4").peak_flops("bf16-o1") == (8.1e12, "fp32")  # no BF16/TF32 on Turing
     assert get_gpu("a100").peak_flops("fp32") == (156e12, "tf32 tensor")
-    assert get_gpu("a100").interconnect_gbps(8) == (300.0, "nvlink")
-    assert get_gpu("a100-pcie").interconnect_gbps(4) == (31.5, "pcie gen4")
-    assert get_gpu("rtx-4090").interconnect_gbps() == (31.5, "pcie gen4")
+    assert get_gpu("a100").interconnect_gb_s(8) == (300.0, "nvlink")
+    assert get_gpu("a100-pcie").interconnect_gb_s(4) == (31.5, "pcie gen4")
+    assert get_gpu("rtx-4090").interconnect_gb_s() == (31.5, "pcie gen4")
 
 
 def test_unknown_gpu_lists_close_names():
@@ -42,9 +42,9 @@ def test_unknown_gpu_lists_close_names():
 
 def _row(**over):
     base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
-                usable_memory_mib="", mem_bw_gbps="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
-                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gbps="", nvlink_gpus="", pcie_gen="4",
-                pcie_gbps="31.5", tdp_w="200", sm_count="", verified="datasheet", source="https://example.com/ds.pdf",
+                usable_memory_mib="", mem_bw_gb_s="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
+                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gb_s="", nvlink_gpus="", pcie_gen="4",
+                pcie_gb_s="31.5", tdp_w="200", sm_count="", verified="datasheet", source="https://example.com/ds.pdf",
                 retrieved="2026-11-30")
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)
@@ -59,9 +59,22 @@ def test_user_catalog_adds_and_overrides(tmp_path):
     assert len(gpus) == len(load_gpus()) + 1
 
 
+def test_catalog_files_with_the_old_gbps_column_names_still_load(tmp_path):
+    """`mem_bw_gbps`/`nvlink_gbps`/`pcie_gbps` (GB/s, easy to read as Gbit/s) were renamed `_gb_s`; a file written
+    with the old header reads the same, for one release."""
+    old = [{"mem_bw_gb_s": "mem_bw_gbps", "nvlink_gb_s": "nvlink_gbps", "pcie_gb_s": "pcie_gbps"}.get(c, c)
+           for c in COLUMNS]  # fmt: skip
+    f = tmp_path / "old.csv"
+    f.write_text(",".join(old) + "\n" + _row(mem_bw_gb_s="1234") + "\n" + _row(mem_bw_gb_s="x", name="Bad") + "\n")
+    with pytest.raises(CatalogError, match="line 3 \\(Bad\\), field `mem_bw_gb_s`"):
+        load_gpus([f])
+    f.write_text(",".join(old) + "\n" + _row(mem_bw_gb_s="1234") + "\n")
+    assert get_gpu("mygpu", load_gpus([f])).mem_bw_gb_s == 1234
+
+
 @pytest.mark.parametrize(
     ("row", "needle"),
-    [(_row(mem_bw_gbps="fast"), "line 2 (MyGPU), field `mem_bw_gbps`"),
+    [(_row(mem_bw_gb_s="fast"), "line 2 (MyGPU), field `mem_bw_gb_s`"),
      (_row(memory_gib="-4"), "field `memory_gib`"),
      (_row(name=""), "field `name`"),
      (_row() + ",extra", "line 2: expected")],
@@ -81,7 +94,7 @@ def test_catalog_bad_header_and_missing_file(tmp_path):
         load_gpus([f])
     with pytest.raises(CatalogError, match="cannot be read"):
         load_gpus([tmp_path / "nope.csv"])
-    assert math.isclose(get_gpu("A40").nvlink_gbps, 112.5)
+    assert math.isclose(get_gpu("A40").nvlink_gb_s, 112.5)
 
 
 def test_user_alias_colliding_with_shipped_gpu_is_an_error(tmp_path):

@@ -275,7 +275,8 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "<5%", "--interruptions-per-hour", "1"],
      "not both"),
     (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "sometimes"], "Spot Instance Advisor"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mbps", "0"], "--disk-mbps"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mib-s", "0"], "--disk-mib-s"),
+    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mbps", "0"], "--disk-mib-s"),  # deprecated alias
     (["resnet18", "--dataset-size", "10", "--epochs", "1", "--cloud", "oracle"], "no prices for that cloud"),
     (["resnet18", "--dataset-size", "10", "--epochs", "1", "--gpu", "H900"], "Unknown GPU"),
 ])  # fmt: skip
@@ -341,7 +342,7 @@ def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
 @pytest.mark.parametrize("kw,needle", [
     ({"safety_margin": 0}, "`--safety-margin` must be in (0, 1]"),
     ({"top": 0}, "`--top` must be >= 1"),
-    ({"disk_mib_s": 0}, "`--disk-mbps` must be a finite number > 0"),
+    ({"disk_mib_s": 0}, "`--disk-mib-s` must be a finite number > 0"),
     ({"restart_minutes": -1}, "`--restart-minutes` must be a finite number >= 0"),
     ({"interruptions_per_hour": 10_000}, "outside 1e-06..3600"),
     ({"region": " "}, "`--region` is empty"),

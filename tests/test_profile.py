@@ -100,7 +100,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     spec = load_job_spec(EXAMPLES / "digits-wide.yaml")
     gb = spec.batch_size * spec.grad_accum_steps
     a100 = get_gpu("A100-SXM4-80GB")
-    ridge = a100.peak_flops("fp32")[0] / (a100.mem_bw_gbps * 1e9)
+    ridge = a100.peak_flops("fp32")[0] / (a100.mem_bw_gb_s * 1e9)
     # few FLOPs per byte: below the ridge point -> memory-bound
     r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e6, _sampler(), 0.0, peak_bytes=2**30)
     assert r.verdict == "memory-bound"
@@ -112,7 +112,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     assert r.verdict == "compute-bound" and r.mfu == pytest.approx(1e12 * gb / 0.092 / a100.peak_flops("fp32")[0])
     # 8 PCIe A100s all-reducing 1 GB of gradients: ring estimate 2*7/8 * 1 GB / PCIe gen4 bandwidth
     pcie = get_gpu("A100-PCIe-40GB")
-    bw, link = pcie.interconnect_gbps(8)
+    bw, link = pcie.interconnect_gb_s(8)
     r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-PCIE-40GB", 1e12, _sampler(), 0.0, peak_bytes=2**30,
                    grads_bytes=1e9, devices=8)  # fmt: skip
     want = 2 * 7 / 8 * 1e9 / (bw * 1e9)

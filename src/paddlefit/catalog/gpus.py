@@ -30,12 +30,15 @@ MIB = 1024**2
 #: Columns every catalog file must have (units in the names; see docs/commands/gpus.md#gpu-catalog-format).
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
-    "mem_bw_gbps", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gbps", "nvlink_gpus", "pcie_gen", "pcie_gbps", "tdp_w", "sm_count", "verified", "source", "retrieved",
+    "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
+    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "verified", "source", "retrieved",
 )  # fmt: skip
 
 #: Columns a user catalog may leave out (files written before they existed stay valid).
 OPTIONAL_COLUMNS = ("sm_count",)
+#: Column names of earlier releases, read as their new names (``_gbps`` meant GB/s; renamed to ``_gb_s`` so it is
+#: not read as Gbit/s). Deprecated: accepted for one release.
+DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
 
 
 class GPU(BaseModel):
@@ -54,17 +57,17 @@ class GPU(BaseModel):
     compute_capability: float = Field(gt=0)
     memory_gib: float = Field(gt=0)
     usable_memory_mib: float | None = Field(default=None, gt=0)
-    mem_bw_gbps: float = Field(gt=0)
+    mem_bw_gb_s: float = Field(gt=0)
     fp32_tflops: float = Field(gt=0)
     tf32_tflops: float | None = Field(default=None, gt=0)
     fp16_tflops: float | None = Field(default=None, gt=0)
     bf16_tflops: float | None = Field(default=None, gt=0)
     int8_tops: float | None = Field(default=None, gt=0)
     fp8_tflops: float | None = Field(default=None, gt=0)
-    nvlink_gbps: float | None = Field(default=None, gt=0)
+    nvlink_gb_s: float | None = Field(default=None, gt=0)
     nvlink_gpus: int | None = Field(default=None, ge=2)
     pcie_gen: int = Field(ge=1, le=7)
-    pcie_gbps: float = Field(gt=0)
+    pcie_gb_s: float = Field(gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
     #: streaming multiprocessors, for GEMM wave quantization (NVIDIA architecture whitepapers: Volta V100 80,
     #: Turing T4 40, Ampere A100 108, GA102 A10 72 / A40 84 / RTX 3090 82, AD102 RTX 4090 128 / L40S 142,
@@ -108,7 +111,7 @@ class GPU(BaseModel):
             return self.tf32_tflops * 1e12, "tf32 tensor"
         return self.fp32_tflops * 1e12, "fp32"
 
-    def interconnect_gbps(self, ranks: int = 2) -> tuple[float, str]:
+    def interconnect_gb_s(self, ranks: int = 2) -> tuple[float, str]:
         """Per-direction GPU-to-GPU bandwidth for a ring over ``ranks`` GPUs, GB/s, and the link's name.
 
         NVLink is used only when all ``ranks`` GPUs share it (``nvlink_gpus``: 8 on NVSwitch/SXM boards,
@@ -116,9 +119,9 @@ class GPU(BaseModel):
         bidirectional totals, so half is one direction; PCIe figures are per direction for x16 (PCI-SIG:
         gen3 15.75, gen4 31.5, gen5 63 GB/s).
         """
-        if self.nvlink_gbps and ranks <= (self.nvlink_gpus or 2):
-            return self.nvlink_gbps / 2, "nvlink"
-        return self.pcie_gbps, f"pcie gen{self.pcie_gen}"
+        if self.nvlink_gb_s and ranks <= (self.nvlink_gpus or 2):
+            return self.nvlink_gb_s / 2, "nvlink"
+        return self.pcie_gb_s, f"pcie gen{self.pcie_gen}"
 
 
 def _parse_rows(text: str, origin: str) -> list[GPU]:
@@ -127,6 +130,10 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
         header = reader.fieldnames or []
     except csv.Error as exc:
         raise CatalogError(f"GPU catalog `{origin}`, line 1: {exc}; fix the CSV header.") from None
+    if any(c in DEPRECATED_COLUMNS for c in header):
+        renamed = [DEPRECATED_COLUMNS.get(c, c) for c in header]
+        reader = csv.DictReader(text.splitlines()[1:], fieldnames=renamed)
+        header = renamed
     missing = [c for c in COLUMNS if c not in header and c not in OPTIONAL_COLUMNS]
     unknown = [c for c in header if c not in COLUMNS]
     if missing or unknown:

@@ -36,7 +36,8 @@ def cost_command(
                                                  help="Spot interruptions per instance-hour [1/24]."),
     spot_bucket: str = typer.Option(None, "--spot-bucket", help="AWS Spot Instance Advisor bucket instead: '<5%', "
                                     "'5-10%', '10-15%', '15-20%' or '>20%' (share interrupted per month)."),
-    disk_mbps: float = typer.Option(None, "--disk-mbps", help="Checkpoint write bandwidth, MiB/s [125, EBS gp3]."),
+    disk_mib_s: float = typer.Option(None, "--disk-mib-s", "--disk-mbps", help="Checkpoint write bandwidth, MiB/s "
+                                    "[125, EBS gp3]. (`--disk-mbps`: deprecated alias, removed in the next release.)"),
     restart_minutes: float = typer.Option(None, "--restart-minutes", help="Minutes lost per interruption besides "
                                           "the lost work (new instance, start-up, checkpoint load) [10]."),
     prices: list[Path] = typer.Option(None, "--prices", help="Extra price CSV (same header as shipped; optional "
@@ -65,7 +66,7 @@ def cost_command(
     # the request checks the options that do not depend on the job first: a bad rate fails before the model is built
     request = CostRequest(
         dataset_size=dataset_size, epochs=epochs, clouds=list(cloud or []), gpus=list(gpu or []), region=region,
-        spot=spot, interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket, disk_mib_s=disk_mbps,
+        spot=spot, interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket, disk_mib_s=disk_mib_s,
         restart_minutes=restart_minutes, price_files=[str(p) for p in prices or []], shipped_prices=shipped_prices,
         catalog_files=[str(p) for p in catalog or []], calibration_files=[str(p) for p in calibration or []],
         safety_margin=safety_margin, top=top,

@@ -57,8 +57,9 @@ def plan_command(
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="Parallel planner: GPUs per node."),
     mfu: float = typer.Option(None, "--mfu", help="Parallel planner: fraction of dense peak compute reaches "
                               "\\[published MFU per GPU class]."),
-    network_gbps: float = typer.Option(None, "--network-gbps", help="Parallel planner: inter-node network per "
-                                       "node, Gbit/s [AWS p4d 400 / p5 3200]."),
+    network_gbit_s: float = typer.Option(None, "--network-gbit-s", "--network-gbps", help="Parallel planner: "
+                                         "inter-node network per node, Gbit/s [AWS p4d 400 / p5 3200]. "
+                                         "(`--network-gbps`: deprecated alias, removed in the next release.)"),
     flash_attention: bool = typer.Option(True, "--flash-attention/--no-flash-attention",
                                          help="Parallel planner: fused attention (no s x s activations)."),
     top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
@@ -94,7 +95,7 @@ def plan_command(
     if _parallel_requested(model, seq_len, global_batch, gpus):
         _plan_parallel(
             model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer, flash_attention, mfu,
-            network_gbps, safety_margin, top, catalog, json_out,
+            network_gbit_s, safety_margin, top, catalog, json_out,
             {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
              "--label": label, "--label-arg": label_arg, "--loss": loss, "--eval-batch-size": eval_batch_size,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
@@ -102,7 +103,7 @@ def plan_command(
         )  # fmt: skip
         return
     stray = [name for name, given in (("--gpus-per-node", gpus_per_node != 8), ("--mfu", mfu is not None),
-                                      ("--network-gbps", network_gbps is not None),
+                                      ("--network-gbit-s", network_gbit_s is not None),
                                       ("--no-flash-attention", not flash_attention), ("--top", top != 5)) if given]
     if stray:
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
@@ -144,7 +145,7 @@ def _parallel_requested(model: str | None, seq_len: int | None, global_batch: in
 
 def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None,
                    gpus_per_node: int, gpu: list[str] | None, precision: str | None, optimizer: str | None,
-                   flash_attention: bool, mfu: float | None, network_gbps: float | None, safety_margin: float,
+                   flash_attention: bool, mfu: float | None, network_gbit_s: float | None, safety_margin: float,
                    top: int, catalog: list[Path] | None, json_out: bool, unused: dict) -> None:  # fmt: skip
     """Parse -> :func:`paddlefit.llm.search.plan_llm` -> render (table or ``--json``)."""
     from paddlefit.llm.search import LLMPlanRequest, plan_llm
@@ -163,7 +164,7 @@ def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | N
         model=model, seq_len=seq_len, global_batch=global_batch, gpus=gpus if gpus is not None else 8,
         gpu_names=list(gpu) if gpu else None, gpus_per_node=gpus_per_node,
         precision=parse_enum(Precision, precision or "bf16-o2", "--precision"),  # type: ignore[arg-type]
-        optimizer=optimizer or "adamw", flash_attention=flash_attention, mfu=mfu, network_gbps=network_gbps,
+        optimizer=optimizer or "adamw", flash_attention=flash_attention, mfu=mfu, network_gbit_s=network_gbit_s,
         safety_margin=safety_margin, top=top, catalog_files=[str(p) for p in catalog or []],
     )  # fmt: skip
     plan = plan_llm(req)

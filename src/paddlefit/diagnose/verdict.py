@@ -156,11 +156,11 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
         mfu = achieved / peak_flops
         if peak_bytes > 0 and flops_per_sample > 0:
             intensity = flops_per_sample * gb / (2 * peak_bytes)  # FLOP per byte of DRAM traffic (lower bound)
-            ridge = peak_flops / (entry.mem_bw_gbps * 1e9)
+            ridge = peak_flops / (entry.mem_bw_gb_s * 1e9)
         if devices > 1 and grads_bytes > 0:
             from paddlefit.estimate.timing import ring_allreduce_s
 
-            bw, link = entry.interconnect_gbps(devices)
+            bw, link = entry.interconnect_gb_s(devices)
             allreduce_s = ring_allreduce_s(grads_bytes, devices, bw)
             breakdown["allreduce"] = {"mean_s": allreduce_s, "p95_s": allreduce_s,
                                       "share": allreduce_s / (step_mean + allreduce_s), "estimated": 1.0}  # fmt: skip

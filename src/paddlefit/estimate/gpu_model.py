@@ -146,7 +146,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         peak=np.array(peak),
         key=np.array([-1 if key is None else PARAM_KEYS.index(key) for key in keys]),
         backward=np.array([k.phase == "backward" for k in kernels]),
-        bandwidth=gpu.mem_bw_gbps * 1e9,
+        bandwidth=gpu.mem_bw_gb_s * 1e9,
         architecture=getattr(gpu, "architecture", None),
     )
 

@@ -95,11 +95,11 @@ def efficiency_class(unit: str) -> str:
     return "tf32" if unit.startswith("tf32") else "fp32"
 
 
-def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gbps: float) -> float:
-    """Seconds for a ring all-reduce of ``nbytes`` over ``ranks`` at ``bandwidth_gbps`` GB/s per direction.
+def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gb_s: float) -> float:
+    """Seconds for a ring all-reduce of ``nbytes`` over ``ranks`` at ``bandwidth_gb_s`` GB/s per direction.
 
     Each rank sends 2·(n−1)/n·S bytes (NCCL ring; nccl-tests ``busbw = algbw · 2(n−1)/n``). Latency ignored.
     """
     if ranks <= 1:
         return 0.0
-    return 2 * (ranks - 1) / ranks * nbytes / (bandwidth_gbps * 1e9)
+    return 2 * (ranks - 1) / ranks * nbytes / (bandwidth_gb_s * 1e9)

@@ -55,7 +55,7 @@ def default_mfu(gpu: GPU) -> tuple[float, str]:
     return v, f"assumption: no published figure for {gpu.architecture}; using the A100 one ({src})"
 
 
-def default_network_gbps(gpu: GPU) -> tuple[float, str]:
+def default_network_gbit_s(gpu: GPU) -> tuple[float, str]:
     """The :data:`DEFAULT_NETWORK_GBPS` figure for the GPU's architecture (400 Gbps, labelled, for others)."""
     if gpu.architecture in DEFAULT_NETWORK_GBPS:
         return DEFAULT_NETWORK_GBPS[gpu.architecture]
@@ -119,25 +119,25 @@ class Network:
 
     Attributes:
         gpus_per_node: GPUs in one node (ranks of a group fit in a node when stride x size <= this).
-        inter_node_gbps: the node's network bandwidth, Gbit/s; a group that spans nodes gets this / 8 / gpus_per_node
+        inter_node_gbit_s: the node's network bandwidth, Gbit/s; a group that spans nodes gets this / 8 / gpus_per_node
             GB/s per rank (each GPU's share of the node's NICs, as when every GPU of the node talks off-node at once;
             an assumption).
     """
 
     gpus_per_node: int
-    inter_node_gbps: float
+    inter_node_gbit_s: float
 
     def bandwidth(self, gpu: GPU, size: int, stride: int) -> tuple[float, str]:
         """Per-rank GB/s and link name for a group of ``size`` ranks ``stride`` apart (ranks numbered in PaddleNLP's
         default ``pp_first`` topology: mp innermost, then sharding, pp, dp; ``training_args.py``)."""
         if size * stride <= self.gpus_per_node:
-            return gpu.interconnect_gbps(size)
-        return self.inter_node_gbps / 8 / self.gpus_per_node, "network"
+            return gpu.interconnect_gb_s(size)
+        return self.inter_node_gbit_s / 8 / self.gpus_per_node, "network"
 
 
-def gather_s(nbytes: float, n: int, gbps: float) -> float:
+def gather_s(nbytes: float, n: int, gb_s: float) -> float:
     """Ring reduce-scatter or all-gather seconds of a buffer of S bytes: (n-1)/n·S per rank."""
-    return 0.0 if n <= 1 else (n - 1) / n * nbytes / (gbps * 1e9)
+    return 0.0 if n <= 1 else (n - 1) / n * nbytes / (gb_s * 1e9)
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def step_time(cfg: LLMConfig, setup: TrainSetup, lay: Layout, gpu: GPU, net: Net
         per_mb = gather_s(gathers * weights + grads, d, dp_bw)
         dp = m * max(0.0, per_mb - compute_mb)
     opt_params = n_params / (d if lay.sharding else 1)
-    optimizer = opt_params * (2 * ob + gb + wb) / (gpu.mem_bw_gbps * 1e9)
+    optimizer = opt_params * (2 * ob + gb + wb) / (gpu.mem_bw_gb_s * 1e9)
     step = m * mb + bubble + dp + optimizer
     return StepTime(m * compute_mb, m * tp_mb, m * pp_mb, bubble, dp, optimizer, step,
                     tp_link if t > 1 else "-", dp_link if d > 1 else "-", pp_link if p > 1 else "-")  # fmt: skip

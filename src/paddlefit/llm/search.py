@@ -24,7 +24,7 @@ from paddlefit.catalog.gpus import GPU
 from paddlefit.errors import PaddlefitError
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
-from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbps, step_flops, step_time
+from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbit_s, step_flops, step_time
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
 
 # Reserved per GPU and fit policy, shared with the planner (CUDA context 1.3 GB from the Hugging Face "model
@@ -108,7 +108,7 @@ class SearchResult:
 
     Attributes:
         gpu: the GPU.  plans: ranked.  evaluated: layouts tried.  seconds: wall time of the search.
-        mfu, mfu_source, network_gbps, network_source: the compute and network figures used, and where from.
+        mfu, mfu_source, network_gbit_s, network_source: the compute and network figures used, and where from.
         rejected: why whole families of layouts were not valid (e.g. "tp=3: does not divide 32 heads").
     """
 
@@ -118,7 +118,7 @@ class SearchResult:
     seconds: float
     mfu: float
     mfu_source: str
-    network_gbps: float
+    network_gbit_s: float
     network_source: str
     rejected: list[str] = field(default_factory=list)
     setup: TrainSetup | None = None  # precision / attention actually planned on this GPU
@@ -154,20 +154,20 @@ def _divisors(n: int) -> list[int]:
 
 
 def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch: int, gpus_per_node: int = 8,
-           mfu: float | None = None, network_gbps: float | None = None,
+           mfu: float | None = None, network_gbit_s: float | None = None,
            safety_margin: float = DEFAULT_SAFETY_MARGIN, max_micro_batch: int = 64) -> SearchResult:  # fmt: skip
     """Enumerate valid layouts (module doc) of ``gpus`` GPUs for ``global_batch`` sequences and rank them.
 
     Args:
         mfu: fraction of dense peak that compute reaches; None = :func:`~paddlefit.llm.perf.default_mfu`.
-        network_gbps: node network Gbit/s; None = :func:`~paddlefit.llm.perf.default_network_gbps`.
+        network_gbit_s: node network Gbit/s; None = :func:`~paddlefit.llm.perf.default_network_gbit_s`.
 
     Raises:
         PaddlefitError: no layout satisfies the divisibility rules (the message says why).
     """
     t0 = time.perf_counter()
     mfu_v, mfu_src = (mfu, "given") if mfu is not None else default_mfu(gpu)
-    net_v, net_src = (network_gbps, "given") if network_gbps is not None else default_network_gbps(gpu)
+    net_v, net_src = (network_gbit_s, "given") if network_gbit_s is not None else default_network_gbit_s(gpu)
     net = Network(gpus_per_node, net_v)
     capacity = float(gpu.capacity_bytes)
     rejected: list[str] = []
@@ -238,7 +238,7 @@ class LLMPlanRequest:
         model: built-in name or JSON/YAML config path.  seq_len: tokens per sequence (None = min(max_position,
             4096)).  global_batch: sequences per optimizer step (None = 4M tokens / seq_len, a power of two).
         gpus: GPUs in the job.  gpu_names: GPU types to plan (None = :data:`DEFAULT_GPUS`).
-        gpus_per_node, mfu, network_gbps: see :func:`search`.  top: plans kept per GPU type.
+        gpus_per_node, mfu, network_gbit_s: see :func:`search`.  top: plans kept per GPU type.
     """
 
     model: str
@@ -251,7 +251,7 @@ class LLMPlanRequest:
     optimizer: str = "adamw"
     flash_attention: bool = True
     mfu: float | None = None
-    network_gbps: float | None = None
+    network_gbit_s: float | None = None
     safety_margin: float = DEFAULT_SAFETY_MARGIN
     top: int = 5
     catalog_files: list[str] = field(default_factory=list)
@@ -280,7 +280,7 @@ class LLMPlan:
                     "optimizer": st.optimizer.value, "flash_attention": st.flash_attention},
             "searches": [{"gpu": r.gpu.name, "evaluated": r.evaluated, "fitting": len(r.fitting),
                           "seconds": r.seconds, "mfu": r.mfu, "mfu_source": r.mfu_source,
-                          "network_gbps": r.network_gbps, "network_source": r.network_source,
+                          "network_gbit_s": r.network_gbit_s, "network_source": r.network_source,
                           "precision": (r.setup or st).precision.value,
                           "flash_attention": (r.setup or st).flash_attention, "notes": r.notes,
                           "rejected": r.rejected} for r in self.results],
@@ -335,8 +335,8 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
                              f"{req.gpus_per_node}.")  # fmt: skip
     if req.mfu is not None and not (math.isfinite(req.mfu) and 0.01 <= req.mfu <= 1):
         raise PaddlefitError(f"`--mfu` must be a fraction in [0.01, 1] (got {req.mfu}).")
-    if req.network_gbps is not None and not (math.isfinite(req.network_gbps) and 1 <= req.network_gbps <= 1e6):
-        raise PaddlefitError(f"`--network-gbps` must be a number of Gbit/s in [1, 1e6] (got {req.network_gbps}).")
+    if req.network_gbit_s is not None and not (math.isfinite(req.network_gbit_s) and 1 <= req.network_gbit_s <= 1e6):
+        raise PaddlefitError(f"`--network-gbit-s` must be a number of Gbit/s in [1, 1e6] (got {req.network_gbit_s}).")
     if not (math.isfinite(req.safety_margin) and 0 < req.safety_margin <= 1):
         raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {req.safety_margin}).")
     if not 1 <= req.top <= 1000:
@@ -350,7 +350,7 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     for g in gpus:
         own, notes = gpu_setup(setup, g)
         try:
-            r = search(cfg, own, g, req.gpus, gb, per_node, req.mfu, req.network_gbps, req.safety_margin)
+            r = search(cfg, own, g, req.gpus, gb, per_node, req.mfu, req.network_gbit_s, req.safety_margin)
         except PaddlefitError as exc:
             fit = math.ceil(gb / req.gpus) * req.gpus
             default = " (the default: 4M tokens / seq-len)" if req.global_batch is None else ""

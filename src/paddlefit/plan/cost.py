@@ -39,7 +39,7 @@ SPOT_BUCKETS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, ">20
 #: stop after 24 h). Pessimistic next to the AWS advisor buckets; give the rate you see with --interruptions-per-hour.
 DEFAULT_INTERRUPTIONS_PER_HOUR = 1.0 / 24.0
 #: Checkpoint write bandwidth: 125 MiB/s, AWS EBS gp3's baseline throughput (AWS EBS user guide, "General Purpose
-#: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mbps.
+#: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mib-s.
 DEFAULT_DISK_BYTES_PER_S = 125 * 1024**2
 #: Restart time after an interruption: 10 min to get a replacement instance, start the container and load the
 #: checkpoint. An assumption, not a measurement (no published figure covers it); set with --restart-minutes.
@@ -271,7 +271,7 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
 def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
          rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
     n = p.gpu_count
-    bw, link = gpu.interconnect_gbps(n)
+    bw, link = gpu.interconnect_gb_s(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
     micro = t.step_time_s - t.allreduce_exposed_s  # the plan's one-device step
     step = accum * micro + ar  # paddlefit train (oom_backoff: true) all-reduces after the backward
@@ -336,8 +336,8 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
         "mean_time_between_interruptions_h": 1 / rate.per_hour,
         "checkpoint_bytes": "weights + optimizer states (fp32 master weights under O2) of one replica",
         "disk_bytes_per_s": disk_bps,
-        "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mbps" if disk_bps == DEFAULT_DISK_BYTES_PER_S
-        else "--disk-mbps",
+        "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mib-s" if disk_bps == DEFAULT_DISK_BYTES_PER_S
+        else "--disk-mib-s",
         "restart_s": restart_s,
         "restart_basis": ("an assumption: new instance + container start + checkpoint load; set --restart-minutes"
                           if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),

@@ -1,6 +1,6 @@
 """What ``paddlefit cost`` takes besides the job: :class:`CostRequest`, which validates itself.
 
-The messages name the command-line option of each field (``--disk-mbps`` for ``disk_mib_s``), so a library user
+The messages name the command-line option of each field (``--disk-mib-s`` for ``disk_mib_s``), so a library user
 reads what a CLI user reads.
 """
 
@@ -86,10 +86,10 @@ class CostRequest:
         if self.top < 1:
             raise PaddlefitError(f"`--top` must be >= 1 (got {self.top}).")
         check_positive(self.interruptions_per_hour, "--interruptions-per-hour")
-        check_positive(self.disk_mib_s, "--disk-mbps")
+        check_positive(self.disk_mib_s, "--disk-mib-s")
         check_positive(self.restart_minutes, "--restart-minutes", allow_zero=True)
         for opt, value, lo, hi in (("--interruptions-per-hour", self.interruptions_per_hour, 1e-6, 3600),
-                                   ("--disk-mbps", self.disk_mib_s, 1e-3, 1e7),
+                                   ("--disk-mib-s", self.disk_mib_s, 1e-3, 1e7),
                                    ("--restart-minutes", self.restart_minutes, 0, 1e5)):  # fmt: skip
             if value is not None and not lo <= value <= hi:
                 raise PaddlefitError(f"`{opt} {value:g}` is outside {lo:g}..{hi:g}.")

@@ -198,7 +198,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     params: PerfParams = cal.perf_params if cal and cal.perf_params is not None else published
     est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
                         info.trainable_tensors, params)  # fmt: skip
-    bw, link = gpu.interconnect_gbps(req.devices)
+    bw, link = gpu.interconnect_gb_s(req.devices)
     ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
     ar_exposed = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
     step = max(est.device_s, host_s) + ar_exposed

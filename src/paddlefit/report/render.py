@@ -180,10 +180,10 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     cols = {
         "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: f"{g.compute_capability:.1f}",
         "GiB": lambda g: f"{g.memory_gib:g}", "usable MiB": lambda g: f(g.usable_memory_mib),
-        "GB/s": lambda g: f(g.mem_bw_gbps), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
+        "GB/s": lambda g: f(g.mem_bw_gb_s), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
         "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
-        "FP8": lambda g: f(g.fp8_tflops), "NVLink": lambda g: f(g.nvlink_gbps),
-        "PCIe": lambda g: f"gen{g.pcie_gen} {g.pcie_gbps:g}", "TDP W": lambda g: f(g.tdp_w),
+        "FP8": lambda g: f(g.fp8_tflops), "NVLink": lambda g: f(g.nvlink_gb_s),
+        "PCIe": lambda g: f"gen{g.pcie_gen} {g.pcie_gb_s:g}", "TDP W": lambda g: f(g.tdp_w),
         "checked": lambda g: g.verified,
     }  # fmt: skip
     if not wide:
@@ -310,7 +310,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         fitting = r.fitting
         console.print(
             f"\n[bold]{r.gpu.name}[/]: {r.evaluated:,} layouts in {r.seconds:.2f} s, {len(fitting):,} fit; compute at "
-            f"{r.mfu:.1%} of dense peak ({escape(r.mfu_source)}); network {r.network_gbps:,.0f} Gbit/s per node "
+            f"{r.mfu:.1%} of dense peak ({escape(r.mfu_source)}); network {r.network_gbit_s:,.0f} Gbit/s per node "
             f"({escape(r.network_source)})", highlight=False,
         )  # fmt: skip
         for note in r.notes:
