@@ -104,3 +104,37 @@ def test_the_full_example_spec_in_the_guide_validates_and_names_every_key():
     doc = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))
     spec = JobSpec(**doc)
     assert set(doc) == set(JobSpec.model_fields) and spec.data.num_workers == 8
+
+
+#: `docker run` options the doctor and image pages explain (they are Docker's, not paddlefit's)
+DOCKER_RUN_OPTIONS = {"--ipc", "--shm-size", "--gpus", "--rm"}
+
+
+def test_every_cli_option_is_in_its_command_page_and_no_page_names_a_gone_option():
+    """The command pages are written by hand (more than `--help` says), so they are checked against the CLI: every
+    option of a verb appears on its page, and every `--option` its Options table names exists (on that verb, or on
+    another verb the row refers to)."""
+    import typer.main
+
+    from paddlefit.cli.main import app
+
+    group = typer.main.get_command(app)
+    every = {o for cmd in group.commands.values() for p in cmd.params
+             for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}  # fmt: skip
+    missing, gone = [], []
+    for verb, cmd in sorted(group.commands.items()):
+        page = (ROOT / "docs" / "commands" / f"{verb}.md").read_text(encoding="utf-8")
+        opts = {o for p in cmd.params for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}
+        for p in cmd.params:
+            names = [o for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("-")]
+            if names and p.name != "help" and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", page)
+                                                      for o in names):  # fmt: skip
+                missing.append(f"{verb}: {names[0]}")
+        section = page.split("## Options", 1)[-1].split("\n## ", 1)[0] if "## Options" in page else ""
+        table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+        for named in set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", table)):
+            base = named.split("/")[0]
+            if base not in opts and base not in every and base not in DOCKER_RUN_OPTIONS:
+                gone.append(f"{verb}: {named}")
+    assert missing == [], f"options missing from docs/commands/: {missing}"
+    assert gone == [], f"docs/commands/ Options tables name options the CLI does not have: {gone}"
