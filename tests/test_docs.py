@@ -138,3 +138,14 @@ def test_every_cli_option_is_in_its_command_page_and_no_page_names_a_gone_option
                 gone.append(f"{verb}: {named}")
     assert missing == [], f"options missing from docs/commands/: {missing}"
     assert gone == [], f"docs/commands/ Options tables name options the CLI does not have: {gone}"
+
+
+def test_doctor_page_lists_exactly_the_registered_checks():
+    """A check's ID and slug are declared once, in its `@check` registration; the doctor page's table must list
+    the same pairs (it adds what each check looks at and the fix)."""
+    import paddlefit.diagnose.checks  # noqa: F401  (registers the checks)
+    from paddlefit.diagnose.registry import REGISTRY
+
+    page = (ROOT / "docs" / "commands" / "doctor.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| (PF\d{3}) ([a-z0-9-]+) \|", page, flags=re.M))
+    assert listed == {(c.check_id, c.slug) for c in REGISTRY}

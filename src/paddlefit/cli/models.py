@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from paddlefit.cli.common import handle_errors, out
-from paddlefit.models.zoo import resolve_model, zoo_names
+from paddlefit.models.zoo import zoo_rows
 from paddlefit.report.render import to_json
 
 
@@ -17,7 +17,7 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Print on
       paddlefit models
       paddlefit plan ernie-3.0-base-zh --input int64[512] --batch-size 32
     """
-    rows = [{"name": n, "default_inputs": [str(s) for s in resolve_model(n).default_inputs]} for n in zoo_names()]
+    rows = zoo_rows()
     if json_out:
         out.print_json(to_json(rows))
         return

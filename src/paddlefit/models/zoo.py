@@ -64,6 +64,12 @@ def zoo_names() -> list[str]:
     return [*VISION_MODELS, *TRANSFORMER_CONFIGS]
 
 
+def zoo_rows() -> list[dict[str, Any]]:
+    """``paddlefit models``'s rows: ``{"name", "default_inputs"}`` per zoo model, the inputs as spec strings
+    (``float32[3,224,224]``). No model is built."""
+    return [{"name": n, "default_inputs": [str(s) for s in resolve_model(n).default_inputs]} for n in zoo_names()]
+
+
 def parse_model_args(items: list[str] | None) -> dict[str, Any]:
     """Parse ``key=value`` strings into keyword arguments (values as YAML scalars).
 
