@@ -41,8 +41,6 @@ def calibrate_command(
     """
     quiet_paddle()
     sizes = tuple(batch_size) if batch_size else (4, 8)
-    if any(b < 1 for b in sizes):
-        raise fail(f"`--batch-size` values must be >= 1 (got {list(sizes)}).")
     precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None
     check_output_path(out_file)
     with err.status("calibrating...") as status, stdout_to_stderr():

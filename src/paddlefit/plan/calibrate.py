@@ -278,11 +278,11 @@ def run_calibration(
     Raises:
         PaddlefitError: unknown model or GPU, or batch sizes < 1.
     """
+    if any(b < 1 for b in batch_sizes):
+        raise PaddlefitError(f"`--batch-size` values must be >= 1 (got {list(batch_sizes)}).")
     import paddle
 
     say = progress or (lambda m: None)
-    if any(b < 1 for b in batch_sizes):
-        raise PaddlefitError("`--batch-size` values must be >= 1.")
     kind, raw, driver = current_device()
     gpu = None
     if kind == "gpu":
