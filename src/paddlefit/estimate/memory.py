@@ -54,6 +54,20 @@ def _alloc() -> tuple[Any, Any, Any]:
     )
 
 
+def _build_measured(build: Any, factory: Any, optimizer: Any,
+                    alloc: tuple[Any, Any, Any]) -> tuple[Any, Any, int, int]:  # fmt: skip
+    """Build the model (train mode) and its optimizer from a collected heap; returns (model, optimizer, allocated
+    bytes before the build, peak bytes of the build above that)."""
+    current, peak, reset = alloc
+    gc.collect()
+    base = current()
+    reset()
+    model = build(factory)
+    model.train()
+    opt = make_optimizer(optimizer, model.parameters())
+    return model, opt, base, peak() - base
+
+
 def _measured_step(model: Any, opt: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any, Any], base: int,
                    counter: Any = None) -> tuple[dict[str, int], float]:  # fmt: skip
     """One full training step; the allocator peak (bytes above ``base``) of each phase, and its seconds.
@@ -137,15 +151,10 @@ def measure_training_steps(
     use_all_cores()
     call = call or JobCall(list(specs))
     alloc = _alloc()
-    current, peak, reset = alloc
-    gc.collect()
-    base = current()
-    reset()
-    model = build(factory)
-    model.train()
-    opt = make_optimizer(optimizer, model.parameters())
+    current = alloc[0]
+    model, opt, base, built_peak = _build_measured(build, factory, optimizer, alloc)
     phase_peak = dict.fromkeys(PHASES, 0)
-    phase_peak["optimizer_step"] = peak() - base  # building the model and optimizer counts there
+    phase_peak["optimizer_step"] = built_peak  # building the model and optimizer counts there
     call.prepare(model)
     data = call.batch(batch)
     step_t = 0.0
@@ -229,14 +238,8 @@ def probe_memory(
     paddle.base.core.set_num_threads(threads)
     call = call or JobCall(list(specs))
     alloc = _alloc()
-    current, peak, reset = alloc
-    gc.collect()
-    base = current()
-    reset()
-    model = build(factory)
-    model.train()
-    opt = make_optimizer(optimizer, model.parameters())
-    first_opt_peak = peak() - base
+    current = alloc[0]
+    model, opt, base, first_opt_peak = _build_measured(build, factory, optimizer, alloc)
     call.prepare(model)  # its no-grad forward's peak is reset by the first step
     thread_step_s: dict[int, float] = {}
     flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
