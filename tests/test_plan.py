@@ -170,10 +170,14 @@ def test_plan_request_checks_itself_with_the_cli_messages(kw, needle):
     assert PlanRequest(model="lenet", explain=["t4"], gpus=["T4"]).explain == ["t4"]  # an alias of a planned GPU
 
 
-def test_planner_names_stay_importable_from_planner():
+def test_the_plan_package_exports_the_planner_and_the_rows_helpers_behave():
+    """Callers import each name from the module that defines it (the split's re-exports are gone); the package
+    keeps its small public API."""
+    import paddlefit.plan as plan_pkg
     from paddlefit.plan import planner, request, rows
 
-    assert planner.PlanRequest is request.PlanRequest and planner.Target is request.Target
-    assert planner.CUDA_CONTEXT_BYTES == rows.CUDA_CONTEXT_BYTES and planner.DEFAULT_SAFETY_MARGIN == 0.9
-    assert planner.effective_precision(get_gpu("T4"), Precision.BF16_O1) is Precision.FP32
+    assert plan_pkg.PlanRequest is request.PlanRequest and plan_pkg.build_plan is planner.build_plan
+    assert plan_pkg.Plan is request.Plan and planner.__all__ == ["build_plan"]
+    assert rows.CUDA_CONTEXT_BYTES > 0 and request.DEFAULT_SAFETY_MARGIN == 0.9
+    assert rows.effective_precision(get_gpu("T4"), Precision.BF16_O1) is Precision.FP32
     assert rows.max_batch([(1.0, 2.0), (5.0, 0.0)], 11.0) == 5 and rows.max_batch([(12.0, 0.0)], 11.0) == 0
