@@ -6,6 +6,7 @@ Each takes its clock as an argument (default ``time.monotonic``, seconds), so te
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,12 +15,6 @@ from paddlefit.spec import BudgetSpec, CheckpointSpec
 __all__ = ["Budget", "CheckpointSchedule", "StopFlag"]
 
 Clock = Callable[[], float]
-
-
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
 
 
 class StopFlag:
@@ -61,7 +56,7 @@ class Budget:
         clock: seconds, monotonic.
     """
 
-    def __init__(self, spec: BudgetSpec, clock: Clock = _monotonic) -> None:
+    def __init__(self, spec: BudgetSpec, clock: Clock = time.monotonic) -> None:
         self.spec = spec
         self.clock = clock
         self.start = clock()
@@ -103,7 +98,7 @@ class CheckpointSchedule:
     """
 
     def __init__(self, spec: CheckpointSpec, log: Callable[[str], None] = lambda m: None,
-                 clock: Clock = _monotonic) -> None:  # fmt: skip
+                 clock: Clock = time.monotonic) -> None:  # fmt: skip
         self.spec = spec
         self.log = log
         self.clock = clock

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -101,8 +102,6 @@ class Trainer:
     """
 
     def __init__(self, spec: JobSpec, opts: TrainOptions, clock: Clock = time.monotonic) -> None:
-        import os
-
         if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
             raise PaddlefitError("budget.max_cost_usd needs the job's price: budget.price_usd_per_hour in the spec, or "
                                  "`train --price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
@@ -132,7 +131,8 @@ class Trainer:
             self.opts.log(msg)
 
     def setup(self) -> None:
-        """Device, seeds, and the job built (model, loader, optimizer, AMP): what ``profile`` and ``tune`` reuse."""
+        """Device, seeds, the job built (model, loader, optimizer, AMP, as :func:`~paddlefit.train.step.scratch_runner`
+        builds it for ``profile`` and ``tune``), the step runner and a fresh :class:`TrainerState`."""
         on_gpu = setup_device(self.spec, self.world, self.log)
         seed_all(self.spec.seed)
         self.job = build_job(self.spec, self.world, self.rank, on_gpu, self.log)
