@@ -70,6 +70,9 @@ def test_catalog_files_with_the_old_gbps_column_names_still_load(tmp_path):
         load_gpus([f])
     f.write_text(",".join(old) + "\n" + _row(mem_bw_gb_s="1234") + "\n")
     assert get_gpu("mygpu", load_gpus([f])).mem_bw_gb_s == 1234
+    f.write_text(",".join(COLUMNS) + ",mem_bw_gbps\n" + _row() + ",99999\n")  # old and new name: which wins?
+    with pytest.raises(CatalogError, match="mem_bw_gb_s given twice"):
+        load_gpus([f])
 
 
 @pytest.mark.parametrize(

@@ -135,7 +135,9 @@ def test_training_keys_parse_and_examples_load():
      ("model: m\nschedule: {name: step, gamma: 1.0}\n", "key `schedule.gamma`"),
      ("model: m\nlr: 0.01\nschedule: {min_lr: 0.1}\n", "min_lr 0.1 is above lr 0.01"),
      ("model: m\nbatch_size: 3\nmodel: n\n", "line 3, column 1: key `model` is given twice"),
-     ("model: m\ndata: {num_workers: 1, num_workers: 2}\n", "key `num_workers` is given twice")],
+     ("model: m\ndata: {num_workers: 1, num_workers: 2}\n", "key `num_workers` is given twice"),
+     ("model: m\nrun_dir: ''\n", "run_dir is empty"),
+     ("model: m\nrun_dir: '   '\n", "run_dir is empty")],
 )
 def test_bad_training_keys_name_the_key(tmp_path, text, needle):
     f = tmp_path / "job.yaml"

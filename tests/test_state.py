@@ -34,6 +34,12 @@ def test_trainer_state_round_trips_and_reads_old_checkpoints() -> None:
     ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "step": "3"},
      "`step` is '3', not an integer"),
     ({"global_batch": 64.0, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0}, "`global_batch`"),
+    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0,
+      "totals": {"train_s": "x"}}, "`totals.train_s` is 'x'"),
+    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0,
+      "totals": {"wall_s": -1e9}}, "`totals.wall_s` is -1000000000.0"),
+    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "last_loss": "x"},
+     "`last_loss` is 'x'"),
 ])  # fmt: skip
 def test_trainer_state_refuses_malformed_json(doc: object, needle: str) -> None:
     with pytest.raises(PaddlefitError, match=needle):
@@ -50,5 +56,14 @@ def test_trainer_state_refuses_malformed_json(doc: object, needle: str) -> None:
 def test_trainer_state_must_fit_the_job(state: TrainerState, needle: str) -> None:
     with pytest.raises(PaddlefitError, match=needle):
         state.check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
-    _state(batch_in_epoch=22, micro_batch_split=64).check_fits("ck", global_batch=64, batch_size=32,
-                                                               steps_per_epoch=11)  # fmt: skip
+    _state(step=11, batch_in_epoch=22, micro_batch_split=64).check_fits("ck", global_batch=64, batch_size=32,
+                                                                        steps_per_epoch=11)  # fmt: skip
+    _state(step=25, epoch=2, batch_in_epoch=6).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+
+
+@pytest.mark.parametrize(("step", "epoch", "batch_in_epoch"), [(10**15, 0, 4), (4, 10**15, 0), (3, 0, 5), (0, 0, 2)])
+def test_a_position_the_steps_cannot_reach_is_refused(step: int, epoch: int, batch_in_epoch: int) -> None:
+    """step = epoch x steps_per_epoch + batch_in_epoch / grad_accum_steps for a checkpoint of this job's layout."""
+    with pytest.raises(PaddlefitError, match="impossible for this job"):
+        _state(step=step, epoch=epoch, batch_in_epoch=batch_in_epoch).check_fits(
+            "ck", global_batch=64, batch_size=32, steps_per_epoch=11)

@@ -273,9 +273,12 @@ def test_unwritable_run_dir_is_a_clear_error(tmp_path: Path) -> None:
 def test_resume_with_other_global_batch_is_refused(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.yaml", max_steps=2)
     assert run(train_cmd(spec, tmp_path / "r")).returncode == 0
+    before = (tmp_path / "r" / "job.yaml").read_text()
     other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=8)
-    r = run(train_cmd(other, tmp_path / "r"))
+    r = run(train_cmd(other, tmp_path / "r", "--json"))
     assert r.returncode == 2 and "global batch 16" in r.stderr and "--resume never" in r.stderr
+    assert json.loads(r.stdout)["error"]["exit_code"] == 2  # one JSON document on stdout
+    assert (tmp_path / "r" / "job.yaml").read_text() == before  # a refused run leaves the job as run alone
 
 
 @pytest.mark.slow
@@ -457,6 +460,22 @@ def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tm
     r = run(train_cmd(over, tmp_path / "c"), timeout=120)
     assert r.returncode == 2 and "needs the price" in r.stderr
     assert run(train_cmd(over, tmp_path / "c", "--price-per-hour", "2")).returncode == 0  # the option supplies it
+
+
+@pytest.mark.parametrize(("when", "how"), [("eval", "raise"), ("train", "exit")])
+def test_a_model_failing_mid_run_is_a_job_failure_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          when: str, how: str) -> None:
+    """A model that raises (here: in its eval pass) or calls sys.exit() during a training step is a failed job
+    (JobFailedError, exit 1), not bad input and not a clean exit."""
+    from paddlefit.errors import JobFailedError
+
+    monkeypatch.syspath_prepend(str(DATA))
+    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:failing_digits_cnn", model_args={"when": when,
+                      "how": how}, data={"eval": "digits", "eval_args": {"split": "test"}}, max_steps=4)  # fmt: skip
+    with pytest.raises(JobFailedError, match="eval at step 4: the model or loss raised RuntimeError" if when == "eval"
+                       else "step 3: the model or loss raised SystemExit") as e:  # fmt: skip
+        _train_here(spec, tmp_path / "r")
+    assert e.value.exit_code == 1
 
 
 def _oom_spec(path: Path, max_batch: int, where: str = "forward", **overrides) -> Path:

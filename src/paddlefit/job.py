@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.spec import JobSpec, load_job_spec
@@ -147,6 +148,10 @@ class JobOptions:
     command: str = "plan"
 
     def __post_init__(self) -> None:
+        check_field_types(self, {"batch_size": "--batch-size", "inputs": "--input", "model_args": "--model-arg",
+                                 "optimizer": "--optimizer", "precision": "--precision", "label": "--label",
+                                 "label_arg": "--label-arg", "loss": "--loss", "eval_batch_size": "--eval-batch-size",
+                                 "devices": "--devices", "config": "--config", "model": "MODEL"})  # fmt: skip
         for opt, number in (("--batch-size", self.batch_size), ("--devices", self.devices)):
             if number is not None and number < 1:
                 raise PaddlefitError(f"`{opt}` must be >= 1 (got {number}).")

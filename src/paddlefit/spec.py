@@ -221,6 +221,14 @@ class JobSpec(BaseModel):
             return [f"{k}={spec}" for k, spec in v.items()]
         return v
 
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir_not_empty(cls, v: str) -> str:
+        """An empty or blank ``run_dir`` would write the run into the current directory (or one named by spaces)."""
+        if not v.strip():
+            raise ValueError("run_dir is empty; give a directory such as runs/digits")
+        return v
+
     @model_validator(mode="after")
     def _min_lr_below_lr(self) -> JobSpec:
         if self.schedule.min_lr > self.lr:

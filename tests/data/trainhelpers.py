@@ -168,3 +168,29 @@ def kw_tokens(n: int = 48, seq: int = 10, vocab: int = 40, classes: int = 3, as_
     """ERNIE-style samples: input_ids, token_type_ids and a per-sample class id under ``labels``."""
     return SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 2),
                                 "labels": ("int64", (), classes)}, as_dict, seed)
+
+
+def failing_digits_cnn(when: str = "eval", how: str = "raise"):
+    """The digits CNN whose forward fails in eval mode (``when="eval"``) or from the 3rd training forward
+    (``"train"``): a RuntimeError (``how="raise"``) or ``sys.exit(0)`` (``"exit"``)."""
+    import sys
+
+    import paddle
+
+    from paddlefit.models.examples import digits_cnn
+
+    class Failing(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = digits_cnn()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if (when == "eval" and not self.training) or (when == "train" and self.training and self.calls > 2):
+                if how == "exit":
+                    sys.exit(0)
+                raise RuntimeError(f"the model broke in {when}")
+            return self.net(x)
+
+    return Failing()

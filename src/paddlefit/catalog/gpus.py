@@ -130,6 +130,11 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
         header = reader.fieldnames or []
     except csv.Error as exc:
         raise CatalogError(f"GPU catalog `{origin}`, line 1: {exc}; fix the CSV header.") from None
+    renamed = [DEPRECATED_COLUMNS.get(c, c) for c in header]
+    twice = sorted({c for c in renamed if renamed.count(c) > 1})
+    if twice:
+        raise CatalogError(f"GPU catalog `{origin}`: column(s) {', '.join(twice)} given twice (an old `_gbps` name "
+                           "and its `_gb_s` name count as the same column); keep one.")  # fmt: skip
     if any(c in DEPRECATED_COLUMNS for c in header):
         renamed = [DEPRECATED_COLUMNS.get(c, c) for c in header]
         reader = csv.DictReader(text.splitlines()[1:], fieldnames=renamed)

@@ -42,6 +42,12 @@ def fail(message: str, code: int = 2, kind: str = "UsageError") -> typer.Exit:
 _json_printed: list[bool] = []
 
 
+def json_document_printed() -> None:
+    """Record that this command already printed its one ``--json`` document (a result that reports a failure, such
+    as train's early stop), so no error object is added after it."""
+    _json_printed.append(True)
+
+
 def json_error_printed() -> bool:
     """Whether this process already printed a ``--json`` error object (so the entry point does not add one)."""
     return bool(_json_printed)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, handle_errors, json_document_printed, out, quiet_paddle, stdout_to_stderr
 from paddlefit.report.render import to_json
 from paddlefit.spec import field_help
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
@@ -141,6 +141,7 @@ def train_command(
         return
     if json_out:  # one JSON document on stdout whatever the outcome
         print(to_json({"exit_code": code, "reason": reason, "run_dir": str(run_dir)}))
+        json_document_printed()
     if code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
     elif code == EXIT_BUDGET:

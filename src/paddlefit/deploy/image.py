@@ -15,6 +15,7 @@ from pathlib import Path
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,18 @@ class ImageRequest:
     devices: int | None = None
     fixed_shape_cnn: bool = False
     ipc_host: bool = False
+
+    def __post_init__(self) -> None:
+        """Check each field's type, so a library caller gets the CLI's message
+        (:func:`~paddlefit.fieldcheck.check_field_types`).
+
+        Raises:
+            PaddlefitError: a field of the wrong type, named by its option.
+        """
+        check_field_types(self, {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
+                                         "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
+                                         "batch_size": "--batch-size", "inputs": "--input", "devices":
+                                         "--devices", "command": "--command"})  # fmt: skip
 
 
 @dataclass(frozen=True)

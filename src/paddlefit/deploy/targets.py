@@ -34,6 +34,7 @@ from paddlefit.deploy.launch import (
     ssh_script,
 )
 from paddlefit.errors import PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
 #: Options that apply to some targets only (a stray one is refused, not ignored).
@@ -82,6 +83,17 @@ class LaunchRequest:
     from_snapshot: Path | None = None
     nccl_ifname: str | None = None
     no_ib: bool = False
+
+    def __post_init__(self) -> None:
+        """Check each field's type, so a library caller gets the CLI's message
+        (:func:`~paddlefit.fieldcheck.check_field_types`).
+
+        Raises:
+            PaddlefitError: a field of the wrong type, named by its option.
+        """
+        check_field_types(self, {"config": "CONFIG", "target": "--target", "nodes": "--nodes", "gpus_per_node":
+                                         "--gpus-per-node", "out_dir": "--out", "port": "--port", "hosts":
+                                         "--hosts", "master": "--master"})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
 from paddlefit.errors import ModelError, PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,18 @@ class DoctorRequest:
     model: str | None = None
     run_dir: Path | None = None
     measure: bool = True
+
+    def __post_init__(self) -> None:
+        """Check each field's type, so a library caller gets the CLI's message
+        (:func:`~paddlefit.fieldcheck.check_field_types`).
+
+        Raises:
+            PaddlefitError: a field of the wrong type, named by its option.
+        """
+        check_field_types(self, {"from_file": "--from", "snapshot_file": "--snapshot", "config": "--config",
+                                         "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
+                                         "batch_size": "--batch-size", "inputs": "--input", "devices":
+                                         "--devices", "model": "--model", "run_dir": "--run-dir"})  # fmt: skip
 
 
 @dataclass(frozen=True)

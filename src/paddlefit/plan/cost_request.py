@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 from paddlefit.plan.cost import InterruptionRate, rate_from_bucket
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
 
@@ -81,6 +82,12 @@ class CostRequest:
     top: int = 15
 
     def __post_init__(self) -> None:
+        check_field_types(self, {"dataset_size": "--dataset-size", "epochs": "--epochs", "clouds": "--cloud",
+                                 "gpus": "--gpu", "region": "--region", "spot_bucket": "--spot-bucket",
+                                 "interruptions_per_hour": "--interruptions-per-hour", "disk_mib_s": "--disk-mib-s",
+                                 "restart_minutes": "--restart-minutes", "price_files": "--prices",
+                                 "catalog_files": "--catalog", "calibration_files": "--calibration",
+                                 "safety_margin": "--safety-margin", "top": "--top"})  # fmt: skip
         if not (math.isfinite(self.safety_margin) and 0 < self.safety_margin <= 1):
             raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {self.safety_margin}).")
         if self.top < 1:

@@ -9,6 +9,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
+from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
 from paddlefit.spec import OptimizerName, Precision
 
@@ -97,6 +98,11 @@ class PlanRequest:
             PaddlefitError: a field out of range; an ``explain`` GPU that is unknown or not among ``gpus``.
             UnknownNameError: an unknown name in ``gpus`` when ``explain`` is given.
         """
+        check_field_types(self, {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
+                                 "dataset_size": "--dataset-size", "epochs": "--epochs", "catalog_files": "--catalog",
+                                 "calibration_files": "--calibration", "explain": "--explain",
+                                 "safety_margin": "--safety-margin",
+                                 "eval_batch_size": "--eval-batch-size"})  # fmt: skip
         if self.batch_size < 1:
             raise PaddlefitError(f"`--batch-size` must be >= 1 (got {self.batch_size}).")
         if self.devices < 1:
@@ -108,6 +114,9 @@ class PlanRequest:
         if self.dataset_size is not None and (self.dataset_size < 1 or not math.isfinite(self.epochs)  # type: ignore
                                               or self.epochs <= 0):  # type: ignore[operator]  # fmt: skip
             raise PaddlefitError("`--dataset-size` must be >= 1 and `--epochs` a finite number > 0.")
+        if self.dataset_size is not None and (self.dataset_size > 10**13 or self.epochs > 1e6):  # type: ignore
+            raise PaddlefitError(f"`--dataset-size` must be at most 1e13 samples and `--epochs` at most 1e6 (got "
+                                 f"{self.dataset_size:g}, {self.epochs:g}), as for `paddlefit cost`.")  # fmt: skip
         if self.max_probe_bytes is not None and self.max_probe_bytes < 1:
             raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got "
                                  f"{self.max_probe_bytes / 1024**3:g}).")  # fmt: skip

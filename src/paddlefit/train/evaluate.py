@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.errors import PaddlefitError
+from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.train.data import guard_single_process
 from paddlefit.train.oom import OutOfMemory, first_line, is_out_of_memory, oom_line
 from paddlefit.train.step import StepRunner
@@ -38,8 +38,9 @@ def evaluate(runner: StepRunner, step: int) -> dict[str, float | None]:
     Out of memory (``oom_backoff``): the eval restarts with half the batch, down to 1 sample.
 
     Raises:
-        PaddlefitError: reading ``data.eval`` failed, the model or loss raised, or out of memory at eval batch 1 (or
-            with ``oom_backoff: false``).
+        PaddlefitError: reading ``data.eval`` failed, or out of memory at eval batch 1 (or with
+            ``oom_backoff: false``).
+        JobFailedError: the model or loss raised (exit 1, as in a training step).
     """
     split = runner.eval_split
     while True:
@@ -92,10 +93,10 @@ def _evaluate_once(runner: StepRunner, step: int) -> dict[str, float | None]:
                 del out, logits, batch, data
     except PaddlefitError as exc:
         raise PaddlefitError(f"eval at step {step}: {exc}") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         if is_out_of_memory(exc):
             raise OutOfMemory(oom_line(exc)) from None
-        raise PaddlefitError(f"eval at step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)} "
+        raise JobFailedError(f"eval at step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)} "
                              f"(model `{spec.model}`, loss `{job.eval_loss.describe()}`, data.eval).") from None
     finally:
         job.model.train()

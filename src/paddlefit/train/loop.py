@@ -39,13 +39,15 @@ from paddlefit.train.checkpoint import CheckpointStore
 from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag
 from paddlefit.train.metrics import (
+    SPEC_FILE,
     SUMMARY_FILE,
     LogLines,
     MetricsLog,
     PeakTracker,
     Progress,
     params_sha256,
-    to_jsonable,  # fmt: skip
+    spec_yaml,
+    to_jsonable,
     write_status,
 )
 from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
@@ -156,7 +158,8 @@ class Trainer:
         resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
         if resume is not None:
             self._resume(resume)
-        if self.is_writer:
+        if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
+            atomic_write_text(self.run_dir / SPEC_FILE, spec_yaml(self.spec), option="--run-dir")
             MetricsLog.truncate_after(self.run_dir, self.state.step)
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
@@ -280,6 +283,9 @@ class Trainer:
         def check(state: TrainerState) -> None:
             state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
                              steps_per_epoch=job.steps_per_epoch)  # fmt: skip
+            if state.seed != self.spec.seed:
+                self.log(f"warning: the checkpoint's run used seed {state.seed}, this job has {self.spec.seed}: the "
+                         "data order from here follows the new seed, so the run is not the uninterrupted one.")
             if state.total_steps not in (None, job.total_steps):
                 self.log(f"warning: this run is {job.total_steps} steps long, the checkpoint's run was "
                          f"{state.total_steps}: the LR schedule now spans {job.total_steps} steps, so the result "

@@ -36,6 +36,14 @@ STATUS_FILE = "status.json"
 SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
 SPEC_FILE = "job.yaml"
+LAUNCH_SPEC_FILE = ".job-launch.yaml"
+
+
+def spec_yaml(spec: Any) -> str:
+    """The job spec as run, as YAML (RUN_DIR/job.yaml, which ``export`` reads)."""
+    import yaml
+
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
 def peak_memory_bytes(on_gpu: bool) -> int:

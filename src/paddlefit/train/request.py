@@ -18,6 +18,7 @@ from typing import Any
 
 from paddlefit.catalog.prices import instance_price
 from paddlefit.errors import PaddlefitError
+from paddlefit.fieldcheck import check_field_types
 from paddlefit.plan.cost_request import check_positive
 from paddlefit.spec import JobSpec, load_job_spec
 
@@ -35,12 +36,17 @@ def parse_devices(text: str) -> tuple[int, list[int] | None]:
     try:
         if "," in t:
             ids = [int(x) for x in t.split(",") if x.strip()]
-            if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            if twice:
+                raise PaddlefitError(f"`--devices {text}` names GPU {twice[0]} twice; it must be a count such as 2 "
+                                     "or distinct GPU ids such as 0,1.")  # fmt: skip
+            if not ids or min(ids) < 0:
                 raise ValueError
             return len(ids), ids
         n = int(t)
         if n < 1:
-            raise ValueError
+            raise PaddlefitError(f"`--devices {text}` must be a count >= 1 (e.g. 2), or GPU ids with a comma (0,1; "
+                                 "one GPU: `--devices 0,`).")  # fmt: skip
         return n, None
     except ValueError:
         raise PaddlefitError(f"`--devices {text}` must be a count such as 2 or GPU ids such as 0,1.") from None
@@ -86,6 +92,21 @@ class TrainRequest:
     interruptions_per_hour: float | None = None
     spot_bucket: str | None = None
 
+    def __post_init__(self) -> None:
+        """Check each field's type, so a library caller gets the CLI's message
+        (:func:`~paddlefit.fieldcheck.check_field_types`).
+
+        Raises:
+            PaddlefitError: a field of the wrong type, named by its option.
+        """
+        check_field_types(self, {"devices": "--devices", "run_dir": "--run-dir", "resume": "--resume",
+                                         "max_steps": "--max-steps", "max_hours": "--max-hours", "max_cost":
+                                         "--max-cost", "price_per_hour": "--price-per-hour", "instance":
+                                         "--instance", "cloud": "--cloud", "spot": "--spot",
+                                         "checkpoint_interval": "--checkpoint-interval", "interruptions_per_hour":
+                                         "--interruptions-per-hour", "spot_bucket": "--spot-bucket", "config":
+                                         "CONFIG"})  # fmt: skip
+
     def resolve(self) -> ResolvedTrain:
         """Load the spec and apply the options.
 
@@ -96,6 +117,8 @@ class TrainRequest:
         n, gpu_ids = parse_devices(self.devices) if self.devices is not None else (spec.devices, None)
         if self.max_steps is not None and self.max_steps < 1:
             raise PaddlefitError(f"`--max-steps` must be >= 1 (got {self.max_steps}).")
+        if not self.resume.strip():
+            raise PaddlefitError("`--resume` is empty; give auto, never or a checkpoint directory.")
         if self.resume not in ("auto", "never") and not Path(self.resume).is_dir():
             raise PaddlefitError(f"`--resume {self.resume}` is not `auto`, `never` or a checkpoint directory.")
         if self.run_dir is not None and not self.run_dir.strip():
@@ -112,7 +135,7 @@ class TrainRequest:
         ckpt = _checkpoint(spec, self.checkpoint_interval, self.interruptions_per_hour, self.spot_bucket)
         if ckpt is not None:
             update["checkpoint"] = ckpt
-        return ResolvedTrain(spec.model_copy(update=update), gpu_ids, self.resume, notes)
+        return ResolvedTrain(_merged(spec, update), gpu_ids, self.resume, notes)
 
 
 def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, price: float | None,
@@ -164,6 +187,27 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
             raise PaddlefitError(f"`--checkpoint-interval {interval}` must be `auto` or minutes > 0 (e.g. 15).")
         upd = {"auto_interval": False, "every_minutes": minutes, "every_steps": 0}
     return _validated(spec.checkpoint, spec.checkpoint.model_dump() | upd, "checkpoint")
+
+
+#: job-spec keys the command line sets, and the option that sets each (for messages)
+_OPTION_OF = {"max_steps": "--max-steps", "devices": "--devices", "run_dir": "--run-dir"}
+
+
+def _merged(spec: JobSpec, update: dict[str, Any]) -> JobSpec:
+    """``spec`` with the command-line values, validated as a whole (the ranges of the spec apply to options).
+
+    Raises:
+        PaddlefitError: an option's value outside its job-spec field's range, naming the option.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return JobSpec.model_validate({**spec.model_dump(), **update})
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        key = ".".join(str(x) for x in e["loc"])
+        where = f"`{_OPTION_OF[key]}` ({key})" if key in _OPTION_OF else key
+        raise PaddlefitError(f"{where}: {e['msg']} (got {e.get('input')!r}).") from None
 
 
 def _validated(model: Any, values: dict[str, Any], section: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import DATASETS, JobSpec
-from paddlefit.train.metrics import SPEC_FILE, SUMMARY_FILE, Progress
+from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
 
@@ -110,8 +110,9 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
 
     One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
     paddle.distributed.launch`` with one worker per device (:mod:`paddlefit.train.launcher`), rank 0's log lines
-    relayed to ``log``, the exit code and reason from the status.json rank 0 wrote. The spec is written to
-    RUN_DIR/job.yaml first (atomically), which the workers read.
+    relayed to ``log``, the exit code and reason from the status.json rank 0 wrote. The workers read the spec
+    from RUN_DIR/.job-launch.yaml (written atomically, removed after the run); RUN_DIR/job.yaml is written by rank 0
+    once the run is accepted (its resume checkpoint fits), so a refused run leaves the run's job.yaml as it was.
 
     Args:
         gpu_ids: explicit GPU ids (``--devices 0,1``), else the first ``spec.devices`` GPUs (or CPU processes).
@@ -124,17 +125,17 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
             run, what :meth:`Trainer.run` raises.
     """
-    import yaml
-
     preflight(spec)
     n = spec.devices
     gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
     run_dir = Path(spec.run_dir)
+    launch_spec = run_dir / LAUNCH_SPEC_FILE
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        spec_file = atomic_write_text(run_dir / SPEC_FILE, yaml.safe_dump(spec.model_dump(mode="json"),
-                                                                          sort_keys=False, allow_unicode=True),
-                                      option="--run-dir")  # fmt: skip
+        # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
+        atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
+        if n == 1:
+            launch_spec.unlink()
     except OSError as exc:
         raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({exc.strerror or exc}); choose another "
                              "directory.") from None  # fmt: skip
@@ -146,9 +147,12 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
     from paddlefit.train.launcher import launch_command, run_launched
 
-    cmd = launch_command(spec_file, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
+    cmd = launch_command(launch_spec, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
     relay = relay or log
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
-    code, reason = run_launched(cmd, run_dir, relay=relay)
+    try:
+        code, reason = run_launched(cmd, run_dir, relay=relay)
+    finally:
+        launch_spec.unlink(missing_ok=True)
     summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None
     return JobOutcome(code, reason, run_dir, summary)

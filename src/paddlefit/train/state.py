@@ -9,6 +9,7 @@ A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import random
 import time
@@ -88,6 +89,13 @@ class TrainerState:
         if not isinstance(state.totals, dict) or not isinstance(state.scheduler, dict):
             raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
                                  "checkpoint.")  # fmt: skip
+        for key, v in state.totals.items():
+            if not _finite_number(v) or v < 0:
+                raise PaddlefitError(f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass "
+                                     "another checkpoint.")  # fmt: skip
+        if state.last_loss is not None and not _finite_number(state.last_loss):
+            raise PaddlefitError(f"{where}: trainer.json `last_loss` is {state.last_loss!r}, not a finite number; "
+                                 "pass another checkpoint.")  # fmt: skip
         return state
 
     def check_fits(self, where: str, *, global_batch: int, batch_size: int, steps_per_epoch: int) -> None:
@@ -103,13 +111,23 @@ class TrainerState:
                 f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
                 f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
                 "the global batch or start fresh with `--resume never`.")  # fmt: skip
-        if self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * self.grad_accum_steps:
+        accum = self.grad_accum_steps
+        impossible = self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
+        if not impossible and (self.batch_size, self.global_batch) == (batch_size, global_batch):
+            # the same layout: every step consumed `accum` batches and every epoch `steps_per_epoch` steps
+            impossible = self.batch_in_epoch % accum != 0 or \
+                self.step != self.epoch * steps_per_epoch + self.batch_in_epoch // accum  # fmt: skip
+        if impossible:
             raise PaddlefitError(f"checkpoint {where}: trainer.json position (step {self.step}, epoch {self.epoch}, "
-                                 f"micro-batch {self.batch_in_epoch}) is impossible for this job; pass another "
-                                 "checkpoint.")  # fmt: skip
+                                 f"micro-batch {self.batch_in_epoch}) is impossible for this job ({steps_per_epoch} "
+                                 "steps per epoch); pass another checkpoint.")  # fmt: skip
         if not Split.valid_ways(self.micro_batch_split, batch_size):
             raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
                                  "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+
+
+def _finite_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,

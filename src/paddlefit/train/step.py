@@ -156,7 +156,7 @@ class StepRunner:
                     (self.job.scaler.scale(scaled) if self.job.scaler else scaled).backward()
             except PaddlefitError as exc:
                 raise PaddlefitError(f"step {step}: {exc}") from None
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a model calling sys.exit() is a failing model, not an exit
                 if is_out_of_memory(exc):
                     raise OutOfMemory(oom_line(exc)) from None
                 from paddlefit.models.build import failing_layer

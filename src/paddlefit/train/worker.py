@@ -1,6 +1,6 @@
 """Entry script of one worker under ``paddle.distributed.launch`` (not for direct use).
 
-``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/job.yaml --run-dir RUN_DIR
+``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/.job-launch.yaml --run-dir RUN_DIR
 --resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
 """
 
