@@ -227,7 +227,7 @@ def test_cli_plan_parallel_json_and_table(tmp_path):
     (["nosuch.json", "--gpus", "8"], "Model config"),
     (["llama-2-7b", "--precision", "fp8"], "`--precision`"),
     (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be a number of Gbit/s"),
-    (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbit-s` must be"),  # the deprecated alias
+    (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbps` is deprecated"),  # and refused, 2
 ])  # fmt: skip
 def test_cli_plan_parallel_bad_input_exit_2(args, msg):
     r = _cli("plan", *args)

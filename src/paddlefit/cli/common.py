@@ -31,6 +31,16 @@ def quiet_paddle() -> None:
 _last_error: dict[str, Any] = {}
 
 
+def warn_deprecated(aliases: dict[str, str]) -> None:
+    """On stderr, one warning per deprecated option name used on this command line (``{old: new}``); typer gives
+    both names the same parameter, so only the raw arguments tell which one was typed."""
+    used = {a.split("=", 1)[0] for a in sys.argv[1:]}
+    for old, new in aliases.items():
+        if old in used:
+            err.print(f"[yellow]warning:[/] `{old}` is deprecated and will be removed in the next release; use "
+                      f"`{new}` (same value, same unit).", highlight=False)
+
+
 def fail(message: str, code: int = 2, kind: str = "UsageError") -> typer.Exit:
     """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input); remembered for
     :func:`handle_errors`'s ``--json`` error document."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
@@ -74,6 +74,7 @@ def cost_command(
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, command="cost")  # fmt: skip
     quiet_paddle()
+    warn_deprecated({"--disk-mbps": "--disk-mib-s"})
     with err.status("planning...") as status, stdout_to_stderr():
         result = cost_job(job, request, progress=lambda msg: status.update(msg))
     for note in result.notes:

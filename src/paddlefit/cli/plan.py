@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, check_not_empty
 from paddlefit.plan.jobs import plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
@@ -109,6 +109,7 @@ def plan_command(
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
                    "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
+    warn_deprecated({"--network-gbps": "--network-gbit-s"})
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
                      eval_batch_size=eval_batch_size, devices=devices)  # fmt: skip
