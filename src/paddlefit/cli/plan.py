@@ -91,6 +91,7 @@ def plan_command(
       paddlefit plan llama-2-70b --seq-len 4096 --gpus 64 --gpu H100-SXM --json
       paddlefit plan ./config.json --gpus 16 --seq-len 2048   # a Hugging Face / PaddleNLP config.json
     """
+    warn_deprecated({"--network-gbps": "--network-gbit-s"})
     check_not_empty({"--precision": precision, "--optimizer": optimizer})
     if _parallel_requested(model, seq_len, global_batch, gpus):
         _plan_parallel(
@@ -109,7 +110,6 @@ def plan_command(
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
                    "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
-    warn_deprecated({"--network-gbps": "--network-gbit-s"})
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
                      eval_batch_size=eval_batch_size, devices=devices)  # fmt: skip
