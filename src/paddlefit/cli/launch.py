@@ -33,7 +33,7 @@ def launch_command(
                             "A100-80GB); see `paddlefit cost`."),
     spot: bool = typer.Option(False, "--spot", help="skypilot: spot instances (managed recovery resumes the run)."),
     bucket: str = typer.Option(None, "--bucket", help="skypilot: checkpoint bucket URL (s3://b/p, gs://...) "
-                               "(default: a new bucket named <name>-checkpoints)."),
+                               "(default: a new bucket named <name>-ckpt-<8 random hex>, kept in the file)."),
     cloud: str = typer.Option(None, "--cloud", help="skypilot: pin a cloud (aws, gcp, azure, lambda)."),
     setup: str = typer.Option("pip install -r requirements.txt", "--setup", help="skypilot: setup commands on each "
                               "node, run in the synced workdir (the directory you launch from): install paddlefit, "

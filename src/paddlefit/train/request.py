@@ -5,7 +5,7 @@ A library user gets the checks and messages a CLI user gets::
     from paddlefit.train.request import TrainRequest
     from paddlefit.train.run import run_job
 
-    req = TrainRequest(config="examples/digits.yaml", max_steps=100, max_hours=0.5).resolve()
+    req = TrainRequest(config="examples/digits.yaml", run_dir="runs/from-python", max_steps=100).resolve()
     outcome = run_job(req.spec, gpu_ids=req.gpu_ids, resume=req.resume)
 """
 
