@@ -196,6 +196,7 @@ def probe_memory(
     eval_phase: bool = True,
     cpu_threads: int | None = None,
     time_threads: bool = False,
+    probe_requested: bool = True,
 ) -> tuple[ProbeResult, Any]:
     """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
 
@@ -218,7 +219,8 @@ def probe_memory(
     more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
     (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
     to the requested batch, so a sub-peak that takes over at larger batches is seen, and then ``extend_to``
-    itself when it still fits the budget.
+    itself when it still fits the budget (unless ``probe_requested`` is False: a benchmark that checks the
+    extrapolation out of sample, ``bench/memory_accuracy.py``).
 
     Returns:
         (ProbeResult, FlopsCount or None). The FlopsCount carries the operator trace
@@ -282,7 +284,7 @@ def probe_memory(
                 sizes.append(nxt)
                 nxt *= 2
             # and the requested batch itself when it is affordable: no extrapolation left for the plan's own row
-            if extend_to > max(sizes) and spent + extend_to * per_sample_s * 1.3 <= budget_s:
+            if probe_requested and extend_to > max(sizes) and spent + extend_to * per_sample_s * 1.3 <= budget_s:
                 sizes.append(extend_to)
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))

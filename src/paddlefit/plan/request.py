@@ -48,6 +48,8 @@ class PlanRequest:
             time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
         eval_phase: the job evaluates (a job spec without ``data.eval`` does not): the probe measures the eval
             forward and it counts in the peak.
+        probe_requested: the probe may also run the requested batch when its time budget allows (False keeps
+            the plan's own row an extrapolation, as ``bench/memory_accuracy.py`` checks).
         sample: the first sample of the job's ``data.train`` (probe batches are copies of it); None = synthetic.
         loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use: its blocking
             queue's capacity, ``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus
@@ -89,6 +91,7 @@ class PlanRequest:
     eval_held: int = 0
     sample: Any = None
     eval_phase: bool = True
+    probe_requested: bool = True
 
     def __post_init__(self) -> None:
         """Check the fields a CLI user gives as options; the messages name the option (``--batch-size`` for
