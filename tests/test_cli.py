@@ -167,6 +167,9 @@ def test_bad_calibration_values_and_special_out_paths(tmp_path):
         r = run("calibrate", "-m", "lenet", "-b", "4", "--out", str(out))
         assert r.returncode == 2 and needle in r.stderr, r.stderr
     assert fifo.is_fifo() and link.is_symlink() and not (tmp_path / "target.json").exists()
+    # a GPU name to file measurements under, on a machine without a GPU: refused, not silently dropped
+    r = run("calibrate", "-m", "lenet", "-b", "4", "--device-name", "A100", "--out", str(tmp_path / "cpu.json"))
+    assert r.returncode == 2 and "sees no GPU" in r.stderr and not (tmp_path / "cpu.json").exists(), r.stderr
 
 
 def test_user_code_printing_does_not_break_json():

@@ -77,7 +77,9 @@ def test_no_image_for_ancient_driver():
                                               (["--paddle", ""], "is empty"),
                                               (["-r", "x[/]==1"], "must be pinned"),
                                               (["--paddle", "9.9.9"], "No official Paddle image"),
-                                              (["--command", "'unclosed"], "does not parse")])  # fmt: skip
+                                              (["--command", "'unclosed"], "does not parse"),
+                                              (["--cpu", "--cuda", "12.6"], "`--cuda` does not apply"),
+                                              (["--cpu", "--fixed-shape-cnn"], "does not apply to a")])  # fmt: skip
 def test_bad_image_input(tmp_path, args, needle):
     r = image(*args, "--out", str(tmp_path / "new" / "dir"))
     assert r.returncode == 2 and needle in " ".join(r.stderr.split()) and "Traceback" not in r.stderr

@@ -93,6 +93,9 @@ def build_image(req: ImageRequest) -> ImageResult:
     for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
         if v is not None and not v.strip():
             raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
+    if req.cpu and (req.cuda is not None or req.fixed_shape_cnn):
+        given = "`--cuda`" if req.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
+        raise PaddlefitError(f"{given} does not apply to a `--cpu` image; drop one of them.")
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
     out_dir = req.out_dir

@@ -285,6 +285,9 @@ def run_calibration(
     say = progress or (lambda m: None)
     kind, raw, driver = current_device()
     gpu = None
+    if kind != "gpu" and device_name:
+        raise PaddlefitError(f"`--device-name {device_name}` files GPU measurements under a catalog GPU, but this "
+                             "Paddle sees no GPU; run calibrate on the GPU machine, or leave it out for a CPU file.")
     if kind == "gpu":
         gpu = get_gpu(device_name, load_gpus()) if device_name else match_gpu(raw, load_gpus())
     if precisions is None:
