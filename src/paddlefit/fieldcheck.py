@@ -14,11 +14,11 @@ import enum
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from paddlefit.errors import PaddlefitError
 
-__all__ = ["check_field_types"]
+__all__ = ["FieldChecked", "check_field_types"]
 
 
 def _matches(value: Any, hint: Any) -> bool:
@@ -83,3 +83,18 @@ def check_field_types(obj: Any, options: dict[str, str] | None = None) -> None:
         where = names.get(f.name) or f"{type(obj).__name__}.{f.name}"
         if not _matches(value, hint):
             raise PaddlefitError(f"`{where}` must be {_describe(hint)} (got {type(value).__name__} {value!r}).")
+
+
+class FieldChecked:
+    """Mixin for a request dataclass whose only ``__post_init__`` work is the type check: every field is checked
+    against its annotation when the request is built (:func:`check_field_types`), each named in messages by
+    ``OPTIONS`` (field -> the CLI option it stands for).
+
+    Raises (when built):
+        PaddlefitError: a field of the wrong type, named by its option.
+    """
+
+    OPTIONS: ClassVar[dict[str, str]] = {}
+
+    def __post_init__(self) -> None:
+        check_field_types(self, self.OPTIONS)

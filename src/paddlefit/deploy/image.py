@@ -11,15 +11,16 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import check_field_types
+from paddlefit.fieldcheck import FieldChecked
 
 
 @dataclass(frozen=True)
-class ImageRequest:
+class ImageRequest(FieldChecked):
     """What to build. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
     Attributes:
@@ -50,17 +51,11 @@ class ImageRequest:
     fixed_shape_cnn: bool = False
     ipc_host: bool = False
 
-    def __post_init__(self) -> None:
-        """Check each field's type, so a library caller gets the CLI's message
-        (:func:`~paddlefit.fieldcheck.check_field_types`).
-
-        Raises:
-            PaddlefitError: a field of the wrong type, named by its option.
-        """
-        check_field_types(self, {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
-                                         "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
-                                         "batch_size": "--batch-size", "inputs": "--input", "devices":
-                                         "--devices", "command": "--command"})  # fmt: skip
+    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
+                                          "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
+                                          "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
+                                          "command": "--command"}  # fmt: skip
 
 
 @dataclass(frozen=True)

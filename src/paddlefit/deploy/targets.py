@@ -17,6 +17,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from paddlefit.deploy.launch import (
     DEFAULT_PORT,
@@ -34,7 +35,7 @@ from paddlefit.deploy.launch import (
     ssh_script,
 )
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import check_field_types
+from paddlefit.fieldcheck import FieldChecked
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
 #: Options that apply to some targets only (a stray one is refused, not ignored).
@@ -45,7 +46,7 @@ _IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"
 
 
 @dataclass(frozen=True)
-class LaunchRequest:
+class LaunchRequest(FieldChecked):
     """What to write (the ``paddlefit launch`` options; see ``paddlefit launch --help`` for each).
 
     Attributes:
@@ -84,16 +85,10 @@ class LaunchRequest:
     nccl_ifname: str | None = None
     no_ib: bool = False
 
-    def __post_init__(self) -> None:
-        """Check each field's type, so a library caller gets the CLI's message
-        (:func:`~paddlefit.fieldcheck.check_field_types`).
-
-        Raises:
-            PaddlefitError: a field of the wrong type, named by its option.
-        """
-        check_field_types(self, {"config": "CONFIG", "target": "--target", "nodes": "--nodes", "gpus_per_node":
-                                         "--gpus-per-node", "out_dir": "--out", "port": "--port", "hosts":
-                                         "--hosts", "master": "--master"})  # fmt: skip
+    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "target": "--target", "nodes": "--nodes",
+                                          "gpus_per_node": "--gpus-per-node", "out_dir": "--out", "port": "--port",
+                                          "hosts": "--hosts", "master": "--master"}  # fmt: skip
 
 
 @dataclass(frozen=True)

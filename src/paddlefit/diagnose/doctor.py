@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
 from paddlefit.errors import ModelError, PaddlefitError
-from paddlefit.fieldcheck import check_field_types
+from paddlefit.fieldcheck import FieldChecked
 
 
 @dataclass(frozen=True)
-class DoctorRequest:
+class DoctorRequest(FieldChecked):
     """What to check. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
     Attributes:
@@ -47,17 +47,11 @@ class DoctorRequest:
     run_dir: Path | None = None
     measure: bool = True
 
-    def __post_init__(self) -> None:
-        """Check each field's type, so a library caller gets the CLI's message
-        (:func:`~paddlefit.fieldcheck.check_field_types`).
-
-        Raises:
-            PaddlefitError: a field of the wrong type, named by its option.
-        """
-        check_field_types(self, {"from_file": "--from", "snapshot_file": "--snapshot", "config": "--config",
-                                         "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
-                                         "batch_size": "--batch-size", "inputs": "--input", "devices":
-                                         "--devices", "model": "--model", "run_dir": "--run-dir"})  # fmt: skip
+    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    OPTIONS: ClassVar[dict[str, str]] = {"from_file": "--from", "snapshot_file": "--snapshot", "config": "--config",
+                                          "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
+                                          "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
+                                          "model": "--model", "run_dir": "--run-dir"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -179,11 +179,13 @@ def prediction_of(out: Any, label_passed: bool) -> Any:
     return x if _is_tensor(x) and len(x.shape) >= 1 else None
 
 
-def _describe_label(y: Any) -> str:
+def describe_label(y: Any) -> str:
+    """A label for error messages: shape and dtype of a tensor (``[16] int64``), the structure of a dict or list
+    of them (first 6 entries, e.g. CTC's ``{text: ..., length: ...}``), else the type name."""
     if isinstance(y, dict):
-        return "{" + ", ".join(f"{k}: {_describe_label(v)}" for k, v in list(y.items())[:6]) + "}"
+        return "{" + ", ".join(f"{k}: {describe_label(v)}" for k, v in list(y.items())[:6]) + "}"
     if isinstance(y, list | tuple):
-        return "[" + ", ".join(_describe_label(v) for v in y[:6]) + "]"
+        return "[" + ", ".join(describe_label(v) for v in y[:6]) + "]"
     return _describe(y)
 
 
@@ -308,7 +310,7 @@ class JobLoss:
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             raise PaddlefitError(f"`loss: {shown}` raised {type(exc).__name__}: {first} on the model's output "
-                                 f"({describe_output(out)}) and the label ({_describe_label(batch.label)}). Check "
+                                 f"({describe_output(out)}) and the label ({describe_label(batch.label)}). Check "
                                  "the loss and the label (`label:` / `--label`, or data.train's labels).") from None
         if not _is_tensor(loss) or int(np.prod(loss.shape)) != 1:
             got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__

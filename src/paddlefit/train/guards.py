@@ -66,10 +66,11 @@ class Budget:
         """Wall seconds of this run directory's training so far."""
         return self.prior_s + self.clock() - self.start
 
-    def cost_usd(self) -> float | None:
-        """USD so far at ``price_usd_per_hour``, or None without a price."""
+    def cost_usd(self, wall_s: float | None = None) -> float | None:
+        """USD at ``price_usd_per_hour`` for ``wall_s`` seconds (default: :meth:`wall_s` now), or None without a
+        price."""
         price = self.spec.price_usd_per_hour
-        return self.wall_s() / 3600 * price if price else None
+        return (self.wall_s() if wall_s is None else wall_s) / 3600 * price if price else None
 
     def exceeded(self) -> str | None:
         """Why the budget is used up (``max_hours`` reached, or ``max_cost_usd`` at ``price_usd_per_hour``), else

@@ -20,6 +20,7 @@ raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -271,7 +272,7 @@ class Trainer:
         st.micro_batch_split = self.runner.micro.ways
         st.scheduler = to_jsonable(job.schedule.state_dict())
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
-        saved = TrainerState(**{**st.to_json(), "totals": {**st.totals, "wall_s": self.budget.wall_s()}})
+        saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
         path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model})
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
@@ -320,7 +321,7 @@ class Trainer:
         """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost
         (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran."""
         st, job, t = self.state, self.job, self.state.totals
-        wall, price = self.budget.wall_s(), self.spec.budget.price_usd_per_hour
+        wall = self.budget.wall_s()  # once: wall_seconds and cost_usd must agree
         return {
             "steps": st.step, "epochs": st.step / job.steps_per_epoch, "final_loss": st.last_loss,
             "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
@@ -333,7 +334,7 @@ class Trainer:
             "amp_active": job.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
             "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
             "wall_seconds": wall, "checkpoint_write_s": self.ckpt.write_s,
-            "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": wall / 3600 * price if price else None,
+            "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": self.budget.cost_usd(wall),
             "micro_batch_size": self.runner.micro.size,
             "grad_accum_steps": self.spec.grad_accum_steps * self.runner.micro.ways,
             "oom_backoffs": self.runner.micro.backoffs,

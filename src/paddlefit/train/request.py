@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from paddlefit.catalog.prices import instance_price
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import check_field_types
+from paddlefit.fieldcheck import FieldChecked
 from paddlefit.plan.cost_request import check_positive
 from paddlefit.spec import JobSpec, load_job_spec
 
@@ -64,7 +64,7 @@ class ResolvedTrain:
 
 
 @dataclass
-class TrainRequest:
+class TrainRequest(FieldChecked):
     """``paddlefit train``'s options (None = the spec's value); :meth:`resolve` checks them against the spec.
 
     Attributes:
@@ -92,20 +92,14 @@ class TrainRequest:
     interruptions_per_hour: float | None = None
     spot_bucket: str | None = None
 
-    def __post_init__(self) -> None:
-        """Check each field's type, so a library caller gets the CLI's message
-        (:func:`~paddlefit.fieldcheck.check_field_types`).
-
-        Raises:
-            PaddlefitError: a field of the wrong type, named by its option.
-        """
-        check_field_types(self, {"devices": "--devices", "run_dir": "--run-dir", "resume": "--resume",
-                                         "max_steps": "--max-steps", "max_hours": "--max-hours", "max_cost":
-                                         "--max-cost", "price_per_hour": "--price-per-hour", "instance":
-                                         "--instance", "cloud": "--cloud", "spot": "--spot",
-                                         "checkpoint_interval": "--checkpoint-interval", "interruptions_per_hour":
-                                         "--interruptions-per-hour", "spot_bucket": "--spot-bucket", "config":
-                                         "CONFIG"})  # fmt: skip
+    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    OPTIONS: ClassVar[dict[str, str]] = {"devices": "--devices", "run_dir": "--run-dir", "resume": "--resume",
+                                          "max_steps": "--max-steps", "max_hours": "--max-hours",
+                                          "max_cost": "--max-cost", "price_per_hour": "--price-per-hour",
+                                          "instance": "--instance", "cloud": "--cloud", "spot": "--spot",
+                                          "checkpoint_interval": "--checkpoint-interval",
+                                          "interruptions_per_hour": "--interruptions-per-hour",
+                                          "spot_bucket": "--spot-bucket", "config": "CONFIG"}  # fmt: skip
 
     def resolve(self) -> ResolvedTrain:
         """Load the spec and apply the options.

@@ -9,7 +9,6 @@ A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint
 from __future__ import annotations
 
 import json
-import math
 import pickle
 import random
 import time
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.estimate.perf_params import is_finite_number
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
 
@@ -74,12 +74,11 @@ class TrainerState:
         """
         if not isinstance(data, dict):
             raise PaddlefitError(f"{where}: trainer.json is not a JSON object; pass another checkpoint.")
-        known = {f.name for f in fields(cls)}
-        state = cls(**{k: v for k, v in data.items() if k in known}) if {"global_batch", "batch_size", "devices",
-                    "grad_accum_steps", "seed"} <= data.keys() else None  # fmt: skip
-        if state is None:
+        if not {"global_batch", "batch_size", "devices", "grad_accum_steps", "seed"} <= data.keys():
             raise PaddlefitError(f"{where}: trainer.json lacks global_batch/batch_size/devices/grad_accum_steps/seed; "
                                  "pass another checkpoint.")  # fmt: skip
+        known = {f.name for f in fields(cls)}
+        state = cls(**{k: v for k, v in data.items() if k in known})
         for name in ("global_batch", "batch_size", "devices", "grad_accum_steps", "seed", "step", "epoch",
                      "batch_in_epoch"):  # fmt: skip
             v = getattr(state, name)
@@ -90,10 +89,10 @@ class TrainerState:
             raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
                                  "checkpoint.")  # fmt: skip
         for key, v in state.totals.items():
-            if not _finite_number(v) or v < 0:
+            if not is_finite_number(v) or v < 0:
                 raise PaddlefitError(f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass "
                                      "another checkpoint.")  # fmt: skip
-        if state.last_loss is not None and not _finite_number(state.last_loss):
+        if state.last_loss is not None and not is_finite_number(state.last_loss):
             raise PaddlefitError(f"{where}: trainer.json `last_loss` is {state.last_loss!r}, not a finite number; "
                                  "pass another checkpoint.")  # fmt: skip
         return state
@@ -124,10 +123,6 @@ class TrainerState:
         if not Split.valid_ways(self.micro_batch_split, batch_size):
             raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
                                  "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
-
-
-def _finite_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,

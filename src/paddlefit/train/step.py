@@ -31,12 +31,7 @@ from paddlefit.train.oom import (
     slice_weights,
 )
 
-__all__ = ["StepRunner", "describe", "scratch_runner"]
-
-
-def describe(x: Any) -> str:
-    """Shape and dtype of a tensor, or the type name of anything else (for error messages)."""
-    return f"{list(x.shape)} {x.dtype}" if hasattr(x, "shape") and hasattr(x, "dtype") else type(x).__name__
+__all__ = ["StepRunner", "scratch_runner"]
 
 
 class StepRunner:
@@ -127,7 +122,7 @@ class StepRunner:
             OutOfMemory: left to :meth:`train_step`.
             JobFailedError: any other error of the model or loss; PaddlefitError: a loss that is not a scalar.
         """
-        from paddlefit.models.calling import call_model
+        from paddlefit.models.calling import call_model, describe_label
 
         accum = self.spec.grad_accum_steps
         slices = slice_weights(batch.size, self.micro.ways)
@@ -164,8 +159,8 @@ class StepRunner:
                 where = failing_layer(exc)
                 raise JobFailedError(
                     f"step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)}"
-                    f"{' in ' + where if where else ''} (inputs {sb.describe()}, labels {describe(sb.label)}; model "
-                    f"`{self.spec.model}`, loss `{self.job.job_loss.describe()}`). Set PADDLEFIT_DEBUG=1 for the "
+                    f"{' in ' + where if where else ''} (inputs {sb.describe()}, labels {describe_label(sb.label)}; "
+                    f"model `{self.spec.model}`, loss `{self.job.job_loss.describe()}`). Set PADDLEFIT_DEBUG=1 for the "
                     "traceback."
                 ) from None
             out.append((loss, w))
