@@ -324,13 +324,14 @@ def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
     rate = InterruptionRate(0.1, "test")
     rep = build_cost(plan, prices, gpus, dataset_size=100, epochs=1, grad_accum_steps=3, rate=rate)
     rows = {r.instance_type: r for r in rep.rows}
-    # 4 micro-batches of 32 (the last partial): one accumulation group of 3, the 4th dropped (the trainer's count)
-    assert rows["t4x1"].hours == pytest.approx(1 * 3 * 0.5 / 3600)
-    assert "global batch 384 exceeds the 100 samples" in rep.skipped[0]["reason"]  # 25 per rank: 1 batch < 3
+    # global batch 96 without drop_last: ceil(100 / 96) = 2 steps of 3 micro-batches, the second filled up by
+    # repeating the epoch's order (the trainer's count)
+    assert rows["t4x1"].hours == pytest.approx(2 * 3 * 0.5 / 3600)
+    assert "global batch 384 exceeds the 100 samples" in rep.skipped[0]["reason"]  # less than one global batch
     rep = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=2.5, max_steps=50, rate=rate)
     rows = {r.instance_type: r for r in rep.rows}
     assert rows["t4x1"].hours == pytest.approx(50 * 0.5 / 3600)  # max_steps comes first on one GPU
-    t4x4 = rows["t4x4"]  # on four: round(2.5 x ceil(2500 / 32)) = 198 steps, still over 50
+    t4x4 = rows["t4x4"]  # on four: round(2.5 x ceil(10000 / 128)) = 198 steps, still over 50
     assert t4x4.hours == pytest.approx(50 * t4x4.step_time_s / 3600)
     assert "at most 50 optimizer steps" in rep.assumptions["job"]
     only = build_cost(plan, prices, gpus, dataset_size=None, epochs=None, max_steps=7, rate=rate)

@@ -38,20 +38,48 @@ def _spec(**kw):
 def test_batches_and_steps_match_the_trainers_sampler():
     from paddlefit.train.data import ResumableBatchSampler
 
-    for n, b, world, drop_last in itertools.product((1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8, 32),
-                                                    (1, 2, 3, 4, 8), (True, False)):  # fmt: skip
-        ranks = [ResumableBatchSampler(_Sized(n), b, world, rank, False, drop_last, 0) for rank in (0, world - 1)]
+    for n, b, world, accum, drop_last in itertools.product((1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8),
+                                                           (1, 2, 3, 4), (1, 2, 3), (True, False)):  # fmt: skip
+        ranks = [ResumableBatchSampler(_Sized(n), b, world, r, True, drop_last, 0, accum) for r in range(world)]
         lengths = {len(s) for s in ranks} | {sum(1 for _ in s) for s in ranks}  # every rank draws the same count
-        assert lengths == {batches_per_rank(n, b, world, drop_last)}, (n, b, world, drop_last)
-        for accum in (1, 2, 3):  # the trainer: steps_per_epoch = len(sampler) // grad_accum_steps
-            assert steps_per_epoch(n, b, world, accum, drop_last) == len(ranks[0]) // accum
+        assert lengths == {batches_per_rank(n, b, world, accum, drop_last)}, (n, b, world, accum, drop_last)
+        assert len(ranks[0]) == steps_per_epoch(n, b, world, accum, drop_last) * accum
+
+
+def test_the_epochs_order_does_not_depend_on_the_layout():
+    """Every layout of global batch 24 deals one seeded permutation: step s uses the same 24 samples, each sample
+    of the epoch once (drop_last: the 100 - 4 x 24 left over are the same 4 for every layout)."""
+    from paddlefit.train.data import ResumableBatchSampler
+
+    def steps(b: int, world: int, accum: int, epoch: int = 5) -> list[list[int]]:
+        ranks = [ResumableBatchSampler(_Sized(100), b, world, r, True, True, 7, accum) for r in range(world)]
+        for s in ranks:
+            s.set_position(epoch, 0)
+        batches = [list(s) for s in ranks]  # batches[rank][j]
+        rounds = [sum((batches[r][j] for r in range(world)), []) for j in range(len(batches[0]))]
+        return [sum(rounds[i:i + accum], []) for i in range(0, len(rounds), accum)]
+
+    want = steps(24, 1, 1)
+    assert len(want) == 4 and all(len(s) == 24 for s in want)
+    used = sum(want, [])
+    assert len(set(used)) == 96 and set(used) <= set(range(100))
+    for b, world, accum in ((12, 2, 1), (6, 2, 2), (8, 3, 1), (2, 4, 3), (1, 3, 8), (4, 1, 6)):
+        assert steps(b, world, accum) == want, (b, world, accum)
+    assert steps(24, 1, 1, epoch=6) != want  # another epoch, another order
+    one = ResumableBatchSampler(_Sized(100), 24, 1, 0, True, True, 7)
+    one.set_position(5, 2)  # resume at the third step: the rest of the same order
+    assert list(one) == want[2:]
 
 
 def test_padding_and_accumulation_are_the_trainers():
-    assert batches_per_rank(9, 1, 2, drop_last=True) == 5  # 9 samples padded to 10 over 2 ranks: 5 each
-    assert batches_per_rank(100, 32, 1, drop_last=False) == 4 and batches_per_rank(100, 32, 1, True) == 3
-    assert steps_per_epoch(100, 32, 1, 3, drop_last=False) == 1  # the 4th micro-batch of the epoch is dropped
-    assert steps_per_epoch(10, 32, 1, 1, drop_last=True) == 0
+    from paddlefit.train.data import ResumableBatchSampler
+
+    assert steps_per_epoch(100, 32, 1, 1, drop_last=False) == 4 and steps_per_epoch(100, 32, 1, 1, True) == 3
+    assert steps_per_epoch(100, 8, 2, 3, drop_last=False) == 3  # ceil(100 / 48): the last step padded
+    assert batches_per_rank(100, 8, 2, 3, drop_last=False) == 9
+    assert steps_per_epoch(10, 32, 1, 1, drop_last=True) == 0 and steps_per_epoch(10, 32, 1, 1, False) == 0
+    s = ResumableBatchSampler(_Sized(10), 4, 1, 0, False, False, 0)
+    assert list(s) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]  # filled up from the order's start, as Paddle pads
 
 
 def test_job_steps_rounds_epochs_and_caps_with_max_steps():

@@ -67,3 +67,33 @@ def test_a_position_the_steps_cannot_reach_is_refused(step: int, epoch: int, bat
     with pytest.raises(PaddlefitError, match="impossible for this job"):
         _state(step=step, epoch=epoch, batch_in_epoch=batch_in_epoch).check_fits(
             "ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+
+
+def test_the_global_batch_is_kept_by_accumulation_on_another_device_count() -> None:
+    from paddlefit.train.state import kept_accumulation
+
+    two = _state(global_batch=64, batch_size=32, devices=2, grad_accum_steps=1, step=14, epoch=1, batch_in_epoch=3)
+    assert kept_accumulation(two, "ck", devices=1, batch_size=32) == 2
+    assert kept_accumulation(two, "ck", devices=4, batch_size=8) == 2
+    assert kept_accumulation(two, "ck", devices=2, batch_size=32) == 1
+    with pytest.raises(PaddlefitError) as err:
+        kept_accumulation(two, "ck", devices=3, batch_size=32)
+    msg = str(err.value)
+    assert "global batch 64 (32 x 2 devices x 1 accumulation)" in msg and "not a multiple of 96" in msg
+    assert "on 3 device(s): none (64 is not divisible by 3)" in msg and "micro-batch 32: 1, 2." in msg
+    with pytest.raises(PaddlefitError, match=r"on 2 device\(s\): 1, 2, 4, 8, 16, 32; device counts .* none"):
+        kept_accumulation(two, "ck", devices=2, batch_size=48)
+    moved = two.in_layout(batch_size=32, devices=1, grad_accum_steps=2)
+    assert (moved.step, moved.epoch, moved.batch_in_epoch, moved.devices, moved.grad_accum_steps) == (14, 1, 6, 1, 2)
+    moved.check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+    eight = two.in_layout(batch_size=8, devices=4, grad_accum_steps=2)
+    assert eight.batch_in_epoch == 6 and eight.micro_batch_split == 1
+    with pytest.raises(PaddlefitError, match="not the checkpoint's global batch 64"):
+        two.in_layout(batch_size=32, devices=1, grad_accum_steps=1)
+
+
+def test_a_layout_that_does_not_make_the_global_batch_is_refused() -> None:
+    with pytest.raises(PaddlefitError, match=r"global_batch 64 is not batch_size x devices x grad_accum_steps"):
+        _state(grad_accum_steps=0).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+    with pytest.raises(PaddlefitError, match=r"\(32, 1, 3\)"):
+        _state(grad_accum_steps=3).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)

@@ -47,7 +47,7 @@ def train_cmd(spec: Path, run_dir: Path, *extra: str) -> list[str]:
 
 
 def run(cmd: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout, **kw)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **{"env": ENV, **kw})
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:
@@ -167,6 +167,59 @@ def test_two_process_job_killed_and_resumed(tmp_path: Path) -> None:
     assert summary(run_dir)["params_sha256"] == want
 
 
+def _sigterm_at(cmd: list[str], run_dir: Path, step: int, env: dict) -> str:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_step(run_dir, step, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr[-3000:]
+    return stderr
+
+
+@pytest.mark.slow
+def test_resume_on_another_device_count_uses_each_sample_once_and_keeps_the_schedule(tmp_path: Path) -> None:
+    """2 devices, stopped mid-epoch; resumed on 1 (accumulation 2 keeps global batch 32), stopped after the epoch
+    boundary; resumed on 2 to the end. The steps used each sample of the epochs' seeded orders exactly once, the
+    LR followed one schedule over all 60 steps and the model learnt."""
+    from collections import Counter
+
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.build import build_schedule
+    from paddlefit.train.data import ResumableBatchSampler
+
+    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:index_logging_cnn", batch_size=16, max_steps=60,
+                      schedule={"name": "cosine", "warmup_steps": 5},
+                      data={"train": "trainhelpers:indexed_digits", "train_args": {"split": "train", "delay": 0.002},
+                            "eval": "trainhelpers:indexed_digits", "eval_args": {"split": "test"}})  # fmt: skip
+    run_dir, log = tmp_path / "r", tmp_path / "samples"
+    env = dict(ENV, SAMPLE_LOG=str(log))
+    _sigterm_at(train_cmd(spec, run_dir, "--devices", "2"), run_dir, 8, env)
+    stderr = _sigterm_at(train_cmd(spec, run_dir, "--devices", "1"), run_dir, 45, env)
+    assert "global batch 32 kept with 1 device(s) x micro-batch 16 x gradient accumulation 2" in stderr, stderr
+    assert "not bit-identical" in stderr
+    r = run(train_cmd(spec, run_dir, "--devices", "2", "--json"), env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = json.loads(r.stdout)
+    assert (done["steps"], done["global_batch"], done["devices"], done["grad_accum_steps"]) == (60, 32, 2, 1)
+    assert done["eval_accuracy"] >= 0.85
+
+    used = Counter(int(i) for f in tmp_path.glob("samples.*") for i in f.read_text().split())
+    order = ResumableBatchSampler(range(1348), 16, 2, 0, True, True, 3)  # the spec's seed; 42 steps an epoch
+    want = Counter([*order.order(0).tolist(), *order.order(1)[:18 * 32].tolist()])
+    assert order.steps == 42 and sum(used.values()) == 60 * 32
+    assert used == want  # every sample of epoch 0 once, and epoch 1's first 18 global batches
+
+    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [x for x in lines if "loss" in x and "eval_loss" not in x]
+    assert [x["step"] for x in train] == list(range(1, 61))
+    sched = build_schedule(load_job_spec(spec), 60)
+    want_lr = []
+    for _ in range(60):
+        sched.step()
+        want_lr.append(sched())
+    assert [x["lr"] for x in train] == pytest.approx(want_lr, rel=1e-12, abs=0)
+
+
 @pytest.mark.slow
 def test_sigterm_to_one_worker_stops_all_ranks(tmp_path: Path) -> None:
     """A signal that reaches only rank 1 still stops both ranks at the same step, with a checkpoint."""
@@ -270,15 +323,23 @@ def test_unwritable_run_dir_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "is not writable" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_resume_with_other_global_batch_is_refused(tmp_path: Path) -> None:
+def test_resume_keeps_the_global_batch_by_accumulation_or_refuses(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.yaml", max_steps=2)
     assert run(train_cmd(spec, tmp_path / "r")).returncode == 0
     before = (tmp_path / "r" / "job.yaml").read_text()
-    other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=8)
+    other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=12)  # 16 is not a multiple of 12
     r = run(train_cmd(other, tmp_path / "r", "--json"))
     assert r.returncode == 2 and "global batch 16" in r.stderr and "--resume never" in r.stderr
+    assert "(`--batch-size`) that keep it on 1 device(s): 1, 2, 4, 8, 16" in r.stderr, r.stderr
     assert json.loads(r.stdout)["error"]["exit_code"] == 2  # one JSON document on stdout
     assert (tmp_path / "r" / "job.yaml").read_text() == before  # a refused run leaves the job as run alone
+    half = write_spec(tmp_path / "h.yaml", max_steps=4, batch_size=8)
+    r = run(train_cmd(half, tmp_path / "r", "--json"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "global batch 16 kept with 1 device(s) x micro-batch 8 x gradient accumulation 2" in r.stderr
+    done = json.loads(r.stdout)
+    assert (done["steps"], done["global_batch"], done["grad_accum_steps"]) == (4, 16, 2)
+    assert yaml.safe_load((tmp_path / "r" / "job.yaml").read_text())["grad_accum_steps"] == 2  # the job as run
 
 
 @pytest.mark.slow

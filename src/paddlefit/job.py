@@ -2,12 +2,12 @@
 
 ``plan`` and ``cost`` (and ``train``) count a job's length with the functions here, so the three agree:
 
-- :func:`batches_per_rank`: micro-batches one rank's ``paddle.io.DistributedBatchSampler`` yields per epoch;
-- :func:`steps_per_epoch`: optimizer steps per epoch (whole accumulation groups of those batches);
+- :func:`steps_per_epoch`: optimizer steps per epoch (whole global batches; the last one padded without
+  ``drop_last``), and :func:`batches_per_rank`, the micro-batches one rank loads for them;
 - :func:`job_steps` / :func:`total_steps`: the run's optimizer steps from ``epochs`` and ``max_steps``.
 
-They are the trainer's arithmetic (:class:`paddlefit.train.data.ResumableBatchSampler` wraps Paddle's
-``DistributedBatchSampler``; ``tests/test_job.py`` checks them against it). :func:`resolve_job` merges a model and
+They are the trainer's arithmetic (:class:`paddlefit.train.data.ResumableBatchSampler` uses them;
+``tests/test_job.py`` checks them against it). :func:`resolve_job` merges a model and
 options with ``--config`` and builds ``data.train`` once; it prints nothing: what it inferred is in its ``notes``.
 """
 
@@ -26,30 +26,26 @@ from paddlefit.models.zoo import parse_model_args
 from paddlefit.spec import JobSpec, load_job_spec
 
 
-def batches_per_rank(train_size: int, batch_size: int, world: int = 1, drop_last: bool = True) -> int:
-    """Micro-batches of ``batch_size`` samples one of ``world`` ranks draws from ``train_size`` samples per epoch.
-
-    Paddle's ``DistributedBatchSampler`` pads the index list to a multiple of ``world`` (repeating the first
-    indices) and gives each rank ``ceil(train_size / world)`` samples, then batches them: ``floor`` with
-    ``drop_last``, else ``ceil`` (``python/paddle/io/dataloader/batch_sampler.py``, ``__init__`` and ``__len__``).
-
-    Args:
-        train_size: samples in ``data.train`` (>= 0).
-        batch_size: per-device micro-batch, samples (>= 1).
-        world: data-parallel ranks (>= 1).
-        drop_last: the job's ``data.drop_last``.
-    """
-    per_rank = math.ceil(train_size / world)
-    return per_rank // batch_size if drop_last else math.ceil(per_rank / batch_size)
-
-
 def steps_per_epoch(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
                     drop_last: bool = True) -> int:  # fmt: skip
-    """Optimizer steps in one epoch: :func:`batches_per_rank` // ``grad_accum_steps`` (the trainer drops the
-    micro-batches of an incomplete accumulation group at the end of an epoch). 0 means the data holds less than one
-    global batch (``batch_size x world x grad_accum_steps``): the trainer refuses such a job.
+    """Optimizer steps in one epoch of ``train_size`` samples at global batch ``G = batch_size x world x
+    grad_accum_steps``: ``floor(train_size / G)`` with ``drop_last``, else ``ceil(train_size / G)`` (the last step
+    filled up by repeating the epoch's order from its start). It depends on the layout only through ``G``, so a run
+    resumed with another device count and the same global batch keeps its length and LR schedule
+    (:class:`paddlefit.train.data.ResumableBatchSampler` deals the samples). 0 means ``data.train`` holds less than
+    one global batch: the trainer refuses such a job, with or without ``drop_last``.
     """
-    return batches_per_rank(train_size, batch_size, world, drop_last) // grad_accum_steps
+    g = batch_size * world * grad_accum_steps
+    if train_size < g:
+        return 0
+    return train_size // g if drop_last else math.ceil(train_size / g)
+
+
+def batches_per_rank(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
+                     drop_last: bool = True) -> int:  # fmt: skip
+    """Micro-batches of ``batch_size`` samples each rank's train loader yields per epoch: :func:`steps_per_epoch` x
+    ``grad_accum_steps`` (``len()`` of the trainer's sampler)."""
+    return steps_per_epoch(train_size, batch_size, world, grad_accum_steps, drop_last) * grad_accum_steps
 
 
 def job_steps(per_epoch: int, epochs: float | None, max_steps: int | None) -> int | None:
@@ -294,7 +290,7 @@ def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, b
     """
     train_q = eval_q = held = 0
     if train_size is not None:
-        batches = batches_per_rank(train_size, batch_size, devices, spec.data.drop_last)
+        batches = batches_per_rank(train_size, batch_size, devices, spec.grad_accum_steps, spec.data.drop_last)
         train_q = max(0, min(spec.data.prefetch_factor + 2, batches - 1))
         # the last eval comes mid-epoch when the run stops there (max_steps): the train loader then still holds its
         # queue and the batch it last handed out; evals at epoch ends find it drained

@@ -194,3 +194,46 @@ def failing_digits_cnn(when: str = "eval", how: str = "raise"):
             return self.net(x)
 
     return Failing()
+
+
+class _Indexed:
+    def __init__(self, inner, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        x, y = self.inner[i]
+        return x, np.int64(i), y
+
+
+def indexed_digits(split: str = "train", delay: float = 0.0) -> _Indexed:
+    """Digits samples ``(image, index, label)``, ``delay`` seconds each, for :func:`index_logging_cnn`."""
+    return _Indexed(digits(split), delay)
+
+
+def index_logging_cnn():
+    """The digits CNN called as ``forward(x, idx)``; in training mode it appends the batch's sample indices to
+    ``$SAMPLE_LOG.<rank>`` (one line per forward), so a test sees which samples the steps used."""
+    import os
+
+    import paddle
+
+    from paddlefit.models.examples import digits_cnn
+
+    log = f"{os.environ['SAMPLE_LOG']}.{os.environ.get('PADDLE_TRAINER_ID', '0')}"
+
+    class Logging(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = digits_cnn()
+
+        def forward(self, x, idx):
+            if self.training:
+                with open(log, "a") as f:
+                    f.write(" ".join(str(int(i)) for i in idx.numpy().reshape(-1)) + "\n")
+            return self.net(x)
+
+    return Logging()

@@ -100,7 +100,7 @@ class BuiltJob:
     """Everything :func:`build_job` made for one rank.
 
     Attributes:
-        steps_per_epoch: optimizer steps per epoch of this rank (sampler batches // ``grad_accum_steps``).
+        steps_per_epoch: optimizer steps per epoch (:func:`paddlefit.job.steps_per_epoch`, the sampler's).
         total_steps: optimizer steps of the run (:func:`paddlefit.job.job_steps`).
         global_batch: samples per optimizer step over all ranks.
         amp: AMP is on (a GPU and an AMP precision); ``amp_dtype`` is ``float16`` or ``bfloat16``.
@@ -169,9 +169,9 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
     model = _build_model(spec)
     sampler = ResumableBatchSampler(train_ds, spec.batch_size, world, rank, spec.data.shuffle, spec.data.drop_last,
-                                    spec.seed)  # fmt: skip
-    global_batch = spec.batch_size * world * spec.grad_accum_steps
-    steps_per_epoch = len(sampler) // spec.grad_accum_steps  # = paddlefit.job.steps_per_epoch (tests/test_job.py)
+                                    spec.seed, spec.grad_accum_steps)  # fmt: skip
+    global_batch = sampler.global_batch
+    steps_per_epoch = sampler.steps  # paddlefit.job.steps_per_epoch: it depends on the layout only by global_batch
     if steps_per_epoch < 1:
         raise PaddlefitError(
             f"`data.train` has {len(train_ds)} samples, fewer than one global batch ({spec.batch_size} x {world} "

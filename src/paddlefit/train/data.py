@@ -1,51 +1,74 @@
-"""Where the run is in its data: a resumable, seeded batch sampler, and guards that turn a failing dataset into
-an error instead of a hung DataLoader."""
+"""Where the run is in its data: a resumable, seeded batch sampler whose order does not depend on the world size,
+and guards that turn a failing dataset into an error instead of a hung DataLoader."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from paddlefit.errors import PaddlefitError
+from paddlefit.job import steps_per_epoch
 from paddlefit.train.oom import first_line
 
 __all__ = ["ResumableBatchSampler", "guard_single_process", "next_batch"]
 
 
 class ResumableBatchSampler:
-    """``paddle.io.DistributedBatchSampler`` with a seeded shuffle per epoch and a start position.
+    """One seeded global order per epoch, dealt to the ranks: the order of samples does not depend on the world size.
 
-    The shuffle of epoch ``e`` uses ``np.random.RandomState(seed * 1_000_003 + e)`` (Paddle shuffles with
-    ``RandomState(epoch)``, ``python/paddle/io/dataloader/batch_sampler.py``), so epoch order depends only on
-    (seed, epoch) and a resumed run sees the same batches. ``skip`` batches are dropped at the start of the next
-    iteration (the ones consumed before the checkpoint). ``len()`` is the batches per epoch of this rank
-    (Paddle's: ``ceil(len(dataset) / num_replicas)`` samples, padded by repetition, in batches of ``batch_size``,
-    the last one dropped when short and ``drop_last``).
+    Epoch ``e``'s order is ``np.random.RandomState(seed * 1_000_003 + e).permutation(n)`` (``range(n)`` without
+    shuffle), the same on every rank and for every device count. Optimizer step ``s`` of the epoch takes the next
+    ``global_batch = batch_size x num_replicas x grad_accum_steps`` samples of that order; its ``j``-th loaded batch
+    (``j < grad_accum_steps``) is the next ``batch_size x num_replicas`` of them, of which rank ``r`` takes the
+    ``r``-th run of ``batch_size``. So after ``s`` steps the epoch has used ``order[:s x global_batch]`` whatever the
+    layout, and a run resumed with another device count but the same global batch continues with exactly the
+    samples the epoch has not yet seen.
+
+    An epoch is :func:`paddlefit.job.steps_per_epoch` optimizer steps: ``floor(n / global_batch)`` with
+    ``drop_last`` (the rest of the order is unused), else ``ceil(n / global_batch)``, the last step filled up by
+    repeating the order from its start (as ``paddle.io.DistributedBatchSampler`` pads its index list,
+    ``python/paddle/io/dataloader/batch_sampler.py``). Paddle's sampler deals each rank a strided slice of the
+    order instead, which differs with the world size. With one device, ``drop_last`` and no accumulation the order
+    is Paddle's (it shuffles with ``RandomState(epoch)``; we set that epoch to ``seed * 1_000_003 + e``).
+
+    ``len()`` is this rank's loaded batches per epoch (``steps x grad_accum_steps``); ``skip`` of them are dropped
+    at the start of the next iteration (the ones consumed before the checkpoint).
     """
 
     def __init__(self, dataset: Any, batch_size: int, num_replicas: int, rank: int, shuffle: bool,
-                 drop_last: bool, seed: int) -> None:  # fmt: skip
-        from paddle.io import DistributedBatchSampler
-
-        self._inner = DistributedBatchSampler(dataset, batch_size=batch_size, num_replicas=num_replicas, rank=rank,
-                                              shuffle=shuffle, drop_last=drop_last)  # fmt: skip
-        self.seed = seed
+                 drop_last: bool, seed: int, grad_accum_steps: int = 1) -> None:  # fmt: skip
+        self.size = len(dataset)
+        self.batch_size, self.num_replicas, self.rank = batch_size, num_replicas, rank
+        self.shuffle, self.seed, self.grad_accum_steps = shuffle, seed, grad_accum_steps
+        self.global_batch = batch_size * num_replicas * grad_accum_steps
+        self.steps = steps_per_epoch(self.size, batch_size, num_replicas, grad_accum_steps, drop_last)
         self.epoch = 0
         self.skip = 0
 
     def set_position(self, epoch: int, skip: int) -> None:
-        """Next iteration yields epoch ``epoch`` from batch ``skip`` on."""
+        """Next iteration yields epoch ``epoch`` from this rank's loaded batch ``skip`` on."""
         self.epoch, self.skip = epoch, skip
 
+    def order(self, epoch: int) -> np.ndarray:
+        """Epoch ``epoch``'s sample indices, ``steps x global_batch`` of them (int64), the same on every rank."""
+        if self.shuffle:
+            base = np.random.RandomState((self.seed * 1_000_003 + epoch) % 2**32).permutation(self.size)
+        else:
+            base = np.arange(self.size)
+        return np.resize(base, self.steps * self.global_batch)  # repeats from the start when padding
+
     def __iter__(self) -> Iterator[list[int]]:
-        self._inner.set_epoch((self.seed * 1_000_003 + self.epoch) % 2**32)
+        order = self.order(self.epoch)
         skip, self.skip = self.skip, 0
-        for i, batch in enumerate(self._inner):
-            if i >= skip:
-                yield batch
+        round_size = self.batch_size * self.num_replicas
+        for j in range(skip, len(self)):
+            start = j * round_size + self.rank * self.batch_size
+            yield order[start:start + self.batch_size].tolist()
 
     def __len__(self) -> int:
-        return len(self._inner)
+        return self.steps * self.grad_accum_steps
 
 
 class _FailedSample:

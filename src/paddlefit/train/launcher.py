@@ -42,14 +42,16 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
 
 
 def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
-                 on_start: Callable[[subprocess.Popen], None] | None = None) -> tuple[int, str]:  # fmt: skip
+                 on_start: Callable[[subprocess.Popen], None] | None = None,
+                 env: dict[str, str] | None = None) -> tuple[int, str]:  # fmt: skip
     """Run the launcher, relay rank 0's log, forward SIGTERM/SIGINT; return (exit code, reason).
 
     The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
     without one (a worker crashed before writing it) the launcher's exit code and the tail of rank 0's log.
+    ``env`` is added to the launcher's (and so the workers') environment.
     """
     token = uuid.uuid4().hex
-    env = dict(os.environ, PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1")
     log_dir = run_dir / LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     rank0_log = log_dir / "workerlog.0"

@@ -39,6 +39,7 @@ from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore
 from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag
+from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import (
     SPEC_FILE,
     SUMMARY_FILE,
@@ -51,7 +52,14 @@ from paddlefit.train.metrics import (
     to_jsonable,
     write_status,
 )
-from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.state import (
+    TrainerState,
+    agree_on_resume,
+    kept_accumulation,
+    load_checkpoint,
+    read_state,
+    save_checkpoint,
+)
 from paddlefit.train.step import StepRunner
 
 __all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]
@@ -72,12 +80,15 @@ class TrainOptions:
         progress: report progress (rank 0): to ``progress_bar`` when given, else log lines every ``log_every`` steps.
         progress_bar: a :class:`~paddlefit.train.metrics.Progress` (the CLI passes a rich bar on a terminal).
         log: where log lines go (default stderr).
+        lock_held: the caller holds the run directory's :class:`~paddlefit.train.lock.RunDirLock` (``run_job``,
+            or the process that launched this worker); else rank 0 takes it.
     """
 
     run_dir: Path
     resume: str = "auto"
     progress: bool = True
     progress_bar: Progress | None = None
+    lock_held: bool = False
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
@@ -133,10 +144,10 @@ class Trainer:
         if self.is_writer:
             self.opts.log(msg)
 
-    def setup(self) -> None:
-        """Device, seeds, the job built (model, loader, optimizer, AMP, as :func:`~paddlefit.train.step.scratch_runner`
-        builds it for ``profile`` and ``tune``), the step runner and a fresh :class:`TrainerState`."""
-        on_gpu = setup_device(self.spec, self.world, self.log)
+    def setup(self, on_gpu: bool) -> None:
+        """Seeds, the job built (model, loader, optimizer, AMP, as :func:`~paddlefit.train.step.scratch_runner`
+        builds it for ``profile`` and ``tune``) on the device :func:`~paddlefit.train.build.setup_device` chose,
+        the step runner and a fresh :class:`TrainerState`."""
         seed_all(self.spec.seed)
         self.job = build_job(self.spec, self.world, self.rank, on_gpu, self.log)
         self.runner = StepRunner(self.spec, self.job, self.world, self.rank, self.log)
@@ -150,13 +161,27 @@ class Trainer:
         """Train until the step limit, a stop signal, the budget or a non-finite loss (exit codes: module docstring).
 
         Raises:
-            PaddlefitError / JobFailedError / CheckpointError: see the class docstring.
+            PaddlefitError / JobFailedError / CheckpointError: see the class docstring;
+            :class:`~paddlefit.train.lock.RunDirInUseError` when another process holds the run directory.
         """
-        self.setup()
+        lock = RunDirLock(self.run_dir, self.log) if self.is_writer and not self.opts.lock_held else None
+        if lock is not None:
+            lock.acquire()  # before anything is written (a multi-node worker: global rank 0 holds it)
+        try:
+            return self._run()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _run(self) -> RunResult:
+        on_gpu = setup_device(self.spec, self.world, self.log)
         if self.is_writer:
             self._clean_run_dir()
         self._barrier()
         resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
+        if resume is not None:
+            self._keep_global_batch(resume)
+        self.setup(on_gpu)
         if resume is not None:
             self._resume(resume)
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
@@ -278,6 +303,22 @@ class Trainer:
         self.last_ckpt_step = st.step
         return path
 
+    def _keep_global_batch(self, path: Path) -> None:
+        """Set the accumulation that keeps the checkpoint's global batch on this run's devices and micro-batch
+        (before the job is built: its sampler and steps per epoch follow it)."""
+        ckpt = read_state(path)
+        s = self.spec
+        accum = kept_accumulation(ckpt, str(path), self.world, s.batch_size)
+        if accum == s.grad_accum_steps:
+            return
+        self.log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {self.world} device(s) x "
+                 f"micro-batch {s.batch_size} x gradient accumulation {accum} (the checkpoint's run: "
+                 f"{ckpt.batch_size} x {ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {s.grad_accum_steps})"
+                 + ("; the epoch continues with the samples it has not seen, but a run resumed on another device "
+                    "count is not bit-identical to an uninterrupted one (gradients are summed in another order)"
+                    if ckpt.devices != self.world else ""))  # fmt: skip
+        self.spec = s.model_copy(update={"grad_accum_steps": accum})
+
     def _resume(self, path: Path) -> None:
         job = self.job
 
@@ -293,6 +334,7 @@ class Trainer:
                          "will differ from an uninterrupted run of either length.")  # fmt: skip
 
         state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model)
+        state = state.in_layout(self.spec.batch_size, self.world, self.spec.grad_accum_steps)
         self.runner.micro.ways = state.micro_batch_split
         if state.micro_batch_split > 1:
             self.log(f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "

@@ -22,6 +22,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import DATASETS, JobSpec
+from paddlefit.train.lock import LOCK_ENV, RunDirLock
 from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
@@ -113,6 +114,8 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
     relayed to ``log``, the exit code and reason from the status.json rank 0 wrote. The workers read the spec
     from RUN_DIR/.job-launch.yaml (written atomically, removed after the run); RUN_DIR/job.yaml is written by rank 0
     once the run is accepted (its resume checkpoint fits), so a refused run leaves the run's job.yaml as it was.
+    The run directory is locked (:class:`~paddlefit.train.lock.RunDirLock`) for the whole run, before anything is
+    written: a second ``run_job`` on it raises instead of writing.
 
     Args:
         gpu_ids: explicit GPU ids (``--devices 0,1``), else the first ``spec.devices`` GPUs (or CPU processes).
@@ -124,14 +127,21 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
     Raises:
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
             run, what :meth:`Trainer.run` raises.
+        RunDirInUseError: another process holds the run directory (exit 2).
     """
     preflight(spec)
     n = spec.devices
     gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
     run_dir = Path(spec.run_dir)
+    with RunDirLock(run_dir, log):  # before anything is written; the launched workers know it is held
+        return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay)
+
+
+def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resume: str,
+                progress_bar: Progress | None, log: Callable[[str], None],
+                relay: Callable[[str], None] | None) -> JobOutcome:  # fmt: skip
     launch_spec = run_dir / LAUNCH_SPEC_FILE
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
         atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
         if n == 1:
@@ -142,7 +152,7 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
     if n == 1:
         from paddlefit.train.loop import Trainer, TrainOptions
 
-        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log)
+        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log, lock_held=True)
         result = Trainer(spec, opts).run()
         return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
     from paddlefit.train.launcher import launch_command, run_launched
@@ -151,7 +161,7 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
     relay = relay or log
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
     try:
-        code, reason = run_launched(cmd, run_dir, relay=relay)
+        code, reason = run_launched(cmd, run_dir, relay=relay, env={LOCK_ENV: str(run_dir.resolve())})
     finally:
         launch_spec.unlink(missing_ok=True)
     summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None

@@ -9,11 +9,12 @@ A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,8 @@ from paddlefit.estimate.perf_params import is_finite_number
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
 
-__all__ = ["TrainerState", "agree_on_resume", "choose_resume", "load_checkpoint", "save_checkpoint"]
+__all__ = ["TrainerState", "agree_on_resume", "choose_resume", "kept_accumulation", "load_checkpoint", "read_state",
+           "save_checkpoint"]
 
 
 @dataclass
@@ -99,30 +101,92 @@ class TrainerState:
 
     def check_fits(self, where: str, *, global_batch: int, batch_size: int, steps_per_epoch: int) -> None:
         """Whether this state can continue a job of ``global_batch`` samples per step, ``batch_size`` per loaded
-        batch and ``steps_per_epoch`` optimizer steps per epoch.
+        batch and ``steps_per_epoch`` optimizer steps per epoch (:func:`paddlefit.job.steps_per_epoch`, which
+        depends on the layout only through the global batch, so the position is checked in the checkpoint's own
+        layout whatever this run's device count).
 
         Raises:
-            PaddlefitError: another global batch; a position (step, epoch, micro-batch) the job cannot be at; a
-                ``micro_batch_split`` the back-off cannot reach.
+            PaddlefitError: another global batch; a layout that does not multiply to the global batch; a position
+                (step, epoch, micro-batch) the job cannot be at; a ``micro_batch_split`` the back-off cannot reach.
         """
         if self.global_batch != global_batch:
             raise PaddlefitError(
                 f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
                 f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
                 "the global batch or start fresh with `--resume never`.")  # fmt: skip
+        layout = (self.batch_size, self.devices, self.grad_accum_steps)
+        if min(layout) < 1 or math.prod(layout) != self.global_batch:
+            raise PaddlefitError(f"checkpoint {where}: trainer.json global_batch {self.global_batch} is not batch_size "
+                                 f"x devices x grad_accum_steps {layout}; pass another checkpoint.")  # fmt: skip
         accum = self.grad_accum_steps
-        impossible = self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
-        if not impossible and (self.batch_size, self.global_batch) == (batch_size, global_batch):
-            # the same layout: every step consumed `accum` batches and every epoch `steps_per_epoch` steps
-            impossible = self.batch_in_epoch % accum != 0 or \
-                self.step != self.epoch * steps_per_epoch + self.batch_in_epoch // accum  # fmt: skip
-        if impossible:
+        if (self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
+                or self.batch_in_epoch % accum != 0
+                or self.step != self.epoch * steps_per_epoch + self.batch_in_epoch // accum):  # fmt: skip
             raise PaddlefitError(f"checkpoint {where}: trainer.json position (step {self.step}, epoch {self.epoch}, "
                                  f"micro-batch {self.batch_in_epoch}) is impossible for this job ({steps_per_epoch} "
                                  "steps per epoch); pass another checkpoint.")  # fmt: skip
-        if not Split.valid_ways(self.micro_batch_split, batch_size):
+        if not Split.valid_ways(self.micro_batch_split, self.batch_size):
             raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
                                  "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+
+    def in_layout(self, batch_size: int, devices: int, grad_accum_steps: int) -> TrainerState:
+        """This state (at a step boundary, :meth:`check_fits` passed) as a run of ``devices`` devices x
+        ``batch_size`` x ``grad_accum_steps`` with the same global batch continues it: the epoch's steps done are
+        kept, counted in the new layout's loaded batches; an out-of-memory split is kept only for the same
+        micro-batch (another micro-batch starts unsplit and backs off again if it must).
+
+        Raises:
+            PaddlefitError: the layout's global batch is not this state's.
+        """
+        if batch_size * devices * grad_accum_steps != self.global_batch:
+            raise PaddlefitError(f"{batch_size} x {devices} devices x {grad_accum_steps} accumulation is not the "
+                                 f"checkpoint's global batch {self.global_batch}.")  # fmt: skip
+        steps_in_epoch = self.batch_in_epoch // self.grad_accum_steps
+        return replace(self, batch_size=batch_size, devices=devices, grad_accum_steps=grad_accum_steps,
+                       batch_in_epoch=steps_in_epoch * grad_accum_steps,
+                       micro_batch_split=self.micro_batch_split if batch_size == self.batch_size else 1)  # fmt: skip
+
+
+def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size: int) -> int:
+    """The gradient accumulation that keeps checkpoint ``state``'s global batch B on ``devices`` devices at
+    micro-batch ``batch_size``: B / (devices x batch_size).
+
+    Raises:
+        PaddlefitError: B is not a whole multiple of devices x batch_size; the message names the micro-batches
+            that work on ``devices`` devices and the device counts that work with ``batch_size``.
+    """
+    b = state.global_batch
+    if b % (devices * batch_size) == 0:
+        return b // (devices * batch_size)
+
+    def divisors(n: int) -> list[int]:
+        return [d for d in range(1, min(n, 4096) + 1) if n % d == 0][:12]
+
+    def listed(n: int) -> str:
+        return ", ".join(map(str, divisors(b // n))) if b % n == 0 else f"none ({b} is not divisible by {n})"
+
+    micro, counts = listed(devices), listed(batch_size)
+    raise PaddlefitError(
+        f"checkpoint {where} was trained with global batch {b} ({state.batch_size} x {state.devices} devices x "
+        f"{state.grad_accum_steps} accumulation); {devices} device(s) x micro-batch {batch_size} cannot keep it ({b} "
+        f"is not a multiple of {devices * batch_size}). Micro-batches (`--batch-size`) that keep it on {devices} "
+        f"device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: {counts}. Or "
+        "start fresh with `--resume never`.")  # fmt: skip
+
+
+def read_state(path: Path) -> TrainerState:
+    """``path``'s ``trainer.json`` (a verified checkpoint directory).
+
+    Raises:
+        PaddlefitError: the file is malformed (:meth:`TrainerState.from_json`).
+        CheckpointError: it cannot be read.
+    """
+    try:
+        data = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
+                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+    return TrainerState.from_json(data, str(path))
 
 
 def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.spec import load_job_spec
+    from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
     from paddlefit.train.metrics import write_status
 
@@ -34,11 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         spec = load_job_spec(args.spec)
-        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True)
+        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir))
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         written = False
-        if rank == 0:  # the parent prints the status message; print here only if it could not be recorded
+        # the parent prints the status message; print here only if it could not be recorded (or is another run's
+        # directory, where this run writes nothing)
+        if rank == 0 and not isinstance(exc, RunDirInUseError):
             with contextlib.suppress(OSError):
                 write_status(run_dir, exc.exit_code, str(exc), -1)
                 written = True
