@@ -22,6 +22,7 @@ from paddlefit.deploy.kubeflow import validate_paddlejob
 from paddlefit.deploy.launch import validate_skypilot_task
 from paddlefit.errors import PaddlefitError
 from paddlefit.secretenv import REDACTED, is_secret, looks_like_secret, parse_env_options, redact_env
+from paddlefit.train.distlaunch import secret_env_popen, worker_secrets
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -71,24 +72,64 @@ def snapshot_with_secrets(tmp_path: Path) -> Path:
 
 
 def test_the_rule_names_credentials_not_settings() -> None:
-    for name in [*SECRETS.keys() - {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"}, "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN",
-                 "GITHUB_TOKEN", "WANDB_API_KEY", "SMTP_PASS", "MYSQL_PWD", "SECRET_KEY", "SSH_PRIVATE_KEY",
-                 "GOOGLE_APPLICATION_CREDENTIALS", "NGROK_AUTHTOKEN", "BASIC_AUTH", "client_secret", "db-passwd"]:
+    for name in [
+        *SECRETS.keys() - {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"},
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SESSION_TOKEN",
+        "GITHUB_TOKEN",
+        "WANDB_API_KEY",
+        "SMTP_PASS",
+        "MYSQL_PWD",
+        "SECRET_KEY",
+        "SSH_PRIVATE_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "NGROK_AUTHTOKEN",
+        "BASIC_AUTH",
+        "client_secret",
+        "db-passwd",
+    ]:
         assert looks_like_secret(name), name
-    for name in ["PATH", "HOME", "PWD", "OLDPWD", "SSH_AUTH_SOCK", "TOKENIZERS_PARALLELISM", "MAX_TOKENS",
-                 "PADDLE_MASTER", "PADDLE_TRAINER_ENDPOINTS", "NCCL_SOCKET_IFNAME", "CUDA_VISIBLE_DEVICES",
-                 "FLAGS_enable_auto_layout_pass", "KEYBOARD", "PASSTHROUGH", "AWS_REGION", "WANDB_MODE"]:
+    for name in [
+        "PATH",
+        "HOME",
+        "PWD",
+        "OLDPWD",
+        "SSH_AUTH_SOCK",
+        "TOKENIZERS_PARALLELISM",
+        "MAX_TOKENS",
+        "PADDLE_MASTER",
+        "PADDLE_TRAINER_ENDPOINTS",
+        "NCCL_SOCKET_IFNAME",
+        "CUDA_VISIBLE_DEVICES",
+        "FLAGS_enable_auto_layout_pass",
+        "KEYBOARD",
+        "PASSTHROUGH",
+        "AWS_REGION",
+        "WANDB_MODE",
+    ]:
         assert not looks_like_secret(name), name
     assert is_secret("DATABASE_URL", SECRETS["DATABASE_URL"]) and not is_secret("PROXY", "http://proxy:3128")
     assert redact_env({"HF_TOKEN": "x", "NCCL_DEBUG": "INFO"}) == {"HF_TOKEN": REDACTED, "NCCL_DEBUG": "INFO"}
     refs = parse_env_options(["HF_TOKEN", "WANDB_MODE=offline"])
     assert [(v.name, v.value, v.secret) for v in refs] == [("HF_TOKEN", None, True), ("WANDB_MODE", "offline", False)]
-    for bad, needle in ((["HF_TOKEN=s3cr3t-VALUE-x"], "pass `--env HF_TOKEN` to forward it by reference"),
-                        (["DATABASE_URL=postgres://u:s3cr3t-VALUE-x@h/d"], "`--env DATABASE_URL` to forward it"),
-                        (["1BAD=x"], "a variable name is letters"), (["A=1", "A"], "given twice")):
+    for bad, needle in (
+        (["HF_TOKEN=s3cr3t-VALUE-x"], "pass `--env HF_TOKEN` to forward it by reference"),
+        (["DATABASE_URL=postgres://u:s3cr3t-VALUE-x@h/d"], "`--env DATABASE_URL` to forward it"),
+        (["1BAD=x"], "a variable name is letters"),
+        (["A=1", "A"], "given twice"),
+    ):
         with pytest.raises(PaddlefitError) as exc:
             parse_env_options(bad)
         assert needle in str(exc.value) and "s3cr3t" not in str(exc.value), str(exc.value)
+
+
+def test_the_launcher_wrapper_hands_secrets_to_the_processes_it_starts_only() -> None:
+    popen = secret_env_popen(worker_secrets({"HF_TOKEN": "v1", "https_proxy": "http://u:p@proxy:1"}))
+    code = "import os; print(os.environ.get('HF_TOKEN'), os.environ.get('https_proxy'), os.environ['KEEP'])"
+    with popen([sys.executable, "-c", code], env={"KEEP": "k", "PATH": os.environ["PATH"]},
+               stdout=subprocess.PIPE, text=True) as p:  # fmt: skip
+        assert p.communicate()[0].split() == ["v1", "None", "k"]  # a proxy goes in as https_proxy_original
+    assert worker_secrets({"https_proxy": "x"}) == {"https_proxy_original": "x"}
 
 
 def test_every_launch_target_passes_named_variables_by_reference_and_writes_no_secret(
@@ -140,8 +181,10 @@ def test_every_launch_target_passes_named_variables_by_reference_and_writes_no_s
 
 def test_a_secret_given_by_value_is_refused_and_nothing_is_written(secret_env: dict, tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(SPEC)
-    for args in (["launch", str(tmp_path / "job.yaml"), "-t", "kubeflow", "--env", "MY_API_KEY=s3cr3t-VALUE-typed"],
-                 ["image", "--cpu", "--env", "DB_PASSWORD=s3cr3t-VALUE-typed"]):
+    for args in (
+        ["launch", str(tmp_path / "job.yaml"), "-t", "kubeflow", "--env", "MY_API_KEY=s3cr3t-VALUE-typed"],
+        ["image", "--cpu", "--env", "DB_PASSWORD=s3cr3t-VALUE-typed"],
+    ):
         r = cli(*args, "--out", str(tmp_path / "o"))
         assert r.exit_code == 2 and "to forward it by reference" in r.output and "s3cr3t" not in r.output, r.output
         assert not (tmp_path / "o").exists()

@@ -23,6 +23,16 @@ from typing import Any
 
 from paddlefit.secretenv import split_secrets
 
+#: Paddle's launcher unsets these for its workers, keeping each as ``NAME_original`` (``fetch_envs``).
+PROXY_VARIABLES = ("http_proxy", "https_proxy")
+
+
+def worker_secrets(hidden: dict[str, str]) -> dict[str, str]:
+    """What the workers get of the secrets taken out of the launcher's environment: each as it was, except a
+    proxy variable with a password, which goes in as ``NAME_original`` as Paddle's launcher would hand it on
+    (``paddle/distributed/launch/context/args_envs.py``: proxies are unset "to ensure stable NCCL communication")."""
+    return {f"{k}_original" if k in PROXY_VARIABLES else k: v for k, v in hidden.items()}
+
 
 def secret_env_popen(hidden: dict[str, str]) -> type[subprocess.Popen]:
     """A ``subprocess.Popen`` subclass that starts every process with ``hidden`` added to its environment (the
@@ -47,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in hidden:
         del os.environ[name]
     if hidden:
-        subprocess.Popen = secret_env_popen(hidden)  # type: ignore[misc]
+        subprocess.Popen = secret_env_popen(worker_secrets(hidden))  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]
     runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)
 
