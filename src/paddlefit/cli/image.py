@@ -29,6 +29,9 @@ def image_command(
     fixed_shape_cnn: bool = typer.Option(False, "--fixed-shape-cnn",
                                          help="Bake in FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)."),
     ipc_host: bool = typer.Option(False, "--ipc-host", help="Share the host IPC namespace instead of --shm-size."),
+    env: list[str] = typer.Option(None, "--env", help="A container variable, repeatable: NAME=value (baked in as "
+                                  "ENV), or NAME to pass it by reference (`docker run -e NAME`, never in the "
+                                  "image: the way to pass a secret; a secret-looking NAME=value is refused)."),
 ) -> None:
     """Write OUT/Dockerfile and OUT/requirements.txt and print the matching `docker build` + `docker run` line.
 
@@ -48,7 +51,7 @@ def image_command(
         config=config, paddle_version=paddle_version, cuda=cuda, cpu=cpu, from_snapshot=from_snapshot,
         out_dir=out_dir, requirements=list(requirement or []), command=command, num_workers=num_workers,
         prefetch_factor=prefetch_factor, batch_size=batch_size, inputs=list(inputs or []), devices=devices,
-        fixed_shape_cnn=fixed_shape_cnn, ipc_host=ipc_host))  # fmt: skip
+        fixed_shape_cnn=fixed_shape_cnn, ipc_host=ipc_host, env=list(env or [])))  # fmt: skip
     err.print(f"wrote {escape(str(out_dir / 'Dockerfile'))} (FROM {result.plan.build.docker_image}), requirements.txt "
               "and .dockerignore", highlight=False)  # fmt: skip
     print(result.plan.run_command)

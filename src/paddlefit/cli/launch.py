@@ -47,6 +47,9 @@ def launch_command(
                                        "its NCCL fixes go into the environment."),
     nccl_ifname: str = typer.Option(None, "--nccl-ifname", help="NCCL_SOCKET_IFNAME for the nodes."),
     no_ib: bool = typer.Option(False, "--no-ib", help="NCCL_IB_DISABLE=1 (nodes without InfiniBand/RoCE)."),
+    env: list[str] = typer.Option(None, "--env", help="A variable for the nodes, repeatable: NAME=value, or NAME "
+                                  "to pass it by reference (read where the job starts, never written into the "
+                                  "files; the way to pass a secret: a secret-looking NAME=value is refused)."),
     json_out: bool = typer.Option(False, "--json", help="Print {target, files, commands} as JSON."),
 ) -> None:
     """Write what runs CONFIG on N nodes with Paddle's own launcher (`python -m paddle.distributed.launch` with
@@ -62,12 +65,13 @@ def launch_command(
       paddlefit launch job.yaml -t ssh --nodes 2 --gpus-per-node 4 --hosts gpu1,gpu2 --no-ib
       paddlefit launch job.yaml -t skypilot --nodes 2 --gpus-per-node 8 --gpu A100-SXM4-80GB --spot
       paddlefit launch job.yaml -t kubeflow --nodes 4 --gpus-per-node 8 --image registry/me/ocr:1
+      paddlefit launch job.yaml -t skypilot --gpu L4 --env HF_TOKEN --env WANDB_MODE=offline
     """
     result = launch(LaunchRequest(
         config=config, target=target, nodes=nodes, gpus_per_node=gpus_per_node, out_dir=out_dir, name=name,
         master=master, hosts=hosts, port=port, workdir=workdir, run_dir=run_dir, gpu=gpu, spot=spot, bucket=bucket,
         cloud=cloud, setup=setup, image=image, pvc=pvc, shm_gib=shm_gib, from_snapshot=from_snapshot,
-        nccl_ifname=nccl_ifname, no_ib=no_ib))  # fmt: skip
+        nccl_ifname=nccl_ifname, no_ib=no_ib, env=list(env or [])))  # fmt: skip
     for note in result.notes:
         err.print(f"[yellow]{escape(note)}[/]")
     if json_out:

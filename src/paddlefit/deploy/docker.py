@@ -88,7 +88,8 @@ class ImagePlan:
 
 def render_image(build: PaddleBuild, requirements: list[str], command: list[str], *, shm_need_bytes: int = 0,
                  flags: dict[str, str] | None = None, known_flags: list[str] | None = None,
-                 ipc_host: bool = False, tag: str = "paddlefit-job") -> ImagePlan:  # fmt: skip
+                 ipc_host: bool = False, tag: str = "paddlefit-job", env: dict[str, str] | None = None,
+                 env_refs: tuple[str, ...] = ()) -> ImagePlan:  # fmt: skip
     """Render the Dockerfile, requirements.txt and `docker run` line.
 
     Args:
@@ -98,10 +99,22 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
             at least 1 GiB (Paddle's own run examples pass ``--shm-size=8G``).
         flags: ``FLAGS_*`` to bake in as ENV; each must be in ``known_flags`` when that list is given.
         ipc_host: ``--ipc=host`` instead of ``--shm-size``.
+        env: variables to bake in as ``ENV NAME="value"`` (no secret: a value in an image is readable by anyone
+            who pulls it, ``docker history`` shows it).
+        env_refs: variables passed by reference: ``-e NAME`` on the `docker run` line (Docker reads the value from
+            the calling environment) and a comment in the Dockerfile; never ``ENV`` or ``ARG`` (Docker's docs:
+            build arguments and environment variables are inappropriate for secrets, both persist in the image).
 
     Raises:
-        PaddlefitError: an unpinned requirement or an unknown flag.
+        PaddlefitError: an unpinned requirement, an unknown flag, a secret or a backslash in ``env``.
     """
+    from paddlefit.secretenv import refuse_secret_values
+
+    env = env or {}
+    refuse_secret_values(env, "the Dockerfile's ENV")
+    if any("\\" in v for v in env.values()):  # Docker versions disagree on \\ inside double quotes
+        raise PaddlefitError("`--env NAME=value`: a backslash in an image ENV value reads differently across Docker "
+                             "versions; leave it out or pass the variable at run time.")  # fmt: skip
     bad = [r for r in requirements if not _PINNED.match(r.strip())]
     if bad:
         raise PaddlefitError(f"Requirements must be pinned as `name==version`; fix: {', '.join(map(repr, bad))}.")
@@ -127,6 +140,10 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
     ]
     for k, v in sorted(flags.items()):
         lines.append(f"ENV {k}={v}")
+    for k, v in sorted(env.items()):  # double quotes, " and $ (substitution) escaped: Docker's shell lexer
+        lines.append(f'ENV {k}="' + v.replace('"', '\\"').replace("$", "\\$") + '"')
+    if env_refs:
+        lines.append(f"# passed by reference at run time (docker run -e NAME), not baked in: {' '.join(env_refs)}")
     lines += [
         "RUN useradd --create-home --uid 1000 trainer",
         "WORKDIR /workspace",
@@ -142,7 +159,8 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
     gpus = "--gpus all " if build.device == "gpu" else ""
     mem = "--ipc=host" if ipc_host else f"--shm-size={shm_g}g"
     # the container runs as the calling user so checkpoints in the bind-mounted runs/ belong to them
+    refs = "".join(f"-e {k} " for k in env_refs)
     run = (f"docker build -t {tag} . && mkdir -p runs && docker run --rm {gpus}{mem} "
-           f"--user \"$(id -u):$(id -g)\" -v \"$PWD/runs:/workspace/runs\" {tag}")  # fmt: skip
+           f"--user \"$(id -u):$(id -g)\" {refs}-v \"$PWD/runs:/workspace/runs\" {tag}")  # fmt: skip
     return ImagePlan(build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run,
                      shm_g * 1024**3)  # fmt: skip

@@ -33,6 +33,8 @@ class ImageRequest(FieldChecked):
         num_workers, prefetch_factor, batch_size, inputs, devices: the DataLoader per trainer (sizes /dev/shm).
         fixed_shape_cnn: bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only).
         ipc_host: ``--ipc=host`` instead of ``--shm-size``.
+        env: ``--env`` options: ``NAME=value`` baked in as ``ENV`` (a secret-looking one is refused), ``NAME``
+            passed by reference as ``docker run -e NAME`` (:mod:`paddlefit.secretenv`).
     """
 
     config: Path | None = None
@@ -50,12 +52,13 @@ class ImageRequest(FieldChecked):
     devices: int | None = None
     fixed_shape_cnn: bool = False
     ipc_host: bool = False
+    env: list[str] = field(default_factory=list)
 
     #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
     OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
                                           "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
                                           "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
-                                          "command": "--command"}  # fmt: skip
+                                          "command": "--command", "env": "--env"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,10 @@ def build_image(req: ImageRequest) -> ImageResult:
     from paddlefit.diagnose.snapshot import load_snapshot
     from paddlefit.fileio import atomic_write_text, check_output_path
     from paddlefit.inputspec import parse_input_spec
+    from paddlefit.secretenv import parse_env_options
     from paddlefit.spec import load_job_spec, merge_loader_options
 
+    evars = parse_env_options(req.env)
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
                                 batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
@@ -114,7 +119,9 @@ def build_image(req: ImageRequest) -> ImageResult:
     if not argv:
         raise PaddlefitError("`--command` is empty.")
     plan = render_image(build, list(req.requirements), argv, shm_need_bytes=need, flags=flags,
-                        known_flags=current_flags(), ipc_host=req.ipc_host)  # fmt: skip
+                        known_flags=current_flags(), ipc_host=req.ipc_host,
+                        env={v.name: v.value for v in evars if v.value is not None},
+                        env_refs=tuple(v.name for v in evars if v.value is None))  # fmt: skip
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -74,6 +74,9 @@ class PaddleJobRequest:
         checkpoint_claim: a PersistentVolumeClaim mounted at ``checkpoint_mount`` so a restarted pod resumes.
         restart_policy: one of :data:`RESTART_POLICIES`; ``ExitCode`` retries exit codes 128-255 (paddlefit's 143
             after a SIGTERM checkpoint) and fails on 1-127 (training-operator docs).
+        env: container variables by value (no secret: :func:`paddlefit.secretenv.refuse_secret_values`).
+        env_refs: variables passed by reference: ``valueFrom.secretKeyRef`` of key NAME in the Kubernetes Secret
+            ``secret_name`` (Kubernetes docs, "Distribute Credentials Securely Using Secrets"), never a value.
     """
 
     name: str
@@ -86,16 +89,21 @@ class PaddleJobRequest:
     checkpoint_mount: str = "/ckpt"
     restart_policy: str = "ExitCode"
     env: dict[str, str] = field(default_factory=dict)
+    env_refs: tuple[str, ...] = ()
+    secret_name: str | None = None
 
 
 def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
     """A ``kubeflow.org/v1`` PaddleJob manifest (as a dict, ready for ``yaml.safe_dump``) for ``req``.
 
     Raises:
-        PaddlefitError: nodes < 1, gpus_per_node < 0, an unknown restart policy, or a manifest the CRD schema
-            rejects (the message lists the problems).
+        PaddlefitError: nodes < 1, gpus_per_node < 0, an unknown restart policy, a secret in ``env``,
+            ``env_refs`` without ``secret_name``, or a manifest the CRD schema rejects (the message lists the
+            problems).
     """
     import re
+
+    from paddlefit.secretenv import refuse_secret_values
 
     if req.nodes < 1 or req.gpus_per_node < 0 or req.shm_gib < 1:
         raise PaddlefitError("a PaddleJob needs nodes >= 1, gpus_per_node >= 0 and shm_gib >= 1.")
@@ -112,8 +120,13 @@ def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
     resources = {"limits": {"nvidia.com/gpu": req.gpus_per_node}} if req.gpus_per_node else {}
     container: dict[str, Any] = {"name": "paddle", "image": req.image, "command": list(req.command),
                                  "volumeMounts": mounts, "resources": resources}  # fmt: skip
-    if req.env:
-        container["env"] = [{"name": k, "value": v} for k, v in sorted(req.env.items())]
+    refuse_secret_values(req.env, "the PaddleJob's env")
+    if req.env_refs and not req.secret_name:
+        raise PaddlefitError("variables passed by reference need the Kubernetes Secret that holds them.")
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(req.env.items())]
+    env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": k}}} for k in req.env_refs]
+    if env:
+        container["env"] = env
 
     def replica(count: int) -> dict[str, Any]:  # deep copies: no shared objects, so no YAML anchors when dumped
         return {"replicas": count, "restartPolicy": req.restart_policy,

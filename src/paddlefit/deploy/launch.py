@@ -7,6 +7,11 @@ same values can come from the ``PADDLE_MASTER``/``PADDLE_NNODES`` environment, `
 args_envs.py``, which is how the Kubeflow training-operator passes them) starting paddlefit's worker
 (:mod:`paddlefit.train.worker`) with ``--resume auto``, so a restarted job continues from its newest checkpoint.
 Only global rank 0 writes; the run directory must be storage every node sees (NFS, a bucket mount, a PVC).
+Paddle's launcher runs through :mod:`paddlefit.train.distlaunch`, which keeps secrets out of the files it writes.
+
+Environment variables reach the nodes by value (``env``: NCCL settings, ``--env NAME=value``) or by reference
+(``env_refs``: ``--env NAME``): a reference is resolved where the job starts and its value is never written
+(:mod:`paddlefit.secretenv`); each target's form is in its renderer.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_secret_values
 
 #: The worker script's path on the node, resolved there (it differs per Python install).
 WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
@@ -72,7 +78,10 @@ class NodeLaunch:
         nodes: node count (>= 1); gpus_per_node: GPUs per node (0 = one CPU process per node, gloo).
         job_id: Paddle's ``--job_id`` (names the logs).
         log_dir: Paddle's per-node ``--log_dir`` (node-local; ``workerlog.N`` per local rank).
-        env: environment exported before the launch (NCCL settings).
+        env: environment exported before the launch, by value (NCCL settings, ``--env NAME=value``); no secret
+            (:func:`paddlefit.secretenv.refuse_secret_values`).
+        env_refs: variables passed by reference (``--env NAME``): taken from the environment the node script runs
+            in (``local``) or the shell that runs the ssh driver (``ssh``, sent on ssh's stdin), never written.
     """
 
     spec_path: str
@@ -82,8 +91,14 @@ class NodeLaunch:
     job_id: str
     log_dir: str = "paddlefit-logs"
     env: dict[str, str] = field(default_factory=dict)
+    env_refs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        refuse_secret_values(self.env, "the node environment")
+        bad = [n for n in (*self.env, *self.env_refs) if not ENV_NAME.fullmatch(n)]
+        if bad or set(self.env) & set(self.env_refs):
+            raise PaddlefitError(f"environment variable names must be [A-Za-z_][A-Za-z0-9_]* and given once "
+                                 f"(got {', '.join(map(repr, bad or sorted(set(self.env) & set(self.env_refs))))}).")
         if self.nodes < 1 or self.gpus_per_node < 0:
             raise PaddlefitError(f"nodes must be >= 1 and gpus per node >= 0 (got {self.nodes}, {self.gpus_per_node}).")
         for what, value in (("the spec path", self.spec_path), ("the run directory", self.run_dir),
@@ -103,7 +118,7 @@ def node_command(n: NodeLaunch, rank: int | str | None, master: str | None, nnod
     """The shell command one node runs. ``rank``/``master``/``nnodes`` may be shell expressions such as
     ``"$SKYPILOT_NODE_RANK"``; ``from_env`` leaves all three to ``PADDLE_RANK``/``PADDLE_MASTER``/``PADDLE_NNODES``
     (set by Kubeflow's training-operator)."""
-    parts = ["python", "-m", "paddle.distributed.launch"]
+    parts = ["python", "-m", "paddlefit.train.distlaunch"]
     if not from_env and (n.nodes > 1 or nnodes is not None):
         parts += ["--nnodes", nnodes if nnodes is not None else str(n.nodes)]
         if master is not None:
@@ -117,8 +132,35 @@ def node_command(n: NodeLaunch, rank: int | str | None, master: str | None, nnod
     return f"{quoted} {WORKER_PATH_SH} {tail}"
 
 
-def _exports(env: dict[str, str]) -> str:
-    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+def _exports(env: dict[str, str], refs: tuple[str, ...] = ()) -> str:
+    """``export`` lines: by value (shell-quoted), then by reference: the variable must be set where the script runs
+    (``${NAME:?...}`` stops the script with a message otherwise); its value is never in the script."""
+    lines = [f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items())]
+    lines += [f'export {n}="${{{n}:?{n} must be set in the environment: passed by reference, not written here}}"\n'
+              for n in refs]  # fmt: skip
+    return "".join(lines)
+
+
+#: ``pf_env`` of ``launch-ssh.sh`` (bash): each variable passed by reference as ``export NAME='value'``, the value
+#: single-quoted for any POSIX shell (each ' becomes '\''), printed for ssh's stdin, where the remote shell
+#: ``eval``s it; NAMES is replaced by the names.
+SSH_ENV_FUNCTION = r"""pf_env() {  # the --env variables passed by reference: read here, sent on ssh's stdin
+  local n v q="'\\''"
+  for n in NAMES; do
+    v=${!n}
+    printf "export %s='%s'\n" "$n" "${v//\'/"$q"}"
+  done
+}"""
+
+
+def _ssh_env_lines(refs: tuple[str, ...]) -> list[str]:
+    """Lines of ``launch-ssh.sh`` for variables passed by reference: stop early when one is unset, then
+    :data:`SSH_ENV_FUNCTION`; so no value is in a file or on a command line."""
+    if not refs:
+        return []
+    checks = [f': "${{{n}:?{n} must be set in this shell: passed to the nodes by reference, not written here}}"'
+              for n in refs]  # fmt: skip
+    return [*checks, SSH_ENV_FUNCTION.replace("NAMES", " ".join(refs))]
 
 
 def local_scripts(n: NodeLaunch, master: str | None) -> dict[str, str]:
@@ -137,7 +179,7 @@ def local_scripts(n: NodeLaunch, master: str | None) -> dict[str, str]:
             "#!/usr/bin/env bash\n"
             f"# node {r} of {n.nodes}: run from the directory that holds {shlex.quote(n.spec_path)}; "
             f"{shlex.quote(n.run_dir)} must be shared.\n"
-            "set -euo pipefail\n" + _exports(n.env) + node_command(n, r, master) + "\n"
+            "set -euo pipefail\n" + _exports(n.env, n.env_refs) + node_command(n, r, master) + "\n"
         )
     return out
 
@@ -159,13 +201,15 @@ def ssh_script(n: NodeLaunch, hosts: list[str], port: int, workdir: str) -> str:
     master = f"{master_host}:{port}"
     lines = ["#!/usr/bin/env bash", f"# {n.nodes} node(s) over ssh; every host needs paddlefit + Paddle, passwordless "
              f"ssh, and {shlex.quote(n.run_dir)} on shared storage.", "set -uo pipefail",
-             'here="$(cd "$(dirname "$0")" && pwd)"', "pids=()"]  # fmt: skip
+             'here="$(cd "$(dirname "$0")" && pwd)"', "pids=()", *_ssh_env_lines(n.env_refs)]  # fmt: skip
     for r, h in enumerate(hosts):
         remote = f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)} && cat > {shlex.quote(n.spec_path)}"
         lines.append(f'ssh {shlex.quote(h)} {shlex.quote(remote)} < "$here/job.yaml" || exit 1')
         cmd = f"cd {shlex.quote(workdir)} && " + " && ".join(
-            [f"export {k}={shlex.quote(v)}" for k, v in sorted(n.env.items())] + [node_command(n, r, master)])
-        lines.append(f'ssh -n {shlex.quote(h)} {shlex.quote(cmd)} > "$here/node{r}.log" 2>&1 & pids+=($!)')
+            (['eval "$(cat)"'] if n.env_refs else []) + [f"export {k}={shlex.quote(v)}" for k, v in
+                                                          sorted(n.env.items())] + [node_command(n, r, master)])
+        start = "pf_env | ssh" if n.env_refs else "ssh -n"
+        lines.append(f'{start} {shlex.quote(h)} {shlex.quote(cmd)} > "$here/node{r}.log" 2>&1 & pids+=($!)')
     lines += ["rc=0", 'for p in "${pids[@]}"; do wait "$p" || rc=$?; done',
               'echo "nodes finished, exit $rc (logs: $here/node*.log)"', "exit $rc"]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -208,7 +252,10 @@ class SkyPilotRequest:
     """A SkyPilot task: ``accelerator`` (SkyPilot name) x ``gpus_per_node`` on ``nodes`` nodes, spot or not, the
     checkpoint bucket (``bucket`` URL such as ``s3://b/p``, or None = a new bucket SkyPilot creates, named
     ``bucket_name``), the setup commands, the image, and ``workdir`` (synced to every node; SkyPilot runs
-    ``setup`` and ``run`` in it)."""
+    ``setup`` and ``run`` in it). ``env``: ``envs`` by value (no secret); ``env_refs``: passed by reference, as
+    SkyPilot's ``secrets: {NAME: null}`` when the name looks like a secret, else ``envs: {NAME: null}`` (null =
+    required: ``sky launch`` stops unless ``--secret NAME`` / ``--env NAME`` gives it, read from the local
+    environment; SkyPilot docs, "Environment Variables and Secrets"; :func:`skypilot_env_args`)."""
 
     name: str
     accelerator: str
@@ -224,6 +271,7 @@ class SkyPilotRequest:
     cloud: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     port: int = DEFAULT_PORT
+    env_refs: tuple[str, ...] = ()
 
 
 def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
@@ -264,12 +312,24 @@ def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
     if req.workdir:
         task["workdir"] = req.workdir
     task.update({"file_mounts": {ckpt: storage}, "setup": req.setup, "run": run})
-    if req.env:
-        task["envs"] = dict(sorted(req.env.items()))
+    refuse_secret_values(req.env, "the SkyPilot task's envs")
+    envs: dict[str, str | None] = dict(sorted(req.env.items()))
+    envs.update({k: None for k in req.env_refs if not looks_like_secret(k)})
+    if envs:
+        task["envs"] = envs
+    if any(looks_like_secret(k) for k in req.env_refs):
+        task["secrets"] = {k: None for k in req.env_refs if looks_like_secret(k)}
     problems = validate_skypilot_task(task)
     if problems:
         raise PaddlefitError("the SkyPilot task does not validate: " + "; ".join(problems[:5]))
     return task
+
+
+def skypilot_env_args(refs: tuple[str, ...]) -> list[str]:
+    """The ``sky launch`` arguments that fill variables passed by reference from the local environment:
+    ``--secret NAME`` for secret-looking names, ``--env NAME`` for the others (SkyPilot's CLI reads the value of a
+    bare ``NAME`` from the environment, ``sky/client/cli/flags.py``)."""
+    return [a for k in refs for a in ("--secret" if looks_like_secret(k) else "--env", k)]
 
 
 @functools.lru_cache(maxsize=3)

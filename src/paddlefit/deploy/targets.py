@@ -31,11 +31,13 @@ from paddlefit.deploy.launch import (
     parse_hosts,
     parse_master,
     render_skypilot,
+    skypilot_env_args,
     spec_heredoc,
     ssh_script,
 )
 from paddlefit.errors import PaddlefitError
 from paddlefit.fieldcheck import FieldChecked
+from paddlefit.secretenv import parse_env_options
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
 #: Options that apply to some targets only (a stray one is refused, not ignored).
@@ -60,6 +62,9 @@ class LaunchRequest(FieldChecked):
             (``/dev/shm`` per pod, GiB).
         from_snapshot: a node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment.
         nccl_ifname: ``NCCL_SOCKET_IFNAME``; no_ib: ``NCCL_IB_DISABLE=1`` (both win over the snapshot's).
+        env: ``--env`` options, ``NAME=value`` (by value; a secret-looking one is refused) or ``NAME`` (by
+            reference: the value is read where the job starts, never written; :mod:`paddlefit.secretenv`). They
+            win over the snapshot's NCCL fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.
     """
 
     config: Path
@@ -84,11 +89,12 @@ class LaunchRequest(FieldChecked):
     from_snapshot: Path | None = None
     nccl_ifname: str | None = None
     no_ib: bool = False
+    env: list[str] = field(default_factory=list)
 
     #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
     OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "target": "--target", "nodes": "--nodes",
                                           "gpus_per_node": "--gpus-per-node", "out_dir": "--out", "port": "--port",
-                                          "hosts": "--hosts", "master": "--master"}  # fmt: skip
+                                          "hosts": "--hosts", "master": "--master", "env": "--env"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,21 @@ def check_request(req: LaunchRequest) -> None:
     if ifname is not None and not re.fullmatch(r"\^?=?[A-Za-z0-9_.:-]+(,\^?=?[A-Za-z0-9_.:-]+)*", ifname):
         raise PaddlefitError(f"`--nccl-ifname {ifname}` must be interface names or prefixes such as eth0 or "
                              "^lo,docker (NCCL_SOCKET_IFNAME syntax).")  # fmt: skip
+    named = {v.name for v in parse_env_options(req.env)}
+    for var, opt, given in (("NCCL_SOCKET_IFNAME", "--nccl-ifname", ifname), ("NCCL_IB_DISABLE", "--no-ib",
+                                                                            req.no_ib)):  # fmt: skip
+        if given and var in named:
+            raise PaddlefitError(f"`--env {var}` and `{opt}` both set {var}; give one of them.")
+
+
+def node_env(req: LaunchRequest) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``(by value, by reference)``: the NCCL settings (GPU nodes) overridden by the ``--env`` options."""
+    evars = parse_env_options(req.env)
+    refs = tuple(v.name for v in evars if v.value is None)
+    env = nccl_env(req.from_snapshot, req.nccl_ifname, req.no_ib) if req.gpus_per_node else {}
+    env = {k: v for k, v in env.items() if k not in refs}
+    env.update({v.name: v.value for v in evars if v.value is not None})
+    return env, refs
 
 
 def launch(req: LaunchRequest) -> LaunchResult:
@@ -172,12 +193,12 @@ def launch(req: LaunchRequest) -> LaunchResult:
         raise PaddlefitError(f"`--name {name}` must be lower-case letters, digits and '-' (at most 42 characters).")
     spec = spec.model_copy(update={"devices": req.nodes * max(req.gpus_per_node, 1)})  # the job's world size
     spec_text = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-    env = nccl_env(req.from_snapshot, req.nccl_ifname, req.no_ib) if req.gpus_per_node else {}
+    env, refs = node_env(req)
     out_dir, notes = req.out_dir, []
     if req.target in ("local", "ssh"):
         n = NodeLaunch(spec_path="job.yaml" if req.target == "ssh" else str(req.config),
                        run_dir=req.run_dir or spec.run_dir, nodes=req.nodes, gpus_per_node=req.gpus_per_node,
-                       job_id=name, env=env)  # fmt: skip
+                       job_id=name, env=env, env_refs=refs)  # fmt: skip
         if req.target == "local":
             files = local_scripts(n, parse_master(req.master) if req.master is not None else None)
             commands = [f"bash {out_dir / f}" for f in files]
@@ -187,12 +208,20 @@ def launch(req: LaunchRequest) -> LaunchResult:
             files = {"job.yaml": spec_text,
                      "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), req.port, req.workdir or str(Path.cwd()))}
             commands = [f"bash {out_dir / 'launch-ssh.sh'}"]
+        if refs:
+            where = "on every node before its script runs" if req.target == "local" else \
+                "in the shell that runs launch-ssh.sh (sent to the hosts on ssh's stdin)"  # fmt: skip
+            notes.append(f"passed by reference, not written: set {', '.join(refs)} {where}.")
     elif req.target == "skypilot":
-        files = {"task.yaml": skypilot_task(req, name, spec_text, env)}
-        commands = [f"sky jobs launch {out_dir / 'task.yaml'}" if req.spot else f"sky launch {out_dir / 'task.yaml'}"]
+        files = {"task.yaml": skypilot_task(req, name, spec_text, env, refs)}
+        sky = f"sky jobs launch {out_dir / 'task.yaml'}" if req.spot else f"sky launch {out_dir / 'task.yaml'}"
+        commands = [" ".join([sky, *skypilot_env_args(refs)])]
     else:
-        files = {"paddlejob.yaml": kubeflow_manifest(req, name, spec_text, env, notes)}
+        files = {"paddlejob.yaml": kubeflow_manifest(req, name, spec_text, env, notes, refs)}
         commands = [f"kubectl apply -f {out_dir / 'paddlejob.yaml'}"]
+        if refs:
+            literals = " ".join(f'--from-literal={k}="${k}"' for k in refs)
+            commands.insert(0, f"kubectl create secret generic {secret_name(name)} {literals}")
     write_files(out_dir, files)
     return LaunchResult(req.target, [out_dir / f for f in files], commands, notes)
 
@@ -221,8 +250,15 @@ def write_files(out_dir: Path, files: dict[str, str]) -> None:
             path.chmod(path.stat().st_mode | 0o111 & ~current_umask())
 
 
-def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str]) -> str:
-    """The SkyPilot task file (a comment header, then the task YAML) for ``req``, named ``name``.
+def secret_name(name: str) -> str:
+    """The Kubernetes Secret that holds job ``name``'s variables passed by reference (key = variable name)."""
+    return f"{name}-env"
+
+
+def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str],
+                  refs: tuple[str, ...] = ()) -> str:  # fmt: skip
+    """The SkyPilot task file (a comment header, then the task YAML) for ``req``, named ``name``; ``env`` by value,
+    ``refs`` by reference (``secrets``/``envs`` with null values).
 
     Raises:
         PaddlefitError: no ``--gpu``, no GPUs per node, a bad bucket URL or image, an unknown GPU name.
@@ -252,18 +288,23 @@ def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, 
     task = render_skypilot(SkyPilotRequest(
         name=name, accelerator=acc, nodes=nodes, gpus_per_node=gpus_per_node, spot=req.spot, spec_text=spec_text,
         bucket=bucket, bucket_name=bucket_name, setup=req.setup, image_id=f"docker:{image}" if image else None,
-        cloud=req.cloud, env=env, port=req.port))  # fmt: skip
+        cloud=req.cloud, env=env, port=req.port, env_refs=refs))  # fmt: skip
     head = (f"# SkyPilot task written by paddlefit launch: {nodes} node(s) x {gpus_per_node} {acc}"
             f"{', spot' if req.spot else ''}.\n# Run from your project directory (synced as workdir; setup installs "
             "from it): sky jobs launch <this file>.\n# Managed jobs replace preempted nodes and the run resumes from "
             "the newest checkpoint on /checkpoints\n# (a bucket: a directory rename there is not atomic, so resume "
             "verifies each checkpoint's sha256 manifest and skips incomplete ones).\n")  # fmt: skip
+    if refs:
+        head += (f"# Passed by reference (values never in this file): {' '.join(skypilot_env_args(refs))} on the "
+                 "sky command line reads them from your environment.\n")  # fmt: skip
     return head + dump_yaml(task)
 
 
-def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], notes: list[str]) -> str:
+def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], notes: list[str],
+                      refs: tuple[str, ...] = ()) -> str:  # fmt: skip
     """The Kubeflow PaddleJob file (a comment header, then the manifest) for ``req``, named ``name``; a warning
-    for the user goes to ``notes`` (no ``--image``: Paddle's base image, which lacks paddlefit).
+    for the user goes to ``notes`` (no ``--image``: Paddle's base image, which lacks paddlefit). ``env`` by value,
+    ``refs`` by reference (``secretKeyRef`` into the Secret :func:`secret_name`).
 
     Raises:
         PaddlefitError: a ``--shm-gib`` out of 1..4096, a bad image reference or PVC name, an invalid manifest.
@@ -289,7 +330,11 @@ def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[s
     script = "set -eu\n" + spec_heredoc(spec_text, n.spec_path) + node_command(n, None, None, from_env=True) + "\n"
     manifest = render_paddlejob(PaddleJobRequest(
         name=name, image=image, command=["bash", "-c", script], nodes=nodes, gpus_per_node=gpus_per_node,
-        shm_gib=req.shm_gib, checkpoint_claim=claim, checkpoint_mount="/ckpt", restart_policy="ExitCode", env=env))
+        shm_gib=req.shm_gib, checkpoint_claim=claim, checkpoint_mount="/ckpt", restart_policy="ExitCode", env=env,
+        env_refs=refs, secret_name=secret_name(name)))  # fmt: skip
     head = (f"# Kubeflow PaddleJob written by paddlefit launch: {nodes} pod(s) x {gpus_per_node} GPU(s).\n"
             f"# Needs the PersistentVolumeClaim {claim!r} (ReadWriteMany when pods are on several nodes).\n")
+    if refs:
+        head += (f"# Needs the Secret {secret_name(name)!r} with the keys {', '.join(refs)} (passed by reference, "
+                 "values never in this file).\n")  # fmt: skip
     return head + dump_yaml(manifest)

@@ -62,7 +62,9 @@ class Snapshot:
         shm_total_bytes / shm_free_bytes: ``/dev/shm`` size and free space (DataLoader workers use it).
         disk_free_bytes: free space where the run directory lives.
         in_container: a Docker/Podman/Kubernetes marker was found.
-        env: environment variables whose names start with :data:`ENV_PREFIXES`.
+        env: environment variables whose names start with :data:`ENV_PREFIXES`; the value of one that looks like
+            a secret (:func:`paddlefit.secretenv.is_secret`) is replaced by ``<redacted>`` whenever a snapshot
+            is built (collected or loaded), so no snapshot file, ``doctor --json`` or finding carries it.
         net: network interfaces; infiniband: device names under ``/sys/class/infiniband``.
         driver_version / cuda_driver_version: from NVML, None without an NVIDIA driver.
         gpus: per-GPU details from NVML (empty without a GPU).
@@ -91,6 +93,12 @@ class Snapshot:
     #: OpenMP wait policy: ``user`` (what the environment sets, "" = unset) and ``step_s`` (policy, "" = the
     #: runtime's default -> seconds of a small CPU training step at every core, each in a fresh process)
     omp: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from paddlefit.secretenv import redact_env
+
+        if isinstance(self.env, dict):  # pydantic checks the type of a loaded one
+            self.env = redact_env(self.env)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""

@@ -1,5 +1,8 @@
 """Start a multi-device run through ``python -m paddle.distributed.launch`` and wait for it.
 
+The launcher runs through :mod:`paddlefit.train.distlaunch`, which keeps the environment's secrets out of the
+files Paddle's launcher writes into RUN_DIR/launch-logs (``envlog.*``, ``backup_env.*.json``, the pod log).
+
 paddlefit never starts processes or process groups itself for data parallel: the launcher starts one worker per
 device (``--nproc_per_node N`` on CPU with gloo, ``--devices 0,1,...`` on GPU with NCCL), sets the rank
 environment, and on SIGTERM/SIGINT sends SIGTERM to every worker and waits up to 30 s before killing them
@@ -30,9 +33,10 @@ _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
                    job_id: str) -> list[str]:  # fmt: skip
-    """The ``paddle.distributed.launch`` command line for this run (arguments from Paddle's launch docs:
-    ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``)."""
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", str(run_dir / LOG_DIR), "--job_id", job_id]
+    """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
+    (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``)."""
+    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(run_dir / LOG_DIR), "--job_id",
+           job_id]  # fmt: skip
     if gpu_ids:
         cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
     else:

@@ -1,0 +1,154 @@
+"""Which environment variables are secrets, and the ``--env`` options that pass variables to generated files.
+
+The one rule every generator follows: a value of the environment that looks like a credential is never written to
+a file paddlefit generates (launch scripts, SkyPilot task, PaddleJob manifest, Dockerfile, doctor snapshots, the
+run directory and its logs). A variable the user names with ``--env NAME`` is passed *by reference* instead: the
+file says where the value comes from (``$NAME`` in a shell script, SkyPilot's ``secrets:``, a Kubernetes
+``secretKeyRef``, ``docker run -e NAME``), never what it is.
+
+A name looks like a secret (:func:`looks_like_secret`, case-insensitive, words split on ``_``, ``-`` and ``.``)
+when it
+
+1. contains SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL, PRIVATE_KEY / PRIVATEKEY, API_KEY / APIKEY,
+   ACCESS_KEY / ACCESSKEY, AUTHORIZATION or COOKIE anywhere (``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``,
+   ``MY_API_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``);
+2. has a word that is or ends in TOKEN (``HF_TOKEN``, ``GITHUB_TOKEN``, ``NGROK_AUTHTOKEN``), but not TOKENS or
+   TOKENIZERS (``MAX_TOKENS`` and ``TOKENIZERS_PARALLELISM`` are settings);
+3. ends in the word PASS (``SMTP_PASS``; not in Paddle's ``FLAGS_*``, where a pass is a compiler pass:
+   ``FLAGS_enable_auto_layout_pass``), or has a word PWD next to other words (``MYSQL_PWD``; ``PWD`` and
+   ``OLDPWD`` alone are the shell's directories);
+4. ends in the word KEY, or KEY then ID (``SECRET_KEY``, ``SIGNING_KEY``, ``AWS_ACCESS_KEY_ID``), or starts
+   with AWS and has a word KEY anywhere (``AWS_*_KEY*``);
+5. ends in the word AUTH (``BASIC_AUTH``; not ``SSH_AUTH_SOCK``, a socket path).
+
+A value looks like a credential (:func:`looks_like_credential_value`) when it is a URL with a password in it,
+``scheme://user:password@host`` (``DATABASE_URL``, ``https_proxy``).
+
+Sources: Sentry's default scrubbing denylist (``sentry_sdk/scrubber.py`` ``DEFAULT_DENYLIST``, taken from Relay:
+password, passwd, secret, api_key, apikey, auth, credentials, mysql_pwd, privatekey, private_key, token, cookie,
+authorization); Django's ``SafeExceptionReporterFilter.hidden_settings`` (``API|TOKEN|KEY|SECRET|PASS|SIGNATURE|
+HTTP_COOKIE``, substrings; rules 2-4 narrow TOKEN, PASS and KEY to whole words so ``MAX_TOKENS``, ``PASSTHROUGH``
+and ``KEYBOARD`` stay settings); Yelp detect-secrets' keyword plugin (``detect_secrets/plugins/keyword.py``:
+api_?key, private_?key, client_?key, password, passwd, pwd, secret, and its BasicAuthDetector for
+``://user:password@``); the AWS CLI's variable names (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``); docs/sources.md#secret-names. What each generator writes instead: docs/commands/launch.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from paddlefit.errors import PaddlefitError
+
+__all__ = ["REDACTED", "EnvVar", "is_secret", "looks_like_credential_value", "looks_like_secret", "parse_env_options",
+           "redact_env", "refuse_secret_values", "split_secrets"]  # fmt: skip
+
+#: What a redacted value is replaced by (doctor snapshots).
+REDACTED = "<redacted>"
+#: Rule 1: substrings of the upper-cased name.
+SECRET_SUBSTRINGS = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE_KEY", "PRIVATEKEY",
+                     "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY", "AUTHORIZATION", "COOKIE")  # fmt: skip
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+#: A variable name as POSIX shells, SkyPilot's ``envs`` schema and Kubernetes ``env[].name`` all accept it.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def looks_like_secret(name: str) -> bool:
+    """Whether the variable ``name`` looks like it holds a credential (the rules in this module's docstring)."""
+    up = name.upper()
+    if any(s in up for s in SECRET_SUBSTRINGS):
+        return True
+    words = [w for w in re.split(r"[_.\-]+", up) if w]
+    if not words:
+        return False
+    if any(w.endswith("TOKEN") for w in words):
+        return True
+    if (words[-1] == "PASS" and words[0] != "FLAGS") or (len(words) > 1 and "PWD" in words):
+        return True
+    if words[-1] in ("KEY", "AUTH") or words[-2:] == ["KEY", "ID"]:
+        return True
+    return words[0] == "AWS" and "KEY" in words
+
+
+def looks_like_credential_value(value: str) -> bool:
+    """Whether ``value`` holds a URL with a password (``scheme://user:password@host``, detect-secrets'
+    BasicAuthDetector): a credential whatever the variable is called."""
+    return bool(_URL_PASSWORD.search(value))
+
+
+def is_secret(name: str, value: str | None = None) -> bool:
+    """:func:`looks_like_secret` of the name, or (``value`` given) :func:`looks_like_credential_value`."""
+    return looks_like_secret(name) or (isinstance(value, str) and looks_like_credential_value(value))
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the value of every secret (:func:`is_secret`) replaced by :data:`REDACTED`; names kept."""
+    return {k: REDACTED if is_secret(k, v) else v for k, v in env.items()}
+
+
+def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(kept, secrets)``: ``env`` split by :func:`is_secret`."""
+    kept: dict[str, str] = {}
+    hidden: dict[str, str] = {}
+    for k, v in env.items():
+        (hidden if is_secret(k, v) else kept)[k] = v
+    return kept, hidden
+
+
+def refuse_secret_values(env: Mapping[str, str], what: str) -> None:
+    """The guard of every generator that writes ``NAME=value`` pairs: none may be a secret.
+
+    Raises:
+        PaddlefitError: a secret-looking pair (named, its value not shown), with the by-reference fix.
+    """
+    bad = sorted(k for k, v in env.items() if is_secret(k, v))
+    if bad:
+        raise PaddlefitError(f"{what}: {', '.join(bad)} look{'s' if len(bad) == 1 else ''} like a secret and would "
+                             "be written by value; pass it by reference (`--env NAME`) instead.")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One ``--env`` option: ``NAME=value`` (by value) or ``NAME`` (by reference: ``value`` is None, the value
+    comes from the environment where the job starts)."""
+
+    name: str
+    value: str | None = None
+
+    @property
+    def secret(self) -> bool:
+        """Whether the name looks like a secret (:func:`looks_like_secret`)."""
+        return looks_like_secret(self.name)
+
+
+def parse_env_options(items: Iterable[str], option: str = "--env") -> list[EnvVar]:
+    """Parse ``--env NAME`` / ``--env NAME=value`` options, in order.
+
+    Raises:
+        PaddlefitError: a name that is not ``[A-Za-z_][A-Za-z0-9_]*``, a name given twice, a value with a control
+            character, or a secret given by value (:func:`is_secret`; the message names the variable, never the
+            value, and says to pass ``--env NAME`` to forward it by reference).
+    """
+    out: list[EnvVar] = []
+    seen: set[str] = set()
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not ENV_NAME.fullmatch(name):
+            raise PaddlefitError(f"`{option} {name[:60]}`: a variable name is letters, digits and '_', not starting "
+                                 "with a digit (give NAME or NAME=value).")  # fmt: skip
+        if name in seen:
+            raise PaddlefitError(f"`{option} {name}` is given twice; give each variable once.")
+        seen.add(name)
+        if not eq:
+            out.append(EnvVar(name))
+            continue
+        if is_secret(name, value):
+            raise PaddlefitError(f"`{option} {name}=...` gives a secret by value, which would be written into the "
+                                 f"files; pass `{option} {name}` to forward it by reference (the value then comes "
+                                 "from the environment where the job starts).")  # fmt: skip
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise PaddlefitError(f"`{option} {name}=...`: the value contains a control character (newline, tab...).")
+        out.append(EnvVar(name, value))
+    return out
