@@ -56,12 +56,12 @@ def test_the_epochs_order_does_not_depend_on_the_layout():
         for s in ranks:
             s.set_position(epoch, 0)
         batches = [list(s) for s in ranks]  # batches[rank][j]
-        rounds = [sum((batches[r][j] for r in range(world)), []) for j in range(len(batches[0]))]
-        return [sum(rounds[i:i + accum], []) for i in range(0, len(rounds), accum)]
+        rounds = [list(itertools.chain(*(batches[r][j] for r in range(world)))) for j in range(len(batches[0]))]
+        return [list(itertools.chain(*rounds[i:i + accum])) for i in range(0, len(rounds), accum)]
 
     want = steps(24, 1, 1)
     assert len(want) == 4 and all(len(s) == 24 for s in want)
-    used = sum(want, [])
+    used = list(itertools.chain(*want))
     assert len(set(used)) == 96 and set(used) <= set(range(100))
     for b, world, accum in ((12, 2, 1), (6, 2, 2), (8, 3, 1), (2, 4, 3), (1, 3, 8), (4, 1, 6)):
         assert steps(b, world, accum) == want, (b, world, accum)
