@@ -75,17 +75,22 @@ def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_two_trains_on_one_run_dir_one_runs_one_refused(tmp_path: Path) -> None:
-    """The issue's case: a second `train` a moment after the first is refused; the first goes on alone (stopped
-    here by SIGTERM) and its metrics.jsonl has each of its steps once."""
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=2000,
+    """The issue's case: a second `train` a moment after the first is refused; `export` reads the run meanwhile;
+    the first goes on alone (stopped here by SIGTERM) and its metrics.jsonl has each of its steps once."""
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=2000, checkpoint={"every_steps": 2},
                       data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
     run_dir = tmp_path / "r"
     first = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip
-    wait_for_step(run_dir, 1, first)
+    wait_for_step(run_dir, 3, first)
     second = run(train_cmd(spec, run_dir))
     assert second.returncode == 2 and f"in use by pid {first.pid} " in second.stderr, second.stderr[-2000:]
     assert f"train {spec} --run-dir {run_dir}" in second.stderr  # the holder's command
+    # a reader needs no lock: export takes the newest complete checkpoint while the run writes more
+    exported = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(run_dir), "--out", str(tmp_path / "x"),
+                    "--json"])  # fmt: skip
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    assert json.loads(exported.stdout)["max_abs_diff"] <= 1e-5
     assert first.poll() is None
     first.send_signal(signal.SIGTERM)
     _, err = first.communicate(timeout=120)
