@@ -97,3 +97,9 @@ def test_a_layout_that_does_not_make_the_global_batch_is_refused() -> None:
         _state(grad_accum_steps=0).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
     with pytest.raises(PaddlefitError, match=r"\(32, 1, 3\)"):
         _state(grad_accum_steps=3).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+
+
+def test_trainer_json_with_a_layout_that_is_not_its_global_batch_is_refused_on_read() -> None:
+    doc = {"global_batch": 0, "batch_size": 0, "devices": 1, "grad_accum_steps": 2, "seed": 0}
+    with pytest.raises(PaddlefitError, match=r"global_batch 0 is not batch_size x devices x grad_accum_steps"):
+        TrainerState.from_json(doc, "ck")

@@ -97,6 +97,7 @@ class TrainerState:
         if state.last_loss is not None and not is_finite_number(state.last_loss):
             raise PaddlefitError(f"{where}: trainer.json `last_loss` is {state.last_loss!r}, not a finite number; "
                                  "pass another checkpoint.")  # fmt: skip
+        state.check_layout(where)
         return state
 
     def check_fits(self, where: str, *, global_batch: int, batch_size: int, steps_per_epoch: int) -> None:
@@ -114,10 +115,7 @@ class TrainerState:
                 f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
                 f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
                 "the global batch or start fresh with `--resume never`.")  # fmt: skip
-        layout = (self.batch_size, self.devices, self.grad_accum_steps)
-        if min(layout) < 1 or math.prod(layout) != self.global_batch:
-            raise PaddlefitError(f"checkpoint {where}: trainer.json global_batch {self.global_batch} is not batch_size "
-                                 f"x devices x grad_accum_steps {layout}; pass another checkpoint.")  # fmt: skip
+        self.check_layout(where)
         accum = self.grad_accum_steps
         if (self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
                 or self.batch_in_epoch % accum != 0
@@ -128,6 +126,17 @@ class TrainerState:
         if not Split.valid_ways(self.micro_batch_split, self.batch_size):
             raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
                                  "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+
+    def check_layout(self, where: str) -> None:
+        """``batch_size``, ``devices`` and ``grad_accum_steps`` are >= 1 and multiply to ``global_batch``.
+
+        Raises:
+            PaddlefitError: naming the checkpoint ``where`` and the four values.
+        """
+        layout = (self.batch_size, self.devices, self.grad_accum_steps)
+        if min(layout) < 1 or math.prod(layout) != self.global_batch:
+            raise PaddlefitError(f"checkpoint {where}: trainer.json global_batch {self.global_batch} is not batch_size "
+                                 f"x devices x grad_accum_steps {layout}; pass another checkpoint.")  # fmt: skip
 
     def in_layout(self, batch_size: int, devices: int, grad_accum_steps: int) -> TrainerState:
         """This state (at a step boundary, :meth:`check_fits` passed) as a run of ``devices`` devices x
