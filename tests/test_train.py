@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,6 +233,33 @@ def test_corrupt_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
     assert "skipping checkpoint step-00000004: model.pdparams has" in r.stderr
     assert "resumed from" in r.stderr and "step-00000002" in r.stderr
     assert summary(run_dir)["params_sha256"] == want
+
+
+def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
+    """The checkpoint of an epoch's last step is written before that epoch's eval and the resumed run evaluates there
+    again, as does a resumed finished run: metrics.jsonl keeps one eval line per step (found by bench/kill_soak.py)."""
+    # 1,348 train images / 32 = 42 steps per epoch: the periodic checkpoint at step 42 ends epoch 1
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=50,
+                      data={"eval": "digits", "eval_args": {"split": "test"}},
+                      checkpoint={"every_steps": 42, "every_minutes": 0})  # fmt: skip
+    run_dir = tmp_path / "r"
+
+    def records() -> list[tuple[int, bool]]:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [(x["step"], "eval_loss" in x) for x in map(json.loads, lines)]
+
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    want, once = summary(run_dir)["params_sha256"], records()
+    assert [s for s, is_eval in once if is_eval] == [42, 50] and len(once) == 52
+    shutil.rmtree(run_dir / "checkpoints" / "step-00000050")  # as if killed after step 50, before its checkpoint
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step-00000042 (step 42," in r.stderr
+    assert records() == once and summary(run_dir)["params_sha256"] == want
+    r = run(train_cmd(spec, run_dir))  # the finished run, resumed from its final checkpoint
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step-00000050 (step 50," in r.stderr and records() == once
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:

@@ -145,17 +145,23 @@ class MetricsLog:
 
     @staticmethod
     def truncate_after(run_dir: Path, step: int) -> None:
-        """Resumed run: drop metric lines after the checkpoint's ``step`` (and lines cut by a kill) so metrics.jsonl
-        reads as one run. Atomic."""
+        """Resumed run: drop metric lines after the checkpoint's ``step``, eval lines at ``step`` itself and lines
+        cut by a kill, so metrics.jsonl reads as one run. Atomic.
+
+        The resumed run evaluates at ``step`` again when an eval ran there: a periodic checkpoint of an epoch's last
+        step is written before that epoch's eval, and a finished run's final checkpoint is resumed with no eval
+        result in memory."""
         path = run_dir / METRICS_FILE
         if not path.exists():
             return
         kept = []
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                if json.loads(line).get("step", 0) <= step:
+                rec = json.loads(line)
+                at = rec.get("step", 0)
+                if at < step or (at == step and "eval_loss" not in rec):
                     kept.append(line)
-            except ValueError:
+            except (ValueError, AttributeError):
                 continue  # a line cut by a kill
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 
