@@ -262,6 +262,22 @@ def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
     assert "step-00000050 (step 50," in r.stderr and records() == once
 
 
+def test_temporary_files_of_killed_atomic_writes_are_removed(tmp_path: Path) -> None:
+    """A SIGKILL between atomic_write_text's mkstemp and its rename leaves `.NAME.XXXX.tmp` in the run dir; the next
+    run removes those of its own files (found by bench/kill_soak.py's run-dir checks)."""
+    import tempfile
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    names = ("metrics.jsonl", "job.yaml", "status.json", "summary.json")
+    stale = [Path(tempfile.mkstemp(prefix=f".{n}.", suffix=".tmp", dir=run_dir)[1]) for n in names]
+    (run_dir / ".notes.txt.keep.tmp").write_text("not ours")
+    r = run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not any(p.exists() for p in stale) and (run_dir / ".notes.txt.keep.tmp").exists()
+    assert r.stderr.count("removed a temporary file left by a killed writer") == 4
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
     # shuffle off, batch 16: samples 160.. are NaN, so step 11 is the first with a non-finite loss
     spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:linear_digits", max_steps=30,

@@ -26,6 +26,7 @@ __all__ = [
     "MetricsLog",
     "PeakTracker",
     "Progress",
+    "clean_temporaries",
     "params_sha256",
     "peak_memory_bytes",
     "to_jsonable",
@@ -37,6 +38,21 @@ SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
 SPEC_FILE = "job.yaml"
 LAUNCH_SPEC_FILE = ".job-launch.yaml"
+
+
+def clean_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files of atomic writes (:func:`paddlefit.fileio.atomic_write_text`: ``.NAME.*.tmp``)
+    of the run directory's own files, left by a writer that was killed mid-write; returns what was removed. Call it
+    only while no other process writes the run directory (rank 0, at the start of a run)."""
+    removed = []
+    for name in (METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE, LAUNCH_SPEC_FILE):
+        for p in run_dir.glob(f".{name}.*.tmp"):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                continue
+    return removed
 
 
 def spec_yaml(spec: Any) -> str:
