@@ -264,7 +264,7 @@ def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
 
 def test_temporary_files_of_killed_atomic_writes_are_removed(tmp_path: Path) -> None:
     """A SIGKILL between atomic_write_text's mkstemp and its rename leaves `.NAME.XXXX.tmp` in the run dir; the next
-    run removes those of its own files (found by bench/kill_soak.py's run-dir checks)."""
+    run removes those of its own files (bench/kill_soak.py checks that none is left)."""
     import tempfile
 
     run_dir = tmp_path / "r"
