@@ -326,7 +326,7 @@ def params_sha(run_dir: Path) -> str | None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     ap.add_argument("--kills", type=int, default=100, help="SIGKILLs before the run may finish [100]")
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill delays [0]")
     ap.add_argument("--every", type=int, default=6, help="checkpoint every N optimizer steps: the interval [6]")
