@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+warnings.filterwarnings("ignore", message="No ccache found")  # Paddle's import, for the final comparison
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))  # this checkout's paddlefit, here and in the trainers started below
 
