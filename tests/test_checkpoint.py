@@ -66,3 +66,20 @@ def test_temporaries_of_killed_writers_are_never_read_and_are_cleaned(tmp_path: 
     assert store.clean_temporaries() == [tmp] and not tmp.exists()
     with pytest.raises(ValueError):
         CheckpointStore(tmp_path, keep_last=0)
+
+
+def test_a_kill_while_pruning_leaves_no_half_deleted_checkpoint(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Pruning renames a checkpoint to a ``.tmp-*`` name before deleting it: a kill mid-delete (here the delete never
+    runs) leaves a temporary the next run cleans, not a ``step-*`` directory with files missing."""
+    import paddlefit.train.checkpoint as ck
+
+    store = CheckpointStore(tmp_path, keep_last=1)
+    store.save(1, payload("1"))
+    monkeypatch.setattr(ck.shutil, "rmtree", lambda *_a, **_k: None)  # killed before (or while) deleting
+    store.save(2, payload("2"))
+    assert [p.name for p in store.list()] == ["step-00000002"]
+    assert [p.name for p in tmp_path.glob(".tmp-*")] == [f".tmp-step-00000001-{os.getpid()}-old"]
+    monkeypatch.undo()
+    assert [p.name for p in store.clean_temporaries()] == [f".tmp-step-00000001-{os.getpid()}-old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000002"]

@@ -9,9 +9,11 @@ Layout under ``RUN_DIR/checkpoints/``::
         rng.pkl               python / numpy / paddle RNG states (pickle)
         manifest.json         sha256 and size of every file above; written last
     .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
+    .tmp-step-00000110-PID-old/  one being deleted (pruned or replaced): never read
 
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
-file and the manifest were fsynced. ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
+file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
+half-deleted ``step-*``). ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
 after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used.
 """
 
@@ -126,6 +128,17 @@ class CheckpointStore:
                 removed.append(p)
         return removed
 
+    def remove(self, path: Path) -> None:
+        """Delete the checkpoint directory ``path``: renamed to a ``.tmp-*`` name first (atomic), then deleted, so
+        a kill mid-delete leaves a temporary for :meth:`clean_temporaries`, never a half-deleted ``step-*``.
+
+        Raises:
+            OSError: the rename failed.
+        """
+        doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+
     def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None) -> Path:
         """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs
         every file, writes the manifest, fsyncs the directory and renames it into place, then prunes old ones.
@@ -158,7 +171,7 @@ class CheckpointStore:
                 os.fsync(fh.fileno())
             fsync_path(tmp)
             if final.exists():  # an incomplete or corrupt one with the same name: replace it
-                shutil.rmtree(final)
+                self.remove(final)
             os.rename(tmp, final)
             fsync_path(self.root)
         except OSError as exc:
@@ -175,4 +188,4 @@ class CheckpointStore:
         """Delete all but the newest ``keep_last`` checkpoints."""
         for old in self.list()[self.keep_last :]:
             with contextlib.suppress(OSError):
-                shutil.rmtree(old)
+                self.remove(old)

@@ -47,6 +47,7 @@ from paddlefit.train.metrics import (
     MetricsLog,
     PeakTracker,
     Progress,
+    clean_temporaries,
     params_sha256,
     spec_yaml,
     to_jsonable,
@@ -287,6 +288,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.store.clean_temporaries():
             self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
+        for tmp in clean_temporaries(self.run_dir):
+            self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
         if self.opts.resume == "never" and (old := self.store.list()):
             for path in old:
                 shutil.rmtree(path)
