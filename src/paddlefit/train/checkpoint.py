@@ -10,6 +10,7 @@ Layout under ``RUN_DIR/checkpoints/``::
         manifest.json         sha256 and size of every file above; written last
     .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
     .tmp-step-00000110-PID-old/  one being deleted (pruned or replaced): never read
+    (beside it: .checkpoints-old-PID/, the whole store being deleted by ``--resume never``)
 
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
 file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
@@ -120,13 +121,32 @@ class CheckpointStore:
         return None
 
     def clean_temporaries(self) -> list[Path]:
-        """Delete ``.tmp-*`` directories left by writers that were killed; returns what was removed."""
+        """Delete ``.tmp-*`` directories left by writers that were killed, and a whole old store
+        :meth:`remove_all` was deleting; returns what was removed."""
         removed = []
         if self.root.is_dir():
             for p in self.root.glob(".tmp-*"):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p)
+        for p in self.root.parent.glob(f".{self.root.name}-old-*"):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
         return removed
+
+    def remove_all(self) -> list[Path]:
+        """Delete every checkpoint at once (``--resume never``): the store directory is renamed away in one atomic
+        rename (``.checkpoints-old-PID`` beside it), then deleted, so a kill mid-delete can never leave some of
+        the old run's checkpoints for a later ``--resume auto`` to pick up. Returns the checkpoints it held.
+
+        Raises:
+            OSError: the rename failed.
+        """
+        old = self.list()
+        if self.root.is_dir():
+            doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
+            os.rename(self.root, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        return old
 
     def remove(self, path: Path) -> None:
         """Delete the checkpoint directory ``path``: renamed to a ``.tmp-*`` name first (atomic), then deleted, so

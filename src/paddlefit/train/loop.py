@@ -24,7 +24,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -290,9 +289,7 @@ class Trainer:
             self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
         for tmp in clean_temporaries(self.run_dir):
             self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
-        if self.opts.resume == "never" and (old := self.store.list()):
-            for path in old:
-                shutil.rmtree(path)
+        if self.opts.resume == "never" and (old := self.store.remove_all()):
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
 
     def _save(self) -> Path:
