@@ -487,7 +487,9 @@ def mutated_csv(draw: st.DrawFn, shipped: str, header_names: list[str]) -> str:
         elif op == "dup_row" and len(rows) > 1:
             rows.append(list(rows[draw(st.integers(1, len(rows) - 1))]))
         elif op == "rename" and len(rows) > 1:  # a new name, so the row adds to the catalog instead of replacing
-            rows[draw(st.integers(1, len(rows) - 1))][0] = draw(st.sampled_from(["X1", "my-gpu", "T4", "a100"]))
+            r = draw(st.integers(1, len(rows) - 1))
+            if rows[r]:
+                rows[r][0] = draw(st.sampled_from(["X1", "my-gpu", "T4", "a100"]))
     buf = io.StringIO()
     csv.writer(buf, lineterminator=draw(st.sampled_from(["\n", "\r\n"]))).writerows(rows)
     return draw(text_mutation(buf.getvalue()))
