@@ -717,6 +717,7 @@ for _s in SNAPSHOTS:  # keep the documents small: mutations then hit every key, 
 
 @given(text=mutated_json(SNAPSHOTS), encoding=encodings)
 @examples(150)
+@example(text=json.dumps({**SNAPSHOTS[0], "gpus": True}), encoding="utf-8")  # bug 10: TypeError
 def test_snapshot_loads_or_refuses(base: Path, text: str, encoding: str) -> None:
     """``load_snapshot`` then every check (what ``doctor --from`` does): findings or a PaddlefitError."""
     from paddlefit.diagnose import load_snapshot, run_checks
@@ -966,3 +967,13 @@ def test_found_llm_config_with_a_huge_integer_is_refused(base: Path) -> None:
         write_text(d / "config.json", '{"hidden_size": 1' + "0" * 5000 + ', "num_hidden_layers": 2}')
         r = cli(["plan", "config.json", "--gpus", "8"], d)
         assert r.exit_code == 2 and "Model config config.json: not valid JSON: an integer too long" in r.stderr
+
+
+@pytest.mark.parametrize("value", [True, 5, 1.5])
+def test_found_snapshot_with_gpus_not_a_list_is_refused(base: Path, value: Any) -> None:
+    """Bug 10 (found by the long soak): a snapshot whose ``gpus`` (or ``net``) is ``true`` or a number was a
+    TypeError traceback in ``doctor --from`` and ``launch --from-snapshot``; now exit 2 naming the key."""
+    with workdir(base) as d:
+        write_text(d / "snap.json", json.dumps({**SNAPSHOTS[0], "gpus": value}))
+        r = cli(["doctor", "--from", "snap.json"], d)
+        assert r.exit_code == 2 and "is not a paddlefit snapshot: `gpus` must be a list" in r.stderr, r.stderr
