@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny user model module importable as `tinymodels:...` for import-path tests."""
+"""Shared fixtures: a tiny user model module importable as `tinymodels:...` for import-path tests; hypothesis's
+profiles (tests/test_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,23 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 warnings.filterwarnings("ignore", category=UserWarning)
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
+
+# Hypothesis profiles. `ci`, the default: the same examples every run (derandomized: a failure in CI is one that
+# reruns), no example database written into the tree, the failing example printed as a blob to replay with
+# `@reproduce_failure`, no per-example deadline (a command takes 100s of ms on a loaded 2-core machine).
+# `long`: a local soak, `pytest tests/test_fuzz.py --hypothesis-profile=long` (random, 20x the examples, failures
+# kept in .hypothesis/ and replayed first next time). This module runs before hypothesis's pytest plugin reads
+# `--hypothesis-profile` (in pytest_configure), so the option wins over the default loaded here.
+settings.register_profile("ci", derandomize=True, database=None, max_examples=100, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+settings.register_profile("long", max_examples=2000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+settings.load_profile("ci")
 
 
 @pytest.fixture

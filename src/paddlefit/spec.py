@@ -19,8 +19,8 @@ from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
 
 __all__ = ["DATASETS", "BudgetSpec", "CheckpointSpec", "DataSpec", "JobSpec", "LoaderOptions", "OptimizerName",
-           "Precision", "ScheduleSpec", "field_help", "job_spec_markdown", "load_job_spec", "merge_loader_options",
-           "parse_enum", "unique_key_loader"]  # fmt: skip
+           "Precision", "ScheduleSpec", "field_help", "job_spec_markdown", "load_job_spec", "load_plain_yaml",
+           "merge_loader_options", "parse_enum", "unique_key_loader"]  # fmt: skip
 
 
 class Precision(str, Enum):
@@ -143,11 +143,11 @@ class BudgetSpec(BaseModel):
 
 
 class JobSpec(BaseModel):
-    """One YAML file (UTF-8, at most 1 MiB, no anchors/aliases, no key given twice) describes the
-    job for every command (`plan --config`, `cost --config`, `train`, `profile`, `tune`, `launch`,
-    `doctor --config`, `image CONFIG`). Unknown keys and wrong types stop with the file and the key. Options given
-    on the command line override the file. Every key but `model` has a default; `train` also needs `data.train`
-    and `epochs` or `max_steps`."""
+    """One YAML file (UTF-8, at most 1 MiB, no anchors/aliases, no key given twice, plain data nested at most 32
+    levels: no `!!binary`/`!!set` tags; dates read as text) describes the job for every command (`plan --config`,
+    `cost --config`, `train`, `profile`, `tune`, `launch`, `doctor --config`, `image CONFIG`). Unknown keys and
+    wrong types stop with the file and the key. Options given on the command line override the file. Every key but
+    `model` has a default; `train` also needs `data.train` and `epochs` or `max_steps`."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -258,8 +258,11 @@ class JobSpec(BaseModel):
 
 
 def unique_key_loader() -> type:
-    """A ``yaml.SafeLoader`` subclass that refuses a key given twice in one mapping (PyYAML keeps the last one
-    silently); the job spec and :mod:`paddlefit.llm.configs` read YAML with it."""
+    """A ``yaml.SafeLoader`` subclass that reads plain data only: a key given twice in one mapping is refused (PyYAML
+    keeps the last one silently), so are tags whose values JSON cannot hold (``!!binary`` bytes, ``!!set``,
+    ``!!omap``, ``!!pairs``: a spec that ``launch`` and ``train`` write back as JSON-typed YAML would change), and
+    dates stay strings (``2024-01-31``, as in YAML 1.2). The job spec, ``--model-arg`` values and
+    :mod:`paddlefit.llm.configs` read YAML with it (through :func:`load_plain_yaml`)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -275,7 +278,51 @@ def unique_key_loader() -> type:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    def not_plain(loader: Any, node: Any) -> Any:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise yaml.constructor.ConstructorError(None, None, f"`{tag}` is not plain data (text, number, true/false, "
+                                                "null, list or mapping); write the value as one of those",
+                                                node.start_mark)  # fmt: skip
+
+    Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
+    for tag in ("binary", "set", "omap", "pairs"):
+        Loader.add_constructor(f"tag:yaml.org,2002:{tag}", not_plain)
     return Loader
+
+
+#: Deepest nesting of lists and mappings :func:`load_plain_yaml` reads (a job spec needs 3 or 4 levels).
+MAX_YAML_DEPTH = 32
+
+
+def load_plain_yaml(text: str) -> Any:
+    """``text`` as YAML plain data (:func:`unique_key_loader`), without anchors or aliases (nested aliases expand
+    exponentially) and nested at most :data:`MAX_YAML_DEPTH` levels (PyYAML's composer recurses per level).
+
+    Raises:
+        yaml.YAMLError: a syntax error, a key given twice, a tag that is not plain data (with the line).
+        ValueError: anchors or aliases, too deep, or an integer too long for ``int()`` (over 4300 digits); the
+            message follows the file's name ("Job spec `x.yaml` uses ...").
+    """
+    import yaml
+
+    depth = 0
+    for token in yaml.scan(text):
+        if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+            raise ValueError("uses YAML anchors/aliases (`&`/`*`); write the values out")
+        if isinstance(token, yaml.BlockSequenceStartToken | yaml.BlockMappingStartToken | yaml.FlowSequenceStartToken
+                      | yaml.FlowMappingStartToken):  # fmt: skip
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise ValueError(f"nests lists/mappings more than {MAX_YAML_DEPTH} levels deep (line "
+                                 f"{token.start_mark.line + 1}); flatten it")  # fmt: skip
+        elif isinstance(token, yaml.BlockEndToken | yaml.FlowSequenceEndToken | yaml.FlowMappingEndToken):
+            depth -= 1
+    try:
+        return yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
+    except RecursionError:
+        raise ValueError("nests lists/mappings too deeply; flatten it") from None
+    except ValueError:  # int() of a literal over sys.get_int_max_str_digits() digits (4300 by default)
+        raise ValueError("has an integer too long to read (Python's limit: 4300 digits); write it shorter") from None
 
 
 def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
@@ -297,10 +344,9 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     except PaddlefitError as exc:
         raise JobSpecError(str(exc)) from None
     try:
-        # anchors and aliases are refused: a job spec needs none, and nested aliases expand exponentially
-        if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
-            raise JobSpecError(f"Job spec `{p}` uses YAML anchors/aliases (`&`/`*`); write the values out.")
-        doc = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
+        doc = load_plain_yaml(text)
+    except ValueError as exc:
+        raise JobSpecError(f"Job spec `{p}` {exc}.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -103,6 +103,21 @@ def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: 
                          region=region, source=source, notes=tuple(notes), gpu=gpu)  # fmt: skip
 
 
+def dict_reader(text: str, what: str) -> csv.DictReader:
+    """A DictReader over ``text`` with its header read: lines end at ``\n``, ``\r\n`` or a lone ``\r`` (the
+    csv module's own rule, as for a file opened with ``newline=""``; quoted fields may hold line breaks).
+
+    Raises:
+        CatalogError: the header line is malformed (a field over the csv module's limit, a NUL byte).
+    """
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        reader.fieldnames  # noqa: B018 (reads the header line)
+    except csv.Error as exc:
+        raise CatalogError(f"{what}, line 1: {exc}; fix the header line.") from None
+    return reader
+
+
 def csv_rows(reader: csv.DictReader, what: str) -> Any:
     """The reader's rows; a malformed line (a field over the csv module's limit, a stray quote) is a CatalogError."""
     while True:
@@ -124,7 +139,7 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
     Raises:
         CatalogError: a missing column (names the column) or a bad value (names file, line and column).
     """
-    reader = csv.DictReader(io.StringIO(text))
+    reader = dict_reader(text, f"price catalog `{origin}`")
     if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
         reader.fieldnames = [f.strip() for f in reader.fieldnames]
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]

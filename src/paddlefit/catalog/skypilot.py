@@ -5,12 +5,10 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from typing import Any
 
-from paddlefit.catalog.price_csv import InstancePrice, csv_rows, make_price_row, parse_number
+from paddlefit.catalog.price_csv import InstancePrice, csv_rows, dict_reader, make_price_row, parse_number
 from paddlefit.errors import CatalogError, PaddlefitError
 from paddlefit.fileio import read_text_limited
 
@@ -50,7 +48,7 @@ def parse_skypilot_vms(text: str, cloud: str, origin: str, region: str | None = 
         CatalogError: a missing column or a value that is not a number (names file, line and column).
     """
     region = region or DEFAULT_REGIONS.get(cloud, "")
-    reader = csv.DictReader(io.StringIO(text))
+    reader = dict_reader(text, f"SkyPilot catalog `{origin}`")
     need = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
             "Region")  # fmt: skip
     missing = [c for c in need if c not in (reader.fieldnames or [])]

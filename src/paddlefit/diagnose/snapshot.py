@@ -117,7 +117,8 @@ class Snapshot:
 
 
 def _structure_problem(doc: Any) -> str | None:
-    """Unknown keys (top level, per GPU, per interface), negative sizes or a non-numeric driver version."""
+    """Unknown keys (top level, per GPU, per interface), `gpus`/`net` that are not lists, negative sizes or a
+    non-numeric driver version."""
     if not isinstance(doc, dict):
         return "expected a JSON object"
     allowed = {f.name for f in dataclasses.fields(Snapshot)}
@@ -126,7 +127,10 @@ def _structure_problem(doc: Any) -> str | None:
         return f"unknown key `{extra[0]}`"
     for key, cls in (("gpus", GPUInfo), ("net", NetInterface)):
         names = {f.name for f in dataclasses.fields(cls)}
-        for i, item in enumerate(doc.get(key) or []):
+        items = doc.get(key)
+        if items is not None and not isinstance(items, list):  # `true` here was a TypeError traceback
+            return f"`{key}` must be a list (got {type(items).__name__})"
+        for i, item in enumerate(items or []):
             if isinstance(item, dict) and set(item) - names:
                 return f"unknown key `{key}.{i}.{sorted(set(item) - names)[0]}`"
     for key in ("cpu_cores", "memory_total_bytes", "shm_total_bytes", "shm_free_bytes", "disk_free_bytes"):

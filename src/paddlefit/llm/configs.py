@@ -306,15 +306,18 @@ def load_llm_config(path: str | Path) -> LLMConfig:
     try:
         if is_json:
             raw = json.loads(text, object_pairs_hook=no_duplicates)
-        else:  # as job specs: no anchors/aliases (nested aliases expand exponentially), no key twice
-            if any(isinstance(t, yaml.AnchorToken | yaml.AliasToken) for t in yaml.scan(text)):
-                raise ModelError(f"Model config {p} uses YAML anchors/aliases (`&`/`*`); write the values out.")
-            from paddlefit.spec import unique_key_loader
+        else:  # as job specs: no anchors/aliases (nested aliases expand exponentially), no key twice, not too deep
+            from paddlefit.spec import load_plain_yaml
 
-            raw = yaml.load(text, Loader=unique_key_loader())  # a SafeLoader subclass
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ModelError(f"Model config {p}: not valid {'JSON' if is_json else 'YAML'}: "
-                         f"{str(exc).splitlines()[0]}.") from None  # fmt: skip
+            try:
+                raw = load_plain_yaml(text)
+            except ValueError as exc:
+                raise ModelError(f"Model config {p} {exc}.") from None
+    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError; so is an int over 4300 digits
+        problem = str(exc).splitlines()[0]
+        if "integer string conversion" in problem:
+            problem = "an integer too long to read (Python's limit: 4300 digits)"
+        raise ModelError(f"Model config {p}: not valid {'JSON' if is_json else 'YAML'}: {problem}.") from None
     except RecursionError:
         raise ModelError(f"Model config {p}: nested too deeply to be a model config.") from None
     if not isinstance(raw, dict):

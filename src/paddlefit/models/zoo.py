@@ -71,32 +71,47 @@ def zoo_rows() -> list[dict[str, Any]]:
 
 
 def parse_model_args(items: list[str] | None) -> dict[str, Any]:
-    """Parse ``key=value`` strings into keyword arguments (values as YAML scalars).
+    """Parse ``key=value`` strings into keyword arguments (values read as a job spec's are,
+    :func:`paddlefit.spec.load_plain_yaml`: plain data; a value that is not YAML stays the string given).
 
     Raises:
-        ModelError: an item has no ``=`` or an empty key.
+        ModelError: an item has no ``=`` or an empty key, or its value nests too deeply or has a number too long to
+            read.
     """
+    from paddlefit.spec import load_plain_yaml
+
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ModelError(f"`--model-arg {item!r}` must look like `key=value`, e.g. `num_classes=10`.")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+            out[key.strip()] = load_plain_yaml(value) if value.strip() else ""
         except yaml.YAMLError:
             out[key.strip()] = value
+        except ValueError as exc:
+            raise ModelError(f"`--model-arg {key.strip()}=...`: the value {exc}.") from None
     return out
+
+
+#: Largest value of each size field of a zoo transformer's ``--model-arg``s, the parallel planner's bounds
+#: (:class:`paddlefit.llm.configs.LLMConfig`): well above every published model (the largest dense ones have ~128
+#: layers, hidden 18,432, vocabularies of 256k), and low enough that the plan's lazy build of the layers takes
+#: seconds (1,024 layers: ~3 s; 10^8 layers ran until memory was exhausted).
+TRANSFORMER_MAX = {"vocab_size": 2**24, "hidden_size": 2**20, "num_layers": 1024, "num_heads": 2**16,
+                   "ffn_size": 2**22, "max_position": 2**24, "default_seq_len": 2**24,
+                   "type_vocab_size": 2**16}  # fmt: skip
 
 
 def _check_transformer_config(name: str, cfg: TransformerConfig) -> None:
     """Raise ModelError naming the first `--model-arg` field of a zoo transformer that is out of range."""
     for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
-                "default_seq_len"):  # fmt: skip
-        v = getattr(cfg, key)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ModelError(f"`--model-arg {key}={v!r}` for {name}: must be an integer >= 1.")
-    if not isinstance(cfg.type_vocab_size, int) or cfg.type_vocab_size < 0:
-        raise ModelError(f"`--model-arg type_vocab_size={cfg.type_vocab_size!r}` for {name}: must be an integer >= 0.")
+                "default_seq_len", "type_vocab_size"):  # fmt: skip
+        v, low = getattr(cfg, key), 0 if key == "type_vocab_size" else 1
+        if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= TRANSFORMER_MAX[key]:
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise ModelError(f"`--model-arg {key}={shown}` for {name}: must be an integer >= {low} and <= "
+                             f"{TRANSFORMER_MAX[key]:,}.")  # fmt: skip
     if not isinstance(cfg.causal, bool):
         raise ModelError(f"`--model-arg causal={cfg.causal!r}` for {name}: must be true or false.")
     if not isinstance(cfg.dropout, int | float) or not 0 <= cfg.dropout < 1:

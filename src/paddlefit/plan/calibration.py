@@ -11,6 +11,7 @@ writes it; ``paddlefit plan --calibration FILE`` (and files shipped in ``paddlef
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass, field
 from importlib import resources
@@ -99,7 +100,13 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
                 f"Calibration `{origin}`, row {i}: `peak_flops` must be a finite positive number and "
                 f"`efficiency_class` one of {', '.join(EFFICIENCY_CLASSES)} (or both null); got {pf!r}, {ec!r}."
             )
-        achieved = row["train_flops_per_sample"] * row["batch_size"] / row["step_time_s"]
+        # in floats: JSON integers multiply exactly, and a product over 1.8e308 would not convert to a float
+        achieved = float(row["train_flops_per_sample"]) * float(row["batch_size"]) / float(row["step_time_s"])
+        if not math.isfinite(achieved):
+            raise CatalogError(
+                f"Calibration `{origin}`, row {i}: train_flops_per_sample x batch_size / step_time_s = {achieved} "
+                "FLOP/s is not a measurement; rerun `paddlefit calibrate`."
+            )
         eff.setdefault(ec, []).append(min(achieved / pf, 1.0))
     ctx = doc.get("cuda_context_bytes")
     if ctx is not None and not _positive(ctx):
