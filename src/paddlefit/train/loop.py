@@ -164,11 +164,19 @@ class Trainer:
             PaddlefitError / JobFailedError / CheckpointError: see the class docstring;
             :class:`~paddlefit.train.lock.RunDirInUseError` when another process holds the run directory.
         """
+        import paddle
+
+        if not paddle.in_dynamic_mode():  # Paddle first imported in another thread leaves this one static
+            paddle.disable_static()
         lock = RunDirLock(self.run_dir, self.log) if self.is_writer and not self.opts.lock_held else None
         if lock is not None:
             lock.acquire()  # before anything is written (a multi-node worker: global rank 0 holds it)
         try:
-            return self._run()
+            # fresh names: the optimizer names its accumulators (``conv2d_0.w_0_moment1_0``) from Paddle's global
+            # generator at the first step, and a checkpoint's optimizer state only loads into the same names, so a
+            # second run in one process (run_job again to continue) must not count on from the first one's
+            with paddle.utils.unique_name.guard():
+                return self._run()
         finally:
             if lock is not None:
                 lock.release()
