@@ -126,18 +126,20 @@ class CheckpointStore:
                 removed.append(p)
         return removed
 
-    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None) -> Path:
+    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None,
+             keep_existing: bool = True) -> Path:  # fmt: skip
         """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs
         every file, writes the manifest, fsyncs the directory and renames it into place, then prunes old ones.
 
-        If a complete checkpoint for ``step`` already exists it is kept and returned (same step, same state).
+        If a complete checkpoint for ``step`` already exists it is kept and returned (same step, same state) when
+        ``keep_existing``; else it is replaced (the caller knows it holds another state: a run abandoned there).
 
         Raises:
             CheckpointError: the write failed (disk full, read-only or missing directory...). The temporary
                 directory is removed and earlier checkpoints are untouched.
         """
         final = self.path_for(step)
-        if final.is_dir() and verify(final) is None:
+        if keep_existing and final.is_dir() and verify(final) is None:
             return final
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
         try:
@@ -157,8 +159,8 @@ class CheckpointStore:
                 fh.flush()
                 os.fsync(fh.fileno())
             fsync_path(tmp)
-            if final.exists():  # an incomplete or corrupt one with the same name: replace it
-                shutil.rmtree(final)
+            if final.exists():  # an incomplete, corrupt or abandoned one with the same name: replace it
+                self.remove(final)
             os.rename(tmp, final)
             fsync_path(self.root)
         except OSError as exc:
@@ -174,5 +176,12 @@ class CheckpointStore:
     def prune(self) -> None:
         """Delete all but the newest ``keep_last`` checkpoints."""
         for old in self.list()[self.keep_last :]:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(old)
+            self.remove(old)
+
+    def remove(self, path: Path) -> None:
+        """Delete checkpoint ``path``: renamed to a ``.tmp-`` name first (atomic), so a reader listing the store
+        never meets a checkpoint half deleted; a leftover is cleaned by :meth:`clean_temporaries`."""
+        aside = self.root / f".tmp-old-{path.name}-{os.getpid()}"
+        with contextlib.suppress(OSError):
+            os.rename(path, aside)
+            shutil.rmtree(aside)

@@ -24,7 +24,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -195,6 +194,8 @@ class Trainer:
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
             atomic_write_text(self.run_dir / SPEC_FILE, spec_yaml(self.spec), option="--run-dir")
             MetricsLog.truncate_after(self.run_dir, self.state.step)
+            if resume is not None and self.opts.resume not in ("auto", "never"):
+                self._drop_later_checkpoints()
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -297,8 +298,19 @@ class Trainer:
             self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
         if self.opts.resume == "never" and (old := self.store.list()):
             for path in old:
-                shutil.rmtree(path)
+                self.store.remove(path)
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
+
+    def _drop_later_checkpoints(self) -> None:
+        """``--resume PATH`` to an older checkpoint: the run dir's checkpoints after it are of the run abandoned
+        there (as its metrics, cut above). Left, ``--resume auto`` would go back to them after a stop."""
+        later = [p for p in self.store.list() if int(p.name.split("-")[1]) > self.state.step]
+        for path in later:
+            self.store.remove(path)
+        if later:
+            self.log(f"--resume {self.opts.resume}: removed {len(later)} later checkpoint(s) of the run that went on "
+                     f"from there ({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this "
+                     f"run continues from step {self.state.step}")  # fmt: skip
 
     def _save(self) -> Path:
         st, job = self.state, self.job
@@ -306,7 +318,9 @@ class Trainer:
         st.scheduler = to_jsonable(job.schedule.state_dict())
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
         saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
-        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model})
+        # a checkpoint already there for this step is this run's only at the step it resumed or last saved at
+        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model},
+                                        keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
         return path
