@@ -206,3 +206,36 @@ def test_run_job_in_threads_one_runs_the_other_is_refused(tmp_path: Path, monkey
     t.start()
     t.join(timeout=300)
     assert result["outcome"].exit_code == 0  # type: ignore[attr-defined]
+
+
+def test_export_of_a_run_in_training_takes_another_checkpoint_when_its_choice_is_pruned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A training run prunes old checkpoints as it writes (keep_last): export's newest could vanish between
+    choosing and reading it ("model.pdparams cannot be loaded", "no checkpoint that verifies" in 6 of 60 exports
+    of a run checkpointing every step). It reads the weights once, checked against the manifest, and chooses
+    again when the checkpoint is gone."""
+    import shutil
+
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train import export as export_mod
+    from paddlefit.train.run import run_job
+
+    run_dir = tmp_path / "r"
+    spec = load_job_spec(write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 1})).model_copy(
+        update={"run_dir": str(run_dir), "inputs": ["float32[1,8,8]"]})
+    assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
+    real = export_mod._read_weights
+    pruned: list[str] = []
+
+    def pruned_first(path: Path):
+        if not pruned:  # the trainer prunes the chosen checkpoint before export reads it
+            pruned.append(path.name)
+            shutil.rmtree(path)
+        return real(path)
+
+    monkeypatch.setattr(export_mod, "_read_weights", pruned_first)
+    res = export_mod.export_run(run_dir, out_dir=tmp_path / "x")
+    assert pruned == ["step-00000002"] and res.checkpoint.name == "step-00000001" and res.max_abs_diff <= 1e-5
+    shutil.rmtree(run_dir / "checkpoints" / "step-00000001")
+    with pytest.raises(PaddlefitError, match="has no checkpoint that verifies"):
+        export_mod.export_run(run_dir, out_dir=tmp_path / "y")
