@@ -615,3 +615,22 @@ def test_resuming_an_older_checkpoint_in_one_process_drops_the_abandoned_later_o
     model = digits_cnn()
     model.set_state_dict(paddle.load(str(run_dir / "checkpoints" / "step-00000006" / "model.pdparams")))
     assert params_sha256(model) == out.summary["params_sha256"]  # the last checkpoint is the run summarised
+
+
+def test_a_kept_global_batch_larger_than_the_data_names_the_checkpoint(tmp_path: Path) -> None:
+    """The accumulation that keeps a checkpoint's global batch comes from the checkpoint, not the spec: when the
+    data is now smaller than that batch, the refusal says so instead of "lower grad_accum_steps" alone."""
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.run import run_job
+
+    run_dir = tmp_path / "r"
+    spec = load_job_spec(write_spec(tmp_path / "s.yaml", batch_size=8, max_steps=2)).model_copy(
+        update={"run_dir": str(run_dir)})
+    assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
+    small = spec.model_copy(update={"batch_size": 4, "data": spec.data.model_copy(
+        update={"train_args": {"split": "train", "test_fraction": 0.9965}})})  # 6 samples: < 8, > 4
+    with pytest.raises(PaddlefitError) as err:
+        run_job(small, log=lambda m: None)
+    msg = str(err.value)
+    assert "fewer than one global batch (4 x 1 devices x 2 accumulation)" in msg, msg
+    assert "Gradient accumulation 2 comes from" in msg and "step-00000002" in msg and "--resume never" in msg

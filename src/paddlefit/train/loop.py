@@ -187,8 +187,15 @@ class Trainer:
         self._barrier()
         resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
         if resume is not None:
-            self._keep_global_batch(resume)
-        self.setup(on_gpu)
+            kept = self._keep_global_batch(resume)
+        try:
+            self.setup(on_gpu)
+        except PaddlefitError as exc:
+            if resume is None or not kept:
+                raise
+            raise PaddlefitError(f"{exc} (Gradient accumulation {self.spec.grad_accum_steps} comes from {resume}: "
+                                 "it keeps that checkpoint's global batch on this run's devices; pass another "
+                                 "`--resume` checkpoint or start fresh with `--resume never`.)") from None  # fmt: skip
         if resume is not None:
             self._resume(resume)
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
@@ -325,14 +332,14 @@ class Trainer:
         self.last_ckpt_step = st.step
         return path
 
-    def _keep_global_batch(self, path: Path) -> None:
+    def _keep_global_batch(self, path: Path) -> bool:
         """Set the accumulation that keeps the checkpoint's global batch on this run's devices and micro-batch
-        (before the job is built: its sampler and steps per epoch follow it)."""
+        (before the job is built: its sampler and steps per epoch follow it); whether it changed the spec's."""
         ckpt = read_state(path)
         s = self.spec
         accum = kept_accumulation(ckpt, str(path), self.world, s.batch_size)
         if accum == s.grad_accum_steps:
-            return
+            return False
         self.log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {self.world} device(s) x "
                  f"micro-batch {s.batch_size} x gradient accumulation {accum} (the checkpoint's run: "
                  f"{ckpt.batch_size} x {ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {s.grad_accum_steps})"
@@ -340,6 +347,7 @@ class Trainer:
                     "count is not bit-identical to an uninterrupted one (gradients are summed in another order)"
                     if ckpt.devices != self.world else ""))  # fmt: skip
         self.spec = s.model_copy(update={"grad_accum_steps": accum})
+        return True
 
     def _resume(self, path: Path) -> None:
         job = self.job
