@@ -634,3 +634,17 @@ def test_a_kept_global_batch_larger_than_the_data_names_the_checkpoint(tmp_path:
     msg = str(err.value)
     assert "fewer than one global batch (4 x 1 devices x 2 accumulation)" in msg, msg
     assert "Gradient accumulation 2 comes from" in msg and "step-00000002" in msg and "--resume never" in msg
+
+
+def test_sigterm_while_the_workers_start_is_exit_143_not_the_launchers_15(tmp_path: Path) -> None:
+    """SIGTERM to `train --devices N` before any worker recorded a status (Paddle's launcher then exits 15, its
+    workers killed mid-import): 143 like any stop, so a scheduler's ExitCode policy retries it (1-127: never)."""
+    import threading
+
+    from paddlefit.train.launcher import run_launched
+
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    code, reason = run_launched([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, relay=lambda m: None)
+    timer.join()
+    assert code == 143 and "stopped by SIGTERM during start-up" in reason, (code, reason)

@@ -52,7 +52,9 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     """Run the launcher, relay rank 0's log, forward SIGTERM/SIGINT; return (exit code, reason).
 
     The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
-    without one (a worker crashed before writing it) the launcher's exit code and the tail of rank 0's log.
+    without one: 128 + the signal when this process was stopped by one (SIGTERM during the workers' start-up:
+    143, retried like any stop), else (a worker crashed before writing it) the launcher's exit code and the tail
+    of rank 0's log.
     ``env`` is added to the launcher's (and so the workers') environment; ``pass_fds`` are descriptors it inherits
     (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
@@ -68,7 +70,10 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     if on_start:
         on_start(proc)
 
+    forwarded: list[int] = []
+
     def forward(signum: int, _frame: Any) -> None:
+        forwarded.append(signum)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
@@ -93,6 +98,10 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
             return int(status["exit_code"]), str(status["reason"])
     except (OSError, ValueError, KeyError):
         pass
+    if forwarded:  # stopped before any rank could record a status: during start-up, nothing to save yet
+        name = signal.Signals(forwarded[0]).name
+        return 128 + forwarded[0], (f"stopped by {name} during start-up, before the first step (nothing to save); "
+                                    "run the same command again.")  # fmt: skip
     errors = [f"{log.name}: {line}" for log in sorted(log_dir.glob("workerlog.*"))
               for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
     if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)
