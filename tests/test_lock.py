@@ -239,3 +239,17 @@ def test_export_of_a_run_in_training_takes_another_checkpoint_when_its_choice_is
     shutil.rmtree(run_dir / "checkpoints" / "step-00000001")
     with pytest.raises(PaddlefitError, match="has no checkpoint that verifies"):
         export_mod.export_run(run_dir, out_dir=tmp_path / "y")
+
+
+def test_a_filesystem_without_locks_warns_and_runs_unprotected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    warnings: list[str] = []
+    lock = RunDirLock(tmp_path / "r", warnings.append).acquire()
+    assert not lock.locked and lock.share() == {} and "cannot lock files (No locks available)" in warnings[0]
+    lock.release()
