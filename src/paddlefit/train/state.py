@@ -281,17 +281,20 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None])
 
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
                     log: Callable[[str], None]) -> Path | None:  # fmt: skip
-    """Rank 0 chooses (:func:`choose_resume`); the step is broadcast so every rank loads the same checkpoint."""
+    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
+    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
+    directory name, ``best/``; every rank reads ``PATH``)."""
     path = choose_resume(mode, store, log) if is_writer or world == 1 else None
     if world == 1:
         return path
     import paddle
 
-    t = paddle.to_tensor([int(path.name.split("-")[1]) if path else -1], dtype="int64")
+    chosen = -1 if path is None else int(path.name.split("-")[1]) if mode == "auto" else 0
+    t = paddle.to_tensor([chosen], dtype="int64")
     paddle.distributed.broadcast(t, src=0)
     step = int(t.item())
     if step < 0:
         return None
     if path is not None:
         return path
-    return Path(mode) if mode not in ("auto", "never") else store.path_for(step)
+    return store.path_for(step) if mode == "auto" else Path(mode)
