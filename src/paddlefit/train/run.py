@@ -132,10 +132,11 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
             run, what :meth:`Trainer.run` raises.
         RunDirInUseError: another process holds the run directory (exit 2).
-        PaddlefitError: another ``run_job`` is running in this process (a thread): one at a time per process.
+        PaddlefitError: another one-device ``run_job`` is running in this process (a thread): one at a time.
     """
     run_dir = Path(spec.run_dir)
-    with _one_run_per_process(run_dir):
+    # one in-process run at a time (a launched run only waits on its workers here: any number can run)
+    with _one_run_per_process(run_dir) if spec.devices == 1 else contextlib.nullcontext():
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
@@ -149,9 +150,9 @@ _running_dir: list[Path] = []
 
 @contextlib.contextmanager
 def _one_run_per_process(run_dir: Path) -> Iterator[None]:
-    """Refuse a second :func:`run_job` while one runs in this process (another thread): Paddle keeps its dygraph
-    tracer, device and name generator per process, and a second thread touching them mid-run breaks the first
-    (seen on Paddle 3.3.1: tensors of the running job lost their dygraph type)."""
+    """Refuse a second in-process :func:`run_job` while one runs in this process (another thread): Paddle keeps
+    its dygraph tracer, device and name generator per process, and a second thread touching them mid-run breaks
+    the first (seen on Paddle 3.3.1: tensors of the running job lost their dygraph type)."""
     if not _RUNNING.acquire(blocking=False):
         other = _running_dir[0] if _running_dir else "?"
         raise PaddlefitError(f"another run_job (run dir {other}) is running in this process; Paddle's state is per "
