@@ -66,3 +66,37 @@ def test_temporaries_of_killed_writers_are_never_read_and_are_cleaned(tmp_path: 
     assert store.clean_temporaries() == [tmp] and not tmp.exists()
     with pytest.raises(ValueError):
         CheckpointStore(tmp_path, keep_last=0)
+
+
+def test_a_kill_while_pruning_leaves_no_half_deleted_checkpoint(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Pruning renames a checkpoint to a ``.tmp-*`` name before deleting it: a kill mid-delete (here the delete never
+    runs) leaves a temporary the next run cleans, not a ``step-*`` directory with files missing."""
+    import paddlefit.train.checkpoint as ck
+
+    store = CheckpointStore(tmp_path, keep_last=1)
+    store.save(1, payload("1"))
+    monkeypatch.setattr(ck.shutil, "rmtree", lambda *_a, **_k: None)  # killed before (or while) deleting
+    store.save(2, payload("2"))
+    assert [p.name for p in store.list()] == ["step-00000002"]
+    assert [p.name for p in tmp_path.glob(".tmp-*")] == [f".tmp-step-00000001-{os.getpid()}-old"]
+    monkeypatch.undo()
+    assert [p.name for p in store.clean_temporaries()] == [f".tmp-step-00000001-{os.getpid()}-old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000002"]
+
+
+def test_resume_never_removes_the_old_store_in_one_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--resume never`` renames the whole store away before deleting it: a kill mid-delete (the delete never
+    runs here) leaves no old checkpoint a later ``--resume auto`` could take, only a temporary the next run cleans."""
+    import paddlefit.train.checkpoint as ck
+
+    store = CheckpointStore(tmp_path / "checkpoints", keep_last=3)
+    for step in (1, 2, 3):
+        store.save(step, payload(str(step)))
+    monkeypatch.setattr(ck.shutil, "rmtree", lambda *_a, **_k: None)  # killed before (or while) deleting
+    assert [p.name for p in store.remove_all()] == ["step-00000003", "step-00000002", "step-00000001"]
+    assert store.list() == [] and store.latest_valid() is None
+    assert [p.name for p in tmp_path.iterdir()] == [f".checkpoints-old-{os.getpid()}"]
+    monkeypatch.undo()
+    assert [p.name for p in store.clean_temporaries()] == [f".checkpoints-old-{os.getpid()}"]
+    assert list(tmp_path.iterdir()) == [] and store.remove_all() == []

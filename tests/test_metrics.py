@@ -20,6 +20,19 @@ def test_metrics_log_truncates_after_the_resumed_step(tmp_path: Path) -> None:
     assert [json.loads(x)["step"] for x in lines] == [1, 2]
 
 
+def test_metrics_log_truncation_drops_the_eval_at_the_resumed_step(tmp_path: Path) -> None:
+    """The resumed run evaluates at the checkpoint's step again (an epoch's end, or a finished run): its earlier eval
+    line goes, the train line of that step stays."""
+    log = MetricsLog(tmp_path, visualdl=False)
+    for rec in ({"step": 1, "loss": 2.0}, {"step": 1, "eval_loss": 1.5}, {"step": 2, "loss": 1.0},
+                {"step": 2, "eval_loss": 0.5}, {"step": 3, "loss": 0.5}):  # fmt: skip
+        log.write(rec)
+    log.close()
+    MetricsLog.truncate_after(tmp_path, 2)
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [{"step": 1, "loss": 2.0}, {"step": 1, "eval_loss": 1.5}, {"step": 2, "loss": 1.0}]
+
+
 def test_log_lines_report_every_n_steps_with_the_rate_since_the_last_line() -> None:
     out: list[str] = []
     p = LogLines(out.append, every=2)

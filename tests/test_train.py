@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -285,6 +286,49 @@ def test_corrupt_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
     assert "skipping checkpoint step-00000004: model.pdparams has" in r.stderr
     assert "resumed from" in r.stderr and "step-00000002" in r.stderr
     assert summary(run_dir)["params_sha256"] == want
+
+
+def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
+    """The checkpoint of an epoch's last step is written before that epoch's eval and the resumed run evaluates there
+    again, as does a resumed finished run: metrics.jsonl keeps one eval line per step (found by bench/kill_soak.py)."""
+    # 1,348 train images / 32 = 42 steps per epoch: the periodic checkpoint at step 42 ends epoch 1
+    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=50,
+                      data={"eval": "digits", "eval_args": {"split": "test"}},
+                      checkpoint={"every_steps": 42, "every_minutes": 0})  # fmt: skip
+    run_dir = tmp_path / "r"
+
+    def records() -> list[tuple[int, bool]]:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return [(x["step"], "eval_loss" in x) for x in map(json.loads, lines)]
+
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    want, once = summary(run_dir)["params_sha256"], records()
+    assert [s for s, is_eval in once if is_eval] == [42, 50] and len(once) == 52
+    shutil.rmtree(run_dir / "checkpoints" / "step-00000050")  # as if killed after step 50, before its checkpoint
+    r = run(train_cmd(spec, run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step-00000042 (step 42," in r.stderr
+    assert records() == once and summary(run_dir)["params_sha256"] == want
+    r = run(train_cmd(spec, run_dir))  # the finished run, resumed from its final checkpoint
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "step-00000050 (step 50," in r.stderr and records() == once
+
+
+def test_temporary_files_of_killed_atomic_writes_are_removed(tmp_path: Path) -> None:
+    """A SIGKILL between atomic_write_text's mkstemp and its rename leaves `.NAME.XXXX.tmp` in the run dir; the next
+    run removes those of its own files (bench/kill_soak.py checks that none is left)."""
+    import tempfile
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    names = ("metrics.jsonl", "job.yaml", "status.json", "summary.json")
+    stale = [Path(tempfile.mkstemp(prefix=f".{n}.", suffix=".tmp", dir=run_dir)[1]) for n in names]
+    (run_dir / ".notes.txt.keep.tmp").write_text("not ours")
+    r = run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not any(p.exists() for p in stale) and (run_dir / ".notes.txt.keep.tmp").exists()
+    assert r.stderr.count("removed a temporary file left by a killed writer") == 4
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:

@@ -9,9 +9,12 @@ Layout under ``RUN_DIR/checkpoints/``::
         rng.pkl               python / numpy / paddle RNG states (pickle)
         manifest.json         sha256 and size of every file above; written last
     .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
+    .tmp-step-00000110-PID-old/  one being deleted (pruned or replaced): never read
+    (beside it: .checkpoints-old-PID/, the whole store being deleted by ``--resume never``)
 
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
-file and the manifest were fsynced. ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
+file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
+half-deleted ``step-*``). ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
 after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used.
 """
 
@@ -118,13 +121,43 @@ class CheckpointStore:
         return None
 
     def clean_temporaries(self) -> list[Path]:
-        """Delete ``.tmp-*`` directories left by writers that were killed; returns what was removed."""
+        """Delete ``.tmp-*`` directories left by writers that were killed, and a whole old store
+        :meth:`remove_all` was deleting; returns what was removed."""
         removed = []
         if self.root.is_dir():
             for p in self.root.glob(".tmp-*"):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p)
+        for p in self.root.parent.glob(f".{self.root.name}-old-*"):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
         return removed
+
+    def remove_all(self) -> list[Path]:
+        """Delete every checkpoint at once (``--resume never``): the store directory is renamed away in one atomic
+        rename (``.checkpoints-old-PID`` beside it), then deleted, so a kill mid-delete can never leave some of
+        the old run's checkpoints for a later ``--resume auto`` to pick up. Returns the checkpoints it held.
+
+        Raises:
+            OSError: the rename failed.
+        """
+        old = self.list()
+        if self.root.is_dir():
+            doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
+            os.rename(self.root, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        return old
+
+    def remove(self, path: Path) -> None:
+        """Delete the checkpoint directory ``path``: renamed to a ``.tmp-*`` name first (atomic), then deleted, so
+        a kill mid-delete leaves a temporary for :meth:`clean_temporaries`, never a half-deleted ``step-*``.
+
+        Raises:
+            OSError: the rename failed.
+        """
+        doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None,
              keep_existing: bool = True) -> Path:  # fmt: skip
@@ -176,12 +209,5 @@ class CheckpointStore:
     def prune(self) -> None:
         """Delete all but the newest ``keep_last`` checkpoints."""
         for old in self.list()[self.keep_last :]:
-            self.remove(old)
-
-    def remove(self, path: Path) -> None:
-        """Delete checkpoint ``path``: renamed to a ``.tmp-`` name first (atomic), so a reader listing the store
-        never meets a checkpoint half deleted; a leftover is cleaned by :meth:`clean_temporaries`."""
-        aside = self.root / f".tmp-old-{path.name}-{os.getpid()}"
-        with contextlib.suppress(OSError):
-            os.rename(path, aside)
-            shutil.rmtree(aside)
+            with contextlib.suppress(OSError):
+                self.remove(old)

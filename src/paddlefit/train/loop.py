@@ -20,6 +20,7 @@ raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -46,6 +47,7 @@ from paddlefit.train.metrics import (
     MetricsLog,
     PeakTracker,
     Progress,
+    clean_temporaries,
     params_sha256,
     spec_yaml,
     to_jsonable,
@@ -303,9 +305,9 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.store.clean_temporaries():
             self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
-        if self.opts.resume == "never" and (old := self.store.list()):
-            for path in old:
-                self.store.remove(path)
+        for tmp in clean_temporaries(self.run_dir):
+            self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
+        if self.opts.resume == "never" and (old := self.store.remove_all()):
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
 
     def _drop_later_checkpoints(self) -> None:
@@ -313,7 +315,8 @@ class Trainer:
         there (as its metrics, cut above). Left, ``--resume auto`` would go back to them after a stop."""
         later = [p for p in self.store.list() if int(p.name.split("-")[1]) > self.state.step]
         for path in later:
-            self.store.remove(path)
+            with contextlib.suppress(OSError):
+                self.store.remove(path)
         if later:
             self.log(f"--resume {self.opts.resume}: removed {len(later)} later checkpoint(s) of the run that went on "
                      f"from there ({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this "

@@ -26,6 +26,7 @@ __all__ = [
     "MetricsLog",
     "PeakTracker",
     "Progress",
+    "clean_temporaries",
     "params_sha256",
     "peak_memory_bytes",
     "to_jsonable",
@@ -37,6 +38,22 @@ SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
 SPEC_FILE = "job.yaml"
 LAUNCH_SPEC_FILE = ".job-launch.yaml"
+
+
+def clean_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files of atomic writes (:func:`paddlefit.fileio.atomic_write_text`: ``.NAME.*.tmp``)
+    of the run directory's own files, left by a writer that was killed mid-write; returns what was removed. Call it
+    only while no other process writes the run directory: holding its lock (:mod:`paddlefit.train.lock`), rank 0,
+    at the start of a run."""
+    removed = []
+    for name in (METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE, LAUNCH_SPEC_FILE):
+        for p in run_dir.glob(f".{name}.*.tmp"):
+            try:
+                p.unlink()
+                removed.append(p)
+            except OSError:
+                continue
+    return removed
 
 
 def spec_yaml(spec: Any) -> str:
@@ -145,17 +162,23 @@ class MetricsLog:
 
     @staticmethod
     def truncate_after(run_dir: Path, step: int) -> None:
-        """Resumed run: drop metric lines after the checkpoint's ``step`` (and lines cut by a kill) so metrics.jsonl
-        reads as one run. Atomic."""
+        """Resumed run: drop metric lines after the checkpoint's ``step``, eval lines at ``step`` itself and lines
+        cut by a kill, so metrics.jsonl reads as one run. Atomic.
+
+        The resumed run evaluates at ``step`` again when an eval ran there: a periodic checkpoint of an epoch's last
+        step is written before that epoch's eval, and a finished run's final checkpoint is resumed with no eval
+        result in memory."""
         path = run_dir / METRICS_FILE
         if not path.exists():
             return
         kept = []
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                if json.loads(line).get("step", 0) <= step:
+                rec = json.loads(line)
+                at = rec.get("step", 0)
+                if at < step or (at == step and "eval_loss" not in rec):
                     kept.append(line)
-            except ValueError:
+            except (ValueError, AttributeError):
                 continue  # a line cut by a kill
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 
