@@ -306,3 +306,23 @@ def test_a_two_process_train_writes_no_secret_and_its_workers_see_them(secret_en
     assert "PADDLE_AUTH_TOKEN" not in (run_dir / "launch-logs" / "envlog.0").read_text()
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
     assert leaks(run_dir) == []
+
+
+def test_a_credential_typed_into_a_free_text_option_is_refused_not_written(tmp_path: Path) -> None:
+    """`--setup "pip install git+https://ghp_...@github.com/..."` went into task.yaml as typed (and `--command`,
+    a requirement, `--image`... into their files): refused, the option named, nothing written, the value not
+    echoed."""
+    token = "ghp_" + "s3cr3tVALUE" * 4
+    (tmp_path / "job.yaml").write_text(SPEC)
+    for args in (
+        ["launch", str(tmp_path / "job.yaml"), "-t", "skypilot", "--gpu", "L4", "--setup",
+         f"pip install git+https://{token}@github.com/org/pkg.git"],
+        ["launch", str(tmp_path / "job.yaml"), "-t", "kubeflow", "--image", f"reg.io/x:1?sig={token}"],
+        ["launch", str(tmp_path / "job.yaml"), "-t", "local", "--master", "10.0.0.1:8090", "--run-dir",
+         f"https://u:{token}@share/runs"],
+        ["image", "--cpu", "--command", f"python train.py --hub-token {token}"],
+        ["image", "--cpu", "-r", f"pkg @ git+https://u:{token}@git.example.com/pkg.git"],
+    ):  # fmt: skip
+        r = cli(*args, "--out", str(tmp_path / "o"))
+        assert r.exit_code == 2 and "looks like a credential" in r.output and "s3cr3t" not in r.output, r.output
+        assert "`--env NAME`" in r.output and not (tmp_path / "o").exists()

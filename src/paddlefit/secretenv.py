@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from paddlefit.errors import PaddlefitError
 
 __all__ = ["REDACTED", "EnvVar", "is_secret", "looks_like_credential_value", "looks_like_secret", "parse_env_options",
-           "redact_env", "refuse_secret_values", "split_secrets"]  # fmt: skip
+           "redact_env", "refuse_credentials_in", "refuse_secret_values", "split_secrets"]  # fmt: skip
 
 #: What a redacted value is replaced by (doctor snapshots).
 REDACTED = "<redacted>"
@@ -134,6 +134,22 @@ def refuse_secret_values(env: Mapping[str, str], what: str) -> None:
     if bad:
         raise PaddlefitError(f"{what}: {', '.join(bad)} look{'s' if len(bad) == 1 else ''} like a secret and would "
                              "be written by value; pass it by reference (`--env NAME`) instead.")  # fmt: skip
+
+
+def refuse_credentials_in(values: Mapping[str, str | None], where: str) -> None:
+    """The guard of free-text options a generator writes as they are (SkyPilot's ``--setup``, the image's
+    ``--command`` and requirements): none may hold a credential value (:func:`looks_like_credential_value`, such
+    as ``pip install git+https://ghp_...@github.com/...``).
+
+    Raises:
+        PaddlefitError: naming the option (``values``: option -> text; None = not given), not the value, with the
+            by-reference fix.
+    """
+    for option, text in values.items():
+        if isinstance(text, str) and looks_like_credential_value(text):
+            raise PaddlefitError(f"`{option}` holds what looks like a credential (a password in a URL, a token) and "
+                                 f"would be written into {where} as typed; put it in a variable, pass that with "
+                                 "`--env NAME` (by reference) and write `$NAME` instead.")  # fmt: skip
 
 
 @dataclass(frozen=True)
