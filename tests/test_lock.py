@@ -257,3 +257,11 @@ def test_a_filesystem_without_locks_warns_and_runs_unprotected(tmp_path: Path, m
     lock = RunDirLock(tmp_path / "r", warnings.append).acquire()
     assert not lock.locked and lock.share() == {} and "cannot lock files (No locks available)" in warnings[0]
     lock.release()
+
+
+def test_the_holder_record_writes_no_credential_of_the_command_line(tmp_path: Path, monkeypatch) -> None:
+    token = "ghp_" + "s3cr3tVALUE" * 4
+    monkeypatch.setattr(sys, "argv", ["paddlefit", "train", "job.yaml", "--run-dir", f"https://u:{token}@h/r"])
+    with RunDirLock(tmp_path / "r"):
+        record = (tmp_path / "r" / LOCK_INFO_FILE).read_text()
+    assert "s3cr3t" not in record and "train job.yaml --run-dir '<redacted>'" in record

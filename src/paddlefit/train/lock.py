@@ -132,7 +132,7 @@ class RunDirLock:
             raise
         self._fd, self.locked = fd, True
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": shlex.join(sys.argv)[:500]}  # fmt: skip
+                "command": _command_line()}  # fmt: skip
         try:
             atomic_write_text(self.run_dir / LOCK_INFO_FILE, json.dumps(info) + "\n", option="--run-dir")
         except (PaddlefitError, OSError) as exc:
@@ -207,6 +207,14 @@ class RunDirLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
         self.release()
+
+
+def _command_line() -> str:
+    """This process's command line for the holder record (500 characters at most), an argument that looks like a
+    credential (:func:`paddlefit.secretenv.looks_like_credential_value`) written as ``<redacted>``."""
+    from paddlefit.secretenv import REDACTED, looks_like_credential_value
+
+    return shlex.join(REDACTED if looks_like_credential_value(a) else a for a in sys.argv)[:500]
 
 
 def _alive(pid: object) -> bool:
