@@ -35,7 +35,16 @@ SECRETS = {
     "DATABASE_URL": "postgres://user:s3cr3t-VALUE-url@db.internal/app",  # a credential by its value
     "PADDLE_AUTH_TOKEN": "s3cr3t-VALUE-paddle",  # a prefix the doctor snapshot keeps
     "NCCL_DEBUG_SUBSYS": "https://u:s3cr3t-VALUE-nccl@proxy:3128",  # kept prefix, credential value
+    # names with no credential word that hold credentials (the launcher logs of `train --devices 2` kept them)
+    "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=s3cr3t-VALUE-az==",
+    "SENTRY_DSN": "https://s3cr3t-VALUE-dsn@o1.ingest.sentry.io/1",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-slack",
+    "CI_JOB_JWT": "s3cr3t-VALUE-jwt",
+    "GH_PAT": "s3cr3t-VALUE-pat",
+    "DOCKER_AUTH_CONFIG": '{"auths": {"r.io": {"auth": "s3cr3t-VALUE-docker"}}}',
+    "PADDLE_STORE_DSN_STRING": "Server=db;Uid=u;Pwd=s3cr3t-VALUE-pwd",  # kept prefix: a credential by its value
 }
+BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"}  # secrets by their value only
 SPEC = """model: paddlefit.models.examples:digits_cnn
 data: {train: digits, train_args: {split: train}}
 batch_size: 16
@@ -73,7 +82,7 @@ def snapshot_with_secrets(tmp_path: Path) -> Path:
 
 def test_the_rule_names_credentials_not_settings() -> None:
     for name in [
-        *SECRETS.keys() - {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"},
+        *SECRETS.keys() - BY_VALUE,
         "AWS_ACCESS_KEY_ID",
         "AWS_SESSION_TOKEN",
         "GITHUB_TOKEN",
@@ -109,6 +118,7 @@ def test_the_rule_names_credentials_not_settings() -> None:
     ]:
         assert not looks_like_secret(name), name
     assert is_secret("DATABASE_URL", SECRETS["DATABASE_URL"]) and not is_secret("PROXY", "http://proxy:3128")
+    assert not looks_like_secret("XAUTHORITY") and not looks_like_secret("LD_LIBRARY_PATH")
     assert redact_env({"HF_TOKEN": "x", "NCCL_DEBUG": "INFO"}) == {"HF_TOKEN": REDACTED, "NCCL_DEBUG": "INFO"}
     refs = parse_env_options(["HF_TOKEN", "WANDB_MODE=offline"])
     assert [(v.name, v.value, v.secret) for v in refs] == [("HF_TOKEN", None, True), ("WANDB_MODE", "offline", False)]
@@ -121,6 +131,36 @@ def test_the_rule_names_credentials_not_settings() -> None:
         with pytest.raises(PaddlefitError) as exc:
             parse_env_options(bad)
         assert needle in str(exc.value) and "s3cr3t" not in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize("value", [
+    "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy==;EndpointSuffix=core.windows.net",
+    "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=Zm9vYmFy=",
+    "https://acct.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=Zm9vYmFy",
+    "Server=db;Database=app;User Id=u;Password=hunter2;",
+    "host=db user=app password=hunter2",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=",
+    "ghp_" + "A1b2" * 9, "github_pat_" + "A1b2" * 10, "glpat-" + "x" * 20, "xoxb-1234-5678-abcdefgh",
+    "hf_" + "AbCd" * 9, "sk-proj-" + "Ab1" * 16, "npm_" + "a1B2" * 9, "pypi-AgEIcHlwaS5vcmc" + "x" * 40,
+    "https://ghp_" + "A1b2" * 9 + "@github.com/org/repo.git",
+])  # fmt: skip
+def test_a_credential_is_known_by_its_value_whatever_its_name(value: str) -> None:
+    """Secrets under names with no credential word (`GIT_REMOTE`, `STORE`, an app's own variable), in the
+    formats of detect-secrets' regex plugins; found, they stay out of launch-logs and doctor snapshots and are
+    refused by value in `--env`."""
+    assert is_secret("STORE", value)
+    assert redact_env({"PADDLE_STORE": value}) == {"PADDLE_STORE": REDACTED}
+    with pytest.raises(PaddlefitError, match="gives a secret by value"):
+        parse_env_options([f"STORE={value}"] if "\n" not in value else ["STORE=" + value.split("\n")[0]])
+
+
+@pytest.mark.parametrize("value", [
+    "/usr/local/bin:/usr/bin", "127.0.0.1:6170,127.0.0.1:6171", "01;31:*.tsk=01;32", "task-" + "a" * 30,
+    "desk-" + "b" * 30, "https://proxy.internal:3128", "ghp_short", "hf_x", "fp16-o1", "eth0,ib0",
+])  # fmt: skip
+def test_settings_that_look_a_little_like_credentials_are_not_hidden(value: str) -> None:
+    assert not is_secret("SETTING", value), value
 
 
 def test_the_launcher_wrapper_hands_secrets_to_the_processes_it_starts_only() -> None:
@@ -266,3 +306,23 @@ def test_a_two_process_train_writes_no_secret_and_its_workers_see_them(secret_en
     assert "PADDLE_AUTH_TOKEN" not in (run_dir / "launch-logs" / "envlog.0").read_text()
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
     assert leaks(run_dir) == []
+
+
+def test_a_credential_typed_into_a_free_text_option_is_refused_not_written(tmp_path: Path) -> None:
+    """`--setup "pip install git+https://ghp_...@github.com/..."` went into task.yaml as typed (and `--command`,
+    a requirement, `--image`... into their files): refused, the option named, nothing written, the value not
+    echoed."""
+    token = "ghp_" + "s3cr3tVALUE" * 4
+    (tmp_path / "job.yaml").write_text(SPEC)
+    for args in (
+        ["launch", str(tmp_path / "job.yaml"), "-t", "skypilot", "--gpu", "L4", "--setup",
+         f"pip install git+https://{token}@github.com/org/pkg.git"],
+        ["launch", str(tmp_path / "job.yaml"), "-t", "kubeflow", "--image", f"reg.io/x:1?sig={token}"],
+        ["launch", str(tmp_path / "job.yaml"), "-t", "local", "--master", "10.0.0.1:8090", "--run-dir",
+         f"https://u:{token}@share/runs"],
+        ["image", "--cpu", "--command", f"python train.py --hub-token {token}"],
+        ["image", "--cpu", "-r", f"pkg @ git+https://u:{token}@git.example.com/pkg.git"],
+    ):  # fmt: skip
+        r = cli(*args, "--out", str(tmp_path / "o"))
+        assert r.exit_code == 2 and "looks like a credential" in r.output and "s3cr3t" not in r.output, r.output
+        assert "`--env NAME`" in r.output and not (tmp_path / "o").exists()

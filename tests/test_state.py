@@ -103,3 +103,33 @@ def test_trainer_json_with_a_layout_that_is_not_its_global_batch_is_refused_on_r
     doc = {"global_batch": 0, "batch_size": 0, "devices": 1, "grad_accum_steps": 2, "seed": 0}
     with pytest.raises(PaddlefitError, match=r"global_batch 0 is not batch_size x devices x grad_accum_steps"):
         TrainerState.from_json(doc, "ck")
+
+
+def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None:
+    """`--resume best/` (a checkpoint copied under another name) on several devices: rank 0 parsed the step out
+    of the directory name to broadcast it (IndexError traceback); now it broadcasts only that it resumes, and
+    every rank reads the path."""
+    from pathlib import Path
+
+    import paddle
+
+    from paddlefit.train.checkpoint import REQUIRED_FILES, CheckpointStore
+    from paddlefit.train.state import agree_on_resume
+
+    store = CheckpointStore(tmp_path / "run" / "checkpoints")
+    saved = store.save(5, lambda d: [(d / name).write_text(name) for name in REQUIRED_FILES])
+    best = saved.rename(tmp_path / "best")
+    sent: list[int] = []
+
+    def broadcast(t, src: int) -> None:  # rank 0 sends; another rank receives what rank 0 sent last
+        if int(t.item()) == -1 and sent:
+            t.set_value(paddle.to_tensor([sent[-1]], dtype="int64"))
+        sent.append(int(t.item()))
+
+    monkeypatch.setattr(paddle.distributed, "broadcast", broadcast)
+    assert agree_on_resume(str(best), store, world=2, is_writer=True, log=print) == best
+    assert agree_on_resume(str(best), store, world=2, is_writer=False, log=print) == Path(str(best))
+    sent.clear()
+    assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) is None and sent[-1] == -1
+    again = store.save(7, lambda d: [(d / name).write_text(name) for name in REQUIRED_FILES])
+    assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) == again and sent[-1] == 7

@@ -374,7 +374,7 @@ def test_resume_keeps_the_global_batch_by_accumulation_or_refuses(tmp_path: Path
     other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=12)  # 16 is not a multiple of 12
     r = run(train_cmd(other, tmp_path / "r", "--json"))
     assert r.returncode == 2 and "global batch 16" in r.stderr and "--resume never" in r.stderr
-    assert "(`--batch-size`) that keep it on 1 device(s): 1, 2, 4, 8, 16" in r.stderr, r.stderr
+    assert "(`batch_size` in the job spec) that keep it on 1 device(s): 1, 2, 4, 8, 16" in r.stderr, r.stderr
     assert json.loads(r.stdout)["error"]["exit_code"] == 2  # one JSON document on stdout
     assert (tmp_path / "r" / "job.yaml").read_text() == before  # a refused run leaves the job as run alone
     half = write_spec(tmp_path / "h.yaml", max_steps=4, batch_size=8)
@@ -627,3 +627,68 @@ def test_oom_backoff_halves_the_micro_batch_and_keeps_the_global_batch(tmp_path:
     assert r.stderr.count("Redoing the step") == 5 and "Traceback" not in r.stderr
     with pytest.raises(PaddlefitError, match="set `oom_backoff: true`"):
         _train_here(_oom_spec(tmp_path / "off.yaml", 16, batch_size=32, oom_backoff=False), tmp_path / "off")
+
+
+def test_resuming_an_older_checkpoint_in_one_process_drops_the_abandoned_later_ones(tmp_path: Path) -> None:
+    """`--resume PATH` to an older checkpoint: the later checkpoints were of the run abandoned there; kept, the
+    new run's saves at their steps were skipped ("same step, same state"), so its last checkpoint held the old
+    weights while summary.json named the new ones, and `--resume auto` would go back to the old run. Also: a
+    second run_job in one process resumes (the optimizer's accumulator names used to differ: AssertionError)."""
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.metrics import params_sha256
+    from paddlefit.train.run import run_job
+
+    run_dir = tmp_path / "r"
+    spec = load_job_spec(write_spec(tmp_path / "s.yaml", max_steps=6, checkpoint={"every_steps": 2})).model_copy(
+        update={"run_dir": str(run_dir)})
+    assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
+    old = {p.name: (p / "manifest.json").read_text() for p in (run_dir / "checkpoints").iterdir()}
+    assert sorted(old) == ["step-00000002", "step-00000004", "step-00000006"]
+    lines: list[str] = []
+    other = spec.model_copy(update={"lr": 0.01})  # another course from step 2 on
+    out = run_job(other, resume=str(run_dir / "checkpoints" / "step-00000002"), log=lines.append)
+    assert out.exit_code == 0 and out.summary is not None
+    assert any("removed 2 later checkpoint(s)" in line for line in lines), lines
+    ckpts = {p.name: (p / "manifest.json").read_text() for p in (run_dir / "checkpoints").iterdir()}
+    assert sorted(ckpts) == sorted(old) and ckpts["step-00000002"] == old["step-00000002"]
+    assert ckpts["step-00000004"] != old["step-00000004"] and ckpts["step-00000006"] != old["step-00000006"]
+    import paddle
+
+    from paddlefit.models.examples import digits_cnn
+
+    model = digits_cnn()
+    model.set_state_dict(paddle.load(str(run_dir / "checkpoints" / "step-00000006" / "model.pdparams")))
+    assert params_sha256(model) == out.summary["params_sha256"]  # the last checkpoint is the run summarised
+
+
+def test_a_kept_global_batch_larger_than_the_data_names_the_checkpoint(tmp_path: Path) -> None:
+    """The accumulation that keeps a checkpoint's global batch comes from the checkpoint, not the spec: when the
+    data is now smaller than that batch, the refusal says so instead of "lower grad_accum_steps" alone."""
+    from paddlefit.spec import load_job_spec
+    from paddlefit.train.run import run_job
+
+    run_dir = tmp_path / "r"
+    spec = load_job_spec(write_spec(tmp_path / "s.yaml", batch_size=8, max_steps=2)).model_copy(
+        update={"run_dir": str(run_dir)})
+    assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
+    small = spec.model_copy(update={"batch_size": 4, "data": spec.data.model_copy(
+        update={"train_args": {"split": "train", "test_fraction": 0.9965}})})  # 6 samples: < 8, > 4
+    with pytest.raises(PaddlefitError) as err:
+        run_job(small, log=lambda m: None)
+    msg = str(err.value)
+    assert "fewer than one global batch (4 x 1 devices x 2 accumulation)" in msg, msg
+    assert "Gradient accumulation 2 comes from" in msg and "step-00000002" in msg and "--resume never" in msg
+
+
+def test_sigterm_while_the_workers_start_is_exit_143_not_the_launchers_15(tmp_path: Path) -> None:
+    """SIGTERM to `train --devices N` before any worker recorded a status (Paddle's launcher then exits 15, its
+    workers killed mid-import): 143 like any stop, so a scheduler's ExitCode policy retries it (1-127: never)."""
+    import threading
+
+    from paddlefit.train.launcher import run_launched
+
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    code, reason = run_launched([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, relay=lambda m: None)
+    timer.join()
+    assert code == 143 and "stopped by SIGTERM during start-up" in reason, (code, reason)

@@ -10,8 +10,9 @@ A name looks like a secret (:func:`looks_like_secret`, case-insensitive, words s
 when it
 
 1. contains SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL, PRIVATE_KEY / PRIVATEKEY, API_KEY / APIKEY,
-   ACCESS_KEY / ACCESSKEY, AUTHORIZATION or COOKIE anywhere (``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``,
-   ``MY_API_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``);
+   ACCESS_KEY / ACCESSKEY, AUTHORIZATION, COOKIE, CONNECTION_STRING / CONNECTIONSTRING or WEBHOOK anywhere
+   (``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``MY_API_KEY``, ``GOOGLE_APPLICATION_CREDENTIALS``,
+   ``AZURE_STORAGE_CONNECTION_STRING``, ``SLACK_WEBHOOK_URL``);
 2. has a word that is or ends in TOKEN (``HF_TOKEN``, ``GITHUB_TOKEN``, ``NGROK_AUTHTOKEN``), but not TOKENS or
    TOKENIZERS (``MAX_TOKENS`` and ``TOKENIZERS_PARALLELISM`` are settings);
 3. ends in the word PASS (``SMTP_PASS``; not in Paddle's ``FLAGS_*``, where a pass is a compiler pass:
@@ -19,10 +20,20 @@ when it
    ``OLDPWD`` alone are the shell's directories);
 4. ends in the word KEY, or KEY then ID (``SECRET_KEY``, ``SIGNING_KEY``, ``AWS_ACCESS_KEY_ID``), or starts
    with AWS and has a word KEY anywhere (``AWS_*_KEY*``);
-5. ends in the word AUTH (``BASIC_AUTH``; not ``SSH_AUTH_SOCK``, a socket path).
+5. has the word AUTH (``BASIC_AUTH``, ``DOCKER_AUTH_CONFIG``; not ``SSH_AUTH_SOCK``, a socket path);
+6. has the word DSN or JWT, or ends in the word PAT (``SENTRY_DSN``, whose URL carries the key; ``CI_JOB_JWT``;
+   ``GH_PAT``, a personal access token).
 
-A value looks like a credential (:func:`looks_like_credential_value`) when it is a URL with a password in it,
-``scheme://user:password@host`` (``DATABASE_URL``, ``https_proxy``).
+A value looks like a credential (:func:`looks_like_credential_value`) whatever its name when it holds
+
+- a URL with a password, ``scheme://user:password@host`` (``DATABASE_URL``, ``https_proxy``);
+- a connection string's or query's key, ``Password=``, ``Pwd=``, ``AccountKey=``, ``SharedAccessKey=``, ``sig=``
+  (Azure Storage and Service Bus connection strings, SAS URLs, ADO.NET/ODBC strings, libpq's ``password=``);
+- a JSON Web Token (``eyJ...``: base64url parts joined by dots) or a PEM private key (``-----BEGIN ... PRIVATE
+  KEY-----``);
+- a token in a well-known format: GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``),
+  GitLab (``glpat-``), Slack (``xoxb-``...), Hugging Face (``hf_``), OpenAI/Anthropic (``sk-``), npm (``npm_``),
+  PyPI (``pypi-``), each with the length of a real one.
 
 Sources: Sentry's default scrubbing denylist (``sentry_sdk/scrubber.py`` ``DEFAULT_DENYLIST``, taken from Relay:
 password, passwd, secret, api_key, apikey, auth, credentials, mysql_pwd, privatekey, private_key, token, cookie,
@@ -31,7 +42,10 @@ HTTP_COOKIE``, substrings; rules 2-4 narrow TOKEN, PASS and KEY to whole words s
 and ``KEYBOARD`` stay settings); Yelp detect-secrets' keyword plugin (``detect_secrets/plugins/keyword.py``:
 api_?key, private_?key, client_?key, password, passwd, pwd, secret, and its BasicAuthDetector for
 ``://user:password@``); the AWS CLI's variable names (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-``AWS_SESSION_TOKEN``); docs/sources.md#secret-names. What each generator writes instead: docs/commands/launch.md.
+``AWS_SESSION_TOKEN``); the token formats of detect-secrets' plugins (``github_token.py``, ``gitlab_token.py``,
+``slack.py``, ``jwt.py``, ``private_key.py``, ``npm.py``, ``pypi_token.py``, ``azure_storage_key.py``,
+``openai.py``) and Hugging Face's ``hf_`` user access tokens; docs/sources.md#secret-names. What each generator
+writes instead: docs/commands/launch.md.
 """
 
 from __future__ import annotations
@@ -43,14 +57,24 @@ from dataclasses import dataclass
 from paddlefit.errors import PaddlefitError
 
 __all__ = ["REDACTED", "EnvVar", "is_secret", "looks_like_credential_value", "looks_like_secret", "parse_env_options",
-           "redact_env", "refuse_secret_values", "split_secrets"]  # fmt: skip
+           "redact_env", "refuse_credentials_in", "refuse_secret_values", "split_secrets"]  # fmt: skip
 
 #: What a redacted value is replaced by (doctor snapshots).
 REDACTED = "<redacted>"
 #: Rule 1: substrings of the upper-cased name.
 SECRET_SUBSTRINGS = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE_KEY", "PRIVATEKEY",
-                     "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY", "AUTHORIZATION", "COOKIE")  # fmt: skip
+                     "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY", "AUTHORIZATION", "COOKIE", "CONNECTION_STRING",
+                     "CONNECTIONSTRING", "WEBHOOK")  # fmt: skip
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
+#: Credentials recognisable by their value (the module docstring's list).
+_CREDENTIAL_VALUES = re.compile("|".join((
+    r"(?i:(?:^|[;&?\s])(?:password|passwd|pwd|accountkey|sharedaccesskey|sig)=[^;&\s])",
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.",
+    r"-----BEGIN [A-Z ]*PRIVATE KEY",
+    r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}"
+    r"|pypi-[A-Za-z0-9_-]{50,})",
+)))  # fmt: skip
 #: A variable name as POSIX shells, SkyPilot's ``envs`` schema and Kubernetes ``env[].name`` all accept it.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -67,15 +91,18 @@ def looks_like_secret(name: str) -> bool:
         return True
     if (words[-1] == "PASS" and words[0] != "FLAGS") or (len(words) > 1 and "PWD" in words):
         return True
-    if words[-1] in ("KEY", "AUTH") or words[-2:] == ["KEY", "ID"]:
+    if words[-1] in ("KEY", "PAT") or words[-2:] == ["KEY", "ID"] or {"DSN", "JWT"} & set(words):
+        return True
+    if any(w == "AUTH" and words[i + 1 : i + 2] != ["SOCK"] for i, w in enumerate(words)):
         return True
     return words[0] == "AWS" and "KEY" in words
 
 
 def looks_like_credential_value(value: str) -> bool:
-    """Whether ``value`` holds a URL with a password (``scheme://user:password@host``, detect-secrets'
-    BasicAuthDetector): a credential whatever the variable is called."""
-    return bool(_URL_PASSWORD.search(value))
+    """Whether ``value`` holds a credential whatever the variable is called: a URL with a password
+    (``scheme://user:password@host``, detect-secrets' BasicAuthDetector), a connection string's key, a JWT, a PEM
+    private key or a token of a well-known format (the module docstring's list)."""
+    return bool(_URL_PASSWORD.search(value) or _CREDENTIAL_VALUES.search(value))
 
 
 def is_secret(name: str, value: str | None = None) -> bool:
@@ -107,6 +134,22 @@ def refuse_secret_values(env: Mapping[str, str], what: str) -> None:
     if bad:
         raise PaddlefitError(f"{what}: {', '.join(bad)} look{'s' if len(bad) == 1 else ''} like a secret and would "
                              "be written by value; pass it by reference (`--env NAME`) instead.")  # fmt: skip
+
+
+def refuse_credentials_in(values: Mapping[str, str | None], where: str) -> None:
+    """The guard of free-text options a generator writes as they are (SkyPilot's ``--setup``, the image's
+    ``--command`` and requirements): none may hold a credential value (:func:`looks_like_credential_value`, such
+    as ``pip install git+https://ghp_...@github.com/...``).
+
+    Raises:
+        PaddlefitError: naming the option (``values``: option -> text; None = not given), not the value, with the
+            by-reference fix.
+    """
+    for option, text in values.items():
+        if isinstance(text, str) and looks_like_credential_value(text):
+            raise PaddlefitError(f"`{option}` holds what looks like a credential (a password in a URL, a token) and "
+                                 f"would be written into {where} as typed; put it in a variable, pass that with "
+                                 "`--env NAME` (by reference) and write `$NAME` instead.")  # fmt: skip
 
 
 @dataclass(frozen=True)

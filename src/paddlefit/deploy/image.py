@@ -79,10 +79,12 @@ def build_image(req: ImageRequest) -> ImageResult:
     from paddlefit.diagnose.snapshot import load_snapshot
     from paddlefit.fileio import atomic_write_text, check_output_path
     from paddlefit.inputspec import parse_input_spec
-    from paddlefit.secretenv import parse_env_options
+    from paddlefit.secretenv import parse_env_options, refuse_credentials_in
     from paddlefit.spec import load_job_spec, merge_loader_options
 
     evars = parse_env_options(req.env)
+    refuse_credentials_in({"--command": req.command, **{f"--requirement #{i + 1}": r for i, r in
+                                                        enumerate(req.requirements)}}, "the Dockerfile")  # fmt: skip
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
                                 batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_secret_values
+from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
 
 #: The worker script's path on the node, resolved there (it differs per Python install).
 WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
@@ -283,6 +283,8 @@ def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
     """
     if req.gpus_per_node < 1 or req.nodes < 1:
         raise PaddlefitError("a SkyPilot task needs --gpus-per-node >= 1 and --nodes >= 1.")
+    refuse_credentials_in({"--setup": req.setup, "--bucket": req.bucket, "--image": req.image_id},
+                          "the SkyPilot task")  # fmt: skip
     ckpt = "/checkpoints"
     n = NodeLaunch(spec_path="/tmp/paddlefit-job.yaml", run_dir=f"{ckpt}/{req.name}", nodes=req.nodes,
                    gpus_per_node=req.gpus_per_node, job_id=req.name, log_dir="/tmp/paddlefit-logs")  # fmt: skip

@@ -37,7 +37,7 @@ from paddlefit.deploy.launch import (
 )
 from paddlefit.errors import PaddlefitError
 from paddlefit.fieldcheck import FieldChecked
-from paddlefit.secretenv import parse_env_options
+from paddlefit.secretenv import parse_env_options, refuse_credentials_in
 
 TARGETS = ("local", "ssh", "skypilot", "kubeflow")
 #: Options that apply to some targets only (a stray one is refused, not ignored).
@@ -182,6 +182,9 @@ def launch(req: LaunchRequest) -> LaunchResult:
     from paddlefit.spec import load_job_spec
 
     check_request(req)
+    refuse_credentials_in({"--master": req.master, "--hosts": req.hosts, "--workdir": req.workdir,
+                           "--run-dir": req.run_dir, "--bucket": req.bucket, "--setup": req.setup,
+                           "--image": req.image, "--pvc": req.pvc}, "the launch files")  # fmt: skip
     spec = load_job_spec(req.config, option="CONFIG")
     if spec.data.train is None or (spec.epochs is None and spec.max_steps is None):
         raise PaddlefitError(f"CONFIG {req.config}: `train` needs `data.train` and `epochs` or `max_steps`; every "

@@ -159,18 +159,20 @@ class CheckpointStore:
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
 
-    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None) -> Path:
+    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None,
+             keep_existing: bool = True) -> Path:  # fmt: skip
         """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs
         every file, writes the manifest, fsyncs the directory and renames it into place, then prunes old ones.
 
-        If a complete checkpoint for ``step`` already exists it is kept and returned (same step, same state).
+        If a complete checkpoint for ``step`` already exists it is kept and returned (same step, same state) when
+        ``keep_existing``; else it is replaced (the caller knows it holds another state: a run abandoned there).
 
         Raises:
             CheckpointError: the write failed (disk full, read-only or missing directory...). The temporary
                 directory is removed and earlier checkpoints are untouched.
         """
         final = self.path_for(step)
-        if final.is_dir() and verify(final) is None:
+        if keep_existing and final.is_dir() and verify(final) is None:
             return final
         tmp = self.root / f".tmp-{final.name}-{os.getpid()}"
         try:
@@ -190,7 +192,7 @@ class CheckpointStore:
                 fh.flush()
                 os.fsync(fh.fileno())
             fsync_path(tmp)
-            if final.exists():  # an incomplete or corrupt one with the same name: replace it
+            if final.exists():  # an incomplete, corrupt or abandoned one with the same name: replace it
                 self.remove(final)
             os.rename(tmp, final)
             fsync_path(self.root)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +124,50 @@ def _positional(model: Any, names: list[str | None]) -> Any:
     return Exported()
 
 
+class _Gone(Exception):
+    """A checkpoint changed or vanished while it was read (pruned by the run that is still training)."""
+
+
+def _read_weights(path: Path) -> tuple[dict[str, Any], bytes]:
+    """(manifest, bytes of model.pdparams) of checkpoint ``path``, the bytes checked against the manifest's
+    sha256: one consistent read, whatever a running trainer deletes meanwhile (a file open or read stays whole).
+
+    Raises:
+        _Gone: a file is missing or does not match the manifest.
+    """
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        data = (path / "model.pdparams").read_bytes()
+        meta = manifest["files"]["model.pdparams"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise _Gone(f"it cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(manifest, dict) or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        raise _Gone("model.pdparams does not match its manifest")
+    return manifest, data
+
+
+def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[str, Any], bytes]:
+    """The newest checkpoint of ``run_dir`` that verifies, read (:func:`_read_weights`). A run that is training
+    prunes its old checkpoints as it writes new ones (``keep_last``), so the newest one can vanish between
+    choosing and reading it: then the choice is made again.
+
+    Raises:
+        PaddlefitError: no checkpoint verifies (after ``attempts`` tries when checkpoints kept vanishing).
+    """
+    store = CheckpointStore(run_dir / "checkpoints")
+    for attempt in range(attempts):
+        path = store.latest_valid()
+        if path is not None:
+            try:
+                return (path, *_read_weights(path))
+            except _Gone:
+                pass
+        elif not store.list():
+            break
+        time.sleep(0.05 * (attempt + 1))  # one was pruned or replaced between listing and reading
+    raise PaddlefitError(f"`{run_dir}` has no checkpoint that verifies; train first.")
+
+
 def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | None = None) -> ExportResult:
     """Write ``paddle.jit.save(model, OUT/model, input_spec)`` for a run's newest valid (or given) checkpoint,
     reload it with ``paddle.jit.load`` and compare outputs with the dynamic model on up to 8 samples of the run's
@@ -140,14 +187,17 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
                              "of a `paddlefit train` run.")  # fmt: skip
     spec = load_job_spec(spec_file)
     if checkpoint is None:
-        checkpoint = CheckpointStore(run_dir / "checkpoints").latest_valid()
-        if checkpoint is None:
-            raise PaddlefitError(f"`{run_dir}` has no checkpoint that verifies; train first.")
-    elif (problem := verify(Path(checkpoint))) is not None:
-        raise PaddlefitError(f"`--checkpoint {checkpoint}`: {problem}.")
+        checkpoint, manifest, params = _newest_checkpoint(run_dir)
+    else:
+        if (problem := verify(Path(checkpoint))) is not None:
+            raise PaddlefitError(f"`--checkpoint {checkpoint}`: {problem}.")
+        try:
+            manifest, params = _read_weights(Path(checkpoint))
+        except _Gone as exc:
+            raise PaddlefitError(f"`--checkpoint {checkpoint}`: {exc} (a run still training there deleted it? Pass "
+                                 "a newer one, or leave --checkpoint out for the newest).") from None  # fmt: skip
     from paddlefit.models.zoo import resolve_model
 
-    manifest = json.loads((Path(checkpoint) / "manifest.json").read_text(encoding="utf-8"))
     if manifest.get("spec_model") not in (None, spec.model):
         raise PaddlefitError(f"`--checkpoint {checkpoint}` was written for model `{manifest['spec_model']}`, this run "
                              f"trains `{spec.model}`; pass a checkpoint of {run_dir}.")  # fmt: skip
@@ -155,7 +205,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
 
     model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
     try:
-        missing, unexpected = model.set_state_dict(paddle.load(str(Path(checkpoint) / "model.pdparams")))
+        missing, unexpected = model.set_state_dict(paddle.load(io.BytesIO(params)))
     except Exception as exc:
         raise PaddlefitError(f"`{checkpoint}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
                              f"{str(exc)[:200]}).") from None  # fmt: skip

@@ -6,6 +6,7 @@ Each takes its clock as an argument (default ``time.monotonic``, seconds), so te
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,11 @@ class StopFlag:
         return self.signum is not None
 
     def install(self) -> None:
-        """Catch SIGTERM and SIGINT (the previous handlers are kept for :meth:`restore`)."""
+        """Catch SIGTERM and SIGINT (the previous handlers are kept for :meth:`restore`). Python runs signal
+        handlers in the main thread only, so a run in another thread (library use) installs none: it stops at its
+        length, its budget, or when the process does."""
+        if threading.current_thread() is not threading.main_thread():
+            return
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._old[sig] = signal.signal(sig, self._handler)
 

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -47,12 +48,15 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
 
 def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
                  on_start: Callable[[subprocess.Popen], None] | None = None,
-                 env: dict[str, str] | None = None) -> tuple[int, str]:  # fmt: skip
+                 env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> tuple[int, str]:  # fmt: skip
     """Run the launcher, relay rank 0's log, forward SIGTERM/SIGINT; return (exit code, reason).
 
     The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
-    without one (a worker crashed before writing it) the launcher's exit code and the tail of rank 0's log.
-    ``env`` is added to the launcher's (and so the workers') environment.
+    without one: 128 + the signal when this process was stopped by one (SIGTERM during the workers' start-up:
+    143, retried like any stop), else (a worker crashed before writing it) the launcher's exit code and the tail
+    of rank 0's log.
+    ``env`` is added to the launcher's (and so the workers') environment; ``pass_fds`` are descriptors it inherits
+    (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
     token = uuid.uuid4().hex
     env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1")
@@ -62,15 +66,20 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     if rank0_log.exists():
         rank0_log.unlink()  # the launcher appends: start this run's log empty
     with open(log_dir / "launcher.log", "ab") as launcher_log:
-        proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT, pass_fds=pass_fds)
     if on_start:
         on_start(proc)
 
+    forwarded: list[int] = []
+
     def forward(signum: int, _frame: Any) -> None:
+        forwarded.append(signum)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    # signal handlers can be set in the main thread only (run_job called from another thread forwards nothing)
+    main = threading.current_thread() is threading.main_thread()
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
     offset = 0
     try:
         while True:
@@ -89,6 +98,10 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
             return int(status["exit_code"]), str(status["reason"])
     except (OSError, ValueError, KeyError):
         pass
+    if forwarded:  # stopped before any rank could record a status: during start-up, nothing to save yet
+        name = signal.Signals(forwarded[0]).name
+        return 128 + forwarded[0], (f"stopped by {name} during start-up, before the first step (nothing to save); "
+                                    "run the same command again.")  # fmt: skip
     errors = [f"{log.name}: {line}" for log in sorted(log_dir.glob("workerlog.*"))
               for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
     if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)

@@ -20,6 +20,7 @@ raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -164,11 +165,19 @@ class Trainer:
             PaddlefitError / JobFailedError / CheckpointError: see the class docstring;
             :class:`~paddlefit.train.lock.RunDirInUseError` when another process holds the run directory.
         """
+        import paddle
+
+        if not paddle.in_dynamic_mode():  # Paddle first imported in another thread leaves this one static
+            paddle.disable_static()
         lock = RunDirLock(self.run_dir, self.log) if self.is_writer and not self.opts.lock_held else None
         if lock is not None:
             lock.acquire()  # before anything is written (a multi-node worker: global rank 0 holds it)
         try:
-            return self._run()
+            # fresh names: the optimizer names its accumulators (``conv2d_0.w_0_moment1_0``) from Paddle's global
+            # generator at the first step, and a checkpoint's optimizer state only loads into the same names, so a
+            # second run in one process (run_job again to continue) must not count on from the first one's
+            with paddle.utils.unique_name.guard():
+                return self._run()
         finally:
             if lock is not None:
                 lock.release()
@@ -180,13 +189,22 @@ class Trainer:
         self._barrier()
         resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
         if resume is not None:
-            self._keep_global_batch(resume)
-        self.setup(on_gpu)
+            kept = self._keep_global_batch(resume)
+        try:
+            self.setup(on_gpu)
+        except PaddlefitError as exc:
+            if resume is None or not kept:
+                raise
+            raise PaddlefitError(f"{exc} (Gradient accumulation {self.spec.grad_accum_steps} comes from {resume}: "
+                                 "it keeps that checkpoint's global batch on this run's devices; pass another "
+                                 "`--resume` checkpoint or start fresh with `--resume never`.)") from None  # fmt: skip
         if resume is not None:
             self._resume(resume)
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
             atomic_write_text(self.run_dir / SPEC_FILE, spec_yaml(self.spec), option="--run-dir")
             MetricsLog.truncate_after(self.run_dir, self.state.step)
+            if resume is not None and self.opts.resume not in ("auto", "never"):
+                self._drop_later_checkpoints()
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -292,25 +310,39 @@ class Trainer:
         if self.opts.resume == "never" and (old := self.store.remove_all()):
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
 
+    def _drop_later_checkpoints(self) -> None:
+        """``--resume PATH`` to an older checkpoint: the run dir's checkpoints after it are of the run abandoned
+        there (as its metrics, cut above). Left, ``--resume auto`` would go back to them after a stop."""
+        later = [p for p in self.store.list() if int(p.name.split("-")[1]) > self.state.step]
+        for path in later:
+            with contextlib.suppress(OSError):
+                self.store.remove(path)
+        if later:
+            self.log(f"--resume {self.opts.resume}: removed {len(later)} later checkpoint(s) of the run that went on "
+                     f"from there ({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this "
+                     f"run continues from step {self.state.step}")  # fmt: skip
+
     def _save(self) -> Path:
         st, job = self.state, self.job
         st.micro_batch_split = self.runner.micro.ways
         st.scheduler = to_jsonable(job.schedule.state_dict())
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
         saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
-        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model})
+        # a checkpoint already there for this step is this run's only at the step it resumed or last saved at
+        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model},
+                                        keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
         return path
 
-    def _keep_global_batch(self, path: Path) -> None:
+    def _keep_global_batch(self, path: Path) -> bool:
         """Set the accumulation that keeps the checkpoint's global batch on this run's devices and micro-batch
-        (before the job is built: its sampler and steps per epoch follow it)."""
+        (before the job is built: its sampler and steps per epoch follow it); whether it changed the spec's."""
         ckpt = read_state(path)
         s = self.spec
         accum = kept_accumulation(ckpt, str(path), self.world, s.batch_size)
         if accum == s.grad_accum_steps:
-            return
+            return False
         self.log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {self.world} device(s) x "
                  f"micro-batch {s.batch_size} x gradient accumulation {accum} (the checkpoint's run: "
                  f"{ckpt.batch_size} x {ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {s.grad_accum_steps})"
@@ -318,6 +350,7 @@ class Trainer:
                     "count is not bit-identical to an uninterrupted one (gradients are summed in another order)"
                     if ckpt.devices != self.world else ""))  # fmt: skip
         self.spec = s.model_copy(update={"grad_accum_steps": accum})
+        return True
 
     def _resume(self, path: Path) -> None:
         job = self.job

@@ -11,10 +11,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import DATASETS, JobSpec
-from paddlefit.train.lock import LOCK_ENV, RunDirLock
+from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
@@ -115,7 +117,9 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
     from RUN_DIR/.job-launch.yaml (written atomically, removed after the run); RUN_DIR/job.yaml is written by rank 0
     once the run is accepted (its resume checkpoint fits), so a refused run leaves the run's job.yaml as it was.
     The run directory is locked (:class:`~paddlefit.train.lock.RunDirLock`) for the whole run, before anything is
-    written: a second ``run_job`` on it raises instead of writing.
+    written: a second ``run_job`` on it raises instead of writing. A launched run's launcher and workers inherit
+    the locked descriptor, so the directory stays locked while any of them lives (this process killed with
+    SIGKILL leaves them running until they stop: the launcher gets SIGTERM when this process dies).
 
     Args:
         gpu_ids: explicit GPU ids (``--devices 0,1``), else the first ``spec.devices`` GPUs (or CPU processes).
@@ -128,18 +132,42 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
             run, what :meth:`Trainer.run` raises.
         RunDirInUseError: another process holds the run directory (exit 2).
+        PaddlefitError: another one-device ``run_job`` is running in this process (a thread): one at a time.
     """
-    preflight(spec)
-    n = spec.devices
-    gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
     run_dir = Path(spec.run_dir)
-    with RunDirLock(run_dir, log):  # before anything is written; the launched workers know it is held
-        return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay)
+    # one in-process run at a time (a launched run only waits on its workers here: any number can run)
+    with _one_run_per_process(run_dir) if spec.devices == 1 else contextlib.nullcontext():
+        preflight(spec)
+        n = spec.devices
+        gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
+        with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
+            return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay, lock)
+
+
+_RUNNING = threading.Lock()
+_running_dir: list[Path] = []
+
+
+@contextlib.contextmanager
+def _one_run_per_process(run_dir: Path) -> Iterator[None]:
+    """Refuse a second in-process :func:`run_job` while one runs in this process (another thread): Paddle keeps
+    its dygraph tracer, device and name generator per process, and a second thread touching them mid-run breaks
+    the first (seen on Paddle 3.3.1: tensors of the running job lost their dygraph type)."""
+    if not _RUNNING.acquire(blocking=False):
+        other = _running_dir[0] if _running_dir else "?"
+        raise PaddlefitError(f"another run_job (run dir {other}) is running in this process; Paddle's state is per "
+                             f"process, so run {run_dir} after it returns, or in another process.")  # fmt: skip
+    _running_dir[:] = [run_dir]
+    try:
+        yield
+    finally:
+        _running_dir.clear()
+        _RUNNING.release()
 
 
 def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resume: str,
                 progress_bar: Progress | None, log: Callable[[str], None],
-                relay: Callable[[str], None] | None) -> JobOutcome:  # fmt: skip
+                relay: Callable[[str], None] | None, lock: RunDirLock) -> JobOutcome:  # fmt: skip
     launch_spec = run_dir / LAUNCH_SPEC_FILE
     try:
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
@@ -160,8 +188,10 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     cmd = launch_command(launch_spec, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
     relay = relay or log
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
+    held = lock.share()  # the launcher and its workers hold the lock with us, and on if this process is killed
     try:
-        code, reason = run_launched(cmd, run_dir, relay=relay, env={LOCK_ENV: str(run_dir.resolve())})
+        code, reason = run_launched(cmd, run_dir, relay=relay, env=held,
+                                    pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)
     summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None

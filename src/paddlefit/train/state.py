@@ -178,9 +178,9 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
     raise PaddlefitError(
         f"checkpoint {where} was trained with global batch {b} ({state.batch_size} x {state.devices} devices x "
         f"{state.grad_accum_steps} accumulation); {devices} device(s) x micro-batch {batch_size} cannot keep it ({b} "
-        f"is not a multiple of {devices * batch_size}). Micro-batches (`--batch-size`) that keep it on {devices} "
-        f"device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: {counts}. Or "
-        "start fresh with `--resume never`.")  # fmt: skip
+        f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
+        f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
+        f"{counts}. Or start fresh with `--resume never`.")  # fmt: skip
 
 
 def read_state(path: Path) -> TrainerState:
@@ -199,8 +199,9 @@ def read_state(path: Path) -> TrainerState:
 
 
 def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,
-                    meta: dict[str, Any]) -> tuple[Path, float]:  # fmt: skip
-    """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed).
+                    meta: dict[str, Any], keep_existing: bool = True) -> tuple[Path, float]:  # fmt: skip
+    """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed);
+    ``keep_existing``: see :meth:`CheckpointStore.save`.
 
     Returns:
         (the checkpoint directory, seconds the write took).
@@ -219,7 +220,7 @@ def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, opt
             pickle.dump(rng, f)
 
     t0 = time.monotonic()
-    path = store.save(state.step, write, meta=meta)
+    path = store.save(state.step, write, meta=meta, keep_existing=keep_existing)
     return path, time.monotonic() - t0
 
 
@@ -280,17 +281,20 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None])
 
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
                     log: Callable[[str], None]) -> Path | None:  # fmt: skip
-    """Rank 0 chooses (:func:`choose_resume`); the step is broadcast so every rank loads the same checkpoint."""
+    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
+    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
+    directory name, ``best/``; every rank reads ``PATH``)."""
     path = choose_resume(mode, store, log) if is_writer or world == 1 else None
     if world == 1:
         return path
     import paddle
 
-    t = paddle.to_tensor([int(path.name.split("-")[1]) if path else -1], dtype="int64")
+    chosen = -1 if path is None else int(path.name.split("-")[1]) if mode == "auto" else 0
+    t = paddle.to_tensor([chosen], dtype="int64")
     paddle.distributed.broadcast(t, src=0)
     step = int(t.item())
     if step < 0:
         return None
     if path is not None:
         return path
-    return Path(mode) if mode not in ("auto", "never") else store.path_for(step)
+    return store.path_for(step) if mode == "auto" else Path(mode)
