@@ -56,10 +56,9 @@ from paddlefit.train.metrics import (
 from paddlefit.train.state import (
     TrainerState,
     agree_on_resume,
-    kept_accumulation,
     load_checkpoint,
-    read_state,
     save_checkpoint,
+    spec_keeping_global_batch,
 )
 from paddlefit.train.step import StepRunner
 
@@ -189,7 +188,7 @@ class Trainer:
         self._barrier()
         resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
         if resume is not None:
-            kept = self._keep_global_batch(resume)
+            self.spec, kept = spec_keeping_global_batch(self.spec, resume, self.world, self.log)
         try:
             self.setup(on_gpu)
         except PaddlefitError as exc:
@@ -334,23 +333,6 @@ class Trainer:
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
         return path
-
-    def _keep_global_batch(self, path: Path) -> bool:
-        """Set the accumulation that keeps the checkpoint's global batch on this run's devices and micro-batch
-        (before the job is built: its sampler and steps per epoch follow it); whether it changed the spec's."""
-        ckpt = read_state(path)
-        s = self.spec
-        accum = kept_accumulation(ckpt, str(path), self.world, s.batch_size)
-        if accum == s.grad_accum_steps:
-            return False
-        self.log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {self.world} device(s) x "
-                 f"micro-batch {s.batch_size} x gradient accumulation {accum} (the checkpoint's run: "
-                 f"{ckpt.batch_size} x {ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {s.grad_accum_steps})"
-                 + ("; the epoch continues with the samples it has not seen, but a run resumed on another device "
-                    "count is not bit-identical to an uninterrupted one (gradients are summed in another order)"
-                    if ckpt.devices != self.world else ""))  # fmt: skip
-        self.spec = s.model_copy(update={"grad_accum_steps": accum})
-        return True
 
     def _resume(self, path: Path) -> None:
         job = self.job

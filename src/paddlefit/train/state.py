@@ -26,7 +26,7 @@ from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
 
 __all__ = ["TrainerState", "agree_on_resume", "choose_resume", "kept_accumulation", "load_checkpoint", "read_state",
-           "save_checkpoint"]
+           "save_checkpoint", "spec_keeping_global_batch"]
 
 
 @dataclass
@@ -181,6 +181,31 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
         f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
         f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
         f"{counts}. Or start fresh with `--resume never`.")  # fmt: skip
+
+
+def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[str], None]) -> tuple[Any, bool]:
+    """``spec`` (a :class:`~paddlefit.spec.JobSpec`) with the gradient accumulation that keeps checkpoint
+    ``path``'s global batch on ``world`` devices at ``spec.batch_size`` (:func:`kept_accumulation`), logged when it
+    changes; set before the job is built, as its sampler and steps per epoch follow it.
+
+    Returns:
+        (the spec to build, whether its accumulation was changed).
+
+    Raises:
+        PaddlefitError: the global batch cannot be kept, or ``trainer.json`` is malformed.
+        CheckpointError: ``trainer.json`` cannot be read.
+    """
+    ckpt = read_state(path)
+    accum = kept_accumulation(ckpt, str(path), world, spec.batch_size)
+    if accum == spec.grad_accum_steps:
+        return spec, False
+    log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {world} device(s) x micro-batch "
+        f"{spec.batch_size} x gradient accumulation {accum} (the checkpoint's run: {ckpt.batch_size} x "
+        f"{ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {spec.grad_accum_steps})"
+        + ("; the epoch continues with the samples it has not seen, but a run resumed on another device count is "
+           "not bit-identical to an uninterrupted one (gradients are summed in another order)"
+           if ckpt.devices != world else ""))  # fmt: skip
+    return spec.model_copy(update={"grad_accum_steps": accum}), True
 
 
 def read_state(path: Path) -> TrainerState:
