@@ -21,8 +21,11 @@ demo: $(STAMP)
 	$(BIN)/paddlefit train examples/digits.yaml --resume never
 	$(BIN)/paddlefit export runs/digits
 
+# compileall first: the tests start hundreds of `paddlefit` processes, which otherwise recompile src/ each time
+# under PYTHONDONTWRITEBYTECODE (set on these machines).
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/python -m compileall -q src tests/data
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
