@@ -42,7 +42,9 @@ def _cuda_devices() -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`@pytest.mark.gpu` tests are skipped without a CUDA GPU and a paddlepaddle-gpu build."""
+    """`@pytest.mark.gpu` tests are skipped without a CUDA GPU and a paddlepaddle-gpu build. `slow` tests run first
+    (a stable sort): under pytest-xdist the long ones start early instead of ending the run on one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items or _cuda_devices():
         return

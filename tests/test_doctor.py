@@ -55,6 +55,7 @@ def test_fix_script_is_shell(tmp_path):
     assert subprocess.run(["bash", "-n", "-c", r.stdout]).returncode == 0
 
 
+@pytest.mark.serial
 def test_this_machine_reports_cpu_build_and_passes(tmp_path):
     snap = tmp_path / "me.json"
     r = doctor("--all", "--snapshot", str(snap))

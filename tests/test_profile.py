@@ -18,6 +18,7 @@ from paddlefit.spec import load_job_spec
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.serial
 def test_warped_digits_are_input_bound_and_the_fix_is_workers() -> None:
     r = profile_job(load_job_spec(EXAMPLES / "digits-warped.yaml"), steps=8, warmup=2)
     assert r.verdict == "input-bound", r.evidence
@@ -35,6 +36,7 @@ def test_warped_digits_are_input_bound_and_the_fix_is_workers() -> None:
     assert r.train_flops_per_sample > 0 and r.mfu is None  # no datasheet peak for a CPU
 
 
+@pytest.mark.serial
 def test_wide_cnn_on_cheap_data_is_compute_bound() -> None:
     r = profile_job(load_job_spec(EXAMPLES / "digits-wide.yaml"), steps=5, warmup=1)
     assert r.verdict == "compute-bound", r.evidence
@@ -47,6 +49,7 @@ def test_wide_cnn_on_cheap_data_is_compute_bound() -> None:
     assert r.achieved_flops_per_s >= 0.1 * r.assumptions["attainable_flops_per_s"], r.evidence
 
 
+@pytest.mark.serial
 def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "p.png"
     env = dict(os.environ, GLOG_minloglevel="2")
@@ -128,6 +131,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     assert r.verdict == "host-overhead-bound"
 
 
+@pytest.mark.serial
 def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     """The Chinese sentiment classifier: Adam's dense update of its 30,000 x 64 embedding table dominates the step
     (measured 67% here), so the first fix is sparse updates, with the Amdahl bound of that share."""

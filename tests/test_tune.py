@@ -17,6 +17,7 @@ from paddlefit.tune.trials import apply_settings, predicted_peak, tune
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.serial
 @pytest.mark.slow
 def test_tune_bookkeeping_on_the_input_bound_example() -> None:
     spec = load_job_spec(EXAMPLES / "digits-warped.yaml").model_copy(update={"batch_size": 16})
