@@ -53,6 +53,7 @@ def test_predicted_peak_is_the_line_through_the_last_two_points() -> None:
         predicted_peak([], 8)
 
 
+@pytest.mark.serial  # which trials the search runs follows measured throughputs
 def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> None:
     spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"batch_size": 8, "grad_accum_steps": 4})
     r = tune(spec, budget_s=600, steps=3, warmup=1, confirm=1, global_batch="keep")
