@@ -45,11 +45,13 @@ def test_the_kernel_releases_the_lock_of_a_sigkilled_holder(tmp_path: Path) -> N
             "print('locked', flush=True); time.sleep(600)")  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r")], stdout=subprocess.PIPE, text=True,
                             env=ENV)  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-    with pytest.raises(RunDirInUseError, match=f"pid {proc.pid} "):
-        RunDirLock(tmp_path / "r").acquire()
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(RunDirInUseError, match=f"pid {proc.pid} "):
+            RunDirLock(tmp_path / "r").acquire()
+    finally:  # never leave the sleeping holder behind, also when an assertion fails
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
     lock = RunDirLock(tmp_path / "r").acquire()  # no stale lock: the holder's record is stale, the lock is not
     assert json.loads((tmp_path / "r" / LOCK_INFO_FILE).read_text())["pid"] == os.getpid()
     lock.release()
