@@ -45,6 +45,7 @@ from paddlefit.models.transformer import TRANSFORMER_CONFIGS
 from paddlefit.models.zoo import parse_model_args, resolve_model
 from paddlefit.plan.calibration import load_calibrations
 from paddlefit.spec import JobSpec, load_job_spec
+from test_launch import SPEC as LAUNCH_SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -264,14 +265,8 @@ MLP = ["tinymodels:mlp", "--input", "float32[30]", "-b", "4"]
 
 # ---- the job spec -----------------------------------------------------------------------------------------------
 
-#: A spec `launch` and `train` accept (data.train and a length), as tests/test_launch.py uses.
-LAUNCHABLE = """model: paddlefit.models.examples:digits_cnn
-data: {train: digits, train_args: {split: train}}
-batch_size: 16
-max_steps: 12
-checkpoint: {every_steps: 5, every_minutes: 0}
-run_dir: runs/mn
-"""
+#: A spec `launch` and `train` accept (data.train and a length): tests/test_launch.py's.
+LAUNCHABLE = LAUNCH_SPEC
 VALID_SPECS = [yaml.safe_load(LAUNCHABLE)] + [yaml.safe_load(p.read_text(encoding="utf-8"))
                                                for p in sorted((ROOT / "examples").glob("*.yaml"))]  # fmt: skip
 SECTIONS = {
