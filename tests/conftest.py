@@ -3,7 +3,9 @@ profiles (tests/test_fuzz.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -13,6 +15,9 @@ from hypothesis import HealthCheck, settings
 warnings.filterwarnings("ignore", category=UserWarning)
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))
+# the run registry (paddlefit.runs) of every test and of the processes they start: a fresh one per test session
+# (per xdist worker), never the user's own
+os.environ["PADDLEFIT_HOME"] = tempfile.mkdtemp(prefix="paddlefit-home-")
 
 # Hypothesis profiles. `ci`, the default: the same examples every run (derandomized: a failure in CI is one that
 # reruns), no example database written into the tree, the failing example printed as a blob to replay with
