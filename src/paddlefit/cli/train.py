@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, handle_errors, json_document_printed, out, quiet_paddle, stdout_to_stderr
-from paddlefit.report.render import to_json
+from paddlefit.report.render import comparison_table, to_json
 from paddlefit.spec import field_help
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
 from paddlefit.train.request import TrainRequest
@@ -70,6 +70,8 @@ def render_summary(summary: dict) -> None:
     for k, v in rows:
         table.add_row(k, escape(v))
     out.print(table)
+    if summary.get("comparison"):
+        out.print(comparison_table(summary["comparison"]))
 
 
 @handle_errors
@@ -100,6 +102,10 @@ def train_command(
         "--checkpoint-interval auto."),
     spot_bucket: str = typer.Option(None, "--spot-bucket", help="Or an AWS Spot Instance Advisor bucket, e.g. "
                                     "'5-10%', for --checkpoint-interval auto."),
+    predict: bool = typer.Option(True, "--predict/--no-predict", help="First ask the planner what this run will "
+                                 "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
+                                 "the measured figures beside it (comparison.json, summary.json). Also off with "
+                                 "PADDLEFIT_NO_PREDICT=1."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end ({exit_code, reason, "
                                   "run_dir} when the run stops early)."),
 ) -> None:
@@ -129,7 +135,7 @@ def train_command(
     spec, run_dir = job.spec, job.spec.run_dir
     bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
-        outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar,
+        outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar, predict=predict,
                           relay=lambda line: err.print(escape(line), highlight=False))  # fmt: skip
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:

@@ -61,7 +61,8 @@ def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
 def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int | None = None,
              epochs: float | None = None, catalog_files: Iterable[str] = (), calibration_files: Iterable[str] = (),
              safety_margin: float = DEFAULT_SAFETY_MARGIN, max_probe_gib: float | None = None,
-             explain: Iterable[str] = (), progress: Callable[[str], None] | None = None) -> JobPlan:  # fmt: skip
+             explain: Iterable[str] = (), progress: Callable[[str], None] | None = None,
+             cpu_only: bool = False) -> JobPlan:  # fmt: skip
     """``paddlefit plan`` without the rendering: resolve the job, take its length from the spec when neither
     ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.ResolvedJob.length`, the trainer's steps),
     then :func:`~paddlefit.plan.planner.build_plan`.
@@ -73,6 +74,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         safety_margin: fraction of device memory a peak may use; max_probe_gib: probe limit, GiB.
         explain: GPUs whose predicted top kernels the plan lists.
         progress: ``progress(message)`` for long steps.
+        cpu_only: the CPU row only (no GPU targets).
 
     Raises:
         PaddlefitError: see :func:`~paddlefit.job.resolve_job`, :class:`PlanRequest` and ``build_plan``.
@@ -86,6 +88,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         job, gpus=list(gpus), dataset_size=dataset_size, epochs=epochs, catalog_files=[str(p) for p in catalog_files],
         calibration_files=[str(p) for p in calibration_files], safety_margin=safety_margin,
         max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None, explain=list(explain),
+        cpu_only=cpu_only,
     )  # fmt: skip
     return JobPlan(build_plan(req, progress=progress), job, list(job.notes))
 

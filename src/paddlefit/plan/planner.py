@@ -75,7 +75,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     """
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
-    gpus = resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
+    gpus = [] if req.cpu_only else resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
     calibrations = {}
     for key, cal in load_calibrations(req.calibration_files).items():
         if key == "cpu":
@@ -94,7 +94,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     fixed = cpu_fixed_bytes(m, b)
 
     # ---- GPU targets
-    if m.fwd_ops:
+    if m.fwd_ops and gpus:
         host = measure_host_overhead(lambda ps: make_optimizer(req.optimizer, ps))
         host_s = host.step_s(m.fwd_ops, m.info.trainable_tensors)
     else:  # analytic path: no op count; large models are compute-bound

@@ -27,7 +27,8 @@ class PlanRequest:
         batch_size: per-device micro-batch, samples (>= 1).
         inputs: per-sample input specs; None = the zoo default.
         optimizer, precision: see :mod:`paddlefit.spec`.
-        gpus: restrict GPU targets to these names (empty = the whole catalog).
+        gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
+        cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
         devices: data-parallel GPUs per target (all-reduce added when > 1).
         dataset_size, epochs: samples per epoch and epochs, for the time to train.
         catalog_files, calibration_files: user data files.
@@ -92,6 +93,7 @@ class PlanRequest:
     sample: Any = None
     eval_phase: bool = True
     probe_requested: bool = True
+    cpu_only: bool = False
 
     def __post_init__(self) -> None:
         """Check the fields a CLI user gives as options; the messages name the option (``--batch-size`` for

@@ -53,6 +53,7 @@ from paddlefit.train.metrics import (
     to_jsonable,
     write_status,
 )
+from paddlefit.train.record import RunRecord
 from paddlefit.train.state import (
     TrainerState,
     agree_on_resume,
@@ -82,6 +83,7 @@ class TrainOptions:
         log: where log lines go (default stderr).
         lock_held: the caller holds the run directory's :class:`~paddlefit.train.lock.RunDirLock` (``run_job``,
             or the process that launched this worker); else rank 0 takes it.
+        prediction_key: the key of the RUN_DIR/prediction.json made for this run (:mod:`paddlefit.train.predict`).
     """
 
     run_dir: Path
@@ -89,6 +91,7 @@ class TrainOptions:
     progress: bool = True
     progress_bar: Progress | None = None
     lock_held: bool = False
+    prediction_key: str | None = None
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
@@ -138,6 +141,7 @@ class Trainer:
         self.last_eval: dict[str, float | None] = dict(NO_EVAL)
         self.metrics: MetricsLog | None = None
         self.last_ckpt_step = 0  # the step of the newest checkpoint (the resumed one before any save)
+        self.record: RunRecord | None = None  # rank 0's measured steps and prediction (made by run())
 
     def log(self, msg: str) -> None:
         """A log line from rank 0 (the other ranks are silent)."""
@@ -204,6 +208,7 @@ class Trainer:
             MetricsLog.truncate_after(self.run_dir, self.state.step)
             if resume is not None and self.opts.resume not in ("auto", "never"):
                 self._drop_later_checkpoints()
+            self.record = RunRecord(self.run_dir, self.opts.prediction_key, self.log)
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -255,6 +260,8 @@ class Trainer:
             return self._end_nonfinite(loss)
         self.runner.optimizer_step()
         dt = time.perf_counter() - t0
+        if self.record is not None:
+            self.record.step(dt, wait)
         st.step += 1
         st.batch_in_epoch += self.spec.grad_accum_steps
         st.last_loss = loss
@@ -332,7 +339,16 @@ class Trainer:
                                         keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
+        self._compare()
         return path
+
+    def _compare(self) -> dict[str, Any] | None:
+        """Rank 0: RUN_DIR/comparison.json, the measured figures beside the prediction, now."""
+        if self.record is None:
+            return None
+        return self.record.write(global_batch=self.job.global_batch, batch_size=self.spec.batch_size,
+                                 grad_accum_steps=self.spec.grad_accum_steps, devices=self.world,
+                                 peak_memory_bytes=self.peaks.peak())  # fmt: skip
 
     def _resume(self, path: Path) -> None:
         job = self.job
@@ -394,7 +410,7 @@ class Trainer:
             "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": self.budget.cost_usd(wall),
             "micro_batch_size": self.runner.micro.size,
             "grad_accum_steps": self.spec.grad_accum_steps * self.runner.micro.ways,
-            "oom_backoffs": self.runner.micro.backoffs,
+            "oom_backoffs": self.runner.micro.backoffs, "comparison": self._compare(),
         }  # fmt: skip
 
     def _end(self, code: int, reason: str, summary: dict[str, Any] | None = None) -> RunResult:

@@ -26,6 +26,8 @@ from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
+from paddlefit.train.predict import NO_PREDICT_ENV
+from paddlefit.train.record import PREDICTION_KEY_ENV
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
 
@@ -108,7 +110,7 @@ def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> lis
 
 def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
             progress_bar: Progress | None = None, log: Callable[[str], None] = _stderr,
-            relay: Callable[[str], None] | None = None) -> JobOutcome:  # fmt: skip
+            relay: Callable[[str], None] | None = None, predict: bool = True) -> JobOutcome:  # fmt: skip
     """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
 
     One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
@@ -127,6 +129,8 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         progress_bar: progress of an in-process run (workers log lines instead).
         log: receives the in-process run's log lines (default: stderr).
         relay: receives rank 0's log lines of a launched run and the launch line (default: ``log``).
+        predict: first ask the planner what this run will measure (:mod:`paddlefit.train.predict`; off also when
+            the environment has ``PADDLEFIT_NO_PREDICT=1``); the trainer records the measured figures beside it.
 
     Raises:
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
@@ -141,7 +145,28 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
-            return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay, lock)
+            key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
+            return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay, lock, key)
+
+
+def _prediction(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
+                log: Callable[[str], None]) -> str | None:  # fmt: skip
+    """The key of RUN_DIR/prediction.json made for this run (:func:`~paddlefit.train.predict.predict_run`), or
+    None when ``PADDLEFIT_NO_PREDICT=1``. Never raises for a prediction that cannot be made (it says why)."""
+    if os.environ.get(NO_PREDICT_ENV) == "1":
+        return None
+    from paddlefit.train.predict import predict_run, run_device, trainer_step_s
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    doc = predict_run(spec_yaml(spec), run_device(n, gpu_ids, gpu_count()), run_dir, log)
+    if doc["status"] == "predicted":
+        step = trainer_step_s(doc, spec.grad_accum_steps)
+        rate = spec.batch_size * spec.grad_accum_steps * n / step
+        log(f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {rate:,.0f} samples/s, peak "
+            f"{doc['peak_memory_bytes'] / 1024**2:,.1f} MiB")
+    else:
+        log(f"not predicted: {doc['reason']}")
+    return str(doc["key"])
 
 
 _RUNNING = threading.Lock()
@@ -167,7 +192,7 @@ def _one_run_per_process(run_dir: Path) -> Iterator[None]:
 
 def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resume: str,
                 progress_bar: Progress | None, log: Callable[[str], None],
-                relay: Callable[[str], None] | None, lock: RunDirLock) -> JobOutcome:  # fmt: skip
+                relay: Callable[[str], None] | None, lock: RunDirLock, key: str | None) -> JobOutcome:  # fmt: skip
     launch_spec = run_dir / LAUNCH_SPEC_FILE
     try:
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
@@ -180,7 +205,8 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     if n == 1:
         from paddlefit.train.loop import Trainer, TrainOptions
 
-        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log, lock_held=True)
+        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log, lock_held=True,
+                            prediction_key=key)  # fmt: skip
         result = Trainer(spec, opts).run()
         return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
     from paddlefit.train.launcher import launch_command, run_launched
@@ -190,7 +216,7 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
     held = lock.share()  # the launcher and its workers hold the lock with us, and on if this process is killed
     try:
-        code, reason = run_launched(cmd, run_dir, relay=relay, env=held,
+        code, reason = run_launched(cmd, run_dir, relay=relay, env={**held, PREDICTION_KEY_ENV: key or ""},
                                     pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)

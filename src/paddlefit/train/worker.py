@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         spec = load_job_spec(args.spec)
-        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir))
+        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir),
+                            prediction_key=os.environ.get("PADDLEFIT_PREDICTION_KEY") or None)  # fmt: skip
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         written = False
