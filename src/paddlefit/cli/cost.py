@@ -48,6 +48,8 @@ def cost_command(
     calibration: list[Path] = typer.Option(None, "--calibration", help="Calibration JSON from `paddlefit calibrate`."),
     safety_margin: float = typer.Option(0.9, "--safety-margin", help="Fraction of GPU memory a peak may use."),
     top: int = typer.Option(15, "--top", help="Table rows to show (JSON has all)."),
+    no_runs: bool = typer.Option(False, "--no-runs", help="Do not correct step times by the runs this machine "
+                                 "recorded on the device (`paddlefit runs`); shown as `calibration: runs (n=K)`."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Time and money to train a job on every priced cloud instance type: on-demand, and spot with lost work,
@@ -69,7 +71,7 @@ def cost_command(
         spot=spot, interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket, disk_mib_s=disk_mib_s,
         restart_minutes=restart_minutes, price_files=[str(p) for p in prices or []], shipped_prices=shipped_prices,
         catalog_files=[str(p) for p in catalog or []], calibration_files=[str(p) for p in calibration or []],
-        safety_margin=safety_margin, top=top,
+        safety_margin=safety_margin, top=top, use_runs=not no_runs,
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, command="cost")  # fmt: skip

@@ -45,6 +45,8 @@ def plan_command(
                                            help="Calibration JSON from `paddlefit calibrate` on a device."),
     safety_margin: float = typer.Option(0.9, "--safety-margin",
                                         help="Fraction of device memory a peak may use and still fit."),
+    no_runs: bool = typer.Option(False, "--no-runs", help="Do not correct step times by the runs this machine "
+                                 "recorded on the device (`paddlefit runs`); shown as `calibration: runs (n=K)`."),
     max_probe_gib: float = typer.Option(None, "--max-probe-gib",
                                         help="Probe on CPU only if fp32 Adam states (16 B/param) stay below "
                                              "this. Default: min(25% of RAM, 8 GiB)."),
@@ -118,7 +120,7 @@ def plan_command(
         result = plan_job(job, gpus=gpu or [], dataset_size=dataset_size, epochs=epochs,
                           catalog_files=[str(p) for p in catalog or []],
                           calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
-                          max_probe_gib=max_probe_gib, explain=explain or [],
+                          max_probe_gib=max_probe_gib, explain=explain or [], use_runs=not no_runs,
                           progress=lambda msg: status.update(msg))  # fmt: skip
     for note in result.notes:
         err.print(f"[dim]{escape(note)}[/]")

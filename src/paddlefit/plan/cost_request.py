@@ -59,6 +59,7 @@ class CostRequest:
         price_files: extra price CSVs; shipped_prices: ignore SkyPilot's cached catalogs.
         catalog_files, calibration_files: user GPU catalog and calibration files.
         safety_margin: fraction of GPU memory a peak may use, in (0, 1]; top: table rows to show (>= 1).
+        use_runs: correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off).
 
     Raises:
         PaddlefitError: (on construction) a field out of range or two that exclude each other, naming the option.
@@ -80,6 +81,7 @@ class CostRequest:
     calibration_files: list[str] = field(default_factory=list)
     safety_margin: float = DEFAULT_SAFETY_MARGIN
     top: int = 15
+    use_runs: bool = True
 
     def __post_init__(self) -> None:
         check_field_types(self, {"dataset_size": "--dataset-size", "epochs": "--epochs", "clouds": "--cloud",

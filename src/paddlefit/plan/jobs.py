@@ -62,7 +62,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
              epochs: float | None = None, catalog_files: Iterable[str] = (), calibration_files: Iterable[str] = (),
              safety_margin: float = DEFAULT_SAFETY_MARGIN, max_probe_gib: float | None = None,
              explain: Iterable[str] = (), progress: Callable[[str], None] | None = None,
-             cpu_only: bool = False) -> JobPlan:  # fmt: skip
+             cpu_only: bool = False, use_runs: bool = True) -> JobPlan:  # fmt: skip
     """``paddlefit plan`` without the rendering: resolve the job, take its length from the spec when neither
     ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.ResolvedJob.length`, the trainer's steps),
     then :func:`~paddlefit.plan.planner.build_plan`.
@@ -75,6 +75,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         explain: GPUs whose predicted top kernels the plan lists.
         progress: ``progress(message)`` for long steps.
         cpu_only: the CPU row only (no GPU targets).
+        use_runs: correct each device by the run registry's recorded runs (``--no-runs`` turns it off).
 
     Raises:
         PaddlefitError: see :func:`~paddlefit.job.resolve_job`, :class:`PlanRequest` and ``build_plan``.
@@ -88,7 +89,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         job, gpus=list(gpus), dataset_size=dataset_size, epochs=epochs, catalog_files=[str(p) for p in catalog_files],
         calibration_files=[str(p) for p in calibration_files], safety_margin=safety_margin,
         max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None, explain=list(explain),
-        cpu_only=cpu_only,
+        cpu_only=cpu_only, use_runs=use_runs,
     )  # fmt: skip
     return JobPlan(build_plan(req, progress=progress), job, list(job.notes))
 
@@ -128,8 +129,8 @@ def cost_job(options: JobOptions, request: CostRequest,
         check_job_length(dataset_size, epochs)  # type: ignore[arg-type]
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
     req = plan_request(job, gpus=needed, devices=1, catalog_files=list(request.catalog_files),
-                       calibration_files=list(request.calibration_files),
-                       safety_margin=request.safety_margin)  # fmt: skip
+                       calibration_files=list(request.calibration_files), safety_margin=request.safety_margin,
+                       use_runs=request.use_runs)  # fmt: skip
     plan = build_plan(req, progress=progress)
     report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
                         rate=request.rate(), use_spot=request.spot, price_source=source, drop_last=drop_last,

@@ -50,6 +50,7 @@ from paddlefit.plan.rows import (
     recommend,
     set_time_to_train,
 )
+from paddlefit.plan.runs_calibration import apply_runs
 
 # the planner's public names, importable from here as before the split into request/measure/rows
 __all__ = ["build_plan"]
@@ -111,6 +112,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est)
         targets.append(target)
+    if req.use_runs:
+        for t in targets:
+            apply_runs(t, req.model)
     set_time_to_train(targets, req)
 
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))

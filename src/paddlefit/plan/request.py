@@ -29,6 +29,8 @@ class PlanRequest:
         optimizer, precision: see :mod:`paddlefit.spec`.
         gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
         cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
+        use_runs: correct each device's step time by the run registry's measured runs on it
+            (:mod:`paddlefit.plan.runs_calibration`; ``--no-runs`` turns it off).
         devices: data-parallel GPUs per target (all-reduce added when > 1).
         dataset_size, epochs: samples per epoch and epochs, for the time to train.
         catalog_files, calibration_files: user data files.
@@ -94,6 +96,7 @@ class PlanRequest:
     eval_phase: bool = True
     probe_requested: bool = True
     cpu_only: bool = False
+    use_runs: bool = True
 
     def __post_init__(self) -> None:
         """Check the fields a CLI user gives as options; the messages name the option (``--batch-size`` for
@@ -143,6 +146,9 @@ class Target:
     is max(sum of the classes, the host floor) + the exposed all-reduce. ``predicted_mfu`` is the model FLOPs
     per step / step time / the dense peak of the precision's unit (PaLM, Chowdhery et al. 2022, appendix B).
     ``allreduce_s`` is the whole gradient all-reduce, ``allreduce_exposed_s`` the part the backward does not hide.
+    ``runs_calibration``: the correction fitted on this machine's recorded runs of the device
+    (:class:`~paddlefit.plan.runs_calibration.RunsCorrection`; ``calibration`` is then ``runs (n=K)``; the step
+    time, samples/s and MFU are corrected, ``time_breakdown`` is the model's, uncorrected).
     """
 
     name: str
@@ -164,6 +170,7 @@ class Target:
     predicted_mfu: float | None = None
     time_breakdown: dict[str, Any] | None = None
     allreduce_exposed_s: float = 0.0
+    runs_calibration: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The row as the JSON object documented in the README."""

@@ -177,7 +177,7 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
     from paddlefit.plan.jobs import plan_job
 
     jp = plan_job(JobOptions(config=spec_path, devices=devices, command="train"), gpus=[gpu] if gpu else (),
-                  cpu_only=gpu is None)  # fmt: skip
+                  cpu_only=gpu is None, use_runs=False)  # fmt: skip
     t = next(t for t in jp.plan.targets if t.kind == ("gpu" if gpu else "cpu"))
     peak_flops = get_gpu(gpu).peak_flops(jp.plan.precision)[0] if gpu else None
     opt = ((t.time_breakdown or {}).get("optimizer") or {}).get("seconds") if gpu else None

@@ -1,0 +1,133 @@
+"""Runs calibrate the plan: a device's predicted step time corrected by what this machine's recorded runs measured.
+
+Every ``train`` run records the plan's uncalibrated prediction and the measured step time (median, without the
+data wait; :mod:`paddlefit.train.predict`) in the run registry (:mod:`paddlefit.runs`). For a device with such
+runs, :func:`fit_correction` fits one factor ``c`` that multiplies the predicted step time:
+``log c = mean_i log(measured_i / predicted_i)``, the least-squares fit of ``log measured = log predicted +
+log c`` (the geometric mean of the ratios; a log-space fit, so a run 2x too slow and one 2x too fast weigh the
+same). When runs of the same model exist on the device, only those are used (the model's own error is then what
+is corrected); otherwise all the device's runs (what the model gets wrong on that device: clocks, drivers,
+Paddle's kernels there). The residuals, in percent of the measured step, are shown before and after the fit.
+
+Calibration never leaves the machine: the rows are read from the local registry, and nothing is sent anywhere.
+A CPU row uses only runs recorded on this host (CPUs differ more than GPUs of one catalog name).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["RunsCorrection", "apply_runs", "fit_correction", "load_device_runs"]
+
+
+@dataclass
+class RunsCorrection:
+    """A step-time correction fitted on ``n`` recorded runs of one device.
+
+    Attributes:
+        device: catalog GPU name or ``cpu``.
+        n: runs fitted; ``same_model``: they are all of the planned model.
+        factor: multiplies the predicted step time (1.2 = runs took 20 % longer than predicted).
+        residuals_before, residuals_after: ``predicted / measured - 1`` of each run, before and after the factor.
+        run_ids: the registry ids of the runs.
+    """
+
+    device: str
+    n: int
+    factor: float
+    same_model: bool
+    residuals_before: list[float] = field(default_factory=list)
+    residuals_after: list[float] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The plan's ``calibration`` value: ``runs (n=K)``."""
+        return f"runs (n={self.n})"
+
+    def note(self) -> str:
+        """One line for the plan's notes: factor, which runs, median |residual| before -> after."""
+        med = _median_abs
+        return (f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
+                f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
+                f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The correction as JSON (``plan --json``'s ``runs_calibration`` of a target)."""
+        return {"device": self.device, "n": self.n, "factor": self.factor, "same_model": self.same_model,
+                "residuals_before": self.residuals_before, "residuals_after": self.residuals_after,
+                "run_ids": self.run_ids}  # fmt: skip
+
+
+def _median_abs(values: list[float]) -> float:
+    v = sorted(abs(x) for x in values)
+    if not v:
+        return math.nan
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def _usable(row: dict[str, Any]) -> bool:
+    p, m = row.get("predicted_step_s"), row.get("measured_step_s")
+    return isinstance(p, int | float) and isinstance(m, int | float) and p > 0 and m > 0 and math.isfinite(p / m)
+
+
+def fit_correction(rows: list[dict[str, Any]], model: str | None, device: str) -> RunsCorrection | None:
+    """The correction for ``device`` from registry ``rows`` (dicts with ``predicted_step_s``,
+    ``measured_step_s``, ``model`` and ``id``; seconds), preferring runs of ``model`` (module docstring).
+
+    Returns:
+        None when no row has both a positive predicted and measured step time.
+    """
+    usable = [r for r in rows if _usable(r)]
+    same = [r for r in usable if model is not None and r.get("model") == model]
+    use = same or usable
+    if not use:
+        return None
+    logs = [math.log(r["measured_step_s"] / r["predicted_step_s"]) for r in use]
+    factor = math.exp(sum(logs) / len(logs))
+    before = [r["predicted_step_s"] / r["measured_step_s"] - 1 for r in use]
+    after = [r["predicted_step_s"] * factor / r["measured_step_s"] - 1 for r in use]
+    return RunsCorrection(device=device, n=len(use), factor=factor, same_model=bool(same), residuals_before=before,
+                          residuals_after=after, run_ids=[int(r["id"]) for r in use if r.get("id") is not None])
+
+
+def load_device_runs(device: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The registry's finished runs on ``device`` with predicted and measured step times (``cpu``: this host's
+    only), and a warning when the registry cannot be read (then no rows: the plan is not calibrated by runs)."""
+    try:
+        from paddlefit.runs.registry import Registry
+
+        rows = Registry().measured_runs(device)
+    except Exception as exc:  # a missing/corrupt/newer registry never fails a plan: the plan says so instead
+        return [], f"run registry not read ({str(exc)[:200]}): not calibrated by runs"
+    if device == "cpu":
+        host = socket.gethostname()
+        rows = [r for r in rows if r.get("host") == host]
+    return rows, None
+
+
+def apply_runs(target: Any, model: str) -> RunsCorrection | None:
+    """Correct a plan :class:`~paddlefit.plan.request.Target` in place by its device's recorded runs: step time x
+    factor, samples/s and MFU / factor, ``calibration`` = ``runs (n=K)``, a note with the residuals. Targets with
+    no step time, or no runs, are left as they are (a registry that cannot be read adds a note)."""
+    if target.step_time_s != target.step_time_s:  # NaN: nothing to correct
+        return None
+    device = "cpu" if target.kind == "cpu" else target.name
+    rows, warning = load_device_runs(device)
+    if warning:
+        target.notes.append(warning)
+    corr = fit_correction(rows, model, device)
+    if corr is None:
+        return None
+    target.step_time_s *= corr.factor
+    target.samples_per_s /= corr.factor
+    if target.predicted_mfu is not None:
+        target.predicted_mfu /= corr.factor
+    target.calibration = corr.label
+    target.runs_calibration = corr.to_dict()
+    target.notes.append(corr.note())
+    return corr
