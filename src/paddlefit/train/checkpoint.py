@@ -159,6 +159,20 @@ class CheckpointStore:
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
 
+    def drop_after(self, step: int, why: str, log: Callable[[str], None]) -> list[Path]:
+        """Remove the checkpoints after ``step`` (``--resume PATH`` to an older checkpoint: the ones after it are
+        of the run abandoned there; left, ``--resume auto`` would go back to them after a stop); logs what went,
+        ``why`` first (``--resume PATH``). Returns the removed paths (a checkpoint that cannot be removed stays)."""
+        later = [p for p in self.list() if int(p.name.split("-")[1]) > step]
+        for path in later:
+            with contextlib.suppress(OSError):
+                self.remove(path)
+        if later:
+            log(f"{why}: removed {len(later)} later checkpoint(s) of the run that went on from there "
+                f"({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this run continues "
+                f"from step {step}")  # fmt: skip
+        return later
+
     def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None,
              keep_existing: bool = True) -> Path:  # fmt: skip
         """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs

@@ -181,6 +181,11 @@ class Trainer:
             # second run in one process (run_job again to continue) must not count on from the first one's
             with paddle.utils.unique_name.guard():
                 return self._run()
+        except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
+            if self.record is not None:
+                with contextlib.suppress(Exception):
+                    self._compare(ended=(exc.exit_code, str(exc)))
+            raise
         finally:
             if lock is not None:
                 lock.release()
@@ -207,8 +212,10 @@ class Trainer:
             atomic_write_text(self.run_dir / SPEC_FILE, spec_yaml(self.spec), option="--run-dir")
             MetricsLog.truncate_after(self.run_dir, self.state.step)
             if resume is not None and self.opts.resume not in ("auto", "never"):
-                self._drop_later_checkpoints()
+                self.store.drop_after(self.state.step, f"--resume {self.opts.resume}", self.log)
             self.record = RunRecord(self.run_dir, self.opts.prediction_key, self.log)
+            self.record.begin(self.spec, model=self.job.model, on_gpu=self.job.on_gpu, world=self.world,
+                              global_batch=self.job.global_batch, resumed=resume is not None)  # fmt: skip
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -316,18 +323,6 @@ class Trainer:
         if self.opts.resume == "never" and (old := self.store.remove_all()):
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
 
-    def _drop_later_checkpoints(self) -> None:
-        """``--resume PATH`` to an older checkpoint: the run dir's checkpoints after it are of the run abandoned
-        there (as its metrics, cut above). Left, ``--resume auto`` would go back to them after a stop."""
-        later = [p for p in self.store.list() if int(p.name.split("-")[1]) > self.state.step]
-        for path in later:
-            with contextlib.suppress(OSError):
-                self.store.remove(path)
-        if later:
-            self.log(f"--resume {self.opts.resume}: removed {len(later)} later checkpoint(s) of the run that went on "
-                     f"from there ({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this "
-                     f"run continues from step {self.state.step}")  # fmt: skip
-
     def _save(self) -> Path:
         st, job = self.state, self.job
         st.micro_batch_split = self.runner.micro.ways
@@ -342,13 +337,17 @@ class Trainer:
         self._compare()
         return path
 
-    def _compare(self) -> dict[str, Any] | None:
-        """Rank 0: RUN_DIR/comparison.json, the measured figures beside the prediction, now."""
+    def _compare(self, ended: tuple[int, str] | None = None) -> dict[str, Any] | None:
+        """Rank 0: RUN_DIR/comparison.json, the measured figures beside the prediction, now; and the registry row
+        (at the end with the status, ``ended`` = exit code, reason, and the results)."""
         if self.record is None:
             return None
-        return self.record.write(global_batch=self.job.global_batch, batch_size=self.spec.batch_size,
-                                 grad_accum_steps=self.spec.grad_accum_steps, devices=self.world,
-                                 peak_memory_bytes=self.peaks.peak())  # fmt: skip
+        doc = self.record.write(global_batch=self.job.global_batch, batch_size=self.spec.batch_size,
+                                grad_accum_steps=self.spec.grad_accum_steps, devices=self.world,
+                                peak_memory_bytes=self.peaks.peak())  # fmt: skip
+        results = {"steps": self.state.step, "final_loss": self.state.last_loss, **self.last_eval} if ended else None
+        self.record.update(doc, ended=ended, results=results)
+        return doc
 
     def _resume(self, path: Path) -> None:
         job = self.job
@@ -416,6 +415,7 @@ class Trainer:
     def _end(self, code: int, reason: str, summary: dict[str, Any] | None = None) -> RunResult:
         if self.is_writer:
             write_status(self.run_dir, code, reason, self.state.step)
+            self._compare(ended=(code, reason))
         self._barrier()
         return RunResult(code, reason, self.state.step, summary)
 

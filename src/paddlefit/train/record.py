@@ -9,16 +9,17 @@ run's other files (atomically).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
-import os
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from paddlefit.fileio import atomic_write_text
-from paddlefit.train.predict import COMPARISON_FILE, PREDICTION_FILE, WARMUP_STEPS, comparison
+from paddlefit.train.predict import COMPARISON_FILE, PREDICTION_FILE, WARMUP_STEPS, comparison, trainer_step_s
 
 __all__ = ["PREDICTION_KEY_ENV", "RunRecord"]
 
@@ -50,6 +51,7 @@ class RunRecord:
         self.step_s: list[float] = []
         self.wait_s: list[float] = []
         self.registry_id: int | None = None
+        self.registry_ok = True
 
     def step(self, seconds: float, wait_seconds: float) -> None:
         """One optimizer step's wall seconds and the seconds of it spent waiting for data."""
@@ -70,6 +72,102 @@ class RunRecord:
         return doc
 
     # ---- the registry (paddlefit.runs) ---------------------------------------------------------------------
-    def host_fields(self) -> dict[str, Any]:
-        """Host, pid and start time of this process, for the registry row."""
-        return {"host": socket.gethostname(), "pid": os.getpid(), "started_at": _utc()}
+    def _registry(self, action: Callable[[Any], Any]) -> Any:
+        """Run ``action(registry)``; after one failed write the run stops writing to the registry (a locked or
+        corrupt database warns once and costs no more waits)."""
+        if not self.registry_ok:
+            return None
+        from paddlefit.runs.registry import Registry
+
+        failed: list[str] = []
+
+        def warn(msg: str) -> None:
+            failed.append(msg)
+            self.log(f"warning: {msg}")
+
+        try:
+            result = action((Registry(), warn))
+        except Exception as exc:  # the registry never fails a run (a bug in it included): warn, train on
+            warn(f"run registry: {type(exc).__name__}: {str(exc)[:200]}; the run goes on without it")
+            result = None
+        if failed:
+            self.registry_ok = False
+        return result
+
+    def begin(self, spec: Any, *, model: Any, on_gpu: bool, world: int, global_batch: int, resumed: bool) -> None:
+        """Record the run in the registry (a resume takes over the run directory's newest row again)."""
+        fields = {"run_dir": str(self.run_dir), "spec_json": spec.model_dump(mode="json"),
+                  "spec_sha256": hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+                                                .encode()).hexdigest(),
+                  "model": spec.model, "params": int(sum(int(np.prod(p.shape)) for p in model.parameters())),
+                  "precision": spec.precision.value, "micro_batch_size": spec.batch_size,
+                  "grad_accum_steps": spec.grad_accum_steps, "global_batch": global_batch, "device_count": world,
+                  **self._device_fields(on_gpu), **_versions(on_gpu)}  # fmt: skip
+        p = self.prediction
+        if p and p.get("status") == "predicted":
+            step = trainer_step_s(p, spec.grad_accum_steps)
+            fields.update(predicted_step_s=step, predicted_samples_per_s=global_batch / step,
+                          predicted_peak_bytes=p.get("peak_memory_bytes"), predicted_mfu=p.get("mfu"))  # fmt: skip
+
+        def record(reg_warn: tuple[Any, Callable[[str], None]]) -> int | None:
+            reg, warn = reg_warn
+            old = reg.find_latest_for_run_dir(str(self.run_dir), warn) if resumed else None
+            if old is not None and reg.resume_run(old, fields, warn):
+                return old
+            return reg.start_run(fields, warn)
+
+        self.registry_id = self._registry(record)
+
+    def _device_fields(self, on_gpu: bool) -> dict[str, Any]:
+        dev = (self.prediction or {}).get("device")
+        if dev and dev.get("name"):
+            return {"device_kind": dev["kind"], "device_name": dev["name"]}
+        if not on_gpu:
+            return {"device_kind": "cpu", "device_name": "cpu"}
+        import paddle
+
+        from paddlefit.catalog.gpus import load_gpus
+        from paddlefit.plan.calibrate import match_gpu
+
+        raw = paddle.device.cuda.get_device_name()
+        try:
+            return {"device_kind": "gpu", "device_name": match_gpu(raw, load_gpus()).name}
+        except Exception:  # not in the catalog: the driver's name
+            return {"device_kind": "gpu", "device_name": raw}
+
+    def update(self, doc: dict[str, Any], *, ended: tuple[int, str] | None = None,
+               results: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """The run's row: the measured figures of ``doc`` (:meth:`write`'s), and at the end (``ended`` = exit
+        code, reason) its status and ``results`` (steps, final_loss, eval_loss, eval_accuracy)."""
+        if self.registry_id is None:
+            return
+        fig = {f["name"]: f for f in doc["figures"]}
+        fields: dict[str, Any] = {
+            "measured_step_s": fig["step_time_s"]["measured"],
+            "measured_step_p95_s": fig["step_time_p95_s"]["measured"],
+            "measured_samples_per_s": fig["samples_per_s"]["measured"],
+            "measured_peak_bytes": fig["peak_memory_bytes"]["measured"], "measured_mfu": fig["mfu"]["measured"],
+            "data_wait_fraction": fig["data_wait_fraction"]["measured"], "comparison_json": doc, **(results or {}),
+        }  # fmt: skip
+        if ended is not None:
+            code, reason = ended
+            fields.update(status=STATUS_NAMES.get(code, "failed"), exit_code=code, reason=reason[:2000],
+                          ended_at=_utc())  # fmt: skip
+        rid = self.registry_id
+        self._registry(lambda rw: rw[0].update_run(rid, fields, rw[1]))
+
+
+def _versions(on_gpu: bool) -> dict[str, Any]:
+    """Paddle's version, the CUDA it was built with and the NVIDIA driver's (None on CPU or when NVML cannot tell)."""
+    import paddle
+
+    cuda = driver = None
+    if on_gpu:
+        cuda = str(paddle.version.cuda())
+        with contextlib.suppress(Exception):
+            import pynvml
+
+            pynvml.nvmlInit()
+            d = pynvml.nvmlSystemGetDriverVersion()
+            driver = d.decode() if isinstance(d, bytes) else str(d)
+    return {"paddle_version": paddle.__version__, "cuda_version": cuda, "driver_version": driver}
