@@ -116,16 +116,17 @@ class Registry:
 
         return self._guarded("cannot record the run", insert, warn, None)
 
-    def update_run(self, run_id: int, fields: dict[str, Any], warn: Warn) -> bool:
+    def update_run(self, run_id: int | None, fields: dict[str, Any], warn: Warn) -> bool:
         """Set ``fields`` on run ``run_id`` (the others are kept). True when the row was updated; False after calling
-        ``warn`` when the registry cannot be written or has no run ``run_id``.
+        ``warn`` when the registry cannot be written or has no run ``run_id``; False without a warning for a
+        ``run_id`` of None (the :meth:`start_run` that returned it has warned already).
 
         Raises:
             ValueError: as :meth:`start_run`.
         """
         return self._update(run_id, check_fields(fields), warn, resume=False)
 
-    def resume_run(self, run_id: int, fields: dict[str, Any], warn: Warn) -> bool:
+    def resume_run(self, run_id: int | None, fields: dict[str, Any], warn: Warn) -> bool:
         """A resumed run takes over its row again: ``resumes`` + 1 (in the same transaction, so two writers never
         lose an increment), ``status`` back to ``running``, ``ended_at``/``exit_code``/``reason`` cleared, ``host``
         and ``pid`` this process's unless given, then ``fields`` set. True/False and errors as :meth:`update_run`.
@@ -137,13 +138,16 @@ class Registry:
             clean.setdefault(key, value)
         return self._update(run_id, clean, warn, resume=True)
 
-    def _update(self, run_id: int, clean: dict[str, object], warn: Warn, resume: bool) -> bool:
+    def _update(self, run_id: int | None, clean: dict[str, object], warn: Warn, resume: bool) -> bool:
+        if run_id is None:
+            return False
+        run_id = int(run_id)
         _normalise_run_dir(clean)
         sets = [f"{name} = ?" for name in clean] + (["resumes = resumes + 1"] if resume else [])
         sql = f"UPDATE runs SET {', '.join(sets)} WHERE id = ?" if sets else "SELECT id FROM runs WHERE id = ?"
 
         def update(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(sql, [*clean.values(), int(run_id)])
+            cur = conn.execute(sql, [*clean.values(), run_id])
             return (cur.rowcount if sets else len(cur.fetchall())) > 0
 
         done = self._guarded(f"cannot update run {run_id}", update, warn, None)
