@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "paddlefit"
-CORE = ("catalog", "estimate", "models", "plan", "train", "diagnose", "tune", "deploy", "llm")
+CORE = ("catalog", "estimate", "models", "plan", "train", "diagnose", "tune", "deploy", "llm", "runs")
 MAX_LINES = 450
 
 

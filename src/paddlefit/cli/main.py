@@ -17,6 +17,7 @@ from paddlefit.cli.launch import launch_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
 from paddlefit.cli.profile import profile_command
+from paddlefit.cli.runs import runs_app
 from paddlefit.cli.train import train_command
 from paddlefit.cli.tune import tune_command
 
@@ -39,6 +40,7 @@ app.command("image")(image_command)
 app.command("launch")(launch_command)
 app.command("profile")(profile_command)
 app.command("tune")(tune_command)
+app.add_typer(runs_app, name="runs")
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,134 @@
+"""Rich tables of the run registry (``paddlefit runs``, ``runs show``, ``runs compare``). Pure formatting: the rows
+come from :class:`paddlefit.runs.Registry`, the comparison and the units from :mod:`paddlefit.runs.view`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
+
+from paddlefit.report.render import print_min_width, to_json
+from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
+
+STATUS_STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "budget": "yellow",
+                "nonfinite": "red", "failed": "red", "lost": "magenta"}  # fmt: skip
+
+#: the units of the columns ``runs show`` lists (the others are shown as stored)
+SHOW_UNITS = {"id": "text", "pid": "text", "exit_code": "text",
+              "predicted_step_s": "s", "measured_step_s": "s", "measured_step_p95_s": "s",
+              "predicted_samples_per_s": "1/s", "measured_samples_per_s": "1/s", "predicted_peak_bytes": "B",
+              "measured_peak_bytes": "B", "predicted_mfu": "%", "measured_mfu": "%", "data_wait_fraction": "%",
+              "eval_accuracy": "%"}  # fmt: skip
+
+
+def started(value: Any) -> str:
+    """An ISO-8601 time as ``2025-05-01 12:03`` (UTC), for a table cell."""
+    return "-" if not value else str(value).replace("T", " ")[:16]
+
+
+def status_cell(status: Any) -> str:
+    """The status in its colour (markup)."""
+    return f"[{STATUS_STYLE.get(str(status), 'white')}]{escape(str(status))}[/]"
+
+
+def device_cell(run: dict[str, Any]) -> str:
+    """``L4 x2``, ``cpu x1`` (``-`` when no device was recorded)."""
+    name = run.get("device_name") or run.get("device_kind")
+    if not name:
+        return "-"
+    return f"{name} x{run['device_count']}" if run.get("device_count") else str(name)
+
+
+def render_runs(rows: list[dict[str, Any]], console: Console) -> None:
+    """The runs table, newest first: id, start, status, model, device x count, precision, global batch, steps,
+    measured samples/s, predicted/measured step time, final loss, eval accuracy, run directory."""
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for name, justify in (("id", "right"), ("started (UTC)", "left"), ("status", "left"), ("model", "left"),
+                          ("device", "left"), ("precision", "left"), ("global batch", "right"),
+                          ("steps", "right"), ("samples/s", "right"), ("pred/meas step", "right"),
+                          ("final loss", "right"), ("eval acc", "right"), ("run dir", "left")):  # fmt: skip
+        table.add_column(name, justify=justify, no_wrap=True, overflow="fold")  # type: ignore[arg-type]
+    for run in rows:
+        table.add_row(str(run["id"]), started(run.get("started_at")), status_cell(run.get("status")),
+                      escape(fmt(run.get("model"))), escape(device_cell(run)), escape(fmt(run.get("precision"))),
+                      fmt(run.get("global_batch")), fmt(run.get("steps")),
+                      fmt(run.get("measured_samples_per_s"), "1/s"), fmt_ratio(step_time_ratio(run)),
+                      fmt(run.get("final_loss")), fmt(run.get("eval_accuracy"), "%"),
+                      escape(fmt(run.get("run_dir"))))  # fmt: skip
+    # laid out at its natural width: a pipe gets whole rows, never cut cells
+    print_min_width(console, table, Measurement.get(console, console.options.update(width=10_000), table).maximum)
+
+
+def render_run(run: dict[str, Any], console: Console) -> None:
+    """Every field of one run, then its predicted-vs-measured document as a table (when recorded), then the job
+    spec as JSON (when recorded)."""
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", title=f"run {run['id']}", title_justify="left")
+    table.add_column("field")
+    table.add_column("value")
+    for name, value in run.items():
+        if name in ("spec_json", "comparison_json"):
+            continue
+        cell = status_cell(value) if name == "status" else escape(fmt(value, SHOW_UNITS.get(name, "")))
+        table.add_row(name, cell)
+    table.add_row("predicted/measured step", fmt_ratio(step_time_ratio(run)))
+    print_min_width(console, table, 100)
+    doc = run.get("comparison_json")
+    if isinstance(doc, dict):
+        render_comparison_document(doc, console)
+    elif doc:
+        console.print(f"comparison_json (not a JSON object): {escape(str(doc))}")
+    if run.get("spec_json") is not None:
+        console.print("[bold]job spec[/] (spec_json)")
+        console.print(escape(to_json(run["spec_json"])), highlight=False)
+
+
+def render_comparison_document(doc: dict[str, Any], console: Console) -> None:
+    """The trainer's predicted-vs-measured document: a line of context (status, calibration, device, steps), then
+    one row per figure: predicted, measured, predicted/measured."""
+    device = doc.get("device") or {}
+    head = [f"status: {doc.get('status', '-')}"]
+    if doc.get("reason"):
+        head.append(f"reason: {doc['reason']}")
+    if doc.get("calibration"):
+        head.append(f"calibration: {doc['calibration']}")
+    if device:
+        head.append(f"device: {device.get('name', '-')} x{device.get('count', '-')} ({device.get('kind', '-')})")
+    if doc.get("measured_steps") is not None:
+        head.append(f"{doc['measured_steps']} measured steps after {doc.get('warmup_steps', 0)} warm-up")
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", title="predicted vs measured", title_justify="left",
+                  caption=escape("; ".join(head)), caption_justify="left")  # fmt: skip
+    for name, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"),
+                          ("predicted/measured", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for figure in doc.get("figures") or []:
+        if not isinstance(figure, dict):
+            continue
+        unit = comparison_unit(figure)
+        value = figure.get("ratio")
+        if value is None:
+            value = ratio(figure.get("predicted"), figure.get("measured"))
+        table.add_row(escape(str(figure.get("label") or figure.get("name") or "-")), fmt(figure.get("predicted"), unit),
+                      fmt(figure.get("measured"), unit), fmt_ratio(value))  # fmt: skip
+    print_min_width(console, table, 100)
+
+
+def render_compare(doc: dict[str, Any], console: Console) -> None:
+    """Two runs side by side (:func:`paddlefit.runs.view.compare_runs`): configuration, then figures with b/a;
+    ``*`` marks a row whose values differ."""
+    a, b = doc["runs"]
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
+    for name, justify in (("", "left"), (f"run {a}", "right"), (f"run {b}", "right"),
+                          (f"{b}/{a}", "right"), ("differs", "center")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for section in ("config", "figures"):
+        table.add_row(f"[bold]{section}[/]", "", "", "", "")
+        for item in doc[section]:
+            unit = "" if item["unit"] == "text" else item["unit"]
+            table.add_row(escape(item["label"]), escape(fmt(item["a"], unit)), escape(fmt(item["b"], unit)),
+                          fmt_ratio(item.get("ratio")) if section == "figures" else "",
+                          "[yellow]*[/]" if item["differs"] else "")  # fmt: skip
+    print_min_width(console, table, 100)

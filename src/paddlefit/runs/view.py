@@ -1,0 +1,97 @@
+"""What ``paddlefit runs`` shows, as plain data and strings: the comparison of two runs, the list's derived columns
+and value formatting by unit (milliseconds, MiB/GiB, percent). The rich tables are :mod:`paddlefit.report.runs`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: the configuration fields ``paddlefit runs compare`` sets side by side: (column, label)
+CONFIG_FIELDS: list[tuple[str, str]] = [
+    ("model", "model"), ("params", "parameters"), ("device_kind", "device kind"), ("device_name", "device"),
+    ("device_count", "device count"), ("precision", "precision"), ("micro_batch_size", "micro-batch"),
+    ("grad_accum_steps", "accumulation steps"), ("global_batch", "global batch"), ("spec_sha256", "spec sha256"),
+    ("paddle_version", "Paddle"), ("cuda_version", "CUDA"), ("driver_version", "driver"),
+]  # fmt: skip
+
+#: the figures it compares: (column, label, unit); unit ``s`` seconds, ``B`` bytes, ``1/s`` a rate, ``%`` a fraction
+#: shown as percent, ``""`` a plain number
+FIGURE_FIELDS: list[tuple[str, str, str]] = [
+    ("status", "status", "text"), ("steps", "steps", ""),
+    ("predicted_step_s", "predicted step time", "s"), ("measured_step_s", "measured step time (median)", "s"),
+    ("measured_step_p95_s", "measured step time (p95)", "s"),
+    ("predicted_samples_per_s", "predicted samples/s", "1/s"), ("measured_samples_per_s", "measured samples/s", "1/s"),
+    ("predicted_peak_bytes", "predicted peak memory", "B"), ("measured_peak_bytes", "measured peak memory", "B"),
+    ("predicted_mfu", "predicted MFU", "%"), ("measured_mfu", "measured MFU", "%"),
+    ("data_wait_fraction", "data wait", "%"), ("final_loss", "final loss", ""), ("eval_loss", "eval loss", ""),
+    ("eval_accuracy", "eval accuracy", "%"),
+]  # fmt: skip
+
+#: the comparison document's figures whose unit ``""`` is a fraction (shown as percent)
+FRACTION_FIGURES = ("mfu", "data_wait_fraction")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    """``value`` for a table cell: ``-`` for None/NaN; seconds below 1 as ms (``12.0 ms``), above as ``3.20 s``;
+    bytes as MiB below 1 GiB, else GiB; ``%`` a fraction as percent (``24.0 %``); ``1/s`` with thousands separators;
+    other numbers with 4 significant digits (integers exact, with separators); ``text`` and strings as is."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if not _number(value) or unit == "text":
+        return str(value)
+    if unit == "s":
+        return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
+    if unit == "B":
+        return f"{value / 1024**2:,.1f} MiB" if abs(value) < 1024**3 else f"{value / 1024**3:,.2f} GiB"
+    if unit == "%":
+        return f"{value * 100:.1f} %"
+    if unit == "1/s":
+        return f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.4g}"
+
+
+def ratio(numerator: Any, denominator: Any) -> float | None:
+    """``numerator / denominator`` when both are finite numbers and the denominator is not 0, else None."""
+    if _number(numerator) and _number(denominator) and denominator != 0:
+        return float(numerator) / float(denominator)
+    return None
+
+
+def fmt_ratio(value: float | None) -> str:
+    """A ratio as ``0.80x`` (``-`` for None)."""
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def step_time_ratio(run: dict[str, Any]) -> float | None:
+    """Predicted / measured median step time of ``run`` (below 1: the plan was optimistic), or None."""
+    return ratio(run.get("predicted_step_s"), run.get("measured_step_s"))
+
+
+def comparison_unit(figure: dict[str, Any]) -> str:
+    """The display unit of one comparison-document figure (MFU and data wait, unit ``""``, are percent)."""
+    unit = str(figure.get("unit") or "")
+    return "%" if not unit and figure.get("name") in FRACTION_FIGURES else unit
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two runs (as :meth:`paddlefit.runs.Registry.get_run` gives them) side by side: ``{"runs": [id_a, id_b],
+    "config": [...], "figures": [...]}``, each entry ``{field, label, unit, a, b, differs}``; figures also carry
+    ``ratio`` = b / a (None when either is missing or a is 0). ``differs`` is exact inequality."""
+
+    def entry(field: str, label: str, unit: str) -> dict[str, Any]:
+        va, vb = a.get(field), b.get(field)
+        return {"field": field, "label": label, "unit": unit, "a": va, "b": vb, "differs": va != vb}
+
+    config = [entry(field, label, "text") for field, label in CONFIG_FIELDS]
+    figures = []
+    for field, label, unit in FIGURE_FIELDS:
+        item = entry(field, label, unit)
+        item["ratio"] = ratio(item["b"], item["a"]) if unit != "text" else None
+        figures.append(item)
+    return {"runs": [a.get("id"), b.get("id")], "config": config, "figures": figures}
