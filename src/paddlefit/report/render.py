@@ -112,7 +112,8 @@ def render_plan(plan: Any, console: Console) -> None:
             duration(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
             "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
-            {"device": "device", "published-fit": "fit"}.get(t.calibration, "none"),
+            (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
+             else {"device": "device", "published-fit": "fit"}.get(t.calibration, "none")),
         ]
         if wide:
             row.append("; ".join(t.notes))
@@ -138,7 +139,8 @@ def render_plan(plan: Any, console: Console) -> None:
         f"{a['trace_ops']} traced ops' forward/backward kernels + optimizer of max(FLOPs / (unit peak x fitted "
         f"efficiency x wave fill), bytes / (bandwidth x fitted efficiency)) + per-kernel cost, never below the host "
         f"floor {duration(a['host_floor_s'])} measured here; cal fit = parameters fitted on published measurements "
-        f"(`plan --explain GPU` shows the top ops); samples/s across all devices. {cpu_line}[/]"
+        f"(`plan --explain GPU` shows the top ops), runs n=K = corrected by K runs recorded here (`paddlefit "
+        f"runs`); samples/s across all devices. {cpu_line}[/]"
     )
     rec = plan.recommendation
     if rec["target"]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,16 +18,13 @@ from typing import Any
 import numpy as np
 
 from paddlefit.fileio import atomic_write_text
+from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import COMPARISON_FILE, PREDICTION_FILE, WARMUP_STEPS, comparison, trainer_step_s
 
 __all__ = ["PREDICTION_KEY_ENV", "RunRecord"]
 
 PREDICTION_KEY_ENV = "PADDLEFIT_PREDICTION_KEY"  # run_job -> launched workers: which prediction.json is this run's
 STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 143: "stopped"}
-
-
-def _utc(t: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 class RunRecord:
@@ -152,7 +148,7 @@ class RunRecord:
         if ended is not None:
             code, reason = ended
             fields.update(status=STATUS_NAMES.get(code, "failed"), exit_code=code, reason=reason[:2000],
-                          ended_at=_utc())  # fmt: skip
+                          ended_at=utc_now())  # fmt: skip
         rid = self.registry_id
         self._registry(lambda rw: rw[0].update_run(rid, fields, rw[1]))
 
