@@ -1,0 +1,128 @@
+"""Predicted vs measured on every run (paddlefit.train.predict, paddlefit.train.record): the comparison's math,
+and real runs of the digits job with the planner's prediction, the registry row, resume and a corrupt registry."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paddlefit.spec import load_job_spec
+from paddlefit.train.predict import RunDevice, comparison, predict_run, trainer_step_s
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_comparison_puts_the_prediction_for_the_trainer_step_beside_the_measured_figures() -> None:
+    pred = {"status": "predicted", "device": {"kind": "gpu", "name": "L4", "count": 2}, "calibration": "published-fit",
+            "micro_step_s": 0.010, "optimizer_s": 0.002, "peak_memory_bytes": 1000, "mfu": 0.25,
+            "train_flops_per_sample": 3e9, "peak_flops": 1e14}  # fmt: skip
+    step_s, wait_s = [0.03, 0.04, 0.05, 0.10], [0.0, 0.01, 0.0, 0.02]
+    doc = comparison(pred, step_s=step_s, wait_s=wait_s, global_batch=96, batch_size=16, grad_accum_steps=3,
+                     devices=2, peak_memory_bytes=800, warmup_steps=5)  # fmt: skip
+    fig = {f["name"]: f for f in doc["figures"]}
+    predicted_step = 3 * (0.010 - 0.002) + 0.002  # three forward+backward passes, one optimizer update
+    assert trainer_step_s(pred, 3) == pytest.approx(predicted_step)
+    compute = [0.03, 0.03, 0.05, 0.08]
+    assert fig["step_time_s"]["predicted"] == pytest.approx(predicted_step)
+    assert fig["step_time_s"]["measured"] == pytest.approx(np.median(compute))
+    assert fig["step_time_s"]["ratio"] == pytest.approx(predicted_step / np.median(compute))
+    assert fig["step_time_p95_s"]["measured"] == pytest.approx(np.percentile(compute, 95))
+    assert fig["samples_per_s"]["measured"] == pytest.approx(4 * 96 / sum(step_s))
+    assert fig["samples_per_s"]["predicted"] == pytest.approx(96 / predicted_step)
+    assert fig["peak_memory_bytes"]["ratio"] == pytest.approx(1000 / 800)
+    assert fig["mfu"]["measured"] == pytest.approx(3e9 * 96 / (np.median(compute) * 2 * 1e14))
+    assert fig["data_wait_fraction"]["measured"] == pytest.approx(0.03 / sum(step_s))
+    assert doc["measured_steps"] == 4 and doc["device"]["name"] == "L4"
+    # the CPU probe has no optimizer share: A x the plan step
+    assert trainer_step_s({"micro_step_s": 0.01, "optimizer_s": None}, 3) == pytest.approx(0.03)
+    none = comparison(None, step_s=step_s, wait_s=wait_s, global_batch=96, batch_size=16, grad_accum_steps=3,
+                      devices=2, peak_memory_bytes=800, warmup_steps=5)  # fmt: skip
+    assert none["status"] == "not predicted" and all(f["predicted"] is None for f in none["figures"])
+    assert none["figures"][0]["measured"] == pytest.approx(np.median(compute))
+
+
+def test_what_cannot_be_predicted_says_why_without_running_the_planner(tmp_path: Path) -> None:
+    logs: list[str] = []
+    gpu = predict_run("model: x\n", RunDevice("gpu", "NVIDIA Quantum 9000", None, 1), tmp_path, logs.append)
+    assert gpu["status"] == "not predicted" and "'NVIDIA Quantum 9000' is not in paddlefit's catalog" in gpu["reason"]
+    cpu = predict_run("model: x\n", RunDevice("cpu", "x86_64", None, 2), tmp_path, logs.append)
+    assert cpu["status"] == "not predicted" and "2 CPU processes" in cpu["reason"]
+    assert logs == []  # neither started the planner
+    assert json.loads((tmp_path / "prediction.json").read_text())["key"] == cpu["key"]
+
+
+@pytest.mark.slow
+def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from paddlefit.job import JobOptions
+    from paddlefit.plan.jobs import plan_job
+    from paddlefit.runs.registry import Registry
+    from paddlefit.train.run import run_job
+
+    monkeypatch.delenv("PADDLEFIT_NO_PREDICT", raising=False)
+    monkeypatch.setenv("PADDLEFIT_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "run"
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": str(run_dir), "max_steps": 40})
+    logs: list[str] = []
+    out = run_job(spec, resume="never", log=logs.append)
+    assert out.exit_code == 0
+    pred = json.loads((run_dir / "prediction.json").read_text())
+    assert pred["status"] == "predicted" and pred["calibration"] == "device" and pred["device"]["name"] == "cpu"
+    assert any(line.startswith("predicted (device): step ") for line in logs)
+    doc = json.loads((run_dir / "comparison.json").read_text())
+    assert out.summary["comparison"]["figures"][0]["predicted"] == doc["figures"][0]["predicted"]
+    fig = {f["name"]: f for f in doc["figures"]}
+    assert doc["measured_steps"] == 40 - 5  # after the warm-up
+    assert fig["step_time_s"]["predicted"] == pytest.approx(pred["micro_step_s"])  # no accumulation on CPU
+    assert fig["peak_memory_bytes"]["measured"] == out.summary["peak_memory_bytes"]
+    # the probe's peak is the trainer's to within 25 % (measured: 0.99, host allocator both)
+    assert 0.75 < fig["peak_memory_bytes"]["ratio"] < 1.25
+    assert fig["step_time_s"]["measured"] > 0 and fig["step_time_s"]["ratio"] > 0
+
+    reg = Registry()
+    (row,) = reg.list_runs()
+    assert row["status"] == "finished" and row["exit_code"] == 0 and row["steps"] == 40 and row["resumes"] == 0
+    assert row["predicted_step_s"] == pytest.approx(fig["step_time_s"]["predicted"])
+    assert row["measured_step_s"] == pytest.approx(fig["step_time_s"]["measured"])
+    assert row["final_loss"] == pytest.approx(out.summary["final_loss"])
+    assert row["model"] == spec.model and row["device_name"] == "cpu" and row["params"] == pred["params"]
+
+    # a resume takes the row over and reuses the prediction (same spec text, device and count)
+    mtime = (run_dir / "prediction.json").stat().st_mtime_ns
+    logs.clear()
+    out2 = run_job(spec.model_copy(update={"max_steps": 50}), resume="auto", log=logs.append)
+    assert out2.exit_code == 0 and any(line.startswith("predicting this run") for line in logs)
+    (row2,) = reg.list_runs()
+    assert row2["id"] == row["id"] and row2["resumes"] == 1 and row2["steps"] == 50
+    assert (run_dir / "prediction.json").stat().st_mtime_ns != mtime  # max_steps changed the spec: predicted again
+
+    # plan corrects this CPU's step time by the recorded runs of the model (calibration: runs (n=1))
+    plan = plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), cpu_only=True).plan
+    (cpu,) = plan.targets
+    assert cpu.calibration == "runs (n=1)" and cpu.runs_calibration["same_model"]
+    assert cpu.runs_calibration["factor"] == pytest.approx(row2["measured_step_s"] / row2["predicted_step_s"])
+    assert plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), cpu_only=True,
+                    use_runs=False).plan.targets[0].calibration == "device"  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_corrupt_registry_warns_and_the_run_trains_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from paddlefit.train.run import run_job
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.db").write_bytes(b"not a database\x00" * 100)
+    monkeypatch.setenv("PADDLEFIT_HOME", str(home))
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": str(tmp_path / "r"), "max_steps": 8})
+    logs: list[str] = []
+    out = run_job(spec, resume="never", log=logs.append)
+    assert out.exit_code == 0 and out.summary["steps"] == 8
+    warnings = [line for line in logs if line.startswith("warning:") and "runs.db" in line]
+    assert len(warnings) == 1  # once: the run stops writing to it
+    assert (home / "runs.db").read_bytes() == b"not a database\x00" * 100  # left as it was
+    with pytest.raises(sqlite3.DatabaseError):
+        sqlite3.connect(home / "runs.db").execute("select * from runs")
