@@ -306,7 +306,7 @@ def build_report(run_dir: Path) -> ReportData:
     else:
         device = f"{spec.get('devices') or 'default'} device(s) (from job.yaml; no summary.json yet)"
     return ReportData(
-        run_dir=run_dir, model=spec.get("model"), status=status, status_detail=detail, steps=steps,
+        run_dir=run_dir.resolve(), model=spec.get("model"), status=status, status_detail=detail, steps=steps,
         total_steps=total if isinstance(total, int) else None, device=device, train=train, evals=evals,
         summary=summary, comparison=comparison if isinstance(comparison, dict) else None,
         comparison_source=source if isinstance(comparison, dict) else None, job_yaml=job_yaml, snapshot=snapshot,
