@@ -62,7 +62,7 @@ def test_readme_is_a_front_door():
     assert lines[4].startswith("make test")
     text = "\n".join(lines)
     for verb in ("calibrate", "cost", "doctor", "export", "gpus", "image", "launch", "models", "plan", "profile",
-                 "train", "tune"):  # fmt: skip
+                 "report", "train", "tune"):  # fmt: skip
         assert f"(docs/commands/{verb}.md)" in text, verb
         assert (ROOT / "docs" / "commands" / f"{verb}.md").exists(), verb
 

@@ -17,6 +17,7 @@ from paddlefit.cli.launch import launch_command
 from paddlefit.cli.models import models_command
 from paddlefit.cli.plan import plan_command
 from paddlefit.cli.profile import profile_command
+from paddlefit.cli.report import report_command
 from paddlefit.cli.runs import runs_app
 from paddlefit.cli.train import train_command
 from paddlefit.cli.tune import tune_command
@@ -32,6 +33,7 @@ app.command("plan")(plan_command)
 app.command("cost")(cost_command)
 app.command("train")(train_command)
 app.command("export")(export_command)
+app.command("report")(report_command)
 app.command("gpus")(gpus_command)
 app.command("models")(models_command)
 app.command("calibrate")(calibrate_command)

@@ -1,0 +1,48 @@
+"""``paddlefit report``: one self-contained HTML page for a run directory (plots, predicted vs measured,
+checkpoints and resumes, the job spec)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from paddlefit.cli.common import err, handle_errors, out
+from paddlefit.report.render import to_json
+
+
+@handle_errors
+def report_command(
+    run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run (finished, running or "
+                                   "killed)."),
+    out_file: Path = typer.Option(None, "--out", help="HTML file to write (default: RUN_DIR/report.html)."),
+    json_out: bool = typer.Option(False, "--json", help="Print {out, plots, status} as JSON."),
+) -> None:
+    """Write one self-contained HTML report of a run: loss and eval by step, samples/s and data wait (resumes
+    marked), peak memory (GPU), the profiled step-time breakdown, predicted vs measured, summary, checkpoints,
+    resumes and the job spec. No network: plots are inline SVG, no scripts, fonts or styles are fetched.
+
+    Examples:
+      paddlefit report runs/digits                       # writes runs/digits/report.html
+      paddlefit report runs/digits --out digits.html
+      paddlefit report runs/digits --json                # {"out": ..., "plots": [...], "status": ...}
+    """
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.fileio import atomic_write_text, check_output_path
+    from paddlefit.report.html import build_report, plot_ids, render_html
+    from paddlefit.report.rundir import is_run_dir
+
+    if not is_run_dir(run_dir):
+        raise PaddlefitError(f"`RUN_DIR {run_dir}` is not a run directory (no job.yaml and no metrics.jsonl); give "
+                             "the --run-dir of a `paddlefit train` run.")  # fmt: skip
+    target = out_file if out_file is not None else run_dir / "report.html"
+    check_output_path(target, "--out")
+    with err.status("writing report..."):
+        data = build_report(run_dir)
+        page = render_html(data)
+        path = atomic_write_text(target, page, option="--out")
+    if json_out:
+        print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status}))
+        return
+    out.print(escape(str(path)), highlight=False)

@@ -1,0 +1,219 @@
+"""``paddlefit report``: one self-contained HTML page for a run directory (no network: inline CSS, inline SVG
+plots drawn by matplotlib, no scripts or fonts fetched).
+
+:func:`build_report` (:mod:`paddlefit.report.rundir`) reads the run; :func:`render_html` writes the page. Every
+text is HTML-escaped. Every number is printed by :func:`fmt_num` (the page's one rule: integers with all digits
+and thousands commas, floats with 4 significant digits, ``-`` for none) and, in tables, carries its exact JSON
+value in ``data-value`` so the page can be checked against summary.json.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+from paddlefit.report import plots
+from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
+
+__all__ = ["ReportData", "build_report", "fmt_num", "plot_ids", "render_html"]
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 62em;
+       color: #222; padding: 0 1em; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd; margin-top: 2em; }
+table { border-collapse: collapse; margin: 0.5em 0; } td, th { padding: 0.2em 0.8em; border-bottom: 1px solid #eee;
+  text-align: left; vertical-align: top; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+figure.plot { margin: 1em 0; } figure.plot svg { width: 100%; height: auto; }
+.status { padding: 0.1em 0.5em; border-radius: 0.3em; color: #fff; background: #7f8c8d; }
+.status-finished { background: #27ae60; } .status-running { background: #2980b9; }
+.status-killed, .status-failed { background: #c0392b; } .status-stopped { background: #d68910; }
+.absent { color: #666; font-style: italic; } .note { color: #8a6d3b; }
+"""
+
+
+def fmt_num(value: Any) -> str:
+    """The page's number rule: None/NaN/inf ``-``; bools ``true``/``false``; ints all digits with thousands commas
+    (``20,160``); floats 4 significant digits (``2474``, ``0.008806``, ``1.5e+06``); anything else as text."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,d}"
+    if isinstance(value, float):
+        return "-" if math.isnan(value) or math.isinf(value) else f"{value:.4g}"
+    return str(value)
+
+
+def esc(value: Any) -> str:
+    """``value`` as escaped HTML text (quotes too)."""
+    return html.escape(str(value), quote=True)
+
+
+def num_cell(value: Any, key: str | None = None) -> str:
+    """A ``<td class="num">`` with :func:`fmt_num`'s text and the exact JSON value in ``data-value``."""
+    attrs = f' data-key="{esc(key)}"' if key else ""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        attrs += f' data-value="{esc(json.dumps(value))}"'
+    return f'<td class="num"{attrs}>{esc(fmt_num(value))}</td>'
+
+
+def value_cell(value: Any, key: str | None = None) -> str:
+    """A number cell for numbers, a text cell for anything else (dicts and lists as JSON)."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return num_cell(value, key)
+    text = json.dumps(value) if isinstance(value, dict | list) else fmt_num(value)
+    return f'<td data-key="{esc(key)}">{esc(text)}</td>' if key else f"<td>{esc(text)}</td>"
+
+
+def mib(nbytes: Any) -> str:
+    """`` (1.51 MiB)`` for a byte count, else empty."""
+    if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
+        return f" ({fmt_num(nbytes / 1024**2)} MiB)"
+    return ""
+
+
+def kv_table(rows: dict[str, Any], table_id: str, prefix: str = "") -> str:
+    """A two-column key/value table; each value cell is keyed ``prefix + key``."""
+    body = "".join(f"<tr><th>{esc(k)}</th>{value_cell(v, prefix + k)}</tr>" for k, v in rows.items())
+    return f'<table id="{esc(table_id)}">{body}</table>'
+
+
+def plot_figure(plot_id: str, caption: str, svg: str) -> str:
+    """One ``<figure class="plot" id="plot-...">`` around an inline SVG (matplotlib's output, trusted)."""
+    return f'<figure class="plot" id="plot-{plot_id}">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
+
+
+def absent(elem_id: str, text: str) -> str:
+    """A paragraph saying why something is not shown."""
+    return f'<p class="absent" id="{esc(elem_id)}">{esc(text)}</p>'
+
+
+def header(data: ReportData) -> str:
+    """Run dir, model, status, steps and device."""
+    steps = fmt_num(data.steps) + (f" of {fmt_num(data.total_steps)}" if data.total_steps else "")
+    rows = [("run dir", esc(data.run_dir)), ("model", esc(data.model or "- (no job.yaml)")),
+            ("status", f'<span class="status status-{esc(data.status)}" id="run-status">{esc(data.status)}</span> '
+                       f"{esc(data.status_detail)}"),
+            ("steps", f'<span id="run-steps" data-value="{esc(json.dumps(data.steps))}">{esc(steps)}</span>'),
+            ("device", esc(data.device))]  # fmt: skip
+    body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    notes = "".join(f'<p class="note">{esc(n)}</p>' for n in data.notes)
+    return f'<h1>paddlefit report</h1><table id="header">{body}</table>{notes}'
+
+
+def plots_section(data: ReportData) -> str:
+    """The plots, or a sentence for each one the run has no data for."""
+    steps = [r.step for r in data.resumes]
+    mark = f" Dashed red lines: resumes (steps {', '.join(fmt_num(s) for s in steps)})." if steps else ""
+    parts = ["<h2>Plots</h2>"]
+    if data.train:
+        parts.append(plot_figure("loss", "Train loss by optimizer step; eval loss and accuracy at each evaluation."
+                                 + mark, plots.loss_plot(data.train, data.evals, steps)))  # fmt: skip
+        parts.append(plot_figure("throughput", "Samples/s and DataLoader wait of every optimizer step "
+                                 "(metrics.jsonl has no wall-clock times, so the x axis is the step)." + mark,
+                                 plots.throughput_plot(data.train, steps)))  # fmt: skip
+        svg = plots.memory_plot(data.train, steps)
+        peak = data.summary.get("peak_memory_bytes") if data.summary else None
+        parts.append(plot_figure("memory", "Peak allocated memory by step (GPU).", svg) if svg else
+                     absent("plot-memory-absent", "No per-step peak memory in metrics.jsonl (recorded on GPU only); "
+                            f"the run's peak: {fmt_num(peak)} B{mib(peak)} (summary.json)."))  # fmt: skip
+    else:
+        parts.append(absent("plots-absent", "No train steps in metrics.jsonl yet: nothing to plot."))
+    svg = plots.profile_plot(data.profile) if data.profile else None
+    if svg:
+        verdict = data.profile.get("verdict") if data.profile else None
+        parts.append(plot_figure("profile", f"Step-time breakdown from {PROFILE_FILE} (paddlefit profile; "
+                                 f"verdict: {verdict or '-'}).", svg))  # fmt: skip
+    else:
+        parts.append(absent("profile-absent", f"Not profiled: no {PROFILE_FILE} in the run directory (`paddlefit "
+                            f"profile JOB.yaml --json > RUN_DIR/{PROFILE_FILE}` adds the step-time breakdown)."))
+    return "".join(parts)
+
+
+def comparison_section(data: ReportData) -> str:
+    """Predicted vs measured figures (comparison.json or summary.json["comparison"])."""
+    c = data.comparison
+    if c is None:
+        return "<h2>Predicted vs measured</h2>" + absent("comparison-absent", "No prediction recorded (run with a "
+                                                          "paddlefit that records it).")  # fmt: skip
+    dev = c.get("device") if isinstance(c.get("device"), dict) else {}
+    status = str(c.get("status", "-"))
+    head = (f'<p id="comparison-status">{esc(status)}' + (f": {esc(c['reason'])}" if c.get("reason") else "")
+            + f" (calibration {esc(c.get('calibration') or '-')}; device {esc(dev.get('kind', '-'))} "
+            f"{esc(dev.get('name', ''))} x{esc(fmt_num(dev.get('count')))}; {esc(fmt_num(c.get('warmup_steps')))} "
+            f"warm-up steps left out, {esc(fmt_num(c.get('measured_steps')))} measured; from "
+            f"{esc(data.comparison_source or COMPARISON_FILE)})</p>")  # fmt: skip
+    rows = []
+    for f in c.get("figures") or []:
+        if not isinstance(f, dict):
+            continue
+        name = str(f.get("name", ""))
+        rows.append(f'<tr data-figure="{esc(name)}"><td>{esc(f.get("label") or name)}</td><td>{esc(f.get("unit", ""))}'
+                    f"</td>{num_cell(f.get('predicted'))}{num_cell(f.get('measured'))}{num_cell(f.get('ratio'))}</tr>")
+    table = ('<table id="comparison"><tr><th>figure</th><th>unit</th><th>predicted</th><th>measured</th>'
+             f"<th>ratio (predicted / measured)</th></tr>{''.join(rows)}</table>")  # fmt: skip
+    return "<h2>Predicted vs measured</h2>" + head + table
+
+
+def run_records_section(data: ReportData) -> str:
+    """Summary, checkpoints, resumes, environment and the job spec."""
+    parts = ["<h2>Summary</h2>"]
+    if data.summary is not None:
+        parts.append(kv_table({k: v for k, v in data.summary.items() if k != "comparison"}, "summary"))
+    else:
+        parts.append(absent("summary-absent", "No summary.json: the run has not finished (running, killed or "
+                            "stopped early)."))  # fmt: skip
+    parts.append("<h2>Checkpoints</h2>")
+    if data.checkpoints:
+        rows = "".join(f"<tr><td>{esc(c.name)}</td>{num_cell(c.step)}{num_cell(c.size_bytes)}"
+                       f"<td>{esc(mib(c.size_bytes))}</td>{num_cell(c.wall_s)}"
+                       f"<td>{'yes' if c.complete else 'no (manifest unreadable)'}</td></tr>"
+                       for c in data.checkpoints)  # fmt: skip
+        parts.append('<table id="checkpoints"><tr><th>checkpoint</th><th>step</th><th>bytes</th><th></th>'
+                     f"<th>run wall time (s)</th><th>complete</th></tr>{rows}</table>")  # fmt: skip
+    else:
+        parts.append(absent("checkpoints-absent", "No checkpoints in RUN_DIR/checkpoints."))
+    parts.append("<h2>Resumes</h2>")
+    if data.resumes:
+        rows = "".join(f"<tr>{num_cell(r.step)}<td>{esc(r.from_checkpoint)}</td>{num_cell(r.downtime_s)}"
+                       f"<td>{esc(r.evidence)}</td></tr>" for r in data.resumes)  # fmt: skip
+        parts.append('<table id="resumes"><tr><th>resumed at step</th><th>from</th><th>down (s)</th>'
+                     f"<th>evidence</th></tr>{rows}</table>")  # fmt: skip
+    oldest = fmt_num(data.checkpoints[0].step) if data.checkpoints else "-"
+    parts.append(f'<p class="absent" id="resumes-note">{"" if data.resumes else "No resume seen. "}Resumes are found '
+                 "from the kept checkpoints' times (metrics.jsonl records none), so a resume before the oldest kept "
+                 f"checkpoint ({esc(oldest)}) does not show.</p>")  # fmt: skip
+    parts.append("<h2>Environment</h2>")
+    if data.snapshot is not None:
+        parts.append(f"<p>From {esc(data.snapshot_source)}:</p><pre>{esc(json.dumps(data.snapshot, indent=1))}</pre>")
+    else:
+        s = data.summary or {}
+        known = {k: s[k] for k in ("device", "devices", "precision", "amp_active", "peak_memory_kind") if k in s}
+        parts.append(absent("environment-absent", "`train` does not write an environment snapshot into the run "
+                            "directory (`paddlefit doctor --snapshot RUN_DIR/snapshot.json` adds one); what "
+                            "summary.json says:"))  # fmt: skip
+        parts.append(kv_table(known, "environment", "environment.") if known else "")
+    parts.append("<h2>Job spec (job.yaml)</h2>")
+    parts.append(f'<pre id="job-yaml">{esc(data.job_yaml)}</pre>' if data.job_yaml is not None else
+                 absent("job-absent", "No job.yaml in the run directory."))  # fmt: skip
+    return "".join(parts)
+
+
+def plot_ids(page: str) -> list[str]:
+    """The ``plot-...`` ids of the figures in a rendered page, in order."""
+    import re
+
+    return re.findall(r'<figure class="plot" id="(plot-[\w-]+)"', page)
+
+
+def render_html(data: ReportData) -> str:
+    """The report as one self-contained HTML document (no external resource of any kind)."""
+    title = f"paddlefit report: {data.run_dir.name or data.run_dir}"
+    body = header(data) + plots_section(data) + comparison_section(data) + run_records_section(data)
+    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n")  # fmt: skip

@@ -1,0 +1,315 @@
+"""Read a ``paddlefit train`` run directory for the HTML report (:mod:`paddlefit.report.html`): metrics, summary,
+status, checkpoints and the resumes they show, the job spec, and the optional comparison/profile/snapshot files.
+
+Pure reading: nothing in the run directory is written or locked, so a run that is still going can be read (every
+file but metrics.jsonl is written atomically; its last line may be cut, and is skipped).
+
+What the run records, and therefore what can be shown: metrics.jsonl has no wall-clock timestamps (one line per
+optimizer step and per evaluation), and a resume leaves no line of its own (the lines after the checkpoint are
+cut and rewritten). A resume is found from two consecutive checkpoints still on disk: the wall time the trainer
+counts (``totals.wall_s`` in ``trainer.json``, which restarts from the checkpoint's value in a resumed process)
+advanced less between them than the wall clock did (``created_unix`` in their manifests); the difference is the
+time the run was down (lost work after the checkpoint, the pause, start-up). Resumes older than the oldest kept
+checkpoint (``checkpoint.keep_last``) are not visible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import read_text_limited
+
+__all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
+           "build_report", "is_run_dir"]  # fmt: skip
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+STATUS_FILE = "status.json"
+SPEC_FILE = "job.yaml"
+LOCK_INFO_FILE = ".lock.json"
+#: predicted vs measured figures, written by the trainer (also ``summary.json["comparison"]`` at the end)
+COMPARISON_FILE = "comparison.json"
+#: ``paddlefit profile JOB --json > RUN_DIR/profile.json``: the step-time breakdown (``profile`` writes no run dir)
+PROFILE_FILE = "profile.json"
+#: an environment snapshot saved into the run directory (``paddlefit doctor --snapshot RUN_DIR/snapshot.json``)
+SNAPSHOT_FILES = ("snapshot.json", "environment.json")
+#: a checkpoint pair whose wall-clock gap exceeds the trainer's wall-time gap by more than this is a resume
+RESUME_GAP_S = 0.5
+#: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
+MAX_METRICS_BYTES = 512 * 1024**2
+
+EXIT_STATUS = {0: "finished", 143: "stopped", 4: "stopped", 130: "stopped", 3: "failed", 1: "failed"}
+
+
+@dataclass
+class CheckpointInfo:
+    """One ``RUN_DIR/checkpoints/step-*`` directory: its step, bytes on disk, manifest time and trainer wall time
+    (None when its manifest or trainer.json cannot be read: an incomplete or damaged checkpoint)."""
+
+    name: str
+    step: int
+    size_bytes: int
+    created_unix: float | None
+    wall_s: float | None
+    complete: bool
+    total_steps: int | None = None
+
+
+@dataclass
+class Resume:
+    """A resume seen between two kept checkpoints: the run continued from ``from_checkpoint`` (step ``step``)
+    after being down ``downtime_s`` seconds (lost work since the checkpoint, the pause and start-up together)."""
+
+    step: int
+    from_checkpoint: str
+    next_checkpoint: str
+    downtime_s: float
+    evidence: str
+
+
+@dataclass
+class ReportData:
+    """Everything the report shows, read from one run directory (:func:`build_report`)."""
+
+    run_dir: Path
+    model: str | None
+    status: str  # finished | stopped | failed | running | killed
+    status_detail: str
+    steps: int | None
+    total_steps: int | None
+    device: str
+    train: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    comparison: dict[str, Any] | None = None
+    comparison_source: str | None = None
+    job_yaml: str | None = None
+    snapshot: dict[str, Any] | None = None
+    snapshot_source: str | None = None
+    profile: dict[str, Any] | None = None
+    checkpoints: list[CheckpointInfo] = field(default_factory=list)
+    resumes: list[Resume] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def is_run_dir(run_dir: Path) -> bool:
+    """Whether ``run_dir`` looks like a ``paddlefit train`` run directory (it has job.yaml or metrics.jsonl)."""
+    return run_dir.is_dir() and ((run_dir / SPEC_FILE).is_file() or (run_dir / METRICS_FILE).is_file())
+
+
+def read_json(path: Path, notes: list[str]) -> Any:
+    """A small JSON file, or None when absent; an unreadable one adds a note and gives None."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(read_text_limited(path, path.name))
+    except (PaddlefitError, ValueError) as exc:
+        notes.append(f"{path.name} could not be read ({exc}); left out.")
+        return None
+
+
+def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """metrics.jsonl as (train lines, eval lines), each sorted by step; lines that do not parse (the last one of a
+    running or killed run, cut mid-write) are skipped and counted in a note."""
+    if not path.exists():
+        notes.append("no metrics.jsonl: the run has not completed a step yet.")
+        return [], []
+    with open(path, "rb") as f:
+        data = f.read(MAX_METRICS_BYTES)
+    train, evals, bad = [], [], 0
+    for raw in data.decode("utf-8", errors="replace").splitlines():
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            bad += 1
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
+            bad += 1
+        elif "eval_loss" in rec:
+            evals.append(rec)
+        elif "loss" in rec:
+            train.append(rec)
+    if bad:
+        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer); "
+                     "skipped.")  # fmt: skip
+    return sorted(train, key=lambda r: r["step"]), sorted(evals, key=lambda r: r["step"])
+
+
+def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
+    """The ``step-*`` checkpoint directories, oldest first (manifests are read, files are not hashed)."""
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        if not (p.name.startswith("step-") and p.name[5:].isdigit() and p.is_dir()):
+            continue
+        size = sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+        created = wall = total = None
+        try:
+            created = float(json.loads((p / "manifest.json").read_text(encoding="utf-8"))["created_unix"])
+            trainer = json.loads((p / "trainer.json").read_text(encoding="utf-8"))
+            wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        found.append(CheckpointInfo(p.name, int(p.name[5:]), size, created, wall, created is not None and
+                                    wall is not None, total if isinstance(total, int) else None))  # fmt: skip
+    return sorted(found, key=lambda c: c.step)
+
+
+def find_resumes(ckpts: list[CheckpointInfo]) -> list[Resume]:
+    """Resumes between consecutive complete checkpoints: the wall clock advanced more than the trainer's wall time
+    did (see the module docstring). A finished run's last checkpoint is written at its end, so a resume after the
+    last periodic checkpoint is seen too."""
+    points = [(c.name, c.step, c.created_unix, c.wall_s) for c in ckpts if c.complete]
+    out = []
+    for (name_a, step_a, t_a, w_a), (name_b, step_b, t_b, w_b) in itertools.pairwise(points):
+        if step_b < step_a or t_a is None or t_b is None or w_a is None or w_b is None:
+            continue
+        gap = (t_b - t_a) - (w_b - w_a)
+        if gap > RESUME_GAP_S:
+            out.append(Resume(step_a, name_a, name_b, gap,
+                              f"{name_a} -> {name_b}: wall clock +{t_b - t_a:.1f} s, trainer's wall time "
+                              f"+{w_b - w_a:.1f} s"))  # fmt: skip
+    return out
+
+
+def lock_record(run_dir: Path) -> dict[str, Any] | None:
+    """RUN_DIR/.lock.json, the lock holder's record (pid, host, since, command), removed when a run ends
+    normally and left behind by a killed one; None when absent or unreadable."""
+    try:
+        info = json.loads((run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) and "pid" in info and "host" in info else None
+
+
+def since_unix(record: dict[str, Any] | None) -> float | None:
+    """The lock record's start time (``%Y-%m-%dT%H:%M:%S%z``, whole seconds) as Unix seconds, or None."""
+    import datetime
+
+    try:
+        return datetime.datetime.strptime(str(record["since"]), "%Y-%m-%dT%H:%M:%S%z").timestamp()  # type: ignore
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def writer_resume(ckpts: list[CheckpointInfo], record: dict[str, Any] | None) -> list[Resume]:
+    """A running or killed run whose writer (the lock record's process) started after the newest checkpoint was
+    written resumed from that checkpoint (``--resume never`` deletes the checkpoints after locking)."""
+    since = since_unix(record)
+    done = [c for c in ckpts if c.complete and c.created_unix is not None]
+    if since is None or not done or since <= (done[-1].created_unix or 0.0):
+        return []
+    last = done[-1]
+    return [Resume(last.step, last.name, "(the writer's process)", since - (last.created_unix or 0.0),
+                   f"the writer in .lock.json started at {record.get('since') if record else '?'}, after "
+                   f"{last.name} was written; its down time is at least the gap shown")]  # fmt: skip
+
+
+def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
+    """From the lock record (:func:`lock_record`): (True, who) while the recorded process lives on this host,
+    (False, who) when it is gone (killed), (None, ...) when there is no record or the holder is on another host."""
+    info = lock_record(run_dir)
+    if info is None:
+        return None, ""
+    pid, host = info["pid"], info["host"]
+    who = f"pid {pid} on {host} since {info.get('since', '?')}"
+    if host != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return None, who
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False, who
+    except OSError:
+        return True, who
+    return True, who
+
+
+def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:
+    """(status, detail): running while the lock holder lives; killed when its record outlives it, or when no
+    status.json covers the last step; else status.json's ending (finished / stopped / failed)."""
+    alive, who = writer_alive(run_dir)
+    if alive:
+        return "running", f"the writer ({who}) is alive"
+    if alive is False:
+        return "killed", f"the writer ({who}) is gone without recording an end"
+    if not isinstance(status, dict):
+        extra = f"; {who} holds the record (another host: cannot check)" if who else ""
+        return "killed", f"no status.json: the run never recorded an end (killed, or still starting){extra}"
+    code, reason, step = status.get("exit_code"), str(status.get("reason", "")), status.get("step")
+    if isinstance(step, int) and last_step is not None and last_step > step:
+        return "killed", f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
+    label = EXIT_STATUS.get(code, "failed") if isinstance(code, int) else "failed"
+    return label, f"exit code {code}: {reason}"
+
+
+def spec_fields(job_yaml: str | None) -> dict[str, Any]:
+    """The job spec as a dict ({} when missing or not YAML)."""
+    if not job_yaml:
+        return {}
+    import yaml
+
+    try:
+        doc = yaml.safe_load(job_yaml)
+    except yaml.YAMLError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def build_report(run_dir: Path) -> ReportData:
+    """Read ``run_dir`` into a :class:`ReportData`, tolerating a run that is still going (no summary.json, a cut
+    last metrics line) or was killed.
+
+    Raises:
+        PaddlefitError: ``run_dir`` is not a run directory (no job.yaml and no metrics.jsonl).
+    """
+    run_dir = Path(run_dir)
+    if not is_run_dir(run_dir):
+        raise PaddlefitError(f"`RUN_DIR {run_dir}` is not a run directory (no job.yaml and no metrics.jsonl); give "
+                             "the --run-dir of a `paddlefit train` run.")  # fmt: skip
+    notes: list[str] = []
+    train, evals = read_metrics(run_dir / METRICS_FILE, notes)
+    summary = read_json(run_dir / SUMMARY_FILE, notes)
+    summary = summary if isinstance(summary, dict) else None
+    job_yaml = read_text_limited(run_dir / SPEC_FILE, SPEC_FILE) if (run_dir / SPEC_FILE).is_file() else None
+    spec = spec_fields(job_yaml)
+    last_step = max([r["step"] for r in train] + [r["step"] for r in evals], default=None)
+    status, detail = run_status(run_dir, read_json(run_dir / STATUS_FILE, notes), last_step)
+    if summary is not None and status in ("running", "killed"):
+        notes.append("summary.json is from an earlier end of this run; the metrics go further.")
+    ckpts = read_checkpoints(run_dir)
+    resumes = find_resumes(ckpts) + writer_resume(ckpts, lock_record(run_dir))
+    comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
+    if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
+        comparison, source = summary["comparison"], 'summary.json["comparison"]'
+    snapshot, snap_source = None, None
+    for name in SNAPSHOT_FILES:
+        doc = read_json(run_dir / name, notes)
+        if isinstance(doc, dict):
+            snapshot, snap_source = doc, name
+            break
+    profile = read_json(run_dir / PROFILE_FILE, notes)
+    steps = summary.get("steps") if summary is not None and status not in ("running", "killed") else last_step
+    total = next((c.total_steps for c in reversed(ckpts) if c.total_steps), spec.get("max_steps"))
+    if summary is not None:
+        device = f"{summary.get('device', '?')} x{summary.get('devices', '?')}, {summary.get('precision', '?')}"
+    else:
+        device = f"{spec.get('devices') or 'default'} device(s) (from job.yaml; no summary.json yet)"
+    return ReportData(
+        run_dir=run_dir.resolve(), model=spec.get("model"), status=status, status_detail=detail, steps=steps,
+        total_steps=total if isinstance(total, int) else None, device=device, train=train, evals=evals,
+        summary=summary, comparison=comparison if isinstance(comparison, dict) else None,
+        comparison_source=source if isinstance(comparison, dict) else None, job_yaml=job_yaml, snapshot=snapshot,
+        snapshot_source=snap_source, profile=profile if isinstance(profile, dict) else None, checkpoints=ckpts,
+        resumes=resumes, notes=notes,
+    )  # fmt: skip
