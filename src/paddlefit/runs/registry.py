@@ -302,13 +302,14 @@ class Registry:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection | None]:
         """A connection to read (None when the file does not exist); sqlite3 errors become :class:`RegistryError`."""
-        if not self.path.exists():
+        try:
+            exists = self.path.exists()
+            conn = self._connect() if exists else None
+        except (sqlite3.Error, OSError) as exc:
+            raise self._read_error(exc) from None
+        if conn is None:
             yield None
             return
-        try:
-            conn = self._connect()
-        except sqlite3.Error as exc:
-            raise self._read_error(exc) from None
         try:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
@@ -321,7 +322,7 @@ class Registry:
         finally:
             conn.close()
 
-    def _read_error(self, exc: sqlite3.Error) -> RegistryError:
+    def _read_error(self, exc: sqlite3.Error | OSError) -> RegistryError:
         return RegistryError(f"the run registry {self.path} cannot be read ({exc}). Fix: {self._fix(exc)}")
 
     def _fix(self, exc: BaseException) -> str:
