@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -183,9 +184,10 @@ class MetricsLog:
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 
     def write(self, record: dict[str, Any], scalars: tuple[str, ...] = (), prefix: str = "train") -> None:
-        """Append ``record`` (with a ``step``) as a line and flush; ``scalars`` of it also go to VisualDL as
-        ``prefix/<name>`` (without an ``eval_`` prefix)."""
-        self.file.write(json.dumps(record) + "\n")
+        """Append ``record`` (with a ``step``) as a line, with ``time`` (Unix seconds, wall clock: a kill and
+        resume shows as a gap), and flush; ``scalars`` of it also go to VisualDL as ``prefix/<name>`` (without an
+        ``eval_`` prefix)."""
+        self.file.write(json.dumps({**record, "time": round(time.time(), 3)}) + "\n")
         self.file.flush()
         if self.vdl is not None:
             for k in scalars:
