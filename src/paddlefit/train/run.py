@@ -29,6 +29,8 @@ from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, sp
 from paddlefit.train.predict import NO_PREDICT_ENV
 from paddlefit.train.record import PREDICTION_KEY_ENV
 
+SNAPSHOT_FILE = "snapshot.json"  # the machine this run started on (paddlefit report shows it)
+
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
 
 
@@ -145,8 +147,22 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
+            _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
             return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay, lock, key)
+
+
+def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:
+    """RUN_DIR/snapshot.json: ``paddlefit doctor``'s snapshot of this machine (no device runs; ~50 ms after Paddle's
+    import), what ``paddlefit report`` shows as the run's environment. A failure is a warning, never the run's."""
+    try:
+        from paddlefit.diagnose.snapshot import collect_snapshot
+
+        run_dir.mkdir(parents=True, exist_ok=True)
+        snap = collect_snapshot(run_dir, run_devices=False)
+        atomic_write_text(run_dir / SNAPSHOT_FILE, json.dumps(snap.to_dict(), indent=2) + "\n", option="--run-dir")
+    except Exception as exc:  # the environment record is for the report: it never stops a run
+        log(f"warning: no environment snapshot in {run_dir} ({type(exc).__name__}: {str(exc)[:200]})")
 
 
 def _prediction(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
