@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(BIN)/paddlefit cost --config examples/digits.yaml --cloud aws --cloud gcp --top 6
 	$(BIN)/paddlefit train examples/digits.yaml --resume never
 	$(BIN)/paddlefit export runs/digits
+	$(BIN)/paddlefit runs --last 3
+	$(BIN)/paddlefit report runs/digits
 
 # compileall first: the tests start hundreds of `paddlefit` processes, which otherwise recompile src/ each time
 # under PYTHONDONTWRITEBYTECODE (set on these machines). Then the suite on two pytest-xdist workers (most tests wait
