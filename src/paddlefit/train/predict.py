@@ -216,7 +216,9 @@ def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s
         ``{"device", "status", "reason", "calibration", "figures": [{"name", "label", "unit", "predicted",
         "measured", "ratio"}], "warmup_steps", "measured_steps", "time_breakdown"}``; ratio = predicted / measured.
     """
-    p = prediction or {"status": "not predicted", "reason": "no prediction was made (`--no-predict`)"}
+    p = prediction or {"status": "not predicted", "reason": "no prediction was made for this run (`train "
+                                                            "--no-predict`, PADDLEFIT_NO_PREDICT=1, or workers "
+                                                            "started without `paddlefit train`)"}
     ok = p.get("status") == "predicted"
     compute = [s - w for s, w in zip(step_s, wait_s, strict=True)]
     med = _pct(compute, 50)
