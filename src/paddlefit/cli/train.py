@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, handle_errors, json_document_printed, out, quiet_paddle, stdout_to_stderr
-from paddlefit.report.render import comparison_table, to_json
+from paddlefit.report.render import to_json
+from paddlefit.report.runs import render_comparison_document
 from paddlefit.spec import field_help
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
 from paddlefit.train.request import TrainRequest
@@ -71,7 +72,7 @@ def render_summary(summary: dict) -> None:
         table.add_row(k, escape(v))
     out.print(table)
     if summary.get("comparison"):
-        out.print(comparison_table(summary["comparison"]))
+        render_comparison_document(summary["comparison"], out)
 
 
 @handle_errors

@@ -366,36 +366,3 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
     for a in plan.to_dict()["assumptions"]:
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
 
-
-def figure_value(value: float | None, unit: str) -> str:
-    """One predicted-vs-measured figure as text: seconds in ms below 1 s (``12.3 ms``), bytes in MiB/GiB, a
-    fraction (unit ``""``) in percent with one decimal, a rate (``1/s``) with thousands separators; ``-`` for
-    None."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if unit == "s":
-        return f"{value * 1e3:,.2f} ms" if value < 1 else f"{value:,.3f} s"
-    if unit == "B":
-        return f"{value / 1024**3:,.2f} GiB" if value >= 1024**3 else f"{value / 1024**2:,.1f} MiB"
-    if unit == "":
-        return f"{value:.1%}" if value >= 0.001 else f"{value:.3%}"
-    return f"{value:,.1f}"
-
-
-def comparison_table(doc: dict[str, Any], title: str = "predicted vs measured") -> Table:
-    """The comparison document (:func:`paddlefit.train.predict.comparison`) as a table: figure, predicted,
-    measured, predicted / measured; the caption says what the prediction rests on, or why there is none."""
-    dev = doc.get("device") or {}
-    if doc.get("status") == "predicted":
-        caption = (f"plan for {dev.get('count')} x {dev.get('name')} (calibration: {doc.get('calibration')}); "
-                   f"measured over {doc.get('measured_steps')} steps after {doc.get('warmup_steps')} warm-up")
-    else:
-        caption = f"not predicted: {doc.get('reason')}"
-    table = Table(title=title, caption=escape(caption), box=box.SIMPLE)
-    for col, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"), ("ratio", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for f in doc.get("figures", []):
-        ratio = f"{f['ratio']:.2f}" if f.get("ratio") is not None else "-"
-        table.add_row(escape(f["label"]), figure_value(f.get("predicted"), f["unit"]),
-                      figure_value(f.get("measured"), f["unit"]), ratio)  # fmt: skip
-    return table
