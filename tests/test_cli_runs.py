@@ -170,3 +170,13 @@ def test_newer_registry_exits_2(home):
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     res = _run(home)
     assert res.exit_code == 2 and "newer paddlefit" in res.stderr and "upgrade paddlefit" in res.stderr
+
+
+def test_ids_and_counts_beyond_sqlites_integers_are_bad_input_not_a_crash(tmp_path: Path) -> None:
+    from paddlefit.runs.registry import Registry, RegistryError
+
+    reg = Registry(tmp_path / "runs.db")
+    rid = reg.start_run({"model": "m", "run_dir": str(tmp_path)}, warn=lambda msg: None)
+    with pytest.raises(RegistryError, match="run 99999999999999999999 is not in the run registry"):
+        reg.get_run(99999999999999999999)
+    assert [r["id"] for r in reg.list_runs(last=10**30)] == [rid]  # more than there are: all of them

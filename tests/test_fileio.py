@@ -3,6 +3,7 @@ reads. Unit tests on tmp_path; failures are injected with monkeypatch (no subpro
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -273,3 +274,11 @@ def test_read_text_limited_errors_name_the_option_and_file(tmp_path):
             read_text_limited(path, "--config", limit)
         assert str(err.value) == message
     assert read_text_limited(big, "--config", 2 * 1024**2 + 1) == "x" * (2 * 1024**2 + 1)  # exactly the limit
+
+
+@pytest.mark.parametrize("where", ["/proc/paddlefit-report.html", "/sys/paddlefit-report.html", "LONG"])
+def test_a_directory_that_takes_no_file_is_bad_input_naming_the_option(tmp_path: Path, where: str) -> None:
+    path = tmp_path / ("a" * 300 + ".html") if where == "LONG" else Path(where)
+    with pytest.raises(PaddlefitError, match=r"`--out .*`: cannot create a file there \(.+\); choose another path"):
+        atomic_write_text(path, "<html></html>", option="--out")
+    assert list(tmp_path.iterdir()) == []

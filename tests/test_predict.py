@@ -94,10 +94,11 @@ def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
     # a resume takes the row over and reuses the prediction (same spec text, device and count)
     mtime = (run_dir / "prediction.json").stat().st_mtime_ns
     logs.clear()
-    out2 = run_job(spec.model_copy(update={"max_steps": 50}), resume="auto", log=logs.append)
+    out2 = run_job(spec.model_copy(update={"max_steps": 70}), resume="auto", log=logs.append)
     assert out2.exit_code == 0 and any(line.startswith("predicting this run") for line in logs)
     (row2,) = reg.list_runs()
-    assert row2["id"] == row["id"] and row2["resumes"] == 1 and row2["steps"] == 50
+    assert row2["id"] == row["id"] and row2["resumes"] == 1 and row2["steps"] == 70
+    assert row2["comparison_json"]["measured_steps"] == 30 - 5  # this process's steps after its warm-up
     assert (run_dir / "prediction.json").stat().st_mtime_ns != mtime  # max_steps changed the spec: predicted again
 
     # plan corrects this CPU's step time by the recorded runs of the model (calibration: runs (n=1))

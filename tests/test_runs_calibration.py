@@ -40,6 +40,17 @@ def test_rows_without_both_step_times_are_left_out() -> None:
                           "a", "L4").factor == pytest.approx(1.5)  # fmt: skip
 
 
+def test_a_run_of_few_measured_steps_does_not_calibrate() -> None:
+    def row(i: int, measured: float, steps: int) -> dict:
+        return {"id": i, "model": "a", "predicted_step_s": 0.03, "measured_step_s": measured,
+                "comparison_json": {"measured_steps": steps}}  # fmt: skip
+
+    # a resumed run that measured 5 steps on a busy machine (8x the prediction) is left out; 20 steps count
+    assert fit_correction([row(1, 0.24, 5)], "a", "cpu") is None
+    c = fit_correction([row(1, 0.24, 5), row(2, 0.036, 20)], "a", "cpu")
+    assert c is not None and c.n == 1 and c.run_ids == [2] and c.factor == pytest.approx(1.2)
+
+
 def test_recorded_runs_of_other_models_improve_the_held_out_models_prediction_on_their_gpu() -> None:
     before, after = [], []
     for r in ROWS:

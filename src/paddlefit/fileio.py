@@ -18,9 +18,15 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
             parent is missing or not a directory, or the parent is not writable.
     """
     path = Path(path)
-    if path.is_symlink():
-        raise PaddlefitError(f"`{option} {path}` is a symlink; give the real file path (it is replaced atomically).")
-    if path.exists():
+    try:
+        if path.is_symlink():
+            raise PaddlefitError(f"`{option} {path}` is a symlink; give the real file path (it is replaced "
+                                 "atomically).")  # fmt: skip
+        exists = path.exists()
+    except OSError as exc:  # a name too long, a path through a file
+        raise PaddlefitError(f"`{option} {path}`: cannot create a file there ({exc.strerror or exc}); choose "
+                             "another path.") from None  # fmt: skip
+    if exists:
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
             raise PaddlefitError(f"`{option} {path}` is a directory; give a file path inside it.")
@@ -60,11 +66,16 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
     directory must exist (it is not created).
 
     Raises:
-        PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`).
+        PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`), or no file
+            can be created in its directory.
         OSError: the write itself fails (disk full...); the temp file is removed, ``path`` is untouched.
     """
     path = check_output_path(path, option)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # a read-only or pseudo filesystem, no permission, a name too long: nothing written
+        raise PaddlefitError(f"`{option} {path}`: cannot create a file there ({exc.strerror or exc}); choose "
+                             "another path.") from None  # fmt: skip
     try:
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, "w", encoding="utf-8") as f:

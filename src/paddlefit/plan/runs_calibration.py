@@ -70,14 +70,24 @@ def _median_abs(values: list[float]) -> float:
     return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
+#: a run's median step counts only over at least this many measured steps (after the warm-up): a run stopped, or
+#: resumed, a few steps after its start is a few samples of a noisy time, not a measurement of the device
+MIN_MEASURED_STEPS = 20
+
+
 def _usable(row: dict[str, Any]) -> bool:
     p, m = row.get("predicted_step_s"), row.get("measured_step_s")
+    doc = row.get("comparison_json")
+    steps = doc.get("measured_steps") if isinstance(doc, dict) else None  # rows without a document: published runs
+    if isinstance(steps, int) and steps < MIN_MEASURED_STEPS:
+        return False
     return isinstance(p, int | float) and isinstance(m, int | float) and p > 0 and m > 0 and math.isfinite(p / m)
 
 
 def fit_correction(rows: list[dict[str, Any]], model: str | None, device: str) -> RunsCorrection | None:
     """The correction for ``device`` from registry ``rows`` (dicts with ``predicted_step_s``,
-    ``measured_step_s``, ``model`` and ``id``; seconds), preferring runs of ``model`` (module docstring).
+    ``measured_step_s``, ``model`` and ``id``; seconds), preferring runs of ``model`` (module docstring). A row
+    whose ``comparison_json`` counts fewer than :data:`MIN_MEASURED_STEPS` measured steps is left out.
 
     Returns:
         None when no row has both a positive predicted and measured step time.

@@ -186,6 +186,7 @@ class Registry:
         if last is not None and last < 1:
             raise RegistryError(f"`--last {last}`: the number of runs to list must be at least 1 (or leave it out "
                                 "to list them all).")  # fmt: skip
+        last = min(last, 2**63 - 1) if last is not None else None  # more than SQLite can count: all of them
         where, params = [], []
         if model is not None:
             where.append("model = ? COLLATE NOCASE")
@@ -201,7 +202,7 @@ class Registry:
         Raises:
             RegistryError: no such run (the message points to ``paddlefit runs``), or the registry cannot be read.
         """
-        rows = self._select(["id = ?"], [int(run_id)], 1)
+        rows = self._select(["id = ?"], [int(run_id)], 1) if 0 < int(run_id) < 2**63 else []  # SQLite's INTEGER
         if not rows:
             raise RegistryError(f"run {run_id} is not in the run registry {self.path}; `paddlefit runs` lists the "
                                 "recorded ids.")  # fmt: skip
