@@ -10,13 +10,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from paddlefit.report.html import build_report, fmt_num, plot_ids, render_html
-from test_train import run, train_cmd, write_spec
+from paddlefit.report.rundir import find_time_resumes
+from paddlefit.runs.registry import Registry
+from test_train import ENV, run, train_cmd, wait_for_step, write_spec
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 COMPARISON = {
@@ -39,20 +42,21 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``plain``: 30 steps, checkpoints every 10; ``resumed``: the same run continued to 50 steps by a second
-    ``train --resume auto`` (a resume at step 30), with comparison.json and a real ``profile --json``."""
+    """``plain``: 30 steps, checkpoints every 10, with train's real prediction (PADDLEFIT_NO_PREDICT unset: one
+    planner child, ~5 s); ``resumed``: the same run continued to 50 steps by a second ``train --resume auto`` (a
+    resume at step 30), with a real ``profile --json``. Both comparison.json files are the trainer's own."""
     tmp = tmp_path_factory.mktemp("report")
     spec = write_spec(tmp / "job.yaml", batch_size=16, max_steps=30, seed=0,
                       data={"train_args": {"split": "train", "test_fraction": 0.9}, "eval": "digits",
                             "eval_args": {"split": "test", "test_fraction": 0.9}, "eval_batch_size": 512},
                       checkpoint={"every_steps": 10, "keep_last": 10})  # fmt: skip
     resumed = tmp / "resumed"
-    r = run(train_cmd(spec, resumed, "--resume", "never"))
+    predict_env = {k: v for k, v in ENV.items() if k != "PADDLEFIT_NO_PREDICT"}
+    r = run(train_cmd(spec, resumed, "--resume", "never"), env=predict_env)
     assert r.returncode == 0, r.stderr
     shutil.copytree(resumed, tmp / "plain")
     r = run(train_cmd(spec, resumed, "--resume", "auto", "--max-steps", "50"))
     assert r.returncode == 0, r.stderr
-    (resumed / "comparison.json").write_text(json.dumps(COMPARISON))
     r = run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(spec), "--steps", "3", "--warmup", "1",
              "--json"], timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -115,16 +119,34 @@ def test_page_numbers_are_summary_json_and_every_plot_has_an_svg(runs: dict[str,
         figures = re.findall(r'<figure class="plot" id="(plot-[\w-]+)">(.*?)</figure>', page, flags=re.S)
         assert [f for f, _ in figures] == plot_ids(page)
         assert all("<svg" in body and "</svg>" in body for _, body in figures)
-        expected = ["plot-loss", "plot-throughput"] + (["plot-profile"] if name == "resumed" else [])
+        expected = ["plot-loss", "plot-throughput", "plot-time"] + (["plot-profile"] if name == "resumed" else [])
         assert plot_ids(page) == expected
         assert "plot-memory-absent" in cells.by_id  # a CPU run: no per-step memory, the run's peak instead
         assert fmt_num(summary["peak_memory_bytes"]) in cells.by_id["plot-memory-absent"]
         assert not re.search(r'(src|href)="(?!#)|<script|<link|@import|url\((?!#)', page), "external resource"
         assert (name == "plain") == ("profile-absent" in cells.by_id)
-        assert (name == "plain") == ("comparison-absent" in cells.by_id)
+        assert_comparison_shown(runs[name], page)
 
 
-def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path]) -> None:
+def assert_comparison_shown(run_dir: Path, page: str) -> None:
+    """The trainer's own comparison.json on the page: one row per figure, each predicted/measured/ratio cell its
+    number (text and exact ``data-value``); at the end of a finished run summary.json["comparison"] is the same."""
+    comparison = json.loads((run_dir / "comparison.json").read_text())
+    assert comparison == json.loads((run_dir / "summary.json").read_text())["comparison"]
+    assert comparison["measured_steps"] > 0 and "comparison-absent" not in page
+    rows = dict(re.findall(r'<tr data-figure="(\w+)">(.*?)</tr>', page))
+    assert list(rows) == [f["name"] for f in comparison["figures"]] and "samples_per_s" in rows
+    for fig in comparison["figures"]:
+        cells = re.findall(r'<td class="num"(?: data-value="([^"]*)")?>([^<]*)</td>', rows[fig["name"]])
+        assert len(cells) == 3, rows[fig["name"]]
+        for (value, text), expect in zip(cells, (fig["predicted"], fig["measured"], fig["ratio"]), strict=True):
+            assert text == fmt_num(expect), fig
+            assert (json.loads(value) if value else None) == expect, fig
+    assert fmt_num(comparison["figures"][0]["measured"]) != "-"
+    assert f'<p id="comparison-status">{comparison["status"]}' in page
+
+
+def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp_path: Path) -> None:
     plain, resumed = build_report(runs["plain"]), build_report(runs["resumed"])
     assert plain.resumes == []
     assert [r.step for r in resumed.resumes] == [30] and resumed.resumes[0].from_checkpoint == "step-00000030"
@@ -132,17 +154,114 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path]) -> 
     assert [c.step for c in resumed.checkpoints] == [10, 20, 30, 40, 50]
     page = render_html(resumed)
     assert 'id="resumes"' in page and "resumes (steps 30)" in page
+    # train's real prediction (the planner ran for the first run): the predicted column has numbers
+    real = json.loads((runs["plain"] / "comparison.json").read_text())
+    if real["status"] == "predicted":
+        assert any(isinstance(f["predicted"], int | float) for f in real["figures"])
+    # a hand-written comparison: escaping and the `-` of a figure with no prediction
+    run_dir = tmp_path / "copy"
+    shutil.copytree(runs["resumed"], run_dir)
+    (run_dir / "comparison.json").write_text(json.dumps(COMPARISON))
+    page = render_html(build_report(run_dir))
     rows = dict(re.findall(r'<tr data-figure="(\w+)">(.*?)</tr>', page))
     assert set(rows) == {"step_time_s", "step_time_p95_s", "samples_per_s"}
     assert "samples/s &lt;fast&gt;" in rows["samples_per_s"] and 'data-value="1.25"' in rows["samples_per_s"]
     assert "<td class=\"num\">-</td>" in rows["step_time_p95_s"]
-    c = json.loads((runs["resumed"] / "comparison.json").read_text())
-    c.update(status="not predicted", reason="no calibration for <this> device", figures=[])
-    (runs["resumed"] / "comparison.json").write_text(json.dumps(c))
+    c = {**COMPARISON, "status": "not predicted", "reason": "no calibration for <this> device", "figures": []}
+    (run_dir / "comparison.json").write_text(json.dumps(c))
+    assert "not predicted: no calibration for &lt;this&gt; device" in render_html(build_report(run_dir))
+    (run_dir / "comparison.json").unlink()  # summary.json["comparison"] is the fallback
+    data = build_report(run_dir)
+    assert data.comparison == json.loads((run_dir / "summary.json").read_text())["comparison"]
+    assert data.comparison_source == 'summary.json["comparison"]'
+
+
+def test_metrics_without_times_fall_back_to_the_checkpoints(runs: dict[str, Path], tmp_path: Path) -> None:
+    """metrics.jsonl of an older paddlefit (no ``time``): no plot over time, the resume still found from the
+    checkpoint manifests."""
+    run_dir = tmp_path / "old"
+    shutil.copytree(runs["resumed"], run_dir)
+    recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "time"}) + "\n"
+                                                   for r in recs))  # fmt: skip
+    data = build_report(run_dir)
+    assert [r.step for r in data.resumes] == [30] and data.resumes[0].gap_unix is None
+    assert "wall clock" in data.resumes[0].evidence
+    page = render_html(data)
+    assert "plot-time" not in plot_ids(page) and 'id="plot-time-absent"' in page
+
+
+def test_resumes_from_metrics_times() -> None:
+    """A gap longer than max(10 x the median step time, 5 s) between consecutive lines is a resume at the
+    earlier line's step; a slow (8 s) eval between two steps is not: the gap before an eval line is its time."""
+    train = [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 100.0 + 0.1 * s} for s in range(1, 21)]
+    for r in train[10:]:
+        r["time"] += 30.0  # down after step 10
+    train[15]["time"] += 4.0  # a 4 s hiccup: under 5 s
+    evals = [{"step": 20, "eval_loss": 1.0, "time": train[-1]["time"] + 8.0}]
+    train.append({"step": 21, "loss": 1.0, "step_time_s": 0.1, "time": evals[0]["time"] + 0.1})
+    (r,) = find_time_resumes(train, evals)
+    assert r.step == 10 and r.from_checkpoint == "step-00000010" and abs(r.downtime_s - 30.0) < 1e-6
+    assert r.gap_unix == (train[9]["time"], train[10]["time"])
+    assert find_time_resumes([{**x, "step_time_s": 4.0} for x in train], evals) == []  # 10 x 4 s = 40 s > 30 s
+    assert find_time_resumes([{k: v for k, v in x.items() if k != "time"} for x in train], evals) == []
+
+
+@pytest.mark.slow
+def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
+    """SIGKILL mid-run, 6 s down, ``--resume auto``: the report has the resume at the checkpoint it continued from
+    (as the run registry counts it), down >= 5 s, and the plot over time with the gap."""
+    spec = write_spec(tmp_path / "job.yaml", batch_size=16, max_steps=400, seed=0,
+                      checkpoint={"every_steps": 20, "keep_last": 30})  # fmt: skip
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "400"), env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert "not predicted: no calibration for &lt;this&gt; device" in render_html(build_report(runs["resumed"]))
+        wait_for_step(run_dir, 60, proc)
     finally:
-        (runs["resumed"] / "comparison.json").write_text(json.dumps(COMPARISON))
+        proc.kill()
+        proc.communicate()
+    kept = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if (p / "manifest.json").is_file())
+    time.sleep(6)
+    r = run(train_cmd(spec, run_dir, "--resume", "auto", "--max-steps", "400"))
+    assert r.returncode == 0, r.stderr
+    data = build_report(run_dir)
+    assert data.status == "finished" and data.steps == 400
+    resumed_at = kept[-1]
+    assert resumed_at >= 60
+    (res,) = data.resumes
+    assert res.step == resumed_at and res.from_checkpoint == f"step-{resumed_at:08d}"
+    assert res.downtime_s >= 5.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
+    registry = Registry()
+    assert registry.get_run(registry.find_latest_for_run_dir(run_dir))["resumes"] == 1
+    page = render_html(data)
+    assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-time"]
+    time_svg = re.search(r'<figure class="plot" id="plot-time">(.*?)</figure>', page, flags=re.S).group(1)
+    assert f"down {res.downtime_s:.0f} s" in time_svg
+    row = re.search(r'<table id="resumes">.*?</table>', page, flags=re.S).group(0)
+    assert f'data-value="{resumed_at}"' in row and f'data-value="{json.dumps(res.downtime_s)}"' in row
+    assert_comparison_shown(run_dir, page)
+
+
+def test_the_environment_is_the_snapshot_train_wrote(runs: dict[str, Path]) -> None:
+    snap = json.loads((runs["plain"] / "snapshot.json").read_text())
+    assert {"os", "python", "paddle_version", "cpu_cores", "memory_total_bytes", "gpus", "env"} <= set(snap)
+    data = build_report(runs["plain"])
+    assert data.snapshot == snap and data.snapshot_source == "snapshot.json"
+    page = render_html(data)
+    cells = parse(page).by_key
+    assert cells["snapshot.os"][0] == snap["os"] and cells["snapshot.python"][0] == snap["python"]
+    assert cells["snapshot.paddle_version"][0] == snap["paddle_version"]
+    assert json.loads(cells["snapshot.cpu_cores"][1]) == snap["cpu_cores"]
+    assert json.loads(cells["snapshot.memory_total_bytes"][1]) == snap["memory_total_bytes"]
+    assert cells["snapshot.memory_total_bytes"][0] == fmt_num(snap["memory_total_bytes"])
+    assert json.loads(cells["snapshot.gpus"][1]) == len(snap["gpus"])
+    assert cells["snapshot.in_container"][0] == {True: "yes", False: "no", None: "-"}[snap["in_container"]]
+    for k, v in snap["env"].items():
+        assert cells[f"snapshot.env.{k}"][0] == v
+    assert json.loads(cells["snapshot.paddle_flags"][1]) == len(snap["paddle_flags"])  # counted, not listed
+    assert all(f not in page for f in snap["paddle_flags"] if f not in snap["env"])
+    assert 'id="environment-absent"' not in page
 
 
 def test_a_killed_and_a_running_run_are_reported(runs: dict[str, Path], tmp_path: Path) -> None:
@@ -167,7 +286,7 @@ def test_a_killed_and_a_running_run_are_reported(runs: dict[str, Path], tmp_path
     assert any("do not parse" in n for n in data.notes)
     assert [r.step for r in data.resumes] == [30]  # the recorded writer started after the last checkpoint
     page = render_html(data)
-    assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-memory"]
+    assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-time", "plot-memory"]
     assert 'id="summary-absent"' in page
     (run_dir / ".lock.json").write_text(json.dumps({**record, "pid": os.getpid()}))
     assert build_report(run_dir).status == "running"
@@ -178,7 +297,8 @@ def test_cli_writes_out_prints_json_and_refuses_a_non_run_dir(runs: dict[str, Pa
     r = cli(str(runs["resumed"]), "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc == {"out": str(out), "plots": ["plot-loss", "plot-throughput", "plot-profile"], "status": "finished"}
+    assert doc == {"out": str(out), "plots": ["plot-loss", "plot-throughput", "plot-time", "plot-profile"],
+                   "status": "finished"}
     assert out.read_text().startswith("<!DOCTYPE html>")
     r = cli(str(runs["plain"]))
     assert r.returncode == 0 and r.stdout.strip() == str(runs["plain"] / "report.html")
@@ -212,7 +332,8 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
         driver.get("file://" + str(path))
         assert driver.title == "paddlefit report: resumed"
         figures = driver.find_elements(By.CSS_SELECTOR, "figure.plot")
-        assert [f.get_attribute("id") for f in figures] == ["plot-loss", "plot-throughput", "plot-profile"]
+        assert [f.get_attribute("id") for f in figures] == ["plot-loss", "plot-throughput", "plot-time",
+                                                             "plot-profile"]
         for fig in figures:
             svg = fig.find_element(By.TAG_NAME, "svg")
             assert svg.size["width"] > 100 and svg.size["height"] > 50, (fig.get_attribute("id"), svg.size)

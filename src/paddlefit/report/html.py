@@ -76,6 +76,13 @@ def mib(nbytes: Any) -> str:
     return ""
 
 
+def gib(nbytes: Any) -> str:
+    """`` (23.5 GiB)`` for a byte count, else empty."""
+    if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
+        return f" ({nbytes / 1024**3:.1f} GiB)"
+    return ""
+
+
 def kv_table(rows: dict[str, Any], table_id: str, prefix: str = "") -> str:
     """A two-column key/value table; each value cell is keyed ``prefix + key``."""
     body = "".join(f"<tr><th>{esc(k)}</th>{value_cell(v, prefix + k)}</tr>" for k, v in rows.items())
@@ -113,9 +120,16 @@ def plots_section(data: ReportData) -> str:
     if data.train:
         parts.append(plot_figure("loss", "Train loss by optimizer step; eval loss and accuracy at each evaluation."
                                  + mark, plots.loss_plot(data.train, data.evals, steps)))  # fmt: skip
-        parts.append(plot_figure("throughput", "Samples/s and DataLoader wait of every optimizer step "
-                                 "(metrics.jsonl has no wall-clock times, so the x axis is the step)." + mark,
+        parts.append(plot_figure("throughput", "Samples/s and DataLoader wait of every optimizer step." + mark,
                                  plots.throughput_plot(data.train, steps)))  # fmt: skip
+        gaps = [(*r.gap_unix, r.downtime_s) for r in data.resumes if r.gap_unix is not None]
+        svg = plots.time_plot(data.train, gaps)
+        downs = ", ".join(f"{fmt_num(g[2])} s" for g in gaps)
+        parts.append(plot_figure("time", "Samples/s over wall-clock time (metrics.jsonl's `time`); a stop/kill and "
+                                 "resume is a shaded gap" + (f" (down {downs})." if gaps else ": none in this run."),
+                                 svg) if svg else
+                     absent("plot-time-absent", "No wall-clock times in metrics.jsonl (written by an older "
+                            "paddlefit): no plot over time."))  # fmt: skip
         svg = plots.memory_plot(data.train, steps)
         peak = data.summary.get("peak_memory_bytes") if data.summary else None
         parts.append(plot_figure("memory", "Peak allocated memory by step (GPU).", svg) if svg else
@@ -159,6 +173,69 @@ def comparison_section(data: ReportData) -> str:
     return "<h2>Predicted vs measured</h2>" + head + table
 
 
+def text_cell(value: Any, key: str) -> str:
+    """A text cell keyed ``key`` (``-`` for None)."""
+    return f'<td data-key="{esc(key)}">{esc("-" if value is None else fmt_num(value))}</td>'
+
+
+def environment_tables(snap: dict[str, Any], source: str) -> str:
+    """doctor's snapshot (``Snapshot.to_dict()``) as readable tables: the machine and Paddle build, the GPUs, the
+    environment variables (redacted by the snapshot itself) and the device test runs. Cells are keyed
+    ``snapshot.KEY``; the Paddle flags (thousands of names) are counted, not listed."""
+    def n(key: str) -> Any:
+        v = snap.get(key)
+        return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    cont = snap.get("in_container")
+    rows = [
+        ("OS", text_cell(snap.get("os"), "snapshot.os")),
+        ("Python", text_cell(snap.get("python"), "snapshot.python")),
+        ("Paddle", text_cell(snap.get("paddle_version") or "- (does not import)", "snapshot.paddle_version")),
+        ("Paddle built with CUDA", text_cell(snap.get("paddle_cuda") or "- (CPU build)", "snapshot.paddle_cuda")),
+        ("Paddle built with cuDNN", text_cell(snap.get("paddle_cudnn") or "-", "snapshot.paddle_cudnn")),
+        ("CPU cores (usable)", num_cell(n("cpu_cores"), "snapshot.cpu_cores")),
+        ("memory (B)", num_cell(n("memory_total_bytes"), "snapshot.memory_total_bytes")
+         + f"<td>{esc(gib(n('memory_total_bytes')))}</td>"),
+        ("/dev/shm free of total (B)", num_cell(n("shm_free_bytes"), "snapshot.shm_free_bytes")
+         + f"<td>of {esc(fmt_num(n('shm_total_bytes')))}{esc(gib(n('shm_total_bytes')))}</td>"),
+        ("disk free at the run dir (B)", num_cell(n("disk_free_bytes"), "snapshot.disk_free_bytes")
+         + f"<td>{esc(gib(n('disk_free_bytes')))}</td>"),
+        ("container", text_cell("yes" if cont else "no" if cont is False else None, "snapshot.in_container")),
+        ("NVIDIA driver", text_cell(snap.get("driver_version"), "snapshot.driver_version")),
+        ("CUDA driver", text_cell(snap.get("cuda_driver_version"), "snapshot.cuda_driver_version")),
+        ("GPUs", num_cell(len(snap.get("gpus") or []), "snapshot.gpus")),
+        ("Paddle FLAGS_* known", num_cell(len(snap.get("paddle_flags") or []), "snapshot.paddle_flags")),
+        ("network", text_cell(", ".join(f"{i.get('name')} {i.get('state') or '?'}" for i in snap.get("net") or []
+                                        if isinstance(i, dict)) or None, "snapshot.net")),
+        ("InfiniBand", text_cell(", ".join(map(str, snap.get("infiniband") or [])) or "none", "snapshot.infiniband")),
+    ]  # fmt: skip
+    body = "".join(f"<tr><th>{esc(k)}</th>{v}</tr>" for k, v in rows)
+    out = [f'<p>From {esc(source)} (doctor\'s snapshot, taken by `train` at the start of the run):</p>',
+           f'<table id="environment">{body}</table>']
+    gpus = [g for g in snap.get("gpus") or [] if isinstance(g, dict)]
+    if gpus:
+        grows = "".join(f"<tr>{num_cell(g.get('index'))}<td>{esc(g.get('name', '-'))}</td>"
+                        f"{num_cell(g.get('memory_total_bytes'))}<td>{esc(gib(g.get('memory_total_bytes')))}</td>"
+                        f"<td>{esc(g.get('compute_capability') or '-')}</td>"
+                        f"<td>{esc(snap.get('driver_version') or '-')}</td></tr>" for g in gpus)  # fmt: skip
+        out.append('<table id="environment-gpus"><tr><th>GPU</th><th>name</th><th>memory (B)</th><th></th>'
+                   f"<th>compute capability</th><th>driver</th></tr>{grows}</table>")  # fmt: skip
+    env = snap.get("env") if isinstance(snap.get("env"), dict) else {}
+    if env:
+        erows = "".join(f"<tr><th>{esc(k)}</th>{text_cell(v, 'snapshot.env.' + str(k))}</tr>"
+                        for k, v in sorted(env.items()))  # fmt: skip
+        out.append(f'<p>Environment variables (Paddle, NCCL, CUDA, OpenMP; secrets redacted by the snapshot):</p>'
+                   f'<table id="environment-env">{erows}</table>')  # fmt: skip
+    else:
+        out.append(absent("environment-env-absent", "No relevant environment variables set."))
+    runs = snap.get("device_runs") if isinstance(snap.get("device_runs"), dict) else {}
+    if runs:
+        rrows = "".join(f"<tr><th>{esc(k)}</th>{text_cell(v, 'snapshot.device_runs.' + str(k))}</tr>"
+                        for k, v in runs.items())  # fmt: skip
+        out.append(f'<p>Device test runs:</p><table id="environment-device-runs">{rrows}</table>')
+    return "".join(out)
+
+
 def run_records_section(data: ReportData) -> str:
     """Summary, checkpoints, resumes, environment and the job spec."""
     parts = ["<h2>Summary</h2>"]
@@ -185,17 +262,18 @@ def run_records_section(data: ReportData) -> str:
                      f"<th>evidence</th></tr>{rows}</table>")  # fmt: skip
     oldest = fmt_num(data.checkpoints[0].step) if data.checkpoints else "-"
     parts.append(f'<p class="absent" id="resumes-note">{"" if data.resumes else "No resume seen. "}Resumes are found '
-                 "from the kept checkpoints' times (metrics.jsonl records none), so a resume before the oldest kept "
+                 "from metrics.jsonl's wall-clock times (a gap longer than max(10 x the median step time, 5 s)) and, "
+                 "for metrics without times, from the kept checkpoints' times, where a resume before the oldest kept "
                  f"checkpoint ({esc(oldest)}) does not show.</p>")  # fmt: skip
     parts.append("<h2>Environment</h2>")
     if data.snapshot is not None:
-        parts.append(f"<p>From {esc(data.snapshot_source)}:</p><pre>{esc(json.dumps(data.snapshot, indent=1))}</pre>")
+        parts.append(environment_tables(data.snapshot, data.snapshot_source or "snapshot.json"))
     else:
         s = data.summary or {}
         known = {k: s[k] for k in ("device", "devices", "precision", "amp_active", "peak_memory_kind") if k in s}
-        parts.append(absent("environment-absent", "`train` does not write an environment snapshot into the run "
-                            "directory (`paddlefit doctor --snapshot RUN_DIR/snapshot.json` adds one); what "
-                            "summary.json says:"))  # fmt: skip
+        parts.append(absent("environment-absent", "No snapshot.json in the run directory (`train` writes one at the "
+                            "start of every run; this run is from an older paddlefit, or `paddlefit doctor --snapshot "
+                            "RUN_DIR/snapshot.json` adds one); what summary.json says:"))  # fmt: skip
         parts.append(kv_table(known, "environment", "environment.") if known else "")
     parts.append("<h2>Job spec (job.yaml)</h2>")
     parts.append(f'<pre id="job-yaml">{esc(data.job_yaml)}</pre>' if data.job_yaml is not None else

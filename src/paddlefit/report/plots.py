@@ -1,5 +1,6 @@
 """The report's plots, drawn by matplotlib (Agg) as inline SVG: loss and eval by step, throughput and data wait by
-step, peak memory by step, the profiled step-time breakdown. Resumes are drawn as vertical dashed lines."""
+step, samples/s over wall-clock time (a stop/kill and resume is a shaded gap), peak memory by step, the profiled
+step-time breakdown. Resumes are drawn as vertical dashed lines on the by-step plots."""
 
 from __future__ import annotations
 
@@ -115,6 +116,51 @@ def throughput_plot(train: list[dict[str, Any]], resumes: Sequence[int]) -> str:
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
     return to_svg(fig, "throughput")
+
+
+def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, float]]) -> str | None:
+    """Samples/s (each step and a 20-step mean) over wall-clock minutes since the first train line, the line broken
+    (NaN) across each ``gap`` (Unix seconds of the lines either side, down seconds) and the gap shaded, labelled
+    "down N s";
+    None when the train lines have no ``time`` (metrics of an older paddlefit)."""
+    rows = [r for r in train if isinstance(r.get("time"), int | float) and not isinstance(r.get("time"), bool)]
+    if len(rows) < 2:
+        return None
+    rows.sort(key=lambda r: r["time"])
+    t0 = float(rows[0]["time"])
+    rate = [float(r.get("samples_per_s") or 0.0) for r in rows]
+    mean = rolling_mean(rate, 20)
+    starts = sorted(b for _, b, _ in gaps)
+    xs: list[float] = []
+    ys: list[float] = []
+    ms: list[float] = []
+    for r, y, m in zip(rows, rate, mean, strict=True):
+        t = float(r["time"])
+        while starts and t >= starts[0]:
+            starts.pop(0)
+            if xs:
+                xs.append(float("nan"))
+                ys.append(float("nan"))
+                ms.append(float("nan"))
+        xs.append((t - t0) / 60.0)
+        ys.append(y)
+        ms.append(m)
+    fig, (ax,) = figure()
+    ax.plot(*thin(xs, ys), color="#9ecae1", linewidth=0.6, label="each step")
+    ax.plot(*thin(xs, ms), color="#08519c", linewidth=1.2, label="20-step mean")
+    top = max((y for y in ys if y == y), default=1.0)
+    for i, (a, b, down) in enumerate(gaps):
+        xa, xb = (a - t0) / 60.0, (b - t0) / 60.0
+        ax.axvspan(xa, xb, color=RESUME_COLOR, alpha=0.15, linewidth=0, label="down (stop/kill + resume)"
+                   if i == 0 else None)  # fmt: skip
+        ax.text((xa + xb) / 2, top * 0.5, f"down {down:.0f} s", color=RESUME_COLOR, ha="center", va="center",
+                rotation=90, fontsize=8)  # fmt: skip
+    ax.set_ylabel("samples/s")
+    ax.set_xlabel("wall-clock minutes since the first step")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return to_svg(fig, "time")
 
 
 def memory_plot(train: list[dict[str, Any]], resumes: Sequence[int]) -> str | None:

@@ -4,13 +4,17 @@ status, checkpoints and the resumes they show, the job spec, and the optional co
 Pure reading: nothing in the run directory is written or locked, so a run that is still going can be read (every
 file but metrics.jsonl is written atomically; its last line may be cut, and is skipped).
 
-What the run records, and therefore what can be shown: metrics.jsonl has no wall-clock timestamps (one line per
-optimizer step and per evaluation), and a resume leaves no line of its own (the lines after the checkpoint are
-cut and rewritten). A resume is found from two consecutive checkpoints still on disk: the wall time the trainer
-counts (``totals.wall_s`` in ``trainer.json``, which restarts from the checkpoint's value in a resumed process)
-advanced less between them than the wall clock did (``created_unix`` in their manifests); the difference is the
-time the run was down (lost work after the checkpoint, the pause, start-up). Resumes older than the oldest kept
-checkpoint (``checkpoint.keep_last``) are not visible.
+What the run records, and therefore what can be shown: every line of metrics.jsonl (one per optimizer step and per
+evaluation) has its wall-clock ``time`` (Unix seconds). A resume leaves no line of its own (the lines after the
+checkpoint are cut and rewritten), but the first line written after it comes late: a gap between consecutive lines
+longer than max(10 x the median ``step_time_s``, 5 s), ending at a train line (the gap before an eval line is the
+evaluation), is a stop or kill and a resume at the step of the line before it, down for the gap (less the step's
+own time). Metrics of an older paddlefit have no ``time``; for them
+(and merged with the above, one resume per step) a resume is found from two consecutive checkpoints still on disk:
+the wall time the trainer counts (``totals.wall_s`` in ``trainer.json``, which restarts from the checkpoint's value
+in a resumed process) advanced less between them than the wall clock did (``created_unix`` in their manifests);
+the difference is the time the run was down (lost work after the checkpoint, the pause, start-up). Those resumes
+older than the oldest kept checkpoint (``checkpoint.keep_last``) are not visible.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import read_text_limited
 
 __all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
-           "build_report", "is_run_dir"]  # fmt: skip
+           "build_report", "find_time_resumes", "is_run_dir", "line_time"]  # fmt: skip
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -38,10 +42,15 @@ LOCK_INFO_FILE = ".lock.json"
 COMPARISON_FILE = "comparison.json"
 #: ``paddlefit profile JOB --json > RUN_DIR/profile.json``: the step-time breakdown (``profile`` writes no run dir)
 PROFILE_FILE = "profile.json"
-#: an environment snapshot saved into the run directory (``paddlefit doctor --snapshot RUN_DIR/snapshot.json``)
+#: doctor's environment snapshot (``Snapshot.to_dict()``), written by ``train`` at the start of every run (or
+#: saved by hand: ``paddlefit doctor --snapshot RUN_DIR/snapshot.json``)
 SNAPSHOT_FILES = ("snapshot.json", "environment.json")
 #: a checkpoint pair whose wall-clock gap exceeds the trainer's wall-time gap by more than this is a resume
 RESUME_GAP_S = 0.5
+#: a gap between consecutive metrics lines longer than max(this x the median step time, :data:`MIN_TIME_GAP_S`)
+#: is a stop/kill and resume
+TIME_GAP_STEPS = 10
+MIN_TIME_GAP_S = 5.0
 #: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
 MAX_METRICS_BYTES = 512 * 1024**2
 
@@ -72,6 +81,8 @@ class Resume:
     next_checkpoint: str
     downtime_s: float
     evidence: str
+    #: the wall-clock gap in metrics.jsonl (Unix seconds of the lines either side), when found from the times
+    gap_unix: tuple[float, float] | None = None
 
 
 @dataclass
@@ -183,6 +194,55 @@ def find_resumes(ckpts: list[CheckpointInfo]) -> list[Resume]:
     return out
 
 
+def line_time(rec: dict[str, Any]) -> float | None:
+    """A metrics line's wall-clock ``time`` (Unix seconds), or None (metrics of an older paddlefit)."""
+    t = rec.get("time")
+    return float(t) if isinstance(t, int | float) and not isinstance(t, bool) else None
+
+
+def time_gap_threshold(train: list[dict[str, Any]]) -> float:
+    """max(:data:`TIME_GAP_STEPS` x the median ``step_time_s`` of the train lines, :data:`MIN_TIME_GAP_S`)."""
+    times = sorted(float(r["step_time_s"]) for r in train if isinstance(r.get("step_time_s"), int | float))
+    median = times[len(times) // 2] if times else 0.0
+    return max(TIME_GAP_STEPS * median, MIN_TIME_GAP_S)
+
+
+def find_time_resumes(train: list[dict[str, Any]], evals: list[dict[str, Any]]) -> list[Resume]:
+    """Resumes seen in metrics.jsonl's wall-clock times (see the module docstring): consecutive lines (train and
+    eval, in step order) further apart than :func:`time_gap_threshold`, the later one a train line (an eval line
+    is written when its evaluation ends, so the gap before it is the evaluation's time). The resume is at the
+    earlier line's step (the checkpoint the lines were cut back to); down time is the gap less the later step's own
+    ``step_time_s``."""
+    lines = sorted([(r["step"], 0, r) for r in train] + [(r["step"], 1, r) for r in evals], key=lambda x: x[:2])
+    timed = [(step, rec, t) for step, _, rec in lines if (t := line_time(rec)) is not None]
+    if len(timed) < 2:
+        return []
+    limit, out = time_gap_threshold(train), []
+    for (step_a, _, t_a), (step_b, rec_b, t_b) in itertools.pairwise(timed):
+        gap = t_b - t_a
+        if gap > limit and "loss" in rec_b:
+            own = rec_b.get("step_time_s")
+            down = gap - (float(own) if isinstance(own, int | float) else 0.0)
+            out.append(Resume(step_a, f"step-{step_a:08d}", f"step {step_b:,d}", down,
+                              f"metrics.jsonl: {gap:.1f} s between the lines of step {step_a:,d} and step "
+                              f"{step_b:,d} (more than {limit:.1f} s)", (t_a, t_b)))  # fmt: skip
+    return out
+
+
+def merge_resumes(ckpts: list[CheckpointInfo], *found: list[Resume]) -> list[Resume]:
+    """The resumes of every source, one per step (the first source's wins), in step order; a metrics-time resume
+    names the checkpoint it continued from when that checkpoint is still on disk."""
+    names = {c.step: c.name for c in ckpts}
+    by_step: dict[int, Resume] = {}
+    for resumes in found:
+        for r in resumes:
+            if r.step not in by_step:
+                if r.gap_unix is not None and r.step in names:
+                    r.from_checkpoint = names[r.step]
+                by_step[r.step] = r
+    return [by_step[s] for s in sorted(by_step)]
+
+
 def lock_record(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/.lock.json, the lock holder's record (pid, host, since, command), removed when a run ends
     normally and left behind by a killed one; None when absent or unreadable."""
@@ -288,7 +348,8 @@ def build_report(run_dir: Path) -> ReportData:
     if summary is not None and status in ("running", "killed"):
         notes.append("summary.json is from an earlier end of this run; the metrics go further.")
     ckpts = read_checkpoints(run_dir)
-    resumes = find_resumes(ckpts) + writer_resume(ckpts, lock_record(run_dir))
+    resumes = merge_resumes(ckpts, find_time_resumes(train, evals), find_resumes(ckpts),
+                            writer_resume(ckpts, lock_record(run_dir)))
     comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
