@@ -156,13 +156,17 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp
     assert 'id="resumes"' in page and "resumes (steps 30)" in page
     # train's real prediction (the planner ran for the first run): the predicted column has numbers
     real = json.loads((runs["plain"] / "comparison.json").read_text())
-    if real["status"] == "predicted":
-        assert any(isinstance(f["predicted"], int | float) for f in real["figures"])
+    assert real["status"] == "predicted"
+    assert any(isinstance(f["predicted"], int | float) for f in real["figures"])
     # a hand-written comparison: escaping and the `-` of a figure with no prediction
     run_dir = tmp_path / "copy"
     shutil.copytree(runs["resumed"], run_dir)
-    (run_dir / "comparison.json").write_text(json.dumps(COMPARISON))
+    breakdown = {"conv": {"seconds": 0.004, "bound": "compute", "kernels": 12},
+                 "optimizer": {"seconds": 0.0015, "bound": "memory", "kernels": 3}}  # fmt: skip
+    (run_dir / "comparison.json").write_text(json.dumps({**COMPARISON, "time_breakdown": breakdown}))
     page = render_html(build_report(run_dir))
+    ops = re.findall(r'<tr data-op-class="(\w+)"><td>\w+</td><td class="num" data-value="([\d.e-]+)"', page)
+    assert ops == [("conv", "0.004"), ("optimizer", "0.0015")]  # slowest first, the document's seconds
     rows = dict(re.findall(r'<tr data-figure="(\w+)">(.*?)</tr>', page))
     assert set(rows) == {"step_time_s", "step_time_p95_s", "samples_per_s"}
     assert "samples/s &lt;fast&gt;" in rows["samples_per_s"] and 'data-value="1.25"' in rows["samples_per_s"]
@@ -217,7 +221,7 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "400"), env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        wait_for_step(run_dir, 60, proc)
+        wait_for_step(run_dir, 61, proc)  # step 61's line follows the checkpoint of step 60
     finally:
         proc.kill()
         proc.communicate()

@@ -63,10 +63,10 @@ def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> 
     assert all(t.global_batch == 32 and t.samples_per_s for t in [r.baseline, *batch])
     # measured peaks grow with the micro-batch (Paddle's host allocator, reset per trial)
     assert batch[0].peak_memory_bytes < batch[1].peak_memory_bytes
-    # the limit is the baseline's measured peak: the x2 candidate's predicted peak (2 x the leader's peak in the
-    # second search) is over it unless that peak comes out under half this one (the peak of one search varies by
-    # up to 25 % from the next in CI, so a limit of 1.5 x let the candidate run there)
-    limit = r.baseline.peak_memory_bytes
+    # a limit under every peak: the x2 candidate's predicted peak is over it, so it is not run (the baseline, the
+    # user's own settings, always runs). A limit taken from this search's peaks does not carry over to the next:
+    # peaks of ~1 MB differ by up to 2x from one measurement to the next (seen in CI)
+    limit = 1024.0
     r2 = tune(spec, budget_s=600, steps=3, warmup=1, confirm=1, global_batch="keep", memory_limit=limit)
     skipped = [t for t in r2.trials if "batch_size=" in t.label]
     assert len(skipped) == 1 and skipped[0].note.startswith("not run: predicted peak") and not skipped[0].samples_per_s

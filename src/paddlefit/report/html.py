@@ -170,7 +170,22 @@ def comparison_section(data: ReportData) -> str:
                     f"</td>{num_cell(f.get('predicted'))}{num_cell(f.get('measured'))}{num_cell(f.get('ratio'))}</tr>")
     table = ('<table id="comparison"><tr><th>figure</th><th>unit</th><th>predicted</th><th>measured</th>'
              f"<th>ratio (predicted / measured)</th></tr>{''.join(rows)}</table>")  # fmt: skip
-    return "<h2>Predicted vs measured</h2>" + head + table
+    return "<h2>Predicted vs measured</h2>" + head + table + breakdown_table(c.get("time_breakdown"))
+
+
+def breakdown_table(breakdown: Any) -> str:
+    """The prediction's per-op-class device seconds of one micro-step (GPU rows of the plan; ``time_breakdown``
+    of the comparison), slowest first; empty for a CPU run (the CPU probe times whole steps)."""
+    if not isinstance(breakdown, dict) or not breakdown:
+        return ""
+    items = [(str(k), v) for k, v in breakdown.items() if isinstance(v, dict) and isinstance(v.get("seconds"),
+                                                                                           int | float)]  # fmt: skip
+    rows = "".join(f'<tr data-op-class="{esc(k)}"><td>{esc(k)}</td>{num_cell(v["seconds"])}'
+                   f"<td>{esc(v.get('bound') or '')}</td>{num_cell(v.get('kernels'))}</tr>"
+                   for k, v in sorted(items, key=lambda kv: -kv[1]["seconds"]))
+    return ('<p>Predicted device time of one micro-step by op class (the per-operator model over the traced '
+            'operators):</p><table id="breakdown"><tr><th>op class</th><th>seconds</th><th>bound</th><th>kernels</th>'
+            f"</tr>{rows}</table>")  # fmt: skip
 
 
 def text_cell(value: Any, key: str) -> str:

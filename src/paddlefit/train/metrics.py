@@ -88,7 +88,11 @@ class PeakTracker:
     """
 
     def __init__(self, on_gpu: bool) -> None:
+        """Start tracking from now: Paddle's high is restarted from the current allocation, so a peak reached
+        earlier in this process (another run, another test, the model's build) is not this run's."""
         self.on_gpu = on_gpu
+        self.best = 0
+        self.checkpoint()
         self.best = 0
 
     def checkpoint(self) -> None:

@@ -118,9 +118,7 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
         paddle.set_flags(flags)
     accum = spec.grad_accum_steps
     with scratch_runner(spec, steps + warmup) as (r, step_batches):
-        peaks = PeakTracker(r.job.on_gpu)
-        peaks.checkpoint()  # from here: the steps (the model is built)
-        peaks.best = 0
+        peaks = PeakTracker(r.job.on_gpu)  # from here: the steps (the model is built)
         wait_total, t_start = 0.0, time.perf_counter()
         for step in range(steps + warmup):
             peaks.checkpoint()
