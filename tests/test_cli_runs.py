@@ -180,3 +180,16 @@ def test_ids_and_counts_beyond_sqlites_integers_are_bad_input_not_a_crash(tmp_pa
     with pytest.raises(RegistryError, match="run 99999999999999999999 is not in the run registry"):
         reg.get_run(99999999999999999999)
     assert [r["id"] for r in reg.list_runs(last=10**30)] == [rid]  # more than there are: all of them
+
+
+def test_a_model_matches_by_its_whole_string_or_its_name_after_the_module(tmp_path: Path) -> None:
+    from paddlefit.runs.registry import Registry
+
+    reg = Registry(tmp_path / "runs.db")
+    ids = {m: reg.start_run({"model": m}, warn=lambda msg: None)
+           for m in ("paddlefit.models.examples:digits_cnn", "resnet50", "my.pkg.digits_cnn", "digitsXcnn_v2")}
+    got = lambda m: sorted(r["model"] for r in reg.list_runs(model=m))  # noqa: E731
+    assert got("DIGITS_CNN") == ["my.pkg.digits_cnn", "paddlefit.models.examples:digits_cnn"]
+    assert got("paddlefit.models.examples:digits_cnn") == ["paddlefit.models.examples:digits_cnn"]
+    assert got("digits%") == [] and got("digits_cn") == []  # no wildcards, no prefixes
+    assert got("resnet50") == ["resnet50"] and len(ids) == 4

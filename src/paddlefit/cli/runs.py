@@ -21,7 +21,9 @@ runs_app = typer.Typer(
 def runs_command(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Print the runs as one JSON list (every field)."),
-    model: str = typer.Option(None, "--model", help="Only runs of this model (its name, case-insensitive)."),
+    model: str = typer.Option(None, "--model", help="Only runs of this model: the spec's `model` string or its name "
+                              "after the module (`digits_cnn` for `paddlefit.models.examples:digits_cnn`), "
+                              "case-insensitive."),
     device: str = typer.Option(None, "--device", help="Only runs on this device name (L4, A100-SXM4-80GB, cpu) "
                                "or kind (gpu, cpu)."),
     last: int = typer.Option(None, "--last", help="Only the newest N runs (N >= 1)."),

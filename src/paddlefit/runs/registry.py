@@ -177,7 +177,8 @@ class Registry:
                   last: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
         """The recorded runs, newest first, as dicts of every column (JSON columns parsed; a ``running`` row of this
         host whose process is gone shows ``status`` ``lost``). ``model`` matches the model name, ``device`` the
-        device name (``L4``) or kind (``gpu``/``cpu``), both case-insensitive; ``last`` keeps the newest N.
+        device name (``L4``) or kind (``gpu``/``cpu``), both case-insensitive (a model also by its name after the
+        module: ``digits_cnn`` for ``paddlefit.models.examples:digits_cnn``); ``last`` keeps the newest N.
         An absent registry file is an empty list.
 
         Raises:
@@ -188,9 +189,11 @@ class Registry:
                                 "to list them all).")  # fmt: skip
         last = min(last, 2**63 - 1) if last is not None else None  # more than SQLite can count: all of them
         where, params = [], []
-        if model is not None:
-            where.append("model = ? COLLATE NOCASE")
-            params.append(model)
+        if model is not None:  # the model string, or its name after the module (`digits_cnn` for `pkg.mod:digits_cnn`)
+            tail = model.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("(model = ? COLLATE NOCASE OR lower(model) LIKE ? ESCAPE '\\' "
+                         "OR lower(model) LIKE ? ESCAPE '\\')")
+            params += [model, f"%:{tail}", f"%.{tail}"]
         if device is not None:
             where.append("(device_name = ? COLLATE NOCASE OR device_kind = ? COLLATE NOCASE)")
             params += [device, device]
