@@ -127,3 +127,24 @@ def test_a_corrupt_registry_warns_and_the_run_trains_on(tmp_path: Path, monkeypa
     assert (home / "runs.db").read_bytes() == b"not a database\x00" * 100  # left as it was
     with pytest.raises(sqlite3.DatabaseError):
         sqlite3.connect(home / "runs.db").execute("select * from runs")
+
+
+@pytest.mark.slow
+def test_a_two_process_run_is_one_registry_row_written_by_rank_0(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from paddlefit.runs.registry import Registry
+    from paddlefit.train.run import run_job
+
+    monkeypatch.delenv("PADDLEFIT_NO_PREDICT", raising=False)
+    monkeypatch.setenv("PADDLEFIT_HOME", str(tmp_path / "home"))
+    run_dir = tmp_path / "dp2"
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": str(run_dir), "max_steps": 12,
+                                                                       "devices": 2, "batch_size": 16})  # fmt: skip
+    out = run_job(spec, resume="never", log=lambda msg: None)
+    assert out.exit_code == 0
+    (row,) = Registry().list_runs()  # one row: the workers' rank 1 wrote none
+    assert row["device_count"] == 2 and row["global_batch"] == 32 and row["status"] == "finished"
+    doc = json.loads((run_dir / "comparison.json").read_text())
+    # the launched workers found this run's prediction.json (by its key): CPU data parallel is not predicted
+    assert doc["status"] == "not predicted" and doc["reason"].startswith("2 CPU processes share")
+    assert doc["measured_steps"] == 12 - 5 and row["measured_step_s"] == doc["figures"][0]["measured"]
