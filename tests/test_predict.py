@@ -101,13 +101,26 @@ def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
     assert row2["comparison_json"]["measured_steps"] == 30 - 5  # this process's steps after its warm-up
     assert (run_dir / "prediction.json").stat().st_mtime_ns != mtime  # max_steps changed the spec: predicted again
 
-    # plan corrects this CPU's step time by the recorded runs of the model (calibration: runs (n=1))
-    plan = plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), cpu_only=True).plan
-    (cpu,) = plan.targets
-    assert cpu.calibration == "runs (n=1)" and cpu.runs_calibration["same_model"]
-    assert cpu.runs_calibration["factor"] == pytest.approx(row2["measured_step_s"] / row2["predicted_step_s"])
-    assert plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), cpu_only=True,
-                    use_runs=False).plan.targets[0].calibration == "device"  # fmt: skip
+    # the CPU row is the probe's measurement, not corrected by runs (runs_calibration's docstring)
+    (cpu,) = plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), cpu_only=True).plan.targets
+    assert cpu.calibration == "device" and cpu.runs_calibration is None
+
+    # GPU rows are: two recorded runs of the model on a T4 (as a T4 run records them) correct the T4 row by the
+    # geometric mean of measured / predicted
+    for i, (pred_s, meas_s) in enumerate(((0.010, 0.015), (0.020, 0.024))):
+        reg.start_run({"run_dir": str(tmp_path / f"t4-{i}"), "model": spec.model, "device_kind": "gpu",
+                       "device_name": "T4", "status": "finished", "predicted_step_s": pred_s,
+                       "measured_step_s": meas_s, "comparison_json": {"measured_steps": 100}},
+                      warn=pytest.fail)  # fmt: skip
+    (t4,) = [t for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"]).plan.targets
+             if t.kind == "gpu"]  # fmt: skip
+    factor = (1.5 * 1.2) ** 0.5
+    assert t4.calibration == "runs (n=2)" and t4.runs_calibration["factor"] == pytest.approx(factor)
+    assert t4.step_time_s == pytest.approx(t4.runs_calibration["uncalibrated_step_s"] * factor, rel=1e-12)
+    assert any(n.startswith("calibration: runs (n=2, same model): step time x 1.342") for n in t4.notes)
+    (t4_off,) = [t for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"],
+                                     use_runs=False).plan.targets if t.kind == "gpu"]  # fmt: skip
+    assert t4_off.calibration == "published-fit" and t4_off.runs_calibration is None
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ import pytest
 from paddlefit.report.html import build_report, fmt_num, plot_ids, render_html
 from paddlefit.report.rundir import find_time_resumes
 from paddlefit.runs.registry import Registry
+from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 from test_train import ENV, run, train_cmd, wait_for_step, write_spec
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -139,10 +140,14 @@ def assert_comparison_shown(run_dir: Path, page: str) -> None:
     for fig in comparison["figures"]:
         cells = re.findall(r'<td class="num"(?: data-value="([^"]*)")?>([^<]*)</td>', rows[fig["name"]])
         assert len(cells) == 3, rows[fig["name"]]
-        for (value, text), expect in zip(cells, (fig["predicted"], fig["measured"], fig["ratio"]), strict=True):
-            assert text == fmt_num(expect), fig
+        unit = comparison_unit(fig)  # the rule `train` and `runs show` print with: ms, MiB, %
+        shown = (fmt(fig["predicted"], unit), fmt(fig["measured"], unit), fmt_ratio(fig["ratio"]))
+        for (value, text), expect, want in zip(cells, (fig["predicted"], fig["measured"], fig["ratio"]), shown,
+                                               strict=True):  # fmt: skip
+            assert text == want, fig
             assert (json.loads(value) if value else None) == expect, fig
-    assert fmt_num(comparison["figures"][0]["measured"]) != "-"
+    step = comparison["figures"][0]
+    assert step["name"] == "step_time_s" and fmt(step["measured"], "s").endswith(" ms")
     assert f'<p id="comparison-status">{comparison["status"]}' in page
 
 

@@ -10,13 +10,18 @@ is corrected); otherwise all the device's runs (what the model gets wrong on tha
 Paddle's kernels there). The residuals, in percent of the measured step, are shown before and after the fit.
 
 Calibration never leaves the machine: the rows are read from the local registry, and nothing is sent anywhere.
-A CPU row uses only runs recorded on this host (CPUs differ more than GPUs of one catalog name).
+
+GPU rows only. A GPU row's time is the per-operator model's: the same trace gives the same prediction, so a factor
+fitted on earlier runs corrects the next prediction. The CPU row is not a model but a measurement (the probe's
+training steps on this CPU), and its error from one probe to the next is noise, not bias: seven `plan` calls of
+the digits job on this 2-core machine gave 6.7-13 ms for the same step, and a factor fitted on two runs' probes
+made the next probe worse in 2 of 3 calls (seen by a new-user try). The runs of the CPU row are in the registry
+(``paddlefit runs``) but do not correct it.
 """
 
 from __future__ import annotations
 
 import math
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +38,7 @@ class RunsCorrection:
         factor: multiplies the predicted step time (1.2 = runs took 20 % longer than predicted).
         residuals_before, residuals_after: ``predicted / measured - 1`` of each run, before and after the factor.
         run_ids: the registry ids of the runs.
+        uncalibrated_step_s: the model's step time before the factor (set by :func:`apply_runs`), seconds.
     """
 
     device: str
@@ -42,6 +48,7 @@ class RunsCorrection:
     residuals_before: list[float] = field(default_factory=list)
     residuals_after: list[float] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)
+    uncalibrated_step_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -59,7 +66,7 @@ class RunsCorrection:
         """The correction as JSON (``plan --json``'s ``runs_calibration`` of a target)."""
         return {"device": self.device, "n": self.n, "factor": self.factor, "same_model": self.same_model,
                 "residuals_before": self.residuals_before, "residuals_after": self.residuals_after,
-                "run_ids": self.run_ids}  # fmt: skip
+                "run_ids": self.run_ids, "uncalibrated_step_s": self.uncalibrated_step_s}  # fmt: skip
 
 
 def _median_abs(values: list[float]) -> float:
@@ -106,33 +113,31 @@ def fit_correction(rows: list[dict[str, Any]], model: str | None, device: str) -
 
 
 def load_device_runs(device: str) -> tuple[list[dict[str, Any]], str | None]:
-    """The registry's finished runs on ``device`` with predicted and measured step times (``cpu``: this host's
-    only), and a warning when the registry cannot be read (then no rows: the plan is not calibrated by runs)."""
+    """The registry's finished runs on GPU ``device`` with predicted and measured step times, and a warning when
+    the registry cannot be read (then no rows: the plan is not calibrated by runs)."""
     try:
         from paddlefit.runs.registry import Registry
 
         rows = Registry().measured_runs(device)
     except Exception as exc:  # a missing/corrupt/newer registry never fails a plan: the plan says so instead
         return [], f"run registry not read ({str(exc)[:200]}): not calibrated by runs"
-    if device == "cpu":
-        host = socket.gethostname()
-        rows = [r for r in rows if r.get("host") == host]
     return rows, None
 
 
 def apply_runs(target: Any, model: str) -> RunsCorrection | None:
-    """Correct a plan :class:`~paddlefit.plan.request.Target` in place by its device's recorded runs: step time x
+    """Correct a GPU :class:`~paddlefit.plan.request.Target` in place by its device's recorded runs: step time x
     factor, samples/s and MFU / factor, ``calibration`` = ``runs (n=K)``, a note with the residuals. Targets with
     no step time, or no runs, are left as they are (a registry that cannot be read adds a note)."""
-    if target.step_time_s != target.step_time_s:  # NaN: nothing to correct
+    if target.kind != "gpu" or target.step_time_s != target.step_time_s:  # the CPU probe: module docstring
         return None
-    device = "cpu" if target.kind == "cpu" else target.name
+    device = target.name
     rows, warning = load_device_runs(device)
     if warning:
         target.notes.append(warning)
     corr = fit_correction(rows, model, device)
     if corr is None:
         return None
+    corr.uncalibrated_step_s = target.step_time_s
     target.step_time_s *= corr.factor
     target.samples_per_s /= corr.factor
     if target.predicted_mfu is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from paddlefit.report import plots
 from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
+from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 
 __all__ = ["ReportData", "build_report", "fmt_num", "plot_ids", "render_html"]
 
@@ -53,12 +54,13 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def num_cell(value: Any, key: str | None = None) -> str:
-    """A ``<td class="num">`` with :func:`fmt_num`'s text and the exact JSON value in ``data-value``."""
+def num_cell(value: Any, key: str | None = None, text: str | None = None) -> str:
+    """A ``<td class="num">`` with :func:`fmt_num`'s text (or ``text``) and the exact JSON value in
+    ``data-value``."""
     attrs = f' data-key="{esc(key)}"' if key else ""
     if isinstance(value, int | float) and not isinstance(value, bool):
         attrs += f' data-value="{esc(json.dumps(value))}"'
-    return f'<td class="num"{attrs}>{esc(fmt_num(value))}</td>'
+    return f'<td class="num"{attrs}>{esc(fmt_num(value) if text is None else text)}</td>'
 
 
 def value_cell(value: Any, key: str | None = None) -> str:
@@ -148,6 +150,11 @@ def plots_section(data: ReportData) -> str:
     return "".join(parts)
 
 
+#: what a comparison's ``calibration`` says, in words
+CALIBRATIONS = {"device": "device (the planner's probe measured on this machine)",
+                "published-fit": "published-fit (the per-operator model fitted on published GPU runs)"}
+
+
 def comparison_section(data: ReportData) -> str:
     """Predicted vs measured figures (comparison.json or summary.json["comparison"])."""
     c = data.comparison
@@ -156,9 +163,11 @@ def comparison_section(data: ReportData) -> str:
                                                           "paddlefit that records it).")  # fmt: skip
     dev = c.get("device") if isinstance(c.get("device"), dict) else {}
     status = str(c.get("status", "-"))
+    kind, name = dev.get("kind") or "-", dev.get("name") or ""
+    dev_name = kind if name in ("", kind) else f"{name} ({kind})"
     head = (f'<p id="comparison-status">{esc(status)}' + (f": {esc(c['reason'])}" if c.get("reason") else "")
-            + f" (calibration {esc(c.get('calibration') or '-')}; device {esc(dev.get('kind', '-'))} "
-            f"{esc(dev.get('name', ''))} x{esc(fmt_num(dev.get('count')))}; {esc(fmt_num(c.get('warmup_steps')))} "
+            + f" (calibration: {esc(CALIBRATIONS.get(c.get('calibration'), c.get('calibration') or '-'))}; device "
+            f"{esc(dev_name)} x{esc(fmt_num(dev.get('count')))}; {esc(fmt_num(c.get('warmup_steps')))} "
             f"warm-up steps left out, {esc(fmt_num(c.get('measured_steps')))} measured; from "
             f"{esc(data.comparison_source or COMPARISON_FILE)})</p>")  # fmt: skip
     rows = []
@@ -166,10 +175,13 @@ def comparison_section(data: ReportData) -> str:
         if not isinstance(f, dict):
             continue
         name = str(f.get("name", ""))
-        rows.append(f'<tr data-figure="{esc(name)}"><td>{esc(f.get("label") or name)}</td><td>{esc(f.get("unit", ""))}'
-                    f"</td>{num_cell(f.get('predicted'))}{num_cell(f.get('measured'))}{num_cell(f.get('ratio'))}</tr>")
-    table = ('<table id="comparison"><tr><th>figure</th><th>unit</th><th>predicted</th><th>measured</th>'
-             f"<th>ratio (predicted / measured)</th></tr>{''.join(rows)}</table>")  # fmt: skip
+        unit = comparison_unit(f)  # as `train` and `runs show` print them: ms, MiB, %
+        cells = "".join(num_cell(f.get(k), text=fmt(f.get(k), unit)) for k in ("predicted", "measured"))
+        rows.append(f'<tr data-figure="{esc(name)}"><td>{esc(f.get("label") or name)}</td>{cells}'
+                    f"{num_cell(f.get('ratio'), text=fmt_ratio(f.get('ratio')))}</tr>")
+    table = ('<table id="comparison"><tr><th>figure</th><th>predicted</th><th>measured</th>'
+             f"<th>ratio (predicted / measured)</th></tr>{''.join(rows)}</table><p>Ratio above 1: the plan said "
+             "more time or memory than the run took, or more samples/s or MFU than it reached.</p>")  # fmt: skip
     return "<h2>Predicted vs measured</h2>" + head + table + breakdown_table(c.get("time_breakdown"))
 
 

@@ -93,7 +93,8 @@ def loss_plot(train: list[dict[str, Any]], evals: list[dict[str, Any]], resumes:
         ax2.set_ylabel("eval accuracy")
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
-    (ax2 or ax).legend(handles, labels, loc="center right", fontsize=8)
+    # above the axes, not over the points (an eval point under a legend is lost)
+    ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0, 1.02), ncol=3, fontsize=8, frameon=False)
     ax.grid(alpha=0.3)
     return to_svg(fig, "loss")
 
@@ -119,7 +120,8 @@ def throughput_plot(train: list[dict[str, Any]], resumes: Sequence[int]) -> str:
 
 
 def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, float]]) -> str | None:
-    """Samples/s (each step and a 20-step mean) over wall-clock minutes since the first train line, the line broken
+    """Samples/s (each step and a 20-step mean) over wall-clock time since the first train line (seconds, minutes
+    from a run of 5 minutes on), the line broken
     (NaN) across each ``gap`` (Unix seconds of the lines either side, down seconds) and the gap shaded, labelled
     "down N s";
     None when the train lines have no ``time`` (metrics of an older paddlefit)."""
@@ -128,6 +130,8 @@ def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, fl
         return None
     rows.sort(key=lambda r: r["time"])
     t0 = float(rows[0]["time"])
+    span = float(rows[-1]["time"]) - t0
+    scale, unit = (60.0, "minutes") if span >= 300 else (1.0, "seconds")  # a short run reads in seconds
     rate = [float(r.get("samples_per_s") or 0.0) for r in rows]
     mean = rolling_mean(rate, 20)
     starts = sorted(b for _, b, _ in gaps)
@@ -142,7 +146,7 @@ def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, fl
                 xs.append(float("nan"))
                 ys.append(float("nan"))
                 ms.append(float("nan"))
-        xs.append((t - t0) / 60.0)
+        xs.append((t - t0) / scale)
         ys.append(y)
         ms.append(m)
     fig, (ax,) = figure()
@@ -150,13 +154,13 @@ def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, fl
     ax.plot(*thin(xs, ms), color="#08519c", linewidth=1.2, label="20-step mean")
     top = max((y for y in ys if y == y), default=1.0)
     for i, (a, b, down) in enumerate(gaps):
-        xa, xb = (a - t0) / 60.0, (b - t0) / 60.0
+        xa, xb = (a - t0) / scale, (b - t0) / scale
         ax.axvspan(xa, xb, color=RESUME_COLOR, alpha=0.15, linewidth=0, label="down (stop/kill + resume)"
                    if i == 0 else None)  # fmt: skip
         ax.text((xa + xb) / 2, top * 0.5, f"down {down:.0f} s", color=RESUME_COLOR, ha="center", va="center",
                 rotation=90, fontsize=8)  # fmt: skip
     ax.set_ylabel("samples/s")
-    ax.set_xlabel("wall-clock minutes since the first step")
+    ax.set_xlabel(f"wall-clock {unit} since the first step")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)

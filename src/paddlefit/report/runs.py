@@ -99,6 +99,10 @@ def render_comparison_document(doc: dict[str, Any], console: Console) -> None:
         head.append(f"device: {device.get('name', '-')} x{device.get('count', '-')} ({device.get('kind', '-')})")
     if doc.get("measured_steps") is not None:
         head.append(f"{doc['measured_steps']} measured steps after {doc.get('warmup_steps', 0)} warm-up")
+    head.append("predicted/measured above 1: the plan said more time or memory than the run took, or more "
+                "samples/s or MFU than it reached")
+    if device.get("kind") == "cpu":
+        head.append("MFU: GPUs only (a catalog peak)")
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", title="predicted vs measured", title_justify="left",
                   caption=escape("; ".join(head)), caption_justify="left")  # fmt: skip
     for name, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"),

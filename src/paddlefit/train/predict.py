@@ -233,12 +233,12 @@ def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s
     rows = [
         ("step_time_s", "step time (median, excl. data wait)", "s", pred_step, med),
         ("step_time_p95_s", "step time (p95, excl. data wait)", "s", None, _pct(compute, 95)),
-        ("samples_per_s", "samples/s (as run)", "1/s", global_batch / pred_step if pred_step else None,
+        ("samples_per_s", "samples/s (after warm-up, as run)", "1/s", global_batch / pred_step if pred_step else None,
          len(step_s) * global_batch / total if total else None),
         ("peak_memory_bytes", "peak allocated memory", "B", p.get("peak_memory_bytes") if ok else None,
          peak_memory_bytes or None),
         ("mfu", "MFU", "", pred_mfu, meas_mfu),
-        ("data_wait_fraction", "data wait", "", None, sum(wait_s) / total if total else None),
+        ("data_wait_fraction", "data wait (after warm-up)", "", None, sum(wait_s) / total if total else None),
     ]  # fmt: skip
     figures = [{"name": n, "label": lab, "unit": u, "predicted": pr, "measured": me,
                 "ratio": pr / me if pr is not None and me else None} for n, lab, u, pr, me in rows]  # fmt: skip

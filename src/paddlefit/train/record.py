@@ -48,6 +48,7 @@ class RunRecord:
         self.wait_s: list[float] = []
         self.registry_id: int | None = None
         self.registry_ok = True
+        self.device: dict[str, Any] | None = None  # device_kind, device_name (begin())
 
     def step(self, seconds: float, wait_seconds: float) -> None:
         """One optimizer step's wall seconds and the seconds of it spent waiting for data."""
@@ -62,8 +63,9 @@ class RunRecord:
         doc = comparison(self.prediction, step_s=self.step_s, wait_s=self.wait_s, global_batch=global_batch,
                          batch_size=batch_size, grad_accum_steps=grad_accum_steps, devices=devices,
                          peak_memory_bytes=peak_memory_bytes, warmup_steps=WARMUP_STEPS)  # fmt: skip
-        if self.prediction is None and doc["device"] is None:
-            doc["device"] = {"kind": None, "name": None, "count": devices}
+        if doc["device"] is None:  # not predicted: the device the registry row names
+            dev = self.device or {}
+            doc["device"] = {"kind": dev.get("device_kind"), "name": dev.get("device_name"), "count": devices}
         atomic_write_text(self.run_dir / COMPARISON_FILE, json.dumps(doc, indent=2) + "\n", option="--run-dir")
         return doc
 
@@ -99,6 +101,7 @@ class RunRecord:
                   "precision": spec.precision.value, "micro_batch_size": spec.batch_size,
                   "grad_accum_steps": spec.grad_accum_steps, "global_batch": global_batch, "device_count": world,
                   **self._device_fields(on_gpu), **_versions(on_gpu)}  # fmt: skip
+        self.device = {k: fields[k] for k in ("device_kind", "device_name")}
         p = self.prediction
         if p and p.get("status") == "predicted":
             step = trainer_step_s(p, spec.grad_accum_steps)
