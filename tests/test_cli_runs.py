@@ -193,3 +193,16 @@ def test_a_model_matches_by_its_whole_string_or_its_name_after_the_module(tmp_pa
     assert got("paddlefit.models.examples:digits_cnn") == ["paddlefit.models.examples:digits_cnn"]
     assert got("digits%") == [] and got("digits_cn") == []  # no wildcards, no prefixes
     assert got("resnet50") == ["resnet50"] and len(ids) == 4
+
+
+def test_a_paddlefit_home_that_is_a_file_is_named_not_an_empty_registry(tmp_path: Path) -> None:
+    from paddlefit.runs.registry import Registry, RegistryError
+
+    home = tmp_path / "afile"
+    home.write_text("x")
+    reg = Registry(home / "runs.db")
+    with pytest.raises(RegistryError, match=r"afile is a file, not a directory\. Fix: set PADDLEFIT_HOME"):
+        reg.list_runs()
+    warnings: list[str] = []
+    assert reg.start_run({"model": "m"}, warn=warnings.append) is None
+    assert len(warnings) == 1 and "afile is a file, not a directory: set PADDLEFIT_HOME to a directory" in warnings[0]

@@ -306,6 +306,11 @@ class Registry:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection | None]:
         """A connection to read (None when the file does not exist); sqlite3 errors become :class:`RegistryError`."""
+        home = next((p for p in self.path.parents if p.exists()), None)
+        if home is not None and not home.is_dir():  # PADDLEFIT_HOME (or a directory above it) is a file
+            raise RegistryError(f"the run registry {self.path} cannot be there: {home} is a file, not a directory. "
+                                "Fix: set PADDLEFIT_HOME to a directory (the registry is then "
+                                "$PADDLEFIT_HOME/runs.db).")  # fmt: skip
         try:
             exists = self.path.exists()
             conn = self._connect() if exists else None
@@ -338,6 +343,11 @@ class Registry:
                 "PATH", str(self.path))  # fmt: skip
         if "full" in text:
             return f"free disk space on the file system of {self.path.parent}."
+        home = next((p for p in self.path.parents if p.exists()), None)
+        if home is not None and not home.is_dir():
+            return f"{home} is a file, not a directory: set PADDLEFIT_HOME to a directory."
+        if self.path.is_dir():
+            return f"{self.path} is a directory: move it aside, or set PADDLEFIT_HOME to another directory."
         if isinstance(exc, OSError) or "unable to open" in text or "readonly" in text or "read-only" in text:
             return (f"make {self.path} and its directory writable, or set PADDLEFIT_HOME to a writable directory "
                     "(the registry is then $PADDLEFIT_HOME/runs.db).")  # fmt: skip
