@@ -12,6 +12,7 @@ from rich.table import Table
 from paddlefit.cli.common import err, handle_errors, json_document_printed, out, quiet_paddle, stdout_to_stderr
 from paddlefit.report.render import to_json
 from paddlefit.report.runs import render_comparison_document
+from paddlefit.runs.view import fmt
 from paddlefit.spec import field_help
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
 from paddlefit.train.request import TrainRequest
@@ -47,10 +48,6 @@ class RichProgress:
         self.bar.stop()
 
 
-def _human_bytes(n: int) -> str:
-    return f"{n / 1024**3:.2f} GiB" if n >= 1024**3 else f"{n / 1024**2:.1f} MiB"
-
-
 def render_summary(summary: dict) -> None:
     """The end-of-run table on stdout."""
     table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
@@ -64,7 +61,7 @@ def render_summary(summary: dict) -> None:
         ("throughput", f"{summary['samples_per_s']:,.1f} samples/s" if summary["samples_per_s"] else "-"),
         ("data wait", f"{summary['data_wait_fraction']:.1%} of step time" if summary["data_wait_fraction"]
          is not None else "-"),
-        ("peak memory", f"{_human_bytes(summary['peak_memory_bytes'])} ({summary['peak_memory_kind']})"),
+        ("peak memory", f"{fmt(summary['peak_memory_bytes'], 'B')} ({summary['peak_memory_kind']})"),
         ("params sha256", summary["params_sha256"][:16] + "..."),
         ("last checkpoint", str(summary.get("last_checkpoint"))),
     ]  # fmt: skip

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,22 +28,19 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import read_text_limited
+from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
+from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
+from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
+from paddlefit.train.run import SNAPSHOT_FILE
 
 __all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
            "build_report", "find_time_resumes", "is_run_dir", "line_time"]  # fmt: skip
 
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-STATUS_FILE = "status.json"
-SPEC_FILE = "job.yaml"
-LOCK_INFO_FILE = ".lock.json"
-#: predicted vs measured figures, written by the trainer (also ``summary.json["comparison"]`` at the end)
-COMPARISON_FILE = "comparison.json"
 #: ``paddlefit profile JOB --json > RUN_DIR/profile.json``: the step-time breakdown (``profile`` writes no run dir)
 PROFILE_FILE = "profile.json"
 #: doctor's environment snapshot (``Snapshot.to_dict()``), written by ``train`` at the start of every run (or
 #: saved by hand: ``paddlefit doctor --snapshot RUN_DIR/snapshot.json``)
-SNAPSHOT_FILES = ("snapshot.json", "environment.json")
+SNAPSHOT_FILES = (SNAPSHOT_FILE, "environment.json")
 #: a checkpoint pair whose wall-clock gap exceeds the trainer's wall-time gap by more than this is a resume
 RESUME_GAP_S = 0.5
 #: a gap between consecutive metrics lines longer than max(this x the median step time, :data:`MIN_TIME_GAP_S`)
@@ -286,13 +282,7 @@ def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
     who = f"pid {pid} on {host} since {info.get('since', '?')}"
     if host != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
         return None, who
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False, who
-    except OSError:
-        return True, who
-    return True, who
+    return pid_alive(pid), who
 
 
 def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:

@@ -37,8 +37,17 @@ from types import TracebackType
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 
-__all__ = ["LOCK_ENV", "LOCK_FD_ENV", "LOCK_FILE", "LOCK_INFO_FILE", "LOCK_PID_ENV", "RunDirInUseError", "RunDirLock",
-           "held_by_parent"]  # fmt: skip
+__all__ = [
+    "LOCK_ENV",
+    "LOCK_FD_ENV",
+    "LOCK_FILE",
+    "LOCK_INFO_FILE",
+    "LOCK_PID_ENV",
+    "RunDirInUseError",
+    "RunDirLock",
+    "held_by_parent",
+    "pid_alive",
+]  # fmt: skip
 
 LOCK_FILE = ".lock"
 LOCK_INFO_FILE = ".lock.json"
@@ -190,7 +199,7 @@ class RunDirLock:
                 info = json.loads((self.run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
                 who = (f"pid {info['pid']} on host {info['host']} since {info['since']} (started by "
                        f"`{info['command']}`)")  # fmt: skip
-                dead = info["host"] == socket.gethostname() and not _alive(info["pid"])
+                dead = info["host"] == socket.gethostname() and not pid_alive(info["pid"])
             except (OSError, ValueError, KeyError, TypeError):
                 dead = None
             if dead is False or time.monotonic() >= deadline:
@@ -217,8 +226,9 @@ def _command_line() -> str:
     return shlex.join(REDACTED if looks_like_credential_value(a) else a for a in sys.argv)[:500]
 
 
-def _alive(pid: object) -> bool:
-    """Whether ``pid`` (from a holder record) is a live process on this host (True when it cannot be told)."""
+def pid_alive(pid: object) -> bool:
+    """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
+    when it cannot be told: not a positive int, or no permission to signal it)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return True
     try:

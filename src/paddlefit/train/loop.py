@@ -182,9 +182,8 @@ class Trainer:
             with paddle.utils.unique_name.guard():
                 return self._run()
         except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
-            if self.record is not None:
-                with contextlib.suppress(Exception):
-                    self._compare(ended=(exc.exit_code, str(exc)))
+            with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
+                self._compare(ended=(exc.exit_code, str(exc)))
             raise
         finally:
             if lock is not None:
@@ -290,6 +289,7 @@ class Trainer:
             return self._end_budget()
         if self.is_writer and st.step < job.total_steps and self.ckpt.due(st.step):
             self._save()
+            self._compare()
         return None
 
     def epochs_done(self) -> float:
@@ -334,7 +334,6 @@ class Trainer:
                                         keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
-        self._compare()
         return path
 
     def _compare(self, ended: tuple[int, str] | None = None) -> dict[str, Any] | None:
@@ -389,9 +388,9 @@ class Trainer:
             self.metrics.write({"step": self.state.step, "epoch": self.epochs_done(), **self.last_eval},
                                ("eval_loss", "eval_accuracy"), prefix="eval")  # fmt: skip
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, comparison: dict[str, Any] | None = None) -> dict[str, Any]:
         """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost
-        (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran."""
+        (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran, ``comparison`` (given)."""
         st, job, t = self.state, self.job, self.state.totals
         wall = self.budget.wall_s()  # once: wall_seconds and cost_usd must agree
         return {
@@ -409,13 +408,14 @@ class Trainer:
             "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": self.budget.cost_usd(wall),
             "micro_batch_size": self.runner.micro.size,
             "grad_accum_steps": self.spec.grad_accum_steps * self.runner.micro.ways,
-            "oom_backoffs": self.runner.micro.backoffs, "comparison": self._compare(),
+            "oom_backoffs": self.runner.micro.backoffs, "comparison": comparison,
         }  # fmt: skip
 
     def _end(self, code: int, reason: str, summary: dict[str, Any] | None = None) -> RunResult:
         if self.is_writer:
             write_status(self.run_dir, code, reason, self.state.step)
-            self._compare(ended=(code, reason))
+            if summary is None:  # a finished run's summary carries the comparison, recorded with it
+                self._compare(ended=(code, reason))
         self._barrier()
         return RunResult(code, reason, self.state.step, summary)
 
@@ -423,7 +423,7 @@ class Trainer:
         summary = None
         if self.is_writer:
             self._save()
-            summary = self.summary()
+            summary = self.summary(self._compare(ended=(EXIT_OK, "finished")))
             atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n", option="--run-dir")
         return self._end(EXIT_OK, "finished", summary)
 

@@ -92,14 +92,17 @@ class PeakTracker:
         earlier in this process (another run, another test, the model's build) is not this run's."""
         self.on_gpu = on_gpu
         self.best = 0
-        self.checkpoint()
-        self.best = 0
+        self._restart()
 
     def checkpoint(self) -> None:
         """Fold the peak since the last checkpoint into the run's and restart Paddle's high from now."""
+        self.best = max(self.best, peak_memory_bytes(self.on_gpu))
+        self._restart()
+
+    def _restart(self) -> None:
+        """Restart Paddle's high from the current allocation."""
         import paddle
 
-        self.best = max(self.best, peak_memory_bytes(self.on_gpu))
         if self.on_gpu:
             paddle.device.cuda.reset_max_memory_allocated()
         else:

@@ -44,9 +44,11 @@ __all__ = [
     "NO_PREDICT_ENV",
     "PREDICTION_FILE",
     "RunDevice",
+    "catalog_gpu_name",
     "comparison",
     "predict_run",
     "run_device",
+    "trainer_step_s",
 ]  # fmt: skip
 
 PREDICTION_FILE = "prediction.json"
@@ -97,15 +99,20 @@ def run_device(devices: int, gpu_ids: list[int] | None, gpus_visible: int) -> Ru
 
         return RunDevice("cpu", platform.processor() or platform.machine() or "cpu", None, devices)
     raw = _nvml_name(gpu_ids[0] if gpu_ids else 0) or "unknown GPU"
+    return RunDevice("gpu", raw, catalog_gpu_name(raw), devices)
+
+
+def catalog_gpu_name(raw_name: str) -> str | None:
+    """The catalog GPU a driver-reported name denotes (:func:`paddlefit.plan.calibrate.match_gpu`: ``NVIDIA L4``
+    -> ``L4``), None when no catalog row matches."""
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.errors import UnknownNameError
     from paddlefit.plan.calibrate import match_gpu
 
     try:
-        catalog = match_gpu(raw, load_gpus()).name
+        return match_gpu(raw_name, load_gpus()).name
     except UnknownNameError:
-        catalog = None
-    return RunDevice("gpu", raw, catalog, devices)
+        return None
 
 
 def _not_predicted(device: RunDevice, reason: str) -> dict[str, Any]:

@@ -19,7 +19,14 @@ import numpy as np
 
 from paddlefit.fileio import atomic_write_text
 from paddlefit.runs.registry import utc_now
-from paddlefit.train.predict import COMPARISON_FILE, PREDICTION_FILE, WARMUP_STEPS, comparison, trainer_step_s
+from paddlefit.train.predict import (
+    COMPARISON_FILE,
+    PREDICTION_FILE,
+    WARMUP_STEPS,
+    catalog_gpu_name,
+    comparison,
+    trainer_step_s,
+)
 
 __all__ = ["PREDICTION_KEY_ENV", "RunRecord"]
 
@@ -94,9 +101,9 @@ class RunRecord:
 
     def begin(self, spec: Any, *, model: Any, on_gpu: bool, world: int, global_batch: int, resumed: bool) -> None:
         """Record the run in the registry (a resume takes over the run directory's newest row again)."""
-        fields = {"run_dir": str(self.run_dir), "spec_json": spec.model_dump(mode="json"),
-                  "spec_sha256": hashlib.sha256(json.dumps(spec.model_dump(mode="json"), sort_keys=True)
-                                                .encode()).hexdigest(),
+        spec_doc = spec.model_dump(mode="json")
+        fields = {"run_dir": str(self.run_dir), "spec_json": spec_doc,
+                  "spec_sha256": hashlib.sha256(json.dumps(spec_doc, sort_keys=True).encode()).hexdigest(),
                   "model": spec.model, "params": int(sum(int(np.prod(p.shape)) for p in model.parameters())),
                   "precision": spec.precision.value, "micro_batch_size": spec.batch_size,
                   "grad_accum_steps": spec.grad_accum_steps, "global_batch": global_batch, "device_count": world,
@@ -125,14 +132,12 @@ class RunRecord:
             return {"device_kind": "cpu", "device_name": "cpu"}
         import paddle
 
-        from paddlefit.catalog.gpus import load_gpus
-        from paddlefit.plan.calibrate import match_gpu
-
         raw = paddle.device.cuda.get_device_name()
         try:
-            return {"device_kind": "gpu", "device_name": match_gpu(raw, load_gpus()).name}
-        except Exception:  # not in the catalog: the driver's name
-            return {"device_kind": "gpu", "device_name": raw}
+            name = catalog_gpu_name(raw)
+        except Exception:  # a catalog that does not load never fails the run
+            name = None
+        return {"device_kind": "gpu", "device_name": name or raw}  # unmatched: the driver's name
 
     def update(self, doc: dict[str, Any], *, ended: tuple[int, str] | None = None,
                results: dict[str, Any] | None = None) -> None:  # fmt: skip

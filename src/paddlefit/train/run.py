@@ -158,7 +158,6 @@ def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:
     try:
         from paddlefit.diagnose.snapshot import collect_snapshot
 
-        run_dir.mkdir(parents=True, exist_ok=True)
         snap = collect_snapshot(run_dir, run_devices=False)
         atomic_write_text(run_dir / SNAPSHOT_FILE, json.dumps(snap.to_dict(), indent=2) + "\n", option="--run-dir")
     except Exception as exc:  # the environment record is for the report: it never stops a run
@@ -173,7 +172,6 @@ def _prediction(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
         return None
     from paddlefit.train.predict import predict_run, run_device, trainer_step_s
 
-    run_dir.mkdir(parents=True, exist_ok=True)
     doc = predict_run(spec_yaml(spec), run_device(n, gpu_ids, gpu_count()), run_dir, log)
     if doc["status"] == "predicted":
         step = trainer_step_s(doc, spec.grad_accum_steps)

@@ -30,13 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
     from paddlefit.train.metrics import write_status
+    from paddlefit.train.record import PREDICTION_KEY_ENV
 
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
     run_dir = Path(args.run_dir)
     try:
         spec = load_job_spec(args.spec)
         opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir),
-                            prediction_key=os.environ.get("PADDLEFIT_PREDICTION_KEY") or None)  # fmt: skip
+                            prediction_key=os.environ.get(PREDICTION_KEY_ENV) or None)  # fmt: skip
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         written = False
