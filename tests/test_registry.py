@@ -199,6 +199,7 @@ print(json.dumps({"me": me, "run_id": run_id, "ok": all(ok), "warnings": warning
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # each write waits at most the 5 s busy timeout: beside multi-process training it waited longer
 def test_concurrent_writers_in_separate_processes_lose_nothing(tmp_path):
     """4 processes start at once on a fresh database (so they also race to create it, set WAL and migrate), each
     inserting its row, then updating it 10 times while all of them increment one shared counter (``resumes``)."""
