@@ -10,8 +10,9 @@ from paddle import nn
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
-from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s, wave_efficiency
-from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, step_kernels
+from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
+from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling
+from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
 from paddlefit.models import resolve_model
@@ -96,9 +97,7 @@ def test_adam_update_bytes_and_kernels():
     adam = _by_op(ks)["adam"]
     params = 8 * 8 + 8 + 8 * 3 + 3
     assert adam.bytes == 28 * params and adam.count == 4  # p, g, m, v read + p, m, v written; one per tensor
-    t = kernel_time_s(adam, A100, PerfParams({"gemm_half": 1, "gemm_tf32": 1, "gemm_fp32": 1, "conv_half": 1,
-                                               "conv_tf32": 1, "conv_fp32": 1, "dwconv": 1, "bw_eff": 0.5,
-                                               "kernel_s": 1e-5}), "fp32")[0]  # fmt: skip
+    t = kernel_time_s(adam, A100, _params(bw_eff=0.5, kernel_s=1e-5, l2_gain=1.0), "fp32")[0]
     assert t == pytest.approx(28 * params / (1555e9 * 0.5) + 4 * 1e-5)
 
 
@@ -138,12 +137,74 @@ def test_nchw_half_convolutions_pay_layout_transposes():
     assert not [k for k in ks2 if k.op == "nchw_transpose"]
 
 
-def test_wave_quantization_and_split_k():
-    assert wave_efficiency((1, 128 * 108, 128, 64), 108) == 1.0  # exactly one full wave
-    assert wave_efficiency((1, 128 * 109, 128, 64), 108) == pytest.approx(109 / 216)  # a second, nearly empty wave
-    # one output tile with a long reduction is split along K (split-K): 1024 // 128 = 8 slices
-    assert wave_efficiency((1, 128, 128, 1024), 108) == pytest.approx(8 / 108)
-    assert wave_efficiency((1, 128, 128, 1024), None) == 1.0
+def _params(**over):
+    """The shipped parameters with some values replaced (hand-computable cases)."""
+    shipped = load_perf_params()
+    return PerfParams(dict(shipped.values, **over))
+
+
+def test_wave_quantization_at_a_tile_boundary():
+    # 108 tiles of 128 x 128 fill the A100's 108 SMs once; one more tile needs a second, nearly empty wave
+    assert [float(x) for x in gemm_tiling(1, 128 * 108, 128, 64, 108)] == [128, 128, 1, 64]
+    assert [float(x) for x in gemm_tiling(1, 128 * 109, 128, 64, 108)] == [128, 128, 2, 64]
+    one = gemm_compute_s(1, 128 * 108, 128, 64, 19.5e12, 108, 1.0, 0.0, 16.0)
+    two = gemm_compute_s(1, 128 * 109, 128, 64, 19.5e12, 108, 1.0, 0.0, 16.0)
+    # a wave: each SM runs 2 x 128 x 128 x 64 FLOPs at 1/108 of the peak
+    assert one == pytest.approx(2 * 128 * 128 * 64 / (19.5e12 / 108)) and two == pytest.approx(2 * one)
+    # the prologue/epilogue of a tile costs gemm_k0 k-steps: k = 64 with k0 = 16 takes 80/64 as long
+    assert gemm_compute_s(1, 128 * 108, 128, 64, 19.5e12, 108, 1.0, 16.0, 16.0) == pytest.approx(one * 80 / 64)
+
+
+def test_small_outputs_take_small_tiles_and_split_k():
+    # 128 x 128 output: no tile size fills 108 SMs, so the smallest (32 x 32: 16 tiles) and the reduction is
+    # split into min(ceil(108 / 16), 1024 // 128) = 7 slices: 112 units, 2 waves of k = 1024 / 7
+    tm, tn, waves, kt = gemm_tiling(1, 128, 128, 1024, 108)
+    assert (float(tm), float(tn), float(waves)) == (32, 32, 2) and float(kt) == pytest.approx(1024 / 7)
+    # a 32 x 32 tile has intensity h = 16 FLOPs per element loaded against 64 for 128 x 128: its SM is slower
+    rate = (16 / (16 + 36.0)) / (64 / (64 + 36.0))
+    t = gemm_compute_s(1, 128, 128, 1024, 19.5e12, 108, 1.0, 0.0, 36.0)
+    assert t == pytest.approx(2 * 2 * 32 * 32 * (1024 / 7) / (19.5e12 * rate / 108))
+    # a large output keeps the 128 x 128 tile: 32 x 32 = 1024 tiles are 9.48 waves of 108, so 10
+    assert [float(x) for x in gemm_tiling(1, 4096, 4096, 64, 108)[:3]] == [128, 128, 10]
+    # 6 x 128 rows and 2 x 128 columns = 12 tiles of 128 x 128 do not fill 108 SMs; 64 x 64 tiles: 48, neither;
+    # 32 x 32: 192 tiles fill them (2 waves)
+    assert [float(x) for x in gemm_tiling(1, 768, 256, 64, 108)[:3]] == [32, 32, 2]
+
+
+def test_bandwidth_bound_add_and_l2():
+    n = 2**26  # 768 MiB moved: far beyond the A100's 40 MiB L2
+    add = Kernel("elementwise", "add", "forward", n, 12 * n, "memory")
+    p = _params(bw_eff=0.8, l2_gain=2.0, kernel_s=3e-6)
+    l2 = 40 * 2**20
+    t, bound = kernel_time_s(add, A100, p, "fp32")
+    assert bound == "memory"
+    assert t == pytest.approx((12 * n - l2) / (1555e9 * 0.8) + l2 / (1555e9 * 0.8 * 2.0) + 3e-6)
+    # within the L2 the bytes move twice as fast
+    small = Kernel("elementwise", "add", "forward", 2**20, 12 * 2**20, "memory")
+    assert kernel_time_s(small, A100, p, "fp32")[0] == pytest.approx(12 * 2**20 / (1555e9 * 0.8 * 2.0) + 3e-6)
+    # layer norm and softmax have their own bandwidth efficiency
+    ln = Kernel("norm", "layer_norm", "forward", 0, 12 * n, "memory")
+    p2 = _params(bw_eff=0.8, norm_bw_eff=0.4, l2_gain=1.0, kernel_s=3e-6)
+    assert kernel_time_s(ln, A100, p2, "fp32")[0] == pytest.approx(12 * n / (1555e9 * 0.4) + 3e-6)
+
+
+def test_tiny_kernels_are_launch_bound():
+    tiny = Kernel("elementwise", "add", "forward", 1, 12, "memory", count=1000)
+    p = _params(kernel_s=4e-6, bw_eff=0.8, l2_gain=1.5)
+    t, _ = kernel_time_s(tiny, V100, p, "fp32")
+    assert t == pytest.approx(1000 * 4e-6, rel=1e-6)  # 12 bytes a kernel: nothing but the fixed cost
+
+
+def test_fp32_on_cuda_cores_is_held_to_the_board_power():
+    t4 = get_gpu("T4")  # 70 W, 8.1 TFLOPS FP32 at boost clock
+    big = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "fp32", (1, 8192, 8192, 8192))
+    p = _params(fp32_gflops_per_w=40.0, gemm_fp32=1.0)
+    t, bound = kernel_time_s(big, t4, p, "fp32")
+    assert bound == "compute" and t == pytest.approx(2 * 8192**3 / (70 * 40e9) + p.values["kernel_s"])
+    # the same kernel on TF32 tensor cores is not power-capped (tensor cores spend far less energy per FLOP)
+    a100_tf32 = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "tf32", (1, 8192, 8192, 8192))
+    t2, _ = kernel_time_s(a100_tf32, A100, p, "fp32")
+    assert t2 < 2 * 8192**3 / 156e12 / p.values["gemm_tf32"] * 1.2
 
 
 def test_dataparallel_overlap():

@@ -31,11 +31,12 @@ MIB = 1024**2
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "verified", "source", "retrieved",
+    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "verified", "source",
+    "retrieved",
 )  # fmt: skip
 
 #: Columns a user catalog may leave out (files written before they existed stay valid).
-OPTIONAL_COLUMNS = ("sm_count",)
+OPTIONAL_COLUMNS = ("sm_count", "l2_mib")
 #: Column names of earlier releases, read as their new names (``_gbps`` meant GB/s; renamed to ``_gb_s`` so it is
 #: not read as Gbit/s). Deprecated: accepted for one release.
 DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
@@ -76,6 +77,10 @@ class GPU(BaseModel):
     #: AD104 L4 58, Hopper H100 SXM5 132 / PCIe 114, H200 132; A10G 80 from AWS's g5 documentation). Empty =
     #: unknown (B200: not checked), and the GEMM model then assumes full waves.
     sm_count: int | None = Field(default=None, ge=1, le=4096)
+    #: L2 cache, MiB, for the kernel model's L2-resident bytes (NVIDIA architecture whitepapers: Turing TU104 4,
+    #: Volta GV100 6, Ampere GA100 40 and GA102 6 (A10, A10G, A40, RTX 3090), Ada AD102 72 (RTX 4090) / 96
+    #: (L40S), AD104 48 (L4), Hopper GH100 50 (H100 SXM5 and PCIe, H200)). Empty = unknown (B200): no L2 term.
+    l2_mib: float | None = Field(default=None, ge=0, le=2**20)
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""

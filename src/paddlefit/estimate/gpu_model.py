@@ -1,31 +1,26 @@
-"""Per-operator GPU step time: every op of the training step timed on a GPU's compute units and memory.
+"""Per-operator GPU step time: every kernel of the training step timed from its shape and the GPU's datasheet.
 
 A training step is the forward trace (:mod:`paddlefit.estimate.optrace`), its backward ops derived per class,
-the AMP casts and the optimizer update. Each kernel takes
+the AMP casts and the optimizer update (:func:`~paddlefit.estimate.kernels.step_kernels`; dtypes under AMP by
+:mod:`paddlefit.estimate.amp`). Each kernel takes
 
-    t = max(FLOPs / (peak of its unit x efficiency x wave efficiency), bytes / (DRAM bandwidth x bw_eff)) + kernel_s
+    t = max(compute_s, memory_s) + kernel_s
 
-(the roofline, Williams et al., CACM 2009, per kernel), and the step is the sum over kernels, never below the
-host floor measured on this machine (:class:`~paddlefit.estimate.timing.HostOverhead`).
-
-Wave quantization (Habitat, Yu et al., USENIX ATC 2021, §4.2; NVIDIA "Matrix Multiplication Background"
-guide, "Wave Quantization"): a GEMM is cut into output tiles (:data:`TILE_SIZES`); the GPU runs
-``sm_count`` tiles at a time, so ``tiles / (ceil(tiles / sm_count) x sm_count)`` of the last wave is filled.
-Small or skinny GEMMs therefore reach a fraction of the peak.
-
-The kernels of a step (which unit each runs on, the backward rules, the optimizer update) are built by
-:func:`~paddlefit.estimate.kernels.step_kernels`; the dtypes under AMP by :mod:`paddlefit.estimate.amp`; the
-fitted efficiencies are :class:`~paddlefit.estimate.perf_params.PerfParams`.
+(the roofline, Williams et al., CACM 2009, per kernel) with ``compute_s`` from GEMM tiles, waves and the unit's
+peak and ``memory_s`` from its bytes, DRAM bandwidth and L2 (:mod:`paddlefit.estimate.kernel_model`, whose
+constants are fitted op class by op class on measured kernels; :class:`~paddlefit.estimate.perf_params.PerfParams`).
+The step is the sum over kernels; ``plan`` keeps it above the host floor
+(:func:`paddlefit.estimate.timing.host_floor_s`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from paddlefit.estimate.kernel_model import gemm_compute_s, memory_s
 from paddlefit.estimate.kernels import (
     Kernel,
     step_kernels,
@@ -36,44 +31,9 @@ from paddlefit.estimate.perf_params import (
     PerfParams,
 )
 
-#: Tile edges of one thread block's output for tensor-core GEMMs: 128 x 128 is the default CUTLASS threadblock
-#: shape for FP16/TF32 GEMMs on Volta to Hopper (CUTLASS ``default_gemm_configuration.h``) and the tile NVIDIA's
-#: guide uses for its wave-quantization example; its configurations also carry 32- and 64-wide tiles, and a
-#: dimension below 128 uses the smallest that covers it.
-TILE_SIZES = (32, 64, 128)
-#: Shortest K slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep FP16 threadblock tile, so
-#: each slice still amortises its prologue and the final reduction of the partial tiles.
-SPLIT_K_MIN = 128
-
-
-def _tile(d: int) -> int:
-    """Tile edge a GEMM library picks for a dimension of ``d``: the smallest of :data:`TILE_SIZES` that covers
-    it, else the largest (cuBLAS/CUTLASS heuristics carry 32-, 64- and 128-wide threadblock tiles)."""
-    return next((t for t in TILE_SIZES if d <= t), TILE_SIZES[-1])
-
-
-def wave_efficiency(gemm: tuple[int, int, int, int] | None, sm_count: int | None) -> float:
-    """Fraction of the tensor-core work that is useful: tile fill x wave fill; 1 without an SM count.
-
-    Tile fill: an M x N output is cut into tiles of ``_tile(M) x _tile(N)``; a dimension that is not a
-    multiple of its tile wastes the rest (N = 18 output channels fill 18 of a 32-wide tile).
-    Wave fill: units / (ceil(units / SMs) x SMs), units = batch x tiles x split, where a GEMM with fewer tiles
-    than SMs and a long reduction is split along K into ``min(ceil(SMs / tiles), K // SPLIT_K_MIN)`` slices
-    (split-K: CUTLASS ``GemmSplitKParallel``, cuBLAS's split-K heuristics; stream-K, Osama et al. 2023,
-    arXiv 2301.03598). Split-K matters for weight gradients, whose K is samples x pixels (or tokens).
-    """
-    if not gemm or not sm_count:
-        return 1.0
-    g, m, n, k = (max(int(x), 1) for x in gemm)
-    tm, tn = _tile(m), _tile(n)
-    mt, nt = math.ceil(m / tm), math.ceil(n / tn)
-    fill = (m / (mt * tm)) * (n / (nt * tn))
-    tiles = g * mt * nt
-    split = 1
-    if tiles < sm_count:
-        split = max(1, min(math.ceil(sm_count / tiles), k // SPLIT_K_MIN))
-    units = tiles * split
-    return fill * units / (math.ceil(units / sm_count) * sm_count)
+MIB = 1024**2
+#: Memory-bound op classes with their own bandwidth efficiency (the rest use ``bw_eff``).
+MEMORY_KEYS = {"norm": "norm_bw_eff", "softmax": "softmax_bw_eff"}
 
 
 def unit_peak(gpu: Any, unit: str, precision: str) -> float:
@@ -102,11 +62,14 @@ class CompiledStep:
 
     Attributes:
         kernels: the kernels (:func:`step_kernels`).
-        flops, nbytes, count: per kernel.
-        peak: the unit's dense peak FLOP/s x the GEMM's wave efficiency (0 for memory-bound kernels).
+        flops, nbytes, count: per kernel (FLOPs, bytes, kernels the row stands for).
+        peak: the unit's dense peak FLOP/s (0 for memory-bound kernels).
         key: index of the kernel's efficiency parameter in :data:`PARAM_KEYS` (-1: memory-bound).
+        mem_key: index of its bandwidth-efficiency parameter.
+        gemm: (4, kernels) array of batch, M, N, K for tiled GEMMs (0 where the kernel is not one).
+        cuda_core: FP32 on CUDA cores (held to the board power), conv: a convolution.
         backward: True for backward-phase kernels.
-        bandwidth: datasheet DRAM bandwidth, bytes/s.
+        bandwidth, l2_bytes, sm, tdp_w: datasheet DRAM bytes/s, L2 bytes, SMs, board watts (0 when unknown).
         architecture: GPU architecture (for ``PerfParams.by_generation``).
     """
 
@@ -116,37 +79,68 @@ class CompiledStep:
     count: np.ndarray
     peak: np.ndarray
     key: np.ndarray
+    mem_key: np.ndarray
+    gemm: np.ndarray
+    cuda_core: np.ndarray
+    conv: np.ndarray
     backward: np.ndarray
     bandwidth: float
+    l2_bytes: float
+    sm: int
+    tdp_w: float
     architecture: str | None
+
+    def compute_s(self, params: PerfParams) -> np.ndarray:
+        """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`."""
+        get = lambda k: params.get(k, self.architecture)  # noqa: E731
+        eff = np.array([get(k) for k in PARAM_KEYS])[np.maximum(self.key, 0)]
+        cap = np.where(self.cuda_core, self.tdp_w * get("fp32_gflops_per_w") * 1e9 if self.tdp_w else np.inf, np.inf)
+        cap = np.where(self.conv, cap * eff / get("gemm_fp32"), cap)  # Winograd: fewer multiplies than counted
+        out = np.zeros(len(self.kernels))
+        tiled = (self.key >= 0) & (self.gemm[0] > 0)
+        if tiled.any():
+            g, m, n, k = self.gemm[:, tiled]
+            out[tiled] = gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled], get("gemm_k0"),
+                                        get("tile_h0"), cap[tiled])  # fmt: skip
+        flat = (self.key >= 0) & ~tiled
+        out[flat] = np.maximum(self.flops[flat] / (self.peak[flat] * eff[flat]), self.flops[flat] / cap[flat])
+        return out
 
     def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s."""
-        arch = self.architecture
-        eff = np.array([params.get(k, arch) for k in PARAM_KEYS])
-        mem_s = self.nbytes / (self.bandwidth * params.get("bw_eff", arch))
-        rate = np.where(self.key >= 0, self.peak * eff[np.maximum(self.key, 0)], np.inf)
-        comp_s = np.where(self.key >= 0, self.flops / rate, 0.0)
-        return np.maximum(comp_s, mem_s) + self.count * params.get("kernel_s", arch), comp_s >= mem_s
+        get = lambda k: params.get(k, self.architecture)  # noqa: E731
+        bw_eff = np.array([get(k) for k in PARAM_KEYS])[self.mem_key]
+        per = np.maximum(self.count, 1)
+        mem_s = per * memory_s(self.nbytes / per, self.bandwidth, bw_eff, self.l2_bytes, get("l2_gain"))
+        comp_s = self.compute_s(params)
+        return np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
 
 
 def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:
     """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`)."""
-    sm = getattr(gpu, "sm_count", None)
+    sm = int(getattr(gpu, "sm_count", None) or 0)
     keys = [_param_key(k) for k in kernels]
     # depthwise/grouped convolutions run Paddle's direct CUDA-core kernel, not GEMM tiles: no tile or wave model
-    peak = [0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
-            * (1.0 if k.unit == "dwconv" else wave_efficiency(k.gemm, sm))
-            for k, key in zip(kernels, keys, strict=True)]  # fmt: skip
+    pairs = list(zip(kernels, keys, strict=True))
+    tiled = [key is not None and k.unit != "dwconv" and bool(k.gemm) and sm > 0 for k, key in pairs]
+    gemm = np.array([k.gemm if t else (0, 0, 0, 0) for k, t in zip(kernels, tiled, strict=True)], dtype=float)
     return CompiledStep(
         kernels=kernels,
         flops=np.array([float(k.flops) for k in kernels]),
         nbytes=np.array([float(k.bytes) for k in kernels]),
         count=np.array([float(k.count) for k in kernels]),
-        peak=np.array(peak),
-        key=np.array([-1 if key is None else PARAM_KEYS.index(key) for key in keys]),
+        peak=np.array([0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
+                       for k, key in pairs]),
+        key=np.array([-1 if key is None else PARAM_KEYS.index(key) for key in keys], dtype=int),
+        mem_key=np.array([PARAM_KEYS.index(MEMORY_KEYS.get(k.cls, "bw_eff")) for k in kernels], dtype=int),
+        gemm=gemm.reshape(-1, 4).T,
+        cuda_core=np.array([key is not None and k.unit in ("fp32", "dwconv") for k, key in pairs]),
+        conv=np.array([k.cls == "conv" for k in kernels]),
         backward=np.array([k.phase == "backward" for k in kernels]),
         bandwidth=gpu.mem_bw_gb_s * 1e9,
+        l2_bytes=float(getattr(gpu, "l2_mib", None) or 0.0) * MIB,
+        sm=sm,
+        tdp_w=float(getattr(gpu, "tdp_w", None) or 0.0),
         architecture=getattr(gpu, "architecture", None),
     )
 

@@ -15,9 +15,16 @@ from typing import Any
 
 from paddlefit.errors import CatalogError
 
-#: The efficiency parameters and their allowed ranges (``efficiency`` values are fractions of a unit's peak).
+#: The parameters of the per-kernel model (:mod:`paddlefit.estimate.kernel_model`) and the host floor.
+#: Efficiencies are fractions of a unit's datasheet peak; see :class:`PerfParams` for each key.
 PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
-              "kernel_s")  # fmt: skip
+              "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
+              "host_op_s", "host_step_s_per_tensor")  # fmt: skip
+#: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
+#: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
+#: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
+KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "bw_eff", "norm_bw_eff",
+                   "softmax_bw_eff", "l2_gain")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -25,10 +32,17 @@ class PerfParams:
     """Fitted efficiency parameters of the per-operator model.
 
     Attributes:
-        values: ``gemm_half``/``gemm_tf32``/``gemm_fp32`` (fraction of the unit's dense peak reached by a
-            large linear/matmul), ``conv_*`` (the same for convolutions), ``dwconv`` (fraction of the FP32
-            CUDA-core peak for depthwise/grouped convolutions), ``bw_eff`` (fraction of the datasheet DRAM
-            bandwidth reached by memory-bound kernels), ``kernel_s`` (fixed seconds per kernel: launch, tail).
+        values: ``gemm_half``/``gemm_tf32``/``gemm_fp32`` (fraction of the unit's dense peak a 128 x 128 tile
+            of a linear/matmul reaches at long k), ``conv_*`` (the same for convolutions as implicit GEMMs; above
+            1 where Winograd does fewer multiplies than counted), ``dwconv`` (fraction of the FP32 CUDA-core peak
+            for depthwise/grouped convolutions), ``bw_eff`` (fraction of the datasheet DRAM bandwidth reached by
+            elementwise kernels; ``norm_bw_eff``/``softmax_bw_eff`` the same for norms and softmax, on the bytes
+            :mod:`~paddlefit.estimate.kernels` counts), ``l2_gain`` (how much faster bytes within the L2 size
+            move), ``gemm_k0`` (k steps of a tile's prologue/epilogue), ``tile_h0`` (tile-size constant),
+            ``fp32_gflops_per_w`` (FP32 CUDA-core GFLOP/s the board sustains per watt of TDP), ``kernel_s``
+            (fixed GPU seconds per kernel: launch, tail), ``host_op_s`` (host seconds to dispatch one eager
+            op) and ``host_step_s_per_tensor`` (host seconds of ``optimizer.step()`` per parameter tensor).
+            The formulas: :mod:`paddlefit.estimate.kernel_model`.
         by_generation: per GPU architecture (``volta``, ``ampere``...) overrides of any of those keys.
         calibration: ``published-fit`` (fitted on published measurements) or ``device`` (measured on this
             GPU by ``paddlefit calibrate``).
@@ -46,8 +60,14 @@ class PerfParams:
         return float(gen.get(key, self.values[key]))
 
 
-#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak; at most 1 ms per kernel.
-PARAM_RANGE = {k: (1e-3, 1.0) for k in PARAM_KEYS} | {"kernel_s": (0.0, 1e-3)}
+#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak (convolutions up to 4x:
+#: Winograd F(4x4, 3x3) does 4x fewer multiplies, Lavin & Gray, CVPR 2016); at most 1 ms per kernel or host op.
+PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 4.0) for k in ("conv_half", "conv_tf32", "conv_fp32")}
+               | {"kernel_s": (0.0, 1e-3), "host_op_s": (0.0, 1e-3), "host_step_s_per_tensor": (0.0, 1e-3),
+                  "gemm_k0": (0.0, 1e5), "tile_h0": (0.0, 1e5), "fp32_gflops_per_w": (1e-3, 1e6),
+                  "l2_gain": (1.0, 100.0)})  # fmt: skip
+#: Seconds that must be above 0 (their range's lower end is exclusive).
+POSITIVE_SECONDS = ("kernel_s", "host_op_s", "host_step_s_per_tensor")
 
 
 def is_finite_number(value: Any) -> bool:
@@ -64,9 +84,10 @@ def _check_value(key: str, v: Any, origin: str, where: str) -> float:
         raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got "
                            f"{str(v)[:40]!r}.")  # fmt: skip
     lo, hi = PARAM_RANGE[key]
-    if not (lo < v <= hi if lo == 0 else lo <= v <= hi):
+    strict = key in POSITIVE_SECONDS
+    if not (lo < v <= hi if strict else lo <= v <= hi):
         raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside "
-                           f"{'(' if lo == 0 else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
+                           f"{'(' if strict else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
                            "`python bench/gpu_fit.py --write`).")  # fmt: skip
     return float(v)
 

@@ -1,7 +1,10 @@
 """Host overhead, ring all-reduce and the previous whole-step roofline.
 
-- :class:`HostOverhead` / :func:`measure_host_overhead`: the host floor of a step, measured on this machine
-  (used by ``plan``'s GPU rows, whose device time comes from :mod:`paddlefit.estimate.gpu_model`).
+- :func:`host_floor_s`: the host floor of a GPU step from the model's constants ``host_op_s`` and
+  ``host_step_s_per_tensor`` (shipped, or measured on the training host by ``paddlefit calibrate``), so a GPU row
+  does not depend on the machine that plans it.
+- :class:`HostOverhead` / :func:`measure_host_overhead`: those two figures measured on this machine (by
+  ``bench/host_overhead.py`` for the shipped constants and by ``paddlefit calibrate``).
 - :func:`ring_allreduce_s`: the NCCL ring all-reduce time.
 - :data:`DEFAULT_EFFICIENCY`: the single efficiency per unit class that GPU rows used before the per-operator
   model: NVIDIA DeepLearningExamples ResNet-50 v1.5 throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP
@@ -47,6 +50,15 @@ class HostOverhead:
     def step_s(self, forward_ops: int, trainable_tensors: int) -> float:
         """Host floor of one step: forward ops + ~2x as many backward ops, plus the optimizer loop."""
         return 3 * forward_ops * self.op_s + trainable_tensors * self.optimizer_s_per_tensor
+
+
+def host_floor_s(params: Any, forward_ops: int, trainable_tensors: int, architecture: str | None = None) -> float:
+    """Host seconds of one GPU training step, a lower bound of the step: every kernel is launched from the host
+    through Paddle's eager dispatch, forward ops and ~2x as many backward ops, plus ``optimizer.step()``'s loop
+    over parameter tensors: 3 x ``forward_ops`` x ``host_op_s`` + ``trainable_tensors`` x
+    ``host_step_s_per_tensor`` (a :class:`~paddlefit.estimate.perf_params.PerfParams`' constants)."""
+    return HostOverhead(params.get("host_op_s", architecture),
+                        params.get("host_step_s_per_tensor", architecture)).step_s(forward_ops, trainable_tensors)
 
 
 def measure_host_overhead(optimizer_factory: Any, calls: int = 2000) -> HostOverhead:

@@ -130,7 +130,8 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
 
     from paddlefit.estimate.gpu_model import kernel_time_s
     from paddlefit.estimate.kernels import Kernel
-    from paddlefit.estimate.perf_params import PerfParams, load_perf_params
+    from paddlefit.estimate.perf_params import PARAM_RANGE, PerfParams, load_perf_params
+    from paddlefit.estimate.timing import measure_host_overhead
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize
@@ -152,7 +153,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
             return
         r = max(t_pred - values["kernel_s"], 1e-12) / max(t_meas - kernel_s, 1e-12)
         ratios[key] = r
-        values[key] = min(1.0, max(1e-3, values[key] * r))
+        values[key] = min(PARAM_RANGE[key][1], max(1e-3, values[key] * r))
 
     say("timing elementwise add")
     u, v = paddle.randn([big]), paddle.randn([big])
@@ -191,6 +192,10 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
                            "dwconv", (c, pix, 1, 9)), "fp32", t)  # fmt: skip
     measured["depthwise_conv2d_s"] = t
     values["kernel_s"] = kernel_s
+    say("timing the host: eager dispatch and the optimizer's loop")
+    host = measure_host_overhead(lambda ps: make_optimizer(OptimizerName.ADAMW, ps))
+    values["host_op_s"], values["host_step_s_per_tensor"] = host.op_s, host.optimizer_s_per_tensor
+    measured["host_op_s"], measured["host_step_s_per_tensor"] = host.op_s, host.optimizer_s_per_tensor
     return {"values": values, "by_generation": {},
             "provenance": {"measured": measured, "device": gpu.name,
                            "ratios_predicted_over_measured": {k: (None if v != v else v) for k, v in ratios.items()},

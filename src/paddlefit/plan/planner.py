@@ -22,7 +22,9 @@ GPU adjustments to the CPU-probe peak (memory is not calibrated until ``paddlefi
 GPU step time: the per-operator model (:mod:`paddlefit.estimate.gpu_model`) over the operator trace recorded
 in the probe (or written from the config for models too large to probe), with the efficiency parameters fitted
 on published measurements (``calibration: published-fit``) or timed on that GPU (``calibration: device``);
-never below the host floor measured here; data parallel adds the all-reduce that the backward does not hide.
+never below the host floor (Paddle's eager dispatch per op and the optimizer's loop per tensor: constants of the
+model, :func:`~paddlefit.estimate.timing.host_floor_s`, so a row does not depend on the planning machine); data
+parallel adds the all-reduce that the backward does not hide.
 """
 
 from __future__ import annotations
@@ -32,10 +34,9 @@ from typing import Any
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
-from paddlefit.estimate.job_call import make_optimizer
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
-from paddlefit.estimate.timing import measure_host_overhead
+from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
 from paddlefit.plan.measure import measure_model
 from paddlefit.plan.request import Plan, PlanRequest, check_explain
@@ -94,12 +95,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     targets = [cpu_target(req, m)]
     fixed = cpu_fixed_bytes(m, b)
 
-    # ---- GPU targets
-    if m.fwd_ops and gpus:
-        host = measure_host_overhead(lambda ps: make_optimizer(req.optimizer, ps))
-        host_s = host.step_s(m.fwd_ops, m.info.trainable_tensors)
-    else:  # analytic path: no op count; large models are compute-bound
-        host, host_s = None, 0.0
+    # ---- GPU targets (the analytic path has no op count: large models are compute-bound, no host floor)
     published = load_perf_params()
     check_explain(req.explain, req.gpus, gpus_all)
     explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
@@ -108,6 +104,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
+        params = cal.perf_params if cal and cal.perf_params is not None else published
+        host_s = host_floor_s(params, m.fwd_ops, m.info.trainable_tensors, gpu.architecture) if m.fwd_ops else 0.0
         target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est)
@@ -159,8 +157,10 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "amp_cast_weight_bytes": cast_bytes,
         "cuda_context_bytes": CUDA_CONTEXT_BYTES,
         "conv_workspace_bytes": CONV_WORKSPACE_BYTES if m.has_conv else 0,
-        "gpu_model": "per-operator roofline: sum over kernels of max(FLOPs / (unit peak x efficiency x wave "
-                     "efficiency), bytes / (bandwidth x bw_eff)) + kernel_s",
+        "gpu_model": "per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
+                     "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
+                     "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
+                     "runs (bench/gpu_fit.py)",
         "gpu_model_params": dict(published.values),
         "gpu_model_params_by_generation": {g: dict(v) for g, v in published.by_generation.items()},
         "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
@@ -170,10 +170,11 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "trace_source": m.trace.source,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
-        "host_op_s": host.op_s if host else None,
-        "host_optimizer_s_per_tensor": host.optimizer_s_per_tensor if host else None,
-        "host_floor_s": host_s,
-        "host_floor": "3 x forward ops x op_s + trainable tensors x optimizer_s_per_tensor (measured here)",
+        "host_op_s": published.values["host_op_s"] if m.fwd_ops else None,
+        "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"] if m.fwd_ops else None,
+        "host_floor_s": host_floor_s(published, m.fwd_ops, m.info.trainable_tensors) if m.fwd_ops else 0.0,
+        "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor: constants of the "
+                      "GPU model (bench/host_overhead.py), or measured on the training host by paddlefit calibrate",
         "cpu_threads": m.probe.threads if m.method == "cpu-probe" else None,
         "cpu_thread_step_s": {str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),

@@ -1,0 +1,99 @@
+"""Time of one GPU kernel from its shape and the GPU's datasheet: GEMM tiles and waves, DRAM and L2 bytes, launch.
+
+Every function here takes datasheet figures (SM count, a unit's dense peak FLOP/s, DRAM bandwidth, L2 size, board
+power) and the fitted constants of :class:`~paddlefit.estimate.perf_params.PerfParams`; nothing depends on a GPU's
+name, so a GPU without a measured kernel (Ada, Hopper, Blackwell) is timed from its datasheet. The constants are
+fitted op class by op class on measured kernels (``bench/gpu_kernels.py``: NeuSight's ~256,000 FP32 kernel timings
+on P4, P100, T4, V100 and A100, and DeepBench's FP16 tensor-core GEMMs on V100 and T4) and judged leave one GPU out.
+
+GEMM-like kernels (linear, matmul, convolution as implicit GEMM) are cut into output tiles (:data:`TILES`) that
+run one per SM at a time (NVIDIA "Matrix Multiplication Background" guide, "Wave Quantization"; Habitat, Yu et al.,
+USENIX ATC 2021, §4.2)::
+
+    compute_s = waves x 2 tm tn (k_tile + gemm_k0) / (peak x eff x tile_rate(tm, tn) / SMs)
+    tile_rate = (h / (h + tile_h0)) / (64 / (64 + tile_h0)),  h = tm tn / (tm + tn)
+
+``h`` is the tile's arithmetic intensity in FLOPs per element loaded (a tm x tn tile loads tm + tn elements per
+k step for 2 tm tn FLOPs), so small tiles reach less of the peak; ``gemm_k0`` is the prologue and epilogue of a
+tile in k steps, which short reductions do not amortise. A GEMM with fewer tiles than SMs is split along k
+(split-K; CUTLASS ``GemmSplitKParallel``) into ``min(ceil(SMs / tiles), k // SPLIT_K_MIN)`` slices. FP32 on the
+CUDA cores is also held to the board power: at most ``tdp_w x fp32_gflops_per_w`` GFLOP/s (the T4 and P4,
+70-75 W cards, sustain 40-55% of their boost-clock peak in the kernel data; A100 and V100 are not held back).
+
+Memory-bound kernels move their bytes at ``bw_eff`` of the DRAM bandwidth; bytes up to the L2 size are served
+``l2_gain`` times faster (the kernels' inputs are the previous kernel's outputs, still in L2 when they fit).
+
+Every kernel also costs ``kernel_s`` on the GPU (launch and tail). The host's own cost (Paddle's eager dispatch)
+is not here: :func:`paddlefit.estimate.timing.host_floor_s`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Output tiles of one thread block, largest first: cuBLAS's SGEMM kernels are named by them
+#: (``ampere_sgemm_128x128_nn``, ``volta_sgemm_128x64_tn``, ``..._64x64_..``, ``..._128x32_..``,
+#: ``..._32x32_sliced1x4_..`` in NeuSight's kernel traces) and CUTLASS's default threadblock shapes are the same.
+TILES = ((128, 128), (128, 64), (64, 64), (128, 32), (32, 32))
+#: Shortest k slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep threadblock tile, so each slice
+#: still amortises its prologue and the final reduction of the partial tiles.
+SPLIT_K_MIN = 128
+
+
+def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
+                sm: float) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """Tile, waves and k per tile of GEMMs (arrays of one shape; ``g`` batched GEMMs of m x n outputs, reduction k).
+
+    The tile is the largest of :data:`TILES` whose count still fills every SM, its long edge along the longer
+    output dimension (cuBLAS's heuristics prefer large tiles and fall back to smaller ones for small outputs: the
+    kernel names in NeuSight's traces), else the smallest. With fewer tiles than SMs the reduction is split
+    (split-K, see the module docstring).
+
+    Returns:
+        (tm, tn, waves, k_tile): tile edges, ceil(units / SMs) with units = tiles x split, and k / split.
+    """
+    g, m, n, k = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (g, m, n, k))
+    tm, tn = np.full(m.shape, 32.0), np.full(m.shape, 32.0)
+    done = np.zeros(m.shape, dtype=bool)
+    for a, b in TILES:
+        ta, tb = np.where(m >= n, a, b), np.where(m >= n, b, a)
+        ok = ~done & (g * np.ceil(m / ta) * np.ceil(n / tb) >= sm)
+        tm, tn, done = np.where(ok, ta, tm), np.where(ok, tb, tn), done | ok
+    tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
+    split = np.where(tiles < sm, np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)
+    return tm, tn, np.ceil(tiles * split / sm), k / split
+
+
+def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:
+    """Rate of an SM on a tm x tn tile relative to a 128 x 128 tile (see the module docstring), dimensionless."""
+    h = tm * tn / (tm + tn)
+    return (h / (h + tile_h0)) / (64.0 / (64.0 + tile_h0))
+
+
+def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, peak_flops: np.ndarray | float,
+                   sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float,
+                   power_cap_flops: np.ndarray | float = np.inf) -> np.ndarray:  # fmt: skip
+    """Compute seconds of GEMMs (see the module docstring).
+
+    Args:
+        g, m, n, k: batch, output rows, output columns, reduction length (FLOPs = 2 g m n k).
+        peak_flops: dense peak FLOP/s of the unit the GEMM runs on (datasheet).
+        sm: SM count (datasheet).
+        eff: fraction of the peak a 128 x 128 tile reaches at long k (fitted per unit).
+        gemm_k0, tile_h0: fitted, see the module docstring.
+        power_cap_flops: FLOP/s the board power sustains (inf: no cap).
+    """
+    tm, tn, waves, kt = gemm_tiling(g, m, n, k, sm)
+    rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
+    t = waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
+    flops = 2.0 * np.maximum(g, 1) * np.maximum(m, 1) * np.maximum(n, 1) * np.maximum(k, 1)
+    return np.maximum(t, flops / power_cap_flops)
+
+
+def memory_s(nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l2_bytes: float,
+             l2_gain: float) -> np.ndarray:  # fmt: skip
+    """Seconds to move ``nbytes`` (bytes): the first ``l2_bytes`` at ``l2_gain`` x the DRAM rate, the rest at
+    ``bw_eff`` x the datasheet DRAM ``bandwidth`` (bytes/s)."""
+    nbytes = np.asarray(nbytes, dtype=float)
+    hit = np.minimum(nbytes, l2_bytes)
+    return (nbytes - hit) / (bandwidth * bw_eff) + hit / (bandwidth * bw_eff * l2_gain)
