@@ -235,11 +235,11 @@ def workdir(base: Path) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def measured() -> Iterator[None]:
     """``plan``/``cost`` measure a model once: the CPU probe (keyed by what these tests vary: model, batch, inputs,
-    optimizer, precision, model args, label, loss) and the host overhead are memoised, so a fuzzed catalog, price or
-    calibration file costs milliseconds (every file parser, and everything after the probe, still runs)."""
+    optimizer, precision, model args, label, loss) is memoised, so a fuzzed catalog, price or calibration file costs
+    milliseconds (every file parser, and everything after the probe, still runs)."""
     from paddlefit.plan import planner
 
-    real_measure, real_host = planner.measure_model, planner.measure_host_overhead
+    real_measure = planner.measure_model
     seen: dict[tuple, Any] = {}
 
     def measure(req: Any, say: Any) -> Any:
@@ -249,14 +249,8 @@ def measured() -> Iterator[None]:
             seen[key] = real_measure(req, say)
         return seen[key]
 
-    def host(make: Any) -> Any:
-        if "host" not in seen:
-            seen["host"] = real_host(make)
-        return seen["host"]
-
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(planner, "measure_model", measure)
-        mp.setattr(planner, "measure_host_overhead", host)
         yield
 
 
