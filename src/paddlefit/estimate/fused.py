@@ -405,3 +405,15 @@ def flash_trace(trace: OpTrace) -> tuple[OpTrace, int]:
     ops1, n = flash_rewrite(trace.ops1)
     ops2 = flash_rewrite(trace.ops2)[0] if trace.ops2 else []
     return replace(trace, ops1=ops1, ops2=ops2), n
+
+
+def attention_note(blocks: int, trace: OpTrace) -> str:
+    """The plan's note on ``attention: flash``: how many eager attention cores :func:`flash_rewrite` replaced, or
+    why none (the model already calls a fused attention, or has no matmul -> softmax -> matmul core)."""
+    if blocks:
+        return (f"attention: flash: {blocks} eager attention core{'s' if blocks > 1 else ''} (matmul -> softmax -> "
+                "matmul) planned as one flash-attention kernel each on GPUs that run it (CC 8.0+, fp16/bf16); the "
+                "cpu row runs the model as written")  # fmt: skip
+    if any(o.cls == "attention" for o in trace.ops1):
+        return "attention: flash: the model already calls a fused attention; nothing to replace"
+    return "attention: flash: no eager attention core (matmul -> softmax -> matmul) in the trace; planned as written"

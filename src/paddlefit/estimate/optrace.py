@@ -349,12 +349,13 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
         Whatever the model's forward raises (callers turn it into a ModelError).
     """
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
+    from paddlefit.estimate.fused import cpu_reference_kernels
 
     traces = []
     for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):
         batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
         rec = TraceRecorder()
-        with FlopCounter(model, FlopsCount(batch), rec):
+        with cpu_reference_kernels(), FlopCounter(model, FlopsCount(batch), rec):
             out = model(*inputs)
         del out
         traces.append((batch, rec.ops()))
