@@ -193,7 +193,7 @@ class EagerAttention(nn.Layer):
 
 
 class FusedAttention(nn.Layer):
-    """Self-attention through F.scaled_dot_product_attention (layout [B, S, H, D]), 4 heads of 16 over float32[S, 64]."""
+    """Self-attention through F.scaled_dot_product_attention ([B, S, H, D]), 4 heads of 16 over float32[S, 64]."""
 
     def __init__(self, causal: bool = False) -> None:
         super().__init__()

@@ -4,7 +4,9 @@ eager attention core (matmul -> softmax -> matmul) into one flash-attention kern
 
 Tracing (:func:`patch_fused`, installed by :func:`~paddlefit.estimate.flop_functional.patch_functional`): the
 functions are wrapped like every functional op (:meth:`~paddlefit.estimate.flops.FlopCounter.wrap`), so whatever
-the call runs inside, on this CPU, is not traced again. That matters because the CPU probe cannot run the GPU
+the call runs inside, on this CPU, is not traced again (and ``_math_attention``, the CPU path of both attention
+functions, is wrapped in their modules too, so a function imported by name before the trace began is seen).
+That matters because the CPU probe cannot run the GPU
 kernels: Paddle 3.3.1's ``F.scaled_dot_product_attention`` picks its ``math`` backend off the GPU
 (``python/paddle/nn/functional/sdpa.py``, ``select_sdp_for_sdpa``) and ``flash_attention`` does the same
 (``python/paddle/nn/functional/flash_attention.py``, ``_select_sdp``); both then run ``_math_attention``
@@ -114,7 +116,8 @@ def patch_fused(counter: FlopCounter) -> None:
         def rule(args, kwargs, out):
             a = bind(args, kwargs)
             q, k, v = (a.get(n) for n in ("query", "key", "value"))
-            _record_attention(counter, q, k, v, a.get("attn_mask"), bool(a.get("is_causal") or a.get("causal")), out)
+            mask = a.get("attn_mask", a.get("mask"))
+            _record_attention(counter, q, k, v, mask, bool(a.get("is_causal") or a.get("causal")), out)
 
         return rule
 
@@ -177,6 +180,10 @@ def patch_fused(counter: FlopCounter) -> None:
 
     wrap(F, "scaled_dot_product_attention", sdpa)
     wrap(fa, "flash_attention", sdpa)
+    # what both run off the GPU, looked up in their modules at call time: also caught when the model imported
+    # the public function before the trace began (`from paddle.nn.functional.flash_attention import ...`)
+    wrap(fa, "_math_attention", sdpa)
+    wrap(importlib.import_module("paddle.nn.functional.sdpa"), "_math_attention", sdpa)
     wrap(IF, "fused_rms_norm", norm("rms_norm", RMS_NORM_FLOPS))
     wrap(IF, "fused_layer_norm", norm("fused_bias_residual_layernorm", 8))
     wrap(IF, "fused_rotary_position_embedding", rope)
