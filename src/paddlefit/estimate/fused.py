@@ -96,9 +96,70 @@ def _record_attention(counter: FlopCounter, q: Any, k: Any, v: Any, mask: Any, c
                  (q, k, v, mask), _first(out), attention_gemm(bh, sq, sk, d))  # fmt: skip
 
 
+def _sdpa_rule(counter: FlopCounter, bind: Any) -> Any:
+    def rule(args, kwargs, out):
+        a = bind(args, kwargs)
+        q, k, v = (a.get(n) for n in ("query", "key", "value"))
+        mask = a.get("attn_mask", a.get("mask"))
+        _record_attention(counter, q, k, v, mask, bool(a.get("is_causal") or a.get("causal")), out)
+
+    return rule
+
+
+def _norm_rule(op: str, per: int) -> Any:
+    def make(counter: FlopCounter, bind: Any) -> Any:
+        def rule(args, kwargs, out):
+            a = bind(args, kwargs)
+            res = a.get("residual")
+            ins = (a["x"], a["norm_weight"], a.get("norm_bias"), a.get("bias"), res)
+            outs = (_first(out), out[1]) if res is not None and isinstance(out, list | tuple) else _first(out)
+            counter.emit_elementwise("norm", op, per, ins, outs, "norm")
+
+        return rule
+
+    return make
+
+
+def _rope_rule(counter: FlopCounter, bind: Any) -> Any:
+    def rule(args, kwargs, out):
+        a = bind(args, kwargs)
+        xs = [t for t in (a["q"], a.get("k"), a.get("v")) if t is not None]
+        outs = [t for t in (out if isinstance(out, list | tuple) else (out,)) if t is not None]
+        fwd = ROPE_FLOPS * sum(map(numel, xs))
+        counter.emit("rope", "fused_rotary_position_embedding", "elementwise", fwd,
+                     fwd if any(map(needs_grad, xs)) else 0, (*xs, a.get("sin"), a.get("cos")), outs)  # fmt: skip
+
+    return rule
+
+
+def _elementwise_rule(op: str, kind: str, per: Any, names: tuple[str, ...]) -> Any:
+    """``per``: FLOPs per output element, or a callable of the bound arguments giving them."""
+    def make(counter: FlopCounter, bind: Any) -> Any:
+        def rule(args, kwargs, out):
+            a = bind(args, kwargs)
+            counter.emit_elementwise(kind, op, per(a) if callable(per) else per, tuple(a.get(n) for n in names), out)
+
+        return rule
+
+    return make
+
+
+def _fused_linear_rule(counter: FlopCounter, bind: Any) -> Any:
+    """y = x @ W + b: one GEMM with the bias (and activation) in its epilogue."""
+    def rule(args, kwargs, out):
+        a = bind(args, kwargs)
+        w = a.get("weight", a.get("y"))
+        tw = bool(a.get("transpose_weight") or a.get("transpose_y") or a.get("trans_y"))
+        n, k = (w.shape[0], w.shape[1]) if tw else (w.shape[1], w.shape[0])
+        counter.emit_gemm("linear", "fused_gemm_epilogue", a["x"], w, out, numel(out) * k, a.get("bias"),
+                          (1, numel(out) // max(n, 1), n, k))  # fmt: skip
+
+    return rule
+
+
 def patch_fused(counter: FlopCounter) -> None:
     """Wrap the fused ops (module docstring) so each call is one traced kernel in ``counter``; a function missing
-    from the installed Paddle is skipped."""
+    from the installed Paddle is skipped. Each rule binds the call's arguments by the unwrapped signature."""
     import importlib
 
     import paddle.incubate.nn.functional as IF
@@ -106,92 +167,27 @@ def patch_fused(counter: FlopCounter) -> None:
 
     fa = importlib.import_module("paddle.nn.functional.flash_attention")
 
-    def wrap(owner: Any, name: str, make: Any) -> None:  # the rule binds arguments by the unwrapped signature
+    def wrap(owner: Any, name: str, make: Any) -> None:
         fn = getattr(owner, name, None)
         if fn is not None:
             sig = inspect.signature(fn)
-            counter.wrap(owner, name, make(lambda args, kwargs: _bind(sig, args, kwargs)))
+            counter.wrap(owner, name, make(counter, lambda args, kwargs: _bind(sig, args, kwargs)))
 
-    def sdpa(bind):
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            q, k, v = (a.get(n) for n in ("query", "key", "value"))
-            mask = a.get("attn_mask", a.get("mask"))
-            _record_attention(counter, q, k, v, mask, bool(a.get("is_causal") or a.get("causal")), out)
-
-        return rule
-
-    def norm(op, per):
-        def make(bind):
-            def rule(args, kwargs, out):
-                a = bind(args, kwargs)
-                res = a.get("residual")
-                ins = (a["x"], a["norm_weight"], a.get("norm_bias"), a.get("bias"), res)
-                outs = (_first(out), out[1]) if res is not None and isinstance(out, list | tuple) else _first(out)
-                counter.emit_elementwise("norm", op, per, ins, outs, "norm")
-
-            return rule
-
-        return make
-
-    def rope(bind):
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            xs = [t for t in (a["q"], a.get("k"), a.get("v")) if t is not None]
-            outs = [t for t in (out if isinstance(out, list | tuple) else (out,)) if t is not None]
-            fwd = ROPE_FLOPS * sum(map(numel, xs))
-            counter.emit("rope", "fused_rotary_position_embedding", "elementwise", fwd,
-                         fwd if any(map(needs_grad, xs)) else 0, (*xs, a.get("sin"), a.get("cos")), outs)
-
-        return rule
-
-    def bias_act(bind):
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            per = BIAS_ACT_FLOPS.get(str(a.get("act_method", "gelu")), 1) + 1
-            counter.emit_elementwise("activation", "fused_bias_act", per, (a["x"], a.get("bias")), out)
-
-        return rule
-
-    def fused_linear(bind):  # y = x @ W + b: one GEMM with the bias (and activation) in its epilogue
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            w = a.get("weight", a.get("y"))
-            tw = bool(a.get("transpose_weight") or a.get("transpose_y") or a.get("trans_y"))
-            n, k = (w.shape[0], w.shape[1]) if tw else (w.shape[1], w.shape[0])
-            counter.emit_gemm("linear", "fused_gemm_epilogue", a["x"], w, out, numel(out) * k, a.get("bias"),
-                              (1, numel(out) // max(n, 1), n, k))  # fmt: skip
-
-        return rule
-
-    def swiglu(bind):
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            counter.emit_elementwise("activation", "swiglu", 3, (a["x"], a.get("y")), out)
-
-        return rule
-
-    def dropout_add(bind):
-        def rule(args, kwargs, out):
-            a = bind(args, kwargs)
-            counter.emit_elementwise("elementwise", "fused_dropout_add", 1, (a["x"], a["y"]), out)
-
-        return rule
-
-    wrap(F, "scaled_dot_product_attention", sdpa)
-    wrap(fa, "flash_attention", sdpa)
+    wrap(F, "scaled_dot_product_attention", _sdpa_rule)
+    wrap(fa, "flash_attention", _sdpa_rule)
     # what both run off the GPU, looked up in their modules at call time: also caught when the model imported
     # the public function before the trace began (`from paddle.nn.functional.flash_attention import ...`)
-    wrap(fa, "_math_attention", sdpa)
-    wrap(importlib.import_module("paddle.nn.functional.sdpa"), "_math_attention", sdpa)
-    wrap(IF, "fused_rms_norm", norm("rms_norm", RMS_NORM_FLOPS))
-    wrap(IF, "fused_layer_norm", norm("fused_bias_residual_layernorm", 8))
-    wrap(IF, "fused_rotary_position_embedding", rope)
-    wrap(IF, "fused_bias_act", bias_act)
+    wrap(fa, "_math_attention", _sdpa_rule)
+    wrap(importlib.import_module("paddle.nn.functional.sdpa"), "_math_attention", _sdpa_rule)
+    wrap(IF, "fused_rms_norm", _norm_rule("rms_norm", RMS_NORM_FLOPS))
+    wrap(IF, "fused_layer_norm", _norm_rule("fused_bias_residual_layernorm", 8))
+    wrap(IF, "fused_rotary_position_embedding", _rope_rule)
+    wrap(IF, "fused_bias_act", _elementwise_rule(
+        "fused_bias_act", "activation", lambda a: BIAS_ACT_FLOPS.get(str(a.get("act_method")), 1) + 1, ("x", "bias")))
     for name in ("fused_linear", "fused_matmul_bias", "fused_linear_activation"):
-        wrap(IF, name, fused_linear)
-    wrap(IF, "swiglu", swiglu)
-    wrap(IF, "fused_dropout_add", dropout_add)
+        wrap(IF, name, _fused_linear_rule)
+    wrap(IF, "swiglu", _elementwise_rule("swiglu", "activation", 3, ("x", "y")))
+    wrap(IF, "fused_dropout_add", _elementwise_rule("fused_dropout_add", "elementwise", 1, ("x", "y")))
 
 
 def _rms_norm_ref(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=None, residual=None, **_):
