@@ -110,6 +110,12 @@ def check_not_empty(values: dict[str, str | None]) -> None:
                                  "default.")  # fmt: skip
 
 
+def attention_option(flash: bool | None) -> str | None:
+    """``--flash-attention/--no-flash-attention`` as :attr:`JobOptions.attention`: ``flash``, ``eager``, or None
+    (not given: the spec's ``attention``)."""
+    return None if flash is None else "flash" if flash else "eager"
+
+
 @dataclass
 class JobOptions:
     """What a command's MODEL argument and job options say, before ``--config`` is merged (None = not given).
@@ -121,6 +127,7 @@ class JobOptions:
         inputs, label: per-sample input/label spec strings (``float32[3,224,224]``).
         model_args: ``key=value`` strings for the model factory.
         optimizer, precision: enum values as strings (:mod:`paddlefit.spec`).
+        attention: ``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager.
         label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.request.PlanRequest`.
         devices: data-parallel devices; None = the spec's, else 1.
         command: the CLI verb, for messages.
@@ -136,6 +143,7 @@ class JobOptions:
     model_args: list[str] | None = None
     optimizer: str | None = None
     precision: str | None = None
+    attention: str | None = None
     label: str | None = None
     label_arg: str | None = None
     loss: str | None = None
@@ -189,6 +197,7 @@ class ResolvedJob:
     evaluates: bool = True
     queued: tuple[int, int, int] = (0, 0, 0)
     devices: int = 1
+    attention: str = "eager"
     notes: list[str] = field(default_factory=list)
 
     def call_fields(self) -> dict:
@@ -236,6 +245,7 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     optimizer = o.optimizer or (spec.optimizer.value if spec else "adam")
     precision = o.precision or (spec.precision.value if spec else "fp32")
     devices = o.devices if o.devices is not None else (spec.devices if spec else 1)
+    attention = o.attention or (spec.attention if spec else "eager")
     inputs, label, label_arg, loss, eval_batch_size = o.inputs, o.label, o.label_arg, o.loss, o.eval_batch_size
     cli_inputs = bool(inputs)
     if not inputs and spec and spec.inputs:
@@ -279,7 +289,7 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
                        eval_batch_size,
                        # the probe's batches are copies of data.train's first sample unless --input overrides them
                        train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates, queued,
-                       devices, notes)  # fmt: skip
+                       devices, attention, notes)  # fmt: skip
 
 
 def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, batch_size: int, devices: int,

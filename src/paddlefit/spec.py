@@ -185,6 +185,11 @@ class JobSpec(BaseModel):
     precision: Precision = Field(default=Precision.FP32, description=(
         "fp32, fp16-o1, bf16-o1, fp16-o2 or bf16-o2 (Paddle AMP levels O1/O2; AMP acts on GPUs only: a CPU run "
         "trains fp32 and warns)."))
+    attention: Literal["eager", "flash"] = Field(default="eager", description=(
+        "How `plan`/`cost` time the model's attention on GPUs: eager (as the model is written) or flash (each "
+        "matmul -> softmax -> matmul attention core as one FlashAttention-2 kernel on CC 8.0+ GPUs in fp16/bf16: "
+        "no S x S probabilities kept for the backward). `train` runs the model as written; models that call "
+        "`F.scaled_dot_product_attention` are fused either way."))
     devices: int = Field(default=1, ge=1, description="Data-parallel trainers: GPUs, or processes on a CPU-only "
                          "machine.")  # fmt: skip
     seed: int = Field(default=0, ge=0, lt=2**31, description="Seed of every rank's RNGs and of each epoch's order.")

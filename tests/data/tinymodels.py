@@ -177,3 +177,32 @@ def gpu_only_kernel() -> nn.Layer:
             return _C_ops.fused_rms_norm_ext(h, paddle.ones([8]), 1e-6)
 
     return Fused()
+
+
+class EagerAttention(nn.Layer):
+    """One post-norm transformer encoder layer (paddle.nn.MultiHeadAttention: matmul -> softmax -> dropout -> matmul)
+    over float32[S, 64] and a 5-class head."""
+
+    def __init__(self, heads: int = 4) -> None:
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(64, heads, 128, dropout=0.1)
+        self.head = nn.Linear(64, 5)
+
+    def forward(self, x):
+        return self.head(self.layer(x).mean(axis=1))
+
+
+class FusedAttention(nn.Layer):
+    """Self-attention through F.scaled_dot_product_attention ([B, S, H, D]), 4 heads of 16 over float32[S, 64]."""
+
+    def __init__(self, causal: bool = False) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+        self.head = nn.Linear(64, 5)
+        self.causal = causal
+
+    def forward(self, x):
+        b, s = x.shape[0], x.shape[1]
+        q, k, v = self.qkv(x).reshape([b, s, 3, 4, 16]).unbind(2)
+        o = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=self.causal)
+        return self.head(o.reshape([b, s, 64]).mean(axis=1))

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
-from paddlefit.job import JobOptions
+from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
 from paddlefit.report.render import render_cost, to_json
@@ -25,6 +25,9 @@ def cost_command(
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
                                  "(default: fp32)"),
+    flash_attention: bool = typer.Option(None, "--flash-attention/--no-flash-attention", help="Time GPUs with each "
+                                         "eager attention core as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), "
+                                         "or as written (job spec `attention`) [eager]; see `plan`."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs."),
     cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda."),
@@ -74,7 +77,8 @@ def cost_command(
         safety_margin=safety_margin, top=top, use_runs=not no_runs,
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
-                     optimizer=optimizer, precision=precision, command="cost")  # fmt: skip
+                     optimizer=optimizer, precision=precision, command="cost",
+                     attention=attention_option(flash_attention))  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})
     with err.status("planning...") as status, stdout_to_stderr():

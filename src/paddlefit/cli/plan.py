@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
-from paddlefit.job import JobOptions, check_not_empty
+from paddlefit.job import JobOptions, attention_option, check_not_empty
 from paddlefit.plan.jobs import plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
 from paddlefit.spec import Precision, parse_enum
@@ -62,8 +62,11 @@ def plan_command(
     network_gbit_s: float = typer.Option(None, "--network-gbit-s", "--network-gbps", help="Parallel planner: "
                                          "inter-node network per node, Gbit/s [AWS p4d 400 / p5 3200]. "
                                          "(`--network-gbps`: deprecated alias, removed in the next release.)"),
-    flash_attention: bool = typer.Option(True, "--flash-attention/--no-flash-attention",
-                                         help="Parallel planner: fused attention (no s x s activations)."),
+    flash_attention: bool = typer.Option(None, "--flash-attention/--no-flash-attention",
+                                         help="Plan GPU rows with each eager attention core (matmul -> softmax -> "
+                                              "matmul) as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), or as "
+                                              "written (job spec `attention`) [eager]. Parallel planner: fused "
+                                              "attention, no s x s activations [on]."),
     top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
     explain: list[str] = typer.Option(None, "--explain", help="Also print the predicted top operators of one "
                                       "step on this GPU (repeatable): a profile of a card you do not have."),
@@ -97,8 +100,8 @@ def plan_command(
     check_not_empty({"--precision": precision, "--optimizer": optimizer})
     if _parallel_requested(model, seq_len, global_batch, gpus):
         _plan_parallel(
-            model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer, flash_attention, mfu,
-            network_gbit_s, safety_margin, top, catalog, json_out,
+            model, seq_len, global_batch, gpus, gpus_per_node, gpu, precision, optimizer,
+            flash_attention is not False, mfu, network_gbit_s, safety_margin, top, catalog, json_out,
             {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
              "--label": label, "--label-arg": label_arg, "--loss": loss, "--eval-batch-size": eval_batch_size,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
@@ -107,14 +110,15 @@ def plan_command(
         return
     stray = [name for name, given in (("--gpus-per-node", gpus_per_node != 8), ("--mfu", mfu is not None),
                                       ("--network-gbit-s", network_gbit_s is not None),
-                                      ("--no-flash-attention", not flash_attention), ("--top", top != 5)) if given]
+                                      ("--top", top != 5)) if given]
     if stray:
         raise fail(f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
                    "config.json, or with `--gpus N`); this plan probes the model on the CPU.")  # fmt: skip
     quiet_paddle()
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
-                     eval_batch_size=eval_batch_size, devices=devices)  # fmt: skip
+                     eval_batch_size=eval_batch_size, devices=devices,
+                     attention=attention_option(flash_attention))  # fmt: skip
     # user code may print: keep stdout for the result alone
     with err.status("planning...") as status, stdout_to_stderr():
         result = plan_job(job, gpus=gpu or [], dataset_size=dataset_size, epochs=epochs,

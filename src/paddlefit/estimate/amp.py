@@ -152,11 +152,13 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
 #: Op name -> which of its forward tensors its grad op reads (``paddle/phi/ops/yaml/backward.yaml``):
 #: "out" (relu, relu6, sigmoid, tanh, softmax, exp: the grad takes Out), "x" (gelu, swish, hardswish, mish,
 #: leaky_relu, elu, multiply, divide...), "none" (add, subtract, concat, transpose, interpolate, reductions:
-#: shapes only, ``no_need_buffer``), "x_out" (pool2d, max and avg alike; silu).
+#: shapes only, ``no_need_buffer``), "x_out" (pool2d, max and avg alike; silu; flash_attn: q, k, v, mask and out,
+#: plus its small softmax_lse), fused_dropout_add "none" (its grad regenerates the mask from the seed).
 SAVED_FOR_GRAD = {"relu": "out", "relu6": "out", "sigmoid": "out", "tanh": "out", "softmax": "out",
                   "log_softmax": "out", "exp": "out", "add": "none", "subtract": "none", "concat": "none",
                   "transpose": "none", "interpolate": "none", "reduce_mean": "none", "reduce_sum": "none",
-                  "avg_pool": "x_out", "max_pool": "x_out", "silu": "x_out"}  # fmt: skip
+                  "avg_pool": "x_out", "max_pool": "x_out", "silu": "x_out", "flash_attn": "x_out",
+                  "fused_dropout_add": "none"}  # fmt: skip
 
 
 def saved_activation_bytes(ops: list[TracedOp], precision: str) -> tuple[float, float]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from paddlefit.estimate.flop_formulas import conv_gemm, conv_macs, conv_op, matmul_gemm, needs_grad, numel
+from paddlefit.estimate.fused import patch_fused
 
 if TYPE_CHECKING:
     from paddlefit.estimate.flops import FlopCounter
@@ -20,8 +21,12 @@ def patch_functional(counter: FlopCounter) -> None:
     """Wrap Paddle's functional ops (``paddle.matmul``, ``F.conv2d``, ``F.softmax``, ``Tensor.__add__``, the losses,
     the zero-FLOP data movements and, when recording a trace, the views) so that each call counts into ``counter``
     (:meth:`~paddlefit.estimate.flops.FlopCounter.wrap`; the counter restores them on exit)."""
+    import sys
+
     import paddle
     import paddle.nn.functional as F
+
+    ptensor = sys.modules["paddle.tensor"]  # the module (the attribute `paddle.tensor` is a function in Paddle 3.3)
 
     def matmul_rule(args, kwargs, out):
         x = args[0] if args else kwargs.get("x")
@@ -74,8 +79,10 @@ def patch_functional(counter: FlopCounter) -> None:
 
         return rule
 
+    # paddle.nn's layers call `paddle.tensor.matmul` / `.transpose` / `.reshape` (nn.MultiHeadAttention's P.V,
+    # python/paddle/nn/layer/transformer.py): the same functions under another module, wrapped there too
     for owner, name in ((paddle, "matmul"), (paddle, "bmm"), (paddle, "mm"), (paddle.Tensor, "matmul"),
-                        (paddle.Tensor, "__matmul__"), (paddle.Tensor, "bmm")):  # fmt: skip
+                        (paddle.Tensor, "__matmul__"), (paddle.Tensor, "bmm"), (ptensor, "matmul")):  # fmt: skip
         counter.wrap(owner, name, matmul_rule)
     counter.wrap(F, "linear", linear_rule)
     for name in ("conv1d", "conv2d", "conv3d"):
@@ -129,16 +136,17 @@ def patch_functional(counter: FlopCounter) -> None:
     # zero-FLOP kernels: counted as ops (kernel launches), no FLOPs
     counter.wrap(F, "dropout", move_rule("dropout", "elementwise"))
     for owner, name in ((paddle, "transpose"), (paddle.Tensor, "transpose"), (paddle, "concat"),
-                        (paddle.Tensor, "t")):  # fmt: skip
+                        (paddle.Tensor, "t"), (ptensor, "transpose"), (ptensor, "concat")):  # fmt: skip
         counter.wrap(owner, name, move_rule("concat" if name == "concat" else "transpose"))
     for name in ("interpolate", "upsample"):
         counter.wrap(F, name, move_rule("interpolate"))
     for owner, name in ((paddle, "mean"), (paddle.Tensor, "mean"), (paddle, "sum"), (paddle.Tensor, "sum")):
         counter.wrap(owner, name, move_rule("reduce_" + name, "reduce"))
+    patch_fused(counter)  # flash attention and Paddle's incubate fused ops: one kernel each
     if counter.recorder is None:
         return
     # views launch no kernel: traced only when recording, so tensor identities and dtypes flow through
-    for owner, name in ((paddle, "reshape"), (paddle.Tensor, "reshape"), (paddle, "flatten"),
+    for owner, name in ((paddle, "reshape"), (paddle.Tensor, "reshape"), (ptensor, "reshape"), (paddle, "flatten"),
                         (paddle.Tensor, "flatten"), (paddle, "squeeze"), (paddle.Tensor, "squeeze"),
                         (paddle, "unsqueeze"), (paddle.Tensor, "unsqueeze"), (paddle, "split"),
                         (paddle.Tensor, "split"), (paddle, "chunk"), (paddle.Tensor, "chunk"),

@@ -98,10 +98,11 @@ class CompiledStep:
         cap = np.where(self.conv, cap * eff / get("gemm_fp32"), cap)  # Winograd: fewer multiplies than counted
         out = np.zeros(len(self.kernels))
         tiled = (self.key >= 0) & (self.gemm[0] > 0)
-        if tiled.any():
+        if tiled.any():  # a kernel doing more FLOPs than its GEMM shape (flash attention: two GEMMs) scales
             g, m, n, k = self.gemm[:, tiled]
-            out[tiled] = gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled], get("gemm_k0"),
-                                        get("tile_h0"), cap[tiled])  # fmt: skip
+            per_shape = self.flops[tiled] / (2 * g * m * n * k)
+            out[tiled] = per_shape * gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled],
+                                                    get("gemm_k0"), get("tile_h0"), cap[tiled])  # fmt: skip
         flat = (self.key >= 0) & ~tiled
         out[flat] = np.maximum(self.flops[flat] / (self.peak[flat] * eff[flat]), self.flops[flat] / cap[flat])
         return out

@@ -111,6 +111,9 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
         in_b = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True))
         out_b = sum(_nbytes(t, a.out_dtype if t.floating else t.dtype) for t in o.outputs)
         act_out = o.outputs[0] if o.outputs else None
+        if o.cls == "attention" and o.gemm:
+            ks += attention_kernels(o, a, _gemm_unit(a.compute, gpu, "gemm"), in_b, out_b)
+            continue
         if o.cls in ("gemm", "conv", "dwconv") and o.gemm:
             unit = _gemm_unit(a.compute, gpu, o.cls)
             g, m, n, k = o.gemm
@@ -178,6 +181,29 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
     if precision.startswith("fp16"):  # GradScaler: check_finite_and_unscale reads and writes every gradient
         ks.append(Kernel("optimizer", "check_finite_and_unscale", "optimizer", 0, 2 * grad_b * trainable_params,
                          "memory", count=tensors))  # fmt: skip
+    return ks
+
+
+def attention_kernels(o: TracedOp, a: AmpOp, unit: str, in_b: int, out_b: int) -> list[Kernel]:
+    """Forward and backward kernels of one flash-attention op (class ``attention``, :mod:`paddlefit.estimate.fused`).
+
+    Forward: ``o.flops`` on ``unit`` (tensor cores in half precision), reading Q, K, V (and the mask) once and
+    writing O and the fp32 log-sum-exp of each query row (B·H·Sq x 4 bytes); no S x S matrix reaches DRAM
+    (Dao et al., FlashAttention, arXiv 2205.14135, §3.1 and Theorem 2; FlashAttention-2, arXiv 2307.08691, Alg. 1).
+    Backward (when an input needs a gradient): :data:`~paddlefit.estimate.fused.FLASH_BWD_FACTOR` x the forward
+    FLOPs (S recomputed), reading Q, K, V, mask, O, dO and the log-sum-exp, writing dQ, dK, dV (FlashAttention-2
+    Alg. 2), parallel over K/V blocks, so timed as GEMMs of (G, Sk, D, Sq). ``in_b``/``out_b``: bytes of the
+    inputs/outputs in their AMP dtypes.
+    """
+    from paddlefit.estimate.fused import FLASH_BWD_FACTOR
+
+    g, sq, d, sk = o.gemm  # type: ignore[misc]
+    lse = 4 * g * sq
+    ks = [Kernel("attention", o.op, "forward", o.flops, in_b + out_b + lse, unit, o.gemm)]
+    grads = sum(_nbytes(t, dt) for t, dt in zip(o.inputs, a.in_dtypes, strict=True) if t.grad and t.floating)
+    if grads:
+        ks.append(Kernel("attention", o.op + ".grad", "backward", FLASH_BWD_FACTOR * o.flops,
+                         in_b + 2 * out_b + lse + grads, unit, (g, sk, d, sq)))  # fmt: skip
     return ks
 
 

@@ -10,8 +10,8 @@ the transformer's shape (Korthikanti et al. 2022, arXiv 2205.05198, §4's op lis
 Op classes (:data:`OP_CLASSES`): ``gemm`` (linear, matmul), ``conv``, ``dwconv`` (grouped and depthwise
 convolutions), ``elementwise`` (activations, + - * /, dropout), ``norm``, ``softmax``, ``reduce`` (pooling,
 mean/sum), ``embedding`` (gather), ``move`` (transpose, concat, interpolation: copies), ``view`` (reshape-like,
-no kernel; kept so tensor identities and dtypes flow through). The GPU model adds ``optimizer`` and
-``amp_cast``.
+no kernel; kept so tensor identities and dtypes flow through), ``attention`` (one fused flash-attention kernel,
+:mod:`paddlefit.estimate.fused`). The GPU model adds ``optimizer`` and ``amp_cast``.
 
 No Paddle import here: the recorder reads ``.shape``, ``.dtype``, ``.stop_gradient`` and ``.persistable`` of the
 tensors it is handed.
@@ -24,7 +24,8 @@ import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-OP_CLASSES = ("gemm", "conv", "dwconv", "elementwise", "norm", "softmax", "reduce", "embedding", "move", "view")
+OP_CLASSES = ("gemm", "conv", "dwconv", "elementwise", "norm", "softmax", "reduce", "embedding", "move", "view",
+              "attention")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class TracedOp:
         gemm: (batch, M, N, K) of the GEMM this op runs, for ``gemm``/``conv``/``dwconv``: out[batch, M, N] =
             A[batch, M, K] x B[batch, K, N]. Convolutions as implicit GEMM: M = samples x output pixels,
             N = output channels per group, K = input channels per group x kernel size, batch = groups.
+            ``attention``: (batch x heads, Sq, D, Sk) (:func:`~paddlefit.estimate.fused.attention_gemm`).
         layout: data layout of a convolution (``NCHW``, ``NHWC``; empty for other ops).
     """
 
@@ -154,7 +156,8 @@ class OpTrace:
             if gemm:
                 both_act = sum(1 for t in a.inputs if not t.param and t.floating) >= 2
                 g, m, n, k = gemm
-                gemm = (round(g * r), m, n, k) if both_act and a.cls == "gemm" else (g, round(m * r), n, k)
+                batched = both_act and a.cls in ("gemm", "attention")
+                gemm = (round(g * r), m, n, k) if batched else (g, round(m * r), n, k)
             out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout))
         return out
 
@@ -346,12 +349,13 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
         Whatever the model's forward raises (callers turn it into a ModelError).
     """
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
+    from paddlefit.estimate.fused import cpu_reference_kernels
 
     traces = []
     for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):
         batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
         rec = TraceRecorder()
-        with FlopCounter(model, FlopsCount(batch), rec):
+        with cpu_reference_kernels(), FlopCounter(model, FlopsCount(batch), rec):
             out = model(*inputs)
         del out
         traces.append((batch, rec.ops()))

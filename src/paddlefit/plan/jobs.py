@@ -44,7 +44,7 @@ class JobCost:
 
 
 def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
-    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer, precision, devices) plus
+    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer, precision, attention, devices) plus
     ``fields``.
 
     Raises:
@@ -54,6 +54,7 @@ def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
         "model": job.model, "batch_size": job.batch_size, **job.call_fields(), "model_args": job.model_args,
         "optimizer": parse_enum(OptimizerName, job.optimizer, "--optimizer"),
         "precision": parse_enum(Precision, job.precision, "--precision"), "devices": job.devices,
+        "attention": job.attention,
     }  # fmt: skip
     return PlanRequest(**{**base, **fields})  # type: ignore[arg-type]
 

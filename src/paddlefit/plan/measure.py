@@ -16,6 +16,7 @@ import psutil
 from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
 from paddlefit.estimate import memory as mem
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
+from paddlefit.estimate.fused import cpu_reference_kernels
 from paddlefit.estimate.job_call import JobCall
 from paddlefit.estimate.model_states import ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
@@ -162,11 +163,12 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
         call = JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
-        try:
-            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                            extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
-                                            cpu_threads=req.cpu_threads, time_threads=req.time_threads,
-                                            eval_phase=req.eval_phase, probe_requested=req.probe_requested)
+        try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
+            with cpu_reference_kernels():
+                probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
+                                                extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
+                                                cpu_threads=req.cpu_threads, time_threads=req.time_threads,
+                                                eval_phase=req.eval_phase, probe_requested=req.probe_requested)
         except ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "

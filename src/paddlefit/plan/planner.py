@@ -34,6 +34,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
+from paddlefit.estimate.fused import attention_note, flash_trace
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
@@ -46,7 +47,9 @@ from paddlefit.plan.rows import (
     AmpMemory,
     cpu_fixed_bytes,
     cpu_target,
+    effective_precision,
     explain_rows,
+    flash_runs,
     gpu_target,
     recommend,
     set_time_to_train,
@@ -94,19 +97,33 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     amp = AmpMemory(m.trace)
     targets = [cpu_target(req, m)]
     fixed = cpu_fixed_bytes(m, b)
+    ops_b = m.trace.at(b)
+    # attention: flash plans the GPU rows with each eager attention core as one flash-attention kernel
+    flash, blocks = flash_trace(m.trace) if req.attention == "flash" else (m.trace, 0)
+    flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
+    if req.attention == "flash":
+        m.notes.append(attention_note(blocks, m.trace))
 
     # ---- GPU targets (the analytic path has no op count: large models are compute-bound, no host floor)
+    removed = sum(o.cls != "view" for o in ops_b) - sum(o.cls != "view" for o in flash_ops)
     published = load_perf_params()
     check_explain(req.explain, req.gpus, gpus_all)
     explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
-    ops_b = m.trace.at(b)
     explain: dict[str, list[dict[str, Any]]] = {}
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
         params = cal.perf_params if cal and cal.perf_params is not None else published
-        host_s = host_floor_s(params, m.fwd_ops, m.info.trainable_tensors, gpu.architecture) if m.fwd_ops else 0.0
-        target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)
+        why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
+        use_flash = bool(blocks) and why_not is None
+        ops_n = m.fwd_ops - (removed if use_flash else 0)
+        host_s = host_floor_s(params, ops_n, m.info.trainable_tensors, gpu.architecture) if m.fwd_ops else 0.0
+        if use_flash:
+            target, est = gpu_target(req, m, gpu, cal, published, host_s, flash_amp, flash_ops)
+            target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
+        else:
+            target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)
+            target.notes += [why_not] if why_not else []
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est)
         targets.append(target)
@@ -117,7 +134,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
 
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = recommend(targets, b)
-    act_ratio, cast_bytes = amp(req.precision)
+    act_ratio, cast_bytes = flash_amp(req.precision)
     model_doc = {
         "name": m.ref.name,
         "params": m.info.params,
@@ -167,6 +184,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
                                    f"{published.provenance.get('fitted_by', 'not fitted')}, "
                                    f"{published.provenance.get('date', '?')})",
         "trace_ops": len(ops_b),
+        "attention": req.attention,
+        "flash_attention_blocks": blocks,
         "trace_source": m.trace.source,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",

@@ -27,6 +27,9 @@ class PlanRequest:
         batch_size: per-device micro-batch, samples (>= 1).
         inputs: per-sample input specs; None = the zoo default.
         optimizer, precision: see :mod:`paddlefit.spec`.
+        attention: ``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager
+            attention core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`),
+            time and activation memory; the CPU row stays the measurement.
         gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
         cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
         use_runs: correct each device's step time by the run registry's measured runs on it
@@ -71,6 +74,7 @@ class PlanRequest:
     model_args: dict[str, Any] = field(default_factory=dict)
     optimizer: OptimizerName = OptimizerName.ADAM
     precision: Precision = Precision.FP32
+    attention: str = "eager"
     gpus: list[str] = field(default_factory=list)
     devices: int = 1
     dataset_size: int | None = None
@@ -111,6 +115,9 @@ class PlanRequest:
                                  "calibration_files": "--calibration", "explain": "--explain",
                                  "safety_margin": "--safety-margin",
                                  "eval_batch_size": "--eval-batch-size"})  # fmt: skip
+        if self.attention not in ("eager", "flash"):
+            raise PaddlefitError(f"`attention` must be eager or flash (got {self.attention!r}); `plan "
+                                 "--flash-attention` sets flash.")  # fmt: skip
         if self.batch_size < 1:
             raise PaddlefitError(f"`--batch-size` must be >= 1 (got {self.batch_size}).")
         if self.devices < 1:

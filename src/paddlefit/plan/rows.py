@@ -46,17 +46,22 @@ def max_batch(phases: list[tuple[float, float]], limit: float) -> int | None:
 
 
 
-def amp_activation_memory(trace: OpTrace, precision: Precision) -> tuple[float, float]:
+def amp_activation_memory(trace: OpTrace, precision: Precision,
+                          gpu_trace: OpTrace | None = None) -> tuple[float, float]:  # fmt: skip
     """(activation ratio, cast-weight bytes) of ``precision`` against fp32 for the traced model.
 
     The ratio is the per-sample growth of the bytes the forward keeps for the backward at the AMP dtypes
-    (:func:`~paddlefit.estimate.gpu_model.saved_activation_bytes`) over the same growth in fp32; the cast-weight
-    bytes are O1's half copies of white-list weights (fixed). fp32: (1.0, 0.0).
+    (:func:`~paddlefit.estimate.amp.saved_activation_bytes`) over the same growth in fp32; the cast-weight
+    bytes are O1's half copies of white-list weights (fixed). ``gpu_trace``: the trace as the GPU runs it when it
+    differs from the probed one (flash attention, :func:`~paddlefit.estimate.fused.flash_trace`: no S x S
+    probabilities kept); the numerator is then its bytes, the denominator the probed trace's fp32 bytes (what the
+    probe measured). fp32 without ``gpu_trace``: (1.0, 0.0).
     """
-    if not precision.is_amp:
+    if not precision.is_amp and gpu_trace is None:
         return 1.0, 0.0
-    a1, cast = saved_activation_bytes(trace.at(1), precision.value)
-    a2, _ = saved_activation_bytes(trace.at(2), precision.value)
+    run = gpu_trace or trace
+    a1, cast = saved_activation_bytes(run.at(1), precision.value)
+    a2, _ = saved_activation_bytes(run.at(2), precision.value)
     f1, _ = saved_activation_bytes(trace.at(1), "fp32")
     f2, _ = saved_activation_bytes(trace.at(2), "fp32")
     if f2 - f1 > 0:
@@ -110,17 +115,31 @@ def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str) -> list[st
 
 
 class AmpMemory:
-    """:func:`amp_activation_memory` of one trace, computed once per precision (the GPU rows share it)."""
+    """:func:`amp_activation_memory` of one trace (and the GPU's version of it, ``gpu_trace``), computed once per
+    precision (the GPU rows share it)."""
 
-    def __init__(self, trace: OpTrace) -> None:
+    def __init__(self, trace: OpTrace, gpu_trace: OpTrace | None = None) -> None:
         self.trace = trace
+        self.gpu_trace = gpu_trace
         self.cache: dict[Precision, tuple[float, float]] = {}
 
     def __call__(self, precision: Precision) -> tuple[float, float]:
         """(activation ratio, cast-weight bytes) of ``precision``."""
         if precision not in self.cache:
-            self.cache[precision] = amp_activation_memory(self.trace, precision)
+            self.cache[precision] = amp_activation_memory(self.trace, precision, self.gpu_trace)
         return self.cache[precision]
+
+
+def flash_runs(gpu: GPU, precision: Precision) -> str | None:
+    """Why ``attention: flash`` cannot run on ``gpu`` at ``precision`` (the row note), or None when it runs:
+    FlashAttention-2 needs compute capability 8.0+ (Dao 2023, arXiv 2307.08691; Paddle's ``can_use_flash_attention``
+    checks SM 8.0-12.1, ``python/paddle/nn/functional/sdpa.py``) and fp16/bf16 tensors (its
+    ``check_dtypes_low_precision_fa``); the row is then planned with eager attention, as the parallel planner does."""
+    if gpu.compute_capability < 8.0:
+        return f"FlashAttention-2 needs CC 8.0+: eager attention on {gpu.name}"
+    if not precision.is_amp:
+        return "FlashAttention-2 needs fp16/bf16: eager attention in fp32"
+    return None
 
 
 def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: AmpMemory) -> list[tuple[float, float]]:

@@ -126,13 +126,14 @@ def render_plan(plan: Any, console: Console) -> None:
             if t.notes:
                 console.print(f"[dim]{t.name}:[/] {'; '.join(t.notes)}", highlight=False)
     a = plan.assumptions
-    act = a["amp_activation_factor"] if plan.precision != "fp32" else 1
+    act = a["amp_activation_factor"] if plan.precision != "fp32" or a.get("flash_attention_blocks") else 1
     probed = mem.get("probe_batch_sizes") or []
     cpu_line = (f"CPU row extrapolated from training steps measured here at batch {', '.join(map(str, probed))}."
                 if probed else "CPU row: no probe (model too large), memory analytic, no step time.")  # fmt: skip
     cast = a.get("amp_cast_weight_bytes") or 0
     console.print(
-        f"[dim]GPU rows: peak = model states + activations x {act:.2f} (AMP dtypes of the traced ops)"
+        f"[dim]GPU rows: peak = model states + activations x {act:.2f} (AMP dtypes of the traced ops"
+        + (", flash attention where it runs" if a.get("flash_attention_blocks") else "") + ")"
         + (f" + {gib(cast)} AMP weight copies" if cast else "")
         + f" + conv workspace {gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of "
         f"(capacity - {a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = sum over the "

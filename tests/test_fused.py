@@ -1,0 +1,170 @@
+"""Fused kernels as the user runs them: flash attention and Paddle's incubate fused ops traced as one kernel each
+(FLOPs and bytes by hand), the eager -> flash rewrite of `attention: flash`, and the option through spec, request
+and CLI."""
+
+import os
+import subprocess
+import sys
+
+import paddle
+import pytest
+import tinymodels
+
+from paddlefit.catalog.gpus import get_gpu, load_gpus
+from paddlefit.estimate.flops import count_flops
+from paddlefit.estimate.fused import cpu_reference_kernels, flash_trace
+from paddlefit.estimate.kernels import step_kernels
+from paddlefit.estimate.optrace import record_trace
+from paddlefit.inputspec import parse_input_spec
+from paddlefit.job import JobOptions, resolve_job
+from paddlefit.plan import PlanRequest, build_plan
+from paddlefit.plan.jobs import plan_request
+from paddlefit.spec import Precision, load_job_spec
+
+A100 = get_gpu("A100-SXM4-40GB", load_gpus([]))
+
+
+def _kernels(ops, precision="bf16-o1"):
+    return step_kernels(ops, precision, A100, "adam", 1000, 4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_is_one_flash_kernel_with_its_own_flops_and_bytes(causal):
+    paddle.seed(0)
+    m = tinymodels.FusedAttention(causal=causal)
+    b, s, h, d = 2, 32, 4, 16
+    ops = record_trace(m, [paddle.randn([b, s, 64])]).ops1
+    assert [o.op for o in ops if o.cls not in ("view",)] == ["linear", "flash_attn", "reduce_mean", "linear"]
+    att = next(o for o in ops if o.cls == "attention")
+    fwd = 4 * b * h * s * s * d // (2 if causal else 1)  # 4·B·H·Sq·Sk·D, halved when causal
+    assert att.flops == fwd and att.gemm == (b * h, s, d, s)
+    count = count_flops(m, [paddle.randn([b, s, 64])])
+    assert count.forward_by_op["attention"] == fwd
+    fk, bk = [k for k in _kernels(ops) if k.cls == "attention"]
+    qkv_o = 4 * b * s * h * d * 2  # Q, K, V, O once each in bf16 (AMP white list: flash_attn)
+    lse = 4 * b * h * s  # fp32 log-sum-exp per query row; no S x S matrix
+    assert (fk.flops, fk.bytes, fk.unit) == (fwd, qkv_o + lse, "half")
+    # backward: 2.5x the forward FLOPs (S recomputed); reads Q, K, V, O, dO, lse, writes dQ, dK, dV
+    assert (bk.flops, bk.bytes, bk.gemm) == (2.5 * fwd, qkv_o // 4 * 8 + lse, (b * h, s, d, s))
+    assert not [k for k in _kernels(ops) if k.cls == "softmax" or k.op == "matmul"]
+
+
+def test_flash_attention_api_is_traced_too():
+    from paddle.nn.functional.flash_attention import flash_attention
+
+    class M(paddle.nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.fc = paddle.nn.Linear(32, 96)
+
+        def forward(self, x):
+            q, k, v = self.fc(x).reshape([x.shape[0], x.shape[1], 3, 2, 16]).unbind(2)
+            return flash_attention(q, k, v, causal=True)[0].mean()
+
+    ops = record_trace(M(), [paddle.randn([3, 8, 32])]).ops1
+    att = [o for o in ops if o.cls == "attention"]
+    assert len(att) == 1 and att[0].flops == 4 * 3 * 2 * 8 * 8 * 16 // 2
+    assert not [o for o in ops if o.op in ("matmul", "softmax")]
+
+
+class IncubateBlock(paddle.nn.Layer):
+    """RMSNorm, rotary embedding, fused linear and bias + swiglu from paddle.incubate.nn.functional."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = self.create_parameter([32], default_initializer=paddle.nn.initializer.Constant(1.0))
+        self.lin = self.create_parameter([32, 64])
+        self.b = self.create_parameter([64])
+
+    def forward(self, x):
+        import paddle.incubate.nn.functional as IF
+
+        h = IF.fused_rms_norm(x, self.w, None, 1e-6, 2)[0]
+        q = IF.fused_rotary_position_embedding(h.reshape([x.shape[0], x.shape[1], 4, 8]))[0]
+        y = IF.fused_linear(q.reshape(x.shape), self.lin, self.b)
+        return IF.fused_bias_act(y, None, act_method="swiglu")
+
+
+def test_incubate_fused_ops_run_their_cpu_reference_and_trace_one_kernel_each():
+    m = IncubateBlock()
+    x = paddle.randn([2, 16, 32])
+    x.stop_gradient = False
+    with cpu_reference_kernels():  # no CPU kernel (rope, fused_gemm_epilogue, bias_act) or CPU backward (rms_norm)
+        m(x).sum().backward()
+    assert x.grad.shape == [2, 16, 32]
+    ops = [o for o in record_trace(m, [paddle.randn([2, 16, 32])]).ops1 if o.cls != "view"]
+    n = 2 * 16 * 32
+    assert [(o.op, o.cls, o.flops) for o in ops] == [
+        ("rms_norm", "norm", 4 * n),
+        ("fused_rotary_position_embedding", "elementwise", 3 * n),
+        ("fused_gemm_epilogue", "gemm", 2 * 32 * 64 * 32 + 32 * 64),  # 2·M·N·K + the bias in the epilogue
+        ("fused_bias_act", "elementwise", (3 + 1) * n),  # swiglu (3) + bias add (1) per output element
+    ]
+    assert ops[2].gemm == (1, 32, 64, 32)
+
+
+def test_eager_attention_rewritten_to_one_flash_kernel():
+    paddle.seed(0)
+    b, s, h, d = 2, 64, 4, 16
+    tr = record_trace(tinymodels.EagerAttention(), [paddle.randn([1, s, 64])], [paddle.randn([2, s, 64])])
+    eager = tr.at(b)
+    assert [o.op for o in eager if o.op in ("matmul", "softmax")] == ["matmul", "softmax", "matmul"]
+    flash, blocks = flash_trace(tr)
+    ops = flash.at(b)
+    assert blocks == 1 and flash.aligned
+    assert not [o for o in ops if o.op in ("matmul", "softmax")]
+    # the Q scale of nn.MultiHeadAttention and the probabilities' dropout went into the kernel
+    assert sum(o.op == "multiply" for o in eager) == sum(o.op == "multiply" for o in ops) + 1
+    assert sum(o.op == "dropout" for o in eager) == sum(o.op == "dropout" for o in ops) + 1
+    att = next(o for o in ops if o.cls == "attention")
+    assert att.flops == 4 * b * h * s * s * d and att.gemm == (b * h, s, d, s)
+    ks = _kernels(ops)
+    assert not [k for k in ks if k.cls == "softmax" or k.op.startswith("matmul")]
+    assert [k.flops for k in ks if k.cls == "attention"] == [att.flops, 2.5 * att.flops]
+
+
+@pytest.mark.slow
+def test_flash_attention_plan_is_faster_and_smaller_on_a100_only():
+    def plan(attention):
+        return build_plan(PlanRequest(model="tinymodels:EagerAttention", batch_size=4,
+                                      inputs=[parse_input_spec("float32[1024,64]")], precision=Precision.BF16_O1,
+                                      gpus=["A100-SXM4-40GB", "T4"], attention=attention, explain=["A100-SXM4-40GB"],
+                                      probe_budget_s=1.0, use_runs=False, time_threads=False))  # fmt: skip
+
+    eager, flash = plan("eager"), plan("flash")
+    rows = {(p.assumptions["attention"], t.name): t for p in (eager, flash) for t in p.targets}
+    e, f = rows["eager", "A100-SXM4-40GB"], rows["flash", "A100-SXM4-40GB"]
+    def device_s(t):  # the kernels' sum (the step is never below the host floor measured here, which is noisy)
+        return sum(v["seconds"] for v in t.time_breakdown.values())
+
+    assert device_s(f) < 0.7 * device_s(e)  # measured 1.20 vs 2.13 ms at batch 4
+    assert f.peak_bytes < 0.1 * e.peak_bytes  # 11 vs 174 MB: no S x S probabilities, dropout mask, P kept
+    assert "attention" in f.time_breakdown and "attention" not in e.time_breakdown
+    assert "flash attention (1 block)" in f.notes
+    assert rows["flash", "T4"].step_time_s == rows["eager", "T4"].step_time_s  # CC 7.5: no FlashAttention-2
+    assert any("CC 8.0+" in n for n in rows["flash", "T4"].notes)
+    assert rows["flash", "cpu"].peak_bytes == rows["eager", "cpu"].peak_bytes  # the CPU row is what runs here
+    top = {p.assumptions["attention"]: {r["op"] for r in p.explain["A100-SXM4-40GB"]} for p in (eager, flash)}
+    assert {"matmul", "softmax", "matmul.dgrad"} <= top["eager"]  # the S x S kernels are the eager step's slowest
+    assert "flash_attn.grad" in top["flash"] and not {"matmul", "softmax", "matmul.dgrad"} & top["flash"]
+    assert flash.assumptions["flash_attention_blocks"] == 1 and eager.assumptions["flash_attention_blocks"] == 0
+
+
+def test_attention_round_trips_through_the_spec_and_the_option_wins(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("model: lenet\nattention: flash\n")
+    assert load_job_spec(f).attention == "flash"
+    job = resolve_job(JobOptions(config=f))
+    assert job.attention == "flash" and plan_request(job).attention == "flash"
+    assert resolve_job(JobOptions(config=f, attention="eager")).attention == "eager"
+    assert resolve_job(JobOptions(model="lenet")).attention == "eager"
+    with pytest.raises(Exception, match="`attention` must be eager or flash"):
+        PlanRequest(model="lenet", attention="fast")
+
+
+def test_bad_attention_value_exits_2_naming_the_key(tmp_path):
+    f = tmp_path / "job.yaml"
+    f.write_text("model: lenet\nattention: fast\n")
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "plan", "--config", str(f)], capture_output=True,
+                       text=True, env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
+    assert r.returncode == 2 and "key `attention`" in r.stderr and "'eager' or 'flash'" in r.stderr, r.stderr
