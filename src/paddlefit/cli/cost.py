@@ -25,6 +25,9 @@ def cost_command(
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
                                  "(default: fp32)"),
+    tf32: bool = typer.Option(None, "--tf32/--no-tf32", help="fp32 matmul/conv on TF32 tensor cores (Ampere+; "
+                              "Paddle's default) or, with --no-tf32, on the FP32 CUDA cores (TF32 off for "
+                              "reproducibility). Default: the spec's `tf32`, else on."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs."),
     cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda."),
@@ -74,7 +77,7 @@ def cost_command(
         safety_margin=safety_margin, top=top, use_runs=not no_runs,
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
-                     optimizer=optimizer, precision=precision, command="cost")  # fmt: skip
+                     optimizer=optimizer, precision=precision, tf32=tf32, command="cost")  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})
     with err.status("planning...") as status, stdout_to_stderr():

@@ -27,6 +27,8 @@ class PlanRequest:
         batch_size: per-device micro-batch, samples (>= 1).
         inputs: per-sample input specs; None = the zoo default.
         optimizer, precision: see :mod:`paddlefit.spec`.
+        tf32: Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has
+            them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores.
         gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
         cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
         use_runs: correct each device's step time by the run registry's measured runs on it
@@ -71,6 +73,7 @@ class PlanRequest:
     model_args: dict[str, Any] = field(default_factory=dict)
     optimizer: OptimizerName = OptimizerName.ADAM
     precision: Precision = Precision.FP32
+    tf32: bool = True
     gpus: list[str] = field(default_factory=list)
     devices: int = 1
     dataset_size: int | None = None
@@ -109,7 +112,7 @@ class PlanRequest:
         check_field_types(self, {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
                                  "dataset_size": "--dataset-size", "epochs": "--epochs", "catalog_files": "--catalog",
                                  "calibration_files": "--calibration", "explain": "--explain",
-                                 "safety_margin": "--safety-margin",
+                                 "safety_margin": "--safety-margin", "tf32": "--tf32/--no-tf32",
                                  "eval_batch_size": "--eval-batch-size"})  # fmt: skip
         if self.batch_size < 1:
             raise PaddlefitError(f"`--batch-size` must be >= 1 (got {self.batch_size}).")
