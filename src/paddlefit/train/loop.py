@@ -389,9 +389,8 @@ class Trainer:
                                ("eval_loss", "eval_accuracy"), prefix="eval")  # fmt: skip
 
     def summary(self, comparison: dict[str, Any] | None = None) -> dict[str, Any]:
-        """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost
-        (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran, ``tf32`` (the spec's: what
-        :func:`~paddlefit.train.build.apply_tf32` set, null = Paddle's default), ``comparison`` (given)."""
+        """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost (USD
+        at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran, ``tf32``, ``comparison``."""
         st, job, t = self.state, self.job, self.state.totals
         wall = self.budget.wall_s()  # once: wall_seconds and cost_usd must agree
         return {
