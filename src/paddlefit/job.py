@@ -128,6 +128,7 @@ class JobOptions:
         model_args: ``key=value`` strings for the model factory.
         optimizer, precision: enum values as strings (:mod:`paddlefit.spec`).
         attention: ``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager.
+        tf32: ``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 GEMMs/convs (None = the spec's ``tf32``).
         label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.request.PlanRequest`.
         devices: data-parallel devices; None = the spec's, else 1.
         command: the CLI verb, for messages.
@@ -149,13 +150,15 @@ class JobOptions:
     loss: str | None = None
     eval_batch_size: int | None = None
     devices: int | None = None
+    tf32: bool | None = None
     command: str = "plan"
 
     def __post_init__(self) -> None:
         check_field_types(self, {"batch_size": "--batch-size", "inputs": "--input", "model_args": "--model-arg",
                                  "optimizer": "--optimizer", "precision": "--precision", "label": "--label",
                                  "label_arg": "--label-arg", "loss": "--loss", "eval_batch_size": "--eval-batch-size",
-                                 "devices": "--devices", "config": "--config", "model": "MODEL"})  # fmt: skip
+                                 "devices": "--devices", "config": "--config", "model": "MODEL",
+                                 "tf32": "--tf32/--no-tf32"})  # fmt: skip
         for opt, number in (("--batch-size", self.batch_size), ("--devices", self.devices)):
             if number is not None and number < 1:
                 raise PaddlefitError(f"`{opt}` must be >= 1 (got {number}).")
@@ -177,7 +180,8 @@ class ResolvedJob:
 
     ``notes`` are what was inferred from the data (``inputs from data.train: ...``), for the caller to show;
     ``queued`` = (train loader prefetch, eval loader prefetch, train batches held during an eval), see
-    :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1).
+    :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1);
+    ``tf32`` = Paddle's TF32 switches (option, else the spec's ``tf32``, else Paddle's default: on).
     """
 
     spec: JobSpec | None
@@ -199,6 +203,7 @@ class ResolvedJob:
     devices: int = 1
     attention: str = "eager"
     notes: list[str] = field(default_factory=list)
+    tf32: bool = True
 
     def call_fields(self) -> dict:
         """The :class:`~paddlefit.plan.request.PlanRequest` fields of how the job calls its model.
@@ -246,6 +251,7 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     precision = o.precision or (spec.precision.value if spec else "fp32")
     devices = o.devices if o.devices is not None else (spec.devices if spec else 1)
     attention = o.attention or (spec.attention if spec else "eager")
+    tf32 = next((v for v in (o.tf32, spec.tf32 if spec else None) if v is not None), True)  # True: Paddle's default
     inputs, label, label_arg, loss, eval_batch_size = o.inputs, o.label, o.label_arg, o.loss, o.eval_batch_size
     cli_inputs = bool(inputs)
     if not inputs and spec and spec.inputs:
@@ -289,7 +295,7 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
                        eval_batch_size,
                        # the probe's batches are copies of data.train's first sample unless --input overrides them
                        train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates, queued,
-                       devices, attention, notes)  # fmt: skip
+                       devices, attention, notes, tf32)  # fmt: skip
 
 
 def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, batch_size: int, devices: int,

@@ -190,6 +190,15 @@ class JobSpec(BaseModel):
         "matmul -> softmax -> matmul attention core as one FlashAttention-2 kernel on CC 8.0+ GPUs in fp16/bf16: "
         "no S x S probabilities kept for the backward). `train` runs the model as written; models that call "
         "`F.scaled_dot_product_attention` are fused either way."))
+    tf32: bool | None = Field(default=None, strict=True, description=(
+        "fp32 matmuls and convolutions on TF32 tensor cores (Ampere and later GPUs): null = Paddle's default, on "
+        "(`allow_tf32_cublas`/`allow_tf32_cudnn` in Paddle `paddle/phi/backends/context_pool.cc`); false runs them on "
+        "the FP32 CUDA cores with full fp32 inputs (TF32 keeps 10 mantissa bits), for reproducibility, at 1/8 of the "
+        "FLOP/s on an A100 (19.5 vs 156 TFLOPS, its datasheet). `train` sets Paddle's switches "
+        "(`paddle.base.core.set_cublas_switch`/`set_cudnn_switch`) when it is given; `plan` and `cost` time the fp32 "
+        "GEMMs on the unit it selects (`--no-tf32`). No effect on CPU, before Ampere, or on what AMP runs in "
+        "fp16/bf16. `NVIDIA_TF32_OVERRIDE=0` in the environment turns TF32 off whatever this says (`doctor` reports "
+        "it)."))
     devices: int = Field(default=1, ge=1, description="Data-parallel trainers: GPUs, or processes on a CPU-only "
                          "machine.")  # fmt: skip
     seed: int = Field(default=0, ge=0, lt=2**31, description="Seed of every rank's RNGs and of each epoch's order.")

@@ -99,22 +99,23 @@ class GPU(BaseModel):
             return int(self.usable_memory_mib * MIB)
         return int(self.memory_gib * GIB)
 
-    def peak_flops(self, precision: str) -> tuple[float, str]:
+    def peak_flops(self, precision: str, tf32: bool = True) -> tuple[float, str]:
         """Dense peak FLOP/s for a training precision and the unit used.
 
         Args:
             precision: one of ``fp32``, ``fp16-o1``, ``fp16-o2``, ``bf16-o1``, ``bf16-o2``.
+            tf32: Paddle's TF32 switches are on (the default; a job's ``tf32: false`` turns them off).
 
         Returns:
-            (FLOP/s, unit name). FP32 uses TF32 tensor cores where the GPU has them, because Paddle enables
-            TF32 in cuBLAS/cuDNN by default (``core.get_cublas_switch()`` is True; Paddle
+            (FLOP/s, unit name). FP32 uses TF32 tensor cores where the GPU has them and ``tf32`` is on, because
+            Paddle enables TF32 in cuBLAS/cuDNN by default (``core.get_cudnn_switch()`` is True; Paddle
             ``test/legacy_test/test_tf32_cudnn.py``). A precision the GPU lacks falls back to FP32 CUDA cores.
         """
         if precision.startswith("bf16") and self.bf16_tflops:
             return self.bf16_tflops * 1e12, "bf16 tensor"
         if precision.startswith("fp16") and self.fp16_tflops:
             return self.fp16_tflops * 1e12, "fp16 tensor"
-        if self.tf32_tflops:
+        if self.tf32_tflops and tf32:
             return self.tf32_tflops * 1e12, "tf32 tensor"
         return self.fp32_tflops * 1e12, "fp32"
 

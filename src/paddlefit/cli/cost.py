@@ -28,6 +28,9 @@ def cost_command(
     flash_attention: bool = typer.Option(None, "--flash-attention/--no-flash-attention", help="Time GPUs with each "
                                          "eager attention core as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), "
                                          "or as written (job spec `attention`) [eager]; see `plan`."),
+    tf32: bool = typer.Option(None, "--tf32/--no-tf32", help="fp32 matmul/conv on TF32 tensor cores (Ampere+; "
+                              "Paddle's default) or, with --no-tf32, on the FP32 CUDA cores (TF32 off for "
+                              "reproducibility). Default: the spec's `tf32`, else on."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs."),
     cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda."),
@@ -77,7 +80,7 @@ def cost_command(
         safety_margin=safety_margin, top=top, use_runs=not no_runs,
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
-                     optimizer=optimizer, precision=precision, command="cost",
+                     optimizer=optimizer, precision=precision, tf32=tf32, command="cost",
                      attention=attention_option(flash_attention))  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})

@@ -36,6 +36,9 @@ def plan_command(
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
                                  "(default: fp32)"),
+    tf32: bool = typer.Option(None, "--tf32/--no-tf32", help="fp32 matmul/conv on TF32 tensor cores (Ampere+; "
+                              "Paddle's default) or, with --no-tf32, on the FP32 CUDA cores (TF32 off for "
+                              "reproducibility). Default: the spec's `tf32`, else on."),
     gpu: list[str] = typer.Option(None, "--gpu", help="Only these GPUs (repeatable). Default: whole catalog."),
     devices: int = typer.Option(None, "--devices", help="Data-parallel GPUs per target (adds all-reduce time) [1]."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch, for time to train."),
@@ -88,6 +91,7 @@ def plan_command(
     Examples:
       paddlefit plan resnet50 --batch-size 256
       paddlefit plan resnet50 -b 256 --precision fp16-o1 --gpu L4 --gpu A100-SXM4-40GB
+      paddlefit plan resnet50 -b 256 --gpu A100-SXM4-40GB --no-tf32   # fp32 on CUDA cores (reproducible fp32)
       paddlefit plan mobilenet_v2 -b 128 --precision fp16-o1 --explain A100-SXM4-40GB
       paddlefit plan bert-base --input int64[512] -b 32 --optimizer adamw --devices 8 --json
       paddlefit plan mypkg.models:build_net --input float32[1,28,28] --model-arg num_classes=10
@@ -105,7 +109,8 @@ def plan_command(
             {"--config": config, "--batch-size": batch_size, "--input": inputs, "--model-arg": model_arg,
              "--label": label, "--label-arg": label_arg, "--loss": loss, "--eval-batch-size": eval_batch_size,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
-             "--calibration": calibration, "--max-probe-gib": max_probe_gib, "--explain": explain},
+             "--calibration": calibration, "--max-probe-gib": max_probe_gib, "--explain": explain,
+             "--tf32/--no-tf32": tf32},
         )  # fmt: skip
         return
     stray = [name for name, given in (("--gpus-per-node", gpus_per_node != 8), ("--mfu", mfu is not None),
@@ -117,7 +122,7 @@ def plan_command(
     quiet_paddle()
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
-                     eval_batch_size=eval_batch_size, devices=devices,
+                     eval_batch_size=eval_batch_size, devices=devices, tf32=tf32,
                      attention=attention_option(flash_attention))  # fmt: skip
     # user code may print: keep stdout for the result alone
     with err.status("planning...") as status, stdout_to_stderr():

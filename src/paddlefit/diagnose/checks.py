@@ -3,8 +3,9 @@
 Each is registered once with ``@check("PF1xx", "slug")`` (:mod:`paddlefit.diagnose.registry`), cites its source in
 its docstring and returns findings with a fix. IDs: PF100-PF104 Paddle build, driver and devices; PF105-PF108
 devices and job (``/dev/shm``, cores, disk); PF109-PF111 ``FLAGS_*`` and folklore variables; PF112-PF113 NCCL;
-PF120 GPU health (NVML); PF121 OpenMP wait policy. Data they compare against (CUDA driver minima, Paddle's flags)
-is in ``paddlefit.catalog`` (``catalog/data/cuda_drivers.csv``, ``catalog/data/paddle_flags.csv``).
+PF120 GPU health (NVML); PF121 OpenMP wait policy; PF122 NVIDIA's TF32 override. Data they compare against (CUDA
+driver minima, Paddle's flags) is in ``paddlefit.catalog`` (``catalog/data/cuda_drivers.csv``,
+``catalog/data/paddle_flags.csv``).
 
 Example:
     >>> from paddlefit.diagnose import collect_snapshot
@@ -353,6 +354,36 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
                       env={"OMP_WAIT_POLICY": best} if best else None, unset=[] if best else ["OMP_WAIT_POLICY"])]
     return [found("ok", f"{name(user)}: within {OMP_SLOW_RATIO - 1:.0%} of the fastest "
                   "policy here", detail)]  # fmt: skip
+
+
+#: Where ``NVIDIA_TF32_OVERRIDE`` is documented: NVIDIA's developer blog "Accelerating AI Training with NVIDIA TF32
+#: Tensor Cores" (developer.nvidia.com/blog/accelerating-ai-training-with-tf32-tensor-cores/, cited for the variable
+#: by MONAI's "Precision and Accelerating" docs); DeepRec's "NVIDIA TF32" docs put it as `export
+#: NVIDIA_TF32_OVERRIDE=0` "to command all Nvidia libraries to turn off TF32". The same blog's Table 1 gives the A100's
+#: relative math throughput FP32 1x, TF32 8x (the catalog's 19.5 and 156 TFLOPS).
+TF32_OVERRIDE_SOURCE = "NVIDIA, Accelerating AI Training with NVIDIA TF32 Tensor Cores (developer blog)"
+
+
+@check("PF122", "tf32-override")
+def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """``NVIDIA_TF32_OVERRIDE``, when set: ``0`` turns TF32 off inside NVIDIA's libraries (cuBLAS, cuDNN) for every
+    framework, whatever Paddle's switches say (:data:`TF32_OVERRIDE_SOURCE`), so fp32 matmuls and convolutions run on
+    the FP32 CUDA cores (an A100: 19.5 instead of 156 TFLOPS); NVIDIA documents no other value. Reported because a
+    container image can set it unseen, and ``plan`` assumes TF32 unless the job says ``tf32: false``."""
+    value = s.env.get("NVIDIA_TF32_OVERRIDE")
+    if value is None:
+        return []
+    if value.strip() == "0":
+        return [found("warn", "NVIDIA_TF32_OVERRIDE=0: TF32 is off in cuBLAS/cuDNN for every framework",
+                      "fp32 matmuls and convolutions run on the FP32 CUDA cores on Ampere and later (an A100 does "
+                      "19.5 instead of 156 TFLOPS), whatever Paddle's TF32 switches say (NVIDIA's override, from its "
+                      "TF32 developer blog)",
+                      "keep it for full-precision fp32 and put `tf32: false` in the job spec (`plan`/`cost --no-tf32`) "
+                      "so the plan times fp32 on CUDA cores; or `unset NVIDIA_TF32_OVERRIDE` for TF32 speed")]
+    return [found("warn", f"NVIDIA_TF32_OVERRIDE={value} is not a documented value",
+                  "NVIDIA documents NVIDIA_TF32_OVERRIDE=0 (TF32 off in cuBLAS/cuDNN); with another value Paddle's "
+                  "TF32 switches (the job's `tf32`) decide",
+                  "`export NVIDIA_TF32_OVERRIDE=0` to turn TF32 off everywhere, or `unset NVIDIA_TF32_OVERRIDE`")]
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA).
-ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
+#: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
+#: override).
+ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "NVIDIA_TF32_OVERRIDE")
 
 
 @dataclass

@@ -172,9 +172,10 @@ class StepEstimate:
 
 
 def estimate_step(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, trainable_params: int,
-                  trainable_tensors: int, params: PerfParams) -> StepEstimate:  # fmt: skip
-    """Predicted device seconds of one training step of ``ops`` on ``gpu`` (see the module docstring)."""
-    kernels = step_kernels(ops, precision, gpu, optimizer, trainable_params, trainable_tensors)
+                  trainable_tensors: int, params: PerfParams, tf32: bool = True) -> StepEstimate:  # fmt: skip
+    """Predicted device seconds of one training step of ``ops`` on ``gpu`` (see the module docstring); ``tf32``:
+    Paddle's TF32 switches (:func:`~paddlefit.estimate.kernels.step_kernels`)."""
+    kernels = step_kernels(ops, precision, gpu, optimizer, trainable_params, trainable_tensors, tf32)
     t_arr, comp = compile_step(kernels, gpu, precision).times(params)
     timed = [(k, float(t), "compute" if c else "memory") for k, t, c in zip(kernels, t_arr, comp, strict=True)]
     by_class: dict[str, dict[str, Any]] = {}

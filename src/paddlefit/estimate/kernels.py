@@ -7,7 +7,8 @@ times them.
 Which unit: GEMM-like ops (``linear``, ``matmul``, ``conv2d``) use the FP16/BF16 tensor cores when AMP runs
 them in half precision (Paddle's AMP lists, ``python/paddle/amp/amp_lists.py``), TF32 tensor cores for fp32
 on Ampere and later (Paddle enables TF32 for cuBLAS and cuDNN by default, see :data:`TF32_SOURCE`), else the
-FP32 CUDA cores. Depthwise and grouped
+FP32 CUDA cores: before Ampere, and when the job turns TF32 off (``tf32: false``, see :data:`TF32_OFF_SOURCE`).
+Depthwise and grouped
 convolutions run on CUDA cores (Paddle's own ``depthwise_conv2d`` kernel, ``paddle/phi/kernels/gpu/
 depthwise_conv.h``). Every other op is a memory-bound kernel.
 
@@ -38,6 +39,13 @@ TF32_SOURCE = (
     "Paddle paddle/phi/backends/context_pool.cc: allow_tf32_cublas = true, allow_tf32_cudnn = true; the GPU "
     "context's cuBLAS handle uses CUBLAS_TF32_TENSOR_OP_MATH (gpu_context.cc InitBlasHandle) and cuDNN conv "
     "descriptors keep CUDNN_DEFAULT_MATH unless allow_tf32 is false (phi/backends/gpu/cuda/cudnn_desc.h)"
+)
+TF32_OFF_SOURCE = (
+    "Paddle paddle/fluid/pybind/pybind.cc binds core.set_cublas_switch / set_cudnn_switch to SetAllowTF32Cublas / "
+    "SetAllowTF32Cudnn, the globals of paddle/phi/backends/context_pool.cc; with allow_tf32_cudnn false the cuDNN conv "
+    "helpers set CUDNN_FMA_MATH for float32 on CC >= 8.0 (paddle/phi/kernels/gpudnn/conv_cudnn_v7.h "
+    "SetConvolutionMathType); CublasCall takes the CUBLAS_TF32_TENSOR_OP_MATH handle only while AllowTF32Cublas() "
+    "(paddle/phi/backends/custom/custom_context.cc)"
 )
 
 #: Bytes moved per trainable parameter by one optimizer update (reads + writes), fp32 training:
@@ -78,16 +86,18 @@ def _nbytes(t: TensorRef, dtype: str) -> int:
     return t.numel * dtype_bytes(dtype)
 
 
-def _gemm_unit(compute: str, gpu: Any, cls: str) -> str:
+def _gemm_unit(compute: str, gpu: Any, cls: str, tf32: bool = True) -> str:
+    """The unit a GEMM-like op runs on: ``dwconv``, ``half`` (AMP's fp16/bf16), ``tf32`` (fp32 on a GPU with TF32
+    tensor cores while ``tf32`` is on) or ``fp32`` (CUDA cores)."""
     if cls == "dwconv":
         return "dwconv"
     if compute in ("float16", "bfloat16"):
         return "half"
-    return "tf32" if getattr(gpu, "tf32_tflops", None) else "fp32"
+    return "tf32" if tf32 and getattr(gpu, "tf32_tflops", None) else "fp32"
 
 
 def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, trainable_params: int,
-                 trainable_tensors: int) -> list[Kernel]:  # fmt: skip
+                 trainable_tensors: int, tf32: bool = True) -> list[Kernel]:  # fmt: skip
     """The kernels of one training step (forward, backward, AMP casts, optimizer) of ``ops`` on ``gpu``.
 
     Args:
@@ -96,6 +106,8 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
         gpu: a :class:`~paddlefit.catalog.gpus.GPU` (``tf32_tflops`` decides whether fp32 GEMMs use TF32).
         optimizer: ``sgd``, ``momentum``, ``adam`` or ``adamw``.
         trainable_params, trainable_tensors: from :func:`~paddlefit.estimate.model_states.param_info`.
+        tf32: Paddle's TF32 switches are on (its default; the job's ``tf32``): fp32 GEMMs/convs use the TF32 tensor
+            cores where the GPU has them; False puts them on the FP32 CUDA cores (:data:`TF32_OFF_SOURCE`).
     """
     amp = assign_dtypes(ops, precision)
     ks: list[Kernel] = []
@@ -115,7 +127,7 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             ks += attention_kernels(o, a, _gemm_unit(a.compute, gpu, "gemm"), in_b, out_b)
             continue
         if o.cls in ("gemm", "conv", "dwconv") and o.gemm:
-            unit = _gemm_unit(a.compute, gpu, o.cls)
+            unit = _gemm_unit(a.compute, gpu, o.cls, tf32)
             g, m, n, k = o.gemm
             x, w = (*o.inputs, None, None)[:2]
             ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm))

@@ -326,6 +326,8 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
         "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + one "
                      "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "
                      "oom_backoff: true all-reduces after the backward)",
+        "tf32": plan.assumptions.get("tf32"),
+        "tf32_means": plan.assumptions.get("tf32_means"),
         "gpu_model_params": plan.assumptions.get("gpu_model_params"),
         "gpu_model_params_by_generation": plan.assumptions.get("gpu_model_params_by_generation"),
         "memory": "data parallel: every GPU holds a full replica, so the per-GPU peak is the one-GPU plan's",

@@ -44,8 +44,8 @@ class JobCost:
 
 
 def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
-    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer, precision, attention, devices) plus
-    ``fields``.
+    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer, precision, TF32, attention,
+    devices) plus ``fields``.
 
     Raises:
         PaddlefitError: a bad ``--optimizer``/``--precision`` value or a field out of range (the request's checks).
@@ -53,7 +53,7 @@ def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
     base: dict[str, object] = {
         "model": job.model, "batch_size": job.batch_size, **job.call_fields(), "model_args": job.model_args,
         "optimizer": parse_enum(OptimizerName, job.optimizer, "--optimizer"),
-        "precision": parse_enum(Precision, job.precision, "--precision"), "devices": job.devices,
+        "precision": parse_enum(Precision, job.precision, "--precision"), "devices": job.devices, "tf32": job.tf32,
         "attention": job.attention,
     }  # fmt: skip
     return PlanRequest(**{**base, **fields})  # type: ignore[arg-type]

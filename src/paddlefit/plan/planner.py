@@ -170,6 +170,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     }
     assumptions = {
         "safety_margin": req.safety_margin,
+        "tf32": req.tf32,
+        "tf32_means": "fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
+                      else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
         "amp_activation_factor": act_ratio,
         "amp_cast_weight_bytes": cast_bytes,
         "cuda_context_bytes": CUDA_CONTEXT_BYTES,

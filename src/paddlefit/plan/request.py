@@ -30,6 +30,8 @@ class PlanRequest:
         attention: ``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager
             attention core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`),
             time and activation memory; the CPU row stays the measurement.
+        tf32: Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has
+            them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores.
         gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
         cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
         use_runs: correct each device's step time by the run registry's measured runs on it
@@ -75,6 +77,7 @@ class PlanRequest:
     optimizer: OptimizerName = OptimizerName.ADAM
     precision: Precision = Precision.FP32
     attention: str = "eager"
+    tf32: bool = True
     gpus: list[str] = field(default_factory=list)
     devices: int = 1
     dataset_size: int | None = None
@@ -113,7 +116,7 @@ class PlanRequest:
         check_field_types(self, {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
                                  "dataset_size": "--dataset-size", "epochs": "--epochs", "catalog_files": "--catalog",
                                  "calibration_files": "--calibration", "explain": "--explain",
-                                 "safety_margin": "--safety-margin",
+                                 "safety_margin": "--safety-margin", "tf32": "--tf32/--no-tf32",
                                  "eval_batch_size": "--eval-batch-size"})  # fmt: skip
         if self.attention not in ("eager", "flash"):
             raise PaddlefitError(f"`attention` must be eager or flash (got {self.attention!r}); `plan "

@@ -107,6 +107,8 @@ def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str) -> list[st
         notes.append(f"{asked.value.split('-')[0]} AMP needs CC {need}+: Paddle runs fp32")
     if prec is Precision.FP32 and unit.startswith("tf32"):
         notes.append("fp32 runs as TF32")
+    elif prec is Precision.FP32 and gpu.tf32_tflops:  # a TF32 GPU whose fp32 peak is the CUDA cores': tf32 off
+        notes.append("TF32 off: fp32 on CUDA cores")
     if gpu.compute_capability < 7.5:
         notes.append("no CUDA 13 build (Volta): use cu126/cu129")
     if gpu.verified != "datasheet":
@@ -213,10 +215,10 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     cap = gpu.capacity_bytes
     usable = req.safety_margin * (cap - context)
     peak = max(fx + sl * b for fx, sl in ph)
-    peak_flops, unit = gpu.peak_flops(prec.value)
+    peak_flops, unit = gpu.peak_flops(prec.value, req.tf32)
     params: PerfParams = cal.perf_params if cal and cal.perf_params is not None else published
     est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
-                        info.trainable_tensors, params)  # fmt: skip
+                        info.trainable_tensors, params, req.tf32)  # fmt: skip
     bw, link = gpu.interconnect_gb_s(req.devices)
     ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
     ar_exposed = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)

@@ -17,7 +17,7 @@ from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.spec import JobSpec, OptimizerName, Precision
 from paddlefit.train.data import ResumableBatchSampler, guard_single_process
 
-__all__ = ["BuiltJob", "build_job", "build_optimizer", "build_schedule", "seed_all", "setup_device"]
+__all__ = ["BuiltJob", "apply_tf32", "build_job", "build_optimizer", "build_schedule", "seed_all", "setup_device"]
 
 
 def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
@@ -25,7 +25,8 @@ def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
 
     On GPU the device is ``FLAGS_selected_gpus`` (set per worker by the launcher,
     ``python/paddle/distributed/launch/controllers/collective.py``). On CPU Paddle's intra-op threads are
-    ``cpu_threads`` or this node's cores / its processes (``PADDLE_LOCAL_SIZE``).
+    ``cpu_threads`` or this node's cores / its processes (``PADDLE_LOCAL_SIZE``). The job's ``tf32`` is applied
+    (:func:`apply_tf32`) before any model runs.
 
     Returns:
         Whether this rank trains on a GPU.
@@ -35,6 +36,7 @@ def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
     from paddlefit.estimate.memory import use_all_cores
 
     on_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    apply_tf32(spec.tf32, on_gpu, log)
     if world > 1:
         paddle.distributed.init_parallel_env()
     if on_gpu:
@@ -49,6 +51,31 @@ def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
             "cores; the threads will contend (leave it unset for cores / processes).")  # fmt: skip
     paddle.base.core.set_num_threads(spec.cpu_threads or max(1, cores // max(1, local_world)))
     return False
+
+
+def apply_tf32(tf32: bool | None, on_gpu: bool, log: Callable[[str], None]) -> None:
+    """Set Paddle's TF32 switches for fp32 matmuls (cuBLAS) and convolutions (cuDNN) to ``tf32``; None leaves
+    Paddle's default (on).
+
+    The switches are ``paddle.base.core.set_cublas_switch`` / ``set_cudnn_switch``: Paddle
+    ``paddle/fluid/pybind/pybind.cc`` binds them to ``SetAllowTF32Cublas`` / ``SetAllowTF32Cudnn``, process-wide
+    globals (``paddle/phi/backends/context_pool.cc``) read when a GEMM or convolution runs (see
+    :data:`paddlefit.estimate.kernels.TF32_OFF_SOURCE`). Paddle 3.3 exposes them in CPU builds too, where they change
+    nothing; a build without them is told about only when it trains on a GPU.
+    """
+    if tf32 is None:
+        return
+    import paddle
+
+    core = paddle.base.core
+    setters = [getattr(core, name, None) for name in ("set_cublas_switch", "set_cudnn_switch")]
+    if not all(setters):
+        if on_gpu:
+            log(f"warning: this Paddle build has no core.set_cublas_switch/set_cudnn_switch, so `tf32: "
+                f"{str(tf32).lower()}` is not applied (export NVIDIA_TF32_OVERRIDE=0 turns TF32 off instead).")
+        return
+    for set_switch in setters:
+        set_switch(tf32)  # type: ignore[misc]
 
 
 def seed_all(seed: int) -> None:

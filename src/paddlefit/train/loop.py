@@ -389,8 +389,8 @@ class Trainer:
                                ("eval_loss", "eval_accuracy"), prefix="eval")  # fmt: skip
 
     def summary(self, comparison: dict[str, Any] | None = None) -> dict[str, Any]:
-        """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost
-        (USD at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran, ``comparison`` (given)."""
+        """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost (USD
+        at ``budget.price_usd_per_hour``), the micro-batch and accumulation that ran, ``tf32``, ``comparison``."""
         st, job, t = self.state, self.job, self.state.totals
         wall = self.budget.wall_s()  # once: wall_seconds and cost_usd must agree
         return {
@@ -402,7 +402,7 @@ class Trainer:
             "peak_memory_kind": "gpu max_memory_allocated" if job.on_gpu else "cpu host allocator (rank 0)",
             "params_sha256": params_sha256(job.model), "global_batch": job.global_batch,
             "devices": self.world, "device": "gpu" if job.on_gpu else "cpu", "precision": self.spec.precision.value,
-            "amp_active": job.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
+            "tf32": self.spec.tf32, "amp_active": job.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
             "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
             "wall_seconds": wall, "checkpoint_write_s": self.ckpt.write_s,
             "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": self.budget.cost_usd(wall),

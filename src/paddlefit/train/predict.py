@@ -134,8 +134,8 @@ def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[
 
     Returns:
         ``{"status": "predicted", "device", "key", "calibration", "micro_step_s", "optimizer_s", "peak_memory_bytes",
-        "mfu", "time_breakdown", "train_flops_per_sample", "peak_flops", "params", "batch_size", "notes"}``
-        (seconds, bytes, FLOPs per sample, FLOP/s of one device at the run's precision).
+        "mfu", "time_breakdown", "train_flops_per_sample", "peak_flops", "params", "batch_size", "tf32", "notes"}``
+        (seconds, bytes, FLOPs per sample, FLOP/s of one device at the run's precision and ``tf32``).
     """
     key = hashlib.sha256(f"{spec_yaml}\n{device.name}\n{device.count}".encode()).hexdigest()
     path = run_dir / PREDICTION_FILE
@@ -186,7 +186,7 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
     jp = plan_job(JobOptions(config=spec_path, devices=devices, command="train"), gpus=[gpu] if gpu else (),
                   cpu_only=gpu is None, use_runs=False)  # fmt: skip
     t = next(t for t in jp.plan.targets if t.kind == ("gpu" if gpu else "cpu"))
-    peak_flops = get_gpu(gpu).peak_flops(jp.plan.precision)[0] if gpu else None
+    peak_flops = get_gpu(gpu).peak_flops(jp.plan.precision, jp.job.tf32)[0] if gpu else None  # the spec's tf32
     opt = ((t.time_breakdown or {}).get("optimizer") or {}).get("seconds") if gpu else None
     if t.step_time_s != t.step_time_s:  # NaN: no probe
         return {"status": "not predicted", "reason": "; ".join(t.notes) or "no step time"}
@@ -194,7 +194,7 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
             "optimizer_s": opt, "peak_memory_bytes": t.peak_bytes, "mfu": t.predicted_mfu,
             "time_breakdown": t.time_breakdown, "train_flops_per_sample": jp.plan.model["train_flops_per_sample"],
             "peak_flops": peak_flops, "params": jp.plan.model["params"], "batch_size": jp.plan.batch_size,
-            "fits": t.fits, "notes": t.notes}  # fmt: skip
+            "tf32": jp.job.tf32, "fits": t.fits, "notes": t.notes}  # fmt: skip
 
 
 def trainer_step_s(prediction: dict[str, Any], grad_accum_steps: int) -> float:
