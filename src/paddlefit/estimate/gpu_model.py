@@ -46,8 +46,9 @@ def unit_peak(gpu: Any, unit: str, precision: str) -> float:
     return gpu.fp32_tflops * 1e12
 
 
-def _param_key(k: Kernel) -> str | None:
-    """The efficiency parameter that sets a kernel's compute rate (None: memory-bound kernel)."""
+def param_key(k: Kernel) -> str | None:
+    """The efficiency parameter that sets a kernel's compute rate (None: a memory-bound kernel, whose bandwidth
+    efficiency is ``MEMORY_KEYS.get(k.cls, "bw_eff")``)."""
     if k.unit == "memory" or not k.flops:
         return None
     if k.unit == "dwconv":
@@ -120,7 +121,7 @@ class CompiledStep:
 def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:
     """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`)."""
     sm = int(getattr(gpu, "sm_count", None) or 0)
-    keys = [_param_key(k) for k in kernels]
+    keys = [param_key(k) for k in kernels]
     # depthwise/grouped convolutions run Paddle's direct CUDA-core kernel, not GEMM tiles: no tile or wave model
     pairs = list(zip(kernels, keys, strict=True))
     tiled = [key is not None and k.unit != "dwconv" and bool(k.gemm) and sm > 0 for k, key in pairs]

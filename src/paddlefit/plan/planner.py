@@ -125,7 +125,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
             target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)
             target.notes += [why_not] if why_not else []
         if gpu.name in explain_for:
-            explain[gpu.name] = explain_rows(est)
+            explain[gpu.name] = explain_rows(est, gpu, params, effective_precision(gpu, req.precision).value)
         targets.append(target)
     if req.use_runs:
         for t in targets:

@@ -15,10 +15,17 @@ from typing import Any
 
 from paddlefit.catalog.gpus import GPU
 from paddlefit.estimate.amp import saved_activation_bytes
-from paddlefit.estimate.gpu_model import StepEstimate, dp_exposed_allreduce_s, estimate_step
+from paddlefit.estimate.gpu_model import (
+    MEMORY_KEYS,
+    StepEstimate,
+    dp_exposed_allreduce_s,
+    estimate_step,
+    param_key,
+    unit_peak,
+)
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.estimate.perf_params import PerfParams
+from paddlefit.estimate.perf_params import KERNEL_FIT_KEYS, PerfParams
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.measure import ModelMeasure
@@ -69,23 +76,55 @@ def amp_activation_memory(trace: OpTrace, precision: Precision,
     return (a1 / f1 if f1 > 0 else 1.0), cast
 
 
-def explain_rows(est: StepEstimate, top: int = 15) -> list[dict[str, Any]]:
-    """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first."""
+#: GPU architectures whose kernels ``bench/gpu_kernels.py`` fits on (NeuSight: P4, P100, T4, V100, A100).
+KERNEL_FIT_ARCHS = ("pascal", "turing", "volta", "ampere")
+
+
+def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
+    """Where the efficiency ``key`` of a kernel on a GPU of ``architecture`` comes from: ``device`` (timed on that
+    GPU by ``paddlefit calibrate``), ``kernels`` (fitted on measured kernels of its class), ``kernels+datasheet``
+    (the same fit, carried to an architecture with no measured kernel by its datasheet figures), ``published-fit``
+    (end-to-end published runs, tensor cores bounded by DeepBench's FP16 GEMMs; ``+<arch>`` with that
+    generation's factor) or ``prior`` (no measurement constrains it)."""
+    if params.calibration == "device":
+        return "device"
+    if key in KERNEL_FIT_KEYS:
+        return "kernels" if architecture in KERNEL_FIT_ARCHS else "kernels+datasheet"
+    if (params.provenance.get("rows_constraining_each_parameter") or {}).get(key) == 0:
+        return "prior"
+    return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
+
+
+def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str,
+                 top: int = 15) -> list[dict[str, Any]]:  # fmt: skip
+    """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first, each
+    with its bound, the efficiency it reaches (compute-bound: FLOPs / (time x the unit's peak); memory-bound:
+    bytes / (time x DRAM bandwidth)) and the source of that efficiency (:func:`efficiency_source`)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for k, t, bound in est.kernels:
         g = groups.setdefault((k.op, k.phase), {"op": k.op, "cls": k.cls, "phase": k.phase, "seconds": 0.0,
                                                 "flops": 0.0, "bytes": 0.0, "kernels": 0, "compute_s": 0.0,
-                                                "unit": k.unit})  # fmt: skip
+                                                "unit": k.unit, "param": None})  # fmt: skip
         g["seconds"] += t
         g["flops"] += k.flops
         g["bytes"] += k.bytes
         g["kernels"] += k.count
         if bound == "compute":
             g["compute_s"] += t
+            g["param"] = g["param"] or param_key(k)
     rows = sorted(groups.values(), key=lambda g: -g["seconds"])[:top]
     for g in rows:
         g["bound"] = "compute" if g.pop("compute_s") >= g["seconds"] / 2 else "memory"
         g["share"] = g["seconds"] / est.device_s if est.device_s else 0.0
+        key = g.pop("param") if g["bound"] == "compute" else None
+        if key:
+            peak = unit_peak(gpu, "fp32" if g["unit"] == "dwconv" else g["unit"], precision)
+            g["efficiency"] = g["flops"] / (g["seconds"] * peak) if g["seconds"] else 0.0
+        else:
+            key = MEMORY_KEYS.get(g["cls"], "bw_eff")
+            g["efficiency"] = g["bytes"] / (g["seconds"] * gpu.mem_bw_gb_s * 1e9) if g["seconds"] else 0.0
+        g["efficiency_of"] = key
+        g["source"] = efficiency_source(key, params, gpu.architecture)
     return rows
 
 

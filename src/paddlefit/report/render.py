@@ -157,16 +157,24 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
                   f"MFU {t.predicted_mfu:.0%}, {plan.precision}, batch {plan.batch_size}", title_justify="left")
     for c, just in (("op", "left"), ("phase", "left"), ("class", "left"), ("time", "right"), ("share", "right"),
                     ("kernels", "right"), ("GFLOP", "right"), ("MB moved", "right"), ("bound", "left"),
-                    ("unit", "left")):  # fmt: skip
+                    ("unit", "left"), ("eff", "right"), ("eff from", "left")):  # fmt: skip
         table.add_column(c, justify=just, no_wrap=True)
     for r in rows:
         table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), f"{r['share']:.0%}", f"{r['kernels']:,}",
-                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"], r["unit"])  # fmt: skip
-    print_min_width(console, table, 124)
+                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"], r["unit"],
+                      f"{r['efficiency']:.0%}", r["source"])  # fmt: skip
+    print_min_width(console, table, 150)
+    console.print("[dim]eff: FLOPs / (time x the unit's datasheet peak) for compute-bound ops, bytes / (time x DRAM "
+                  "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
+                  "(NeuSight, DeepBench; bench/gpu_kernels.py), kernels+datasheet = that fit carried to this "
+                  "architecture by its datasheet (no measured kernel on it), published-fit = fitted on published "
+                  "end-to-end runs (tensor cores; +arch: with that generation's factor), device = timed on this GPU "
+                  "by paddlefit calibrate, prior = nothing measured constrains it.[/]")
     by = t.time_breakdown or {}
     parts = ", ".join(f"{c} {duration(v['seconds'])} ({v['bound']})" for c, v in by.items() if v["seconds"] > 0)
     host = plan.assumptions.get("host_floor_s") or 0.0
-    console.print(f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)} measured here) + the "
+    console.print(f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)}: Paddle's dispatch, a "
+                  "constant of the model) + the "
                   f"all-reduce not hidden. Times are predictions of the per-operator model ({t.calibration}); "
                   "`paddlefit profile` measures them on a card you have.[/]")
 
