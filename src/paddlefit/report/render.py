@@ -137,10 +137,12 @@ def render_plan(plan: Any, console: Console) -> None:
         + (f" + {gib(cast)} AMP weight copies" if cast else "")
         + f" + conv workspace {gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of "
         f"(capacity - {a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = sum over the "
-        f"{a['trace_ops']} traced ops' forward/backward kernels + optimizer of max(FLOPs / (unit peak x fitted "
-        f"efficiency x wave fill), bytes / (bandwidth x fitted efficiency)) + per-kernel cost, never below the host "
-        f"floor {duration(a['host_floor_s'])} measured here; cal fit = parameters fitted on published measurements "
-        f"(`plan --explain GPU` shows the top ops), runs n=K = corrected by K runs recorded here (`paddlefit "
+        f"{a['trace_ops']} traced ops' forward/backward kernels + optimizer of max(GEMM tiles x waves / (unit peak x "
+        f"efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + per-kernel cost, from datasheet figures and "
+        f"constants fitted on measured kernels, never below the host floor {duration(a['host_floor_s'])} (Paddle's "
+        f"dispatch: a constant of the model, the same on any planning machine); cal fit = tensor-core efficiencies "
+        f"fitted on published runs (`plan --explain GPU` shows each op's source), runs n=K = corrected by K runs "
+        f"recorded here (`paddlefit "
         f"runs`); samples/s across all devices. {cpu_line}[/]"
     )
     rec = plan.recommendation
