@@ -296,7 +296,11 @@ def run(write: bool) -> int:
     print(f"{time.perf_counter() - t0:.0f} s")
     if write:
         write_params(full, counts)
-    return 0
+    med = {c.name: float(np.median([t[3] for t in tables if t[0] == c.name])) for c in CLASSES}
+    ok = all(v <= (0.10 if name == "memory-bound" else 0.15) for name, v in med.items())
+    print("target (leave-one-GPU-out median |error|: <= 15% GEMM and conv, <= 10% memory-bound): "
+          + ("MET" if ok else "NOT MET"))
+    return 0 if ok else 1
 
 
 def write_params(p: dict[str, float], counts: dict[str, dict[str, int]]) -> None:
