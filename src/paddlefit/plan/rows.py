@@ -276,8 +276,9 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     if params.calibration == "published-fit" and "dwconv" in unfit and "dwconv" in est.by_class:
         notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
     fitted_archs = params.provenance.get("architectures")
-    if params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs:
-        notes.append(f"no published run on {gpu.architecture} in the fit")
+    if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
+            and gpu.architecture not in KERNEL_FIT_ARCHS):  # fmt: skip
+        notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
     if req.devices > 1:
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden by "
                      f"DataParallel (paddlefit train's default oom_backoff: true waits for it: "
