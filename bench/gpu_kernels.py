@@ -44,14 +44,15 @@ DATA = HERE / "data" / "gpu-kernels"
 PARAMS_FILE = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "gpu_perf_params.json"
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from paddlefit.estimate.kernel_model import gemm_compute_s, memory_s  # noqa: E402
+from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s, memory_s  # noqa: E402
 
 
 @dataclass(frozen=True)
 class Device:
     """Datasheet figures of a GPU whose kernels were measured (catalog rows where the catalog has the GPU).
 
-    Attributes: sm (SMs), fp32/half (dense peak FLOP/s), bw (DRAM bytes/s), l2 (bytes), tdp (W), arch.
+    Attributes: sm (SMs), fp32/half (dense peak FLOP/s), bw (DRAM bytes/s), l2 (bytes), tdp (W), arch, nm
+    (process node: Pascal 16, Volta and Turing 12, GA100 7; NVIDIA's whitepapers).
     """
 
     sm: int
@@ -61,6 +62,7 @@ class Device:
     l2: float
     tdp: float
     arch: str
+    nm: float
 
 
 MB = 1024**2
@@ -69,13 +71,13 @@ MB = 1024**2
 #: datasheets. The others are the catalog's rows (T4, V100-PCIe-32GB, V100-SXM2-16GB for DeepBench's DGX-1,
 #: A100-PCIe-40GB/80GB).
 DEVICES = {
-    "Tesla_P4": Device(40, 5.699e12, 0.0, 192e9, 2 * MB, 75, "pascal"),
-    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MB, 250, "pascal"),
-    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MB, 70, "turing"),
-    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MB, 250, "volta"),
-    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MB, 300, "volta"),
-    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MB, 250, "ampere"),
-    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MB, 300, "ampere"),
+    "Tesla_P4": Device(40, 5.699e12, 0.0, 192e9, 2 * MB, 75, "pascal", 16),
+    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MB, 250, "pascal", 16),
+    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MB, 70, "turing", 12),
+    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MB, 250, "volta", 12),
+    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MB, 300, "volta", 12),
+    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MB, 250, "ampere", 7),
+    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MB, 300, "ampere", 7),
 }
 #: The five GPUs of the leave-one-GPU-out judgement (conv's A100 is the 80 GB card, judged as "A100").
 NEUSIGHT = ("Tesla_P4", "Tesla_P100-PCIE-16GB", "Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
@@ -87,8 +89,8 @@ SHORT = {"Tesla_P4": "P4", "Tesla_P100-PCIE-16GB": "P100", "Tesla_T4": "T4", "Te
 MEM_OPS = {"add": 12, "mul": 12, "div": 12, "pow": 12, "addu": 8, "mulu": 8, "divu": 8, "powu": 8, "gelu": 8,
            "relu": 8, "tanh": 8, "ln": 12, "softmax": 8}  # fmt: skip
 #: Constants this script fits and writes (the rest of the parameter file is fitted by ``bench/gpu_fit.py``).
-KERNEL_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "bw_eff", "norm_bw_eff",
-               "softmax_bw_eff", "l2_gain", "kernel_s", "gemm_half")  # fmt: skip
+KERNEL_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent", "bw_eff",
+               "norm_bw_eff", "softmax_bw_eff", "l2_gain", "kernel_s", "gemm_half")  # fmt: skip
 
 
 @dataclass
@@ -190,7 +192,9 @@ def gemm_s(p: dict[str, float], r: Rows, unit: str = "fp32", eff_key: str = "gem
     cap is on their nominal FLOPs over ``conv_fp32`` (Winograd does fewer multiplies than the nominal count)."""
     d = DEVICES[r.gpu]
     peak = d.fp32 if unit == "fp32" else d.half
-    cap = d.tdp * p["fp32_gflops_per_w"] * 1e9 if unit == "fp32" else np.inf
+    cap = np.inf
+    if unit == "fp32":
+        cap = fp32_power_cap_flops(d.tdp, d.nm, p["fp32_gflops_per_w"], p["fp32_node_exponent"])
     if eff_key.startswith("conv"):
         cap = cap * p[eff_key] / p["gemm_fp32"]
     comp = gemm_compute_s(r.g, r.m, r.n, r.k, peak, d.sm, p[eff_key], p["gemm_k0"], p["tile_h0"], cap)
@@ -233,7 +237,8 @@ class OpClass:
 CLASSES = (
     OpClass("memory-bound", NEUSIGHT, load_memory,
             ("bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "harness_pre"), mem_s),
-    OpClass("gemm fp32", NEUSIGHT, load_gemm, ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w"), gemm_s),
+    OpClass("gemm fp32", NEUSIGHT, load_gemm,
+            ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"), gemm_s),
     OpClass("conv fp32", NEUSIGHT, load_conv, ("conv_fp32",), lambda p, r: gemm_s(p, r, "fp32", "conv_fp32")),
     OpClass("gemm fp16 (tensor cores)", ("V100", "T4"), lambda gpu: load_deepbench(gpu, "FP16_ip_Mixed_math"),
             ("gemm_half", "kernel_s"), lambda p, r: gemm_s(p, r, "half", "gemm_half"), "half"),
@@ -241,10 +246,12 @@ CLASSES = (
 
 #: Starting values and bounds of the fitted constants (efficiencies are fractions of a datasheet figure).
 START = {"gemm_fp32": 0.9, "conv_fp32": 0.9, "gemm_k0": 16.0, "tile_h0": 16.0, "fp32_gflops_per_w": 50.0,
+         "fp32_node_exponent": 0.5,
          "bw_eff": 0.8, "norm_bw_eff": 0.6, "softmax_bw_eff": 0.7, "l2_gain": 1.5, "kernel_s": 4e-6,
          "gemm_half": 0.7, "harness_pre": 0.55}  # fmt: skip
-BOUNDS = {"gemm_fp32": (0.2, 1.0), "conv_fp32": (0.2, 3.0), "gemm_k0": (0.5, 4096), "tile_h0": (0.5, 4096),
-          "fp32_gflops_per_w": (5, 1000), "bw_eff": (0.3, 1.0), "norm_bw_eff": (0.1, 1.0),
+BOUNDS = {"gemm_fp32": (0.2, 1.0), "conv_fp32": (0.2, 2.25), "gemm_k0": (0.5, 4096), "tile_h0": (0.5, 4096),
+          "fp32_gflops_per_w": (5, 1000), "fp32_node_exponent": (0.01, 5.0), "bw_eff": (0.3, 1.0),
+          "norm_bw_eff": (0.1, 1.0),
           "softmax_bw_eff": (0.1, 1.0), "l2_gain": (1.0, 10.0), "kernel_s": (5e-7, 5e-5), "gemm_half": (0.1, 1.0),
           "harness_pre": (0.05, 1.0)}  # fmt: skip
 
@@ -315,7 +322,8 @@ def write_params(p: dict[str, float], counts: dict[str, dict[str, int]]) -> None
         "kernels_per_class_and_gpu": counts,
         "gemm_half_bound": round(float(p["gemm_half"]), 6),
         "keys": {"memory-bound": ["bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain"],
-                 "gemm fp32": ["gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w"], "conv fp32": ["conv_fp32"],
+                 "gemm fp32": ["gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"],
+                 "conv fp32": ["conv_fp32"],
                  "gemm fp16 (tensor cores)": ["gemm_half (the bound of the end-to-end fit)", "kernel_s"]},
     }  # fmt: skip
     atomic_write_text(PARAMS_FILE, json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -44,7 +44,7 @@ def _row(**over):
     base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
                 usable_memory_mib="", mem_bw_gb_s="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
                 bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gb_s="", nvlink_gpus="", pcie_gen="4",
-                pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", verified="datasheet", source="https://example.com/ds.pdf",
+                pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", process_nm="", verified="datasheet", source="https://example.com/ds.pdf",
                 retrieved="2026-11-30")
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)

@@ -361,3 +361,21 @@ def test_a_tensor_kept_in_fp32_and_its_fp16_copy_are_both_counted():
     x, q, s = 2 * 4 * 8, 2 * 4 * 8, 2 * 4 * 4
     # linear keeps x (fp16 copy); q.qT keeps q (fp16); softmax keeps its fp32 output; p.q keeps p's fp16 copy
     assert acts == 2 * x + 2 * q + 4 * s + 2 * s
+
+
+def test_a_calibration_of_an_earlier_release_keeps_its_measurements():
+    """A ``perf_params`` written before the kernel model's shape keys existed takes them from the shipped fit (which
+    is what ``calibrate`` copies for them) and keeps what it measured."""
+    from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, SHIPPED_ONLY_KEYS
+    from paddlefit.plan.calibration import parse_calibration
+
+    shipped = load_perf_params()
+    old = {k: v for k, v in shipped.values.items() if k in DEVICE_MEASURED_KEYS and not k.startswith("host_")}
+    old["bw_eff"] = 0.5
+    doc = {"device": "T4", "rows": [{"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2_000_000,
+           "predicted_peak_bytes": 1_000_000, "step_time_s": 0.01, "train_flops_per_sample": 2.0e6,
+           "peak_flops": 8.1e12, "efficiency_class": "fp32"}], "perf_params": {"values": old}}  # fmt: skip
+    cal = parse_calibration(doc, "old.json")
+    assert cal.perf_params.values["bw_eff"] == 0.5 and cal.perf_params.calibration == "device"
+    for k in (*SHIPPED_ONLY_KEYS, "host_op_s", "host_step_s_per_tensor"):
+        assert cal.perf_params.values[k] == shipped.values[k]

@@ -31,12 +31,12 @@ MIB = 1024**2
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "verified", "source",
-    "retrieved",
+    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "process_nm", "verified",
+    "source", "retrieved",
 )  # fmt: skip
 
 #: Columns a user catalog may leave out (files written before they existed stay valid).
-OPTIONAL_COLUMNS = ("sm_count", "l2_mib")
+OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm")
 #: Column names of earlier releases, read as their new names (``_gbps`` meant GB/s; renamed to ``_gb_s`` so it is
 #: not read as Gbit/s). Deprecated: accepted for one release.
 DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
@@ -81,6 +81,10 @@ class GPU(BaseModel):
     #: Volta GV100 6, Ampere GA100 40 and GA102 6 (A10, A10G, A40, RTX 3090), Ada AD102 72 (RTX 4090) / 96
     #: (L40S), AD104 48 (L4), Hopper GH100 50 (H100 SXM5 and PCIe, H200)). Empty = unknown (B200): no L2 term.
     l2_mib: float | None = Field(default=None, ge=0, le=2**20)
+    #: Process node, nm, for the energy per FP32 FLOP of the CUDA cores (NVIDIA architecture whitepapers: Turing
+    #: and Volta TSMC 12 nm, GA100 TSMC 7 nm, GA102 Samsung 8 nm, Ada and Hopper TSMC 4N (5 nm class), Blackwell
+    #: TSMC 4NP). Empty = unknown: the FP32 power cap is not scaled.
+    process_nm: float | None = Field(default=None, ge=1, le=1000)
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""

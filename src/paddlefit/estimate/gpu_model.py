@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.estimate.kernel_model import gemm_compute_s, memory_s
+from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s, memory_s
 from paddlefit.estimate.kernels import (
     Kernel,
     step_kernels,
@@ -70,7 +70,8 @@ class CompiledStep:
         gemm: (4, kernels) array of batch, M, N, K for tiled GEMMs (0 where the kernel is not one).
         cuda_core: FP32 on CUDA cores (held to the board power), conv: a convolution.
         backward: True for backward-phase kernels.
-        bandwidth, l2_bytes, sm, tdp_w: datasheet DRAM bytes/s, L2 bytes, SMs, board watts (0 when unknown).
+        bandwidth, l2_bytes, sm, tdp_w, process_nm: datasheet DRAM bytes/s, L2 bytes, SMs, board watts, process
+            node nm (0 when unknown).
         architecture: GPU architecture (for ``PerfParams.by_generation``).
     """
 
@@ -89,13 +90,15 @@ class CompiledStep:
     l2_bytes: float
     sm: int
     tdp_w: float
+    process_nm: float
     architecture: str | None
 
     def compute_s(self, params: PerfParams) -> np.ndarray:
         """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         eff = np.array([get(k) for k in PARAM_KEYS])[np.maximum(self.key, 0)]
-        cap = np.where(self.cuda_core, self.tdp_w * get("fp32_gflops_per_w") * 1e9 if self.tdp_w else np.inf, np.inf)
+        watts = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
+        cap = np.where(self.cuda_core, watts, np.inf)
         cap = np.where(self.conv, cap * eff / get("gemm_fp32"), cap)  # Winograd: fewer multiplies than counted
         out = np.zeros(len(self.kernels))
         tiled = (self.key >= 0) & (self.gemm[0] > 0)
@@ -143,6 +146,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         l2_bytes=float(getattr(gpu, "l2_mib", None) or 0.0) * MIB,
         sm=sm,
         tdp_w=float(getattr(gpu, "tdp_w", None) or 0.0),
+        process_nm=float(getattr(gpu, "process_nm", None) or 0.0),
         architecture=getattr(gpu, "architecture", None),
     )
 

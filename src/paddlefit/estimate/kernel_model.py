@@ -17,8 +17,10 @@ USENIX ATC 2021, §4.2)::
 k step for 2 tm tn FLOPs), so small tiles reach less of the peak; ``gemm_k0`` is the prologue and epilogue of a
 tile in k steps, which short reductions do not amortise. A GEMM with fewer tiles than SMs is split along k
 (split-K; CUTLASS ``GemmSplitKParallel``) into ``min(ceil(SMs / tiles), k // SPLIT_K_MIN)`` slices. FP32 on the
-CUDA cores is also held to the board power: at most ``tdp_w x fp32_gflops_per_w`` GFLOP/s (the T4 and P4,
-70-75 W cards, sustain 40-55% of their boost-clock peak in the kernel data; A100 and V100 are not held back).
+CUDA cores is also held to the board power: at most ``tdp_w x fp32_gflops_per_w x (12 / process_nm) ^
+fp32_node_exponent`` GFLOP/s (:func:`fp32_power_cap_flops`; the T4 and P4, 70-75 W cards, sustain 40-55% of their
+boost-clock peak in the kernel data; energy per operation falls with the process node, so the 7 nm A100 is not held
+back as a 12 nm card of its power would be).
 
 Memory-bound kernels move their bytes at ``bw_eff`` of the DRAM bandwidth; bytes up to the L2 size are served
 ``l2_gain`` times faster (the kernels' inputs are the previous kernel's outputs, still in L2 when they fit).
@@ -62,6 +64,15 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
     tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
     split = np.where(tiles < sm, np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)
     return tm, tn, np.ceil(tiles * split / sm), k / split
+
+
+def fp32_power_cap_flops(tdp_w: float | None, process_nm: float | None, gflops_per_w: float,
+                         node_exponent: float) -> float:  # fmt: skip
+    """FP32 FLOP/s the board power sustains on CUDA cores: TDP (W) x ``gflops_per_w`` (fitted at 12 nm) x
+    (12 / process nm) ^ ``node_exponent`` (fitted); inf without a TDP, unscaled without a process node."""
+    if not tdp_w:
+        return float("inf")
+    return tdp_w * gflops_per_w * 1e9 * (12.0 / process_nm if process_nm else 1.0) ** node_exponent
 
 
 def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:

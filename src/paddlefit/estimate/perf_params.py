@@ -19,12 +19,12 @@ from paddlefit.errors import CatalogError
 #: Efficiencies are fractions of a unit's datasheet peak; see :class:`PerfParams` for each key.
 PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
               "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
-              "host_op_s", "host_step_s_per_tensor")  # fmt: skip
+              "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent")  # fmt: skip
 #: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
 #: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
 #: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
-KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "bw_eff", "norm_bw_eff",
-                   "softmax_bw_eff", "l2_gain")  # fmt: skip
+KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent",
+                   "bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class PerfParams:
             elementwise kernels; ``norm_bw_eff``/``softmax_bw_eff`` the same for norms and softmax, on the bytes
             :mod:`~paddlefit.estimate.kernels` counts), ``l2_gain`` (how much faster bytes within the L2 size
             move), ``gemm_k0`` (k steps of a tile's prologue/epilogue), ``tile_h0`` (tile-size constant),
-            ``fp32_gflops_per_w`` (FP32 CUDA-core GFLOP/s the board sustains per watt of TDP), ``kernel_s``
+            ``fp32_gflops_per_w`` (FP32 CUDA-core GFLOP/s the board sustains per watt of TDP on a 12 nm process;
+            x (12 / process nm) ^ ``fp32_node_exponent`` on others), ``kernel_s``
             (fixed GPU seconds per kernel: launch, tail), ``host_op_s`` (host seconds to dispatch one eager
             op) and ``host_step_s_per_tensor`` (host seconds of ``optimizer.step()`` per parameter tensor).
             The formulas: :mod:`paddlefit.estimate.kernel_model`.
@@ -60,12 +61,13 @@ class PerfParams:
         return float(gen.get(key, self.values[key]))
 
 
-#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak (convolutions up to 4x:
-#: Winograd F(4x4, 3x3) does 4x fewer multiplies, Lavin & Gray, CVPR 2016); at most 1 ms per kernel or host op.
-PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 4.0) for k in ("conv_half", "conv_tf32", "conv_fp32")}
+#: Allowed range of each parameter: efficiencies between 0.1% and 100% of the unit's peak (convolutions up to 2.25x:
+#: Winograd F(2x2, 3x3), cuDNN's, does 2.25x fewer multiplies, Lavin & Gray, CVPR 2016); at most 1 ms per kernel or
+#: host op; L2 at most 10x the DRAM rate (the fit's bound: GPUs' L2 bandwidth is 2-5x their DRAM's).
+PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 2.25) for k in ("conv_half", "conv_tf32", "conv_fp32")}
                | {"kernel_s": (0.0, 1e-3), "host_op_s": (0.0, 1e-3), "host_step_s_per_tensor": (0.0, 1e-3),
                   "gemm_k0": (0.0, 1e5), "tile_h0": (0.0, 1e5), "fp32_gflops_per_w": (1e-3, 1e6),
-                  "l2_gain": (1.0, 100.0)})  # fmt: skip
+                  "l2_gain": (1.0, 10.0), "fp32_node_exponent": (0.0, 5.0)})  # fmt: skip
 #: Seconds that must be above 0 (their range's lower end is exclusive).
 POSITIVE_SECONDS = ("kernel_s", "host_op_s", "host_step_s_per_tensor")
 
@@ -90,6 +92,27 @@ def _check_value(key: str, v: Any, origin: str, where: str) -> float:
                            f"{'(' if strict else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
                            "`python bench/gpu_fit.py --write`).")  # fmt: skip
     return float(v)
+
+
+#: Keys of the kernel model that ``paddlefit calibrate`` does not time (it copies the shipped fit's values), and
+#: that files written before they existed lack; :func:`with_shipped_model_keys` fills them in.
+SHIPPED_ONLY_KEYS = ("gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent", "norm_bw_eff",
+                     "softmax_bw_eff", "l2_gain")  # fmt: skip
+#: Keys ``paddlefit calibrate`` measures on the device (``plan --explain`` says ``device`` for these only).
+DEVICE_MEASURED_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv",
+                        "bw_eff", "kernel_s", "host_op_s", "host_step_s_per_tensor")  # fmt: skip
+
+
+def with_shipped_model_keys(doc: dict[str, Any]) -> dict[str, Any]:
+    """A calibration's ``perf_params`` with the kernel-model keys it lacks (:data:`SHIPPED_ONLY_KEYS`, and the host
+    keys a file of an earlier release has no measurement of) taken from the shipped fit: ``calibrate`` copies those
+    anyway, so an older file keeps its device measurements instead of being refused."""
+    vals = doc.get("values")
+    if not isinstance(vals, dict):
+        return doc
+    shipped = load_perf_params().values
+    missing = [k for k in (*SHIPPED_ONLY_KEYS, "host_op_s", "host_step_s_per_tensor") if k not in vals]
+    return {**doc, "values": {**vals, **{k: shipped[k] for k in missing}}}
 
 
 def parse_perf_params(doc: Any, origin: str) -> PerfParams:

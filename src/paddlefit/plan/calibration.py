@@ -113,9 +113,9 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
         raise CatalogError(f"Calibration `{origin}`: `cuda_context_bytes` must be a positive number or null.")
     perf = None
     if doc.get("perf_params") is not None:
-        from paddlefit.estimate.perf_params import parse_perf_params
+        from paddlefit.estimate.perf_params import parse_perf_params, with_shipped_model_keys
 
-        perf = parse_perf_params({**doc["perf_params"], "calibration": "device"}
+        perf = parse_perf_params({**with_shipped_model_keys(doc["perf_params"]), "calibration": "device"}
                                  if isinstance(doc["perf_params"], dict) else doc["perf_params"],
                                  f"{origin}` key `perf_params")  # fmt: skip
     return Calibration(

@@ -25,7 +25,7 @@ from paddlefit.estimate.gpu_model import (
 )
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.estimate.perf_params import KERNEL_FIT_KEYS, PerfParams
+from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.measure import ModelMeasure
@@ -83,10 +83,11 @@ KERNEL_FIT_ARCHS = ("pascal", "turing", "volta", "ampere")
 def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
     """Where the efficiency ``key`` of a kernel on a GPU of ``architecture`` comes from: ``device`` (timed on that
     GPU by ``paddlefit calibrate``), ``kernels`` (fitted on measured kernels of its class), ``kernels+datasheet``
-    (the same fit, carried to an architecture with no measured kernel by its datasheet figures), ``published-fit``
+    (the same fit, carried to an architecture with no measured kernel by its datasheet figures; also for a device
+    calibration, which does not time these), ``published-fit``
     (end-to-end published runs, tensor cores bounded by DeepBench's FP16 GEMMs; ``+<arch>`` with that
     generation's factor) or ``prior`` (no measurement constrains it)."""
-    if params.calibration == "device":
+    if params.calibration == "device" and key in DEVICE_MEASURED_KEYS:
         return "device"
     if key in KERNEL_FIT_KEYS:
         return "kernels" if architecture in KERNEL_FIT_ARCHS else "kernels+datasheet"
@@ -116,7 +117,8 @@ def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str
     for g in rows:
         g["bound"] = "compute" if g.pop("compute_s") >= g["seconds"] / 2 else "memory"
         g["share"] = g["seconds"] / est.device_s if est.device_s else 0.0
-        key = g.pop("param") if g["bound"] == "compute" else None
+        param = g.pop("param")
+        key = param if g["bound"] == "compute" else None
         if key:
             peak = unit_peak(gpu, "fp32" if g["unit"] == "dwconv" else g["unit"], precision)
             g["efficiency"] = g["flops"] / (g["seconds"] * peak) if g["seconds"] else 0.0
