@@ -104,7 +104,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     if req.attention == "flash":
         m.notes.append(attention_note(blocks, m.trace))
 
-    # ---- GPU targets (the analytic path has no op count: large models are compute-bound, no host floor)
+    # ---- GPU targets; the host floor counts the probe's forward ops, or on the analytic path the ops of the trace
+    # written from the config (so a model planned either way has a floor)
+    fwd_ops = m.fwd_ops or sum(o.cls != "view" for o in ops_b)
     removed = sum(o.cls != "view" for o in ops_b) - sum(o.cls != "view" for o in flash_ops)
     published = load_perf_params()
     check_explain(req.explain, req.gpus, gpus_all)
@@ -116,8 +118,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         params = cal.perf_params if cal and cal.perf_params is not None else published
         why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
         use_flash = bool(blocks) and why_not is None
-        ops_n = m.fwd_ops - (removed if use_flash else 0)
-        host_s = host_floor_s(params, ops_n, m.info.trainable_tensors, gpu.architecture) if m.fwd_ops else 0.0
+        ops_n = fwd_ops - (removed if use_flash else 0)
+        host_s = host_floor_s(params, ops_n, m.info.trainable_tensors, gpu.architecture)
         if use_flash:
             target, est = gpu_target(req, m, gpu, cal, published, host_s, flash_amp, flash_ops)
             target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
@@ -192,9 +194,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "trace_source": m.trace.source,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
-        "host_op_s": published.values["host_op_s"] if m.fwd_ops else None,
-        "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"] if m.fwd_ops else None,
-        "host_floor_s": host_floor_s(published, m.fwd_ops, m.info.trainable_tensors) if m.fwd_ops else 0.0,
+        "host_op_s": published.values["host_op_s"],
+        "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"],
+        "host_floor_s": host_floor_s(published, fwd_ops, m.info.trainable_tensors),
         "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor: constants of the "
                       "GPU model (bench/host_overhead.py), or measured on the training host by paddlefit calibrate",
         "cpu_threads": m.probe.threads if m.method == "cpu-probe" else None,

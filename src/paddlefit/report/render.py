@@ -177,7 +177,8 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
     host = plan.assumptions.get("host_floor_s") or 0.0
     console.print(f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)}: Paddle's dispatch, a "
                   "constant of the model) + the "
-                  f"all-reduce not hidden. Times are predictions of the per-operator model ({t.calibration}); "
+                  f"all-reduce not hidden. Times are predictions of the per-kernel model (row: {t.calibration}; "
+                  "each op's efficiency source is in the table); "
                   "`paddlefit profile` measures them on a card you have.[/]")
 
 
