@@ -86,9 +86,7 @@ E2E_MODELS = {
 
 
 def e2e_gpu(name: str) -> object:
-    """The GPU of an e2e row: the catalog's row, or (P4, P100) the bench's datasheet figures."""
-    from types import SimpleNamespace
-
+    """The GPU of an e2e row: the catalog's row, or (P4, P100) the kernel bench's datasheet figures."""
     from paddlefit.catalog.gpus import get_gpu
 
     catalog = {"Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100-PCIe-32GB", "NVIDIA A100-PCIE-40GB": "A100-PCIe-40GB"}
@@ -96,10 +94,7 @@ def e2e_gpu(name: str) -> object:
         return get_gpu(catalog[name])
     import gpu_kernels
 
-    d = gpu_kernels.DEVICES[name.replace(" ", "_")]
-    return SimpleNamespace(name=name, architecture=d.arch, sm_count=d.sm, mem_bw_gb_s=d.bw / 1e9, l2_mib=d.l2 / 2**20,
-                           tdp_w=d.tdp, fp32_tflops=d.fp32 / 1e12, tf32_tflops=None, fp16_tflops=None,
-                           bf16_tflops=None)  # fmt: skip
+    return gpu_kernels.DEVICES[name.replace(" ", "_")].as_gpu(name)
 
 
 def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:

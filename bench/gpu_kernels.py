@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -44,7 +46,9 @@ DATA = HERE / "data" / "gpu-kernels"
 PARAMS_FILE = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "gpu_perf_params.json"
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s, memory_s  # noqa: E402
+from paddlefit.estimate.gpu_model import compile_step  # noqa: E402
+from paddlefit.estimate.kernels import Kernel  # noqa: E402
+from paddlefit.estimate.perf_params import PerfParams, load_perf_params  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ class Device:
     tdp: float
     arch: str
     nm: float
+
+    def as_gpu(self, name: str) -> SimpleNamespace:
+        """The figures as the catalog's GPU fields (what :func:`paddlefit.estimate.gpu_model.compile_step` reads)."""
+        return SimpleNamespace(name=name, architecture=self.arch, sm_count=self.sm, mem_bw_gb_s=self.bw / 1e9,
+                               l2_mib=self.l2 / MB, tdp_w=self.tdp, process_nm=self.nm, fp32_tflops=self.fp32 / 1e12,
+                               tf32_tflops=None, fp16_tflops=(self.half / 1e12) or None, bf16_tflops=None)  # fmt: skip
 
 
 MB = 1024**2
@@ -106,6 +116,7 @@ class Rows:
     t: np.ndarray
     floor: float
     op: np.ndarray | None = None
+    step: Any = None  # the kernels compiled by the package's model (compile_rows)
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -186,26 +197,28 @@ def load_deepbench(gpu: str, sheet: str) -> Rows:
 
 # ---------------------------------------------------------------- the model per class
 
-
-def gemm_s(p: dict[str, float], r: Rows, unit: str = "fp32", eff_key: str = "gemm_fp32") -> np.ndarray:
-    """Device seconds of ``r``'s GEMMs under constants ``p`` (the package's kernel model); convolutions' power
-    cap is on their nominal FLOPs over ``conv_fp32`` (Winograd does fewer multiplies than the nominal count)."""
-    d = DEVICES[r.gpu]
-    peak = d.fp32 if unit == "fp32" else d.half
-    cap = np.inf
-    if unit == "fp32":
-        cap = fp32_power_cap_flops(d.tdp, d.nm, p["fp32_gflops_per_w"], p["fp32_node_exponent"])
-    if eff_key.startswith("conv"):
-        cap = cap * p[eff_key] / p["gemm_fp32"]
-    comp = gemm_compute_s(r.g, r.m, r.n, r.k, peak, d.sm, p[eff_key], p["gemm_k0"], p["tile_h0"], cap)
-    return p["kernel_s"] + np.maximum(comp, memory_s(r.nbytes, d.bw, p["bw_eff"], d.l2, p["l2_gain"]))
+#: NeuSight's memory-bound ops -> the op class the step model gives them (its own bandwidth efficiency).
+MEM_CLASS = {"ln": "norm", "softmax": "softmax"}
 
 
-def mem_s(p: dict[str, float], r: Rows) -> np.ndarray:
-    """Device seconds of ``r``'s memory-bound kernels: class bandwidth efficiency x (L2-aware) bytes."""
-    d = DEVICES[r.gpu]
-    eff = np.where(r.op == "ln", p["norm_bw_eff"], np.where(r.op == "softmax", p["softmax_bw_eff"], p["bw_eff"]))
-    return p["kernel_s"] + memory_s(r.nbytes, d.bw, eff, d.l2, p["l2_gain"])
+def compile_rows(r: Rows, cls: str, unit: str) -> Rows:
+    """``r`` with its kernels as the step model builds them (:class:`~paddlefit.estimate.kernels.Kernel`: class,
+    FLOPs, bytes, unit, GEMM shape), compiled for its GPU by :func:`~paddlefit.estimate.gpu_model.compile_step`,
+    so the fit times them with the package's own code."""
+    shapes = np.stack([r.g, r.m, r.n, r.k], axis=1)
+    if unit == "memory":
+        ks = [Kernel(MEM_CLASS.get(op, "elementwise"), op, "forward", 0, b, "memory")
+              for op, b in zip(r.op, r.nbytes, strict=True)]  # fmt: skip
+    else:
+        ks = [Kernel(cls, cls, "forward", 2 * float(np.prod(s)), b, unit, tuple(s))
+              for s, b in zip(shapes, r.nbytes, strict=True)]  # fmt: skip
+    r.step = compile_step(ks, DEVICES[r.gpu].as_gpu(r.gpu), "fp16-o1" if unit == "half" else "fp32")
+    return r
+
+
+def device_s(p: dict[str, float], r: Rows) -> np.ndarray:
+    """Device seconds of ``r``'s kernels under constants ``p`` (every key of the parameter file)."""
+    return r.step.times(PerfParams(p))[0]
 
 
 def harness(p: dict[str, float], r: Rows, device_s: np.ndarray) -> np.ndarray:
@@ -218,30 +231,31 @@ def harness(p: dict[str, float], r: Rows, device_s: np.ndarray) -> np.ndarray:
 def roofline_s(r: Rows, unit: str = "fp32") -> np.ndarray:
     """The plain roofline, no fitted efficiency: max(FLOPs / peak, bytes / bandwidth)."""
     d = DEVICES[r.gpu]
-    peak = d.fp32 if unit == "fp32" else d.half
+    peak = d.half if unit == "half" else d.fp32
     return np.maximum(2 * r.g * r.m * r.n * r.k / peak, r.nbytes / d.bw)
 
 
 @dataclass(frozen=True)
 class OpClass:
-    """One op class: its data, which constants it fits (the others held), and its timing function."""
+    """One op class: its data, which constants it fits (the others held), and the step model's class and unit of
+    its kernels (``memory``: the class follows each row's op, :data:`MEM_CLASS`)."""
 
     name: str
     gpus: tuple[str, ...]
     load: Callable[[str], Rows]
     fit: tuple[str, ...]
-    time: Callable[[dict[str, float], Rows], np.ndarray]
-    unit: str = "fp32"
+    cls: str
+    unit: str
 
 
 CLASSES = (
     OpClass("memory-bound", NEUSIGHT, load_memory,
-            ("bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "harness_pre"), mem_s),
+            ("bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "harness_pre"), "elementwise", "memory"),
     OpClass("gemm fp32", NEUSIGHT, load_gemm,
-            ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"), gemm_s),
-    OpClass("conv fp32", NEUSIGHT, load_conv, ("conv_fp32",), lambda p, r: gemm_s(p, r, "fp32", "conv_fp32")),
+            ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"), "gemm", "fp32"),
+    OpClass("conv fp32", NEUSIGHT, load_conv, ("conv_fp32",), "conv", "fp32"),
     OpClass("gemm fp16 (tensor cores)", ("V100", "T4"), lambda gpu: load_deepbench(gpu, "FP16_ip_Mixed_math"),
-            ("gemm_half", "kernel_s"), lambda p, r: gemm_s(p, r, "half", "gemm_half"), "half"),
+            ("gemm_half", "kernel_s"), "gemm", "half"),
 )  # fmt: skip
 
 #: Starting values and bounds of the fitted constants (efficiencies are fractions of a datasheet figure).
@@ -262,7 +276,7 @@ def fit_class(c: OpClass, data: dict[str, Rows], gpus: list[str], base: dict[str
 
     def resid(x: np.ndarray) -> np.ndarray:
         p = dict(base, **dict(zip(keys, np.exp(x), strict=True)))
-        return np.concatenate([np.log(harness(p, data[g], c.time(p, data[g])) / data[g].t) for g in gpus])
+        return np.concatenate([np.log(harness(p, data[g], device_s(p, data[g])) / data[g].t) for g in gpus])
 
     lo, hi = np.log([BOUNDS[k][0] for k in keys]), np.log([BOUNDS[k][1] for k in keys])
     x0 = np.clip(np.log([base[k] for k in keys]), lo + 1e-9, hi - 1e-9)
@@ -272,7 +286,7 @@ def fit_class(c: OpClass, data: dict[str, Rows], gpus: list[str], base: dict[str
 
 def errors(c: OpClass, p: dict[str, float], r: Rows) -> tuple[np.ndarray, np.ndarray]:
     """|predicted / measured - 1| per row for the model and for the plain roofline (same harness)."""
-    model = harness(p, r, c.time(p, r))
+    model = harness(p, r, device_s(p, r))
     roof = harness(p, r, roofline_s(r, c.unit))
     return np.abs(model / r.t - 1), np.abs(roof / r.t - 1)
 
@@ -280,10 +294,12 @@ def errors(c: OpClass, p: dict[str, float], r: Rows) -> tuple[np.ndarray, np.nda
 def run(write: bool) -> int:
     """Fit every class on all its GPUs, then leave each GPU out; print the table; optionally write."""
     t0 = time.perf_counter()
-    full = dict(START)
+    # every key of the shipped file (the model reads them all; the ones no kernel here uses, e.g. TF32 and host, do
+    # not move these times), the fitted ones from their starting values
+    full = dict(load_perf_params().values, **START)
     tables, counts = [], {}
     for c in CLASSES:
-        data = {g: c.load(g) for g in c.gpus}
+        data = {g: compile_rows(c.load(g), c.cls, c.unit) for g in c.gpus}
         counts[c.name] = {SHORT.get(g, g): len(data[g].t) for g in c.gpus}
         full = fit_class(c, data, list(c.gpus), full)
         for held in c.gpus:
