@@ -338,7 +338,7 @@ def write_params(p: dict[str, float], counts: dict[str, dict[str, int]]) -> None
     doc.setdefault("provenance", {})["kernels"] = {
         "fitted_by": "bench/gpu_kernels.py", "date": dt.date.today().isoformat(),
         "data": "bench/data/gpu-kernels (NeuSight ASPLOS 2025, MIT; DeepBench, Apache-2.0)",
-        "kernels_per_class_and_gpu": counts,
+        "kernels_per_class_and_gpu": counts, "architectures": sorted({d.arch for d in DEVICES.values()}),
         "gemm_half_bound": round(float(p["gemm_half"]), 6), "deepbench_kernel_s": round(float(p["kernel_s"]), 9),
         "keys": {"memory-bound": ["bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain"],
                  "gemm fp32": ["gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"],

@@ -93,10 +93,12 @@ class CompiledStep:
     process_nm: float
     architecture: str | None
 
-    def compute_s(self, params: PerfParams) -> np.ndarray:
-        """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`."""
+    def compute_s(self, params: PerfParams, values: np.ndarray | None = None) -> np.ndarray:
+        """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`.
+        ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order (computed when not given)."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
-        eff = np.array([get(k) for k in PARAM_KEYS])[np.maximum(self.key, 0)]
+        vals = _param_values(params, self.architecture) if values is None else values
+        eff = vals[np.maximum(self.key, 0)]
         watts = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
         cap = np.where(self.cuda_core, watts, np.inf)
         cap = np.where(self.conv, cap * eff / get("gemm_fp32"), cap)  # Winograd: fewer multiplies than counted
@@ -113,12 +115,17 @@ class CompiledStep:
 
     def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s."""
+        vals = _param_values(params, self.architecture)
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
-        bw_eff = np.array([get(k) for k in PARAM_KEYS])[self.mem_key]
         per = np.maximum(self.count, 1)
-        mem_s = per * memory_s(self.nbytes / per, self.bandwidth, bw_eff, self.l2_bytes, get("l2_gain"))
-        comp_s = self.compute_s(params)
+        mem_s = per * memory_s(self.nbytes / per, self.bandwidth, vals[self.mem_key], self.l2_bytes, get("l2_gain"))
+        comp_s = self.compute_s(params, vals)
         return np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
+
+
+def _param_values(params: PerfParams, architecture: str | None) -> np.ndarray:
+    """``params`` for ``architecture`` as an array in :data:`PARAM_KEYS` order (indexed by ``key``/``mem_key``)."""
+    return np.array([params.get(k, architecture) for k in PARAM_KEYS])
 
 
 def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -152,6 +153,14 @@ def parse_perf_params(doc: Any, origin: str) -> PerfParams:
         raise CatalogError(f"GPU model parameters `{origin}`, key `calibration`: {cal!r} is not `published-fit` "
                            "or `device`.")  # fmt: skip
     return PerfParams(values, gens, cal, dict(prov))
+
+
+@lru_cache(maxsize=1)
+def kernel_fit_architectures() -> tuple[str, ...]:
+    """Architectures of the GPUs whose measured kernels the shipped constants are fitted on (the parameter file's
+    ``provenance.kernels.architectures``, written by ``bench/gpu_kernels.py``); other architectures get the fit
+    through their datasheet figures."""
+    return tuple(load_perf_params().provenance.get("kernels", {}).get("architectures", ()))
 
 
 def load_perf_params() -> PerfParams:

@@ -52,6 +52,7 @@ from paddlefit.plan.rows import (
     flash_runs,
     gpu_target,
     recommend,
+    row_params,
     set_time_to_train,
 )
 from paddlefit.plan.runs_calibration import apply_runs
@@ -115,7 +116,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
     for gpu in gpus:
         cal: Calibration | None = calibrations.get(gpu.name.lower())
-        params = cal.perf_params if cal and cal.perf_params is not None else published
+        params = row_params(cal, published)
         why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
         use_flash = bool(blocks) and why_not is None
         ops_n = fwd_ops - (removed if use_flash else 0)

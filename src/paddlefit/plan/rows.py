@@ -25,7 +25,7 @@ from paddlefit.estimate.gpu_model import (
 )
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams
+from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.measure import ModelMeasure
@@ -76,10 +76,6 @@ def amp_activation_memory(trace: OpTrace, precision: Precision,
     return (a1 / f1 if f1 > 0 else 1.0), cast
 
 
-#: GPU architectures whose kernels ``bench/gpu_kernels.py`` fits on (NeuSight: P4, P100, T4, V100, A100).
-KERNEL_FIT_ARCHS = ("pascal", "turing", "volta", "ampere")
-
-
 def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
     """Where the efficiency ``key`` of a kernel on a GPU of ``architecture`` comes from: ``device`` (timed on that
     GPU by ``paddlefit calibrate``), ``kernels`` (fitted on measured kernels of its class), ``kernels+datasheet``
@@ -90,7 +86,7 @@ def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
     if params.calibration == "device" and key in DEVICE_MEASURED_KEYS:
         return "device"
     if key in KERNEL_FIT_KEYS:
-        return "kernels" if architecture in KERNEL_FIT_ARCHS else "kernels+datasheet"
+        return "kernels" if architecture in kernel_fit_architectures() else "kernels+datasheet"
     if (params.provenance.get("rows_constraining_each_parameter") or {}).get(key) == 0:
         return "prior"
     return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
@@ -239,6 +235,12 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     )  # fmt: skip
 
 
+def row_params(cal: Calibration | None, published: PerfParams) -> PerfParams:
+    """The GPU model's parameters a row uses: the device's own (``paddlefit calibrate``'s kernel timings) when its
+    calibration has them, else the published fit."""
+    return cal.perf_params if cal and cal.perf_params is not None else published
+
+
 def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | None, published: PerfParams,
                host_s: float, amp: AmpMemory, ops_b: Any) -> tuple[Target, StepEstimate]:  # fmt: skip
     """One GPU row: memory rebased on the precision Paddle runs there, the per-operator step time (calibrated when
@@ -257,7 +259,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     usable = req.safety_margin * (cap - context)
     peak = max(fx + sl * b for fx, sl in ph)
     peak_flops, unit = gpu.peak_flops(prec.value, req.tf32)
-    params: PerfParams = cal.perf_params if cal and cal.perf_params is not None else published
+    params = row_params(cal, published)
     est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
                         info.trainable_tensors, params, req.tf32)  # fmt: skip
     bw, link = gpu.interconnect_gb_s(req.devices)
@@ -279,7 +281,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
     fitted_archs = params.provenance.get("architectures")
     if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
-            and gpu.architecture not in KERNEL_FIT_ARCHS):  # fmt: skip
+            and gpu.architecture not in kernel_fit_architectures()):  # fmt: skip
         notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
     if req.devices > 1:
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden by "
