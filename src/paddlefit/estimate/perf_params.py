@@ -95,13 +95,12 @@ def _check_value(key: str, v: Any, origin: str, where: str) -> float:
     return float(v)
 
 
-#: Keys of the kernel model that ``paddlefit calibrate`` does not time (it copies the shipped fit's values), and
-#: that files written before they existed lack; :func:`with_shipped_model_keys` fills them in.
-SHIPPED_ONLY_KEYS = ("gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent", "norm_bw_eff",
-                     "softmax_bw_eff", "l2_gain")  # fmt: skip
 #: Keys ``paddlefit calibrate`` measures on the device (``plan --explain`` says ``device`` for these only).
 DEVICE_MEASURED_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv",
                         "bw_eff", "kernel_s", "host_op_s", "host_step_s_per_tensor")  # fmt: skip
+#: Keys of the kernel model that ``paddlefit calibrate`` does not time (it copies the shipped fit's values), and
+#: that files written before they existed lack; :func:`with_shipped_model_keys` fills them in.
+SHIPPED_ONLY_KEYS = tuple(k for k in PARAM_KEYS if k not in DEVICE_MEASURED_KEYS)
 
 
 def with_shipped_model_keys(doc: dict[str, Any]) -> dict[str, Any]:
