@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import paddle
 import pytest
@@ -11,7 +12,7 @@ from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
 from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
-from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling
+from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling, memory_s, winograd_s
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
@@ -58,6 +59,7 @@ def test_conv_and_depthwise_conv_exact():
     t, ks = _kernels(nn.Conv2D(3, 8, 3, padding=1), 1, (3, 16, 16))
     (op,) = [o for o in t.ops1 if o.cls != "view"]
     assert (op.cls, op.gemm, op.layout) == ("conv", (1, 256, 8, 27), "NCHW")
+    assert op.conv == (3, 3, 1, 1, 1, 1, 16, 16)  # 3x3, stride 1, dilation 1, 16 x 16 output
     assert op.flops == 2 * 256 * 8 * 27 + 256 * 8
     assert _by_op(ks)["conv2d"].bytes == 4 * (3 * 256 + 8 * 27 + 8 + 8 * 256)
     dw = nn.Conv2D(8, 8, 3, padding=1, groups=8)
@@ -205,6 +207,43 @@ def test_fp32_on_cuda_cores_is_held_to_the_board_power():
     a100_tf32 = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "tf32", (1, 8192, 8192, 8192))
     t2, _ = kernel_time_s(a100_tf32, A100, p, "fp32")
     assert t2 < 2 * 8192**3 / 156e12 / p.values["gemm_tf32"] * 1.2
+
+
+def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
+    t4 = get_gpu("T4")
+    p = _params(conv_fp32=0.7, winograd_fp32=0.7, winograd_transform=1.0, kernel_s=5e-6, gemm_k0=0.0,
+                bw_eff=0.8, l2_gain=1.0, fp32_gflops_per_w=1e6)  # fmt: skip  # no power cap: the peak decides
+    # 32 samples, 256 -> 256 channels, 3x3 stride 1 on a 16 x 16 output: implicit GEMM M = 32 x 256, N = 256,
+    # K = 256 x 9; Winograd F(4x4, 3x3): 32 x 4 x 4 = 512 tiles, 36 GEMMs of 512 x 256 over 256
+    m, cin, cout = 32 * 256, 256, 256
+    geo = (3, 3, 1, 1, 1, 1, 16, 16)
+    io = 4 * (m * cin + cout * cin * 9 + m * cout)
+    k = Kernel("conv", "conv2d", "forward", 2 * m * cout * cin * 9, io, "fp32", (1, m, cout, cin * 9), conv=geo)
+    peak, sm, bw, l2 = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9, t4.l2_mib * 2**20
+    h0 = p.values["tile_h0"]
+    implicit = max(gemm_compute_s(1, m, cout, cin * 9, peak, sm, 0.7, 0.0, h0),
+                   float(memory_s(io, bw, 0.8, l2, 1.0))) + 5e-6  # fmt: skip
+    wino, _ = winograd_s(512.0, cin, cout, m * cin, m * cout, peak, sm, 0.7, 0.0, h0, math.inf, bw, 0.8, l2, 1.0, 1.0)
+    # by hand: the 36 GEMMs (or their operands' bytes), then the input transform (read x, write 36 x tiles x cin),
+    # the output transform (read 36 x tiles x cout, write y) and the filter's (read 9, write 36 per channel pair)
+    gemm36 = max(gemm_compute_s(36, 512, cout, cin, peak, sm, 0.7, 0.0, h0),
+                 float(memory_s(4 * 36 * (512 * cin + cin * cout + 512 * cout), bw, 0.8, l2, 1.0)))  # fmt: skip
+    passes = [m * cin + 36 * 512 * cin, 36 * 512 * cout + m * cout, 45 * cin * cout]
+    assert float(wino) == pytest.approx(gemm36 + sum(float(memory_s(4 * b, bw, 0.8, l2, 1.0)) for b in passes))
+    t, _ = kernel_time_s(k, t4, p, "fp32")
+    assert float(wino) + 4 * 5e-6 < implicit  # 4x fewer multiplies win at this size
+    assert t == pytest.approx(float(wino) + 4 * 5e-6)
+    # a strided convolution is implicit GEMM only
+    strided = Kernel("conv", "conv2d", "forward", k.flops, io, "fp32", k.gemm, conv=(3, 3, 2, 2, 1, 1, 16, 16))
+    assert kernel_time_s(strided, t4, p, "fp32")[0] == pytest.approx(implicit)
+    # the data gradient is a convolution of C_out -> C_in channels: the same Winograd time at C_in == C_out
+    dgrad = Kernel("conv", "conv2d.dgrad", "backward", k.flops, io, "fp32", (1, m, cin * 9, cout), conv=geo)
+    assert kernel_time_s(dgrad, t4, p, "fp32")[0] == pytest.approx(t)
+    # a 1x1 convolution is a GEMM: it takes gemm_fp32, not conv_fp32
+    one = Kernel("conv", "conv2d", "forward", 2 * m * cout * cin, 4 * (2 * m * cin + cin * cout), "fp32",
+                 (1, m, cout, cin), conv=(1, 1, 1, 1, 1, 1, 16, 16))  # fmt: skip
+    assert kernel_time_s(one, t4, _params(gemm_fp32=0.5, conv_fp32=1.0), "fp32")[0] == pytest.approx(
+        kernel_time_s(replace(one, cls="gemm", conv=None), t4, _params(gemm_fp32=0.5), "fp32")[0])
 
 
 def test_dataparallel_overlap():

@@ -73,6 +73,23 @@ def conv_gemm(weight: Any, out: Any, x: Any, groups: int, transposed: bool) -> t
     return groups, numel(out) // max(cout, 1), cout // groups, wshape[1] * kernel
 
 
+def conv_geometry(weight: Any, out: Any, stride: Any, dilation: Any, data_format: str,
+                  transposed: bool) -> tuple[int, int, int, int, int, int, int, int] | None:  # fmt: skip
+    """(kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, out_h, out_w) of a 2-D convolution, what
+    decides whether cuDNN can run it as Winograd (:func:`~paddlefit.estimate.kernel_model.winograd_s`); None for
+    transposed and non-2-D convolutions. ``stride``/``dilation``: an int or a pair, as Paddle's ``Conv2D`` takes."""
+    wshape, oshape = list(weight.shape), list(out.shape)
+    if transposed or len(wshape) != 4 or len(oshape) != 4:
+        return None
+
+    def pair(v: Any) -> tuple[int, int]:
+        v = list(v) if isinstance(v, list | tuple) else [v, v]
+        return (int(v[0]), int(v[-1])) if v and all(isinstance(x, int) for x in v) else (0, 0)
+
+    oh, ow = oshape[2:4] if data_format.upper().startswith("NC") else oshape[1:3]
+    return (int(wshape[2]), int(wshape[3]), *pair(stride), *pair(dilation), int(oh), int(ow))
+
+
 def matmul_gemm(x: Any, y: Any, out: Any, k: int) -> tuple[int, int, int, int]:
     """(batch, M, N, K) of ``paddle.matmul``: a 2-D right operand folds every leading dim of x into M."""
     oshape = list(out.shape)

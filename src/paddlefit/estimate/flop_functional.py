@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from paddlefit.estimate.flop_formulas import conv_gemm, conv_macs, conv_op, matmul_gemm, needs_grad, numel
+from paddlefit.estimate.flop_formulas import (
+    conv_gemm,
+    conv_geometry,
+    conv_macs,
+    conv_op,
+    matmul_gemm,
+    needs_grad,
+    numel,
+)
 from paddlefit.estimate.fused import patch_fused
 
 if TYPE_CHECKING:
@@ -49,9 +57,12 @@ def patch_functional(counter: FlopCounter) -> None:
             b = args[2] if len(args) > 2 else kwargs.get("bias")
             groups = int(kwargs.get("groups", 1) or 1)
             fmt = str(kwargs.get("data_format", "NCHW"))
+            # paddle.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups, data_format)
+            stride = args[3] if len(args) > 3 else kwargs.get("stride", 1)
+            dilation = args[5] if len(args) > 5 else kwargs.get("dilation", 1)
             counter.emit_gemm("conv", conv_op(name, x, groups, fmt), x, w, out,
                               conv_macs(w, out, transposed, x), b, conv_gemm(w, out, x, groups, transposed), groups,
-                              fmt)  # fmt: skip
+                              fmt, conv_geometry(w, out, stride, dilation, fmt, transposed))  # fmt: skip
 
         return rule
 

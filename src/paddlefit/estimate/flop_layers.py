@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from paddlefit.estimate.flop_formulas import conv_gemm, conv_macs, conv_op, needs_grad, numel, op_name
+from paddlefit.estimate.flop_formulas import (
+    conv_gemm,
+    conv_geometry,
+    conv_macs,
+    conv_op,
+    needs_grad,
+    numel,
+    op_name,
+)
 
 if TYPE_CHECKING:
     from paddlefit.estimate.flops import FlopCounter
@@ -37,7 +45,9 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
         fmt = str(getattr(layer, "_data_format", "NCHW"))
         name = conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
         counter.emit_gemm("conv", name, x, layer.weight, out, conv_macs(layer.weight, out, transposed, x), layer.bias,
-                          conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt)  # fmt: skip
+                          conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt,
+                          conv_geometry(layer.weight, out, getattr(layer, "_stride", 1), getattr(layer, "_dilation", 1),
+                                        fmt, transposed))  # fmt: skip
 
     def on_linear(layer, inp, out):
         x = inp[0]

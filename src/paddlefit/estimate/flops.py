@@ -116,7 +116,8 @@ class FlopCounter:
         self.patched: list[tuple[Any, str, Any]] = []
 
     def emit(self, kind: str, op: str, cls: str, fwd: int, bwd: int, inputs: Any, out: Any,
-             gemm: tuple[int, int, int, int] | None = None, layout: str = "") -> None:  # fmt: skip
+             gemm: tuple[int, int, int, int] | None = None, layout: str = "",
+             conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
         if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through
             if self.recorder is not None:
@@ -124,17 +125,19 @@ class FlopCounter:
             return
         self.count.add(kind, fwd, bwd)
         if self.recorder is not None:
-            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout)
+            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv)
 
     def emit_gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
-                  gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "") -> None:  # fmt: skip
+                  gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "",
+                  conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
         """Count a GEMM-like op of ``macs`` multiply-accumulates (forward and backward by
-        :func:`~paddlefit.estimate.flop_formulas.gemm_flops`); ``gemm`` is its (groups, M, N, K) shape."""
+        :func:`~paddlefit.estimate.flop_formulas.gemm_flops`); ``gemm`` is its (groups, M, N, K) shape, ``conv`` a
+        convolution's geometry (:func:`~paddlefit.estimate.flop_formulas.conv_geometry`)."""
         fwd, bwd = gemm_flops(x, w, out, macs, bias)
         # Paddle runs its own CUDA-core kernel only for depthwise convolutions (groups == in_channels, op
         # depthwise_conv2d, python/paddle/nn/functional/conv.py); other grouped convolutions are cuDNN conv2d
         cls = "gemm" if kind != "conv" else ("dwconv" if op.startswith("depthwise") else "conv")
-        self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm, layout)
+        self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm, layout, conv)
 
     def emit_elementwise(self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any,
                          cls: str = "elementwise") -> None:  # fmt: skip

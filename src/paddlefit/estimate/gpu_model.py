@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s, memory_s
+from paddlefit.estimate.kernel_model import (
+    WINOGRAD_TILE,
+    fp32_power_cap_flops,
+    gemm_compute_s,
+    memory_s,
+    winograd_eligible,
+    winograd_s,
+)
 from paddlefit.estimate.kernels import (
     Kernel,
     step_kernels,
@@ -53,7 +60,33 @@ def param_key(k: Kernel) -> str | None:
         return None
     if k.unit == "dwconv":
         return "dwconv"
+    if k.cls == "conv" and k.conv and tuple(k.conv[:2]) == (1, 1):
+        return "gemm_" + k.unit  # a 1x1 convolution is a GEMM (no im2col): C_out x C_in times C_in x pixels
     return ("conv_" if k.cls == "conv" else "gemm_") + k.unit
+
+
+def winograd_dims(k: Kernel) -> tuple[float, float, float, float, float] | None:
+    """(4x4 output tiles, C_in, C_out, input elements, output elements) of an FP32 CUDA-core convolution kernel that
+    cuDNN can run as Winograd F(4x4, 3x3) (:func:`~paddlefit.estimate.kernel_model.winograd_eligible`, one group),
+    read from its implicit-GEMM shape (:func:`~paddlefit.estimate.kernels.step_kernels`: forward (1, M, C_out,
+    9 C_in), data gradient (1, M, 9 C_in, C_out), weight gradient (1, 9 C_in, C_out, M), M = samples x output
+    pixels). The data gradient of a stride-1 3x3 convolution is one too; the input is counted at the output's
+    size (padding 1, the usual case). None for any other kernel."""
+    if k.unit != "fp32" or k.cls != "conv" or not k.gemm or not winograd_eligible(k.conv):
+        return None
+    g, a, b, c = k.gemm
+    if g != 1:
+        return None
+    if k.op.endswith(".wgrad"):
+        m, cin, cout = c, a / 9, b
+    elif k.op.endswith(".dgrad"):
+        m, cin, cout = a, b / 9, c
+    else:
+        m, cin, cout = a, c / 9, b
+    oh, ow = k.conv[6], k.conv[7]
+    samples = m / max(oh * ow, 1)
+    tiles = samples * -(-oh // WINOGRAD_TILE) * -(-ow // WINOGRAD_TILE)
+    return tiles, cin, cout, m * cin, m * cout
 
 
 @dataclass
@@ -68,7 +101,8 @@ class CompiledStep:
         key: index of the kernel's efficiency parameter in :data:`PARAM_KEYS` (-1: memory-bound).
         mem_key: index of its bandwidth-efficiency parameter.
         gemm: (4, kernels) array of batch, M, N, K for tiled GEMMs (0 where the kernel is not one).
-        cuda_core: FP32 on CUDA cores (held to the board power), conv: a convolution.
+        cuda_core: FP32 on CUDA cores (held to the board power).
+        winograd: (5, kernels) array of :func:`winograd_dims` (0 where the kernel cannot run as Winograd).
         backward: True for backward-phase kernels.
         bandwidth, l2_bytes, sm, tdp_w, process_nm: datasheet DRAM bytes/s, L2 bytes, SMs, board watts, process
             node nm (0 when unknown).
@@ -84,7 +118,7 @@ class CompiledStep:
     mem_key: np.ndarray
     gemm: np.ndarray
     cuda_core: np.ndarray
-    conv: np.ndarray
+    winograd: np.ndarray
     backward: np.ndarray
     bandwidth: float
     l2_bytes: float
@@ -101,7 +135,6 @@ class CompiledStep:
         eff = vals[np.maximum(self.key, 0)]
         watts = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
         cap = np.where(self.cuda_core, watts, np.inf)
-        cap = np.where(self.conv, cap * eff / get("gemm_fp32"), cap)  # Winograd: fewer multiplies than counted
         out = np.zeros(len(self.kernels))
         tiled = (self.key >= 0) & (self.gemm[0] > 0)
         if tiled.any():  # a kernel doing more FLOPs than its GEMM shape (flash attention: two GEMMs) scales
@@ -114,13 +147,25 @@ class CompiledStep:
         return out
 
     def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
-        """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s."""
+        """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s, or for a
+        convolution that can run as Winograd the lower of that and :func:`winograd_s` + 4 x kernel_s."""
         vals = _param_values(params, self.architecture)
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         per = np.maximum(self.count, 1)
         mem_s = per * memory_s(self.nbytes / per, self.bandwidth, vals[self.mem_key], self.l2_bytes, get("l2_gain"))
         comp_s = self.compute_s(params, vals)
-        return np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
+        t, bound = np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
+        w = self.winograd[0] > 0
+        if w.any():
+            cap = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"),
+                                       get("fp32_node_exponent"))  # fmt: skip
+            tw, cw = winograd_s(*self.winograd[:, w], self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
+                                get("tile_h0"), cap, self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"),
+                                get("winograd_transform"))  # fmt: skip
+            tw = per[w] * tw + self.count[w] * 4 * get("kernel_s")
+            faster = tw < t[w]
+            t[w], bound[w] = np.where(faster, tw, t[w]), np.where(faster, cw, bound[w])
+        return t, bound
 
 
 def _param_values(params: PerfParams, architecture: str | None) -> np.ndarray:
@@ -147,7 +192,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         mem_key=np.array([PARAM_KEYS.index(MEMORY_KEYS.get(k.cls, "bw_eff")) for k in kernels], dtype=int),
         gemm=gemm.reshape(-1, 4).T,
         cuda_core=np.array([key is not None and k.unit in ("fp32", "dwconv") for k, key in pairs]),
-        conv=np.array([k.cls == "conv" for k in kernels]),
+        winograd=np.array([winograd_dims(k) or (0.0,) * 5 for k in kernels], dtype=float).reshape(-1, 5).T,
         backward=np.array([k.phase == "backward" for k in kernels]),
         bandwidth=gpu.mem_bw_gb_s * 1e9,
         l2_bytes=float(getattr(gpu, "l2_mib", None) or 0.0) * MIB,

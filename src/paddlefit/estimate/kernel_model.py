@@ -22,6 +22,13 @@ fp32_node_exponent`` GFLOP/s (:func:`fp32_power_cap_flops`; the T4 and P4, 70-75
 boost-clock peak in the kernel data; energy per operation falls with the process node, so the 7 nm A100 is not held
 back as a 12 nm card of its power would be).
 
+FP32 3x3 convolutions with stride 1 and no dilation may instead run as Winograd F(4x4, 3x3) (Lavin & Gray, "Fast
+Algorithms for Convolutional Neural Networks", CVPR 2016; cuDNN's ``WINOGRAD_NONFUSED``, whose kernels
+``winogradforwarddata4x4`` / ``winogradforwardfilter4x4`` / an SGEMM / ``winogradforwardoutput4x4`` are the ones
+NeuSight's traces show for most such convolutions): 36 batched GEMMs over 6x6 input tiles, 4x fewer multiplies at
+large outputs, plus three transform passes through DRAM (:func:`winograd_s`). cuDNN picks the faster algorithm for
+the shape, so the kernel's time is the lower of the two (:class:`~paddlefit.estimate.gpu_model.CompiledStep`).
+
 Memory-bound kernels move their bytes at ``bw_eff`` of the DRAM bandwidth; bytes up to the L2 size are served
 ``l2_gain`` times faster (the kernels' inputs are the previous kernel's outputs, still in L2 when they fit).
 
@@ -108,3 +115,42 @@ def memory_s(nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l
     nbytes = np.asarray(nbytes, dtype=float)
     hit = np.minimum(nbytes, l2_bytes)
     return (nbytes - hit) / (bandwidth * bw_eff) + hit / (bandwidth * bw_eff * l2_gain)
+
+
+#: Winograd F(m x m, 3x3) with m = 4: a 4 x 4 output tile from a 6 x 6 input tile (alpha = m + 3 - 1 = 6), so
+#: 36 element-wise products per tile and channel pair (Lavin & Gray, CVPR 2016, section 4).
+WINOGRAD_TILE, WINOGRAD_ALPHA = 4, 6
+
+
+def winograd_eligible(conv: tuple[int, ...] | None) -> bool:
+    """True for a 3x3 convolution with stride 1 and dilation 1 (``conv``: the geometry of
+    :func:`~paddlefit.estimate.flop_formulas.conv_geometry`), the shapes cuDNN's Winograd algorithms accept."""
+    return conv is not None and tuple(conv[:6]) == (3, 3, 1, 1, 1, 1)
+
+
+def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray, y_elems: np.ndarray,
+               peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float, tile_h0: float,
+               power_cap_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float, l2_gain: float,
+               transform: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Seconds of an FP32 convolution as Winograd F(4x4, 3x3), without the fixed per-kernel costs (4 kernels).
+
+    Args:
+        tiles: 4x4 output tiles (samples x ceil(out_h / 4) x ceil(out_w / 4)); cin, cout: channels.
+        x_elems, y_elems: elements of the convolution's input and output.
+        peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops: as :func:`gemm_compute_s` (``eff``: the fitted
+            ``winograd_fp32``).
+        bandwidth, bw_eff, l2_bytes, l2_gain: as :func:`memory_s`.
+        transform: fitted multiplier on the transform passes' bytes (``winograd_transform``).
+
+    Returns:
+        (seconds, compute-bound flag) per convolution: max(36 GEMMs of tiles x cout over cin, their operands'
+        bytes) + the input, filter and output transforms (each reads its tensor and writes the 36-fold one, 4-byte
+        elements).
+    """
+    a2 = WINOGRAD_ALPHA**2
+    ones = np.ones_like(np.asarray(tiles, dtype=float))
+    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops)
+    mem = memory_s(4.0 * a2 * (tiles * cin + cin * cout + tiles * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
+    passes = (x_elems + a2 * tiles * cin, a2 * tiles * cout + y_elems, (9 + a2) * cin * cout)
+    trans = sum(memory_s(4.0 * np.asarray(b, dtype=float), bandwidth, bw_eff, l2_bytes, l2_gain) for b in passes)
+    return np.maximum(comp, mem) + transform * trans, comp >= mem

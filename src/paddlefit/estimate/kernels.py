@@ -70,6 +70,8 @@ class Kernel:
         unit: ``half``, ``tf32``, ``fp32`` (CUDA cores), ``dwconv`` (CUDA cores) or ``memory``.
         gemm: (batch, M, N, K) for GEMM kernels.
         count: how many identical kernels this row stands for.
+        conv: the geometry of the convolution this kernel belongs to (forward, data and weight gradient;
+            :attr:`~paddlefit.estimate.optrace.TracedOp.conv`), else None.
     """
 
     cls: str
@@ -80,6 +82,7 @@ class Kernel:
     unit: str
     gemm: tuple[int, int, int, int] | None = None
     count: int = 1
+    conv: tuple[int, ...] | None = None
 
 
 def _nbytes(t: TensorRef, dtype: str) -> int:
@@ -130,7 +133,8 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             unit = _gemm_unit(a.compute, gpu, o.cls, tf32)
             g, m, n, k = o.gemm
             x, w = (*o.inputs, None, None)[:2]
-            ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm))
+            geo = o.conv if o.cls == "conv" else None
+            ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm, conv=geo))
             eb = dtype_bytes(a.compute)
             if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
                 # tensor-core convolutions run channels-last: cuDNN transposes NCHW tensors around the kernel
@@ -144,10 +148,10 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
             gemm_flops = 2 * g * m * n * k
             if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
                 ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
-                                 eb * g * (m * n + n * k + m * k), unit, (g, m, k, n)))  # fmt: skip
+                                 eb * g * (m * n + n * k + m * k), unit, (g, m, k, n), conv=geo))  # fmt: skip
             if w is not None and w.grad:  # dW = X^T . dY : (K, N) reduced over M
                 ks.append(Kernel(o.cls, o.op + ".wgrad", "backward", gemm_flops,
-                                 eb * g * (m * k + m * n + k * n), unit, (g, k, n, m)))  # fmt: skip
+                                 eb * g * (m * k + m * n + k * n), unit, (g, k, n, m), conv=geo))  # fmt: skip
             if len(o.inputs) > 2 and o.inputs[2].grad and act_out is not None:  # bias: reduce dY
                 ks.append(Kernel("reduce", o.op + ".bias_grad", "backward", act_out.numel,
                                  act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip

@@ -67,6 +67,8 @@ class TracedOp:
             N = output channels per group, K = input channels per group x kernel size, batch = groups.
             ``attention``: (batch x heads, Sq, D, Sk) (:func:`~paddlefit.estimate.fused.attention_gemm`).
         layout: data layout of a convolution (``NCHW``, ``NHWC``; empty for other ops).
+        conv: a 2-D convolution's (kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, out_h, out_w)
+            (:func:`~paddlefit.estimate.flop_formulas.conv_geometry`); None otherwise or when not known.
     """
 
     op: str
@@ -76,6 +78,7 @@ class TracedOp:
     outputs: tuple[TensorRef, ...] = ()
     gemm: tuple[int, int, int, int] | None = None
     layout: str = ""
+    conv: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tensors as [tid, numel, dtype, param, grad])."""
@@ -84,6 +87,7 @@ class TracedOp:
             "inputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.inputs],
             "outputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.outputs],
             "gemm": list(self.gemm) if self.gemm else None, "layout": self.layout,
+            "conv": list(self.conv) if self.conv else None,
         }  # fmt: skip
 
     @classmethod
@@ -94,6 +98,7 @@ class TracedOp:
             inputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["inputs"]),
             outputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["outputs"]),
             gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None, layout=str(d.get("layout", "")),
+            conv=tuple(int(x) for x in d["conv"]) if d.get("conv") else None,
         )  # fmt: skip
 
 
@@ -144,7 +149,8 @@ class OpTrace:
                 gemm = None
                 if a.gemm and b.gemm:
                     gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
-                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout))
+                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout,
+                                    a.conv))  # fmt: skip
             return out
         base, b0 = (self.ops2, self.batch2) if self.ops2 else (self.ops1, self.batch1)
         r = batch / b0
@@ -158,7 +164,7 @@ class OpTrace:
                 g, m, n, k = gemm
                 batched = both_act and a.cls in ("gemm", "attention")
                 gemm = (round(g * r), m, n, k) if batched else (g, round(m * r), n, k)
-            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout))
+            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout, a.conv))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -211,10 +217,11 @@ class TraceRecorder:
         )
 
     def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
-               gemm: tuple[int, int, int, int] | None = None, layout: str = "") -> None:  # fmt: skip
+               gemm: tuple[int, int, int, int] | None = None, layout: str = "",
+               conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
         """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
         self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
-                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout))  # fmt: skip
+                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout, conv))  # fmt: skip
 
     def ops(self) -> list[TracedOp]:
         """The recorded ops, in execution order."""

@@ -20,12 +20,14 @@ from paddlefit.errors import CatalogError
 #: Efficiencies are fractions of a unit's datasheet peak; see :class:`PerfParams` for each key.
 PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
               "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
-              "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent")  # fmt: skip
+              "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent", "winograd_fp32",
+              "winograd_transform")  # fmt: skip
 #: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
 #: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
 #: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
 KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent",
-                   "bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain")  # fmt: skip
+                   "bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "winograd_fp32",
+                   "winograd_transform")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,11 @@ class PerfParams:
 
     Attributes:
         values: ``gemm_half``/``gemm_tf32``/``gemm_fp32`` (fraction of the unit's dense peak a 128 x 128 tile
-            of a linear/matmul reaches at long k), ``conv_*`` (the same for convolutions as implicit GEMMs; above
-            1 where Winograd does fewer multiplies than counted), ``dwconv`` (fraction of the FP32 CUDA-core peak
+            of a linear/matmul reaches at long k; also 1x1 convolutions), ``conv_*`` (the same for other
+            convolutions as implicit GEMMs; ``paddlefit calibrate``'s conv_fp32, from one 3x3 convolution without its
+            geometry, may exceed 1 where cuDNN runs Winograd), ``winograd_fp32`` (the same for the 36 batched GEMMs
+            of an FP32 Winograd convolution) and ``winograd_transform`` (multiplier on its transform passes'
+            bytes), ``dwconv`` (fraction of the FP32 CUDA-core peak
             for depthwise/grouped convolutions), ``bw_eff`` (fraction of the datasheet DRAM bandwidth reached by
             elementwise kernels; ``norm_bw_eff``/``softmax_bw_eff`` the same for norms and softmax, on the bytes
             :mod:`~paddlefit.estimate.kernels` counts), ``l2_gain`` (how much faster bytes within the L2 size
@@ -68,7 +73,8 @@ class PerfParams:
 PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 2.25) for k in ("conv_half", "conv_tf32", "conv_fp32")}
                | {"kernel_s": (0.0, 1e-3), "host_op_s": (0.0, 1e-3), "host_step_s_per_tensor": (0.0, 1e-3),
                   "gemm_k0": (0.0, 1e5), "tile_h0": (0.0, 1e5), "fp32_gflops_per_w": (1e-3, 1e6),
-                  "l2_gain": (1.0, 10.0), "fp32_node_exponent": (0.0, 5.0)})  # fmt: skip
+                  "l2_gain": (1.0, 10.0), "fp32_node_exponent": (0.0, 5.0),
+                  "winograd_transform": (0.0, 10.0)})  # fmt: skip
 #: Seconds that must be above 0 (their range's lower end is exclusive).
 POSITIVE_SECONDS = ("kernel_s", "host_op_s", "host_step_s_per_tensor")
 
