@@ -53,7 +53,7 @@ def _bad_catalog(tmp_path):
     ("args", "needle"),
     [
         (["plan", "resnet5O"], "Did you mean"),
-        (["plan", "nosuchpkg.mod:factory"], "Cannot import module `nosuchpkg.mod`"),
+        (["plan", "nosuchpkg.mod:factory"], "No module named 'nosuchpkg'"),
         (["plan", "tinymodels:nothing"], "has no attribute"),
         (["plan", "tinymodels:not_a_layer_factory", "--input", "float32[3]"], "could not be built"),
         (["plan", "resnet18", "--input", "float32[3,224"], "does not parse"),

@@ -136,3 +136,28 @@ def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_proces
     assert first.model["params"] == second.model["params"] == 11_209_824
     assert first.memory["phase_peak_bytes"]["forward"] == pytest.approx(second.memory["phase_peak_bytes"]["forward"],
                                                                       rel=0.01)  # fmt: skip
+
+
+def test_paddlenlp_published_size_from_the_installed_config_class() -> None:
+    """`model_args: {config: ernie-3.0-mini-zh}` builds ERNIE 3.0 mini as PaddleNLP publishes it (its config
+    class's `pretrained_init_configuration`, nothing downloaded); other model_args override its fields; an unknown
+    size names the close ones."""
+    pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
+    from paddlenlp.transformers import ErnieConfig
+
+    from paddlefit.errors import ModelError
+    from paddlefit.models import resolve_model
+
+    c = ErnieConfig.pretrained_init_configuration["ernie-3.0-mini-zh"]
+    model = resolve_model("paddlenlp.transformers:ErnieForSequenceClassification",
+                          {"config": "ernie-3.0-mini-zh", "num_labels": 5}).factory()  # fmt: skip
+    h, i, n = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    assert (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_labels) == (h, n, 5)
+    # parameters by hand: word, position, token-type and task-type embeddings + their layer norm; per layer Q, K,
+    # V, O (h x h + h each), two layer norms, the feed-forward (h x i + i, i x h + h); the pooler; the classifier
+    emb = (c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"] + c["task_type_vocab_size"]) * h
+    layer = 4 * (h * h + h) + 2 * 2 * h + (h * i + i) + (i * h + h)
+    expected = emb + 2 * h + n * layer + (h * h + h) + (h * 5 + 5)
+    assert sum(int(p.size) for p in model.parameters()) == expected
+    with pytest.raises(ModelError, match=r"ernie-3\.0-mini-zh"):
+        resolve_model("paddlenlp.transformers:ErnieForSequenceClassification", {"config": "ernie-3.0-mini"})

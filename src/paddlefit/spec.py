@@ -340,7 +340,8 @@ def load_plain_yaml(text: str) -> Any:
 
 
 def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
-    """Read and validate a job spec YAML file.
+    """Read and validate a job spec YAML file; its folder joins the folders user modules are imported from
+    (:func:`paddlefit.userimport.add_import_dir`).
 
     Raises:
         JobSpecError: unreadable file, YAML syntax error, unknown key, wrong type or bad input spec; the
@@ -382,6 +383,9 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
             check()
         except InputSpecError as exc:
             raise JobSpecError(f"Job spec `{p}`, key `{key}`: {str(exc)[:800]}") from None
+    from paddlefit.userimport import add_import_dir
+
+    add_import_dir(p.parent, "the job spec's folder")  # its `model`, `data.*` and `loss` modules are found beside it
     return spec
 
 
@@ -423,7 +427,14 @@ def job_spec_markdown() -> str:
     from paddlefit.specdoc import render_model_markdown
 
     intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
-             "[README](../README.md#commands).")  # fmt: skip
+             "[README](../README.md#commands).\n\n"
+             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and `--model`) are found in "
+             "the current directory first, as `python -m` finds them, then in the job spec's folder, then among the "
+             "installed packages and `PYTHONPATH`; the training processes `train` starts search the same folders. "
+             "A module found nowhere stops with the folders searched. A PaddleNLP model class takes a published "
+             "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
+             "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
+             "override its fields.")  # fmt: skip
     return render_model_markdown(JobSpec, title="The job spec (`--config FILE`)", source="src/paddlefit/spec.py",
                                  generator="paddlefit.spec.job_spec_markdown", intro=intro)  # fmt: skip
 

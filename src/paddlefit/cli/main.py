@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from pathlib import Path
 
 import typer
 
@@ -55,6 +57,10 @@ def _version(value: bool) -> None:
 def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print the version and exit.")) -> None:  # fmt: skip
     """Make PaddlePaddle training fit its hardware."""
+    from paddlefit.userimport import add_import_dir
+
+    with contextlib.suppress(OSError):  # a deleted working directory: nothing to add
+        add_import_dir(Path.cwd(), "the current directory")  # as `python -m` does: the user's own modules first
 
 
 def main() -> None:

@@ -13,16 +13,16 @@ Names:
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from paddlefit.errors import ModelError, UnknownNameError
+from paddlefit.errors import ModelError, PaddlefitError, UnknownNameError
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS, TransformerConfig, build_transformer
+from paddlefit.userimport import import_module
 
 #: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
 VISION_MODELS = (
@@ -150,12 +150,9 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     if not module_name or not attr:
         raise ModelError(f"Model path {path!r} must look like `package.module:factory`.")
     try:
-        module = importlib.import_module(module_name)
-    except (Exception, SystemExit) as exc:  # ImportError, or the module's own error (even sys.exit) at import
-        raise ModelError(
-            f"Cannot import module `{module_name}` for model {path!r}: {type(exc).__name__}: {exc}. "
-            "Check the name and that the package is installed or on PYTHONPATH."
-        ) from None
+        module = import_module(module_name, f"model: {path}")
+    except PaddlefitError as exc:
+        raise ModelError(str(exc)) from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -167,8 +164,26 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     if isinstance(obj, type) and isinstance(config_class, type) and hasattr(config_class, "to_dict"):
         # a PaddleNLP/PaddleFormers model class (PretrainedModel): its __init__ takes one config object, so
         # `--model-arg`s are that config's fields (ErnieConfig(vocab_size=..., num_labels=...)); no weights loaded
-        return lambda: obj(config_class(**kwargs))
+        fields = {**published_config(config_class, kwargs.pop("config")), **kwargs} if "config" in kwargs else kwargs
+        return lambda: obj(config_class(**fields))
     return lambda: obj(**kwargs)
+
+
+def published_config(config_class: type, name: Any) -> dict[str, Any]:
+    """The fields of a published model size as the installed library ships them: PaddleNLP's config classes carry
+    ``pretrained_init_configuration`` (e.g. ``ErnieConfig``'s ``ernie-3.0-base-zh``: 12 layers, hidden 768,
+    vocabulary 40,000; ``paddlenlp/transformers/ernie/configuration.py``), read without downloading anything.
+
+    Raises:
+        ModelError: the class ships no published sizes, or ``name`` is not one of them (lists the close ones).
+    """
+    known = getattr(config_class, "pretrained_init_configuration", None) or {}
+    if not isinstance(name, str) or name not in known:
+        close = difflib.get_close_matches(str(name), list(known), n=5, cutoff=0.5) or list(known)[:8]
+        what = f"one of {', '.join(close)}" if known else "nothing: it ships no published sizes"
+        raise ModelError(f"`--model-arg config={name}`: {config_class.__name__} has no published size of that name; "
+                         f"it knows {what}.")  # fmt: skip
+    return dict(known[name])
 
 
 def resolve_model(name: str, model_args: dict[str, Any] | None = None) -> ModelRef:

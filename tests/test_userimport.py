@@ -1,0 +1,100 @@
+"""A user's own module (model, dataset, loss) found where they stand: the current directory, then the job spec's
+folder, as ``python -m`` finds it; a module found nowhere names the folders searched. Real CLI runs, real training."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+MODULE = textwrap.dedent('''
+    import numpy as np
+    import paddle
+    from paddle import nn
+
+
+    class Lines(paddle.io.Dataset):
+        def __init__(self, n):
+            rng = np.random.default_rng(0)
+            self.x = rng.standard_normal((n, 16)).astype("float32")
+            self.y = (self.x.sum(1) > 0).astype("int64")
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+
+    def lines(split="train"):
+        return Lines(64 if split == "train" else 32)
+
+
+    def model():
+        return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
+
+
+    def loss(logits, label):
+        return nn.functional.cross_entropy(logits, label)
+''')
+SPEC = textwrap.dedent("""
+    model: ocrpkg.rec:model
+    inputs: ["float32[16]"]
+    data: {train: "ocrpkg.rec:lines", train_args: {split: train}}
+    loss: ocrpkg.rec:loss
+    batch_size: 16
+    max_steps: 4
+    seed: 0
+""")
+
+
+def _project(root: Path, module_in: str) -> Path:
+    """``root/jobs/job.yaml`` naming ``ocrpkg.rec``, with the package in ``root`` or in ``root/jobs``."""
+    (root / "jobs").mkdir()
+    pkg = root / module_in / "ocrpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "rec.py").write_text(MODULE)
+    spec = root / "jobs" / "job.yaml"
+    spec.write_text(SPEC)
+    return spec
+
+
+def _paddlefit(*args, cwd: Path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "paddlefit", *args], capture_output=True, text=True, cwd=cwd,
+                          env=dict(env, COLUMNS="200"), timeout=600)  # fmt: skip
+
+
+def test_a_module_in_the_current_directory_plans_and_trains(tmp_path):
+    spec = _project(tmp_path, ".")
+    plan = _paddlefit("plan", "--config", "jobs/job.yaml", "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["model"]["name"] == "ocrpkg.rec:model"
+    run = _paddlefit("train", str(spec), "--run-dir", "runs/a", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "runs" / "a" / "summary.json").read_text())
+    assert summary["steps"] == 4
+
+
+def test_a_module_beside_the_job_spec_is_found_from_anywhere(tmp_path):
+    spec = _project(tmp_path, "jobs")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plan = _paddlefit("plan", "--config", str(spec), "--json", cwd=elsewhere)
+    assert plan.returncode == 0, plan.stderr
+    # the training processes find it too (train's worker runs from the run directory's copy of the spec)
+    run = _paddlefit("train", str(spec), "--run-dir", str(tmp_path / "runs" / "b"), cwd=elsewhere)
+    assert run.returncode == 0, run.stderr
+
+
+def test_a_module_found_nowhere_names_the_folders_searched(tmp_path):
+    spec = _project(tmp_path, "lib")  # neither the current directory nor the spec's folder holds it
+    r = _paddlefit("plan", "--config", str(spec), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    msg = " ".join(r.stderr.split())
+    assert "No module named 'ocrpkg'" in msg
+    assert f"`{tmp_path.resolve()}` (the current directory)" in msg
+    assert f"`{(tmp_path / 'jobs').resolve()}` (the job spec's folder)" in msg
+    assert "put the folder that holds `ocrpkg/`" in msg
