@@ -17,7 +17,7 @@ def test_catalog_has_required_gpus_with_sources_and_positive_numbers():
     assert len(names) == len(set(n.lower() for n in names))
     for g in gpus:
         assert g.source.startswith("http"), g.name
-        assert g.verified in ("datasheet", "facts-table", "third-party")
+        assert g.verified in ("datasheet", "facts-table", "third-party", "press")
         assert g.capacity_bytes > 10 * 1024**3
         assert g.mem_bw_gb_s > 0 and g.fp32_tflops > 0 and g.pcie_gb_s > 0
 
@@ -44,8 +44,8 @@ def _row(**over):
     base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
                 usable_memory_mib="", mem_bw_gb_s="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
                 bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gb_s="", nvlink_gpus="", pcie_gen="4",
-                pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", process_nm="", verified="datasheet", source="https://example.com/ds.pdf",
-                retrieved="2026-11-30")
+                pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", process_nm="", paddle_device="gpu",
+                verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30")
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)
 

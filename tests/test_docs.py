@@ -107,7 +107,7 @@ def test_the_full_example_spec_in_the_guide_validates_and_names_every_key():
 
 
 #: `docker run` options the doctor and image pages explain (they are Docker's, not paddlefit's)
-DOCKER_RUN_OPTIONS = {"--ipc", "--shm-size", "--gpus", "--rm"}
+DOCKER_RUN_OPTIONS = {"--ipc", "--shm-size", "--gpus", "--rm", "--privileged"}
 
 
 def test_every_cli_option_is_in_its_command_page_and_no_page_names_a_gone_option():

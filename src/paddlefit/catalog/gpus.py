@@ -2,8 +2,14 @@
 
 Every row carries the document it was taken from (``source``) and how far it was checked (``verified``):
 ``datasheet`` (compared with NVIDIA's datasheet), ``facts-table`` (from the project's sourced fact table,
-docs/sources.md#gpu-specs, not yet compared with the PDF), ``third-party`` (no vendor document exists, e.g. AWS's A10G).
+docs/sources.md#gpu-specs, not yet compared with the PDF), ``third-party`` (no vendor document was read: a
+reseller's copy of the spec table, a spec database or a review, named in ``source``; e.g. AWS's A10G, NVIDIA's
+China-market A800/H800/H20), ``press`` (figures from press reports of a vendor talk, e.g. Kunlunxin's K200).
 Tensor-core figures are DENSE (datasheets often print sparse = 2x dense).
+
+``paddle_device`` says which Paddle build drives the card: ``gpu`` (CUDA, the default) or ``xpu`` (Kunlunxin XPU,
+``paddle.set_device("xpu")``). XPU rows have no CUDA compute capability; their ``architecture`` is the XPU
+generation Paddle checks for AMP (``xpu1``/``xpu2``/``xpu3``, ``core.XPUVersion``).
 
 Example:
     >>> get_gpu("a100").name
@@ -20,7 +26,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from paddlefit.errors import CatalogError, UnknownNameError
 
@@ -31,12 +37,16 @@ MIB = 1024**2
 COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "process_nm", "verified",
-    "source", "retrieved",
+    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "process_nm",
+    "paddle_device", "verified", "source", "retrieved",
 )  # fmt: skip
 
-#: Columns a user catalog may leave out (files written before they existed stay valid).
-OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm")
+#: Columns a user catalog may leave out (files written before they existed stay valid; ``paddle_device`` = gpu).
+OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm", "paddle_device")
+#: ``paddle_device`` values: the ``paddle.set_device`` type that drives the card.
+PADDLE_DEVICES = ("gpu", "xpu")
+#: Why an XPU row's step time is not grounded like a CUDA row's (the row's ``calibration`` label and note).
+XPU_UNCALIBRATED = "uncalibrated: no measured kernels or published runs for Kunlunxin XPUs"
 #: Column names of earlier releases, read as their new names (``_gbps`` meant GB/s; renamed to ``_gb_s`` so it is
 #: not read as Gbit/s). Deprecated: accepted for one release.
 DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
@@ -57,7 +67,8 @@ class GPU(BaseModel):
     architecture: str = Field(min_length=1)
     # ranges far outside every real GPU's, so a typo (1e300, 1e-320) stops with the field here instead of as an
     # overflow or a zero-byte capacity later
-    compute_capability: float = Field(ge=1, le=100)
+    #: CUDA compute capability; None on XPU rows (required on ``paddle_device: gpu`` rows).
+    compute_capability: float | None = Field(default=None, ge=1, le=100)
     memory_gib: float = Field(ge=1 / 16, le=2**20)
     usable_memory_mib: float | None = Field(default=None, ge=64, le=2**30)
     mem_bw_gb_s: float = Field(ge=0.1, le=1e6)
@@ -85,6 +96,7 @@ class GPU(BaseModel):
     #: and Volta TSMC 12 nm, GA100 TSMC 7 nm, GA102 Samsung 8 nm, Ada and Hopper TSMC 4N (5 nm class), Blackwell
     #: TSMC 4NP). Empty = unknown: the FP32 power cap is not scaled.
     process_nm: float | None = Field(default=None, ge=1, le=1000)
+    paddle_device: str = "gpu"
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""
@@ -95,6 +107,75 @@ class GPU(BaseModel):
         if isinstance(v, str):
             return tuple(a.strip() for a in v.split(";") if a.strip())
         return v
+
+    @field_validator("paddle_device", mode="before")
+    @classmethod
+    def _check_device(cls, v: object) -> object:
+        if isinstance(v, str) and v.strip().lower() not in PADDLE_DEVICES:
+            raise ValueError(f"must be one of {', '.join(PADDLE_DEVICES)}")
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check_cuda_fields(self) -> GPU:
+        if self.paddle_device == "gpu" and self.compute_capability is None:
+            raise ValueError("compute_capability is required on a `paddle_device: gpu` row (CUDA compute "
+                             "capability, e.g. 8.0); leave it empty only on `xpu` rows")
+        if self.paddle_device == "xpu" and self.compute_capability is not None:
+            raise ValueError("compute_capability is a CUDA figure: leave it empty on a `paddle_device: xpu` row")
+        if self.paddle_device == "xpu" and self.xpu_generation is None:
+            raise ValueError("an XPU row's architecture must be its generation, xpu1, xpu2 or xpu3 (Paddle's "
+                             f"core.XPUVersion), got {self.architecture!r}")
+        return self
+
+    @property
+    def is_xpu(self) -> bool:
+        """The card is a Kunlunxin XPU (``paddle_device: xpu``): no CUDA, cuDNN, NCCL or TF32."""
+        return self.paddle_device == "xpu"
+
+    @property
+    def xpu_generation(self) -> int | None:
+        """Kunlunxin XPU generation (1, 2, 3 from ``architecture`` ``xpuN``), None for CUDA rows."""
+        arch = self.architecture.strip().lower()
+        if arch in ("xpu1", "xpu2", "xpu3"):
+            return int(arch[3])
+        return None
+
+    @property
+    def device_label(self) -> str:
+        """What the card is to Paddle, for tables: ``CC 8.0`` for CUDA GPUs, ``XPU2`` for Kunlunxin XPUs."""
+        if self.is_xpu:
+            return f"XPU{self.xpu_generation}"
+        return f"{self.compute_capability:.1f}"
+
+    def amp_blocked(self, precision: str) -> str | None:
+        """Why ``paddle.amp.auto_cast`` would run ``precision`` (``fp16-o1`` ...) as fp32 on this card, or None.
+
+        CUDA: fp16 AMP needs compute capability 7.0+, bf16 8.0+; XPU: fp16 needs XPU2+, bf16 XPU3 (Paddle
+        ``python/paddle/amp/auto_cast.py``: ``_is_gpu_float16_supported``/``_is_gpu_bfloat16_supported``,
+        ``_is_xpu_float16_supported``/``_is_xpu_bfloat16_supported``). fp32 is never blocked.
+        """
+        half = precision.split("-")[0]
+        if half not in ("fp16", "bf16"):
+            return None
+        if self.is_xpu:
+            need = 2 if half == "fp16" else 3
+            if (self.xpu_generation or 0) < need:
+                return f"{half} AMP needs XPU{need}+ (Paddle auto_cast): Paddle runs fp32"
+            return None
+        need_cc = 7.0 if half == "fp16" else 8.0
+        if (self.compute_capability or 0) < need_cc:
+            return f"{half} AMP needs CC {need_cc:.1f}+: Paddle runs fp32"
+        return None
+
+    def flash_blocked(self) -> str | None:
+        """Why FlashAttention-2 cannot run on this card, or None: it needs CUDA compute capability 8.0+ (Dao 2023,
+        arXiv 2307.08691; Paddle ``can_use_flash_attention`` checks SM 8.0-12.1, ``python/paddle/nn/functional/
+        sdpa.py``); paddlefit models no XPU flash-attention kernel, so XPU rows plan eager attention."""
+        if self.is_xpu:
+            return f"FlashAttention-2 is a CUDA kernel: eager attention on {self.name} (XPU)"
+        if (self.compute_capability or 0) < 8.0:
+            return f"FlashAttention-2 needs CC 8.0+: eager attention on {self.name}"
+        return None
 
     @property
     def capacity_bytes(self) -> int:

@@ -26,7 +26,8 @@ class ImageRequest(FieldChecked):
     Attributes:
         config: job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``.
         paddle_version: Paddle version of the base image (None: newest); cuda: CUDA ``X.Y`` (None: newest the
-            host driver runs); cpu: a CPU image.
+            host driver runs); cpu: a CPU image; xpu: Paddle's published Kunlunxin XPU image (also chosen when the
+            snapshot shows an XPU build or XPUs).
         from_snapshot: ``paddlefit doctor --snapshot`` file of the host (driver, GPUs).
         out_dir: directory for Dockerfile, requirements.txt and .dockerignore.
         requirements: pinned ``name==version`` dependencies; command: the container's command line.
@@ -41,6 +42,7 @@ class ImageRequest(FieldChecked):
     paddle_version: str | None = None
     cuda: str | None = None
     cpu: bool = False
+    xpu: bool = False
     from_snapshot: Path | None = None
     out_dir: Path = Path(".")
     requirements: list[str] = field(default_factory=list)
@@ -95,17 +97,24 @@ def build_image(req: ImageRequest) -> ImageResult:
     for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
         if v is not None and not v.strip():
             raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
-    if req.cpu and (req.cuda is not None or req.fixed_shape_cnn):
+    if req.cpu and req.xpu:
+        raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
+    if (req.cpu or req.xpu) and (req.cuda is not None or req.fixed_shape_cnn):
         given = "`--cuda`" if req.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
-        raise PaddlefitError(f"{given} does not apply to a `--cpu` image; drop one of them.")
+        raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if req.cpu else 'xpu'}` image; drop one of them.")
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
     out_dir = req.out_dir
     if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
         raise PaddlefitError(f"`--out {out_dir}` is a file or a symlink; give a directory.")
     # a snapshot with a GPU build but no visible GPU is a host set up wrong (doctor PF104), not a CPU host
-    gpu = not req.cpu and (snap is None or bool(snap.gpus) or bool(snap.paddle_cuda))
-    build = choose_build(req.paddle_version, req.cuda, snap, gpu=gpu)
+    # an XPU host (XPU build of Paddle, or xpu-smi lists XPUs and there is no NVIDIA GPU) gets Paddle's XPU image
+    xpu = req.xpu or (not req.cpu and req.cuda is None and snap is not None
+                      and (bool(snap.paddle_xpu) or (bool(snap.xpus) and not snap.gpus)))  # fmt: skip
+    if xpu and req.fixed_shape_cnn:
+        raise PaddlefitError("`--fixed-shape-cnn` (a cuDNN setting) does not apply to a Kunlunxin XPU image.")
+    gpu = not req.cpu and not xpu and (snap is None or bool(snap.gpus) or bool(snap.paddle_cuda))
+    build = choose_build(req.paddle_version, req.cuda, snap, gpu=gpu, xpu=xpu)
     need = 0
     if opts.use_shared_memory and opts.batch_size and specs:
         need = (opts.devices * opts.num_workers * opts.prefetch_factor * opts.batch_size

@@ -3,9 +3,9 @@
 Each is registered once with ``@check("PF1xx", "slug")`` (:mod:`paddlefit.diagnose.registry`), cites its source in
 its docstring and returns findings with a fix. IDs: PF100-PF104 Paddle build, driver and devices; PF105-PF108
 devices and job (``/dev/shm``, cores, disk); PF109-PF111 ``FLAGS_*`` and folklore variables; PF112-PF113 NCCL;
-PF120 GPU health (NVML); PF121 OpenMP wait policy; PF122 NVIDIA's TF32 override. Data they compare against (CUDA
-driver minima, Paddle's flags) is in ``paddlefit.catalog`` (``catalog/data/cuda_drivers.csv``,
-``catalog/data/paddle_flags.csv``).
+PF120 GPU health (NVML); PF121 OpenMP wait policy; PF122 NVIDIA's TF32 override; PF123 Kunlunxin XPUs
+(``xpu-smi``). Data they compare against (CUDA driver minima, Paddle's flags) is in ``paddlefit.catalog``
+(``catalog/data/cuda_drivers.csv``, ``catalog/data/paddle_flags.csv``).
 
 Example:
     >>> from paddlefit.diagnose import collect_snapshot
@@ -30,7 +30,7 @@ def check_paddle_import(s: Snapshot, job: JobContext | None = None) -> list[Find
     if s.paddle_version is None:
         return [found("error", "Paddle does not import",
                       fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index")]
-    build = f"CUDA {s.paddle_cuda}" if s.paddle_cuda else "CPU"
+    build = f"CUDA {s.paddle_cuda}" if s.paddle_cuda else "Kunlunxin XPU" if s.paddle_xpu else "CPU"
     return [found("ok", f"Paddle {s.paddle_version} ({build} build) imports")]
 
 
@@ -77,19 +77,52 @@ def check_cuda13_arch(s: Snapshot, job: JobContext | None = None) -> list[Findin
 
 @check("PF104", "build-vs-gpu")
 def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
-    """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU."""
+    """A GPU build with no GPU visible trains nowhere; a CPU build on a GPU machine wastes the GPU. The same for
+    Kunlunxin XPUs: an XPU build (``paddle.device.is_compiled_with_xpu()``) is checked against the XPUs ``xpu-smi``
+    lists, never against NVIDIA GPUs (an XPU build has no CUDA: that is not an error)."""
+    if s.paddle_xpu:
+        return _xpu_build_vs_devices(s)
     if s.paddle_cuda and not s.gpus:
+        extra = f"; this machine has {len(s.xpus)} Kunlunxin XPU(s): install paddlepaddle-xpu" if s.xpus else ""
         return [found("error", "GPU build of Paddle but no NVIDIA GPU is visible",
-                      "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)",
+                      "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)" + extra,
                       "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
     if s.paddle_version and not s.paddle_cuda and s.gpus:
         return [found("warn",
                       f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
                       fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
+    if s.paddle_version and not s.paddle_cuda and s.xpus:
+        return [found("warn", f"CPU build of Paddle on a machine with {len(s.xpus)} Kunlunxin XPU(s)",
+                      fix=f"pip uninstall paddlepaddle && {XPU_WHEEL}")]  # fmt: skip
     if s.paddle_version:
         what = f"GPU build with {len(s.gpus)} GPU(s)" if s.paddle_cuda else "CPU build, no GPU"
         return [found("ok", f"Paddle build matches the devices ({what})")]
     return []
+
+
+#: How to install Paddle's XPU wheel (Paddle's XPU install guide, docs/guides/hardware_support/xpu/install_cn.md,
+#: and the FastDeploy Kunlunxin guide for the P800 package index).
+XPU_WHEEL = ("pip install paddlepaddle-xpu (Paddle's XPU guide: https://www.paddlepaddle.org.cn/documentation/docs/"
+             "zh/guides/hardware_support/xpu/install_cn.html)")
+
+
+def _xpu_build_vs_devices(s: Snapshot) -> list[Finding]:
+    """PF104 for an XPU build: XPUs listed by ``xpu-smi`` (ok), none listed (error), or no ``xpu-smi`` to ask
+    (warn: the device run, PF100, is then the only evidence)."""
+    if s.xpus:
+        return [found("ok", f"Paddle build matches the devices (XPU build with {len(s.xpus)} Kunlunxin XPU(s))")]
+    if s.xpu_smi:
+        return [found("error", "XPU build of Paddle but xpu-smi lists no Kunlunxin XPU",
+                      f"`{s.xpu_smi}` ran and listed no device (no XPU driver loaded, or a container without the "
+                      "/dev/xpu* devices)",
+                      "start the container with `--privileged` (Paddle's XPU guide) and check `xpu-smi`")]  # fmt: skip
+    runs = [d for d, r in s.device_runs.items() if d.startswith("xpu") and r == "ok"]
+    if runs:
+        return [found("ok", f"Paddle build matches the devices (XPU build; forward/backward ran on {len(runs)} "
+                            "XPU(s); xpu-smi not on PATH)")]  # fmt: skip
+    return [found("warn", "XPU build of Paddle but xpu-smi is not on PATH",
+                  "cannot list the Kunlunxin XPUs or their driver",
+                  "put xpu-smi on PATH (Paddle's guides mount /usr/local/bin/xpu-smi into the container)")]
 
 
 @check("PF110", "unknown-flag")
@@ -384,6 +417,36 @@ def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Find
                   "NVIDIA documents NVIDIA_TF32_OVERRIDE=0 (TF32 off in cuBLAS/cuDNN); with another value Paddle's "
                   "TF32 switches (the job's `tf32`) decide",
                   "`export NVIDIA_TF32_OVERRIDE=0` to turn TF32 off everywhere, or `unset NVIDIA_TF32_OVERRIDE`")]
+
+
+@check("PF123", "xpu-devices")
+def check_xpu_devices(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """The Kunlunxin XPUs ``xpu-smi`` lists, with its driver and runtime versions (its output as Paddle's XPU install
+    guide shows it); a device whose memory is mostly taken by other processes is reported, as PF120 does for GPUs.
+    Nothing on a machine without ``xpu-smi``."""
+    if not s.xpus:
+        return []
+    models = ", ".join(f"{m} x{n}" for m, n in sorted(_count(x.model for x in s.xpus).items()))
+    versions = ", ".join(f"{k} {v}" for k, v in (("driver", s.xpu_driver_version),
+                                                  ("runtime", s.xpu_runtime_version)) if v)  # fmt: skip
+    out = [found("ok", f"{len(s.xpus)} Kunlunxin XPU(s): {models}", versions)]
+    for x in s.xpus:
+        if x.memory_total_bytes and x.memory_used_bytes and x.memory_used_bytes > 0.5 * x.memory_total_bytes:
+            out.append(found("warn", f"xpu:{x.index} ({x.model}) has {x.memory_used_bytes / 1024**3:.1f} of "
+                                     f"{x.memory_total_bytes / 1024**3:.1f} GiB in use",
+                             "another process holds its memory", "see the PROCESSES table of `xpu-smi`"))
+    if not s.paddle_xpu and s.paddle_version:
+        out.append(found("warn", "this Paddle build cannot use the Kunlunxin XPUs",
+                         "paddle.device.is_compiled_with_xpu() is False", XPU_WHEEL))
+    return out
+
+
+def _count(items) -> dict[str, int]:
+    """How often each item occurs."""
+    out: dict[str, int] = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:

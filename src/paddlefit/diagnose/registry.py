@@ -2,9 +2,10 @@
 
 A check is a pure function ``(Snapshot, JobContext | None) -> list[Finding]`` registered once with
 ``@check("PF1xx", "slug")``: the registration is the only place its ID and slug are written; every finding the
-check returns carries them. IDs taken: PF100-PF113 environment and job checks, PF120-PF122 GPU health, OpenMP and TF32
-(see ``paddlefit.diagnose.checks``). Findings also carry, as data, what their fix does to the environment
-(``env`` to export, ``unset`` to remove), so ``launch`` and ``doctor --fix-script`` read fields, not fix text.
+check returns carries them. IDs taken: PF100-PF113 environment and job checks, PF120-PF123 GPU health, OpenMP,
+TF32 and Kunlunxin XPUs (see ``paddlefit.diagnose.checks``). Findings also carry, as data, what their fix does to
+the environment (``env`` to export, ``unset`` to remove), so ``launch`` and ``doctor --fix-script`` read fields,
+not fix text.
 """
 
 from __future__ import annotations

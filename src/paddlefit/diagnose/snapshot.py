@@ -1,4 +1,5 @@
-"""Collect the training environment once into a typed, JSON-serialisable snapshot.
+"""Collect the training environment once into a typed, JSON-serialisable snapshot (NVIDIA GPUs through NVML,
+Kunlunxin XPUs through ``xpu-smi``).
 
 Every probe returns None when it cannot collect its value (as PyTorch's ``collect_env.py`` does), so a
 snapshot can always be taken, saved and replayed (``Snapshot.from_dict``) on another machine.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -51,6 +53,17 @@ class GPUInfo:
 
 
 @dataclass
+class XPUInfo:
+    """One Kunlunxin XPU as ``xpu-smi`` lists it (its DEVICES table): device id, model (``R300``, ``P800``...),
+    memory total/used in bytes (``xpu-smi`` prints MB = MiB)."""
+
+    index: int
+    model: str
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+
+
+@dataclass
 class Snapshot:
     """Everything the checks look at, collected once.
 
@@ -69,7 +82,12 @@ class Snapshot:
         net: network interfaces; infiniband: device names under ``/sys/class/infiniband``.
         driver_version / cuda_driver_version: from NVML, None without an NVIDIA driver.
         gpus: per-GPU details from NVML (empty without a GPU).
-        device_runs: device (``cpu``, ``gpu:0``...) -> ``ok`` or the error of a tiny forward/backward there.
+        paddle_xpu: ``paddle.device.is_compiled_with_xpu()`` (a Kunlunxin XPU build; None: Paddle does not import).
+        xpu_smi: path of ``xpu-smi`` (or ``xpu_smi``) on PATH, None when neither is there.
+        xpu_driver_version / xpu_runtime_version: the ``Driver Version`` / ``Runtime Version`` lines of ``xpu-smi``.
+        xpus: the XPUs ``xpu-smi`` lists (empty without it).
+        device_runs: device (``cpu``, ``gpu:0``, ``xpu:0``...) -> ``ok`` or the error of a tiny forward/backward
+            there.
     """
 
     os: str
@@ -90,6 +108,11 @@ class Snapshot:
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     gpus: list[GPUInfo] = field(default_factory=list)
+    paddle_xpu: bool | None = None
+    xpu_smi: str | None = None
+    xpu_driver_version: str | None = None
+    xpu_runtime_version: str | None = None
+    xpus: list[XPUInfo] = field(default_factory=list)
     device_runs: dict[str, str] = field(default_factory=dict)
     #: OpenMP wait policy: ``user`` (what the environment sets, "" = unset) and ``step_s`` (policy, "" = the
     #: runtime's default -> seconds of a small CPU training step at every core, each in a fresh process)
@@ -126,7 +149,7 @@ def _structure_problem(doc: Any) -> str | None:
     extra = sorted(set(doc) - allowed)
     if extra:
         return f"unknown key `{extra[0]}`"
-    for key, cls in (("gpus", GPUInfo), ("net", NetInterface)):
+    for key, cls in (("gpus", GPUInfo), ("net", NetInterface), ("xpus", XPUInfo)):
         names = {f.name for f in dataclasses.fields(cls)}
         items = doc.get(key)
         if items is not None and not isinstance(items, list):  # `true` here was a TypeError traceback
@@ -176,6 +199,53 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
             f"`{option} {p}` is not a paddlefit snapshot: `{where}`: {e['msg']}. "
             "Make one with `paddlefit doctor --snapshot FILE`."
         ) from None
+
+
+def _paddle_xpu() -> bool | None:
+    """``paddle.device.is_compiled_with_xpu()`` (Paddle API docs: True for a ``WITH_XPU=ON`` build, Baidu Kunlun);
+    None when Paddle does not import."""
+    try:
+        import paddle
+
+        return bool(paddle.device.is_compiled_with_xpu())
+    except Exception:  # not installed, broken, or a build without the function: the checks report the import
+        return None
+
+
+#: ``xpu-smi``'s version lines and its DEVICES table rows (the layout Paddle's XPU install guide prints,
+#: docs/guides/hardware_support/xpu/install_cn.md: ``| DevID | PCI Addr | Model | SN | INODE | UseRate | L3 | Memory |``
+#: with memory as ``used / total MB``).
+_XPU_VERSION = re.compile(r"^\s*(Runtime|Driver) Version:\s*(\S+)", re.MULTILINE)
+_XPU_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*[0-9a-fA-F:.]+\s*\|\s*(\S+)\s*\|.*\|\s*(\d+)\s*/\s*(\d+)\s*MB\s*\|\s*$")
+
+
+def parse_xpu_smi(text: str) -> tuple[str | None, str | None, list[XPUInfo]]:
+    """(driver version, runtime version, XPUs) from ``xpu-smi``'s output; rows of its VIDEO and PROCESSES tables
+    are skipped (they have no PCI address column). Memory MB are MiB (2^20 bytes, as ``32768 MB`` = 32 GiB)."""
+    versions = {k: v for k, v in _XPU_VERSION.findall(text)}
+    xpus = []
+    for line in text.splitlines():
+        m = _XPU_ROW.match(line.strip())
+        if m:
+            xpus.append(XPUInfo(index=int(m[1]), model=m[2], memory_used_bytes=int(m[3]) * 1024**2,
+                                memory_total_bytes=int(m[4]) * 1024**2))  # fmt: skip
+    return versions.get("Driver"), versions.get("Runtime"), xpus
+
+
+def _xpus() -> tuple[str | None, str | None, str | None, list[XPUInfo]]:
+    """(xpu-smi path, driver version, runtime version, XPUs): runs ``xpu-smi`` (Kunlunxin's tool; Paddle's guides
+    call it ``xpu_smi`` inside its images and mount ``/usr/local/bin/xpu-smi``) when either name is on PATH."""
+    import subprocess
+
+    tool = shutil.which("xpu-smi") or shutil.which("xpu_smi")
+    if tool is None:
+        return None, None, None, []
+    try:
+        r = subprocess.run([tool], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return tool, None, None, []
+    driver, runtime, xpus = parse_xpu_smi(r.stdout)
+    return tool, driver, runtime, xpus
 
 
 def _paddle_info() -> tuple[str | None, str | None, str | None, list[str]]:
@@ -282,6 +352,11 @@ def _device_runs() -> dict[str, str]:
             devices += [f"gpu:{i}" for i in range(paddle.device.cuda.device_count())]
     except Exception as exc:  # a broken CUDA runtime shows up here
         return {"cpu": "ok", "gpu": f"{type(exc).__name__}: {exc}"[:300]}
+    try:  # Paddle API: paddle.device.is_compiled_with_xpu(), paddle.device.xpu.device_count()
+        if paddle.device.is_compiled_with_xpu():
+            devices += [f"xpu:{i}" for i in range(paddle.device.xpu.device_count())]
+    except Exception as exc:  # a broken XPU runtime (XRE) shows up here
+        return {"cpu": "ok", "xpu": f"{type(exc).__name__}: {exc}"[:300]}
     out = {}
     previous = paddle.get_device()
     for dev in devices:
@@ -362,6 +437,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
     except OSError:
         disk_free = None
     driver, cuda_driver, gpus = _gpus()
+    xpu_smi, xpu_driver, xpu_runtime, xpus = _xpus()
     ib = Path("/sys/class/infiniband")
     return Snapshot(
         os=platform.platform(),
@@ -382,6 +458,11 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         driver_version=driver,
         cuda_driver_version=cuda_driver,
         gpus=gpus,
+        paddle_xpu=_paddle_xpu() if version else None,
+        xpu_smi=xpu_smi,
+        xpu_driver_version=xpu_driver,
+        xpu_runtime_version=xpu_runtime,
+        xpus=xpus,
         device_runs=_device_runs() if run_devices and version else {},
         omp=_omp(measure_omp and version is not None),
     )

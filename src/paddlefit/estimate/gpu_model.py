@@ -156,7 +156,8 @@ class CompiledStep:
         comp_s = self.compute_s(params, vals)
         t, bound = np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
         w = self.winograd[0] > 0
-        if w.any():
+        if w.any() and self.sm > 0:  # the Winograd GEMMs are tiled over SMs: without an SM count (B200, XPU rows)
+            # the convolution keeps its implicit-GEMM time instead of a division by zero
             cap = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"),
                                        get("fp32_node_exponent"))  # fmt: skip
             tw, cw = winograd_s(*self.winograd[:, w], self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU
+from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
@@ -48,7 +48,11 @@ DP_BUCKET_BYTES = 25 * 1024**2
 
 
 def default_mfu(gpu: GPU) -> tuple[float, str]:
-    """The :data:`DEFAULT_MFU` figure for the GPU's architecture (Ampere's, labelled as such, for others)."""
+    """The :data:`DEFAULT_MFU` figure for the GPU's architecture (Ampere's, labelled as such, for others; for a
+    Kunlunxin XPU labelled uncalibrated: no XPU run is published with an MFU)."""
+    if gpu.is_xpu:
+        v, src = DEFAULT_MFU["ampere"]
+        return v, f"{XPU_UNCALIBRATED}; the A100 figure is assumed ({src})"
     if gpu.architecture in DEFAULT_MFU:
         return DEFAULT_MFU[gpu.architecture]
     v, src = DEFAULT_MFU["ampere"]

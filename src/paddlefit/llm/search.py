@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU
+from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.errors import PaddlefitError
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
@@ -364,17 +364,24 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
 def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
     """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+
     (docs/sources.md#cuda-driver-table: BF16 needs Ampere), so it becomes fp16 at the same AMP level;
-    FlashAttention-2 runs on Ampere and newer (Dao 2023, arXiv 2307.08691), so older GPUs get eager attention."""
+    FlashAttention-2 runs on Ampere and newer (Dao 2023, arXiv 2307.08691), so older GPUs get eager attention.
+    Kunlunxin XPUs: fp16 AMP needs XPU2+, bf16 XPU3 (Paddle ``python/paddle/amp/auto_cast.py``,
+    :meth:`GPU.amp_blocked`); bf16 falls back to fp16 where that runs, else to fp32; no flash attention is
+    modelled on an XPU, and every XPU row carries the note that its speed is uncalibrated."""
     from dataclasses import replace
 
     notes = []
     prec, flash = setup.precision, setup.flash_attention
-    if prec.value.startswith("bf16") and (gpu.compute_capability < 8.0 or not gpu.bf16_tflops):
+    if prec.value.startswith("bf16") and (gpu.amp_blocked(prec.value) or not gpu.bf16_tflops):
         prec = Precision(prec.value.replace("bf16", "fp16"))
-        notes.append(f"{gpu.name} (compute capability {gpu.compute_capability:g}) has no bf16: planned as "
-                     f"{prec.value}")  # fmt: skip
-    if flash and gpu.compute_capability < 8.0:
+        what = (f"{gpu.device_label}" if gpu.is_xpu else f"compute capability {gpu.compute_capability:g}")
+        notes.append(f"{gpu.name} ({what}) has no bf16: planned as {prec.value}")
+    if prec.is_amp and gpu.amp_blocked(prec.value):
+        notes.append(f"{gpu.name}: {gpu.amp_blocked(prec.value)}")
+        prec = Precision.FP32
+    if flash and gpu.flash_blocked():
         flash = False
-        notes.append(f"FlashAttention-2 needs compute capability 8.0+ (Dao 2023); {gpu.name} is planned with "
-                     "eager attention")  # fmt: skip
+        notes.append(str(gpu.flash_blocked()))
+    if gpu.is_xpu:
+        notes.append(XPU_UNCALIBRATED)
     return replace(setup, precision=prec, flash_attention=flash), notes

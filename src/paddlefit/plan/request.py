@@ -150,10 +150,11 @@ class Target:
     ``checkpoint_bytes`` is what a checkpoint holds (weights + optimizer states, incl. fp32 master weights under O2).
     ``calibration`` says what the row's time rests on: ``device`` (measured on this device: the CPU probe, or a
     ``paddlefit calibrate`` file with kernel timings for this GPU), ``published-fit`` (the per-operator model
-    with parameters fitted on published measurements) or ``none`` (not predicted). ``calibrated`` is
-    ``calibration == "device"`` (kept for older readers). ``time_breakdown`` maps op classes to predicted
-    device seconds (``seconds``, ``bound``: compute or memory, ``kernels``), plus ``allreduce_exposed``; the step
-    is max(sum of the classes, the host floor) + the exposed all-reduce. ``predicted_mfu`` is the model FLOPs
+    with parameters fitted on published measurements), ``uncalibrated`` (a Kunlunxin XPU row: the CUDA-fitted
+    model applied to its datasheet figures, no measurement of any XPU behind it) or ``none`` (not predicted).
+    ``calibrated`` is ``calibration == "device"`` (kept for older readers). ``time_breakdown`` maps op classes to
+    predicted device seconds (``seconds``, ``bound``: compute or memory, ``kernels``), plus ``allreduce_exposed``;
+    the step is max(sum of the classes, the host floor) + the exposed all-reduce. ``predicted_mfu`` is the model FLOPs
     per step / step time / the dense peak of the precision's unit (PaLM, Chowdhery et al. 2022, appendix B).
     ``allreduce_s`` is the whole gradient all-reduce, ``allreduce_exposed_s`` the part the backward does not hide.
     ``runs_calibration``: the correction fitted on this machine's recorded runs of the device

@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU
+from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.gpu_model import (
     MEMORY_KEYS,
@@ -128,25 +128,34 @@ def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str
 
 def effective_precision(gpu: GPU, precision: Precision) -> Precision:
     """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
-    for bf16 below compute capability 8.0 and for fp16 below 7.0 (Paddle ``python/paddle/amp/auto_cast.py``)."""
-    if precision.value.startswith("bf16") and gpu.compute_capability < 8.0:
-        return Precision.FP32
-    if precision.value.startswith("fp16") and gpu.compute_capability < 7.0:
+    for bf16 below compute capability 8.0 and for fp16 below 7.0, and on Kunlunxin XPUs for fp16 below XPU2 and
+    bf16 below XPU3 (Paddle ``python/paddle/amp/auto_cast.py``; :meth:`GPU.amp_blocked`)."""
+    if gpu.amp_blocked(precision.value):
         return Precision.FP32
     return precision
 
 
-def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str) -> list[str]:
-    """Short per-row notes; the long form of each is in the README ("Notes in plan rows")."""
+def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str, tf32: bool = True) -> list[str]:
+    """Short per-row notes; the long form of each is in the README ("Notes in plan rows").
+
+    ``unit``: the unit :meth:`GPU.peak_flops` picked (``fp32`` when the catalog has no tensor peak for the
+    precision: the row is then timed at the FP32 peak, slower than the card is); ``tf32``: Paddle's TF32 switch.
+    """
     notes = []
     if prec is not asked:
-        need = "8.0" if asked.value.startswith("bf16") else "7.0"
-        notes.append(f"{asked.value.split('-')[0]} AMP needs CC {need}+: Paddle runs fp32")
+        notes.append(gpu.amp_blocked(asked.value) or f"{asked.value} runs as {prec.value}")
+    if gpu.is_xpu:
+        notes.append(XPU_UNCALIBRATED)
+    if prec.is_amp and unit == "fp32":
+        notes.append(f"no {prec.value.split('-')[0]} peak in the catalog: timed at the FP32 peak (slower than "
+                     "the card)")
     if prec is Precision.FP32 and unit.startswith("tf32"):
         notes.append("fp32 runs as TF32")
     elif prec is Precision.FP32 and gpu.tf32_tflops:  # a TF32 GPU whose fp32 peak is the CUDA cores': tf32 off
         notes.append("TF32 off: fp32 on CUDA cores")
-    if gpu.compute_capability < 7.5:
+    elif prec is Precision.FP32 and tf32 and not gpu.is_xpu and (gpu.compute_capability or 0) >= 8.0:
+        notes.append("no TF32 peak in the catalog: fp32 timed on CUDA cores")
+    if not gpu.is_xpu and (gpu.compute_capability or 0) < 7.5:
         notes.append("no CUDA 13 build (Volta): use cu126/cu129")
     if gpu.verified != "datasheet":
         notes.append(f"specs {gpu.verified}")
@@ -172,10 +181,12 @@ class AmpMemory:
 def flash_runs(gpu: GPU, precision: Precision) -> str | None:
     """Why ``attention: flash`` cannot run on ``gpu`` at ``precision`` (the row note), or None when it runs:
     FlashAttention-2 needs compute capability 8.0+ (Dao 2023, arXiv 2307.08691; Paddle's ``can_use_flash_attention``
-    checks SM 8.0-12.1, ``python/paddle/nn/functional/sdpa.py``) and fp16/bf16 tensors (its
-    ``check_dtypes_low_precision_fa``); the row is then planned with eager attention, as the parallel planner does."""
-    if gpu.compute_capability < 8.0:
-        return f"FlashAttention-2 needs CC 8.0+: eager attention on {gpu.name}"
+    checks SM 8.0-12.1, ``python/paddle/nn/functional/sdpa.py``; no XPU kernel is modelled: :meth:`GPU.flash_blocked`)
+    and fp16/bf16 tensors (its ``check_dtypes_low_precision_fa``); the row is then planned with eager attention, as
+    the parallel planner does."""
+    blocked = gpu.flash_blocked()
+    if blocked:
+        return blocked
     if not precision.is_amp:
         return "FlashAttention-2 needs fp16/bf16: eager attention in fp32"
     return None
@@ -268,7 +279,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     step = max(est.device_s, host_s) + ar_exposed
     top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
     bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
-    notes = gpu_notes(gpu, req.precision, prec, unit)
+    notes = gpu_notes(gpu, req.precision, prec, unit, req.tf32)
     if bound == "host":
         notes.append("host-bound")
     elif bound == "memory":
@@ -281,7 +292,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
     fitted_archs = params.provenance.get("architectures")
     if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
-            and gpu.architecture not in kernel_fit_architectures()):  # fmt: skip
+            and gpu.architecture not in kernel_fit_architectures() and not gpu.is_xpu):  # fmt: skip
         notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
     if req.devices > 1:
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link}, {ar_exposed * 1e3:.1f} ms not hidden by "
@@ -289,6 +300,8 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
                      f"+{(ar - ar_exposed) * 1e3:.1f} ms)")
     breakdown = time_breakdown(est, ar_exposed if req.devices > 1 else None)
     calibration = params.calibration  # "device" only with kernel timings measured on this GPU
+    if gpu.is_xpu and calibration != "device":  # the CUDA kernel fit carried to an XPU: not grounded, say so
+        calibration = "uncalibrated"
     return Target(
         name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
         max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
@@ -321,8 +334,11 @@ def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
 
 
 def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
-    """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change."""
+    """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change.
+    Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) are recommended only
+    when no other GPU fits: their samples/s cannot be ranked against the CUDA rows'."""
     gpu_fit = [t for t in targets if t.kind == "gpu" and t.fits]
+    gpu_fit = [t for t in gpu_fit if t.calibration != "uncalibrated"] or gpu_fit
     if gpu_fit:
         best = gpu_fit[0]
         smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))

@@ -152,7 +152,9 @@ def plots_section(data: ReportData) -> str:
 
 #: what a comparison's ``calibration`` says, in words
 CALIBRATIONS = {"device": "device (the planner's probe measured on this machine)",
-                "published-fit": "published-fit (the per-operator model fitted on published GPU runs)"}
+                "published-fit": "published-fit (the per-operator model fitted on published GPU runs)",
+                "uncalibrated": "uncalibrated (no measured kernels or published runs for this device: Kunlunxin "
+                                "XPUs)"}
 
 
 def comparison_section(data: ReportData) -> str:

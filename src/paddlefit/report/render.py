@@ -113,7 +113,7 @@ def render_plan(plan: Any, console: Console) -> None:
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
             "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
             (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
-             else {"device": "device", "published-fit": "fit"}.get(t.calibration, "none")),
+             else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")),
         ]
         if wide:
             row.append("; ".join(t.notes))
@@ -143,7 +143,8 @@ def render_plan(plan: Any, console: Console) -> None:
         f"dispatch: a constant of the model, the same on any planning machine); cal fit = tensor-core efficiencies "
         f"fitted on published runs (`plan --explain GPU` shows each op's source), runs n=K = corrected by K runs "
         f"recorded here (`paddlefit "
-        f"runs`); samples/s across all devices. {cpu_line}[/]"
+        f"runs`); cal uncal = no measurement behind the row's time (Kunlunxin XPUs: the CUDA fit carried over, a "
+        f"rough guess); samples/s across all devices. {cpu_line}[/]"
     )
     rec = plan.recommendation
     if rec["target"]:
@@ -192,7 +193,7 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     table = Table(header_style="bold", box=box.HEAVY_HEAD if wide else None, padding=(0, 1), pad_edge=wide,
                   show_edge=wide)  # fmt: skip
     cols = {
-        "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: f"{g.compute_capability:.1f}",
+        "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: g.device_label,
         "GiB": lambda g: f"{g.memory_gib:g}", "usable MiB": lambda g: f(g.usable_memory_mib),
         "GB/s": lambda g: f(g.mem_bw_gb_s), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
         "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
