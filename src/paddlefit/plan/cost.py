@@ -307,8 +307,9 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
     policy = (f"every instance: {rate.basis}" if rate else
               "per instance (each spot row's interruption_rate_source): the AWS Spot Instance Advisor bucket of its "
               "region and type where published (share of instances reclaimed per month f, upper edge; "
-              f"r = -ln(1 - f) / {HOURS_PER_MONTH:g} h), else {DEFAULT_SOURCE}: one per 24 h (an assumption; no "
-              "cloud but AWS publishes a rate; set --interruptions-per-hour or --spot-bucket)")  # fmt: skip
+              f"r = -ln(1 - f) / {HOURS_PER_MONTH:g} h), else {DEFAULT_SOURCE}: one per 24 h (an assumption; "
+              "no other cloud publishes a rate this package can ship; set --interruptions-per-hour or "
+              "--spot-bucket)")  # fmt: skip
     length = f"{dataset_size:,} samples x {epochs:g} epochs" if dataset_size is not None and epochs is not None \
         else ""  # fmt: skip
     if max_steps is not None:

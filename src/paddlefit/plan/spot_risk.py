@@ -44,7 +44,7 @@ NO_PUBLISHED_RATE = {
              "needs a subscription): https://learn.microsoft.com/azure/virtual-machines/spot-vms",
     "aws": "this instance type and region are not in the shipped AWS Spot Instance Advisor extract",
     "lambda": "Lambda has no spot market",
-    "runpod": "RunPod publishes no interruption rate for interruptible (spot) pods (https://www.runpod.io/pricing)",
+    "runpod": "RunPod publishes no interruption rate for spot pods (https://docs.runpod.io/pods/pricing)",
 }  # fmt: skip
 
 
