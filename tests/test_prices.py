@@ -16,14 +16,27 @@ def _by_type(rows):
 
 def test_shipped_catalog_rows_and_values():
     rows = load_prices()
-    assert len(rows) == 55
-    assert sorted({r.cloud for r in rows}) == ["aws", "azure", "gcp", "lambda"]
+    assert len(rows) == 61
+    assert sorted({r.cloud for r in rows}) == ["aws", "azure", "gcp", "lambda", "runpod"]
     t = _by_type(rows)
     g4 = t["g4dn.xlarge"]  # copied verbatim from the CSV row
     assert (g4.accelerator, g4.gpu_count, g4.vcpus, g4.on_demand_usd_per_hour, g4.spot_usd_per_hour) == (
         "T4", 1, 4, 0.526, 0.2069)
     assert g4.source == "catalogs/v8/aws/vms.csv@e385a0d348ed" and g4.notes == ()
     assert all(r.spot_usd_per_hour is None for r in rows if r.cloud == "lambda")  # Lambda has no spot market
+
+
+def test_shipped_runpod_rows_are_the_skypilot_catalog_values():
+    """RunPod rows copied from skypilot-catalog catalogs/v8/runpod/vms.csv @46062acb (SOURCES-prices.md)."""
+    t = _by_type(load_prices())
+    want = {"1x_RTX4090_SECURE": ("RTX4090", 1, 0.59, 0.29), "2x_RTX4090_SECURE": ("RTX4090", 2, 1.18, 0.58),
+            "4x_RTX4090_SECURE": ("RTX4090", 4, 2.36, 1.16), "8x_RTX4090_SECURE": ("RTX4090", 8, 4.72, 2.32),
+            "1x_L40S_SECURE": ("L40S", 1, 0.86, 0.26), "1x_L40_SECURE": ("L40", 1, 1.07, 0.5)}
+    for itype, (acc, n, od, spot) in want.items():
+        r = t[itype]
+        assert (r.cloud, r.accelerator, r.gpu_count, r.on_demand_usd_per_hour, r.spot_usd_per_hour, r.region) == (
+            "runpod", acc, n, od, spot, "US")
+        assert r.source == "catalogs/v8/runpod/vms.csv@46062acbb2c0" and r.notes == ()
 
 
 def test_known_catalog_defects_are_handled():
@@ -42,7 +55,7 @@ def test_user_csv_adds_and_replaces_rows(tmp_path):
                  "us-east-1,aws,g4dn.xlarge,T4,1,4,16,0.40,0.15,y\n")
     rows = load_prices([str(f)])
     t = _by_type(rows)
-    assert len(rows) == 56  # one added, one replaced
+    assert len(rows) == 62  # one added, one replaced
     assert t["ecs.gn7i-c8g1.2xlarge"].spot_usd_per_hour is None and t["ecs.gn7i-c8g1.2xlarge"].cloud == "aliyun"
     assert t["g4dn.xlarge"].on_demand_usd_per_hour == 0.40 and t["g4dn.xlarge"].source == str(f)
 

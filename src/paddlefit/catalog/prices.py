@@ -2,7 +2,10 @@
 
 The shipped file is ``shared/data/gpu-prices-skypilot-snapshot.csv``: 55 instance types of AWS (us-east-1), GCP
 (us-central1, host + accelerator rows summed), Azure (eastus) and Lambda (us-east-1), each row naming the
-``skypilot-org/skypilot-catalog`` file and commit it was read from (read 2026-11-30; see that file's README).
+``skypilot-org/skypilot-catalog`` file and commit it was read from (read 2026-11-30; see that file's README), plus
+6 RunPod rows (region ``US``: RTX 4090 x1/2/4/8, L40S, L40) from the same repository's
+``catalogs/v8/runpod/vms.csv`` @46062acb (read 2026-12-02). All prices USD per instance-hour; where each row comes
+from and every source tried: ``catalog/data/SOURCES-prices.md``.
 Files are parsed by header name; a bad value is an error naming file, line and column
 (:mod:`paddlefit.catalog.price_csv`); SkyPilot's own cache is read by :mod:`paddlefit.catalog.skypilot`. Both
 modules' public names are importable from here too.
@@ -114,8 +117,8 @@ def gpu_for_instance(row: InstancePrice) -> InstanceGpu:
     return InstanceGpu(row.accelerator, f"accelerator name {row.accelerator}")
 
 
-SHIPPED_SOURCE = ("shipped SkyPilot catalog extract (skypilot-org/skypilot-catalog, read 2026-11-30; "
-                  "paddlefit/catalog/data/gpu_prices.csv)")  # fmt: skip
+SHIPPED_SOURCE = ("shipped SkyPilot catalog extract (skypilot-org/skypilot-catalog, read 2026-11-30, RunPod rows "
+                  "2026-12-02; paddlefit/catalog/data/gpu_prices.csv)")  # fmt: skip
 
 
 def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_root: Path | str | None = SKYPILOT_CACHE,

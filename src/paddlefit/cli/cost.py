@@ -33,15 +33,19 @@ def cost_command(
                               "reproducibility). Default: the spec's `tf32`, else on."),
     dataset_size: int = typer.Option(None, "--dataset-size", help="Samples per epoch."),
     epochs: float = typer.Option(None, "--epochs", help="Epochs."),
-    cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda."),
+    cloud: list[str] = typer.Option(None, "--cloud", help="Only these clouds (repeatable): aws, gcp, azure, lambda, "
+                                    "runpod."),
     gpu: list[str] = typer.Option(None, "--gpu", help="Only instances with these GPUs (repeatable)."),
     region: str = typer.Option(None, "--region", help="One region for every cloud. Default: aws us-east-1, gcp "
-                               "us-central1, azure eastus, lambda us-east-1."),
+                               "us-central1, azure eastus, lambda us-east-1, runpod US."),
     spot: bool = typer.Option(False, "--spot", help="Rank by spot expected cost (on-demand where no spot price)."),
     interruptions_per_hour: float = typer.Option(None, "--interruptions-per-hour",
-                                                 help="Spot interruptions per instance-hour [1/24]."),
-    spot_bucket: str = typer.Option(None, "--spot-bucket", help="AWS Spot Instance Advisor bucket instead: '<5%', "
-                                    "'5-10%', '10-15%', '15-20%' or '>20%' (share interrupted per month)."),
+                                                 help="Spot interruptions per instance-hour, for every instance. "
+                                                 "Default: each instance's published AWS Spot Instance Advisor "
+                                                 "bucket, else 1/24 (`default (no published rate)`)."),
+    spot_bucket: str = typer.Option(None, "--spot-bucket", help="AWS Spot Instance Advisor bucket for every "
+                                    "instance: '<5%', '5-10%', '10-15%', '15-20%' or '>20%' (share interrupted per "
+                                    "month)."),
     disk_mib_s: float = typer.Option(None, "--disk-mib-s", "--disk-mbps", help="Checkpoint write bandwidth, MiB/s "
                                     "[125, EBS gp3]. (`--disk-mbps`: deprecated alias, removed in the next release.)"),
     restart_minutes: float = typer.Option(None, "--restart-minutes", help="Minutes lost per interruption besides "

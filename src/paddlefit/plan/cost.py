@@ -10,7 +10,9 @@ catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of 
   share it, else PCIe);
 - on-demand cost = hours x on-demand USD/hour;
 - spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
-  includes lost work, restarts and checkpoint writes at Daly's optimal interval (:func:`expected_spot_wall_s`).
+  includes lost work, restarts and checkpoint writes at Daly's optimal interval (:func:`expected_spot_wall_s`),
+  at the instance's own interruption rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS Spot
+  Instance Advisor bucket where there is one, else ``default (no published rate)``), carried by the row.
 
 Every constant used is in :func:`assumptions` and printed with the result.
 """
@@ -24,60 +26,26 @@ from typing import Any
 from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.price_csv import InstancePrice
 from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
-from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.job import job_steps, steps_per_epoch
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
 from paddlefit.plan.request import Plan, Target
+from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bucket: importable from here too)
+    DEFAULT_INTERRUPTIONS_PER_HOUR,
+    DEFAULT_SOURCE,
+    HOURS_PER_MONTH,
+    SPOT_BUCKETS,
+    InterruptionRate,
+    rate_from_bucket,
+    spot_rate,
+)
 
-#: Hours in an average month (365 x 24 / 12), for AWS Spot Instance Advisor's per-month interruption buckets.
-HOURS_PER_MONTH = 730.0
-#: AWS Spot Instance Advisor "frequency of interruption" buckets -> the share of instances interrupted in a month
-#: used here: the bucket's upper edge (the pessimistic end); ">20%" has no upper edge, 20% is its lower bound.
-SPOT_BUCKETS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, ">20%": 0.20}
-#: Default interruption rate: one per 24 h, the longest a GCP preemptible VM runs (GCP docs: preemptible instances
-#: stop after 24 h). Pessimistic next to the AWS advisor buckets; give the rate you see with --interruptions-per-hour.
-DEFAULT_INTERRUPTIONS_PER_HOUR = 1.0 / 24.0
 #: Checkpoint write bandwidth: 125 MiB/s, AWS EBS gp3's baseline throughput (AWS EBS user guide, "General Purpose
 #: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mib-s.
 DEFAULT_DISK_BYTES_PER_S = 125 * 1024**2
 #: Restart time after an interruption: 10 min to get a replacement instance, start the container and load the
 #: checkpoint. An assumption, not a measurement (no published figure covers it); set with --restart-minutes.
 DEFAULT_RESTART_S = 600.0
-
-
-@dataclass(frozen=True)
-class InterruptionRate:
-    """Spot interruptions per hour of one instance (Poisson), with how the number was obtained."""
-
-    per_hour: float
-    basis: str
-
-    @property
-    def mtbi_s(self) -> float:
-        """Mean time between interruptions, seconds."""
-        return 3600.0 / self.per_hour
-
-
-def rate_from_bucket(bucket: str) -> InterruptionRate:
-    """Convert an AWS Spot Instance Advisor bucket (share of instances interrupted per month) to a rate.
-
-    With Poisson interruptions at rate r per hour, P(at least one in a month) = 1 - exp(-r x 730 h) = f, so
-    r = -ln(1 - f) / 730 h; f is the bucket's upper edge (:data:`SPOT_BUCKETS`).
-
-    Raises:
-        PaddlefitError: an unknown bucket (the message lists the valid ones).
-    """
-    key = bucket.strip().replace(" ", "").replace("\u2013", "-")
-    if key not in SPOT_BUCKETS:
-        raise PaddlefitError(f"`--spot-bucket {bucket}` is not an AWS Spot Instance Advisor bucket; use one of "
-                             f"{', '.join(repr(b) for b in SPOT_BUCKETS)}.")  # fmt: skip
-    f = SPOT_BUCKETS[key]
-    r = -math.log(1.0 - f) / HOURS_PER_MONTH
-    edge = "lower bound (the rate may be higher)" if key == ">20%" else "upper edge"
-    basis = (f"AWS Spot Instance Advisor bucket {key}: {f:.0%} of instances interrupted per month ({edge}); "
-             f"Poisson: r = -ln(1 - {f:g}) / {HOURS_PER_MONTH:g} h = {r:.3g}/h")
-    return InterruptionRate(r, basis)
 
 
 def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_s: float, restart_s: float) -> float:
@@ -114,6 +82,11 @@ class CostRow:
 
     ``cost_usd`` / ``cost_hours`` are what the ranking uses: spot expected values with ``use_spot`` when the
     instance has a spot price, else on-demand (``cost_basis`` says which).
+
+    Spot rows carry their interruption rate: ``interruptions_per_hour`` (per instance-hour),
+    ``mean_time_between_interruptions_h`` (hours), ``interruption_rate_source`` (the published data set, the option
+    given, or ``default (no published rate)``) and ``interruption_rate_basis`` (bucket and conversion, or why the
+    default); all None without a spot price.
     """
 
     cloud: str
@@ -148,6 +121,10 @@ class CostRow:
     cheapest: bool = False
     fastest: bool = False
     pareto: bool = False
+    interruptions_per_hour: float | None = None
+    mean_time_between_interruptions_h: float | None = None
+    interruption_rate_source: str | None = None
+    interruption_rate_basis: str | None = None
 
 
 @dataclass
@@ -187,7 +164,9 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         dataset_size: samples per epoch; epochs: epochs (> 0); both None when ``max_steps`` alone is the length.
         grad_accum_steps: micro-batches per optimizer step (one all-reduce per optimizer step).
         max_steps: the job's ``max_steps`` (the run stops there if it comes first), or None.
-        rate: spot interruptions; None = :data:`DEFAULT_INTERRUPTIONS_PER_HOUR`.
+        rate: spot interruptions for every instance (a rate the user gave); None = each instance's own
+            (:func:`~paddlefit.plan.spot_risk.spot_rate`: published AWS bucket, else
+            :data:`DEFAULT_INTERRUPTIONS_PER_HOUR` as ``default (no published rate)``).
         disk_bytes_per_s: checkpoint write bandwidth, bytes/s.
         restart_s: seconds lost per interruption besides the lost work.
         use_spot: rank by spot expected cost where a spot price exists.
@@ -214,8 +193,6 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     if not (math.isfinite(disk_bytes_per_s) and disk_bytes_per_s > 0) or not (math.isfinite(restart_s) and
                                                                               restart_s >= 0):  # fmt: skip
         raise ValueError("disk_bytes_per_s must be > 0 and restart_s >= 0")
-    rate = rate or InterruptionRate(DEFAULT_INTERRUPTIONS_PER_HOUR,
-                                    "default: one interruption per 24 h (GCP preemptible VMs stop after 24 h)")
     targets: dict[str, Target] = {t.name: t for t in plan.targets if t.kind == "gpu"}
     b = plan.batch_size
     rows: list[CostRow] = []
@@ -269,7 +246,7 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
 
 
 def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
-         rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
+         override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
     n = p.gpu_count
     bw, link = gpu.interconnect_gb_s(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
@@ -281,9 +258,12 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
                              for n in t.notes if n.startswith(("specs ", "fp16 AMP", "bf16 AMP"))]
     if basis and ("assumed" in basis or "column" in basis):
         notes.append(basis.split(" (")[0])
-    spot_hours = spot_usd = interval = young = interruptions = None
+    spot_hours = spot_usd = interval = young = interruptions = rate = None
     if p.spot_usd_per_hour is not None and work_s > 0:
+        rate = spot_rate(p, override)
         m = rate.mtbi_s
+        if rate.label:
+            notes.append(f"spot interruptions: {rate.label}, mean {rate.mtbi_h:,.0f} h between them")
         interval = daly_interval_s(max(delta, 1e-9), m)
         young = young_interval_s(max(delta, 1e-9), m)
         wall = expected_spot_wall_s(work_s, interval, delta, m, restart_s)
@@ -308,13 +288,28 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
         checkpoint_interval_young_s=young, cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
         cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
         cost_basis="spot (expected)" if by_spot else "on-demand", source=p.source, notes=notes,
+        interruptions_per_hour=rate.per_hour if rate else None, mean_time_between_interruptions_h=rate.mtbi_h
+        if rate else None, interruption_rate_source=rate.source if rate else None,
+        interruption_rate_basis=rate.basis if rate else None,
     )  # fmt: skip
 
 
-def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: float, use_spot: bool,
+def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
                 dataset_size: int | None, epochs: float | None, accum: int, price_source: str,
                 max_steps: int | None = None) -> dict[str, Any]:  # fmt: skip
-    """Every assumption behind the numbers, as printed with the result."""
+    """Every assumption behind the numbers, as printed with the result.
+
+    ``rate`` is the rate the user gave for every instance, or None (each spot row's own rate: the
+    ``interruption_*`` fields of :class:`CostRow`); ``interruptions_per_hour`` /
+    ``mean_time_between_interruptions_h`` are then the default of rows with no published rate.
+    """
+    shown = rate or InterruptionRate(DEFAULT_INTERRUPTIONS_PER_HOUR, "", DEFAULT_SOURCE)
+    policy = (f"every instance: {rate.basis}" if rate else
+              "per instance (each spot row's interruption_rate_source): the AWS Spot Instance Advisor bucket of its "
+              "region and type where published (share of instances reclaimed per month f, upper edge; "
+              f"r = -ln(1 - f) / {HOURS_PER_MONTH:g} h), else {DEFAULT_SOURCE}: one per 24 h (an assumption; "
+              "no other cloud publishes a rate this package can ship; set --interruptions-per-hour or "
+              "--spot-bucket)")  # fmt: skip
     length = f"{dataset_size:,} samples x {epochs:g} epochs" if dataset_size is not None and epochs is not None \
         else ""  # fmt: skip
     if max_steps is not None:
@@ -333,9 +328,10 @@ def assumptions(plan: Plan, rate: InterruptionRate, disk_bps: float, restart_s: 
         "memory": "data parallel: every GPU holds a full replica, so the per-GPU peak is the one-GPU plan's",
         "prices": price_source,
         "ranking": "spot expected cost where a spot price exists, else on-demand" if use_spot else "on-demand cost",
-        "interruptions_per_hour": rate.per_hour,
-        "interruption_rate_basis": rate.basis,
-        "mean_time_between_interruptions_h": 1 / rate.per_hour,
+        "interruptions_per_hour": shown.per_hour,
+        "interruption_rate_basis": policy,
+        "interruption_rate_source": rate.source if rate else "per instance",
+        "mean_time_between_interruptions_h": shown.mtbi_h,
         "checkpoint_bytes": "weights + optimizer states (fp32 master weights under O2) of one replica",
         "disk_bytes_per_s": disk_bps,
         "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mib-s" if disk_bps == DEFAULT_DISK_BYTES_PER_S

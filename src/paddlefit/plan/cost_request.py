@@ -12,8 +12,8 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fieldcheck import check_field_types
-from paddlefit.plan.cost import InterruptionRate, rate_from_bucket
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
+from paddlefit.plan.spot_risk import InterruptionRate, rate_from_bucket
 
 #: Largest job length ``cost`` accepts: samples per epoch and epochs (beyond them the numbers mean nothing).
 MAX_DATASET_SIZE = 10**13
@@ -53,7 +53,9 @@ class CostRequest:
         region: one region for every cloud; None = each cloud's default.
         spot: rank by spot expected cost (on-demand where no spot price).
         interruptions_per_hour: spot interruptions per instance-hour; or ``spot_bucket``, an AWS Spot Instance
-            Advisor bucket (not both); neither = 1/24 h.
+            Advisor bucket (not both), for every instance; neither = each instance's own rate
+            (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS bucket, else 1/24 h as
+            ``default (no published rate)``).
         disk_mib_s: checkpoint write bandwidth, MiB/s (None = 125, EBS gp3).
         restart_minutes: minutes lost per interruption besides the lost work (None = 10).
         price_files: extra price CSVs; shipped_prices: ignore SkyPilot's cached catalogs.
@@ -111,7 +113,8 @@ class CostRequest:
             check_job_length(self.dataset_size, self.epochs)
 
     def rate(self) -> InterruptionRate | None:
-        """The spot interruption rate the options give; None = the default (:func:`~paddlefit.plan.cost.build_cost`).
+        """The spot interruption rate the options give for every instance; None = each instance's own
+        (:func:`~paddlefit.plan.spot_risk.spot_rate`).
 
         Raises:
             PaddlefitError: an unknown ``spot_bucket``.
@@ -119,8 +122,8 @@ class CostRequest:
         if self.spot_bucket is not None:
             return rate_from_bucket(self.spot_bucket)
         if self.interruptions_per_hour is not None:
-            return InterruptionRate(self.interruptions_per_hour,
-                                    f"--interruptions-per-hour {self.interruptions_per_hour:g}")  # fmt: skip
+            opt = f"--interruptions-per-hour {self.interruptions_per_hour:g}"
+            return InterruptionRate(self.interruptions_per_hour, opt, opt)
         return None
 
     def cost_overrides(self) -> dict[str, Any]:

@@ -294,8 +294,11 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         ("memory", a["memory"]),
         ("global batch", a["global_batch"]),
         ("prices", a["prices"]),
-        ("interruptions", f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
-                          f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
+        ("interruptions", f"{a['interruption_rate_basis']} (default {a['interruptions_per_hour']:.3g}/h, mean time "
+                          f"between interruptions {a['mean_time_between_interruptions_h']:,.1f} h)"
+         if a.get("interruption_rate_source") == "per instance" else
+         f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
+         f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
         ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
         ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
         ("checkpoint interval", a["checkpoint_interval"]),
