@@ -103,20 +103,41 @@ def test_paddleseg_ppliteseg_auxiliary_heads_and_eval_batch(tmp_path: Path) -> N
     assert plan["model"]["label"] == "int64[64,64]:4" and plan["memory"]["eval_batch_size"] == 8
 
 
-def test_paddleocr_crnn_bilstm_ctc(tmp_path: Path) -> None:
-    """PaddleOCR's CRNN recogniser (BiLSTM neck: no lazy build) with its CTCLoss, dict samples whose label is a
-    dict {text, length}: probe batches are the data's own structure."""
+def _ocr_example(tmp_path: Path, name: str, train_args: dict, eval_args: dict, **over: object) -> Path:
+    """The shipped ``examples/NAME.yaml`` made small: ``train_args``/``eval_args`` merged into the data's,
+    one process for the DataLoader, ``over`` on top; the run goes to ``tmp_path/run``."""
     pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is "
                         "not installed")  # fmt: skip
-    from reallibs import CRNN
+    spec = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    spec["data"]["train_args"].update(train_args)
+    spec["data"]["eval_args"].update(eval_args)
+    spec["data"]["num_workers"] = 0
+    spec.update(run_dir=str(tmp_path / "run"), **over)
+    return _job(tmp_path, spec)
 
-    cfg = _job(tmp_path, {
-        "model": "unstructured_paddleocr.ppocr.modeling.architectures:build_model", "model_args": {"config": CRNN},
-        "loss": "reallibs:ctc_loss", "batch_size": 4, "max_steps": 3,
-        "data": {"train": "reallibs:text_lines", "eval": "reallibs:text_lines", "eval_args": {"seed": 1}}})
-    plan, _ = _plan_train_export(cfg, tmp_path / "run")
+
+def test_paddleocr_crnn_example_on_encoded_text_lines(tmp_path: Path) -> None:
+    """The shipped OCR recognition example (examples/ocr-rec-crnn.yaml): PaddleOCR's CRNN of
+    rec_mv3_none_bilstm_ctc.yml (BiLSTM neck: no lazy build) and its CTCLoss, on PNG bytes decoded and transformed
+    by PaddleOCR's own operators in the Dataset; dict samples whose label is a dict {text, length}: probe batches
+    are the data's own structure. Plan's CPU peak within 3% of train's, export checked."""
+    cfg = _ocr_example(tmp_path, "ocr-rec-crnn", {"n": 24}, {"n": 8}, batch_size=4, max_steps=2)
+    plan, summary = _plan_train_export(cfg, tmp_path / "run")
     assert any("built for real (paddle.LazyGuard failed" in n for n in plan["memory"]["notes"])
-    assert plan["model"]["loss"] == "reallibs:ctc_loss"
+    assert plan["inputs"] == ["x=float32[3,32,100]"] and plan["model"]["loss"] == "paddlefit.ocr:ctc_loss"
+    assert plan["model"]["params"] == 1_464_155  # rec_mv3_none_bilstm_ctc.yml's CRNN over 37 classes
+    assert summary["steps"] == 2 and summary["eval_loss"] > 0
+
+
+def test_paddleocr_db_example_on_generated_boxes(tmp_path: Path) -> None:
+    """The shipped OCR detection example (examples/ocr-det-db.yaml): PaddleOCR's DB detector of det_mv3_db.yml and
+    its DBLoss, the shrink and threshold maps made by PaddleOCR's MakeShrinkMap/MakeBorderMap from JPEG bytes and
+    JSON polygons; the eval pass (DBHead's one-channel map) has a loss; plan's CPU peak within 3% of train's."""
+    cfg = _ocr_example(tmp_path, "ocr-det-db", {"n": 8, "size": 64}, {"n": 4, "size": 64}, batch_size=2,
+                       max_steps=2)  # fmt: skip
+    plan, summary = _plan_train_export(cfg, tmp_path / "run")
+    assert plan["inputs"] == ["x=float32[3,64,64]"] and plan["model"]["loss"] == "paddlefit.ocr:db_loss"
+    assert summary["steps"] == 2 and summary["eval_loss"] > 0
 
 
 def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_process() -> None:
