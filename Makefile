@@ -44,7 +44,7 @@ bench: $(STAMP)
 # docs/job-spec.md from the Field descriptions in src/paddlefit/spec.py (tests/test_docs.py fails when it is stale)
 docs: $(STAMP)
 	PYTHONPATH=src $(BIN)/python -c "from paddlefit.fileio import atomic_write_text; \
-	from paddlefit.spec import job_spec_markdown; atomic_write_text('docs/job-spec.md', job_spec_markdown())"
+	from paddlefit.specdoc import job_spec_markdown; atomic_write_text('docs/job-spec.md', job_spec_markdown())"
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -33,7 +33,7 @@ def _anchors(page: Path) -> set[str]:
 
 
 def test_job_spec_doc_is_current():
-    from paddlefit.spec import job_spec_markdown
+    from paddlefit.specdoc import job_spec_markdown
 
     doc = ROOT / "docs" / "job-spec.md"
     assert doc.exists() and doc.read_text(encoding="utf-8") == job_spec_markdown(), (

@@ -196,7 +196,8 @@ XPU_DATA = __import__("pathlib").Path(__file__).parent / "data"
 
 
 def _xpu_snapshot(**over):
-    from paddlefit.diagnose.snapshot import Snapshot, parse_xpu_smi
+    from paddlefit.diagnose.snapshot import Snapshot
+    from paddlefit.diagnose.xpu import parse_xpu_smi
 
     drv, rt, xpus = parse_xpu_smi((XPU_DATA / "xpu" / "xpu_smi_2xr300.txt").read_text())
     base = dict(os="Linux", python="3.10.12", paddle_version="2.6.1", paddle_cuda=None, paddle_xpu=True,
@@ -213,7 +214,7 @@ def _problems(s):
 
 
 def test_parse_xpu_smi_reads_the_devices_table_only() -> None:
-    from paddlefit.diagnose.snapshot import parse_xpu_smi
+    from paddlefit.diagnose.xpu import parse_xpu_smi
 
     drv, rt, xpus = parse_xpu_smi((XPU_DATA / "xpu" / "xpu_smi_2xr300.txt").read_text())
     assert (drv, rt) == ("4.0", "4.31")
@@ -245,7 +246,7 @@ def test_xpu_build_problems(over, expected) -> None:
 
 
 def test_xpu_memory_held_by_another_process_is_reported() -> None:
-    from paddlefit.diagnose.snapshot import XPUInfo
+    from paddlefit.diagnose.xpu import XPUInfo
 
     busy = [XPUInfo(index=0, model="R300", memory_total_bytes=32 * 1024**3, memory_used_bytes=30 * 1024**3)]
     assert _problems(_xpu_snapshot(xpus=busy)) == [("PF123", "warn")]
@@ -287,7 +288,7 @@ def test_image_for_an_xpu_host_uses_paddles_published_xpu_image(tmp_path) -> Non
 
 def test_image_xpu_picks_the_p800_image_for_p800_hosts(tmp_path) -> None:
     from paddlefit.deploy.docker import choose_xpu_build
-    from paddlefit.diagnose.snapshot import XPUInfo
+    from paddlefit.diagnose.xpu import XPUInfo
 
     p800 = _xpu_snapshot(xpus=[XPUInfo(index=0, model="P800")])
     b = choose_xpu_build(None, p800)
@@ -308,7 +309,7 @@ def test_image_xpu_bad_input_exits_2(tmp_path, args, msg) -> None:
 
 
 def test_image_for_an_unsupported_xpu_chip_says_so(tmp_path) -> None:
-    from paddlefit.diagnose.snapshot import XPUInfo
+    from paddlefit.diagnose.xpu import XPUInfo
 
     snap = tmp_path / "k200.json"
     snap.write_text(json.dumps(_xpu_snapshot(xpus=[XPUInfo(index=0, model="K200")]).to_dict()))

@@ -1,9 +1,9 @@
 """The job spec (YAML) every command reads, its field descriptions, and the names shared with it.
 
 :class:`JobSpec` and its sections carry each field's description once (``Field(description=...)``):
-:func:`job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and :func:`field_help` gives one
-field's text for CLI option help. Precision and optimizer names live here; per-sample input specs live in
-:mod:`paddlefit.inputspec`.
+:func:`paddlefit.specdoc.job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and
+:func:`field_help` gives one field's text for CLI option help. Precision and optimizer names live here;
+per-sample input specs live in :mod:`paddlefit.inputspec`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
 
 __all__ = ["DATASETS", "BudgetSpec", "CheckpointSpec", "DataSpec", "JobSpec", "LoaderOptions", "OptimizerName",
-           "Precision", "ScheduleSpec", "field_help", "job_spec_markdown", "load_job_spec", "load_plain_yaml",
+           "Precision", "ScheduleSpec", "field_help", "load_job_spec", "load_plain_yaml",
            "merge_loader_options", "parse_enum", "unique_key_loader"]  # fmt: skip
 
 
@@ -418,25 +418,6 @@ def merge_loader_options(spec: JobSpec | None, *, num_workers: int | None = None
         devices=pick(devices, spec.devices if spec else None, 1),
         use_shared_memory=spec.data.use_shared_memory if spec else True,
     )
-
-
-def job_spec_markdown() -> str:
-    """``docs/job-spec.md``: every job-spec key (path, type with bounds, default, description) grouped by section,
-    rendered from the models' ``Field(description=...)`` by :func:`paddlefit.specdoc.render_model_markdown`
-    (``make docs`` writes it; ``tests/test_docs.py`` fails when the file is stale)."""
-    from paddlefit.specdoc import render_model_markdown
-
-    intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
-             "[README](../README.md#commands).\n\n"
-             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and `--model`) are found in "
-             "the current directory first, as `python -m` finds them, then in the job spec's folder, then among the "
-             "installed packages and `PYTHONPATH`; the training processes `train` starts search the same folders. "
-             "A module found nowhere stops with the folders searched. A PaddleNLP model class takes a published "
-             "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
-             "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
-             "override its fields.")  # fmt: skip
-    return render_model_markdown(JobSpec, title="The job spec (`--config FILE`)", source="src/paddlefit/spec.py",
-                                 generator="paddlefit.spec.job_spec_markdown", intro=intro)  # fmt: skip
 
 
 def field_help(path: str) -> str:

@@ -2,7 +2,7 @@
 
 Every row comes from the model itself: the key's dotted path, its type with the ``Field`` bounds
 (``ge``/``gt``/``le``/``lt``), its default and its ``Field(description=...)``; a section's text is its class
-docstring. :func:`paddlefit.spec.job_spec_markdown` calls it to write ``docs/job-spec.md``. Pure Python.
+docstring. :func:`job_spec_markdown` calls it to write ``docs/job-spec.md``. Pure Python.
 """
 
 from __future__ import annotations
@@ -93,3 +93,22 @@ def render_model_markdown(model: type[BaseModel], *, title: str, source: str, ge
             lines.append(field_row(path, f, link=not prefix and _is_section(f.annotation)))
         lines.append("")
     return "\n".join(lines)
+
+
+def job_spec_markdown() -> str:
+    """``docs/job-spec.md``: every job-spec key (path, type with bounds, default, description) grouped by section,
+    rendered from the models' ``Field(description=...)`` by :func:`paddlefit.specdoc.render_model_markdown`
+    (``make docs`` writes it; ``tests/test_docs.py`` fails when the file is stale)."""
+    from paddlefit.spec import JobSpec
+
+    intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
+             "[README](../README.md#commands).\n\n"
+             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and `--model`) are found in "
+             "the current directory first, as `python -m` finds them, then in the job spec's folder, then among the "
+             "installed packages and `PYTHONPATH`; the training processes `train` starts search the same folders. "
+             "A module found nowhere stops with the folders searched. A PaddleNLP model class takes a published "
+             "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
+             "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
+             "override its fields.")  # fmt: skip
+    return render_model_markdown(JobSpec, title="The job spec (`--config FILE`)", source="src/paddlefit/spec.py",
+                                 generator="paddlefit.specdoc.job_spec_markdown", intro=intro)  # fmt: skip

@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-import re
 import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from paddlefit.diagnose.xpu import XPUInfo, collect_xpus, paddle_xpu
 
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
@@ -50,17 +51,6 @@ class GPUInfo:
     persistence_mode: bool | None = None
     nvlink_active_links: int | None = None
     processes: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class XPUInfo:
-    """One Kunlunxin XPU as ``xpu-smi`` lists it (its DEVICES table): device id, model (``R300``, ``P800``...),
-    memory total/used in bytes (``xpu-smi`` prints MB = MiB)."""
-
-    index: int
-    model: str
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
 
 
 @dataclass
@@ -199,53 +189,6 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
             f"`{option} {p}` is not a paddlefit snapshot: `{where}`: {e['msg']}. "
             "Make one with `paddlefit doctor --snapshot FILE`."
         ) from None
-
-
-def _paddle_xpu() -> bool | None:
-    """``paddle.device.is_compiled_with_xpu()`` (Paddle API docs: True for a ``WITH_XPU=ON`` build, Baidu Kunlun);
-    None when Paddle does not import."""
-    try:
-        import paddle
-
-        return bool(paddle.device.is_compiled_with_xpu())
-    except Exception:  # not installed, broken, or a build without the function: the checks report the import
-        return None
-
-
-#: ``xpu-smi``'s version lines and its DEVICES table rows (the layout Paddle's XPU install guide prints,
-#: docs/guides/hardware_support/xpu/install_cn.md: ``| DevID | PCI Addr | Model | SN | INODE | UseRate | L3 | Memory |``
-#: with memory as ``used / total MB``).
-_XPU_VERSION = re.compile(r"^\s*(Runtime|Driver) Version:\s*(\S+)", re.MULTILINE)
-_XPU_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*[0-9a-fA-F:.]+\s*\|\s*(\S+)\s*\|.*\|\s*(\d+)\s*/\s*(\d+)\s*MB\s*\|\s*$")
-
-
-def parse_xpu_smi(text: str) -> tuple[str | None, str | None, list[XPUInfo]]:
-    """(driver version, runtime version, XPUs) from ``xpu-smi``'s output; rows of its VIDEO and PROCESSES tables
-    are skipped (they have no PCI address column). Memory MB are MiB (2^20 bytes, as ``32768 MB`` = 32 GiB)."""
-    versions = {k: v for k, v in _XPU_VERSION.findall(text)}
-    xpus = []
-    for line in text.splitlines():
-        m = _XPU_ROW.match(line.strip())
-        if m:
-            xpus.append(XPUInfo(index=int(m[1]), model=m[2], memory_used_bytes=int(m[3]) * 1024**2,
-                                memory_total_bytes=int(m[4]) * 1024**2))  # fmt: skip
-    return versions.get("Driver"), versions.get("Runtime"), xpus
-
-
-def _xpus() -> tuple[str | None, str | None, str | None, list[XPUInfo]]:
-    """(xpu-smi path, driver version, runtime version, XPUs): runs ``xpu-smi`` (Kunlunxin's tool; Paddle's guides
-    call it ``xpu_smi`` inside its images and mount ``/usr/local/bin/xpu-smi``) when either name is on PATH."""
-    import subprocess
-
-    tool = shutil.which("xpu-smi") or shutil.which("xpu_smi")
-    if tool is None:
-        return None, None, None, []
-    try:
-        r = subprocess.run([tool], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return tool, None, None, []
-    driver, runtime, xpus = parse_xpu_smi(r.stdout)
-    return tool, driver, runtime, xpus
 
 
 def _paddle_info() -> tuple[str | None, str | None, str | None, list[str]]:
@@ -437,7 +380,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
     except OSError:
         disk_free = None
     driver, cuda_driver, gpus = _gpus()
-    xpu_smi, xpu_driver, xpu_runtime, xpus = _xpus()
+    xpu_smi, xpu_driver, xpu_runtime, xpus = collect_xpus()
     ib = Path("/sys/class/infiniband")
     return Snapshot(
         os=platform.platform(),
@@ -458,7 +401,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         driver_version=driver,
         cuda_driver_version=cuda_driver,
         gpus=gpus,
-        paddle_xpu=_paddle_xpu() if version else None,
+        paddle_xpu=paddle_xpu() if version else None,
         xpu_smi=xpu_smi,
         xpu_driver_version=xpu_driver,
         xpu_runtime_version=xpu_runtime,
