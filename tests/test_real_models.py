@@ -103,6 +103,30 @@ def test_paddleseg_ppliteseg_auxiliary_heads_and_eval_batch(tmp_path: Path) -> N
     assert plan["model"]["label"] == "int64[64,64]:4" and plan["memory"]["eval_batch_size"] == 8
 
 
+def test_paddledet_picodet_its_own_loss(tmp_path: Path) -> None:
+    """PaddleDetection's PicoDet-S (pip `paddledet` 2.6.0, installed without its numpy < 1.24 pin) on generated
+    images of coloured rectangles: dict samples (image, gt_bbox, gt_class, pad_gt_mask, ...) reach ppdet's
+    architecture as the one dict it takes, and training returns ppdet's loss dict (VFL + GIoU + DFL with the ATSS
+    assigner), whose `loss` is backpropagated. Plan's CPU peak within 3% of train's. No eval (ppdet evaluates mAP,
+    not a loss) and no export (see the module docstring)."""
+    pytest.importorskip("ppdet", reason="PaddleDetection (paddledet 2.6.0, see the Makefile) is not installed")
+    cfg = _job(tmp_path, {
+        "model": "reallibs:picodet_s", "batch_size": 2, "max_steps": 3, "optimizer": "momentum", "lr": 0.01,
+        "data": {"train": "reallibs:box_images", "train_args": {"n": 8, "size": 320}}})  # fmt: skip
+    p = _cli("plan", "--config", str(cfg), "--gpu", "T4", "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert plan["model"]["loss"] == "the model's own loss" and plan["model"]["params"] == 1_176_576
+    assert plan["inputs"][:3] == ["image=float32[3,320,320]", "gt_bbox=float32[3,4]", "gt_class=int64[3,1]:4"]
+    t = _cli("train", str(cfg), "--resume", "never")
+    assert t.returncode == 0, t.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["final_loss"] > 0
+    cpu = next(x for x in plan["targets"] if x["kind"] == "cpu")
+    assert cpu["peak_bytes"] == pytest.approx(summary["peak_memory_bytes"], rel=0.03), \
+        (plan["memory"]["phase_peak_bytes"], summary["peak_memory_bytes"])  # fmt: skip
+
+
 def test_paddleocr_crnn_bilstm_ctc(tmp_path: Path) -> None:
     """PaddleOCR's CRNN recogniser (BiLSTM neck: no lazy build) with its CTCLoss, dict samples whose label is a
     dict {text, length}: probe batches are the data's own structure."""
