@@ -1,11 +1,15 @@
-"""Models from Paddle's own libraries, as users build them (the `real` extra: PaddleNLP, PaddleClas, PaddleSeg and
-PaddleOCR's training code from the `unstructured-paddleocr` wheel; nothing is downloaded, weights are random):
-plan each job (its real loss, eval pass), train it a few steps, evaluate, export, and check plan's CPU peak
-against train's measured one. A library that is not installed is skipped with the reason.
+"""Models from Paddle's own libraries, as users build them (the `real` extra: PaddleNLP, PaddleClas, PaddleSeg,
+PaddleOCR's training code from the `unstructured-paddleocr` wheel and PaddleDetection's `paddledet` 2.6.0, both
+installed by the Makefile with --no-deps; nothing is downloaded, weights are random): plan each job (its real loss,
+eval pass), train it a few steps, evaluate, export, and check plan's CPU peak against train's measured one. A library
+that is not installed is skipped with the reason.
 
-Not here, and why (see the README's "Real library models"): PaddleDetection (paddledet 2.6.0 pins numpy < 1.24,
-and PicoDet's training loss fails on Paddle 3.3.1's type promotion inside the library); PaddleFormers (its
-aistudio-sdk >= 0.3 and huggingface_hub >= 1 conflict with PaddleNLP's pins, so it needs a second environment).
+PaddleDetection (PicoDet-S) is planned and trained, not evaluated or exported (docs/guides/real-models.md says what
+it takes on Paddle 3.3.1: int64 class ids for ppdet 2.6.0's assigners, a fresh `spatial_scales` list for LCPAN): its
+eval forward returns boxes (mAP, no loss), and exporting it fails in ppdet's `multiclass_nms` under PIR
+(`ppdet/modeling/ops.py:584`, legacy `LayerHelper.append_op`) or, without NMS, on the `gt_*` inputs the eval graph
+does not use. Not here: PaddleFormers (its aistudio-sdk >= 0.3 and huggingface_hub >= 1 conflict with PaddleNLP's
+pins, so it needs a second environment).
 """
 
 from __future__ import annotations
