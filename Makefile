@@ -1,5 +1,6 @@
 # `make demo` and `make test` work on a fresh clone: they create .venv and install `.[cpu,dev,examples,real]` (and
-# PaddleOCR's training code, unstructured-paddleocr, without its conflicting pins) when missing.
+# PaddleOCR's training code, unstructured-paddleocr, and PaddleDetection, paddledet, without their conflicting pins)
+# when missing.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,8 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[cpu,dev,examples,real]'
-	$(BIN)/python -m pip install --quiet --no-deps unstructured-paddleocr==2.10.0 albumentations==2.0.8 albucore==0.0.24
+	$(BIN)/python -m pip install --quiet --no-deps unstructured-paddleocr==2.10.0 albumentations==2.0.8 albucore==0.0.24 \
+		paddledet==2.6.0
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -39,6 +39,23 @@ def test_functional_matmul_softmax_and_reused_layer_counted():
     assert paddle.matmul is orig
 
 
+def test_functional_linear_with_a_vector_weight():
+    """F.linear(x, w) with a 1-D weight (K,) is a matrix-vector product (PaddleDetection's GFL `Integral` projects
+    box distributions onto 0..reg_max this way): 2 * M * K FLOPs, no crash reading the weight's second axis."""
+
+    class Project(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("project", paddle.linspace(0, 7, 8))
+
+        def forward(self, x):
+            return paddle.nn.functional.linear(paddle.nn.functional.softmax(x.reshape([-1, 8]), axis=1), self.project)
+
+    x = paddle.randn([2, 6, 8])
+    c = count_flops(Project(), [x])
+    assert c.forward_by_op["linear"] == 2 * 12 * 8
+
+
 def test_conv_exact():
     conv = nn.Conv2D(3, 8, 3, padding=1, groups=1)
     c = count_flops(conv, [paddle.randn([1, 3, 16, 16])])

@@ -47,7 +47,9 @@ def patch_functional(counter: FlopCounter) -> None:
         x = args[0] if args else kwargs.get("x")
         w = args[1] if len(args) > 1 else kwargs.get("weight")
         b = args[2] if len(args) > 2 else kwargs.get("bias")
-        n, k = w.shape[1], w.shape[0]
+        # weight (K, N); a 1-D weight (K,) projects onto one output (PaddleDetection's GFL `Integral`: F.linear(x,
+        # project) with project (reg_max + 1,)), the output then has x's shape without its last axis
+        n, k = (w.shape[1], w.shape[0]) if len(w.shape) > 1 else (1, w.shape[0])
         counter.emit_gemm("linear", "linear", x, w, out, numel(out) * k, b, (1, numel(out) // max(n, 1), n, k))
 
     def conv_rule(transposed, name):
