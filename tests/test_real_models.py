@@ -108,15 +108,16 @@ def test_paddleseg_ppliteseg_auxiliary_heads_and_eval_batch(tmp_path: Path) -> N
 
 
 def test_paddledet_picodet_its_own_loss(tmp_path: Path) -> None:
-    """PaddleDetection's PicoDet-S (pip `paddledet` 2.6.0, installed without its numpy < 1.24 pin) on generated
+    """`examples/det-picodet.yaml`: PaddleDetection's PicoDet-S (pip `paddledet` 2.6.0, installed without its
+    numpy < 1.24 pin; `paddlefit.det`) on generated
     images of coloured rectangles: dict samples (image, gt_bbox, gt_class, pad_gt_mask, ...) reach ppdet's
     architecture as the one dict it takes, and training returns ppdet's loss dict (VFL + GIoU + DFL with the ATSS
     assigner), whose `loss` is backpropagated. Plan's CPU peak within 3% of train's. No eval (ppdet evaluates mAP,
     not a loss) and no export (see the module docstring)."""
     pytest.importorskip("ppdet", reason="PaddleDetection (paddledet 2.6.0, see the Makefile) is not installed")
-    cfg = _job(tmp_path, {
-        "model": "reallibs:picodet_s", "batch_size": 2, "max_steps": 3, "optimizer": "momentum", "lr": 0.01,
-        "data": {"train": "reallibs:box_images", "train_args": {"n": 8, "size": 320}}})  # fmt: skip
+    spec = yaml.safe_load((EXAMPLES / "det-picodet.yaml").read_text())  # the shipped example, made small
+    spec["data"]["train_args"].update(n=8)
+    cfg = _job(tmp_path, {**spec, "batch_size": 2, "max_steps": 3, "run_dir": str(tmp_path / "run")})
     p = _cli("plan", "--config", str(cfg), "--gpu", "T4", "--json")
     assert p.returncode == 0, p.stderr[-3000:]
     plan = json.loads(p.stdout)
