@@ -52,3 +52,19 @@ def test_out_of_memory_recognised_in_both_forms() -> None:
     assert oom_line(wrapped) == ("OSError: MemoryError: (ResourceExhausted) Out of memory error on GPU 0. Cannot "
                                  "allocate 2.0GiB")
     assert JobFailedError("x").exit_code == 1 and PaddlefitError("x").exit_code == 2
+
+
+def test_a_micro_batch_cuts_nested_labels_too() -> None:
+    """The back-off's micro-batch keeps inputs and labels together: a dict label (CTC's {text, length}) and a list
+    of maps (a DB detector's) are cut as the tensors beside them are."""
+    import paddle
+
+    from paddlefit.models.calling import Batch
+
+    x = paddle.arange(8 * 3, dtype="float32").reshape([8, 3])
+    label = {"text": paddle.arange(8 * 5).reshape([8, 5]), "length": paddle.arange(8),
+             "maps": [paddle.ones([8, 4, 4]), paddle.zeros([8, 4, 4])], "name": "kept"}  # fmt: skip
+    part = Batch([x], {}, label).slice(2, 5)
+    assert part.args[0].shape == [3, 3] and part.args[0][0, 0].item() == 6.0
+    assert part.label["text"].shape == [3, 5] and part.label["length"].tolist() == [2, 3, 4]
+    assert [m.shape for m in part.label["maps"]] == [[3, 4, 4], [3, 4, 4]] and part.label["name"] == "kept"

@@ -54,9 +54,14 @@ class Batch:
         return 1
 
     def slice(self, a: int, b: int) -> Batch:
-        """Samples ``a:b`` of every tensor (micro-batches of an out-of-memory back-off)."""
+        """Samples ``a:b`` of every tensor, also inside dicts, lists and tuples as the DataLoader collates them (a
+        CTC label ``{text, length}``, a DB detector's maps), for micro-batches of an out-of-memory back-off."""
 
         def cut(t: Any) -> Any:
+            if isinstance(t, Mapping):
+                return {k: cut(v) for k, v in t.items()}
+            if isinstance(t, list | tuple):
+                return type(t)(cut(v) for v in t)
             return t[a:b] if hasattr(t, "shape") and len(t.shape) else t
 
         return Batch([cut(x) for x in self.args], {k: cut(v) for k, v in self.kwargs.items()},
