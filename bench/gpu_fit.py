@@ -242,6 +242,8 @@ class Case:
     source: str
     step: Any  # paddlefit.estimate.gpu_model.CompiledStep
     grads_bytes: int
+    fwd_ops: int = 0  # traced forward ops (views excluded), for the host floor as plan counts them
+    tensors: int = 0  # trainable parameter tensors (the optimizer's loop)
 
 
 def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[list[Case], list[tuple[str, str]]]:
@@ -282,7 +284,8 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
                                      "here does more work than the published run"))  # fmt: skip
             continue
         grads = (2 if prec.endswith("o2") else 4) * entry["trainable_params"]
-        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), compile_step(kernels, gpu, prec), grads))
+        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), compile_step(kernels, gpu, prec), grads,
+                          sum(o.cls != "view" for o in ops), int(entry["trainable_tensors"])))  # fmt: skip
     bad = {w.key for r in rows if (w := workload_for(r)) and any(rid == r["id"] and "peak" in why
                                                                  for rid, why in skipped)}  # fmt: skip
     for c in [c for c in cases if c.workload.key in bad]:  # the reconstruction is wrong for all its rows
@@ -293,14 +296,14 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
 
 
 def predict(case: Case, params: Any) -> float:
-    """Predicted samples/s per GPU of a case: the device time, plus for multi-GPU rows the all-reduce the
-    backward does not hide. No host floor: the published machines' dispatch cost is not known here (``plan``
-    applies the one it measures)."""
+    """Predicted samples/s per GPU of a case as ``plan`` predicts it: the device time, never below the host floor
+    (the shipped ``host_op_s``/``host_step_s_per_tensor``, :func:`paddlefit.estimate.timing.host_floor_s`), plus
+    for multi-GPU rows the all-reduce the backward does not hide."""
     from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s
-    from paddlefit.estimate.timing import ring_allreduce_s
+    from paddlefit.estimate.timing import host_floor_s, ring_allreduce_s
 
     t, _ = case.step.times(params)
-    step = float(t.sum())
+    step = max(float(t.sum()), host_floor_s(params, case.fwd_ops, case.tensors, case.gpu.architecture))
     gpus = int(case.row["gpus"])
     if gpus > 1:
         bw, _ = case.gpu.interconnect_gb_s(gpus)

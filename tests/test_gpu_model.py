@@ -405,7 +405,7 @@ def test_a_tensor_kept_in_fp32_and_its_fp16_copy_are_both_counted():
 def test_a_calibration_of_an_earlier_release_keeps_its_measurements():
     """A ``perf_params`` written before the kernel model's shape keys existed takes them from the shipped fit (which
     is what ``calibrate`` copies for them) and keeps what it measured."""
-    from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, SHIPPED_ONLY_KEYS
+    from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, HOST_KEYS, SHIPPED_ONLY_KEYS
     from paddlefit.plan.calibration import parse_calibration
 
     shipped = load_perf_params()
@@ -416,5 +416,5 @@ def test_a_calibration_of_an_earlier_release_keeps_its_measurements():
            "peak_flops": 8.1e12, "efficiency_class": "fp32"}], "perf_params": {"values": old}}  # fmt: skip
     cal = parse_calibration(doc, "old.json")
     assert cal.perf_params.values["bw_eff"] == 0.5 and cal.perf_params.calibration == "device"
-    for k in (*SHIPPED_ONLY_KEYS, "host_op_s", "host_step_s_per_tensor"):
+    for k in (*SHIPPED_ONLY_KEYS, *HOST_KEYS):
         assert cal.perf_params.values[k] == shipped.values[k]

@@ -48,6 +48,8 @@ def test_host_floor_is_three_ops_per_forward_op_plus_the_optimizer_loop():
     h = HostOverhead(op_s=2e-6, optimizer_s_per_tensor=5e-5)
     assert h.step_s(40, 8) == pytest.approx(3 * 40 * 2e-6 + 8 * 5e-5, rel=1e-12)  # 0.64 ms
     assert h.step_s(0, 0) == 0.0
+    # plus the fixed host work of a step, whatever the model
+    assert HostOverhead(2e-6, 5e-5, 1.5e-4).step_s(40, 8) == pytest.approx(3 * 40 * 2e-6 + 8 * 5e-5 + 1.5e-4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         h.op_s = 1.0
 
@@ -63,9 +65,14 @@ def test_measure_host_overhead_steps_the_planned_optimizer_over_twenty_tensors()
             assert all(p.grad is not None for p in self.params)
             steps.append(len(self.params))
 
+        def clear_grad(self):
+            pass
+
     made = []
-    h = measure_host_overhead(lambda params: made.append(params) or CountingOptimizer(params), calls=20)
-    (params,) = made
+    h = measure_host_overhead(lambda params: made.append(list(params)) or CountingOptimizer(params), calls=20)
+    params, tiny = made
     assert [list(p.shape) for p in params] == [[1]] * 20
-    assert steps == [20] * (1 + 5 * 10)  # one step creating the accumulators, then 5 repeats of 10
-    assert h.op_s > 0 and h.optimizer_s_per_tensor > 0
+    assert [list(p.shape) for p in tiny] == [[1, 1], [1]]  # the fixed step's Linear(1, 1): weight, bias
+    # one step creating the accumulators, then 5 repeats of 10; the fixed step: 20 warm-up, then 5 repeats of 200
+    assert steps == [20] * (1 + 5 * 10) + [2] * (20 + 5 * 200)
+    assert h.op_s > 0 and h.optimizer_s_per_tensor > 0 and h.step_s_fixed >= 0

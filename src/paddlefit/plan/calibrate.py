@@ -194,8 +194,10 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     values["kernel_s"] = kernel_s
     say("timing the host: eager dispatch and the optimizer's loop")
     host = measure_host_overhead(lambda ps: make_optimizer(OptimizerName.ADAMW, ps))
-    values["host_op_s"], values["host_step_s_per_tensor"] = host.op_s, host.optimizer_s_per_tensor
-    measured["host_op_s"], measured["host_step_s_per_tensor"] = host.op_s, host.optimizer_s_per_tensor
+    host_values = {"host_op_s": host.op_s, "host_step_s_per_tensor": host.optimizer_s_per_tensor,
+                   "host_step_s": host.step_s_fixed}  # fmt: skip
+    values.update(host_values)
+    measured.update(host_values)
     return {"values": values, "by_generation": {},
             "provenance": {"measured": measured, "device": gpu.name,
                            "ratios_predicted_over_measured": {k: (None if v != v else v) for k, v in ratios.items()},

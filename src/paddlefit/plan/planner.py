@@ -197,9 +197,11 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
         "host_op_s": published.values["host_op_s"],
         "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"],
+        "host_step_s": published.values["host_step_s"],
         "host_floor_s": host_floor_s(published, fwd_ops, m.info.trainable_tensors),
-        "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor: constants of the "
-                      "GPU model (bench/host_overhead.py), or measured on the training host by paddlefit calibrate",
+        "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
+                      "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
+                      "paddlefit calibrate",
         "cpu_threads": m.probe.threads if m.method == "cpu-probe" else None,
         "cpu_thread_step_s": {str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
