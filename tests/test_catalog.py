@@ -124,3 +124,21 @@ def test_resolve_gpus_matches_names_and_aliases_once_each():
     assert [g.name for g in resolve_gpus(["t4", "Tesla-T4", "a100", "T4"])] == ["T4", "A100-SXM4-40GB"]
     with pytest.raises(UnknownNameError, match="Unknown GPU 'H900'"):
         resolve_gpus(["H900"])
+
+
+def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
+    """The L20's tensor-core peaks are not sourced: fp16/bf16 are timed at its FP32 peak, and the probe planner's
+    row notes and the parallel planner's notes say so in the same words; bf16 stays bf16 (the card has it)."""
+    from paddlefit.llm.memory import TrainSetup
+    from paddlefit.llm.search import gpu_setup
+    from paddlefit.spec import Precision
+
+    l20, a100 = get_gpu("L20"), get_gpu("A100-SXM4-80GB")
+    assert l20.peak_flops("bf16-o1") == (59.35e12, "fp32")
+    note = "no bf16 peak in the catalog: timed at the FP32 peak (slower than the card)"
+    assert l20.missing_peak("bf16-o1") == note
+    assert l20.missing_peak("fp32") == "no TF32 peak in the catalog: fp32 timed on CUDA cores (slower than the card)"
+    assert l20.missing_peak("fp32", tf32=False) is None and a100.missing_peak("bf16-o1") is None
+    assert get_gpu("T4").missing_peak("bf16-o1") is None  # blocked (CC 7.5): Paddle runs fp32, said elsewhere
+    setup, notes = gpu_setup(TrainSetup(seq_len=256, precision=Precision.BF16_O1), l20)
+    assert setup.precision is Precision.BF16_O1 and notes == [f"L20: {note}"]

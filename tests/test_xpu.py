@@ -136,7 +136,7 @@ def test_missing_tensor_peak_is_said_not_hidden() -> None:
     assert any("no fp16 peak in the catalog" in n for n in gpu_notes(l20, Precision.FP16_O1, Precision.FP16_O1, unit))
     a6000 = get_gpu("RTX-A6000")
     _, unit = a6000.peak_flops("fp32")
-    assert "no TF32 peak in the catalog: fp32 timed on CUDA cores" in gpu_notes(a6000, Precision.FP32,
+    assert a6000.missing_peak("fp32") in gpu_notes(a6000, Precision.FP32,
                                                                                 Precision.FP32, unit)  # fmt: skip
 
 

@@ -204,6 +204,18 @@ class GPU(BaseModel):
             return self.tf32_tflops * 1e12, "tf32 tensor"
         return self.fp32_tflops * 1e12, "fp32"
 
+    def missing_peak(self, precision: str, tf32: bool = True) -> str | None:
+        """Why ``precision`` is timed at a slower unit's peak than the card has (the catalog lacks the figure), or
+        None: an AMP precision without its tensor-core peak falls back as :meth:`peak_flops` does; fp32 on a CUDA
+        GPU of compute capability 8.0+ without a TF32 figure runs on the CUDA cores though Paddle would use TF32."""
+        unit = self.peak_flops(precision, tf32)[1]
+        half = precision.split("-")[0]
+        if half in ("fp16", "bf16") and not self.amp_blocked(precision) and not unit.startswith(half):
+            return f"no {half} peak in the catalog: timed at the {unit.split()[0].upper()} peak (slower than the card)"
+        if half == "fp32" and tf32 and not self.is_xpu and (self.compute_capability or 0) >= 8.0 and unit == "fp32":
+            return "no TF32 peak in the catalog: fp32 timed on CUDA cores (slower than the card)"
+        return None
+
     def interconnect_gb_s(self, ranks: int = 2) -> tuple[float, str]:
         """Per-direction GPU-to-GPU bandwidth for a ring over ``ranks`` GPUs, GB/s, and the link's name.
 

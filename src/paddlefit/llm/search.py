@@ -363,7 +363,8 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
 
 def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
     """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+
-    (docs/sources.md#cuda-driver-table: BF16 needs Ampere), so it becomes fp16 at the same AMP level;
+    (docs/sources.md#cuda-driver-table: BF16 needs Ampere), so it becomes fp16 at the same AMP level; a precision
+    whose peak the catalog lacks is timed at a slower unit's (:meth:`GPU.missing_peak`, said in a note);
     FlashAttention-2 runs on Ampere and newer (Dao 2023, arXiv 2307.08691), so older GPUs get eager attention.
     Kunlunxin XPUs: fp16 AMP needs XPU2+, bf16 XPU3 (Paddle ``python/paddle/amp/auto_cast.py``,
     :meth:`GPU.amp_blocked`); bf16 falls back to fp16 where that runs, else to fp32; no flash attention is
@@ -372,7 +373,7 @@ def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
 
     notes = []
     prec, flash = setup.precision, setup.flash_attention
-    if prec.value.startswith("bf16") and (gpu.amp_blocked(prec.value) or not gpu.bf16_tflops):
+    if prec.value.startswith("bf16") and gpu.amp_blocked(prec.value):
         prec = Precision(prec.value.replace("bf16", "fp16"))
         what = (f"{gpu.device_label}" if gpu.is_xpu else f"compute capability {gpu.compute_capability:g}")
         notes.append(f"{gpu.name} ({what}) has no bf16: planned as {prec.value}")
@@ -382,6 +383,8 @@ def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
     if flash and gpu.flash_blocked():
         flash = False
         notes.append(str(gpu.flash_blocked()))
+    if gpu.missing_peak(prec.value):
+        notes.append(f"{gpu.name}: {gpu.missing_peak(prec.value)}")
     if gpu.is_xpu:
         notes.append(XPU_UNCALIBRATED)
     return replace(setup, precision=prec, flash_attention=flash), notes

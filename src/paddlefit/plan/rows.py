@@ -146,15 +146,13 @@ def gpu_notes(gpu: GPU, asked: Precision, prec: Precision, unit: str, tf32: bool
         notes.append(gpu.amp_blocked(asked.value) or f"{asked.value} runs as {prec.value}")
     if gpu.is_xpu:
         notes.append(XPU_UNCALIBRATED)
-    if prec.is_amp and unit == "fp32":
-        notes.append(f"no {prec.value.split('-')[0]} peak in the catalog: timed at the FP32 peak (slower than "
-                     "the card)")
+    missing = gpu.missing_peak(prec.value, tf32)
+    if missing:
+        notes.append(missing)
     if prec is Precision.FP32 and unit.startswith("tf32"):
         notes.append("fp32 runs as TF32")
     elif prec is Precision.FP32 and gpu.tf32_tflops:  # a TF32 GPU whose fp32 peak is the CUDA cores': tf32 off
         notes.append("TF32 off: fp32 on CUDA cores")
-    elif prec is Precision.FP32 and tf32 and not gpu.is_xpu and (gpu.compute_capability or 0) >= 8.0:
-        notes.append("no TF32 peak in the catalog: fp32 timed on CUDA cores")
     if not gpu.is_xpu and (gpu.compute_capability or 0) < 7.5:
         notes.append("no CUDA 13 build (Volta): use cu126/cu129")
     if gpu.verified != "datasheet":
