@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.errors import PaddlefitError
+from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import fsync_path
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
@@ -175,8 +175,10 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     the check passes.
 
     Raises:
-        PaddlefitError: no job spec or no valid checkpoint in ``run_dir``, the model cannot be traced, or the
-            reloaded model's outputs differ beyond rtol 1e-5 / atol 1e-6.
+        PaddlefitError: no job spec or no valid checkpoint in ``run_dir``, or the reloaded model's outputs differ
+            beyond rtol 1e-5 / atol 1e-6.
+        JobFailedError: ``paddle.jit.save`` cannot convert the model to a static graph (exit code 1: the model,
+            not the input, fails).
     """
     import paddle
 
@@ -242,9 +244,11 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
             # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
             causes = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", str(exc), re.M)
             why = causes[-1].strip()[:400] if causes else f"{type(exc).__name__}: {str(exc)[:400]}"
-            raise PaddlefitError(f"paddle.jit.save could not trace the model: {why}. Python control flow on tensor "
-                                 "values (PaddleNLP's Llama checks its attention mask's shape this way) does not "
-                                 "convert to a static graph with a dynamic batch dimension."
+            raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph: {why}. Known "
+                                 "causes: Python control flow on tensor values, which does not convert with a dynamic "
+                                 "batch dimension (PaddleNLP's Llama checks its attention mask's shape this way); "
+                                 "ops written for Paddle's legacy static graph (`LayerHelper.append_op`, e.g. "
+                                 "ppdet 2.6.0's multiclass_nms), which Paddle 3's PIR refuses."
                                  ) from None  # fmt: skip
         loaded = paddle.jit.load(str(tmp / "model"))
         loaded.eval()
