@@ -100,8 +100,8 @@ def rate_from_bucket(bucket: str, source: str = "") -> InterruptionRate:
     edge = "its lower bound: the rate may be higher" if key == ">20%" else "upper edge"
     basis = (f"AWS Spot Instance Advisor bucket {key}: {f:.0%} of instances interrupted per month ({edge}); "
              f"Poisson: r = -ln(1 - {f:g}) / {HOURS_PER_MONTH:g} h = {r:.3g}/h, MTBI {1 / r:,.0f} h")
-    return InterruptionRate(r, basis, source or f"--spot-bucket {key}",
-                            f"AWS Spot Instance Advisor {key}/month" if source else "")
+    label = f"AWS Spot Instance Advisor {key}/month" + (" (at least: its lower edge)" if key == ">20%" else "")
+    return InterruptionRate(r, basis, source or f"--spot-bucket {key}", label if source else "")
 
 
 def default_rate(cloud: str) -> InterruptionRate:
