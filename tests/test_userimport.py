@@ -98,3 +98,45 @@ def test_a_module_found_nowhere_names_the_folders_searched(tmp_path):
     assert f"`{tmp_path.resolve()}` (the current directory)" in msg
     assert f"`{(tmp_path / 'jobs').resolve()}` (the job spec's folder)" in msg
     assert "put the folder that holds `ocrpkg/`" in msg
+
+
+def _console(*args, cwd: Path):
+    """The installed console script (no current directory on sys.path, unlike `python -m`)."""
+    script = Path(sys.executable).parent / "paddlefit"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PADDLEFIT_IMPORT_DIRS")}
+    return subprocess.run([str(script), *args], capture_output=True, text=True, cwd=cwd,
+                          env=dict(env, COLUMNS="200"), timeout=600)  # fmt: skip
+
+
+def test_a_user_file_named_like_an_installed_module_neither_breaks_paddlefit_nor_is_imported_silently(tmp_path):
+    spec = _project(tmp_path, ".")
+    (tmp_path / "paddle.py").write_text("raise SystemExit('not the real paddle')\n")  # a beginner's file name
+    plan = _console("plan", "--config", str(spec), "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr  # the user's folders come after the installed packages
+    # a job naming the user's `yaml.py`, which the installed PyYAML hides: said, with the fix, exit 2
+    (tmp_path / "yaml.py").write_text("def lines(split='train'):\n    return None\n")
+    spec.write_text(SPEC.replace("ocrpkg.rec:lines", "yaml:lines"))
+    r = _console("plan", "--config", str(spec), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    msg = " ".join(r.stderr.split())
+    assert f"not your `{tmp_path.resolve() / 'yaml.py'}`, which it hides: rename yours" in msg
+
+
+def test_a_deleted_current_directory_is_said_not_a_traceback(tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = subprocess.run(f"cd {gone} && rmdir {gone} && {Path(sys.executable).parent / 'paddlefit'} gpus",
+                          shell=True, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "the current directory no longer exists" in proc.stderr
+
+
+def test_a_misspelt_paddlenlp_config_field_is_refused_with_the_close_name(tmp_path):
+    import pytest
+
+    pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
+    r = _console("plan", "paddlenlp.transformers:ErnieForSequenceClassification", "--model-arg",
+                 "config=ernie-3.0-nano-zh", "--model-arg", "num_hidden_layer=1", "-i", "int64[16]:100", "-b", "2",
+                 "--gpu", "T4", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 2
+    assert "ErnieConfig has no field `num_hidden_layer`; did you mean `num_hidden_layers`?" in r.stderr

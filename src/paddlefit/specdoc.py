@@ -103,10 +103,12 @@ def job_spec_markdown() -> str:
 
     intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
              "[README](../README.md#commands).\n\n"
-             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and `--model`) are found in "
-             "the current directory first, as `python -m` finds them, then in the job spec's folder, then among the "
-             "installed packages and `PYTHONPATH`; the training processes `train` starts search the same folders. "
-             "A module found nowhere stops with the folders searched. A PaddleNLP model class takes a published "
+             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and a command's MODEL "
+             "argument) are found in the current directory and then the job spec's folder, after the installed "
+             "packages and `PYTHONPATH` (so a file of yours named like one of them, `paddle.py` or `datasets.py`, "
+             "cannot replace it; paddlefit says so and asks you to rename it); the processes `train` starts "
+             "search the same folders. A module found nowhere stops with the folders searched. "
+             "A PaddleNLP model class takes a published "
              "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
              "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
              "override its fields.")  # fmt: skip

@@ -1,16 +1,17 @@
 """Import a user callable named ``package.module:function`` from a job spec or an option (model, dataset, loss).
 
-Where a user's own module is found: the current directory first, as ``python -m`` and the tools users know
-(uvicorn, pytest) do, then the folder of the job spec being used, then the installed packages and ``PYTHONPATH``
-(Python's "The initialization of the sys.path module search path", docs.python.org/3/library/sys_path_init.html:
-``python -m`` puts the current directory first). :func:`add_import_dir` puts a folder on ``sys.path`` and on the
-``PYTHONPATH`` of the processes this one starts (``paddle.distributed.launch`` workers, ``train``'s worker, the
-CPU probes), so a module found while planning is found while training.
+Where a user's own module is found: Python's standard library and the installed packages first (so a user file
+named like one of them, ``paddle.py`` or ``datasets.py``, cannot replace it under paddlefit or the libraries it
+loads), then the current directory, then the folder of the job spec being used (:func:`add_import_dir`). A user
+module that such a library hides is reported with the fix instead of being imported from the wrong place. The
+folders reach the processes paddlefit starts (``train``'s workers through ``paddle.distributed.launch``, the
+prediction subprocess) through the ``PADDLEFIT_IMPORT_DIRS`` environment variable, read by :func:`import_module`.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -20,32 +21,52 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 
+#: Environment variable carrying the folders to child processes (``os.pathsep``-separated, in search order).
+IMPORT_DIRS_ENV = "PADDLEFIT_IMPORT_DIRS"
 #: Folders added by :func:`add_import_dir`, in search order, with what they are (for error messages).
 _USER_DIRS: dict[str, str] = {}
 
 
 def add_import_dir(folder: str | Path, what: str) -> None:
-    """Search ``folder`` for user modules after the folders added before it and before the installed packages.
+    """Search ``folder`` for user modules after the installed packages and the folders added before it.
 
     Args:
         folder: a directory (made absolute; a later change of directory does not move it).
-        what: how an error message names it, e.g. ``current directory``, ``job spec's folder``.
+        what: how an error message names it, e.g. ``the current directory``, ``the job spec's folder``.
     """
     path = str(Path(folder).resolve())
     if path in _USER_DIRS:
         return
     _USER_DIRS[path] = what
-    ours = list(_USER_DIRS)
-    sys.path[:] = ours + [p for p in sys.path if p not in _USER_DIRS]
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in _USER_DIRS]
-    os.environ["PYTHONPATH"] = os.pathsep.join(ours + inherited)
+    if path not in sys.path:
+        sys.path.append(path)
+    os.environ[IMPORT_DIRS_ENV] = os.pathsep.join(_USER_DIRS)
     importlib.invalidate_caches()
+
+
+def _inherited_dirs() -> None:
+    """The folders a parent paddlefit process added (:data:`IMPORT_DIRS_ENV`), added here too."""
+    for p in os.environ.get(IMPORT_DIRS_ENV, "").split(os.pathsep):
+        if p:
+            add_import_dir(p, "a folder of the paddlefit command that started this process")
 
 
 def searched() -> str:
     """The folders user modules are looked up in, for an error message."""
     where = [f"`{p}` ({what})" for p, what in _USER_DIRS.items()]
-    return ", ".join([*where, "the installed packages and PYTHONPATH"])
+    return ", ".join(["the installed packages and PYTHONPATH", *where])
+
+
+def _hidden_by(name: str, module: ModuleType) -> str | None:
+    """The user's file or package named like ``name``'s top level in a user folder, when ``module`` came from
+    elsewhere (an installed package or the standard library of the same name hides it), else None."""
+    root = name.split(".")[0]
+    origin = Path(getattr(module, "__file__", None) or "").resolve()
+    for folder in _USER_DIRS:
+        for cand in (Path(folder) / root, Path(folder) / f"{root}.py"):
+            if cand.exists() and not origin.is_relative_to(Path(folder)):
+                return str(cand)
+    return None
 
 
 def import_module(name: str, label: str) -> ModuleType:
@@ -53,10 +74,12 @@ def import_module(name: str, label: str) -> ModuleType:
 
     Raises:
         PaddlefitError: the module fails to import (its own error, even ``sys.exit``, included); a module that is
-            not found names the folders searched (:func:`searched`) and the fix.
+            not found names the folders searched (:func:`searched`) and the fix; a user module hidden by an
+            installed or standard module of the same name names both and says to rename it.
     """
+    _inherited_dirs()
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         root = name.split(".")[0]
         ours = bool(exc.name) and root == str(exc.name).split(".")[0]  # the module itself, not one it imports
@@ -66,6 +89,12 @@ def import_module(name: str, label: str) -> ModuleType:
                              f"{fix}.") from None  # fmt: skip
     except (Exception, SystemExit) as exc:  # the module's own error at import
         raise PaddlefitError(f"`{label}` cannot be imported ({type(exc).__name__}: {exc}).") from None
+    hidden = _hidden_by(name, module)
+    if hidden:
+        raise PaddlefitError(f"`{label}`: `{name.split('.')[0]}` is `{getattr(module, '__file__', None) or name}`, "
+                             f"an installed or standard module, not your `{hidden}`, which it hides: rename "
+                             "yours (and the import path) to a name no installed package uses.")  # fmt: skip
+    return module
 
 
 def import_callable(path: str, label: str, hint: str) -> Callable[..., Any]:
@@ -81,8 +110,9 @@ def import_callable(path: str, label: str, hint: str) -> Callable[..., Any]:
             attribute, or the attribute is not callable.
     """
     mod, sep, fn = path.partition(":")
-    if not sep or not mod.strip() or not fn.strip():
-        raise PaddlefitError(f"`{label}` cannot be imported (not of the form `package.module:function`); {hint}.")
+    if not sep or not mod.strip() or not fn.strip() or mod.startswith("."):
+        raise PaddlefitError(f"`{label}` cannot be imported (not of the form `package.module:function`, no "
+                             f"leading dot); {hint}.")  # fmt: skip
     module = import_module(mod, label)
     try:
         obj = getattr(module, fn)

@@ -122,6 +122,9 @@ class GPU(BaseModel):
                              "capability, e.g. 8.0); leave it empty only on `xpu` rows")
         if self.paddle_device == "xpu" and self.compute_capability is not None:
             raise ValueError("compute_capability is a CUDA figure: leave it empty on a `paddle_device: xpu` row")
+        if self.paddle_device == "xpu" and self.tf32_tflops is not None:
+            raise ValueError("tf32_tflops is an NVIDIA tensor-core figure (TF32): leave it empty on a "
+                             "`paddle_device: xpu` row")
         if self.paddle_device == "xpu" and self.xpu_generation is None:
             raise ValueError("an XPU row's architecture must be its generation, xpu1, xpu2 or xpu3 (Paddle's "
                              f"core.XPUVersion), got {self.architecture!r}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -59,8 +58,13 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Make PaddlePaddle training fit its hardware."""
     from paddlefit.userimport import add_import_dir
 
-    with contextlib.suppress(OSError):  # a deleted working directory: nothing to add
-        add_import_dir(Path.cwd(), "the current directory")  # as `python -m` does: the user's own modules first
+    try:
+        cwd = Path.cwd()
+    except OSError:  # Paddle's own import opens log files relative to it and fails with a traceback
+        print("error: the current directory no longer exists (deleted or unmounted); cd to an existing folder and "
+              "run the command again.", file=sys.stderr)  # fmt: skip
+        raise typer.Exit(2) from None
+    add_import_dir(cwd, "the current directory")  # the user's own modules, after the installed packages
 
 
 def main() -> None:

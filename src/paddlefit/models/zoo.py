@@ -165,8 +165,29 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
         # a PaddleNLP/PaddleFormers model class (PretrainedModel): its __init__ takes one config object, so
         # `--model-arg`s are that config's fields (ErnieConfig(vocab_size=..., num_labels=...)); no weights loaded
         fields = {**published_config(config_class, kwargs.pop("config")), **kwargs} if "config" in kwargs else kwargs
+        check_config_fields(config_class, fields)
         return lambda: obj(config_class(**fields))
     return lambda: obj(**kwargs)
+
+
+def check_config_fields(config_class: type, fields: dict[str, Any]) -> None:
+    """A PaddleNLP config class takes any keyword (``PretrainedConfig`` keeps unknown ones as attributes), so a
+    misspelt field (``num_hidden_layer``) would plan the default-size model without a word: every field must be
+    one the class's default config has, one of its ``attribute_map`` aliases, or ``num_labels``/``num_classes``.
+
+    Raises:
+        ModelError: names the unknown field and the closest known one.
+    """
+    try:
+        known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {}) or {})
+    except Exception:  # a config class that needs arguments: nothing to check against
+        return
+    known |= {"num_labels", "num_classes"}
+    for key in fields:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean `{close[0]}`?" if close else f"; see {config_class.__name__}'s fields"
+            raise ModelError(f"`model_args.{key}`: {config_class.__name__} has no field `{key}`{hint}")
 
 
 def published_config(config_class: type, name: Any) -> dict[str, Any]:
@@ -179,8 +200,11 @@ def published_config(config_class: type, name: Any) -> dict[str, Any]:
     """
     known = getattr(config_class, "pretrained_init_configuration", None) or {}
     if not isinstance(name, str) or name not in known:
-        close = difflib.get_close_matches(str(name), list(known), n=5, cutoff=0.5) or list(known)[:8]
-        what = f"one of {', '.join(close)}" if known else "nothing: it ships no published sizes"
+        lower = {k.lower(): k for k in known}
+        close = [lower[k] for k in difflib.get_close_matches(str(name).lower(), list(lower), n=5, cutoff=0.5)]
+        close = close or list(known)[:8]
+        what = f"one of {', '.join(close)}" if known else ("nothing: it ships no published sizes; give its fields "
+                                                            "as model_args instead")
         raise ModelError(f"`--model-arg config={name}`: {config_class.__name__} has no published size of that name; "
                          f"it knows {what}.")  # fmt: skip
     return dict(known[name])
