@@ -123,13 +123,18 @@ class BoxImages(paddle.io.Dataset):
 
 def box_images(n: int = 16, size: int = 320, boxes: int = 3, classes: int = 4, seed: int = 0) -> BoxImages:
     """``n`` generated detection samples of ``size`` x ``size`` pixels (:class:`BoxImages`), at most ``boxes``
-    per image, class ids below ``classes``.
+    per image, class ids below ``classes`` (at most the model's ``num_classes``: ppdet's assigners index by them).
+    ``size`` is a multiple of 64 (PicoDet's largest stride) and at least 192: the stride-64 level then has the
+    3 x 3 = 9 anchors that the ATSS assigner's top-9 needs (``topk=9``; fewer fail inside ppdet's ``topk``).
 
     Raises:
         PaddlefitError: an argument out of range (names it and the range).
     """
-    for name, v, lo, hi in (("n", n, 1, 100_000), ("size", size, 32, 2048), ("boxes", boxes, 1, 100),
+    for name, v, lo, hi in (("n", n, 1, 100_000), ("size", size, 192, 2048), ("boxes", boxes, 1, 100),
                             ("classes", classes, 1, 10000), ("seed", seed, 0, 2**32 - 1)):  # fmt: skip
         if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
             raise PaddlefitError(f"`data.*_args.{name}`: expected a whole number {lo}-{hi}, got {v!r}.")
+    if size % 64:
+        raise PaddlefitError(f"`data.*_args.size`: {size} is not a multiple of 64: PicoDet's feature maps are the "
+                             "image at strides 8, 16, 32 and 64, and LCPAN adds them up; use e.g. 320.")  # fmt: skip
     return BoxImages(n, size, boxes, classes, seed)
