@@ -189,3 +189,14 @@ def test_json_stdout_survives_fd_writes_and_batch_dependent_forwards():
     # the forward runs 4 linears beyond batch 1: the GPU trace is the batch-2 one, and the plan says so
     assert d["assumptions"]["trace_ops"] == 5  # the forward's 4 ops at batch 4 and the job's cross_entropy
     assert any("differ between batch 1 and 2" in n for n in d["memory"]["notes"])
+
+
+def test_an_mfu_above_100_percent_says_why():
+    """FP32 3x3 convolutions on CUDA cores run as Winograd (fewer multiplies than the model's FLOPs): the model
+    can then reach more than 100% MFU as MFU counts, and the row says so instead of looking like a bug."""
+    r = run("plan", "trainhelpers:conv3x3_stack", "-i", "float32[256,28,28]", "-b", "64", "--gpu", "A100-SXM4-40GB",
+            "--no-tf32", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (gpu,) = [t for t in json.loads(r.stdout)["targets"] if t["kind"] == "gpu"]
+    assert gpu["predicted_mfu"] > 1.0
+    assert any(n.startswith("MFU above 100%: its FP32 3x3 convolutions run as Winograd") for n in gpu["notes"])

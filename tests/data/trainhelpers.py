@@ -247,3 +247,22 @@ def index_logging_cnn():
             return self.net(x)
 
     return Logging()
+
+
+
+def conv3x3_stack(c: int = 256, n: int = 4):
+    """``n`` bias-free 3x3 stride-1 convolutions of ``c`` channels, then the mean: FP32 Winograd's best case."""
+    import paddle
+
+    class Conv3x3Stack(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = paddle.nn.LayerList([paddle.nn.Conv2D(c, c, 3, padding=1, bias_attr=False)
+                                              for _ in range(n)])  # fmt: skip
+
+        def forward(self, x):
+            for conv in self.convs:
+                x = conv(x)
+            return x.mean()
+
+    return Conv3x3Stack()

@@ -297,6 +297,9 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
                      f"DataParallel (paddlefit train's default oom_backoff: true waits for it: "
                      f"+{(ar - ar_exposed) * 1e3:.1f} ms)")
     breakdown = time_breakdown(est, ar_exposed if req.devices > 1 else None)
+    if m.train_flops * b / step / peak_flops > 1.0:  # only Winograd does fewer multiplies than the model counts
+        notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
+                     "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
     calibration = params.calibration  # "device" only with kernel timings measured on this GPU
     if gpu.is_xpu and calibration != "device":  # the CUDA kernel fit carried to an XPU: not grounded, say so
         calibration = "uncalibrated"
