@@ -78,6 +78,9 @@ def import_module(name: str, label: str) -> ModuleType:
             installed or standard module of the same name names both and says to rename it.
     """
     _inherited_dirs()
+    if not name or name.startswith(".") or any(not part.isidentifier() for part in name.split(".")):
+        raise PaddlefitError(f"`{label}`: `{name}` is not a module name (dotted Python identifiers, no leading "
+                             "dot: relative imports have no package here); write it as `package.module`.")  # fmt: skip
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

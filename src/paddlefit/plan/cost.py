@@ -277,7 +277,7 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
     on_demand = hours * p.on_demand_usd_per_hour
     by_spot = use_spot and spot_usd is not None
     if use_spot and spot_usd is None:
-        notes.append("no spot price: on-demand")
+        notes.append("priced on-demand" if p.spot_usd_per_hour is not None else "no spot price: on-demand")
     return CostRow(
         cloud=p.cloud, instance_type=p.instance_type, region=p.region, gpu=gpu.name, gpu_basis=basis, gpu_count=n,
         fits=t.fits, peak_bytes=t.peak_bytes, capacity_bytes=t.capacity_bytes, max_batch_size=t.max_batch_size,
