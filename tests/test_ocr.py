@@ -101,3 +101,14 @@ def test_a_sample_paddleocr_rejects_is_an_error_naming_it() -> None:
     boxes.labels[0] = "[]"  # DetLabelEncode returns None for a label without boxes
     with pytest.raises(PaddlefitError, match="rejected sample 0"):
         boxes[0]
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"seed": -1}, "`seed` must be a whole number"), ({"n": True}, "`n` must be a whole number"),
+    ({"image_shape": "3,32,100"}, "`image_shape` must be [3, H, W]"),
+    ({"image_shape": [3, 32.5, 100]}, "`image_shape[1]` must be")])  # fmt: skip
+def test_text_line_arguments_of_the_wrong_type_name_the_field(kwargs, needle):
+    with pytest.raises(PaddlefitError) as e:
+        ocr.text_lines(**kwargs)
+    assert needle in str(e.value)
+

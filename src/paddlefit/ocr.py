@@ -84,6 +84,13 @@ def _check(name: str, ok: bool, what: str) -> None:
         raise PaddlefitError(f"OCR dataset `{name}`: {what}")
 
 
+def _whole(name: str, **values: Any) -> None:
+    """Each keyword is a whole number (not a bool) between 0 and 2^32 - 1 (seeds included), or the error names it."""
+    for key, v in values.items():
+        _check(name, isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32,
+               f"`{key}` must be a whole number >= 0 (got {v!r}).")  # fmt: skip
+
+
 def _noisy_background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
     """``uint8[h, w, 3]`` BGR: a random colour, a linear gradient and Gaussian noise (sigma 8 grey levels)."""
     base = rng.uniform(0, 255, size=3)
@@ -185,6 +192,10 @@ def text_lines(n: int = 512, min_chars: int = 3, max_chars: int = 10, image_shap
         PaddlefitError: bad arguments, or PaddleOCR/OpenCV missing.
     """
     name = "text_lines"
+    _whole(name, n=n, min_chars=min_chars, max_chars=max_chars, max_text_length=max_text_length, seed=seed)
+    _check(name, isinstance(image_shape, list | tuple) and len(image_shape) == 3,
+           f"`image_shape` must be [3, H, W] (got {image_shape!r}).")  # fmt: skip
+    _whole(name, **{f"image_shape[{i}]": v for i, v in enumerate(image_shape)})
     _check(name, n >= 1, f"n must be >= 1 (got {n}).")
     _check(name, 1 <= min_chars <= max_chars <= max_text_length,
            f"need 1 <= min_chars <= max_chars <= max_text_length (got {min_chars}, {max_chars}, {max_text_length}).")
@@ -267,6 +278,7 @@ def text_boxes(n: int = 128, size: int = 160, max_boxes: int = 4, encoding: str 
         PaddlefitError: bad arguments, or PaddleOCR/OpenCV missing.
     """
     name = "text_boxes"
+    _whole(name, n=n, size=size, max_boxes=max_boxes, seed=seed)
     _check(name, n >= 1, f"n must be >= 1 (got {n}).")
     _check(name, size >= 64 and size % 32 == 0, f"size must be a multiple of 32, at least 64 (got {size}).")
     _check(name, max_boxes >= 1, f"max_boxes must be >= 1 (got {max_boxes}).")
