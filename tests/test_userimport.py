@@ -84,9 +84,11 @@ def test_a_module_beside_the_job_spec_is_found_from_anywhere(tmp_path):
     elsewhere.mkdir()
     plan = _paddlefit("plan", "--config", str(spec), "--json", cwd=elsewhere)
     assert plan.returncode == 0, plan.stderr
-    # the training processes find it too (train's worker runs from the run directory's copy of the spec)
-    run = _paddlefit("train", str(spec), "--run-dir", str(tmp_path / "runs" / "b"), cwd=elsewhere)
+    # the training processes find it too: two workers started by paddle.distributed.launch, each reading the run
+    # directory's copy of the spec
+    run = _paddlefit("train", str(spec), "--devices", "2", "--run-dir", str(tmp_path / "runs" / "b"), cwd=elsewhere)
     assert run.returncode == 0, run.stderr
+    assert json.loads((tmp_path / "runs" / "b" / "summary.json").read_text())["steps"] == 4
 
 
 def test_a_module_found_nowhere_names_the_folders_searched(tmp_path):

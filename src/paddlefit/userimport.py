@@ -25,6 +25,8 @@ from paddlefit.errors import PaddlefitError
 IMPORT_DIRS_ENV = "PADDLEFIT_IMPORT_DIRS"
 #: Folders added by :func:`add_import_dir`, in search order, with what they are (for error messages).
 _USER_DIRS: dict[str, str] = {}
+#: The folders of the paddlefit process that started this one, read before this process adds its own.
+_INHERITED = [p for p in os.environ.get(IMPORT_DIRS_ENV, "").split(os.pathsep) if p]
 
 
 def add_import_dir(folder: str | Path, what: str) -> None:
@@ -34,6 +36,7 @@ def add_import_dir(folder: str | Path, what: str) -> None:
         folder: a directory (made absolute; a later change of directory does not move it).
         what: how an error message names it, e.g. ``the current directory``, ``the job spec's folder``.
     """
+    _inherited_dirs()
     path = str(Path(folder).resolve())
     if path in _USER_DIRS:
         return
@@ -45,10 +48,10 @@ def add_import_dir(folder: str | Path, what: str) -> None:
 
 
 def _inherited_dirs() -> None:
-    """The folders a parent paddlefit process added (:data:`IMPORT_DIRS_ENV`), added here too."""
-    for p in os.environ.get(IMPORT_DIRS_ENV, "").split(os.pathsep):
-        if p:
-            add_import_dir(p, "a folder of the paddlefit command that started this process")
+    """The folders the parent paddlefit process added (:data:`IMPORT_DIRS_ENV` as this process started), added
+    first, once (a ``train`` worker then searches the user's folders before its run directory's)."""
+    while _INHERITED:
+        add_import_dir(_INHERITED.pop(0), "a folder of the paddlefit command that started this process")
 
 
 def searched() -> str:
