@@ -89,6 +89,12 @@ def test_a_module_beside_the_job_spec_is_found_from_anywhere(tmp_path):
     run = _paddlefit("train", str(spec), "--devices", "2", "--run-dir", str(tmp_path / "runs" / "b"), cwd=elsewhere)
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "runs" / "b" / "summary.json").read_text())["steps"] == 4
+    # export from a third folder finds the modules the run was trained with (RUN_DIR/import_dirs.json)
+    assert str((tmp_path / "jobs").resolve()) in json.loads((tmp_path / "runs" / "b" / "import_dirs.json").read_text())
+    third = tmp_path / "third"
+    third.mkdir()
+    exp = _paddlefit("export", str(tmp_path / "runs" / "b"), cwd=third)
+    assert exp.returncode == 0, exp.stderr
 
 
 def test_a_module_found_nowhere_names_the_folders_searched(tmp_path):

@@ -54,6 +54,28 @@ def _inherited_dirs() -> None:
         add_import_dir(_INHERITED.pop(0), "a folder of the paddlefit command that started this process")
 
 
+def user_dirs() -> list[str]:
+    """The folders user modules are searched in besides the installed packages, in order (absolute paths)."""
+    _inherited_dirs()
+    return list(_USER_DIRS)
+
+
+def add_recorded_dirs(path: Path) -> None:
+    """Add the folders a run recorded (``import_dirs.json``: a JSON list of paths, :func:`user_dirs` at training
+    time), so ``export`` from another directory finds the modules the run was trained with. A missing, unreadable
+    or malformed file adds nothing: an import that then fails names the folders searched."""
+    import json
+
+    try:
+        folders = json.loads(path.read_text(encoding="utf-8")[: 1 << 20])
+    except (OSError, ValueError, RecursionError):
+        return
+    if isinstance(folders, list):
+        for p in folders:
+            if isinstance(p, str) and Path(p).is_dir():
+                add_import_dir(p, "a folder the run imported from")
+
+
 def searched() -> str:
     """The folders user modules are looked up in, for an error message."""
     where = [f"`{p}` ({what})" for p, what in _USER_DIRS.items()]

@@ -19,7 +19,8 @@ from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import fsync_path
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
-from paddlefit.train.metrics import SPEC_FILE
+from paddlefit.train.metrics import IMPORT_DIRS_FILE, SPEC_FILE
+from paddlefit.userimport import add_recorded_dirs
 
 #: Tolerances of the exported-vs-dynamic check (fp32; observed differences are 0 to a few ulp).
 RTOL, ATOL = 1e-5, 1e-6
@@ -187,6 +188,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     if not spec_file.is_file():
         raise PaddlefitError(f"`{run_dir}` is not a paddlefit run directory (no {SPEC_FILE}); give the --run-dir "
                              "of a `paddlefit train` run.")  # fmt: skip
+    add_recorded_dirs(run_dir / IMPORT_DIRS_FILE)  # the run's own modules, wherever export runs from
     spec = load_job_spec(spec_file)
     if checkpoint is None:
         checkpoint, manifest, params = _newest_checkpoint(run_dir)

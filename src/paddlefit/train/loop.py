@@ -41,7 +41,6 @@ from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import (
-    SPEC_FILE,
     SUMMARY_FILE,
     LogLines,
     MetricsLog,
@@ -49,8 +48,8 @@ from paddlefit.train.metrics import (
     Progress,
     clean_temporaries,
     params_sha256,
-    spec_yaml,
     to_jsonable,
+    write_run_spec,
     write_status,
 )
 from paddlefit.train.record import RunRecord
@@ -208,7 +207,7 @@ class Trainer:
         if resume is not None:
             self._resume(resume)
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
-            atomic_write_text(self.run_dir / SPEC_FILE, spec_yaml(self.spec), option="--run-dir")
+            write_run_spec(self.run_dir, self.spec)
             MetricsLog.truncate_after(self.run_dir, self.state.step)
             if resume is not None and self.opts.resume not in ("auto", "never"):
                 self.store.drop_after(self.state.step, f"--resume {self.opts.resume}", self.log)

@@ -19,6 +19,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 
 __all__ = [
+    "IMPORT_DIRS_FILE",
     "METRICS_FILE",
     "SPEC_FILE",
     "STATUS_FILE",
@@ -31,6 +32,7 @@ __all__ = [
     "params_sha256",
     "peak_memory_bytes",
     "to_jsonable",
+    "write_run_spec",
     "write_status",
 ]
 
@@ -39,6 +41,8 @@ SUMMARY_FILE = "summary.json"
 METRICS_FILE = "metrics.jsonl"
 SPEC_FILE = "job.yaml"
 LAUNCH_SPEC_FILE = ".job-launch.yaml"
+#: The folders the run found the user's modules in (:func:`paddlefit.userimport.user_dirs`), for ``export``
+IMPORT_DIRS_FILE = "import_dirs.json"
 
 
 def clean_temporaries(run_dir: Path) -> list[Path]:
@@ -47,7 +51,7 @@ def clean_temporaries(run_dir: Path) -> list[Path]:
     only while no other process writes the run directory: holding its lock (:mod:`paddlefit.train.lock`), rank 0,
     at the start of a run."""
     removed = []
-    for name in (METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE, LAUNCH_SPEC_FILE):
+    for name in (METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE, LAUNCH_SPEC_FILE, IMPORT_DIRS_FILE):
         for p in run_dir.glob(f".{name}.*.tmp"):
             try:
                 p.unlink()
@@ -62,6 +66,18 @@ def spec_yaml(spec: Any) -> str:
     import yaml
 
     return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def write_run_spec(run_dir: Path, spec: Any) -> None:
+    """Record the job as run: RUN_DIR/job.yaml (:func:`spec_yaml`) and the folders its modules were found in
+    (RUN_DIR/import_dirs.json, :func:`paddlefit.userimport.user_dirs`, which ``export`` searches), atomically."""
+    import json
+
+    from paddlefit.fileio import atomic_write_text
+    from paddlefit.userimport import user_dirs
+
+    atomic_write_text(run_dir / SPEC_FILE, spec_yaml(spec), option="--run-dir")
+    atomic_write_text(run_dir / IMPORT_DIRS_FILE, json.dumps(user_dirs()), option="--run-dir")
 
 
 def peak_memory_bytes(on_gpu: bool) -> int:
