@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from paddlefit.diagnose.profiler import profile_job
-from paddlefit.diagnose.verdict import COMPONENTS
+from paddlefit.diagnose.verdict import COMPONENTS, OPTIMIZER_HEAVY
 from paddlefit.spec import load_job_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -133,11 +133,18 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
 
 @pytest.mark.serial
 def test_sentiment_update_of_the_embedding_table_is_named() -> None:
-    """The Chinese sentiment classifier: Adam's dense update of its 30,000 x 64 embedding table dominates the step
-    (measured 67% here), so the first fix is sparse updates, with the Amdahl bound of that share."""
+    """The Chinese sentiment classifier: Adam's dense update of its 30,000 x 64 embedding table is the largest
+    share of the step (67% measured when this test was written; 29-31% on the 2-core CI machine on 2026-12-02, at
+    the same commit as before and after that day's changes), so the first fix is sparse updates, with the Amdahl
+    bound of that share."""
     r = profile_job(load_job_spec(EXAMPLES / "sentiment-zh.yaml"), steps=4, warmup=1)
     share = r.breakdown["optimizer"]["share"]
     # the update moves bytes, not FLOPs: the step reaches < 10% of this CPU's GEMM rate, so not compute-bound
-    assert r.verdict == "overhead-bound" and share >= 0.30, (share, r.evidence)
-    assert r.fixes[0]["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: true}`")
-    assert f"up to {1 / (1 - share):.2f}x" in r.fixes[0]["expected_gain"]
+    assert r.verdict == "overhead-bound" and share >= 0.2, (share, r.evidence)
+    # the fix is offered when the optimizer's share reaches OPTIMIZER_HEAVY (this machine measures 29-31%, either
+    # side of it: issue 26's "same verdict twice" is about such flips); its rank follows the measured shares
+    sparse = [f for f in r.fixes if f["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: "
+                                                        "true}`")]  # fmt: skip
+    assert len(sparse) == (1 if share >= OPTIMIZER_HEAVY else 0), (share, [f["fix"] for f in r.fixes])
+    if sparse:
+        assert f"up to {1 / (1 - share):.2f}x" in sparse[0]["expected_gain"]
