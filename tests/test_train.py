@@ -520,7 +520,9 @@ def test_budget_stops_every_rank_of_a_two_process_job(tmp_path: Path) -> None:
     assert r.returncode == 4, r.stderr[-3000:]
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     assert len(ckpts) == 1 and 1 <= int(ckpts[0].name.split("-")[1]) < 200
-    assert "reached max_cost_usd" in json.loads((run_dir / "status.json").read_text())["reason"]
+    # rank 0 writes the status; when rank 1's clock crossed the limit first, it says so and names the limit
+    reason = json.loads((run_dir / "status.json").read_text())["reason"]
+    assert "reached max_cost_usd" in reason or "budget reached on another rank (max_cost_usd 0.00166667)" in reason
 
 
 @pytest.mark.parametrize("extra,needle", [

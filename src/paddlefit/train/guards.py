@@ -77,6 +77,12 @@ class Budget:
         price = self.spec.price_usd_per_hour
         return (self.wall_s() if wall_s is None else wall_s) / 3600 * price if price else None
 
+    def limits(self) -> str:
+        """The limits set, e.g. ``max_cost_usd 0.5`` (for a rank stopped by another rank's clock)."""
+        b = self.spec
+        return ", ".join(f"{k} {v:g}" for k, v in (("max_hours", b.max_hours), ("max_cost_usd", b.max_cost_usd))
+                         if v is not None) or "none"  # fmt: skip
+
     def exceeded(self) -> str | None:
         """Why the budget is used up (``max_hours`` reached, or ``max_cost_usd`` at ``price_usd_per_hour``), else
         None."""

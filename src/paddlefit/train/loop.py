@@ -434,7 +434,7 @@ class Trainer:
         return self._end(EXIT_REQUEUE, "stopped by signal")
 
     def _end_budget(self) -> RunResult:
-        reason = self.budget.exceeded() or "budget reached on another rank"
+        reason = self.budget.exceeded() or f"budget reached on another rank ({self.budget.limits()})"
         if self.is_writer:
             path = self._save()
             reason += (f"; saved {path} at step {self.state.step}. Raise the limit (wall time counts across resumes) "
