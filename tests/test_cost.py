@@ -380,3 +380,16 @@ def test_rows_with_gpus_and_price_file_gpu_names():
     check_price_gpus(rows, gpus)
     with pytest.raises(CatalogError, match="names gpu 'Z9000'"):
         check_price_gpus(_prices("x,a,T4,1,4,16,0.5,,r,Z9000\n"), gpus)
+
+
+def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
+    """An XPU's uncalibrated speed and a tensor peak the catalog lacks are said on cost rows as on plan rows."""
+    prices = tmp_path / "p.csv"
+    prices.write_text(HEADER + "\nbaidu,k200-1,Kunlunxin-K200,1,8,32,1.0,,cn\nrunpod,l20x1,L20,1,8,32,1.0,,us\n")
+    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    r = run("cost", "--config", str(digits), "--prices", str(prices), "--gpu", "Kunlunxin-K200",
+            "--gpu", "L20", "--precision", "bf16-o1", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    notes = {row["gpu"]: row["notes"] for row in json.loads(r.stdout)["rows"]}
+    assert "uncalibrated: no measured kernels or published runs for Kunlunxin XPUs" in notes["Kunlunxin-K200"]
+    assert "no bf16 peak in the catalog: timed at the FP32 peak (slower than the card)" in notes["L20"]

@@ -245,6 +245,11 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
                                                                           o.cost_usd < r.cost_usd)
 
 
+#: The plan row notes a cost row repeats (what the GPU's specs and its time rest on): the spec source, AMP that
+#: Paddle turns off, an XPU's uncalibrated speed, a tensor peak the catalog lacks (:meth:`GPU.missing_peak`).
+COST_NOTES = ("specs ", "fp16 AMP", "bf16 AMP", "uncalibrated:", "no fp16 peak", "no bf16 peak", "no TF32 peak")
+
+
 def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
          override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
     n = p.gpu_count
@@ -255,7 +260,7 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
     work_s = steps * step
     delta = t.checkpoint_bytes / disk_bps
     notes = list(p.notes) + [f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
-                             for n in t.notes if n.startswith(("specs ", "fp16 AMP", "bf16 AMP"))]
+                             for n in t.notes if n.startswith(COST_NOTES)]
     if basis and ("assumed" in basis or "column" in basis):
         notes.append(basis.split(" (")[0])
     spot_hours = spot_usd = interval = young = interruptions = rate = None
