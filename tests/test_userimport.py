@@ -148,3 +148,16 @@ def test_a_misspelt_paddlenlp_config_field_is_refused_with_the_close_name(tmp_pa
                  "--gpu", "T4", cwd=tmp_path)  # fmt: skip
     assert r.returncode == 2
     assert "ErnieConfig has no field `num_hidden_layer`; did you mean `num_hidden_layers`?" in r.stderr
+
+
+def test_a_recorded_folders_file_that_is_a_fifo_or_garbage_adds_nothing_and_does_not_block(tmp_path):
+    from paddlefit.userimport import add_recorded_dirs, user_dirs
+
+    before = user_dirs()
+    fifo = tmp_path / "import_dirs.json"
+    os.mkfifo(fifo)  # reading it would block forever
+    add_recorded_dirs(fifo)
+    (tmp_path / "bad.json").write_text("[" * 100_000)  # nested past Python's recursion limit
+    add_recorded_dirs(tmp_path / "bad.json")
+    add_recorded_dirs(tmp_path / "missing.json")
+    assert user_dirs() == before

@@ -11,7 +11,6 @@ prediction subprocess) through the ``PADDLEFIT_IMPORT_DIRS`` environment variabl
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -37,6 +36,11 @@ def add_import_dir(folder: str | Path, what: str) -> None:
         what: how an error message names it, e.g. ``the current directory``, ``the job spec's folder``.
     """
     _inherited_dirs()
+    _add(folder, what)
+
+
+def _add(folder: str | Path, what: str) -> None:
+    """Append ``folder`` to the search (``sys.path`` and :data:`IMPORT_DIRS_ENV`) unless it is there."""
     path = str(Path(folder).resolve())
     if path in _USER_DIRS:
         return
@@ -51,7 +55,7 @@ def _inherited_dirs() -> None:
     """The folders the parent paddlefit process added (:data:`IMPORT_DIRS_ENV` as this process started), added
     first, once (a ``train`` worker then searches the user's folders before its run directory's)."""
     while _INHERITED:
-        add_import_dir(_INHERITED.pop(0), "a folder of the paddlefit command that started this process")
+        _add(_INHERITED.pop(0), "a folder of the paddlefit command that started this process")
 
 
 def user_dirs() -> list[str]:
@@ -63,12 +67,17 @@ def user_dirs() -> list[str]:
 def add_recorded_dirs(path: Path) -> None:
     """Add the folders a run recorded (``import_dirs.json``: a JSON list of paths, :func:`user_dirs` at training
     time), so ``export`` from another directory finds the modules the run was trained with. A missing, unreadable
-    or malformed file adds nothing: an import that then fails names the folders searched."""
+    or malformed file (or a FIFO, a directory, over 1 MiB) adds nothing: an import that then fails names the folders
+    searched."""
     import json
 
+    from paddlefit.fileio import read_text_limited
+
+    if not path.exists():
+        return
     try:
-        folders = json.loads(path.read_text(encoding="utf-8")[: 1 << 20])
-    except (OSError, ValueError, RecursionError):
+        folders = json.loads(read_text_limited(path, "--run-dir", limit=1 << 20))
+    except (PaddlefitError, ValueError, RecursionError):
         return
     if isinstance(folders, list):
         for p in folders:

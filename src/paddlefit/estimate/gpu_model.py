@@ -127,14 +127,20 @@ class CompiledStep:
     process_nm: float
     architecture: str | None
 
-    def compute_s(self, params: PerfParams, values: np.ndarray | None = None) -> np.ndarray:
+    def power_cap_flops(self, params: PerfParams) -> float:
+        """FP32 FLOP/s this GPU's board power sustains on CUDA cores (:func:`fp32_power_cap_flops`)."""
+        get = lambda k: params.get(k, self.architecture)  # noqa: E731
+        return fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
+
+    def compute_s(self, params: PerfParams, values: np.ndarray | None = None,
+                  watts: float | None = None) -> np.ndarray:  # fmt: skip
         """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`.
-        ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order (computed when not given)."""
+        ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order, ``watts``: its
+        :meth:`power_cap_flops` (computed when not given)."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         vals = _param_values(params, self.architecture) if values is None else values
         eff = vals[np.maximum(self.key, 0)]
-        watts = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
-        cap = np.where(self.cuda_core, watts, np.inf)
+        cap = np.where(self.cuda_core, self.power_cap_flops(params) if watts is None else watts, np.inf)
         out = np.zeros(len(self.kernels))
         tiled = (self.key >= 0) & (self.gemm[0] > 0)
         if tiled.any():  # a kernel doing more FLOPs than its GEMM shape (flash attention: two GEMMs) scales
@@ -153,15 +159,14 @@ class CompiledStep:
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         per = np.maximum(self.count, 1)
         mem_s = per * memory_s(self.nbytes / per, self.bandwidth, vals[self.mem_key], self.l2_bytes, get("l2_gain"))
-        comp_s = self.compute_s(params, vals)
+        watts = self.power_cap_flops(params)
+        comp_s = self.compute_s(params, vals, watts)
         t, bound = np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
         w = self.winograd[0] > 0
         if w.any() and self.sm > 0:  # the Winograd GEMMs are tiled over SMs: without an SM count (B200, XPU rows)
             # the convolution keeps its implicit-GEMM time instead of a division by zero
-            cap = fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"),
-                                       get("fp32_node_exponent"))  # fmt: skip
             tw, cw = winograd_s(*self.winograd[:, w], self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), cap, self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"),
+                                get("tile_h0"), watts, self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"),
                                 get("winograd_transform"))  # fmt: skip
             tw = per[w] * tw + self.count[w] * 4 * get("kernel_s")
             faster = tw < t[w]

@@ -383,8 +383,8 @@ def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
     if flash and gpu.flash_blocked():
         flash = False
         notes.append(str(gpu.flash_blocked()))
-    if gpu.missing_peak(prec.value):
-        notes.append(f"{gpu.name}: {gpu.missing_peak(prec.value)}")
+    if missing := gpu.missing_peak(prec.value):
+        notes.append(f"{gpu.name}: {missing}")
     if gpu.is_xpu:
         notes.append(XPU_UNCALIBRATED)
     return replace(setup, precision=prec, flash_attention=flash), notes

@@ -164,7 +164,8 @@ def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     if isinstance(obj, type) and isinstance(config_class, type) and hasattr(config_class, "to_dict"):
         # a PaddleNLP/PaddleFormers model class (PretrainedModel): its __init__ takes one config object, so
         # `--model-arg`s are that config's fields (ErnieConfig(vocab_size=..., num_labels=...)); no weights loaded
-        fields = {**published_config(config_class, kwargs.pop("config")), **kwargs} if "config" in kwargs else kwargs
+        own = {k: v for k, v in kwargs.items() if k != "config"}  # the ModelRef keeps `config` in its kwargs
+        fields = {**published_config(config_class, kwargs["config"]), **own} if "config" in kwargs else own
         check_config_fields(config_class, fields)
         return lambda: obj(config_class(**fields))
     return lambda: obj(**kwargs)

@@ -71,9 +71,6 @@ def spec_yaml(spec: Any) -> str:
 def write_run_spec(run_dir: Path, spec: Any) -> None:
     """Record the job as run: RUN_DIR/job.yaml (:func:`spec_yaml`) and the folders its modules were found in
     (RUN_DIR/import_dirs.json, :func:`paddlefit.userimport.user_dirs`, which ``export`` searches), atomically."""
-    import json
-
-    from paddlefit.fileio import atomic_write_text
     from paddlefit.userimport import user_dirs
 
     atomic_write_text(run_dir / SPEC_FILE, spec_yaml(spec), option="--run-dir")
