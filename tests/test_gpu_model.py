@@ -12,7 +12,7 @@ from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
 from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
-from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling, memory_s, winograd_s
+from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling, memory_s, winograd_fused_s, winograd_s
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
@@ -207,6 +207,37 @@ def test_fp32_on_cuda_cores_is_held_to_the_board_power():
     a100_tf32 = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "tf32", (1, 8192, 8192, 8192))
     t2, _ = kernel_time_s(a100_tf32, A100, p, "fp32")
     assert t2 < 2 * 8192**3 / 156e12 / p.values["gemm_tf32"] * 1.2
+
+
+def test_fused_winograd_blocks_waves_and_filter_transform_by_hand():
+    # cuDNN's fused F(2x2, 3x3) kernel: blocks of 32 output channels x 8 x 16 output pixels. 4 samples, 64 -> 100
+    # channels on a 20 x 20 output: 4 x ceil(20 / 8) x ceil(20 / 16) = 24 pixel blocks x ceil(100 / 32) = 4
+    # channel blocks = 96 thread blocks; on 40 SMs that is 3 waves, each block 2 x 16 x 32 x 32 x 64 FLOPs
+    t4 = get_gpu("T4")
+    peak, sm, bw = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9
+    cin, cout, pix = 64, 100, 4 * 20 * 20
+    t, comp = winograd_fused_s(24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, 0.0,
+                               1.0)  # fmt: skip
+    main = 3 * (2 * 16 * 32 * 32 * 64) / (peak * 0.5 / sm)
+    filt = 4 * (9 + 16) * cin * cout / (bw * 0.8)
+    assert bool(comp) and float(t) == pytest.approx(main + filt)
+    # 33 output channels instead of 32 need a second channel block: 2 thread blocks, still one wave on 40 SMs, so
+    # the same compute time; only the filter transform grows
+    one = winograd_fused_s(1.0, cin, 32, 128 * cin, 128 * 32, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, 0.0, 1.0)[0]
+    two = winograd_fused_s(1.0, cin, 33, 128 * cin, 128 * 33, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, 0.0, 1.0)[0]
+    compute_one = 2 * 16 * 32 * 32 * 64 / (peak * 0.5 / sm)
+    assert float(one) == pytest.approx(compute_one + 4 * 25 * cin * 32 / (bw * 0.8))
+    assert float(two) == pytest.approx(compute_one + 4 * 25 * cin * 33 / (bw * 0.8))  # 2 blocks, still 1 wave
+    # in the step model the fused kernel is a third candidate: with the other two made slow it sets the time
+    geo = (3, 3, 1, 1, 1, 1, 20, 20)
+    io = 4 * (pix * cin + cout * cin * 9 + pix * cout)
+    k = Kernel("conv", "conv2d", "forward", 2 * pix * cout * cin * 9, io, "fp32", (1, pix, cout, cin * 9), conv=geo)
+    p = _params(conv_fp32=0.01, winograd_fp32=0.01, winograd_fused_fp32=0.5, kernel_s=5e-6, gemm_k0=0.0, bw_eff=0.8,
+                l2_gain=1.0, fp32_gflops_per_w=1e6)  # fmt: skip
+    t_step, bound = kernel_time_s(k, t4, p, "fp32")
+    ref = winograd_fused_s(24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8,
+                           t4.l2_mib * 2**20, 1.0)[0]  # fmt: skip
+    assert bound == "compute" and t_step == pytest.approx(float(ref) + 2 * 5e-6)
 
 
 def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():

@@ -21,11 +21,14 @@ from typing import Any
 import numpy as np
 
 from paddlefit.estimate.kernel_model import (
+    FUSED_BLOCK_H,
+    FUSED_BLOCK_W,
     WINOGRAD_TILE,
     fp32_power_cap_flops,
     gemm_compute_s,
     memory_s,
     winograd_eligible,
+    winograd_fused_s,
     winograd_s,
 )
 from paddlefit.estimate.kernels import (
@@ -65,9 +68,10 @@ def param_key(k: Kernel) -> str | None:
     return ("conv_" if k.cls == "conv" else "gemm_") + k.unit
 
 
-def winograd_dims(k: Kernel) -> tuple[float, float, float, float, float] | None:
-    """(4x4 output tiles, C_in, C_out, input elements, output elements) of an FP32 CUDA-core convolution kernel that
-    cuDNN can run as Winograd F(4x4, 3x3) (:func:`~paddlefit.estimate.kernel_model.winograd_eligible`, one group),
+def winograd_dims(k: Kernel) -> tuple[float, float, float, float, float, float] | None:
+    """(4x4 output tiles, C_in, C_out, input elements, output elements, 8x16 pixel blocks of the fused kernel) of an
+    FP32 CUDA-core convolution kernel that cuDNN can run as Winograd F(4x4, 3x3) or fused F(2x2, 3x3)
+    (:func:`~paddlefit.estimate.kernel_model.winograd_eligible`, one group),
     read from its implicit-GEMM shape (:func:`~paddlefit.estimate.kernels.step_kernels`: forward (1, M, C_out,
     9 C_in), data gradient (1, M, 9 C_in, C_out), weight gradient (1, 9 C_in, C_out, M), M = samples x output
     pixels). The data gradient of a stride-1 3x3 convolution is one too; the input is counted at the output's
@@ -86,7 +90,8 @@ def winograd_dims(k: Kernel) -> tuple[float, float, float, float, float] | None:
     oh, ow = k.conv[6], k.conv[7]
     samples = m / max(oh * ow, 1)
     tiles = samples * -(-oh // WINOGRAD_TILE) * -(-ow // WINOGRAD_TILE)
-    return tiles, cin, cout, m * cin, m * cout
+    blocks = samples * -(-oh // FUSED_BLOCK_H) * -(-ow // FUSED_BLOCK_W)
+    return tiles, cin, cout, m * cin, m * cout, blocks
 
 
 @dataclass
@@ -102,7 +107,7 @@ class CompiledStep:
         mem_key: index of its bandwidth-efficiency parameter.
         gemm: (4, kernels) array of batch, M, N, K for tiled GEMMs (0 where the kernel is not one).
         cuda_core: FP32 on CUDA cores (held to the board power).
-        winograd: (5, kernels) array of :func:`winograd_dims` (0 where the kernel cannot run as Winograd).
+        winograd: (6, kernels) array of :func:`winograd_dims` (0 where the kernel cannot run as Winograd).
         backward: True for backward-phase kernels.
         bandwidth, l2_bytes, sm, tdp_w, process_nm: datasheet DRAM bytes/s, L2 bytes, SMs, board watts, process
             node nm (0 when unknown).
@@ -154,7 +159,8 @@ class CompiledStep:
 
     def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s, or for a
-        convolution that can run as Winograd the lower of that and :func:`winograd_s` + 4 x kernel_s."""
+        convolution that can run as Winograd the lowest of that, :func:`winograd_s` + 4 x kernel_s and
+        :func:`winograd_fused_s` + 2 x kernel_s."""
         vals = _param_values(params, self.architecture)
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         per = np.maximum(self.count, 1)
@@ -165,12 +171,16 @@ class CompiledStep:
         w = self.winograd[0] > 0
         if w.any() and self.sm > 0:  # the Winograd GEMMs are tiled over SMs: without an SM count (B200, XPU rows)
             # the convolution keeps its implicit-GEMM time instead of a division by zero
-            tw, cw = winograd_s(*self.winograd[:, w], self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), watts, self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"),
-                                get("winograd_transform"))  # fmt: skip
-            tw = per[w] * tw + self.count[w] * 4 * get("kernel_s")
-            faster = tw < t[w]
-            t[w], bound[w] = np.where(faster, tw, t[w]), np.where(faster, cw, bound[w])
+            tiles, cin, cout, x, y, blocks = self.winograd[:, w]
+            mem = (self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"))
+            tw, cw = winograd_s(tiles, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
+                                get("tile_h0"), watts, *mem, get("winograd_transform"))  # fmt: skip
+            tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
+                                      get("gemm_k0"), watts, *mem)  # fmt: skip
+            for tc, cc, n in ((tw, cw, 4), (tf, cf, 2)):
+                tc = per[w] * tc + self.count[w] * n * get("kernel_s")
+                faster = tc < t[w]
+                t[w], bound[w] = np.where(faster, tc, t[w]), np.where(faster, cc, bound[w])
         return t, bound
 
 
@@ -198,7 +208,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         mem_key=np.array([PARAM_KEYS.index(MEMORY_KEYS.get(k.cls, "bw_eff")) for k in kernels], dtype=int),
         gemm=gemm.reshape(-1, 4).T,
         cuda_core=np.array([key is not None and k.unit in ("fp32", "dwconv") for k, key in pairs]),
-        winograd=np.array([winograd_dims(k) or (0.0,) * 5 for k in kernels], dtype=float).reshape(-1, 5).T,
+        winograd=np.array([winograd_dims(k) or (0.0,) * 6 for k in kernels], dtype=float).reshape(-1, 6).T,
         backward=np.array([k.phase == "backward" for k in kernels]),
         bandwidth=gpu.mem_bw_gb_s * 1e9,
         l2_bytes=float(getattr(gpu, "l2_mib", None) or 0.0) * MIB,

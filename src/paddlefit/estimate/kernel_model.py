@@ -26,8 +26,13 @@ FP32 3x3 convolutions with stride 1 and no dilation may instead run as Winograd 
 Algorithms for Convolutional Neural Networks", CVPR 2016; cuDNN's ``WINOGRAD_NONFUSED``, whose kernels
 ``winogradforwarddata4x4`` / ``winogradforwardfilter4x4`` / an SGEMM / ``winogradforwardoutput4x4`` are the ones
 NeuSight's traces show for most such convolutions): 36 batched GEMMs over 6x6 input tiles, 4x fewer multiplies at
-large outputs, plus three transform passes through DRAM (:func:`winograd_s`). cuDNN picks the faster algorithm for
-the shape, so the kernel's time is the lower of the two (:class:`~paddlefit.estimate.gpu_model.CompiledStep`).
+large outputs, plus three transform passes through DRAM (:func:`winograd_s`). The same convolutions may also run as
+cuDNN's fused Winograd F(2x2, 3x3) kernel (``scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t`` after a
+``generatewinogradtileskernel`` filter transform, a third of NeuSight's convolutions): one thread block per 32
+output channels and 8 x 16 output pixels (the kernel's grid in NeuSight's traces is samples x ceil(C_out / 32),
+ceil(H / 8), ceil(W / 16)), 2.25x fewer multiplies than direct, transforms kept on chip
+(:func:`winograd_fused_s`). cuDNN picks the fastest algorithm for the shape, so the kernel's time is the lowest
+of the three (:class:`~paddlefit.estimate.gpu_model.CompiledStep`).
 
 Memory-bound kernels move their bytes at ``bw_eff`` of the DRAM bandwidth; bytes up to the L2 size are served
 ``l2_gain`` times faster (the kernels' inputs are the previous kernel's outputs, still in L2 when they fit).
@@ -154,3 +159,37 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
     passes = (x_elems + a2 * tiles * cin, a2 * tiles * cout + y_elems, (9 + a2) * cin * cout)
     trans = sum(memory_s(4.0 * np.asarray(b, dtype=float), bandwidth, bw_eff, l2_bytes, l2_gain) for b in passes)
     return np.maximum(comp, mem) + transform * trans, comp >= mem
+
+
+#: cuDNN's fused FP32 Winograd F(2x2, 3x3) kernel: a thread block computes 32 output channels of 8 x 16 output
+#: pixels (4 x 8 tiles of 2 x 2, "tile148"), 16 (= 4 x 4 input tile) element-wise products per tile and channel pair.
+FUSED_BLOCK_CO, FUSED_BLOCK_H, FUSED_BLOCK_W, FUSED_ALPHA2, FUSED_TILES = 32, 8, 16, 16, 32
+
+
+def winograd_fused_s(blocks: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray,
+                     y_elems: np.ndarray, peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float,
+                     power_cap_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float,
+                     l2_gain: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Seconds of an FP32 3x3 convolution as cuDNN's fused Winograd F(2x2, 3x3) kernel plus its filter transform,
+    without the fixed per-kernel costs (2 kernels).
+
+    Args:
+        blocks: pixel blocks, samples x ceil(out_h / 8) x ceil(out_w / 16) (:data:`FUSED_BLOCK_H`...); each is
+            run for every 32 output channels, one thread block per SM at a time (waves over ``sm``).
+        cin, cout, x_elems, y_elems: channels, input and output elements.
+        peak_flops, sm, gemm_k0, power_cap_flops: as :func:`gemm_compute_s`; ``eff``: the fitted
+            ``winograd_fused_fp32``, the fraction of an SM's peak a block reaches.
+        bandwidth, bw_eff, l2_bytes, l2_gain: as :func:`memory_s`.
+
+    Returns:
+        (seconds, compute-bound flag): max(waves x 2 x 16 x 32 x 32 x (C_in + gemm_k0) FLOPs of a block at
+        ``eff`` x peak / SMs, the input, output and transformed-filter bytes) + the filter transform pass (reads
+        9, writes 16 values per channel pair; 4-byte elements).
+    """
+    units = np.asarray(blocks, dtype=float) * np.ceil(np.asarray(cout, dtype=float) / FUSED_BLOCK_CO)
+    per_block = 2.0 * FUSED_ALPHA2 * FUSED_TILES * FUSED_BLOCK_CO
+    comp = np.ceil(units / sm) * per_block * (cin + gemm_k0) / (np.asarray(peak_flops) * eff / sm)
+    comp = np.maximum(comp, units * per_block * cin / power_cap_flops)
+    mem = memory_s(4.0 * (x_elems + y_elems + FUSED_ALPHA2 * cin * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
+    trans = memory_s(4.0 * (9 + FUSED_ALPHA2) * cin * cout, bandwidth, bw_eff, l2_bytes, l2_gain)
+    return np.maximum(comp, mem) + trans, comp >= mem

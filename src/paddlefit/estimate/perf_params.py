@@ -21,13 +21,13 @@ from paddlefit.errors import CatalogError
 PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
               "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
               "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent", "winograd_fp32",
-              "winograd_transform", "host_step_s")  # fmt: skip
+              "winograd_transform", "host_step_s", "winograd_fused_fp32")  # fmt: skip
 #: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
 #: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
 #: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
 KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent",
                    "bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "winograd_fp32",
-                   "winograd_transform")  # fmt: skip
+                   "winograd_transform", "winograd_fused_fp32")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class PerfParams:
             convolutions as implicit GEMMs; ``paddlefit calibrate``'s conv_fp32, from one 3x3 convolution without its
             geometry, may exceed 1 where cuDNN runs Winograd), ``winograd_fp32`` (the same for the 36 batched GEMMs
             of an FP32 Winograd convolution) and ``winograd_transform`` (multiplier on its transform passes'
-            bytes), ``dwconv`` (fraction of the FP32 CUDA-core peak
+            bytes), ``winograd_fused_fp32`` (fraction of an SM's FP32 peak a block of cuDNN's fused Winograd F(2x2, 3x3)
+            kernel reaches), ``dwconv`` (fraction of the FP32 CUDA-core peak
             for depthwise/grouped convolutions), ``bw_eff`` (fraction of the datasheet DRAM bandwidth reached by
             elementwise kernels; ``norm_bw_eff``/``softmax_bw_eff`` the same for norms and softmax, on the bytes
             :mod:`~paddlefit.estimate.kernels` counts), ``l2_gain`` (how much faster bytes within the L2 size
