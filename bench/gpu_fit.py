@@ -403,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  left out {rid}: {why}")
     shipped_doc = json.loads(PARAMS_FILE.read_text(encoding="utf-8"))
     doc = {
+        **{k: shipped_doc[k] for k in ("batched_sgemm_tiles",) if k in shipped_doc},
         "calibration": "published-fit",
         "values": values,
         "by_generation": p.by_generation,

@@ -30,6 +30,7 @@ import csv
 import datetime as dt
 import gzip
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ PARAMS_FILE = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "gpu_perf
 sys.path.insert(0, str(HERE.parent / "src"))
 
 from paddlefit.estimate.gpu_model import compile_step  # noqa: E402
+from paddlefit.estimate.kernel_model import batched_sgemm_tile  # noqa: E402
 from paddlefit.estimate.kernels import Kernel  # noqa: E402
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params  # noqa: E402
 
@@ -316,6 +318,31 @@ def errors(c: OpClass, p: dict[str, float], r: Rows) -> tuple[np.ndarray, np.nda
     return np.abs(model / r.t - 1), np.abs(roof / r.t - 1)
 
 
+def family_tiles(gpus: list[str]) -> dict[str, dict[str, Any]]:
+    """The batched-SGEMM tile of each cuBLAS kernel family, counted from the kernel names of ``gpus``' ``bmm``
+    calls (``volta_sgemm_64x64_nn``: family ``volta_sgemm``, tile 64 x 64): the most frequent tile of the family,
+    and the architectures that run it (the one its name gives and those it was seen on). The table
+    :func:`paddlefit.estimate.perf_params.batched_sgemm_tiles` ships."""
+    seen: dict[str, dict[tuple[int, int], int]] = {}
+    archs: dict[str, set[str]] = {}
+    for gpu in gpus:
+        for rec in _read(DATA / "kernels" / f"bmm__{gpu}.csv.gz"):
+            hit = re.match(r"(\w+?)_sgemm_(\d+)x(\d+)_", rec["Kernel Name"])
+            if hit:
+                fam = hit.group(1) + "_sgemm"
+                tile = (int(hit.group(2)), int(hit.group(3)))
+                seen.setdefault(fam, {})[tile] = seen.get(fam, {}).get(tile, 0) + 1
+                archs.setdefault(fam, {hit.group(1)}).add(DEVICES[gpu].arch)
+    return {fam: {"tile": list(max(t, key=t.get)), "architectures": sorted(archs[fam]), "calls": sum(t.values())}
+            for fam, t in seen.items()}  # fmt: skip
+
+
+def use_tiles(data: dict[str, Rows], table: dict[str, dict[str, Any]]) -> None:
+    """Give every GPU's compiled kernels the batched-SGEMM tile ``table`` says for its architecture."""
+    for r in data.values():
+        r.step.batched_tile = batched_sgemm_tile(DEVICES[r.gpu].arch, table)
+
+
 def run(write: bool) -> int:
     """Fit every class on all its GPUs, then leave each GPU out; print the table; optionally write."""
     t0 = time.perf_counter()
@@ -326,8 +353,12 @@ def run(write: bool) -> int:
     for c in CLASSES:
         data = {g: compile_rows(c.load(g), c.cls, c.unit) for g in c.gpus}
         counts[c.name] = {SHORT.get(g, g): len(data[g].t) for g in c.gpus}
+        use_tiles(data, family_tiles(list(NEUSIGHT)))
         full = fit_class(c, data, list(c.gpus), full)
         for held in c.gpus:
+            # the tiles as the other GPUs' kernel names give them: a family no other GPU runs falls back to the
+            # general rule
+            use_tiles(data, family_tiles([g for g in NEUSIGHT if SHORT[g] != SHORT.get(held, held)]))
             p = fit_class(c, data, [g for g in c.gpus if g != held], full)
             e, er = errors(c, p, data[held])
             tables.append((c.name, SHORT.get(held, held), len(e), np.median(e), np.percentile(e, 90),
@@ -344,7 +375,7 @@ def run(write: bool) -> int:
     print("fitted on all GPUs: " + ", ".join(f"{k}={full[k]:.4g}" for k in shown))
     print(f"{time.perf_counter() - t0:.0f} s")
     if write:
-        write_params(full, counts)
+        write_params(full, counts, family_tiles(list(NEUSIGHT)))
     med = {c.name: float(np.median([t[3] for t in tables if t[0] == c.name])) for c in CLASSES}
     ok = all(v <= (0.10 if name == "memory-bound" else 0.15) for name, v in med.items())
     print("target (leave-one-GPU-out median |error|: <= 15% GEMM and conv, <= 10% memory-bound): "
@@ -352,8 +383,9 @@ def run(write: bool) -> int:
     return 0 if ok else 1
 
 
-def write_params(p: dict[str, float], counts: dict[str, dict[str, int]]) -> None:
-    """Put the kernel constants into the shipped parameter file (atomically), with their provenance."""
+def write_params(p: dict[str, float], counts: dict[str, dict[str, int]], tiles: dict[str, Any]) -> None:
+    """Put the kernel constants and the batched-SGEMM tiles into the shipped parameter file (atomically), with
+    their provenance."""
     from paddlefit.fileio import atomic_write_text
 
     doc = json.loads(PARAMS_FILE.read_text(encoding="utf-8"))
@@ -361,6 +393,7 @@ def write_params(p: dict[str, float], counts: dict[str, dict[str, int]]) -> None
     from paddlefit.estimate.perf_params import KERNEL_FIT_KEYS
 
     doc["values"].update({k: round(float(p[k]), 6) for k in KERNEL_FIT_KEYS})
+    doc["batched_sgemm_tiles"] = tiles
     doc.setdefault("provenance", {})["kernels"] = {
         "fitted_by": "bench/gpu_kernels.py", "date": dt.date.today().isoformat(),
         "data": "bench/data/gpu-kernels (NeuSight ASPLOS 2025, MIT; DeepBench, Apache-2.0)",

@@ -12,7 +12,14 @@ from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
 from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
-from paddlefit.estimate.kernel_model import gemm_compute_s, gemm_tiling, memory_s, winograd_fused_s, winograd_s
+from paddlefit.estimate.kernel_model import (
+    batched_sgemm_tile,
+    gemm_compute_s,
+    gemm_tiling,
+    memory_s,
+    winograd_fused_s,
+    winograd_s,
+)
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
@@ -158,19 +165,39 @@ def test_wave_quantization_at_a_tile_boundary():
 
 
 def test_small_outputs_take_small_tiles_and_split_k():
-    # 128 x 128 output: no tile size fills 108 SMs, so the smallest (32 x 32: 16 tiles) and the reduction is
-    # split into min(ceil(108 / 16), 1024 // 128) = 7 slices: 112 units, 2 waves of k = 1024 / 7
+    # 128 x 128 output: no tile size fills 108 SMs, so the smallest (32 x 32: 16 tiles), and the reduction is split
+    # into min(ceil(108 / 16), 1024 // 128) = 7 slices: 112 units of k = 1024 / 7. An SM holds min(128 x 128 /
+    # (32 x 32), 8) = 8 such tiles at once, sharing its rate: one wave of 108 x 8 slots, 8 tile times
     tm, tn, waves, kt = gemm_tiling(1, 128, 128, 1024, 108)
-    assert (float(tm), float(tn), float(waves)) == (32, 32, 2) and float(kt) == pytest.approx(1024 / 7)
+    assert (float(tm), float(tn), float(waves)) == (32, 32, 8) and float(kt) == pytest.approx(1024 / 7)
+    # with the tensor cores' one tile per SM: 112 units are 2 waves of one tile time
+    assert [float(x) for x in gemm_tiling(1, 128, 128, 1024, 108, simt=False)[:3]] == [32, 32, 2]
     # a 32 x 32 tile has intensity h = 16 FLOPs per element loaded against 64 for 128 x 128: its SM is slower
     rate = (16 / (16 + 36.0)) / (64 / (64 + 36.0))
     t = gemm_compute_s(1, 128, 128, 1024, 19.5e12, 108, 1.0, 0.0, 36.0)
-    assert t == pytest.approx(2 * 2 * 32 * 32 * (1024 / 7) / (19.5e12 * rate / 108))
+    assert t == pytest.approx(8 * 2 * 32 * 32 * (1024 / 7) / (19.5e12 * rate / 108))
+    # 64 x 64 tiles (a batched GEMM of a family that runs them) go 4 to an SM: 4 x 108 fill one wave of 4 tile
+    # times, one more tile takes a second
+    assert [float(x) for x in gemm_tiling(432, 64, 64, 4096, 108, (64, 64))] == [64, 64, 4, 4096]
+    assert [float(x) for x in gemm_tiling(433, 64, 64, 4096, 108, (64, 64))] == [64, 64, 8, 4096]
     # a large output keeps the 128 x 128 tile: 32 x 32 = 1024 tiles are 9.48 waves of 108, so 10
     assert [float(x) for x in gemm_tiling(1, 4096, 4096, 64, 108)[:3]] == [128, 128, 10]
     # 6 x 128 rows and 2 x 128 columns = 12 tiles of 128 x 128 do not fill 108 SMs; 64 x 64 tiles: 48, neither;
-    # 32 x 32: 192 tiles fill them (2 waves)
-    assert [float(x) for x in gemm_tiling(1, 768, 256, 64, 108)[:3]] == [32, 32, 2]
+    # 32 x 32: 192 tiles fill them, 8 to an SM: one wave of 8 tile times
+    assert [float(x) for x in gemm_tiling(1, 768, 256, 64, 108)[:3]] == [32, 32, 8]
+
+
+def test_batched_sgemm_takes_its_kernel_familys_tile_without_split_k():
+    # 12 x 8 heads' 197 x 64 @ 64 x 197 (ViT-B attention scores): the general rule gives 128 x 128 tiles (384 of
+    # them fill 80 SMs); Volta's batched SGEMM kernels are 64 x 64: 96 x 4 x 4 = 1536 tiles, 4 to an SM, so
+    # ceil(1536 / 320) = 5 waves of 4 tile times; no split-K
+    assert [float(x) for x in gemm_tiling(96, 197, 197, 64, 80)[:3]] == [128, 128, 5]
+    assert [float(x) for x in gemm_tiling(96, 197, 197, 64, 80, (64, 64))] == [64, 64, 20, 64]
+    # a single GEMM, or one the family does not cover (TF32/half tensor-core kernels), keeps the general rule
+    assert [float(x) for x in gemm_tiling(1, 197, 197, 64, 80, (64, 64))[:2]] == [32, 32]
+    assert [float(x) for x in gemm_tiling(96, 197, 197, 64, 80, (64, 64), False)[:2]] == [128, 128]
+    tiles = {"volta_sgemm": {"tile": [64, 64], "architectures": ["turing", "volta"]}}
+    assert batched_sgemm_tile("Turing", tiles) == (64.0, 64.0) and batched_sgemm_tile("ada", tiles) is None
 
 
 def test_bandwidth_bound_add_and_l2():

@@ -24,6 +24,7 @@ from paddlefit.estimate.kernel_model import (
     FUSED_BLOCK_H,
     FUSED_BLOCK_W,
     WINOGRAD_TILE,
+    batched_sgemm_tile,
     fp32_power_cap_flops,
     gemm_compute_s,
     memory_s,
@@ -39,6 +40,7 @@ from paddlefit.estimate.optrace import TracedOp
 from paddlefit.estimate.perf_params import (
     PARAM_KEYS,
     PerfParams,
+    batched_sgemm_tiles,
 )
 
 MIB = 1024**2
@@ -112,6 +114,8 @@ class CompiledStep:
         bandwidth, l2_bytes, sm, tdp_w, process_nm: datasheet DRAM bytes/s, L2 bytes, SMs, board watts, process
             node nm (0 when unknown).
         architecture: GPU architecture (for ``PerfParams.by_generation``).
+        batched_tile: the tile of the architecture's FP32 batched SGEMMs (None: the general tile rule;
+            :func:`~paddlefit.estimate.kernel_model.batched_sgemm_tile`).
     """
 
     kernels: list[Kernel]
@@ -131,6 +135,7 @@ class CompiledStep:
     tdp_w: float
     process_nm: float
     architecture: str | None
+    batched_tile: tuple[float, float] | None = None
 
     def power_cap_flops(self, params: PerfParams) -> float:
         """FP32 FLOP/s this GPU's board power sustains on CUDA cores (:func:`fp32_power_cap_flops`)."""
@@ -152,7 +157,8 @@ class CompiledStep:
             g, m, n, k = self.gemm[:, tiled]
             per_shape = self.flops[tiled] / (2 * g * m * n * k)
             out[tiled] = per_shape * gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled],
-                                                    get("gemm_k0"), get("tile_h0"), cap[tiled])  # fmt: skip
+                                                    get("gemm_k0"), get("tile_h0"), cap[tiled], self.batched_tile,
+                                                    self.cuda_core[tiled])  # fmt: skip
         flat = (self.key >= 0) & ~tiled
         out[flat] = np.maximum(self.flops[flat] / (self.peak[flat] * eff[flat]), self.flops[flat] / cap[flat])
         return out
@@ -174,7 +180,7 @@ class CompiledStep:
             tiles, cin, cout, x, y, blocks = self.winograd[:, w]
             mem = (self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"))
             tw, cw = winograd_s(tiles, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), watts, *mem, get("winograd_transform"))  # fmt: skip
+                                get("tile_h0"), watts, *mem, get("winograd_transform"), self.batched_tile)  # fmt: skip
             tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
                                       get("gemm_k0"), watts, *mem)  # fmt: skip
             for tc, cc, n in ((tw, cw, 4), (tf, cf, 2)):
@@ -216,6 +222,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         tdp_w=float(getattr(gpu, "tdp_w", None) or 0.0),
         process_nm=float(getattr(gpu, "process_nm", None) or 0.0),
         architecture=getattr(gpu, "architecture", None),
+        batched_tile=batched_sgemm_tile(getattr(gpu, "architecture", None), batched_sgemm_tiles()),
     )
 
 

@@ -43,6 +43,8 @@ is not here: :func:`paddlefit.estimate.timing.host_floor_s`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 #: Output tiles of one thread block, largest first: cuBLAS's SGEMM kernels are named by them
@@ -54,17 +56,35 @@ TILES = ((128, 128), (128, 64), (64, 64), (128, 32), (32, 32))
 SPLIT_K_MIN = 128
 
 
-def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
-                sm: float) -> tuple[np.ndarray, ...]:  # fmt: skip
+#: Output elements whose accumulators one SM holds at a time: one 128 x 128 tile's (64 KiB of FP32 accumulators, a
+#: quarter of the 256 KiB register file every SM from Pascal to Hopper has; NVIDIA's architecture whitepapers).
+#: Smaller tiles run that many at once per SM, at most :data:`MAX_BLOCKS_PER_SM`.
+RESIDENT_OUTPUTS = 128 * 128
+#: At most 8 resident thread blocks of 256 threads: the 2,048 threads an SM holds (CUDA Programming Guide,
+#: "Compute Capabilities": 2,048 threads per SM on compute capability 6.0-9.0).
+MAX_BLOCKS_PER_SM = 8
+
+
+def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: float,
+                batched_tile: tuple[float, float] | None = None,
+                simt: np.ndarray | bool = True) -> tuple[np.ndarray, ...]:  # fmt: skip
     """Tile, waves and k per tile of GEMMs (arrays of one shape; ``g`` batched GEMMs of m x n outputs, reduction k).
 
     The tile is the largest of :data:`TILES` whose count still fills every SM, its long edge along the longer
     output dimension (cuBLAS's heuristics prefer large tiles and fall back to smaller ones for small outputs: the
     kernel names in NeuSight's traces), else the smallest. With fewer tiles than SMs the reduction is split
-    (split-K, see the module docstring).
+    (split-K, see the module docstring). ``simt`` marks FP32 GEMMs on the CUDA cores (cuBLAS's SGEMM kernels, whose
+    tiles :data:`TILES` are; tensor-core kernels have their own): a batched one (``g`` > 1) runs ``batched_tile``
+    when one is given, the tile of the architecture's SGEMM kernel family for strided-batched GEMMs
+    (:func:`batched_sgemm_tile`), without split-K (its grid is tiles x batch in NeuSight's traces); and an SM runs
+    ``o = min(RESIDENT_OUTPUTS / (tm tn), MAX_BLOCKS_PER_SM)`` of its tiles at once (at least 1), sharing its
+    rate, so they are quantized in waves of ``SMs x o`` and a wave takes ``o`` tile times (split-K still aims at one
+    unit per SM: a lone small tile runs at 1 / o of its SM, too few warps to fill it). Other GEMMs run one tile per
+    SM at a time.
 
     Returns:
-        (tm, tn, waves, k_tile): tile edges, ceil(units / SMs) with units = tiles x split, and k / split.
+        (tm, tn, waves, k_tile): tile edges, tile times per SM (ceil(units / (SMs x o)) x o, units = tiles x
+        split), and k / split.
     """
     g, m, n, k = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (g, m, n, k))
     tm, tn = np.full(m.shape, 32.0), np.full(m.shape, 32.0)
@@ -73,9 +93,33 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
         ta, tb = np.where(m >= n, a, b), np.where(m >= n, b, a)
         ok = ~done & (g * np.ceil(m / ta) * np.ceil(n / tb) >= sm)
         tm, tn, done = np.where(ok, ta, tm), np.where(ok, tb, tn), done | ok
+    simt = np.asarray(simt, dtype=bool)
+    fixed = np.zeros(m.shape, dtype=bool)
+    if batched_tile is not None:
+        fixed = (g > 1) & simt
+        a, b = batched_tile
+        tm, tn = np.where(fixed, np.where(m >= n, a, b), tm), np.where(fixed, np.where(m >= n, b, a), tn)
     tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
-    split = np.where(tiles < sm, np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)
-    return tm, tn, np.ceil(tiles * split / sm), k / split
+    split = np.where((tiles < sm) & ~fixed,
+                     np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)  # fmt: skip
+    per_sm = np.where(simt, np.clip(RESIDENT_OUTPUTS / (tm * tn), 1.0, MAX_BLOCKS_PER_SM), 1.0)
+    return tm, tn, np.ceil(tiles * split / (sm * per_sm)) * per_sm, k / split
+
+
+def batched_sgemm_tile(architecture: str | None, tiles: dict[str, Any]) -> tuple[float, float] | None:
+    """The output tile of ``architecture``'s FP32 strided-batched SGEMM kernels, or None (the general rule of
+    :func:`gemm_tiling`).
+
+    cuBLAS runs one SGEMM kernel family per architecture (``maxwell_sgemm_*`` on Pascal, ``volta_sgemm_*`` on
+    Volta and Turing, ``ampere_sgemm_*`` on Ampere: the kernel names in NeuSight's traces), and for batched GEMMs
+    each family settles on one tile. ``tiles`` is the shipped table (``batched_sgemm_tiles`` of the parameter
+    file: family -> tile and which architectures run it, counted from the kernel names by
+    ``bench/gpu_kernels.py``); an architecture it does not list gets None.
+    """
+    for fam in tiles.values():
+        if (architecture or "").lower() in fam.get("architectures", ()):
+            return float(fam["tile"][0]), float(fam["tile"][1])
+    return None
 
 
 def fp32_power_cap_flops(tdp_w: float | None, process_nm: float | None, gflops_per_w: float,
@@ -95,7 +139,8 @@ def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:
 
 def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, peak_flops: np.ndarray | float,
                    sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float,
-                   power_cap_flops: np.ndarray | float = np.inf) -> np.ndarray:  # fmt: skip
+                   power_cap_flops: np.ndarray | float = np.inf, batched_tile: tuple[float, float] | None = None,
+                   simt: np.ndarray | bool = True) -> np.ndarray:  # fmt: skip
     """Compute seconds of GEMMs (see the module docstring).
 
     Args:
@@ -105,8 +150,9 @@ def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, p
         eff: fraction of the peak a 128 x 128 tile reaches at long k (fitted per unit).
         gemm_k0, tile_h0: fitted, see the module docstring.
         power_cap_flops: FLOP/s the board power sustains (inf: no cap).
+        batched_tile, simt: as :func:`gemm_tiling`.
     """
-    tm, tn, waves, kt = gemm_tiling(g, m, n, k, sm)
+    tm, tn, waves, kt = gemm_tiling(g, m, n, k, sm, batched_tile, simt)
     rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
     t = waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
     flops = 2.0 * np.maximum(g, 1) * np.maximum(m, 1) * np.maximum(n, 1) * np.maximum(k, 1)
@@ -136,7 +182,8 @@ def winograd_eligible(conv: tuple[int, ...] | None) -> bool:
 def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray, y_elems: np.ndarray,
                peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float, tile_h0: float,
                power_cap_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float, l2_gain: float,
-               transform: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+               transform: float,
+               batched_tile: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Seconds of an FP32 convolution as Winograd F(4x4, 3x3), without the fixed per-kernel costs (4 kernels).
 
     Args:
@@ -146,6 +193,7 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
             ``winograd_fp32``).
         bandwidth, bw_eff, l2_bytes, l2_gain: as :func:`memory_s`.
         transform: fitted multiplier on the transform passes' bytes (``winograd_transform``).
+        batched_tile: the tile of the 36 batched SGEMMs (:func:`gemm_tiling`).
 
     Returns:
         (seconds, compute-bound flag) per convolution: max(36 GEMMs of tiles x cout over cin, their operands'
@@ -154,7 +202,8 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
     """
     a2 = WINOGRAD_ALPHA**2
     ones = np.ones_like(np.asarray(tiles, dtype=float))
-    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops)
+    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops,
+                          batched_tile)  # fmt: skip
     mem = memory_s(4.0 * a2 * (tiles * cin + cin * cout + tiles * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
     passes = (x_elems + a2 * tiles * cin, a2 * tiles * cout + y_elems, (9 + a2) * cin * cout)
     trans = sum(memory_s(4.0 * np.asarray(b, dtype=float), bandwidth, bw_eff, l2_bytes, l2_gain) for b in passes)

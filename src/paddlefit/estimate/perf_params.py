@@ -182,9 +182,32 @@ def load_perf_params() -> PerfParams:
     Raises:
         CatalogError: the file is malformed.
     """
+    return parse_perf_params(_shipped_doc(), "paddlefit/catalog/data/gpu_perf_params.json")
+
+
+@lru_cache(maxsize=1)
+def _shipped_doc() -> dict[str, Any]:
     text = resources.files("paddlefit.catalog").joinpath("data/gpu_perf_params.json").read_text(encoding="utf-8")
     try:
-        doc = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise CatalogError(f"GPU model parameters: not valid JSON: {exc}.") from None
-    return parse_perf_params(doc, "paddlefit/catalog/data/gpu_perf_params.json")
+
+
+def batched_sgemm_tiles() -> dict[str, Any]:
+    """The shipped table of FP32 batched-SGEMM tiles per cuBLAS kernel family (``batched_sgemm_tiles`` of
+    ``gpu_perf_params.json``: family -> ``{"tile": [tm, tn], "architectures": [...], "calls": n}``, counted from
+    NeuSight's kernel names by ``bench/gpu_kernels.py``; see
+    :func:`~paddlefit.estimate.kernel_model.batched_sgemm_tile`). A property of cuBLAS, not of a calibration.
+
+    Raises:
+        CatalogError: the table is malformed (names the family).
+    """
+    table = _shipped_doc().get("batched_sgemm_tiles") or {}
+    for fam, v in table.items():
+        tile = v.get("tile") if isinstance(v, dict) else None
+        if not (isinstance(tile, list) and len(tile) == 2 and all(isinstance(x, int) and x > 0 for x in tile)
+                and isinstance(v.get("architectures"), list)):  # fmt: skip
+            raise CatalogError(f"GPU model parameters: `batched_sgemm_tiles.{fam}` needs a `tile` of two positive "
+                               "integers and a list of `architectures`.")  # fmt: skip
+    return table
