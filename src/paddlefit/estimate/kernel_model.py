@@ -54,6 +54,11 @@ TILES = ((128, 128), (128, 64), (64, 64), (128, 32), (32, 32))
 #: Shortest k slice of a split-K GEMM: 4 k-iterations of CUTLASS's default 32-deep threadblock tile, so each slice
 #: still amortises its prologue and the final reduction of the partial tiles.
 SPLIT_K_MIN = 128
+#: A reduction this long (a weight gradient's, which runs over every sample and pixel: 10^5-10^6 for a CNN) is split
+#: further, until every resident tile slot (SMs x tiles per SM) has a slice. The value is the shortest at which
+#: NeuSight's measured GEMMs (reductions up to 65,536) do not get worse leave one GPU out (bench/gpu_kernels.py,
+#: GEMM median |error| at 2,048 / 4,096 / 16,384: 16.7% / 15.0% / 12.8%).
+SPLIT_K_LONG = 16384
 
 
 #: Output elements whose accumulators one SM holds at a time: one 128 x 128 tile's (64 KiB of FP32 accumulators, a
@@ -78,9 +83,9 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: 
     when one is given, the tile of the architecture's SGEMM kernel family for strided-batched GEMMs
     (:func:`batched_sgemm_tile`), without split-K (its grid is tiles x batch in NeuSight's traces); and an SM runs
     ``o = min(RESIDENT_OUTPUTS / (tm tn), MAX_BLOCKS_PER_SM)`` of its tiles at once (at least 1), sharing its
-    rate, so they are quantized in waves of ``SMs x o`` and a wave takes ``o`` tile times (split-K still aims at one
-    unit per SM: a lone small tile runs at 1 / o of its SM, too few warps to fill it). Other GEMMs run one tile per
-    SM at a time.
+    rate, so they are quantized in waves of ``SMs x o`` and a wave takes ``o`` tile times (split-K aims at one unit
+    per SM, so a lone small tile runs at 1 / o of its SM, too few warps to fill it; only a reduction of at least
+    :data:`SPLIT_K_LONG` is split until all ``SMs x o`` slots have one). Other GEMMs run one tile per SM at a time.
 
     Returns:
         (tm, tn, waves, k_tile): tile edges, tile times per SM (ceil(units / (SMs x o)) x o, units = tiles x
@@ -103,6 +108,8 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: 
     split = np.where((tiles < sm) & ~fixed,
                      np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)  # fmt: skip
     per_sm = np.where(simt, np.clip(RESIDENT_OUTPUTS / (tm * tn), 1.0, MAX_BLOCKS_PER_SM), 1.0)
+    long_k = np.minimum(np.ceil(sm * per_sm / tiles), np.floor(k / SPLIT_K_LONG))
+    split = np.where(~fixed, np.maximum(split, long_k), split)
     return tm, tn, np.ceil(tiles * split / (sm * per_sm)) * per_sm, k / split
 
 
