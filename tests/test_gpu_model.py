@@ -22,7 +22,7 @@ from paddlefit.estimate.kernel_model import (
 )
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
 from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
-from paddlefit.estimate.perf_params import PerfParams, load_perf_params, parse_perf_params
+from paddlefit.estimate.perf_params import PerfParams, batched_sgemm_tiles, load_perf_params, parse_perf_params
 from paddlefit.models import resolve_model
 
 A100 = get_gpu("A100-SXM4-40GB")
@@ -281,10 +281,14 @@ def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
     h0 = p.values["tile_h0"]
     implicit = max(gemm_compute_s(1, m, cout, cin * 9, peak, sm, 0.7, 0.0, h0),
                    float(memory_s(io, bw, 0.8, l2, 1.0))) + 5e-6  # fmt: skip
-    wino, _ = winograd_s(512.0, cin, cout, m * cin, m * cout, peak, sm, 0.7, 0.0, h0, math.inf, bw, 0.8, l2, 1.0, 1.0)
+    # the 36 GEMMs are a batched SGEMM: Turing runs Volta's family, 64 x 64 tiles (the shipped table)
+    bt = batched_sgemm_tile(t4.architecture, batched_sgemm_tiles())
+    assert bt == (64.0, 64.0)
+    wino, _ = winograd_s(512.0, cin, cout, m * cin, m * cout, peak, sm, 0.7, 0.0, h0, math.inf, bw, 0.8, l2, 1.0, 1.0,
+                         bt)  # fmt: skip
     # by hand: the 36 GEMMs (or their operands' bytes), then the input transform (read x, write 36 x tiles x cin),
     # the output transform (read 36 x tiles x cout, write y) and the filter's (read 9, write 36 per channel pair)
-    gemm36 = max(gemm_compute_s(36, 512, cout, cin, peak, sm, 0.7, 0.0, h0),
+    gemm36 = max(gemm_compute_s(36, 512, cout, cin, peak, sm, 0.7, 0.0, h0, math.inf, bt),
                  float(memory_s(4 * 36 * (512 * cin + cin * cout + 512 * cout), bw, 0.8, l2, 1.0)))  # fmt: skip
     passes = [m * cin + 36 * 512 * cin, 36 * 512 * cout + m * cout, 45 * cin * cout]
     assert float(wino) == pytest.approx(gemm36 + sum(float(memory_s(4 * b, bw, 0.8, l2, 1.0)) for b in passes))

@@ -150,12 +150,16 @@ def test_plan_from_the_spec_and_the_option_on_a100(tmp_path):
     ratio = {key: (ex_off[key]["seconds"] - fixed * ex_off[key]["kernels"])
              / (ex_on[key]["seconds"] - fixed * ex_on[key]["kernels"]) for key in gemms}  # fmt: skip
     # a group's kernels that are memory-bound (attention's small matmuls at seq 128) grow less than 8x x efficiency;
-    # the dense layers (2048 tokens x 768) are compute-bound on both units: exactly that
+    # the dense layers (2048 tokens x 768) are compute-bound on both units: exactly that. The weight gradient
+    # (768 x 768 outputs over 2048 tokens: 144 tiles of 64 x 64 on 108 SMs) is quantized differently: the tensor
+    # cores run 2 waves of one tile, the CUDA cores hold 4 such tiles per SM, so an SM's pair takes 4 tile times
+    wgrad = ratio.pop(("linear.wgrad", "backward"))
+    assert 1 < wgrad <= 2 * expect * (1 + 1e-9)
     assert all(1 < r <= expect * (1 + 1e-9) for r in ratio.values()), ratio
     dense = [r for (op, _), r in ratio.items() if op.startswith("linear")]
     a = "ampere"  # compute-bound on both units: at least the tiles' ratio, at most what the power cap adds
     tiles_ratio = 8.0 * p.get("gemm_tf32", a) / p.get("gemm_fp32", a)
-    assert len(dense) == 3 and all(tiles_ratio * (1 - 1e-6) <= r <= expect * (1 + 1e-9) for r in dense), ratio
+    assert len(dense) == 2 and all(tiles_ratio * (1 - 1e-6) <= r <= expect * (1 + 1e-9) for r in dense), ratio
     g_on, g_off = row_on["time_breakdown"]["gemm"]["seconds"], row_off["time_breakdown"]["gemm"]["seconds"]
     assert 1 < g_off / g_on <= expect * (1 + 1e-9)  # memory-bound or small GEMMs grow less
     assert row_off["step_time_s"] > 2 * row_on["step_time_s"]
