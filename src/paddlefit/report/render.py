@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.gpus import GPU
+from paddlefit.report.units import column_unit
 
 
 def gib(nbytes: float | None) -> str:
@@ -101,6 +102,8 @@ def render_plan(plan: Any, console: Console) -> None:
     for col, just in cols:
         table.add_column(col, justify=just, no_wrap=col != "notes", overflow="fold")
     has_ttt = any(t.time_to_train_s is not None for t in plan.targets)
+    step_unit = column_unit(t.step_time_s for t in plan.targets)
+    ttt_unit = column_unit(t.time_to_train_s for t in plan.targets)
     if has_ttt:
         table.add_column("to train", justify="right", no_wrap=True)
     for t in plan.targets:
@@ -109,8 +112,8 @@ def render_plan(plan: Any, console: Console) -> None:
             "[green]yes[/]" if t.fits else "[red]no[/]",
             f"{t.peak_bytes / 1024**3:,.1f}/{t.capacity_bytes / 1024**3:,.0f}",
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
-            duration(t.step_time_s),
-            "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
+            step_unit.fmt(t.step_time_s),
+            "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
             "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
             (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
              else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")),
@@ -118,7 +121,7 @@ def render_plan(plan: Any, console: Console) -> None:
         if wide:
             row.append("; ".join(t.notes))
         if has_ttt:
-            row.append(duration(t.time_to_train_s))
+            row.append(ttt_unit.fmt(t.time_to_train_s))
         table.add_row(*row)
     print_min_width(console, table, 100)
     if not wide:
@@ -234,28 +237,32 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     table.add_column("", no_wrap=True)
     table.add_column("instance", no_wrap=True)
     table.add_column("GPUs", no_wrap=True)
-    for col in ("time", "on-demand", "spot", "ckpt"):
+    spot_time = any(r.cost_basis.startswith("spot") for r in fit)  # ranked by spot hours: show them
+    for col in (*("time", "on-demand", "spot", "spot time")[: 4 if spot_time else 3], "ckpt"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
     footnotes: list[str] = []
+    named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
+    unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
+    ckpt_unit = column_unit(r.checkpoint_interval_s for r in fit[:top])
     for r in fit[:top]:
         marks = ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else "")
-        ci = r.checkpoint_interval_s
-        ckpt = "-" if ci is None else f"{ci:.0f}s" if ci < 60 else f"{ci / 60:,.0f}m"
         refs = []
         for n in r.notes:
             if n not in footnotes:
                 footnotes.append(n)
             refs.append(str(footnotes.index(n) + 1))
+        spot_h = [unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600)] if spot_time else []
         table.add_row(marks, escape(f"{r.cloud} {r.instance_type}"), escape(f"{r.gpu_count}x {r.gpu}"),
-                      duration(r.hours * 3600),
-                      usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
+                      unit.fmt(r.hours * 3600), usd(r.on_demand_usd), usd(r.spot_expected_usd), *spot_h,
+                      ckpt_unit.fmt(r.checkpoint_interval_s), ",".join(refs))  # fmt: skip
     print_min_width(console, table, 120)
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {escape(n)}[/]", soft_wrap=True)
-    console.print("[dim]  spot = expected spot cost (lost work, restarts, checkpoint writes); ckpt = Daly checkpoint "
-                  "interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, peak "
-                  "per GPU[/]", soft_wrap=True)
+    console.print("[dim]  time = on-demand hours; spot = expected spot cost (lost work, restarts, checkpoint writes)"
+                  + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = Daly "
+                  "checkpoint interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
+                  "peak per GPU[/]", soft_wrap=True)
     hidden = len(fit) - min(top, len(fit))
     if hidden:
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
@@ -273,11 +280,11 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         console.print(f"[dim]not priced: {escape(shown)}: {escape(reason)}[/]", soft_wrap=True)
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
-        took = duration(c.cost_hours * 3600)
+        took = unit.fmt(c.cost_hours * 3600)
         console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {usd(c.cost_usd)} in {took} ({c.cost_basis})")
     if report.fastest:
         f = next(r for r in fit if r.fastest)
-        took = duration(f.cost_hours * 3600)
+        took = unit.fmt(f.cost_hours * 3600)
         console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {usd(f.cost_usd)} ({f.cost_basis})")
     if not report.rows:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
@@ -340,6 +347,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         for col in ("#", "dp", "shard", "tp", "pp", "micro x accum", "recompute", "sp", "GiB peak/usable",
                     "step", "tokens/s", "MFU"):  # fmt: skip
             table.add_column(col, justify="left" if col in ("recompute",) else "right", no_wrap=True)
+        step_unit = column_unit(p.time.step for p in shown)
         for i, p in enumerate(shown, 1):
             lay, m = p.layout, p.memory
             mem_cell = f"{m.peak / 1024**3:,.1f}/{m.usable / 1024**3:,.1f}"
@@ -347,7 +355,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
                 str(i), str(lay.dp), f"stage{lay.sharding}" if lay.sharding else "-", str(lay.tp), str(lay.pp),
                 f"{lay.micro_batch} x {lay.accum}", lay.recompute, "yes" if lay.sequence_parallel else "-",
                 mem_cell if p.fits else f"[red]{mem_cell}[/]",
-                duration(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+                step_unit.fmt(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
             )  # fmt: skip
         print_min_width(console, table, 110)
         best = shown[0]
