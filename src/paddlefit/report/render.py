@@ -358,6 +358,8 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
                 step_unit.fmt(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
             )  # fmt: skip
         print_min_width(console, table, 110)
+        if r.tie_break and fitting:
+            console.print(f"[dim]tie-break: {escape(r.tie_break)}[/]", highlight=False)
         best = shown[0]
         m, t = best.memory, best.time
         console.print(
