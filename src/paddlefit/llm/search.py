@@ -166,8 +166,8 @@ def tie_break(plans: list[ParallelPlan], best_tps: float) -> str:
     free = (first.memory.usable - first.memory.peak) / gib
     said = (f"the fastest ({fastest.tokens_per_s:,.0f} tokens/s, {fastest.memory.peak / gib:,.1f} GiB peak) is "
             "#1" if first is fastest else f"#1 runs at {first.tokens_per_s / fastest.tokens_per_s:.1%} of the "
-            f"fastest ({fastest.tokens_per_s:,.0f} tokens/s) with {(fastest.memory.peak - first.memory.peak) / gib:,.1f}"
-            " GiB less peak")  # fmt: skip
+            f"fastest ({fastest.tokens_per_s:,.0f} tokens/s) with "
+            f"{(fastest.memory.peak - first.memory.peak) / gib:,.1f} GiB less peak")  # fmt: skip
     return (f"{len(ties)} layouts within 1% of the fastest tokens/s tie (below the model's resolution); the tie goes "
             f"to headroom: fewest TP x PP ranks, then the most free memory (#1: {free:,.1f} GiB free of "
             f"{first.memory.usable / gib:,.1f} usable); {said}")

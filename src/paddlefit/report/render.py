@@ -286,6 +286,8 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         f = next(r for r in fit if r.fastest)
         took = unit.fmt(f.cost_hours * 3600)
         console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {usd(f.cost_usd)} ({f.cost_basis})")
+    for tie in report.tie_breaks:
+        console.print(f"[dim]tie-break: {escape(tie)}[/]", soft_wrap=True)
     if not report.rows:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:
