@@ -61,12 +61,12 @@ def to_json(doc: Any) -> str:
 def print_min_width(console: Console, renderable: Any, min_width: int) -> None:
     """Print ``renderable`` laid out for at least ``min_width`` columns, so numbers are never cut to "..." (a pipe or
     CI log reports 80 columns; a narrower terminal wraps the long lines instead)."""
-    width = console.width
-    console.width = max(width, min_width)
+    fixed = console._width  # None: the width follows the terminal (or COLUMNS); restored as it was, not frozen
+    console.width = max(console.width, min_width)
     try:
         console.print(renderable)
     finally:
-        console.width = width
+        console._width = fixed
 
 
 def render_plan(plan: Any, console: Console) -> None:
