@@ -240,8 +240,9 @@ class LogLines:
     """Progress as a log line every ``every`` optimizer steps and at the last: ``step S/T (epoch E): loss L  R
     samples/s over the last N steps, A since step S0``: R the rate of the steps since the previous line, A the rate
     of every step since the run (or resume) started. On a shared machine a window of ``every`` steps (a fraction of
-    a second for a small model) swings with the other processes' load: 2.4x the lines around it when they paused
-    (issue 26; the per-step times in metrics.jsonl show it), so the line also gives the steady figure A."""
+    a second for a small model) swings with the other processes' load (with two busy processes on a 2-core machine,
+    windows 2-4x the lines around them were measured; issue 26 saw 2.4x at step 210), so the line also gives the
+    steady figure A."""
 
     def __init__(self, log: Callable[[str], None], every: int) -> None:
         self.log = log
