@@ -256,13 +256,14 @@ def tie_to_headroom(fit: list[CostRow], value: Callable[[CostRow], float], what:
     if not fit:
         return None
     low = min(fit, key=lambda r: (value(r), r.gpu_count))
-    ties = [r for r in fit if value(r) <= value(low) * TIE_FACTOR]
+    ties = [r for r in fit if value(r) <= value(low) * TIE_FACTOR] or [low]  # NaN: no tie
     best = min(ties, key=lambda r: (r.gpu_count, r.peak_bytes - r.capacity_bytes, value(r)))
     if best is not low:
         why = "fewer GPUs" if best.gpu_count < low.gpu_count else "more free memory per GPU"
         said.append(f"{what}: {len(ties)} instances within 1% of the lowest {'cost' if what == 'cheapest' else 'time'}"
                     f" tie; the tie goes to headroom (fewer GPUs, then more free memory per GPU): {row_key(best)} "
-                    f"({why}) over {row_key(low)} ({1 - value(low) / value(best):.2%} lower)")
+                    f"({why}) over {row_key(low)}"
+                    + (f" ({1 - value(low) / value(best):.2%} lower)" if value(best) > 0 else ""))
     return best
 
 

@@ -37,7 +37,7 @@ class DurationUnit:
 def column_unit(seconds: Iterable[float | None]) -> DurationUnit:
     """The unit for a column of durations (s): ``ms`` if the largest is below 1 s, ``s`` below 1 h, else ``h``;
     decimals so the smallest positive value keeps two significant digits (at most 3; at least 1 for s and h)."""
-    vals = [v for v in seconds if v is not None and not math.isnan(v) and v > 0]
+    vals = [v for v in seconds if v is not None and math.isfinite(v) and v > 0]
     if not vals:
         return DurationUnit("s", 1.0, 1)
     top = max(vals)
