@@ -92,7 +92,7 @@ def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
     cheap = next(r for r in rep.rows if r.cheapest)
     said = re.search(r"cheapest: \S+ \S+ in (\S+ \S+)", text).group(1)
     row = next(line for line in text.splitlines() if "t4x1" in line)
-    assert said in row and float(said.split()[0]) == pytest.approx(cheap.cost_hours, abs=0.006)
+    assert said in row and float(said.split()[0]) == pytest.approx(cheap.cost_hours, rel=0.01)
 
 
 def test_plan_step_and_time_to_train_columns_have_one_unit_each():
@@ -108,7 +108,7 @@ def test_plan_step_and_time_to_train_columns_have_one_unit_each():
 def test_a_duration_column_takes_its_unit_from_its_largest_value():
     from paddlefit.report.units import duration_column
 
-    assert duration_column([790.4, 1425.1, 8.3 * 3600, 1.5 * 3600]) == ["0.22 h", "0.40 h", "8.30 h", "1.50 h"]
-    assert duration_column([0.026, 0.222, None]) == ["26 ms", "222 ms", "-"]
-    assert duration_column([0.5, 12.0]) == ["0.50 s", "12.00 s"]
-    assert duration_column([0.001, 36000.0]) == ["<0.001 h", "10.000 h"]
+    assert duration_column([790.4, 1425.1, 8.3 * 3600, 1.5 * 3600]) == ["0.22 h", "0.40 h", "8.3 h", "1.5 h"]
+    assert duration_column([0.026, 0.222, None, 0.00039]) == ["26 ms", "222 ms", "-", "0.39 ms"]
+    assert duration_column([0.5, 12.0]) == ["0.50 s", "12 s"]
+    assert duration_column([0.001, 36000.0, float("inf")]) == ["<0.01 h", "10 h", "inf h"]

@@ -7,43 +7,40 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-#: (unit, seconds per unit, fewest decimals): the column's largest value picks the first unit it stays below
-#: 1000 of (ms below 1 s, s below 1 h, else h), the same thresholds as :func:`paddlefit.report.render.duration`.
-_UNITS = (("ms", 1e-3, 0), ("s", 1.0, 1), ("h", 3600.0, 1))
+#: (unit, seconds per unit): the column's largest value picks the first unit it stays below 1000 of (ms below 1 s,
+#: s below 1 h, else h), the same thresholds as :func:`paddlefit.report.render.duration`.
+_UNITS = (("ms", 1e-3), ("s", 1.0), ("h", 3600.0))
 
 
 @dataclass(frozen=True)
 class DurationUnit:
-    """One column's unit: ``name`` (``ms``, ``s`` or ``h``), ``scale`` (seconds per unit) and ``decimals``.
+    """One column's unit: ``name`` (``ms``, ``s`` or ``h``) and ``scale`` (seconds per unit).
 
-    :meth:`fmt` formats seconds in it; ``-`` for None/NaN, ``<0.001 h`` for a positive value that rounds to zero.
+    :meth:`fmt` formats seconds in it with about two significant digits: no decimal from 10 up, one from 1, two
+    below (``26 ms``, ``8.3 h``, ``0.22 h``); ``-`` for None/NaN, ``<0.01 h`` for a positive value that rounds to 0.
     """
 
     name: str
     scale: float
-    decimals: int
 
     def fmt(self, seconds: float | None) -> str:
-        """``seconds`` (s) in this unit with this column's decimals, e.g. ``0.22 h``."""
+        """``seconds`` (s) in this unit, e.g. ``0.22 h``."""
         if seconds is None or math.isnan(seconds):
             return "-"
         value = seconds / self.scale
-        tiny = 10.0**-self.decimals
-        if 0 < value < tiny / 2:
-            return f"<{tiny:.{self.decimals}f} {self.name}"
-        return f"{value:,.{self.decimals}f} {self.name}"
+        if 0 < value < 0.005:
+            return f"<0.01 {self.name}"
+        decimals = 0 if abs(value) >= 10 else 1 if abs(value) >= 1 else 2
+        return f"{value:,.{decimals}f} {self.name}"
 
 
 def column_unit(seconds: Iterable[float | None]) -> DurationUnit:
-    """The unit for a column of durations (s): ``ms`` if the largest is below 1 s, ``s`` below 1 h, else ``h``;
-    decimals so the smallest positive value keeps two significant digits (at most 3; at least 1 for s and h)."""
+    """The unit for a column of durations (s): ``ms`` if the largest finite one is below 1 s, ``s`` below 1 h, else
+    ``h`` (``s`` for a column without any)."""
     vals = [v for v in seconds if v is not None and math.isfinite(v) and v > 0]
-    if not vals:
-        return DurationUnit("s", 1.0, 1)
-    top = max(vals)
-    name, scale, lo = _UNITS[0] if top < 1 else _UNITS[1] if top < 3600 else _UNITS[2]
-    decimals = min(3, max(lo, 1 - math.floor(math.log10(min(vals) / scale))))
-    return DurationUnit(name, scale, decimals)
+    top = max(vals, default=1.0)
+    name, scale = _UNITS[0] if top < 1 else _UNITS[1] if top < 3600 else _UNITS[2]
+    return DurationUnit(name, scale)
 
 
 def duration_column(seconds: list[float | None]) -> list[str]:
