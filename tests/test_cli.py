@@ -200,4 +200,3 @@ def test_an_mfu_above_100_percent_says_why():
     (gpu,) = [t for t in json.loads(r.stdout)["targets"] if t["kind"] == "gpu"]
     assert gpu["predicted_mfu"] > 1.0
     assert any(n.startswith("MFU above 100%: its FP32 3x3 convolutions run as Winograd") for n in gpu["notes"])
-
