@@ -3,7 +3,8 @@
 Each bench script runs as its own subprocess; its output is streamed here as it comes and kept. docs/benchmarks.md
 then gets, per bench, a generated block between ``<!-- bench:NAME:start -->`` and ``<!-- bench:NAME:end -->``:
 the script's docstring's first sentence, the date and the machine (CPU model, cores, RAM, Paddle version, GPU),
-the command, its exit code and wall time, and the output in a code block. Text outside the blocks (what each
+the command, its exit code and wall time, and the output in a code block (without warnings raised in installed
+packages, paths relative to the repository: :func:`clean_output`). Text outside the blocks (what each
 bench measures, notes on a result) is kept; a bench without a block yet gets one at the end. The file is written
 atomically (temp file, fsync, rename) after the runs, also when one fails.
 
@@ -89,6 +90,31 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}")  # fmt: skip
 
 
+#: A warning raised inside an installed package (``.../site-packages/paddle/...py:712: UserWarning: ...``): not the
+#: bench's output; Python prints the warning's source line under it, indented.
+THIRD_PARTY_WARNING = re.compile(r"^\S*[/\\](site|dist)-packages[/\\]\S+:\d+: \w*Warning: ")
+
+
+def clean_output(output: str, roots: list[Path]) -> str:
+    """A bench's output as docs/benchmarks.md keeps it: without warnings raised in installed packages (and the
+    source line Python prints under each), and with the absolute paths of ``roots`` (the repository that ran it)
+    written relative to it, so the generated file holds the benchmark's own output and no path of the machine."""
+    kept: list[str] = []
+    skip_source = False
+    for line in output.splitlines():
+        if THIRD_PARTY_WARNING.match(line):
+            skip_source = True
+            continue
+        if skip_source and line.startswith((" ", "\t")) and "warn" in line:
+            skip_source = False
+            continue
+        skip_source = False
+        for root in roots:
+            line = line.replace(f"{root}{os.sep}", "").replace(str(root), ".")
+        kept.append(line)
+    return "\n".join(kept).rstrip()
+
+
 def run_bench(name: str, args: list[str]) -> tuple[int, str, float]:
     """Run ``bench/NAME.py`` with ``args``, echo its output line by line, return (exit code, output, seconds)."""
     cmd = [sys.executable, "-u", str(ROOT / "bench" / f"{name}.py"), *args]
@@ -152,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         args = ARGS.get(name, [])
         code, output, seconds = run_bench(name, args)
+        output = clean_output(output, [ROOT])
         blocks[name] = block(name, code, output, seconds, when, where, args)
         if code != 0:
             failed.append(f"{name} (exit {code})")

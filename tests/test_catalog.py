@@ -1,9 +1,11 @@
+import json
 import math
 
 import pytest
 
-from paddlefit.catalog.gpus import COLUMNS, get_gpu, load_gpus
+from paddlefit.catalog.gpus import COLUMNS, catalog_docs, get_gpu, load_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
+from paddlefit.report.render import to_json
 
 REQUIRED = ["T4", "A10", "A10G", "L4", "L40S", "A40", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB",
             "V100-PCIe-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-40GB", "A100-PCIe-80GB",
@@ -142,3 +144,14 @@ def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
     assert get_gpu("T4").missing_peak("bf16-o1") is None  # blocked (CC 7.5): Paddle runs fp32, said elsewhere
     setup, notes = gpu_setup(TrainSetup(seq_len=256, precision=Precision.BF16_O1), l20)
     assert setup.precision is Precision.BF16_O1 and notes == [f"L20: {note}"]
+
+
+def test_gpus_json_fills_usable_memory_on_every_row_by_one_rule():
+    """Issue 26: A10G and L4 had `usable_memory_mib`, the A10 none. One rule for all rows: the MiB a process can
+    use (the planner's capacity), measured where a cloud publishes it, else the label, and which of the two."""
+    rows = {g["name"]: g for g in json.loads(to_json(catalog_docs(load_gpus())))}
+    for g in rows.values():
+        assert g["usable_memory_mib"] * 1024**2 == g["capacity_bytes"], g["name"]
+        assert g["usable_memory_basis"] in ("measured", "label"), g["name"]
+    assert (rows["A10"]["usable_memory_mib"], rows["A10"]["usable_memory_basis"]) == (24 * 1024, "label")
+    assert (rows["A10G"]["usable_memory_mib"], rows["A10G"]["usable_memory_basis"]) == (22888, "measured")

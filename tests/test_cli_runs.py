@@ -206,3 +206,28 @@ def test_a_paddlefit_home_that_is_a_file_is_named_not_an_empty_registry(tmp_path
     warnings: list[str] = []
     assert reg.start_run({"model": "m"}, warn=warnings.append) is None
     assert len(warnings) == 1 and "afile is a file, not a directory: set PADDLEFIT_HOME to a directory" in warnings[0]
+
+
+def test_list_here_keeps_the_runs_under_this_directory_and_the_table_fits(tmp_path, monkeypatch):
+    """Issue 26: the registry lists every run of the user on the machine, no way to see this project's; the table
+    was ~210 columns wide. `--here` keeps the runs whose run directory is under the current directory; the table
+    fits the terminal (columns dropped, widest last) and `--wide` shows them all."""
+    reg, said = Registry(tmp_path / "runs.db"), []
+    proj = tmp_path / "proj"
+    for run_dir in (proj / "runs" / "a", tmp_path / "other" / "b", proj / "runs" / "c"):
+        reg.start_run({"run_dir": str(run_dir), "model": "paddlefit.models.examples:digits_cnn",
+                       "device_kind": "cpu", "device_name": "cpu", "device_count": 1, "precision": "fp32",
+                       "micro_batch_size": 32, "grad_accum_steps": 1, "global_batch": 32}, said.append)
+    (proj / "runs").mkdir(parents=True)
+    monkeypatch.chdir(proj)
+    env = {"PADDLEFIT_HOME": str(tmp_path), "COLUMNS": "100"}
+    res = CliRunner().invoke(app, ["runs", "--here", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert [r["run_dir"] for r in json.loads(res.stdout)] == [str(proj / "runs" / "c"), str(proj / "runs" / "a")]
+    assert [r["id"] for r in json.loads(CliRunner().invoke(app, ["runs", "--here", "--last", "1", "--json"],
+                                                           env=env).stdout)] == [3]  # fmt: skip
+    text = CliRunner().invoke(app, ["runs"], env=env).stdout
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert "--wide" in text and str(tmp_path / "other" / "b") in "".join(text.split())  # folded, not cut
+    wide = CliRunner().invoke(app, ["runs", "--wide"], env=env).stdout
+    assert "precision" in wide and "global batch" in wide and "--wide" not in wide

@@ -393,3 +393,26 @@ def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
     notes = {row["gpu"]: row["notes"] for row in json.loads(r.stdout)["rows"]}
     assert "uncalibrated: no measured kernels or published runs for Kunlunxin XPUs" in notes["Kunlunxin-K200"]
     assert "no bf16 peak in the catalog: timed at the FP32 peak (slower than the card)" in notes["L20"]
+
+
+def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_so():
+    """Issue 26, item 4: 2x T4 at 0.6% less than 1x T4 is a tie; the single GPU (no all-reduce, simpler) wins and
+    the report says which tie-break applied."""
+    t4 = Target(name="T4", kind="gpu", fits=True, peak_bytes=4 * 1024**3, capacity_bytes=16 * 1024**3,
+                max_batch_size=64, step_time_s=0.5, samples_per_s=64.0, calibrated=False, grads_bytes=1000,
+                checkpoint_bytes=1_000_000)  # fmt: skip
+    a10 = Target(name="A10", kind="gpu", fits=True, peak_bytes=4 * 1024**3, capacity_bytes=24 * 1024**3,
+                 max_batch_size=64, step_time_s=0.2, samples_per_s=160.0, calibrated=False, grads_bytes=1000,
+                 checkpoint_bytes=1_000_000)  # fmt: skip
+    prices = _prices("c,t4x1,T4,1,4,16,0.50,,r,\nc,t4x2,T4,2,8,32,0.994,,r,\n"
+                     "c,a10x1,A10,1,4,16,1.40,,r,\nc,a10x2,A10,2,8,32,2.80,,r,\n")  # fmt: skip
+    rep = build_cost(_plan([t4, a10]), prices, load_gpus(), dataset_size=64_000, epochs=1,
+                     rate=InterruptionRate(0.1, "test"))  # fmt: skip
+    rows = {r.instance_type: r for r in rep.rows}
+    assert rows["t4x2"].cost_usd < rows["t4x1"].cost_usd < rows["t4x2"].cost_usd * 1.01  # a tie, 2x cheaper by cents
+    assert rep.cheapest == "c/t4x1" and rows["t4x1"].cheapest and rep.rows[0].instance_type == "t4x1"
+    assert rows["a10x2"].hours * 1.01 < rows["a10x1"].hours  # not a tie: the faster 2x A10 stays fastest
+    assert rep.fastest == "c/a10x2"
+    said = " ".join(rep.tie_breaks)
+    assert "cheapest" in said and "within 1%" in said and "fewer GPUs" in said and "t4x2" in said
+    assert rep.to_dict()["tie_breaks"] == rep.tie_breaks

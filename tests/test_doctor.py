@@ -108,3 +108,21 @@ def test_spec_without_shared_memory_and_cli_overrides(tmp_path):
     r = doctor("--from", str(SNAPS / "docker_shm_64mb.json"), "--config", str(spec), "--devices", "1", "--json")
     pf106 = next(f for f in json.loads(r.stdout)["findings"] if f["check_id"] == "PF106")
     assert "1 x 1 workers" in pf106["detail"]  # --devices 1 overrode the spec's 8
+
+
+def test_doctor_table_at_80_columns_gives_the_finding_the_width():
+    """Issue 26: at 80 columns the finding and the fix shared the width: 31-character columns, four lines a finding.
+    Narrow terminals put the fix under its finding, so the finding reads as a line."""
+    env = dict(os.environ, COLUMNS="80")
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from",
+                        str(SNAPS / "docker_shm_64mb.json")], capture_output=True, text=True, env=env,
+                       timeout=300)  # fmt: skip
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    row = next(line for line in lines if line.startswith("PF106"))
+    assert "/dev/shm is 64 MiB in a container (DataLoader workers" in row
+    assert any("fix: docker run --shm-size=8g" in line for line in lines)
+    wide = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from",
+                           str(SNAPS / "docker_shm_64mb.json")], capture_output=True, text=True,
+                          env=dict(env, COLUMNS="200"), timeout=300).stdout  # fmt: skip
+    assert "fix" in wide.splitlines()[0]  # wide terminals keep the fix column

@@ -41,6 +41,20 @@ def test_log_lines_report_every_n_steps_with_the_rate_since_the_last_line() -> N
     p.start(0, 5)
     for step, secs in zip(range(1, 6), (1.0, 3.0, 1.0, 1.0, 2.0), strict=True):
         p.update(step, step / 5, 0.25, 64, secs)
-    assert out == ["step 2/5 (epoch 0.40): loss 0.2500  32 samples/s",
-                   "step 4/5 (epoch 0.80): loss 0.2500  64 samples/s",
-                   "step 5/5 (epoch 1.00): loss 0.2500  32 samples/s"]  # fmt: skip
+    assert out == ["step 2/5 (epoch 0.40): loss 0.2500  32 samples/s over the last 2 step(s), 32 since step 0",
+                   "step 4/5 (epoch 0.80): loss 0.2500  64 samples/s over the last 2 step(s), 43 since step 0",
+                   "step 5/5 (epoch 1.00): loss 0.2500  32 samples/s over the last 1 step(s), 40 since step 0"]
+
+
+def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
+    """Issue 26: `step 210/630 (epoch 5.00): ... 2,428 samples/s` between lines of about 1,000: the first 10 steps
+    after a resume at step 200, while the machine's other processes paused. The line says the window and gives the
+    rate since the resume beside it."""
+    out: list[str] = []
+    p = LogLines(out.append, every=10)
+    p.start(200, 630)
+    for step in range(201, 241):
+        p.update(step, step / 42, 0.1, 32, 32 / (2428 if step <= 210 else 1000))
+    assert out[0] == ("step 210/630 (epoch 5.00): loss 0.1000  2,428 samples/s over the last 10 step(s), 2,428 since "
+                      "step 200")  # fmt: skip
+    assert out[-1].endswith("1,000 samples/s over the last 10 step(s), 1,172 since step 200")

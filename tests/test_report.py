@@ -350,3 +350,25 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
         assert severe == []
     finally:
         driver.quit()
+
+
+def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
+    """Issue 26: the summary showed raw keys (`peak_memory_bytes`); the environment listed `OMP_NUM_THREADS 1` while
+    plan said 2 Paddle threads, with nothing saying which the run used."""
+    from paddlefit.report.rundir import ReportData
+
+    summary = {"steps": 630, "eval_accuracy": 0.9866, "samples_per_s": 6539.7, "data_wait_fraction": 0.0264,
+               "peak_memory_bytes": 1581032, "wall_seconds": 4.41, "devices": 1, "device": "cpu"}
+    data = ReportData(run_dir=tmp_path, model="m", status="finished", status_detail="", steps=630,
+                      total_steps=630, device="cpu", summary=summary, job_yaml="model: m\nbatch_size: 32\n",
+                      snapshot={"cpu_cores": 2, "env": {"OMP_NUM_THREADS": "1"}})  # fmt: skip
+    page = render_html(data)
+    table = re.search(r'<table id="summary">(.*?)</table>', page, flags=re.S).group(1)
+    labels = re.findall(r"<th>(.*?)</th>", table)
+    assert "peak_memory_bytes" not in labels and "samples_per_s" not in labels
+    assert {"peak memory (B)", "throughput (samples/s)", "eval accuracy", "data wait", "wall time (s)"} <= set(labels)
+    assert "1.51 MiB" in table and "98.66 %" in table and "2.64 %" in table
+    cells = parse(page)
+    assert cells.by_key["peak_memory_bytes"] == ("1,581,032", "1581032")  # the number rule and value, unchanged
+    threads = cells.by_key["threads.paddle"][0]
+    assert threads.startswith("2") and "OMP_NUM_THREADS" in threads and "cpu_threads" in threads

@@ -124,3 +124,27 @@ def test_sparse_embedding_candidate_for_text_models(tmp_path: Path) -> None:
     assert res.exit_code == 0 and res.summary["steps"] == 20 and 0 < res.summary["final_loss"] < 1.0
     with pytest.raises(ValueError, match="lazy_mode is an Adam/AdamW option"):
         JobSpec.model_validate({**text.model_dump(mode="json"), "optimizer": "sgd", "lazy_mode": True})
+
+
+@pytest.mark.serial
+@pytest.mark.slow
+def test_tune_tries_profiles_fixes_first_and_says_which_held() -> None:
+    """Issue 26: profile ranked `data.num_workers: 2 ... expected 1.0-2.00x` first; tune measured it slower than the
+    baseline and kept the baseline without a word. Profile's gain is a stated hypothesis with its evidence and the
+    setting to test; tune tries it first and says whether the measurement confirmed or refuted it."""
+    from paddlefit.diagnose.profiler import profile_job
+
+    spec = load_job_spec(EXAMPLES / "digits-warped.yaml").model_copy(update={"batch_size": 16})
+    fixes = profile_job(spec, steps=4, warmup=1).fixes
+    top = fixes[0]
+    assert top["basis"] == "hypothesis" and top["expected_gain"].startswith("hypothesis: up to ")
+    assert "Paddle" in top["expected_gain"] and "thread" in top["expected_gain"]  # the cores the workers share
+    assert top["settings"] == {"data.num_workers": int(top["fix"].split(": ")[1])}
+    r = tune(spec, budget_s=1e-3, steps=4, warmup=1, confirm=1, hypotheses=fixes)
+    assert r.trials[0].settings == top["settings"] and r.trials[0].label.startswith("profile fix 1")
+    h = r.hypotheses[0]
+    ratio = r.trials[0].median / r.baseline.median
+    assert h["fix"] == top["fix"] and h["measured_ratio"] == pytest.approx(ratio)
+    assert h["verdict"] == ("confirmed" if ratio >= 1.05 else "refuted") and len(r.trials[0].samples_per_s) == 2
+    assert f"{ratio:.2f}x" in h["said"] and h["verdict"] in h["said"]
+    assert r.to_dict()["hypotheses"] == r.hypotheses

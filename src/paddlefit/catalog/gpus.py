@@ -382,5 +382,10 @@ def catalog_csv(gpus: Iterable[GPU]) -> str:
 
 
 def catalog_docs(gpus: Iterable[GPU]) -> list[dict]:
-    """The rows as JSON objects: every field plus ``capacity_bytes`` (``paddlefit gpus --json``)."""
-    return [{**g.model_dump(), "capacity_bytes": g.capacity_bytes} for g in gpus]
+    """The rows as JSON objects (``paddlefit gpus --json``): every field plus ``capacity_bytes``, with one rule for
+    ``usable_memory_mib`` on every row: the MiB a process can use, as the planner does (:attr:`GPU.capacity_bytes`),
+    and ``usable_memory_basis``: ``measured`` (a cloud's published process-visible figure, the CSV column) or
+    ``label`` (no such figure: ``memory_gib`` x 1024, a few hundred MiB above what ``nvidia-smi`` shows)."""
+    return [{**g.model_dump(), "usable_memory_mib": g.capacity_bytes / MIB,
+             "usable_memory_basis": "label" if g.usable_memory_mib is None else "measured",
+             "capacity_bytes": g.capacity_bytes} for g in gpus]  # fmt: skip

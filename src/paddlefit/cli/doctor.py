@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -63,17 +64,30 @@ def doctor_command(
         print(to_json(report.to_dict()))
     else:
         shown = findings if show_all else [f for f in findings if f.severity != "ok"]
-        table = Table(header_style="bold", box=None, padding=(0, 1), pad_edge=False)
-        for c in ("id", "severity", "finding", "fix"):
-            table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
-        for f in shown:
-            text = escape(f.title) + (f" [dim]({escape(f.detail)})[/]" if f.detail else "")
-            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, escape(f.fix))
         if shown:
-            out.print(table)
+            render_findings(shown, out)
         n_ok = sum(f.severity == "ok" for f in findings)
         n_warn = sum(f.severity == "warn" for f in findings)
         out.print(f"{len(errors)} error(s), {n_warn} warning(s), {n_ok} ok"
                   + ("" if show_all else " (--all lists them)"))  # fmt: skip
     if errors:
         raise typer.Exit(1)
+
+
+#: Below this terminal width the fix goes under its finding instead of in a column beside it.
+WIDE_FINDINGS = 120
+
+
+def render_findings(findings: list, console: Console) -> None:
+    """The findings as a table: id, severity, finding (title and detail) and, at :data:`WIDE_FINDINGS` columns or
+    more, the fix beside it; on a narrower terminal the fix is the finding cell's second line (``fix: ...``), so the
+    finding keeps the width instead of wrapping into a third of it."""
+    wide = console.width >= WIDE_FINDINGS
+    table = Table(header_style="bold", box=None, padding=(0, 1), pad_edge=False)
+    for c in ("id", "severity", "finding", "fix")[: 4 if wide else 3]:
+        table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
+    for f in findings:
+        text = escape(f.title) + (f" [dim]({escape(f.detail)})[/]" if f.detail else "")
+        cells = [text, escape(f.fix)] if wide else [text + f"\n[cyan]fix:[/] {escape(f.fix)}"]
+        table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", *cells)
+    console.print(table)

@@ -79,4 +79,9 @@ def profile_command(
     if result.fixes:
         out.print("fixes, most promising first:")
         for i, f in enumerate(result.fixes, 1):
-            out.print(f"  {i}. {escape(f['fix'])}: {escape(f['why'])} (expected {escape(f['expected_gain'])})")
+            gain = str(f["expected_gain"])
+            basis = "" if gain.startswith(f.get("basis", "hypothesis")) else f"{f.get('basis', 'hypothesis')}: "
+            out.print(f"  {i}. {escape(f['fix'])}: {escape(f['why'])} ({escape(basis + gain)})")
+        out.print(f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {escape(str(config))} "
+                  f"--json > profile.json; paddlefit tune {escape(str(config))} --profile profile.json` measures "
+                  "them first and says which hold.[/]", soft_wrap=True)

@@ -3,6 +3,8 @@ figures (list, ``show ID``, ``compare ID ID``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.markup import escape
 
@@ -27,16 +29,22 @@ def runs_command(
     device: str = typer.Option(None, "--device", help="Only runs on this device name (L4, A100-SXM4-80GB, cpu) "
                                "or kind (gpu, cpu)."),
     last: int = typer.Option(None, "--last", help="Only the newest N runs (N >= 1)."),
+    here: bool = typer.Option(False, "--here", help="Only the runs whose run directory is under the current "
+                              "directory (this project's)."),
+    wide: bool = typer.Option(False, "--wide", help="Every column at its full width (default: the columns that fit "
+                              "the terminal)."),
 ) -> None:
     """List the runs `paddlefit train` recorded; `show` one, `compare` two.
 
     One row per run, newest first: status, model, device x count, precision, global batch, steps, measured
-    samples/s, predicted/measured step time, final loss, eval accuracy, run directory. The registry is
+    samples/s, predicted/measured step time, final loss, eval accuracy, model, run directory; the columns that fit
+    the terminal unless --wide. The registry is
     $PADDLEFIT_HOME/runs.db, or runs.db in the user data directory (~/.local/share/paddlefit on Linux).
 
     Examples:
       paddlefit runs
       paddlefit runs --model resnet50 --device L4 --last 5
+      paddlefit runs --here --wide
       paddlefit runs --json | jq '.[] | select(.status=="finished") | .measured_samples_per_s'
       paddlefit runs show 12
       paddlefit runs compare 11 12
@@ -45,21 +53,27 @@ def runs_command(
         return
     from paddlefit.report.runs import render_runs
     from paddlefit.runs import Registry
+    from paddlefit.runs.view import runs_under
 
     registry = Registry()
-    rows = registry.list_runs(model=model, device=device, last=last)
+    rows = registry.list_runs(model=model, device=device, last=None if here else last)
+    if here:
+        rows = runs_under(rows, Path.cwd())[:last]
     if json_out:
         print(to_json(rows))
         return
     if not rows:
-        if model is None and device is None:
+        if here:
+            out.print(f"no recorded run has its run directory under {escape(str(Path.cwd()))}; `paddlefit runs` "
+                      "lists every run of the registry.")  # fmt: skip
+        elif model is None and device is None:
             out.print(f"no runs recorded yet in {escape(str(registry.path))}; `paddlefit train` records each run.")
         else:
             chosen = " ".join(f"{o} {v}" for o, v in (("--model", model), ("--device", device)) if v is not None)
             out.print(f"no recorded run matches {escape(chosen)} in {escape(str(registry.path))}; `paddlefit runs` "
                       "lists them all.")  # fmt: skip
         return
-    render_runs(rows, out)
+    render_runs(rows, out, wide=wide)
 
 
 @runs_app.command("show")

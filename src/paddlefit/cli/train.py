@@ -21,13 +21,14 @@ from paddlefit.train.run import run_job
 
 class RichProgress:
     """A rich progress bar with ETA on stderr (a terminal), implementing :class:`paddlefit.train.metrics.Progress`;
-    the rate shown is since the last ``log_every`` boundary."""
+    the rate shown is since the last ``log_every`` boundary, with the rate since the run (or resume) started beside
+    it (a short window swings with the machine's load, as :class:`paddlefit.train.metrics.LogLines` says)."""
 
     def __init__(self, log_every: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.log_every = log_every
-        self.samples = self.seconds = 0.0
+        self.samples = self.seconds = self.all_samples = self.all_seconds = 0.0
         self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
                             TimeRemainingColumn(), console=err)  # fmt: skip
         self.task: Any = None
@@ -39,8 +40,12 @@ class RichProgress:
     def update(self, step: int, epoch: float, loss: float, samples: float, seconds: float) -> None:
         self.samples += samples
         self.seconds += seconds
+        self.all_samples += samples
+        self.all_seconds += seconds
         rate = self.samples / self.seconds if self.seconds else 0.0
-        self.bar.update(self.task, completed=step, info=f"loss {loss:.4f}  {rate:,.0f} samples/s")
+        overall = self.all_samples / self.all_seconds if self.all_seconds else 0.0
+        self.bar.update(self.task, completed=step, info=f"loss {loss:.4f}  {rate:,.0f} samples/s ({overall:,.0f} "
+                        "since start)")
         if step % self.log_every == 0:
             self.samples = self.seconds = 0.0
 

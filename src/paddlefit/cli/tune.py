@@ -41,6 +41,8 @@ def tune_command(
                                      "that accumulate get candidates), `free` lets the global batch grow (changes "
                                      "the optimisation), `off` skips them."),
     write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here."),
+    profile: Path = typer.Option(None, "--profile", help="`paddlefit profile CONFIG --json` output: its fixes are "
+                                 "tried first and each is said confirmed or refuted by the measurement."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run short measured trials of the job under candidate settings (num_workers 0..cores, then shared memory,
@@ -52,18 +54,21 @@ def tune_command(
       paddlefit tune examples/digits-warped.yaml --write runs/digits-warped-tuned.yaml
       paddlefit tune job.yaml --budget-minutes 10 --steps 50 --json
       paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
+      paddlefit profile job.yaml --json > profile.json && paddlefit tune job.yaml --profile profile.json
     """
     from paddlefit.tune.trials import apply_settings, tune
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")
+    fixes = profile_fixes(profile) if profile is not None else None
     if write is not None:
         from paddlefit.fileio import check_output_path
 
         check_output_path(write, "--write")
     with err.status("tuning...") as status, stdout_to_stderr():
         result = tune(spec, budget_s=budget_minutes * 60, steps=steps, warmup=warmup, confirm=confirm,
-                      progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch)  # fmt: skip
+                      progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch,
+                      hypotheses=fixes)  # fmt: skip
     if write is not None:
         from paddlefit.fileio import atomic_write_text
         from paddlefit.spec import JobSpec
@@ -99,6 +104,15 @@ def tune_command(
     out.print(f"after:  {w.median:,.0f} samples/s ({escape(w.label)}: "
               f"{escape(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
     out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
+    if profile is not None:
+        out.print(f"profile's fixes ({escape(str(profile))}), tried first:" if result.hypotheses else
+                  f"profile's fixes ({escape(str(profile))}): none is a setting tune can try")  # fmt: skip
+        for i, h in enumerate(result.hypotheses, 1):
+            out.print(f"  {i}. {escape(str(h['fix']))}: {escape(str(h['expected_gain']))}; "
+                      f"[bold]{escape(h['said'])}[/]")
+    else:
+        out.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile profile.json` "
+                  "tries profile's fixes first and says which the measurement confirms.[/]")
     if not result.trials:
         out.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
     if spec.devices > 1:
@@ -106,3 +120,22 @@ def tune_command(
     if w.global_batch != b.global_batch:
         out.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
                   f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
+
+
+def profile_fixes(path: Path) -> list[dict]:
+    """The ``fixes`` of a ``paddlefit profile --json`` document at ``path``.
+
+    Raises:
+        typer.Exit (2, via :func:`fail`): the file cannot be read or is not a profile document.
+    """
+    import json
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise fail(f"`--profile {path}` cannot be read as JSON ({exc}); pass the output of `paddlefit profile "
+                   "CONFIG --json`.") from None
+    fixes = doc.get("fixes") if isinstance(doc, dict) else None
+    if not isinstance(fixes, list) or not all(isinstance(f, dict) and "fix" in f for f in fixes):
+        raise fail(f"`--profile {path}` has no `fixes` list: pass the output of `paddlefit profile CONFIG --json`.")
+    return fixes

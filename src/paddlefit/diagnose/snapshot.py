@@ -334,24 +334,47 @@ print(best)
 """
 
 
-def measure_omp_policies(policies: tuple[str, ...]) -> dict[str, float]:
-    """Seconds of a small CPU training step (:data:`_OMP_BENCH`, best of 10, every core) with each OpenMP wait
-    policy (``""`` = unset: the OpenMP runtime's default), each in a fresh Python process because the runtime
-    reads ``OMP_WAIT_POLICY`` once when Paddle loads it. A policy whose run fails is left out."""
+def _omp_step(pol: str) -> float | None:
+    """Seconds of :data:`_OMP_BENCH`'s step in a fresh process under wait policy ``pol`` (``""``: unset), or None."""
     import subprocess
 
-    out = {}
-    for pol in policies:
-        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-        if pol:
-            env["OMP_WAIT_POLICY"] = pol
-        env["GLOG_minloglevel"] = "2"
-        try:
-            r = subprocess.run([sys.executable, "-c", _OMP_BENCH], env=env, capture_output=True, text=True,
-                               timeout=120, check=False)  # fmt: skip
-            out[pol] = float(r.stdout.strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            continue
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if pol:
+        env["OMP_WAIT_POLICY"] = pol
+    env["GLOG_minloglevel"] = "2"
+    try:
+        r = subprocess.run([sys.executable, "-c", _OMP_BENCH], env=env, capture_output=True, text=True,
+                           timeout=120, check=False)  # fmt: skip
+        return float(r.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def measure_omp_policies(policies: tuple[str, ...]) -> dict[str, list[float]]:
+    """Seconds of a small CPU training step (:data:`_OMP_BENCH`, best of 10, every core) with each OpenMP wait
+    policy (``""`` = unset: the OpenMP runtime's default), each in a fresh Python process because the runtime
+    reads ``OMP_WAIT_POLICY`` once when Paddle loads it; one list per policy, one value per round. Rounds are
+    interleaved (round r starts at policy r mod k, so load drifts hit every policy alike) and repeat until the
+    first policy (the user's) is judged against each other one (:mod:`paddlefit.diagnose.repeats`: at least
+    MIN_ROUNDS, at most MAX_ROUNDS). A policy whose run fails is left out; the user's failing leaves nothing."""
+    from paddlefit.diagnose.checks import OMP_SLOW_RATIO
+    from paddlefit.diagnose.repeats import MAX_ROUNDS, MIN_ROUNDS, ratio_bound, settled
+
+    out: dict[str, list[float]] = {p: [] for p in policies}
+    for r in range(MAX_ROUNDS):
+        live = [p for p in policies if p in out]
+        for pol in live[r % len(live):] + live[: r % len(live)]:
+            t = _omp_step(pol)
+            if t is None:
+                if pol == policies[0]:
+                    return {}
+                out.pop(pol)
+            else:
+                out[pol].append(t)
+        mine = out[policies[0]]
+        if r + 1 >= MIN_ROUNDS and settled([ratio_bound(mine, v, OMP_SLOW_RATIO).verdict
+                                            for p, v in out.items() if p != policies[0]]):  # fmt: skip
+            break
     return out
 
 
@@ -362,7 +385,8 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         run_dir: where checkpoints would be written (for free disk space).
         run_devices: also run a tiny forward/backward on each device (``device_runs``).
         measure_omp: on a machine with more than one core, time a small training step under the user's OpenMP
-            wait policy, the runtime's default and ``PASSIVE`` (:func:`measure_omp_policies`, ~6-9 s).
+            wait policy, the runtime's default and ``PASSIVE`` (:func:`measure_omp_policies`: interleaved rounds,
+            ~15 s idle, up to ~40 s on a noisy machine).
     """
     import psutil
 

@@ -55,7 +55,8 @@ class ProfileResult:
         verdict: input-bound | host-overhead-bound | communication-bound | memory-bound | overhead-bound |
             compute-bound | undetermined.
         evidence: sentences with the numbers behind the verdict.
-        fixes: ranked [{fix, why, expected_gain}] (gain as a text range and its basis).
+        fixes: ranked [{fix, why, expected_gain, basis, settings?}]: the gain as text with its evidence; ``basis``
+            ``hypothesis`` (profile runs no fix); ``settings`` (dotted spec keys) where ``tune --profile`` can test it.
     """
 
     model: str
@@ -208,22 +209,28 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
         # Amdahl: 1 / (1 - d); and no more than the cores that can prepare data in parallel
         bound = min(1 / (1 - data_share) if data_share < 1 else math.inf, float(cores))
         workers = max(1, min(cores, 8))
+        share = (f"the workers share the {cores} core(s) with the training process"
+                 + (f" and Paddle's {spec.cpu_threads or cores} math thread(s)" if gpu is None else ""))
         if spec.data.num_workers == 0:
-            fixes.append({"fix": f"data.num_workers: {workers}",
+            fixes.append({"fix": f"data.num_workers: {workers}", "settings": {"data.num_workers": workers},
                           "why": "the samples are prepared in the training process; workers prepare the next batches "
                                  "while the model trains",
-                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound 1/(1-d), data d = {data_share:.0%} of "
-                                           f"the step, capped at the {cores} core(s))"})  # fmt: skip
+                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound 1/(1-d), data d = "
+                                           f"{data_share:.0%} of the step, capped at the {cores} core(s)); not "
+                                           f"measured: {share}, which the bound does not count"})  # fmt: skip
         else:
-            fixes.append({"fix": f"data.num_workers: {min(cores, spec.data.num_workers * 2)} (now "
-                                 f"{spec.data.num_workers})",
-                          "why": "the workers do not keep up with training",
-                          "expected_gain": f"1.0-{bound:.2f}x (Amdahl bound)"})  # fmt: skip
+            more = min(cores, spec.data.num_workers * 2)
+            fixes.append({"fix": f"data.num_workers: {more} (now {spec.data.num_workers})",
+                          "settings": {"data.num_workers": more}, "why": "the workers do not keep up with training",
+                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound); not measured: "
+                                           f"{share}"})  # fmt: skip
         if not spec.data.use_shared_memory:
-            fixes.append({"fix": "data.use_shared_memory: true", "why": "batches are copied through a pipe",
+            fixes.append({"fix": "data.use_shared_memory: true", "settings": {"data.use_shared_memory": True},
+                          "why": "batches are copied through a pipe",
                           "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
         if spec.data.num_workers and not spec.data.persistent_workers:
-            fixes.append({"fix": "data.persistent_workers: true", "why": "workers restart every epoch",
+            fixes.append({"fix": "data.persistent_workers: true", "settings": {"data.persistent_workers": True},
+                          "why": "workers restart every epoch",
                           "expected_gain": "the first batches of each epoch"})  # fmt: skip
         fixes.append({"fix": "cache or simplify the per-sample preprocessing (precompute what does not change)",
                       "why": "the dataset's __getitem__ sets the pace", "expected_gain": f"up to {bound:.2f}x"})
@@ -301,6 +308,8 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
     else:
         verdict = "undetermined"
         evidence.append(f"no component dominates: {other / step_mean:.0%} of the step is outside the timed phases")
+    for f in fixes:  # profile tries none of them: each gain is a hypothesis (`paddlefit tune --profile` tests them)
+        f.setdefault("basis", "hypothesis")
     return ProfileResult(
         model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
         global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,

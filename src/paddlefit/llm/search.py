@@ -123,6 +123,7 @@ class SearchResult:
     rejected: list[str] = field(default_factory=list)
     setup: TrainSetup | None = None  # precision / attention actually planned on this GPU
     notes: list[str] = field(default_factory=list)  # why they differ from the request
+    tie_break: str = ""  # what decided #1 among the layouts within 1% of the fastest (:func:`tie_break`)
 
     @property
     def fitting(self) -> list[ParallelPlan]:
@@ -132,21 +133,44 @@ class SearchResult:
 
 #: Throughputs closer than this factor are ranked as equal (below the model's resolution) and then by simplicity.
 TIE_FACTOR = 1.005
+#: Layouts within this factor of the fastest fitting one's tokens/s tie (issue 26): the tie goes to headroom.
+HEADROOM_TIE = 1.01
 
 
 def _rank_key(x: ParallelPlan, best_tps: float) -> tuple:
-    """Fitting plans first, in tiers of tokens/s measured from the fastest fitting plan (tier 0: within 0.5% of it,
-    below the model's resolution; tier 1: 0.5-1.0% slower, ...), inside a tier the simpler layout first (fewer
-    TP x PP ranks: model parallelism needs model support; then lower sharding stage, less recompute, no sequence
-    parallelism), then the larger micro-batch
-    (fewer accumulation steps; real GEMMs are more efficient on larger matrices, which the model does not
-    resolve), then lower memory; plans that do not fit, by memory."""
+    """Fitting plans first. Those within 1% of the fastest fitting plan's tokens/s (:data:`HEADROOM_TIE`) tie and go
+    to headroom: the fewest TP x PP ranks (model parallelism needs model support), then the lowest peak memory
+    (the most free memory). The rest in tiers of tokens/s from the fastest (0.5% wide, below the model's
+    resolution), inside a tier the simpler layout first (fewer TP x PP ranks, then lower sharding stage, less
+    recompute, no sequence parallelism), then the larger micro-batch (fewer accumulation steps; real GEMMs are more
+    efficient on larger matrices, which the model does not resolve), then lower memory; plans that do not fit,
+    by memory."""
     if not x.fits:
         return (1, x.memory.peak)
     lay = x.layout
+    if x.tokens_per_s * HEADROOM_TIE >= best_tps:
+        return (0, 0, lay.tp * lay.pp, x.memory.peak)
     tier = max(0, math.floor(math.log(best_tps / x.tokens_per_s) / math.log(TIE_FACTOR)))
-    return (0, tier, lay.tp * lay.pp, lay.sharding, RECOMPUTE.index(lay.recompute), lay.sequence_parallel,
+    return (0, 1, tier, lay.tp * lay.pp, lay.sharding, RECOMPUTE.index(lay.recompute), lay.sequence_parallel,
             -lay.micro_batch, x.memory.peak)  # fmt: skip
+
+
+def tie_break(plans: list[ParallelPlan], best_tps: float) -> str:
+    """What decided the first of ``plans`` (ranked by :func:`_rank_key`) among the layouts that tie with the
+    fastest (within 1% of ``best_tps`` tokens/s); empty when none ties with another."""
+    ties = [p for p in plans if p.fits and p.tokens_per_s * HEADROOM_TIE >= best_tps]
+    if len(ties) < 2:
+        return ""
+    first, fastest = ties[0], max(ties, key=lambda p: (p.tokens_per_s, -p.memory.peak))
+    gib = 1024**3
+    free = (first.memory.usable - first.memory.peak) / gib
+    said = (f"the fastest ({fastest.tokens_per_s:,.0f} tokens/s, {fastest.memory.peak / gib:,.1f} GiB peak) is "
+            "#1" if first is fastest else f"#1 runs at {first.tokens_per_s / fastest.tokens_per_s:.1%} of the "
+            f"fastest ({fastest.tokens_per_s:,.0f} tokens/s) with "
+            f"{(fastest.memory.peak - first.memory.peak) / gib:,.1f} GiB less peak")  # fmt: skip
+    return (f"{len(ties)} layouts within 1% of the fastest tokens/s tie (below the model's resolution); the tie goes "
+            f"to headroom: fewest TP x PP ranks, then the most free memory (#1: {free:,.1f} GiB free of "
+            f"{first.memory.usable / gib:,.1f} usable); {said}")
 
 
 def _divisors(n: int) -> list[int]:
@@ -221,7 +245,7 @@ def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch:
     best_tps = max((q.tokens_per_s for q in plans if q.fits), default=1.0)
     plans.sort(key=lambda q: _rank_key(q, best_tps))
     return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected,
-                        setup)  # fmt: skip
+                        setup, tie_break=tie_break(plans, best_tps))  # fmt: skip
 
 
 #: Default global batch, tokens: Llama 2 trained with 4M-token batches (Touvron et al. 2023, arXiv 2307.09288 §2.2).
@@ -283,6 +307,7 @@ class LLMPlan:
                           "network_gbit_s": r.network_gbit_s, "network_source": r.network_source,
                           "precision": (r.setup or st).precision.value,
                           "flash_attention": (r.setup or st).flash_attention, "notes": r.notes,
+                          "tie_break": r.tie_break,
                           "rejected": r.rejected} for r in self.results],
             "assumptions": ASSUMPTIONS,
             "parallel_plans": rows,

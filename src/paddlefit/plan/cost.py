@@ -20,6 +20,7 @@ Every constant used is in :func:`assumptions` and printed with the result.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -137,11 +138,13 @@ class CostReport:
     cheapest: str | None
     fastest: str | None
     pareto: list[str]
+    tie_breaks: list[str] = field(default_factory=list)  # what decided cheapest/fastest among ties (1%)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
         return {"assumptions": self.assumptions, "rows": [asdict(r) for r in self.rows], "skipped": self.skipped,
-                "cheapest": self.cheapest, "fastest": self.fastest, "pareto": self.pareto}  # fmt: skip
+                "cheapest": self.cheapest, "fastest": self.fastest, "pareto": self.pareto,
+                "tie_breaks": self.tie_breaks}  # fmt: skip
 
 
 def row_key(row: CostRow) -> str:
@@ -222,10 +225,11 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
             steps = job_steps(per_epoch, epochs, max_steps)
         rows.append(_row(p, ig.basis, gpu, t, b, steps, grad_accum_steps, rate, disk_bytes_per_s,  # type: ignore
                          restart_s, use_spot))  # fmt: skip
-    rows.sort(key=lambda r: (not r.fits, r.cost_usd, r.cost_hours))
     fit = [r for r in rows if r.fits]
-    cheapest = min(fit, key=lambda r: (r.cost_usd, r.cost_hours), default=None)
-    fastest = min(fit, key=lambda r: (r.cost_hours, r.cost_usd), default=None)
+    ties: list[str] = []
+    cheapest = tie_to_headroom(fit, lambda r: r.cost_usd, "cheapest", ties)
+    fastest = tie_to_headroom(fit, lambda r: r.cost_hours, "fastest", ties)
+    rows.sort(key=lambda r: (not r.fits, r is not cheapest, r.cost_usd, r.cost_hours))
     front = [r for r in fit if not any(_dominates(o, r) for o in fit)]
     for r in front:
         r.pareto = True
@@ -236,7 +240,31 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     doc = assumptions(plan, rate, disk_bytes_per_s, restart_s, use_spot, dataset_size, epochs, grad_accum_steps,
                       price_source, max_steps)
     return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
-                      fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front])
+                      fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front],
+                      tie_breaks=ties)
+
+
+#: Instances within this factor of the best cost (or time) tie: the tie goes to headroom (issue 26).
+TIE_FACTOR = 1.01
+
+
+def tie_to_headroom(fit: list[CostRow], value: Callable[[CostRow], float], what: str,
+                    said: list[str]) -> CostRow | None:
+    """The row with the lowest ``value`` (USD or hours), except that rows within 1% of it (:data:`TIE_FACTOR`) tie
+    and the tie goes to headroom: fewer GPUs, then more free memory per GPU (capacity - peak, bytes), then the lower
+    value. Appends to ``said`` what the tie-break decided when it chose another row than the lowest value."""
+    if not fit:
+        return None
+    low = min(fit, key=lambda r: (value(r), r.gpu_count))
+    ties = [r for r in fit if value(r) <= value(low) * TIE_FACTOR] or [low]  # NaN: no tie
+    best = min(ties, key=lambda r: (r.gpu_count, r.peak_bytes - r.capacity_bytes, value(r)))
+    if best is not low:
+        why = "fewer GPUs" if best.gpu_count < low.gpu_count else "more free memory per GPU"
+        said.append(f"{what}: {len(ties)} instances within 1% of the lowest {'cost' if what == 'cheapest' else 'time'}"
+                    f" tie; the tie goes to headroom (fewer GPUs, then more free memory per GPU): {row_key(best)} "
+                    f"({why}) over {row_key(low)}"
+                    + (f" ({1 - value(low) / value(best):.2%} lower)" if value(best) > 0 else ""))
+    return best
 
 
 def _dominates(o: CostRow, r: CostRow) -> bool:

@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from paddlefit.report import plots
+from paddlefit.report.labels import paddle_threads, readable, summary_label
 from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 
@@ -207,10 +208,11 @@ def text_cell(value: Any, key: str) -> str:
     return f'<td data-key="{esc(key)}">{esc("-" if value is None else fmt_num(value))}</td>'
 
 
-def environment_tables(snap: dict[str, Any], source: str) -> str:
+def environment_tables(snap: dict[str, Any], source: str, threads: str = "") -> str:
     """doctor's snapshot (``Snapshot.to_dict()``) as readable tables: the machine and Paddle build, the GPUs, the
     environment variables (redacted by the snapshot itself) and the device test runs. Cells are keyed
-    ``snapshot.KEY``; the Paddle flags (thousands of names) are counted, not listed."""
+    ``snapshot.KEY``; the Paddle flags (thousands of names) are counted, not listed. ``threads``: the row of the Paddle
+    CPU threads the run used (:func:`threads_row`), after the machine's rows."""
     def n(key: str) -> Any:
         v = snap.get(key)
         return v if isinstance(v, int | float) and not isinstance(v, bool) else None
@@ -238,7 +240,7 @@ def environment_tables(snap: dict[str, Any], source: str) -> str:
                                         if isinstance(i, dict)) or None, "snapshot.net")),
         ("InfiniBand", text_cell(", ".join(map(str, snap.get("infiniband") or [])) or "none", "snapshot.infiniband")),
     ]  # fmt: skip
-    body = "".join(f"<tr><th>{esc(k)}</th>{v}</tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{esc(k)}</th>{v}</tr>" for k, v in rows) + threads
     out = [f'<p>From {esc(source)} (doctor\'s snapshot, taken by `train` at the start of the run):</p>',
            f'<table id="environment">{body}</table>']
     gpus = [g for g in snap.get("gpus") or [] if isinstance(g, dict)]
@@ -265,11 +267,37 @@ def environment_tables(snap: dict[str, Any], source: str) -> str:
     return "".join(out)
 
 
+def summary_table(summary: dict[str, Any]) -> str:
+    """summary.json as a table: each key's label with its unit (:mod:`paddlefit.report.labels`), the value by the
+    number rule (keyed by the summary key, exact value in ``data-value``), then bytes and fractions readable."""
+    body = ""
+    for k, v in summary.items():
+        if k == "comparison":
+            continue
+        label, kind = summary_label(k)
+        body += f"<tr><th>{esc(label)}</th>{value_cell(v, k)}<td>{esc(readable(v, kind))}</td></tr>"
+    return f'<table id="summary">{body}</table>'
+
+
+def threads_row(data: ReportData, env: dict[str, Any]) -> str:
+    """The environment row of the Paddle CPU threads the run used (:func:`paddle_threads`), keyed ``threads.paddle``."""
+    import yaml
+
+    try:
+        spec = yaml.safe_load(data.job_yaml or "") or {}
+    except yaml.YAMLError:
+        spec = {}
+    said = paddle_threads(spec.get("cpu_threads") if isinstance(spec, dict) else None,
+                          (data.snapshot or {}).get("cpu_cores"), (data.summary or {}).get("devices"),
+                          env.get("OMP_NUM_THREADS"))  # fmt: skip
+    return f'<tr><th>Paddle CPU threads</th><td data-key="threads.paddle">{esc(said)}</td></tr>'
+
+
 def run_records_section(data: ReportData) -> str:
     """Summary, checkpoints, resumes, environment and the job spec."""
     parts = ["<h2>Summary</h2>"]
     if data.summary is not None:
-        parts.append(kv_table({k: v for k, v in data.summary.items() if k != "comparison"}, "summary"))
+        parts.append(summary_table(data.summary))
     else:
         parts.append(absent("summary-absent", "No summary.json: the run has not finished (running, killed or "
                             "stopped early)."))  # fmt: skip
@@ -296,7 +324,9 @@ def run_records_section(data: ReportData) -> str:
                  f"checkpoint ({esc(oldest)}) does not show.</p>")  # fmt: skip
     parts.append("<h2>Environment</h2>")
     if data.snapshot is not None:
-        parts.append(environment_tables(data.snapshot, data.snapshot_source or "snapshot.json"))
+        env = data.snapshot.get("env") if isinstance(data.snapshot.get("env"), dict) else {}
+        parts.append(environment_tables(data.snapshot, data.snapshot_source or "snapshot.json",
+                                        threads_row(data, env)))  # fmt: skip
     else:
         s = data.summary or {}
         known = {k: s[k] for k in ("device", "devices", "precision", "amp_active", "peak_memory_kind") if k in s}

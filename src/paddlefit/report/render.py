@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.gpus import GPU
+from paddlefit.report.units import column_unit
 
 
 def gib(nbytes: float | None) -> str:
@@ -60,12 +61,12 @@ def to_json(doc: Any) -> str:
 def print_min_width(console: Console, renderable: Any, min_width: int) -> None:
     """Print ``renderable`` laid out for at least ``min_width`` columns, so numbers are never cut to "..." (a pipe or
     CI log reports 80 columns; a narrower terminal wraps the long lines instead)."""
-    width = console.width
-    console.width = max(width, min_width)
+    fixed = console._width  # None: the width follows the terminal (or COLUMNS); restored as it was, not frozen
+    console.width = max(console.width, min_width)
     try:
         console.print(renderable)
     finally:
-        console.width = width
+        console._width = fixed
 
 
 def render_plan(plan: Any, console: Console) -> None:
@@ -101,6 +102,8 @@ def render_plan(plan: Any, console: Console) -> None:
     for col, just in cols:
         table.add_column(col, justify=just, no_wrap=col != "notes", overflow="fold")
     has_ttt = any(t.time_to_train_s is not None for t in plan.targets)
+    step_unit = column_unit(t.step_time_s for t in plan.targets)
+    ttt_unit = column_unit(t.time_to_train_s for t in plan.targets)
     if has_ttt:
         table.add_column("to train", justify="right", no_wrap=True)
     for t in plan.targets:
@@ -109,8 +112,8 @@ def render_plan(plan: Any, console: Console) -> None:
             "[green]yes[/]" if t.fits else "[red]no[/]",
             f"{t.peak_bytes / 1024**3:,.1f}/{t.capacity_bytes / 1024**3:,.0f}",
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
-            duration(t.step_time_s),
-            "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.1f}",
+            step_unit.fmt(t.step_time_s),
+            "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
             "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
             (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
              else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")),
@@ -118,7 +121,7 @@ def render_plan(plan: Any, console: Console) -> None:
         if wide:
             row.append("; ".join(t.notes))
         if has_ttt:
-            row.append(duration(t.time_to_train_s))
+            row.append(ttt_unit.fmt(t.time_to_train_s))
         table.add_row(*row)
     print_min_width(console, table, 100)
     if not wide:
@@ -194,7 +197,8 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
                   show_edge=wide)  # fmt: skip
     cols = {
         "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: g.device_label,
-        "GiB": lambda g: f"{g.memory_gib:g}", "usable MiB": lambda g: f(g.usable_memory_mib),
+        "GiB": lambda g: f"{g.memory_gib:g}",
+        "usable MiB": lambda g: f"{g.capacity_bytes / 1024**2:g}" + ("" if g.usable_memory_mib else " label"),
         "GB/s": lambda g: f(g.mem_bw_gb_s), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
         "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
         "FP8": lambda g: f(g.fp8_tflops), "NVLink": lambda g: f(g.nvlink_gb_s),
@@ -208,7 +212,8 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     for g in gpus:
         table.add_row(*(fn(g) for fn in cols.values()))
     console.print(table)
-    console.print("TFLOPS are dense (no sparsity); memory bandwidth and NVLink (bidirectional) in GB/s. "
+    console.print("TFLOPS are dense (no sparsity); memory bandwidth and NVLink (bidirectional) in GB/s; usable MiB: "
+                  "what a process can use, measured by a cloud where published, else the label (`label`). "
                   "`--json` adds usable MiB, PCIe, TDP and each row's source document.")  # fmt: skip
 
 
@@ -234,28 +239,32 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     table.add_column("", no_wrap=True)
     table.add_column("instance", no_wrap=True)
     table.add_column("GPUs", no_wrap=True)
-    for col in ("time", "on-demand", "spot", "ckpt"):
+    spot_time = any(r.cost_basis.startswith("spot") for r in fit)  # ranked by spot hours: show them
+    for col in (*("time", "on-demand", "spot", "spot time")[: 4 if spot_time else 3], "ckpt"):
         table.add_column(col, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
     footnotes: list[str] = []
+    named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
+    unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
+    ckpt_unit = column_unit(r.checkpoint_interval_s for r in fit[:top])
     for r in fit[:top]:
         marks = ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else "")
-        ci = r.checkpoint_interval_s
-        ckpt = "-" if ci is None else f"{ci:.0f}s" if ci < 60 else f"{ci / 60:,.0f}m"
         refs = []
         for n in r.notes:
             if n not in footnotes:
                 footnotes.append(n)
             refs.append(str(footnotes.index(n) + 1))
+        spot_h = [unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600)] if spot_time else []
         table.add_row(marks, escape(f"{r.cloud} {r.instance_type}"), escape(f"{r.gpu_count}x {r.gpu}"),
-                      duration(r.hours * 3600),
-                      usd(r.on_demand_usd), usd(r.spot_expected_usd), ckpt, ",".join(refs))
+                      unit.fmt(r.hours * 3600), usd(r.on_demand_usd), usd(r.spot_expected_usd), *spot_h,
+                      ckpt_unit.fmt(r.checkpoint_interval_s), ",".join(refs))  # fmt: skip
     print_min_width(console, table, 120)
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {escape(n)}[/]", soft_wrap=True)
-    console.print("[dim]  spot = expected spot cost (lost work, restarts, checkpoint writes); ckpt = Daly checkpoint "
-                  "interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, peak "
-                  "per GPU[/]", soft_wrap=True)
+    console.print("[dim]  time = on-demand hours; spot = expected spot cost (lost work, restarts, checkpoint writes)"
+                  + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = Daly "
+                  "checkpoint interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
+                  "peak per GPU[/]", soft_wrap=True)
     hidden = len(fit) - min(top, len(fit))
     if hidden:
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
@@ -273,12 +282,14 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
         console.print(f"[dim]not priced: {escape(shown)}: {escape(reason)}[/]", soft_wrap=True)
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
-        took = duration(c.cost_hours * 3600)
+        took = unit.fmt(c.cost_hours * 3600)
         console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {usd(c.cost_usd)} in {took} ({c.cost_basis})")
     if report.fastest:
         f = next(r for r in fit if r.fastest)
-        took = duration(f.cost_hours * 3600)
+        took = unit.fmt(f.cost_hours * 3600)
         console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {usd(f.cost_usd)} ({f.cost_basis})")
+    for tie in report.tie_breaks:
+        console.print(f"[dim]tie-break: {escape(tie)}[/]", soft_wrap=True)
     if not report.rows:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:
@@ -340,6 +351,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         for col in ("#", "dp", "shard", "tp", "pp", "micro x accum", "recompute", "sp", "GiB peak/usable",
                     "step", "tokens/s", "MFU"):  # fmt: skip
             table.add_column(col, justify="left" if col in ("recompute",) else "right", no_wrap=True)
+        step_unit = column_unit(p.time.step for p in shown)
         for i, p in enumerate(shown, 1):
             lay, m = p.layout, p.memory
             mem_cell = f"{m.peak / 1024**3:,.1f}/{m.usable / 1024**3:,.1f}"
@@ -347,9 +359,11 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
                 str(i), str(lay.dp), f"stage{lay.sharding}" if lay.sharding else "-", str(lay.tp), str(lay.pp),
                 f"{lay.micro_batch} x {lay.accum}", lay.recompute, "yes" if lay.sequence_parallel else "-",
                 mem_cell if p.fits else f"[red]{mem_cell}[/]",
-                duration(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
+                step_unit.fmt(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
             )  # fmt: skip
         print_min_width(console, table, 110)
+        if r.tie_break and fitting:
+            console.print(f"[dim]tie-break: {escape(r.tie_break)}[/]", highlight=False)
         best = shown[0]
         m, t = best.memory, best.time
         console.print(

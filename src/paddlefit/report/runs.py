@@ -43,24 +43,58 @@ def device_cell(run: dict[str, Any]) -> str:
     return f"{name} x{run['device_count']}" if run.get("device_count") else str(name)
 
 
-def render_runs(rows: list[dict[str, Any]], console: Console) -> None:
-    """The runs table, newest first: id, start, status, model, device x count, precision, global batch, steps,
-    measured samples/s, predicted/measured step time, final loss, eval accuracy, run directory."""
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for name, justify in (("id", "right"), ("started (UTC)", "left"), ("status", "left"), ("model", "left"),
-                          ("device", "left"), ("precision", "left"), ("global batch", "right"),
-                          ("steps", "right"), ("samples/s", "right"), ("pred/meas step", "right"),
-                          ("final loss", "right"), ("eval acc", "right"), ("run dir", "left")):  # fmt: skip
-        table.add_column(name, justify=justify, no_wrap=True, overflow="fold")  # type: ignore[arg-type]
+#: The list's columns (header, justify), widest last; without ``--wide`` the first of :data:`DROPPABLE` still in the
+#: table goes while it is wider than the terminal.
+RUN_COLUMNS = (("id", "right"), ("started (UTC)", "left"), ("status", "left"), ("device", "left"),
+               ("precision", "left"), ("global batch", "right"), ("steps", "right"), ("samples/s", "right"),
+               ("pred/meas step", "right"), ("final loss", "right"), ("eval acc", "right"), ("model", "left"),
+               ("run dir", "left"))  # fmt: skip
+DROPPABLE = ("precision", "global batch", "pred/meas step", "started (UTC)", "final loss", "steps", "model")
+
+
+def _runs_table(rows: list[dict[str, Any]], columns: list[str], fold: bool) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    for name, justify in RUN_COLUMNS:
+        if name in columns:
+            table.add_column(name, justify=justify, no_wrap=not (fold and name in ("model", "run dir")),  # type: ignore[arg-type]
+                             overflow="fold")
     for run in rows:
-        table.add_row(str(run["id"]), started(run.get("started_at")), status_cell(run.get("status")),
-                      escape(fmt(run.get("model"))), escape(device_cell(run)), escape(fmt(run.get("precision"))),
-                      fmt(run.get("global_batch")), fmt(run.get("steps")),
-                      fmt(run.get("measured_samples_per_s"), "1/s"), fmt_ratio(step_time_ratio(run)),
-                      fmt(run.get("final_loss")), fmt(run.get("eval_accuracy"), "%"),
-                      escape(fmt(run.get("run_dir"))))  # fmt: skip
-    # laid out at its natural width: a pipe gets whole rows, never cut cells
-    print_min_width(console, table, Measurement.get(console, console.options.update(width=10_000), table).maximum)
+        cells = {"id": str(run["id"]), "started (UTC)": started(run.get("started_at")),
+                 "status": status_cell(run.get("status")), "model": escape(fmt(run.get("model"))),
+                 "device": escape(device_cell(run)), "precision": escape(fmt(run.get("precision"))),
+                 "global batch": fmt(run.get("global_batch")), "steps": fmt(run.get("steps")),
+                 "samples/s": fmt(run.get("measured_samples_per_s"), "1/s"),
+                 "pred/meas step": fmt_ratio(step_time_ratio(run)), "final loss": fmt(run.get("final_loss")),
+                 "eval acc": fmt(run.get("eval_accuracy"), "%"), "run dir": escape(fmt(run.get("run_dir")))}
+        table.add_row(*(cells[c] for c in columns))
+    return table
+
+
+def render_runs(rows: list[dict[str, Any]], console: Console, wide: bool = False) -> None:
+    """The runs table, newest first: id, start, status, device x count, precision, global batch, steps, measured
+    samples/s, predicted/measured step time, final loss, eval accuracy, model, run directory (widest last).
+    ``wide``: every column at its natural width (a pipe gets whole rows); else the columns of :data:`DROPPABLE`
+    go, first first, while the table is wider than the terminal, the model and run directory then fold, and a
+    line names what was left out."""
+    columns = [name for name, _ in RUN_COLUMNS]
+
+    def width(cols: list[str]) -> int:
+        table = _runs_table(rows, cols, fold=False)
+        return Measurement.get(console, console.options.update(width=10_000), table).maximum
+
+    if wide:
+        print_min_width(console, _runs_table(rows, columns, fold=False), width(columns))
+        return
+    dropped = []
+    for name in DROPPABLE:
+        if width(columns) <= console.width:
+            break
+        columns.remove(name)
+        dropped.append(name)
+    console.print(_runs_table(rows, columns, fold=True))
+    if dropped:
+        console.print(f"[dim]not shown at {console.width} columns: {', '.join(dropped)} (--wide shows every "
+                      "column)[/]")
 
 
 def render_run(run: dict[str, Any], console: Console) -> None:

@@ -4,6 +4,7 @@ and value formatting by unit (milliseconds, MiB/GiB, percent). The rich tables a
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 #: the configuration fields ``paddlefit runs compare`` sets side by side: (column, label)
@@ -95,3 +96,16 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         item["ratio"] = ratio(item["b"], item["a"]) if unit != "text" else None
         figures.append(item)
     return {"runs": [a.get("id"), b.get("id")], "config": config, "figures": figures}
+
+
+def runs_under(rows: list[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
+    """The runs (registry rows, order kept) whose ``run_dir`` is ``root`` or under it, both resolved
+    (``paddlefit runs --here`` with ``root`` = the current directory); a run without a run directory is left out."""
+    top = root.resolve()
+    kept = []
+    for run in rows:
+        if run.get("run_dir"):
+            where = Path(str(run["run_dir"])).expanduser().resolve()
+            if where == top or top in where.parents:
+                kept.append(run)
+    return kept

@@ -238,27 +238,36 @@ class Progress(Protocol):
 
 class LogLines:
     """Progress as a log line every ``every`` optimizer steps and at the last: ``step S/T (epoch E): loss L  R
-    samples/s``, R the rate since the previous line (a single step's rate swings with DataLoader workers handing
-    over batches unevenly)."""
+    samples/s over the last N steps, A since step S0``: R the rate of the steps since the previous line, A the rate
+    of every step since the run (or resume) started. On a shared machine a window of ``every`` steps (a fraction of
+    a second for a small model) swings with the other processes' load (with two busy processes on a 2-core machine,
+    windows 2-4x the lines around them were measured; issue 26 saw 2.4x at step 210), so the line also gives the
+    steady figure A."""
 
     def __init__(self, log: Callable[[str], None], every: int) -> None:
         self.log = log
         self.every = every
-        self.total = 0
-        self.samples = self.seconds = 0.0
+        self.total = self.first = self.steps = 0
+        self.samples = self.seconds = self.all_samples = self.all_seconds = 0.0
 
     def start(self, step: int, total_steps: int) -> None:
         """See :class:`Progress`."""
-        self.total = total_steps
+        self.total, self.first = total_steps, step
 
     def update(self, step: int, epoch: float, loss: float, samples: float, seconds: float) -> None:
         """See :class:`Progress`."""
         self.samples += samples
         self.seconds += seconds
+        self.steps += 1
+        self.all_samples += samples
+        self.all_seconds += seconds
         if step % self.every == 0 or step == self.total:
             rate = self.samples / self.seconds if self.seconds else 0.0
-            self.log(f"step {step}/{self.total} (epoch {epoch:.2f}): loss {loss:.4f}  {rate:,.0f} samples/s")
+            overall = self.all_samples / self.all_seconds if self.all_seconds else 0.0
+            self.log(f"step {step}/{self.total} (epoch {epoch:.2f}): loss {loss:.4f}  {rate:,.0f} samples/s over the "
+                     f"last {self.steps} step(s), {overall:,.0f} since step {self.first}")  # fmt: skip
             self.samples = self.seconds = 0.0
+            self.steps = 0
 
     def close(self) -> None:
         """See :class:`Progress`."""

@@ -22,6 +22,9 @@ Search (the order matters only for the time budget):
    so). A trial in which the trainer had to back off after running out of memory is discarded;
 6. the baseline and the two best candidates again, interleaved, ``confirm`` more times each: the winner has the
    highest median; the ratio is the winner's median over the baseline's median.
+
+Given ``paddlefit profile``'s fixes (``hypotheses``), their settings run first, right after the baseline, join the
+confirmation runs, and each is judged confirmed (median >= 1.05x the baseline's) or refuted (:func:`judge_fix`).
 """
 
 from __future__ import annotations
@@ -74,12 +77,37 @@ class TuneResult:
     steps: int
     warmup: int
     memory_limit_bytes: float = 0.0
+    hypotheses: list[dict[str, Any]] = field(default_factory=list)  # profile's fixes as tested (:func:`judge_fix`)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
         return {"baseline": self.baseline.to_dict(), "best": self.best.to_dict(), "ratio": self.ratio,
                 "trials": [t.to_dict() for t in self.trials], "elapsed_s": self.elapsed_s, "steps": self.steps,
-                "warmup": self.warmup, "memory_limit_bytes": self.memory_limit_bytes}  # fmt: skip
+                "warmup": self.warmup, "memory_limit_bytes": self.memory_limit_bytes,
+                "hypotheses": self.hypotheses}  # fmt: skip
+
+
+#: A profile fix is confirmed when its trial's median samples/s is at least this much above the baseline's median
+#: (both include the interleaved confirmation runs); below it, the fix is refuted (no gain or slower).
+CONFIRM_GAIN = 1.05
+#: The profile fixes with settings tune tries first, before its own search (they always run, like the baseline).
+PROFILE_FIXES_TRIED = 3
+
+
+def judge_fix(fix: dict[str, Any], trial: Trial, baseline: Trial) -> dict[str, Any]:
+    """A profile fix (``{fix, expected_gain, settings}``) against its measured trial: ``measured_ratio`` = trial
+    median / baseline median (samples/s), ``verdict`` ``confirmed`` (>= :data:`CONFIRM_GAIN`) or ``refuted``, or
+    ``not measured`` (the trial failed), and ``said``: one sentence with the numbers."""
+    doc = {"fix": fix.get("fix"), "settings": fix.get("settings"), "expected_gain": fix.get("expected_gain")}
+    if not trial.samples_per_s or not baseline.median:
+        return {**doc, "measured_ratio": None, "verdict": "not measured",
+                "said": f"not measured ({trial.note or 'the trial did not run'})"}
+    ratio = trial.median / baseline.median
+    verdict = "confirmed" if ratio >= CONFIRM_GAIN else "refuted"
+    how = "faster" if ratio >= CONFIRM_GAIN else "no gain" if ratio >= 1 / CONFIRM_GAIN else "slower"
+    said = (f"{verdict}: measured {ratio:.2f}x ({how}; {trial.median:,.0f} vs {baseline.median:,.0f} samples/s, "
+            f"medians of {len(trial.samples_per_s)} and {len(baseline.samples_per_s)} interleaved runs)")
+    return {**doc, "measured_ratio": ratio, "verdict": verdict, "said": said}
 
 
 def set_dotted(doc: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -220,7 +248,7 @@ def memory_limit_bytes(on_gpu: bool) -> float:
 
 def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 5, confirm: int = 2,
          progress: Any = None, global_batch: str = "keep", max_batch_factor: int = 8,
-         memory_limit: float | None = None) -> TuneResult:  # fmt: skip
+         memory_limit: float | None = None, hypotheses: list[dict[str, Any]] | None = None) -> TuneResult:  # fmt: skip
     """Search the settings of the module docstring within ``budget_s`` seconds (the baseline and the confirmation
     runs always run); returns every trial and the winner.
 
@@ -230,6 +258,9 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
         max_batch_factor: largest multiple of the batch size tried (a power of 2).
         memory_limit: bytes a batch-size candidate's predicted peak may reach (default
             :func:`memory_limit_bytes`).
+        hypotheses: ``paddlefit profile``'s fixes (its ``fixes``); the first :data:`PROFILE_FIXES_TRIED` with
+            ``settings`` run right after the baseline whatever the budget, join the confirmation runs, and are judged
+            in ``TuneResult.hypotheses`` (:func:`judge_fix`).
 
     Raises:
         PaddlefitError: the job fails in the baseline run (a candidate that fails is recorded with no runs).
@@ -282,6 +313,12 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
     say("baseline (your settings)")
     run(baseline)
     trials: list[Trial] = []
+    tested = [f for f in hypotheses or [] if f.get("settings")][:PROFILE_FIXES_TRIED]
+    for i, fix in enumerate(tested, 1):  # profile's fixes first, whatever the budget
+        say(f"profile fix {i}: {fix['fix']}")
+        trials.append(Trial(f"profile fix {i}: {fix['fix']}", dict(fix["settings"])))
+        run(trials[-1])
+    profiled = trials[: len(tested)]
 
     def within_budget() -> bool:
         return time.perf_counter() - t0 <= budget_s
@@ -290,6 +327,8 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
         for label, settings in cands:
             if not within_budget():
                 return
+            if any(t.settings == settings for t in trials):  # a profile fix already tried it
+                continue
             say(label)
             trials.append(Trial(label, settings))
             run(trials[-1])
@@ -328,11 +367,13 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
             factor *= 2
     ranked = sorted([t for t in [baseline, *trials] if t.samples_per_s], key=lambda x: -x.median)
     finalists = [baseline, *[t for t in ranked if t is not baseline][:2]]
+    finalists += [t for t in profiled if t.samples_per_s and t not in finalists]
     for r in range(confirm):  # interleaved: drift hits every finalist alike
         for trial in finalists:
             say(f"confirm {r + 1}/{confirm}: {trial.label}")
             run(trial)
     best = max(finalists, key=lambda x: x.median)
     return TuneResult(baseline=baseline, trials=trials, best=best, ratio=best.median / baseline.median,
-                      elapsed_s=time.perf_counter() - t0, steps=steps, warmup=warmup,
-                      memory_limit_bytes=limit)  # fmt: skip
+                      elapsed_s=time.perf_counter() - t0, steps=steps, warmup=warmup, memory_limit_bytes=limit,
+                      hypotheses=[judge_fix(f, t, baseline) for f, t in zip(tested, profiled, strict=True)],
+                      )  # fmt: skip
