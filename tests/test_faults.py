@@ -69,3 +69,19 @@ def test_launcher_codes_map_to_documented_ones(launcher: object, stopped_by: int
 
     assert scheduler_exit_code(launcher, stopped_by) == want
     assert want in DOCUMENTED
+
+
+def test_log_lines_and_errors_show_a_hostile_run_dir_escaped(tmp_path: Path) -> None:
+    """`train` logs its run directory ("resumed from ...", the registry, the summary) and names it in errors: a name
+    with `\\e[2J` (clear screen), `\\r` or a C1 CSI reaches the terminal escaped, never raw (issue 27)."""
+    hostile = "r\x1b[2J\r\x9b31m"
+    run_dir = tmp_path / hostile
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 1, "every_minutes": 0})
+    for _ in range(2):  # the second resumes: "resumed from RUN_DIR/checkpoints/..."
+        r = run(train_cmd(spec, run_dir, "--max-steps", "2"), env=dict(ENV, PADDLEFIT_HOME=str(tmp_path)))
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert not any(c in r.stderr + r.stdout for c in "\x1b\r\x9b"), repr(r.stderr[-2000:])
+    assert "r\\x1b[2J\\r\\x9b31m/checkpoints/step-00000002" in r.stderr + r.stdout, r.stderr[-2000:]
+    (tmp_path / "afile\x1b[2J").write_text("x")
+    r = run(train_cmd(spec, tmp_path / "afile\x1b[2J" / "run"))
+    assert r.returncode == 2 and "afile\\x1b[2J" in r.stderr and "\x1b" not in r.stderr, repr(r.stderr)

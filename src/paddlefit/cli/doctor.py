@@ -6,7 +6,6 @@ import contextlib
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
@@ -67,8 +66,8 @@ def doctor_command(
         for c in ("id", "severity", "finding", "fix"):
             table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
         for f in shown:
-            text = escape(f.title) + (f" [dim]({escape(f.detail)})[/]" if f.detail else "")
-            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, escape(f.fix))
+            text = shown(f.title) + (f" [dim]({shown(f.detail)})[/]" if f.detail else "")
+            table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", text, shown(f.fix))
         if shown:
             out.print(table)
         n_ok = sum(f.severity == "ok" for f in findings)

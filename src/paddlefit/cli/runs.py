@@ -4,9 +4,8 @@ figures (list, ``show ID``, ``compare ID ID``)."""
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import handle_errors, out
+from paddlefit.cli.common import handle_errors, out, shown
 from paddlefit.report.render import to_json
 
 runs_app = typer.Typer(
@@ -53,10 +52,10 @@ def runs_command(
         return
     if not rows:
         if model is None and device is None:
-            out.print(f"no runs recorded yet in {escape(str(registry.path))}; `paddlefit train` records each run.")
+            out.print(f"no runs recorded yet in {shown(str(registry.path))}; `paddlefit train` records each run.")
         else:
             chosen = " ".join(f"{o} {v}" for o, v in (("--model", model), ("--device", device)) if v is not None)
-            out.print(f"no recorded run matches {escape(chosen)} in {escape(str(registry.path))}; `paddlefit runs` "
+            out.print(f"no recorded run matches {shown(chosen)} in {shown(str(registry.path))}; `paddlefit runs` "
                       "lists them all.")  # fmt: skip
         return
     render_runs(rows, out)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 import yaml
-from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.spec import load_job_spec
 
@@ -77,7 +76,7 @@ def tune_command(
         except OSError as exc:
             raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
                        f"winner was {result.best.label}: {result.best.settings}.") from None
-        err.print(f"wrote {escape(str(write))}", highlight=False)
+        err.print(f"wrote {shown(str(write))}", highlight=False)
     if json_out:
         print(to_json(result.to_dict()))
         return
@@ -87,17 +86,17 @@ def tune_command(
         table.add_column(col, justify="left" if col == "settings" else "right")
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
-            table.add_row(escape(t.label), escape(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
+            table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
             continue
         mark = " (best)" if t is result.best else ""
-        table.add_row(escape(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
+        table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
     print_min_width(out, table, 110)
     b, w = result.baseline, result.best
-    out.print(f"before: {b.median:,.0f} samples/s ({escape(str(config))} as written)")
-    out.print(f"after:  {w.median:,.0f} samples/s ({escape(w.label)}: "
-              f"{escape(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
+    out.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
+    out.print(f"after:  {w.median:,.0f} samples/s ({shown(w.label)}: "
+              f"{shown(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
     out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
     if not result.trials:
         out.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")

@@ -25,7 +25,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import JobSpec
+from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore
 from paddlefit.train.evaluate import NO_EVAL, evaluate
@@ -91,7 +91,7 @@ class TrainOptions:
     progress_bar: Progress | None = None
     lock_held: bool = False
     prediction_key: str | None = None
-    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+    log: Callable[[str], None] = field(default=log_stderr)
 
 
 @dataclass
