@@ -3,8 +3,10 @@ write, every crash point of a checkpoint save. Real CLI in subprocesses on the C
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,107 @@ def test_log_lines_and_errors_show_a_hostile_run_dir_escaped(tmp_path: Path) -> 
     (tmp_path / "afile\x1b[2J").write_text("x")
     r = run(train_cmd(spec, tmp_path / "afile\x1b[2J" / "run"))
     assert r.returncode == 2 and "afile\\x1b[2J" in r.stderr and "\x1b" not in r.stderr, repr(r.stderr)
+
+
+FAULT = Path(__file__).parent / "data" / "faultwrite.py"
+
+
+def _faulty(tmp_path: Path, name: str, code: str, skip: int, *args: str) -> subprocess.CompletedProcess:
+    return run([sys.executable, str(FAULT), name, code, str(skip), "--", *args],
+               env=dict(ENV, PADDLEFIT_HOME=str(tmp_path / "home")))  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "code", "skip", "at"), [
+    ("metrics.jsonl", "ENOSPC", 5, "at step 6"),  # mid-run: the 6th line
+    ("comparison.json", "EDQUOT", 0, "at step 4"),  # written after the first periodic checkpoint
+    ("status.json", "EROFS", 0, "at step 8"),  # the end (and so status.json cannot say it)
+    ("summary.json", "ENOSPC", 0, "at step 8"),  # the end
+    ("job.yaml", "ENOSPC", 0, "before the first step"),  # start-up
+])  # fmt: skip
+def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(tmp_path: Path, name: str, code: str,
+                                                                           skip: int, at: str) -> None:
+    """A full disk outside the checkpoint write gave `OSError: [Errno 28]` from metrics.py's close, a traceback, exit
+    1 and no status.json (issue 27). Each kind of write of a run now fails through one write path: exit 2, a message
+    naming the file, the step and the last intact checkpoint, and status.json saying the same (or why it could not);
+    the run resumes from that checkpoint."""
+    spec = write_spec(tmp_path / "s.yaml", max_steps=8, checkpoint={"every_steps": 4, "every_minutes": 0})
+    run_dir = tmp_path / "r"
+    r = _faulty(tmp_path, name, code, skip, "train", str(spec), "--run-dir", str(run_dir))
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"error: {at}: cannot write {run_dir / name}" in r.stderr, r.stderr[-3000:]
+    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*")) if at != "before the first step" else []
+    assert f"The last intact checkpoint is {run_dir / 'checkpoints' / ckpts[-1]}" in r.stderr if ckpts else \
+        "There is no intact checkpoint" in r.stderr  # fmt: skip
+    if name == "status.json":
+        assert "status.json could not be written either: the file system is read-only" in r.stderr
+    else:
+        status = json.loads((run_dir / "status.json").read_text())
+        assert status["exit_code"] == 2 and f"cannot write {run_dir / name}" in status["reason"], status
+        assert status["step"] == (int(at.split()[-1]) if "at step" in at else 0)
+    again = run(train_cmd(spec, run_dir))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 8
+
+
+def test_metrics_file_that_is_a_directory_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
+    """`metrics.jsonl` made a directory gave `IsADirectoryError` and exit 1 (issue 27)."""
+    run_dir = tmp_path / "r"
+    (run_dir / "metrics.jsonl").mkdir(parents=True)
+    r = run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"{run_dir / 'metrics.jsonl'}" in r.stderr and "it is a directory" in r.stderr, r.stderr[-3000:]
+
+
+def test_report_on_a_full_disk_is_exit_2_naming_the_file(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+    r = _faulty(tmp_path, "report.html", "ENOSPC", 0, "report", str(run_dir))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"cannot write {run_dir / 'report.html'} (`--out`): the disk is full" in r.stderr, r.stderr
+    assert not (run_dir / "report.html").exists()
+
+
+def _tmpfs_script(mount: Path, kib: int, body: str) -> list[str]:
+    """A shell running ``body`` with a ``kib`` KiB tmpfs on ``mount``, in its own user and mount namespace (no root
+    needed where user namespaces are allowed; the mount goes away with it)."""
+    return ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={kib}k tmpfs {mount} && {body}"]
+
+
+def _can_mount_tmpfs(tmp_path: Path) -> bool:
+    (tmp_path / "probe").mkdir()
+    try:
+        return subprocess.run(_tmpfs_script(tmp_path / "probe", 64, "true"), capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def test_a_disk_filled_mid_run_on_a_small_tmpfs_is_exit_2_and_resumes(tmp_path: Path) -> None:
+    """The issue's own reproduction: a run directory on a 2 MiB tmpfs, filled mid-run (a dataset writes a file
+    until ENOSPC after 8 steps' samples). It exited 1 with `OSError: [Errno 28]` from metrics.py's close and no
+    status.json. Now: exit 2, the file, the step and the last intact checkpoint named, no traceback; with the
+    space freed, the same command resumes from that checkpoint and finishes."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("cannot mount a tmpfs here (no user namespaces)")
+    mnt, out = tmp_path / "mnt", tmp_path / "out"
+    mnt.mkdir()
+    out.mkdir()
+    filler = mnt / "filler"
+    spec = write_spec(tmp_path / "s.yaml", max_steps=20, checkpoint={"every_steps": 5, "every_minutes": 0,
+                                                                     "keep_last": 1},
+                      data={"train": "trainhelpers:filling_digits",
+                            "train_args": {"split": "train", "at": 12 * 16, "path": str(filler)}})  # fmt: skip
+    train = " ".join(train_cmd(spec, mnt / "r", "--no-predict"))
+    body = (f"{train} >{out}/1.out 2>{out}/1.err; echo $? >{out}/1.rc; cp -a {mnt}/r {out}/r1; rm -f {filler}; "
+            f"touch {filler}; {train} >{out}/2.out 2>{out}/2.err; echo $? >{out}/2.rc; cp -a {mnt}/r {out}/r2")
+    subprocess.run(_tmpfs_script(mnt, 2048, body), env=ENV, timeout=600, check=True)
+    err1 = (out / "1.err").read_text()
+    assert (out / "1.rc").read_text().strip() == "2", err1[-3000:]
+    assert "Traceback" not in err1 and "the disk is full" in err1, err1[-3000:]
+    assert f"{mnt / 'r'}" in err1 and "error: at step " in err1, err1[-3000:]
+    assert f"The last intact checkpoint is {mnt / 'r' / 'checkpoints' / 'step-00000005'}" in err1, err1[-3000:]
+    assert (out / "r1" / "status.json").exists() or "status.json could not be written either" in err1
+    err2 = (out / "2.err").read_text()
+    assert (out / "2.rc").read_text().strip() == "0", err2[-3000:]
+    assert "resumed from" in err2 and "step-00000005 (step 5," in err2, err2[-3000:]
+    assert json.loads((out / "r2" / "summary.json").read_text())["steps"] == 20
