@@ -191,3 +191,28 @@ def test_a_disk_filled_mid_run_on_a_small_tmpfs_is_exit_2_and_resumes(tmp_path: 
     assert (out / "2.rc").read_text().strip() == "0", err2[-3000:]
     assert "resumed from" in err2 and "step-00000005 (step 5," in err2, err2[-3000:]
     assert json.loads((out / "r2" / "summary.json").read_text())["steps"] == 20
+
+
+def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path) -> None:
+    """`train` on a file system with 8 KiB free, and `export --out` to one that fills during Paddle's save (its C++
+    writer leaves a short file and says nothing; loading it back raised RuntimeError): exit 2 naming the path and
+    the full disk, no traceback."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("cannot mount a tmpfs here (no user namespaces)")
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
+    assert run(train_cmd(spec, tmp_path / "done")).returncode == 0
+    mnt, out = tmp_path / "mnt", tmp_path / "out"
+    mnt.mkdir()
+    out.mkdir()
+    train = " ".join(train_cmd(spec, mnt / "r", "--no-predict"))
+    export = f"{sys.executable} -m paddlefit.cli.main export {tmp_path / 'done'} --out {mnt / 'inference'}"
+    body = (f"head -c 56k /dev/zero >{mnt}/fill; {train} >/dev/null 2>{out}/1.err; echo $? >{out}/1.rc; "
+            f"rm -rf {mnt}/r; head -c 100k /dev/zero >>{mnt}/fill; {export} >/dev/null 2>{out}/2.err; "
+            f"echo $? >{out}/2.rc; ls -A {mnt} >{out}/ls")  # fmt: skip
+    subprocess.run(_tmpfs_script(mnt, 192, body), env=ENV, timeout=600, check=True)
+    err1, err2 = (out / "1.err").read_text(), (out / "2.err").read_text()
+    assert (out / "1.rc").read_text().strip() == "2" and "Traceback" not in err1, err1[-3000:]
+    assert str(mnt / "r") in err1 and "the disk is full" in err1, err1[-3000:]  # where it stops depends on sizes
+    assert (out / "2.rc").read_text().strip() == "2" and "Traceback" not in err2, err2[-3000:]
+    assert f"cannot write `{mnt / 'inference'}` (the disk is full" in err2, err2[-3000:]
+    assert (out / "ls").read_text().split() == ["fill"]  # no half-written export, no temporary left

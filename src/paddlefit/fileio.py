@@ -54,6 +54,20 @@ def writing(path: str | Path, option: str = "--out") -> Iterator[None]:
         raise FileWriteError(path, exc, option) from None
 
 
+def no_space_left(path: str | Path) -> OSError | None:
+    """An ``ENOSPC`` error when the file system holding ``path`` has no block left (``statvfs``: no free block
+    for an unprivileged writer, ``f_bavail``, or for anyone, ``f_bfree``), else None (also when it cannot tell).
+    For writers that do not report a failed write themselves (Paddle's C++ streams leave a short file and say
+    nothing; its reader then fails on the file)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_blocks and (st.f_bavail == 0 or st.f_bfree == 0):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
 def write_through(f: IO[str], text: str, sync: bool) -> None:
     """Write ``text`` to the open file ``f`` and flush it to the OS (and to the disk: ``fsync``, with ``sync``):
     every byte paddlefit writes passes here.

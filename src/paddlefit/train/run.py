@@ -209,8 +209,9 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
         atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
         if n == 1:
             launch_spec.unlink()
-    except OSError as exc:
-        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({exc.strerror or exc}); choose another "
+    except OSError as exc:  # FileWriteError says why (a full disk...)
+        why = getattr(exc, "why", None) or exc.strerror or exc
+        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({why}); free space or choose another "
                              "directory.") from None  # fmt: skip
     if n == 1:
         from paddlefit.train.loop import Trainer, TrainOptions
