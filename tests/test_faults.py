@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from test_secrets import SECRETS, leaks
 from test_train import ENV, run, summary, train_cmd, wait_for_step, write_spec
 
 #: The exit codes docs/errors.md documents (no wrapped negative: 241 = -15, 247 = -9)
@@ -44,7 +45,8 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     full = run(train_cmd(spec, tmp_path / "full", "--devices", "2"))
     assert full.returncode == 0, full.stderr[-3000:]
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
+    env = dict(ENV, **SECRETS)  # a failing rank's logs (Paddle's launcher prints their tails) carry none of them
+    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     reached = wait_for_step(run_dir, 12, proc)
     _workers(proc)[rank].send_signal(signal.SIGKILL)
@@ -52,7 +54,8 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     assert proc.returncode in DOCUMENTED - {0}, (proc.returncode, stderr[-3000:])
     assert proc.returncode == 1, stderr[-3000:]
     assert f"paddlefit: rank {rank} ended by signal SIGKILL" in stderr, stderr[-3000:]
-    r = run(train_cmd(spec, run_dir, "--devices", "2"))
+    assert "s3cr3t-VALUE" not in stderr and leaks(run_dir) == []
+    r = run(train_cmd(spec, run_dir, "--devices", "2"), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     resumed = int(r.stderr.split("(step ")[1].split(",")[0])
     assert reached - resumed <= 5 + 1, (reached, resumed)
@@ -216,3 +219,21 @@ def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path:
     assert (out / "2.rc").read_text().strip() == "2" and "Traceback" not in err2, err2[-3000:]
     assert f"cannot write `{mnt / 'inference'}` (the disk is full" in err2, err2[-3000:]
     assert (out / "ls").read_text().split() == ["fill"]  # no half-written export, no temporary left
+
+
+@pytest.mark.slow
+def test_a_sample_of_checkpoint_crash_points_resumes_bit_exact(tmp_path: Path) -> None:
+    """bench/crash_points.py (the full enumeration) on a sample: SIGKILL right after a payload file is complete,
+    after the rename that publishes the checkpoint, and mid-prune; each run resumes within one interval, bit-exact."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import crash_points
+
+    want, ops = crash_points.trace(tmp_path)
+    kinds = [o["op"] for o in ops]
+    assert {"mkdir", "write", "close", "fsync", "rename", "unlink", "rmdir"} <= set(kinds), kinds
+    publish = next(o for o in ops if o["op"] == "rename" and o["path"].endswith("/step-00000004"))
+    prune = next(o for o in ops if o["op"] == "unlink" and "step-00000002" in o["path"])
+    sample = [next(o for o in ops if o["op"] == "close"), publish, prune]
+    points = [crash_points.crash_at(tmp_path, o, want) for o in sample]
+    assert all(p.ok for p in points), crash_points.table(points)
+    assert [p.resumed_from for p in points] == [2, 4, 4], crash_points.table(points)
