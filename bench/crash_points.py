@@ -233,7 +233,8 @@ def main() -> int:
         for op in ops:
             if chosen is None or op["n"] in chosen:
                 points.append(crash_at(work, op, want))
-                print(f"point {op['n']}/{len(ops)}: {'ok' if points[-1].ok else 'FAILED'}", file=sys.stderr, flush=True)
+                if sys.stderr.isatty():  # progress on a terminal; the table says it all in a log
+                    print(f"point {op['n']}/{len(ops)}: {'ok' if points[-1].ok else 'FAILED'}", file=sys.stderr)
         print(f"{len(ops)} file-system operations in the save of step {STEP} (and the prune of step {STEP - EVERY}); "
               f"SIGKILL after each, then `--resume auto`:\n")
         print(table(points))

@@ -128,6 +128,11 @@ def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(tmp_p
         status = json.loads((run_dir / "status.json").read_text())
         assert status["exit_code"] == 2 and f"cannot write {run_dir / name}" in status["reason"], status
         assert status["step"] == (int(at.split()[-1]) if "at step" in at else 0)
+    if at != "before the first step":  # `runs` says failed, not lost
+        from paddlefit.runs import Registry
+
+        row = Registry(tmp_path / "home" / "runs.db").list_runs()[0]
+        assert (row["status"], row["exit_code"]) == ("failed", 2), row
     again = run(train_cmd(spec, run_dir))
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 8
