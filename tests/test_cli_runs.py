@@ -231,3 +231,23 @@ def test_list_here_keeps_the_runs_under_this_directory_and_the_table_fits(tmp_pa
     assert "--wide" in text and str(tmp_path / "other" / "b") in "".join(text.split())  # folded, not cut
     wide = CliRunner().invoke(app, ["runs", "--wide"], env=env).stdout
     assert "precision" in wide and "global batch" in wide and "--wide" not in wide
+
+
+HOSTILE = "\x1b[2J\x1b]0;pwned\x07\r\x9b31m\u202e"  # clear screen, set title, carriage return, C1 CSI, RTL override
+
+
+def test_control_characters_in_names_and_paths_are_shown_escaped(tmp_path: Path) -> None:
+    """A run directory or model named with `\\e[2J` cleared the screen through `runs` (issue 27): every table shows
+    names and paths from the registry with control characters escaped, as `\\x1b`."""
+    reg, warnings = Registry(tmp_path / "runs.db"), []
+    a = reg.start_run({"run_dir": f"/runs/a{HOSTILE}", "model": f"m{HOSTILE}", "device_kind": "cpu",
+                       "device_name": f"cpu{HOSTILE}", "device_count": 1, "precision": "fp32"}, warnings.append)
+    reg.update_run(a, {"status": "failed", "reason": f"boom{HOSTILE}",
+                       "comparison_json": {**COMPARISON, "reason": HOSTILE}}, warnings.append)  # fmt: skip
+    b = reg.start_run({"run_dir": "/runs/b", "model": "m", "device_kind": "cpu", "device_name": "cpu",
+                       "device_count": 1, "precision": f"fp32{HOSTILE}"}, warnings.append)  # fmt: skip
+    for args in ([], ["show", str(a)], ["compare", str(a), str(b)]):
+        res = _run(tmp_path, *args)
+        assert res.exit_code == 0, res.output
+        assert not any(ch in res.output for ch in "\x1b\x07\r\x9b\u202e"), (args, repr(res.output))
+    assert "/runs/a\\x1b[2J\\x1b]0;pwned\\x07\\r\\x9b31m\\u202e" in _run(tmp_path).output

@@ -1,13 +1,108 @@
-"""Atomic file writes: temp file in the same directory, fsync, rename (never a half-written file)."""
+"""The one write path of paddlefit's files: atomic writes (temp file in the same directory, fsync, rename: never a
+half-written file), appended lines (metrics.jsonl), and the error a failed write becomes.
+
+Every write here goes through :func:`write_through`, and a failing one (a full disk, ``ENOSPC``; a quota,
+``EDQUOT``; a read-only file system, ``EROFS``; a directory where the file should be, ``EISDIR``; or any other
+``OSError``) raises :class:`FileWriteError`, which names the file and the cause: exit code 2, never a traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from paddlefit.errors import PaddlefitError
+
+#: What a failed write's errno means, in the message of :class:`FileWriteError` (others: the OS's strerror).
+DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+               errno.EROFS: "the file system is read-only", errno.EISDIR: "it is a directory",
+               errno.EFBIG: "the file size limit is reached"}  # fmt: skip
+
+
+class FileWriteError(PaddlefitError, OSError):
+    """A file could not be written: the message names the file, the option it came from and the cause
+    (:data:`DISK_ERRORS`). Exit code 2 like any :class:`PaddlefitError`; also an ``OSError`` (``errno`` is the
+    failed call's), so a caller that handles write failures as ``OSError`` still does. ``path``: the file."""
+
+    def __init__(self, path: str | Path, exc: OSError, option: str = "--out", message: str = "") -> None:
+        os_says = exc.strerror or str(exc)
+        why = f"{DISK_ERRORS[exc.errno]} ({os_says})" if exc.errno in DISK_ERRORS else os_says
+        super().__init__(message or f"cannot write {path} (`{option}`): {why}")
+        self.path = Path(path)
+        self.errno = exc.errno
+        self.why = why
+
+
+@contextlib.contextmanager
+def writing(path: str | Path, option: str = "--out") -> Iterator[None]:
+    """Inside the block, an ``OSError`` becomes :class:`FileWriteError` naming ``path``.
+
+    Raises:
+        FileWriteError: the block raised an ``OSError``.
+    """
+    try:
+        yield
+    except FileWriteError:
+        raise
+    except OSError as exc:
+        raise FileWriteError(path, exc, option) from None
+
+
+def no_space_left(path: str | Path) -> OSError | None:
+    """An ``ENOSPC`` error when the file system holding ``path`` has no block left (``statvfs``: no free block
+    for an unprivileged writer, ``f_bavail``, or for anyone, ``f_bfree``), else None (also when it cannot tell).
+    For writers that do not report a failed write themselves (Paddle's C++ streams leave a short file and say
+    nothing; its reader then fails on the file)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_blocks and (st.f_bavail == 0 or st.f_bfree == 0):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def write_through(f: IO[str], text: str, sync: bool) -> None:
+    """Write ``text`` to the open file ``f`` and flush it to the OS (and to the disk: ``fsync``, with ``sync``):
+    every byte paddlefit writes passes here.
+
+    Raises:
+        OSError: the write, flush or fsync failed.
+    """
+    f.write(text)
+    f.flush()
+    if sync:
+        os.fsync(f.fileno())
+
+
+class AppendFile:
+    """A text file lines are appended to (``RUN_DIR/metrics.jsonl``), each flushed to the OS as it is written.
+
+    Raises (every method):
+        FileWriteError: the file cannot be opened, written or closed (a full disk, a directory of its name...).
+    """
+
+    def __init__(self, path: str | Path, option: str = "--out") -> None:
+        self.path = Path(path)
+        self.option = option
+        with writing(self.path, option):
+            self.file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+
+    def write(self, text: str) -> None:
+        """Append ``text`` and flush."""
+        with writing(self.path, self.option):
+            write_through(self.file, text, sync=False)
+
+    def close(self) -> None:
+        """Close the file (after a failed write the rest of its buffer fails again here: the error is raised)."""
+        with writing(self.path, self.option):
+            self.file.close()
 
 
 def check_output_path(path: str | Path, option: str = "--out") -> Path:
@@ -66,28 +161,28 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
     directory must exist (it is not created).
 
     Raises:
-        PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`), or no file
-            can be created in its directory.
-        OSError: the write itself fails (disk full...); the temp file is removed, ``path`` is untouched.
+        PaddlefitError: ``path`` is not a writable regular-file path (see :func:`check_output_path`).
+        FileWriteError: no file can be created in its directory, or the write itself fails (disk full, a read-only
+            file system...); the temp file is removed, ``path`` is untouched.
     """
     path = check_output_path(path, option)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:  # a read-only or pseudo filesystem, no permission, a name too long: nothing written
-        raise PaddlefitError(f"`{option} {path}`: cannot create a file there ({exc.strerror or exc}); choose "
+    except OSError as exc:  # a full or read-only file system, a pseudo one, no permission, a name too long
+        said = exc.strerror or exc
+        raise FileWriteError(path, exc, option, f"`{option} {path}`: cannot create a file there ({said}); choose "
                              "another path.") from None  # fmt: skip
-    try:
-        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_path(path.parent)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with writing(path, option):
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                write_through(f, text, sync=True)
+            os.replace(tmp, path)
+            fsync_path(path.parent)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return path
 
 
@@ -107,9 +202,7 @@ def atomic_write_many(files: dict[Path, str], option: str = "--out") -> list[Pat
             temps.append((tmp, path))
             os.fchmod(fd, 0o666 & ~current_umask())
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+                write_through(f, text, sync=True)
     except OSError as exc:
         for tmp, _ in temps:
             if os.path.exists(tmp):

@@ -266,3 +266,29 @@ def conv3x3_stack(c: int = 256, n: int = 4):
             return x.mean()
 
     return Conv3x3Stack()
+
+
+class _Filling(SlowDataset):
+    """Digits that fill the file system of ``path`` (a file written until ENOSPC) once ``at`` samples were read."""
+
+    def __init__(self, inner, at: int, path: str) -> None:
+        super().__init__(inner, 0.0)
+        self.at, self.path, self.read = at, path, 0
+
+    def __getitem__(self, i):
+        self.read += 1
+        if self.read == self.at and not os.path.exists(self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT)
+            try:
+                while os.write(fd, b"\0" * 4096):
+                    pass
+            except OSError:  # ENOSPC: the file system is full
+                pass
+            finally:
+                os.close(fd)
+        return self.inner[i]
+
+
+def filling_digits(split: str = "train", at: int = 100, path: str = "") -> _Filling:
+    """scikit-learn digits; reading sample number ``at`` fills the disk of ``path`` (see :class:`_Filling`)."""
+    return _Filling(digits(split), at, path)

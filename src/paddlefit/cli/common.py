@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.textsafe import terminal_safe
 
 out = Console()
 err = Console(stderr=True)
@@ -41,10 +42,16 @@ def warn_deprecated(aliases: dict[str, str]) -> None:
                       f"`{new}` (same value, same unit).", highlight=False)
 
 
+def shown(text: object) -> str:
+    """``text`` for a console line: control characters escaped (:func:`~paddlefit.textsafe.terminal_safe`: a name
+    or path from a run directory or the registry never drives the terminal), then rich markup."""
+    return escape(terminal_safe(text))
+
+
 def fail(message: str, code: int = 2, kind: str = "UsageError") -> typer.Exit:
     """Print ``message`` in red on stderr and return the Exit to raise (code 2 = bad input); remembered for
     :func:`handle_errors`'s ``--json`` error document."""
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {shown(message)}", highlight=False, soft_wrap=True)
     _last_error.update(type=kind, message=message, exit_code=code)
     return typer.Exit(code)
 

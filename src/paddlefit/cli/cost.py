@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
@@ -91,7 +90,7 @@ def cost_command(
     with err.status("planning...") as status, stdout_to_stderr():
         result = cost_job(job, request, progress=lambda msg: status.update(msg))
     for note in result.notes:
-        err.print(f"[dim]{escape(note)}[/]")
+        err.print(f"[dim]{shown(note)}[/]")
     if json_out:
         print(to_json(result.report.to_dict()))
         return

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
 from paddlefit.diagnose.registry import fix_script as fix_script_text
 from paddlefit.report.render import to_json
@@ -63,9 +62,9 @@ def doctor_command(
     elif json_out:
         print(to_json(report.to_dict()))
     else:
-        shown = findings if show_all else [f for f in findings if f.severity != "ok"]
-        if shown:
-            render_findings(shown, out)
+        listed = findings if show_all else [f for f in findings if f.severity != "ok"]
+        if listed:
+            render_findings(listed, out)
         n_ok = sum(f.severity == "ok" for f in findings)
         n_warn = sum(f.severity == "warn" for f in findings)
         out.print(f"{len(errors)} error(s), {n_warn} warning(s), {n_ok} ok"
@@ -87,7 +86,7 @@ def render_findings(findings: list, console: Console) -> None:
     for c in ("id", "severity", "finding", "fix")[: 4 if wide else 3]:
         table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
     for f in findings:
-        text = escape(f.title) + (f" [dim]({escape(f.detail)})[/]" if f.detail else "")
-        cells = [text, escape(f.fix)] if wide else [text + f"\n[cyan]fix:[/] {escape(f.fix)}"]
+        text = shown(f.title) + (f" [dim]({shown(f.detail)})[/]" if f.detail else "")
+        cells = [text, shown(f.fix)] if wide else [text + f"\n[cyan]fix:[/] {shown(f.fix)}"]
         table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", *cells)
     console.print(table)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import to_json
 
 
@@ -36,6 +35,6 @@ def export_command(
     if json_out:
         print(to_json(doc))
         return
-    out.print(f"exported {escape(str(res.checkpoint))} -> {escape(str(res.out_dir / 'model'))} "
+    out.print(f"exported {shown(str(res.checkpoint))} -> {shown(str(res.out_dir / 'model'))} "
               f"({', '.join(res.files)})")  # fmt: skip
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors
+from paddlefit.cli.common import err, handle_errors, shown
 from paddlefit.deploy.image import ImageRequest, build_image
 
 
@@ -58,6 +57,6 @@ def image_command(
         out_dir=out_dir, requirements=list(requirement or []), command=command, num_workers=num_workers,
         prefetch_factor=prefetch_factor, batch_size=batch_size, inputs=list(inputs or []), devices=devices,
         fixed_shape_cnn=fixed_shape_cnn, ipc_host=ipc_host, env=list(env or [])))  # fmt: skip
-    err.print(f"wrote {escape(str(out_dir / 'Dockerfile'))} (FROM {result.plan.build.docker_image}), requirements.txt "
+    err.print(f"wrote {shown(str(out_dir / 'Dockerfile'))} (FROM {result.plan.build.docker_image}), requirements.txt "
               "and .dockerignore", highlight=False)  # fmt: skip
     print(result.plan.run_command)

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors
+from paddlefit.cli.common import err, handle_errors, shown
 from paddlefit.deploy.targets import LaunchRequest, launch
 
 
@@ -73,11 +72,11 @@ def launch_command(
         cloud=cloud, setup=setup, image=image, pvc=pvc, shm_gib=shm_gib, from_snapshot=from_snapshot,
         nccl_ifname=nccl_ifname, no_ib=no_ib, env=list(env or [])))  # fmt: skip
     for note in result.notes:
-        err.print(f"[yellow]{escape(note)}[/]")
+        err.print(f"[yellow]{shown(note)}[/]")
     if json_out:
         print(json.dumps({"target": result.target, "files": [str(f) for f in result.files],
                           "commands": result.commands}, indent=2))  # fmt: skip
         return
-    err.print(f"wrote {', '.join(escape(str(f)) for f in result.files)}", highlight=False)
+    err.print(f"wrote {', '.join(shown(str(f)) for f in result.files)}", highlight=False)
     for c in result.commands:
         print(c)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, attention_option, check_not_empty
 from paddlefit.plan.jobs import plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
@@ -132,7 +131,7 @@ def plan_command(
                           max_probe_gib=max_probe_gib, explain=explain or [], use_runs=not no_runs,
                           progress=lambda msg: status.update(msg))  # fmt: skip
     for note in result.notes:
-        err.print(f"[dim]{escape(note)}[/]")
+        err.print(f"[dim]{shown(note)}[/]")
     if json_out:
         print(to_json(result.plan.to_dict()))
         return

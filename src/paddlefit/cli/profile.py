@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import to_json
 from paddlefit.spec import load_job_spec
 
@@ -46,11 +45,11 @@ def profile_command(
                              progress=lambda d, n: status.update(f"profiling: step {d}/{n}"), top_ops=ops)  # fmt: skip
     if plot is not None:
         plot_profile(result, str(plot))
-        err.print(f"wrote {escape(str(plot))}", highlight=False)
+        err.print(f"wrote {shown(str(plot))}", highlight=False)
     if json_out:
         print(to_json(result.to_dict()))
         return
-    out.print(f"[bold]{escape(result.model)}[/] on {escape(result.device)}: {result.steps} steps measured after "
+    out.print(f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
               f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip
     table = Table(box=None, padding=(0, 2))
     for col in ("component", "mean", "p95", "share"):
@@ -64,14 +63,14 @@ def profile_command(
     out.print(f"{result.samples_per_s:,.0f} samples/s, {result.achieved_flops_per_s / 1e9:,.2f} GFLOP/s achieved{mfu}")
     out.print(f"verdict: [bold]{result.verdict}[/]")
     for e in result.evidence:
-        out.print(f"  - {escape(e)}")
+        out.print(f"  - {shown(e)}")
     if result.operators:
         table = Table(title="operators with the most time (paddle.profiler; nested events overlap)", box=None,
                       padding=(0, 2))  # fmt: skip
         for col in ("operator", "calls/step", "ms/step", "share of step"):
             table.add_column(col, justify="left" if col == "operator" else "right")
         for o in result.operators:
-            table.add_row(escape(o["name"]), f"{o['calls']:,.0f}", f"{o['ms_per_step']:,.2f}", f"{o['share']:.0%}")
+            table.add_row(shown(o["name"]), f"{o['calls']:,.0f}", f"{o['ms_per_step']:,.2f}", f"{o['share']:.0%}")
         out.print(table)
         slow = result.operators[0]["profiled_step_s"] / result.step_mean_s - 1 if result.step_mean_s else 0.0
         out.print(f"[dim]profiled steps took {result.operators[0]['profiled_step_s'] * 1e3:,.1f} ms, {slow:+.0%} vs "
@@ -81,7 +80,7 @@ def profile_command(
         for i, f in enumerate(result.fixes, 1):
             gain = str(f["expected_gain"])
             basis = "" if gain.startswith(f.get("basis", "hypothesis")) else f"{f.get('basis', 'hypothesis')}: "
-            out.print(f"  {i}. {escape(f['fix'])}: {escape(f['why'])} ({escape(basis + gain)})")
-        out.print(f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {escape(str(config))} "
-                  f"--json > profile.json; paddlefit tune {escape(str(config))} --profile profile.json` measures "
+            out.print(f"  {i}. {shown(f['fix'])}: {shown(f['why'])} ({shown(basis + gain)})")
+        out.print(f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(config))} "
+                  f"--json > profile.json; paddlefit tune {shown(str(config))} --profile profile.json` measures "
                   "them first and says which hold.[/]", soft_wrap=True)

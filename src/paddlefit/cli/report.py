@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import err, handle_errors, out
+from paddlefit.cli.common import err, handle_errors, out, shown
 from paddlefit.report.render import to_json
 
 
@@ -45,4 +44,4 @@ def report_command(
     if json_out:
         print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status}))
         return
-    out.print(escape(str(path)), highlight=False)
+    out.print(shown(str(path)), highlight=False)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from paddlefit.cli.common import handle_errors, out
+from paddlefit.cli.common import handle_errors, out, shown
 from paddlefit.report.render import to_json
 
 runs_app = typer.Typer(
@@ -64,13 +63,13 @@ def runs_command(
         return
     if not rows:
         if here:
-            out.print(f"no recorded run has its run directory under {escape(str(Path.cwd()))}; `paddlefit runs` "
+            out.print(f"no recorded run has its run directory under {shown(str(Path.cwd()))}; `paddlefit runs` "
                       "lists every run of the registry.")  # fmt: skip
         elif model is None and device is None:
-            out.print(f"no runs recorded yet in {escape(str(registry.path))}; `paddlefit train` records each run.")
+            out.print(f"no runs recorded yet in {shown(str(registry.path))}; `paddlefit train` records each run.")
         else:
             chosen = " ".join(f"{o} {v}" for o, v in (("--model", model), ("--device", device)) if v is not None)
-            out.print(f"no recorded run matches {escape(chosen)} in {escape(str(registry.path))}; `paddlefit runs` "
+            out.print(f"no recorded run matches {shown(chosen)} in {shown(str(registry.path))}; `paddlefit runs` "
                       "lists them all.")  # fmt: skip
         return
     render_runs(rows, out, wide=wide)

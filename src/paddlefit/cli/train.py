@@ -6,10 +6,17 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, handle_errors, json_document_printed, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import (
+    err,
+    handle_errors,
+    json_document_printed,
+    out,
+    quiet_paddle,
+    shown,
+    stdout_to_stderr,
+)
 from paddlefit.report.render import to_json
 from paddlefit.report.runs import render_comparison_document
 from paddlefit.runs.view import fmt
@@ -71,7 +78,7 @@ def render_summary(summary: dict) -> None:
         ("last checkpoint", str(summary.get("last_checkpoint"))),
     ]  # fmt: skip
     for k, v in rows:
-        table.add_row(k, escape(v))
+        table.add_row(k, shown(v))
     out.print(table)
     if summary.get("comparison"):
         render_comparison_document(summary["comparison"], out)
@@ -134,12 +141,12 @@ def train_command(
                        cloud=cloud, spot=spot, checkpoint_interval=checkpoint_interval,
                        interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket).resolve()  # fmt: skip
     for note in job.notes:
-        err.print(f"[dim]{escape(note)}[/]")
+        err.print(f"[dim]{shown(note)}[/]")
     spec, run_dir = job.spec, job.spec.run_dir
     bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
         outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar, predict=predict,
-                          relay=lambda line: err.print(escape(line), highlight=False))  # fmt: skip
+                          relay=lambda line: err.print(shown(line), highlight=False))  # fmt: skip
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:
         summary = outcome.summary or {}
@@ -152,12 +159,12 @@ def train_command(
         print(to_json({"exit_code": code, "reason": reason, "run_dir": str(run_dir)}))
         json_document_printed()
     if code == EXIT_REQUEUE and reason != "stopped by signal":  # before the first step: nothing was saved
-        err.print(f"{escape(reason)} Exit {EXIT_REQUEUE}.", highlight=False)
+        err.print(f"{shown(reason)} Exit {EXIT_REQUEUE}.", highlight=False)
     elif code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
     elif code == EXIT_BUDGET:
         err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}. To continue, run again with a higher "
                   "limit (e.g. a larger --max-hours): --resume auto picks up the checkpoint.")
     else:  # EXIT_NONFINITE, bad input found by a worker, or a crash
-        err.print(f"[bold red]error:[/] {escape(reason)}", soft_wrap=True, highlight=False)
+        err.print(f"[bold red]error:[/] {shown(reason)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import typer
 import yaml
-from rich.markup import escape
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.spec import load_job_spec
 
@@ -82,7 +81,7 @@ def tune_command(
         except OSError as exc:
             raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
                        f"winner was {result.best.label}: {result.best.settings}.") from None
-        err.print(f"wrote {escape(str(write))}", highlight=False)
+        err.print(f"wrote {shown(str(write))}", highlight=False)
     if json_out:
         print(to_json(result.to_dict()))
         return
@@ -92,24 +91,24 @@ def tune_command(
         table.add_column(col, justify="left" if col == "settings" else "right")
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
-            table.add_row(escape(t.label), escape(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
+            table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
             continue
         mark = " (best)" if t is result.best else ""
-        table.add_row(escape(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
+        table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
     print_min_width(out, table, 110)
     b, w = result.baseline, result.best
-    out.print(f"before: {b.median:,.0f} samples/s ({escape(str(config))} as written)")
-    out.print(f"after:  {w.median:,.0f} samples/s ({escape(w.label)}: "
-              f"{escape(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
+    out.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
+    out.print(f"after:  {w.median:,.0f} samples/s ({shown(w.label)}: "
+              f"{shown(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
     out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
     if profile is not None:
-        out.print(f"profile's fixes ({escape(str(profile))}), tried first:" if result.hypotheses else
-                  f"profile's fixes ({escape(str(profile))}): none is a setting tune can try")  # fmt: skip
+        out.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
+                  f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
         for i, h in enumerate(result.hypotheses, 1):
-            out.print(f"  {i}. {escape(str(h['fix']))}: {escape(str(h['expected_gain']))}; "
-                      f"[bold]{escape(h['said'])}[/]")
+            out.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
+                      f"[bold]{shown(h['said'])}[/]")
     else:
         out.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile profile.json` "
                   "tries profile's fixes first and says which the measurement confirms.[/]")

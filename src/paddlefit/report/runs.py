@@ -7,12 +7,13 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 from rich.measure import Measurement
 from rich.table import Table
 
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
+from paddlefit.textsafe import terminal_safe
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "budget": "yellow",
                 "nonfinite": "red", "failed": "red", "lost": "magenta"}  # fmt: skip
@@ -25,9 +26,15 @@ SHOW_UNITS = {"id": "text", "pid": "text", "exit_code": "text",
               "eval_accuracy": "%"}  # fmt: skip
 
 
+def escape(text: str) -> str:
+    """A registry value for a table cell: control characters escaped (:func:`~paddlefit.textsafe.terminal_safe`),
+    then rich markup."""
+    return markup_escape(terminal_safe(text, keep_newlines=False))
+
+
 def started(value: Any) -> str:
     """An ISO-8601 time as ``2025-05-01 12:03`` (UTC), for a table cell."""
-    return "-" if not value else str(value).replace("T", " ")[:16]
+    return "-" if not value else escape(str(value).replace("T", " ")[:16])
 
 
 def status_cell(status: Any) -> str:
@@ -107,7 +114,7 @@ def render_run(run: dict[str, Any], console: Console) -> None:
         if name in ("spec_json", "comparison_json"):
             continue
         cell = status_cell(value) if name == "status" else escape(fmt(value, SHOW_UNITS.get(name, "")))
-        table.add_row(name, cell)
+        table.add_row(escape(name), cell)
     table.add_row("predicted/measured step", fmt_ratio(step_time_ratio(run)))
     print_min_width(console, table, 100)
     doc = run.get("comparison_json")
@@ -117,7 +124,7 @@ def render_run(run: dict[str, Any], console: Console) -> None:
         console.print(f"comparison_json (not a JSON object): {escape(str(doc))}")
     if run.get("spec_json") is not None:
         console.print("[bold]job spec[/] (spec_json)")
-        console.print(escape(to_json(run["spec_json"])), highlight=False)
+        console.print(markup_escape(terminal_safe(to_json(run["spec_json"]))), highlight=False)
 
 
 def render_comparison_document(doc: dict[str, Any], console: Console) -> None:

@@ -17,11 +17,17 @@ directory's locked descriptor (``PADDLEFIT_LOCK_FD``, :mod:`paddlefit.train.lock
 (Paddle's launcher would close it: ``close_fds``), so the directory stays locked while any process of the run
 lives; and it asks the kernel for SIGTERM when that ``train`` process dies (``PR_SET_PDEATHSIG``), so a killed
 ``train`` does not leave the run going on without it: the workers checkpoint and stop as on any SIGTERM.
+
+Its exit code is one a scheduler reads right (:func:`scheduler_exit_code`, docs/errors.md#exit-codes): Paddle's
+launcher exits with the first failed worker's code, negative for a worker killed by a signal, which the kernel
+wraps to 8 bits (-9 -> 247, -15 -> 241), and with the signal's number when it is itself stopped (15, or 2, which
+reads as "bad input"); Kubeflow's ``restartPolicy: ExitCode`` retries 128-255 and never 1-127.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import runpy
 import signal
@@ -32,6 +38,8 @@ from typing import Any
 from paddlefit.secretenv import split_secrets
 from paddlefit.train.lock import LOCK_FD_ENV, LOCK_PID_ENV
 
+#: Exit codes a run's processes end with on their own (docs/errors.md): 1-127, and 130/143 for a stop by a signal.
+STOP_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
 #: Paddle's launcher unsets these for its workers, keeping each as ``NAME_original`` (``fetch_envs``).
 PROXY_VARIABLES = ("http_proxy", "https_proxy")
 
@@ -83,9 +91,84 @@ def stop_with_parent() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+def scheduler_exit_code(code: object, stopped_by: int | None = None) -> int:
+    """The exit code paddlefit reports for Paddle's launcher's ``sys.exit(code)`` (docs/errors.md#exit-codes).
+
+    ``stopped_by``: the stop signal the launcher itself received (SIGTERM -> 143, SIGINT -> 130, anything else
+    -> 1), whatever its code says (it exits with the signal's number). Otherwise a worker's own code 0-127, 130 or
+    143 stays; a negative code (a worker killed by a signal: the OOM killer, a SIGKILL) or any other becomes 1, the
+    job failed, which a scheduler's ExitCode policy does not retry (rerun by hand: ``--resume auto`` continues
+    from the last checkpoint). Sources: ``Controller.finalize`` / ``signal_handler`` in
+    ``paddle/distributed/launch/controllers/controller.py``; Kubeflow training-operator's ExitCode restart policy.
+    """
+    if stopped_by is not None:
+        return STOP_CODES.get(stopped_by, 1)
+    if code is None:
+        return 0
+    if not isinstance(code, int) or isinstance(code, bool):
+        return 1
+    return code if 0 <= code <= 127 or code in STOP_CODES.values() else 1
+
+
+def describe_exit(code: object) -> str:
+    """A process exit code in words: ``signal SIGKILL`` for -9, else ``code N``."""
+    if isinstance(code, int) and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+class LaunchWatch:
+    """What Paddle's launcher went through, for :func:`scheduler_exit_code`: the stop signals it received (its
+    handlers, set with ``signal.signal`` in ``Controller.__init__``, are wrapped to note them) and the workers it
+    found failed (``Pod.failed_container``, ``launch/job/pod.py``: rank and exit code)."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self.failed: dict[int, object] = {}
+
+    def install(self) -> None:
+        """Wrap ``signal.signal`` (for SIGTERM, SIGINT, SIGABRT handlers) and ``Pod.failed_container``."""
+        from paddle.distributed.launch.job.pod import Pod
+
+        real_signal, real_failed = signal.signal, Pod.failed_container
+
+        def noting_signal(signum: int, handler: Any) -> Any:
+            if callable(handler) and signum in (signal.SIGTERM, signal.SIGINT, signal.SIGABRT):
+                inner = handler
+
+                @functools.wraps(inner)
+                def handler(sig: int, frame: Any) -> Any:
+                    self.signals.append(sig)
+                    return inner(sig, frame)
+
+            return real_signal(signum, handler)
+
+        def noting_failed(pod: Any) -> list:
+            found = real_failed(pod)
+            for c in found:
+                self.failed.setdefault(int(c.rank), c.exit_code)
+            return found
+
+        signal.signal = noting_signal  # type: ignore[assignment]
+        Pod.failed_container = noting_failed  # type: ignore[method-assign]
+
+    def exit_code(self, code: object) -> int:
+        """:func:`scheduler_exit_code` of the launcher's ``code``; says on stderr what it mapped and why."""
+        stop = self.signals[0] if self.signals else None
+        out = scheduler_exit_code(code, stop)
+        if out != code or self.failed:
+            why = f"stopped by {signal.Signals(stop).name}" if stop is not None else ", ".join(
+                f"rank {r} ended by {describe_exit(c)}" for r, c in sorted(self.failed.items())) or "no rank named"
+            print(f"paddlefit: {why} (Paddle's launcher exit {code}): exit {out}, see docs/errors.md#exit-codes",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        return out
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run ``paddle.distributed.launch`` with ``argv`` (default ``sys.argv[1:]``), secrets kept out of its own
-    environment and handed only to the processes it starts. Exits as Paddle's launcher does."""
+    environment and handed only to the processes it starts. Exits with :meth:`LaunchWatch.exit_code` of
+    Paddle's launcher's code."""
     args = sys.argv[1:] if argv is None else argv
     lock_fd = inherited_lock_fd()
     if lock_fd is not None:
@@ -97,7 +180,13 @@ def main(argv: list[str] | None = None) -> None:
         keep = (lock_fd,) if lock_fd is not None else ()
         subprocess.Popen = secret_env_popen(worker_secrets(hidden), keep)  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]
-    runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)
+    watch = LaunchWatch()
+    watch.install()
+    try:
+        runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        raise SystemExit(watch.exit_code(exc.code)) from None
+    raise SystemExit(watch.exit_code(0))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import JobFailedError, PaddlefitError
-from paddlefit.fileio import fsync_path
+from paddlefit.fileio import FileWriteError, fsync_path, no_space_left
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.train.metrics import IMPORT_DIRS_FILE, SPEC_FILE
@@ -238,9 +238,13 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         target = model if plain else _positional(model, names)
         try:
             paddle.jit.save(target, str(tmp / "model"), input_spec=input_spec)
+            if full := no_space_left(tmp):  # Paddle's writer leaves a short file on a full disk, and says nothing
+                raise FileWriteError(out_dir, full, "--out")
         except OSError:
             raise
         except Exception as exc:
+            if full := no_space_left(tmp):
+                raise FileWriteError(out_dir, full, "--out") from None
             import re
 
             # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
@@ -272,8 +276,9 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
             shutil.rmtree(out_dir)
         os.rename(tmp, out_dir)
         fsync_path(out_dir.parent)
-    except OSError as exc:
-        raise PaddlefitError(f"cannot write `{out_dir}` ({exc.strerror or exc}).") from None
+    except OSError as exc:  # FileWriteError says why (a full disk...)
+        raise PaddlefitError(f"cannot write `{out_dir}` ({getattr(exc, 'why', None) or exc.strerror or exc}); "
+                             "nothing was written: free space or choose another --out.") from None  # fmt: skip
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.train import worker
+from paddlefit.train.distlaunch import describe_exit, scheduler_exit_code
 from paddlefit.train.metrics import STATUS_FILE
 
 LOG_DIR = "launch-logs"
@@ -53,8 +54,9 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 
     The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
     without one: 128 + the signal when this process was stopped by one (SIGTERM during the workers' start-up:
-    143, retried like any stop), else (a worker crashed before writing it) the launcher's exit code and the tail
-    of rank 0's log.
+    143, retried like any stop), else (a worker crashed before writing it) the launcher's exit code as
+    :func:`~paddlefit.train.distlaunch.scheduler_exit_code` maps it (a killed worker: 1, never a wrapped
+    negative), and the tail of rank 0's log with the launcher's ``paddlefit:`` line naming the failed rank.
     ``env`` is added to the launcher's (and so the workers') environment; ``pass_fds`` are descriptors it inherits
     (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
@@ -107,7 +109,18 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)
         return 2, "\n".join(errors[:4])
     tail = rank0_log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0_log.exists() else []
-    return (rc or 1), "workers exited without a status (see " + str(log_dir) + "):\n" + "\n".join(tail)
+    said = [line for line in _read_lines(log_dir / "launcher.log") if line.startswith("paddlefit: ")][-1:]
+    if rc < 0:  # the launcher itself killed (SIGKILL, the OOM killer): no code of its own
+        said.append(f"paddlefit: Paddle's launcher ended by {describe_exit(rc)}")
+    return scheduler_exit_code(rc) or 1, ("workers exited without a status (see " + str(log_dir) + "):\n"
+                                          + "\n".join([*tail, *said]))  # fmt: skip
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def _relay(path: Path, offset: int, relay: Callable[[str], None]) -> int:

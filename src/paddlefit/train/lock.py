@@ -36,6 +36,7 @@ from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
+from paddlefit.textsafe import log_stderr
 
 __all__ = [
     "LOCK_ENV",
@@ -112,7 +113,7 @@ class RunDirLock:
 
     def __init__(self, run_dir: Path, log: Callable[[str], None] | None = None) -> None:
         self.run_dir = Path(run_dir)
-        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.log = log or log_stderr
         self._fd: int | None = None
         self._shared = False
         self.locked = False

@@ -14,8 +14,7 @@ Exit codes (``RunResult.exit_code``; the table is ``docs/errors.md``): 0 finishe
 after saving a checkpoint (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry
 128-255, treat 1-127 as permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the
 budget (``budget.max_hours`` / ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127). Errors
-raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
-:class:`~paddlefit.errors.JobFailedError` (exit 1, the job failed).
+raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input; a write that failed) or :class:`JobFailedError`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import JobSpec
+from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore
 from paddlefit.train.evaluate import NO_EVAL, evaluate
@@ -46,6 +45,7 @@ from paddlefit.train.metrics import (
     MetricsLog,
     PeakTracker,
     Progress,
+    as_write_failure,
     clean_temporaries,
     params_sha256,
     to_jsonable,
@@ -91,7 +91,7 @@ class TrainOptions:
     progress_bar: Progress | None = None
     lock_held: bool = False
     prediction_key: str | None = None
-    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+    log: Callable[[str], None] = field(default=log_stderr)
 
 
 @dataclass
@@ -181,9 +181,10 @@ class Trainer:
             with paddle.utils.unique_name.guard():
                 return self._run()
         except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
+            exc = as_write_failure(exc, self)  # a write of the run failed (a full disk): name step and checkpoint
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
                 self._compare(ended=(exc.exit_code, str(exc)))
-            raise
+            raise exc from None
         finally:
             if lock is not None:
                 lock.release()
@@ -342,7 +343,7 @@ class Trainer:
             return None
         doc = self.record.write(global_batch=self.job.global_batch, batch_size=self.spec.batch_size,
                                 grad_accum_steps=self.spec.grad_accum_steps, devices=self.world,
-                                peak_memory_bytes=self.peaks.peak())  # fmt: skip
+                                peak_memory_bytes=self.peaks.peak(), failed=bool(ended and ended[0]))  # fmt: skip
         results = {"steps": self.state.step, "final_loss": self.state.last_loss, **self.last_eval} if ended else None
         self.record.update(doc, ended=ended, results=results)
         return doc

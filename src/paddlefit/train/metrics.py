@@ -5,9 +5,11 @@ Only rank 0 writes (the loop gives the other ranks no :class:`MetricsLog`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, writing
 
 __all__ = [
     "IMPORT_DIRS_FILE",
@@ -28,6 +30,7 @@ __all__ = [
     "MetricsLog",
     "PeakTracker",
     "Progress",
+    "as_write_failure",
     "clean_temporaries",
     "params_sha256",
     "peak_memory_bytes",
@@ -160,6 +163,32 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
                                                           "token": token}) + "\n", option="--run-dir")  # fmt: skip
 
 
+def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
+    """The error ``trainer`` (a :class:`~paddlefit.train.loop.Trainer`) raised, ``exc``, as rank 0 reports it. A
+    write of the run that failed (any :class:`~paddlefit.fileio.FileWriteError`: a full disk, a quota, a read-only
+    file system, a directory where a file should be; and once the run is accepted, a
+    :class:`~paddlefit.train.checkpoint.CheckpointError` of a save) becomes an error of exit code 2 naming the file
+    (``exc``'s message), the step reached and the last intact checkpoint, recorded in status.json or saying why it
+    could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is."""
+    from paddlefit.train.checkpoint import CheckpointError
+
+    accepted = trainer.record is not None  # the run's files and checkpoints are written from then on
+    written = isinstance(exc, FileWriteError) or (accepted and isinstance(exc, CheckpointError))
+    if not trainer.is_writer or not written:
+        return exc
+    run_dir, state, last = trainer.run_dir, trainer.state, trainer.store.latest_valid()
+    step = state.step if state is not None else 0
+    again = (f"The last intact checkpoint is {last}; free space (or fix the path) and run the same command again: "
+             "`--resume auto` continues from it." if last else "There is no intact checkpoint: run again once there "
+             "is space (or the path is fixed), and the run starts over.")  # fmt: skip
+    msg = f"{f'at step {step}' if step else 'before the first step'}: {str(exc).rstrip('.')}. {again}"
+    try:
+        write_status(run_dir, 2, msg, step)
+    except OSError as exc2:
+        msg += f" status.json could not be written either: {getattr(exc2, 'why', None) or exc2.strerror}."
+    return PaddlefitError(msg)
+
+
 class MetricsLog:
     """Rank 0's metrics.jsonl (one JSON object a line: train steps and eval results) and, with ``visualdl``, a
     ``visualdl.LogWriter`` on RUN_DIR/visualdl (tags ``train/loss``, ``train/lr``, ``train/samples_per_s``,
@@ -167,6 +196,7 @@ class MetricsLog:
 
     Raises:
         PaddlefitError: ``visualdl`` is on and VisualDL is not installed.
+        FileWriteError: metrics.jsonl cannot be opened or written (here, in :meth:`write` and :meth:`close`).
     """
 
     def __init__(self, run_dir: Path, visualdl: bool) -> None:
@@ -179,7 +209,7 @@ class MetricsLog:
                 raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
                                      "(or set `visualdl: false`).") from None  # fmt: skip
             self.vdl = LogWriter(logdir=str(run_dir / "visualdl"))
-        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+        self.file = AppendFile(self.path, option="--run-dir")
 
     @staticmethod
     def truncate_after(run_dir: Path, step: int) -> None:
@@ -193,7 +223,9 @@ class MetricsLog:
         if not path.exists():
             return
         kept = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        with writing(path, "--run-dir"):  # a directory of its name: named, exit 2
+            text = path.read_text(encoding="utf-8")
+        for line in text.splitlines():
             try:
                 rec = json.loads(line)
                 at = rec.get("step", 0)
@@ -208,7 +240,6 @@ class MetricsLog:
         resume shows as a gap), and flush; ``scalars`` of it also go to VisualDL as ``prefix/<name>`` (without an
         ``eval_`` prefix)."""
         self.file.write(json.dumps({**record, "time": round(time.time(), 3)}) + "\n")
-        self.file.flush()
         if self.vdl is not None:
             for k in scalars:
                 if record.get(k) is not None:
@@ -216,10 +247,18 @@ class MetricsLog:
                                         step=record["step"])  # fmt: skip
 
     def close(self) -> None:
-        """Close the file and the VisualDL writer."""
-        self.file.close()
-        if self.vdl is not None:
-            self.vdl.close()
+        """Close the file and the VisualDL writer. Called while an exception propagates (the loop's ``finally``),
+        a failing close (the rest of a write that failed on a full disk) is not raised over it.
+
+        Raises:
+            FileWriteError: the close failed, no other exception being raised.
+        """
+        try:
+            with contextlib.suppress(OSError) if sys.exc_info()[0] else contextlib.nullcontext():
+                self.file.close()
+        finally:
+            if self.vdl is not None:
+                self.vdl.close()
 
 
 class Progress(Protocol):

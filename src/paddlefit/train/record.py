@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import FileWriteError, atomic_write_text
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
     COMPARISON_FILE,
@@ -65,15 +65,25 @@ class RunRecord:
             self.wait_s.append(wait_seconds)
 
     def write(self, *, global_batch: int, batch_size: int, grad_accum_steps: int, devices: int,
-              peak_memory_bytes: int) -> dict[str, Any]:  # fmt: skip
-        """comparison.json now (atomic); the document (:func:`~paddlefit.train.predict.comparison`)."""
+              peak_memory_bytes: int, failed: bool = False) -> dict[str, Any]:  # fmt: skip
+        """comparison.json now (atomic); the document (:func:`~paddlefit.train.predict.comparison`).
+
+        Raises:
+            FileWriteError: comparison.json cannot be written (a full disk...), unless the run has ``failed``
+                already: then a warning, and the document is still returned (for the registry row).
+        """
         doc = comparison(self.prediction, step_s=self.step_s, wait_s=self.wait_s, global_batch=global_batch,
                          batch_size=batch_size, grad_accum_steps=grad_accum_steps, devices=devices,
                          peak_memory_bytes=peak_memory_bytes, warmup_steps=WARMUP_STEPS)  # fmt: skip
         if doc["device"] is None:  # not predicted: the device the registry row names
             dev = self.device or {}
             doc["device"] = {"kind": dev.get("device_kind"), "name": dev.get("device_name"), "count": devices}
-        atomic_write_text(self.run_dir / COMPARISON_FILE, json.dumps(doc, indent=2) + "\n", option="--run-dir")
+        try:
+            atomic_write_text(self.run_dir / COMPARISON_FILE, json.dumps(doc, indent=2) + "\n", option="--run-dir")
+        except FileWriteError as exc:
+            if not failed:
+                raise
+            self.log(f"warning: {exc}")
         return doc
 
     # ---- the registry (paddlefit.runs) ---------------------------------------------------------------------

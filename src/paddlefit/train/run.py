@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.spec import DATASETS, JobSpec
+from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
 from paddlefit.train.predict import NO_PREDICT_ENV
@@ -32,10 +32,6 @@ from paddlefit.train.record import PREDICTION_KEY_ENV
 SNAPSHOT_FILE = "snapshot.json"  # the machine this run started on (paddlefit report shows it)
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
-
-
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -111,7 +107,7 @@ def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> lis
 
 
 def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
-            progress_bar: Progress | None = None, log: Callable[[str], None] = _stderr,
+            progress_bar: Progress | None = None, log: Callable[[str], None] = log_stderr,
             relay: Callable[[str], None] | None = None, predict: bool = True) -> JobOutcome:  # fmt: skip
     """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
 
@@ -213,8 +209,9 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
         atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
         if n == 1:
             launch_spec.unlink()
-    except OSError as exc:
-        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({exc.strerror or exc}); choose another "
+    except OSError as exc:  # FileWriteError says why (a full disk...)
+        why = getattr(exc, "why", None) or exc.strerror or exc
+        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({why}); free space or choose another "
                              "directory.") from None  # fmt: skip
     if n == 1:
         from paddlefit.train.loop import Trainer, TrainOptions

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.spec import load_job_spec
+    from paddlefit.textsafe import log_stderr
     from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
     from paddlefit.train.metrics import write_status
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                 write_status(run_dir, exc.exit_code, str(exc), -1)
                 written = True
         if not written:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
+            log_stderr(f"error: {exc}")
         return exc.exit_code
 
 
