@@ -20,14 +20,13 @@ older than the oldest kept checkpoint (``checkpoint.keep_last``) are not visible
 from __future__ import annotations
 
 import itertools
-import json
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import read_text_limited
+from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
 from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
@@ -112,14 +111,29 @@ def is_run_dir(run_dir: Path) -> bool:
 
 
 def read_json(path: Path, notes: list[str]) -> Any:
-    """A small JSON file, or None when absent; an unreadable one adds a note and gives None."""
+    """A small JSON file, or None when absent; an unreadable, too large or too deeply nested one
+    (:func:`~paddlefit.fileio.read_json_limited`) adds a note and gives None."""
     if not path.exists():
         return None
     try:
-        return json.loads(read_text_limited(path, path.name))
-    except (PaddlefitError, ValueError) as exc:
+        return read_json_limited(path, path.name)
+    except InputFileError as exc:
         notes.append(f"{path.name} could not be read ({exc}); left out.")
         return None
+
+
+def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """(snapshot dict, file name) of the first of :data:`SNAPSHOT_FILES` there, checked against doctor's snapshot
+    schema (:func:`~paddlefit.diagnose.snapshot.load_snapshot`); one that is not a snapshot adds a note."""
+    from paddlefit.diagnose.snapshot import load_snapshot
+
+    for name in SNAPSHOT_FILES:
+        if (run_dir / name).exists():
+            try:
+                return load_snapshot(run_dir / name, name).to_dict(), name
+            except PaddlefitError as exc:
+                notes.append(f"{name} left out: {exc}")
+    return None, None
 
 
 def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -135,7 +149,7 @@ def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], li
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = loads_limited(raw, "a line")
         except ValueError:
             bad += 1
             continue
@@ -163,10 +177,11 @@ def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
         size = sum(f.stat().st_size for f in p.iterdir() if f.is_file())
         created = wall = total = None
         try:
-            created = float(json.loads((p / "manifest.json").read_text(encoding="utf-8"))["created_unix"])
-            trainer = json.loads((p / "trainer.json").read_text(encoding="utf-8"))
+            manifest: Any = read_json_limited(p / "manifest.json", "manifest.json", 1 << 20)
+            created = float(manifest["created_unix"])
+            trainer: Any = read_json_limited(p / "trainer.json", "trainer.json", 1 << 20)
             wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         found.append(CheckpointInfo(p.name, int(p.name[5:]), size, created, wall, created is not None and
                                     wall is not None, total if isinstance(total, int) else None))  # fmt: skip
@@ -243,8 +258,8 @@ def lock_record(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/.lock.json, the lock holder's record (pid, host, since, command), removed when a run ends
     normally and left behind by a killed one; None when absent or unreadable."""
     try:
-        info = json.loads((run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json_limited(run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
+    except ValueError:
         return None
     return info if isinstance(info, dict) and "pid" in info and "host" in info else None
 
@@ -311,7 +326,7 @@ def spec_fields(job_yaml: str | None) -> dict[str, Any]:
 
     try:
         doc = yaml.safe_load(job_yaml)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -343,12 +358,7 @@ def build_report(run_dir: Path) -> ReportData:
     comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
-    snapshot, snap_source = None, None
-    for name in SNAPSHOT_FILES:
-        doc = read_json(run_dir / name, notes)
-        if isinstance(doc, dict):
-            snapshot, snap_source = doc, name
-            break
+    snapshot, snap_source = read_snapshot(run_dir, notes)
     profile = read_json(run_dir / PROFILE_FILE, notes)
     steps = summary.get("steps") if summary is not None and status not in ("running", "killed") else last_step
     total = next((c.total_steps for c in reversed(ckpts) if c.total_steps), spec.get("max_steps"))

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 
 __all__ = [
     "LOCK_ENV",
@@ -196,7 +196,7 @@ class RunDirLock:
         who = "another process (it has not recorded itself)"
         while True:
             try:
-                info = json.loads((self.run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
+                info = read_json_limited(self.run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
                 who = (f"pid {info['pid']} on host {info['host']} since {info['since']} (started by "
                        f"`{info['command']}`)")  # fmt: skip
                 dead = info["host"] == socket.gethostname() and not pid_alive(info["pid"])

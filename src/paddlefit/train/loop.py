@@ -53,13 +53,8 @@ from paddlefit.train.metrics import (
     write_status,
 )
 from paddlefit.train.record import RunRecord
-from paddlefit.train.state import (
-    TrainerState,
-    agree_on_resume,
-    load_checkpoint,
-    save_checkpoint,
-    spec_keeping_global_batch,
-)
+from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.state import spec_keeping_global_batch as keeping_batch
 from paddlefit.train.step import StepRunner
 
 __all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]
@@ -83,6 +78,7 @@ class TrainOptions:
         lock_held: the caller holds the run directory's :class:`~paddlefit.train.lock.RunDirLock` (``run_job``,
             or the process that launched this worker); else rank 0 takes it.
         prediction_key: the key of the RUN_DIR/prediction.json made for this run (:mod:`paddlefit.train.predict`).
+        trust_checkpoint: ``--trust-checkpoint`` (a ``--resume PATH`` outside the run dir, a legacy ``rng.pkl``).
     """
 
     run_dir: Path
@@ -91,6 +87,7 @@ class TrainOptions:
     progress_bar: Progress | None = None
     lock_held: bool = False
     prediction_key: str | None = None
+    trust_checkpoint: bool = False
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
@@ -193,9 +190,10 @@ class Trainer:
         if self.is_writer:
             self._clean_run_dir()
         self._barrier()
-        resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
+        o = self.opts
+        resume = agree_on_resume(o.resume, self.store, self.world, self.is_writer, self.log, o.trust_checkpoint)
         if resume is not None:
-            self.spec, kept = spec_keeping_global_batch(self.spec, resume, self.world, self.log)
+            self.spec, kept = keeping_batch(self.spec, resume, self.world, self.log)
         try:
             self.setup(on_gpu)
         except PaddlefitError as exc:
@@ -361,7 +359,8 @@ class Trainer:
                          f"{state.total_steps}: the LR schedule now spans {job.total_steps} steps, so the result "
                          "will differ from an uninterrupted run of either length.")  # fmt: skip
 
-        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model)
+        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model,
+                                self.opts.trust_checkpoint)
         state = state.in_layout(self.spec.batch_size, self.world, self.spec.grad_accum_steps)
         self.runner.micro.ways = state.micro_batch_split
         if state.micro_batch_split > 1:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, loads_limited
 
 __all__ = [
     "IMPORT_DIRS_FILE",
@@ -195,11 +195,11 @@ class MetricsLog:
         kept = []
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                rec = json.loads(line)
+                rec: Any = loads_limited(line, "a line of metrics.jsonl")
                 at = rec.get("step", 0)
                 if at < step or (at == step and "eval_loss" not in rec):
                     kept.append(line)
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 continue  # a line cut by a kill
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
     COMPARISON_FILE,
@@ -47,8 +47,8 @@ class RunRecord:
         self.log = log
         self.prediction: dict[str, Any] | None = None
         if prediction_key:
-            with contextlib.suppress(OSError, ValueError):
-                doc = json.loads((run_dir / PREDICTION_FILE).read_text(encoding="utf-8"))
+            with contextlib.suppress(ValueError, AttributeError):
+                doc: Any = read_json_limited(run_dir / PREDICTION_FILE, PREDICTION_FILE)
                 self.prediction = doc if doc.get("key") == prediction_key else None
         self.seen = 0
         self.step_s: list[float] = []
