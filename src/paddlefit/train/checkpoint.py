@@ -37,6 +37,7 @@ from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import fsync_path, read_json_limited
+from paddlefit.train.nesting import live_lock_under
 
 MANIFEST = "manifest.json"
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
@@ -165,8 +166,13 @@ class CheckpointStore:
 
         Raises:
             OSError: the rename failed.
+            CheckpointError: a live lock of another run is below the store (nothing is deleted).
         """
         old = self.list()
+        if held := live_lock_under(self.root):
+            raise CheckpointError(f"`--resume never` would delete {self.root}, but another running `train` holds "
+                                  f"{held.parent} inside it; nothing was deleted. Stop that run (run directories "
+                                  "never nest) or choose another --run-dir.")  # fmt: skip
         if self.root.is_dir():
             doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
             os.rename(self.root, doomed)
@@ -178,8 +184,10 @@ class CheckpointStore:
         a kill mid-delete leaves a temporary for :meth:`clean_temporaries`, never a half-deleted ``step-*``.
 
         Raises:
-            OSError: the rename failed.
+            OSError: the rename failed, or a running ``train`` holds a lock inside ``path`` (it is kept).
         """
+        if held := live_lock_under(path):
+            raise OSError(errno.EBUSY, f"another running `train` holds {held.parent}; {path} is kept")
         doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)

@@ -107,7 +107,8 @@ class RunDirLock:
 
     Raises (from :meth:`acquire`):
         RunDirInUseError: another process holds it; the message names its pid, host, start time and command.
-        PaddlefitError: the run directory cannot be created or written, or is a file.
+        PaddlefitError: the run directory cannot be created or written, or is a file; or it is inside another run
+            directory or holds one (:func:`~paddlefit.train.nesting.check_not_nested`).
     """
 
     def __init__(self, run_dir: Path, log: Callable[[str], None] | None = None) -> None:
@@ -119,7 +120,10 @@ class RunDirLock:
 
     def acquire(self) -> RunDirLock:
         """Take the lock without waiting and record the holder; returns ``self``."""
+        from paddlefit.train.nesting import check_not_nested
+
         path = self.run_dir / LOCK_FILE
+        check_not_nested(self.run_dir)  # before the directory is made: never inside or around another run's
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
