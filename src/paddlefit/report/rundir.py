@@ -27,9 +27,11 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
+from paddlefit.runs.schema import LOST
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
 from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
+from paddlefit.train.record import status_name
 from paddlefit.train.run import SNAPSHOT_FILE
 
 __all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
@@ -49,7 +51,6 @@ MIN_TIME_GAP_S = 5.0
 #: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
 MAX_METRICS_BYTES = 512 * 1024**2
 
-EXIT_STATUS = {0: "finished", 143: "stopped", 4: "stopped", 130: "stopped", 3: "failed", 1: "failed"}
 
 
 @dataclass
@@ -86,7 +87,7 @@ class ReportData:
 
     run_dir: Path
     model: str | None
-    status: str  # finished | stopped | failed | running | killed
+    status: str  # running | lost, or how it ended (finished | stopped | budget | nonfinite | failed), as `runs` says
     status_detail: str
     steps: int | None
     total_steps: int | None
@@ -301,21 +302,21 @@ def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
 
 
 def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:
-    """(status, detail): running while the lock holder lives; killed when its record outlives it, or when no
-    status.json covers the last step; else status.json's ending (finished / stopped / failed)."""
+    """(status, detail): running while the lock holder lives; lost (``runs``' word) when its record outlives it, or
+    when no status.json covers the last step; else status.json's ending, named as ``runs`` names it
+    (:func:`~paddlefit.train.record.status_name`: finished, stopped, budget, nonfinite, failed)."""
     alive, who = writer_alive(run_dir)
     if alive:
         return "running", f"the writer ({who}) is alive"
     if alive is False:
-        return "killed", f"the writer ({who}) is gone without recording an end"
+        return LOST, f"the writer ({who}) is gone without recording an end"
     if not isinstance(status, dict):
         extra = f"; {who} holds the record (another host: cannot check)" if who else ""
-        return "killed", f"no status.json: the run never recorded an end (killed, or still starting){extra}"
+        return LOST, f"no status.json: the run never recorded an end (killed, or still starting){extra}"
     code, reason, step = status.get("exit_code"), str(status.get("reason", "")), status.get("step")
     if isinstance(step, int) and last_step is not None and last_step > step:
-        return "killed", f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
-    label = EXIT_STATUS.get(code, "failed") if isinstance(code, int) else "failed"
-    return label, f"exit code {code}: {reason}"
+        return LOST, f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
+    return status_name(code), f"exit code {code}: {reason}"
 
 
 def spec_fields(job_yaml: str | None) -> dict[str, Any]:
@@ -350,7 +351,7 @@ def build_report(run_dir: Path) -> ReportData:
     spec = spec_fields(job_yaml)
     last_step = max([r["step"] for r in train] + [r["step"] for r in evals], default=None)
     status, detail = run_status(run_dir, read_json(run_dir / STATUS_FILE, notes), last_step)
-    if summary is not None and status in ("running", "killed"):
+    if summary is not None and status in ("running", LOST):
         notes.append("summary.json is from an earlier end of this run; the metrics go further.")
     ckpts = read_checkpoints(run_dir)
     resumes = merge_resumes(ckpts, find_time_resumes(train, evals), find_resumes(ckpts),
@@ -360,7 +361,7 @@ def build_report(run_dir: Path) -> ReportData:
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
     snapshot, snap_source = read_snapshot(run_dir, notes)
     profile = read_json(run_dir / PROFILE_FILE, notes)
-    steps = summary.get("steps") if summary is not None and status not in ("running", "killed") else last_step
+    steps = summary.get("steps") if summary is not None and status not in ("running", LOST) else last_step
     total = next((c.total_steps for c in reversed(ckpts) if c.total_steps), spec.get("max_steps"))
     if summary is not None:
         device = f"{summary.get('device', '?')} x{summary.get('devices', '?')}, {summary.get('precision', '?')}"

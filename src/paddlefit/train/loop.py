@@ -14,8 +14,7 @@ Exit codes (``RunResult.exit_code``; the table is ``docs/errors.md``): 0 finishe
 after saving a checkpoint (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry
 128-255, treat 1-127 as permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the
 budget (``budget.max_hours`` / ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127). Errors
-raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or
-:class:`~paddlefit.errors.JobFailedError` (exit 1, the job failed).
+raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input) or ``JobFailedError`` (exit 1, the job failed).
 """
 
 from __future__ import annotations
@@ -180,6 +179,9 @@ class Trainer:
         except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
                 self._compare(ended=(exc.exit_code, str(exc)))
+            with contextlib.suppress(Exception):  # accepted: status.json records the end, as the registry row does
+                if self.record is not None:
+                    write_status(self.run_dir, exc.exit_code, str(exc), self.state.step)
             raise
         finally:
             if lock is not None:
