@@ -80,7 +80,7 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
     (run_dir / "metrics.jsonl").write_text((src / "metrics.jsonl").read_text() + DEEP + "\n")
     r = run(cli("report", str(run_dir), "--out", str(tmp_path / "b.html"), "--json"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert json.loads(r.stdout)["status"] in ("finished", "killed", "failed")
+    assert json.loads(r.stdout)["status"] == "lost"  # status.json left out: the run recorded no readable end
 
 
 def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Path, Path], tmp_path: Path) -> None:
@@ -208,10 +208,21 @@ def test_resume_from_another_directory_needs_trust_checkpoint(trained: tuple[Pat
     r = run(train_cmd(spec, tmp_path / "new", "--resume", str(other)))
     assert r.returncode == 2 and "outside this run's checkpoints" in r.stderr and "--trust-checkpoint" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "new" / "checkpoints").exists()
+    r = run(train_cmd(spec, tmp_path / "new2", "--devices", "2", "--resume", str(other)))
+    assert r.returncode == 2 and "--trust-checkpoint" in r.stderr and "launching" not in r.stderr  # before workers
     r = run(train_cmd(spec, tmp_path / "new", "--resume", str(other), "--trust-checkpoint"))
     assert r.returncode == 0 and f"resumed from {other}" in r.stderr, r.stderr
     want = json.loads((src / "summary.json").read_text())["params_sha256"]
     assert json.loads((tmp_path / "new" / "summary.json").read_text())["params_sha256"] == want
+
+
+def test_trust_checkpoint_reaches_the_launched_workers(tmp_path: Path) -> None:
+    from paddlefit.train import worker
+    from paddlefit.train.launcher import launch_command
+
+    cmd = launch_command(tmp_path / "s.yaml", tmp_path, 2, None, "/x/ck", "job", trust=True)
+    assert cmd[-3:] == ["--resume", "/x/ck", "--trust-checkpoint"] and worker.__file__ in cmd
+    assert "--trust-checkpoint" not in launch_command(tmp_path / "s.yaml", tmp_path, 2, None, "auto", "job")
 
 
 def _files(d: Path) -> None:

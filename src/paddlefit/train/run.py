@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
@@ -149,6 +149,9 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
+        from paddlefit.train.state import check_resume_origin
+
+        check_resume_origin(resume, run_dir / "checkpoints", trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
@@ -238,5 +241,5 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
                                     pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)
-    summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None
+    summary: Any = read_json_limited(run_dir / SUMMARY_FILE, "--run-dir") if code == 0 else None
     return JobOutcome(code, reason, run_dir, summary)

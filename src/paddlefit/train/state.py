@@ -24,8 +24,8 @@ from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
 from paddlefit.train.rngstate import RNG_FILE, capture_rng, read_rng, restore_rng
 
-__all__ = ["TrainerState", "agree_on_resume", "choose_resume", "kept_accumulation", "load_checkpoint", "read_state",
-           "save_checkpoint", "spec_keeping_global_batch"]
+__all__ = ["TrainerState", "agree_on_resume", "check_resume_origin", "choose_resume", "kept_accumulation",
+           "load_checkpoint", "read_state", "save_checkpoint", "spec_keeping_global_batch"]
 
 
 @dataclass
@@ -299,13 +299,22 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None],
     problem = verify(path) if path.is_dir() else "not a directory"
     if problem:
         raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
-    if not trust and not path.resolve().is_relative_to(store.root.resolve()):
-        raise CheckpointError(
-            f"`--resume {mode}` is outside this run's checkpoints ({store.root}). Loading a checkpoint runs code "
-            "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): "
-            "if you trust where it came from, add `--trust-checkpoint`; else copy nothing and start fresh with "
-            "`--resume never`.")  # fmt: skip
+    check_resume_origin(mode, store.root, trust)
     return path
+
+
+def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
+    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path) needs ``trust``.
+
+    Raises:
+        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
+    """
+    if trust or mode in ("auto", "never") or Path(mode).resolve().is_relative_to(root.resolve()):
+        return
+    raise CheckpointError(
+        f"`--resume {mode}` is outside this run's checkpoints ({root}). Loading a checkpoint runs code from it "
+        "(Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you trust "
+        "where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
 
 
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
