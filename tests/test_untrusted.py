@@ -70,10 +70,12 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
     _, src = trained
     run_dir = copy_run(src, tmp_path / "r")
     (run_dir / "snapshot.json").write_text(json.dumps({"os": "Linux", "python": "3.11", "net": 5}))
+    (run_dir / "comparison.json").write_text(json.dumps({"status": "predicted", "figures": [{"ratio": "x"}]}))
     r = run(cli("report", str(run_dir), "--out", str(tmp_path / "a.html"), "--json"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert "snapshot.json" in (tmp_path / "a.html").read_text()  # named in the note that leaves it out
-    assert "`net`" in (tmp_path / "a.html").read_text()
+    page = (tmp_path / "a.html").read_text()
+    assert "snapshot.json left out" in page and "`net`" in page  # the note that leaves it out names the field
+    assert "comparison.json left out: `figures.0` has a predicted, measured or ratio" in page
     for name in ("summary.json", "status.json", "comparison.json", "snapshot.json", ".lock.json",
                  "checkpoints/step-00000004/manifest.json", "checkpoints/step-00000004/trainer.json"):  # fmt: skip
         (run_dir / name).write_text(DEEP)
@@ -111,6 +113,13 @@ def test_runs_lists_a_registry_row_with_deep_json(trained: tuple[Path, Path]) ->
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     r = run(cli("runs"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    with sqlite3.connect(db) as conn:
+        rid = conn.execute("SELECT max(id) FROM runs").fetchone()[0]
+    for doc in (DEEP, json.dumps({"device": 5, "figures": []}), json.dumps({"figures": [{"ratio": "x"}]})):
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE runs SET comparison_json = ? WHERE id = ?", (doc, rid))
+        r = run(cli("runs", "show", str(rid)))
+        assert r.returncode == 0 and "Traceback" not in r.stderr and "comparison_json (" in r.stdout, r.stderr[-2000:]
 
 
 # ---- nothing executed from a checkpoint ------------------------------------------------------------------------

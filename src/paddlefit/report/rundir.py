@@ -28,6 +28,7 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
 from paddlefit.runs.schema import LOST
+from paddlefit.runs.view import comparison_problem
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
 from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
@@ -359,6 +360,9 @@ def build_report(run_dir: Path) -> ReportData:
     comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
+    if comparison is not None and (problem := comparison_problem(comparison)):
+        notes.append(f"{source} left out: {problem}.")
+        comparison = None
     snapshot, snap_source = read_snapshot(run_dir, notes)
     profile = read_json(run_dir / PROFILE_FILE, notes)
     steps = summary.get("steps") if summary is not None and status not in ("running", LOST) else last_step
