@@ -79,10 +79,12 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
     for name in ("summary.json", "status.json", "comparison.json", "snapshot.json", ".lock.json",
                  "checkpoints/step-00000004/manifest.json", "checkpoints/step-00000004/trainer.json"):  # fmt: skip
         (run_dir / name).write_text(DEEP)
-    (run_dir / "metrics.jsonl").write_text((src / "metrics.jsonl").read_text() + DEEP + "\n")
+    (run_dir / "metrics.jsonl").write_text((src / "metrics.jsonl").read_text() + DEEP + "\n"
+                                           + '{"step": 5, "loss": "x"}\n{"step": 6, "loss": 1, "time": []}\n')
     r = run(cli("report", str(run_dir), "--out", str(tmp_path / "b.html"), "--json"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["status"] == "lost"  # status.json left out: the run recorded no readable end
+    assert "3 line(s) of metrics.jsonl do not parse" in (tmp_path / "b.html").read_text()
 
 
 def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Path, Path], tmp_path: Path) -> None:

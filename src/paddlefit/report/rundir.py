@@ -140,7 +140,8 @@ def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | Non
 
 def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """metrics.jsonl as (train lines, eval lines), each sorted by step; lines that do not parse (the last one of a
-    running or killed run, cut mid-write) are skipped and counted in a note."""
+    running or killed run, cut mid-write), or whose numbers are not numbers (:func:`_numbers_ok`), are skipped and
+    counted in a note."""
     if not path.exists():
         notes.append("no metrics.jsonl: the run has not completed a step yet.")
         return [], []
@@ -155,16 +156,31 @@ def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], li
         except ValueError:
             bad += 1
             continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
+        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or not _numbers_ok(rec):
             bad += 1
         elif "eval_loss" in rec:
             evals.append(rec)
         elif "loss" in rec:
             train.append(rec)
     if bad:
-        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer); "
-                     "skipped.")  # fmt: skip
+        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer) or "
+                     "hold something else where a number goes; skipped.")  # fmt: skip
     return sorted(train, key=lambda r: r["step"]), sorted(evals, key=lambda r: r["step"])
+
+
+#: metrics-line fields that are numbers (or null) in every line the trainer writes
+NUMERIC_FIELDS = ("loss", "eval_loss", "eval_accuracy", "samples_per_s", "step_time_s", "data_wait_s", "time",
+                  "peak_memory_bytes", "epoch", "lr")  # fmt: skip
+
+
+def _numbers_ok(rec: dict[str, Any]) -> bool:
+    """Whether the line's :data:`NUMERIC_FIELDS` are numbers (or null), and a train line's ``loss`` a number."""
+    def num(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    if "eval_loss" not in rec and "loss" in rec and not num(rec["loss"]):
+        return False
+    return all(rec.get(k) is None or num(rec[k]) for k in NUMERIC_FIELDS)
 
 
 def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
