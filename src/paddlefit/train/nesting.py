@@ -79,7 +79,8 @@ def live_lock_under(tree: Path) -> Path | None:
 
 def _held(lock_file: Path) -> bool:
     try:
-        fd = os.open(lock_file, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        # read-write, as the lock itself: NFS emulates flock with byte-range locks, which need a writable descriptor
+        fd = os.open(lock_file, os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return False
     try:

@@ -87,16 +87,16 @@ def _paddle_entry_ok(entry: Any) -> bool:
             and isinstance(entry[3], str) and entry[3].isascii())  # fmt: skip
 
 
-def read_rng(path: Path, trust: bool) -> tuple[Any, bool]:
-    """The RNG document of checkpoint directory ``path``: ``rng.json``, or for a checkpoint of an earlier version
-    its pickled ``rng.pkl`` when ``trust`` (the user passed ``--trust-checkpoint``). Returns (document, legacy).
+def read_rng(path: Path, trust: bool) -> Any:
+    """The RNG document (:func:`capture_rng`'s shape) of checkpoint directory ``path``: ``rng.json``, or for a
+    checkpoint of an earlier version its pickled ``rng.pkl`` when ``trust`` (the user passed ``--trust-checkpoint``).
 
     Raises:
         PaddlefitError: only ``rng.pkl`` is there and ``trust`` is False (unpickling runs code from the file: the
             message says how to proceed); or the file is unreadable, too large or too deeply nested.
     """
     if (path / RNG_FILE).is_file() or not (path / LEGACY_RNG_FILE).is_file():
-        return read_json_limited(path / RNG_FILE, "--resume", limit=1 << 20), False
+        return read_json_limited(path / RNG_FILE, "--resume", limit=1 << 20)
     if not trust:
         raise PaddlefitError(
             f"checkpoint {path} stores its RNG state in {LEGACY_RNG_FILE} (pickle, written by an earlier paddlefit); "
@@ -110,4 +110,4 @@ def read_rng(path: Path, trust: bool) -> tuple[Any, bool]:
            "paddle": [_paddle_state(s) for s in rng["paddle"]]}  # fmt: skip
     doc["python"]["state"] = list(doc["python"]["state"])
     doc["numpy"]["keys"] = [int(k) for k in doc["numpy"]["keys"]]
-    return doc, True
+    return doc

@@ -262,7 +262,7 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
     try:
         state = read_state(path)
         check(state)
-        rng, _legacy = read_rng(path, trust)  # before paddle.load: a refused checkpoint loads nothing
+        rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
         missing, unexpected = model.set_state_dict(paddle.load(str(path / "model.pdparams")))
         if missing or unexpected:
             raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
