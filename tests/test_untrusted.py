@@ -141,6 +141,9 @@ def test_rng_state_round_trips_through_json() -> None:
     restore_rng(doc, "ck")
     again = (random.random(), np.random.rand(3).tolist(), paddle.rand([3]).numpy().tolist(), np.random.randn())
     assert again == first
+    as_bytes = {**doc, "paddle": [[*e[:3], list(e[3].encode("ascii"))] for e in doc["paddle"]]}  # non-ASCII form
+    restore_rng(as_bytes, "ck")
+    assert paddle.rand([3]).numpy().tolist() == first[2]
     with pytest.raises(PaddlefitError, match=r"rng\.json `paddle` is malformed"):
         restore_rng({**doc, "paddle": [[0, "x", 0, "1"]]}, "ck")
 

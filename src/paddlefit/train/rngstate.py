@@ -43,8 +43,11 @@ def capture_rng() -> dict[str, Any]:
 
 
 def _paddle_state(state: Any) -> list[Any]:
-    device, seed, offset, text = state.__getstate__()
-    return [int(device), int(seed), int(offset), bytes(text).decode("ascii")]
+    """One generator's ``__getstate__`` tuple as JSON: its state bytes as text when ASCII (the Mersenne Twister's
+    text form, as on CPU), else as a list of byte values."""
+    device, seed, offset, raw = state.__getstate__()
+    data = bytes(raw)
+    return [int(device), int(seed), int(offset), data.decode("ascii") if data.isascii() else list(data)]
 
 
 def restore_rng(doc: Any, where: str) -> None:
@@ -75,16 +78,20 @@ def restore_rng(doc: Any, where: str) -> None:
     if not isinstance(pd, list) or not all(_paddle_entry_ok(e) for e in pd):
         raise bad("paddle")
     states = []
-    for device, seed, offset, text in pd:
+    for device, seed, offset, data in pd:
         s = GeneratorState.__new__(GeneratorState)
-        s.__setstate__((device, seed, offset, list(text.encode("ascii"))))
+        s.__setstate__((device, seed, offset, list(data.encode("ascii")) if isinstance(data, str) else data))
         states.append(s)
     paddle.set_rng_state(states)
 
 
 def _paddle_entry_ok(entry: Any) -> bool:
-    return (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry[:3])
-            and isinstance(entry[3], str) and entry[3].isascii())  # fmt: skip
+    if not (isinstance(entry, list) and len(entry) == 4 and all(isinstance(x, int) for x in entry[:3])):
+        return False
+    data = entry[3]
+    if isinstance(data, str):
+        return data.isascii()
+    return isinstance(data, list) and all(isinstance(b, int) and 0 <= b < 256 for b in data)
 
 
 def read_rng(path: Path, trust: bool) -> Any:
