@@ -291,7 +291,7 @@ def test_a_killed_and_a_running_run_are_reported(runs: dict[str, Path], tmp_path
     record = {"pid": dead.pid, "host": os.uname().nodename, "since": "2099-01-01T00:00:00+0000", "command": "train"}
     (run_dir / ".lock.json").write_text(json.dumps(record))
     data = build_report(run_dir)
-    assert data.status == "killed" and data.steps == 30 and data.summary is None
+    assert data.status == "lost" and data.steps == 30 and data.summary is None  # `runs`' word for it
     assert any("do not parse" in n for n in data.notes)
     assert [r.step for r in data.resumes] == [30]  # the recorded writer started after the last checkpoint
     page = render_html(data)

@@ -117,7 +117,8 @@ def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None
     from paddlefit.train.state import agree_on_resume
 
     store = CheckpointStore(tmp_path / "run" / "checkpoints")
-    saved = store.save(5, lambda d: [(d / name).write_text(name) for name in REQUIRED_FILES])
+    files = [*REQUIRED_FILES, "rng.json"]
+    saved = store.save(5, lambda d: [(d / name).write_text(name) for name in files])
     best = saved.rename(tmp_path / "best")
     sent: list[int] = []
 
@@ -127,9 +128,9 @@ def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None
         sent.append(int(t.item()))
 
     monkeypatch.setattr(paddle.distributed, "broadcast", broadcast)
-    assert agree_on_resume(str(best), store, world=2, is_writer=True, log=print) == best
-    assert agree_on_resume(str(best), store, world=2, is_writer=False, log=print) == Path(str(best))
+    assert agree_on_resume(str(best), store, world=2, is_writer=True, log=print, trust=True) == best
+    assert agree_on_resume(str(best), store, world=2, is_writer=False, log=print, trust=True) == Path(str(best))
     sent.clear()
     assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) is None and sent[-1] == -1
-    again = store.save(7, lambda d: [(d / name).write_text(name) for name in REQUIRED_FILES])
+    again = store.save(7, lambda d: [(d / name).write_text(name) for name in files])
     assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) == again and sent[-1] == 7

@@ -450,7 +450,7 @@ def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path) -> None:
     assert run(train_cmd(other, tmp_path / "o")).returncode == 0
     ck_other = tmp_path / "o" / "checkpoints" / "step-00000002"
     # another model's checkpoint
-    r = run(train_cmd(spec, tmp_path / "r2", "--resume", str(ck_other)))
+    r = run(train_cmd(spec, tmp_path / "r2", "--resume", str(ck_other), "--trust-checkpoint"))
     assert r.returncode == 2 and "does not match `model: paddlefit.models.examples:digits_cnn`" in r.stderr, r.stderr
     # a manifest that verifies nothing
     (ck_other / "manifest.json").write_text('{"format": 1, "files": []}')

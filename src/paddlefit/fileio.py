@@ -1,5 +1,6 @@
 """The one write path of paddlefit's files: atomic writes (temp file in the same directory, fsync, rename: never a
-half-written file), appended lines (metrics.jsonl), and the error a failed write becomes.
+half-written file), appended lines (metrics.jsonl), the error a failed write becomes, and bounded reads (size and
+JSON depth limits for every file read as input).
 
 Every write here goes through :func:`write_through`, and a failing one (a full disk, ``ENOSPC``; a quota,
 ``EDQUOT``; a read-only file system, ``EROFS``; a directory where the file should be, ``EISDIR``; or any other
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import tempfile
@@ -246,3 +248,62 @@ def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTE
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise PaddlefitError(f"`{option} {p}` is not UTF-8 text.") from None
+
+
+#: JSON read from a run directory, the registry or a catalog nests at most this deep (ours nest < 8 levels; a
+#: deeper document is hostile or not ours, and Python's parser and every recursive walk of it would overflow)
+MAX_JSON_DEPTH = 64
+
+
+class InputFileError(PaddlefitError, ValueError):
+    """A JSON file read as input is unreadable, too large, not UTF-8, not JSON or nested too deeply (exit 2). Also a
+    ``ValueError``, so a reader that skips a bad file (``except (OSError, ValueError)``) skips this one too."""
+
+
+def json_depth(doc: object) -> int:
+    """Nesting depth of a parsed JSON value (a scalar 0, ``[]`` 1, ``[[1]]`` 2), walked without recursion."""
+    depth, stack = 0, [(doc, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            depth = max(depth, level)
+            stack.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return depth
+
+
+def loads_limited(text: str, where: str, max_depth: int = MAX_JSON_DEPTH) -> object:
+    """Parse JSON ``text`` (from ``where``, named in messages), refusing a document nested deeper than ``max_depth``
+    (a ``[[[[...`` of 100,000 levels is a RecursionError in ``json.loads``; one of 900 passes it but breaks every
+    recursive use after).
+
+    Raises:
+        InputFileError: not JSON, or nested deeper than ``max_depth``.
+    """
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        doc = None
+        depth = max_depth + 1
+    except ValueError as exc:
+        raise InputFileError(f"{where} is not valid JSON ({str(exc)[:150]}).") from None
+    else:
+        depth = json_depth(doc)
+    if depth > max_depth:
+        raise InputFileError(f"{where} nests deeper than {max_depth} levels; it is not a file paddlefit wrote (a "
+                             "damaged or hostile copy?). Remove or replace it.")  # fmt: skip
+    return doc
+
+
+def read_json_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTES,
+                      max_depth: int = MAX_JSON_DEPTH) -> object:  # fmt: skip
+    """Read a JSON file bounded in size (``limit`` bytes, :func:`read_text_limited`) and depth (:func:`loads_limited`).
+
+    Raises:
+        InputFileError: unreadable (missing included), a FIFO or directory, too large, not UTF-8, not JSON, or too
+            deeply nested; the message names ``option`` and the path.
+    """
+    try:
+        text = read_text_limited(path, option, limit)
+    except PaddlefitError as exc:
+        raise InputFileError(str(exc)) from None
+    return loads_limited(text, f"`{option} {path}`", max_depth)

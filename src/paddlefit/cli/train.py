@@ -116,6 +116,10 @@ def train_command(
                                  "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
                                  "the measured figures beside it (comparison.json, summary.json). Also off with "
                                  "PADDLEFIT_NO_PREDICT=1."),
+    trust_checkpoint: bool = typer.Option(False, "--trust-checkpoint", help="Load a checkpoint from outside the run "
+                                          "directory (`--resume PATH`), or one of an earlier paddlefit with a pickled "
+                                          "rng.pkl: loading a checkpoint runs code from it (Paddle's .pdparams are "
+                                          "pickles), so only for checkpoints you trust (docs/errors.md)."),
     json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end ({exit_code, reason, "
                                   "run_dir} when the run stops early)."),
 ) -> None:
@@ -146,7 +150,8 @@ def train_command(
     bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
         outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar, predict=predict,
-                          relay=lambda line: err.print(shown(line), highlight=False))  # fmt: skip
+                          relay=lambda line: err.print(shown(line), highlight=False),
+                          trust_checkpoint=trust_checkpoint)  # fmt: skip
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:
         summary = outcome.summary or {}

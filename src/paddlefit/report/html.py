@@ -31,7 +31,8 @@ pre { background: #f6f8fa; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 figure.plot { margin: 1em 0; } figure.plot svg { width: 100%; height: auto; }
 .status { padding: 0.1em 0.5em; border-radius: 0.3em; color: #fff; background: #7f8c8d; }
 .status-finished { background: #27ae60; } .status-running { background: #2980b9; }
-.status-killed, .status-failed { background: #c0392b; } .status-stopped { background: #d68910; }
+.status-lost, .status-failed, .status-nonfinite { background: #c0392b; }
+.status-stopped, .status-budget { background: #d68910; }
 .absent { color: #666; font-style: italic; } .note { color: #8a6d3b; }
 """
 

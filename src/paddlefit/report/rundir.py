@@ -20,17 +20,19 @@ older than the oldest kept checkpoint (``checkpoint.keep_last``) are not visible
 from __future__ import annotations
 
 import itertools
-import json
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import read_text_limited
+from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
+from paddlefit.runs.schema import LOST
+from paddlefit.runs.view import comparison_problem
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
 from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
+from paddlefit.train.record import status_name
 from paddlefit.train.run import SNAPSHOT_FILE
 
 __all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
@@ -50,7 +52,6 @@ MIN_TIME_GAP_S = 5.0
 #: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
 MAX_METRICS_BYTES = 512 * 1024**2
 
-EXIT_STATUS = {0: "finished", 143: "stopped", 4: "stopped", 130: "stopped", 3: "failed", 1: "failed"}
 
 
 @dataclass
@@ -87,7 +88,7 @@ class ReportData:
 
     run_dir: Path
     model: str | None
-    status: str  # finished | stopped | failed | running | killed
+    status: str  # running | lost, or how it ended (finished | stopped | budget | nonfinite | failed), as `runs` says
     status_detail: str
     steps: int | None
     total_steps: int | None
@@ -112,19 +113,35 @@ def is_run_dir(run_dir: Path) -> bool:
 
 
 def read_json(path: Path, notes: list[str]) -> Any:
-    """A small JSON file, or None when absent; an unreadable one adds a note and gives None."""
+    """A small JSON file, or None when absent; an unreadable, too large or too deeply nested one
+    (:func:`~paddlefit.fileio.read_json_limited`) adds a note and gives None."""
     if not path.exists():
         return None
     try:
-        return json.loads(read_text_limited(path, path.name))
-    except (PaddlefitError, ValueError) as exc:
+        return read_json_limited(path, path.name)
+    except InputFileError as exc:
         notes.append(f"{path.name} could not be read ({exc}); left out.")
         return None
 
 
+def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """(snapshot dict, file name) of the first of :data:`SNAPSHOT_FILES` there, checked against doctor's snapshot
+    schema (:func:`~paddlefit.diagnose.snapshot.load_snapshot`); one that is not a snapshot adds a note."""
+    from paddlefit.diagnose.snapshot import load_snapshot
+
+    for name in SNAPSHOT_FILES:
+        if (run_dir / name).exists():
+            try:
+                return load_snapshot(run_dir / name, name).to_dict(), name
+            except PaddlefitError as exc:
+                notes.append(f"{name} left out: {exc}")
+    return None, None
+
+
 def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """metrics.jsonl as (train lines, eval lines), each sorted by step; lines that do not parse (the last one of a
-    running or killed run, cut mid-write) are skipped and counted in a note."""
+    running or killed run, cut mid-write), or whose numbers are not numbers (:func:`_numbers_ok`), are skipped and
+    counted in a note."""
     if not path.exists():
         notes.append("no metrics.jsonl: the run has not completed a step yet.")
         return [], []
@@ -135,20 +152,35 @@ def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], li
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
+            rec = loads_limited(raw, "a line")
         except ValueError:
             bad += 1
             continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int):
+        if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or not _numbers_ok(rec):
             bad += 1
         elif "eval_loss" in rec:
             evals.append(rec)
         elif "loss" in rec:
             train.append(rec)
     if bad:
-        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer); "
-                     "skipped.")  # fmt: skip
+        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer) or "
+                     "hold something else where a number goes; skipped.")  # fmt: skip
     return sorted(train, key=lambda r: r["step"]), sorted(evals, key=lambda r: r["step"])
+
+
+#: metrics-line fields that are numbers (or null) in every line the trainer writes
+NUMERIC_FIELDS = ("loss", "eval_loss", "eval_accuracy", "samples_per_s", "step_time_s", "data_wait_s", "time",
+                  "peak_memory_bytes", "epoch", "lr")  # fmt: skip
+
+
+def _numbers_ok(rec: dict[str, Any]) -> bool:
+    """Whether the line's :data:`NUMERIC_FIELDS` are numbers (or null), and a train line's ``loss`` a number."""
+    def num(v: Any) -> bool:
+        return isinstance(v, int | float) and not isinstance(v, bool)
+
+    if "eval_loss" not in rec and "loss" in rec and not num(rec["loss"]):
+        return False
+    return all(rec.get(k) is None or num(rec[k]) for k in NUMERIC_FIELDS)
 
 
 def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
@@ -163,10 +195,11 @@ def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
         size = sum(f.stat().st_size for f in p.iterdir() if f.is_file())
         created = wall = total = None
         try:
-            created = float(json.loads((p / "manifest.json").read_text(encoding="utf-8"))["created_unix"])
-            trainer = json.loads((p / "trainer.json").read_text(encoding="utf-8"))
+            manifest: Any = read_json_limited(p / "manifest.json", "manifest.json", 1 << 20)
+            created = float(manifest["created_unix"])
+            trainer: Any = read_json_limited(p / "trainer.json", "trainer.json", 1 << 20)
             wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         found.append(CheckpointInfo(p.name, int(p.name[5:]), size, created, wall, created is not None and
                                     wall is not None, total if isinstance(total, int) else None))  # fmt: skip
@@ -243,8 +276,8 @@ def lock_record(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/.lock.json, the lock holder's record (pid, host, since, command), removed when a run ends
     normally and left behind by a killed one; None when absent or unreadable."""
     try:
-        info = json.loads((run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json_limited(run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
+    except ValueError:
         return None
     return info if isinstance(info, dict) and "pid" in info and "host" in info else None
 
@@ -286,21 +319,21 @@ def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
 
 
 def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:
-    """(status, detail): running while the lock holder lives; killed when its record outlives it, or when no
-    status.json covers the last step; else status.json's ending (finished / stopped / failed)."""
+    """(status, detail): running while the lock holder lives; lost (``runs``' word) when its record outlives it, or
+    when no status.json covers the last step; else status.json's ending, named as ``runs`` names it
+    (:func:`~paddlefit.train.record.status_name`: finished, stopped, budget, nonfinite, failed)."""
     alive, who = writer_alive(run_dir)
     if alive:
         return "running", f"the writer ({who}) is alive"
     if alive is False:
-        return "killed", f"the writer ({who}) is gone without recording an end"
+        return LOST, f"the writer ({who}) is gone without recording an end"
     if not isinstance(status, dict):
         extra = f"; {who} holds the record (another host: cannot check)" if who else ""
-        return "killed", f"no status.json: the run never recorded an end (killed, or still starting){extra}"
+        return LOST, f"no status.json: the run never recorded an end (killed, or still starting){extra}"
     code, reason, step = status.get("exit_code"), str(status.get("reason", "")), status.get("step")
     if isinstance(step, int) and last_step is not None and last_step > step:
-        return "killed", f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
-    label = EXIT_STATUS.get(code, "failed") if isinstance(code, int) else "failed"
-    return label, f"exit code {code}: {reason}"
+        return LOST, f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
+    return status_name(code), f"exit code {code}: {reason}"
 
 
 def spec_fields(job_yaml: str | None) -> dict[str, Any]:
@@ -311,7 +344,7 @@ def spec_fields(job_yaml: str | None) -> dict[str, Any]:
 
     try:
         doc = yaml.safe_load(job_yaml)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
@@ -335,7 +368,7 @@ def build_report(run_dir: Path) -> ReportData:
     spec = spec_fields(job_yaml)
     last_step = max([r["step"] for r in train] + [r["step"] for r in evals], default=None)
     status, detail = run_status(run_dir, read_json(run_dir / STATUS_FILE, notes), last_step)
-    if summary is not None and status in ("running", "killed"):
+    if summary is not None and status in ("running", LOST):
         notes.append("summary.json is from an earlier end of this run; the metrics go further.")
     ckpts = read_checkpoints(run_dir)
     resumes = merge_resumes(ckpts, find_time_resumes(train, evals), find_resumes(ckpts),
@@ -343,14 +376,12 @@ def build_report(run_dir: Path) -> ReportData:
     comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
-    snapshot, snap_source = None, None
-    for name in SNAPSHOT_FILES:
-        doc = read_json(run_dir / name, notes)
-        if isinstance(doc, dict):
-            snapshot, snap_source = doc, name
-            break
+    if comparison is not None and (problem := comparison_problem(comparison)):
+        notes.append(f"{source} left out: {problem}.")
+        comparison = None
+    snapshot, snap_source = read_snapshot(run_dir, notes)
     profile = read_json(run_dir / PROFILE_FILE, notes)
-    steps = summary.get("steps") if summary is not None and status not in ("running", "killed") else last_step
+    steps = summary.get("steps") if summary is not None and status not in ("running", LOST) else last_step
     total = next((c.total_steps for c in reversed(ckpts) if c.total_steps), spec.get("max_steps"))
     if summary is not None:
         device = f"{summary.get('device', '?')} x{summary.get('devices', '?')}, {summary.get('precision', '?')}"

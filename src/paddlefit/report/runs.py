@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from paddlefit.report.render import print_min_width, to_json
-from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
+from paddlefit.runs.view import comparison_problem, comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
 from paddlefit.textsafe import terminal_safe
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "budget": "yellow",
@@ -118,10 +118,10 @@ def render_run(run: dict[str, Any], console: Console) -> None:
     table.add_row("predicted/measured step", fmt_ratio(step_time_ratio(run)))
     print_min_width(console, table, 100)
     doc = run.get("comparison_json")
-    if isinstance(doc, dict):
-        render_comparison_document(doc, console)
+    if doc and (problem := comparison_problem(doc)):
+        console.print(f"comparison_json ({problem}): {markup_escape(terminal_safe(str(doc)[:2000]))}")
     elif doc:
-        console.print(f"comparison_json (not a JSON object): {escape(str(doc))}")
+        render_comparison_document(doc, console)
     if run.get("spec_json") is not None:
         console.print("[bold]job spec[/] (spec_json)")
         console.print(markup_escape(terminal_safe(to_json(run["spec_json"]))), highlight=False)

@@ -14,7 +14,6 @@ The database is in WAL mode (readers never wait for the writer); every write is 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sqlite3
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import loads_limited
 from paddlefit.runs.schema import COLUMNS, JSON_COLUMNS, LOST, MIGRATIONS, SCHEMA_VERSION, check_fields, statements
 
 Warn = Callable[[str], None]
@@ -240,8 +240,8 @@ class Registry:
         row = {name: stored.get(name) for name in COLUMNS}
         for name in JSON_COLUMNS:
             if isinstance(row[name], str):
-                with contextlib.suppress(ValueError):  # not JSON: kept as the stored text
-                    row[name] = json.loads(row[name])
+                with contextlib.suppress(ValueError):  # not JSON (or nested too deeply): kept as the stored text
+                    row[name] = loads_limited(row[name], f"registry column {name}")
         if row["status"] == "running" and row["host"] == socket.gethostname() and row["pid"] \
                 and not pid_alive(int(row["pid"])):  # fmt: skip
             row["status"] = LOST

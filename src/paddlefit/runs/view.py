@@ -74,6 +74,32 @@ def step_time_ratio(run: dict[str, Any]) -> float | None:
     return ratio(run.get("predicted_step_s"), run.get("measured_step_s"))
 
 
+def comparison_problem(doc: Any) -> str | None:
+    """What makes ``doc`` not a predicted-vs-measured document as the trainer writes it (``comparison.json``,
+    ``summary.json["comparison"]``, the registry's ``comparison_json``), or None: an object whose ``device`` is an
+    object, whose ``status``/``reason``/``calibration`` are text, step counts integers, and ``figures`` a list of
+    objects with text ``name``/``label``/``unit`` and number (or null) ``predicted``/``measured``/``ratio``."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if not isinstance(doc.get("device", {}), dict | None):
+        return "`device` is not an object"
+    for key in ("status", "reason", "calibration"):
+        if not isinstance(doc.get(key), str | None):
+            return f"`{key}` is not text"
+    for key in ("warmup_steps", "measured_steps"):
+        if doc.get(key) is not None and not (isinstance(doc[key], int) and not isinstance(doc[key], bool)):
+            return f"`{key}` is not an integer"
+    figures = doc.get("figures", [])
+    if not isinstance(figures, list | None) or not all(isinstance(f, dict) for f in figures or []):
+        return "`figures` is not a list of objects"
+    for i, f in enumerate(figures or []):
+        if any(not isinstance(f.get(k), str | None) for k in ("name", "label", "unit")):
+            return f"`figures.{i}` has a name, label or unit that is not text"
+        if any(f.get(k) is not None and not _number(f[k]) for k in ("predicted", "measured", "ratio")):
+            return f"`figures.{i}` has a predicted, measured or ratio that is not a finite number"
+    return None
+
+
 def comparison_unit(figure: dict[str, Any]) -> str:
     """The display unit of one comparison-document figure (MFU and data wait, unit ``""``, are percent)."""
     unit = str(figure.get("unit") or "")

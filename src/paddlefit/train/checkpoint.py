@@ -6,8 +6,8 @@ Layout under ``RUN_DIR/checkpoints/``::
         model.pdparams        paddle.save(model.state_dict())
         optimizer.pdopt       paddle.save(optimizer.state_dict())
         trainer.json          step, epoch, sampler position, LR scheduler, GradScaler, run totals
-        rng.pkl               python / numpy / paddle RNG states (pickle)
-        manifest.json         sha256 and size of every file above; written last
+        rng.json              python / numpy / paddle RNG states (JSON; ``rng.pkl``, a pickle, in older checkpoints)
+        manifest.json         sha256 and size of every file above, and the step; written last
     .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
     .tmp-step-00000110-PID-old/  one being deleted (pruned or replaced): never read
     (beside it: .checkpoints-old-PID/, the whole store being deleted by ``--resume never``)
@@ -15,7 +15,11 @@ Layout under ``RUN_DIR/checkpoints/``::
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
 file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
 half-deleted ``step-*``). ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
-after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used.
+after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used; so is one whose
+manifest's step is not the step in its directory's name, which pruning then deletes.
+
+A manifest proves a checkpoint intact, not who wrote it: ``model.pdparams`` / ``optimizer.pdopt`` are Paddle
+pickles, so a checkpoint is code the user trusts (``docs/errors.md``, "Checkpoints are code you trust").
 """
 
 from __future__ import annotations
@@ -32,11 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import fsync_path
+from paddlefit.fileio import fsync_path, read_json_limited
+from paddlefit.train.nesting import live_lock_under
 
 MANIFEST = "manifest.json"
-#: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with).
-REQUIRED_FILES = frozenset({"model.pdparams", "optimizer.pdopt", "trainer.json", "rng.pkl"})
+#: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
+#: and one of :data:`RNG_FILES` (``rng.json``; ``rng.pkl`` in checkpoints of earlier versions)
+REQUIRED_FILES = frozenset({"model.pdparams", "optimizer.pdopt", "trainer.json"})
+RNG_FILES = ("rng.json", "rng.pkl")
 FORMAT_VERSION = 1
 _NAME_RE = re.compile(r"^step-(\d{8,})$")
 
@@ -54,21 +61,31 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def name_step(path: Path) -> int | None:
+    """The step in a ``step-NNNNNNNN`` directory name, or None for any other name (``best/``...)."""
+    m = _NAME_RE.match(path.name)
+    return int(m.group(1)) if m else None
+
+
 def verify(path: Path) -> str | None:
-    """Check a checkpoint directory against its manifest.
+    """Check a checkpoint directory against its manifest: every file's size and sha256, and for a ``step-*``
+    directory the manifest's step against the name's.
 
     Returns:
-        None if every listed file exists with the recorded size and sha256; otherwise the first problem found.
+        None if it verifies; otherwise the first problem found.
     """
     try:
-        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-        files = manifest["files"]
+        manifest = read_json_limited(path / MANIFEST, "manifest", limit=1 << 20)
+        files = manifest["files"]  # type: ignore[index]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"manifest unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
         return f"manifest format is not {FORMAT_VERSION}"
-    if not isinstance(files, dict) or not set(files) >= REQUIRED_FILES:
-        return f"manifest does not list {', '.join(sorted(REQUIRED_FILES))}"
+    if not isinstance(files, dict) or not set(files) >= REQUIRED_FILES or not set(files) & set(RNG_FILES):
+        return f"manifest does not list {', '.join(sorted(REQUIRED_FILES))} and {' or '.join(RNG_FILES)}"
+    step = manifest.get("step")
+    if name_step(path) not in (None, step):
+        return f"manifest says step {step!r}, the directory name says {name_step(path)}"
     for name, meta in files.items():
         if not isinstance(meta, dict) or "/" in name or name.startswith("."):
             return f"manifest entry {name!r} is malformed"
@@ -82,6 +99,15 @@ def verify(path: Path) -> str | None:
         if sha256_file(f) != meta.get("sha256"):
             return f"{name} sha256 does not match the manifest"
     return None
+
+
+def misnamed(path: Path) -> bool:
+    """Whether ``step-N``'s manifest is readable and records a step other than N (files are not hashed)."""
+    try:
+        step = read_json_limited(path / MANIFEST, "manifest", limit=1 << 20).get("step")  # type: ignore[union-attr]
+    except (ValueError, AttributeError):
+        return False
+    return name_step(path) not in (None, step)
 
 
 class CheckpointStore:
@@ -140,8 +166,13 @@ class CheckpointStore:
 
         Raises:
             OSError: the rename failed.
+            CheckpointError: a live lock of another run is below the store (nothing is deleted).
         """
         old = self.list()
+        if held := live_lock_under(self.root):
+            raise CheckpointError(f"`--resume never` would delete {self.root}, but another running `train` holds "
+                                  f"{held.parent} inside it; nothing was deleted. Stop that run (run directories "
+                                  "never nest) or choose another --run-dir.")  # fmt: skip
         if self.root.is_dir():
             doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
             os.rename(self.root, doomed)
@@ -153,8 +184,10 @@ class CheckpointStore:
         a kill mid-delete leaves a temporary for :meth:`clean_temporaries`, never a half-deleted ``step-*``.
 
         Raises:
-            OSError: the rename failed.
+            OSError: the rename failed, or a running ``train`` holds a lock inside ``path`` (it is kept).
         """
+        if held := live_lock_under(path):
+            raise OSError(errno.EBUSY, f"another running `train` holds {held.parent}; {path} is kept")
         doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
@@ -221,7 +254,12 @@ class CheckpointStore:
         return final
 
     def prune(self) -> None:
-        """Delete all but the newest ``keep_last`` checkpoints."""
-        for old in self.list()[self.keep_last :]:
+        """Delete all but the newest ``keep_last`` checkpoints, and every one whose manifest names another step
+        than its directory (never resumed from; left, its high step would keep it first in the list forever)."""
+        kept = 0
+        for path in self.list():
+            if kept < self.keep_last and not misnamed(path):
+                kept += 1
+                continue
             with contextlib.suppress(OSError):
-                self.remove(old)
+                self.remove(path)

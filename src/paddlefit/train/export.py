@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import os
 import shutil
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import JobFailedError, PaddlefitError
-from paddlefit.fileio import FileWriteError, fsync_path, no_space_left
+from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
 from paddlefit.spec import load_job_spec
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.train.metrics import IMPORT_DIRS_FILE, SPEC_FILE
@@ -137,7 +136,7 @@ def _read_weights(path: Path) -> tuple[dict[str, Any], bytes]:
         _Gone: a file is missing or does not match the manifest.
     """
     try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        manifest: Any = read_json_limited(path / "manifest.json", "manifest.json", limit=1 << 20)
         data = (path / "model.pdparams").read_bytes()
         meta = manifest["files"]["model.pdparams"]
     except (OSError, ValueError, KeyError, TypeError) as exc:

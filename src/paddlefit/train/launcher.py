@@ -13,7 +13,6 @@ log lines, and returns the exit code rank 0 recorded in ``status.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from paddlefit.fileio import read_json_limited
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import describe_exit, scheduler_exit_code
 from paddlefit.train.metrics import STATUS_FILE
@@ -34,9 +34,10 @@ _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 
 def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
-                   job_id: str) -> list[str]:  # fmt: skip
+                   job_id: str, trust: bool = False) -> list[str]:  # fmt: skip
     """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
-    (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``)."""
+    (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``);
+    ``trust``: the workers get ``--trust-checkpoint``."""
     cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(run_dir / LOG_DIR), "--job_id",
            job_id]  # fmt: skip
     if gpu_ids:
@@ -44,7 +45,7 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     else:
         cmd += ["--nproc_per_node", str(nprocs)]
     cmd += [worker.__file__, "--spec", str(spec_file), "--run-dir", str(run_dir), "--resume", resume]
-    return cmd
+    return cmd + (["--trust-checkpoint"] if trust else [])
 
 
 def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
@@ -95,10 +96,10 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
             signal.signal(s, h)
     rc = proc.returncode
     try:
-        status = json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        status: Any = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
         if status.get("token") == token:
             return int(status["exit_code"]), str(status["reason"])
-    except (OSError, ValueError, KeyError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         pass
     if forwarded:  # stopped before any rank could record a status: during start-up, nothing to save yet
         name = signal.Signals(forwarded[0]).name

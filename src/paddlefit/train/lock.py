@@ -35,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.textsafe import log_stderr
 
 __all__ = [
@@ -108,7 +108,8 @@ class RunDirLock:
 
     Raises (from :meth:`acquire`):
         RunDirInUseError: another process holds it; the message names its pid, host, start time and command.
-        PaddlefitError: the run directory cannot be created or written, or is a file.
+        PaddlefitError: the run directory cannot be created or written, or is a file; or it is inside another run
+            directory or holds one (:func:`~paddlefit.train.nesting.check_not_nested`).
     """
 
     def __init__(self, run_dir: Path, log: Callable[[str], None] | None = None) -> None:
@@ -120,7 +121,10 @@ class RunDirLock:
 
     def acquire(self) -> RunDirLock:
         """Take the lock without waiting and record the holder; returns ``self``."""
+        from paddlefit.train.nesting import check_not_nested
+
         path = self.run_dir / LOCK_FILE
+        check_not_nested(self.run_dir)  # before the directory is made: never inside or around another run's
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -197,7 +201,7 @@ class RunDirLock:
         who = "another process (it has not recorded itself)"
         while True:
             try:
-                info = json.loads((self.run_dir / LOCK_INFO_FILE).read_text(encoding="utf-8"))
+                info = read_json_limited(self.run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
                 who = (f"pid {info['pid']} on host {info['host']} since {info['since']} (started by "
                        f"`{info['command']}`)")  # fmt: skip
                 dead = info["host"] == socket.gethostname() and not pid_alive(info["pid"])

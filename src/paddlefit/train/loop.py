@@ -14,7 +14,7 @@ Exit codes (``RunResult.exit_code``; the table is ``docs/errors.md``): 0 finishe
 after saving a checkpoint (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry
 128-255, treat 1-127 as permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the
 budget (``budget.max_hours`` / ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127). Errors
-raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2, bad input; a write that failed) or :class:`JobFailedError`.
+raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2: bad input, a failed write) or ``JobFailedError`` (exit 1).
 """
 
 from __future__ import annotations
@@ -53,13 +53,8 @@ from paddlefit.train.metrics import (
     write_status,
 )
 from paddlefit.train.record import RunRecord
-from paddlefit.train.state import (
-    TrainerState,
-    agree_on_resume,
-    load_checkpoint,
-    save_checkpoint,
-    spec_keeping_global_batch,
-)
+from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.state import spec_keeping_global_batch as keeping_batch
 from paddlefit.train.step import StepRunner
 
 __all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]
@@ -83,6 +78,7 @@ class TrainOptions:
         lock_held: the caller holds the run directory's :class:`~paddlefit.train.lock.RunDirLock` (``run_job``,
             or the process that launched this worker); else rank 0 takes it.
         prediction_key: the key of the RUN_DIR/prediction.json made for this run (:mod:`paddlefit.train.predict`).
+        trust_checkpoint: ``--trust-checkpoint`` (a ``--resume PATH`` outside the run dir, a legacy ``rng.pkl``).
     """
 
     run_dir: Path
@@ -91,6 +87,7 @@ class TrainOptions:
     progress_bar: Progress | None = None
     lock_held: bool = False
     prediction_key: str | None = None
+    trust_checkpoint: bool = False
     log: Callable[[str], None] = field(default=log_stderr)
 
 
@@ -176,12 +173,11 @@ class Trainer:
             lock.acquire()  # before anything is written (a multi-node worker: global rank 0 holds it)
         try:
             # fresh names: the optimizer names its accumulators (``conv2d_0.w_0_moment1_0``) from Paddle's global
-            # generator at the first step, and a checkpoint's optimizer state only loads into the same names, so a
-            # second run in one process (run_job again to continue) must not count on from the first one's
+            # generator, and a checkpoint's state loads into the same names only: a second run_job in one process too
             with paddle.utils.unique_name.guard():
                 return self._run()
         except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
-            exc = as_write_failure(exc, self)  # a write of the run failed (a full disk): name step and checkpoint
+            exc = as_write_failure(exc, self)  # status.json; a failed write (a full disk): step and checkpoint
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
                 self._compare(ended=(exc.exit_code, str(exc)))
             raise exc from None
@@ -194,9 +190,10 @@ class Trainer:
         if self.is_writer:
             self._clean_run_dir()
         self._barrier()
-        resume = agree_on_resume(self.opts.resume, self.store, self.world, self.is_writer, self.log)
+        o = self.opts
+        resume = agree_on_resume(o.resume, self.store, self.world, self.is_writer, self.log, o.trust_checkpoint)
         if resume is not None:
-            self.spec, kept = spec_keeping_global_batch(self.spec, resume, self.world, self.log)
+            self.spec, kept = keeping_batch(self.spec, resume, self.world, self.log)
         try:
             self.setup(on_gpu)
         except PaddlefitError as exc:
@@ -362,7 +359,8 @@ class Trainer:
                          f"{state.total_steps}: the LR schedule now spans {job.total_steps} steps, so the result "
                          "will differ from an uninterrupted run of either length.")  # fmt: skip
 
-        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model)
+        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model,
+                                self.opts.trust_checkpoint)
         state = state.in_layout(self.spec.batch_size, self.world, self.spec.grad_accum_steps)
         self.runner.micro.ways = state.micro_batch_split
         if state.micro_batch_split > 1:

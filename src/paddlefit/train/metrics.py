@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, writing
+from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, loads_limited, writing
 
 __all__ = [
     "IMPORT_DIRS_FILE",
@@ -169,12 +169,16 @@ def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
     file system, a directory where a file should be; and once the run is accepted, a
     :class:`~paddlefit.train.checkpoint.CheckpointError` of a save) becomes an error of exit code 2 naming the file
     (``exc``'s message), the step reached and the last intact checkpoint, recorded in status.json or saying why it
-    could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is."""
+    could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is,
+    recorded in status.json by rank 0 once the run is accepted (as the registry row records it)."""
     from paddlefit.train.checkpoint import CheckpointError
 
     accepted = trainer.record is not None  # the run's files and checkpoints are written from then on
     written = isinstance(exc, FileWriteError) or (accepted and isinstance(exc, CheckpointError))
     if not trainer.is_writer or not written:
+        if accepted and trainer.is_writer:
+            with contextlib.suppress(Exception):
+                write_status(trainer.run_dir, exc.exit_code, str(exc), trainer.state.step)
         return exc
     run_dir, state, last = trainer.run_dir, trainer.state, trainer.store.latest_valid()
     step = state.step if state is not None else 0
@@ -227,11 +231,11 @@ class MetricsLog:
             text = path.read_text(encoding="utf-8")
         for line in text.splitlines():
             try:
-                rec = json.loads(line)
+                rec: Any = loads_limited(line, "a line of metrics.jsonl")
                 at = rec.get("step", 0)
                 if at < step or (at == step and "eval_loss" not in rec):
                     kept.append(line)
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, TypeError):
                 continue  # a line cut by a kill
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 
 __all__ = [
     "COMPARISON_FILE",
@@ -139,8 +139,8 @@ def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[
     """
     key = hashlib.sha256(f"{spec_yaml}\n{device.name}\n{device.count}".encode()).hexdigest()
     path = run_dir / PREDICTION_FILE
-    with contextlib.suppress(OSError, ValueError):
-        old = json.loads(path.read_text(encoding="utf-8"))
+    with contextlib.suppress(ValueError, AttributeError):
+        old: Any = read_json_limited(path, PREDICTION_FILE)
         if old.get("key") == key:
             return old
     doc = _predict(spec_yaml, device, log, timeout_s)

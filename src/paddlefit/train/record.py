@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import FileWriteError, atomic_write_text
+from paddlefit.fileio import FileWriteError, atomic_write_text, read_json_limited
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
     COMPARISON_FILE,
@@ -28,10 +28,17 @@ from paddlefit.train.predict import (
     trainer_step_s,
 )
 
-__all__ = ["PREDICTION_KEY_ENV", "RunRecord"]
+__all__ = ["PREDICTION_KEY_ENV", "STATUS_NAMES", "RunRecord", "status_name"]
 
 PREDICTION_KEY_ENV = "PADDLEFIT_PREDICTION_KEY"  # run_job -> launched workers: which prediction.json is this run's
-STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 143: "stopped"}
+#: how a run that recorded its end ended, by exit code (any other code: ``failed``); ``runs`` and ``report`` both
+#: name a run's state from here (``report`` adds ``running``, and ``lost`` for a run that never recorded its end)
+STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 130: "stopped", 143: "stopped"}
+
+
+def status_name(code: object) -> str:
+    """The state of a run that ended with exit code ``code`` (:data:`STATUS_NAMES`; ``failed`` otherwise)."""
+    return STATUS_NAMES.get(code, "failed") if isinstance(code, int) and not isinstance(code, bool) else "failed"
 
 
 class RunRecord:
@@ -47,8 +54,8 @@ class RunRecord:
         self.log = log
         self.prediction: dict[str, Any] | None = None
         if prediction_key:
-            with contextlib.suppress(OSError, ValueError):
-                doc = json.loads((run_dir / PREDICTION_FILE).read_text(encoding="utf-8"))
+            with contextlib.suppress(ValueError, AttributeError):
+                doc: Any = read_json_limited(run_dir / PREDICTION_FILE, PREDICTION_FILE)
                 self.prediction = doc if doc.get("key") == prediction_key else None
         self.seen = 0
         self.step_s: list[float] = []
@@ -165,7 +172,7 @@ class RunRecord:
         }  # fmt: skip
         if ended is not None:
             code, reason = ended
-            fields.update(status=STATUS_NAMES.get(code, "failed"), exit_code=code, reason=reason[:2000],
+            fields.update(status=status_name(code), exit_code=code, reason=reason[:2000],
                           ended_at=utc_now())  # fmt: skip
         rid = self.registry_id
         self._registry(lambda rw: rw[0].update_run(rid, fields, rw[1]))

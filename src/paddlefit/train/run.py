@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
@@ -108,7 +108,8 @@ def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> lis
 
 def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
             progress_bar: Progress | None = None, log: Callable[[str], None] = log_stderr,
-            relay: Callable[[str], None] | None = None, predict: bool = True) -> JobOutcome:  # fmt: skip
+            relay: Callable[[str], None] | None = None, predict: bool = True,
+            trust_checkpoint: bool = False) -> JobOutcome:  # fmt: skip
     """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
 
     One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
@@ -129,6 +130,8 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         relay: receives rank 0's log lines of a launched run and the launch line (default: ``log``).
         predict: first ask the planner what this run will measure (:mod:`paddlefit.train.predict`; off also when
             the environment has ``PADDLEFIT_NO_PREDICT=1``); the trainer records the measured figures beside it.
+        trust_checkpoint: the caller vouches for the checkpoint (``--trust-checkpoint``): a ``resume`` path outside
+            the run directory, or a checkpoint of an earlier version with a pickled ``rng.pkl``, is loaded.
 
     Raises:
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
@@ -142,10 +145,14 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
+        from paddlefit.train.state import check_resume_origin
+
+        check_resume_origin(resume, run_dir / "checkpoints", trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
-            return _run_locked(spec, run_dir, n, gpu_ids, resume, progress_bar, log, relay, lock, key)
+            return _run_locked(spec, run_dir, n, gpu_ids, (resume, trust_checkpoint), progress_bar, log, relay, lock,
+                               key)  # fmt: skip
 
 
 def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:
@@ -200,10 +207,10 @@ def _one_run_per_process(run_dir: Path) -> Iterator[None]:
         _RUNNING.release()
 
 
-def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resume: str,
+def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resuming: tuple[str, bool],
                 progress_bar: Progress | None, log: Callable[[str], None],
                 relay: Callable[[str], None] | None, lock: RunDirLock, key: str | None) -> JobOutcome:  # fmt: skip
-    launch_spec = run_dir / LAUNCH_SPEC_FILE
+    launch_spec, (resume, trust) = run_dir / LAUNCH_SPEC_FILE, resuming
     try:
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
         atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
@@ -217,12 +224,12 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
         from paddlefit.train.loop import Trainer, TrainOptions
 
         opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log, lock_held=True,
-                            prediction_key=key)  # fmt: skip
+                            prediction_key=key, trust_checkpoint=trust)  # fmt: skip
         result = Trainer(spec, opts).run()
         return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
     from paddlefit.train.launcher import launch_command, run_launched
 
-    cmd = launch_command(launch_spec, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}")
+    cmd = launch_command(launch_spec, run_dir, n, gpu_ids, resume, job_id=f"paddlefit-{run_dir.name}", trust=trust)
     relay = relay or log
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
     held = lock.share()  # the launcher and its workers hold the lock with us, and on if this process is killed
@@ -231,5 +238,5 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
                                     pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)
-    summary = json.loads((run_dir / SUMMARY_FILE).read_text(encoding="utf-8")) if code == 0 else None
+    summary: Any = read_json_limited(run_dir / SUMMARY_FILE, "--run-dir") if code == 0 else None
     return JobOutcome(code, reason, run_dir, summary)

@@ -3,30 +3,29 @@ agreement on which checkpoint to resume.
 
 A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint.CheckpointStore`) holds
 ``model.pdparams`` and ``optimizer.pdopt`` (``paddle.save``), ``trainer.json`` (:class:`TrainerState`) and
-``rng.pkl`` (Python, NumPy and Paddle generator states), each listed with its sha256 in the store's manifest.
+``rng.json`` (Python, NumPy and Paddle generator states, :mod:`paddlefit.train.rngstate`; no pickle), each listed
+with its sha256 in the store's manifest.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import pickle
-import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.perf_params import is_finite_number
+from paddlefit.fileio import InputFileError, read_json_limited
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
+from paddlefit.train.rngstate import RNG_FILE, capture_rng, read_rng, restore_rng
 
-__all__ = ["TrainerState", "agree_on_resume", "choose_resume", "kept_accumulation", "load_checkpoint", "read_state",
-           "save_checkpoint", "spec_keeping_global_batch"]
+__all__ = ["TrainerState", "agree_on_resume", "check_resume_origin", "choose_resume", "kept_accumulation",
+           "load_checkpoint", "read_state", "save_checkpoint", "spec_keeping_global_batch"]
 
 
 @dataclass
@@ -216,8 +215,8 @@ def read_state(path: Path) -> TrainerState:
         CheckpointError: it cannot be read.
     """
     try:
-        data = json.loads((path / "trainer.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = read_json_limited(path / "trainer.json", "--resume", limit=1 << 20)
+    except InputFileError as exc:
         raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
                               "another `--resume` checkpoint or start fresh with `--resume never`.") from None
     return TrainerState.from_json(data, str(path))
@@ -240,9 +239,7 @@ def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, opt
         paddle.save(model.state_dict(), str(tmp / "model.pdparams"))
         paddle.save(optimizer.state_dict(), str(tmp / "optimizer.pdopt"))
         (tmp / "trainer.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "paddle": paddle.get_rng_state()}
-        with open(tmp / "rng.pkl", "wb") as f:
-            pickle.dump(rng, f)
+        (tmp / RNG_FILE).write_text(json.dumps(capture_rng()), encoding="utf-8")
 
     t0 = time.monotonic()
     path = store.save(state.step, write, meta=meta, keep_existing=keep_existing)
@@ -250,19 +247,22 @@ def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, opt
 
 
 def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: Any, optimizer: Any, schedule: Any,
-                    scaler: Any, model_name: str) -> TrainerState:  # fmt: skip
+                    scaler: Any, model_name: str, trust: bool = False) -> TrainerState:  # fmt: skip
     """Read ``path``'s state, pass it to ``check`` (which raises if the job cannot continue from it), then restore
-    the model, optimizer, LR schedule, GradScaler and RNG states in place.
+    the model, optimizer, LR schedule, GradScaler and RNG states in place. ``trust``: the user vouched for the
+    checkpoint (``--trust-checkpoint``), so a pickled ``rng.pkl`` of an earlier version may be read.
 
     Raises:
-        PaddlefitError: from ``check``, or the weights do not match the model (missing/unexpected keys).
+        PaddlefitError: from ``check``; the weights do not match the model (missing/unexpected keys); a legacy
+            ``rng.pkl`` without ``trust`` (:func:`~paddlefit.train.rngstate.read_rng`).
         CheckpointError: any other failure, naming the checkpoint.
     """
     import paddle
 
     try:
-        state = TrainerState.from_json(json.loads((path / "trainer.json").read_text(encoding="utf-8")), str(path))
+        state = read_state(path)
         check(state)
+        rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
         missing, unexpected = model.set_state_dict(paddle.load(str(path / "model.pdparams")))
         if missing or unexpected:
             raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
@@ -272,11 +272,7 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
         schedule.set_state_dict(state.scheduler)
         if scaler is not None and state.scaler:
             scaler.load_state_dict(state.scaler)
-        with open(path / "rng.pkl", "rb") as f:
-            rng = pickle.load(f)  # our own file, verified against its manifest sha256
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
-        paddle.set_rng_state(rng["paddle"])
+        restore_rng(rng, str(path))
     except PaddlefitError:
         raise
     except Exception as exc:
@@ -286,12 +282,14 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
     return state
 
 
-def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None]) -> Path | None:
+def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
     """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest that verifies (warnings for the ones
-    that do not go to ``log``); else ``mode`` is a checkpoint directory, which must verify.
+    that do not go to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside this run's
+    ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` / ``.pdopt``
+    are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
 
     Raises:
-        CheckpointError: ``mode`` is a path that is not a valid checkpoint.
+        CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
     """
     if mode == "never":
         return None
@@ -301,15 +299,30 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None])
     problem = verify(path) if path.is_dir() else "not a directory"
     if problem:
         raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
+    check_resume_origin(mode, store.root, trust)
     return path
 
 
+def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
+    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path) needs ``trust``.
+
+    Raises:
+        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
+    """
+    if trust or mode in ("auto", "never") or Path(mode).resolve().is_relative_to(root.resolve()):
+        return
+    raise CheckpointError(
+        f"`--resume {mode}` is outside this run's checkpoints ({root}). Loading a checkpoint runs code from it "
+        "(Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you trust "
+        "where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
+
+
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
-                    log: Callable[[str], None]) -> Path | None:  # fmt: skip
+                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
     """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
     step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
     directory name, ``best/``; every rank reads ``PATH``)."""
-    path = choose_resume(mode, store, log) if is_writer or world == 1 else None
+    path = choose_resume(mode, store, log, trust) if is_writer or world == 1 else None
     if world == 1:
         return path
     import paddle

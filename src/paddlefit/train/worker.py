@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", required=True)
     ap.add_argument("--run-dir", required=True)
     ap.add_argument("--resume", default="auto")
+    ap.add_argument("--trust-checkpoint", action="store_true")
     args = ap.parse_args(argv)
 
     from paddlefit.errors import PaddlefitError
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_job_spec(args.spec)
         opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir),
-                            prediction_key=os.environ.get(PREDICTION_KEY_ENV) or None)  # fmt: skip
+                            prediction_key=os.environ.get(PREDICTION_KEY_ENV) or None,
+                            trust_checkpoint=args.trust_checkpoint)  # fmt: skip
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         written = False

@@ -1,0 +1,81 @@
+"""Issue 27 item 1: run directories never nest (by real path), and pruning or `--resume never` never delete a
+directory holding another run's live lock."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
+from paddlefit.train.lock import RunDirLock
+from test_train import run, train_cmd, write_spec
+
+
+def _files(d: Path) -> None:
+    for name in ("model.pdparams", "optimizer.pdopt", "trainer.json", "rng.json"):
+        (d / name).write_text(name)
+
+
+def test_a_run_dir_inside_or_around_another_is_refused(tmp_path: Path) -> None:
+    outer = RunDirLock(tmp_path / "A").acquire()  # a running train: .lock and .lock.json
+    ckpt = tmp_path / "A" / "checkpoints" / "step-00000010"
+    ckpt.mkdir(parents=True)
+    with pytest.raises(PaddlefitError, match=f"is inside the run directory {tmp_path / 'A'} "):
+        RunDirLock(ckpt).acquire()
+    assert not (ckpt / ".lock").exists()
+    (tmp_path / "link").symlink_to(ckpt)  # by real path
+    with pytest.raises(PaddlefitError, match="is inside the run directory"):
+        RunDirLock(tmp_path / "link").acquire()
+    outer.release()  # finished: its .lock file stays beside job.yaml, and it is still a run directory
+    (tmp_path / "A" / "job.yaml").write_text("model: x\n")
+    with pytest.raises(PaddlefitError, match="is inside the run directory"):
+        RunDirLock(tmp_path / "A" / "sub").acquire()
+    inner = RunDirLock(tmp_path / "X" / "deep" / "B").acquire()  # started first, below what comes next
+    with pytest.raises(PaddlefitError, match=f"holds the run directory {tmp_path / 'X' / 'deep' / 'B'} "):
+        RunDirLock(tmp_path / "X").acquire()
+    inner.release()
+    project = tmp_path / "project"  # a folder with the job spec and a .lock of some other tool is no run dir
+    (project / "runs").mkdir(parents=True)
+    (project / "job.yaml").write_text("model: x\n")
+    RunDirLock(project / "runs" / "r1").acquire().release()
+
+
+def test_resume_never_and_pruning_keep_a_directory_holding_a_live_lock(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "run" / "checkpoints", keep_last=1)
+    store.save(1, _files)
+    # a run that got into the store (started before the nesting check, or a copy moved in under it)
+    (store.path_for(1) / "inner").mkdir()
+    import fcntl
+
+    fd = os.open(store.path_for(1) / "inner" / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        store.save(2, _files)  # keep_last 1 would prune step 1
+        assert (store.path_for(1) / "inner" / ".lock").exists()
+        with pytest.raises(CheckpointError, match=r"another running `train` holds .*inner inside it; nothing was"):
+            store.remove_all()
+        assert store.path_for(1).is_dir() and store.path_for(2).is_dir()
+    finally:
+        os.close(fd)
+    store.save(3, _files)  # the lock is gone: pruning works again
+    assert [p.name for p in store.list()] == ["step-00000003"]
+
+
+def test_train_into_another_runs_checkpoint_exits_2_naming_both(tmp_path: Path) -> None:
+    """Before: accepted; the second run wrote its lock and metrics into A's checkpoint, which A's pruning deleted."""
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 2})
+    a = tmp_path / "A"
+    assert run(train_cmd(spec, a)).returncode == 0
+    inner = a / "checkpoints" / "step-00000002"
+    before = sorted(p.name for p in inner.iterdir())
+    r = run(train_cmd(spec, inner))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"--run-dir {inner}` is inside the run directory {a} " in r.stderr.replace("\n", " "), r.stderr
+    assert sorted(p.name for p in inner.iterdir()) == before
+    shutil.copytree(a, tmp_path / "outer" / "A")
+    r = run(train_cmd(spec, tmp_path / "outer"))
+    assert r.returncode == 2 and f"holds the run directory {tmp_path / 'outer' / 'A'} " in r.stderr.replace("\n", " ")
