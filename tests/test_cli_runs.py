@@ -64,7 +64,15 @@ def home(tmp_path: Path) -> Path:
 
 
 def _run(home: Path, *args: str):
-    return CliRunner().invoke(app, ["runs", *args], env={"PADDLEFIT_HOME": str(home), "COLUMNS": "200"})
+    """`paddlefit runs ARGS` at 200 columns. (Rich fixes a console's width from COLUMNS when it is created, at
+    import; pytest-xdist's workers have COLUMNS=80, so the environment of the call alone does not widen it.)"""
+    from paddlefit.cli import common
+
+    before, common.out._width = common.out._width, 200
+    try:
+        return CliRunner().invoke(app, ["runs", *args], env={"PADDLEFIT_HOME": str(home), "COLUMNS": "200"})
+    finally:
+        common.out._width = before
 
 
 def test_list_shows_the_values_and_filters(home):

@@ -58,3 +58,18 @@ def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
     assert out[0] == ("step 210/630 (epoch 5.00): loss 0.1000  2,428 samples/s over the last 10 step(s), 2,428 since "
                       "step 200")  # fmt: skip
     assert out[-1].endswith("1,000 samples/s over the last 10 step(s), 1,172 since step 200")
+
+
+def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatch):
+    """A launched rank 0 whose trainer recorded how the run ended (with the step reached) does not overwrite it
+    with its own step -1 record (issue 27 review): `recorded` tells this run's status.json from another's."""
+    from paddlefit.train.metrics import STATUS_FILE, recorded, write_status
+
+    monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-a")
+    assert not recorded(tmp_path)  # nothing yet
+    write_status(tmp_path, 2, "at step 40: boom", 40)
+    assert recorded(tmp_path)
+    monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-b")  # an earlier run's file
+    assert not recorded(tmp_path)
+    (tmp_path / STATUS_FILE).write_text("[" * 5000)  # hostile: deep, never a RecursionError
+    assert not recorded(tmp_path)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, loads_limited, writing
+from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, loads_limited, read_json_limited, writing
 
 __all__ = [
     "IMPORT_DIRS_FILE",
@@ -161,6 +161,16 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
     atomic_write_text(run_dir / STATUS_FILE, json.dumps({"exit_code": exit_code, "reason": reason, "step": step,
                                                           "token": token}) + "\n", option="--run-dir")  # fmt: skip
+
+
+def recorded(run_dir: Path) -> bool:
+    """True when ``run_dir``'s status.json is this run's (its ``PADDLEFIT_RUN_TOKEN``, set for launched runs)."""
+    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
+    try:
+        doc = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
+    except (OSError, ValueError, PaddlefitError):
+        return False
+    return bool(token) and isinstance(doc, dict) and doc.get("token") == token
 
 
 def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
