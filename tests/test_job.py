@@ -144,3 +144,24 @@ def test_inputs_must_describe_the_data():
     check_inputs_match_data(["b=int64[4]", "a=float32[2]"], ["a=float32[2]", "b=int64[4]:9"], "d")  # dict: any order
     with pytest.raises(PaddlefitError, match=r"does not describe data\.train"):
         check_inputs_match_data(["float32[3,8,8]"], ["float32[1,8,8]"], "digits")
+
+
+def test_a_dataset_module_not_on_this_machine_is_planned_from_inputs(tmp_path, monkeypatch):
+    """docs/guides/plan-cost-launch.md: a spec names the user's own dataset factory, which the planning machine
+    does not have; with `inputs:` given, plan and cost go on without it (and say so); without them, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("model: lenet\ninputs: ['float32[1,28,28]']\nbatch_size: 8\nepochs: 1\n"
+                   "data: {train: nopkg_here.data:train_set, eval: nopkg_here.data:eval_set}\n")  # fmt: skip
+    job = resolve_job(JobOptions(config=cfg))
+    assert job.inputs == ["float32[1,28,28]"] and job.train_size is None and job.length() == (None, None)
+    assert [n.split(":")[0] for n in job.notes] == ["data.train", "data.eval"]
+    assert "`nopkg_here.data:train_set` is not importable here: planned from `inputs:`" in job.notes[0]
+    cfg.write_text("model: lenet\nbatch_size: 8\ndata: {train: nopkg_here.data:train_set}\n")
+    with pytest.raises(PaddlefitError, match=r"`data.train: nopkg_here.data:train_set` cannot be imported"):
+        resolve_job(JobOptions(config=cfg))
+    # a module that is there but fails (its own missing import) is not skipped: that is a bug to show
+    (tmp_path / "brokenpkg.py").write_text("import nopkg_dependency\n\ndef train_set():\n    return [0]\n")
+    cfg.write_text("model: lenet\ninputs: ['float32[1,28,28]']\nbatch_size: 8\ndata: {train: brokenpkg:train_set}\n")
+    with pytest.raises(PaddlefitError, match=r"install `nopkg_dependency`"):
+        resolve_job(JobOptions(config=cfg))

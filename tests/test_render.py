@@ -111,4 +111,6 @@ def test_a_duration_column_takes_its_unit_from_its_largest_value():
     assert duration_column([790.4, 1425.1, 8.3 * 3600, 1.5 * 3600]) == ["0.22 h", "0.40 h", "8.3 h", "1.5 h"]
     assert duration_column([0.026, 0.222, None, 0.00039]) == ["26 ms", "222 ms", "-", "0.39 ms"]
     assert duration_column([0.5, 12.0]) == ["0.50 s", "12 s"]
-    assert duration_column([0.001, 36000.0, float("inf")]) == ["<0.01 h", "10 h", "inf h"]
+    assert duration_column([0.001, 36000.0, float("inf")]) == ["<0.0001 h", "10 h", "inf h"]
+    # two significant digits in any unit: GPU steps in a column of seconds (a CPU row's 72 s) stay apart
+    assert duration_column([0.0056, 0.0151, 0.13, 72.0]) == ["0.0056 s", "0.015 s", "0.13 s", "72 s"]

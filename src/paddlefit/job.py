@@ -231,10 +231,29 @@ class ResolvedJob:
         return plan_job_length(self.spec, self.train_size, self.batch_size, self.devices)
 
 
+def _planning_dataset(ref: str, args: dict[str, Any], key: str, inputs: list[str] | None, notes: list[str]) -> Any:
+    """The dataset ``ref`` (the spec's ``key``) for planning, or None (with a note) when its module is not on this
+    machine and ``inputs`` describe the samples: a job planned before its data package is installed here."""
+    from paddlefit.datasets import resolve_dataset
+    from paddlefit.userimport import ModuleMissingError
+
+    try:
+        return resolve_dataset(ref, args, key)
+    except ModuleMissingError:
+        if not inputs:
+            raise
+        notes.append(f"{key}: `{ref}` is not importable here: planned from `inputs:` (give `--dataset-size` for "
+                     "the job length)")  # fmt: skip
+        return None
+
+
 def resolve_job(options: JobOptions) -> ResolvedJob:
     """Merge MODEL/options with ``--config``; build ``data.train`` once: its first sample gives the inputs, the
     label and the probe's batches (unless ``--input`` is given), its length the job length. Dataset code may print
     on stdout: callers that keep stdout clean redirect it around this call.
+
+    A ``data.train``/``data.eval`` whose module is not on this machine is left out when ``inputs`` are given (a
+    note says so; ``train`` still needs it).
 
     Raises:
         PaddlefitError (exit 2): neither a model nor a spec; a bad spec or dataset; ``inputs:`` that do not
@@ -265,9 +284,10 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     notes: list[str] = []
     train_ds = None
     if own_job and spec.data.train:  # type: ignore[union-attr]
-        from paddlefit.datasets import infer_sample_specs, resolve_dataset
+        train_ds = _planning_dataset(spec.data.train, spec.data.train_args, "data.train", inputs, notes)  # type: ignore
+    if train_ds is not None:
+        from paddlefit.datasets import infer_sample_specs
 
-        train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")  # type: ignore[union-attr]
         found, found_label = infer_sample_specs(train_ds, f"data.train: {spec.data.train}", label_arg)  # type: ignore
         if inputs and not cli_inputs:
             check_inputs_match_data(inputs, found, spec.data.train)  # type: ignore[union-attr]
@@ -279,10 +299,11 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
             notes.append(f"label from data.train: {label}")
     evaluates = not own_job or bool(spec.data.eval)  # type: ignore[union-attr]
     n_eval = None
+    eval_ds = None
     if own_job and spec.data.eval:  # type: ignore[union-attr]
-        from paddlefit.datasets import resolve_dataset
-
-        n_eval = len(resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval"))  # type: ignore[union-attr]
+        eval_ds = _planning_dataset(spec.data.eval, spec.data.eval_args, "data.eval", inputs, notes)  # type: ignore
+    if eval_ds is not None:
+        n_eval = len(eval_ds)
         eval_batch_size = min(eval_batch_size or batch_size, n_eval)  # train's eval batches hold at most the set
     queued = (0, 0, 0)
     if own_job:  # the train queue counts only for a single-process loader (workers' batches live in shared memory)

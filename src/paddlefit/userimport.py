@@ -103,13 +103,18 @@ def _hidden_by(name: str, module: ModuleType) -> str | None:
     return None
 
 
+class ModuleMissingError(PaddlefitError):
+    """The module named is not on this machine (not a module it imports): a planner may go on without a dataset
+    factory the spec names when the inputs are given (:func:`paddlefit.job.resolve_job`)."""
+
+
 def import_module(name: str, label: str) -> ModuleType:
     """Import module ``name`` for the option or key ``label``.
 
     Raises:
         PaddlefitError: the module fails to import (its own error, even ``sys.exit``, included); a module that is
-            not found names the folders searched (:func:`searched`) and the fix; a user module hidden by an
-            installed or standard module of the same name names both and says to rename it.
+            not found (:class:`ModuleMissingError`) names the folders searched (:func:`searched`) and the fix; a
+            user module hidden by an installed or standard module of the same name names both and says to rename it.
     """
     _inherited_dirs()
     if not name or name.startswith(".") or any(not part.isidentifier() for part in name.split(".")):
@@ -122,8 +127,9 @@ def import_module(name: str, label: str) -> ModuleType:
         ours = bool(exc.name) and root == str(exc.name).split(".")[0]  # the module itself, not one it imports
         fix = (f"put the folder that holds `{root}/` (or `{root}.py`) in one of them, run from that folder, or add "
                "it to PYTHONPATH") if ours else f"install `{exc.name}`, which it imports"  # fmt: skip
-        raise PaddlefitError(f"`{label}` cannot be imported (ModuleNotFoundError: {exc}); searched {searched()}: "
-                             f"{fix}.") from None  # fmt: skip
+        kind = ModuleMissingError if ours else PaddlefitError
+        raise kind(f"`{label}` cannot be imported (ModuleNotFoundError: {exc}); searched {searched()}: "
+                   f"{fix}.") from None  # fmt: skip
     except (Exception, SystemExit) as exc:  # the module's own error at import
         raise PaddlefitError(f"`{label}` cannot be imported ({type(exc).__name__}: {exc}).") from None
     hidden = _hidden_by(name, module)

@@ -16,8 +16,9 @@ _UNITS = (("ms", 1e-3), ("s", 1.0), ("h", 3600.0))
 class DurationUnit:
     """One column's unit: ``name`` (``ms``, ``s`` or ``h``) and ``scale`` (seconds per unit).
 
-    :meth:`fmt` formats seconds in it with about two significant digits: no decimal from 10 up, one from 1, two
-    below (``26 ms``, ``8.3 h``, ``0.22 h``); ``-`` for None/NaN, ``<0.01 h`` for a positive value that rounds to 0.
+    :meth:`fmt` formats seconds in it with two significant digits: no decimal from 10 up, one from 1, two from
+    0.1, up to four below (``26 ms``, ``8.3 h``, ``0.22 h``, ``0.020 s``); ``-`` for None/NaN, ``<0.0001 h`` for a
+    positive value that rounds to 0.
     """
 
     name: str
@@ -28,9 +29,12 @@ class DurationUnit:
         if seconds is None or math.isnan(seconds):
             return "-"
         value = seconds / self.scale
-        if 0 < value < 0.005:
-            return f"<0.01 {self.name}"
-        decimals = 0 if abs(value) >= 10 else 1 if abs(value) >= 1 else 2
+        if 0 < value < 0.00005:
+            return f"<0.0001 {self.name}"
+        # two significant digits, whatever the unit: 26 ms, 8.3 h, 0.22 h, and a GPU step in a column of seconds
+        # 0.020 s (not 0.02 s), at most four decimals
+        digits = 1 - math.floor(math.log10(abs(value))) if value and math.isfinite(value) else 0
+        decimals = min(4, max(0, digits))
         return f"{value:,.{decimals}f} {self.name}"
 
 
