@@ -137,9 +137,10 @@ def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
 
     l20, a100 = get_gpu("L20"), get_gpu("A100-SXM4-80GB")
     assert l20.peak_flops("bf16-o1") == (59.35e12, "fp32")
-    note = "no bf16 peak in the catalog: timed at the FP32 peak (slower than the card)"
+    note = "no bf16 peak in the catalog: timed at the FP32 peak, a lower bound (the card is faster)"
     assert l20.missing_peak("bf16-o1") == note
-    assert l20.missing_peak("fp32") == "no TF32 peak in the catalog: fp32 timed on CUDA cores (slower than the card)"
+    tf32_note = "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"
+    assert l20.missing_peak("fp32") == tf32_note
     assert l20.missing_peak("fp32", tf32=False) is None and a100.missing_peak("bf16-o1") is None
     assert get_gpu("T4").missing_peak("bf16-o1") is None  # blocked (CC 7.5): Paddle runs fp32, said elsewhere
     setup, notes = gpu_setup(TrainSetup(seq_len=256, precision=Precision.BF16_O1), l20)

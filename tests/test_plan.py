@@ -181,3 +181,25 @@ def test_the_plan_package_exports_the_planner_and_the_rows_helpers_behave():
     assert rows.CUDA_CONTEXT_BYTES > 0 and request.DEFAULT_SAFETY_MARGIN == 0.9
     assert rows.effective_precision(get_gpu("T4"), Precision.BF16_O1) is Precision.FP32
     assert rows.max_batch([(1.0, 2.0), (5.0, 0.0)], 11.0) == 5 and rows.max_batch([(12.0, 0.0)], 11.0) == 0
+
+
+def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked():
+    """A new user: the L20 row (no fp16 peak in the catalog, timed at the FP32 peak) ranked below the RTX 4090 with an
+    MFU against the FP32 peak. Such a row has no MFU, says `speed_lower_bound`, and is not recommended while another
+    GPU fits; alone, it still is."""
+    from paddlefit.plan.rows import recommend
+
+    req = PlanRequest(model="lenet", batch_size=8, precision=Precision.FP16_O1, gpus=["L20", "RTX-4090"])
+    d = build_plan(req).to_dict()
+    rows = {t["name"]: t for t in d["targets"] if t["kind"] == "gpu"}
+    assert rows["L20"]["speed_lower_bound"] is True and rows["L20"]["predicted_mfu"] is None
+    assert rows["RTX-4090"]["speed_lower_bound"] is False and rows["RTX-4090"]["predicted_mfu"] > 0
+    assert d["recommendation"]["target"] == "RTX-4090"
+    assert "not ranked: L20 (the catalog lacks the peak" in d["recommendation"]["reason"]
+    from paddlefit.plan.request import Target
+
+    l20 = Target(**{**rows["L20"], "samples_per_s": 1e9})  # even "faster" on paper, it is not ranked
+    rtx = Target(**rows["RTX-4090"])
+    rec = recommend([l20, rtx], 8)
+    assert rec["target"] == "RTX-4090" and "not ranked: L20" in rec["reason"]
+    assert recommend([l20], 8)["target"] == "L20"

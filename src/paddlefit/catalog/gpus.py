@@ -214,9 +214,10 @@ class GPU(BaseModel):
         unit = self.peak_flops(precision, tf32)[1]
         half = precision.split("-")[0]
         if half in ("fp16", "bf16") and not self.amp_blocked(precision) and not unit.startswith(half):
-            return f"no {half} peak in the catalog: timed at the {unit.split()[0].upper()} peak (slower than the card)"
+            return (f"no {half} peak in the catalog: timed at the {unit.split()[0].upper()} peak, a lower bound (the "
+                    "card is faster)")  # fmt: skip
         if half == "fp32" and tf32 and not self.is_xpu and (self.compute_capability or 0) >= 8.0 and unit == "fp32":
-            return "no TF32 peak in the catalog: fp32 timed on CUDA cores (slower than the card)"
+            return "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"
         return None
 
     def interconnect_gb_s(self, ranks: int = 2) -> tuple[float, str]:

@@ -160,6 +160,9 @@ class Target:
     ``runs_calibration``: the correction fitted on this machine's recorded runs of the device
     (:class:`~paddlefit.plan.runs_calibration.RunsCorrection`; ``calibration`` is then ``runs (n=K)``; the step
     time, samples/s and MFU are corrected, ``time_breakdown`` is the model's, uncorrected).
+    ``speed_lower_bound``: the catalog lacks the card's peak for the precision (:meth:`GPU.missing_peak`), so the
+    row is timed at a slower unit's: its samples/s is a lower bound, its MFU unknown (None), and the recommendation
+    does not rank it.
     """
 
     name: str
@@ -182,6 +185,7 @@ class Target:
     time_breakdown: dict[str, Any] | None = None
     allreduce_exposed_s: float = 0.0
     runs_calibration: dict[str, Any] | None = None
+    speed_lower_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The row as the JSON object documented in the README."""

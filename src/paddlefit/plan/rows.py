@@ -300,6 +300,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     if m.train_flops * b / step / peak_flops > 1.0:  # only Winograd does fewer multiplies than the model counts
         notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
                      "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
+    lower = gpu.missing_peak(prec.value, req.tf32) is not None  # timed at a slower unit's peak than the card's
     calibration = params.calibration  # "device" only with kernel timings measured on this GPU
     if gpu.is_xpu and calibration != "device":  # the CUDA kernel fit carried to an XPU: not grounded, say so
         calibration = "uncalibrated"
@@ -308,8 +309,8 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
         calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
-        calibration=calibration, predicted_mfu=m.train_flops * b / step / peak_flops, time_breakdown=breakdown,
-        allreduce_exposed_s=ar_exposed,
+        calibration=calibration, predicted_mfu=None if lower else m.train_flops * b / step / peak_flops,
+        time_breakdown=breakdown, allreduce_exposed_s=ar_exposed, speed_lower_bound=lower,
     ), est  # fmt: skip
 
 
@@ -336,10 +337,11 @@ def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
 
 def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
     """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change.
-    Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) are recommended only
-    when no other GPU fits: their samples/s cannot be ranked against the CUDA rows'."""
-    gpu_fit = [t for t in targets if t.kind == "gpu" and t.fits]
-    gpu_fit = [t for t in gpu_fit if t.calibration != "uncalibrated"] or gpu_fit
+    Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) or whose speed is a
+    lower bound (``speed_lower_bound``) are recommended only when no other GPU fits: their samples/s cannot be
+    ranked against the other rows'."""
+    fitting = [t for t in targets if t.kind == "gpu" and t.fits]
+    gpu_fit = [t for t in fitting if t.calibration != "uncalibrated" and not t.speed_lower_bound] or fitting
     if gpu_fit:
         best = gpu_fit[0]
         smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
@@ -352,6 +354,10 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
                 f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
                 f"peak {smallest.peak_bytes / 1024**3:.1f} of {smallest.capacity_bytes / 1024**3:.0f} GiB)"
             )
+        unranked = [t.name for t in fitting if t.speed_lower_bound and t not in gpu_fit]
+        if unranked:
+            reason += (f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
+                       "the speed shown is a lower bound)")
         return {"target": best.name, "reason": reason, "smallest_fit": smallest.name}
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
