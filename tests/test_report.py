@@ -3,6 +3,7 @@ resumed), its numbers against summary.json, its plots in headless Chromium, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,13 +187,13 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp
 
 
 def test_metrics_without_times_fall_back_to_the_checkpoints(runs: dict[str, Path], tmp_path: Path) -> None:
-    """metrics.jsonl of an older paddlefit (no ``time``): no plot over time, the resume still found from the
-    checkpoint manifests."""
+    """metrics.jsonl of an older paddlefit (no ``time``, no resume record): no plot over time, the resume still
+    found from the checkpoint manifests."""
     run_dir = tmp_path / "old"
     shutil.copytree(runs["resumed"], run_dir)
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "time"}) + "\n"
-                                                   for r in recs))  # fmt: skip
+                                                   for r in recs if "event" not in r))  # fmt: skip
     data = build_report(run_dir)
     assert [r.step for r in data.resumes] == [30] and data.resumes[0].gap_unix is None
     assert "wall clock" in data.resumes[0].evidence
@@ -226,11 +227,16 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "400"), env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        wait_for_step(run_dir, 61, proc)  # step 61's line follows the checkpoint of step 60
+        wait_for_step(run_dir, 70, proc)  # mid-interval: after the checkpoint of step 60
     finally:
         proc.kill()
         proc.communicate()
     kept = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if (p / "manifest.json").is_file())
+    before = []
+    for x in (run_dir / "metrics.jsonl").read_text().splitlines():
+        with contextlib.suppress(ValueError):  # the last line, cut by the kill
+            before.append(json.loads(x))
+    logged = [x for x in before if "loss" in x and x["step"] > kept[-1]]  # lost: after the kept checkpoint
     time.sleep(6)
     r = run(train_cmd(spec, run_dir, "--resume", "auto", "--max-steps", "400"))
     assert r.returncode == 0, r.stderr
@@ -240,15 +246,27 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     assert resumed_at >= 60
     (res,) = data.resumes
     assert res.step == resumed_at and res.from_checkpoint == f"step-{resumed_at:08d}"
-    assert res.downtime_s >= 5.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
+    assert res.downtime_s >= 6.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
+    # issue 26: the steps lost and run again, and the compute they cost (their measured step times)
+    lost = (resumed_at + 1, max(x["step"] for x in logged)) if logged else None
+    assert res.lost_steps == lost and lost is not None and lost[0] == 61 == logged[0]["step"] and lost[1] >= 70
+    assert res.lost_compute_s is not None and abs(res.lost_compute_s - sum(x["step_time_s"] for x in logged)) < 1e-3
+    line = (f"resumed at step {resumed_at} (from step-{resumed_at:08d}): down {res.downtime_s:,.1f} s; steps "
+            f"{lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1}) lost and run again, {res.lost_compute_s:,.1f} s of compute")
+    r = cli(str(run_dir), "--out", str(tmp_path / "r.html"))
+    assert r.returncode == 0 and line in r.stdout.replace("\n", " ").replace("  ", " "), r.stdout
     registry = Registry()
     assert registry.get_run(registry.find_latest_for_run_dir(run_dir))["resumes"] == 1
+    show = run([sys.executable, "-m", "paddlefit.cli.main", "runs", "show",
+                str(registry.find_latest_for_run_dir(run_dir))], env={**ENV, "COLUMNS": "250"})  # fmt: skip
+    assert show.returncode == 0 and line in show.stdout.replace("\n", " "), show.stdout[-2000:]
     page = render_html(data)
     assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-time"]
     time_svg = re.search(r'<figure class="plot" id="plot-time">(.*?)</figure>', page, flags=re.S).group(1)
     assert f"down {res.downtime_s:.0f} s" in time_svg
     row = re.search(r'<table id="resumes">.*?</table>', page, flags=re.S).group(0)
     assert f'data-value="{resumed_at}"' in row and f'data-value="{json.dumps(res.downtime_s)}"' in row
+    assert f"steps {lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1}) lost and run again" in row
     assert_comparison_shown(run_dir, page)
 
 
