@@ -334,17 +334,42 @@ def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
             t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
 
 
+#: GPUs within this factor of the fastest fitting one's samples/s tie (below the model's resolution, issue 26)
+RECOMMEND_TIE = 1.01
+
+
+def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
+    """The card to recommend among ``gpu_fit`` (the rows that fit) and the tie-break said (empty when no other card
+    ties): those within 1% of the fastest samples/s (:data:`RECOMMEND_TIE`: host-bound rows at the host floor, or
+    cards the model cannot tell apart) tie, and the tie goes to the smallest card that fits (the least memory: the
+    cheaper class of card, leaving the larger ones for the jobs that need them), then the faster."""
+    fastest = max(gpu_fit, key=lambda t: (t.samples_per_s if t.samples_per_s == t.samples_per_s else -1.0,
+                                          -t.capacity_bytes))  # fmt: skip
+    ties = [t for t in gpu_fit if t.samples_per_s * RECOMMEND_TIE >= fastest.samples_per_s] or [fastest]
+    if len(ties) < 2:
+        return fastest, ""
+    best = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
+    gib = 1024**3
+    said = (f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) is also the fastest" if best is fastest else
+            f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) over {fastest.name} "
+            f"({fastest.capacity_bytes / gib:.0f} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} faster)")
+    return best, (f"{len(ties)} GPUs within 1% of the fastest samples/s tie (below the model's resolution); the tie "
+                  f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
+
+
 def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
-    """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change.
-    Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) are recommended only
-    when no other GPU fits: their samples/s cannot be ranked against the CUDA rows'."""
+    """The plan's recommendation: the fastest GPU that fits, the tie among those within 1% of it going to the
+    smallest card (:func:`tied_fastest`, said in ``tie_break``), and the smallest card that fits; else what to
+    change. Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) are
+    recommended only when no other GPU fits: their samples/s cannot be ranked against the CUDA rows'."""
     gpu_fit = [t for t in targets if t.kind == "gpu" and t.fits]
     gpu_fit = [t for t in gpu_fit if t.calibration != "uncalibrated"] or gpu_fit
     if gpu_fit:
-        best = gpu_fit[0]
+        best, tie = tied_fastest(gpu_fit)
         smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
         reason = (
-            f"fastest GPU that fits: {best.samples_per_s:,.0f} samples/s predicted, peak "
+            f"{'fastest GPU that fits' if not tie else 'fastest GPU that fits, within 1% (tie-break below)'}: "
+            f"{best.samples_per_s:,.0f} samples/s predicted, peak "
             f"{best.peak_bytes / 1024**3:.1f} of {best.capacity_bytes / 1024**3:.0f} GiB"
         )
         if smallest.name != best.name:
@@ -352,12 +377,12 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
                 f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
                 f"peak {smallest.peak_bytes / 1024**3:.1f} of {smallest.capacity_bytes / 1024**3:.0f} GiB)"
             )
-        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name}
+        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name, "tie_break": tie}
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
         cpu = targets[0]
         return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
-                "smallest_fit": None}  # fmt: skip
+                "smallest_fit": None, "tie_break": ""}  # fmt: skip
     roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
     mb = roomiest.max_batch_size or 0
     if mb >= 1:
@@ -367,5 +392,5 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         )
     else:
         reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
-    return {"target": None, "reason": reason, "smallest_fit": None}
+    return {"target": None, "reason": reason, "smallest_fit": None, "tie_break": ""}
 
