@@ -390,3 +390,30 @@ def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
     assert cells.by_key["peak_memory_bytes"] == ("1,581,032", "1581032")  # the number rule and value, unchanged
     threads = cells.by_key["threads.paddle"][0]
     assert threads.startswith("2") and "OMP_NUM_THREADS" in threads and "cpu_threads" in threads
+
+
+def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_path: Path) -> None:
+    """Two resumes at the same checkpoint are two lines; the first says steps 11-14 were lost and run again and the
+    compute they took; the second lost none. A record's step wins over the gap seen in the times, whose span is kept
+    for the plot."""
+    from paddlefit.report.resumes import resume_line
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job.yaml").write_text("model: lenet\n")
+    lines = [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1000.0 + 0.1 * s} for s in range(1, 11)]
+    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": [11, 14], "lost_step_count": 4,
+                  "lost_compute_s": 0.42, "down_s": 30.5, "time": 1031.9})
+    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": None, "lost_step_count": 0,
+                  "lost_compute_s": 0.0, "down_s": 7.25, "time": 1040.0})
+    lines += [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1040.0 + 0.1 * s} for s in range(11, 21)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    data = build_report(run_dir)
+    assert [(r.step, r.lost_steps, r.lost_compute_s, r.downtime_s) for r in data.resumes] == [
+        (10, (11, 14), 0.42, 30.5), (10, None, 0.0, 7.25)]
+    assert data.resumes[0].gap_unix == (1001.0, 1041.1) and len(data.train) == 20
+    assert [resume_line(r) for r in data.resumes] == [
+        "resumed at step 10 (from step-00000010): down 30.5 s; steps 11-14 (4) lost and run again, 0.4 s of compute",
+        "resumed at step 10 (from step-00000010): down 7.2 s; no step lost"]
+    row = re.search(r'<table id="resumes">.*?</table>', render_html(data), flags=re.S).group(0)
+    assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row

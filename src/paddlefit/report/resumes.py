@@ -53,13 +53,16 @@ def is_resume_record(rec: Any) -> bool:
 
 
 def read_resume_records(run_dir: Path) -> list[dict[str, Any]]:
-    """The resume records of ``run_dir``'s metrics.jsonl in file order ([] when absent); lines that do not parse
-    are skipped (the report counts them)."""
+    """The resume records of ``run_dir``'s metrics.jsonl in file order ([] when absent or unreadable); lines that
+    do not parse are skipped (the report counts them)."""
     path = run_dir / METRICS_FILE
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return []
+        with open(path, "rb") as f:
+            data = f.read(MAX_READ_BYTES)
+    except (OSError, ValueError):  # unreadable, or a recorded path no file system takes (a NUL byte)
         return []
-    with open(path, "rb") as f:
-        data = f.read(MAX_READ_BYTES)
     out = []
     for raw in data.decode("utf-8", errors="replace").splitlines():
         if '"event"' not in raw:
