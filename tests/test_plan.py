@@ -229,3 +229,25 @@ def test_the_plan_recommends_and_lists_first_the_card_its_tie_break_chose(lenet_
     render_plan(lenet_plan, Console(file=buf, width=200, color_system=None))
     text = buf.getvalue()
     assert f"tie-break: {len(ties)} GPUs within 1% of the fastest samples/s tie" in text, text[-2000:]
+
+
+def test_a_cpu_time_fit_that_falls_with_the_batch_is_not_extrapolated():
+    """Issue 26: under load the probe timed batch 3 faster than batch 2; the fit's last segment fell with the batch
+    and reached zero at the run's batch: the planner floored the CPU step at 1e-9 s (`plan`'s CPU row said
+    64,000,000,000 samples/s, `train` printed `step 0.0 ms`). Such a fit is replaced by the largest probed batch's
+    time in proportion to the batch (an upper bound), with a note; a fit that rises is used as it is."""
+    from paddlefit.estimate.probe_result import PhaseFit, ProbeResult, StepMeasurement
+    from paddlefit.plan.measure import cpu_time_line
+    from paddlefit.plan.rows import cpu_step_s
+
+    def probe(times: list[float], fixed: float, slope: float) -> ProbeResult:
+        ms = [StepMeasurement(b, {"forward": 1}, 0, t) for b, t in zip((1, 2, 3), times, strict=True)]
+        return ProbeResult(measurements=ms, fits={}, time_fit=PhaseFit(fixed, slope, 0.0))
+
+    loaded = probe([0.20, 0.50, 0.30], 0.9, -0.2)  # the last segment: 0.5 s at 2, 0.3 s at 3
+    line, why = cpu_time_line(loaded)
+    assert line == pytest.approx((0.0, 0.1)) and "fell with the batch" in why and "batch 3's 300 ms" in why
+    assert cpu_step_s(line, 64) == pytest.approx(6.4) and 64 / cpu_step_s(line, 64) == pytest.approx(10.0)
+    assert cpu_step_s((0.9, -0.2), 64) != cpu_step_s((0.9, -0.2), 64)  # NaN, not 1e-9 s
+    idle = probe([0.2, 0.3, 0.4], 0.1, 0.1)
+    assert cpu_time_line(idle) == ((0.1, 0.1), None) and cpu_step_s((0.1, 0.1), 64) == pytest.approx(6.5)

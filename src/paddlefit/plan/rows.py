@@ -206,6 +206,20 @@ def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
     return cpu_peak - m.states32.total_bytes - m.act_per_sample * batch
 
 
+#: a CPU step the probe's time fit puts under this (seconds) is no measurement: the fit of a loaded machine's noisy
+#: times reached zero (issue 26: "64,000,000,000 samples/s" on the CPU row of a plan made under load)
+MIN_CPU_STEP_S = 1e-6
+
+
+def cpu_step_s(cpu_time: tuple[float, float] | None, batch: int) -> float:
+    """The CPU step at ``batch`` from the probe's time fit ``cpu_time`` (fixed s, s per sample), seconds; NaN
+    without a probe or when the fit puts it under :data:`MIN_CPU_STEP_S`."""
+    if cpu_time is None:
+        return float("nan")
+    step = cpu_time[0] + cpu_time[1] * batch
+    return step if step >= MIN_CPU_STEP_S else float("nan")
+
+
 def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
     b = req.batch_size
@@ -227,13 +241,13 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
                 cpu_notes.append(f"measured at batch {max(req.probe_batch_sizes)}: "
                                  + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
                                  + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
-    if m.cpu_time is not None:
-        cpu_step = max(m.cpu_time[0] + m.cpu_time[1] * b, 1e-9)
-        cpu_calibrated = True
-    else:
-        cpu_step = float("nan")
-        cpu_calibrated = False
+    cpu_step = cpu_step_s(m.cpu_time, b)
+    cpu_calibrated = cpu_step == cpu_step
+    if m.cpu_time is None:
         cpu_notes.append("no probe: CPU step time not measured")
+    elif not cpu_calibrated:
+        cpu_notes.append(f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
+                         f"a line that reaches zero at batch {b}; rerun `plan` on an idle machine")  # fmt: skip
     return Target(
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
         capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
