@@ -324,6 +324,8 @@ def test_cli_writes_out_prints_json_and_refuses_a_non_run_dir(runs: dict[str, Pa
     r = cli(str(runs["resumed"]), "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
+    (resume,) = doc.pop("resumes")  # the finished run resumed at its last checkpoint: nothing lost
+    assert re.fullmatch(r"resumed at step 30 \(from step-00000030\): down [\d.]+ s; no step lost", resume), resume
     assert doc == {"out": str(out), "plots": ["plot-loss", "plot-throughput", "plot-time", "plot-profile"],
                    "status": "finished"}
     assert out.read_text().startswith("<!DOCTYPE html>")
@@ -417,3 +419,5 @@ def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_
         "resumed at step 10 (from step-00000010): down 7.2 s; no step lost"]
     row = re.search(r'<table id="resumes">.*?</table>', render_html(data), flags=re.S).group(0)
     assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row
+    data.resumes[0].lost_steps = (11, 11)
+    assert resume_line(data.resumes[0]).endswith("; step 11 lost and run again, 0.4 s of compute")

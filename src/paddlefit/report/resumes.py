@@ -92,13 +92,15 @@ def record_resumes(records: list[dict[str, Any]], inferred: list[Resume]) -> lis
 
 
 def lost_text(r: Resume) -> str:
-    """``steps 61-75 (15) lost and run again, 1.2 s of compute``; ``no step lost``; ``-`` when not recorded."""
+    """``steps 61-75 (15) lost and run again, 1.2 s of compute`` (``step 61 ...`` for one); ``no step lost``;
+    ``-`` when not recorded."""
     if r.lost_compute_s is None:
         return "-"
     if r.lost_steps is None:
         return "no step lost"
     a, b = r.lost_steps
-    return f"steps {a:,d}-{b:,d} ({b - a + 1:,d}) lost and run again, {r.lost_compute_s:,.1f} s of compute"
+    steps = f"step {a:,d}" if a == b else f"steps {a:,d}-{b:,d} ({b - a + 1:,d})"
+    return f"{steps} lost and run again, {r.lost_compute_s:,.1f} s of compute"
 
 
 def resume_line(r: Resume) -> str:
