@@ -89,6 +89,7 @@ def cpu_time_line(probe: Any) -> tuple[tuple[float, float], str | None]:
         f"the probe's CPU step times fell with the batch (timed on a loaded machine): the CPU row scales batch "
         f"{last.batch_size}'s {last.step_time_s * 1e3:,.0f} ms in proportion to the batch (an upper bound)")
 
+
 def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]:
     """The inputs the job feeds ``ref`` (``inputs``, else its defaults), int inputs of a transformer drawn below
     its vocabulary size.

@@ -16,7 +16,7 @@ from typing import Any
 from paddlefit.fileio import loads_limited
 from paddlefit.train.metrics import METRICS_FILE, RESUME_EVENT
 
-__all__ = ["Resume", "read_resume_records", "record_resumes", "resume_line"]
+__all__ = ["Resume", "is_resume_record", "lost_text", "read_resume_records", "record_resumes", "resume_line"]
 
 #: metrics.jsonl is read up to this size for its resume records (``runs show``)
 MAX_READ_BYTES = 512 * 1024**2
@@ -78,14 +78,15 @@ def read_resume_records(run_dir: Path) -> list[dict[str, Any]]:
 
 def record_resumes(records: list[dict[str, Any]], inferred: list[Resume]) -> list[Resume]:
     """One :class:`Resume` per resume record; the wall-clock gap of an ``inferred`` resume at the same step (for
-    the plot over time) is kept with it."""
+    the plot over time) is kept with the last record at that step (the gap ends at the first line after it)."""
     gaps = {r.step: r.gap_unix for r in inferred if r.gap_unix is not None}
+    last = {rec["step"]: i for i, rec in enumerate(records)}
     out = []
-    for rec in records:
+    for i, rec in enumerate(records):
         step, lost = rec["step"], rec.get("lost_steps")
         down = rec.get("down_s")
         out.append(Resume(step, f"step-{step:08d}", "(resume record)", float(down) if down is not None else 0.0,
-                          "metrics.jsonl: the resume's record", gaps.get(step),
+                          "metrics.jsonl: the resume's record", gaps.get(step) if last[step] == i else None,
                           (lost[0], lost[1]) if lost else None,
                           float(rec["lost_compute_s"]) if rec.get("lost_compute_s") is not None else None))
     return out
