@@ -248,11 +248,15 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     assert res.step == resumed_at and res.from_checkpoint == f"step-{resumed_at:08d}"
     assert res.downtime_s >= 6.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
     # issue 26: the steps lost and run again, and the compute they cost (their measured step times)
-    lost = (resumed_at + 1, max(x["step"] for x in logged)) if logged else None
-    assert res.lost_steps == lost and lost is not None and lost[0] == 61 == logged[0]["step"] and lost[1] >= 70
+    lost = (resumed_at + 1, max(x["step"] for x in logged)) if logged else None  # None: killed at a checkpoint
+    assert res.lost_steps == lost and (lost is None or lost[0] == resumed_at + 1 == logged[0]["step"])
     assert res.lost_compute_s is not None and abs(res.lost_compute_s - sum(x["step_time_s"] for x in logged)) < 1e-3
-    line = (f"resumed at step {resumed_at} (from step-{resumed_at:08d}): down {res.downtime_s:,.1f} s; steps "
-            f"{lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1}) lost and run again, {res.lost_compute_s:,.1f} s of compute")
+    if lost is None:
+        said = "no step lost"
+    else:
+        steps = f"step {lost[0]}" if lost[0] == lost[1] else f"steps {lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1})"
+        said = f"{steps} lost and run again, {res.lost_compute_s:,.1f} s of compute"
+    line = f"resumed at step {resumed_at} (from step-{resumed_at:08d}): down {res.downtime_s:,.1f} s; {said}"
     r = cli(str(run_dir), "--out", str(tmp_path / "r.html"))
     assert r.returncode == 0 and line in r.stdout.replace("\n", " ").replace("  ", " "), r.stdout
     registry = Registry()
@@ -266,7 +270,7 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     assert f"down {res.downtime_s:.0f} s" in time_svg
     row = re.search(r'<table id="resumes">.*?</table>', page, flags=re.S).group(0)
     assert f'data-value="{resumed_at}"' in row and f'data-value="{json.dumps(res.downtime_s)}"' in row
-    assert f"steps {lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1}) lost and run again" in row
+    assert said in row
     assert_comparison_shown(run_dir, page)
 
 
