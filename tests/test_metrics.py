@@ -73,3 +73,27 @@ def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatc
     assert not recorded(tmp_path)
     (tmp_path / STATUS_FILE).write_text("[" * 5000)  # hostile: deep, never a RecursionError
     assert not recorded(tmp_path)
+
+
+def test_a_resume_leaves_a_record_of_the_steps_it_lost(tmp_path: Path) -> None:
+    """Issue 26: the cut of a resume deleted the lost steps' lines, so nothing could tell "steps 3-5 lost". The
+    resume's record (steps lost and run again, their measured time, the time down) is written in the same rewrite,
+    and an earlier resume's record survives a later resume."""
+    log = MetricsLog(tmp_path, visualdl=False)
+    for step in (1, 2, 3, 4, 5):
+        log.write({"step": step, "loss": 1.0, "step_time_s": 0.25 * step})
+    log.write({"step": 2, "eval_loss": 0.5})
+    log.close()
+    last = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])["time"]
+    rec = MetricsLog.truncate_after(tmp_path, 2, resumed=True)
+    assert rec is not None
+    assert rec["event"] == "resume" and rec["from_step"] == rec["step"] == 2 and rec["lost_steps"] == [3, 5]
+    assert rec["lost_step_count"] == 3 and abs(rec["lost_compute_s"] - 0.25 * (3 + 4 + 5)) < 1e-9
+    assert 0 <= rec["down_s"] < 60 and abs(rec["time"] - rec["down_s"] - last) < 0.01
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(x["step"], x.get("event")) for x in lines] == [(1, None), (2, None), (2, "resume")]
+    MetricsLog.truncate_after(tmp_path, 2, resumed=True)  # killed again before a step: a second resume at 2
+    again = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [x.get("lost_steps") for x in again if x.get("event")] == [[3, 5], None]
+    assert MetricsLog.truncate_after(tmp_path, 0) is None  # a fresh start (--resume never): no record, no lines
+    assert (tmp_path / "metrics.jsonl").read_text() == ""

@@ -203,3 +203,73 @@ def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked():
     rec = recommend([l20, rtx], 8)
     assert rec["target"] == "RTX-4090" and "not ranked: L20" in rec["reason"]
     assert recommend([l20], 8)["target"] == "L20"
+
+
+def _gpu_row(name: str, cap_gib: int, sps: float):
+    from paddlefit.plan.request import Target
+
+    return Target(name=name, kind="gpu", fits=True, peak_bytes=1024**3, capacity_bytes=cap_gib * 1024**3,
+                  max_batch_size=64, step_time_s=64 / sps, samples_per_s=sps, calibrated=False, notes=[],
+                  bound="host", calibration="published-fit")  # fmt: skip
+
+
+def test_gpus_within_one_percent_of_the_fastest_tie_and_the_tie_goes_to_the_smallest_card():
+    """Issue 26: host-bound rows (the A100 and the T4 both at the host floor) differ by less than the model resolves,
+    and `plan` recommended the fastest by a hair with no word why. Within 1% the tie goes to the smallest card that
+    fits, then the faster, and the recommendation says so in the planners' words."""
+    from paddlefit.plan.rows import recommend
+
+    a100, t4, l4 = _gpu_row("A100-SXM4-80GB", 80, 1000.0), _gpu_row("T4", 16, 995.0), _gpu_row("L4", 24, 999.0)
+    rec = recommend([a100, l4, t4], 64)
+    assert rec["target"] == "T4" and rec["smallest_fit"] == "T4"
+    assert rec["tie_break"] == ("3 GPUs within 1% of the fastest samples/s tie (below the model's resolution); the "
+                                "tie goes to the smallest card that fits (the least memory), then the faster: T4 "
+                                "(16 GiB) over A100-SXM4-80GB (80 GiB, 0.5% faster)")  # fmt: skip
+    assert rec["reason"].startswith("fastest GPU that fits, within 1% (tie-break below): 995 samples/s")
+    slow_t4 = _gpu_row("T4", 16, 980.0)  # 2% slower: no tie, the fastest
+    rec = recommend([a100, slow_t4], 64)
+    assert rec["target"] == "A100-SXM4-80GB" and rec["tie_break"] == "" and rec["smallest_fit"] == "T4"
+    assert rec["reason"].startswith("fastest GPU that fits: 1,000 samples/s")
+
+
+def test_the_plan_recommends_and_lists_first_the_card_its_tie_break_chose(lenet_plan):
+    """LeNet at batch 64 is host-bound on every GPU: the recommended row is the smallest of those within 1% of the
+    fastest, listed first, and `plan` prints the tie-break."""
+    import io
+
+    from rich.console import Console
+
+    from paddlefit.report.render import render_plan
+
+    gpus = [t for t in lenet_plan.targets if t.kind == "gpu" and t.fits]
+    fastest = max(t.samples_per_s for t in gpus)
+    ties = [t for t in gpus if t.samples_per_s * 1.01 >= fastest]
+    assert len(ties) >= 2
+    want = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
+    assert lenet_plan.recommendation["target"] == want.name == lenet_plan.targets[0].name
+    buf = io.StringIO()
+    render_plan(lenet_plan, Console(file=buf, width=200, color_system=None))
+    text = buf.getvalue()
+    assert f"tie-break: {len(ties)} GPUs within 1% of the fastest samples/s tie" in text, text[-2000:]
+
+
+def test_a_cpu_time_fit_that_falls_with_the_batch_is_not_extrapolated():
+    """Issue 26: under load the probe timed batch 3 faster than batch 2; the fit's last segment fell with the batch
+    and reached zero at the run's batch: the planner floored the CPU step at 1e-9 s (`plan`'s CPU row said
+    64,000,000,000 samples/s, `train` printed `step 0.0 ms`). Such a fit is replaced by the largest probed batch's
+    time in proportion to the batch (an upper bound), with a note; a fit that rises is used as it is."""
+    from paddlefit.estimate.probe_result import PhaseFit, ProbeResult, StepMeasurement
+    from paddlefit.plan.measure import cpu_time_line
+    from paddlefit.plan.rows import cpu_step_s
+
+    def probe(times: list[float], fixed: float, slope: float) -> ProbeResult:
+        ms = [StepMeasurement(b, {"forward": 1}, 0, t) for b, t in zip((1, 2, 3), times, strict=True)]
+        return ProbeResult(measurements=ms, fits={}, time_fit=PhaseFit(fixed, slope, 0.0))
+
+    loaded = probe([0.20, 0.50, 0.30], 0.9, -0.2)  # the last segment: 0.5 s at 2, 0.3 s at 3
+    line, why = cpu_time_line(loaded)
+    assert line == pytest.approx((0.0, 0.1)) and "fell with the batch" in why and "batch 3's 300 ms" in why
+    assert cpu_step_s(line, 64) == pytest.approx(6.4) and 64 / cpu_step_s(line, 64) == pytest.approx(10.0)
+    assert cpu_step_s((0.9, -0.2), 64) != cpu_step_s((0.9, -0.2), 64)  # NaN, not 1e-9 s
+    idle = probe([0.2, 0.3, 0.4], 0.1, 0.1)
+    assert cpu_time_line(idle) == ((0.1, 0.1), None) and cpu_step_s((0.1, 0.1), 64) == pytest.approx(6.5)

@@ -161,3 +161,25 @@ def test_a_two_process_run_is_one_registry_row_written_by_rank_0(tmp_path: Path,
     # the launched workers found this run's prediction.json (by its key): CPU data parallel is not predicted
     assert doc["status"] == "not predicted" and doc["reason"].startswith("2 CPU processes share")
     assert doc["measured_steps"] == 12 - 5 and row["measured_step_s"] == doc["figures"][0]["measured"]
+
+
+def test_a_step_time_that_is_no_measurement_is_said_so() -> None:
+    """Issue 26: on a resume under heavy CPU load `train` printed `predicted (device): step 0.0 ms, 32,000,000,000
+    samples/s`: the CPU probe's time fit reached zero at the run's batch and the planner floored it at 1e-9 s. Such
+    a prediction is `not predicted` with the reason, in the log line and in the comparison."""
+    from paddlefit.train.predict import prediction_line
+
+    good = {"status": "predicted", "calibration": "device", "micro_step_s": 0.004, "optimizer_s": None,
+            "peak_memory_bytes": 3 * 1024**2, "mfu": None, "device": {"kind": "cpu", "name": "cpu", "count": 1}}
+    assert prediction_line(good, 2, 64) == "predicted (device): step 8.0 ms, 8,000 samples/s, peak 3.0 MiB"
+    floored = {**good, "micro_step_s": 1e-9}
+    line = prediction_line(floored, 1, 32)
+    assert line.startswith("not predicted: the planner's step time (1e-09 s) is no measurement"), line
+    assert "samples/s" not in line and "ms" not in line
+    doc = comparison(floored, step_s=[0.01, 0.01], wait_s=[0.0, 0.0], global_batch=32, batch_size=32,
+                     grad_accum_steps=1, devices=1, peak_memory_bytes=100, warmup_steps=5)  # fmt: skip
+    fig = {f["name"]: f for f in doc["figures"]}
+    assert doc["status"] == "not predicted" and "no measurement" in doc["reason"]
+    assert fig["samples_per_s"]["predicted"] is None and fig["step_time_s"]["predicted"] is None
+    assert prediction_line({**good, "micro_step_s": float("nan")}, 1, 32) == (
+        "not predicted: the planner gave no step time")

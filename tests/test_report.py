@@ -3,6 +3,7 @@ resumed), its numbers against summary.json, its plots in headless Chromium, and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,13 +187,13 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp
 
 
 def test_metrics_without_times_fall_back_to_the_checkpoints(runs: dict[str, Path], tmp_path: Path) -> None:
-    """metrics.jsonl of an older paddlefit (no ``time``): no plot over time, the resume still found from the
-    checkpoint manifests."""
+    """metrics.jsonl of an older paddlefit (no ``time``, no resume record): no plot over time, the resume still
+    found from the checkpoint manifests."""
     run_dir = tmp_path / "old"
     shutil.copytree(runs["resumed"], run_dir)
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "time"}) + "\n"
-                                                   for r in recs))  # fmt: skip
+                                                   for r in recs if "event" not in r))  # fmt: skip
     data = build_report(run_dir)
     assert [r.step for r in data.resumes] == [30] and data.resumes[0].gap_unix is None
     assert "wall clock" in data.resumes[0].evidence
@@ -226,11 +227,16 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "400"), env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        wait_for_step(run_dir, 61, proc)  # step 61's line follows the checkpoint of step 60
+        wait_for_step(run_dir, 70, proc)  # mid-interval: after the checkpoint of step 60
     finally:
         proc.kill()
         proc.communicate()
     kept = sorted(int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if (p / "manifest.json").is_file())
+    before = []
+    for x in (run_dir / "metrics.jsonl").read_text().splitlines():
+        with contextlib.suppress(ValueError):  # the last line, cut by the kill
+            before.append(json.loads(x))
+    logged = [x for x in before if "loss" in x and x["step"] > kept[-1]]  # lost: after the kept checkpoint
     time.sleep(6)
     r = run(train_cmd(spec, run_dir, "--resume", "auto", "--max-steps", "400"))
     assert r.returncode == 0, r.stderr
@@ -240,15 +246,31 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     assert resumed_at >= 60
     (res,) = data.resumes
     assert res.step == resumed_at and res.from_checkpoint == f"step-{resumed_at:08d}"
-    assert res.downtime_s >= 5.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
+    assert res.downtime_s >= 6.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
+    # issue 26: the steps lost and run again, and the compute they cost (their measured step times)
+    lost = (resumed_at + 1, max(x["step"] for x in logged)) if logged else None  # None: killed at a checkpoint
+    assert res.lost_steps == lost and (lost is None or lost[0] == resumed_at + 1 == logged[0]["step"])
+    assert res.lost_compute_s is not None and abs(res.lost_compute_s - sum(x["step_time_s"] for x in logged)) < 1e-3
+    if lost is None:
+        said = "no step lost"
+    else:
+        steps = f"step {lost[0]}" if lost[0] == lost[1] else f"steps {lost[0]}-{lost[1]} ({lost[1] - lost[0] + 1})"
+        said = f"{steps} lost and run again, {res.lost_compute_s:,.1f} s of compute"
+    line = f"resumed at step {resumed_at} (from step-{resumed_at:08d}): down {res.downtime_s:,.1f} s; {said}"
+    r = cli(str(run_dir), "--out", str(tmp_path / "r.html"))
+    assert r.returncode == 0 and line in r.stdout.replace("\n", " ").replace("  ", " "), r.stdout
     registry = Registry()
     assert registry.get_run(registry.find_latest_for_run_dir(run_dir))["resumes"] == 1
+    show = run([sys.executable, "-m", "paddlefit.cli.main", "runs", "show",
+                str(registry.find_latest_for_run_dir(run_dir))], env={**ENV, "COLUMNS": "250"})  # fmt: skip
+    assert show.returncode == 0 and line in show.stdout.replace("\n", " "), show.stdout[-2000:]
     page = render_html(data)
     assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-time"]
     time_svg = re.search(r'<figure class="plot" id="plot-time">(.*?)</figure>', page, flags=re.S).group(1)
     assert f"down {res.downtime_s:.0f} s" in time_svg
     row = re.search(r'<table id="resumes">.*?</table>', page, flags=re.S).group(0)
     assert f'data-value="{resumed_at}"' in row and f'data-value="{json.dumps(res.downtime_s)}"' in row
+    assert said in row
     assert_comparison_shown(run_dir, page)
 
 
@@ -306,6 +328,8 @@ def test_cli_writes_out_prints_json_and_refuses_a_non_run_dir(runs: dict[str, Pa
     r = cli(str(runs["resumed"]), "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
+    (resume,) = doc.pop("resumes")  # the finished run resumed at its last checkpoint: nothing lost
+    assert re.fullmatch(r"resumed at step 30 \(from step-00000030\): down [\d.]+ s; no step lost", resume), resume
     assert doc == {"out": str(out), "plots": ["plot-loss", "plot-throughput", "plot-time", "plot-profile"],
                    "status": "finished"}
     assert out.read_text().startswith("<!DOCTYPE html>")
@@ -372,3 +396,32 @@ def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
     assert cells.by_key["peak_memory_bytes"] == ("1,581,032", "1581032")  # the number rule and value, unchanged
     threads = cells.by_key["threads.paddle"][0]
     assert threads.startswith("2") and "OMP_NUM_THREADS" in threads and "cpu_threads" in threads
+
+
+def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_path: Path) -> None:
+    """Two resumes at the same checkpoint are two lines; the first says steps 11-14 were lost and run again and the
+    compute they took; the second lost none. A record's step wins over the gap seen in the times, whose span is kept
+    for the plot."""
+    from paddlefit.report.resumes import resume_line
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "job.yaml").write_text("model: lenet\n")
+    lines = [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1000.0 + 0.1 * s} for s in range(1, 11)]
+    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": [11, 14], "lost_step_count": 4,
+                  "lost_compute_s": 0.42, "down_s": 30.5, "time": 1031.9})
+    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": None, "lost_step_count": 0,
+                  "lost_compute_s": 0.0, "down_s": 7.25, "time": 1040.0})
+    lines += [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1040.0 + 0.1 * s} for s in range(11, 21)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    data = build_report(run_dir)
+    assert [(r.step, r.lost_steps, r.lost_compute_s, r.downtime_s) for r in data.resumes] == [
+        (10, (11, 14), 0.42, 30.5), (10, None, 0.0, 7.25)]
+    assert (data.resumes[0].gap_unix, data.resumes[1].gap_unix) == (None, (1001.0, 1041.1)) and len(data.train) == 20
+    assert [resume_line(r) for r in data.resumes] == [
+        "resumed at step 10 (from step-00000010): down 30.5 s; steps 11-14 (4) lost and run again, 0.4 s of compute",
+        "resumed at step 10 (from step-00000010): down 7.2 s; no step lost"]
+    row = re.search(r'<table id="resumes">.*?</table>', render_html(data), flags=re.S).group(0)
+    assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row
+    data.resumes[0].lost_steps = (11, 11)
+    assert resume_line(data.resumes[0]).endswith("; step 11 lost and run again, 0.4 s of compute")

@@ -299,7 +299,7 @@ def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
 
     def records() -> list[tuple[int, bool]]:
         lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-        return [(x["step"], "eval_loss" in x) for x in map(json.loads, lines)]
+        return [(x["step"], "eval_loss" in x) for x in map(json.loads, lines) if "event" not in x]
 
     r = run(train_cmd(spec, run_dir))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -313,6 +313,8 @@ def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
     r = run(train_cmd(spec, run_dir))  # the finished run, resumed from its final checkpoint
     assert r.returncode == 0, r.stderr[-3000:]
     assert "step-00000050 (step 50," in r.stderr and records() == once
+    resumes = [x for x in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "event" in x]
+    assert [(x["step"], x["lost_steps"]) for x in resumes] == [(42, [43, 50]), (50, None)]  # each resume's record
 
 
 def test_temporary_files_of_killed_atomic_writes_are_removed(tmp_path: Path) -> None:

@@ -25,11 +25,14 @@ def report_command(
     Examples:
       paddlefit report runs/digits                       # writes runs/digits/report.html
       paddlefit report runs/digits --out digits.html
-      paddlefit report runs/digits --json                # {"out": ..., "plots": [...], "status": ...}
+      paddlefit report runs/digits --json                # {"out", "plots", "status", "resumes"}
+
+    After the path, a line per resume: the time down, the steps lost and run again, and their compute time.
     """
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import atomic_write_text, check_output_path
     from paddlefit.report.html import build_report, plot_ids, render_html
+    from paddlefit.report.resumes import resume_line
     from paddlefit.report.rundir import is_run_dir
 
     if not is_run_dir(run_dir):
@@ -42,6 +45,9 @@ def report_command(
         page = render_html(data)
         path = atomic_write_text(target, page, option="--out")
     if json_out:
-        print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status}))
+        print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status,
+                       "resumes": [resume_line(r) for r in data.resumes]}))  # fmt: skip
         return
     out.print(shown(str(path)), highlight=False)
+    for r in data.resumes:
+        out.print(shown(resume_line(r)), highlight=False)

@@ -74,6 +74,22 @@ class ModelMeasure:
     notes: list[str] = field(default_factory=list)
 
 
+def cpu_time_line(probe: Any) -> tuple[tuple[float, float], str | None]:
+    """(fixed s, s per sample) of a CPU step from the probe (a
+    :class:`~paddlefit.estimate.probe_result.ProbeResult`), and the note said when its fit is not used: a step
+    cannot take less time for more samples, so a fit whose time falls with the batch (the probe's few steps timed
+    on a loaded machine; issue 26 saw a plan's CPU row at 64,000,000,000 samples/s) is replaced by the largest
+    probed batch's time scaled in proportion to the batch (an upper bound: it adds the fixed cost per sample)."""
+    fit = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
+    timed = [m for m in probe.measurements if m.step_time_s > 0]
+    if fit[1] >= 0 or not timed:
+        return fit, None
+    last = max(timed, key=lambda m: m.batch_size)
+    return (0.0, last.step_time_s / last.batch_size), (
+        f"the probe's CPU step times fell with the batch (timed on a loaded machine): the CPU row scales batch "
+        f"{last.batch_size}'s {last.step_time_s * 1e3:,.0f} ms in proportion to the batch (an upper bound)")
+
+
 def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]:
     """The inputs the job feeds ``ref`` (``inputs``, else its defaults), int inputs of a transformer drawn below
     its vocabulary size.
@@ -224,7 +240,8 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
             notes_model.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
                                f"times use the batch-{trace.batch2} trace scaled linearly")
         has_conv = flops.forward_by_op.get("conv", 0) > 0
-        cpu_time = (probe.time_fit.fixed_bytes, probe.time_fit.per_sample_bytes)
+        cpu_time, why = cpu_time_line(probe)
+        notes_model += [why] if why else []
         residual = max(f.max_rel_residual for f in probe.fits.values())
     elif ref.transformer is not None:
         say("model too large to probe: analytic transformer estimate")

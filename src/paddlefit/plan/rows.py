@@ -206,6 +206,20 @@ def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
     return cpu_peak - m.states32.total_bytes - m.act_per_sample * batch
 
 
+#: a CPU step the probe's time fit puts under this (seconds) is no measurement: the fit of a loaded machine's noisy
+#: times reached zero (issue 26: "64,000,000,000 samples/s" on the CPU row of a plan made under load)
+MIN_CPU_STEP_S = 1e-6
+
+
+def cpu_step_s(cpu_time: tuple[float, float] | None, batch: int) -> float:
+    """The CPU step at ``batch`` from the probe's time fit ``cpu_time`` (fixed s, s per sample), seconds; NaN
+    without a probe or when the fit puts it under :data:`MIN_CPU_STEP_S`."""
+    if cpu_time is None:
+        return float("nan")
+    step = cpu_time[0] + cpu_time[1] * batch
+    return step if step >= MIN_CPU_STEP_S else float("nan")
+
+
 def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
     b = req.batch_size
@@ -227,13 +241,13 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
                 cpu_notes.append(f"measured at batch {max(req.probe_batch_sizes)}: "
                                  + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
                                  + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
-    if m.cpu_time is not None:
-        cpu_step = max(m.cpu_time[0] + m.cpu_time[1] * b, 1e-9)
-        cpu_calibrated = True
-    else:
-        cpu_step = float("nan")
-        cpu_calibrated = False
+    cpu_step = cpu_step_s(m.cpu_time, b)
+    cpu_calibrated = cpu_step == cpu_step
+    if m.cpu_time is None:
         cpu_notes.append("no probe: CPU step time not measured")
+    elif not cpu_calibrated:
+        cpu_notes.append(f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
+                         f"a line that reaches zero at batch {b}; rerun `plan` on an idle machine")  # fmt: skip
     return Target(
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
         capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
@@ -335,18 +349,43 @@ def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
             t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
 
 
+#: GPUs within this factor of the fastest fitting one's samples/s tie (below the model's resolution, issue 26)
+RECOMMEND_TIE = 1.01
+
+
+def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
+    """The card to recommend among ``gpu_fit`` (the rows that fit) and the tie-break said (empty when no other card
+    ties): those within 1% of the fastest samples/s (:data:`RECOMMEND_TIE`: host-bound rows at the host floor, or
+    cards the model cannot tell apart) tie, and the tie goes to the smallest card that fits (the least memory: the
+    cheaper class of card, leaving the larger ones for the jobs that need them), then the faster."""
+    fastest = max(gpu_fit, key=lambda t: (t.samples_per_s if t.samples_per_s == t.samples_per_s else -1.0,
+                                          -t.capacity_bytes))  # fmt: skip
+    ties = [t for t in gpu_fit if t.samples_per_s * RECOMMEND_TIE >= fastest.samples_per_s] or [fastest]
+    if len(ties) < 2:
+        return fastest, ""
+    best = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
+    gib = 1024**3
+    said = (f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) is also the fastest" if best is fastest else
+            f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) over {fastest.name} "
+            f"({fastest.capacity_bytes / gib:.0f} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} faster)")
+    return best, (f"{len(ties)} GPUs within 1% of the fastest samples/s tie (below the model's resolution); the tie "
+                  f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
+
+
 def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
-    """The plan's recommendation: the fastest GPU that fits (and the smallest that does), else what to change.
-    Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) or whose speed is a
-    lower bound (``speed_lower_bound``) are recommended only when no other GPU fits: their samples/s cannot be
+    """The plan's recommendation: the fastest GPU that fits, the tie among those within 1% of it going to the
+    smallest card (:func:`tied_fastest`, said in ``tie_break``), and the smallest card that fits; else what to
+    change. Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) or whose speed
+    is a lower bound (``speed_lower_bound``) are recommended only when no other GPU fits: their samples/s cannot be
     ranked against the other rows'."""
     fitting = [t for t in targets if t.kind == "gpu" and t.fits]
     gpu_fit = [t for t in fitting if t.calibration != "uncalibrated" and not t.speed_lower_bound] or fitting
     if gpu_fit:
-        best = gpu_fit[0]
+        best, tie = tied_fastest(gpu_fit)
         smallest = min(gpu_fit, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
         reason = (
-            f"fastest GPU that fits: {best.samples_per_s:,.0f} samples/s predicted, peak "
+            f"{'fastest GPU that fits' if not tie else 'fastest GPU that fits, within 1% (tie-break below)'}: "
+            f"{best.samples_per_s:,.0f} samples/s predicted, peak "
             f"{best.peak_bytes / 1024**3:.1f} of {best.capacity_bytes / 1024**3:.0f} GiB"
         )
         if smallest.name != best.name:
@@ -358,12 +397,12 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         if unranked:
             reason += (f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
                        "the speed shown is a lower bound)")
-        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name}
+        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name, "tie_break": tie}
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
         cpu = targets[0]
         return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
-                "smallest_fit": None}  # fmt: skip
+                "smallest_fit": None, "tie_break": ""}  # fmt: skip
     roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
     mb = roomiest.max_batch_size or 0
     if mb >= 1:
@@ -373,5 +412,5 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         )
     else:
         reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
-    return {"target": None, "reason": reason, "smallest_fit": None}
+    return {"target": None, "reason": reason, "smallest_fit": None, "tie_break": ""}
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from paddlefit.report import plots
 from paddlefit.report.labels import paddle_threads, readable, summary_label
+from paddlefit.report.resumes import lost_text
 from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 
@@ -315,12 +316,17 @@ def run_records_section(data: ReportData) -> str:
     parts.append("<h2>Resumes</h2>")
     if data.resumes:
         rows = "".join(f"<tr>{num_cell(r.step)}<td>{esc(r.from_checkpoint)}</td>{num_cell(r.downtime_s)}"
+                       f"<td>{esc(lost_text(r))}</td>{num_cell(r.lost_compute_s)}"
                        f"<td>{esc(r.evidence)}</td></tr>" for r in data.resumes)  # fmt: skip
         parts.append('<table id="resumes"><tr><th>resumed at step</th><th>from</th><th>down (s)</th>'
+                     "<th>steps lost and run again</th><th>compute lost (s)</th>"
                      f"<th>evidence</th></tr>{rows}</table>")  # fmt: skip
     oldest = fmt_num(data.checkpoints[0].step) if data.checkpoints else "-"
-    parts.append(f'<p class="absent" id="resumes-note">{"" if data.resumes else "No resume seen. "}Resumes are found '
-                 "from metrics.jsonl's wall-clock times (a gap longer than max(10 x the median step time, 5 s)) and, "
+    parts.append(f'<p class="absent" id="resumes-note">{"" if data.resumes else "No resume seen. "}Each resume '
+                 "writes a record in metrics.jsonl (down: from the last line before the stop or kill to the resume; "
+                 "steps lost: after the checkpoint, up to the last one logged, with their measured step times). For "
+                 "runs without records, resumes are found from metrics.jsonl's wall-clock times (a gap longer than "
+                 "max(10 x the median step time, 5 s)) and, "
                  "for metrics without times, from the kept checkpoints' times, where a resume before the oldest kept "
                  f"checkpoint ({esc(oldest)}) does not show.</p>")  # fmt: skip
     parts.append("<h2>Environment</h2>")

@@ -152,6 +152,8 @@ def render_plan(plan: Any, console: Console) -> None:
     rec = plan.recommendation
     if rec["target"]:
         console.print(f"[bold green]Recommendation:[/] {rec['target']}: {rec['reason']}")
+        if rec.get("tie_break"):
+            console.print(f"[dim]tie-break: {escape(rec['tie_break'])}[/]", soft_wrap=True)
     else:
         console.print(f"[bold red]No fit:[/] {rec['reason']}")
 

@@ -5,8 +5,10 @@ Pure reading: nothing in the run directory is written or locked, so a run that i
 file but metrics.jsonl is written atomically; its last line may be cut, and is skipped).
 
 What the run records, and therefore what can be shown: every line of metrics.jsonl (one per optimizer step and per
-evaluation) has its wall-clock ``time`` (Unix seconds). A resume leaves no line of its own (the lines after the
-checkpoint are cut and rewritten), but the first line written after it comes late: a gap between consecutive lines
+evaluation) has its wall-clock ``time`` (Unix seconds), and each resume writes a record line
+(:mod:`paddlefit.report.resumes`: the time down, the steps lost and run again and their compute time), which is
+what the report shows. A run of an older paddlefit has no record (the lines after the checkpoint were cut and
+rewritten), but the first line written after the resume comes late: a gap between consecutive lines
 longer than max(10 x the median ``step_time_s``, 5 s), ending at a train line (the gap before an eval line is the
 evaluation), is a stop or kill and a resume at the step of the line before it, down for the gap (less the step's
 own time). Metrics of an older paddlefit have no ``time``; for them
@@ -27,6 +29,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
+from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
@@ -66,20 +69,6 @@ class CheckpointInfo:
     wall_s: float | None
     complete: bool
     total_steps: int | None = None
-
-
-@dataclass
-class Resume:
-    """A resume seen between two kept checkpoints: the run continued from ``from_checkpoint`` (step ``step``)
-    after being down ``downtime_s`` seconds (lost work since the checkpoint, the pause and start-up together)."""
-
-    step: int
-    from_checkpoint: str
-    next_checkpoint: str
-    downtime_s: float
-    evidence: str
-    #: the wall-clock gap in metrics.jsonl (Unix seconds of the lines either side), when found from the times
-    gap_unix: tuple[float, float] | None = None
 
 
 @dataclass
@@ -138,10 +127,12 @@ def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | Non
     return None, None
 
 
-def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """metrics.jsonl as (train lines, eval lines), each sorted by step; lines that do not parse (the last one of a
-    running or killed run, cut mid-write), or whose numbers are not numbers (:func:`_numbers_ok`), are skipped and
-    counted in a note."""
+def read_metrics(path: Path, notes: list[str],
+                 events: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """metrics.jsonl as (train lines, eval lines), each sorted by step; its resume records
+    (:func:`~paddlefit.report.resumes.is_resume_record`) are appended to ``events`` in file order. Lines that do
+    not parse (the last one of a running or killed run, cut mid-write), or whose numbers are not numbers
+    (:func:`_numbers_ok`), are skipped and counted in a note."""
     if not path.exists():
         notes.append("no metrics.jsonl: the run has not completed a step yet.")
         return [], []
@@ -158,6 +149,9 @@ def read_metrics(path: Path, notes: list[str]) -> tuple[list[dict[str, Any]], li
             continue
         if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or not _numbers_ok(rec):
             bad += 1
+        elif "event" in rec:
+            if is_resume_record(rec) and events is not None:
+                events.append(rec)
         elif "eval_loss" in rec:
             evals.append(rec)
         elif "loss" in rec:
@@ -361,7 +355,8 @@ def build_report(run_dir: Path) -> ReportData:
         raise PaddlefitError(f"`RUN_DIR {run_dir}` is not a run directory (no job.yaml and no metrics.jsonl); give "
                              "the --run-dir of a `paddlefit train` run.")  # fmt: skip
     notes: list[str] = []
-    train, evals = read_metrics(run_dir / METRICS_FILE, notes)
+    events: list[dict[str, Any]] = []
+    train, evals = read_metrics(run_dir / METRICS_FILE, notes, events)
     summary = read_json(run_dir / SUMMARY_FILE, notes)
     summary = summary if isinstance(summary, dict) else None
     job_yaml = read_text_limited(run_dir / SPEC_FILE, SPEC_FILE) if (run_dir / SPEC_FILE).is_file() else None
@@ -371,8 +366,11 @@ def build_report(run_dir: Path) -> ReportData:
     if summary is not None and status in ("running", LOST):
         notes.append("summary.json is from an earlier end of this run; the metrics go further.")
     ckpts = read_checkpoints(run_dir)
-    resumes = merge_resumes(ckpts, find_time_resumes(train, evals), find_resumes(ckpts),
-                            writer_resume(ckpts, lock_record(run_dir)))
+    by_time = find_time_resumes(train, evals)
+    recorded = record_resumes(events, by_time)  # each resume its line (two at one step: two lines)
+    inferred = merge_resumes(ckpts, by_time, find_resumes(ckpts), writer_resume(ckpts, lock_record(run_dir)))
+    resumes = sorted(recorded + [r for r in inferred if r.step not in {x.step for x in recorded}],
+                     key=lambda r: r.step)
     comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'

@@ -117,6 +117,7 @@ def render_run(run: dict[str, Any], console: Console) -> None:
         table.add_row(escape(name), cell)
     table.add_row("predicted/measured step", fmt_ratio(step_time_ratio(run)))
     print_min_width(console, table, 100)
+    _print_resumes(run, console)
     doc = run.get("comparison_json")
     if doc and (problem := comparison_problem(doc)):
         console.print(f"comparison_json ({problem}): {markup_escape(terminal_safe(str(doc)[:2000]))}")
@@ -125,6 +126,19 @@ def render_run(run: dict[str, Any], console: Console) -> None:
     if run.get("spec_json") is not None:
         console.print("[bold]job spec[/] (spec_json)")
         console.print(markup_escape(terminal_safe(to_json(run["spec_json"]))), highlight=False)
+
+
+def _print_resumes(run: dict[str, Any], console: Console) -> None:
+    """A line per resume recorded in the run directory's metrics.jsonl (:mod:`paddlefit.report.resumes`), when
+    the directory is still there."""
+    from pathlib import Path
+
+    from paddlefit.report.resumes import read_resume_records, record_resumes, resume_line
+
+    if not run.get("run_dir"):
+        return
+    for r in record_resumes(read_resume_records(Path(run["run_dir"])), []):
+        console.print(escape(resume_line(r)), highlight=False)
 
 
 def render_comparison_document(doc: dict[str, Any], console: Console) -> None:

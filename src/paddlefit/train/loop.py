@@ -206,7 +206,7 @@ class Trainer:
             self._resume(resume)
         if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
             write_run_spec(self.run_dir, self.spec)
-            MetricsLog.truncate_after(self.run_dir, self.state.step)
+            MetricsLog.truncate_after(self.run_dir, self.state.step, resumed=resume is not None)
             if resume is not None and self.opts.resume not in ("auto", "never"):
                 self.store.drop_after(self.state.step, f"--resume {self.opts.resume}", self.log)
             self.record = RunRecord(self.run_dir, self.opts.prediction_key, self.log)

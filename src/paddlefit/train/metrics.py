@@ -23,6 +23,7 @@ from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, load
 __all__ = [
     "IMPORT_DIRS_FILE",
     "METRICS_FILE",
+    "RESUME_EVENT",
     "SPEC_FILE",
     "STATUS_FILE",
     "SUMMARY_FILE",
@@ -34,6 +35,7 @@ __all__ = [
     "clean_temporaries",
     "params_sha256",
     "peak_memory_bytes",
+    "resume_record",
     "to_jsonable",
     "write_run_spec",
     "write_status",
@@ -203,6 +205,38 @@ def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
     return PaddlefitError(msg)
 
 
+#: the ``event`` of metrics.jsonl's line for a resume (:func:`resume_record`)
+RESUME_EVENT = "resume"
+
+
+def last_line_time(text: str) -> float | None:
+    """The largest wall-clock ``time`` (Unix seconds) of metrics.jsonl's lines in ``text``: the last line written
+    before a kill (None when no line has one)."""
+    times = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            t = loads_limited(line, "a line of metrics.jsonl").get("time")
+            if isinstance(t, int | float) and not isinstance(t, bool):
+                times.append(float(t))
+    return max(times, default=None)
+
+
+def resume_record(step: int, cut: list[dict[str, Any]], last_time: float | None, now: float) -> dict[str, Any]:
+    """metrics.jsonl's record of a resume from the checkpoint of ``step``: ``{"event": "resume", "step",
+    "from_step", "lost_steps": [first, last] or None, "lost_step_count", "lost_compute_s", "down_s", "time"}``.
+
+    ``cut`` are the lines the resume removed (after ``step``): their train steps were lost and are run again, and
+    ``lost_compute_s`` is the sum of their measured ``step_time_s`` (seconds, data wait included: the time the
+    steps took). ``down_s`` is ``now`` (Unix seconds, the resume) less ``last_time`` (the last line written before
+    the stop or kill), None without times."""
+    lost = sorted({int(r["step"]) for r in cut if "loss" in r and isinstance(r.get("step"), int)})
+    compute = sum(float(r["step_time_s"]) for r in cut if "loss" in r and isinstance(r.get("step_time_s"),
+                                                                                        int | float))  # fmt: skip
+    return {"event": RESUME_EVENT, "step": step, "from_step": step, "lost_steps": [lost[0], lost[-1]] if lost else None,
+            "lost_step_count": len(lost), "lost_compute_s": round(compute, 6),
+            "down_s": round(now - last_time, 3) if last_time is not None else None, "time": round(now, 3)}  # fmt: skip
+
+
 class MetricsLog:
     """Rank 0's metrics.jsonl (one JSON object a line: train steps and eval results) and, with ``visualdl``, a
     ``visualdl.LogWriter`` on RUN_DIR/visualdl (tags ``train/loss``, ``train/lr``, ``train/samples_per_s``,
@@ -226,17 +260,23 @@ class MetricsLog:
         self.file = AppendFile(self.path, option="--run-dir")
 
     @staticmethod
-    def truncate_after(run_dir: Path, step: int) -> None:
+    def truncate_after(run_dir: Path, step: int, resumed: bool = False) -> dict[str, Any] | None:
         """Resumed run: drop metric lines after the checkpoint's ``step``, eval lines at ``step`` itself and lines
-        cut by a kill, so metrics.jsonl reads as one run. Atomic.
+        cut by a kill, so metrics.jsonl reads as one run; with ``resumed``, append the resume's record
+        (:func:`resume_record`, returned) in the same atomic rewrite, so what the cut removed stays known. Earlier
+        resume records (at a step <= ``step``) are kept: every resume of the run stays in the file.
 
         The resumed run evaluates at ``step`` again when an eval ran there: a periodic checkpoint of an epoch's last
         step is written before that epoch's eval, and a finished run's final checkpoint is resumed with no eval
-        result in memory."""
+        result in memory.
+
+        Raises:
+            FileWriteError: metrics.jsonl cannot be read or rewritten (a directory of its name, a full disk).
+        """
         path = run_dir / METRICS_FILE
         if not path.exists():
-            return
-        kept = []
+            return None
+        kept, cut = [], []
         with writing(path, "--run-dir"):  # a directory of its name: named, exit 2
             text = path.read_text(encoding="utf-8")
         for line in text.splitlines():
@@ -245,9 +285,16 @@ class MetricsLog:
                 at = rec.get("step", 0)
                 if at < step or (at == step and "eval_loss" not in rec):
                     kept.append(line)
+                else:
+                    cut.append(rec)
             except (ValueError, AttributeError, TypeError):
                 continue  # a line cut by a kill
+        record = None
+        if resumed:
+            record = resume_record(step, cut, last_line_time(text), time.time())
+            kept.append(json.dumps(record))
         atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
+        return record
 
     def write(self, record: dict[str, Any], scalars: tuple[str, ...] = (), prefix: str = "train") -> None:
         """Append ``record`` (with a ``step``) as a line, with ``time`` (Unix seconds, wall clock: a kill and

@@ -45,10 +45,13 @@ __all__ = [
     "PREDICTION_FILE",
     "RunDevice",
     "catalog_gpu_name",
+    "checked",
     "comparison",
     "predict_run",
+    "prediction_line",
     "run_device",
     "trainer_step_s",
+    "unmeasured",
 ]  # fmt: skip
 
 PREDICTION_FILE = "prediction.json"
@@ -56,6 +59,10 @@ COMPARISON_FILE = "comparison.json"
 NO_PREDICT_ENV = "PADDLEFIT_NO_PREDICT"  # "1": as `train --no-predict`
 PREDICT_TIMEOUT_S = 300.0  # model build + dataset + the probe (its own budget: 6 s of steps) in the child
 WARMUP_STEPS = 5  # as `paddlefit profile --warmup`'s default: DataLoader start, allocator growth, cuDNN search
+#: a predicted step (forward, backward and update) shorter than this is no measurement: the planner floors a CPU
+#: probe's time fit at 1e-9 s (``paddlefit.plan.rows.cpu_target``) when, under load, the times of micro-batches 1-3
+#: fit a line that reaches zero or below at the run's batch (issue 26: "step 0.0 ms, 32,000,000,000 samples/s")
+MIN_STEP_S = 1e-6
 
 
 @dataclass(frozen=True)
@@ -142,8 +149,8 @@ def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[
     with contextlib.suppress(ValueError, AttributeError):
         old: Any = read_json_limited(path, PREDICTION_FILE)
         if old.get("key") == key:
-            return old
-    doc = _predict(spec_yaml, device, log, timeout_s)
+            return checked(old)  # one written before the check (a resume)
+    doc = checked(_predict(spec_yaml, device, log, timeout_s))
     doc["key"] = key
     atomic_write_text(path, json.dumps(doc, indent=2) + "\n", option="--run-dir")
     return doc
@@ -197,6 +204,41 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
             "tf32": jp.job.tf32, "fits": t.fits, "notes": t.notes}  # fmt: skip
 
 
+def unmeasured(prediction: dict[str, Any]) -> str | None:
+    """Why a ``predicted`` document's step time is no measurement (not a number, NaN, or under
+    :data:`MIN_STEP_S`), None when it is one."""
+    step = prediction.get("micro_step_s")
+    if not isinstance(step, int | float) or isinstance(step, bool) or step != step:
+        return "the planner gave no step time"
+    if step < MIN_STEP_S:
+        return (f"the planner's step time ({step:.3g} s) is no measurement: its probe's times (micro-batches 1-3, "
+                "taken under this machine's load) fit a line that reaches zero at this batch; `paddlefit plan "
+                "--config RUN_DIR/job.yaml` on an idle machine measures it")  # fmt: skip
+    return None
+
+
+def checked(prediction: dict[str, Any]) -> dict[str, Any]:
+    """``prediction`` as is, or, when it says ``predicted`` with a step time that is no measurement
+    (:func:`unmeasured`), as ``not predicted`` with the reason (the other figures kept)."""
+    if prediction.get("status") != "predicted" or (why := unmeasured(prediction)) is None:
+        return prediction
+    return {**prediction, "status": "not predicted", "reason": why}
+
+
+def prediction_line(prediction: dict[str, Any], grad_accum_steps: int, global_batch: int) -> str:
+    """``train``'s line for the prediction: ``predicted (CAL): step S ms, R samples/s, peak P MiB`` (seconds of
+    a trainer step with ``grad_accum_steps``, ``global_batch`` samples a step), or ``not predicted: REASON``,
+    also for a step time that is no measurement (:func:`checked`)."""
+    doc = checked(prediction)
+    if doc.get("status") != "predicted":
+        return f"not predicted: {doc.get('reason') or 'no reason recorded'}"
+    step = trainer_step_s(doc, grad_accum_steps)
+    peak = doc.get("peak_memory_bytes")
+    mib = f"{peak / 1024**2:,.1f} MiB" if isinstance(peak, int | float) else "-"
+    return (f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {global_batch / step:,.0f} "
+            f"samples/s, peak {mib}")
+
+
 def trainer_step_s(prediction: dict[str, Any], grad_accum_steps: int) -> float:
     """Predicted seconds of one optimizer step with ``grad_accum_steps`` micro-batches (module docstring)."""
     micro, opt = float(prediction["micro_step_s"]), prediction.get("optimizer_s")
@@ -226,6 +268,7 @@ def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s
     p = prediction or {"status": "not predicted", "reason": "no prediction was made for this run (`train "
                                                             "--no-predict`, PADDLEFIT_NO_PREDICT=1, or workers "
                                                             "started without `paddlefit train`)"}
+    p = checked(p)
     ok = p.get("status") == "predicted"
     compute = [s - w for s, w in zip(step_s, wait_s, strict=True)]
     med = _pct(compute, 50)

@@ -24,6 +24,7 @@ from paddlefit.train.predict import (
     PREDICTION_FILE,
     WARMUP_STEPS,
     catalog_gpu_name,
+    checked,
     comparison,
     trainer_step_s,
 )
@@ -56,7 +57,7 @@ class RunRecord:
         if prediction_key:
             with contextlib.suppress(ValueError, AttributeError):
                 doc: Any = read_json_limited(run_dir / PREDICTION_FILE, PREDICTION_FILE)
-                self.prediction = doc if doc.get("key") == prediction_key else None
+                self.prediction = checked(doc) if doc.get("key") == prediction_key else None
         self.seen = 0
         self.step_s: list[float] = []
         self.wait_s: list[float] = []

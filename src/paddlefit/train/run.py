@@ -173,16 +173,10 @@ def _prediction(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     None when ``PADDLEFIT_NO_PREDICT=1``. Never raises for a prediction that cannot be made (it says why)."""
     if os.environ.get(NO_PREDICT_ENV) == "1":
         return None
-    from paddlefit.train.predict import predict_run, run_device, trainer_step_s
+    from paddlefit.train.predict import predict_run, prediction_line, run_device
 
     doc = predict_run(spec_yaml(spec), run_device(n, gpu_ids, gpu_count()), run_dir, log)
-    if doc["status"] == "predicted":
-        step = trainer_step_s(doc, spec.grad_accum_steps)
-        rate = spec.batch_size * spec.grad_accum_steps * n / step
-        log(f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {rate:,.0f} samples/s, peak "
-            f"{doc['peak_memory_bytes'] / 1024**2:,.1f} MiB")
-    else:
-        log(f"not predicted: {doc['reason']}")
+    log(prediction_line(doc, spec.grad_accum_steps, spec.batch_size * spec.grad_accum_steps * n))
     return str(doc["key"])
 
 
