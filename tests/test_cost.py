@@ -416,3 +416,18 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
     said = " ".join(rep.tie_breaks)
     assert "cheapest" in said and "within 1%" in said and "fewer GPUs" in said and "t4x2" in said
     assert rep.to_dict()["tie_breaks"] == rep.tie_breaks
+
+
+def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path):
+    """Issue 26 (fx1, item 1): `--gpu RTX-4090 --gpu L20` priced the RTX-4090 and dropped L20 silently."""
+    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    args = ("cost", "--config", str(digits), "--gpu", "RTX-4090", "--gpu", "L20", "--shipped-prices")
+    r = run(*args, "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {row["gpu"] for row in d["rows"]} == {"RTX-4090"}
+    clouds = ", ".join(sorted({p.cloud for p in load_prices()}))
+    assert d["skipped"] == [{"gpu": "L20", "reason": f"no priced instance in the price table (clouds: {clouds})"}]
+    table = run(*args, home=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert f"L20: no priced instance in the price table (clouds: {clouds})" in table.stdout

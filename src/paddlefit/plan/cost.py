@@ -130,7 +130,9 @@ class CostRow:
 
 @dataclass
 class CostReport:
-    """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``."""
+    """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``. ``skipped``: one
+    ``{cloud, instance_type, accelerator, reason}`` per instance not priced, and (added by
+    :func:`paddlefit.plan.jobs.cost_job`) one ``{gpu, reason}`` per requested GPU no priced instance has."""
 
     assumptions: dict[str, Any]
     rows: list[CostRow]

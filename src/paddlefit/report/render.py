@@ -275,6 +275,9 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
                       "memory): lower the micro-batch with accumulation, or use AMP")
     by_reason: dict[str, list[str]] = {}
     for sk in report.skipped:
+        if "gpu" in sk:  # a requested --gpu no priced instance has
+            console.print(f"[dim]{escape(sk['gpu'])}: {escape(sk['reason'])}[/]", soft_wrap=True)
+            continue
         reason = sk["reason"].split(";")[0]
         by_reason.setdefault(reason, []).append(f"{sk['cloud']} {sk['instance_type']}")
     for reason, names in by_reason.items():
