@@ -261,7 +261,8 @@ def render_cost(report: Any, console: Console, top: int = 15) -> None:
     print_min_width(console, table, 120)
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {escape(n)}[/]", soft_wrap=True)
-    console.print("[dim]  time = on-demand hours; spot = expected spot cost (lost work, restarts, checkpoint writes)"
+    console.print("[dim]  time = on-demand hours (with checkpoint writes); spot = expected spot cost (the same "
+                  "writes + lost work and restarts)"
                   + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = Daly "
                   "checkpoint interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
                   "peak per GPU[/]", soft_wrap=True)
