@@ -101,7 +101,17 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"baseline", "best", "ratio", "trials"} <= set(d) and d["ratio"] == 1.0
-    assert JobSpec.model_validate(yaml.safe_load(out.read_text())) == load_job_spec(EXAMPLES / "digits.yaml")
+    # issue 26 (fx1, item 3): the tuned spec kept `run_dir: runs/digits`, so training it resumed the original's
+    # checkpoints; it gets its own run_dir, and tune says so
+    written = JobSpec.model_validate(yaml.safe_load(out.read_text()))
+    assert written.run_dir == "runs/digits-tuned"
+    assert written == load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": "runs/digits-tuned"})
+    assert "run_dir: runs/digits-tuned" in " ".join(r.stderr.split())
+    assert "not runs/digits" in " ".join(r.stderr.split())
+    from paddlefit.cli.tune import tuned_run_dir
+
+    assert [tuned_run_dir(d) for d in ("runs/x/", "runs/x-tuned", "runs/x-tuned-2")] == \
+        ["runs/x-tuned", "runs/x-tuned-2", "runs/x-tuned-3"]  # fmt: skip
     bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"),
                           "--budget-minutes", "0"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--budget-minutes" in bad.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import print_min_width, to_json
-from paddlefit.spec import load_job_spec
+from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.tune.trials import Trial
 
 
 def tuned_yaml(config: Path, settings: dict) -> str:
@@ -27,6 +29,46 @@ def tuned_yaml(config: Path, settings: dict) -> str:
     return head + "\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
+def tuned_run_dir(run_dir: str) -> str:
+    """The tuned spec's own ``run_dir``: the original's with ``-tuned`` appended (``runs/digits`` ->
+    ``runs/digits-tuned``; a tuned one's gets ``-2``, ``-3``...), so training it does not resume the original run's
+    checkpoints. A path string in, a path string out; raises nothing."""
+    base = run_dir.rstrip("/\\") or run_dir
+    m = re.fullmatch(r"(.*-tuned)(?:-(\d+))?", base)
+    if m is None:
+        return base + "-tuned"
+    return f"{m.group(1)}-{int(m.group(2) or 1) + 1}"
+
+
+def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
+    """Write ``spec`` with ``best``'s settings and its own run_dir (:func:`tuned_run_dir`) to ``write``, atomically
+    (the user's file with only those keys changed where that gives the measured spec, else the spec whole), and say
+    where it went and which run_dir it trains into.
+
+    Raises:
+        typer.Exit (2, via :func:`fail`): the file cannot be written (nothing was written).
+    """
+    from paddlefit.fileio import atomic_write_text
+    from paddlefit.tune.trials import apply_settings
+
+    run_dir = tuned_run_dir(spec.run_dir)
+    settings = {**best.settings, "run_dir": run_dir}
+    best_spec = apply_settings(spec, settings)
+    text = tuned_yaml(config, settings)  # the user's file with the winning settings
+    if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
+        text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    try:
+        atomic_write_text(write, text, option="--write")
+    except OSError as exc:
+        raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
+                   f"winner was {best.label}: {best.settings}.") from None
+    err.print(f"wrote {shown(str(write))} with run_dir: {shown(run_dir)} (its own, not {shown(spec.run_dir)}, "
+              "whose checkpoints are the original spec's)", highlight=False, soft_wrap=True)
+    if Path(run_dir).exists():
+        err.print(f"[yellow]note:[/] {shown(run_dir)} already exists: `paddlefit train {shown(str(write))}` resumes "
+                  "from its checkpoints; delete it or pass `--resume never`.", highlight=False, soft_wrap=True)
+
+
 @handle_errors
 def tune_command(
     config: Path = typer.Argument(..., help="Job spec YAML."),
@@ -39,7 +81,8 @@ def tune_command(
                                      "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
                                      "that accumulate get candidates), `free` lets the global batch grow (changes "
                                      "the optimisation), `off` skips them."),
-    write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here."),
+    write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here, with its "
+                         "own `run_dir` (`<run_dir>-tuned`)."),
     profile: Path = typer.Option(None, "--profile", help="`paddlefit profile CONFIG --json` output: its fixes are "
                                  "tried first and each is said confirmed or refuted by the measurement."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
@@ -55,7 +98,7 @@ def tune_command(
       paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
       paddlefit profile job.yaml --json > profile.json && paddlefit tune job.yaml --profile profile.json
     """
-    from paddlefit.tune.trials import apply_settings, tune
+    from paddlefit.tune.trials import tune
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")
@@ -69,19 +112,7 @@ def tune_command(
                       progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch,
                       hypotheses=fixes)  # fmt: skip
     if write is not None:
-        from paddlefit.fileio import atomic_write_text
-        from paddlefit.spec import JobSpec
-
-        best_spec = apply_settings(spec, result.best.settings)
-        text = tuned_yaml(config, result.best.settings)  # the user's file with the winning settings
-        if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
-            text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-        try:
-            atomic_write_text(write, text, option="--write")
-        except OSError as exc:
-            raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
-                       f"winner was {result.best.label}: {result.best.settings}.") from None
-        err.print(f"wrote {shown(str(write))}", highlight=False)
+        write_tuned(config, spec, result.best, write)
     if json_out:
         print(to_json(result.to_dict()))
         return
