@@ -158,3 +158,39 @@ def test_tune_tries_profiles_fixes_first_and_says_which_held() -> None:
     assert h["verdict"] == ("confirmed" if ratio >= 1.05 else "refuted") and len(r.trials[0].samples_per_s) == 2
     assert f"{ratio:.2f}x" in h["said"] and h["verdict"] in h["said"]
     assert r.to_dict()["hypotheses"] == r.hypotheses
+
+
+def _result():
+    """A TuneResult as the issue-26 trial printed it: a profile fix refined by tune, and long labels."""
+    from paddlefit.tune.trials import Trial, TuneResult
+
+    def trial(label, settings, sps):
+        return Trial(label, settings, samples_per_s=[sps, sps], step_s=[0.13, 0.13], data_wait_fraction=[0.4, 0.4],
+                     peak_memory_bytes=40 * 1024**2, global_batch=32)  # fmt: skip
+
+    base = trial("baseline", {}, 120.0)
+    fix = trial("profile fix 1: data.num_workers: 2, cpu_threads=1", {"data.num_workers": 2, "cpu_threads": 1}, 243)
+    shm = trial("num_workers=2, use_shared_memory=False, prefetch_factor=4, persistent_workers",
+                {"data.num_workers": 2, "data.use_shared_memory": False, "data.prefetch_factor": 4,
+                 "data.persistent_workers": True}, 200.0)  # fmt: skip
+    return TuneResult(baseline=base, trials=[fix, shm], best=fix, ratio=243 / 120, elapsed_s=61.0, steps=30,
+                      warmup=5)  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [110, 80])
+def test_tune_output_says_each_setting_once_and_cuts_no_label(width: int) -> None:
+    """Issue 26 (fx1, item 4): `use_shared_memory=Fal…` (a label cut to fit the column) and `after: 243 samples/s
+    (profile fix 1: data.num_workers: 2, cpu_threads=1: data.num_workers=2, cpu_threads=1)` (each setting twice)."""
+    from rich.console import Console
+
+    from paddlefit.cli.tune import render_tune
+
+    console = Console(width=width, record=True, color_system=None)
+    render_tune(_result(), load_job_spec(EXAMPLES / "digits-warped.yaml"), EXAMPLES / "digits-warped.yaml", None,
+                console)  # fmt: skip
+    text = console.export_text()
+    assert "…" not in text and "..." not in text
+    flat = "".join(text.split())  # a folded label is whole once the line breaks go
+    assert "use_shared_memory=False" in flat and "persistent_workers" in flat
+    after = next(line for line in text.splitlines() if line.startswith("after:"))
+    assert after == "after:  243 samples/s (data.num_workers=2, cpu_threads=1, from profile fix 1)"

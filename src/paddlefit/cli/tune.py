@@ -8,12 +8,13 @@ from pathlib import Path
 
 import typer
 import yaml
+from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.spec import JobSpec, load_job_spec
-from paddlefit.tune.trials import Trial
+from paddlefit.tune.trials import Trial, TuneResult
 
 
 def tuned_yaml(config: Path, settings: dict) -> str:
@@ -116,10 +117,26 @@ def tune_command(
     if json_out:
         print(to_json(result.to_dict()))
         return
+    render_tune(result, spec, config, profile, out)
+
+
+def settings_text(trial: Trial) -> str:
+    """What ``trial`` sets, each setting once (``data.num_workers=2, cpu_threads=1``; ``no change`` for none), and
+    which profile fix it started from (``, from profile fix 1``): its label already names the settings, so the
+    ``after:`` line shows this instead of label and settings. Raises nothing."""
+    text = ", ".join(f"{k}={v}" for k, v in trial.settings.items()) or "no change"
+    m = re.match(r"profile fix \d+", trial.label)
+    return text + (f", from {m.group(0)}" if m else "")
+
+
+def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path | None, console: Console) -> None:
+    """Print ``tune``'s table of trials (settings folded to the console width, never cut to "..."), the
+    before/after lines, profile's fixes as judged, and notes. Raises nothing."""
     table = Table(title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None,
                   padding=(0, 2))  # fmt: skip
     for col in ("settings", "runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
-        table.add_column(col, justify="left" if col == "settings" else "right")
+        table.add_column(col, justify="left" if col == "settings" else "right",
+                         overflow="fold" if col == "settings" else "ellipsis")  # fmt: skip
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
             table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
@@ -128,28 +145,28 @@ def tune_command(
         table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
-    print_min_width(out, table, 110)
+    print_min_width(console, table, 110)
     b, w = result.baseline, result.best
-    out.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
-    out.print(f"after:  {w.median:,.0f} samples/s ({shown(w.label)}: "
-              f"{shown(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
-    out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
+    console.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
+    console.print(f"after:  {w.median:,.0f} samples/s ({shown(settings_text(w))})")
+    console.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
     if profile is not None:
-        out.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
-                  f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
+        console.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
+                      f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
         for i, h in enumerate(result.hypotheses, 1):
-            out.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
-                      f"[bold]{shown(h['said'])}[/]")
+            console.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
+                          f"[bold]{shown(h['said'])}[/]")
     else:
-        out.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile profile.json` "
-                  "tries profile's fixes first and says which the measurement confirms.[/]")
+        console.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile "
+                      "profile.json` tries profile's fixes first and says which the measurement confirms.[/]")
     if not result.trials:
-        out.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
+        console.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
     if spec.devices > 1:
-        out.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's {spec.devices}.")
+        console.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's "
+                      f"{spec.devices}.")
     if w.global_batch != b.global_batch:
-        out.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
-                  f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
+        console.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
+                      f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
 
 
 def profile_fixes(path: Path) -> list[dict]:
