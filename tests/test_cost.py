@@ -474,3 +474,19 @@ def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
                        restart_s=300)  # fmt: skip
     s = {r.instance_type: r for r in short.rows}["t4x1"]
     assert s.hours == pytest.approx((2 * 0.5 + 12.0) / 3600, rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [("--gpu", "RTX-4090", "--spot"), ("--cloud", "aws", "--top", "5")])
+def test_cost_output_fits_80_columns(args, tmp_path):
+    """Issue 26 (fx1, item 5): at COLUMNS=80 the table was 104 (--spot) and 82 (--cloud aws --top 5) columns wide
+    and the assumption lines up to 634 characters: every line now fits, nothing is cut to '…'."""
+    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    env = dict(os.environ, COLUMNS="80", HOME=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "cost", "--config", str(digits), *args],
+                       capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "…" not in r.stdout and "cheapest:" in r.stdout and "assumptions:" in r.stdout
+    flat = "".join(r.stdout.split())  # what wrapped or folded is all there once the line breaks go
+    assert "notincluded:storage,egress,datadownload,instancestart-upbeforetraining,evaluationtime" in flat

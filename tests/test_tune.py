@@ -190,6 +190,7 @@ def test_tune_output_says_each_setting_once_and_cuts_no_label(width: int) -> Non
                 console)  # fmt: skip
     text = console.export_text()
     assert "…" not in text and "..." not in text
+    assert max(len(line) for line in text.splitlines()) <= width  # item 5: 107-110 columns at 80
     flat = "".join(text.split())  # a folded label is whole once the line breaks go
     assert "use_shared_memory=False" in flat and "persistent_workers" in flat
     after = next(line for line in text.splitlines() if line.startswith("after:"))

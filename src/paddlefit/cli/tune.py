@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.report.render import print_min_width, to_json
+from paddlefit.report.render import to_json
 from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.tune.trials import Trial, TuneResult
 
@@ -133,10 +133,10 @@ def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path |
     """Print ``tune``'s table of trials (settings folded to the console width, never cut to "..."), the
     before/after lines, profile's fixes as judged, and notes. Raises nothing."""
     table = Table(title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None,
-                  padding=(0, 2))  # fmt: skip
-    for col in ("settings", "runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
-        table.add_column(col, justify="left" if col == "settings" else "right",
-                         overflow="fold" if col == "settings" else "ellipsis")  # fmt: skip
+                  padding=(0, 1))  # fmt: skip
+    table.add_column("settings", overflow="fold")  # narrowed to fit the console: a long label folds, never "…"
+    for col in ("runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
+        table.add_column(col.replace(" ", "\n"), justify="right", no_wrap=True)  # numbers whole, headers 2 lines
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
             table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
@@ -145,7 +145,7 @@ def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path |
         table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
-    print_min_width(console, table, 110)
+    console.print(table)  # fits the console: the settings column folds
     b, w = result.baseline, result.best
     console.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
     console.print(f"after:  {w.median:,.0f} samples/s ({shown(settings_text(w))})")
