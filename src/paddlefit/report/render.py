@@ -252,6 +252,52 @@ def _cost_table(title: str, rows: list[dict[str, str]], columns: list[str]) -> T
     return table
 
 
+def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str]) -> list[dict[str, str]]:
+    """The cost table's cells per row, by column name; each row's notes are numbered into ``footnotes``."""
+    rows = []
+    for r in fit:
+        refs = []
+        for n in r.notes:
+            if n not in footnotes:
+                footnotes.append(n)
+            refs.append(str(footnotes.index(n) + 1))
+        rows.append({"": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
+                     "instance": escape(f"{r.cloud} {r.instance_type}"), "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
+                     "time": unit.fmt(r.hours * 3600), "on-demand": usd(r.on_demand_usd),
+                     "spot": usd(r.spot_expected_usd), "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
+                     "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
+                     "note": ",".join(refs)})  # fmt: skip
+    return rows
+
+
+def _cost_assumption_lines(a: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, text) of each assumption printed under the cost table, from ``CostReport.assumptions``."""
+    gm = a.get("gpu_model_params") or {}
+    gens = "".join(f"; {g}: " + ", ".join(f"{k} {v:.3g}" for k, v in o.items())
+                   for g, o in (a.get("gpu_model_params_by_generation") or {}).items())  # fmt: skip
+    lines = [
+        ("step time", a["step_time"]),
+        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + gens + " (efficiencies as fractions of "
+                      "peak, fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces "
+                      "them)"),
+        ("memory", a["memory"]),
+        ("global batch", a["global_batch"]),
+        ("prices", a["prices"]),
+        ("interruptions", f"{a['interruption_rate_basis']} (default {a['interruptions_per_hour']:.3g}/h, mean time "
+                          f"between interruptions {a['mean_time_between_interruptions_h']:,.1f} h)"
+         if a.get("interruption_rate_source") == "per instance" else
+         f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
+         f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
+        ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
+        ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
+        ("checkpoint interval", a["checkpoint_interval"]),
+        ("checkpoint writes", a["checkpoint_writes"]),
+        ("spot model", a["spot_model"]),
+        ("not included", a["not_included"]),
+    ]  # fmt: skip
+    return lines
+
+
 def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False) -> None:
     """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions.
     ``wide``: every column; else the columns of :data:`COST_DROPPABLE` go, first first, while the table is wider
@@ -266,19 +312,7 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
     named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
     unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
     ckpt_unit = column_unit(r.checkpoint_interval_s for r in fit[:top])
-    rows = []
-    for r in fit[:top]:
-        refs = []
-        for n in r.notes:
-            if n not in footnotes:
-                footnotes.append(n)
-            refs.append(str(footnotes.index(n) + 1))
-        rows.append({"": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
-                     "instance": escape(f"{r.cloud} {r.instance_type}"), "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
-                     "time": unit.fmt(r.hours * 3600), "on-demand": usd(r.on_demand_usd),
-                     "spot": usd(r.spot_expected_usd), "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
-                     "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
-                     "note": ",".join(refs)})  # fmt: skip
+    rows = _cost_rows(fit[:top], unit, ckpt_unit, footnotes)
     title = f"ranked by {a['ranking']} (* cheapest, ^ fastest, P Pareto front)"
     dropped = [] if wide else [c for c in COST_DROPPABLE if c in columns]
     for k, c in enumerate(dropped):  # drop while too wide: keep what fits
@@ -329,28 +363,7 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:
         console.print("[bold red]no priced instance fits this job[/]")
-    gm = a.get("gpu_model_params") or {}
-    gens = "".join(f"; {g}: " + ", ".join(f"{k} {v:.3g}" for k, v in o.items())
-                   for g, o in (a.get("gpu_model_params_by_generation") or {}).items())  # fmt: skip
-    lines = [
-        ("step time", a["step_time"]),
-        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + gens + " (efficiencies as fractions of "
-                      "peak, fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces "
-                      "them)"),
-        ("memory", a["memory"]),
-        ("global batch", a["global_batch"]),
-        ("prices", a["prices"]),
-        ("interruptions", f"{a['interruption_rate_basis']} (default {a['interruptions_per_hour']:.3g}/h, mean time "
-                          f"between interruptions {a['mean_time_between_interruptions_h']:,.1f} h)"
-         if a.get("interruption_rate_source") == "per instance" else
-         f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
-         f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
-        ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
-        ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
-        ("checkpoint interval", a["checkpoint_interval"]),
-        ("spot model", a["spot_model"]),
-        ("not included", a["not_included"]),
-    ]  # fmt: skip
+    lines = _cost_assumption_lines(a)
     console.print("[dim]assumptions:[/]")
     for k, v in lines:
         console.print(f"[dim]  {k}: {escape(str(v))}[/]", highlight=False)
