@@ -88,6 +88,10 @@ def test_spot_bucket_conversion():
         rate_from_bucket("7%")
 
 
+#: Seconds to write _target's 1.2e9-byte checkpoint at the default 125 MiB/s.
+DELTA = 1_200_000_000 / (125 * 1024**2)
+
+
 def _target(name, step, peak=10 * 1024**3, cap=16 * 1024**3, fits=True):
     return Target(name=name, kind="gpu", fits=fits, peak_bytes=peak, capacity_bytes=cap, max_batch_size=64,
                   step_time_s=step, samples_per_s=32 / step, calibrated=False, grads_bytes=400_000_000,
@@ -118,7 +122,7 @@ def test_build_cost_arithmetic_ranking_and_pareto():
     rows = {r.instance_type: r for r in rep.rows}
     t4 = rows["t4x1"]
     steps = math.ceil(10_000 / 32) * 3
-    assert t4.hours == pytest.approx(steps * 0.5 / 3600, rel=1e-12)
+    assert t4.hours == pytest.approx((steps * 0.5 + 12.0) / 3600, rel=1e-12)  # shorter than an interval: one write
     assert t4.on_demand_usd == pytest.approx(t4.hours * 0.5, rel=1e-12)
     assert t4.checkpoint_write_s == pytest.approx(12.0)
     m = 3600 / 0.1
@@ -129,7 +133,7 @@ def test_build_cost_arithmetic_ranking_and_pareto():
     a100 = rows["a100x8"]  # 8 GPUs over NVLink: all-reduce of 400 MB at 300 GB/s per direction
     ar = ring_allreduce_s(400_000_000, 8, 300)
     assert a100.allreduce_s == pytest.approx(ar) and a100.interconnect == "nvlink"
-    assert a100.hours == pytest.approx(math.ceil(10_000 / 256) * 3 * (0.05 + ar) / 3600, rel=1e-12)
+    assert a100.hours == pytest.approx((math.ceil(10_000 / 256) * 3 * (0.05 + ar) + 12.0) / 3600, rel=1e-12)
     assert a100.spot_expected_usd is None and a100.gpu_basis == "price file `gpu` column"
     assert not rows["v100x1"].fits and rep.rows[-1].instance_type == "v100x1"  # does not fit: last, never marked
     assert [s["instance_type"] for s in rep.skipped] == ["odd"]
@@ -142,7 +146,7 @@ def test_build_cost_arithmetic_ranking_and_pareto():
                         (o.cost_hours, o.cost_usd) != (r.cost_hours, r.cost_usd) for o in fit)  # fmt: skip
         assert r.pareto == (not dominated)
     small = build_cost(plan, prices, gpus, dataset_size=100, epochs=1, rate=rate, drop_last=True)
-    assert {r.instance_type: r.hours for r in small.rows}["t4x1"] == pytest.approx(100 // 32 * 0.5 / 3600)
+    assert {r.instance_type: r.hours for r in small.rows}["t4x1"] == pytest.approx((100 // 32 * 0.5 + DELTA) / 3600)
     assert "global batch 256 exceeds the 100 samples" in {s["instance_type"]: s["reason"]
                                                           for s in small.skipped}["a100x8"]  # fmt: skip
     spot = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, use_spot=True)
@@ -263,7 +267,9 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     for row in rows:
         assert row["on_demand_usd"] == pytest.approx(row["hours"] * row["on_demand_usd_per_hour"], rel=1e-9)
         steps = 1348 // (32 * row["gpu_count"]) * 15  # digits.yaml: drop_last (the default), as the trainer counts
-        assert row["hours"] == pytest.approx(steps * row["step_time_s"] / 3600, rel=1e-9)
+        work = steps * row["step_time_s"]  # + one checkpoint write per interval of work, the last one final
+        writes = row["checkpoint_write_s"] * work / min(row["checkpoint_interval_s"], work)
+        assert row["hours"] == pytest.approx((work + writes) / 3600, rel=1e-9)
     costs = [row["cost_usd"] for row in rows]
     assert costs == sorted(costs)
     first = rows[0]
@@ -332,16 +338,16 @@ def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
     rows = {r.instance_type: r for r in rep.rows}
     # global batch 96 without drop_last: ceil(100 / 96) = 2 steps of 3 micro-batches, the second filled up by
     # repeating the epoch's order (the trainer's count)
-    assert rows["t4x1"].hours == pytest.approx(2 * 3 * 0.5 / 3600)
+    assert rows["t4x1"].hours == pytest.approx((2 * 3 * 0.5 + DELTA) / 3600)  # + the one (final) checkpoint
     assert "global batch 384 exceeds the 100 samples" in rep.skipped[0]["reason"]  # less than one global batch
     rep = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=2.5, max_steps=50, rate=rate)
     rows = {r.instance_type: r for r in rep.rows}
-    assert rows["t4x1"].hours == pytest.approx(50 * 0.5 / 3600)  # max_steps comes first on one GPU
+    assert rows["t4x1"].hours == pytest.approx((50 * 0.5 + DELTA) / 3600)  # max_steps comes first on one GPU
     t4x4 = rows["t4x4"]  # on four: round(2.5 x ceil(10000 / 128)) = 198 steps, still over 50
-    assert t4x4.hours == pytest.approx(50 * t4x4.step_time_s / 3600)
+    assert t4x4.hours == pytest.approx((50 * t4x4.step_time_s + DELTA) / 3600)
     assert "at most 50 optimizer steps" in rep.assumptions["job"]
     only = build_cost(plan, prices, gpus, dataset_size=None, epochs=None, max_steps=7, rate=rate)
-    assert {r.instance_type: r for r in only.rows}["t4x1"].hours == pytest.approx(7 * 0.5 / 3600)
+    assert {r.instance_type: r for r in only.rows}["t4x1"].hours == pytest.approx((7 * 0.5 + DELTA) / 3600)
     with pytest.raises(ValueError):
         build_cost(plan, prices, gpus, dataset_size=None, epochs=None, rate=rate)
 
@@ -416,3 +422,71 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
     said = " ".join(rep.tie_breaks)
     assert "cheapest" in said and "within 1%" in said and "fewer GPUs" in said and "t4x2" in said
     assert rep.to_dict()["tie_breaks"] == rep.tie_breaks
+
+
+def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path):
+    """Issue 26 (fx1, item 1): `--gpu RTX-4090 --gpu L20` priced the RTX-4090 and dropped L20 silently."""
+    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    args = ("cost", "--config", str(digits), "--gpu", "RTX-4090", "--gpu", "L20", "--shipped-prices")
+    r = run(*args, "--json", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert {row["gpu"] for row in d["rows"]} == {"RTX-4090"}
+    clouds = ", ".join(sorted({p.cloud for p in load_prices()}))
+    assert d["skipped"] == [{"gpu": "L20", "reason": f"no priced instance in the price table (clouds: {clouds})"}]
+    table = run(*args, home=tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert f"L20: no priced instance in the price table (clouds: {clouds})" in table.stdout
+
+
+def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
+    """Issue 26 (fx1, item 2): spot hours carried the checkpoint writes and on-demand hours did not, so a short job
+    cost more on spot at a lower price. `train` writes them either way: both count one write per Daly interval;
+    spot adds only lost work and restarts."""
+    gpus = load_gpus()
+    plan = _plan([_target("T4", 0.5)])
+    prices = _prices("c,t4x1,T4,1,4,16,0.50,0.20,r,\nc,t4od,T4,1,4,16,0.50,,r,\n")
+    rate = InterruptionRate(0.1, "test")
+    rep = build_cost(plan, prices, gpus, dataset_size=100_000, epochs=3, rate=rate, disk_bytes_per_s=100e6,
+                     restart_s=300)  # fmt: skip
+    rows = {r.instance_type: r for r in rep.rows}
+    t4 = rows["t4x1"]
+    work, m = math.ceil(100_000 / 32) * 3 * 0.5, 3600 / 0.1
+    tau = daly_interval_s(12.0, m)
+    assert tau < work  # several writes
+    assert t4.checkpoint_interval_s == pytest.approx(tau)
+    assert t4.hours == pytest.approx((work + work / tau * 12.0) / 3600, rel=1e-12)  # the writes, on-demand too
+    assert t4.on_demand_usd == pytest.approx(t4.hours * 0.5, rel=1e-12)
+    assert t4.spot_hours == pytest.approx(expected_spot_wall_s(work, tau, 12.0, m, 300) / 3600, rel=1e-12)
+    assert t4.spot_hours > t4.hours
+    # a row without a spot price writes checkpoints at the same interval (the default rate's Daly interval)
+    od = rows["t4od"]
+    tau_od = daly_interval_s(12.0, 3600 / 0.1)
+    assert od.hours == pytest.approx((work + work / tau_od * 12.0) / 3600, rel=1e-12)
+    # no interruptions: spot time is the on-demand time (the same writes), and spot at a lower price costs less
+    calm = build_cost(plan, prices, gpus, dataset_size=100_000, epochs=3, rate=InterruptionRate(1e-9, "calm"),
+                      disk_bytes_per_s=100e6, restart_s=300)  # fmt: skip
+    c = {r.instance_type: r for r in calm.rows}["t4x1"]
+    assert c.spot_hours == pytest.approx(c.hours, rel=1e-6)
+    assert c.spot_expected_usd == pytest.approx(c.hours * 0.20, rel=1e-6) and c.spot_expected_usd < c.on_demand_usd
+    # a job shorter than one interval writes one (final) checkpoint either way
+    short = build_cost(plan, prices, gpus, dataset_size=64, epochs=1, rate=rate, disk_bytes_per_s=100e6,
+                       restart_s=300)  # fmt: skip
+    s = {r.instance_type: r for r in short.rows}["t4x1"]
+    assert s.hours == pytest.approx((2 * 0.5 + 12.0) / 3600, rel=1e-12)
+
+
+@pytest.mark.parametrize("args", [("--gpu", "RTX-4090", "--spot"), ("--cloud", "aws", "--top", "5")])
+def test_cost_output_fits_80_columns(args, tmp_path):
+    """Issue 26 (fx1, item 5): at COLUMNS=80 the table was 104 (--spot) and 82 (--cloud aws --top 5) columns wide
+    and the assumption lines up to 634 characters: every line now fits, nothing is cut to '…'."""
+    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    env = dict(os.environ, COLUMNS="80", HOME=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "cost", "--config", str(digits), *args],
+                       capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "…" not in r.stdout and "cheapest:" in r.stdout and "assumptions:" in r.stdout
+    flat = "".join(r.stdout.split())  # what wrapped or folded is all there once the line breaks go
+    assert "notincluded:storage,egress,datadownload,instancestart-upbeforetraining,evaluationtime" in flat

@@ -101,7 +101,17 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"baseline", "best", "ratio", "trials"} <= set(d) and d["ratio"] == 1.0
-    assert JobSpec.model_validate(yaml.safe_load(out.read_text())) == load_job_spec(EXAMPLES / "digits.yaml")
+    # issue 26 (fx1, item 3): the tuned spec kept `run_dir: runs/digits`, so training it resumed the original's
+    # checkpoints; it gets its own run_dir, and tune says so
+    written = JobSpec.model_validate(yaml.safe_load(out.read_text()))
+    assert written.run_dir == "runs/digits-tuned"
+    assert written == load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": "runs/digits-tuned"})
+    assert "run_dir: runs/digits-tuned" in " ".join(r.stderr.split())
+    assert "not runs/digits" in " ".join(r.stderr.split())
+    from paddlefit.cli.tune import tuned_run_dir
+
+    assert [tuned_run_dir(d) for d in ("runs/x/", "runs/x-tuned", "runs/x-tuned-2")] == \
+        ["runs/x-tuned", "runs/x-tuned-2", "runs/x-tuned-3"]  # fmt: skip
     bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"),
                           "--budget-minutes", "0"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "--budget-minutes" in bad.stderr
@@ -148,3 +158,40 @@ def test_tune_tries_profiles_fixes_first_and_says_which_held() -> None:
     assert h["verdict"] == ("confirmed" if ratio >= 1.05 else "refuted") and len(r.trials[0].samples_per_s) == 2
     assert f"{ratio:.2f}x" in h["said"] and h["verdict"] in h["said"]
     assert r.to_dict()["hypotheses"] == r.hypotheses
+
+
+def _result():
+    """A TuneResult as the issue-26 trial printed it: a profile fix refined by tune, and long labels."""
+    from paddlefit.tune.trials import Trial, TuneResult
+
+    def trial(label, settings, sps):
+        return Trial(label, settings, samples_per_s=[sps, sps], step_s=[0.13, 0.13], data_wait_fraction=[0.4, 0.4],
+                     peak_memory_bytes=40 * 1024**2, global_batch=32)  # fmt: skip
+
+    base = trial("baseline", {}, 120.0)
+    fix = trial("profile fix 1: data.num_workers: 2, cpu_threads=1", {"data.num_workers": 2, "cpu_threads": 1}, 243)
+    shm = trial("num_workers=2, use_shared_memory=False, prefetch_factor=4, persistent_workers",
+                {"data.num_workers": 2, "data.use_shared_memory": False, "data.prefetch_factor": 4,
+                 "data.persistent_workers": True}, 200.0)  # fmt: skip
+    return TuneResult(baseline=base, trials=[fix, shm], best=fix, ratio=243 / 120, elapsed_s=61.0, steps=30,
+                      warmup=5)  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [110, 80])
+def test_tune_output_says_each_setting_once_and_cuts_no_label(width: int) -> None:
+    """Issue 26 (fx1, item 4): `use_shared_memory=Fal…` (a label cut to fit the column) and `after: 243 samples/s
+    (profile fix 1: data.num_workers: 2, cpu_threads=1: data.num_workers=2, cpu_threads=1)` (each setting twice)."""
+    from rich.console import Console
+
+    from paddlefit.cli.tune import render_tune
+
+    console = Console(width=width, record=True, color_system=None)
+    render_tune(_result(), load_job_spec(EXAMPLES / "digits-warped.yaml"), EXAMPLES / "digits-warped.yaml", None,
+                console)  # fmt: skip
+    text = console.export_text()
+    assert "…" not in text and "..." not in text
+    assert max(len(line) for line in text.splitlines()) <= width  # item 5: 107-110 columns at 80
+    flat = "".join(text.split())  # a folded label is whole once the line breaks go
+    assert "use_shared_memory=False" in flat and "persistent_workers" in flat
+    after = next(line for line in text.splitlines() if line.startswith("after:"))
+    assert after == "after:  243 samples/s (data.num_workers=2, cpu_threads=1, from profile fix 1)"

@@ -43,7 +43,7 @@ from paddlefit.fileio import read_text_limited
 
 # names of paddlefit.catalog.price_csv and .skypilot importable from here, as before they moved there
 __all__ = ["InstanceGpu", "catalog_gpu", "check_price_gpus", "gpu_for_instance", "instance_price", "load_prices",
-           "rows_with_gpus", "select_prices"]  # fmt: skip
+           "rows_with_gpus", "select_prices", "unpriced_gpus"]  # fmt: skip
 
 
 def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstancePrice]:
@@ -184,6 +184,20 @@ def rows_with_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[G
         raise CatalogError(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
                            "`--prices FILE`.")  # fmt: skip
     return kept
+
+
+def unpriced_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[GPU]) -> list[dict[str, str]]:
+    """The GPUs among ``names`` (catalog names or aliases) that no row of ``rows`` has, one ``cost --json``
+    ``skipped`` entry each: ``{"gpu": name, "reason": "no priced instance in the price table (clouds: ...)"}``,
+    the clouds being those of ``rows`` (after --cloud/--region). Empty when every GPU is priced.
+
+    Raises:
+        UnknownNameError: a name that is not in ``gpus``.
+    """
+    have = {g.name for r in rows if (g := catalog_gpu(r, gpus)) is not None}
+    clouds = ", ".join(sorted({r.cloud for r in rows}))
+    return [{"gpu": g.name, "reason": f"no priced instance in the price table (clouds: {clouds})"}
+            for g in resolve_gpus(names, gpus) if g.name not in have]
 
 
 def check_price_gpus(rows: list[InstancePrice], gpus: list[GPU]) -> None:

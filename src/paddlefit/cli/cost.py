@@ -57,6 +57,8 @@ def cost_command(
     calibration: list[Path] = typer.Option(None, "--calibration", help="Calibration JSON from `paddlefit calibrate`."),
     safety_margin: float = typer.Option(0.9, "--safety-margin", help="Fraction of GPU memory a peak may use."),
     top: int = typer.Option(15, "--top", help="Table rows to show (JSON has all)."),
+    wide: bool = typer.Option(False, "--wide", help="Every table column, however wide the terminal; without it "
+                              "ckpt, time and spot time go, in that order, while the table is wider."),
     no_runs: bool = typer.Option(False, "--no-runs", help="Do not correct step times by the runs this machine "
                                  "recorded on the device (`paddlefit runs`); shown as `calibration: runs (n=K)`."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
@@ -94,4 +96,4 @@ def cost_command(
     if json_out:
         print(to_json(result.report.to_dict()))
         return
-    render_cost(result.report, out, top=top)
+    render_cost(result.report, out, top=top, wide=wide)

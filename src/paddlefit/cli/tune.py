@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
 import typer
 import yaml
+from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.report.render import print_min_width, to_json
-from paddlefit.spec import load_job_spec
+from paddlefit.report.render import to_json
+from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.tune.trials import Trial, TuneResult
 
 
 def tuned_yaml(config: Path, settings: dict) -> str:
@@ -27,6 +30,46 @@ def tuned_yaml(config: Path, settings: dict) -> str:
     return head + "\n" + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
+def tuned_run_dir(run_dir: str) -> str:
+    """The tuned spec's own ``run_dir``: the original's with ``-tuned`` appended (``runs/digits`` ->
+    ``runs/digits-tuned``; a tuned one's gets ``-2``, ``-3``...), so training it does not resume the original run's
+    checkpoints. A path string in, a path string out; raises nothing."""
+    base = run_dir.rstrip("/\\") or run_dir
+    m = re.fullmatch(r"(.*-tuned)(?:-(\d+))?", base)
+    if m is None:
+        return base + "-tuned"
+    return f"{m.group(1)}-{int(m.group(2) or 1) + 1}"
+
+
+def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
+    """Write ``spec`` with ``best``'s settings and its own run_dir (:func:`tuned_run_dir`) to ``write``, atomically
+    (the user's file with only those keys changed where that gives the measured spec, else the spec whole), and say
+    where it went and which run_dir it trains into.
+
+    Raises:
+        typer.Exit (2, via :func:`fail`): the file cannot be written (nothing was written).
+    """
+    from paddlefit.fileio import atomic_write_text
+    from paddlefit.tune.trials import apply_settings
+
+    run_dir = tuned_run_dir(spec.run_dir)
+    settings = {**best.settings, "run_dir": run_dir}
+    best_spec = apply_settings(spec, settings)
+    text = tuned_yaml(config, settings)  # the user's file with the winning settings
+    if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
+        text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    try:
+        atomic_write_text(write, text, option="--write")
+    except OSError as exc:
+        raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
+                   f"winner was {best.label}: {best.settings}.") from None
+    err.print(f"wrote {shown(str(write))} with run_dir: {shown(run_dir)} (its own, not {shown(spec.run_dir)}, "
+              "whose checkpoints are the original spec's)", highlight=False, soft_wrap=True)
+    if Path(run_dir).exists():
+        err.print(f"[yellow]note:[/] {shown(run_dir)} already exists: `paddlefit train {shown(str(write))}` resumes "
+                  "from its checkpoints; delete it or pass `--resume never`.", highlight=False, soft_wrap=True)
+
+
 @handle_errors
 def tune_command(
     config: Path = typer.Argument(..., help="Job spec YAML."),
@@ -39,7 +82,8 @@ def tune_command(
                                      "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
                                      "that accumulate get candidates), `free` lets the global batch grow (changes "
                                      "the optimisation), `off` skips them."),
-    write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here."),
+    write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here, with its "
+                         "own `run_dir` (`<run_dir>-tuned`)."),
     profile: Path = typer.Option(None, "--profile", help="`paddlefit profile CONFIG --json` output: its fixes are "
                                  "tried first and each is said confirmed or refuted by the measurement."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
@@ -55,7 +99,7 @@ def tune_command(
       paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
       paddlefit profile job.yaml --json > profile.json && paddlefit tune job.yaml --profile profile.json
     """
-    from paddlefit.tune.trials import apply_settings, tune
+    from paddlefit.tune.trials import tune
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")
@@ -69,26 +113,30 @@ def tune_command(
                       progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch,
                       hypotheses=fixes)  # fmt: skip
     if write is not None:
-        from paddlefit.fileio import atomic_write_text
-        from paddlefit.spec import JobSpec
-
-        best_spec = apply_settings(spec, result.best.settings)
-        text = tuned_yaml(config, result.best.settings)  # the user's file with the winning settings
-        if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
-            text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-        try:
-            atomic_write_text(write, text, option="--write")
-        except OSError as exc:
-            raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
-                       f"winner was {result.best.label}: {result.best.settings}.") from None
-        err.print(f"wrote {shown(str(write))}", highlight=False)
+        write_tuned(config, spec, result.best, write)
     if json_out:
         print(to_json(result.to_dict()))
         return
+    render_tune(result, spec, config, profile, out)
+
+
+def settings_text(trial: Trial) -> str:
+    """What ``trial`` sets, each setting once (``data.num_workers=2, cpu_threads=1``; ``no change`` for none), and
+    which profile fix it started from (``, from profile fix 1``): its label already names the settings, so the
+    ``after:`` line shows this instead of label and settings. Raises nothing."""
+    text = ", ".join(f"{k}={v}" for k, v in trial.settings.items()) or "no change"
+    m = re.match(r"profile fix \d+", trial.label)
+    return text + (f", from {m.group(0)}" if m else "")
+
+
+def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path | None, console: Console) -> None:
+    """Print ``tune``'s table of trials (settings folded to the console width, never cut to "..."), the
+    before/after lines, profile's fixes as judged, and notes. Raises nothing."""
     table = Table(title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None,
-                  padding=(0, 2))  # fmt: skip
-    for col in ("settings", "runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
-        table.add_column(col, justify="left" if col == "settings" else "right")
+                  padding=(0, 1))  # fmt: skip
+    table.add_column("settings", overflow="fold")  # narrowed to fit the console: a long label folds, never "…"
+    for col in ("runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
+        table.add_column(col.replace(" ", "\n"), justify="right", no_wrap=True)  # numbers whole, headers 2 lines
     for t in [result.baseline, *result.trials]:
         if not t.samples_per_s:
             table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
@@ -97,28 +145,28 @@ def tune_command(
         table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
                       f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
                       f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
-    print_min_width(out, table, 110)
+    console.print(table)  # fits the console: the settings column folds
     b, w = result.baseline, result.best
-    out.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
-    out.print(f"after:  {w.median:,.0f} samples/s ({shown(w.label)}: "
-              f"{shown(', '.join(f'{k}={v}' for k, v in w.settings.items()) or 'no change')})")
-    out.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
+    console.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
+    console.print(f"after:  {w.median:,.0f} samples/s ({shown(settings_text(w))})")
+    console.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
     if profile is not None:
-        out.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
-                  f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
+        console.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
+                      f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
         for i, h in enumerate(result.hypotheses, 1):
-            out.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
-                      f"[bold]{shown(h['said'])}[/]")
+            console.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
+                          f"[bold]{shown(h['said'])}[/]")
     else:
-        out.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile profile.json` "
-                  "tries profile's fixes first and says which the measurement confirms.[/]")
+        console.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile "
+                      "profile.json` tries profile's fixes first and says which the measurement confirms.[/]")
     if not result.trials:
-        out.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
+        console.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
     if spec.devices > 1:
-        out.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's {spec.devices}.")
+        console.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's "
+                      f"{spec.devices}.")
     if w.global_batch != b.global_batch:
-        out.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
-                  f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
+        console.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
+                      f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
 
 
 def profile_fixes(path: Path) -> list[dict]:

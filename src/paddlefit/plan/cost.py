@@ -8,10 +8,13 @@ catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of 
   ``max_steps``), each taking accumulation x the plan's micro-step time + one ring all-reduce of the gradients over
   the instance's GPU interconnect (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs
   share it, else PCIe);
-- on-demand cost = hours x on-demand USD/hour;
+- checkpoints: ``train`` writes them on-demand and on spot alike, so both count the same writes: one per Daly
+  optimal interval of work (:func:`checkpoint_writes_s`, the interval ``train --checkpoint-interval auto`` uses);
+- on-demand cost = hours (work + checkpoint writes) x on-demand USD/hour;
 - spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
-  includes lost work, restarts and checkpoint writes at Daly's optimal interval (:func:`expected_spot_wall_s`),
-  at the instance's own interruption rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS Spot
+  adds to the same work and writes only what interruptions cost: lost work and restarts
+  (:func:`expected_spot_wall_s`, which tends to the on-demand hours as interruptions become rare), at the
+  instance's own interruption rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS Spot
   Instance Advisor bucket where there is one, else ``default (no published rate)``), carried by the row.
 
 Every constant used is in :func:`assumptions` and printed with the result.
@@ -70,11 +73,24 @@ def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_
     if not all(math.isfinite(v) for v in vals) or work_s <= 0 or interval_s <= 0 or mtbi_s <= 0 or \
             delta_s < 0 or restart_s < 0:  # fmt: skip
         raise ValueError(f"expected_spot_wall_s: bad arguments {vals}")
-    tau = min(interval_s, work_s)
+    tau = _segment_s(work_s, interval_s)
     m = mtbi_s
     if (restart_s + tau + delta_s) / m > 50:  # a factor e^50 ~ 5e21 on the work: it practically never finishes
         return math.inf
     return m * math.exp(restart_s / m) * math.expm1((tau + delta_s) / m) * work_s / tau
+
+
+def _segment_s(work_s: float, interval_s: float) -> float:
+    """Seconds of work between two checkpoint writes: the interval, cut to the work when it is longer."""
+    return min(interval_s, work_s)
+
+
+def checkpoint_writes_s(work_s: float, interval_s: float, delta_s: float) -> float:
+    """Seconds spent writing checkpoints while training ``work_s`` seconds: one write of ``delta_s`` after every
+    ``interval_s`` of work (an interval longer than the work: one, final write), as in
+    :func:`expected_spot_wall_s` without interruptions. The same writes on-demand and spot (``train`` writes them
+    either way). Seconds in, seconds out; 0 for no work. Raises nothing (``interval_s`` > 0 assumed)."""
+    return delta_s * work_s / _segment_s(work_s, interval_s) if work_s > 0 else 0.0
 
 
 @dataclass
@@ -130,7 +146,9 @@ class CostRow:
 
 @dataclass
 class CostReport:
-    """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``."""
+    """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``. ``skipped``: one
+    ``{cloud, instance_type, accelerator, reason}`` per instance not priced, and (added by
+    :func:`paddlefit.plan.jobs.cost_job`) one ``{gpu, reason}`` per requested GPU no priced instance has."""
 
     assumptions: dict[str, Any]
     rows: list[CostRow]
@@ -291,14 +309,13 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
                              for n in t.notes if n.startswith(COST_NOTES)]
     if basis and ("assumed" in basis or "column" in basis):
         notes.append(basis.split(" (")[0])
-    spot_hours = spot_usd = interval = young = interruptions = rate = None
+    spot_hours = spot_usd = interruptions = rate = None
+    m = spot_rate(p, override).mtbi_s  # the interval the run checkpoints at, on-demand or spot
+    interval, young = daly_interval_s(max(delta, 1e-9), m), young_interval_s(max(delta, 1e-9), m)
     if p.spot_usd_per_hour is not None and work_s > 0:
         rate = spot_rate(p, override)
-        m = rate.mtbi_s
         if rate.label:
             notes.append(f"spot interruptions: {rate.label}, mean {rate.mtbi_h:,.0f} h between them")
-        interval = daly_interval_s(max(delta, 1e-9), m)
-        young = young_interval_s(max(delta, 1e-9), m)
         wall = expected_spot_wall_s(work_s, interval, delta, m, restart_s)
         if math.isfinite(wall):
             spot_hours = wall / 3600
@@ -306,7 +323,7 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
             interruptions = wall / m
         else:
             notes.append("spot: would practically never finish at this interruption rate")
-    hours = work_s / 3600
+    hours = (work_s + checkpoint_writes_s(work_s, interval, delta)) / 3600
     on_demand = hours * p.on_demand_usd_per_hour
     by_spot = use_spot and spot_usd is not None
     if use_spot and spot_usd is None:
@@ -373,6 +390,8 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
         "restart_basis": ("an assumption: new instance + container start + checkpoint load; set --restart-minutes"
                           if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),
         "checkpoint_interval": "Daly (2006) higher-order optimum, used; Young (1974) shown beside it",
+        "checkpoint_writes": "on-demand and spot hours both include one checkpoint write per Daly interval of work "
+                             "(train writes them either way); spot adds only lost work and restarts",
         "spot_model": "exponential interruptions; an interruption loses the work since the last checkpoint and "
                       "costs a restart (Daly 2006 complete model)",
         "not_included": "storage, egress, data download, instance start-up before training, evaluation time",

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from paddlefit.catalog.gpus import load_gpus
-from paddlefit.catalog.prices import catalog_gpu, check_price_gpus, rows_with_gpus, select_prices
+from paddlefit.catalog.prices import catalog_gpu, check_price_gpus, rows_with_gpus, select_prices, unpriced_gpus
 from paddlefit.catalog.skypilot import SKYPILOT_CACHE
 from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, ResolvedJob, resolve_job
@@ -108,6 +108,7 @@ def cost_job(options: JobOptions, request: CostRequest,
     gpus_all = load_gpus(request.catalog_files)
     rows, source = select_prices(request.price_files, region=request.region, clouds=list(request.clouds),
                                  skypilot_root=None if request.shipped_prices else SKYPILOT_CACHE)  # fmt: skip
+    unpriced = unpriced_gpus(rows, request.gpus, gpus_all)  # said in the report, not dropped silently
     if request.gpus:
         rows = rows_with_gpus(rows, request.gpus, gpus_all)
     check_price_gpus(rows, gpus_all)
@@ -136,4 +137,5 @@ def cost_job(options: JobOptions, request: CostRequest,
     report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
                         rate=request.rate(), use_spot=request.spot, price_source=source, drop_last=drop_last,
                         max_steps=max_steps, **request.cost_overrides())  # fmt: skip
+    report.skipped[:0] = unpriced
     return JobCost(report, plan, job, list(job.notes))
