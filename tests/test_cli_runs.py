@@ -112,7 +112,7 @@ def test_show_renders_the_comparison_document(home):
     assert "486.4 MiB" in mem and "381.5 MiB" in mem and "1.27x" in mem
     mfu = next(line for line in text.splitlines() if line.strip().startswith("MFU"))
     assert "30.0 %" in mfu and "24.0 %" in mfu and "1.25x" in mfu
-    p95 = next(line for line in text.splitlines() if "step time (p95)" in line)
+    p95 = next(line for line in text.split("predicted vs measured")[-1].splitlines() if "step time (p95)" in line)
     assert "20.0 ms" in p95 and "-" in p95
     doc = json.loads(_run(home, "show", "1", "--json").stdout)
     assert doc["comparison_json"] == COMPARISON and doc["global_batch"] == 64
@@ -259,3 +259,20 @@ def test_control_characters_in_names_and_paths_are_shown_escaped(tmp_path: Path)
         assert res.exit_code == 0, res.output
         assert not any(ch in res.output for ch in "\x1b\x07\r\x9b\u202e"), (args, repr(res.output))
     assert "/runs/a\\x1b[2J\\x1b]0;pwned\\x07\\r\\x9b31m\\u202e" in _run(tmp_path).output
+
+
+def test_show_and_list_say_what_each_figure_is(home):
+    """Issue 26 (new user): `runs show` printed registry keys (`predicted_step_s 43.1 ms`, `measured_peak_bytes
+    1.5 MiB`, `device_kind`, `spec_sha256`) whose `_s`/`_bytes` contradict the ms/MiB beside them, and the list's
+    `samples/s` did not say it is the steps after warm-up (train's summary counts the whole run)."""
+    text = _run(home, "show", "1").stdout
+    for key in ("predicted_step_s", "measured_peak_bytes", "device_kind", "spec_sha256", "data_wait_fraction"):
+        assert key not in text, key
+    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in text.split("predicted vs measured")[0]
+            .splitlines() if len(line.split()) > 1}  # fmt: skip
+    assert rows["predicted step time 12.0"] == "ms" and rows["measured peak memory 381.5"] == "MiB"
+    assert rows["device kind"] == "gpu" and rows["job spec SHA-256"] == "aa11"
+    assert rows["measured samples/s (after warm-up)"] == "2,133.0" and rows["data wait (after warm-up) 5.0"] == "%"
+    assert set(json.loads(_run(home, "show", "1", "--json").stdout)) >= {"predicted_step_s", "spec_sha256"}
+    listing = _run(home, "--wide").stdout
+    assert "(after warm-up)" in listing and "2,133.0" in listing

@@ -126,3 +126,25 @@ def test_doctor_table_at_80_columns_gives_the_finding_the_width():
                            str(SNAPS / "docker_shm_64mb.json")], capture_output=True, text=True,
                           env=dict(env, COLUMNS="200"), timeout=300).stdout  # fmt: skip
     assert "fix" in wide.splitlines()[0]  # wide terminals keep the fix column
+
+
+def test_inconclusive_timing_is_not_called_ok(tmp_path):
+    """Issue 26 (new user): PF121 printed `ok` with "inconclusive (noise 135%)" and the summary counted it among the
+    ok; every ok row at 80 columns also printed an empty `fix:` line. An inconclusive check has its own label and
+    count, does not fail doctor, and a finding without a fix prints no fix line."""
+    snap = json.loads((SNAPS / "healthy_8xa100.json").read_text())
+    snap["omp"] = {"user": "", "step_s": {"": [0.0182, 0.0100, 0.0121], "PASSIVE": [0.0100, 0.0100, 0.0100]}}
+    (tmp_path / "s.json").write_text(json.dumps(snap))
+    r = doctor("--from", str(tmp_path / "s.json"), "--json")
+    assert r.returncode == 0, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    assert [f["severity"] for f in findings if f["check_id"] == "PF121"] == ["inconclusive"]
+    n_ok = sum(f["severity"] == "ok" for f in findings)
+    narrow = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--all", "--from",
+                             str(tmp_path / "s.json")], capture_output=True, text=True,
+                            env=dict(os.environ, COLUMNS="80"), timeout=300)  # fmt: skip
+    assert narrow.returncode == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert lines[-1] == f"0 error(s), 0 warning(s), {n_ok} ok, 1 inconclusive"
+    assert next(line for line in lines if line.startswith("PF121")).split()[1] == "inconclusive"
+    assert not any(line.strip() == "fix:" for line in lines), narrow.stdout

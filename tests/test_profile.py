@@ -148,3 +148,30 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     assert len(sparse) == (1 if share >= OPTIMIZER_HEAVY else 0), (share, [f["fix"] for f in r.fixes])
     if sparse:
         assert f"up to {1 / (1 - share):.2f}x" in sparse[0]["expected_gain"]
+
+
+def test_data_wait_and_batch_production_are_named_apart() -> None:
+    """Issue 26 (new user): the table said `data 211.75 ms ... 55%` and the first fix "data d = 100% of the step" (the
+    batch-production time, explained only further down): one label, two values. The wait and the production are
+    named apart in the table, the evidence and the fix, each with its own figure."""
+    from rich.console import Console
+
+    from paddlefit.cli.profile import render_breakdown
+    from paddlefit.diagnose.verdict import summarise
+
+    spec = load_job_spec(EXAMPLES / "digits-warped.yaml")
+    row = {"data": 0.055, "h2d": 0.0, "forward": 0.020, "loss": 0.005, "backward": 0.015, "optimizer": 0.005,
+           "step": 0.100}  # fmt: skip
+    rows = [{**row, "warmup": float(i == 0)} for i in range(4)]
+    r = summarise(spec, rows, 1, "cpu", None, 1e6, _sampler(), 0.150)  # producing a batch: 150 ms > a 100 ms step
+    assert r.verdict == "input-bound"
+    evidence = " | ".join(r.evidence)
+    assert "data wait 55% of the step (mean 55.0 ms" in evidence
+    assert "batch production (dataset + collate) takes 150.0 ms of CPU per step, 150% of a step's time" in evidence
+    assert "waiting for data" not in evidence and "data d =" not in r.fixes[0]["expected_gain"]
+    assert "d = batch production, 100% of a step's time (the workers must overlap it)" in r.fixes[0]["expected_gain"]
+    console = Console(width=100, record=True)
+    render_breakdown(r, console)
+    table = {line.split()[0] + " " + line.split()[1]: line.split()[-1] for line in console.export_text().splitlines()
+             if line.strip().startswith("data")}  # fmt: skip
+    assert table == {"data wait": "55%"}

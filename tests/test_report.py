@@ -113,7 +113,8 @@ def test_page_numbers_are_summary_json_and_every_plot_has_an_svg(runs: dict[str,
         for key in ("steps", "final_loss", "eval_loss", "eval_accuracy", "samples_per_s", "peak_memory_bytes",
                     "data_wait_fraction", "wall_seconds", "samples"):  # fmt: skip
             text, value = cells.by_key[key]
-            assert text == fmt_num(summary[key]), key
+            as_terminal = fmt(summary[key], "1/s") if key == "samples_per_s" else None  # as `train` prints it
+            assert text == (as_terminal or fmt_num(summary[key])), key
             assert json.loads(value) == summary[key], key
         assert data.status == "finished" and data.steps == summary["steps"] == (30 if name == "plain" else 50)
         assert "finished" in cells.by_id["run-status"]
@@ -390,8 +391,9 @@ def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
     table = re.search(r'<table id="summary">(.*?)</table>', page, flags=re.S).group(1)
     labels = re.findall(r"<th>(.*?)</th>", table)
     assert "peak_memory_bytes" not in labels and "samples_per_s" not in labels
-    assert {"peak memory (B)", "throughput (samples/s)", "eval accuracy", "data wait", "wall time (s)"} <= set(labels)
-    assert "1.51 MiB" in table and "98.66 %" in table and "2.64 %" in table
+    assert {"peak memory (B)", "throughput (whole run, samples/s)", "eval accuracy", "data wait (whole run)",
+            "wall time (s)"} <= set(labels)
+    assert "1.5 MiB" in table and "98.7 %" in table and "2.6 %" in table
     cells = parse(page)
     assert cells.by_key["peak_memory_bytes"] == ("1,581,032", "1581032")  # the number rule and value, unchanged
     threads = cells.by_key["threads.paddle"][0]
@@ -425,3 +427,31 @@ def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_
     assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row
     data.resumes[0].lost_steps = (11, 11)
     assert resume_line(data.resumes[0]).endswith("; step 11 lost and run again, 0.4 s of compute")
+
+
+def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: Path) -> None:
+    """Issue 26 (new user, a resumed run): `throughput 1,648.1 samples/s` in train's summary, `1648` in report.html,
+    `1,658.7` in the predicted-vs-measured table and `paddlefit runs`, data wait `2.8%` beside `2.9 %`, nothing saying
+    the first pair is the whole run and the second the steps after warm-up. Each place names its window, and the
+    whole-run figures print alike in the terminal summary and the page."""
+    from paddlefit.cli.common import out
+    from paddlefit.cli.train import render_summary
+    from paddlefit.report.rundir import ReportData
+
+    summary = {"steps": 630, "epochs": 5.0, "global_batch": 32, "devices": 1, "device": "cpu", "precision": "fp32",
+               "amp_active": False, "final_loss": 0.1, "eval_accuracy": 0.9866, "samples_per_s": 1648.12,
+               "data_wait_fraction": 0.02849, "peak_memory_bytes": 1581032, "peak_memory_kind": "cpu",
+               "params_sha256": "ab" * 32, "last_checkpoint": "step-630"}  # fmt: skip
+    with out.capture() as cap:
+        render_summary(summary)
+    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in cap.get().splitlines() if "whole run" in line
+            and "data wait" not in line}
+    assert rows == {"throughput (whole run, samples/s)": "1,648.1"}
+    wait = next(line for line in cap.get().splitlines() if line.strip().startswith("data wait"))
+    assert " ".join(wait.split()) == "data wait (whole run) 2.8 % of step time"
+    data = ReportData(run_dir=tmp_path, model="m", status="finished", status_detail="", steps=630, total_steps=630,
+                      device="cpu", summary=summary, job_yaml="model: m\n")  # fmt: skip
+    table = re.search(r'<table id="summary">(.*?)</table>', render_html(data), flags=re.S).group(1)
+    throughput = re.search(r"<th>throughput \(whole run, samples/s\)</th>(.*?)</tr>", table).group(1)
+    assert ">1,648.1<" in throughput and "1648<" not in throughput
+    assert re.search(r"<th>data wait \(whole run\)</th>.*?<td>2.8 %</td></tr>", table)

@@ -14,7 +14,7 @@ from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
 from paddlefit.diagnose.registry import fix_script as fix_script_text
 from paddlefit.report.render import to_json
 
-_STYLE = {"ok": "green", "warn": "yellow", "error": "bold red"}
+_STYLE = {"ok": "green", "inconclusive": "dim", "warn": "yellow", "error": "bold red"}
 
 
 @handle_errors
@@ -65,12 +65,18 @@ def doctor_command(
         listed = findings if show_all else [f for f in findings if f.severity != "ok"]
         if listed:
             render_findings(listed, out)
-        n_ok = sum(f.severity == "ok" for f in findings)
-        n_warn = sum(f.severity == "warn" for f in findings)
-        out.print(f"{len(errors)} error(s), {n_warn} warning(s), {n_ok} ok"
-                  + ("" if show_all else " (--all lists them)"))  # fmt: skip
+        out.print(summary_line(findings, show_all))
     if errors:
         raise typer.Exit(1)
+
+
+def summary_line(findings: list, show_all: bool) -> str:
+    """``N error(s), N warning(s), N ok`` and, when any, ``, N inconclusive`` (a timed check that could not tell:
+    counted apart from ok, never a failure)."""
+    n = {s: sum(f.severity == s for f in findings) for s in ("error", "warn", "ok", "inconclusive")}
+    return (f"{n['error']} error(s), {n['warn']} warning(s), {n['ok']} ok"
+            + (f", {n['inconclusive']} inconclusive" if n["inconclusive"] else "")
+            + ("" if show_all else " (--all lists the ok ones)"))  # fmt: skip
 
 
 #: Below this terminal width the fix goes under its finding instead of in a column beside it.
@@ -87,6 +93,7 @@ def render_findings(findings: list, console: Console) -> None:
         table.add_column(c, overflow="fold", no_wrap=c in ("id", "severity"))
     for f in findings:
         text = shown(f.title) + (f" [dim]({shown(f.detail)})[/]" if f.detail else "")
-        cells = [text, shown(f.fix)] if wide else [text + f"\n[cyan]fix:[/] {shown(f.fix)}"]
+        below = f"\n[cyan]fix:[/] {shown(f.fix)}" if f.fix else ""  # no empty `fix:` line under an ok row
+        cells = [text, shown(f.fix)] if wide else [text + below]
         table.add_row(f.check_id, f"[{_STYLE[f.severity]}]{f.severity}[/]", *cells)
     console.print(table)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
@@ -49,16 +51,7 @@ def profile_command(
     if json_out:
         print(to_json(result.to_dict()))
         return
-    out.print(f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
-              f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip
-    table = Table(box=None, padding=(0, 2))
-    for col in ("component", "mean", "p95", "share"):
-        table.add_column(col, justify="left" if col == "component" else "right")
-    for name, b in result.breakdown.items():
-        label = f"{name} (estimated)" if b.get("estimated") else name
-        table.add_row(label, f"{b['mean_s'] * 1e3:,.2f} ms", f"{b['p95_s'] * 1e3:,.2f} ms", f"{b['share']:.0%}")
-    table.add_row("[bold]step[/]", f"{result.step_mean_s * 1e3:,.2f} ms", f"{result.step_p95_s * 1e3:,.2f} ms", "")
-    out.print(table)
+    render_breakdown(result, out)
     mfu = f", MFU {result.mfu:.1%}" if result.mfu is not None else ""
     out.print(f"{result.samples_per_s:,.0f} samples/s, {result.achieved_flops_per_s / 1e9:,.2f} GFLOP/s achieved{mfu}")
     out.print(f"verdict: [bold]{result.verdict}[/]")
@@ -84,3 +77,21 @@ def profile_command(
         out.print(f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(config))} "
                   f"--json > profile.json; paddlefit tune {shown(str(config))} --profile profile.json` measures "
                   "them first and says which hold.[/]", soft_wrap=True)
+
+
+def render_breakdown(result: Any, console: Console) -> None:
+    """The headline (model, device, steps, batch) and the step's components: mean and p95 (ms) and share of the
+    mean step, labelled by :data:`paddlefit.diagnose.verdict.COMPONENT_LABELS` (``data wait``, never the batch
+    production time the evidence gives apart)."""
+    from paddlefit.diagnose.verdict import COMPONENT_LABELS
+
+    console.print(f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
+                  f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip
+    table = Table(box=None, padding=(0, 2))
+    for col in ("component", "mean", "p95", "share of step"):
+        table.add_column(col, justify="left" if col == "component" else "right")
+    for name, b in result.breakdown.items():
+        label = COMPONENT_LABELS.get(name, name) + (" (estimated)" if b.get("estimated") else "")
+        table.add_row(label, f"{b['mean_s'] * 1e3:,.2f} ms", f"{b['p95_s'] * 1e3:,.2f} ms", f"{b['share']:.0%}")
+    table.add_row("[bold]step[/]", f"{result.step_mean_s * 1e3:,.2f} ms", f"{result.step_p95_s * 1e3:,.2f} ms", "")
+    console.print(table)

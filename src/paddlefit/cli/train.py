@@ -17,6 +17,7 @@ from paddlefit.cli.common import (
     shown,
     stdout_to_stderr,
 )
+from paddlefit.report.labels import summary_label
 from paddlefit.report.render import to_json
 from paddlefit.report.runs import render_comparison_document
 from paddlefit.runs.view import fmt
@@ -61,7 +62,8 @@ class RichProgress:
 
 
 def render_summary(summary: dict) -> None:
-    """The end-of-run table on stdout."""
+    """The end-of-run table on stdout; figures by :func:`paddlefit.runs.view.fmt` and window-named labels
+    (:mod:`paddlefit.report.labels`), as the report and ``paddlefit runs`` print them."""
     table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
     acc = summary.get("eval_accuracy")
     rows = [
@@ -69,10 +71,10 @@ def render_summary(summary: dict) -> None:
         ("devices", f"{summary['devices']} x {summary['device']}, {summary['precision']}"
                     + ("" if summary["amp_active"] or summary["precision"] == "fp32" else " (AMP inactive on CPU)")),
         ("final loss", f"{summary['final_loss']:.4f}" if summary["final_loss"] is not None else "-"),
-        ("eval accuracy", f"{acc:.2%}" if acc is not None else "-"),
-        ("throughput", f"{summary['samples_per_s']:,.1f} samples/s" if summary["samples_per_s"] else "-"),
-        ("data wait", f"{summary['data_wait_fraction']:.1%} of step time" if summary["data_wait_fraction"]
-         is not None else "-"),
+        ("eval accuracy", fmt(acc, "%")),
+        (summary_label("samples_per_s")[0], fmt(summary["samples_per_s"] or None, "1/s")),
+        (summary_label("data_wait_fraction")[0], fmt(summary["data_wait_fraction"], "%")
+         + (" of step time" if summary["data_wait_fraction"] is not None else "")),
         ("peak memory", f"{fmt(summary['peak_memory_bytes'], 'B')} ({summary['peak_memory_kind']})"),
         ("params sha256", summary["params_sha256"][:16] + "..."),
         ("last checkpoint", str(summary.get("last_checkpoint"))),

@@ -10,7 +10,7 @@ registered checks over it, and report each finding with its fix.
 
 Example:
     >>> from paddlefit.diagnose import collect_snapshot, run_checks
-    >>> problems = [f for f in run_checks(collect_snapshot()) if f.severity != "ok"]  # doctest: +SKIP
+    >>> problems = [f for f in run_checks(collect_snapshot()) if f.severity in ("warn", "error")]  # doctest: +SKIP
 """
 
 from paddlefit.diagnose.checks import run_checks

@@ -18,7 +18,10 @@ from typing import Any
 
 from paddlefit.diagnose.snapshot import Snapshot
 
-SEVERITIES = ("ok", "warn", "error")
+SEVERITIES = ("ok", "inconclusive", "warn", "error")
+#: The severities that are problems: their fixes are applied (``--fix-script``, ``launch``); ``inconclusive`` (a
+#: timed check whose result is not clear of the machine's noise) is neither ok nor a problem and has no fix.
+PROBLEMS = ("warn", "error")
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class Finding:
 
     Attributes:
         check_id: the check's stable ID (``PF1xx``); slug: its readable name (both from its registration).
-        severity: ``ok``, ``warn`` or ``error``.
+        severity: ``ok``, ``inconclusive`` (a timed check could not tell, no fix), ``warn`` or ``error``.
         title: one line; detail: why, or the numbers behind it ('' when none).
         fix: a command or edit for a human, or ''.
         env: environment variables the fix sets, ``{name: value}`` (empty when it sets none).
@@ -144,7 +147,7 @@ def fix_script(findings: list[Finding]) -> str:
     command."""
     lines = []
     for f in findings:
-        if f.severity == "ok":
+        if f.severity not in PROBLEMS:
             continue
         for line in f.shell_lines():
             lines.append(line if _SAFE_LINE.match(line) else f"# {f.check_id}: not safe to run as shell: {line!r}")
@@ -152,10 +155,10 @@ def fix_script(findings: list[Finding]) -> str:
 
 
 def fix_env(findings: list[Finding], prefix: str = "") -> dict[str, str]:
-    """The variables the problems' fixes set (``Finding.env`` of every non-ok finding), those whose name starts
+    """The variables the problems' fixes set (``Finding.env`` of every warn/error finding), those whose name starts
     with ``prefix``; a later finding wins over an earlier one."""
     out: dict[str, str] = {}
     for f in findings:
-        if f.severity != "ok":
+        if f.severity in PROBLEMS:
             out.update({k: v for k, v in f.env.items() if k.startswith(prefix)})
     return out

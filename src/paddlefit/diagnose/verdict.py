@@ -34,6 +34,9 @@ import numpy as np
 from paddlefit.spec import JobSpec
 
 COMPONENTS = ("data", "h2d", "forward", "loss", "backward", "optimizer")
+#: how ``profile`` labels a component in its table (the rest by their key): ``data`` is the step's wait for a batch,
+#: not the time producing one (the evidence's "batch production")
+COMPONENT_LABELS = {"data": "data wait"}
 INPUT_BOUND_WAIT = 0.25
 COMPUTE_SHARE = 0.60
 LOW_GPU_UTIL = 50.0
@@ -113,6 +116,15 @@ def _catalog_gpu(gpu_name: str | None) -> Any:
         return None
 
 
+def _data_d(wait: float, produce: float) -> str:
+    """The ``d`` of the input-bound Amdahl bound, named by what it is (issue 26: "data d = 100% of the step" beside a
+    table's ``data wait 55%``): the data wait's share of the step, or batch production's (capped at 100%) when
+    larger."""
+    if produce > wait:
+        return f"batch production, {produce:.0%} of a step's time (the workers must overlap it)"
+    return f"data wait, {wait:.0%} of the step"
+
+
 def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
                flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
                grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
@@ -171,11 +183,11 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
     efficiency = achieved / attainable if attainable and flops_per_sample > 0 else None
     evidence = [
         f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
-        f"waiting for data {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
+        f"data wait {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
         f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
-        f"producing one batch (dataset + collate) costs {produce_s * 1e3:,.1f} ms of CPU, {produce_raw:.0%} of the "
-        "step (timed alone, after the steps), whether the step waits for it or a prefetch thread/worker competes "
-        "with training for the cores",
+        f"batch production (dataset + collate) takes {produce_s * spec.grad_accum_steps * 1e3:,.1f} ms of CPU per "
+        f"step, {produce_raw:.0%} of a step's time (timed alone, after the steps), whether the step waits for it or "
+        "a prefetch thread/worker competes with training for the cores",
         f"forward + loss + backward + optimizer {compute:.0%} of the step (loss alone "
         f"{breakdown['loss']['share']:.0%})",
         f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
@@ -215,8 +227,8 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
             fixes.append({"fix": f"data.num_workers: {workers}", "settings": {"data.num_workers": workers},
                           "why": "the samples are prepared in the training process; workers prepare the next batches "
                                  "while the model trains",
-                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound 1/(1-d), data d = "
-                                           f"{data_share:.0%} of the step, capped at the {cores} core(s)); not "
+                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound 1/(1-d), d = "
+                                           f"{_data_d(wait, produce)}, capped at the {cores} core(s)); not "
                                            f"measured: {share}, which the bound does not count"})  # fmt: skip
         else:
             more = min(cores, spec.data.num_workers * 2)

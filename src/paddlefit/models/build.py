@@ -6,7 +6,8 @@
   (``python/paddle/base/layer_helper_base.py``), and automatic names start from zero in every build.
 - :func:`param_inventory` builds under ``paddle.LazyGuard`` (no parameter memory) and falls back to a real build
   when the lazy one fails: ``nn.LSTM``/``GRU`` coalesce their weights in ``__init__`` (``coalesce_tensor`` fails on
-  lazy parameters) and layers that compute with tensors in ``__init__`` meet "Place(undefined:0)".
+  lazy parameters) and layers that compute with tensors in ``__init__`` meet "Place(undefined:0)". The plan's
+  note says what that means (real weights, planning unaffected); Paddle's error is kept for ``--json``.
 - :func:`failure_message` names the layer and kernel that raised, and the way out: GPU-only kernels on a CPU
   probe, bad arguments to ``forward`` (the inputs), anything else (the model's code).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.errors import ModelError
@@ -115,19 +117,27 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
     return f"Model {name!r} could not {what}{shown}{at}: {short_error(exc)}.{hint}"
 
 
-def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
+@dataclass(frozen=True)
+class LazyFallback:
+    """Why :func:`param_inventory` built a model for real: ``note`` for the user (what it means for the plan),
+    ``detail`` for ``--json`` (Paddle's error, the layer and line that raised)."""
+
+    note: str
+    detail: str
+
+
+def param_inventory(ref: Any) -> tuple[ParamInfo, LazyFallback | None]:
     """Parameter counts of ``ref`` (a :class:`~paddlefit.models.zoo.ModelRef`) without allocating them when
     ``paddle.LazyGuard`` can build it; otherwise from a real build (freed before returning).
 
     Returns:
-        (ParamInfo, note): the note says the lazy build failed and why (None when it worked).
+        (ParamInfo, fallback): why the lazy build failed, as a note and its technical detail (None when it worked).
 
     Raises:
         ModelError: the real build fails too (message from :func:`failure_message`), or no Layer is returned.
     """
     import gc
 
-    note = None
     try:
         model = build(ref.factory, lazy=True)
         info = param_info(model)
@@ -139,7 +149,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
         raise
     except (Exception, SystemExit) as exc:
         where = failing_layer(exc)
-        note = f"built for real (paddle.LazyGuard failed{' in ' + where if where else ''}: {short_error(exc, 160)})"
+        detail = f"paddle.LazyGuard failed{' in ' + where if where else ''}: {short_error(exc, 400)}"
     try:
         model = build(ref.factory)
     except ModelError:
@@ -152,4 +162,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, str | None]:
     info = param_info(model)
     del model
     gc.collect()
-    return info, note
+    layer = where.split(".", 1)[0] if where else "it"
+    note = (f"the model was built with its real weights ({info.params:,} parameters) because paddle.LazyGuard "
+            f"cannot build {layer}; planning is unaffected")
+    return info, LazyFallback(note, detail)

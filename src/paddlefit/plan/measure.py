@@ -47,6 +47,7 @@ class ModelMeasure:
         cpu_time: (fixed s, s per sample) of a CPU step, None without a probe; residual: the fits' worst relative
             residual; probed: probe batch sizes; probe: the probe result (None on the analytic path).
         eval_b: the eval batch; total_ram: this machine's RAM, bytes; notes: notes of the model section.
+        lazy_build_failure: Paddle's error when paddle.LazyGuard could not build the model (``--json`` only).
     """
 
     ref: ModelRef
@@ -72,6 +73,7 @@ class ModelMeasure:
     eval_b: int
     total_ram: int
     notes: list[str] = field(default_factory=list)
+    lazy_build_failure: str | None = None
 
 
 def cpu_time_line(probe: Any) -> tuple[tuple[float, float], str | None]:
@@ -159,7 +161,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     specs = job_input_specs(ref, req.inputs)
 
     say(f"building {ref.name} under paddle.LazyGuard")
-    info, build_note = param_inventory(ref)
+    info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
         raise ModelError(
             f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
@@ -174,7 +176,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     b = req.batch_size
     states32 = model_state_bytes(info, req.optimizer, Precision.FP32)
-    notes_model: list[str] = [build_note] if build_note else []
+    notes_model: list[str] = [fallback.note] if fallback else []
     eval_b = req.eval_batch_size or b
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
@@ -290,4 +292,4 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
                         act_per_sample=act_per_sample, fwd_ops=fwd_ops, trace=trace, phases=phases,
                         phase_lines=phase_lines, dominant=dominant, has_conv=has_conv, cpu_time=cpu_time,
                         residual=residual, probed=probed, probe=probe, eval_b=eval_b, total_ram=total_ram,
-                        notes=notes_model)
+                        notes=notes_model, lazy_build_failure=fallback.detail if fallback else None)

@@ -172,6 +172,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "probe_batch_sizes": m.probed,
         "probe_max_rel_residual": m.residual,
         "notes": m.notes,
+        "lazy_build_failure": m.lazy_build_failure,
     }
     assumptions = {
         "safety_margin": req.safety_margin,

@@ -3,8 +3,10 @@ plots drawn by matplotlib, no scripts or fonts fetched).
 
 :func:`build_report` (:mod:`paddlefit.report.rundir`) reads the run; :func:`render_html` writes the page. Every
 text is HTML-escaped. Every number is printed by :func:`fmt_num` (the page's one rule: integers with all digits
-and thousands commas, floats with 4 significant digits, ``-`` for none) and, in tables, carries its exact JSON
-value in ``data-value`` so the page can be checked against summary.json.
+and thousands commas, floats with 4 significant digits, ``-`` for none), except the figures the terminal also
+prints (predicted vs measured, samples/s): those read as ``train`` and ``paddlefit runs`` print them
+(:func:`paddlefit.runs.view.fmt`); in tables each carries its exact JSON value in ``data-value`` so the page can be
+checked against summary.json.
 """
 
 from __future__ import annotations
@@ -271,13 +273,15 @@ def environment_tables(snap: dict[str, Any], source: str, threads: str = "") -> 
 
 def summary_table(summary: dict[str, Any]) -> str:
     """summary.json as a table: each key's label with its unit (:mod:`paddlefit.report.labels`), the value by the
-    number rule (keyed by the summary key, exact value in ``data-value``), then bytes and fractions readable."""
+    number rule (keyed by the summary key, exact value in ``data-value``; a rate as the terminal prints it), then
+    bytes and fractions readable."""
     body = ""
     for k, v in summary.items():
         if k == "comparison":
             continue
         label, kind = summary_label(k)
-        body += f"<tr><th>{esc(label)}</th>{value_cell(v, k)}<td>{esc(readable(v, kind))}</td></tr>"
+        value = num_cell(v, k, text=fmt(v, kind)) if kind == "1/s" else value_cell(v, k)  # as the terminal says it
+        body += f"<tr><th>{esc(label)}</th>{value}<td>{esc(readable(v, kind))}</td></tr>"
     return f'<table id="summary">{body}</table>'
 
 

@@ -11,20 +11,13 @@ from rich.markup import escape as markup_escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from paddlefit.report.labels import AFTER_WARMUP, run_label
 from paddlefit.report.render import print_min_width, to_json
 from paddlefit.runs.view import comparison_problem, comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
 from paddlefit.textsafe import terminal_safe
 
 STATUS_STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "budget": "yellow",
                 "nonfinite": "red", "failed": "red", "lost": "magenta"}  # fmt: skip
-
-#: the units of the columns ``runs show`` lists (the others are shown as stored)
-SHOW_UNITS = {"id": "text", "pid": "text", "exit_code": "text",
-              "predicted_step_s": "s", "measured_step_s": "s", "measured_step_p95_s": "s",
-              "predicted_samples_per_s": "1/s", "measured_samples_per_s": "1/s", "predicted_peak_bytes": "B",
-              "measured_peak_bytes": "B", "predicted_mfu": "%", "measured_mfu": "%", "data_wait_fraction": "%",
-              "eval_accuracy": "%"}  # fmt: skip
-
 
 def escape(text: str) -> str:
     """A registry value for a table cell: control characters escaped (:func:`~paddlefit.textsafe.terminal_safe`),
@@ -50,10 +43,13 @@ def device_cell(run: dict[str, Any]) -> str:
     return f"{name} x{run['device_count']}" if run.get("device_count") else str(name)
 
 
+#: the list's measured samples/s: the registry's, over the steps after warm-up (two header lines keep it narrow)
+SAMPLES_COLUMN = f"samples/s\n({AFTER_WARMUP})"
+
 #: The list's columns (header, justify), widest last; without ``--wide`` the first of :data:`DROPPABLE` still in the
 #: table goes while it is wider than the terminal.
 RUN_COLUMNS = (("id", "right"), ("started (UTC)", "left"), ("status", "left"), ("device", "left"),
-               ("precision", "left"), ("global batch", "right"), ("steps", "right"), ("samples/s", "right"),
+               ("precision", "left"), ("global batch", "right"), ("steps", "right"), (SAMPLES_COLUMN, "right"),
                ("pred/meas step", "right"), ("final loss", "right"), ("eval acc", "right"), ("model", "left"),
                ("run dir", "left"))  # fmt: skip
 DROPPABLE = ("precision", "global batch", "pred/meas step", "started (UTC)", "final loss", "steps", "model")
@@ -70,7 +66,7 @@ def _runs_table(rows: list[dict[str, Any]], columns: list[str], fold: bool) -> T
                  "status": status_cell(run.get("status")), "model": escape(fmt(run.get("model"))),
                  "device": escape(device_cell(run)), "precision": escape(fmt(run.get("precision"))),
                  "global batch": fmt(run.get("global_batch")), "steps": fmt(run.get("steps")),
-                 "samples/s": fmt(run.get("measured_samples_per_s"), "1/s"),
+                 SAMPLES_COLUMN: fmt(run.get("measured_samples_per_s"), "1/s"),
                  "pred/meas step": fmt_ratio(step_time_ratio(run)), "final loss": fmt(run.get("final_loss")),
                  "eval acc": fmt(run.get("eval_accuracy"), "%"), "run dir": escape(fmt(run.get("run_dir")))}
         table.add_row(*(cells[c] for c in columns))
@@ -113,18 +109,19 @@ def render_run(run: dict[str, Any], console: Console) -> None:
     for name, value in run.items():
         if name in ("spec_json", "comparison_json"):
             continue
-        cell = status_cell(value) if name == "status" else escape(fmt(value, SHOW_UNITS.get(name, "")))
-        table.add_row(escape(name), cell)
+        label, unit = run_label(name)
+        cell = status_cell(value) if name == "status" else escape(fmt(value, unit))
+        table.add_row(escape(label), cell)
     table.add_row("predicted/measured step", fmt_ratio(step_time_ratio(run)))
     print_min_width(console, table, 100)
     _print_resumes(run, console)
     doc = run.get("comparison_json")
     if doc and (problem := comparison_problem(doc)):
-        console.print(f"comparison_json ({problem}): {markup_escape(terminal_safe(str(doc)[:2000]))}")
+        console.print(f"predicted vs measured ({problem}): {markup_escape(terminal_safe(str(doc)[:2000]))}")
     elif doc:
         render_comparison_document(doc, console)
     if run.get("spec_json") is not None:
-        console.print("[bold]job spec[/] (spec_json)")
+        console.print("[bold]job spec[/]")
         console.print(markup_escape(terminal_safe(to_json(run["spec_json"]))), highlight=False)
 
 

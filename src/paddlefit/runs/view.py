@@ -7,26 +7,22 @@ import math
 from pathlib import Path
 from typing import Any
 
-#: the configuration fields ``paddlefit runs compare`` sets side by side: (column, label)
-CONFIG_FIELDS: list[tuple[str, str]] = [
-    ("model", "model"), ("params", "parameters"), ("device_kind", "device kind"), ("device_name", "device"),
-    ("device_count", "device count"), ("precision", "precision"), ("micro_batch_size", "micro-batch"),
-    ("grad_accum_steps", "accumulation steps"), ("global_batch", "global batch"), ("spec_sha256", "spec sha256"),
-    ("paddle_version", "Paddle"), ("cuda_version", "CUDA"), ("driver_version", "driver"),
-]  # fmt: skip
+from paddlefit.report.labels import run_label
 
-#: the figures it compares: (column, label, unit); unit ``s`` seconds, ``B`` bytes, ``1/s`` a rate, ``%`` a fraction
-#: shown as percent, ``""`` a plain number
-FIGURE_FIELDS: list[tuple[str, str, str]] = [
-    ("status", "status", "text"), ("steps", "steps", ""),
-    ("predicted_step_s", "predicted step time", "s"), ("measured_step_s", "measured step time (median)", "s"),
-    ("measured_step_p95_s", "measured step time (p95)", "s"),
-    ("predicted_samples_per_s", "predicted samples/s", "1/s"), ("measured_samples_per_s", "measured samples/s", "1/s"),
-    ("predicted_peak_bytes", "predicted peak memory", "B"), ("measured_peak_bytes", "measured peak memory", "B"),
-    ("predicted_mfu", "predicted MFU", "%"), ("measured_mfu", "measured MFU", "%"),
-    ("data_wait_fraction", "data wait", "%"), ("final_loss", "final loss", ""), ("eval_loss", "eval loss", ""),
-    ("eval_accuracy", "eval accuracy", "%"),
-]  # fmt: skip
+#: the configuration columns ``paddlefit runs compare`` sets side by side (labels:
+#: :data:`paddlefit.report.labels.RUN_LABELS`)
+CONFIG_FIELDS: tuple[str, ...] = (
+    "model", "params", "device_kind", "device_name", "device_count", "precision", "micro_batch_size",
+    "grad_accum_steps", "global_batch", "spec_sha256", "paddle_version", "cuda_version", "driver_version",
+)  # fmt: skip
+
+#: the figures it compares (labels and units: :data:`paddlefit.report.labels.RUN_LABELS`; unit ``s`` seconds,
+#: ``B`` bytes, ``1/s`` a rate, ``%`` a fraction shown as percent, ``""`` a plain number)
+FIGURE_FIELDS: tuple[str, ...] = (
+    "status", "steps", "predicted_step_s", "measured_step_s", "measured_step_p95_s", "predicted_samples_per_s",
+    "measured_samples_per_s", "predicted_peak_bytes", "measured_peak_bytes", "predicted_mfu", "measured_mfu",
+    "data_wait_fraction", "final_loss", "eval_loss", "eval_accuracy",
+)  # fmt: skip
 
 #: the comparison document's figures whose unit ``""`` is a fraction (shown as percent)
 FRACTION_FIGURES = ("mfu", "data_wait_fraction")
@@ -115,11 +111,11 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         va, vb = a.get(field), b.get(field)
         return {"field": field, "label": label, "unit": unit, "a": va, "b": vb, "differs": va != vb}
 
-    config = [entry(field, label, "text") for field, label in CONFIG_FIELDS]
+    config = [entry(field, run_label(field)[0], "text") for field in CONFIG_FIELDS]
     figures = []
-    for field, label, unit in FIGURE_FIELDS:
-        item = entry(field, label, unit)
-        item["ratio"] = ratio(item["b"], item["a"]) if unit != "text" else None
+    for field in FIGURE_FIELDS:
+        item = entry(field, *run_label(field))
+        item["ratio"] = ratio(item["b"], item["a"]) if item["unit"] != "text" else None
         figures.append(item)
     return {"runs": [a.get("id"), b.get("id")], "config": config, "figures": figures}
 
