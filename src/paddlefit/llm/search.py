@@ -318,7 +318,7 @@ class LLMPlan:
 ASSUMPTIONS = [
     "memory: model states by ZeRO (Rajbhandari et al. 2019) per sharding stage; activations per Korthikanti et al. "
     "2022 table 2, re-derived per tensor for GQA/SwiGLU; 1F1B first stage holds min(pp, accum) micro-batches",
-    "fits if peak <= capacity - CUDA context (1.3 GB) - fragmentation allowance (1 - safety margin of the rest)",
+    "fits if peak <= capacity - CUDA context (1.2 GiB) - fragmentation allowance (1 - safety margin of the rest)",
     "compute at the stated fraction of dense peak; TP all-reduces not overlapped; DP gradient all-reduce / "
     "reduce-scatter overlaps the last micro-batch's backward except a 25 MB bucket; stage-1/2 parameter "
     "all-gather not overlapped; stage-3 gathers overlap each micro-batch's compute",

@@ -145,7 +145,7 @@ def render_plan(plan: Any, console: Console) -> None:
         + (", flash attention where it runs" if a.get("flash_attention_blocks") else "") + ")"
         + (f" + {gib(cast)} AMP weight copies" if cast else "")
         + f" + conv workspace {gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of "
-        f"(capacity - {a['cuda_context_bytes'] / 1e9:.1f} GB CUDA context). Step = sum over the "
+        f"(capacity - {gib(a['cuda_context_bytes'])} CUDA context). Step = sum over the "
         f"{a['trace_ops']} traced ops' forward/backward kernels + optimizer of max(GEMM tiles x waves / (unit peak x "
         f"efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + per-kernel cost, from datasheet figures and "
         f"constants fitted on measured kernels, never below the host floor {duration(a['host_floor_s'])} (Paddle's "
