@@ -273,3 +273,18 @@ def test_a_cpu_time_fit_that_falls_with_the_batch_is_not_extrapolated():
     assert cpu_step_s((0.9, -0.2), 64) != cpu_step_s((0.9, -0.2), 64)  # NaN, not 1e-9 s
     idle = probe([0.2, 0.3, 0.4], 0.1, 0.1)
     assert cpu_time_line(idle) == ((0.1, 0.1), None) and cpu_step_s((0.1, 0.1), 64) == pytest.approx(6.5)
+
+
+def test_a_cpu_row_measured_on_a_busy_machine_says_so_and_gives_no_thread_advice(monkeypatch):
+    """A new user: the same digits job's CPU prediction moved 4x between two plans minutes apart on a loaded
+    machine, and the `cpu_threads` advice with it, with nothing saying so. Under a load average above the core count
+    the CPU row says it was measured while busy and gives no `cpu_threads` advice."""
+    from paddlefit.plan import rows
+
+    monkeypatch.setattr(rows.os, "getloadavg", lambda: (9.0, 8.0, 7.0))
+    assert rows.machine_busy() == f"load average 9.0 on {rows.os.cpu_count()} cores"
+    cpu = next(t for t in build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["T4"])).targets if t.kind == "cpu")
+    assert any(n.startswith("measured while the machine was busy (load average 9.0") for n in cpu.notes), cpu.notes
+    assert not any("set `cpu_threads:" in n for n in cpu.notes)
+    monkeypatch.setattr(rows.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert rows.machine_busy() == ""

@@ -220,6 +220,16 @@ def cpu_step_s(cpu_time: tuple[float, float] | None, batch: int) -> float:
     return step if step >= MIN_CPU_STEP_S else float("nan")
 
 
+def machine_busy() -> str:
+    """``load average X on N cores`` when the 1-minute load average (``os.getloadavg``) exceeds the core count (other
+    work shares the cores the CPU probe timed), else ``""``."""
+    try:
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    except OSError:  # not available on this platform
+        return ""
+    return f"load average {load:.1f} on {cores} cores" if load > cores else ""
+
+
 def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
     b = req.batch_size
@@ -234,13 +244,18 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
         cpu_notes.append("one CPU process; --devices applies to GPUs")
     if m.method == "cpu-probe":
         cpu_notes.append(f"{probe.threads} Paddle CPU thread(s)" + ("" if req.cpu_threads else " (all cores)"))
+        busy = machine_busy()
+        if busy:
+            cpu_notes.append(f"measured while the machine was busy ({busy}): the CPU row is slower than this machine "
+                             "is idle; rerun `plan` on an idle machine for its time")  # fmt: skip
         ts = probe.thread_step_s
         if ts:
             best = min(ts, key=ts.__getitem__)
             if probe.threads in ts and ts[probe.threads] > 1.10 * ts[best]:
-                cpu_notes.append(f"measured at batch {max(req.probe_batch_sizes)}: "
-                                 + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items()))
-                                 + f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)")
+                said = (f"measured at batch {max(req.probe_batch_sizes)}: "
+                        + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items())))
+                cpu_notes.append(said + ("; under load, so no advice on `cpu_threads`" if busy else
+                                         f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)"))
     cpu_step = cpu_step_s(m.cpu_time, b)
     cpu_calibrated = cpu_step == cpu_step
     if m.cpu_time is None:
