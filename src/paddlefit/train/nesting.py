@@ -40,10 +40,11 @@ def run_marker(directory: Path) -> str | None:
 
 def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
     """Refuse ``run_dir`` inside another run directory or holding one (up to :data:`MAX_SCAN_DIRS` directories
-    below it are looked at).
+    below it are looked at: one holding more is refused, unchecked).
 
     Raises:
-        PaddlefitError: naming both directories and the file that marks the other one as a run (exit 2).
+        PaddlefitError: naming both directories and the file that marks the other one as a run, or saying that
+            ``run_dir`` holds too many directories to check (exit 2).
     """
     real = Path(os.path.realpath(run_dir))
     for parent in real.parents:
@@ -56,8 +57,11 @@ def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
         return
     for seen, (top, dirs, _files) in enumerate(os.walk(real)):
         dirs.sort()
-        if seen >= MAX_SCAN_DIRS:
-            return
+        if seen >= MAX_SCAN_DIRS:  # unchecked is not accepted: what is below may hold a run
+            raise PaddlefitError(
+                f"`{option} {run_dir}` holds more than {MAX_SCAN_DIRS} directories, too many to check that none is "
+                "another run directory (run directories never nest: this run's checkpoint pruning or `--resume "
+                "never` could delete it). Choose a new or smaller --run-dir.")  # fmt: skip
         if top != str(real) and (marker := run_marker(Path(top))):
             raise PaddlefitError(
                 f"`{option} {run_dir}` holds the run directory {top} (it has {marker}): run directories never "
