@@ -132,3 +132,26 @@ def test_a_run_dir_too_large_to_scan_is_refused_not_accepted(tmp_path: Path, mon
     with pytest.raises(PaddlefitError, match=r"holds more than 5 directories, too many to check"):
         RunDirLock(big).acquire()
     assert not (big / ".lock").exists()
+
+
+def test_a_checkpoints_dir_that_is_a_symlink_is_refused_naming_both(tmp_path: Path) -> None:
+    """Hostile round 2, finding 2: before, runs/sb/checkpoints -> runs/sa/checkpoints was accepted, and both runs
+    wrote, resumed and pruned one store."""
+    sa = RunDirLock(tmp_path / "sa").acquire()  # a running train with its store
+    CheckpointStore(tmp_path / "sa" / "checkpoints").save(4, _files)
+    (tmp_path / "sb").mkdir()
+    (tmp_path / "sb" / "checkpoints").symlink_to(tmp_path / "sa" / "checkpoints")
+    with pytest.raises(PaddlefitError, match=rf"`--run-dir {tmp_path / 'sb'}`: its checkpoints "
+                                             rf"{tmp_path / 'sb' / 'checkpoints'} resolve to "
+                                             rf"{tmp_path / 'sa' / 'checkpoints'} \(the run directory "
+                                             rf"{tmp_path / 'sa'}'s\)"):  # fmt: skip
+        RunDirLock(tmp_path / "sb").acquire()
+    assert not (tmp_path / "sb" / ".lock").exists()
+    sa.release()
+    (tmp_path / "sc").mkdir()  # a link to a plain folder: still not this run's own
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "sc" / "checkpoints").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PaddlefitError, match=r"\(not this run directory's\)"):
+        RunDirLock(tmp_path / "sc").acquire()
+    (tmp_path / "link").symlink_to(tmp_path / "sa")  # a run dir reached through a link keeps its own store
+    RunDirLock(tmp_path / "link").acquire().release()
