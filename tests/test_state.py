@@ -118,7 +118,13 @@ def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None
 
     store = CheckpointStore(tmp_path / "run" / "checkpoints")
     files = [*REQUIRED_FILES, "rng.json"]
-    saved = store.save(5, lambda d: [(d / name).write_text(name) for name in files])
+    state = json.dumps(TrainerState(global_batch=8, batch_size=4, devices=2, grad_accum_steps=1, seed=0).to_json())
+
+    def write(d: Path) -> None:  # a readable trainer.json and rng.json: `--resume auto` skips unreadable ones
+        for name in files:
+            (d / name).write_text(state if name == "trainer.json" else "{}" if name == "rng.json" else name)
+
+    saved = store.save(5, write)
     best = saved.rename(tmp_path / "best")
     sent: list[int] = []
 
@@ -132,5 +138,5 @@ def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None
     assert agree_on_resume(str(best), store, world=2, is_writer=False, log=print, trust=True) == Path(str(best))
     sent.clear()
     assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) is None and sent[-1] == -1
-    again = store.save(7, lambda d: [(d / name).write_text(name) for name in files])
+    again = store.save(7, write)
     assert agree_on_resume("auto", store, world=2, is_writer=True, log=print) == again and sent[-1] == 7

@@ -89,7 +89,9 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
 
 def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """A deeply nested manifest.json: `train --resume auto` skips that checkpoint (warning) and resumes the one
-    before; `export` names it; a deep trainer.json (manifest rehashed) is exit 2. Before: RecursionError, exit 1."""
+    before; `export` names it. Before: RecursionError, exit 1. A deep trainer.json (manifest rehashed) is skipped by
+    `--resume auto` the same way (hostile round 2, finding 8: it was exit 2 naming `--resume PATH`), and is exit 2
+    for `--resume PATH`."""
     spec, src = trained
     run_dir = copy_run(src, tmp_path / "r")
     (run_dir / "checkpoints" / "step-00000004" / MANIFEST).write_text(DEEP)
@@ -103,6 +105,14 @@ def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Pa
     (ck / "trainer.json").write_text(DEEP)
     rehash(ck, "trainer.json")
     r = run(train_cmd(spec, run_dir, "--resume", "auto"))
+    err = r.stderr.replace("\n", " ")
+    assert r.returncode == 0 and "Traceback" not in err, err
+    want = f"warning: skipping checkpoint step-00000004: `checkpoint file {ck / 'trainer.json'}` nests deeper than 64"
+    assert want in err, err
+    assert f"resumed from {run_dir / 'checkpoints' / 'step-00000002'} " in err and "`--resume " not in err, err
+    (ck / "trainer.json").write_text(DEEP)  # the run wrote step 4 again: damage it again
+    rehash(ck, "trainer.json")
+    r = run(train_cmd(spec, run_dir, "--resume", str(ck)))
     assert r.returncode == 2 and "nests deeper than 64 levels" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -256,3 +266,40 @@ def test_a_checkpoint_named_for_another_step_is_never_resumed_and_is_pruned(tmp_
     assert warnings == ["skipping checkpoint step-00000099: manifest says step 10, the directory name says 99"]
     store.save(30, _files)
     assert [p.name for p in store.list()] == ["step-00000030", "step-00000020"]
+
+
+def test_resume_auto_skips_a_checkpoint_resolving_outside_the_run(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """Hostile round 2, finding 3: `checkpoints/step-N` a symlink to a checkpoint elsewhere whose model.pdparams is a
+    hostile pickle: `--resume PATH` refused it, `--resume auto` loaded it and the payload ran. Now auto skips it
+    (warning) for the one before it, unless `--trust-checkpoint`; a file in a checkpoint linked out is the same."""
+    spec, src = trained
+    run_dir = copy_run(src, tmp_path / "r")
+    elsewhere = tmp_path / "elsewhere" / "step-00000006"
+    shutil.copytree(src / "checkpoints" / "step-00000004", elsewhere)
+    marker = tmp_path / "pwned"
+    (elsewhere / "model.pdparams").write_bytes(pickle.dumps(Payload(marker)))
+    rehash(elsewhere, "model.pdparams")
+    man = json.loads((elsewhere / MANIFEST).read_text())
+    (elsewhere / MANIFEST).write_text(json.dumps({**man, "step": 6}))
+    (run_dir / "checkpoints" / "step-00000006").symlink_to(elsewhere)
+    r = run(train_cmd(spec, run_dir, "--resume", "auto"))
+    err = r.stderr.replace("\n", " ")
+    assert r.returncode == 0 and not marker.exists(), err
+    assert f"skipping checkpoint step-00000006: it resolves to {elsewhere}, outside this run's checkpoints" in err
+    assert f"resumed from {run_dir / 'checkpoints' / 'step-00000004'} " in err, err
+
+    from paddlefit.train.state import choose_resume
+
+    store = CheckpointStore(run_dir / "checkpoints")
+    assert choose_resume("auto", store, print, trust=True) == store.path_for(6)  # the user vouched for it
+    (run_dir / "checkpoints" / "step-00000006").unlink()
+    ck4 = store.path_for(4)
+    (ck4 / "model.pdparams").unlink()
+    (ck4 / "model.pdparams").symlink_to(elsewhere / "model.pdparams")  # inside by name, a file linked out
+    rehash(ck4, "model.pdparams")
+    warnings: list[str] = []
+    assert choose_resume("auto", store, warnings.append) == store.path_for(2)
+    assert warnings[0].startswith(f"warning: skipping checkpoint step-00000004: model.pdparams resolves to {elsewhere}")
+    with pytest.raises(PaddlefitError, match="is outside this run's checkpoints"):
+        choose_resume(str(ck4), store, print)
+    assert not marker.exists()

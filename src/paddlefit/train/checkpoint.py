@@ -44,6 +44,8 @@ MANIFEST = "manifest.json"
 #: and one of :data:`RNG_FILES` (``rng.json``; ``rng.pkl`` in checkpoints of earlier versions)
 REQUIRED_FILES = frozenset({"model.pdparams", "optimizer.pdopt", "trainer.json"})
 RNG_FILES = ("rng.json", "rng.pkl")
+#: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else (issue 27)
+OWN_FILES = REQUIRED_FILES | set(RNG_FILES) | {MANIFEST}
 FORMAT_VERSION = 1
 _NAME_RE = re.compile(r"^step-(\d{8,})$")
 
@@ -110,6 +112,49 @@ def misnamed(path: Path) -> bool:
     return name_step(path) not in (None, step)
 
 
+def foreign_entry(path: Path) -> str | None:
+    """The first entry of checkpoint directory ``path`` that is not one of a checkpoint's own files
+    (:data:`OWN_FILES`, none a directory): another run's directory or ``.lock``, a file of the user. None when
+    ``path`` holds only a checkpoint's files, or is a symlink (deleting a link leaves what it points to). Looks
+    at ``path`` itself, with no scan limit: a checkpoint holds no directory, so one level is all there is."""
+    if os.path.islink(path):
+        return None
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name not in OWN_FILES or entry.is_dir(follow_symlinks=False):
+                    return entry.name
+    except OSError as exc:
+        return f"an unreadable entry ({exc.strerror or exc})"
+    return None
+
+
+def foreign_in_store(root: Path) -> str | None:
+    """The first entry of the store ``root`` (a ``checkpoints/`` directory) that deleting the whole store would
+    take but is not a checkpoint (``step-*``, ``.tmp-*``) holding only its own files (:func:`foreign_entry`), as
+    a path relative to ``root``; None when there is none or ``root`` is no directory."""
+    if not root.is_dir() or root.is_symlink():
+        return None
+    with os.scandir(root) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_symlink():
+                continue  # deleting the store unlinks it, never what it points to
+            if not entry.is_dir() or not (_NAME_RE.match(entry.name) or entry.name.startswith(".tmp-")):
+                return entry.name
+            if inner := foreign_entry(Path(entry.path)):
+                return f"{entry.name}/{inner}"
+    return None
+
+
+def _delete(path: Path) -> None:
+    """Delete a checkpoint directory renamed away to be deleted (a symlink: the link only)."""
+    if os.path.islink(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class CheckpointStore:
     """The checkpoints of one run: save atomically, keep the last ``keep_last``, find the newest valid one.
 
@@ -152,11 +197,13 @@ class CheckpointStore:
         removed = []
         if self.root.is_dir():
             for p in self.root.glob(".tmp-*"):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
+                if foreign_entry(p) is None:  # else not a checkpoint's: kept
+                    _delete(p)
+                    removed.append(p)
         for p in self.root.parent.glob(f".{self.root.name}-old-*"):
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p)
+            if foreign_in_store(p) is None:
+                _delete(p)
+                removed.append(p)
         return removed
 
     def remove_all(self) -> list[Path]:
@@ -166,17 +213,23 @@ class CheckpointStore:
 
         Raises:
             OSError: the rename failed.
-            CheckpointError: a live lock of another run is below the store (nothing is deleted).
+            CheckpointError: a live lock of another run is below the store, or the store holds anything but
+                checkpoints of their own files (:func:`foreign_in_store`: a run directory, a ``.lock``, a file
+                of the user); nothing is deleted.
         """
         old = self.list()
         if held := live_lock_under(self.root):
             raise CheckpointError(f"`--resume never` would delete {self.root}, but another running `train` holds "
                                   f"{held.parent} inside it; nothing was deleted. Stop that run (run directories "
                                   "never nest) or choose another --run-dir.")  # fmt: skip
+        if foreign := foreign_in_store(self.root):
+            raise CheckpointError(f"`--resume never` would delete {self.root}, but it holds {self.root / foreign}, "
+                                  "which is not a checkpoint's file; nothing was deleted. Move it out of "
+                                  f"{self.root} (run directories never nest) and run again.")  # fmt: skip
         if self.root.is_dir():
             doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
             os.rename(self.root, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            _delete(doomed)
         return old
 
     def remove(self, path: Path) -> None:
@@ -184,22 +237,27 @@ class CheckpointStore:
         a kill mid-delete leaves a temporary for :meth:`clean_temporaries`, never a half-deleted ``step-*``.
 
         Raises:
-            OSError: the rename failed, or a running ``train`` holds a lock inside ``path`` (it is kept).
+            OSError: the rename failed, a running ``train`` holds a lock inside ``path``, or ``path`` holds anything
+                but a checkpoint's own files (:func:`foreign_entry`: another run, a ``.lock``, a file of the user);
+                it is then kept whole.
         """
         if held := live_lock_under(path):
             raise OSError(errno.EBUSY, f"another running `train` holds {held.parent}; {path} is kept")
+        if foreign := foreign_entry(path):
+            raise OSError(errno.ENOTEMPTY, f"{path} holds {foreign}, not a checkpoint's file; {path} is kept")
         doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
         os.rename(path, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        _delete(doomed)
 
     def drop_after(self, step: int, why: str, log: Callable[[str], None]) -> list[Path]:
         """Remove the checkpoints after ``step`` (``--resume PATH`` to an older checkpoint: the ones after it are
         of the run abandoned there; left, ``--resume auto`` would go back to them after a stop); logs what went,
         ``why`` first (``--resume PATH``). Returns the removed paths (a checkpoint that cannot be removed stays)."""
-        later = [p for p in self.list() if int(p.name.split("-")[1]) > step]
-        for path in later:
+        later = []
+        for path in (p for p in self.list() if int(p.name.split("-")[1]) > step):
             with contextlib.suppress(OSError):
                 self.remove(path)
+                later.append(path)
         if later:
             log(f"{why}: removed {len(later)} later checkpoint(s) of the run that went on from there "
                 f"({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this run continues "

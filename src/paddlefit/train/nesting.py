@@ -20,7 +20,7 @@ from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
 
-__all__ = ["MAX_SCAN_DIRS", "RUN_MARKERS", "check_not_nested", "live_lock_under", "run_marker"]
+__all__ = ["MAX_SCAN_DIRS", "RUN_MARKERS", "check_not_nested", "check_own_store", "live_lock_under", "run_marker"]
 
 #: a run directory holds ``.lock`` (from the first moment of a run) and one of these
 RUN_MARKERS = (".lock.json", "job.yaml", "metrics.jsonl", "status.json", "summary.json", "snapshot.json",
@@ -40,11 +40,13 @@ def run_marker(directory: Path) -> str | None:
 
 def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
     """Refuse ``run_dir`` inside another run directory or holding one (up to :data:`MAX_SCAN_DIRS` directories
-    below it are looked at).
+    below it are looked at: one holding more is refused, unchecked).
 
     Raises:
-        PaddlefitError: naming both directories and the file that marks the other one as a run (exit 2).
+        PaddlefitError: naming both directories and the file that marks the other one as a run, or saying that
+            ``run_dir`` holds too many directories to check (exit 2).
     """
+    check_own_store(run_dir, option)
     real = Path(os.path.realpath(run_dir))
     for parent in real.parents:
         if marker := run_marker(parent):
@@ -56,13 +58,38 @@ def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
         return
     for seen, (top, dirs, _files) in enumerate(os.walk(real)):
         dirs.sort()
-        if seen >= MAX_SCAN_DIRS:
-            return
+        if seen >= MAX_SCAN_DIRS:  # unchecked is not accepted: what is below may hold a run
+            raise PaddlefitError(
+                f"`{option} {run_dir}` holds more than {MAX_SCAN_DIRS} directories, too many to check that none is "
+                "another run directory (run directories never nest: this run's checkpoint pruning or `--resume "
+                "never` could delete it). Choose a new or smaller --run-dir.")  # fmt: skip
         if top != str(real) and (marker := run_marker(Path(top))):
             raise PaddlefitError(
                 f"`{option} {run_dir}` holds the run directory {top} (it has {marker}): run directories never "
                 f"nest (this run's checkpoint pruning or `--resume never` could delete it). Choose another "
                 "--run-dir, or move that run out first.")  # fmt: skip
+
+
+def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
+    """``run_dir``'s ``checkpoints/`` (when there is one) must be its own: no symlink, and by real path the
+    ``checkpoints`` right in ``run_dir``'s real path. Else two run directories could share one store, each resuming
+    the other's state and pruning its checkpoints (issue 27).
+
+    Raises:
+        PaddlefitError: naming ``run_dir``, its ``checkpoints`` and where that resolves (and the run directory it
+            belongs to, if any) (exit 2).
+    """
+    store = Path(run_dir) / "checkpoints"
+    real = Path(os.path.realpath(store))
+    if not os.path.lexists(store) or (not store.is_symlink() and real == Path(os.path.realpath(run_dir)) / store.name):
+        return
+    owner = next((p for p in real.parents if run_marker(p)), None)
+    whose = f"the run directory {owner}'s" if owner else "not this run directory's"
+    raise PaddlefitError(
+        f"`{option} {run_dir}`: its checkpoints {store} resolve to {real} ({whose}): a run directory's checkpoints "
+        "must be its own directory, or two runs would resume each other's state and prune each other's "
+        "checkpoints. Remove the link (move the checkpoints in if they are this run's) or choose another "
+        f"{option}.")  # fmt: skip
 
 
 def live_lock_under(tree: Path) -> Path | None:

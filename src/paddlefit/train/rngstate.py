@@ -103,7 +103,7 @@ def read_rng(path: Path, trust: bool) -> Any:
             message says how to proceed); or the file is unreadable, too large or too deeply nested.
     """
     if (path / RNG_FILE).is_file() or not (path / LEGACY_RNG_FILE).is_file():
-        return read_json_limited(path / RNG_FILE, "--resume", limit=1 << 20)
+        return read_json_limited(path / RNG_FILE, "checkpoint file", limit=1 << 20)
     if not trust:
         raise PaddlefitError(
             f"checkpoint {path} stores its RNG state in {LEGACY_RNG_FILE} (pickle, written by an earlier paddlefit); "

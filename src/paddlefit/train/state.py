@@ -9,6 +9,7 @@ with its sha256 in the store's manifest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -215,7 +216,7 @@ def read_state(path: Path) -> TrainerState:
         CheckpointError: it cannot be read.
     """
     try:
-        data = read_json_limited(path / "trainer.json", "--resume", limit=1 << 20)
+        data = read_json_limited(path / "trainer.json", "checkpoint file", limit=1 << 20)
     except InputFileError as exc:
         raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
                               "another `--resume` checkpoint or start fresh with `--resume never`.") from None
@@ -283,10 +284,10 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
 
 
 def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
-    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest that verifies (warnings for the ones
-    that do not go to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside this run's
-    ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` / ``.pdopt``
-    are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
+    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest usable one (:func:`_unusable`; a warning
+    for each one skipped goes to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside
+    this run's ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` /
+    ``.pdopt`` are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
 
     Raises:
         CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
@@ -294,7 +295,11 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None],
     if mode == "never":
         return None
     if mode == "auto":
-        return store.latest_valid(warn=lambda m: log(f"warning: {m}"))
+        for path in store.list():
+            if (problem := _unusable(path, store.root, trust)) is None:
+                return path
+            log(f"warning: skipping checkpoint {path.name}: {problem}; the one before it is tried")
+        return None
     path = Path(mode)
     problem = verify(path) if path.is_dir() else "not a directory"
     if problem:
@@ -303,18 +308,51 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None],
     return path
 
 
+def _unusable(path: Path, root: Path, trust: bool) -> str | None:
+    """Why ``--resume auto`` skips checkpoint ``path`` of the store ``root``, or None: it does not verify; it (or a
+    file in it) resolves outside ``root`` by real path and ``trust`` is False (the rule of ``--resume PATH``);
+    its ``trainer.json`` or ``rng.json`` cannot be read (too large, too deep, not JSON) or is malformed."""
+    if problem := verify(path):
+        return problem
+    if not trust and (outside := _outside(path, root)):
+        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
+                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
+    try:
+        TrainerState.from_json(read_json_limited(path / "trainer.json", "checkpoint file", limit=1 << 20), str(path))
+        if (path / RNG_FILE).is_file():
+            read_json_limited(path / RNG_FILE, "checkpoint file", limit=1 << 20)
+    except PaddlefitError as exc:
+        return first_line(exc, 300).removesuffix("; pass another checkpoint.")
+    return None
+
+
+def _outside(path: Path, root: Path) -> str | None:
+    """``path`` (a checkpoint directory) or the first file in it that resolves outside ``root``, by real path
+    (``"it resolves to X"``, ``"model.pdparams resolves to X"``), or None."""
+    real_root = root.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(real_root):
+        return f"it resolves to {real}"
+    with contextlib.suppress(OSError):
+        for entry in sorted(path.iterdir()):
+            if not entry.resolve().is_relative_to(real):
+                return f"{entry.name} resolves to {entry.resolve()}"
+    return None
+
+
 def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
-    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path) needs ``trust``.
+    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path: the directory and each file in it)
+    needs ``trust``.
 
     Raises:
         CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
     """
-    if trust or mode in ("auto", "never") or Path(mode).resolve().is_relative_to(root.resolve()):
+    if trust or mode in ("auto", "never") or (outside := _outside(Path(mode), root)) is None:
         return
     raise CheckpointError(
-        f"`--resume {mode}` is outside this run's checkpoints ({root}). Loading a checkpoint runs code from it "
-        "(Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you trust "
-        "where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
+        f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
+        "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
+        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
 
 
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
