@@ -425,3 +425,24 @@ def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_
     assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row
     data.resumes[0].lost_steps = (11, 11)
     assert resume_line(data.resumes[0]).endswith("; step 11 lost and run again, 0.4 s of compute")
+
+
+def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path) -> None:
+    """Hostile round 2, finding 4: `report RUN --out RUN/metrics.jsonl` (or a checkpoint's model.pdparams) wrote
+    the HTML over them with exit 0, and the next train started over. Like export, report now refuses any target
+    that is the run's own (by real path): exit 2 naming the option, the files untouched; an .html beside them is
+    fine."""
+    run_dir = tmp_path / "r"
+    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+    (ckpt,) = sorted((run_dir / "checkpoints").glob("step-*"))
+    (tmp_path / "link").symlink_to(run_dir / "checkpoints")
+    own = [run_dir / "metrics.jsonl", ckpt / "model.pdparams", ckpt / "new.html", run_dir / "status.json",
+           run_dir / "notes.txt", run_dir, tmp_path, tmp_path / "link" / ckpt.name / "x.html"]
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    for target in own:
+        r = cli(str(run_dir), "--out", str(target))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (target, r.stderr)
+        assert f"`--out {target}` would overwrite the run itself" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    r = cli(str(run_dir), "--out", str(run_dir / "mine.html"))
+    assert r.returncode == 0 and (run_dir / "mine.html").read_text().startswith("<!DOCTYPE html>"), r.stderr

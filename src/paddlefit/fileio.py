@@ -137,6 +137,26 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     return path
 
 
+def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, instead: str | Path,
+                      file_suffix: str | None = None) -> None:
+    """The one check of an output path against the run directory it is made from (``export --out``, ``report
+    --out``): refuse a ``target`` that is the run directory, holds it, or lies in its ``checkpoints/`` (compared by
+    real path, so a symlink does not get round it); with ``file_suffix`` (a file output such as ``.html``), also
+    any path inside the run directory that does not end in it (the run's own files: metrics.jsonl, status.json,
+    job.yaml..., existing or still to be written).
+
+    Raises:
+        PaddlefitError: naming ``option`` and ``target``, with ``instead`` as the fix.
+    """
+    out, run = Path(target).resolve(), Path(run_dir).resolve()
+    own = out == run or run.is_relative_to(out) or out.is_relative_to(run / "checkpoints")
+    if not own and file_suffix is not None and out.is_relative_to(run):
+        own = out.suffix.lower() != file_suffix
+    if own:
+        raise PaddlefitError(f"`{option} {target}` would overwrite the run itself; give a new "
+                             f"{'file' if file_suffix else 'directory'} such as {instead}.")
+
+
 def fsync_path(path: str | Path) -> None:
     """fsync a file or a directory (a directory's fsync makes a rename inside it durable).
 

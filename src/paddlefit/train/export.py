@@ -50,11 +50,9 @@ EXPORT_FILES = frozenset({"model.json", "model.pdiparams", "model.pdmodel", "mod
 
 def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
     """Refuse an ``--out`` that would replace anything but an earlier export (never delete user files)."""
-    out = out_dir.resolve()
-    if out == run_dir.resolve() or run_dir.resolve().is_relative_to(out) or out.is_relative_to(run_dir.resolve() /
-                                                                                               "checkpoints"):
-        raise PaddlefitError(f"`--out {out_dir}` would overwrite the run itself; give a new directory such as "
-                             f"{run_dir / 'inference'}.")  # fmt: skip
+    from paddlefit.fileio import refuse_run_target
+
+    refuse_run_target(out_dir, run_dir, "--out", run_dir / "inference")
     if out_dir.exists():
         if not out_dir.is_dir():
             raise PaddlefitError(f"`--out {out_dir}` is a file; give a directory (it is created).")
