@@ -111,8 +111,10 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     """Fail early, before any work, if ``path`` cannot take an atomic write.
 
     Raises:
-        PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), its
-            parent is missing or not a directory, or the parent is not writable.
+        PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), or its
+            parent is missing or not a directory.
+        FileWriteError: the parent is not writable (``EACCES``, or ``EROFS`` on a read-only file system: a run
+            directory made read-only mid-run is a failed write of the run, exit 2 with the step and checkpoint).
     """
     path = Path(path)
     try:
@@ -133,7 +135,10 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     if not parent.is_dir():
         raise PaddlefitError(f"`{option} {path}`: directory `{parent}` does not exist (or is a file); create it first.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise PaddlefitError(f"`{option} {path}`: directory `{parent}` is not writable.")
+        ro = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+        cause = OSError(errno.EROFS if ro else errno.EACCES, os.strerror(errno.EROFS if ro else errno.EACCES))
+        raise FileWriteError(path, cause, option, f"`{option} {path}`: directory `{parent}` is not writable"
+                             f"{' (the file system is read-only)' if ro else ''}.")  # fmt: skip
     return path
 
 
