@@ -158,7 +158,9 @@ def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, inst
     if not own and file_suffix is not None and out.is_relative_to(run):
         own = out.suffix.lower() != file_suffix
     if own:
-        raise PaddlefitError(f"`{option} {target}` would overwrite the run itself; give a new "
+        from paddlefit.textsafe import name_safe
+
+        raise PaddlefitError(f"`{option} {name_safe(target)}` would overwrite the run itself; give a new "
                              f"{'file' if file_suffix else 'directory'} such as {instead}.")
 
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
 from paddlefit.runs.schema import COLUMNS, JSON_COLUMNS, LOST, MIGRATIONS, SCHEMA_VERSION, check_fields, statements
+from paddlefit.textsafe import storable_text
 
 Warn = Callable[[str], None]
 T = TypeVar("T")
@@ -164,7 +165,7 @@ class Registry:
                 if conn is None:
                     return None
                 row = conn.execute("SELECT id FROM runs WHERE run_dir = ? ORDER BY id DESC LIMIT 1",
-                                   (os.path.abspath(str(run_dir)),)).fetchone()  # fmt: skip
+                                   (storable_text(os.path.abspath(str(run_dir))),)).fetchone()  # fmt: skip
                 return int(row[0]) if row else None
         except RegistryError as exc:
             if warn is not None:
