@@ -475,3 +475,7 @@ def test_run_dirs_named_with_undecodable_bytes_newlines_and_bidi_are_shown_escap
     r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(nl)], env=env)
     assert r.returncode == 0 and r.stdout.count("\n") == 2, (r.stdout, r.stderr)
     assert f"-> {tmp_path}/nl\\nsecond\\u202eY/inference/model (" in r.stdout, r.stdout
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(tmp_path / "no\nsuch")], env=env)
+    assert r.returncode == 2 and f"`{tmp_path}/no\\nsuch` is not a paddlefit run directory" in r.stderr, r.stderr
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(nl), "--out", str(nl / "checkpoints")], env=env)
+    assert r.returncode == 2 and f"`--out {tmp_path}/nl\\nsecond\\u202eY/checkpoints` would overwrite" in r.stderr
