@@ -51,8 +51,15 @@ SECRETS = {
     "GH_PAT": "s3cr3t-VALUE-pat",
     "DOCKER_AUTH_CONFIG": '{"auths": {"r.io": {"auth": "s3cr3t-VALUE-docker"}}}',
     "PADDLE_STORE_DSN_STRING": "Server=db;Uid=u;Pwd=s3cr3t-VALUE-pwd",  # kept prefix: a credential by its value
+    # near misses the launcher logs kept (hostile round 2, finding 11b)
+    "DB_PW": "s3cr3t-VALUE-pw",
+    "MY_CREDS": "AKIA0123456789ABCDEF s3cr3t-VALUE-aws",
+    "STRIPE_SK": "sk_live_0123456789s3cr3t-VALUE-stripe",
+    "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-hook",
+    "APP_BILLING": "sk_live_0123456789s3cr3t-VALUE-billing",  # a credential by its value
+    "APP_NOTIFY": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-notify",
 }
-BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"}  # secrets by their value only
+BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS", "APP_BILLING", "APP_NOTIFY"}  # secrets by their value only
 SPEC = """model: paddlefit.models.examples:digits_cnn
 data: {train: digits, train_args: {split: train}}
 batch_size: 16
