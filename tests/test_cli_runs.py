@@ -276,3 +276,28 @@ def test_show_and_list_say_what_each_figure_is(home):
     assert set(json.loads(_run(home, "show", "1", "--json").stdout)) >= {"predicted_step_s", "spec_sha256"}
     listing = _run(home, "--wide").stdout
     assert "(after warm-up)" in listing and "2,133.0" in listing
+
+
+@pytest.mark.parametrize("disk", ["read-only", "full"])
+def test_runs_reads_a_healthy_registry_on_a_read_only_or_full_disk(tmp_path: Path, disk: str) -> None:
+    """Hostile round 2, finding 11a: with PADDLEFIT_HOME on a read-only mount or a full tmpfs, the read-only
+    `paddlefit runs` exited 2 "cannot be read (disk I/O error) ... move it aside if it is damaged" (SQLite opened the
+    file read-write and could not make its WAL index). Reads now open it read-only and list the runs."""
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    if subprocess.run(["unshare", "-rm", "mount", "-t", "tmpfs", "tmpfs", str(probe)]).returncode != 0:
+        pytest.skip("cannot mount here (no user namespaces)")
+    home, saved = tmp_path / "home", tmp_path / "saved"
+    _fill(saved)
+    home.mkdir()
+    cmd = f"{sys.executable} -m paddlefit.cli.main runs --json"
+    if disk == "read-only":
+        body = f"cp -a {saved}/. {home} && mount --bind {home} {home} && mount -o remount,bind,ro {home} && {cmd}"
+    else:
+        body = (f"mount -t tmpfs -o size=256k tmpfs {home} && cp -a {saved}/. {home} && "
+                f"(dd if=/dev/zero of={home}/filler bs=4k 2>/dev/null; true) && {cmd}")
+    env = {**os.environ, "PADDLEFIT_HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", body], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [(row["id"], row["run_dir"], row["status"]) for row in json.loads(r.stdout)] == [
+        (2, "/runs/cpu", "stopped"), (1, "/runs/l4", "finished")]

@@ -201,6 +201,32 @@ def test_a_disk_filled_mid_run_on_a_small_tmpfs_is_exit_2_and_resumes(tmp_path: 
     assert json.loads((out / "r2" / "summary.json").read_text())["steps"] == 20
 
 
+def test_a_run_dir_made_read_only_mid_run_names_the_file_step_and_checkpoint(tmp_path: Path) -> None:
+    """Hostile round 2, finding 7: the run directory bind-remounted read-only during train gave exit 2 with only
+    "`--run-dir .../status.json`: directory ... is not writable" (check_output_path's plain error was not a write
+    failure): no step, no checkpoint. Here checkpoints/ stays writable, so comparison.json (written after the
+    step-10 checkpoint) is the first write to fail. Now the message names the file, the step and the last intact
+    checkpoint, and says status.json could not be written either."""
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("cannot mount here (no user namespaces)")
+    run_dir, out = tmp_path / "r", tmp_path / "out"
+    run_dir.mkdir()
+    out.mkdir()
+    spec = write_spec(tmp_path / "s.yaml", max_steps=20, checkpoint={"every_steps": 5, "every_minutes": 0},
+                      data={"train": "trainhelpers:readonly_digits",
+                            "train_args": {"split": "train", "at": 12 * 16, "path": str(run_dir)}})  # fmt: skip
+    train = " ".join(train_cmd(spec, run_dir, "--no-predict"))
+    body = f"{train} >{out}/1.out 2>{out}/1.err; echo $? >{out}/1.rc"
+    subprocess.run(["unshare", "-rm", "sh", "-c", body], env=ENV, timeout=600, check=True)
+    err = (out / "1.err").read_text()
+    assert (out / "1.rc").read_text().strip() == "2", err[-3000:]
+    assert "Traceback" not in err and "error: at step " in err, err[-3000:]
+    assert (f"error: at step 10: `--run-dir {run_dir / 'comparison.json'}`: directory `{run_dir}` is not writable "
+            "(the file system is read-only)") in err, err[-3000:]
+    assert f"The last intact checkpoint is {run_dir / 'checkpoints' / 'step-00000010'}" in err, err[-3000:]
+    assert "status.json could not be written either" in err, err[-3000:]
+
+
 def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path) -> None:
     """`train` on a file system with 8 KiB free, and `export --out` to one that fills during Paddle's save (its C++
     writer leaves a short file and says nothing; loading it back raised RuntimeError): exit 2 naming the path and

@@ -455,3 +455,57 @@ def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: P
     throughput = re.search(r"<th>throughput \(whole run, samples/s\)</th>(.*?)</tr>", table).group(1)
     assert ">1,648.1<" in throughput and "1648<" not in throughput
     assert re.search(r"<th>data wait \(whole run\)</th>.*?<td>2.8 %</td></tr>", table)
+
+
+def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path) -> None:
+    """Hostile round 2, finding 4: `report RUN --out RUN/metrics.jsonl` (or a checkpoint's model.pdparams) wrote
+    the HTML over them with exit 0, and the next train started over. Like export, report now refuses any target
+    that is the run's own (by real path): exit 2 naming the option, the files untouched; an .html beside them is
+    fine."""
+    run_dir = tmp_path / "r"
+    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+    (ckpt,) = sorted((run_dir / "checkpoints").glob("step-*"))
+    (tmp_path / "link").symlink_to(run_dir / "checkpoints")
+    own = [run_dir / "metrics.jsonl", ckpt / "model.pdparams", ckpt / "new.html", run_dir / "status.json",
+           run_dir / "notes.txt", run_dir, tmp_path, tmp_path / "link" / ckpt.name / "x.html"]
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    for target in own:
+        r = cli(str(run_dir), "--out", str(target))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (target, r.stderr)
+        assert f"`--out {target}` would overwrite the run itself" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    r = cli(str(run_dir), "--out", str(run_dir / "mine.html"))
+    assert r.returncode == 0 and (run_dir / "mine.html").read_text().startswith("<!DOCTYPE html>"), r.stderr
+
+
+def test_run_dirs_named_with_undecodable_bytes_newlines_and_bidi_are_shown_escaped(tmp_path: Path) -> None:
+    """Hostile round 2, finding 10: `report $'runs/bell\\a\\x9bX'` (not UTF-8) was a UnicodeEncodeError traceback
+    and training there went unrecorded ("run registry: UnicodeEncodeError"); report and export printed
+    `runs/nl\\nsecond` with a raw line feed (a name forging a line); report.html held U+202E raw. Now the bytes
+    are `\\x9b` in the registry and on screen, the line feed is `\\n`, the override `\\u202e`."""
+    home = tmp_path / "home"
+    env = dict(ENV, PADDLEFIT_HOME=str(home))
+    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
+    bell, nl = tmp_path / os.fsdecode(b"bell\x07\x9bX"), tmp_path / "nl\nsecond\u202eY"
+    for run_dir in (bell, nl):
+        r = run(train_cmd(spec, run_dir), env=env)
+        assert r.returncode == 0 and "run registry" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    rows = Registry(home / "runs.db").list_runs()
+    assert [row["run_dir"] for row in rows] == [str(nl), f"{tmp_path}/bell\x07\\x9bX"]
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "runs"], env=env)
+    assert r.returncode == 0 and "bell\\x07\\x9bX" in r.stdout and "Traceback" not in r.stderr, r.stderr
+    r = cli(str(bell))
+    assert r.returncode == 0 and r.stdout == f"{tmp_path}/bell\\x07\\x9bX/report.html\n", (r.stdout, r.stderr)
+    r = cli(str(nl))
+    assert r.returncode == 0 and r.stdout == f"{tmp_path}/nl\\nsecond\\u202eY/report.html\n", (r.stdout, r.stderr)
+    page = (nl / "report.html").read_text()
+    assert "\u202e" not in page and "second\\u202eY" in page
+    r = cli(str(tmp_path / "no\nsuch"))
+    assert r.returncode == 2 and f"`RUN_DIR {tmp_path}/no\\nsuch` is not a run directory" in r.stderr, r.stderr
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(nl)], env=env)
+    assert r.returncode == 0 and r.stdout.count("\n") == 2, (r.stdout, r.stderr)
+    assert f"-> {tmp_path}/nl\\nsecond\\u202eY/inference/model (" in r.stdout, r.stdout
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(tmp_path / "no\nsuch")], env=env)
+    assert r.returncode == 2 and f"`{tmp_path}/no\\nsuch` is not a paddlefit run directory" in r.stderr, r.stderr
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(nl), "--out", str(nl / "checkpoints")], env=env)
+    assert r.returncode == 2 and f"`--out {tmp_path}/nl\\nsecond\\u202eY/checkpoints` would overwrite" in r.stderr

@@ -21,7 +21,15 @@ from paddlefit.cli.main import app
 from paddlefit.deploy.kubeflow import validate_paddlejob
 from paddlefit.deploy.launch import validate_skypilot_task
 from paddlefit.errors import PaddlefitError
-from paddlefit.secretenv import REDACTED, is_secret, looks_like_secret, parse_env_options, redact_env
+from paddlefit.secretenv import (
+    REDACTED,
+    is_secret,
+    looks_like_credential_value,
+    looks_like_secret,
+    parse_env_options,
+    redact_env,
+    split_secrets,
+)
 from paddlefit.train.distlaunch import secret_env_popen, worker_secrets
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +51,15 @@ SECRETS = {
     "GH_PAT": "s3cr3t-VALUE-pat",
     "DOCKER_AUTH_CONFIG": '{"auths": {"r.io": {"auth": "s3cr3t-VALUE-docker"}}}',
     "PADDLE_STORE_DSN_STRING": "Server=db;Uid=u;Pwd=s3cr3t-VALUE-pwd",  # kept prefix: a credential by its value
+    # near misses the launcher logs kept (hostile round 2, finding 11b)
+    "DB_PW": "s3cr3t-VALUE-pw",
+    "MY_CREDS": "AKIA0123456789ABCDEF s3cr3t-VALUE-aws",
+    "STRIPE_SK": "sk_live_0123456789s3cr3t-VALUE-stripe",
+    "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-hook",
+    "APP_BILLING": "sk_live_0123456789s3cr3t-VALUE-billing",  # a credential by its value
+    "APP_NOTIFY": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-notify",
 }
-BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS"}  # secrets by their value only
+BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS", "APP_BILLING", "APP_NOTIFY"}  # secrets by their value only
 SPEC = """model: paddlefit.models.examples:digits_cnn
 data: {train: digits, train_args: {split: train}}
 batch_size: 16
@@ -161,6 +176,26 @@ def test_a_credential_is_known_by_its_value_whatever_its_name(value: str) -> Non
 ])  # fmt: skip
 def test_settings_that_look_a_little_like_credentials_are_not_hidden(value: str) -> None:
     assert not is_secret("SETTING", value), value
+
+
+def test_near_miss_secret_names_and_values_stay_out_of_the_launcher_environment() -> None:
+    """Hostile round 2, finding 11b: DB_PW, MY_CREDS=AKIA..., STRIPE_SK=sk_live_..., SLACK_HOOK=https://hooks...
+    were written in plain text to launch-logs/ (the names and the AWS, Stripe and Slack formats were not known).
+    The launcher's filter (distlaunch's ``split_secrets``) now takes each out, by its name and by its value."""
+    aws, stripe = "AKIA" + "IOSFODNN7EXAMPL1", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    slack = "https://hooks.slack.com/services/T00000000/B00000000/" + "X" * 24
+    for name in ("DB_PW", "MY_CREDS", "STRIPE_SK", "SLACK_HOOK", "TEAMS_WEBHOOK", "mysql-pwd"):
+        assert looks_like_secret(name), name
+    for name in ("TASK", "NCCL_IB_HCA", "PADDLE_HOOK_DIR_X", "PW_DEBUG"):
+        assert not looks_like_secret(name), name
+    for value in (aws, "ASIA" + "Y" * 16, stripe, "sk_test_" + "a1" * 12, "rk_live_" + "b2" * 12, slack):
+        assert looks_like_credential_value(value), value
+    for value in ("AKIA" + "x" * 16, "AKIA1234", "sk_live", "https://hooks.example.com/services/T0"):
+        assert not looks_like_credential_value(value), value
+    env = {"DB_PW": "hunter2", "MY_CREDS": aws, "STRIPE_SK": stripe, "SLACK_HOOK": slack, "APP_A": aws,
+           "APP_B": stripe, "APP_C": slack, "NCCL_DEBUG": "INFO"}
+    kept, hidden = split_secrets(env)
+    assert kept == {"NCCL_DEBUG": "INFO"} and set(hidden) == set(env) - {"NCCL_DEBUG"}
 
 
 def test_the_launcher_wrapper_hands_secrets_to_the_processes_it_starts_only() -> None:

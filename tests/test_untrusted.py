@@ -131,7 +131,8 @@ def test_runs_lists_a_registry_row_with_deep_json(trained: tuple[Path, Path]) ->
         with sqlite3.connect(db) as conn:
             conn.execute("UPDATE runs SET comparison_json = ? WHERE id = ?", (doc, rid))
         r = run(cli("runs", "show", str(rid)))
-        assert r.returncode == 0 and "Traceback" not in r.stderr and "predicted vs measured (" in r.stdout, r.stderr[-2000:]
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert "predicted vs measured (" in r.stdout
 
 
 # ---- nothing executed from a checkpoint ------------------------------------------------------------------------

@@ -111,8 +111,10 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     """Fail early, before any work, if ``path`` cannot take an atomic write.
 
     Raises:
-        PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), its
-            parent is missing or not a directory, or the parent is not writable.
+        PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), or its
+            parent is missing or not a directory.
+        FileWriteError: the parent is not writable (``EACCES``, or ``EROFS`` on a read-only file system: a run
+            directory made read-only mid-run is a failed write of the run, exit 2 with the step and checkpoint).
     """
     path = Path(path)
     try:
@@ -133,8 +135,33 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
     if not parent.is_dir():
         raise PaddlefitError(f"`{option} {path}`: directory `{parent}` does not exist (or is a file); create it first.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise PaddlefitError(f"`{option} {path}`: directory `{parent}` is not writable.")
+        ro = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+        cause = OSError(errno.EROFS if ro else errno.EACCES, os.strerror(errno.EROFS if ro else errno.EACCES))
+        raise FileWriteError(path, cause, option, f"`{option} {path}`: directory `{parent}` is not writable"
+                             f"{' (the file system is read-only)' if ro else ''}.")  # fmt: skip
     return path
+
+
+def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, instead: str | Path,
+                      file_suffix: str | None = None) -> None:
+    """The one check of an output path against the run directory it is made from (``export --out``, ``report
+    --out``): refuse a ``target`` that is the run directory, holds it, or lies in its ``checkpoints/`` (compared by
+    real path, so a symlink does not get round it); with ``file_suffix`` (a file output such as ``.html``), also
+    any path inside the run directory that does not end in it (the run's own files: metrics.jsonl, status.json,
+    job.yaml..., existing or still to be written).
+
+    Raises:
+        PaddlefitError: naming ``option`` and ``target``, with ``instead`` as the fix.
+    """
+    out, run = Path(target).resolve(), Path(run_dir).resolve()
+    own = out == run or run.is_relative_to(out) or out.is_relative_to(run / "checkpoints")
+    if not own and file_suffix is not None and out.is_relative_to(run):
+        own = out.suffix.lower() != file_suffix
+    if own:
+        from paddlefit.textsafe import name_safe
+
+        raise PaddlefitError(f"`{option} {name_safe(target)}` would overwrite the run itself; give a new "
+                             f"{'file' if file_suffix else 'directory'} such as {instead}.")
 
 
 def fsync_path(path: str | Path) -> None:

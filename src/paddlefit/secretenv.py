@@ -22,7 +22,9 @@ when it
    with AWS and has a word KEY anywhere (``AWS_*_KEY*``);
 5. has the word AUTH (``BASIC_AUTH``, ``DOCKER_AUTH_CONFIG``; not ``SSH_AUTH_SOCK``, a socket path);
 6. has the word DSN or JWT, or ends in the word PAT (``SENTRY_DSN``, whose URL carries the key; ``CI_JOB_JWT``;
-   ``GH_PAT``, a personal access token).
+   ``GH_PAT``, a personal access token);
+7. has more than one word and ends in PW, PWD, CREDS, SK or HOOK (``DB_PW``, ``MY_CREDS``, ``STRIPE_SK``, a secret key;
+   ``SLACK_HOOK``, a webhook URL whose path is the key; see rule 1 for WEBHOOK).
 
 A value looks like a credential (:func:`looks_like_credential_value`) whatever its name when it holds
 
@@ -33,7 +35,12 @@ A value looks like a credential (:func:`looks_like_credential_value`) whatever i
   KEY-----``);
 - a token in a well-known format: GitHub (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``),
   GitLab (``glpat-``), Slack (``xoxb-``...), Hugging Face (``hf_``), OpenAI/Anthropic (``sk-``), npm (``npm_``),
-  PyPI (``pypi-``), each with the length of a real one.
+  PyPI (``pypi-``), each with the length of a real one;
+- an AWS access key ID (``AKIA`` long-term, ``ASIA`` temporary, then 16 upper-case letters or digits: AWS IAM
+  User Guide, "IAM identifiers", unique ID prefixes), a Stripe secret or restricted key (``sk_live_``,
+  ``sk_test_``, ``rk_live_``, ``rk_test_``: Stripe docs, "API keys"), or a Slack incoming webhook URL
+  (``https://hooks.slack.com/services/...``, also ``/workflows/`` and ``/triggers/``: Slack docs, "Sending
+  messages using incoming webhooks", which says to keep the URL secret).
 
 Sources: Sentry's default scrubbing denylist (``sentry_sdk/scrubber.py`` ``DEFAULT_DENYLIST``, taken from Relay:
 password, passwd, secret, api_key, apikey, auth, credentials, mysql_pwd, privatekey, private_key, token, cookie,
@@ -73,7 +80,8 @@ _CREDENTIAL_VALUES = re.compile("|".join((
     r"-----BEGIN [A-Z ]*PRIVATE KEY",
     r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}"
-    r"|pypi-[A-Za-z0-9_-]{50,})",
+    r"|pypi-[A-Za-z0-9_-]{50,}|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])|[sr]k_(?:live|test)_[A-Za-z0-9]{10,})",
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]",
 )))  # fmt: skip
 #: A variable name as POSIX shells, SkyPilot's ``envs`` schema and Kubernetes ``env[].name`` all accept it.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -90,6 +98,8 @@ def looks_like_secret(name: str) -> bool:
     if any(w.endswith("TOKEN") for w in words):
         return True
     if (words[-1] == "PASS" and words[0] != "FLAGS") or (len(words) > 1 and "PWD" in words):
+        return True
+    if len(words) > 1 and words[-1] in ("PW", "PWD", "CREDS", "SK", "HOOK"):
         return True
     if words[-1] in ("KEY", "PAT") or words[-2:] == ["KEY", "ID"] or {"DSN", "JWT"} & set(words):
         return True

@@ -292,3 +292,29 @@ class _Filling(SlowDataset):
 def filling_digits(split: str = "train", at: int = 100, path: str = "") -> _Filling:
     """scikit-learn digits; reading sample number ``at`` fills the disk of ``path`` (see :class:`_Filling`)."""
     return _Filling(digits(split), at, path)
+
+
+class _ReadOnlyAt(SlowDataset):
+    """Digits that make the run directory ``path`` read-only but for its ``checkpoints/`` (bind mounts on
+    themselves, the outer one remounted ``ro``: files already open stay writable, new ones cannot be made) once
+    ``at`` samples were read. Needs a mount namespace where the process may mount (``unshare -rm``)."""
+
+    def __init__(self, inner, at: int, path: str) -> None:
+        super().__init__(inner, 0.0)
+        self.at, self.path, self.read = at, path, 0
+
+    def __getitem__(self, i):
+        import subprocess
+
+        self.read += 1
+        if self.read == self.at:
+            keep = os.path.join(self.path, "checkpoints")  # stays writable: the files beside it fail first
+            ro = ["-o", "remount,bind,ro", self.path]
+            for cmd in (["--bind", keep, keep], ["--rbind", self.path, self.path], ro):
+                subprocess.run(["mount", *cmd], check=True)
+        return self.inner[i]
+
+
+def readonly_digits(split: str = "train", at: int = 100, path: str = "") -> _ReadOnlyAt:
+    """scikit-learn digits; reading sample number ``at`` makes ``path`` read-only (see :class:`_ReadOnlyAt`)."""
+    return _ReadOnlyAt(digits(split), at, path)

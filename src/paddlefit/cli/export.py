@@ -26,6 +26,7 @@ def export_command(
       paddlefit export runs/digits --checkpoint runs/digits/checkpoints/step-00000400 --out model/
     """
     quiet_paddle()
+    from paddlefit.textsafe import name_safe
     from paddlefit.train.export import export_run
 
     with err.status("exporting..."), stdout_to_stderr():
@@ -35,6 +36,6 @@ def export_command(
     if json_out:
         print(to_json(doc))
         return
-    out.print(f"exported {shown(str(res.checkpoint))} -> {shown(str(res.out_dir / 'model'))} "
-              f"({', '.join(res.files)})")  # fmt: skip
+    out.print(f"exported {shown(name_safe(res.checkpoint))} -> {shown(name_safe(res.out_dir / 'model'))} "
+              f"({', '.join(res.files)})", soft_wrap=True)  # fmt: skip
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")

@@ -30,15 +30,17 @@ def report_command(
     After the path, a line per resume: the time down, the steps lost and run again, and their compute time.
     """
     from paddlefit.errors import PaddlefitError
-    from paddlefit.fileio import atomic_write_text, check_output_path
+    from paddlefit.fileio import atomic_write_text, check_output_path, refuse_run_target
     from paddlefit.report.html import build_report, plot_ids, render_html
     from paddlefit.report.resumes import resume_line
     from paddlefit.report.rundir import is_run_dir
+    from paddlefit.textsafe import name_safe
 
     if not is_run_dir(run_dir):
-        raise PaddlefitError(f"`RUN_DIR {run_dir}` is not a run directory (no job.yaml and no metrics.jsonl); give "
-                             "the --run-dir of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
+                             "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
     target = out_file if out_file is not None else run_dir / "report.html"
+    refuse_run_target(target, run_dir, "--out", run_dir / "report.html", file_suffix=".html")
     check_output_path(target, "--out")
     with err.status("writing report..."):
         data = build_report(run_dir)
@@ -48,6 +50,6 @@ def report_command(
         print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status,
                        "resumes": [resume_line(r) for r in data.resumes]}))  # fmt: skip
         return
-    out.print(shown(str(path)), highlight=False)
+    out.print(shown(name_safe(path)), highlight=False, soft_wrap=True)  # one line, to copy whole
     for r in data.resumes:
         out.print(shown(resume_line(r)), highlight=False)

@@ -21,6 +21,7 @@ from paddlefit.report.labels import paddle_threads, readable, summary_label
 from paddlefit.report.resumes import lost_text
 from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
+from paddlefit.textsafe import terminal_safe
 
 __all__ = ["ReportData", "build_report", "fmt_num", "plot_ids", "render_html"]
 
@@ -55,8 +56,10 @@ def fmt_num(value: Any) -> str:
 
 
 def esc(value: Any) -> str:
-    """``value`` as escaped HTML text (quotes too)."""
-    return html.escape(str(value), quote=True)
+    """``value`` as escaped HTML text (quotes too), its control characters, bidi overrides (U+202E...) and
+    undecodable file-name bytes written as escapes first (:func:`paddlefit.textsafe.terminal_safe`), so a run
+    directory's name cannot reorder or hide what the page shows."""
+    return html.escape(terminal_safe(value), quote=True)
 
 
 def num_cell(value: Any, key: str | None = None, text: str | None = None) -> str:

@@ -32,6 +32,7 @@ from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, r
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
+from paddlefit.textsafe import name_safe
 from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
 from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
@@ -352,8 +353,8 @@ def build_report(run_dir: Path) -> ReportData:
     """
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
-        raise PaddlefitError(f"`RUN_DIR {run_dir}` is not a run directory (no job.yaml and no metrics.jsonl); give "
-                             "the --run-dir of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
+                             "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
     notes: list[str] = []
     events: list[dict[str, Any]] = []
     train, evals = read_metrics(run_dir / METRICS_FILE, notes, events)

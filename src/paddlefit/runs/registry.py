@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
 from paddlefit.runs.schema import COLUMNS, JSON_COLUMNS, LOST, MIGRATIONS, SCHEMA_VERSION, check_fields, statements
+from paddlefit.textsafe import storable_text
 
 Warn = Callable[[str], None]
 T = TypeVar("T")
@@ -164,7 +165,7 @@ class Registry:
                 if conn is None:
                     return None
                 row = conn.execute("SELECT id FROM runs WHERE run_dir = ? ORDER BY id DESC LIMIT 1",
-                                   (os.path.abspath(str(run_dir)),)).fetchone()  # fmt: skip
+                                   (storable_text(os.path.abspath(str(run_dir))),)).fetchone()  # fmt: skip
                 return int(row[0]) if row else None
         except RegistryError as exc:
             if warn is not None:
@@ -253,6 +254,29 @@ class Registry:
         # isolation_level=None: no implicit transactions, each write's BEGIN IMMEDIATE ... COMMIT is explicit
         return sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that never writes (``mode=ro``), so a read works on a read-only or full disk. SQLite's WAL
+        mode needs a ``-shm`` index file beside the database even to read; where it cannot be made (a read-only
+        directory, a full disk: "unable to open", "disk I/O error"), the file is opened ``immutable=1`` instead
+        (no lock, no WAL: what the database file holds; nothing can write there at that moment either). SQLite
+        docs: "URI filenames", "Read-only WAL databases" (wal.html#readonly).
+
+        Raises:
+            sqlite3.Error: the file cannot be read even so (corrupt, a lock held past the timeout...).
+        """
+        from urllib.parse import quote
+
+        base = "file:" + quote(os.path.abspath(self.path))
+        conn = sqlite3.connect(base + "?mode=ro", uri=True, timeout=self.timeout_s, isolation_level=None)
+        try:
+            conn.execute("PRAGMA user_version").fetchone()
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            if not any(word in str(exc).lower() for word in ("unable to open", "disk i/o", "readonly", "read-only")):
+                raise
+        return sqlite3.connect(base + "?mode=ro&immutable=1", uri=True, timeout=self.timeout_s, isolation_level=None)
+
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """A connection inside a ``BEGIN IMMEDIATE`` transaction on an up-to-date schema; commits on leaving."""
@@ -313,7 +337,7 @@ class Registry:
                                 "$PADDLEFIT_HOME/runs.db).")  # fmt: skip
         try:
             exists = self.path.exists()
-            conn = self._connect() if exists else None
+            conn = self._connect_read_only() if exists else None
         except (sqlite3.Error, OSError) as exc:
             raise self._read_error(exc) from None
         if conn is None:

@@ -107,13 +107,16 @@ def statements(script: str) -> list[str]:
 
 def check_fields(fields: dict[str, object]) -> dict[str, object]:
     """``fields`` as values SQLite stores: JSON columns' dicts and lists serialised, bools as 0/1, numpy scalars as
-    Python numbers.
+    Python numbers, strings as valid UTF-8 (a run directory's undecodable bytes as ``\\xNN``:
+    :func:`paddlefit.textsafe.storable_text`).
 
     Raises:
         ValueError: a key that is not a writable column, a ``status`` outside :data:`STATUSES`, or a value that is
             not a number, a string or None (a programming error of the caller, not a registry failure).
     """
     import json
+
+    from paddlefit.textsafe import storable_text
 
     unknown = sorted(set(fields) - set(WRITABLE))
     if unknown:
@@ -129,6 +132,8 @@ def check_fields(fields: dict[str, object]) -> dict[str, object]:
         if value is not None and not isinstance(value, int | float | str):
             raise ValueError(f"run registry: field {key!r} has a {type(value).__name__} value {value!r}; "
                              "give a number, a string or None")  # fmt: skip
+        if isinstance(value, str):  # a run dir not valid UTF-8 (surrogateescape): SQLite takes UTF-8 text only
+            value = storable_text(value)
         if key == "status" and value not in STATUSES:
             raise ValueError(f"run registry: status {value!r} is not one of {list(STATUSES)}")
         clean[key] = value

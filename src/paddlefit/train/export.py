@@ -17,6 +17,7 @@ import numpy as np
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
 from paddlefit.spec import load_job_spec
+from paddlefit.textsafe import name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.train.metrics import IMPORT_DIRS_FILE, SPEC_FILE
 from paddlefit.userimport import add_recorded_dirs
@@ -50,18 +51,17 @@ EXPORT_FILES = frozenset({"model.json", "model.pdiparams", "model.pdmodel", "mod
 
 def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
     """Refuse an ``--out`` that would replace anything but an earlier export (never delete user files)."""
-    out = out_dir.resolve()
-    if out == run_dir.resolve() or run_dir.resolve().is_relative_to(out) or out.is_relative_to(run_dir.resolve() /
-                                                                                               "checkpoints"):
-        raise PaddlefitError(f"`--out {out_dir}` would overwrite the run itself; give a new directory such as "
-                             f"{run_dir / 'inference'}.")  # fmt: skip
+    from paddlefit.fileio import refuse_run_target
+
+    refuse_run_target(out_dir, run_dir, "--out", run_dir / "inference")
     if out_dir.exists():
         if not out_dir.is_dir():
-            raise PaddlefitError(f"`--out {out_dir}` is a file; give a directory (it is created).")
+            raise PaddlefitError(f"`--out {name_safe(out_dir)}` is a file; give a directory (it is created).")
         others = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES)
         if others:
-            raise PaddlefitError(f"`--out {out_dir}` exists and holds other files ({', '.join(others[:3])}); give a "
-                                 "new directory (only an earlier export is replaced).")  # fmt: skip
+            raise PaddlefitError(f"`--out {name_safe(out_dir)}` exists and holds other files "
+                                 f"({', '.join(others[:3])}); give a new directory (only an earlier export is "
+                                 "replaced).")  # fmt: skip
 
 
 def _sample_batch(spec: Any, n: int = 8) -> Any:
@@ -165,7 +165,7 @@ def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[st
         elif not store.list():
             break
         time.sleep(0.05 * (attempt + 1))  # one was pruned or replaced between listing and reading
-    raise PaddlefitError(f"`{run_dir}` has no checkpoint that verifies; train first.")
+    raise PaddlefitError(f"`{name_safe(run_dir)}` has no checkpoint that verifies; train first.")
 
 
 def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | None = None) -> ExportResult:
@@ -185,36 +185,38 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     run_dir = Path(run_dir)
     spec_file = run_dir / SPEC_FILE
     if not spec_file.is_file():
-        raise PaddlefitError(f"`{run_dir}` is not a paddlefit run directory (no {SPEC_FILE}); give the --run-dir "
-                             "of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}); give the "
+                             "--run-dir of a `paddlefit train` run.")  # fmt: skip
     add_recorded_dirs(run_dir / IMPORT_DIRS_FILE)  # the run's own modules, wherever export runs from
     spec = load_job_spec(spec_file)
     if checkpoint is None:
         checkpoint, manifest, params = _newest_checkpoint(run_dir)
     else:
         if (problem := verify(Path(checkpoint))) is not None:
-            raise PaddlefitError(f"`--checkpoint {checkpoint}`: {problem}.")
+            raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {problem}.")
         try:
             manifest, params = _read_weights(Path(checkpoint))
         except _Gone as exc:
-            raise PaddlefitError(f"`--checkpoint {checkpoint}`: {exc} (a run still training there deleted it? Pass "
-                                 "a newer one, or leave --checkpoint out for the newest).") from None  # fmt: skip
+            raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {exc} (a run still training there "
+                                 "deleted it? Pass a newer one, or leave --checkpoint out for the newest)."
+                                 ) from None  # fmt: skip
     from paddlefit.models.zoo import resolve_model
 
     if manifest.get("spec_model") not in (None, spec.model):
-        raise PaddlefitError(f"`--checkpoint {checkpoint}` was written for model `{manifest['spec_model']}`, this run "
-                             f"trains `{spec.model}`; pass a checkpoint of {run_dir}.")  # fmt: skip
+        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}` was written for model "
+                             f"`{manifest['spec_model']}`, this run trains `{spec.model}`; pass a checkpoint of "
+                             f"{name_safe(run_dir)}.")  # fmt: skip
     from paddlefit.models.build import build
 
     model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
     try:
         missing, unexpected = model.set_state_dict(paddle.load(io.BytesIO(params)))
     except Exception as exc:
-        raise PaddlefitError(f"`{checkpoint}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
+        raise PaddlefitError(f"`{name_safe(checkpoint)}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
                              f"{str(exc)[:200]}).") from None  # fmt: skip
     if missing or unexpected:
-        raise PaddlefitError(f"`{checkpoint}` does not match model `{spec.model}` (missing {list(missing)[:3]}, "
-                             f"unexpected {list(unexpected)[:3]}).")  # fmt: skip
+        raise PaddlefitError(f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
+                             f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}).")  # fmt: skip
     model.eval()
     batch = _sample_batch(spec)
     names: list[str | None] = [None] * len(batch.args) + list(batch.kwargs)
@@ -276,8 +278,9 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         os.rename(tmp, out_dir)
         fsync_path(out_dir.parent)
     except OSError as exc:  # FileWriteError says why (a full disk...)
-        raise PaddlefitError(f"cannot write `{out_dir}` ({getattr(exc, 'why', None) or exc.strerror or exc}); "
-                             "nothing was written: free space or choose another --out.") from None  # fmt: skip
+        why = getattr(exc, "why", None) or exc.strerror or exc
+        raise PaddlefitError(f"cannot write `{name_safe(out_dir)}` ({why}); nothing was written: free space or "
+                             "choose another --out.") from None  # fmt: skip
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
