@@ -46,8 +46,8 @@ __all__ = [
     "LOCK_PID_ENV",
     "RunDirInUseError",
     "RunDirLock",
-    "held_by_parent",
     "drop_lock_records",
+    "held_by_parent",
     "pid_alive",
 ]  # fmt: skip
 
