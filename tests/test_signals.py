@@ -42,3 +42,20 @@ def test_a_stop_signal_during_train_start_up_exits_quietly_and_leaves_no_lock_re
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert "FatalError" not in err and "Traceback" not in err and "Aborted" not in err, err
     assert not (run_dir / ".lock.json").exists(), (run_dir / ".lock.json").read_text()
+
+
+def test_sighup_during_training_checkpoints_and_stops_like_sigterm(tmp_path: Path) -> None:
+    """A closed terminal or a dropped ssh session (SIGHUP) mid-run: it was unhandled (exit 129, no checkpoint, no
+    status.json, the registry showing the run lost); now it checkpoints and exits 143 like SIGTERM."""
+    spec = write_spec(tmp_path / "job.yaml", max_steps=100000, checkpoint={"every_steps": 0, "every_minutes": 0})
+    run_dir = tmp_path / "run"
+    proc = _popen(train_cmd(spec, run_dir))
+    step = wait_for_step(run_dir, 3, proc)
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, (proc.returncode, err)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 143 and "SIGHUP" in status["reason"], status
+    ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
+    assert ckpts and int(ckpts[-1].name.split("-")[1]) >= step, ckpts
+    assert "Traceback" not in err, err

@@ -43,7 +43,7 @@ def exit_on_signal(signum: int, frame: object) -> None:
     lock = sys.modules.get("paddlefit.train.lock")
     if lock is not None:
         lock.drop_lock_records()
-    name = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name} during start-up"
+    name = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     os.write(2, f"{name}\n".encode())
     os._exit(128 + signum)
 

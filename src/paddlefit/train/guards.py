@@ -16,10 +16,13 @@ from paddlefit.spec import BudgetSpec, CheckpointSpec
 __all__ = ["Budget", "CheckpointSchedule", "StopFlag"]
 
 Clock = Callable[[], float]
+#: The signals that stop a run gracefully (checkpoint, exit 143).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGINT while installed; the loop checks it once per optimizer step."""
+    """Set by SIGTERM, SIGINT or SIGHUP (a closed terminal, a dropped ssh session) while installed; the loop
+    checks it once per optimizer step, then checkpoints and exits 143 whichever it was (docs/errors.md)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -30,13 +33,19 @@ class StopFlag:
         """Whether a stop signal arrived."""
         return self.signum is not None
 
+    @property
+    def reason(self) -> str:
+        """``stopped by signal SIGHUP`` when the signal came to this process, else (another rank's) ``stopped by
+        signal``: the reason status.json records for a stop."""
+        return f"stopped by signal {signal.Signals(self.signum).name}" if self.signum else "stopped by signal"
+
     def install(self) -> None:
-        """Catch SIGTERM and SIGINT (the previous handlers are kept for :meth:`restore`). Python runs signal
+        """Catch SIGTERM, SIGINT and SIGHUP (the previous handlers are kept for :meth:`restore`). Python runs signal
         handlers in the main thread only, so a run in another thread (library use) installs none: it stops at its
         length, its budget, or when the process does."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._handler)
 
     def restore(self) -> None:

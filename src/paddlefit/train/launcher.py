@@ -82,7 +82,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 
     # signal handlers can be set in the main thread only (run_job called from another thread forwards nothing)
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if main else {}
     offset = 0
     try:
         while True:

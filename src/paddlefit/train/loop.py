@@ -430,7 +430,7 @@ class Trainer:
             path = self._save()
             self.log(f"stop signal: saved {path} at step {self.state.step}; exit {EXIT_REQUEUE} (requeue); run again "
                      "with --resume auto to continue.")  # fmt: skip
-        return self._end(EXIT_REQUEUE, "stopped by signal")
+        return self._end(EXIT_REQUEUE, self.stop.reason)
 
     def _end_budget(self) -> RunResult:
         reason = self.budget.exceeded() or f"budget reached on another rank ({self.budget.limits()})"

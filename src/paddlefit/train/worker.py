@@ -14,8 +14,13 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`)."""
+    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`). A stop signal
+    before the loop starts exits 128 + the signal with one line (:mod:`paddlefit.quietstart`)."""
     import warnings
+
+    from paddlefit.quietstart import install
+
+    install()
 
     warnings.filterwarnings("ignore", category=UserWarning)
     os.environ.setdefault("GLOG_minloglevel", "2")
