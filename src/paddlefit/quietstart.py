@@ -78,8 +78,8 @@ def _then_python_handlers(init_glog: Any) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         try:
             return init_glog(*args, **kwargs)
-        finally:
-            for sig in GLOG_SIGNALS:
+        finally:  # signal.signal works in the main thread only (Paddle imported by another thread: glog's stay)
+            for sig in GLOG_SIGNALS if threading.current_thread() is threading.main_thread() else ():
                 handler = signal.getsignal(sig)
                 if callable(handler):  # Python's own handler: put its C-level trampoline back over glog's
                     signal.signal(sig, handler)
