@@ -5,6 +5,7 @@ training checkpoints and stops like SIGTERM; a killed launcher or rank leaves a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,3 +60,54 @@ def test_sighup_during_training_checkpoints_and_stops_like_sigterm(tmp_path: Pat
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     assert ckpts and int(ckpts[-1].name.split("-")[1]) >= step, ckpts
     assert "Traceback" not in err, err
+
+
+def _slow_spec(tmp_path: Path, steps: int) -> Path:
+    return write_spec(tmp_path / "s.yaml", max_steps=steps, checkpoint={"every_steps": 0, "every_minutes": 0},
+                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+
+
+def _children(proc: subprocess.Popen) -> dict[str, object]:
+    """The launcher (``"launcher"``) and the workers (by rank) under a `train --devices N` process."""
+    import psutil
+
+    found = {}
+    for p in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            rank = p.environ().get("PADDLE_TRAINER_ID")
+            if rank is None and "paddlefit.train.distlaunch" in p.cmdline():
+                rank = "launcher"
+        except psutil.Error:
+            continue
+        if rank is not None:
+            found[rank] = p
+    return found
+
+
+@pytest.mark.slow
+def test_a_sigkilled_launcher_stops_its_workers_and_train_exits_with_their_status(tmp_path: Path) -> None:
+    """SIGKILL of Paddle's launcher (``paddlefit.train.distlaunch``) of `train --devices 2`: `train` exited 1 at
+    once while both workers trained on as orphans and later recorded status finished, exit 0. Now each worker
+    takes SIGTERM when the launcher dies: they checkpoint and stop, `train` waits for them, and its exit code is
+    the status.json one (143)."""
+    import psutil
+
+    run_dir = tmp_path / "r"
+    proc = _popen(train_cmd(_slow_spec(tmp_path, 400), run_dir, "--devices", "2"))
+    procs = {}
+    try:
+        wait_for_step(run_dir, 5, proc)
+        procs = _children(proc)
+        assert set(procs) == {"launcher", "0", "1"}, procs
+        procs["launcher"].kill()
+        _, err = proc.communicate(timeout=180)
+        _, alive = psutil.wait_procs([procs["0"], procs["1"]], timeout=10)
+        assert alive == [], alive
+        status = json.loads((run_dir / "status.json").read_text())
+        assert proc.returncode == status["exit_code"] == 143, (proc.returncode, status, err[-2000:])
+        assert "launcher ended by signal SIGKILL" in err, err[-2000:]
+        assert status["step"] < 400 and (run_dir / "checkpoints" / f"step-{status['step']:08d}").is_dir(), status
+    finally:
+        for p in procs.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()

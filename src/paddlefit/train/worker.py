@@ -1,7 +1,10 @@
 """Entry script of one worker under ``paddle.distributed.launch`` (not for direct use).
 
 ``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/.job-launch.yaml --run-dir RUN_DIR
---resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
+--resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json. On Linux each worker
+asks the kernel for SIGTERM when its launcher dies (``prctl(PR_SET_PDEATHSIG)``,
+:func:`paddlefit.train.distlaunch.stop_with_parent`): a SIGKILLed launcher never leaves its workers training as
+orphans; they checkpoint and stop (143) as on any SIGTERM.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     from paddlefit.quietstart import install
 
     install()
+    from paddlefit.train.distlaunch import LAUNCHER_PID_ENV, stop_with_parent
+
+    if LAUNCHER_PID_ENV in os.environ:  # started by distlaunch: stop (checkpoint, 143) when it dies, never orphaned
+        stop_with_parent(LAUNCHER_PID_ENV)
 
     warnings.filterwarnings("ignore", category=UserWarning)
     os.environ.setdefault("GLOG_minloglevel", "2")
