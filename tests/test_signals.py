@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,13 +22,14 @@ def _popen(cmd: list[str]) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
 
 
-@pytest.mark.parametrize("when", ["lock", 1.0, 2.0])
+@pytest.mark.parametrize("when", ["lock", 0.5, 1.2])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_during_train_start_up_exits_quietly_and_leaves_no_lock_record(
         tmp_path: Path, when: object, sig: signal.Signals) -> None:  # fmt: skip
     """SIGTERM (or SIGHUP: a closed terminal) while `train` starts up: Paddle's import installs a C++ handler
     that printed a "FatalError: `Termination signal` is detected ... Aborted" block and left RUN_DIR/.lock.json
-    naming a dead pid. Now: exit 128 + the signal, one line, no record (``lock``: the moment the lock is taken)."""
+    naming a dead pid. Now: exit 128 + the signal, one line, no record (``lock``: the moment the lock is taken;
+    a timed signal that lands once the loop runs is the graceful stop instead: 143 with status.json)."""
     spec, run_dir = write_spec(tmp_path / "job.yaml", max_steps=50), tmp_path / "run"
     proc = _popen(train_cmd(spec, run_dir))
     end = time.time() + 60
@@ -40,7 +40,8 @@ def test_a_stop_signal_during_train_start_up_exits_quietly_and_leaves_no_lock_re
         time.sleep(float(when))
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    in_loop = (run_dir / "status.json").exists()
+    assert proc.returncode == (143 if in_loop else 128 + sig), (proc.returncode, err)
     assert "FatalError" not in err and "Traceback" not in err and "Aborted" not in err, err
     assert not (run_dir / ".lock.json").exists(), (run_dir / ".lock.json").read_text()
 
@@ -111,3 +112,35 @@ def test_a_sigkilled_launcher_stops_its_workers_and_train_exits_with_their_statu
         for p in procs.values():
             with contextlib.suppress(psutil.Error):
                 p.kill()
+
+
+@pytest.mark.slow
+def test_a_sigkilled_rank_1_leaves_a_status_a_failed_registry_row_and_no_traceback(tmp_path: Path) -> None:
+    """SIGKILL of rank 1 of `train --devices 2` mid-run: rank 0's all-reduce raised a gloo RuntimeError whose
+    traceback reached the terminal twice (relayed, then in the reason), no status.json was written and the
+    registry showed the run lost. Now rank 0 catches the failed collective: status.json and the registry record
+    exit 1 at the step reached, the terminal gets one line for it, and the launcher's line names rank 1."""
+    import psutil
+
+    run_dir = tmp_path / "r"
+    proc = _popen(train_cmd(_slow_spec(tmp_path, 400), run_dir, "--devices", "2"))
+    procs = {}
+    try:
+        reached = wait_for_step(run_dir, 5, proc)
+        procs = _children(proc)
+        procs["1"].kill()
+        _, err = proc.communicate(timeout=180)
+    finally:
+        for p in procs.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+    assert proc.returncode == 1, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err and err.count("pair.cc") == 1, err[-3000:]  # one line for it, not printed twice
+    assert "another rank was killed or lost" in err, err[-3000:]
+    assert "paddlefit: rank 1 ended by signal SIGKILL" in err, err[-3000:]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["exit_code"] == 1 and status["step"] >= reached and "rank" in status["reason"], status
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "runs", "--json"], capture_output=True,
+                       text=True, env=ENV, timeout=60)  # fmt: skip
+    rows = [x for x in json.loads(r.stdout) if Path(x["run_dir"]).resolve() == run_dir.resolve()]
+    assert rows and rows[-1]["status"] == "failed" and rows[-1]["exit_code"] == 1, rows

@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
-__all__ = ["Budget", "CheckpointSchedule", "StopFlag"]
+__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "is_collective_failure"]
 
 Clock = Callable[[], float]
 #: The signals that stop a run gracefully (checkpoint, exit 143).
@@ -56,6 +57,47 @@ class StopFlag:
 
     def _handler(self, signum: int, _frame: Any) -> None:
         self.signum = signum
+
+
+#: Markers of a failed collective in an error's message (gloo on CPU, NCCL on GPU) or its frames' files.
+_COLLECTIVE_MARKS = ("gloo", "nccl", "NCCL")
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` came from a collective operation between ranks (``paddle.distributed``'s all-reduce or
+    barrier, or gloo/NCCL named in its message): what a rank meets when another rank was killed or lost (gloo:
+    ``RuntimeError: [.../gloo/transport/tcp/pair.cc:576] Read error ...: Connection reset by peer``)."""
+    if any(m in str(exc) for m in _COLLECTIVE_MARKS):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if "paddle/distributed/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
+    """``exc`` as the error :meth:`paddlefit.train.loop.Trainer.run` reports: a :class:`PaddlefitError` as it is;
+    a failed collective of a multi-rank run (:func:`is_collective_failure`) as a :class:`JobFailedError` (exit 1)
+    naming the step and the last checkpoint, recorded by rank 0 in status.json and the registry like any failure
+    (the launcher's ``paddlefit:`` line names the rank that ended and how).
+
+    Raises:
+        Exception: ``exc`` itself, anything else (a bug: its traceback is the report).
+    """
+    if isinstance(exc, PaddlefitError):
+        return exc
+    if trainer.world <= 1 or not is_collective_failure(exc):
+        raise exc
+    from paddlefit.train.oom import first_line
+
+    state = getattr(trainer, "state", None)
+    step = state.step if state is not None else 0
+    last = trainer.store.latest_valid() if trainer.is_writer else None
+    return JobFailedError(f"at step {step}: another rank was killed or lost (a collective operation failed: "
+                          f"{type(exc).__name__}: {first_line(exc, 200)}). Run the same command again: `--resume "
+                          f"auto` continues from {last or 'the start (no checkpoint yet)'}.")  # fmt: skip
 
 
 class Budget:

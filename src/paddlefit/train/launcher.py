@@ -135,6 +135,9 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
             if rc < 0:
                 return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
                                                   f"stopped ({status['reason']}).")  # fmt: skip
+            said = [x for x in _read_lines(log_dir / "launcher.log") if x.startswith("paddlefit: ")][-1:]
+            if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how
+                return 1, f"{status['reason']}\n{said[0]}"
             return int(status["exit_code"]), str(status["reason"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass

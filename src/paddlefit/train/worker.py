@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                             trust_checkpoint=args.trust_checkpoint)  # fmt: skip
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
+        ignore_stop_signals()  # the outcome is known: Paddle's launcher stopping the pod (SIGTERM) must not change it
         written = False
         # the parent prints the status message; print here only if it could not be recorded (or is another run's
         # directory, where this run writes nothing)
@@ -64,9 +65,21 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     write_status(run_dir, exc.exit_code, str(exc), -1)
                     written = True
-        if not written:
-            log_stderr(f"error: {exc}")
+        if not written:  # `error:` (bad input) lines of ranks > 0 are what train reports for exit 2 (launcher.py)
+            log_stderr(f"{'error' if exc.exit_code == 2 else 'failed'}: {exc}")
         return exc.exit_code
+    finally:
+        ignore_stop_signals()
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM, SIGINT and SIGHUP from here on: the run's outcome is decided (the trainer returned or
+    raised), and Paddle's launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it
+    (:mod:`paddlefit.quietstart`) would report a stop with a checkpoint that did not happen."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
