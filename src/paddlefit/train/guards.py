@@ -59,19 +59,23 @@ class StopFlag:
         self.signum = signum
 
 
-#: Markers of a failed collective in an error's message (gloo on CPU, NCCL on GPU) or its frames' files.
+#: Markers of a failed collective in an error's message (gloo on CPU, NCCL on GPU).
 _COLLECTIVE_MARKS = ("gloo", "nccl", "NCCL")
+#: Paddle's files of collective calls (``all_reduce``, ``barrier``; ``fused_allreduce_gradients``), not
+#: ``paddle/distributed/parallel.py``, whose ``DataParallel.forward`` frames are in any data-parallel model's errors.
+_COLLECTIVE_FILES = ("paddle/distributed/communication/", "paddle/distributed/collective.py",
+                     "fleet/utils/hybrid_parallel_util.py")  # fmt: skip
 
 
 def is_collective_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` came from a collective operation between ranks (``paddle.distributed``'s all-reduce or
-    barrier, or gloo/NCCL named in its message): what a rank meets when another rank was killed or lost (gloo:
+    """Whether ``exc`` came from a collective operation between ranks (a frame in :data:`_COLLECTIVE_FILES`, or
+    gloo/NCCL named in its message): what a rank meets when another rank was killed or lost (gloo:
     ``RuntimeError: [.../gloo/transport/tcp/pair.cc:576] Read error ...: Connection reset by peer``)."""
     if any(m in str(exc) for m in _COLLECTIVE_MARKS):
         return True
     tb = exc.__traceback__
     while tb is not None:
-        if "paddle/distributed/" in tb.tb_frame.f_code.co_filename.replace("\\", "/"):
+        if any(f in tb.tb_frame.f_code.co_filename.replace("\\", "/") for f in _COLLECTIVE_FILES):
             return True
         tb = tb.tb_next
     return False

@@ -153,10 +153,10 @@ class StepRunner:
             except PaddlefitError as exc:
                 raise PaddlefitError(f"step {step}: {exc}") from None
             except (Exception, SystemExit) as exc:  # a model calling sys.exit() is a failing model, not an exit
-                if self.world > 1 and is_collective_failure(exc):  # DataParallel's all-reduce: another rank lost
-                    raise  # Trainer.run reports it (guards.as_lost_rank), not as the model's error
                 if is_out_of_memory(exc):
                     raise OutOfMemory(oom_line(exc)) from None
+                if self.world > 1 and is_collective_failure(exc):  # DataParallel's all-reduce: another rank lost
+                    raise  # Trainer.run reports it (guards.as_lost_rank), not as the model's error
                 from paddlefit.models.build import failing_layer
 
                 where = failing_layer(exc)
