@@ -13,6 +13,8 @@ log lines, and returns the exit code rank 0 recorded in ``status.json``.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import select
 import signal
@@ -25,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paddlefit.fileio import read_json_limited
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.metrics import STATUS_FILE
@@ -136,8 +139,11 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
                 return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
                                                   f"stopped ({status['reason']}).")  # fmt: skip
             said = [x for x in _read_lines(log_dir / "launcher.log") if x.startswith("paddlefit: ")][-1:]
-            if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how
-                return 1, f"{status['reason']}\n{said[0]}"
+            if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how,
+                status["reason"] = f"{status['reason']}\n{said[0]}"  # in status.json too (rank 0 cannot tell)
+                with contextlib.suppress(OSError, PaddlefitError):
+                    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status) + "\n", option="--run-dir")
+                return 1, status["reason"]
             return int(status["exit_code"]), str(status["reason"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
