@@ -72,3 +72,25 @@ def test_stop_flag_catches_sigterm_and_restores() -> None:
     finally:
         flag.restore()
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_failed_collective_is_a_lost_rank_and_anything_else_raises_as_it_is() -> None:
+    """Rank 0's all-reduce when rank 1 was SIGKILLed raises gloo's RuntimeError (seen on Paddle 3.3.1): it becomes
+    exit 1 naming the step; an error that is not a collective's (a bug) raises unchanged, as in a 1-rank run."""
+    from types import SimpleNamespace
+
+    from paddlefit.errors import JobFailedError
+    from paddlefit.train.guards import as_lost_rank, is_collective_failure
+
+    gloo = RuntimeError("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 1")
+    store = SimpleNamespace(latest_valid=lambda: "runs/r/checkpoints/step-00000025")
+    trainer = SimpleNamespace(world=2, is_writer=True, state=SimpleNamespace(step=31), store=store)
+    assert is_collective_failure(gloo) and not is_collective_failure(ValueError("bad shape"))
+    err = as_lost_rank(gloo, trainer)
+    assert isinstance(err, JobFailedError) and err.exit_code == 1
+    assert str(err).startswith("at step 31: another rank was killed or lost") and "step-00000025" in str(err)
+    bug = ValueError("bad shape")
+    with pytest.raises(ValueError, match="bad shape"):
+        as_lost_rank(bug, trainer)
+    with pytest.raises(RuntimeError, match="gloo"):
+        as_lost_rank(gloo, SimpleNamespace(world=1))

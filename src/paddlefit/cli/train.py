@@ -165,7 +165,7 @@ def train_command(
     if json_out:  # one JSON document on stdout whatever the outcome
         print(to_json({"exit_code": code, "reason": reason, "run_dir": str(run_dir)}))
         json_document_printed()
-    if code == EXIT_REQUEUE and reason != "stopped by signal":  # before the first step: nothing was saved
+    if code == EXIT_REQUEUE and not reason.startswith("stopped by signal"):  # before the first step: nothing was saved
         err.print(f"{shown(reason)} Exit {EXIT_REQUEUE}.", highlight=False)
     elif code == EXIT_REQUEUE:
         err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")

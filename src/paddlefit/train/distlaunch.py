@@ -16,7 +16,10 @@ Started by ``paddlefit train --devices N`` (:func:`paddlefit.train.run.run_job`)
 directory's locked descriptor (``PADDLEFIT_LOCK_FD``, :mod:`paddlefit.train.lock`) and hands it to every worker
 (Paddle's launcher would close it: ``close_fds``), so the directory stays locked while any process of the run
 lives; and it asks the kernel for SIGTERM when that ``train`` process dies (``PR_SET_PDEATHSIG``), so a killed
-``train`` does not leave the run going on without it: the workers checkpoint and stop as on any SIGTERM.
+``train`` does not leave the run going on without it: the workers checkpoint and stop as on any SIGTERM. Each
+worker asks the same of this launcher (``PADDLEFIT_LAUNCHER_PID``, :mod:`paddlefit.train.worker`): a SIGKILLed
+launcher stops its workers too, and ``train``, which sees the workers end through a pipe they all hold
+(``PADDLEFIT_ALIVE_FD``), waits for them and reports the status rank 0 recorded.
 
 Its exit code is one a scheduler reads right (:func:`scheduler_exit_code`, docs/errors.md#exit-codes): Paddle's
 launcher exits with the first failed worker's code, negative for a worker killed by a signal, which the kernel
@@ -40,6 +43,11 @@ from paddlefit.train.lock import LOCK_FD_ENV, LOCK_PID_ENV
 
 #: Exit codes a run's processes end with on their own (docs/errors.md): 1-127, and 130/143 for a stop by a signal.
 STOP_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: This launcher's pid, for its workers (:func:`stop_with_parent` in :mod:`paddlefit.train.worker`).
+LAUNCHER_PID_ENV = "PADDLEFIT_LAUNCHER_PID"
+#: The write end of a pipe from ``train`` (:func:`paddlefit.train.launcher.run_launched`) that this launcher and
+#: every worker keep open: ``train`` reads end-of-file once the last of them has exited.
+ALIVE_FD_ENV = "PADDLEFIT_ALIVE_FD"
 #: Paddle's launcher unsets these for its workers, keeping each as ``NAME_original`` (``fetch_envs``).
 PROXY_VARIABLES = ("http_proxy", "https_proxy")
 
@@ -68,26 +76,30 @@ def secret_env_popen(hidden: dict[str, str], keep_fds: tuple[int, ...] = ()) -> 
     return SecretEnvPopen
 
 
-def inherited_lock_fd() -> int | None:
-    """The run directory lock's descriptor this process inherited from ``paddlefit train`` (None without one)."""
+def inherited_lock_fd(name: str = LOCK_FD_ENV) -> int | None:
+    """The descriptor named by the environment variable ``name`` this process inherited from ``paddlefit train``
+    (the run directory lock's, or with :data:`ALIVE_FD_ENV` the pipe's), None without one."""
     try:
-        fd = int(os.environ.get(LOCK_FD_ENV, ""))
+        fd = int(os.environ.get(name, ""))
         os.fstat(fd)
     except (ValueError, OSError):
         return None
     return fd
 
 
-def stop_with_parent() -> None:
+def stop_with_parent(parent_env: str = LOCK_PID_ENV) -> None:
     """Ask Linux for SIGTERM when the process that started this one dies (``prctl(PR_SET_PDEATHSIG)``); if it has
-    already died (it is not ``PADDLEFIT_LOCK_PID``), stop now. Elsewhere (or without ``prctl``) nothing."""
+    already died (the parent is no longer the pid in the environment variable ``parent_env``:
+    ``PADDLEFIT_LOCK_PID`` for this launcher, ``PADDLEFIT_LAUNCHER_PID`` for a worker), stop now. Elsewhere (or
+    without ``prctl``) nothing. Source: ``man 2 prctl`` (the signal comes when the parent *thread* exits: Paddle's
+    launcher starts the workers from its main thread, ``Controller.run`` -> ``Pod.deploy``)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-        if os.environ.get(LOCK_PID_ENV, str(os.getppid())) != str(os.getppid()):  # it died before the request
+        if os.environ.get(parent_env, str(os.getppid())) != str(os.getppid()):  # it died before the request
             os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -170,14 +182,15 @@ def main(argv: list[str] | None = None) -> None:
     environment and handed only to the processes it starts. Exits with :meth:`LaunchWatch.exit_code` of
     Paddle's launcher's code."""
     args = sys.argv[1:] if argv is None else argv
-    lock_fd = inherited_lock_fd()
+    lock_fd, alive_fd = inherited_lock_fd(), inherited_lock_fd(ALIVE_FD_ENV)
     if lock_fd is not None:
         stop_with_parent()
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # the workers stop when this process dies (worker.py)
     _, hidden = split_secrets(os.environ)
     for name in hidden:
         del os.environ[name]
-    if hidden or lock_fd is not None:
-        keep = (lock_fd,) if lock_fd is not None else ()
+    keep = tuple(fd for fd in (lock_fd, alive_fd) if fd is not None)
+    if hidden or keep:
         subprocess.Popen = secret_env_popen(worker_secrets(hidden), keep)  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]
     watch = LaunchWatch()

@@ -11,15 +11,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
-__all__ = ["Budget", "CheckpointSchedule", "StopFlag"]
+__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "is_collective_failure"]
 
 Clock = Callable[[], float]
+#: The signals that stop a run gracefully (checkpoint, exit 143).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGINT while installed; the loop checks it once per optimizer step."""
+    """Set by SIGTERM, SIGINT or SIGHUP (a closed terminal, a dropped ssh session) while installed; the loop
+    checks it once per optimizer step, then checkpoints and exits 143 whichever it was (docs/errors.md)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -30,13 +34,19 @@ class StopFlag:
         """Whether a stop signal arrived."""
         return self.signum is not None
 
+    @property
+    def reason(self) -> str:
+        """``stopped by signal SIGHUP`` when the signal came to this process, else (another rank's) ``stopped by
+        signal``: the reason status.json records for a stop."""
+        return f"stopped by signal {signal.Signals(self.signum).name}" if self.signum else "stopped by signal"
+
     def install(self) -> None:
-        """Catch SIGTERM and SIGINT (the previous handlers are kept for :meth:`restore`). Python runs signal
+        """Catch SIGTERM, SIGINT and SIGHUP (the previous handlers are kept for :meth:`restore`). Python runs signal
         handlers in the main thread only, so a run in another thread (library use) installs none: it stops at its
         length, its budget, or when the process does."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._handler)
 
     def restore(self) -> None:
@@ -47,6 +57,51 @@ class StopFlag:
 
     def _handler(self, signum: int, _frame: Any) -> None:
         self.signum = signum
+
+
+#: Markers of a failed collective in an error's message (gloo on CPU, NCCL on GPU).
+_COLLECTIVE_MARKS = ("gloo", "nccl", "NCCL")
+#: Paddle's files of collective calls (``all_reduce``, ``barrier``; ``fused_allreduce_gradients``), not
+#: ``paddle/distributed/parallel.py``, whose ``DataParallel.forward`` frames are in any data-parallel model's errors.
+_COLLECTIVE_FILES = ("paddle/distributed/communication/", "paddle/distributed/collective.py",
+                     "fleet/utils/hybrid_parallel_util.py")  # fmt: skip
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` came from a collective operation between ranks (a frame in :data:`_COLLECTIVE_FILES`, or
+    gloo/NCCL named in its message): what a rank meets when another rank was killed or lost (gloo:
+    ``RuntimeError: [.../gloo/transport/tcp/pair.cc:576] Read error ...: Connection reset by peer``)."""
+    if any(m in str(exc) for m in _COLLECTIVE_MARKS):
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if any(f in tb.tb_frame.f_code.co_filename.replace("\\", "/") for f in _COLLECTIVE_FILES):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
+    """``exc`` as the error :meth:`paddlefit.train.loop.Trainer.run` reports: a :class:`PaddlefitError` as it is;
+    a failed collective of a multi-rank run (:func:`is_collective_failure`) as a :class:`JobFailedError` (exit 1)
+    naming the step and the last checkpoint, recorded by rank 0 in status.json and the registry like any failure
+    (the launcher's ``paddlefit:`` line names the rank that ended and how).
+
+    Raises:
+        Exception: ``exc`` itself, anything else (a bug: its traceback is the report).
+    """
+    if isinstance(exc, PaddlefitError):
+        return exc
+    if trainer.world <= 1 or not is_collective_failure(exc):
+        raise exc
+    from paddlefit.train.oom import first_line
+
+    state = getattr(trainer, "state", None)
+    step = state.step if state is not None else 0
+    last = trainer.store.latest_valid() if trainer.is_writer else None
+    return JobFailedError(f"at step {step}: another rank was killed or lost (a collective operation failed: "
+                          f"{type(exc).__name__}: {first_line(exc, 200)}). Run the same command again: `--resume "
+                          f"auto` continues from {last or 'the start (no checkpoint yet)'}.")  # fmt: skip
 
 
 class Budget:

@@ -13,7 +13,10 @@ log lines, and returns the exit code rank 0 recorded in ``status.json``.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -24,12 +27,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paddlefit.fileio import read_json_limited
+from paddlefit.errors import PaddlefitError
+from paddlefit.fileio import atomic_write_text, read_json_limited
 from paddlefit.train import worker
-from paddlefit.train.distlaunch import describe_exit, scheduler_exit_code
+from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.metrics import STATUS_FILE
 
 LOG_DIR = "launch-logs"
+#: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
+#: stopped, gives them 30 s before SIGKILL: ``Pod.stop(timeout=30)``; a large model's checkpoint can take longer).
+WORKERS_STOP_S = 300.0
 _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 
@@ -58,18 +65,40 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     143, retried like any stop), else (a worker crashed before writing it) the launcher's exit code as
     :func:`~paddlefit.train.distlaunch.scheduler_exit_code` maps it (a killed worker: 1, never a wrapped
     negative), and the tail of rank 0's log with the launcher's ``paddlefit:`` line naming the failed rank.
+    When the launcher itself is killed (SIGKILL), its workers get SIGTERM (:mod:`paddlefit.train.worker`): this
+    waits for them all to exit (up to :data:`WORKERS_STOP_S`; a pipe they all hold reads end-of-file) and returns
+    their status, the launcher's end named in the reason.
     ``env`` is added to the launcher's (and so the workers') environment; ``pass_fds`` are descriptors it inherits
     (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
     token = uuid.uuid4().hex
-    env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1")
     log_dir = run_dir / LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     rank0_log = log_dir / "workerlog.0"
     if rank0_log.exists():
         rank0_log.unlink()  # the launcher appends: start this run's log empty
-    with open(log_dir / "launcher.log", "ab") as launcher_log:
-        proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT, pass_fds=pass_fds)
+    alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
+    try:
+        env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
+                   **{ALIVE_FD_ENV: str(alive_w)})  # fmt: skip
+        with open(log_dir / "launcher.log", "ab") as launcher_log:
+            proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT,
+                                    pass_fds=(*pass_fds, alive_w))  # fmt: skip
+    except BaseException:
+        os.close(alive_r)
+        raise
+    finally:
+        os.close(alive_w)
+    try:
+        return _wait(proc, token, run_dir, relay, on_start, alive_r)
+    finally:
+        os.close(alive_r)
+
+
+def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[str], None],
+          on_start: Callable[[subprocess.Popen], None] | None, alive_r: int) -> tuple[int, str]:  # fmt: skip
+    """:func:`run_launched` once the launcher is started: relay, forward signals, wait, read the outcome."""
+    rank0_log = run_dir / LOG_DIR / "workerlog.0"
     if on_start:
         on_start(proc)
 
@@ -82,7 +111,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 
     # signal handlers can be set in the main thread only (run_job called from another thread forwards nothing)
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)} if main else {}
+    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if main else {}
     offset = 0
     try:
         while True:
@@ -94,10 +123,27 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    rc = proc.returncode
+    if proc.returncode < 0:  # the launcher killed: its workers got SIGTERM (worker.py); wait for them to stop
+        _await_workers(alive_r, rank0_log, offset, relay)
+    return _outcome(proc.returncode, token, run_dir, forwarded)
+
+
+def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[int, str]:
+    """(exit code, reason) of a launched run whose launcher exited with ``rc`` (see :func:`run_launched`)."""
+    log_dir = run_dir / LOG_DIR
+    rank0_log = log_dir / "workerlog.0"
     try:
         status: Any = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
         if status.get("token") == token:
+            if rc < 0:
+                return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
+                                                  f"stopped ({status['reason']}).")  # fmt: skip
+            said = [x for x in _read_lines(log_dir / "launcher.log") if x.startswith("paddlefit: ")][-1:]
+            if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how,
+                status["reason"] = f"{status['reason']}\n{said[0]}"  # in status.json too (rank 0 cannot tell)
+                with contextlib.suppress(OSError, PaddlefitError):
+                    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status) + "\n", option="--run-dir")
+                return 1, status["reason"]
             return int(status["exit_code"]), str(status["reason"])
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
@@ -115,6 +161,18 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
         said.append(f"paddlefit: Paddle's launcher ended by {describe_exit(rc)}")
     return scheduler_exit_code(rc) or 1, ("workers exited without a status (see " + str(log_dir) + "):\n"
                                           + "\n".join([*tail, *said]))  # fmt: skip
+
+
+def _await_workers(alive_r: int, rank0_log: Path, offset: int, relay: Callable[[str], None],
+                   timeout_s: float = WORKERS_STOP_S) -> None:  # fmt: skip
+    """Relay rank 0's log until every process holding the pipe's write end has exited (end-of-file on
+    ``alive_r``: nothing is ever written to it) or ``timeout_s`` seconds have passed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([alive_r], [], [], 0.3)
+        offset = _relay(rank0_log, offset, relay)
+        if ready and not os.read(alive_r, 1):
+            return
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -46,6 +46,7 @@ __all__ = [
     "LOCK_PID_ENV",
     "RunDirInUseError",
     "RunDirLock",
+    "drop_lock_records",
     "held_by_parent",
     "pid_alive",
 ]  # fmt: skip
@@ -145,6 +146,7 @@ class RunDirLock:
             os.close(fd)
             raise
         self._fd, self.locked = fd, True
+        _HOLDING.append(self)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "command": _command_line()}  # fmt: skip
         try:
@@ -172,6 +174,8 @@ class RunDirLock:
         if self._fd is None:
             return
         fd, self._fd, self.locked = self._fd, None, False
+        with contextlib.suppress(ValueError):
+            _HOLDING.remove(self)
         if not self._shared:
             with contextlib.suppress(OSError):
                 (self.run_dir / LOCK_INFO_FILE).unlink()
@@ -221,6 +225,20 @@ class RunDirLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
         self.release()
+
+
+#: The locks this process holds, for :func:`drop_lock_records`.
+_HOLDING: list[RunDirLock] = []
+
+
+def drop_lock_records() -> None:
+    """Remove the holder record (``RUN_DIR/.lock.json``) of every lock this process holds and has not handed on
+    (:meth:`RunDirLock.share`), for a process about to ``os._exit`` (a signal during start-up,
+    :mod:`paddlefit.quietstart`): the kernel drops the lock, and no record names the dead process."""
+    for lock in list(_HOLDING):
+        if not lock._shared:
+            with contextlib.suppress(OSError):
+                (lock.run_dir / LOCK_INFO_FILE).unlink()
 
 
 def _command_line() -> str:

@@ -37,7 +37,7 @@ from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore
 from paddlefit.train.evaluate import NO_EVAL, evaluate
-from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag
+from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import (
     SUMMARY_FILE,
@@ -176,8 +176,9 @@ class Trainer:
             # generator, and a checkpoint's state loads into the same names only: a second run_job in one process too
             with paddle.utils.unique_name.guard():
                 return self._run()
-        except PaddlefitError as exc:  # the job failed mid-run (out of memory at micro-batch 1, the model raising)
-            exc = as_write_failure(exc, self)  # status.json; a failed write (a full disk): step and checkpoint
+        except Exception as exc:  # failed mid-run (out of memory at micro-batch 1, the model raising, a rank lost)
+            # status.json; a failed write (a full disk): step and checkpoint; anything else raises as it is
+            exc = as_write_failure(as_lost_rank(exc, self), self)
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
                 self._compare(ended=(exc.exit_code, str(exc)))
             raise exc from None
@@ -430,7 +431,7 @@ class Trainer:
             path = self._save()
             self.log(f"stop signal: saved {path} at step {self.state.step}; exit {EXIT_REQUEUE} (requeue); run again "
                      "with --resume auto to continue.")  # fmt: skip
-        return self._end(EXIT_REQUEUE, "stopped by signal")
+        return self._end(EXIT_REQUEUE, self.stop.reason)
 
     def _end_budget(self) -> RunResult:
         reason = self.budget.exceeded() or f"budget reached on another rank ({self.budget.limits()})"

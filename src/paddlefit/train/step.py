@@ -123,6 +123,7 @@ class StepRunner:
             JobFailedError: any other error of the model or loss; PaddlefitError: a loss that is not a scalar.
         """
         from paddlefit.models.calling import call_model, describe_label
+        from paddlefit.train.guards import is_collective_failure
 
         accum = self.spec.grad_accum_steps
         slices = slice_weights(batch.size, self.micro.ways)
@@ -154,6 +155,8 @@ class StepRunner:
             except (Exception, SystemExit) as exc:  # a model calling sys.exit() is a failing model, not an exit
                 if is_out_of_memory(exc):
                     raise OutOfMemory(oom_line(exc)) from None
+                if self.world > 1 and is_collective_failure(exc):  # DataParallel's all-reduce: another rank lost
+                    raise  # Trainer.run reports it (guards.as_lost_rank), not as the model's error
                 from paddlefit.models.build import failing_layer
 
                 where = failing_layer(exc)

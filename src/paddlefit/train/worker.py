@@ -1,7 +1,10 @@
 """Entry script of one worker under ``paddle.distributed.launch`` (not for direct use).
 
 ``python -m paddle.distributed.launch --nproc_per_node N .../worker.py --spec RUN_DIR/.job-launch.yaml --run-dir RUN_DIR
---resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json.
+--resume auto``. Exits with the trainer's exit code; rank 0 records the reason in status.json. On Linux each worker
+asks the kernel for SIGTERM when its launcher dies (``prctl(PR_SET_PDEATHSIG)``,
+:func:`paddlefit.train.distlaunch.stop_with_parent`): a SIGKILLed launcher never leaves its workers training as
+orphans; they checkpoint and stop (143) as on any SIGTERM.
 """
 
 from __future__ import annotations
@@ -14,8 +17,17 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`)."""
+    """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`). A stop signal
+    before the loop starts exits 128 + the signal with one line (:mod:`paddlefit.quietstart`)."""
     import warnings
+
+    from paddlefit.quietstart import install
+
+    install()
+    from paddlefit.train.distlaunch import LAUNCHER_PID_ENV, stop_with_parent
+
+    if LAUNCHER_PID_ENV in os.environ:  # started by distlaunch: stop (checkpoint, 143) when it dies, never orphaned
+        stop_with_parent(LAUNCHER_PID_ENV)
 
     warnings.filterwarnings("ignore", category=UserWarning)
     os.environ.setdefault("GLOG_minloglevel", "2")
@@ -43,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                             trust_checkpoint=args.trust_checkpoint)  # fmt: skip
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
+        ignore_stop_signals()  # the outcome is known: Paddle's launcher stopping the pod (SIGTERM) must not change it
         written = False
         # the parent prints the status message; print here only if it could not be recorded (or is another run's
         # directory, where this run writes nothing)
@@ -52,9 +65,21 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(OSError):
                     write_status(run_dir, exc.exit_code, str(exc), -1)
                     written = True
-        if not written:
-            log_stderr(f"error: {exc}")
+        if not written:  # `error:` (bad input) lines of ranks > 0 are what train reports for exit 2 (launcher.py)
+            log_stderr(f"{'error' if exc.exit_code == 2 else 'failed'}: {exc}")
         return exc.exit_code
+    finally:
+        ignore_stop_signals()
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM, SIGINT and SIGHUP from here on: the run's outcome is decided (the trainer returned or
+    raised), and Paddle's launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it
+    (:mod:`paddlefit.quietstart`) would report a stop with a checkpoint that did not happen."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":
