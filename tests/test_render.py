@@ -46,7 +46,9 @@ def test_formatters_and_host_floor():
 def _cells(text, header):
     """The cells (number and unit) of the right-justified column ``header`` of a rich table rendered as text."""
     lines = text.splitlines()
-    head = next(i for i, line in enumerate(lines) if re.search(rf"(^|[\s│┃]){re.escape(header)}([\s│┃]|$)", line))
+    word = re.compile(rf"(^|[\s│┃]){re.escape(header)}([\s│┃]|$)")
+    head = next(i for i, line in enumerate(lines)  # the table's header row (a note above may say "step" too)
+                if ("target" in line or "instance" in line) and word.search(line))
     end = lines[head].index(header) + len(header)
     out = []
     for line in lines[head + 2:]:
