@@ -12,24 +12,11 @@ from pathlib import Path
 import pytest
 
 from test_secrets import SECRETS, leaks
+from test_signals import launched_children
 from test_train import ENV, run, summary, train_cmd, wait_for_step, write_spec
 
 #: The exit codes docs/errors.md documents (no wrapped negative: 241 = -15, 247 = -9)
 DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}
-
-
-def _workers(proc: subprocess.Popen) -> dict[str, object]:
-    import psutil
-
-    found = {}
-    for p in psutil.Process(proc.pid).children(recursive=True):
-        try:
-            rank = p.environ().get("PADDLE_TRAINER_ID")
-        except psutil.Error:
-            continue
-        if rank is not None:
-            found[rank] = p
-    return found
 
 
 @pytest.mark.slow
@@ -49,7 +36,7 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     reached = wait_for_step(run_dir, 12, proc)
-    _workers(proc)[rank].send_signal(signal.SIGKILL)
+    launched_children(proc)[rank].send_signal(signal.SIGKILL)
     _, stderr = proc.communicate(timeout=180)
     assert proc.returncode in DOCUMENTED - {0}, (proc.returncode, stderr[-3000:])
     assert proc.returncode == 1, stderr[-3000:]

@@ -68,7 +68,7 @@ def _slow_spec(tmp_path: Path, steps: int) -> Path:
                       data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
 
 
-def _children(proc: subprocess.Popen) -> dict[str, object]:
+def launched_children(proc: subprocess.Popen) -> dict[str, object]:
     """The launcher (``"launcher"``) and the workers (by rank) under a `train --devices N` process."""
     import psutil
 
@@ -98,7 +98,7 @@ def test_a_sigkilled_launcher_stops_its_workers_and_train_exits_with_their_statu
     procs = {}
     try:
         wait_for_step(run_dir, 5, proc)
-        procs = _children(proc)
+        procs = launched_children(proc)
         assert set(procs) == {"launcher", "0", "1"}, procs
         procs["launcher"].kill()
         _, err = proc.communicate(timeout=180)
@@ -127,7 +127,7 @@ def test_a_sigkilled_rank_1_leaves_a_status_a_failed_registry_row_and_no_traceba
     procs = {}
     try:
         reached = wait_for_step(run_dir, 5, proc)
-        procs = _children(proc)
+        procs = launched_children(proc)
         procs["1"].kill()
         _, err = proc.communicate(timeout=180)
     finally:
