@@ -17,6 +17,7 @@ import contextlib
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -277,13 +278,32 @@ class Registry:
                 raise
         return sqlite3.connect(base + "?mode=ro&immutable=1", uri=True, timeout=self.timeout_s, isolation_level=None)
 
+    def _wal(self, conn: sqlite3.Connection) -> None:
+        """Put the database in WAL mode unless it is already. Switching a fresh file needs its exclusive lock, and
+        SQLite answers "database is locked" at once (no busy wait) when another process is creating or switching it
+        at the same moment (several trainers starting together): retried every 50 ms for up to the busy timeout.
+
+        Raises:
+            sqlite3.OperationalError: still locked after ``timeout_s``, or any other error.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """A connection inside a ``BEGIN IMMEDIATE`` transaction on an up-to-date schema; commits on leaving."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._connect()
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._wal(conn)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._migrate(conn)
