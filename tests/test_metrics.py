@@ -62,17 +62,17 @@ def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
 
 def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatch):
     """A launched rank 0 whose trainer recorded how the run ended (with the step reached) does not overwrite it
-    with its own step -1 record (issue 27 review): `recorded` tells this run's status.json from another's."""
-    from paddlefit.train.metrics import STATUS_FILE, recorded, write_status
+    with its own step -1 record (issue 27 review): `run_status` tells this run's status.json from another's."""
+    from paddlefit.train.metrics import STATUS_FILE, run_status, write_status
 
     monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-a")
-    assert not recorded(tmp_path)  # nothing yet
+    assert run_status(tmp_path) is None  # nothing yet
     write_status(tmp_path, 2, "at step 40: boom", 40)
-    assert recorded(tmp_path)
+    assert run_status(tmp_path) == {"exit_code": 2, "reason": "at step 40: boom", "step": 40, "token": "run-a"}
     monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-b")  # an earlier run's file
-    assert not recorded(tmp_path)
+    assert run_status(tmp_path) is None
     (tmp_path / STATUS_FILE).write_text("[" * 5000)  # hostile: deep, never a RecursionError
-    assert not recorded(tmp_path)
+    assert run_status(tmp_path) is None
 
 
 def test_a_resume_leaves_a_record_of_the_steps_it_lost(tmp_path: Path) -> None:

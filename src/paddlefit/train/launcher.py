@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text, read_json_limited
+from paddlefit.fileio import atomic_write_text
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
-from paddlefit.train.metrics import STATUS_FILE
+from paddlefit.train.metrics import STATUS_FILE, run_status
 
 LOG_DIR = "launch-logs"
 #: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
@@ -133,8 +133,8 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
     log_dir = run_dir / LOG_DIR
     rank0_log = log_dir / "workerlog.0"
     try:
-        status: Any = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
-        if status.get("token") == token:
+        status: Any = run_status(run_dir, token)
+        if status is not None:
             if rc < 0:
                 return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
                                                   f"stopped ({status['reason']}).")  # fmt: skip

@@ -165,14 +165,16 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
                                                           "token": token}) + "\n", option="--run-dir")  # fmt: skip
 
 
-def recorded(run_dir: Path) -> bool:
-    """True when ``run_dir``'s status.json is this run's (its ``PADDLEFIT_RUN_TOKEN``, set for launched runs)."""
-    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
+def run_status(run_dir: Path, token: str | None = None) -> dict[str, Any] | None:
+    """``run_dir``'s status.json when it is this run's: its ``token`` matches (default: ``PADDLEFIT_RUN_TOKEN``,
+    set for launched runs; no token matches nothing), else None (also for a missing, unreadable, oversized or
+    deeply nested file: :func:`~paddlefit.fileio.read_json_limited`)."""
+    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "") if token is None else token
     try:
         doc = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
     except (OSError, ValueError, PaddlefitError):
-        return False
-    return bool(token) and isinstance(doc, dict) and doc.get("token") == token
+        return None
+    return doc if token and isinstance(doc, dict) and doc.get("token") == token else None
 
 
 def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:

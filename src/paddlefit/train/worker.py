@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from paddlefit.textsafe import log_stderr
     from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
-    from paddlefit.train.metrics import recorded, write_status
+    from paddlefit.train.metrics import run_status, write_status
     from paddlefit.train.record import PREDICTION_KEY_ENV
 
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         # the parent prints the status message; print here only if it could not be recorded (or is another run's
         # directory, where this run writes nothing)
         if rank == 0 and not isinstance(exc, RunDirInUseError):
-            written = recorded(run_dir)  # the trainer recorded it, with the step reached: keep that
+            written = run_status(run_dir) is not None  # the trainer recorded it, with its step: keep that
             if not written:
                 with contextlib.suppress(OSError):
                     write_status(run_dir, exc.exit_code, str(exc), -1)
