@@ -26,6 +26,7 @@ from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
 from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbit_s, step_flops, step_time
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
+from paddlefit.plan.request import TIE_FACTOR as HEADROOM_TIE
 
 # Reserved per GPU and fit policy, shared with the planner (CUDA context 1.3 GB from the Hugging Face "model
 # memory anatomy" docs; peak <= 90% of the rest, 10% left to allocator fragmentation).
@@ -133,8 +134,6 @@ class SearchResult:
 
 #: Throughputs closer than this factor are ranked as equal (below the model's resolution) and then by simplicity.
 TIE_FACTOR = 1.005
-#: Layouts within this factor of the fastest fitting one's tokens/s tie (issue 26): the tie goes to headroom.
-HEADROOM_TIE = 1.01
 
 
 def _rank_key(x: ParallelPlan, best_tps: float) -> tuple:

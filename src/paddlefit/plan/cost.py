@@ -33,7 +33,7 @@ from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.job import job_steps, steps_per_epoch
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
-from paddlefit.plan.request import Plan, Target
+from paddlefit.plan.request import TIE_FACTOR, Plan, Target
 from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bucket: importable from here too)
     DEFAULT_INTERRUPTIONS_PER_HOUR,
     DEFAULT_SOURCE,
@@ -260,10 +260,6 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
                       fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front],
                       tie_breaks=ties)
-
-
-#: Instances within this factor of the best cost (or time) tie: the tie goes to headroom (issue 26).
-TIE_FACTOR = 1.01
 
 
 def tie_to_headroom(fit: list[CostRow], value: Callable[[CostRow], float], what: str,

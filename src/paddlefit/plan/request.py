@@ -16,6 +16,10 @@ from paddlefit.spec import OptimizerName, Precision
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
 #: what the model does not measure).
 DEFAULT_SAFETY_MARGIN = 0.9
+#: Step times or costs within this factor of the best tie (issue 26: below the model's resolution), in every
+#: ranking that then prefers headroom or the smaller choice: plan's GPUs, cost's instances, the LLM planner's
+#: layouts.
+TIE_FACTOR = 1.01
 
 
 @dataclass

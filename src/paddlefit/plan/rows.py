@@ -29,7 +29,7 @@ from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.measure import ModelMeasure
-from paddlefit.plan.request import PlanRequest, Target
+from paddlefit.plan.request import TIE_FACTOR, PlanRequest, Target
 from paddlefit.spec import Precision
 
 #: cuDNN conv workspace limit, ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle ``paddle/phi/core/flags.cc``
@@ -326,7 +326,8 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
                      f"DataParallel (paddlefit train's default oom_backoff: true waits for it: "
                      f"+{(ar - ar_exposed) * 1e3:.1f} ms)")
     breakdown = time_breakdown(est, ar_exposed if req.devices > 1 else None)
-    if m.train_flops * b / step / peak_flops > 1.0:  # only Winograd does fewer multiplies than the model counts
+    mfu = m.train_flops * b / step / peak_flops
+    if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts
         notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
                      "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
     lower = gpu.missing_peak(prec.value, req.tf32) is not None  # timed at a slower unit's peak than the card's
@@ -338,7 +339,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
         calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
-        calibration=calibration, predicted_mfu=None if lower else m.train_flops * b / step / peak_flops,
+        calibration=calibration, predicted_mfu=None if lower else mfu,
         time_breakdown=breakdown, allreduce_exposed_s=ar_exposed, speed_lower_bound=lower,
     ), est  # fmt: skip
 
@@ -364,18 +365,14 @@ def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
             t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
 
 
-#: GPUs within this factor of the fastest fitting one's samples/s tie (below the model's resolution, issue 26)
-RECOMMEND_TIE = 1.01
-
-
 def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
     """The card to recommend among ``gpu_fit`` (the rows that fit) and the tie-break said (empty when no other card
-    ties): those within 1% of the fastest samples/s (:data:`RECOMMEND_TIE`: host-bound rows at the host floor, or
+    ties): those within 1% of the fastest samples/s (:data:`TIE_FACTOR`: host-bound rows at the host floor, or
     cards the model cannot tell apart) tie, and the tie goes to the smallest card that fits (the least memory: the
     cheaper class of card, leaving the larger ones for the jobs that need them), then the faster."""
     fastest = max(gpu_fit, key=lambda t: (t.samples_per_s if t.samples_per_s == t.samples_per_s else -1.0,
                                           -t.capacity_bytes))  # fmt: skip
-    ties = [t for t in gpu_fit if t.samples_per_s * RECOMMEND_TIE >= fastest.samples_per_s] or [fastest]
+    ties = [t for t in gpu_fit if t.samples_per_s * TIE_FACTOR >= fastest.samples_per_s] or [fastest]
     if len(ties) < 2:
         return fastest, ""
     best = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
