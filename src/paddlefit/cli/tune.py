@@ -50,6 +50,7 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
         typer.Exit (2, via :func:`fail`): the file cannot be written (nothing was written).
     """
     from paddlefit.fileio import atomic_write_text
+    from paddlefit.train.metrics import spec_yaml
     from paddlefit.tune.trials import apply_settings
 
     run_dir = tuned_run_dir(spec.run_dir)
@@ -57,7 +58,7 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
     best_spec = apply_settings(spec, settings)
     text = tuned_yaml(config, settings)  # the user's file with the winning settings
     if JobSpec.model_validate(yaml.safe_load(text)) != best_spec:  # not the spec tune measured: write it whole
-        text = yaml.safe_dump(best_spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        text = spec_yaml(best_spec)
     try:
         atomic_write_text(write, text, option="--write")
     except OSError as exc:
