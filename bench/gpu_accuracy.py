@@ -69,14 +69,17 @@ def breakdown(key: str, gpu_name: str, batch: int, precision: str, optimizer: st
               f"{v['kernels']:6,} kernels")  # fmt: skip
 
 
-#: NeuSight's e2e models as transformer shapes (HuggingFace configs of the named models: bert-large-uncased,
-#: gpt2-large, GPT-3 XL / 2.7B (Brown et al. 2020, table 2.1) in GPT-2's architecture, facebook/opt-1.3b).
+#: NeuSight's e2e models as transformer shapes, read from the runs' own op traces (``e2e_traces/``: embedding width,
+#: the attention's [batch, heads, seq, head dim] permute, the MLP's addmm shapes) and ``layers`` of e2e_latency.csv.
+#: bert-large-uncased, gpt2-large and facebook/opt-1.3b match their HuggingFace configs and "gpt3_27" GPT-3 2.7B
+#: (Brown et al. 2020, table 2.1); NeuSight's "gpt3_xl" is not Brown's XL (d_model 2048): its trace runs width 3072,
+#: 24 heads of 128 and an MLP of 12288 over 24 layers.
 E2E_MODELS = {
     "bert_large": dict(vocab_size=30522, hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096,
                        max_position=512, type_vocab_size=2, causal=False),
     "gpt2_large": dict(vocab_size=50257, hidden_size=1280, num_layers=36, num_heads=20, ffn_size=5120,
                        max_position=1024, type_vocab_size=0, causal=True),
-    "gpt3_xl": dict(vocab_size=50257, hidden_size=2048, num_layers=24, num_heads=16, ffn_size=8192,
+    "gpt3_xl": dict(vocab_size=50257, hidden_size=3072, num_layers=24, num_heads=24, ffn_size=12288,
                     max_position=2048, type_vocab_size=0, causal=True),
     "gpt3_27": dict(vocab_size=50257, hidden_size=2560, num_layers=32, num_heads=32, ffn_size=10240,
                     max_position=2048, type_vocab_size=0, causal=True),
