@@ -492,7 +492,9 @@ def test_run_dirs_named_with_undecodable_bytes_newlines_and_bidi_are_shown_escap
         assert r.returncode == 0 and "run registry" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     rows = Registry(home / "runs.db").list_runs()
     assert [row["run_dir"] for row in rows] == [str(nl), f"{tmp_path}/bell\x07\\x9bX"]
-    r = run([sys.executable, "-m", "paddlefit.cli.main", "runs"], env=env)
+    # wide enough that the run dir column does not fold the name across lines (how it folds depends on how long
+    # pytest's tmp path is)
+    r = run([sys.executable, "-m", "paddlefit.cli.main", "runs"], env={**env, "COLUMNS": "250"})
     assert r.returncode == 0 and "bell\\x07\\x9bX" in r.stdout and "Traceback" not in r.stderr, r.stderr
     r = cli(str(bell))
     assert r.returncode == 0 and r.stdout == f"{tmp_path}/bell\\x07\\x9bX/report.html\n", (r.stdout, r.stderr)
