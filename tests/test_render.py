@@ -105,6 +105,17 @@ def test_plan_step_and_time_to_train_columns_have_one_unit_each():
     for col in ("step", "to train"):
         cells = _cells(text, col)
         assert len(cells) == 3 and len({c.split()[-1] for c in cells}) == 1, (col, cells)
+    # the CPU row's capacity is this machine's RAM as its note says it (23.5 GiB here, which `:.0f` printed as 24)
+    cpu = next(t for t in plan.targets if t.kind == "cpu")
+    ram = re.search(r"([\d.]+) GiB RAM", " ".join(cpu.notes)).group(1)
+    assert re.search(rf"\b[\d.]+/{re.escape(ram)}\s", text), (ram, text)
+
+
+def test_a_capacity_is_never_printed_above_what_the_device_has():
+    from paddlefit.catalog.gpus import GIB, MIB, capacity_gib
+
+    assert [capacity_gib(b) for b in (23.5 * GIB, 23.99 * GIB, 16 * GIB, 22888 * MIB, 0.95 * GIB)] == [
+        "23.5", "23.9", "16", "22.3", "0.9"]
 
 
 def test_a_duration_column_takes_its_unit_from_its_largest_value():

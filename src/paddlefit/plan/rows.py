@@ -13,7 +13,7 @@ import math
 import os
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
+from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.gpu_model import (
     MEMORY_KEYS,
@@ -237,7 +237,7 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     total_ram, probe, states32 = m.total_ram, m.probe, m.states32
     cpu_cap = int(total_ram)
     cpu_peak = max(fx + sl * b for fx, sl in lines)
-    cpu_notes = [f"{os.cpu_count()} cores, {total_ram / 1024**3:.1f} GiB RAM"]
+    cpu_notes = [f"{os.cpu_count()} cores, {capacity_gib(total_ram)} GiB RAM"]
     if req.precision.is_amp:
         cpu_notes.append("AMP has no effect on CPU: fp32 planned")
     if req.devices > 1:
@@ -398,12 +398,12 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         reason = (
             f"{'fastest GPU that fits' if not tie else 'fastest GPU that fits, within 1% (tie-break below)'}: "
             f"{best.samples_per_s:,.0f} samples/s predicted, peak "
-            f"{best.peak_bytes / 1024**3:.1f} of {best.capacity_bytes / 1024**3:.0f} GiB"
+            f"{best.peak_bytes / 1024**3:.1f} of {capacity_gib(best.capacity_bytes)} GiB"
         )
         if smallest.name != best.name:
             reason += (
                 f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
-                f"peak {smallest.peak_bytes / 1024**3:.1f} of {smallest.capacity_bytes / 1024**3:.0f} GiB)"
+                f"peak {smallest.peak_bytes / 1024**3:.1f} of {capacity_gib(smallest.capacity_bytes)} GiB)"
             )
         unranked = [t.name for t in fitting if t.speed_lower_bound and t not in gpu_fit]
         if unranked:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from paddlefit.catalog.gpus import GPU
+from paddlefit.catalog.gpus import GPU, capacity_gib
 from paddlefit.report.units import column_unit
 
 
@@ -116,7 +116,7 @@ def render_plan(plan: Any, console: Console) -> None:
         row = [
             t.name,
             "[green]yes[/]" if t.fits else "[red]no[/]",
-            f"{t.peak_bytes / 1024**3:,.1f}/{t.capacity_bytes / 1024**3:,.0f}",
+            f"{t.peak_bytes / 1024**3:,.1f}/{capacity_gib(t.capacity_bytes)}",
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
             step_unit.fmt(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
