@@ -205,10 +205,10 @@ def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked():
     assert recommend([l20], 8)["target"] == "L20"
 
 
-def _gpu_row(name: str, cap_gib: int, sps: float):
+def _gpu_row(name: str, cap_gib: float, sps: float):
     from paddlefit.plan.request import Target
 
-    return Target(name=name, kind="gpu", fits=True, peak_bytes=1024**3, capacity_bytes=cap_gib * 1024**3,
+    return Target(name=name, kind="gpu", fits=True, peak_bytes=1024**3, capacity_bytes=int(cap_gib * 1024**3),
                   max_batch_size=64, step_time_s=64 / sps, samples_per_s=sps, calibrated=False, notes=[],
                   bound="host", calibration="published-fit")  # fmt: skip
 
@@ -226,6 +226,10 @@ def test_gpus_within_one_percent_of_the_fastest_tie_and_the_tie_goes_to_the_smal
                                 "tie goes to the smallest card that fits (the least memory), then the faster: T4 "
                                 "(16 GiB) over A100-SXM4-80GB (80 GiB, 0.5% faster)")  # fmt: skip
     assert rec["reason"].startswith("fastest GPU that fits, within 1% (tie-break below): 995 samples/s")
+    # a usable capacity is said as the table prints it, never rounded up (the L40S's 44.7 GiB read 45 here)
+    l40s = _gpu_row("L40S", 45776 / 1024, 999.0)
+    tie = recommend([a100, l40s], 64)["tie_break"]
+    assert tie.endswith("L40S (44.7 GiB) over A100-SXM4-80GB (80 GiB, 0.1% faster)"), tie
     slow_t4 = _gpu_row("T4", 16, 980.0)  # 2% slower: no tie, the fastest
     rec = recommend([a100, slow_t4], 64)
     assert rec["target"] == "A100-SXM4-80GB" and rec["tie_break"] == "" and rec["smallest_fit"] == "T4"

@@ -376,10 +376,10 @@ def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
     if len(ties) < 2:
         return fastest, ""
     best = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
-    gib = 1024**3
-    said = (f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) is also the fastest" if best is fastest else
-            f"{best.name} ({best.capacity_bytes / gib:.0f} GiB) over {fastest.name} "
-            f"({fastest.capacity_bytes / gib:.0f} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} faster)")
+    said = (f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) is also the fastest" if best is fastest else
+            f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) over {fastest.name} "
+            f"({capacity_gib(fastest.capacity_bytes)} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} "
+            "faster)")
     return best, (f"{len(ties)} GPUs within 1% of the fastest samples/s tie (below the model's resolution); the tie "
                   f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
 
