@@ -100,9 +100,9 @@ def e2e_gpu(name: str) -> object:
     return gpu_kernels.DEVICES[name.replace(" ", "_")].as_gpu(name)
 
 
-#: Ops :func:`~paddlefit.estimate.optrace.transformer_trace` puts after an encoder's last layer: the masked-LM head
-#: (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
-MLM_HEAD_OPS = 5
+#: The ops :func:`~paddlefit.estimate.optrace.transformer_trace` puts after an encoder's last layer, in order: the
+#: masked-LM head (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
+MLM_HEAD_OPS = ("linear", "gelu", "layer_norm", "matmul", "add")
 
 
 def classifier_trace(trace: object) -> object:
@@ -113,7 +113,11 @@ def classifier_trace(trace: object) -> object:
     do not run would be 90 ms of a 700 ms T4 step."""
     from dataclasses import replace
 
-    return replace(trace, ops1=trace.ops1[:-MLM_HEAD_OPS], ops2=trace.ops2[:-MLM_HEAD_OPS])
+    n = len(MLM_HEAD_OPS)
+    for ops in (trace.ops1, trace.ops2):  # the tail must be the head, not whatever the trace ends in now
+        if tuple(o.op for o in ops[-n:]) != MLM_HEAD_OPS:
+            raise ValueError(f"trace does not end in the masked-LM head {MLM_HEAD_OPS}: {[o.op for o in ops[-n:]]}")
+    return replace(trace, ops1=trace.ops1[:-n], ops2=trace.ops2[:-n])
 
 
 def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
