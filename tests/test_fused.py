@@ -103,6 +103,38 @@ def test_incubate_fused_ops_run_their_cpu_reference_and_trace_one_kernel_each():
     assert ops[2].gemm == (1, 32, 64, 32)
 
 
+def test_paddlenlp_fused_transformer_layer_runs_on_cpu_and_traces_the_gpu_ops_kernels():
+    """paddle.incubate.nn.FusedTransformerEncoderLayer (PaddleNLP's BERT/ERNIE with ``fuse=True``) has no CPU kernel;
+    its reference runs forward and backward here, and the trace holds the kernels fused_attention_op.cu and
+    fused_feedforward_op.cu run: four attention GEMMs and two FFN GEMMs, bias + dropout + residual + LayerNorm as
+    one kernel after each, bias + GELU as one."""
+    from paddle.incubate.nn import FusedTransformerEncoderLayer
+
+    paddle.seed(0)
+    b, s, e, h, f = 2, 8, 64, 4, 256
+    layer = FusedTransformerEncoderLayer(e, h, f, activation="gelu")
+    x = paddle.randn([b, s, e])
+    x.stop_gradient = False
+    with cpu_reference_kernels():
+        layer(x).sum().backward()
+    assert x.grad.shape == [b, s, e] and layer.fused_attn.qkv_weight.grad.shape == [3, h, e // h, e]
+    ops = [o for o in record_trace(layer, [paddle.randn([b, s, e])]).ops1 if o.cls not in ("view", "move")]
+    t, d = b * s, e // h
+    assert [(o.op, o.gemm) for o in ops if o.cls == "gemm"] == [
+        ("matmul", (1, t, 3 * e, e)), ("matmul", (b * h, s, s, d)), ("matmul", (b * h, s, d, s)),
+        ("matmul", (1, t, e, e)), ("matmul", (1, t, f, e)), ("matmul", (1, t, e, f))]  # fmt: skip
+    rest = [(o.op, o.cls, o.flops) for o in ops if o.cls != "gemm"]
+    assert rest == [("add", "elementwise", t * 3 * e), ("multiply", "elementwise", t * e),
+                    ("softmax", "softmax", 3 * b * h * s * s), ("dropout", "elementwise", 0),
+                    ("fused_bias_residual_layernorm", "norm", 8 * t * e),
+                    ("fused_bias_act", "elementwise", (5 + 1) * t * f),  # gelu (5) + bias add (1) per element
+                    ("fused_bias_residual_layernorm", "norm", 8 * t * e)]  # fmt: skip
+    # the unfused layer runs each of those epilogues as separate kernels
+    plain = paddle.nn.TransformerEncoderLayer(e, h, f, activation="gelu")
+    eager = [o for o in record_trace(plain, [paddle.randn([b, s, e])]).ops1 if o.cls not in ("view", "move", "gemm")]
+    assert len(eager) > len(rest)
+
+
 def test_eager_attention_rewritten_to_one_flash_kernel():
     paddle.seed(0)
     b, s, h, d = 2, 64, 4, 16

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,8 @@ def _norm_rule(op: str, per: int) -> Any:
             res = a.get("residual")
             ins = (a["x"], a["norm_weight"], a.get("norm_bias"), a.get("bias"), res)
             outs = (_first(out), out[1]) if res is not None and isinstance(out, list | tuple) else _first(out)
-            counter.emit_elementwise("norm", op, per, ins, outs, "norm")
+            fwd = per * numel(_first(out))  # FLOPs of the normalised output; the summed input is a second output
+            counter.emit("norm", op, "norm", fwd, fwd if any(map(needs_grad, ins)) else 0, ins, outs)
 
         return rule
 
@@ -271,6 +273,76 @@ def _linear_ref(x, weight=None, bias=None, transpose_weight=False, y=None, trans
     return {"gelu": F.gelu, "relu": F.relu}[activation](out) if activation else out
 
 
+def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training, mode, add_residual, norm):
+    """The epilogue of Paddle's fused transformer ops (``fused_dropout_helper.h``): LayernormResidualDropoutBias,
+    LN(residual + dropout(out + bias)), as ONE kernel when ``norm`` (``IF.fused_layer_norm``, traced as one
+    ``norm`` kernel; its dropout is not applied on this CPU: the probe's values do not matter, its kernels do), else
+    ResidualDropoutBias, residual + dropout(out + bias): the bias add and ``IF.fused_dropout_add`` (two kernels for
+    the GPU's one)."""
+    import paddle.incubate.nn.functional as IF
+    import paddle.nn.functional as F
+
+    res = residual if add_residual else None
+    if norm:
+        return IF.fused_layer_norm(out, scale, shift, epsilon, begin_norm_axis=out.ndim - 1, bias=bias,
+                                   residual=res)[0]  # fmt: skip
+    out = out + bias if bias is not None else out
+    if res is None:
+        return F.dropout(out, rate, training=training, mode=mode)
+    with warnings.catch_warnings():  # Paddle warns that its CPU path is dropout + add: the GPU's kernel is traced
+        warnings.simplefilter("ignore")
+        return IF.fused_dropout_add(out, res, p=rate, training=training, mode=mode)
+
+
+def _mha_ref(x, qkv_weight, linear_weight, pre_layer_norm=False, pre_ln_scale=None, pre_ln_bias=None,
+             ln_scale=None, ln_bias=None, pre_ln_epsilon=1e-5, qkv_bias=None, linear_bias=None, cache_kv=None,
+             attn_mask=None, dropout_rate=0.5, attn_dropout_rate=0.5, ln_epsilon=1e-5, training=True,
+             mode="upscale_in_train", add_residual=True, num_heads=-1, transpose_qkv_wb=False, **_):  # fmt: skip
+    """``fused_multi_head_attention``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
+    fused_attention_op.cu``, FusedAttentionOpKernel): [pre LayerNorm], the QKV GEMM + bias, the reference
+    attention (FMHARef: Q·Kᵀ, mask add, softmax, dropout, P·V, transposes), the output GEMM, then bias + dropout +
+    residual + LayerNorm as one fused kernel (FusedDropoutLayerNormHelper). Weights as the Python function
+    documents them: qkv_weight [3, H, D, E] (or [E, 3·H·D] with ``transpose_qkv_wb``), linear_weight [H·D, E]."""
+    import paddle
+    import paddle.nn.functional as F
+
+    b, s, e = x.shape
+    h = F.layer_norm(x, [e], pre_ln_scale, pre_ln_bias, pre_ln_epsilon) if pre_layer_norm else x
+    if transpose_qkv_wb:
+        heads = num_heads
+        qkv = paddle.matmul(h, qkv_weight)
+    else:
+        heads = qkv_weight.shape[1]
+        qkv = paddle.matmul(h, qkv_weight.reshape([-1, e]), transpose_y=True)
+    qkv = qkv + qkv_bias.reshape([-1]) if qkv_bias is not None else qkv
+    q, k, v = qkv.reshape([b, s, 3, heads, -1]).transpose([2, 0, 3, 1, 4]).unbind(0)
+    att = paddle.matmul(q * (q.shape[-1] ** -0.5), k, transpose_y=True)
+    att = F.softmax(att + attn_mask if attn_mask is not None else att)
+    att = F.dropout(att, attn_dropout_rate, training=training, mode=mode)
+    out = paddle.matmul(att, v).transpose([0, 2, 1, 3]).reshape([b, s, -1])
+    return _residual_ln_ref(paddle.matmul(out, linear_weight), x, linear_bias, ln_scale, ln_bias, ln_epsilon,
+                            dropout_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
+
+
+def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=None, ln1_scale=None,
+             ln1_bias=None, ln2_scale=None, ln2_bias=None, dropout1_rate=0.5, dropout2_rate=0.5, activation="relu",
+             ln1_epsilon=1e-5, ln2_epsilon=1e-5, pre_layer_norm=False, training=True, mode="upscale_in_train",
+             add_residual=True, **_):  # fmt: skip
+    """``fused_feedforward``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
+    fused_feedforward_op.cu``): [pre LayerNorm], linear1's GEMM, bias + activation + dropout as one kernel
+    (``IF.fused_bias_act``; the dropout not applied on this CPU, see :func:`_residual_ln_ref`), linear2's GEMM,
+    then bias + dropout + residual + LayerNorm as one."""
+    import paddle
+    import paddle.incubate.nn.functional as IF
+    import paddle.nn.functional as F
+
+    e = x.shape[-1]
+    h = F.layer_norm(x, [e], ln1_scale, ln1_bias, ln1_epsilon) if pre_layer_norm else x
+    h = IF.fused_bias_act(paddle.matmul(h, linear1_weight), linear1_bias, act_method=activation)
+    return _residual_ln_ref(paddle.matmul(h, linear2_weight), x, linear2_bias, ln2_scale, ln2_bias, ln2_epsilon,
+                            dropout2_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
+
+
 #: incubate function -> (reference, the argument that names the device, arguments whose use the reference lacks)
 _REFERENCES = {
     "fused_rms_norm": (_rms_norm_ref, "x", ("quant_scale",)),
@@ -280,6 +352,8 @@ _REFERENCES = {
     "fused_linear": (_linear_ref, "x", ()),
     "fused_matmul_bias": (_linear_ref, "x", ()),
     "fused_linear_activation": (_linear_ref, "x", ()),
+    "fused_multi_head_attention": (_mha_ref, "x", ("cache_kv",)),
+    "fused_feedforward": (_ffn_ref, "x", ()),
 }
 
 
