@@ -1,10 +1,12 @@
 """BERT variants of the published runs, built from paddlefit's zoo transformer (no new layers).
 
-- ``bert_pretrain(size, predictions)``: BERT pre-training with the masked-LM head applied to ``predictions``
+- ``bert_pretrain(size, predictions, fused)``: BERT pre-training with the masked-LM head applied to ``predictions``
   positions per sequence, as both published pre-training setups gather the masked positions before the head
   (PaddleNLP ``run_pretrain.py`` with ``max_predictions_per_seq`` 80 in the Paddle Perf rows; NVIDIA
   DeepLearningExamples phase 1 with ``max_predictions_per_seq`` 20 at seq 128). The next-sentence head (2 classes)
-  is included. Input int64[seq].
+  is included. Input int64[seq]. ``fused="fused"``: the encoder layers are ``paddle.incubate.nn.
+  FusedTransformerEncoderLayer``, as PaddleNLP builds them with ``fuse_transformer=True`` (the Paddle Perf BERT
+  runs), attention-probability dropout and no activation dropout as PaddleNLP's fused ERNIE sets them.
 - ``bert_squad(size)``: BERT fine-tuning on SQuAD: the encoder and a 2-output span head (start/end logits),
   Devlin et al. 2019 §4.2. Input int64[seq].
 """
@@ -31,12 +33,26 @@ def _encode(m: Any, ids: Any) -> Any:
     return x
 
 
-def bert_pretrain(size: str = "base", predictions: str | int = 80) -> Any:
-    """BERT-``size`` pre-training model: MLM head on the first ``predictions`` positions + NSP head."""
+def _fuse(enc: Any, cfg: Any) -> None:
+    """Replace ``enc``'s blocks by Paddle's fused encoder layers of the same shape (module docstring)."""
+    from paddle import nn
+    from paddle.incubate.nn import FusedTransformerEncoderLayer
+
+    enc.blocks = nn.LayerList([
+        FusedTransformerEncoderLayer(cfg.hidden_size, cfg.num_heads, cfg.ffn_size, dropout_rate=cfg.dropout,
+                                     activation="gelu", attn_dropout_rate=cfg.dropout, act_dropout_rate=0)
+        for _ in range(cfg.num_layers)])  # fmt: skip
+
+
+def bert_pretrain(size: str = "base", predictions: str | int = 80, fused: str = "") -> Any:
+    """BERT-``size`` pre-training model: MLM head on the first ``predictions`` positions + NSP head; ``fused``
+    (``"fused"``): Paddle's fused encoder layers (module docstring)."""
     import paddle
     from paddle import nn
 
     enc, cfg = _encoder(size)
+    if fused == "fused":
+        _fuse(enc, cfg)
     p = int(predictions)
 
     class Pretrain(nn.Layer):

@@ -87,8 +87,9 @@ TOKENS = 128  # per-sample source/target length for the translation rows (token 
 
 WORKLOADS = {
     "resnet50": Workload("resnet50", "zoo:resnet50", ("float32[3,224,224]",), "momentum"),
-    "bert-base-pretrain-p80": Workload("bert-base-pretrain-p80", "bench_models:bert_pretrain:base:80",
-                                       ("int64[128]",), "adamw"),
+    # the Paddle Perf rows ran PaddleNLP with fuse_transformer=True (SOURCES.md, S1): Paddle's fused encoder layers
+    "bert-base-pretrain-p80-fused": Workload("bert-base-pretrain-p80-fused",
+                                             "bench_models:bert_pretrain:base:80:fused", ("int64[128]",), "adamw"),
     "bert-large-pretrain-p20": Workload("bert-large-pretrain-p20", "bench_models:bert_pretrain:large:20",
                                         ("int64[128]",), "adamw"),
     "bert-large-squad-384": Workload("bert-large-squad-384", "bench_models:bert_squad:large", ("int64[384]",),
@@ -104,7 +105,7 @@ WORKLOADS = {
 
 
 #: Leading words of the CSV's ``model`` column -> workload key.
-MODEL_PREFIXES = (("ResNet-50", "resnet50"), ("BERT-base pre", "bert-base-pretrain-p80"),
+MODEL_PREFIXES = (("ResNet-50", "resnet50"), ("BERT-base pre", "bert-base-pretrain-p80-fused"),
                   ("BERT-large pre", "bert-large-pretrain-p20"), ("BERT-large SQuAD", "bert-large-squad-384"),
                   ("Transformer-big", "transformer-big"), ("SSD300", "ssd300"), ("U-Net", "unet"),
                   ("FCN-HRNet", "hrnet-w18"), ("DeepLabV3+", "deeplabv3p"))  # fmt: skip

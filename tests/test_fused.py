@@ -129,6 +129,13 @@ def test_paddlenlp_fused_transformer_layer_runs_on_cpu_and_traces_the_gpu_ops_ke
                     ("fused_bias_residual_layernorm", "norm", 8 * t * e),
                     ("fused_bias_act", "elementwise", (5 + 1) * t * f),  # gelu (5) + bias add (1) per element
                     ("fused_bias_residual_layernorm", "norm", 8 * t * e)]  # fmt: skip
+    # fused_attention and fused_feedforward are on Paddle's FP16 white list: under AMP every kernel inside runs in
+    # half, the LayerNorm and softmax too (the unfused layer keeps those in fp32, black list)
+    from paddlefit.estimate.amp import assign_dtypes
+
+    traced = record_trace(layer, [paddle.randn([b, s, e])]).ops1
+    assert {a.compute for a in assign_dtypes(traced, "fp16-o1") if a.op.cls != "view"} == {"float16"}
+    assert {a.op.scope for a in assign_dtypes(traced, "fp16-o1")} == {"fused_attention", "fused_feedforward"}
     # the unfused layer runs each of those epilogues as separate kernels
     plain = paddle.nn.TransformerEncoderLayer(e, h, f, activation="gelu")
     eager = [o for o in record_trace(plain, [paddle.randn([b, s, e])]).ops1 if o.cls not in ("view", "move", "gemm")]

@@ -40,6 +40,8 @@ def amp_lists(half: str, level: str) -> tuple[frozenset[str], frozenset[str]]:
         black = frozenset({"exp", "log", "rsqrt", "pow", "square", "reduce_sum", "mean", "reduce_mean",
                            "group_norm", "layer_norm", "softmax", "log_softmax", "softmax_with_cross_entropy",
                            "cross_entropy", "cross_entropy2"})  # fmt: skip
+        if half == "float16":  # ONLY_FP16_WHITE_LIST
+            white |= {"fused_attention", "fused_feedforward"}
         return white, (black | extra) if level == "O1" else extra
 
 
@@ -92,7 +94,9 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
     scale, bias and statistics). O2 applies the same rules (``auto_cast(use_promote=True)`` is the default) to
     parameters that ``paddle.amp.decorate(level='O2')`` stored in half, except BatchNorm's (always fp32) and
     LayerNorm's under fp16 (``python/paddle/amp/auto_cast.py``); O2's black list is only the extra list
-    (embedding, interpolation, scatter). ``fp32``: everything fp32.
+    (embedding, interpolation, scatter). An op traced inside a fused Paddle op (:attr:`TracedOp.scope`,
+    ``fused_attention``/``fused_feedforward``) follows that op's list: both are on the FP16 white list, so all
+    their kernels run in half. ``fp32``: everything fp32.
 
     Args:
         ops: the forward ops (any batch).
@@ -124,6 +128,8 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
         floats = [d for t, d in zip(o.inputs, ins, strict=True) if t.floating]
         if o.cls == "view":
             dst = floats[0] if floats else last_float
+        elif o.scope and (o.scope in white or o.scope in black):  # a fused op's kernel: that op's list decides
+            dst = half if o.scope in white else "float32"
         elif any(n in black for n in names):
             dst = "float32"
         elif any(n in white for n in names):

@@ -112,6 +112,7 @@ class FlopCounter:
         #: (type, class, tensors, GEMM shape) for the per-operator GPU model; None = count only.
         self.recorder = recorder
         self.depth = 0
+        self.scope = ""  # the fused Paddle op whose reference is running (:func:`fused.patch_fused`)
         self.handles: list[Any] = []
         self.patched: list[tuple[Any, str, Any]] = []
 
@@ -121,11 +122,11 @@ class FlopCounter:
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
         if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through
             if self.recorder is not None:
-                self.recorder.record(op, cls, 0, inputs, out)
+                self.recorder.record(op, cls, 0, inputs, out, scope=self.scope)
             return
         self.count.add(kind, fwd, bwd)
         if self.recorder is not None:
-            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv)
+            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv, self.scope)
 
     def emit_gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
                   gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "",

@@ -190,6 +190,32 @@ def patch_fused(counter: FlopCounter) -> None:
         wrap(IF, name, _fused_linear_rule)
     wrap(IF, "swiglu", _elementwise_rule("swiglu", "activation", 3, ("x", "y")))
     wrap(IF, "fused_dropout_add", _elementwise_rule("fused_dropout_add", "elementwise", 1, ("x", "y")))
+    for name, scope in SCOPED.items():
+        _scoped(counter, IF, name, scope)
+
+
+#: Fused Paddle ops traced through the kernels of their reference (:data:`_REFERENCES`) -> the op name Paddle's AMP
+#: lists give them (``python/paddle/amp/amp_lists.py``: both on the FP16 white list, so every kernel inside runs
+#: in half precision under AMP).
+SCOPED = {"fused_multi_head_attention": "fused_attention", "fused_feedforward": "fused_feedforward"}
+
+
+def _scoped(counter: FlopCounter, owner: Any, name: str, scope: str) -> None:
+    """Wrap ``owner.name`` so the ops traced while it runs carry ``scope`` (:attr:`TracedOp.scope`); unlike
+    :meth:`FlopCounter.wrap` the ops inside are traced (they are the fused op's kernels). Restored on exit."""
+    orig = getattr(owner, name, None)
+    if orig is None:
+        return
+
+    def wrapper(*args, **kwargs):
+        prev, counter.scope = counter.scope, scope
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            counter.scope = prev
+
+    counter.patched.append((owner, name, orig))
+    setattr(owner, name, wrapper)
 
 
 def _rms_norm_ref(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=None, residual=None, **_):

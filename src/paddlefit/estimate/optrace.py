@@ -69,6 +69,9 @@ class TracedOp:
         layout: data layout of a convolution (``NCHW``, ``NHWC``; empty for other ops).
         conv: a 2-D convolution's (kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, out_h, out_w)
             (:func:`~paddlefit.estimate.flop_formulas.conv_geometry`); None otherwise or when not known.
+        scope: the Paddle op this kernel is part of when that op is fused and traced by a reference of its kernels
+            (``fused_attention``, ``fused_feedforward``: :mod:`~paddlefit.estimate.fused`); AMP decides its dtype
+            by that op's name. Empty otherwise.
     """
 
     op: str
@@ -79,6 +82,7 @@ class TracedOp:
     gemm: tuple[int, int, int, int] | None = None
     layout: str = ""
     conv: tuple[int, ...] | None = None
+    scope: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tensors as [tid, numel, dtype, param, grad])."""
@@ -87,7 +91,7 @@ class TracedOp:
             "inputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.inputs],
             "outputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.outputs],
             "gemm": list(self.gemm) if self.gemm else None, "layout": self.layout,
-            "conv": list(self.conv) if self.conv else None,
+            "conv": list(self.conv) if self.conv else None, **({"scope": self.scope} if self.scope else {}),
         }  # fmt: skip
 
     @classmethod
@@ -98,7 +102,7 @@ class TracedOp:
             inputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["inputs"]),
             outputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["outputs"]),
             gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None, layout=str(d.get("layout", "")),
-            conv=tuple(int(x) for x in d["conv"]) if d.get("conv") else None,
+            conv=tuple(int(x) for x in d["conv"]) if d.get("conv") else None, scope=str(d.get("scope", "")),
         )  # fmt: skip
 
 
@@ -150,7 +154,7 @@ class OpTrace:
                 if a.gemm and b.gemm:
                     gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
                 out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout,
-                                    a.conv))  # fmt: skip
+                                    a.conv, a.scope))  # fmt: skip
             return out
         base, b0 = (self.ops2, self.batch2) if self.ops2 else (self.ops1, self.batch1)
         r = batch / b0
@@ -164,7 +168,7 @@ class OpTrace:
                 g, m, n, k = gemm
                 batched = both_act and a.cls in ("gemm", "attention")
                 gemm = (round(g * r), m, n, k) if batched else (g, round(m * r), n, k)
-            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout, a.conv))
+            out.append(TracedOp(a.op, a.cls, round(a.flops * r), ins, outs, gemm, a.layout, a.conv, a.scope))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -218,10 +222,11 @@ class TraceRecorder:
 
     def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
                gemm: tuple[int, int, int, int] | None = None, layout: str = "",
-               conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
+               conv: tuple[int, ...] | None = None, scope: str = "") -> None:  # fmt: skip
         """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
         self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
-                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout, conv))  # fmt: skip
+                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout, conv,
+                                  scope))  # fmt: skip
 
     def ops(self) -> list[TracedOp]:
         """The recorded ops, in execution order."""
