@@ -206,3 +206,18 @@ class FusedAttention(nn.Layer):
         q, k, v = self.qkv(x).reshape([b, s, 3, 4, 16]).unbind(2)
         o = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=self.causal)
         return self.head(o.reshape([b, s, 64]).mean(axis=1))
+
+
+def paddlenlp_bert(fuse: bool = False) -> nn.Layer:
+    """A two-layer PaddleNLP BertForSequenceClassification; ``fuse``: its encoder built from Paddle's fused
+    transformer layers (``BertConfig(fuse=True)``, as ``run_pretrain.py --fuse_transformer`` does)."""
+    from paddlenlp.transformers import BertConfig, BertForSequenceClassification
+
+    return BertForSequenceClassification(BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2,
+                                                    num_attention_heads=4, intermediate_size=256, num_labels=2,
+                                                    fuse=fuse))  # fmt: skip
+
+
+def paddlenlp_fused_bert() -> nn.Layer:
+    """:func:`paddlenlp_bert` with ``fuse=True``."""
+    return paddlenlp_bert(fuse=True)

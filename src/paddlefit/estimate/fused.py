@@ -13,23 +13,24 @@ kernels: Paddle 3.3.1's ``F.scaled_dot_product_attention`` picks its ``math`` ba
 (transpose, matmul, softmax, dropout, matmul), which the trace replaces by the single kernel the GPU runs. The
 incubate ops below have no CPU kernel (``fused_rotary_position_embedding``, ``fused_bias_act``,
 ``fused_gemm_epilogue``) or no CPU backward (``fused_rms_norm``: ``fused_rms_norm_quant_grad`` is not registered;
-``fused_layer_norm`` builds no grad node); :func:`cpu_reference_kernels` runs a reference of their math made of
-ordinary Paddle ops during the probe, so such a model can be probed at all (its CPU memory and time are those of
-the reference; the trace is the fused kernel's).
+``fused_layer_norm`` builds no grad node);
+:func:`~paddlefit.estimate.fused_ref.cpu_reference_kernels` runs a reference of their math made of ordinary Paddle
+ops during the probe, so such a model can be probed at all (its CPU memory and time are those of the reference;
+the trace is the fused kernel's). Paddle's fused transformer layers (``fused_multi_head_attention``,
+``fused_feedforward``) are not one kernel on the GPU either: their reference runs the kernels their GPU ops run,
+each traced, marked with the op's AMP name (:data:`SCOPED`).
 
 No Paddle import at module level (the rewrite and formulas are plain data).
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import warnings
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from paddlefit.estimate.flop_formulas import needs_grad, numel
+from paddlefit.estimate.fused_ref import bind_args
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
 
 if TYPE_CHECKING:
@@ -72,13 +73,6 @@ def attention_gemm(batch_heads: int, seq_q: int, seq_k: int, head_dim: int) -> t
     Sk (FlashAttention-2 §3.2: one thread block per (batch, head, block of Q rows), looping over K/V blocks, so its
     grid is the output O's tiles, not S's)."""
     return batch_heads, seq_q, head_dim, seq_k
-
-
-def _bind(sig: inspect.Signature, args: tuple, kwargs: dict) -> dict[str, Any]:
-    """The call's arguments by parameter name, defaults filled."""
-    ba = sig.bind(*args, **kwargs)
-    ba.apply_defaults()
-    return dict(ba.arguments)
 
 
 def _first(out: Any) -> Any:
@@ -173,7 +167,7 @@ def patch_fused(counter: FlopCounter) -> None:
         fn = getattr(owner, name, None)
         if fn is not None:
             sig = inspect.signature(fn)
-            counter.wrap(owner, name, make(counter, lambda args, kwargs: _bind(sig, args, kwargs)))
+            counter.wrap(owner, name, make(counter, lambda args, kwargs: bind_args(sig, args, kwargs)))
 
     wrap(F, "scaled_dot_product_attention", _sdpa_rule)
     wrap(fa, "flash_attention", _sdpa_rule)
@@ -194,9 +188,9 @@ def patch_fused(counter: FlopCounter) -> None:
         _scoped(counter, IF, name, scope)
 
 
-#: Fused Paddle ops traced through the kernels of their reference (:data:`_REFERENCES`) -> the op name Paddle's AMP
-#: lists give them (``python/paddle/amp/amp_lists.py``: both on the FP16 white list, so every kernel inside runs
-#: in half precision under AMP).
+#: Fused Paddle ops traced through the kernels of their reference (:data:`~paddlefit.estimate.fused_ref.REFERENCES`)
+#: -> the op name Paddle's AMP lists give them (``python/paddle/amp/amp_lists.py``: both on the FP16 white list, so
+#: every kernel inside runs in half precision under AMP).
 SCOPED = {"fused_multi_head_attention": "fused_attention", "fused_feedforward": "fused_feedforward"}
 
 
@@ -216,204 +210,6 @@ def _scoped(counter: FlopCounter, owner: Any, name: str, scope: str) -> None:
 
     counter.patched.append((owner, name, orig))
     setattr(owner, name, wrapper)
-
-
-def _rms_norm_ref(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=None, residual=None, **_):
-    """``fused_rms_norm``'s math in ordinary ops: x (+ bias) (+ residual), then x / sqrt(mean(x²) + eps) · w (+ b)
-    over the axes from ``begin_norm_axis`` (``python/paddle/incubate/nn/functional/fused_rms_norm.py``); returns
-    (out, the summed input)."""
-    import paddle
-
-    x = x + bias if bias is not None else x
-    x = x + residual if residual is not None else x
-    axes = list(range(begin_norm_axis % x.ndim, x.ndim))
-    out = x * paddle.rsqrt(paddle.mean(x * x, axis=axes, keepdim=True) + epsilon) * norm_weight
-    return (out + norm_bias if norm_bias is not None else out), x
-
-
-def _layer_norm_ref(x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, begin_norm_axis=1, bias=None,
-                    residual=None, **_):  # fmt: skip
-    """``fused_layer_norm``'s math: x (+ bias) (+ residual x alpha), then LayerNorm over the axes from
-    ``begin_norm_axis`` (``python/paddle/incubate/nn/functional/fused_layer_norm.py``); returns (out, the summed
-    input, None, None) in place of its (out, residual_out, mean, variance)."""
-    import paddle.nn.functional as F
-
-    x = x + bias if bias is not None else x
-    x = x + residual * residual_alpha if residual is not None else x
-    return F.layer_norm(x, x.shape[begin_norm_axis % x.ndim:], norm_weight, norm_bias, epsilon), x, None, None
-
-
-def _rope_ref(q, k=None, v=None, sin=None, cos=None, position_ids=None, use_neox_rotary_style=True,
-              time_major=False, rotary_emb_base=10000.0, **_):  # fmt: skip
-    """``fused_rotary_position_embedding``'s math, x·cos + rotate(x)·sin on [B, S, H, D] (or [S, B, H, D] with
-    ``time_major``); ``use_neox_rotary_style`` rotates adjacent pairs, else the two halves (Paddle's docstring,
-    ``python/paddle/incubate/nn/functional/fused_rotary_position_embedding.py``); sin/cos from
-    ``rotary_emb_base`` when not given (Su et al. 2021, arXiv 2104.09864, eq. 15)."""
-    import paddle
-
-    s, d = q.shape[0 if time_major else 1], q.shape[-1]
-    if sin is None or cos is None:
-        ang = paddle.arange(s, dtype="float32").unsqueeze(1) * rotary_emb_base ** (
-            -paddle.arange(0, d, 2, dtype="float32") / d).unsqueeze(0)  # fmt: skip
-        ang = paddle.repeat_interleave(ang, 2, axis=1) if use_neox_rotary_style else paddle.concat([ang, ang], 1)
-        sin, cos = paddle.sin(ang), paddle.cos(ang)
-    sin, cos = sin.reshape([-1, d]).astype(q.dtype), cos.reshape([-1, d]).astype(q.dtype)
-    if position_ids is not None:  # [B, S] -> [B, S, 1, D]
-        sin, cos = paddle.gather(sin, position_ids.flatten()), paddle.gather(cos, position_ids.flatten())
-        shape = [*position_ids.shape, 1, d]
-    else:
-        shape = [s, 1, 1, d] if time_major else [1, s, 1, d]
-    sin, cos = sin.reshape(shape), cos.reshape(shape)
-
-    def rot(x):
-        if use_neox_rotary_style:
-            return paddle.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)
-        return paddle.concat([-x[..., d // 2:], x[..., : d // 2]], axis=-1)
-
-    return tuple(x * cos + rot(x) * sin if x is not None else None for x in (q, k, v))
-
-
-def _bias_act_ref(x, bias=None, act_method="gelu", **_):
-    """``fused_bias_act`` without quantisation: act(x + bias), act one of gelu, relu, silu/swish, swiglu, geglu (the
-    gated ones split the last axis in halves; ``python/paddle/incubate/nn/functional/fused_bias_act.py``)."""
-    import paddle
-    import paddle.nn.functional as F
-
-    x = x + bias if bias is not None else x
-    if act_method in ("swiglu", "geglu"):
-        a, b = paddle.chunk(x, 2, axis=-1)
-        return (F.silu(a) if act_method == "swiglu" else F.gelu(a)) * b
-    return {"gelu": F.gelu, "relu": F.relu, "silu": F.silu, "swish": F.silu}[act_method](x)
-
-
-def _linear_ref(x, weight=None, bias=None, transpose_weight=False, y=None, transpose_x=False, transpose_y=False,
-                trans_x=False, trans_y=False, activation=None, **_):  # fmt: skip
-    """``fused_linear`` / ``fused_matmul_bias`` / ``fused_linear_activation``: matmul + bias (+ gelu/relu), the GEMM
-    with its epilogue (``python/paddle/incubate/nn/functional/fused_matmul_bias.py``)."""
-    import paddle
-    import paddle.nn.functional as F
-
-    w = weight if weight is not None else y
-    out = paddle.matmul(x, w, transpose_x or trans_x, transpose_weight or transpose_y or trans_y)
-    out = out + bias if bias is not None else out
-    return {"gelu": F.gelu, "relu": F.relu}[activation](out) if activation else out
-
-
-def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training, mode, add_residual, norm):
-    """The epilogue of Paddle's fused transformer ops (``fused_dropout_helper.h``): LayernormResidualDropoutBias,
-    LN(residual + dropout(out + bias)), as ONE kernel when ``norm`` (``IF.fused_layer_norm``, traced as one
-    ``norm`` kernel; its dropout is not applied on this CPU: the probe's values do not matter, its kernels do), else
-    ResidualDropoutBias, residual + dropout(out + bias): the bias add and ``IF.fused_dropout_add`` (two kernels for
-    the GPU's one)."""
-    import paddle.incubate.nn.functional as IF
-    import paddle.nn.functional as F
-
-    res = residual if add_residual else None
-    if norm:
-        return IF.fused_layer_norm(out, scale, shift, epsilon, begin_norm_axis=out.ndim - 1, bias=bias,
-                                   residual=res)[0]  # fmt: skip
-    out = out + bias if bias is not None else out
-    if res is None:
-        return F.dropout(out, rate, training=training, mode=mode)
-    with warnings.catch_warnings():  # Paddle warns that its CPU path is dropout + add: the GPU's kernel is traced
-        warnings.simplefilter("ignore")
-        return IF.fused_dropout_add(out, res, p=rate, training=training, mode=mode)
-
-
-def _mha_ref(x, qkv_weight, linear_weight, pre_layer_norm=False, pre_ln_scale=None, pre_ln_bias=None,
-             ln_scale=None, ln_bias=None, pre_ln_epsilon=1e-5, qkv_bias=None, linear_bias=None, cache_kv=None,
-             attn_mask=None, dropout_rate=0.5, attn_dropout_rate=0.5, ln_epsilon=1e-5, training=True,
-             mode="upscale_in_train", add_residual=True, num_heads=-1, transpose_qkv_wb=False, **_):  # fmt: skip
-    """``fused_multi_head_attention``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
-    fused_attention_op.cu``, FusedAttentionOpKernel): [pre LayerNorm], the QKV GEMM + bias, the reference
-    attention (FMHARef: Q·Kᵀ, mask add, softmax, dropout, P·V, transposes), the output GEMM, then bias + dropout +
-    residual + LayerNorm as one fused kernel (FusedDropoutLayerNormHelper). Weights as the Python function
-    documents them: qkv_weight [3, H, D, E] (or [E, 3·H·D] with ``transpose_qkv_wb``), linear_weight [H·D, E]."""
-    import paddle
-    import paddle.nn.functional as F
-
-    b, s, e = x.shape
-    h = F.layer_norm(x, [e], pre_ln_scale, pre_ln_bias, pre_ln_epsilon) if pre_layer_norm else x
-    if transpose_qkv_wb:
-        heads = num_heads
-        qkv = paddle.matmul(h, qkv_weight)
-    else:
-        heads = qkv_weight.shape[1]
-        qkv = paddle.matmul(h, qkv_weight.reshape([-1, e]), transpose_y=True)
-    qkv = qkv + qkv_bias.reshape([-1]) if qkv_bias is not None else qkv
-    q, k, v = qkv.reshape([b, s, 3, heads, -1]).transpose([2, 0, 3, 1, 4]).unbind(0)
-    att = paddle.matmul(q * (q.shape[-1] ** -0.5), k, transpose_y=True)
-    att = F.softmax(att + attn_mask if attn_mask is not None else att)
-    att = F.dropout(att, attn_dropout_rate, training=training, mode=mode)
-    out = paddle.matmul(att, v).transpose([0, 2, 1, 3]).reshape([b, s, -1])
-    return _residual_ln_ref(paddle.matmul(out, linear_weight), x, linear_bias, ln_scale, ln_bias, ln_epsilon,
-                            dropout_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
-
-
-def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=None, ln1_scale=None,
-             ln1_bias=None, ln2_scale=None, ln2_bias=None, dropout1_rate=0.5, dropout2_rate=0.5, activation="relu",
-             ln1_epsilon=1e-5, ln2_epsilon=1e-5, pre_layer_norm=False, training=True, mode="upscale_in_train",
-             add_residual=True, **_):  # fmt: skip
-    """``fused_feedforward``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
-    fused_feedforward_op.cu``): [pre LayerNorm], linear1's GEMM, bias + activation + dropout as one kernel
-    (``IF.fused_bias_act``; the dropout not applied on this CPU, see :func:`_residual_ln_ref`), linear2's GEMM,
-    then bias + dropout + residual + LayerNorm as one."""
-    import paddle
-    import paddle.incubate.nn.functional as IF
-    import paddle.nn.functional as F
-
-    e = x.shape[-1]
-    h = F.layer_norm(x, [e], ln1_scale, ln1_bias, ln1_epsilon) if pre_layer_norm else x
-    h = IF.fused_bias_act(paddle.matmul(h, linear1_weight), linear1_bias, act_method=activation)
-    return _residual_ln_ref(paddle.matmul(h, linear2_weight), x, linear2_bias, ln2_scale, ln2_bias, ln2_epsilon,
-                            dropout2_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
-
-
-#: incubate function -> (reference, the argument that names the device, arguments whose use the reference lacks)
-_REFERENCES = {
-    "fused_rms_norm": (_rms_norm_ref, "x", ("quant_scale",)),
-    "fused_layer_norm": (_layer_norm_ref, "x", ("quant_scale",)),
-    "fused_rotary_position_embedding": (_rope_ref, "q", ()),
-    "fused_bias_act": (_bias_act_ref, "x", ("dequant_scales", "shift", "smooth", "quant_scale")),
-    "fused_linear": (_linear_ref, "x", ()),
-    "fused_matmul_bias": (_linear_ref, "x", ()),
-    "fused_linear_activation": (_linear_ref, "x", ()),
-    "fused_multi_head_attention": (_mha_ref, "x", ("cache_kv",)),
-    "fused_feedforward": (_ffn_ref, "x", ()),
-}
-
-
-@contextlib.contextmanager
-def cpu_reference_kernels() -> Iterator[None]:
-    """While active, the incubate fused ops of :data:`_REFERENCES` called on CPU tensors run their reference math
-    (their GPU kernels, or CPU backward, do not exist in a CPU build; module docstring). A call with quantisation
-    arguments, or on a GPU tensor, runs Paddle's own function. The wrappers keep the original signature
-    (``functools.wraps``), so the trace rules bind arguments by the same names. Restored on exit."""
-    import functools
-
-    import paddle.incubate.nn.functional as IF
-
-    saved = []
-    for name, (ref, dev_arg, unsupported) in _REFERENCES.items():
-        orig = getattr(IF, name, None)
-        if orig is None:
-            continue
-        sig = inspect.signature(orig)
-
-        def fn(*args, _orig=orig, _sig=sig, _ref=ref, _dev=dev_arg, _no=unsupported, **kwargs):
-            a = _bind(_sig, args, kwargs)
-            quant = any(a.get(n) is not None and not (isinstance(a.get(n), int | float) and a[n] <= 0) for n in _no)
-            if quant or not a[_dev].place.is_cpu_place():
-                return _orig(*args, **kwargs)
-            return _ref(**a)
-
-        saved.append((name, orig))
-        setattr(IF, name, functools.wraps(orig)(fn))
-    try:
-        yield
-    finally:
-        for name, orig in reversed(saved):
-            setattr(IF, name, orig)
 
 
 _SCORE_OPS = ("add", "subtract", "multiply", "divide", "view")

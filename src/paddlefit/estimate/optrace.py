@@ -361,7 +361,7 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
         Whatever the model's forward raises (callers turn it into a ModelError).
     """
     from paddlefit.estimate.flops import FlopCounter, FlopsCount
-    from paddlefit.estimate.fused import cpu_reference_kernels
+    from paddlefit.estimate.fused_ref import cpu_reference_kernels
 
     traces = []
     for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):

@@ -16,7 +16,7 @@ import psutil
 from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
 from paddlefit.estimate import memory as mem
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
-from paddlefit.estimate.fused import cpu_reference_kernels
+from paddlefit.estimate.fused_ref import cpu_reference_kernels
 from paddlefit.estimate.job_call import JobCall
 from paddlefit.estimate.model_states import ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
