@@ -12,7 +12,7 @@ import tinymodels
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.estimate.flops import count_flops
-from paddlefit.estimate.fused import flash_trace
+from paddlefit.estimate.fused import attention_note, flash_trace
 from paddlefit.estimate.fused_ref import cpu_reference_kernels
 from paddlefit.estimate.kernels import step_kernels
 from paddlefit.estimate.optrace import record_trace
@@ -137,10 +137,51 @@ def test_paddlenlp_fused_transformer_layer_runs_on_cpu_and_traces_the_gpu_ops_ke
     traced = record_trace(layer, [paddle.randn([b, s, e])]).ops1
     assert {a.compute for a in assign_dtypes(traced, "fp16-o1") if a.op.cls != "view"} == {"float16"}
     assert {a.op.scope for a in assign_dtypes(traced, "fp16-o1")} == {"fused_attention", "fused_feedforward"}
+    # under bf16 neither op is on a list: Paddle promotes the whole op, fp32 at O1 (its parameters are fp32)
+    assert {a.compute for a in assign_dtypes(traced, "bf16-o1") if a.op.cls != "view"} == {"float32"}
+    # the host dispatches each fused op once: two per layer
+    with cpu_reference_kernels():  # as the probe counts (plan/measure.py)
+        assert count_flops(layer, [paddle.randn([b, s, e])]).forward_ops == 2
+    # its attention core is the fused op's: `attention: flash` leaves it (its GPU kernel has no flash path)
+    flash, blocks = flash_trace(record_trace(layer, [paddle.randn([1, s, e])], [paddle.randn([2, s, e])]))
+    assert blocks == 0 and "no flash path" in attention_note(blocks, flash)
     # the unfused layer runs each of those epilogues as separate kernels
     plain = paddle.nn.TransformerEncoderLayer(e, h, f, activation="gelu")
     eager = [o for o in record_trace(plain, [paddle.randn([b, s, e])]).ops1 if o.cls not in ("view", "move", "gemm")]
     assert len(eager) > len(rest)
+
+
+class ByName(paddle.nn.Layer):
+    """Calls the fused functions imported by name (module top), with Paddle's own argument checks in the way."""
+
+    def __init__(self, qkv_rows=3, act="gelu"):
+        super().__init__()
+        self.qkv = self.create_parameter([qkv_rows, 2, 8, 16])
+        self.out = self.create_parameter([16, 16])
+        self.w1, self.w2 = self.create_parameter([16, 32]), self.create_parameter([32, 16])
+        self.act = act
+
+    def forward(self, x):
+        from paddle.incubate.nn.functional import fused_feedforward, fused_multi_head_attention
+
+        h = fused_multi_head_attention(x, self.qkv, self.out, dropout_rate=0.0, attn_dropout_rate=0.0)
+        return fused_feedforward(h, self.w1, self.w2, activation=self.act)
+
+
+def test_fused_functions_imported_by_name_keep_paddles_checks_and_kernel_limits():
+    x = paddle.randn([2, 8, 16])
+    with cpu_reference_kernels():
+        ops = [o for o in record_trace(ByName(), [x]).ops1 if o.cls == "gemm"]
+        assert {o.scope for o in ops} == {"fused_attention", "fused_feedforward"} and len(ops) == 6
+        with pytest.raises(AssertionError, match="qkv_weight should be"):  # Paddle's own check, before the op
+            ByName(qkv_rows=6)(x)
+        with pytest.raises(ValueError, match="only supports gelu or relu"):  # the GPU kernel's limit
+            ByName(act="silu")(x)
+    # a call the stand-in does not cover (a KV cache) reaches Paddle's CPU build, and the error names the op
+    from paddlefit.models.build import failure_message
+
+    err = AttributeError("module 'paddle.base.libpaddle.eager.ops.legacy' has no attribute 'fused_attention'")
+    assert "Paddle has no CPU kernel for `fused_attention`" in failure_message("m:f", err, "train")
 
 
 def test_paddlenlp_bert_with_fuse_true_is_planned_and_its_fused_epilogues_are_faster_on_the_gpu():
@@ -154,8 +195,11 @@ def test_paddlenlp_bert_with_fuse_true_is_planned_and_its_fused_epilogues_are_fa
                                       gpus=["A100-SXM4-40GB"], probe_budget_s=1.0, use_runs=False,
                                       time_threads=False))  # fmt: skip
 
-    fused, plain = (next(t for t in plan(m).targets if t.name == "A100-SXM4-40GB")
-                    for m in ("paddlenlp_fused_bert", "paddlenlp_bert"))  # fmt: skip
+    plans = {m: plan(m) for m in ("paddlenlp_fused_bert", "paddlenlp_bert")}
+    fused, plain = (next(t for t in p.targets if t.name == "A100-SXM4-40GB") for p in plans.values())
+    cpu = [next(t for t in p.targets if t.name == "cpu") for p in plans.values()]
+    said = "Paddle cannot run fused_attention, fused_feedforward on a CPU"  # the stand-ins' row says so
+    assert any(said in n for n in cpu[0].notes) and not any("cannot run" in n for n in cpu[1].notes)
     tb = fused.time_breakdown, plain.time_breakdown
     # per layer the fused op runs Q, K and V as one GEMM (2 GEMMs fewer in forward, data and weight gradient)
     assert tb[0]["gemm"]["kernels"] == tb[1]["gemm"]["kernels"] - 2 * 2 * 3 == 42

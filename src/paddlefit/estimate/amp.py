@@ -94,9 +94,10 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
     scale, bias and statistics). O2 applies the same rules (``auto_cast(use_promote=True)`` is the default) to
     parameters that ``paddle.amp.decorate(level='O2')`` stored in half, except BatchNorm's (always fp32) and
     LayerNorm's under fp16 (``python/paddle/amp/auto_cast.py``); O2's black list is only the extra list
-    (embedding, interpolation, scatter). An op traced inside a fused Paddle op (:attr:`TracedOp.scope`,
-    ``fused_attention``/``fused_feedforward``) follows that op's list: both are on the FP16 white list, so all
-    their kernels run in half. ``fp32``: everything fp32.
+    (embedding, interpolation, scatter). The kernels traced inside a fused Paddle op (:attr:`TracedOp.scope`,
+    ``fused_attention``/``fused_feedforward``) all run in the dtype that op runs in, by the rules above applied to
+    its name and its first kernel's inputs: both are on the FP16 white list (all half under fp16 AMP) and on no
+    bf16 list (promoted under bf16: fp32 when an input or, at O1, a parameter is fp32). ``fp32``: everything fp32.
 
     Args:
         ops: the forward ops (any batch).
@@ -122,14 +123,20 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
             return half if level == "O2" and not keep32 else "float32"
         return last_float  # produced by an op the trace does not see: take the flow's dtype
 
+    region = ("", "float32")  # the fused op being traced and its dtype
     for o in ops:
+        if not o.scope:
+            region = ("", "float32")
         names = _AMP_NAMES.get(o.op, (o.op,))
         ins = [cur(t, o) for t in o.inputs]
         floats = [d for t, d in zip(o.inputs, ins, strict=True) if t.floating]
         if o.cls == "view":
             dst = floats[0] if floats else last_float
-        elif o.scope and (o.scope in white or o.scope in black):  # a fused op's kernel: that op's list decides
-            dst = half if o.scope in white else "float32"
+        elif o.scope:  # a fused op's kernel: the dtype that op runs in, decided at its first kernel
+            if region[0] != o.scope:
+                promoted = "float32" if "float32" in floats else (half if floats else "float32")
+                region = (o.scope, half if o.scope in white else "float32" if o.scope in black else promoted)
+            dst = region[1]
         elif any(n in black for n in names):
             dst = "float32"
         elif any(n in white for n in names):

@@ -87,11 +87,12 @@ class FlopsCount:
         """Forward + backward FLOPs per sample (the optimizer update is not counted)."""
         return (self.forward_flops + self.backward_flops) / self.batch_size
 
-    def add(self, kind: str, fwd: int, bwd: int) -> None:
-        """Add one op's forward and backward FLOPs under ``kind``."""
+    def add(self, kind: str, fwd: int, bwd: int, ops: int = 1) -> None:
+        """Add one op's forward and backward FLOPs under ``kind``; ``ops``: host dispatches it counts (0 for the
+        second and later kernels of one fused Paddle op, which the host dispatches once)."""
         self.forward_flops += int(fwd)
         self.backward_flops += int(bwd)
-        self.forward_ops += 1
+        self.forward_ops += ops
         self.forward_by_op[kind] += int(fwd)
 
 
@@ -112,7 +113,7 @@ class FlopCounter:
         #: (type, class, tensors, GEMM shape) for the per-operator GPU model; None = count only.
         self.recorder = recorder
         self.depth = 0
-        self.scope = ""  # the fused Paddle op whose reference is running (:func:`fused.patch_fused`)
+        self._last_scope: tuple[str, int] | None = None  # the fused call whose first op was counted
         self.handles: list[Any] = []
         self.patched: list[tuple[Any, str, Any]] = []
 
@@ -120,13 +121,18 @@ class FlopCounter:
              gemm: tuple[int, int, int, int] | None = None, layout: str = "",
              conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
+        from paddlefit.estimate.fused_ref import current_scope
+
+        scope = current_scope()  # inside a fused Paddle op's reference: its kernels, one host dispatch
+        name = scope[0] if scope else ""
         if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through
             if self.recorder is not None:
-                self.recorder.record(op, cls, 0, inputs, out, scope=self.scope)
+                self.recorder.record(op, cls, 0, inputs, out, scope=name)
             return
-        self.count.add(kind, fwd, bwd)
+        self.count.add(kind, fwd, bwd, ops=0 if scope is not None and scope == self._last_scope else 1)
+        self._last_scope = scope
         if self.recorder is not None:
-            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv, self.scope)
+            self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv, name)
 
     def emit_gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
                   gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "",

@@ -18,7 +18,7 @@ incubate ops below have no CPU kernel (``fused_rotary_position_embedding``, ``fu
 ops during the probe, so such a model can be probed at all (its CPU memory and time are those of the reference;
 the trace is the fused kernel's). Paddle's fused transformer layers (``fused_multi_head_attention``,
 ``fused_feedforward``) are not one kernel on the GPU either: their reference runs the kernels their GPU ops run,
-each traced, marked with the op's AMP name (:data:`SCOPED`).
+each traced, marked with the op's name (:func:`~paddlefit.estimate.fused_ref.current_scope`).
 
 No Paddle import at module level (the rewrite and formulas are plain data).
 """
@@ -184,32 +184,6 @@ def patch_fused(counter: FlopCounter) -> None:
         wrap(IF, name, _fused_linear_rule)
     wrap(IF, "swiglu", _elementwise_rule("swiglu", "activation", 3, ("x", "y")))
     wrap(IF, "fused_dropout_add", _elementwise_rule("fused_dropout_add", "elementwise", 1, ("x", "y")))
-    for name, scope in SCOPED.items():
-        _scoped(counter, IF, name, scope)
-
-
-#: Fused Paddle ops traced through the kernels of their reference (:data:`~paddlefit.estimate.fused_ref.REFERENCES`)
-#: -> the op name Paddle's AMP lists give them (``python/paddle/amp/amp_lists.py``: both on the FP16 white list, so
-#: every kernel inside runs in half precision under AMP).
-SCOPED = {"fused_multi_head_attention": "fused_attention", "fused_feedforward": "fused_feedforward"}
-
-
-def _scoped(counter: FlopCounter, owner: Any, name: str, scope: str) -> None:
-    """Wrap ``owner.name`` so the ops traced while it runs carry ``scope`` (:attr:`TracedOp.scope`); unlike
-    :meth:`FlopCounter.wrap` the ops inside are traced (they are the fused op's kernels). Restored on exit."""
-    orig = getattr(owner, name, None)
-    if orig is None:
-        return
-
-    def wrapper(*args, **kwargs):
-        prev, counter.scope = counter.scope, scope
-        try:
-            return orig(*args, **kwargs)
-        finally:
-            counter.scope = prev
-
-    counter.patched.append((owner, name, orig))
-    setattr(owner, name, wrapper)
 
 
 _SCORE_OPS = ("add", "subtract", "multiply", "divide", "view")
@@ -223,8 +197,13 @@ def _attention_core(ops: list[TracedOp], i: int, producer: dict[int, int],
     The core, by data flow: a ``matmul`` of two activations S = Q·Kᵀ (GEMM (G, Sq, Sk, D)), optionally a scale of
     Q or K just before it, then element-wise ops on S (scale, mask add) and views, the softmax, optionally dropout
     and views, and the ``matmul`` P·V (GEMM (G, Sq, Dv, Sk)); every intermediate read by the next op only (probs
-    the model also returns stay eager). Other inputs of the mask adds become the kernel's mask input.
+    the model also returns stay eager). Other inputs of the mask adds become the kernel's mask input. A softmax
+    inside a fused Paddle op (``fused_attention``: :attr:`TracedOp.scope`) is not one: that op's GPU kernel has no
+    flash path, and the user cannot switch one on without rewriting the model.
     """
+    if ops[i].scope:
+        return None
+
     def only(t: TensorRef) -> int | None:
         c = consumers.get(t.tid, [])
         return c[0] if len(c) == 1 else None
@@ -315,4 +294,7 @@ def attention_note(blocks: int, trace: OpTrace) -> str:
                 "cpu row runs the model as written")  # fmt: skip
     if any(o.cls == "attention" for o in trace.ops1):
         return "attention: flash: the model already calls a fused attention; nothing to replace"
+    if any(o.scope == "fused_attention" for o in trace.ops1):
+        return ("attention: flash: the model calls Paddle's fused_attention (paddle.incubate.nn."
+                "FusedMultiHeadAttention), whose GPU kernel has no flash path; planned as written")  # fmt: skip
     return "attention: flash: no eager attention core (matmul -> softmax -> matmul) in the trace; planned as written"

@@ -9,7 +9,9 @@ No Paddle import at module level.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
+import itertools
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -166,6 +168,9 @@ def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=
     import paddle.incubate.nn.functional as IF
     import paddle.nn.functional as F
 
+    if activation not in ("gelu", "relu"):  # the GPU kernel's own check (fused_dropout_act_bias.h)
+        raise ValueError(f"fused_feedforward: activation {activation!r}: Paddle's GPU kernel only supports gelu or "
+                         "relu activation functions")  # fmt: skip
     e = x.shape[-1]
     h = F.layer_norm(x, [e], ln1_scale, ln1_bias, ln1_epsilon) if pre_layer_norm else x
     h = IF.fused_bias_act(paddle.matmul(h, linear1_weight), linear1_bias, act_method=activation)
@@ -182,39 +187,114 @@ REFERENCES = {
     "fused_linear": (_linear_ref, "x", ()),
     "fused_matmul_bias": (_linear_ref, "x", ()),
     "fused_linear_activation": (_linear_ref, "x", ()),
-    "fused_multi_head_attention": (_mha_ref, "x", ("cache_kv",)),
-    "fused_feedforward": (_ffn_ref, "x", ()),
 }
 
 
+#: Paddle's fused transformer ops, called by ``paddle.incubate.nn.functional.fused_multi_head_attention`` /
+#: ``fused_feedforward`` as ``_legacy_C_ops.<op>(tensors..., 'attr', value, ...)``
+#: (``python/paddle/incubate/nn/functional/fused_transformer.py``): op -> (the tensor arguments' names in order,
+#: attribute -> reference keyword, reference, index of the output in the returned tuple, the tuple's length).
+LEGACY_OPS = {
+    "fused_attention": (
+        ("x", "pre_ln_scale", "pre_ln_bias", "qkv_weight", "qkv_bias", "cache_kv", "attn_mask", "linear_weight",
+         "linear_bias", "ln_scale", "ln_bias"),
+        {"num_heads": "num_heads", "transpose_qkv_wb": "transpose_qkv_wb", "pre_layer_norm": "pre_layer_norm",
+         "epsilon": "pre_ln_epsilon", "dropout_rate": "dropout_rate", "attn_dropout_rate": "attn_dropout_rate",
+         "ln_epsilon": "ln_epsilon", "dropout_implementation": "mode", "add_residual": "add_residual"},
+        _mha_ref, 19, 20),
+    "fused_feedforward": (
+        ("x", "dropout1_seed", "dropout2_seed", "linear1_weight", "linear1_bias", "linear2_weight", "linear2_bias",
+         "ln1_scale", "ln1_bias", "ln2_scale", "ln2_bias"),
+        {"pre_layer_norm": "pre_layer_norm", "ln1_epsilon": "ln1_epsilon", "ln2_epsilon": "ln2_epsilon",
+         "act_method": "activation", "dropout1_rate": "dropout1_rate", "dropout2_rate": "dropout2_rate",
+         "dropout1_implementation": "mode", "add_residual": "add_residual"},
+        _ffn_ref, 0, 11),
+}  # fmt: skip
+
+#: The fused Paddle op whose reference is running, as (op name, call number), or None: the tracer marks each op it
+#: records with the name (:attr:`~paddlefit.estimate.optrace.TracedOp.scope`) and counts one dispatch per call.
+_scope: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("paddlefit_fused_scope", default=None)
+_calls = itertools.count()
+
+
+def current_scope() -> tuple[str, int] | None:
+    """(fused op name, call number) while a fused op's reference runs (:data:`LEGACY_OPS`), else None."""
+    return _scope.get()
+
+
+def _run_legacy(name: str, real: Any, used: set[str], *args: Any) -> Any:
+    """``_legacy_C_ops.<name>(*args)`` on CPU tensors through its reference (:data:`LEGACY_OPS`), after Paddle's own
+    Python checks have run in the function that calls it; anything else (a GPU tensor, a KV cache) goes to Paddle."""
+    names, attrs, ref, index, length = LEGACY_OPS[name]
+    tensors = dict(zip(names, args[:len(names)], strict=False))
+    rest = args[len(names):]
+    kw = {attrs[k]: v for k, v in zip(rest[::2], rest[1::2], strict=False) if k in attrs}
+    kw["training"] = not dict(zip(rest[::2], rest[1::2], strict=False)).get("is_test", False)
+    if tensors.get("cache_kv") is not None or not tensors["x"].place.is_cpu_place():
+        return getattr(real, name)(*args)
+    used.add(name)
+    token = _scope.set((name, next(_calls)))
+    try:
+        out = ref(**{k: v for k, v in tensors.items() if "seed" not in k}, **kw)
+    finally:
+        _scope.reset(token)
+    return tuple(out if i == index else None for i in range(length))
+
+
+class _LegacyOps:
+    """Stands in for ``_legacy_C_ops`` in Paddle's fused-transformer module: the ops of :data:`LEGACY_OPS` run their
+    reference (:func:`_run_legacy`), every other attribute is Paddle's."""
+
+    def __init__(self, real: Any, used: set[str]) -> None:
+        self._real, self._used = real, used
+
+    def __getattr__(self, name: str) -> Any:
+        if name in LEGACY_OPS:
+            return lambda *args: _run_legacy(name, self._real, self._used, *args)
+        return getattr(self._real, name)
+
+
 @contextlib.contextmanager
-def cpu_reference_kernels() -> Iterator[None]:
+def cpu_reference_kernels() -> Iterator[set[str]]:
     """While active, the incubate fused ops of :data:`REFERENCES` called on CPU tensors run their reference math
     (their GPU kernels, or CPU backward, do not exist in a CPU build; module docstring). A call with quantisation
-    arguments, or on a GPU tensor, runs Paddle's own function. The wrappers keep the original signature
+    arguments, or on a GPU tensor, runs Paddle's own function. Paddle's fused transformer ops are replaced one level
+    lower, at ``_legacy_C_ops`` in their module (:class:`_LegacyOps`), so Paddle's own argument checks still run and a
+    function imported by name before planning is covered too. Yields the set of the fused ops that ran a reference
+    (filled as they run): a model calling them cannot train on this CPU. The wrappers keep the original signature
     (``functools.wraps``), so the trace rules bind arguments by the same names. Restored on exit."""
     import functools
 
     import paddle.incubate.nn.functional as IF
 
-    saved = []
+    saved, used = [], set()
     for name, (ref, dev_arg, unsupported) in REFERENCES.items():
         orig = getattr(IF, name, None)
         if orig is None:
             continue
         sig = inspect.signature(orig)
 
-        def fn(*args, _orig=orig, _sig=sig, _ref=ref, _dev=dev_arg, _no=unsupported, **kwargs):
+        def fn(*args, _orig=orig, _sig=sig, _ref=ref, _dev=dev_arg, _no=unsupported, _name=name, **kwargs):
             a = bind_args(_sig, args, kwargs)
             quant = any(a.get(n) is not None and not (isinstance(a.get(n), int | float) and a[n] <= 0) for n in _no)
             if quant or not a[_dev].place.is_cpu_place():
                 return _orig(*args, **kwargs)
+            if _scope.get() is None:  # not one of the kernels a fused transformer op's reference runs
+                used.add(_name)
             return _ref(**a)
 
         saved.append((name, orig))
         setattr(IF, name, functools.wraps(orig)(fn))
+    import importlib
+
+    ft = importlib.import_module("paddle.incubate.nn.functional.fused_transformer")
+    legacy = getattr(ft, "_legacy_C_ops", None)
+    if legacy is not None:
+        ft._legacy_C_ops = _LegacyOps(legacy, used)
     try:
-        yield
+        yield used
     finally:
         for name, orig in reversed(saved):
             setattr(IF, name, orig)
+        if legacy is not None:
+            ft._legacy_C_ops = legacy

@@ -47,6 +47,8 @@ class ModelMeasure:
         cpu_time: (fixed s, s per sample) of a CPU step, None without a probe; residual: the fits' worst relative
             residual; probed: probe batch sizes; probe: the probe result (None on the analytic path).
         eval_b: the eval batch; total_ram: this machine's RAM, bytes; notes: notes of the model section.
+        stand_ins: Paddle's GPU-only fused ops the probe ran a CPU reference for
+            (:func:`~paddlefit.estimate.fused_ref.cpu_reference_kernels`): the model cannot train on this CPU.
         lazy_build_failure: Paddle's error when paddle.LazyGuard could not build the model (``--json`` only).
     """
 
@@ -73,6 +75,7 @@ class ModelMeasure:
     eval_b: int
     total_ram: int
     notes: list[str] = field(default_factory=list)
+    stand_ins: tuple[str, ...] = ()
     lazy_build_failure: str | None = None
 
 
@@ -178,11 +181,12 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     states32 = model_state_bytes(info, req.optimizer, Precision.FP32)
     notes_model: list[str] = [fallback.note] if fallback else []
     eval_b = req.eval_batch_size or b
+    stand_ins: set[str] = set()
     if 16 * info.params <= limit:
         say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
         call = JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
         try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
-            with cpu_reference_kernels():
+            with cpu_reference_kernels() as stand_ins:
                 probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                                 extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
                                                 cpu_threads=req.cpu_threads, time_threads=req.time_threads,
@@ -292,4 +296,5 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
                         act_per_sample=act_per_sample, fwd_ops=fwd_ops, trace=trace, phases=phases,
                         phase_lines=phase_lines, dominant=dominant, has_conv=has_conv, cpu_time=cpu_time,
                         residual=residual, probed=probed, probe=probe, eval_b=eval_b, total_ram=total_ram,
-                        notes=notes_model, lazy_build_failure=fallback.detail if fallback else None)
+                        notes=notes_model, lazy_build_failure=fallback.detail if fallback else None,
+                        stand_ins=tuple(sorted(stand_ins)))
