@@ -182,6 +182,11 @@ def test_fused_functions_imported_by_name_keep_paddles_checks_and_kernel_limits(
 
     err = AttributeError("module 'paddle.base.libpaddle.eager.ops.legacy' has no attribute 'fused_attention'")
     assert "Paddle has no CPU kernel for `fused_attention`" in failure_message("m:f", err, "train")
+    # a kernel the CPU has in other dtypes: the model was cast to half precision, not a fused op
+    half = RuntimeError("(NotFound) The kernel with key (CPU, Undefined(AnyLayout), float16) of kernel `matmul` is "
+                        "not registered. Selected wrong DataType `float16`.")  # Paddle 3.3.1's text
+    said = failure_message("m:f", half, "train")
+    assert "no CPU kernel for `matmul` in float16" in said and "--precision" in said and "fused" not in said
 
 
 def test_paddlenlp_bert_with_fuse_true_is_planned_and_its_fused_epilogues_are_faster_on_the_gpu():

@@ -85,6 +85,8 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
     """One paragraph saying what failed when model ``name`` was asked to ``what`` (``be built``, ``train``...).
 
     Names the layer (:func:`failing_layer`) and the way out:
+    - a kernel the CPU has only in other dtypes (a model cast to float16) -> build it in float32, AMP by
+      ``--precision``;
     - a kernel not registered for CPU (a GPU-only fused kernel, e.g. ``fused_rms_norm_ext``) -> turn the fused op
       off in the model's config for the CPU probe, or plan a large transformer with the parallel planner
       (``paddlefit plan CONFIG.json --gpus N``), which needs no probe;
@@ -95,6 +97,11 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
     at = f" in {where}" if where else ""
     text = str(exc)
     k = _KERNEL_RE.search(text)
+    dtype = re.search(r"Selected wrong DataType `(\w+)`", text)
+    if k and dtype:  # the kernel exists on CPU, not in this dtype (a model built or cast in half precision)
+        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}` in "
+                f"{dtype.group(1)}{at}, and the plan's probe runs on this CPU. Build the model in float32 (as "
+                "training with AMP does) and choose the GPU precision with `--precision` (fp16-o1, bf16-o2...).")
     if k:
         return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}`{at} (a GPU-only "
                 "fused kernel, and the plan's probe runs on this CPU). Turn the fused op off in the model's config "
