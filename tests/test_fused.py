@@ -12,7 +12,7 @@ import tinymodels
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.estimate.flops import count_flops
-from paddlefit.estimate.fused import attention_note, flash_trace
+from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.fused_ref import cpu_reference_kernels
 from paddlefit.estimate.kernels import step_kernels
 from paddlefit.estimate.optrace import record_trace
@@ -139,6 +139,8 @@ def test_paddlenlp_fused_transformer_layer_runs_on_cpu_and_traces_the_gpu_ops_ke
     assert {a.op.scope for a in assign_dtypes(traced, "fp16-o1")} == {"fused_attention", "fused_feedforward"}
     # under bf16 neither op is on a list: Paddle promotes the whole op, fp32 at O1 (its parameters are fp32)
     assert {a.compute for a in assign_dtypes(traced, "bf16-o1") if a.op.cls != "view"} == {"float32"}
+    assert "fp16 AMP white list only" in fused_amp_note(record_trace(layer, [x]), "bf16-o1")
+    assert fused_amp_note(record_trace(layer, [x]), "fp16-o1") == ""
     # the host dispatches each fused op once: two per layer
     with cpu_reference_kernels():  # as the probe counts (plan/measure.py)
         assert count_flops(layer, [paddle.randn([b, s, e])]).forward_ops == 2

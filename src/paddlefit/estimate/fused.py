@@ -298,3 +298,14 @@ def attention_note(blocks: int, trace: OpTrace) -> str:
         return ("attention: flash: the model calls Paddle's fused_attention (paddle.incubate.nn."
                 "FusedMultiHeadAttention), whose GPU kernel has no flash path; planned as written")  # fmt: skip
     return "attention: flash: no eager attention core (matmul -> softmax -> matmul) in the trace; planned as written"
+
+
+def fused_amp_note(trace: OpTrace, precision: str) -> str:
+    """The plan's note when a model calls Paddle's fused transformer ops under bf16 AMP: neither is on a bf16 list
+    (``python/paddle/amp/amp_lists.py``: ``ONLY_FP16_WHITE_LIST``), so Paddle runs them promoted, fp32 at O1
+    (:func:`~paddlefit.estimate.amp.assign_dtypes`); empty otherwise."""
+    scopes = sorted({o.scope for o in trace.ops1 if o.scope})
+    if not scopes or not precision.startswith("bf16"):
+        return ""
+    return (f"{' and '.join(scopes)} are on Paddle's fp16 AMP white list only: under {precision} they run promoted "
+            "(fp32 when an input or parameter is fp32, as at O1); fp16 AMP runs them in half")

@@ -105,10 +105,31 @@ def _linear_ref(x, weight=None, bias=None, transpose_weight=False, y=None, trans
     return {"gelu": F.gelu, "relu": F.relu}[activation](out) if activation else out
 
 
+def _kept_dropout(x, rate, training, mode):
+    """Dropout the tracer does not see (``paddle._C_ops.dropout``, not the wrapped ``F.dropout``) but whose mask the
+    backward keeps, as Paddle's fused ops keep theirs (``DropoutMaskOut``...): the GPU applies it inside a fused
+    kernel, so it is memory for the probe and no kernel of the trace."""
+    if not rate or not training:
+        return x
+    from paddle import _C_ops
+
+    return _C_ops.dropout(x, None, float(rate), False, mode, 0, False)
+
+
+def _kept(x):
+    """``x`` times one through ``paddle._C_ops.multiply`` (untraced), so the backward holds ``x``: fused_attention
+    keeps the masked scores (``SrcMaskOut``, [B, H, S, S]) for its backward, which the reference's softmax would
+    not (``paddle/fluid/operators/fused/fused_attention_op.cc``: not a no-need-buffer input of its grad)."""
+    import paddle
+    from paddle import _C_ops
+
+    return _C_ops.multiply(x, paddle.ones([1], dtype=x.dtype))
+
+
 def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training, mode, add_residual, norm):
     """The epilogue of Paddle's fused transformer ops (``fused_dropout_helper.h``): LayernormResidualDropoutBias,
     LN(residual + dropout(out + bias)), as ONE kernel when ``norm`` (``IF.fused_layer_norm``, traced as one
-    ``norm`` kernel; its dropout is not applied on this CPU: the probe's values do not matter, its kernels do), else
+    ``norm`` kernel; its dropout runs untraced, :func:`_kept_dropout`, so its mask is in the probe's memory), else
     ResidualDropoutBias, residual + dropout(out + bias): the bias add and ``IF.fused_dropout_add`` (two kernels for
     the GPU's one)."""
     import paddle.incubate.nn.functional as IF
@@ -116,6 +137,7 @@ def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training,
 
     res = residual if add_residual else None
     if norm:
+        out = _kept_dropout(out, rate, training, mode)  # inside the fused kernel on the GPU; its mask is kept
         return IF.fused_layer_norm(out, scale, shift, epsilon, begin_norm_axis=out.ndim - 1, bias=bias,
                                    residual=res)[0]  # fmt: skip
     out = out + bias if bias is not None else out
@@ -149,7 +171,7 @@ def _mha_ref(x, qkv_weight, linear_weight, pre_layer_norm=False, pre_ln_scale=No
     qkv = qkv + qkv_bias.reshape([-1]) if qkv_bias is not None else qkv
     q, k, v = qkv.reshape([b, s, 3, heads, -1]).transpose([2, 0, 3, 1, 4]).unbind(0)
     att = paddle.matmul(q * (q.shape[-1] ** -0.5), k, transpose_y=True)
-    att = F.softmax(att + attn_mask if attn_mask is not None else att)
+    att = F.softmax(_kept(att + attn_mask) if attn_mask is not None else att)
     att = F.dropout(att, attn_dropout_rate, training=training, mode=mode)
     out = paddle.matmul(att, v).transpose([0, 2, 1, 3]).reshape([b, s, -1])
     return _residual_ln_ref(paddle.matmul(out, linear_weight), x, linear_bias, ln_scale, ln_bias, ln_epsilon,
@@ -162,7 +184,7 @@ def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=
              add_residual=True, **_):  # fmt: skip
     """``fused_feedforward``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
     fused_feedforward_op.cu``): [pre LayerNorm], linear1's GEMM, bias + activation + dropout as one kernel
-    (``IF.fused_bias_act``; the dropout not applied on this CPU, see :func:`_residual_ln_ref`), linear2's GEMM,
+    (``IF.fused_bias_act``, its dropout untraced: :func:`_kept_dropout`), linear2's GEMM,
     then bias + dropout + residual + LayerNorm as one."""
     import paddle
     import paddle.incubate.nn.functional as IF
@@ -174,6 +196,7 @@ def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=
     e = x.shape[-1]
     h = F.layer_norm(x, [e], ln1_scale, ln1_bias, ln1_epsilon) if pre_layer_norm else x
     h = IF.fused_bias_act(paddle.matmul(h, linear1_weight), linear1_bias, act_method=activation)
+    h = _kept_dropout(h, dropout1_rate, training, mode)  # DropoutActBias applies it in the same kernel
     return _residual_ln_ref(paddle.matmul(h, linear2_weight), x, linear2_bias, ln2_scale, ln2_bias, ln2_epsilon,
                             dropout2_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
-from paddlefit.estimate.fused import attention_note, flash_trace
+from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
@@ -104,6 +104,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
     if req.attention == "flash":
         m.notes.append(attention_note(blocks, m.trace))
+    m.notes += [n for n in [fused_amp_note(m.trace, req.precision.value)] if n]
 
     # ---- GPU targets; the host floor counts the probe's forward ops, or on the analytic path the ops of the trace
     # written from the config (so a model planned either way has a floor)
