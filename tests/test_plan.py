@@ -46,6 +46,10 @@ def test_targets_consistent(lenet_plan):
     # a 4-GPU ring of bridged PCIe cards crosses PCIe, not the 2-GPU NVLink bridge
     a100p = next(t for t in p.targets if t.name == "A100-PCIe-40GB")
     assert a100p.allreduce_s == pytest.approx(2 * 3 / 4 * grads / 31.5e9)
+    # the step is paddlefit train's (oom_backoff: true): the whole all-reduce after the backward, as `cost` prices it
+    for t in (a100, a100p):
+        assert t.allreduce_exposed_s == t.allreduce_s == t.time_breakdown["allreduce_exposed"]["seconds"]
+        assert any("after the backward, as paddlefit train runs it" in n for n in t.notes)
     # every GPU step is at least the host floor measured on this machine
     floor = p.assumptions["host_floor_s"]
     assert floor > 0 and all(t.step_time_s >= floor for t in p.targets if t.kind == "gpu")
