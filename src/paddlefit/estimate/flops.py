@@ -54,6 +54,7 @@ from typing import Any
 from paddlefit.estimate.flop_formulas import gemm_flops, needs_grad, numel
 from paddlefit.estimate.flop_functional import patch_functional
 from paddlefit.estimate.flop_layers import layer_rules
+from paddlefit.estimate.fused_ref import current_scope
 
 
 @dataclass
@@ -121,8 +122,6 @@ class FlopCounter:
              gemm: tuple[int, int, int, int] | None = None, layout: str = "",
              conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
-        from paddlefit.estimate.fused_ref import current_scope
-
         scope = current_scope()  # inside a fused Paddle op's reference: its kernels, one host dispatch
         name = scope[0] if scope else ""
         if cls == "view":  # no kernel, no FLOPs: only traced, so tensor identities flow through

@@ -250,9 +250,9 @@ def _run_legacy(name: str, real: Any, used: set[str], *args: Any) -> Any:
     Python checks have run in the function that calls it; anything else (a GPU tensor, a KV cache) goes to Paddle."""
     names, attrs, ref, index, length = LEGACY_OPS[name]
     tensors = dict(zip(names, args[:len(names)], strict=False))
-    rest = args[len(names):]
-    kw = {attrs[k]: v for k, v in zip(rest[::2], rest[1::2], strict=False) if k in attrs}
-    kw["training"] = not dict(zip(rest[::2], rest[1::2], strict=False)).get("is_test", False)
+    given = dict(zip(args[len(names)::2], args[len(names) + 1::2], strict=False))  # 'attr', value pairs
+    kw = {attrs[k]: v for k, v in given.items() if k in attrs}
+    kw["training"] = not given.get("is_test", False)
     if tensors.get("cache_kv") is not None or not tensors["x"].place.is_cpu_place():
         return getattr(real, name)(*args)
     used.add(name)

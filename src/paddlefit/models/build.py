@@ -24,9 +24,8 @@ from paddlefit.estimate.model_states import ParamInfo, param_info
 
 #: Paddle's message when a kernel has no implementation here: "(NotFound) The kernel `fused_rms_norm_ext` is not
 #: registered." (measured, Paddle 3.3.1 CPU) or "The kernel with key (CPU, ...) of kernel `x` is not registered"
-#: (``paddle/phi/core/kernel_factory.cc``).
-#: A kernel Paddle's CPU build lacks: a phi kernel not registered for CPU, or a legacy fused op this build does not have
-#: (``paddle.base.libpaddle.eager.ops.legacy`` without ``fused_attention`` when called with a KV cache, say).
+#: (``paddle/phi/core/kernel_factory.cc``); or a legacy fused op the CPU build does not have: "module
+#: 'paddle.base.libpaddle.eager.ops.legacy' has no attribute 'fused_attention'" (a call with a KV cache, say).
 _KERNEL_RE = re.compile(r"(?:kernel `|ops\.legacy' has no attribute ')(?P<name>\w+)(?:` is not registered|')", re.S)
 
 

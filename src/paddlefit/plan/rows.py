@@ -308,8 +308,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     # paddlefit train (its default oom_backoff: true) all-reduces after the backward, as `cost` prices it; plain
     # DataParallel would hide all but ar_dp
     ar_dp = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
-    ar_exposed = ar
-    step = max(est.device_s, host_s) + ar_exposed
+    step = max(est.device_s, host_s) + ar
     top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
     bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
     notes = gpu_notes(gpu, req.precision, prec, unit, req.tf32)
@@ -330,7 +329,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     if req.devices > 1:
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link} after the backward, as paddlefit train runs it "
                      f"(oom_backoff: true); DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")
-    breakdown = time_breakdown(est, ar_exposed if req.devices > 1 else None)
+    breakdown = time_breakdown(est, ar if req.devices > 1 else None)
     mfu = m.train_flops * b / step / peak_flops
     if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts
         notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
@@ -345,7 +344,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
         calibration=calibration, predicted_mfu=None if lower else mfu,
-        time_breakdown=breakdown, allreduce_exposed_s=ar_exposed, speed_lower_bound=lower,
+        time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower,
     ), est  # fmt: skip
 
 
