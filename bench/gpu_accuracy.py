@@ -52,6 +52,27 @@ def _summary(name: str, ratios: list[float]) -> str:
             f"worst {s['worst_ratio']:.2f}x   ({s['rows']} rows)")  # fmt: skip
 
 
+def same_job_across_sources(cases: list[gpu_fit.Case], fit_r: list[float]) -> None:
+    """Print the rows that publish one job (model, GPU and count, precision, layout) from different sources, each
+    with its predicted / published under the full fit. The spread of those ratios is either the sources disagreeing
+    (clocks, software, input pipeline: what no row records) or the model's batch-size dependence being wrong where
+    the batches differ; one prediction per job cannot put both rows of a pair closer than its square root."""
+    groups: dict[tuple[str, ...], list[tuple[gpu_fit.Case, float]]] = {}
+    for c, f in zip(cases, fit_r, strict=True):
+        key = (c.workload.key, c.gpu.name, c.row["gpus"], c.precision, gpu_fit.layout_of(c.row))
+        groups.setdefault(key, []).append((c, f))
+    shown = [g for g in groups.values() if len({c.source for c, _ in g}) > 1]
+    if not shown:
+        return
+    print("\nthe same job published by two sources (fit = predicted / published, full fit; spread = max / min fit):")
+    for g in shown:
+        fits = [f for _, f in g]
+        rows = ", ".join(f"{c.row['id']} {c.source.split()[0]} b{c.batch} {c.measured_per_gpu:,.1f}/s fit {f:.2f}"
+                         for c, f in g)  # fmt: skip
+        c0 = g[0][0]
+        print(f"  {c0.workload.key} {c0.gpu.name} {c0.precision}: {rows}; spread {max(fits) / min(fits):.2f}x")
+
+
 def breakdown(key: str, gpu_name: str, batch: int, precision: str, optimizer: str, traces: dict) -> None:
     """Print the predicted by-class breakdown of one step."""
     from paddlefit.catalog.gpus import get_gpu
@@ -190,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     for src in sources:
         rs = [lo for c, lo in zip(cases, loso_r, strict=True) if c.source == src]
         print("  " + _summary(f"held out: {src}", rs))
+    same_job_across_sources(cases, fit_r)
     e2e = e2e_rows(shipped)
     print(f"\n{'gpu':22s} {'model':11s} {'mode':5s} {'seq':>5s} {'batch':>5s} {'measured':>10s} {'predicted':>10s}")
     for r, ratio in e2e:
