@@ -207,6 +207,7 @@ def test_paddlenlp_bert_with_fuse_true_is_planned_and_its_fused_epilogues_are_fa
     cpu = [next(t for t in p.targets if t.name == "cpu") for p in plans.values()]
     said = "Paddle cannot run fused_attention, fused_feedforward on a CPU"  # the stand-ins' row says so
     assert any(said in n for n in cpu[0].notes) and not any("cannot run" in n for n in cpu[1].notes)
+    assert [p.model["gpu_only_ops"] for p in plans.values()] == [["fused_attention", "fused_feedforward"], []]
     tb = fused.time_breakdown, plain.time_breakdown
     # per layer the fused op runs Q, K and V as one GEMM (2 GEMMs fewer in forward, data and weight gradient)
     assert tb[0]["gemm"]["kernels"] == tb[1]["gemm"]["kernels"] - 2 * 2 * 3 == 42
@@ -281,3 +282,21 @@ def test_bad_attention_value_exits_2_naming_the_key(tmp_path):
     r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "plan", "--config", str(f)], capture_output=True,
                        text=True, env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
     assert r.returncode == 2 and "key `attention`" in r.stderr and "'eager' or 'flash'" in r.stderr, r.stderr
+
+
+def test_training_a_fused_model_on_a_cpu_is_refused_naming_the_op_and_the_way_out(tmp_path, data_dir):
+    """A new user's finding: `train` of a model with Paddle's fused layers on a CPU predicted a CPU step (from the
+    probe's stand-ins) and then failed at step 1 with Paddle's AttributeError. The prediction now says why there is
+    none, and the step names the op, that it is GPU-only, and the way out (exit 2: the model cannot run here)."""
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"model: tinymodels:fused_ffn_digits\ninputs: ['float32[1,8,8]']\ndata: {{train: digits}}\n"
+                    f"batch_size: 16\nmax_steps: 2\nrun_dir: {tmp_path / 'run'}\n")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PADDLEFIT_NO_PREDICT"}
+    env.update(PYTHONPATH=str(data_dir), COLUMNS="300")
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--resume", "never"],
+                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    said = " ".join(r.stderr.split())
+    assert "not predicted: Paddle has no CPU kernel for fused_feedforward: this model trains on a GPU only" in said
+    assert "calls `fused_feedforward` in FusedFeedForward.forward" in said and "train it on a CUDA GPU" in said
+    assert "BertConfig(fuse=False)" in said and "AttributeError" not in said

@@ -221,3 +221,20 @@ def paddlenlp_bert(fuse: bool = False) -> nn.Layer:
 def paddlenlp_fused_bert() -> nn.Layer:
     """:func:`paddlenlp_bert` with ``fuse=True``."""
     return paddlenlp_bert(fuse=True)
+
+
+def fused_ffn_digits() -> nn.Layer:
+    """Digits ([1, 8, 8] images) through ``paddle.incubate.nn.FusedFeedForward`` (a GPU-only fused op: Paddle's
+    CPU build has no ``fused_feedforward``), then a 10-way head."""
+    from paddle.incubate.nn import FusedFeedForward
+
+    class FusedFFN(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ff = FusedFeedForward(64, 128, dropout_rate=0.0)
+            self.head = nn.Linear(64, 10)
+
+        def forward(self, x):
+            return self.head(self.ff(x.reshape([-1, 1, 64])).reshape([-1, 64]))
+
+    return FusedFFN()

@@ -29,6 +29,14 @@ from paddlefit.estimate.model_states import ParamInfo, param_info
 _KERNEL_RE = re.compile(r"(?:kernel `|ops\.legacy' has no attribute ')(?P<name>\w+)(?:` is not registered|')", re.S)
 
 
+def missing_cpu_kernel(exc: BaseException) -> str | None:
+    """The op Paddle's error says has no CPU kernel at all (:data:`_KERNEL_RE`; not one registered in other dtypes
+    only), e.g. ``fused_feedforward``; None for any other error."""
+    text = str(exc)
+    k = _KERNEL_RE.search(text)
+    return k.group("name") if k and "Selected wrong DataType" not in text else None
+
+
 def build(factory: Any, lazy: bool = False) -> Any:
     """``factory()`` under a fresh ``unique_name.guard()`` (and ``paddle.LazyGuard`` with ``lazy``).
 

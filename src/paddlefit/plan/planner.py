@@ -149,6 +149,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "train_flops_per_sample": m.train_flops,
         "loss": m.loss_doc,
         "label": m.label_doc,
+        "gpu_only_ops": list(m.stand_ins),  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
     }
     memory_doc = {
         "method": m.method,

@@ -192,6 +192,10 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
 
     jp = plan_job(JobOptions(config=spec_path, devices=devices, command="train"), gpus=[gpu] if gpu else (),
                   cpu_only=gpu is None, use_runs=False)  # fmt: skip
+    gpu_only = jp.plan.model.get("gpu_only_ops") or []
+    if gpu is None and gpu_only:
+        return {"status": "not predicted", "reason": f"Paddle has no CPU kernel for {', '.join(gpu_only)}: this "
+                                                     "model trains on a GPU only"}  # fmt: skip
     t = next(t for t in jp.plan.targets if t.kind == ("gpu" if gpu else "cpu"))
     peak_flops = get_gpu(gpu).peak_flops(jp.plan.precision, jp.job.tf32)[0] if gpu else None  # the spec's tf32
     opt = ((t.time_breakdown or {}).get("optimizer") or {}).get("seconds") if gpu else None

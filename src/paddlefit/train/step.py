@@ -157,9 +157,16 @@ class StepRunner:
                     raise OutOfMemory(oom_line(exc)) from None
                 if self.world > 1 and is_collective_failure(exc):  # DataParallel's all-reduce: another rank lost
                     raise  # Trainer.run reports it (guards.as_lost_rank), not as the model's error
-                from paddlefit.models.build import failing_layer
+                from paddlefit.models.build import failing_layer, missing_cpu_kernel
 
                 where = failing_layer(exc)
+                if not self.job.on_gpu and (op := missing_cpu_kernel(exc)):
+                    raise PaddlefitError(
+                        f"step {step}: `model: {self.spec.model}` calls `{op}`{' in ' + where if where else ''}, which "
+                        "Paddle has no CPU kernel for (a GPU-only fused op): train it on a CUDA GPU with "
+                        "paddlepaddle-gpu, or build it without the fused layer (PaddleNLP's BERT: "
+                        "`BertConfig(fuse=False)`); `paddlefit plan` prices it on every GPU."
+                    ) from None
                 raise JobFailedError(
                     f"step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)}"
                     f"{' in ' + where if where else ''} (inputs {sb.describe()}, labels {describe_label(sb.label)}; "
