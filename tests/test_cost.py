@@ -490,3 +490,22 @@ def test_cost_output_fits_80_columns(args, tmp_path):
     assert "…" not in r.stdout and "cheapest:" in r.stdout and "assumptions:" in r.stdout
     flat = "".join(r.stdout.split())  # what wrapped or folded is all there once the line breaks go
     assert "notincluded:storage,egress,datadownload,instancestart-upbeforetraining,evaluationtime" in flat
+
+
+def test_cost_takes_the_label_options_plan_takes_and_times_the_job_as_plan_does(tmp_path, data_dir):
+    """A new user's finding: `cost` had no --label/--label-arg/--loss, so a model that computes its own loss from
+    `labels=` was costed on another loss than `plan` timed. Both now probe the same job: the one-GPU T4 row's step
+    time is plan's T4 step time."""
+    job = ["tinymodels:KeywordModel", "-i", "input_ids=int64[10]:40", "--label", "int64[]:3", "--label-arg", "labels",
+           "-b", "8", "--gpu", "T4", "--json"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(data_dir), HOME=str(tmp_path))
+    cli = [sys.executable, "-m", "paddlefit.cli.main"]
+    p = subprocess.run([*cli, "plan", *job], capture_output=True, text=True, env=env, timeout=300)
+    c = subprocess.run([*cli, "cost", *job, "--dataset-size", "800", "--epochs", "1"], capture_output=True, text=True,
+                       env=env, timeout=300)  # fmt: skip
+    assert p.returncode == 0 and c.returncode == 0, (p.stderr, c.stderr)
+    plan = json.loads(p.stdout)
+    assert plan["model"]["loss"] == "the model's own loss"
+    (t4,) = [t["step_time_s"] for t in plan["targets"] if t["name"] == "T4"]
+    one = [row["step_time_s"] for row in json.loads(c.stdout)["rows"] if row["gpu_count"] == 1]
+    assert one and all(s == pytest.approx(t4, rel=1e-6) for s in one)

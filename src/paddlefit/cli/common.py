@@ -22,6 +22,13 @@ err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Help of the options `plan` and `cost` share for how the probe feeds the label and takes the loss.
+LABEL_HELP = ("Per-sample label spec, e.g. int64[]:10 (class ids) or int64[512,512]:19 (a mask). Default: "
+              "data.train's, else generated from the loss.")
+LABEL_ARG_HELP = "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. labels)."
+LOSS_HELP = ("cross_entropy | mse | package.module:function (default: the model's own loss if it returns one, else "
+             "cross_entropy).")
+
 
 def quiet_paddle() -> None:
     """Silence Paddle's import-time chatter (ccache UserWarning, glog INFO) so stdout stays clean."""

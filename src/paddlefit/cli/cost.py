@@ -6,7 +6,18 @@ from pathlib import Path
 
 import typer
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import (
+    LABEL_ARG_HELP,
+    LABEL_HELP,
+    LOSS_HELP,
+    err,
+    handle_errors,
+    out,
+    quiet_paddle,
+    shown,
+    stdout_to_stderr,
+    warn_deprecated,
+)
 from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
@@ -20,6 +31,9 @@ def cost_command(
                                 "and epochs/max_steps unless --dataset-size/--epochs are given."),
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-GPU micro-batch size (samples) [32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input, e.g. float32[3,224,224]."),
+    label: str = typer.Option(None, "--label", help=LABEL_HELP),
+    label_arg: str = typer.Option(None, "--label-arg", help=LABEL_ARG_HELP),
+    loss: str = typer.Option(None, "--loss", help=LOSS_HELP),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
@@ -85,7 +99,8 @@ def cost_command(
         safety_margin=safety_margin, top=top, use_runs=not no_runs,
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
-                     optimizer=optimizer, precision=precision, tf32=tf32, command="cost",
+                     optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
+                     tf32=tf32, command="cost",
                      attention=attention_option(flash_attention))  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})

@@ -6,7 +6,19 @@ from pathlib import Path
 
 import typer
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import (
+    LABEL_ARG_HELP,
+    LABEL_HELP,
+    LOSS_HELP,
+    err,
+    fail,
+    handle_errors,
+    out,
+    quiet_paddle,
+    shown,
+    stdout_to_stderr,
+    warn_deprecated,
+)
 from paddlefit.job import JobOptions, attention_option, check_not_empty
 from paddlefit.plan.jobs import plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
@@ -23,12 +35,9 @@ def plan_command(
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
                                           "multi-input models, in forward()'s order; name=SPEC passes a keyword "
                                           "argument (token_type_ids=int64[128]:2). Default: the zoo model's own."),
-    label: str = typer.Option(None, "--label", help="Per-sample label spec, e.g. int64[]:10 (class ids) or "
-                              "int64[512,512]:19 (a mask). Default: data.train's, else generated from the loss."),
-    label_arg: str = typer.Option(None, "--label-arg", help="Pass the label to forward() as this keyword (a model "
-                                  "that computes its own loss, e.g. labels)."),
-    loss: str = typer.Option(None, "--loss", help="cross_entropy | mse | package.module:function (default: the "
-                             "model's own loss if it returns one, else cross_entropy)."),
+    label: str = typer.Option(None, "--label", help=LABEL_HELP),
+    label_arg: str = typer.Option(None, "--label-arg", help=LABEL_ARG_HELP),
+    loss: str = typer.Option(None, "--loss", help=LOSS_HELP),
     eval_batch_size: int = typer.Option(None, "--eval-batch-size", help="Samples per evaluation forward "
                                         "(default: data.eval_batch_size, else --batch-size)."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
