@@ -320,8 +320,10 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
                      "is the published fit")
     unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
-    if params.calibration == "published-fit" and "dwconv" in unfit and "dwconv" in est.by_class:
-        notes.append("depthwise conv efficiency not fitted (no published run constrains it)")
+    dw = est.by_class.get("dwconv")
+    if params.calibration == "published-fit" and "dwconv" in unfit and dw and dw["bound"] == "compute":
+        # memory-bound depthwise kernels are timed by the kernel-fitted bandwidth; only compute-bound ones by the prior
+        notes.append("depthwise conv compute-bound at an efficiency no published run constrains (a prior)")
     fitted_archs = params.provenance.get("architectures")
     if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
             and gpu.architecture not in kernel_fit_architectures() and not gpu.is_xpu):  # fmt: skip
