@@ -296,3 +296,22 @@ def test_a_cpu_row_measured_on_a_busy_machine_says_so_and_gives_no_thread_advice
     assert not any("set `cpu_threads:" in n for n in cpu.notes)
     monkeypatch.setattr(rows.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert rows.machine_busy() == ""
+
+
+def test_the_depthwise_prior_note_appears_where_explain_says_the_prior_times_the_kernels():
+    """A new user's finding: every plan with depthwise convolutions said "depthwise conv efficiency not fitted" while
+    `--explain` gave their kernels the source `kernels` (memory-bound: timed by the kernel-fitted bandwidth). The note
+    now appears exactly when the depthwise kernels are compute-bound, where `--explain` names the prior."""
+    from paddlefit.inputspec import parse_input_spec
+
+    said = "depthwise conv compute-bound at an efficiency no published run constrains (a prior)"
+    for k, compute in ((3, False), (7, True)):
+        p = build_plan(PlanRequest(model="tinymodels:depthwise", model_args={"kernel": k, "frozen": compute},
+                                   batch_size=64,
+                                   inputs=[parse_input_spec("float32[64,56,56]")], gpus=["T4"], explain=["T4"],
+                                   probe_budget_s=1.0, use_runs=False, time_threads=False))  # fmt: skip
+        (t4,) = [t for t in p.targets if t.name == "T4"]
+        assert (t4.time_breakdown["dwconv"]["bound"] == "compute") is compute and (said in t4.notes) is compute
+        dw = [g for g in p.explain["T4"] if g["cls"] == "dwconv"]
+        assert dw and all(g["source"] == ("prior" if g["bound"] == "compute" else "kernels") for g in dw)
+        assert any(g["source"] == "prior" for g in dw) is compute

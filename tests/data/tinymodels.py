@@ -238,3 +238,13 @@ def fused_ffn_digits() -> nn.Layer:
             return self.head(self.ff(x.reshape([-1, 1, 64])).reshape([-1, 64]))
 
     return FusedFFN()
+
+
+def depthwise(kernel: int = 3, channels: int = 64, frozen: bool = False) -> nn.Layer:
+    """One depthwise ``kernel`` x ``kernel`` convolution (groups = channels) on the input, then the mean and a
+    10-way head. Forward: 2 k^2 FLOPs per output element against 8 bytes moved (FP32), so a 3x3 one is
+    memory-bound on any GPU and a 7x7 one (ConvNeXt's) compute-bound on a T4 at the depthwise prior; ``frozen``
+    leaves its filter untrained, so it has no backward kernel (its input is the data)."""
+    conv = nn.Conv2D(channels, channels, kernel, padding=kernel // 2, groups=channels)
+    conv.weight.stop_gradient = conv.bias.stop_gradient = frozen
+    return nn.Sequential(conv, nn.AdaptiveAvgPool2D(1), nn.Flatten(), nn.Linear(channels, 10))
