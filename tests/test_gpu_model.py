@@ -187,6 +187,20 @@ def test_small_outputs_take_small_tiles_and_split_k():
     assert [float(x) for x in gemm_tiling(1, 768, 256, 64, 108)[:3]] == [32, 32, 8]
 
 
+def test_a_tile_never_outgrows_the_output_it_covers():
+    # DeepBench's DeepSpeech layer (5x10 filter, stride 2, 32 -> 32 channels, 16 x 38 x 166 outputs): one GEMM of
+    # 100,928 x 32 outputs over 1,600. A 128 x 128 tile would fill V100's 80 SMs (789 tiles) but compute 3/4
+    # padding: the layer was timed 3.9x slower than DeepBench measured (11.9 TFLOP/s, FP32, V100-SXM2). The widest
+    # tile no wider than 32 columns is 128 x 32: 789 tiles, 4 to an SM (128 x 128 accumulators / 4,096), so
+    # ceil(789 / 320) = 3 waves of 4 tile times
+    assert [float(x) for x in gemm_tiling(1, 16 * 38 * 166, 32, 1600, 80)[:3]] == [128, 32, 12]
+    # 33-64 columns round up to 64: 128 x 64
+    assert [float(x) for x in gemm_tiling(1, 100_000, 40, 1600, 80)[:2]] == [128, 64]
+    # batched GEMMs keep the general rule: cuBLAS's batched SGEMM runs its family's large tiles on small matrices
+    # too (NeuSight's bmm calls on A100 are timed within 8-10% with them, 1.5-2.3x too fast with fitted ones)
+    assert [float(x) for x in gemm_tiling(128, 32, 32, 64, 108)[:2]] == [128, 128]
+
+
 def test_batched_sgemm_takes_its_kernel_familys_tile_without_split_k():
     # 12 x 8 heads' 197 x 64 @ 64 x 197 (ViT-B attention scores): the general rule gives 128 x 128 tiles (384 of
     # them fill 80 SMs); Volta's batched SGEMM kernels are 64 x 64: 96 x 4 x 4 = 1536 tiles, 4 to an SM, so
