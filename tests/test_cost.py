@@ -271,12 +271,15 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
         writes = row["checkpoint_write_s"] * work / min(row["checkpoint_interval_s"], work)
         assert row["hours"] == pytest.approx((work + writes) / 3600, rel=1e-9)
     costs = [row["cost_usd"] for row in rows]
-    assert costs == sorted(costs)
+    # the cheapest first, the rest by cost; within 1% of the cheapest, fewer GPUs win the tie (tie_to_headroom)
+    assert costs[1:] == sorted(costs[1:]) and costs[0] <= 1.01 * min(costs)
     first = rows[0]
     key = f"{first['cloud']}/{first['instance_type']}"
     if first["instance_type"].startswith("n1-"):  # one GCP host type carries several GPU options
         key += f":{first['gpu_count']}x{first['gpu']}"
-    assert d["cheapest"] == key and first["cheapest"] and first["pareto"]
+    # on the Pareto front, unless a 1% tie gave "cheapest" to fewer GPUs over a cheaper, faster row (said so)
+    tie = any(t.startswith("cheapest: ") for t in d["tie_breaks"])
+    assert d["cheapest"] == key and first["cheapest"] and (first["pareto"] or tie)
     table = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--cloud", "lambda", home=tmp_path)
     assert table.returncode == 0, table.stderr
     assert "cheapest:" in table.stdout and "default 0.0417/h" in table.stdout and "GH200" in table.stdout
@@ -509,3 +512,28 @@ def test_cost_takes_the_label_options_plan_takes_and_times_the_job_as_plan_does(
     (t4,) = [t["step_time_s"] for t in plan["targets"] if t["name"] == "T4"]
     one = [row["step_time_s"] for row in json.loads(c.stdout)["rows"] if row["gpu_count"] == 1]
     assert one and all(s == pytest.approx(t4, rel=1e-6) for s in one)
+
+
+def test_cost_writes_checkpoints_at_the_specs_cadence_as_train_does(tmp_path):
+    """A new user's finding: `cost --config` priced one checkpoint write per Daly interval while `train` writes at
+    the spec's `checkpoint.every_steps` / `every_minutes` (auto_interval off), 47 writes against 1 on a 3-epoch
+    job. Cost now uses the spec's cadence, shows the Daly optimum beside it, and uses Daly with auto_interval."""
+    root = Path(__file__).resolve().parents[1]
+    spec = (root / "examples" / "digits.yaml").read_text()  # checkpoint: every_steps 200, every_minutes 10
+    auto = tmp_path / "auto.yaml"
+    auto.write_text(spec.replace("checkpoint: {every_steps: 200,", "checkpoint: {auto_interval: true, "
+                                                                   "every_steps: 200,"))  # fmt: skip
+    assert "auto_interval: true" in auto.read_text()
+    docs = {}
+    for name, path in (("cadence", root / "examples" / "digits.yaml"), ("auto", auto)):
+        r = run("cost", "--config", str(path), "--gpu", "T4", "--cloud", "gcp", "--json", home=tmp_path)
+        assert r.returncode == 0, r.stderr
+        docs[name] = json.loads(r.stdout)
+    for row in docs["cadence"]["rows"]:
+        assert row["checkpoint_interval_s"] == pytest.approx(min(200 * row["step_time_s"], 600), rel=1e-12)
+        daly = daly_interval_s(row["checkpoint_write_s"], row["mean_time_between_interruptions_h"] * 3600)
+        assert row["checkpoint_interval_daly_s"] == pytest.approx(daly, rel=1e-12)
+    assert "every 200 optimizer steps or every 10 minutes" in docs["cadence"]["assumptions"]["checkpoint_interval"]
+    for row in docs["auto"]["rows"]:
+        assert row["checkpoint_interval_s"] == row["checkpoint_interval_daly_s"]
+    assert docs["auto"]["assumptions"]["checkpoint_interval"].startswith("Daly (2006) higher-order optimum")

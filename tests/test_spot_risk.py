@@ -96,6 +96,6 @@ def test_cost_prices_an_rtx_4090_and_json_carries_each_rows_rate_source(tmp_path
     g6 = rows[("aws", "g6.xlarge")]  # us-east-1 advisor bucket >20%
     assert "spot-advisor-data.json" in g6["interruption_rate_source"] and "bucket >20%" in g6["interruption_rate_basis"]
     assert g6["mean_time_between_interruptions_h"] == pytest.approx(730 / math.log(1 / 0.8), rel=1e-12)
-    assert g6["checkpoint_interval_s"] == pytest.approx(
+    assert g6["checkpoint_interval_daly_s"] == pytest.approx(
         daly_interval_s(g6["checkpoint_write_s"], g6["mean_time_between_interruptions_h"] * 3600), rel=1e-12)
     assert rows[("gcp", "g2-standard-4")]["interruption_rate_source"] == DEFAULT_SOURCE

@@ -85,6 +85,15 @@ def _segment_s(work_s: float, interval_s: float) -> float:
     return min(interval_s, work_s)
 
 
+def cadence_interval_s(every_steps: int, every_minutes: float, step_s: float, work_s: float) -> float:
+    """Seconds of work between two checkpoint writes under a job spec's fixed cadence: every ``every_steps``
+    optimizer steps of ``step_s`` seconds or every ``every_minutes`` minutes, whichever comes first, as
+    :class:`paddlefit.train.guards.CheckpointSchedule` writes them (its minutes count wall time; the few seconds of
+    writes in them are neglected); ``work_s`` (the final write alone) when both are off (0)."""
+    due = [x for x in (every_steps * step_s, every_minutes * 60.0) if x > 0]
+    return min(due) if due else work_s
+
+
 def checkpoint_writes_s(work_s: float, interval_s: float, delta_s: float) -> float:
     """Seconds spent writing checkpoints while training ``work_s`` seconds: one write of ``delta_s`` after every
     ``interval_s`` of work (an interval longer than the work: one, final write), as in
@@ -130,6 +139,7 @@ class CostRow:
     checkpoint_write_s: float
     checkpoint_interval_s: float | None
     checkpoint_interval_young_s: float | None
+    checkpoint_interval_daly_s: float | None
     cost_usd: float
     cost_hours: float
     cost_basis: str
@@ -175,7 +185,8 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
                epochs: float | None, grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
                disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S, restart_s: float = DEFAULT_RESTART_S,
                use_spot: bool = False, price_source: str = "", drop_last: bool = False,
-               max_steps: int | None = None) -> CostReport:  # fmt: skip
+               max_steps: int | None = None,
+               checkpoint_every: tuple[int, float] | None = None) -> CostReport:  # fmt: skip
     """Time and cost of ``plan``'s job on every instance in ``prices``.
 
     Args:
@@ -193,6 +204,10 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         use_spot: rank by spot expected cost where a spot price exists.
         price_source: where the prices came from, for the assumptions.
         drop_last: the trainer's ``data.drop_last`` (an epoch's last partial micro-batch is dropped).
+        checkpoint_every: the job spec's (``checkpoint.every_steps``, ``checkpoint.every_minutes``) when it does
+            not set ``auto_interval``: the run checkpoints at that cadence (:func:`cadence_interval_s`), on-demand
+            and spot; None: at Daly's optimum for each instance's interruption rate (``train
+            --checkpoint-interval auto``).
 
     The optimizer steps on an instance of n GPUs are the trainer's (:func:`paddlefit.job.steps_per_epoch` on n
     ranks, :func:`paddlefit.job.job_steps`); an instance whose global batch exceeds the data is skipped.
@@ -242,7 +257,7 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
                 continue
             steps = job_steps(per_epoch, epochs, max_steps)
         rows.append(_row(p, ig.basis, gpu, t, b, steps, grad_accum_steps, rate, disk_bytes_per_s,  # type: ignore
-                         restart_s, use_spot))  # fmt: skip
+                         restart_s, use_spot, checkpoint_every))  # fmt: skip
     fit = [r for r in rows if r.fits]
     ties: list[str] = []
     cheapest = tie_to_headroom(fit, lambda r: r.cost_usd, "cheapest", ties)
@@ -256,7 +271,7 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
     if fastest:
         fastest.fastest = True
     doc = assumptions(plan, rate, disk_bytes_per_s, restart_s, use_spot, dataset_size, epochs, grad_accum_steps,
-                      price_source, max_steps)
+                      price_source, max_steps, checkpoint_every)
     return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
                       fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front],
                       tie_breaks=ties)
@@ -293,7 +308,8 @@ COST_NOTES = ("specs ", "fp16 AMP", "bf16 AMP", "uncalibrated:", "no fp16 peak",
 
 
 def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
-         override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool) -> CostRow:  # fmt: skip
+         override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
+         every: tuple[int, float] | None = None) -> CostRow:  # fmt: skip
     n = p.gpu_count
     bw, link = gpu.interconnect_gb_s(n)
     ar = ring_allreduce_s(t.grads_bytes, n, bw)
@@ -307,7 +323,8 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
         notes.append(basis.split(" (")[0])
     spot_hours = spot_usd = interruptions = rate = None
     m = spot_rate(p, override).mtbi_s  # the interval the run checkpoints at, on-demand or spot
-    interval, young = daly_interval_s(max(delta, 1e-9), m), young_interval_s(max(delta, 1e-9), m)
+    daly, young = daly_interval_s(max(delta, 1e-9), m), young_interval_s(max(delta, 1e-9), m)
+    interval = daly if every is None else cadence_interval_s(*every, step, work_s)
     if p.spot_usd_per_hour is not None and work_s > 0:
         rate = spot_rate(p, override)
         if rate.label:
@@ -331,7 +348,7 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
         hours=hours, on_demand_usd_per_hour=p.on_demand_usd_per_hour, on_demand_usd=on_demand,
         spot_usd_per_hour=p.spot_usd_per_hour, spot_hours=spot_hours, spot_expected_usd=spot_usd,
         expected_interruptions=interruptions, checkpoint_write_s=delta, checkpoint_interval_s=interval,
-        checkpoint_interval_young_s=young, cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
+        checkpoint_interval_young_s=young, checkpoint_interval_daly_s=daly, cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
         cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
         cost_basis="spot (expected)" if by_spot else "on-demand", source=p.source, notes=notes,
         interruptions_per_hour=rate.per_hour if rate else None, mean_time_between_interruptions_h=rate.mtbi_h
@@ -340,10 +357,24 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
     )  # fmt: skip
 
 
+def _cadence_text(every: tuple[int, float] | None) -> str:
+    """What ``checkpoint_interval_s`` is, for the assumptions."""
+    if every is None:
+        return ("Daly (2006) higher-order optimum for each instance's interruption rate, used (as `train "
+                "--checkpoint-interval auto` writes); Young (1974) shown beside it")
+    due = [f"every {every[0]:,} optimizer steps" if every[0] > 0 else "", f"every {every[1]:g} minutes"
+           if every[1] > 0 else ""]  # fmt: skip
+    said = " or ".join(d for d in due if d) or "at the end only"
+    return (f"the job spec's checkpoint cadence, used: {said}, whichever comes first (as train writes them); the "
+            "Daly (2006) optimum is checkpoint_interval_daly_s (`checkpoint: {auto_interval: true}` or `train "
+            "--checkpoint-interval auto` writes at it), Young (1974) beside it")
+
+
 def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
                 dataset_size: int | None, epochs: float | None, accum: int, price_source: str,
-                max_steps: int | None = None) -> dict[str, Any]:  # fmt: skip
-    """Every assumption behind the numbers, as printed with the result.
+                max_steps: int | None = None, every: tuple[int, float] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every assumption behind the numbers, as printed with the result (``every``: as ``build_cost``'s
+    ``checkpoint_every``).
 
     ``rate`` is the rate the user gave for every instance, or None (each spot row's own rate: the
     ``interruption_*`` fields of :class:`CostRow`); ``interruptions_per_hour`` /
@@ -385,9 +416,9 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
         "restart_s": restart_s,
         "restart_basis": ("an assumption: new instance + container start + checkpoint load; set --restart-minutes"
                           if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),
-        "checkpoint_interval": "Daly (2006) higher-order optimum, used; Young (1974) shown beside it",
-        "checkpoint_writes": "on-demand and spot hours both include one checkpoint write per Daly interval of work "
-                             "(train writes them either way); spot adds only lost work and restarts",
+        "checkpoint_interval": _cadence_text(every),
+        "checkpoint_writes": "on-demand and spot hours both include one checkpoint write per checkpoint interval of "
+                             "work (train writes them either way); spot adds only lost work and restarts",
         "spot_model": "exponential interruptions; an interruption loses the work since the last checkpoint and "
                       "costs a restart (Daly 2006 complete model)",
         "not_included": "storage, egress, data download, instance start-up before training, evaluation time",

@@ -134,8 +134,10 @@ def cost_job(options: JobOptions, request: CostRequest,
                        calibration_files=list(request.calibration_files), safety_margin=request.safety_margin,
                        use_runs=request.use_runs)  # fmt: skip
     plan = build_plan(req, progress=progress)
+    ck = spec.checkpoint if spec else None
+    every = None if ck is None or ck.auto_interval else (ck.every_steps, ck.every_minutes)
     report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
                         rate=request.rate(), use_spot=request.spot, price_source=source, drop_last=drop_last,
-                        max_steps=max_steps, **request.cost_overrides())  # fmt: skip
+                        max_steps=max_steps, checkpoint_every=every, **request.cost_overrides())  # fmt: skip
     report.skipped[:0] = unpriced
     return JobCost(report, plan, job, list(job.notes))
