@@ -330,8 +330,10 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
         console.print(f"[dim]  note {i}: {escape(n)}[/]")
     console.print("[dim]  time = on-demand hours (with checkpoint writes); spot = expected spot cost (the same "
                   "writes + lost work and restarts)"
-                  + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = Daly "
-                  "checkpoint interval. --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
+                  + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = "
+                  + ("the spec's checkpoint interval" if str(report.assumptions.get("checkpoint_interval", ""))
+                     .startswith("the job spec's") else "Daly checkpoint interval")
+                  + ". --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
                   "peak per GPU[/]")
     hidden = len(fit) - min(top, len(fit))
     if hidden:
