@@ -201,3 +201,15 @@ def test_an_mfu_above_100_percent_says_why():
     (gpu,) = [t for t in json.loads(r.stdout)["targets"] if t["kind"] == "gpu"]
     assert gpu["predicted_mfu"] > 1.0
     assert any(n.startswith("MFU above 100%: its FP32 3x3 convolutions run as Winograd") for n in gpu["notes"])
+
+
+def test_plan_on_a_pipe_says_what_the_probe_is_doing():
+    """A new user's finding: `plan` of a large model ran 10 minutes on a pipe with nothing on stderr (rich's
+    spinner shows only on a terminal). Off a terminal each step of the probe is a line with the seconds so far."""
+    r = run("plan", "lenet", "--gpu", "T4", "--json")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == "planning... (0 s)"
+    steps = [ln for ln in lines if ln.startswith("CPU probe: training step ")]
+    assert steps[0].startswith("CPU probe: training step 1 of ") and len(steps) >= 4
+    assert all(ln.endswith(" s)") for ln in steps) and json.loads(r.stdout)["model"]["name"] == "lenet"

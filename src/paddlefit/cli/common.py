@@ -117,6 +117,28 @@ def handle_errors(fn: F) -> F:
 
 
 @contextlib.contextmanager
+def progress_status(text: str) -> Iterator[Callable[[str], None]]:
+    """Progress of long work on stderr: a spinner whose text each message replaces on a terminal; on a pipe or a
+    file (CI logs, `2> log`), where a spinner shows nothing, each new message as one line with the seconds since
+    the start, so a probe that runs for minutes is seen to be alive. Yields the ``progress(message)`` callable."""
+    if err.is_terminal:
+        with err.status(text) as status:
+            yield status.update
+        return
+    import time
+
+    t0, last = time.monotonic(), [""]
+
+    def say(message: str) -> None:
+        if message != last[0]:
+            last[0] = message
+            err.print(f"[dim]{escape(shown(message))} ({time.monotonic() - t0:.0f} s)[/]", soft_wrap=True)
+
+    say(text)
+    yield say
+
+
+@contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
     """Send everything written to stdout inside the block to stderr, Python's ``sys.stdout`` and file
     descriptor 1 alike (user model code, Paddle's C++ logging, subprocesses), so a `--json` result printed

@@ -13,6 +13,7 @@ from paddlefit.cli.common import (
     err,
     handle_errors,
     out,
+    progress_status,
     quiet_paddle,
     shown,
     stdout_to_stderr,
@@ -104,8 +105,8 @@ def cost_command(
                      attention=attention_option(flash_attention))  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})
-    with err.status("planning...") as status, stdout_to_stderr():
-        result = cost_job(job, request, progress=lambda msg: status.update(msg))
+    with progress_status("planning...") as say, stdout_to_stderr():
+        result = cost_job(job, request, progress=say)
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
     if json_out:

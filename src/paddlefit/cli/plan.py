@@ -14,6 +14,7 @@ from paddlefit.cli.common import (
     fail,
     handle_errors,
     out,
+    progress_status,
     quiet_paddle,
     shown,
     stdout_to_stderr,
@@ -133,12 +134,12 @@ def plan_command(
                      eval_batch_size=eval_batch_size, devices=devices, tf32=tf32,
                      attention=attention_option(flash_attention))  # fmt: skip
     # user code may print: keep stdout for the result alone
-    with err.status("planning...") as status, stdout_to_stderr():
+    with progress_status("planning...") as say, stdout_to_stderr():
         result = plan_job(job, gpus=gpu or [], dataset_size=dataset_size, epochs=epochs,
                           catalog_files=[str(p) for p in catalog or []],
                           calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
                           max_probe_gib=max_probe_gib, explain=explain or [], use_runs=not no_runs,
-                          progress=lambda msg: status.update(msg))  # fmt: skip
+                          progress=say)  # fmt: skip
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
     if json_out:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -197,6 +198,7 @@ def probe_memory(
     cpu_threads: int | None = None,
     time_threads: bool = False,
     probe_requested: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[ProbeResult, Any]:
     """Probe peak memory and step time on this CPU and (optionally) count FLOPs on the first forward.
 
@@ -220,7 +222,8 @@ def probe_memory(
     (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
     to the requested batch, so a sub-peak that takes over at larger batches is seen, and then ``extend_to``
     itself when it still fits the budget (unless ``probe_requested`` is False: a benchmark that checks the
-    extrapolation out of sample, ``bench/memory_accuracy.py``).
+    extrapolation out of sample, ``bench/memory_accuracy.py``). ``progress(message)`` hears of each step before it
+    runs (a large model's probe takes minutes).
 
     Returns:
         (ProbeResult, FlopsCount or None). The FlopsCount carries the operator trace
@@ -253,6 +256,8 @@ def probe_memory(
     i = 0
     while i < len(sizes):
         b = sizes[i]
+        if progress is not None:
+            progress(f"CPU probe: training step {i + 1} of {len(sizes)} (so far), batch {b}")
         data = call.batch(b, seed=i)
         counter = None
         if flops is not None and (i == 0 or (len(traces) == 1 and b != sizes[0])):
@@ -271,6 +276,8 @@ def probe_memory(
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
             if time_threads and cores > 1:
+                if progress is not None:
+                    progress(f"CPU probe: timing 1 to {cores} Paddle threads at batch {max(batch_sizes)}")
                 data = call.batch(max(batch_sizes), seed=99)
                 for n in sorted({1, max(1, cores // 2), cores}):
                     paddle.base.core.set_num_threads(n)

@@ -190,7 +190,8 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
                 probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
                                                 extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
                                                 cpu_threads=req.cpu_threads, time_threads=req.time_threads,
-                                                eval_phase=req.eval_phase, probe_requested=req.probe_requested)
+                                                eval_phase=req.eval_phase, probe_requested=req.probe_requested,
+                                                progress=say)
         except ProbeTooLargeError as exc:
             raise ModelError(
                 f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
