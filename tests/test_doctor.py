@@ -148,3 +148,19 @@ def test_inconclusive_timing_is_not_called_ok(tmp_path):
     assert lines[-1] == f"0 error(s), 0 warning(s), {n_ok} ok, 1 inconclusive"
     assert next(line for line in lines if line.startswith("PF121")).split()[1] == "inconclusive"
     assert not any(line.strip() == "fix:" for line in lines), narrow.stdout
+
+
+def test_doctor_snapshot_refuses_to_replace_a_job_spec(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text("model: lenet\n")
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(spec)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "`--snapshot" in r.stderr and "is not a file this command wrote" in r.stderr, r.stderr
+    assert spec.read_text() == "model: lenet\n"
+    snap = tmp_path / "me.json"
+    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(snap)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode in (0, 1) and '"shm_total_bytes"' in snap.read_text()
+    again = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot",
+                            str(snap)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode in (0, 1), again.stderr  # its own earlier snapshot is replaced

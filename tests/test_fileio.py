@@ -283,3 +283,20 @@ def test_a_directory_that_takes_no_file_is_bad_input_naming_the_option(tmp_path:
     with pytest.raises(PaddlefitError, match=r"`--out .*`: cannot create a file there \(.+\); choose another path"):
         atomic_write_text(path, "<html></html>", option="--out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_path_that_holds_another_files_content_is_refused(tmp_path):
+    """Hostile trial: `report --out OTHER_RUN/.../model.pdparams` and `doctor --snapshot job.yaml` replaced those
+    files with HTML / JSON. With ``ours`` an existing file must hold what the command writes."""
+    from paddlefit.fileio import check_output_path
+
+    weights = tmp_path / "model.pdparams"
+    weights.write_bytes(b"\x80\x04 pickled weights")
+    with pytest.raises(PaddlefitError, match=r"`--out .*model.pdparams` exists and is not a file this command wrote"):
+        check_output_path(weights, "--out", ours="<title>paddlefit report")
+    old = tmp_path / "old.html"
+    old.write_text("<!DOCTYPE html>\n<html><head><title>paddlefit report: run</title></head></html>\n")
+    assert check_output_path(old, "--out", ours="<title>paddlefit report") == old  # an earlier report: replaced
+    assert check_output_path(tmp_path / "new.html", "--out", ours="<title>paddlefit report") == tmp_path / "new.html"
+    assert check_output_path(weights, "--out") == weights  # without ``ours``: the old rule
+

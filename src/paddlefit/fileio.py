@@ -107,12 +107,14 @@ class AppendFile:
             self.file.close()
 
 
-def check_output_path(path: str | Path, option: str = "--out") -> Path:
-    """Fail early, before any work, if ``path`` cannot take an atomic write.
+def check_output_path(path: str | Path, option: str = "--out", ours: str | None = None) -> Path:
+    """Fail early, before any work, if ``path`` cannot take an atomic write; with ``ours`` (text every file the
+    command writes holds in its first 64 KiB, e.g. a report's ``<title>paddlefit report``), also if ``path`` is an
+    existing file that does not hold it: another run's weights, a job spec.
 
     Raises:
         PaddlefitError: the path is a directory, a symlink or a special file (device, FIFO, socket), or its
-            parent is missing or not a directory.
+            parent is missing or not a directory, or (``ours``) an existing file this command did not write.
         FileWriteError: the parent is not writable (``EACCES``, or ``EROFS`` on a read-only file system: a run
             directory made read-only mid-run is a failed write of the run, exit 2 with the step and checkpoint).
     """
@@ -131,6 +133,9 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
             raise PaddlefitError(f"`{option} {path}` is a directory; give a file path inside it.")
         if not stat.S_ISREG(mode):
             raise PaddlefitError(f"`{option} {path}` is not a regular file (device, FIFO or socket); give a file path.")
+        if ours is not None and not _holds(path, ours):
+            raise PaddlefitError(f"`{option} {path}` exists and is not a file this command wrote; give a new file "
+                                 "name, or remove that file first.")  # fmt: skip
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise PaddlefitError(f"`{option} {path}`: directory `{parent}` does not exist (or is a file); create it first.")
@@ -140,6 +145,15 @@ def check_output_path(path: str | Path, option: str = "--out") -> Path:
         raise FileWriteError(path, cause, option, f"`{option} {path}`: directory `{parent}` is not writable"
                              f"{' (the file system is read-only)' if ro else ''}.")  # fmt: skip
     return path
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether the first 64 KiB of the file at ``path`` contain ``text`` (UTF-8); False if it cannot be read."""
+    try:
+        with path.open("rb") as f:
+            return text.encode() in f.read(65536)
+    except OSError:
+        return False
 
 
 def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, instead: str | Path,

@@ -41,7 +41,7 @@ def report_command(
                              "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
     target = out_file if out_file is not None else run_dir / "report.html"
     refuse_run_target(target, run_dir, "--out", run_dir / "report.html", file_suffix=".html")
-    check_output_path(target, "--out")
+    check_output_path(target, "--out", ours="<title>paddlefit report")
     with err.status("writing report..."):
         data = build_report(run_dir)
         page = render_html(data)

@@ -120,7 +120,7 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
         raise PaddlefitError("`--devices` and `--prefetch-factor` must be >= 1.")
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     if req.snapshot_file is not None:
-        check_output_path(req.snapshot_file, "--snapshot")
+        check_output_path(req.snapshot_file, "--snapshot", ours='"shm_total_bytes"')
     if req.from_file is not None:
         snap = load_snapshot(req.from_file, "--from")
     else:
@@ -136,5 +136,5 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
     findings = run_checks(snap, job)
     if req.snapshot_file is not None:
         # as report.render.to_json writes it (a snapshot holds no NaN), without importing the rich-based renderer
-        atomic_write_text(req.snapshot_file, json.dumps(snap.to_dict(), indent=2) + "\n")
+        atomic_write_text(req.snapshot_file, json.dumps(snap.to_dict(), indent=2) + "\n", option="--snapshot")
     return DoctorReport(snap, findings)
