@@ -213,3 +213,11 @@ def test_plan_on_a_pipe_says_what_the_probe_is_doing():
     steps = [ln for ln in lines if ln.startswith("CPU probe: training step ")]
     assert steps[0].startswith("CPU probe: training step 1 of ") and len(steps) >= 4
     assert all(ln.endswith(" s)") for ln in steps) and json.loads(r.stdout)["model"]["name"] == "lenet"
+
+
+def test_a_per_sample_input_of_gigabytes_is_refused_before_the_probe_allocates_it():
+    """Hostile trial: `plan lenet -i float32[2147483648]` (8 GiB a sample) grew to 24 GB and was killed by the
+    kernel's OOM killer (exit 137). The inputs alone at the probe's largest batch (3) must leave half the free RAM."""
+    r = run("plan", "lenet", "-i", "float32[2147483648]", "--gpu", "T4")
+    assert r.returncode == 2 and "is too large to probe on this machine" in r.stderr, (r.returncode, r.stderr[-500:])
+    assert "at batch 3" in r.stderr and "Traceback" not in r.stderr

@@ -238,6 +238,11 @@ def probe_memory(
     from paddlefit.estimate.optrace import OpTrace, TraceRecorder
     from paddlefit.models.build import build
 
+    # the inputs alone at the largest mandatory batch must leave half of the free RAM to the model: a per-sample
+    # input of gigabytes would otherwise meet the kernel's OOM killer in the first step, before the guard below
+    inputs_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs)
+    if inputs_b > 0.5 * psutil.virtual_memory().available:
+        raise ProbeTooLargeError(2 * inputs_b, psutil.virtual_memory().available, max(batch_sizes))
     cores = use_all_cores()
     threads = cpu_threads or cores
     paddle.base.core.set_num_threads(threads)
