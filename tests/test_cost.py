@@ -512,6 +512,7 @@ def test_cost_takes_the_label_options_plan_takes_and_times_the_job_as_plan_does(
     (t4,) = [t["step_time_s"] for t in plan["targets"] if t["name"] == "T4"]
     one = [row["step_time_s"] for row in json.loads(c.stdout)["rows"] if row["gpu_count"] == 1]
     assert one and all(s == pytest.approx(t4, rel=1e-6) for s in one)
+    assert json.loads(c.stdout)["assumptions"]["job"].endswith("; loss: the model's own loss")  # said, as plan says it
 
 
 def test_cost_writes_checkpoints_at_the_specs_cadence_as_train_does(tmp_path):

@@ -393,7 +393,7 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
         length += (", at most " if length else "") + f"{max_steps:,} optimizer steps (max_steps)"
     return {
         "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
-               f"{length}",
+               f"{length}; loss: {plan.model.get('loss')}",
         "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
         "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + one "
                      "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "
