@@ -6,19 +6,8 @@ from pathlib import Path
 
 import typer
 
-from paddlefit.cli.common import (
-    LABEL_ARG_HELP,
-    LABEL_HELP,
-    LOSS_HELP,
-    err,
-    handle_errors,
-    out,
-    progress_status,
-    quiet_paddle,
-    shown,
-    stdout_to_stderr,
-    warn_deprecated,
-)
+from paddlefit.cli import common
+from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
@@ -32,9 +21,9 @@ def cost_command(
                                 "and epochs/max_steps unless --dataset-size/--epochs are given."),
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-GPU micro-batch size (samples) [32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input, e.g. float32[3,224,224]."),
-    label: str = typer.Option(None, "--label", help=LABEL_HELP),
-    label_arg: str = typer.Option(None, "--label-arg", help=LABEL_ARG_HELP),
-    loss: str = typer.Option(None, "--loss", help=LOSS_HELP),
+    label: str = typer.Option(None, "--label", help=common.LABEL_HELP),
+    label_arg: str = typer.Option(None, "--label-arg", help=common.LABEL_ARG_HELP),
+    loss: str = typer.Option(None, "--loss", help=common.LOSS_HELP),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
@@ -105,7 +94,7 @@ def cost_command(
                      attention=attention_option(flash_attention))  # fmt: skip
     quiet_paddle()
     warn_deprecated({"--disk-mbps": "--disk-mib-s"})
-    with progress_status("planning...") as say, stdout_to_stderr():
+    with common.progress_status("planning...") as say, stdout_to_stderr():
         result = cost_job(job, request, progress=say)
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")

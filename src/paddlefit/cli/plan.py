@@ -6,20 +6,8 @@ from pathlib import Path
 
 import typer
 
-from paddlefit.cli.common import (
-    LABEL_ARG_HELP,
-    LABEL_HELP,
-    LOSS_HELP,
-    err,
-    fail,
-    handle_errors,
-    out,
-    progress_status,
-    quiet_paddle,
-    shown,
-    stdout_to_stderr,
-    warn_deprecated,
-)
+from paddlefit.cli import common
+from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, attention_option, check_not_empty
 from paddlefit.plan.jobs import plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
@@ -36,9 +24,9 @@ def plan_command(
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
                                           "multi-input models, in forward()'s order; name=SPEC passes a keyword "
                                           "argument (token_type_ids=int64[128]:2). Default: the zoo model's own."),
-    label: str = typer.Option(None, "--label", help=LABEL_HELP),
-    label_arg: str = typer.Option(None, "--label-arg", help=LABEL_ARG_HELP),
-    loss: str = typer.Option(None, "--loss", help=LOSS_HELP),
+    label: str = typer.Option(None, "--label", help=common.LABEL_HELP),
+    label_arg: str = typer.Option(None, "--label-arg", help=common.LABEL_ARG_HELP),
+    loss: str = typer.Option(None, "--loss", help=common.LOSS_HELP),
     eval_batch_size: int = typer.Option(None, "--eval-batch-size", help="Samples per evaluation forward "
                                         "(default: data.eval_batch_size, else --batch-size)."),
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
@@ -134,7 +122,7 @@ def plan_command(
                      eval_batch_size=eval_batch_size, devices=devices, tf32=tf32,
                      attention=attention_option(flash_attention))  # fmt: skip
     # user code may print: keep stdout for the result alone
-    with progress_status("planning...") as say, stdout_to_stderr():
+    with common.progress_status("planning...") as say, stdout_to_stderr():
         result = plan_job(job, gpus=gpu or [], dataset_size=dataset_size, epochs=epochs,
                           catalog_files=[str(p) for p in catalog or []],
                           calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
