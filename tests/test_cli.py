@@ -139,7 +139,8 @@ def test_help_has_examples():
         (["plan", "lenet", "--input", "float32[1,,28,28]"], "dimensions must be integers"),
         (["plan", "sys:exit", "--input", "float32[4]"], "could not be built"),
         (["plan", "tinymodels:frozen", "--input", "float32[8]"], "no trainable parameters"),
-        (["plan", "lenet", "--input", "float32[1,100000,100000]", "-b", "1"], "out of host memory"),
+        (["plan", "lenet", "--input", "float32[1,100000,100000]", "-b", "1"], "too large to probe on this machine"),
+        (["plan", "tinymodels:huge_activation", "--input", "float32[8]", "-b", "1"], "out of host memory"),
     ],
 )
 def test_more_bad_input_exits_2(args, needle):

@@ -248,3 +248,18 @@ def depthwise(kernel: int = 3, channels: int = 64, frozen: bool = False) -> nn.L
     conv = nn.Conv2D(channels, channels, kernel, padding=kernel // 2, groups=channels)
     conv.weight.stop_gradient = conv.bias.stop_gradient = frozen
     return nn.Sequential(conv, nn.AdaptiveAvgPool2D(1), nn.Flatten(), nn.Linear(channels, 10))
+
+
+def huge_activation() -> nn.Layer:
+    """A linear layer whose forward also asks for a 400 GB activation per sample (10^11 float32): the allocation
+    fails at once on any machine, as a model whose activations outgrow the host's RAM does."""
+
+    class Huge(nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.fc(x) + paddle.zeros([x.shape[0], 10**11]).sum()
+
+    return Huge()
