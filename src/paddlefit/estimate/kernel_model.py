@@ -81,9 +81,9 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: 
     output dimension rounded up to 32 (a 128-wide tile on 32 columns computes 3/4 padding: DeepBench's 5x10
     DeepSpeech convolution, 32 channels, ran 3.9x faster on a V100 than such tiles allow); a batched one keeps the
     rule above (NeuSight's small ``bmm`` calls are timed within 8-10% with it, 1.5-2.3x too fast with fitted
-    tiles). With fewer tiles than SMs the reduction is split
-    (split-K, see the module docstring). ``simt`` marks FP32 GEMMs on the CUDA cores (cuBLAS's SGEMM kernels, whose
-    tiles :data:`TILES` are; tensor-core kernels have their own): a batched one (``g`` > 1) runs ``batched_tile``
+    tiles). With fewer tiles than SMs the reduction is split (split-K, see the module docstring). ``simt`` marks
+    FP32 GEMMs on the CUDA cores (cuBLAS's SGEMM kernels, whose tiles :data:`TILES` are; tensor-core kernels have
+    their own): a batched one (``g`` > 1) runs ``batched_tile``
     when one is given, the tile of the architecture's SGEMM kernel family for strided-batched GEMMs
     (:func:`batched_sgemm_tile`), without split-K (its grid is tiles x batch in NeuSight's traces); and an SM runs
     ``o = min(RESIDENT_OUTPUTS / (tm tn), MAX_BLOCKS_PER_SM)`` of its tiles at once (at least 1), sharing its

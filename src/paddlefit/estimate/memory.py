@@ -240,9 +240,10 @@ def probe_memory(
 
     # the inputs alone at the largest mandatory batch must leave half of the free RAM to the model: a per-sample
     # input of gigabytes would otherwise meet the kernel's OOM killer in the first step, before the guard below
-    inputs_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs)
-    if inputs_b > 0.5 * psutil.virtual_memory().available:
-        raise ProbeTooLargeError(2 * inputs_b, psutil.virtual_memory().available, max(batch_sizes))
+    inputs_b, free_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs), psutil.virtual_memory().available
+    if inputs_b > 0.5 * free_b:
+        raise ProbeTooLargeError(2 * inputs_b, free_b, max(batch_sizes))
+    say = progress or (lambda message: None)
     cores = use_all_cores()
     threads = cpu_threads or cores
     paddle.base.core.set_num_threads(threads)
@@ -261,8 +262,7 @@ def probe_memory(
     i = 0
     while i < len(sizes):
         b = sizes[i]
-        if progress is not None:
-            progress(f"CPU probe: training step {i + 1} of {len(sizes)} (so far), batch {b}")
+        say(f"CPU probe: training step {i + 1} of {len(sizes)} (so far), batch {b}")
         data = call.batch(b, seed=i)
         counter = None
         if flops is not None and (i == 0 or (len(traces) == 1 and b != sizes[0])):
@@ -281,8 +281,7 @@ def probe_memory(
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
             if time_threads and cores > 1:
-                if progress is not None:
-                    progress(f"CPU probe: timing 1 to {cores} Paddle threads at batch {max(batch_sizes)}")
+                say(f"CPU probe: timing 1 to {cores} Paddle threads at batch {max(batch_sizes)}")
                 data = call.batch(max(batch_sizes), seed=99)
                 for n in sorted({1, max(1, cores // 2), cores}):
                     paddle.base.core.set_num_threads(n)

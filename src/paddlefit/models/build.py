@@ -109,8 +109,8 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
         return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}` in "
                 f"{dtype.group(1)}{at}, and the plan's probe runs on this CPU. Build the model in float32 (as "
                 "training with AMP does) and choose the GPU precision with `--precision` (fp16-o1, bf16-o2...).")
-    if k:
-        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}`{at} (a GPU-only "
+    if op := missing_cpu_kernel(exc):
+        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{op}`{at} (a GPU-only "
                 "fused kernel, and the plan's probe runs on this CPU). Turn the fused op off in the model's config "
                 "for planning (the config flag that selects it; the unfused layers have the same parameters and "
                 "activations), or plan a large transformer with the parallel planner, which needs no probe: "

@@ -348,13 +348,19 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
         hours=hours, on_demand_usd_per_hour=p.on_demand_usd_per_hour, on_demand_usd=on_demand,
         spot_usd_per_hour=p.spot_usd_per_hour, spot_hours=spot_hours, spot_expected_usd=spot_usd,
         expected_interruptions=interruptions, checkpoint_write_s=delta, checkpoint_interval_s=interval,
-        checkpoint_interval_young_s=young, checkpoint_interval_daly_s=daly, cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
+        checkpoint_interval_young_s=young, checkpoint_interval_daly_s=daly,
+        cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
         cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
         cost_basis="spot (expected)" if by_spot else "on-demand", source=p.source, notes=notes,
         interruptions_per_hour=rate.per_hour if rate else None, mean_time_between_interruptions_h=rate.mtbi_h
         if rate else None, interruption_rate_source=rate.source if rate else None,
         interruption_rate_basis=rate.basis if rate else None,
     )  # fmt: skip
+
+
+#: How the assumptions' ``checkpoint_interval`` starts when the job spec's cadence is used (the cost table's legend
+#: reads it).
+SPEC_CADENCE = "the job spec's checkpoint cadence"
 
 
 def _cadence_text(every: tuple[int, float] | None) -> str:
@@ -365,7 +371,7 @@ def _cadence_text(every: tuple[int, float] | None) -> str:
     due = [f"every {every[0]:,} optimizer steps" if every[0] > 0 else "", f"every {every[1]:g} minutes"
            if every[1] > 0 else ""]  # fmt: skip
     said = " or ".join(d for d in due if d) or "at the end only"
-    return (f"the job spec's checkpoint cadence, used: {said}, whichever comes first (as train writes them); the "
+    return (f"{SPEC_CADENCE}, used: {said}, whichever comes first (as train writes them); the "
             "Daly (2006) optimum is checkpoint_interval_daly_s (`checkpoint: {auto_interval: true}` or `train "
             "--checkpoint-interval auto` writes at it), Young (1974) beside it")
 

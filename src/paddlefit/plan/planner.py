@@ -104,7 +104,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
     if req.attention == "flash":
         m.notes.append(attention_note(blocks, m.trace))
-    m.notes += [n for n in [fused_amp_note(m.trace, req.precision.value)] if n]
+    if amp_note := fused_amp_note(m.trace, req.precision.value):
+        m.notes.append(amp_note)
 
     # ---- GPU targets; the host floor counts the probe's forward ops, or on the analytic path the ops of the trace
     # written from the config (so a model planned either way has a floor)

@@ -13,6 +13,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from paddlefit.catalog.gpus import GPU, capacity_gib
+from paddlefit.plan.cost import SPEC_CADENCE
 from paddlefit.report.units import column_unit
 
 
@@ -331,12 +332,11 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
     console.print("[dim]  time = on-demand hours (with checkpoint writes); spot = expected spot cost (the same "
                   "writes + lost work and restarts)"
                   + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = "
-                  + ("the spec's checkpoint interval" if str(report.assumptions.get("checkpoint_interval", ""))
-                     .startswith("the job spec's") else "Daly checkpoint interval")
+                  + ("the spec's checkpoint interval" if a["checkpoint_interval"].startswith(SPEC_CADENCE)
+                     else "Daly checkpoint interval")
                   + ". --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
                   "peak per GPU[/]")
-    hidden = len(fit) - min(top, len(fit))
-    if hidden:
+    if hidden := len(fit) - min(top, len(fit)):
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
     nofit = [r for r in report.rows if not r.fits]
     if nofit:
