@@ -19,7 +19,8 @@ def plan_command(
     model: str = typer.Argument(None, help="Zoo name (`paddlefit models`) or `package.module:factory`."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML (model, inputs, batch_size, ...); "
                                 "options given on the command line override it."),
-    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device micro-batch size (samples) [32]."),
+    batch_size: list[int] = typer.Option(None, "--batch-size", "-b", help="Per-device micro-batch size (samples) "
+                                         "[32]. With --inference: batch sizes to serve, repeatable [1, 8, 32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i",
                                      help="Per-sample input, e.g. float32[3,224,224] or int64[128]; repeat for "
                                           "multi-input models, in forward()'s order; name=SPEC passes a keyword "
@@ -70,6 +71,17 @@ def plan_command(
     top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
     explain: list[str] = typer.Option(None, "--explain", help="Also print the predicted top operators of one "
                                       "step on this GPU (repeatable): a profile of a card you do not have."),
+    inference: bool = typer.Option(False, "--inference", help="Plan serving instead of training: latency, "
+                                   "throughput and memory per batch on every GPU, the CPU row measured here, USD per "
+                                   "million requests. MODEL may also be an exported model (a `paddlefit export` "
+                                   "folder, or model.json/model.pdmodel beside model.pdiparams)."),
+    engine: str = typer.Option(None, "--engine", help="With --inference: eager (dygraph under no_grad) | "
+                               "paddle-inference (its GPU fusion passes) | tensorrt [paddle-inference]."),
+    latency_ms: float = typer.Option(None, "--latency-ms", help="With --inference: latency target per batch, ms; "
+                                     "each GPU gets the largest batch within it."),
+    no_cpu: bool = typer.Option(False, "--no-cpu", help="With --inference: skip the CPU measurement."),
+    threads: list[int] = typer.Option(None, "--threads", help="With --inference: CPU threads of the measured CPU "
+                                      "row, repeatable [1 and the physical cores]."),
 ) -> None:
     """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
 
@@ -96,7 +108,27 @@ def plan_command(
       paddlefit plan llama-2-7b --seq-len 4096 --global-batch 1024 --gpus 8 --gpu A100-SXM4-80GB
       paddlefit plan llama-2-70b --seq-len 4096 --gpus 64 --gpu H100-SXM --json
       paddlefit plan ./config.json --gpus 16 --seq-len 2048   # a Hugging Face / PaddleNLP config.json
+      paddlefit plan resnet50 --inference -b 1 -b 8 --engine tensorrt --precision fp16 --latency-ms 10
+      paddlefit plan runs/digits/inference --inference --gpu T4 --gpu L4 --json   # an exported model
     """
+    if inference:
+        _plan_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
+                        no_cpu, threads, safety_margin, tf32, json_out,
+                        {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
+                         "--eval-batch-size": eval_batch_size, "--devices": devices, "--dataset-size": dataset_size,
+                         "--epochs": epochs, "--calibration": calibration, "--explain": explain,
+                         "--max-probe-gib": max_probe_gib, "--seq-len": seq_len, "--global-batch": global_batch,
+                         "--gpus": gpus, "--mfu": mfu, "--network-gbit-s": network_gbit_s,
+                         "--flash-attention/--no-flash-attention": flash_attention})  # fmt: skip
+        return
+    given = [n for n, v in (("--engine", engine), ("--latency-ms", latency_ms), ("--threads", threads))
+             if v not in (None, [])] + (["--no-cpu"] if no_cpu else [])  # fmt: skip
+    if given:
+        raise fail(f"{', '.join(f'`{g}`' for g in given)} apply to serving plans only: add `--inference`.")
+    if batch_size and len(batch_size) > 1:
+        raise fail(f"`--batch-size` given {len(batch_size)} times: a training plan takes one micro-batch (several "
+                   "batch sizes are for `--inference`).")  # fmt: skip
+    batch_size = batch_size[0] if batch_size else None  # type: ignore[assignment]
     warn_deprecated({"--network-gbps": "--network-gbit-s"})
     check_not_empty({"--precision": precision, "--optimizer": optimizer})
     if _parallel_requested(model, seq_len, global_batch, gpus):
@@ -181,3 +213,31 @@ def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | N
         print(to_json(plan.to_dict()))
         return
     render_parallel_plan(plan, out)
+
+
+def _plan_inference(model: str | None, config: Path | None, batch_size: list[int] | None, inputs: list[str] | None,
+                    model_arg: list[str] | None, precision: str | None, engine: str | None, latency_ms: float | None,
+                    gpu: list[str] | None, catalog: list[Path] | None, no_cpu: bool, threads: list[int] | None,
+                    safety_margin: float, tf32: bool | None, json_out: bool, unused: dict) -> None:  # fmt: skip
+    """Parse -> :func:`paddlefit.plan.inference_job.plan_inference` -> render (tables or ``--json``)."""
+    from paddlefit.plan.inference_job import DEFAULT_BATCHES, InferenceRequest, plan_inference
+    from paddlefit.report.render_inference import render_inference
+
+    given = [k for k, v in unused.items() if v not in (None, [], ())]
+    if given:
+        raise fail(f"{', '.join(f'`{k}`' for k in given)} do not apply to `--inference` (a serving plan: no loss, "
+                   "optimizer or training length).")  # fmt: skip
+    check_not_empty({"--engine": engine})
+    quiet_paddle()
+    req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
+                           batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",
+                           engine=engine or "paddle-inference", latency_ms=latency_ms, gpus=list(gpu or []),
+                           catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu,
+                           threads=list(threads) if threads else None, safety_margin=safety_margin,
+                           tf32=tf32 is not False)  # fmt: skip
+    with common.progress_status("planning serving...") as say, stdout_to_stderr():
+        plan = plan_inference(req, progress=say)
+    if json_out:
+        print(to_json(plan.to_dict()))
+        return
+    render_inference(plan, out)

@@ -49,7 +49,10 @@ MEMORY_KEYS = {"norm": "norm_bw_eff", "softmax": "softmax_bw_eff"}
 
 
 def unit_peak(gpu: Any, unit: str, precision: str) -> float:
-    """Dense peak FLOP/s of a unit on ``gpu`` (datasheet figures from the catalog)."""
+    """Dense peak FLOP/s (int8: OP/s) of a unit on ``gpu`` (datasheet figures from the catalog; ``int8``: the INT8
+    tensor cores' dense TOPS, 0 when the catalog has none)."""
+    if unit == "int8":
+        return (gpu.int8_tops or 0.0) * 1e12
     if unit == "half":
         tf = gpu.bf16_tflops if precision.startswith("bf16") else gpu.fp16_tflops
         return (tf or gpu.fp32_tflops) * 1e12
@@ -65,9 +68,11 @@ def param_key(k: Kernel) -> str | None:
         return None
     if k.unit == "dwconv":
         return "dwconv"
+    # INT8 tensor-core kernels take the FP16 ones' efficiencies: no INT8 kernel was measured (an assumption)
+    unit = "half" if k.unit == "int8" else k.unit
     if k.cls == "conv" and k.conv and tuple(k.conv[:2]) == (1, 1):
-        return "gemm_" + k.unit  # a 1x1 convolution is a GEMM (no im2col): C_out x C_in times C_in x pixels
-    return ("conv_" if k.cls == "conv" else "gemm_") + k.unit
+        return "gemm_" + unit  # a 1x1 convolution is a GEMM (no im2col): C_out x C_in times C_in x pixels
+    return ("conv_" if k.cls == "conv" else "gemm_") + unit
 
 
 def winograd_dims(k: Kernel) -> tuple[float, float, float, float, float, float] | None:

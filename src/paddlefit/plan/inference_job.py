@@ -1,0 +1,142 @@
+"""``plan --inference`` / ``cost --inference`` without the rendering: options -> the served model -> GPU rows,
+the CPU row measured on this machine, and the cost per million requests (:mod:`paddlefit.plan.inference`)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.estimate.inference import ENGINES, PRECISIONS
+from paddlefit.plan.inference import (
+    InferencePlan,
+    InferencePoint,
+    InferenceTarget,
+    ServingSetup,
+    assumptions,
+    cost_per_million,
+    gpu_inference_target,
+)
+from paddlefit.plan.served_model import ServedModel, resolve_served
+
+#: Batch sizes planned when none is given.
+DEFAULT_BATCHES = (1, 8, 32)
+
+
+@dataclass(frozen=True)
+class InferenceRequest:
+    """What ``plan --inference`` was asked (None = not given; defaults in brackets).
+
+    Attributes:
+        model, config, inputs, model_args: the model (zoo name, import path, exported program path) or job spec.
+        batch_sizes: samples per forward [1, 8, 32]; precision: fp32 | fp16 | int8 [fp32];
+        engine: eager | paddle-inference | tensorrt [paddle-inference]; latency_ms: the latency target.
+        gpus: GPU names (default: the whole catalog); catalog_files: extra GPU CSVs.
+        cpu: measure the CPU row (Paddle Inference on this machine); threads: its thread counts [1 and the
+            physical cores].
+        prices, shipped_prices, clouds, region: the price rows, as ``cost`` takes them.
+        safety_margin: share of (capacity - CUDA context) a peak may use; tf32: Paddle's TF32 switches.
+
+    Raises:
+        PaddlefitError: (on construction) a value no plan can have, naming the option.
+    """
+
+    model: str | None = None
+    config: Path | None = None
+    inputs: list[str] | None = None
+    model_args: list[str] | None = None
+    batch_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_BATCHES))
+    precision: str = "fp32"
+    engine: str = "paddle-inference"
+    latency_ms: float | None = None
+    gpus: list[str] = field(default_factory=list)
+    catalog_files: list[str] = field(default_factory=list)
+    cpu: bool = True
+    threads: list[int] | None = None
+    prices: list[str] = field(default_factory=list)
+    shipped_prices: bool = False
+    clouds: list[str] = field(default_factory=list)
+    region: str | None = None
+    safety_margin: float = 0.9
+    tf32: bool = True
+
+    def __post_init__(self) -> None:
+        if self.model is None and self.config is None:
+            raise PaddlefitError("Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or "
+                                 "`--config job.yaml`.")  # fmt: skip
+        if self.engine not in ENGINES:
+            raise PaddlefitError(f"`--engine {self.engine}`: one of {', '.join(ENGINES)}.")
+        if self.precision not in PRECISIONS:
+            raise PaddlefitError(f"`--precision {self.precision}`: serving takes one of {', '.join(PRECISIONS)} "
+                                 "(training's fp16-o1/bf16-o2 are for `plan` without --inference).")  # fmt: skip
+        if self.precision == "int8" and self.engine != "tensorrt":
+            raise PaddlefitError("`--precision int8` runs on TensorRT only (Paddle Inference's int8 GPU path is "
+                                 "TensorRT's): add `--engine tensorrt`.")  # fmt: skip
+        if not self.batch_sizes or any(b < 1 or b > 65536 for b in self.batch_sizes):
+            raise PaddlefitError(f"`--batch-size` must be 1..65536 (got {self.batch_sizes}).")
+        if self.latency_ms is not None and not 0 < self.latency_ms <= 3.6e6:
+            raise PaddlefitError(f"`--latency-ms` must be > 0 and at most an hour (got {self.latency_ms}).")
+        if not 0 < self.safety_margin <= 1:
+            raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {self.safety_margin}).")
+
+
+def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | None,
+               progress: Callable[[str], None]) -> InferenceTarget:  # fmt: skip
+    """The CPU row, measured: the model exported (``paddle.jit.save``) when it is not already, then run by Paddle
+    Inference with oneDNN on this machine (:func:`~paddlefit.serve.cpu_bench.benchmark_cpu`): median and p95 per
+    batch and thread count, the serving process's peak RSS."""
+    import psutil
+
+    from paddlefit.serve.cpu_bench import benchmark_cpu, save_inference_model
+
+    cores = psutil.cpu_count(logical=False) or 1
+    threads = threads or sorted({1, cores})
+    ram = psutil.virtual_memory().total
+    with tempfile.TemporaryDirectory(prefix="paddlefit-serve-") as tmp:
+        prefix = served.prefix
+        if prefix is None:
+            progress("exporting the model for Paddle Inference (paddle.jit.save)")
+            prefix = Path(tmp) / "model"
+            save_inference_model(served.layer, served.specs, prefix)
+        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
+    points = [InferencePoint(r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s,
+                             r.threads) for r in rows]  # fmt: skip
+    return InferenceTarget("this CPU", "cpu", ram, ram, 0, points, measured=True,
+                           notes=["measured here: Paddle Inference with oneDNN; peak = the serving process's RSS"])
+
+
+def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None = None) -> InferencePlan:
+    """``plan --inference``: see :mod:`paddlefit.plan.inference`.
+
+    Raises:
+        PaddlefitError: a bad model, GPU or price option (messages name the option).
+    """
+    from paddlefit.catalog.gpus import load_gpus, resolve_gpus
+    from paddlefit.catalog.prices import select_prices
+    from paddlefit.catalog.skypilot import SKYPILOT_CACHE
+    from paddlefit.estimate.perf_params import load_perf_params
+    from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+
+    say = progress or (lambda _msg: None)
+    say("tracing the model's forward on this CPU")
+    served = resolve_served(req.model, req.config, req.inputs, req.model_args)
+    all_gpus = load_gpus(req.catalog_files)
+    gpus = resolve_gpus(req.gpus, all_gpus) if req.gpus else [g for g in all_gpus if not g.is_xpu]
+    setup = ServingSetup(req.engine, req.precision, req.latency_ms / 1e3 if req.latency_ms else None,
+                         load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32)  # fmt: skip
+    targets = [gpu_inference_target(served.trace, g, req.batch_sizes, setup) for g in gpus]
+    if req.cpu:
+        targets.insert(0, cpu_target(served, req.batch_sizes, req.threads, say))
+    prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
+                                   region=req.region, clouds=req.clouds)  # fmt: skip
+    notes = []
+    if served.unmapped:
+        notes.append("program ops not timed (no rule for them): " + ", ".join(f"{k} x{v}" for k, v in
+                                                                                sorted(served.unmapped.items())))
+    model = {"name": served.name, "kind": served.kind, "params": served.params,
+             "inputs": [str(s) for s in served.specs], "forward_ops": len(served.trace.ops1)}  # fmt: skip
+    return InferencePlan(model, req.engine, req.precision, list(req.batch_sizes), req.latency_ms, targets,
+                         cost_per_million(targets, prices, all_gpus), source, assumptions(setup), notes)  # fmt: skip
+
