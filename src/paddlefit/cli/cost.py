@@ -8,6 +8,7 @@ import typer
 
 from paddlefit.cli import common
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
+from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
@@ -19,7 +20,8 @@ def cost_command(
     model: str = typer.Argument(None, help="Zoo name or `package.module:factory` (or use --config)."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML; the job length comes from data.train "
                                 "and epochs/max_steps unless --dataset-size/--epochs are given."),
-    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-GPU micro-batch size (samples) [32]."),
+    batch_size: list[int] = typer.Option(None, "--batch-size", "-b", help="Per-GPU micro-batch size (samples) [32]. "
+                                         "With --inference: batch sizes to serve, repeatable [1, 8, 32]."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input, e.g. float32[3,224,224]."),
     label: str = typer.Option(None, "--label", help=common.LABEL_HELP),
     label_arg: str = typer.Option(None, "--label-arg", help=common.LABEL_ARG_HELP),
@@ -66,6 +68,11 @@ def cost_command(
     no_runs: bool = typer.Option(False, "--no-runs", help="Do not correct step times by the runs this machine "
                                  "recorded on the device (`paddlefit runs`); shown as `calibration: runs (n=K)`."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    inference: bool = typer.Option(False, "--inference", help="Price serving instead of training: USD per million "
+                                   "requests per instance type, at each GPU's serving batch (`plan --inference`)."),
+    engine: str = typer.Option(None, "--engine", help="With --inference: eager | paddle-inference | tensorrt "
+                               "[paddle-inference]."),
+    latency_ms: float = typer.Option(None, "--latency-ms", help="With --inference: latency target per batch, ms."),
 ) -> None:
     """Time and money to train a job on every priced cloud instance type: on-demand, and spot with lost work,
     restarts and checkpoint writes at the optimal (Daly) checkpoint interval.
@@ -79,7 +86,24 @@ def cost_command(
       paddlefit cost resnet50 -b 256 --dataset-size 1281167 --epochs 90 --spot --spot-bucket '5-10%' --cloud aws
       paddlefit cost bert-base --input int64[128] -b 32 --optimizer adamw --dataset-size 392702 --epochs 3 --json
       paddlefit cost --config examples/digits.yaml --gpu T4 --gpu L4
+      paddlefit cost resnet50 --inference --engine tensorrt --precision fp16 --latency-ms 20 --cloud aws
     """
+    if inference:
+        _cost_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
+                        cloud, region, prices, shipped_prices, safety_margin, tf32, top, json_out,
+                        {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
+                         "--dataset-size": dataset_size, "--epochs": epochs, "--spot": spot or None,
+                         "--interruptions-per-hour": interruptions_per_hour, "--spot-bucket": spot_bucket,
+                         "--disk-mib-s": disk_mib_s, "--restart-minutes": restart_minutes,
+                         "--calibration": calibration, "--flash-attention/--no-flash-attention": flash_attention,
+                         "--wide": wide or None, "--no-runs": no_runs or None})  # fmt: skip
+        return
+    if engine is not None or latency_ms is not None:
+        raise PaddlefitError("`--engine`/`--latency-ms` apply to serving costs only: add `--inference`.")
+    if batch_size and len(batch_size) > 1:
+        raise PaddlefitError(f"`--batch-size` given {len(batch_size)} times: a training cost takes one micro-batch "
+                             "(several batch sizes are for `--inference`).")  # fmt: skip
+    batch_size = batch_size[0] if batch_size else None  # type: ignore[assignment]
     # the request checks the options that do not depend on the job first: a bad rate fails before the model is built
     request = CostRequest(
         dataset_size=dataset_size, epochs=epochs, clouds=list(cloud or []), gpus=list(gpu or []), region=region,
@@ -102,3 +126,37 @@ def cost_command(
         print(to_json(result.report.to_dict()))
         return
     render_cost(result.report, out, top=top, wide=wide)
+
+
+def _cost_inference(model: str | None, config: Path | None, batch_size: list[int] | None, inputs: list[str] | None,
+                    model_arg: list[str] | None, precision: str | None, engine: str | None, latency_ms: float | None,
+                    gpu: list[str] | None, catalog: list[Path] | None, cloud: list[str] | None, region: str | None,
+                    prices: list[Path] | None, shipped_prices: bool, safety_margin: float, tf32: bool | None,
+                    top: int, json_out: bool, unused: dict) -> None:  # fmt: skip
+    """``cost --inference``: the serving plan's USD per million requests (no CPU measurement)."""
+    from paddlefit.plan.inference_job import DEFAULT_BATCHES, InferenceRequest, plan_inference
+    from paddlefit.report.render_inference import render_inference_cost
+
+    given = [k for k, v in unused.items() if v not in (None, [], ())]
+    if given:
+        raise PaddlefitError(f"{', '.join(f'`{k}`' for k in given)} do not apply to `--inference` (serving has no "
+                             "loss, optimizer, training length or checkpoints).")  # fmt: skip
+    quiet_paddle()
+    req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
+                           batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",
+                           engine=engine or "paddle-inference", latency_ms=latency_ms, gpus=list(gpu or []),
+                           catalog_files=[str(p) for p in catalog or []], cpu=False,
+                           prices=[str(p) for p in prices or []], shipped_prices=shipped_prices,
+                           clouds=list(cloud or []), region=region, safety_margin=safety_margin,
+                           tf32=tf32 is not False)  # fmt: skip
+    with common.progress_status("planning serving...") as say, stdout_to_stderr():
+        plan = plan_inference(req, progress=say)
+    if json_out:
+        print(to_json({"kind": "inference-cost", "model": plan.model, "engine": plan.engine,
+                       "precision": plan.precision, "latency_ms": plan.latency_ms,
+                       "cost_per_million_requests": plan.cost, "prices_source": plan.prices_source,
+                       "assumptions": plan.assumptions}))  # fmt: skip
+        return
+    render_inference_cost(plan, out, top=top)
+    err.print(f"[dim]prices: {shown(plan.prices_source)}; one model replica per GPU at the GPU's serving batch "
+              "(`plan --inference` shows each GPU's latency and memory)[/]", soft_wrap=True)  # fmt: skip
