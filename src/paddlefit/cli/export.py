@@ -1,4 +1,5 @@
-"""``paddlefit export``: a run's checkpoint as a ``paddle.jit.save`` inference model, checked after reload."""
+"""``paddlefit export``: a run's checkpoint as a ``paddle.jit.save`` inference model, checked after reload, and
+with ``--benchmark`` its latency on this CPU under Paddle Inference (:mod:`paddlefit.serve.cpu_bench`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import typer
 
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.report.render import to_json
+from paddlefit.serve import default_threads
+
+#: Batch sizes `--benchmark` measures without `--batch-size`.
+DEFAULT_BATCH_SIZES = (1, 8)
+
 
 
 @handle_errors
@@ -16,26 +22,72 @@ def export_command(
     checkpoint: Path = typer.Option(None, "--checkpoint", help="A checkpoint directory "
                                     "(RUN_DIR/checkpoints/step-...). Default: the newest that verifies."),
     out_dir: Path = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/inference)."),
+    benchmark: bool = typer.Option(False, "--benchmark", help="Then measure the exported model's latency on this "
+                                   "CPU with Paddle Inference (oneDNN), in a child process."),
+    batch_sizes: list[int] = typer.Option(None, "--batch-size", "-b", help="With --benchmark: samples per request; "
+                                          "repeatable (default: 1 and 8)."),
+    threads: list[int] = typer.Option(None, "--threads", help="With --benchmark: CPU math threads; repeatable "
+                                      "(default: 1 and the physical core count)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Export a checkpoint with paddle.jit.save, reload it with paddle.jit.load and check its outputs against the
     dynamic model on a sample batch (rtol 1e-5, atol 1e-6). Nothing is left behind if the check fails.
 
+    With --benchmark, the exported model is then served on this CPU as a service would serve it (Paddle Inference,
+    oneDNN, random inputs shaped like the run's data): median and p95 latency per request, samples/s and the
+    serving process's peak RSS, per batch size and thread count.
+
     Examples:
       paddlefit export runs/digits
       paddlefit export runs/digits --checkpoint runs/digits/checkpoints/step-00000400 --out model/
+      paddlefit export runs/digits --benchmark
+      paddlefit export runs/digits --benchmark -b 1 -b 32 --threads 4 --json
     """
     quiet_paddle()
+    from paddlefit.errors import PaddlefitError
     from paddlefit.textsafe import name_safe
     from paddlefit.train.export import export_run
 
+    if not benchmark and (batch_sizes or threads):
+        raise PaddlefitError("`--batch-size` and `--threads` apply only to the benchmark; add `--benchmark`.")
+    bench_args: tuple[list[int], list[int]] | None = None
+    if benchmark:  # bad values fail before the export, not after it
+        from paddlefit.serve.cpu_bench import check_bench_args
+
+        bench_args = check_bench_args(batch_sizes or list(DEFAULT_BATCH_SIZES), threads or default_threads())
     with err.status("exporting..."), stdout_to_stderr():
         res = export_run(run_dir, checkpoint, out_dir)
     doc = {"out_dir": str(res.out_dir), "prefix": str(res.out_dir / "model"), "checkpoint": str(res.checkpoint),
            "files": res.files, "max_abs_diff": res.max_abs_diff, "sample_batch": res.sample_batch}  # fmt: skip
+    if bench_args is not None:
+        from paddlefit.serve.cpu_bench import benchmark_cpu
+        from paddlefit.train.export import input_specs_of_run
+
+        with err.status("benchmarking on this CPU (Paddle Inference, oneDNN)...") as status, stdout_to_stderr():
+            specs = input_specs_of_run(run_dir)
+
+            def progress(line: str) -> None:
+                err.print(f"[dim]{shown(line)}[/]", highlight=False)
+                status.update(f"benchmarking on this CPU (Paddle Inference, oneDNN)... last: {shown(line)}")
+
+            rows = benchmark_cpu(res.out_dir / "model", specs, *bench_args, progress=progress)
+        doc["benchmark"] = [r.to_dict() for r in rows]
+        doc["benchmark_inputs"] = [str(s) for s in specs]
     if json_out:
         print(to_json(doc))
         return
     out.print(f"exported {shown(name_safe(res.checkpoint))} -> {shown(name_safe(res.out_dir / 'model'))} "
               f"({', '.join(res.files)})", soft_wrap=True)  # fmt: skip
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")
+    if "benchmark" in doc:
+        from rich.table import Table
+
+        table = Table(header_style="bold", title="latency measured on this CPU (Paddle Inference, oneDNN), inputs "
+                      + shown(", ".join(doc["benchmark_inputs"])))  # fmt: skip
+        for c in ("batch", "threads", "median ms", "p95 ms", "samples/s", "peak RSS MiB"):
+            table.add_column(c, justify="right")
+        for r in doc["benchmark"]:
+            table.add_row(str(r["batch_size"]), str(r["threads"]), f"{r['median_s'] * 1e3:,.3f}",
+                          f"{r['p95_s'] * 1e3:,.3f}", f"{r['samples_per_s']:,.0f}",
+                          f"{r['peak_rss_bytes'] / 2**20:,.0f}")  # fmt: skip
+        out.print(table)

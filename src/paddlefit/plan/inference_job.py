@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paddlefit.errors import PaddlefitError
+from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS
 from paddlefit.plan.inference import (
     InferencePlan,
@@ -89,10 +89,10 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
     batch and thread count, the serving process's peak RSS."""
     import psutil
 
+    from paddlefit.serve import default_threads
     from paddlefit.serve.cpu_bench import benchmark_cpu, save_inference_model
 
-    cores = psutil.cpu_count(logical=False) or 1
-    threads = threads or sorted({1, cores})
+    threads = threads or default_threads()
     ram = psutil.virtual_memory().total
     with tempfile.TemporaryDirectory(prefix="paddlefit-serve-") as tmp:
         prefix = served.prefix
@@ -100,11 +100,24 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
             progress("exporting the model for Paddle Inference (paddle.jit.save)")
             prefix = Path(tmp) / "model"
             save_inference_model(served.layer, served.specs, prefix)
-        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
+        notes = ["measured here: Paddle Inference with oneDNN; peak = the serving process's RSS"]
+        try:
+            rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
+        except JobFailedError as exc:  # an op oneDNN cannot run (Paddle 3.3.1: the DB detector's interpolation)
+            if "onednn" not in str(exc).lower():
+                raise
+            progress("oneDNN failed on this model: measuring with Paddle's native CPU kernels")
+            rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False)
+            notes = ["measured here: Paddle Inference WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
+                     f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
     points = [InferencePoint(r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s,
                              r.threads) for r in rows]  # fmt: skip
-    return InferenceTarget("this CPU", "cpu", ram, ram, 0, points, measured=True,
-                           notes=["measured here: Paddle Inference with oneDNN; peak = the serving process's RSS"])
+    return InferenceTarget("this CPU", "cpu", ram, ram, 0, points, measured=True, notes=notes)
+
+
+def _last_line(text: str) -> str:
+    """The last `` | ``-separated part of an error (the child's last stderr line), at most 160 characters."""
+    return text.rsplit(" | ", 1)[-1].strip()[:160]
 
 
 def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None = None) -> InferencePlan:
@@ -120,7 +133,7 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 
     say = progress or (lambda _msg: None)
-    say("tracing the model's forward on this CPU")
+    say("tracing the model's forward (its code on this CPU, or its exported program)")
     served = resolve_served(req.model, req.config, req.inputs, req.model_args)
     all_gpus = load_gpus(req.catalog_files)
     gpus = resolve_gpus(req.gpus, all_gpus) if req.gpus else [g for g in all_gpus if not g.is_xpu]

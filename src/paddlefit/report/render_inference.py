@@ -70,13 +70,15 @@ def render_inference(plan: Any, console: Console) -> None:
 def render_cpu(t: Any, console: Console) -> None:
     """The measured CPU rows: batch, threads, median and p95 latency, samples/s, peak RSS."""
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-                  title="this CPU (measured: Paddle Inference, oneDNN)", title_justify="left")  # fmt: skip
+                  title="this CPU (measured)", title_justify="left")  # fmt: skip
     for c in ("batch", "threads", "median ms", "p95 ms", "samples/s", "peak RSS MiB"):
         table.add_column(c, justify="right")
     for q in t.inference:
         table.add_row(str(q.batch_size), str(q.threads), _ms(q.latency_s), _ms(q.p95_s), f"{q.samples_per_s:,.1f}",
                       f"{q.peak_bytes / MIB:,.0f}")  # fmt: skip
     console.print(table)
+    for n in t.notes:
+        console.print(f"[dim]{escape(n)}[/]", soft_wrap=True)
 
 
 def render_inference_cost(plan: Any, console: Console, top: int = 8) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
+from paddlefit.inputspec import InputSpec
 from paddlefit.spec import load_job_spec
 from paddlefit.textsafe import name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
@@ -64,7 +65,7 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
                                  "replaced).")  # fmt: skip
 
 
-def _sample_batch(spec: Any, n: int = 8) -> Any:
+def sample_batch(spec: Any, n: int = 8) -> Any:
     """Up to ``n`` samples of the run's eval (else train) dataset, collated as the DataLoader does, as a
     :class:`~paddlefit.models.calling.Batch` (inputs by position and keyword, as ``train`` calls the model)."""
     from paddle.io.dataloader.collate import default_collate_fn
@@ -95,7 +96,7 @@ def flatten_outputs(out: Any) -> list[Any]:
     return []
 
 
-def _positional(model: Any, names: list[str | None]) -> Any:
+def positional_layer(model: Any, names: list[str | None]) -> Any:
     """``model`` behind a Layer whose forward takes every input positionally (``names``: None = positional, else
     the keyword it goes to) and returns the flat tuple of output tensors, so ``paddle.jit.save`` can trace it.
 
@@ -218,7 +219,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         raise PaddlefitError(f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
                              f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}).")  # fmt: skip
     model.eval()
-    batch = _sample_batch(spec)
+    batch = sample_batch(spec)
     names: list[str | None] = [None] * len(batch.args) + list(batch.kwargs)
     xs = [*batch.args, *batch.kwargs.values()]
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
@@ -236,7 +237,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
             raise PaddlefitError(f"model `{spec.model}` returned no tensors in eval mode ({type(out).__name__}); "
                                  "nothing to export.")  # fmt: skip
         plain = not batch.kwargs and hasattr(out, "shape")
-        target = model if plain else _positional(model, names)
+        target = model if plain else positional_layer(model, names)
         try:
             paddle.jit.save(target, str(tmp / "model"), input_spec=input_spec)
             if full := no_space_left(tmp):  # Paddle's writer leaves a short file on a full disk, and says nothing
@@ -285,3 +286,26 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
     return ExportResult(out_dir, Path(checkpoint), files, diff, batch.size)
+
+
+def input_specs_of_run(run_dir: Path) -> list[InputSpec]:
+    """The inputs ``paddlefit export`` gives the exported model of a run (:func:`paddlefit.train.export.export_run`
+    takes them from a sample batch of the run's eval, else train, dataset): dtype, per-sample shape and feed name
+    of each; ``high`` from the job spec's ``inputs`` if set there, else 1 + the largest id in the sample batch.
+
+    Raises:
+        PaddlefitError: ``run_dir`` has no job spec, or its dataset cannot be read.
+    """
+    if not (Path(run_dir) / SPEC_FILE).is_file():
+        raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}).")
+    add_recorded_dirs(Path(run_dir) / IMPORT_DIRS_FILE)
+    spec = load_job_spec(Path(run_dir) / SPEC_FILE)
+    batch = sample_batch(spec)
+    declared = {s.name or i: s for i, s in enumerate(spec.input_specs())}
+    specs = []
+    for i, (x, name) in enumerate([(x, None) for x in batch.args] + list(batch.kwargs.items())):
+        a = x.numpy()
+        high = getattr(declared.get(name or i), "high", None) or max(1, int(a.max(initial=0)) + 1)
+        ints = a.dtype.kind in "iu"
+        specs.append(InputSpec(dtype=str(a.dtype), shape=tuple(a.shape[1:]), name=name, high=high if ints else None))
+    return specs
