@@ -189,3 +189,15 @@ def test_export_benchmark_json_and_its_bad_options(tmp_path: Path) -> None:
     r = run([*cli, "--benchmark", "-b", "1"])  # default threads: 1 and the physical cores
     assert r.returncode == 0, r.stderr[-2000:]
     assert "measured on this CPU (Paddle Inference, oneDNN)" in r.stdout and "peak RSS MiB" in r.stdout
+    # the exported run planned for serving gives the same GPU rows as its job spec (two references, one answer)
+    plan = [sys.executable, "-m", "paddlefit.cli.main", "plan", "--inference", "--no-cpu", "--gpu", "T4", "-b", "1",
+            "-b", "16", "--json"]  # fmt: skip
+    by_export = run([*plan[:4], str(tmp_path / "run"), *plan[4:]])
+    by_spec = run([*plan, "--config", str(spec)])
+    assert by_export.returncode == 0 and by_spec.returncode == 0, by_export.stderr[-2000:] + by_spec.stderr[-2000:]
+    ex, sp = json.loads(by_export.stdout), json.loads(by_spec.stdout)
+    assert ex["model"]["kind"] == "exported" and sp["model"]["kind"] == "spec"
+    assert ex["model"]["params"] == sp["model"]["params"]
+    (t_ex,), (t_sp,) = ex["targets"], sp["targets"]
+    assert [p["latency_s"] for p in t_ex["inference"]] == pytest.approx([p["latency_s"] for p in t_sp["inference"]],
+                                                                        rel=1e-9)  # fmt: skip

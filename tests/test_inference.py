@@ -1,6 +1,7 @@
 """Serving plans: each engine's fusion rules, the precision rules and the memory arithmetic on hand-built traces, and
 the planner's latency-target search and per-million-request price."""
 
+import json
 import math
 
 import pytest
@@ -106,7 +107,7 @@ def test_matmul_add_act_fuses_relu_not_gelu_tensorrt_fuses_both():
 
 
 def test_an_intermediate_read_twice_is_never_fused_away():
-    ops = linear_act("relu") + [TracedOp("add", "elementwise", 32, (act(3, 32), act(4, 32)), (act(5, 32),))]
+    ops = [*linear_act("relu"), TracedOp("add", "elementwise", 32, (act(3, 32), act(4, 32)), (act(5, 32),))]
     assert fused_names(ops, "paddle-inference")[0] == ["linear", "relu", "add"]
 
 
@@ -217,3 +218,61 @@ def test_cost_per_million_requests_arithmetic():
     # 7.2 USD/h / (4 x 1000 req/s x 3600 s) x 1e6 = 0.5 USD; 3.6 / (1000 x 3600) x 1e6 = 1.0
     assert math.isclose(out[0]["usd_per_million"], 0.5) and out[0]["spot_usd_per_million"] is None
     assert math.isclose(out[1]["usd_per_million"], 1.0) and math.isclose(out[1]["spot_usd_per_million"], 0.5)
+
+
+def cli(*args):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, COLUMNS="200"))  # fmt: skip
+
+
+def test_plan_inference_json_and_cost_inference_give_one_answer():
+    common = ["lenet", "--inference", "--gpu", "T4", "--gpu", "V100-PCIe-32GB", "--engine", "tensorrt",
+              "--precision", "int8", "-b", "1", "-b", "4", "--latency-ms", "1", "--json"]  # fmt: skip
+    r = cli("plan", *common, "--no-cpu")
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["kind"] == "inference" and d["model"]["kind"] == "zoo" and d["batch_sizes"] == [1, 4]
+    t4, v100 = d["targets"]
+    assert [set(p) for p in t4["inference"]] == [{"batch_size", "latency_s", "samples_per_s", "peak_bytes",
+                                                 "build_peak_bytes", "fits"}] * 2  # fmt: skip
+    assert all(p["build_peak_bytes"] > p["peak_bytes"] for p in t4["inference"])
+    assert t4["max_batch_within_latency"] >= 1 and t4["serving"]["latency_s"] <= 1e-3
+    assert v100["inference"] == [] and "INT8" in v100["notes"][0]  # Volta has no INT8 tensor cores
+    rows = d["cost_per_million_requests"]
+    assert rows and {row["gpu"] for row in rows} == {"T4"}
+    for row in rows:
+        rps = row["gpus"] * t4["serving"]["samples_per_s"]
+        assert row["usd_per_million"] == pytest.approx(row["on_demand_usd_per_hour"] / (rps * 3600) * 1e6)
+    c = cli("cost", *common)
+    assert c.returncode == 0, c.stderr[-2000:]
+    assert json.loads(c.stdout)["cost_per_million_requests"] == rows
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--inference", "--precision", "int8"], "--engine tensorrt"),
+    (["--inference", "--engine", "onnx"], "--engine onnx"),
+    (["--inference", "-b", "0"], "--batch-size"),
+    (["--inference", "--precision", "fp16-o1"], "serving takes one of"),
+    (["--inference", "--optimizer", "adam"], "--optimizer"),
+    (["--latency-ms", "5"], "add `--inference`"),
+    (["-b", "1", "-b", "2"], "a training plan takes one micro-batch"),
+])  # fmt: skip
+def test_plan_inference_bad_options_exit_2_naming_the_option(args, says):
+    r = cli("plan", "lenet", "--no-cpu" if "--inference" in args else "--gpu=T4", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert says in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_plan_inference_cpu_row_is_measured():
+    r = cli("plan", "lenet", "--inference", "--gpu", "T4", "-b", "1", "-b", "4", "--threads", "1", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cpu = json.loads(r.stdout)["targets"][0]
+    assert cpu["kind"] == "cpu" and cpu["measured"] is True
+    assert [(p["batch_size"], p["threads"]) for p in cpu["inference"]] == [(1, 1), (4, 1)]
+    for p in cpu["inference"]:
+        assert 0 < p["latency_s"] <= p["p95_s"] and p["peak_bytes"] > 100 * 2**20  # Paddle's own RSS
