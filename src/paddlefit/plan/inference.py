@@ -139,13 +139,11 @@ class ServingSetup:
 def precision_blocked(gpu: Any, engine: str, precision: str) -> str | None:
     """Why ``precision`` cannot run on ``gpu`` under ``engine`` (the row's note), or None.
 
-    int8 needs INT8 tensor cores (the catalog's ``int8_tops``; Turing and later) and TensorRT; fp16 needs an FP16
-    rate in the catalog.
+    int8 needs INT8 tensor cores (the catalog's ``int8_tops``; Turing and later). A GPU without an FP16 or TF32
+    figure is still timed, at a slower unit's peak (:meth:`~paddlefit.catalog.gpus.GPU.missing_peak`, a note).
     """
     if precision == "int8" and not getattr(gpu, "int8_tops", None):
         return "no INT8 tensor-core rate in the catalog for this GPU"
-    if precision == "fp16" and not getattr(gpu, "fp16_tflops", None):
-        return "no FP16 rate in the catalog for this GPU"
     return None
 
 
@@ -215,6 +213,9 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
             any(p.peak_bytes <= usable for p in points):  # fmt: skip
         notes.append("the TensorRT engine build does not fit where serving would: build elsewhere on the same GPU "
                      "model with less workspace, or lower `workspace_size`")
+    slow = gpu.missing_peak("fp32" if setup.precision == "fp32" else "fp16-o2", setup.tf32)
+    if slow:
+        notes.append(slow)
     if setup.precision == "int8":
         notes.append("int8 GEMMs/convs timed at the FP16 kernels' fitted efficiency on the INT8 peak (no INT8 "
                      "kernel measured)")
