@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         summary("tensorrt fp32, V100 (PaddleClas)", clas)
     met = all(m <= 0.15 and w >= 0.80 for m, w in results.values())
     print(f"target (per engine: median <= 15%, >= 80% within 25%): {'MET' if met else 'NOT MET'}")
-    return 0
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

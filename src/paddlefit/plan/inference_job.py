@@ -116,8 +116,9 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
 
 
 def _last_line(text: str) -> str:
-    """The last `` | ``-separated part of an error (the child's last stderr line), at most 160 characters."""
-    return text.rsplit(" | ", 1)[-1].strip()[:160]
+    """The last `` | ``-separated part of an error (the child's last stderr line) without Paddle's ``(at file:line)``
+    source location, at most 160 characters."""
+    return text.rsplit(" | ", 1)[-1].split(" (at ", 1)[0].strip()[:160]
 
 
 def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None = None) -> InferencePlan:

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from paddlefit.plan.inference import MAX_SEARCH_BATCH
+
 MIB = 1024**2
 
 
@@ -56,7 +58,9 @@ def render_inference(plan: Any, console: Console) -> None:
         if p.engine == "tensorrt":
             row.append(_gib(last.build_peak_bytes))
         s = t.serving
-        row += [str(s.batch_size) if s else "none", f"{s.samples_per_s:,.0f}" if s else "-",
+        capped = s is not None and s.batch_size >= MAX_SEARCH_BATCH and p.latency_ms
+        serve_b = (f"{s.batch_size}+" if capped else str(s.batch_size)) if s else "none"
+        row += [serve_b, f"{s.samples_per_s:,.0f}" if s else "-",
                 f"{cheapest[t.name]:,.3f}" if t.name in cheapest else "-"]  # fmt: skip
         table.add_row(*row)
     console.print(table)
@@ -93,7 +97,8 @@ def render_inference_cost(plan: Any, console: Console, top: int = 8) -> None:
         table.add_column(c, justify="left" if c in ("instance", "GPUs") else "right", no_wrap=True)
     for r in plan.cost[:top]:
         spot = r["spot_usd_per_million"]
-        table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", str(r["batch_size"]),
+        b = f"{r['batch_size']}+" if r["batch_size"] >= MAX_SEARCH_BATCH and plan.latency_ms else str(r["batch_size"])
+        table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", b,
                       f"{r['requests_per_s']:,.0f}", f"{r['usd_per_million']:,.3f}",
                       "-" if spot is None else f"{spot:,.3f}")  # fmt: skip
     console.print(table)
