@@ -23,6 +23,10 @@ from paddlefit.plan.served_model import ServedModel, resolve_served
 
 #: Batch sizes planned when none is given.
 DEFAULT_BATCHES = (1, 8, 32)
+#: The CPU row is measured for models whose fp32 weights are at most this (bytes): above it one forward takes
+#: seconds on a few cores (GPT-2 XL, 6 GB: 2.1 s at batch 1 on this project's 2-core CI machine), and the plan would
+#: spend minutes exporting and timing it.
+CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -141,11 +145,22 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     setup = ServingSetup(req.engine, req.precision, req.latency_ms / 1e3 if req.latency_ms else None,
                          load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32)  # fmt: skip
     targets = [gpu_inference_target(served.trace, g, req.batch_sizes, setup) for g in gpus]
-    if req.cpu:
-        targets.insert(0, cpu_target(served, req.batch_sizes, req.threads, say))
+    notes = []
+    if req.cpu and served.layer is None and served.prefix is None:
+        notes.append("no CPU row: the model is too large to build on this machine (its trace is written from its "
+                     "shape); export it where it fits and plan the export")  # fmt: skip
+    elif req.cpu and 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
+        notes.append(f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
+                     f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
+                     "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving "
+                     "CPU")  # fmt: skip
+    elif req.cpu:
+        try:
+            targets.insert(0, cpu_target(served, req.batch_sizes, req.threads, say))
+        except JobFailedError as exc:  # Paddle Inference crashed or timed out on this CPU: the GPU rows still stand
+            notes.append(f"no CPU row: Paddle Inference failed on this CPU ({_last_line(str(exc))})")
     prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
                                    region=req.region, clouds=req.clouds)  # fmt: skip
-    notes = []
     if served.unmapped:
         notes.append("program ops not timed (no rule for them): " + ", ".join(f"{k} x{v}" for k, v in
                                                                                 sorted(served.unmapped.items())))

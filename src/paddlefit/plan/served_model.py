@@ -105,6 +105,34 @@ def resolve_served(model: str | None, config: Path | None, inputs: list[str] | N
     return _from_code(model, config, inputs, model_args)
 
 
+def too_large_to_run(params: int) -> bool:
+    """fp32 weights above min(25% of RAM, 8 GiB): built and run on this CPU only below that (the training plan's
+    probe limit, :func:`paddlefit.plan.measure.measure_model`)."""
+    import psutil
+
+    return 4 * params > min(psutil.virtual_memory().total // 4, 8 * 1024**3)
+
+
+def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
+    """A zoo transformer too large to run here: its trace written from its shape
+    (:func:`~paddlefit.estimate.optrace.transformer_trace`); no layer, so no CPU row.
+
+    Raises:
+        InputSpecError: not one input of token ids, or a sequence longer than the model's positions.
+    """
+    from paddlefit.estimate.optrace import transformer_trace
+
+    cfg = ref.transformer
+    if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`;"
+                             f" got {' '.join(str(s) for s in specs)}.")  # fmt: skip
+    seq = specs[0].shape[0]
+    if seq > cfg.max_position:
+        raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+                             f"`--input int64[{cfg.max_position}]` or less.")  # fmt: skip
+    return ServedModel(ref.name, kind, transformer_trace(cfg, seq), specs, cfg.params)
+
+
 def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
                model_args: list[str] | None) -> ServedModel:  # fmt: skip
     """Build the model from its code on this CPU and record its eval-mode forward at batch 1 and 2."""
@@ -122,6 +150,8 @@ def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
     ref = resolve_model(job.model, job.model_args)
     specs = job_input_specs(ref, parse_input_specs(job.inputs) if job.inputs else None)
     kind = "spec" if config is not None else "zoo" if job.model.strip().lower() in zoo_names() else "import"
+    if ref.transformer is not None and too_large_to_run(ref.transformer.params):
+        return _analytic(ref, specs, kind)
     try:
         layer = build(ref.factory)
         layer.eval()

@@ -295,7 +295,7 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
                 done, error = done or "done" in doc, error or doc.get("error")
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except (queue.Empty, subprocess.TimeoutExpired):
-            raise PaddlefitError(f"benchmarking `{name_safe(program)}` took longer than {timeout_s:.0f} s and was "
+            raise JobFailedError(f"benchmarking `{name_safe(program)}` took longer than {timeout_s:.0f} s and was "
                                  "stopped; give fewer or smaller --batch-size values.") from None  # fmt: skip
         except (OSError, ValueError) as exc:  # a broken pipe, a line that is not JSON: the child is killed
             error = error or f"{type(exc).__name__}: {exc}"
