@@ -179,8 +179,8 @@ def test_export_benchmark_json_and_its_bad_options(tmp_path: Path) -> None:
     assert doc["max_abs_diff"] <= 1e-5 and doc["benchmark_inputs"] == ["float32[1,8,8]"]  # the digits images
     assert [(b["batch_size"], b["threads"]) for b in doc["benchmark"]] == [(1, 1), (2, 1)]
     for b in doc["benchmark"]:
-        assert b["median_s"] <= b["p95_s"] and b["runs"] >= 5 and b["samples_per_s"] > 0
-        assert b["peak_rss_bytes"] > Path(doc["prefix"] + ".pdiparams").stat().st_size
+        assert b["latency_s"] <= b["p95_s"] and b["runs"] >= 5 and b["samples_per_s"] > 0  # latency: the median
+        assert b["peak_bytes"] > Path(doc["prefix"] + ".pdiparams").stat().st_size  # the serving process's RSS
     assert "batch 2, 1 thread(s): median" in r.stderr  # progress on stderr
     r = run([*cli, "--benchmark", "--threads", "0", "--json"])
     assert r.returncode == 2 and "--threads [0]" in json.loads(r.stdout)["error"]["message"]

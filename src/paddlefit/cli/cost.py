@@ -29,7 +29,7 @@ def cost_command(
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
-                                 "(default: fp32)"),
+                                 "(default: fp32); with --inference: fp32 | fp16 | int8 (TensorRT)."),
     flash_attention: bool = typer.Option(None, "--flash-attention/--no-flash-attention", help="Time GPUs with each "
                                          "eager attention core as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), "
                                          "or as written (job spec `attention`) [eager]; see `plan`."),
@@ -139,8 +139,9 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
     if given:
-        raise PaddlefitError(f"{', '.join(f'`{k}`' for k in given)} do not apply to `--inference` (serving has no "
-                             "loss, optimizer, training length or checkpoints).")  # fmt: skip
+        raise PaddlefitError(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not "
+                             "apply to `--inference` (serving has no loss, optimizer, training length or "
+                             "checkpoints).")  # fmt: skip
     quiet_paddle()
     req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
                            batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",
@@ -155,8 +156,22 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
         print(to_json({"kind": "inference-cost", "model": plan.model, "engine": plan.engine,
                        "precision": plan.precision, "latency_ms": plan.latency_ms,
                        "cost_per_million_requests": plan.cost, "prices_source": plan.prices_source,
-                       "assumptions": plan.assumptions}))  # fmt: skip
+                       "assumptions": plan.assumptions, "notes": plan.notes + unserved(plan)}))  # fmt: skip
         return
     render_inference_cost(plan, out, top=top)
+    for note in plan.notes + unserved(plan):
+        err.print(f"[dim]{shown(note)}[/]", soft_wrap=True)
     err.print(f"[dim]prices: {shown(plan.prices_source)}; one model replica per GPU at the GPU's serving batch "
               "(`plan --inference` shows each GPU's latency and memory)[/]", soft_wrap=True)  # fmt: skip
+
+
+def unserved(plan: object) -> list[str]:
+    """One note per GPU with no serving point (nothing fits, or batch 1 misses the latency target), so an empty
+    price list says why."""
+    out = []
+    for t in plan.targets:  # type: ignore[attr-defined]
+        if t.kind == "gpu" and t.serving is None:
+            why = t.notes[0] if t.notes and t.notes[0].startswith("not predicted") else (
+                f"batch 1 misses {plan.latency_ms:g} ms" if plan.latency_ms else "no listed batch fits")  # type: ignore[attr-defined]
+            out.append(f"{t.name}: not priced ({why})")
+    return out

@@ -71,7 +71,11 @@ def export_command(
                 status.update(f"benchmarking on this CPU (Paddle Inference, oneDNN)... last: {shown(line)}")
 
             rows = benchmark_cpu(res.out_dir / "model", specs, *bench_args, progress=progress)
-        doc["benchmark"] = [r.to_dict() for r in rows]
+        from paddlefit.plan.inference_job import cpu_points, thread_notes
+
+        points = cpu_points(rows)
+        doc["benchmark"] = [q.to_dict() for q in points]
+        doc["benchmark_notes"] = thread_notes(points)
         doc["benchmark_inputs"] = [str(s) for s in specs]
     if json_out:
         print(to_json(doc))
@@ -80,14 +84,7 @@ def export_command(
               f"({', '.join(res.files)})", soft_wrap=True)  # fmt: skip
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")
     if "benchmark" in doc:
-        from rich.table import Table
+        from paddlefit.report.render_inference import render_cpu
 
-        table = Table(header_style="bold", title="latency measured on this CPU (Paddle Inference, oneDNN), inputs "
-                      + shown(", ".join(doc["benchmark_inputs"])))  # fmt: skip
-        for c in ("batch", "threads", "median ms", "p95 ms", "samples/s", "peak RSS MiB"):
-            table.add_column(c, justify="right")
-        for r in doc["benchmark"]:
-            table.add_row(str(r["batch_size"]), str(r["threads"]), f"{r['median_s'] * 1e3:,.3f}",
-                          f"{r['p95_s'] * 1e3:,.3f}", f"{r['samples_per_s']:,.0f}",
-                          f"{r['peak_rss_bytes'] / 2**20:,.0f}")  # fmt: skip
-        out.print(table)
+        render_cpu(points, doc["benchmark_notes"], out, title="latency measured on this CPU (Paddle Inference, "
+                   "oneDNN), inputs " + shown(", ".join(doc["benchmark_inputs"])))  # fmt: skip

@@ -33,7 +33,7 @@ def plan_command(
     model_arg: list[str] = typer.Option(None, "--model-arg", help="key=value passed to the model factory."),
     optimizer: str = typer.Option(None, "--optimizer", help="sgd | momentum | adam | adamw (default: adam)"),
     precision: str = typer.Option(None, "--precision", help="fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 "
-                                 "(default: fp32)"),
+                                 "(default: fp32); with --inference: fp32 | fp16 | int8 (TensorRT)."),
     tf32: bool = typer.Option(None, "--tf32/--no-tf32", help="fp32 matmul/conv on TF32 tensor cores (Ampere+; "
                               "Paddle's default) or, with --no-tf32, on the FP32 CUDA cores (TF32 off for "
                               "reproducibility). Default: the spec's `tf32`, else on."),
@@ -225,8 +225,8 @@ def _plan_inference(model: str | None, config: Path | None, batch_size: list[int
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
     if given:
-        raise fail(f"{', '.join(f'`{k}`' for k in given)} do not apply to `--inference` (a serving plan: no loss, "
-                   "optimizer or training length).")  # fmt: skip
+        raise fail(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not apply to "
+                   "`--inference` (a serving plan: no loss, optimizer or training length).")  # fmt: skip
     check_not_empty({"--engine": engine})
     quiet_paddle()
     req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,

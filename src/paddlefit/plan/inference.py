@@ -61,6 +61,7 @@ class InferencePoint:
         fits: peak (and build peak) within the usable memory.
         p95_s: 95th-percentile latency (CPU row, measured; None on GPU rows, which predict one latency).
         threads: CPU threads (CPU row only).
+        runs: timed requests behind the median and p95 (CPU row only).
     """
 
     batch_size: int
@@ -71,14 +72,15 @@ class InferencePoint:
     fits: bool
     p95_s: float | None = None
     threads: int | None = None
+    runs: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON fields (``p95_s``/``threads`` only where measured)."""
+        """JSON fields (``p95_s``/``threads``/``runs`` only where measured)."""
         d: dict[str, Any] = {"batch_size": self.batch_size, "latency_s": self.latency_s,
                              "samples_per_s": self.samples_per_s, "peak_bytes": self.peak_bytes,
                              "build_peak_bytes": self.build_peak_bytes, "fits": self.fits}  # fmt: skip
         if self.p95_s is not None:
-            d.update(p95_s=self.p95_s, threads=self.threads)
+            d.update(p95_s=self.p95_s, threads=self.threads, runs=self.runs)
         return d
 
 
@@ -213,6 +215,11 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
             any(p.peak_bytes <= usable for p in points):  # fmt: skip
         notes.append("the TensorRT engine build does not fit where serving would: build elsewhere on the same GPU "
                      "model with less workspace, or lower `workspace_size`")
+    if setup.engine == "eager" and setup.precision != "fp32" and \
+            any(o.cls == "conv" and o.layout.upper().startswith("NC") for o in trace.ops1):  # fmt: skip
+        notes.append("eager fp16 convolutions on NCHW tensors pay cuDNN's NCHW<->NHWC transposes around each "
+                     "(tensor cores run channels-last); layers built with data_format='NHWC', or Paddle Inference / "
+                     "TensorRT (which convert the layout), avoid them")  # fmt: skip
     slow = gpu.missing_peak("fp32" if setup.precision == "fp32" else "fp16-o2", setup.tf32)
     if slow:
         notes.append(slow)
@@ -294,4 +301,4 @@ def assumptions(setup: ServingSetup) -> dict[str, Any]:
             "tensorrt_workspace_bytes": TRT_WORKSPACE_BYTES if setup.engine == "tensorrt" else None,
             "host": "eager: one Python dispatch (host_op_s) per launched op" if setup.engine == "eager" else
                     "C++ executor: kernel launches only",
-            "calibration": setup.params.calibration}  # fmt: skip
+            "calibration": setup.params.calibration, "latency_search_max_batch": MAX_SEARCH_BATCH}  # fmt: skip

@@ -7,6 +7,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS
@@ -114,9 +115,29 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
             rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False)
             notes = ["measured here: Paddle Inference WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
                      f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
-    points = [InferencePoint(r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s,
-                             r.threads) for r in rows]  # fmt: skip
-    return InferenceTarget("this CPU", "cpu", ram, ram, 0, points, measured=True, notes=notes)
+    points = cpu_points(rows)
+    notes += thread_notes(points)
+    return InferenceTarget("this CPU", "cpu", ram, ram, 4 * served.params, points, measured=True, notes=notes)
+
+
+def cpu_points(rows: list[Any]) -> list[InferencePoint]:
+    """Measured :class:`~paddlefit.serve.cpu_bench.CpuLatency` rows as the plan's points (latency = the median),
+    the one form ``plan --inference`` and ``export --benchmark`` print and write."""
+    return [InferencePoint(r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s,
+                           r.threads, r.runs) for r in rows]  # fmt: skip
+
+
+def thread_notes(points: list[InferencePoint]) -> list[str]:
+    """A note for each batch whose most-threads median is over 10% slower than its 1-thread median: the cores are
+    shared or busy (vCPUs of one physical core, other work), so more threads do not help here."""
+    out = []
+    for b in sorted({p.batch_size for p in points}):
+        by_t = {p.threads: p.latency_s for p in points if p.batch_size == b}
+        most = max(by_t)
+        if 1 in by_t and most > 1 and by_t[most] > 1.1 * by_t[1]:
+            out.append(f"batch {b}: {most} threads {by_t[most] / by_t[1]:.1f}x slower than 1 (shared or busy cores "
+                       "here; serve with the thread count that measured fastest)")  # fmt: skip
+    return out
 
 
 def _last_line(text: str) -> str:

@@ -24,6 +24,17 @@ def _gib(b: float | None) -> str:
     return "-" if b is None else f"{b / 1024**3:,.2f}"
 
 
+def _usd(v: float | None) -> str:
+    """USD with 3 decimals, or 3 significant digits below 0.01 (a tiny model's cost per million requests)."""
+    if v is None:
+        return "-"
+    return f"{v:,.3f}" if v >= 0.01 else f"{v:.3g}"
+
+
+def _rate(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
 def render_inference(plan: Any, console: Console) -> None:
     """The GPU table (predicted latency per batch, memory, the serving point, the cheapest USD per million requests),
     the CPU table (measured), the cheapest instance types, and the legend."""
@@ -38,16 +49,11 @@ def render_inference(plan: Any, console: Console) -> None:
     title = "GPUs (predicted): latency ms per batch; peak GiB at the last batch"
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title=title,
                   title_justify="left")  # fmt: skip
-    table.add_column("GPU", no_wrap=True)
-    table.add_column("GiB", justify="right")
-    for b in p.batch_sizes:
-        table.add_column(f"b={b}", justify="right")
-    table.add_column("peak", justify="right")
-    if p.engine == "tensorrt":
-        table.add_column("build", justify="right")
-    table.add_column("serve b", justify="right")
-    table.add_column("samp/s", justify="right")
-    table.add_column("$/1M", justify="right")
+    table.add_column("GPU", overflow="fold")
+    numbers = ["GiB", *(f"b={b}" for b in p.batch_sizes), "peak", *(["build"] if p.engine == "tensorrt" else []),
+               "serve", "samp/s", "$/1M"]  # fmt: skip
+    for c in numbers:
+        table.add_column(c, justify="right", no_wrap=True)
     for t in gpus:
         if not t.inference:
             table.add_row(t.name, _gib(t.capacity_bytes), *["-"] * (len(table.columns) - 2))
@@ -60,28 +66,28 @@ def render_inference(plan: Any, console: Console) -> None:
         s = t.serving
         capped = s is not None and s.batch_size >= MAX_SEARCH_BATCH and p.latency_ms
         serve_b = (f"{s.batch_size}+" if capped else str(s.batch_size)) if s else "none"
-        row += [serve_b, f"{s.samples_per_s:,.0f}" if s else "-",
-                f"{cheapest[t.name]:,.3f}" if t.name in cheapest else "-"]  # fmt: skip
+        row += [serve_b, _rate(s.samples_per_s) if s else "-", _usd(cheapest.get(t.name))]
         table.add_row(*row)
     console.print(table)
     for t in p.targets:
         if t.kind == "cpu":
-            render_cpu(t, console)
+            render_cpu(t.inference, t.notes, console)
     render_inference_cost(p, console, top=8)
     _legend(p, gpus, console)
 
 
-def render_cpu(t: Any, console: Console) -> None:
-    """The measured CPU rows: batch, threads, median and p95 latency, samples/s, peak RSS."""
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-                  title="this CPU (measured)", title_justify="left")  # fmt: skip
+def render_cpu(points: list[Any], notes: list[str], console: Console, title: str = "this CPU (measured)") -> None:
+    """Measured CPU points (``plan --inference``'s CPU row, ``export --benchmark``): batch, threads, median and p95
+    latency, samples/s, peak RSS; then ``notes``."""
+    table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title=title,
+                  title_justify="left")  # fmt: skip
     for c in ("batch", "threads", "median ms", "p95 ms", "samples/s", "peak RSS MiB"):
-        table.add_column(c, justify="right")
-    for q in t.inference:
-        table.add_row(str(q.batch_size), str(q.threads), _ms(q.latency_s), _ms(q.p95_s), f"{q.samples_per_s:,.1f}",
+        table.add_column(c, justify="right", no_wrap=True)
+    for q in points:
+        table.add_row(str(q.batch_size), str(q.threads), _ms(q.latency_s), _ms(q.p95_s), _rate(q.samples_per_s),
                       f"{q.peak_bytes / MIB:,.0f}")  # fmt: skip
     console.print(table)
-    for n in t.notes:
+    for n in notes:
         console.print(f"[dim]{escape(n)}[/]", soft_wrap=True)
 
 
@@ -99,21 +105,30 @@ def render_inference_cost(plan: Any, console: Console, top: int = 8) -> None:
         spot = r["spot_usd_per_million"]
         b = f"{r['batch_size']}+" if r["batch_size"] >= MAX_SEARCH_BATCH and plan.latency_ms else str(r["batch_size"])
         table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", b,
-                      f"{r['requests_per_s']:,.0f}", f"{r['usd_per_million']:,.3f}",
-                      "-" if spot is None else f"{spot:,.3f}")  # fmt: skip
+                      _rate(r["requests_per_s"]), _usd(r["usd_per_million"]), _usd(spot))  # fmt: skip
     console.print(table)
 
 
 def _legend(plan: Any, gpus: list[Any], console: Console) -> None:
     a = plan.assumptions
-    fusions = next((t.fusions for t in gpus if t.fusions), {})
-    fused = ", ".join(f"{k} x{v}" for k, v in fusions.items()) or "none"
+    groups: dict[str, list[str]] = {}
+    for t in gpus:
+        if t.inference:
+            groups.setdefault(", ".join(f"{k} x{v}" for k, v in t.fusions.items()) or "none", []).append(t.name)
+    if len(groups) == 1:
+        fused = next(iter(groups))
+    else:
+        fused = "; ".join(f"{', '.join(names)}: {rules}" for rules, names in groups.items())
+    work = a["conv_workspace_bytes"]
     console.print(f"[dim]Latency: the forward's kernels on the per-kernel GPU model ({a['calibration']}); host: "
-                  f"{a['host']}. Peak = weights + live activations of one forward + conv workspace "
-                  f"{a['conv_workspace_bytes'] / MIB:,.0f} MiB; fits if peak <= {a['safety_margin']:.0%} of (capacity "
-                  f"- {a['cuda_context_bytes'] / 1024**3:.1f} GiB CUDA context). Fusions: {escape(fused)}. "
-                  "Serve b: the largest batch within the latency target (else the fastest listed batch that fits); "
-                  "$/1M: USD per million requests, one replica per GPU at that batch, on-demand, cheapest "
+                  f"{a['host']}. Peak = weights + live activations of one forward"
+                  + (f" + conv workspace {work / MIB:,.0f} MiB (models with convolutions)" if work else "")
+                  + f"; fits if peak <= {a['safety_margin']:.0%} of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f}"
+                  f" GiB CUDA context). Fusions: {escape(fused)}. Serve: "
+                  + ("the largest batch within the latency target (none: batch 1 misses it; N+: the search stops at "
+                     f"{a['latency_search_max_batch']})" if plan.latency_ms else
+                     "the listed batch with the most samples/s that fits")
+                  + "; $/1M: USD per million requests, one replica per GPU at that batch, on-demand, cheapest "
                   "instance.[/]", soft_wrap=True)  # fmt: skip
     by_note: dict[str, list[str]] = {}
     for t in gpus:
