@@ -276,3 +276,63 @@ def test_plan_inference_cpu_row_is_measured():
     assert [(p["batch_size"], p["threads"]) for p in cpu["inference"]] == [(1, 1), (4, 1)]
     for p in cpu["inference"]:
         assert 0 < p["latency_s"] <= p["p95_s"] and p["peak_bytes"] > 100 * 2**20  # Paddle's own RSS
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_cpu_measurement_leaves_no_child_and_no_model_copy(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    p = subprocess.Popen([sys.executable, "-m", "paddlefit.cli.main", "plan", "resnet18", "--inference", "--gpu", "T4",
+                          "-b", "16", "--threads", "1"], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    child, deadline = None, time.monotonic() + 300
+    while child is None and time.monotonic() < deadline and p.poll() is None:
+        for c in psutil.Process(p.pid).children(recursive=True):
+            if "paddlefit.serve.cpu_bench" in " ".join(c.cmdline()):
+                child = c
+        time.sleep(0.2)
+    assert child is not None, p.stderr.read().decode()[-2000:]
+    time.sleep(1.0)  # the child is measuring
+    p.send_signal(signal.SIGTERM)  # the parent only, as `timeout` and schedulers send it
+    assert p.wait(timeout=60) == 143
+    child.wait(timeout=15)  # gone: psutil raises TimeoutExpired if it still runs
+    assert list(tmp_path.glob("paddlefit-serve-*")) == []  # the exported copy of the model is removed
+
+
+def test_exported_program_references_dynamic_dims_and_ambiguous_folders(tmp_path):
+    import paddle
+    from paddle.static import InputSpec
+
+    from paddlefit.errors import ModelError
+    from paddlefit.plan.served_model import program_prefix, resolve_served
+
+    class Enc(paddle.nn.Layer):
+        def __init__(self, width):
+            super().__init__()
+            self.e, self.lin = paddle.nn.Embedding(1000, width), paddle.nn.Linear(width, 4)
+
+        def forward(self, ids):
+            return self.lin(self.e(ids)).mean(axis=1)
+
+    paddle.jit.save(Enc(32), str(tmp_path / "dyn" / "model"), input_spec=[InputSpec([None, None], "int64", "ids")])
+    with pytest.raises(ModelError, match=r"--input ids=int64\[128\]"):
+        resolve_served(str(tmp_path / "dyn"), None, None, None)
+    served = resolve_served(str(tmp_path / "dyn" / "model"), None, ["ids=int64[128]:1000"], None)  # the prefix
+    assert served.kind == "exported" and [str(s) for s in served.specs] == ["ids=int64[128]:1000"]
+    assert served.params == 1000 * 32 + 32 * 4 + 4
+    gemm = [o.gemm for o in served.trace.at(8) if o.cls == "gemm"]
+    assert gemm == [(1, 8 * 128, 4, 32)]  # the linear at batch 8 x 128 tokens
+    paddle.jit.save(Enc(16), str(tmp_path / "dyn" / "other"), input_spec=[InputSpec([None, 128], "int64", "ids")])
+    with pytest.raises(ModelError, match="2 exported programs"):
+        program_prefix(str(tmp_path / "dyn"))
+    (tmp_path / "dyn" / "model.pdiparams").write_bytes((tmp_path / "dyn" / "other.pdiparams").read_bytes())
+    with pytest.raises(ModelError, match="belongs to another model"):
+        resolve_served(str(tmp_path / "dyn" / "model.json"), None, ["ids=int64[128]"], None)
+    assert resolve_served("lenet", None, None, None).kind == "zoo"  # a zoo name is never taken for a path

@@ -23,6 +23,7 @@ temporary file left by the exit is removed by the next ``train``).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -31,18 +32,32 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["GLOG_SIGNALS", "exit_on_signal", "install"]
+__all__ = ["GLOG_SIGNALS", "at_signal_exit", "exit_on_signal", "install"]
 
 #: The signals whose Python handlers are put back over glog's once Paddle has installed it.
 GLOG_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+#: What :func:`exit_on_signal` undoes before it exits (a child process to kill, a temporary folder to remove).
+_AT_SIGNAL_EXIT: list[Any] = []
+
+
+def at_signal_exit(undo: Any) -> Any:
+    """Have :func:`exit_on_signal` call ``undo()`` (errors ignored) before it exits, as ``os._exit`` skips
+    ``finally`` blocks; returns the function that takes it back (call it once the work is done)."""
+    _AT_SIGNAL_EXIT.append(undo)
+    return lambda: _AT_SIGNAL_EXIT.remove(undo) if undo in _AT_SIGNAL_EXIT else None
+
+
 def exit_on_signal(signum: int, frame: object) -> None:
-    """Start-up handler: drop this process's lock records, write one line to stderr and exit 128 + ``signum``
-    (130 SIGINT, 143 SIGTERM, 129 SIGHUP) at once."""
+    """Start-up handler: drop this process's lock records, run what :func:`at_signal_exit` registered, write one
+    line to stderr and exit 128 + ``signum`` (130 SIGINT, 143 SIGTERM, 129 SIGHUP) at once."""
     lock = sys.modules.get("paddlefit.train.lock")
     if lock is not None:
         lock.drop_lock_records()
+    for undo in list(_AT_SIGNAL_EXIT):
+        with contextlib.suppress(Exception):  # an exit path: nothing may stop it
+            undo()
     name = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     os.write(2, f"{name}\n".encode())
     os._exit(128 + signum)

@@ -152,6 +152,10 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
                            tf32=tf32 is not False)  # fmt: skip
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)
+    if not plan.cost:
+        raise PaddlefitError("Nothing to price: " + "; ".join(unserved(plan) or ["no priced instance has these GPUs"])
+                             + ". Drop `--gpu`/`--cloud`, relax `--latency-ms`, or add prices with "
+                             "`--prices FILE`.")  # fmt: skip
     if json_out:
         print(to_json({"kind": "inference-cost", "model": plan.model, "engine": plan.engine,
                        "precision": plan.precision, "latency_ms": plan.latency_ms,

@@ -119,12 +119,15 @@ def plan_command(
                          "--epochs": epochs, "--calibration": calibration, "--explain": explain,
                          "--max-probe-gib": max_probe_gib, "--seq-len": seq_len, "--global-batch": global_batch,
                          "--gpus": gpus, "--mfu": mfu, "--network-gbit-s": network_gbit_s,
-                         "--flash-attention/--no-flash-attention": flash_attention})  # fmt: skip
+                         "--flash-attention/--no-flash-attention": flash_attention,
+                         "--top": top if top != 5 else None, "--no-runs": no_runs or None,
+                         "--gpus-per-node": gpus_per_node if gpus_per_node != 8 else None})  # fmt: skip
         return
     given = [n for n, v in (("--engine", engine), ("--latency-ms", latency_ms), ("--threads", threads))
              if v not in (None, [])] + (["--no-cpu"] if no_cpu else [])  # fmt: skip
     if given:
-        raise fail(f"{', '.join(f'`{g}`' for g in given)} apply to serving plans only: add `--inference`.")
+        raise fail(f"{', '.join(f'`{g}`' for g in given)} {'applies' if len(given) == 1 else 'apply'} to serving "
+                   "plans only: add `--inference`.")  # fmt: skip
     if batch_size and len(batch_size) > 1:
         raise fail(f"`--batch-size` given {len(batch_size)} times: a training plan takes one micro-batch (several "
                    "batch sizes are for `--inference`).")  # fmt: skip
@@ -228,6 +231,8 @@ def _plan_inference(model: str | None, config: Path | None, batch_size: list[int
         raise fail(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not apply to "
                    "`--inference` (a serving plan: no loss, optimizer or training length).")  # fmt: skip
     check_not_empty({"--engine": engine})
+    if no_cpu and threads:
+        raise fail("`--threads` sets the CPU measurement's threads, and `--no-cpu` skips it: give one of them.")
     quiet_paddle()
     req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
                            batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",

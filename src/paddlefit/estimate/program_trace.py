@@ -196,7 +196,7 @@ def _feeds(ops: list[Any], names: list[str], shapes: dict[str, Sequence[int]], p
     """The feeds' per-sample InputSpecs, in ``names`` order."""
     found = {str(op.attrs().get("name")): op.result(0) for op in ops if _name(op) in ("data", "feed")}
     specs = []
-    for name in names:
+    for idx, name in enumerate(names):
         v = found.get(name)
         if v is None:
             raise ModelError(f"The program at {prefix} feeds {name!r} but has no data op of that name.")
@@ -204,11 +204,11 @@ def _feeds(ops: list[Any], names: list[str], shapes: dict[str, Sequence[int]], p
         if not shape or shape[0] != -1:
             raise ModelError(f"Feed {name!r} of {prefix} has shape {shape} without a dynamic batch dimension; "
                              "export with paddle.static.InputSpec([None, ...]) so the batch can vary.")  # fmt: skip
-        per = list(shapes[name]) if name in shapes else shape[1:]
+        per = list(shapes.get(name, shapes.get(str(idx), shape[1:])))
         if len(per) != len(shape) - 1 or any(d < 1 for d in per) or any(
                 s not in (-1, d) for s, d in zip(shape[1:], per, strict=False)):  # fmt: skip
-            raise ModelError(f"Feed {name!r} of {prefix} has shape {shape}: give its per-sample shape (the dims after "
-                             f"the batch, fixing every -1) in `shapes`, e.g. shapes={{{name!r}: [128]}}.")  # fmt: skip
+            raise ModelError(f"Feed {name!r} of {prefix} has shape {shape}: give its per-sample shape, every -1 fixed: "
+                             f"`--input {name}={dtype}[128]` (CLI), shapes={{{name!r}: [128]}} (Python).")  # fmt: skip
         if dtype not in DTYPE_BYTES:
             raise ModelError(f"Feed {name!r} of {prefix} has dtype {dtype}; paddlefit's inputs are "
                              f"{', '.join(DTYPE_BYTES)}.")  # fmt: skip

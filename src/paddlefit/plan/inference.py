@@ -174,8 +174,9 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
 
 
 def usable_bytes(gpu: Any, setup: ServingSetup) -> int:
-    """Bytes a serving peak may use on ``gpu``: safety_margin x (capacity - CUDA context)."""
-    return int(setup.safety_margin * (gpu.capacity_bytes - setup.context_bytes))
+    """Bytes a serving peak may use on ``gpu``: safety_margin x (capacity - CUDA context), 0 for a card smaller
+    than the context."""
+    return max(0, int(setup.safety_margin * (gpu.capacity_bytes - setup.context_bytes)))
 
 
 def largest_batch_within(trace: OpTrace, gpu: Any, setup: ServingSetup) -> int | None:

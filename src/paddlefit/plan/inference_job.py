@@ -3,6 +3,7 @@ the CPU row measured on this machine, and the cost per million requests (:mod:`p
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import JobFailedError, PaddlefitError
-from paddlefit.estimate.inference import ENGINES, PRECISIONS
+from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
 from paddlefit.plan.inference import (
     InferencePlan,
     InferencePoint,
@@ -21,6 +22,7 @@ from paddlefit.plan.inference import (
     gpu_inference_target,
 )
 from paddlefit.plan.served_model import ServedModel, resolve_served
+from paddlefit.quietstart import at_signal_exit
 
 #: Batch sizes planned when none is given.
 DEFAULT_BATCHES = (1, 8, 32)
@@ -95,29 +97,49 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
     import psutil
 
     from paddlefit.serve import default_threads
-    from paddlefit.serve.cpu_bench import benchmark_cpu, save_inference_model
 
     threads = threads or default_threads()
     ram = psutil.virtual_memory().total
     with tempfile.TemporaryDirectory(prefix="paddlefit-serve-") as tmp:
-        prefix = served.prefix
-        if prefix is None:
-            progress("exporting the model for Paddle Inference (paddle.jit.save)")
-            prefix = Path(tmp) / "model"
-            save_inference_model(served.layer, served.specs, prefix)
-        notes = ["measured here: Paddle Inference with oneDNN; peak = the serving process's RSS"]
+        forget = at_signal_exit(lambda: shutil.rmtree(tmp, ignore_errors=True))  # os._exit skips the with's exit
         try:
-            rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
-        except JobFailedError as exc:  # an op oneDNN cannot run (Paddle 3.3.1: the DB detector's interpolation)
-            if "onednn" not in str(exc).lower():
-                raise
-            progress("oneDNN failed on this model: measuring with Paddle's native CPU kernels")
-            rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False)
-            notes = ["measured here: Paddle Inference WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
-                     f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
+            return _measure(served, batches, threads, ram, Path(tmp), progress)
+        finally:
+            forget()
+
+
+def _measure(served: ServedModel, batches: list[int], threads: list[int], ram: int, tmp: Path,
+             progress: Callable[[str], None]) -> InferenceTarget:  # fmt: skip
+    """:func:`cpu_target`'s work inside its temporary folder ``tmp`` (the model exported there when it is not yet;
+    Paddle's native CPU kernels when oneDNN has none for one of its ops)."""
+    from paddlefit.serve.cpu_bench import benchmark_cpu, save_inference_model
+
+    prefix = served.prefix
+    if prefix is None:
+        progress("exporting the model for Paddle Inference (paddle.jit.save)")
+        prefix = tmp / "model"
+        save_inference_model(served.layer, served.specs, prefix)
+    notes = ["measured here: Paddle Inference in fp32 with oneDNN (a CPU serves fp32 whatever the GPU engine and "
+             "precision); peak = the serving process's RSS"]
+    try:
+        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
+    except JobFailedError as exc:  # an op oneDNN cannot run (Paddle 3.3.1: the DB detector's interpolation)
+        if not onednn_unimplemented(str(exc)):
+            raise
+        progress("oneDNN failed on this model: measuring with Paddle's native CPU kernels")
+        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False)
+        notes = ["measured here: Paddle Inference in fp32 WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
+                 f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
     points = cpu_points(rows)
     notes += thread_notes(points)
     return InferenceTarget("this CPU", "cpu", ram, ram, 4 * served.params, points, measured=True, notes=notes)
+
+
+def onednn_unimplemented(message: str) -> bool:
+    """The child failed because oneDNN has no kernel for an op (Paddle's ``Unimplemented`` from its oneDNN
+    instruction), not for lack of memory: then Paddle's native CPU kernels may run the model."""
+    low = message.lower()
+    return "onednn" in low and ("unimplemented" in low or "notimplementederror" in low) and "memoryerror" not in low
 
 
 def cpu_points(rows: list[Any]) -> list[InferencePoint]:
@@ -161,25 +183,19 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     say = progress or (lambda _msg: None)
     say("tracing the model's forward (its code on this CPU, or its exported program)")
     served = resolve_served(req.model, req.config, req.inputs, req.model_args)
+    if served.kind == "exported" and req.engine == "eager":
+        raise PaddlefitError("`--engine eager` times the model's dygraph code, and an exported program has none: "
+                             "give the model (zoo name, `package.module:factory` or `--config`), or use "
+                             "`--engine paddle-inference` / `tensorrt` for the export.")  # fmt: skip
     all_gpus = load_gpus(req.catalog_files)
     gpus = resolve_gpus(req.gpus, all_gpus) if req.gpus else [g for g in all_gpus if not g.is_xpu]
     setup = ServingSetup(req.engine, req.precision, req.latency_ms / 1e3 if req.latency_ms else None,
                          load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32)  # fmt: skip
-    targets = [gpu_inference_target(served.trace, g, req.batch_sizes, setup) for g in gpus]
-    notes = []
-    if req.cpu and served.layer is None and served.prefix is None:
-        notes.append("no CPU row: the model is too large to build on this machine (its trace is written from its "
-                     "shape); export it where it fits and plan the export")  # fmt: skip
-    elif req.cpu and 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
-        notes.append(f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
-                     f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
-                     "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving "
-                     "CPU")  # fmt: skip
-    elif req.cpu:
-        try:
-            targets.insert(0, cpu_target(served, req.batch_sizes, req.threads, say))
-        except JobFailedError as exc:  # Paddle Inference crashed or timed out on this CPU: the GPU rows still stand
-            notes.append(f"no CPU row: Paddle Inference failed on this CPU ({_last_line(str(exc))})")
+    batches = sorted(set(req.batch_sizes))
+    targets = [gpu_inference_target(served.trace, g, batches, setup) for g in gpus]
+    cpu, notes = cpu_row(served, batches, req.threads, say) if req.cpu else (None, [])
+    if cpu is not None:
+        targets.insert(0, cpu)
     prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
                                    region=req.region, clouds=req.clouds)  # fmt: skip
     if served.unmapped:
@@ -187,6 +203,36 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
                                                                                 sorted(served.unmapped.items())))
     model = {"name": served.name, "kind": served.kind, "params": served.params,
              "inputs": [str(s) for s in served.specs], "forward_ops": len(served.trace.ops1)}  # fmt: skip
-    return InferencePlan(model, req.engine, req.precision, list(req.batch_sizes), req.latency_ms, targets,
+    return InferencePlan(model, req.engine, req.precision, batches, req.latency_ms, targets,
                          cost_per_million(targets, prices, all_gpus), source, assumptions(setup), notes)  # fmt: skip
 
+
+def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None,
+            say: Callable[[str], None]) -> tuple[InferenceTarget | None, list[str]]:  # fmt: skip
+    """The measured CPU row (:func:`cpu_target`) and the plan's notes about it. Not measured, with a note saying
+    why: a model too large to build here or above :data:`CPU_MEASURE_MAX_WEIGHT_BYTES`, batches whose fp32
+    weights + live activations exceed half the available RAM, and any failure of the export or of Paddle
+    Inference (the GPU rows stand without it)."""
+    import psutil
+
+    if served.layer is None and served.prefix is None:
+        return None, ["no CPU row: the model is too large to build on this machine (its trace is written from its "
+                      "shape); export it where it fits and plan the export"]  # fmt: skip
+    if 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
+        return None, [f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
+                      f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
+                      "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving CPU"]
+    free = psutil.virtual_memory().available
+    need = {b: weight_bytes(ops, "fp32") + peak_activation_bytes(ops, "fp32")
+            for b in batches for ops in [eval_ops(served.trace.at(b))]}  # fmt: skip
+    fit = [b for b in batches if need[b] <= free / 2]
+    notes = [f"CPU row: batch {b} not measured ({need[b] / 1024**3:.1f} GiB of fp32 weights and activations, more "
+             f"than half of the {free / 1024**3:.1f} GiB RAM available)" for b in batches if b not in fit]
+    if not fit:
+        return None, notes
+    try:
+        return cpu_target(served, fit, threads, say), notes
+    except Exception as exc:  # the export (the model's own code) or Paddle Inference failed: the GPU rows stand
+        return None, [*notes, f"no CPU row: {_last_line(str(exc)) or type(exc).__name__} (`--no-cpu` skips the "
+                               "measurement; if paddle.jit.save failed, Paddle Inference and TensorRT cannot serve "
+                               "the model as written either)"]

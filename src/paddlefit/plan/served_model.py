@@ -50,28 +50,35 @@ class ServedModel:
 
 
 def program_prefix(path: str) -> Path | None:
-    """The ``paddle.jit.save`` prefix ``path`` names, or None when ``path`` is not an existing file or folder.
+    """The ``paddle.jit.save`` prefix ``path`` names, or None when ``path`` is not an existing file or folder (nor a
+    prefix with a program beside it): a folder (a run directory, its export folder), a ``.json`` / ``.pdmodel`` /
+    ``.pdiparams`` file, or the prefix itself (``runs/x/inference/model``, as ``export`` prints it).
 
     Raises:
-        ModelError: ``path`` exists but holds no program with its ``.pdiparams`` (names what was looked for).
+        ModelError: ``path`` holds no program with its ``.pdiparams``, or more than one (names them).
     """
     p = Path(path).expanduser()
-    if not p.exists():
+    bare = [c for s in PROGRAM_SUFFIXES if (c := p.parent / (p.name + s)).is_file()]
+    if not p.exists() and not bare:
         return None
-    if p.is_file():
-        if p.suffix not in PROGRAM_SUFFIXES:
-            raise ModelError(f"{path}: not an exported program; give a `paddle.jit.save` model (`model.json` or "
-                             "`model.pdmodel` beside `model.pdiparams`) or the folder holding it.")  # fmt: skip
-        prefix = p.parent / p.name[: -len(p.suffix)]
+    if p.is_file() and p.suffix not in (*PROGRAM_SUFFIXES, ".pdiparams"):
+        raise ModelError(f"{path}: not an exported program; give a `paddle.jit.save` model (`model.json` or "
+                         "`model.pdmodel` beside `model.pdiparams`) or the folder holding it.")  # fmt: skip
+    if p.is_file() or bare:
+        stem = p.parent / p.name[: -len(p.suffix)] if p.is_file() else p
+        found = [c for s in PROGRAM_SUFFIXES if (c := stem.parent / (stem.name + s)).is_file()]
     else:
         dirs = [d for d in (p / sub for sub in EXPORT_DIRS) if d.is_dir()]
-        found = [d / f.name[: -len(s)] for d in dirs for s in PROGRAM_SUFFIXES for f in sorted(d.glob("*" + s))]
-        found = [f for f in found if _params_file(f).exists()]
-        if not found:
-            raise ModelError(f"{path}: no exported program found (looked for *.json / *.pdmodel with a .pdiparams "
-                             f"in {', '.join(str(p / s) if s else str(p) for s in EXPORT_DIRS)}); export a run "
-                             "with `paddlefit export RUN_DIR`.")  # fmt: skip
-        prefix = found[0]
+        found = [d / f.name for d in dirs for s in PROGRAM_SUFFIXES for f in sorted(d.glob("*" + s))
+                 if _params_file(d / f.name[: -len(s)]).exists()]  # fmt: skip
+    if not found:
+        raise ModelError(f"{path}: no exported program found (looked for *.json / *.pdmodel with a .pdiparams "
+                         f"in {', '.join(str(p / s) if s else str(p) for s in EXPORT_DIRS)}); export a run "
+                         "with `paddlefit export RUN_DIR`.")  # fmt: skip
+    if len(found) > 1:
+        raise ModelError(f"{path}: {len(found)} exported programs ({', '.join(str(f) for f in found)}); name the "
+                         "one to plan (its .json or .pdmodel file).")  # fmt: skip
+    prefix = found[0].parent / found[0].name[: -len(found[0].suffix)]
     if not _params_file(prefix).exists():
         raise ModelError(f"{path}: `{_params_file(prefix)}` is missing; an exported program needs its "
                          "parameters file beside it.")  # fmt: skip
@@ -92,17 +99,42 @@ def resolve_served(model: str | None, config: Path | None, inputs: list[str] | N
             parse or a model without default inputs; PaddlefitError: a bad spec (see
             :func:`~paddlefit.job.resolve_job`).
     """
-    prefix = program_prefix(model) if model and config is None else None
-    if prefix is not None:
-        if inputs or model_args:
-            raise InputSpecError("`--input`/`--model-arg` do not apply to an exported program: its inputs are "
-                                 "read from the program.")  # fmt: skip
-        from paddlefit.estimate.program_trace import trace_program
+    from paddlefit.models.zoo import zoo_names
 
-        pt = trace_program(prefix, 1, 2)
-        return ServedModel(str(prefix), "exported", pt.trace, list(pt.inputs), pt.params, prefix=prefix,
-                           unmapped=dict(pt.unmapped))  # fmt: skip
-    return _from_code(model, config, inputs, model_args)
+    code = model is None or config is not None or ":" in model or model.strip().lower() in zoo_names()
+    prefix = None if code else program_prefix(model)  # type: ignore[arg-type]
+    if prefix is None:
+        return _from_code(model, config, inputs, model_args)
+    if model_args:
+        raise InputSpecError("`--model-arg` does not apply to an exported program: it has no factory to call.")
+    return _from_program(prefix, inputs)
+
+
+def _from_program(prefix: Path, inputs: list[str] | None) -> ServedModel:
+    """An exported program traced op by op; ``inputs`` (``--input``) give the per-sample shapes of feeds saved with
+    dynamic dims besides the batch (by name, or in feed order) and the id ranges of integer feeds.
+
+    Raises:
+        ModelError: see :func:`~paddlefit.estimate.program_trace.trace_program`; a parameters file smaller than
+            the parameters the program declares (it belongs to another model).
+    """
+    from paddlefit.estimate.program_trace import trace_program
+    from paddlefit.inputspec import parse_input_specs
+
+    given = parse_input_specs(inputs) if inputs else []
+    shapes = {s.name or str(i): list(s.shape) for i, s in enumerate(given)}
+    pt = trace_program(prefix, 1, 2, shapes=shapes or None)
+    size = _params_file(prefix).stat().st_size
+    if size < pt.param_bytes:
+        raise ModelError(f"`{_params_file(prefix)}` holds {size:,} bytes, fewer than the {pt.param_bytes:,} bytes of "
+                         "parameters its program declares: it belongs to another model; export again.")  # fmt: skip
+    specs = list(pt.inputs)
+    for i, s in enumerate(specs):  # the ids' range from --input (the program does not know it)
+        g = next((x for j, x in enumerate(given) if x.name == s.name or (x.name is None and j == i)), None)
+        if g is not None and g.high:
+            specs[i] = s.model_copy(update={"high": g.high})
+    return ServedModel(str(prefix), "exported", pt.trace, specs, pt.params, prefix=prefix,
+                       unmapped=dict(pt.unmapped))  # fmt: skip
 
 
 def too_large_to_run(params: int) -> bool:
@@ -160,6 +192,6 @@ def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
     except ModelError:
         raise
     except Exception as exc:  # the user's model code: any error it raises becomes a clear message
-        raise ModelError(failure_message(ref.name, exc, "forward", ", ".join(str(s) for s in specs))) from exc
+        raise ModelError(failure_message(ref.name, exc, "run its forward", ", ".join(str(s) for s in specs))) from exc
     params = sum(int(p.size) for p in layer.parameters())
     return ServedModel(ref.name, kind, trace, specs, params, layer=layer)

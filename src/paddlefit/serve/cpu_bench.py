@@ -27,6 +27,7 @@ import numpy as np
 
 from paddlefit.errors import InputSpecError, JobFailedError, ModelError, PaddlefitError
 from paddlefit.inputspec import InputSpec
+from paddlefit.quietstart import at_signal_exit
 from paddlefit.textsafe import name_safe
 
 #: Program files ``paddle.inference.Config(model_file, params_file)`` reads, preferred first: the PIR program
@@ -175,8 +176,8 @@ def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warm
             ``max_seconds`` <= 0.
     """
     cores = os.cpu_count() or 1
-    if not batch_sizes or any(int(b) < 1 for b in batch_sizes):
-        raise PaddlefitError(f"`--batch-size {list(batch_sizes)}`: give batch sizes >= 1, e.g. `-b 1 -b 8`.")
+    if not batch_sizes or any(not 1 <= int(b) <= 65536 for b in batch_sizes):
+        raise PaddlefitError(f"`--batch-size {list(batch_sizes)}`: give batch sizes from 1 to 65536, e.g. `-b 1 -b 8`.")
     if not threads or any(not 1 <= int(t) <= cores for t in threads):
         raise PaddlefitError(f"`--threads {list(threads)}`: give thread counts from 1 to {cores} (this machine's "
                              "logical CPUs), e.g. `--threads 1`.")  # fmt: skip
@@ -270,7 +271,8 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
     env.setdefault("GLOG_minloglevel", "2")  # glog's INFO lines off (glog reads this lower-case name)
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen([sys.executable, "-m", "paddlefit.serve.cpu_bench"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errf, env=env)  # fmt: skip
+                                stdout=subprocess.PIPE, stderr=errf, env=env, preexec_fn=_die_with_parent)  # fmt: skip
+        forget = at_signal_exit(proc.kill)  # a Ctrl-C or SIGTERM of the parent ends the child too
         lines: queue.Queue[bytes | None] = queue.Queue()
 
         def read() -> None:
@@ -296,24 +298,40 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except (queue.Empty, subprocess.TimeoutExpired):
             raise JobFailedError(f"benchmarking `{name_safe(program)}` took longer than {timeout_s:.0f} s and was "
-                                 "stopped; give fewer or smaller --batch-size values.") from None  # fmt: skip
+                                 "stopped (a busy machine, or batches too large for this CPU). Its last stderr lines: "
+                                 + _tail(errf)) from None  # fmt: skip
         except (OSError, ValueError) as exc:  # a broken pipe, a line that is not JSON: the child is killed
             error = error or f"{type(exc).__name__}: {exc}"
         finally:
+            forget()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
         if error and proc.returncode == 2:
             raise InputSpecError(f"`{name_safe(program)}`: {error}")
         if proc.returncode != 0 or not done:
-            errf.seek(0)
-            tail = [ln.strip()[:300] for ln in errf.read().decode(errors="replace").splitlines()
-                    if set(ln.strip()) - set("^~ ")][-8:]  # no blank lines, no traceback carets
             how = f"was killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else \
                 f"exited with code {proc.returncode}"
             raise JobFailedError(f"Paddle Inference on `{name_safe(program)}` failed: the benchmark process {how}"
                                  + (f" ({error})" if error else "") + ". Its last stderr lines: "
-                                 + (" | ".join(tail) or "(none)"))  # fmt: skip
+                                 + _tail(errf))  # fmt: skip
+
+
+def _tail(errf: Any) -> str:
+    """The child's last 8 stderr lines joined by `` | `` (no blank lines, no traceback carets), or ``(none)``."""
+    errf.seek(0)
+    tail = [ln.strip()[:300] for ln in errf.read().decode(errors="replace").splitlines()
+            if set(ln.strip()) - set("^~ ")][-8:]  # fmt: skip
+    return " | ".join(tail) or "(none)"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``, man 2 prctl),
+    so a parent killed outright leaves no benchmark running. Elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 # ---- the child process ---------------------------------------------------------------------------------------
