@@ -43,18 +43,40 @@ def clas_rows() -> list[dict[str, str]]:
         return [r for r in csv.DictReader(f) if r["ppcls_name"] and r["builds_here"] == "1"]
 
 
-def trace_clas(name: str, size: int) -> object:
-    """The eval-mode forward trace of ``ppcls.arch.backbone.<name>`` at batch 1 and 2 on ``size`` x ``size``."""
+def trace_clas(name: str, size: int) -> dict:
+    """The eval-mode forward trace (``OpTrace.to_dict``) of ``paddleclas.ppcls.arch.backbone.<name>`` at batch 1
+    and 2 on ``size`` x ``size`` images, recorded in a child process: PaddleClas names some parameters explicitly
+    (``conv1_weights``), and Paddle refuses a second model with the same names in one process.
+
+    Raises:
+        RuntimeError: the child failed (its last stderr line).
+    """
+    import subprocess
+
+    r = subprocess.run([sys.executable, __file__, "--trace-one", name, str(size)], capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    if r.returncode != 0:
+        raise RuntimeError((r.stderr.strip().splitlines() or ["no output"])[-1])
+    return json.loads(r.stdout)
+
+
+def _trace_one(name: str, size: int) -> None:
+    """Child of :func:`trace_clas`: print the trace as JSON on stdout."""
+    import contextlib
+    import io
+
     import paddle
-    from ppcls.arch import backbone
+    from paddleclas.ppcls.arch import backbone
 
     from paddlefit.estimate.optrace import record_trace
 
-    paddle.seed(0)
-    model = getattr(backbone, name)(class_num=1000)
-    model.eval()
-    with paddle.no_grad():
-        return record_trace(model, [paddle.rand([1, 3, size, size])], [paddle.rand([2, 3, size, size])])
+    with contextlib.redirect_stdout(io.StringIO()):
+        paddle.seed(0)
+        model = getattr(backbone, name)(class_num=1000)
+        model.eval()
+        with paddle.no_grad():
+            trace = record_trace(model, [paddle.rand([1, 3, size, size])], [paddle.rand([2, 3, size, size])])
+    print(json.dumps(trace.to_dict(), separators=(",", ":")))
 
 
 def clas_traces(rows: list[dict[str, str]], retrace: bool) -> dict[str, object]:
@@ -70,7 +92,7 @@ def clas_traces(rows: list[dict[str, str]], retrace: bool) -> dict[str, object]:
         if key not in cache:
             t0 = time.time()
             try:
-                cache[key] = trace_clas(r["ppcls_name"], int(r["input_size"])).to_dict()  # type: ignore[attr-defined]
+                cache[key] = trace_clas(r["ppcls_name"], int(r["input_size"]))
             except Exception as exc:  # a backbone that fails here: reported, not timed
                 print(f"  {key}: not traced ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
                 continue
@@ -143,6 +165,10 @@ def summary(label: str, rows: list[tuple[str, int, float, float]]) -> tuple[floa
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--trace-one"]:
+        _trace_one(argv[1], int(argv[2]))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--retrace", action="store_true", help="re-trace every PaddleClas model on this CPU")
     ap.add_argument("--only-e2e", action="store_true", help="skip the PaddleClas rows (no ppcls needed)")
