@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, b, pub, pred in clas:
             print(f"{name:34s} {b:2d} {pub:8.2f}ms {pred:8.2f}ms  {pred / pub:.2f}")
         results["tensorrt"] = summary("tensorrt fp32, V100 (PaddleClas)", clas)
+        for b in (1, 4, 8):
+            summary(f"  of which batch {b}", [r for r in clas if r[1] == b])
     e2e = e2e_errors()
     print(f"\n{'NeuSight eager inference':50s} {'b':>2s} {'published':>10s} {'predicted':>10s}  ratio")
     for name, b, pub, pred in e2e:
