@@ -18,8 +18,17 @@ import pytest
 from test_train import ENV, train_cmd, wait_for_step, write_spec
 
 
+def _default_stop_signals() -> None:
+    """In the child before exec: SIGTERM, SIGINT and SIGHUP at their defaults, as from a terminal or a scheduler.
+    A test runner started under ``nohup`` (or by a job runner that ignores SIGHUP) passes SIG_IGN down, and
+    paddlefit rightly leaves an ignored signal ignored."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _popen(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_default_stop_signals)  # fmt: skip
 
 
 @pytest.mark.parametrize("when", ["lock", 0.5, 1.2])
@@ -61,6 +70,28 @@ def test_sighup_during_training_checkpoints_and_stops_like_sigterm(tmp_path: Pat
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     assert ckpts and int(ckpts[-1].name.split("-")[1]) >= step, ckpts
     assert "Traceback" not in err, err
+
+
+def test_a_nohup_run_trains_through_sighup_and_still_stops_on_sigterm(tmp_path: Path) -> None:
+    """``nohup paddlefit train ...`` then a closed ssh session: SIGHUP is ignored (nohup set it to SIG_IGN), yet
+    the loop caught it and stopped the run. Now an ignored SIGHUP stays ignored; SIGTERM still stops it (143)."""
+    spec = write_spec(tmp_path / "job.yaml", max_steps=100000, checkpoint={"every_steps": 0, "every_minutes": 0})
+    run_dir = tmp_path / "run"
+
+    def nohup() -> None:
+        _default_stop_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(train_cmd(spec, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=ENV, preexec_fn=nohup)  # fmt: skip
+    step = wait_for_step(run_dir, 3, proc)
+    proc.send_signal(signal.SIGHUP)
+    later = wait_for_step(run_dir, step + 20, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    status = json.loads((run_dir / "status.json").read_text())
+    assert proc.returncode == status["exit_code"] == 143 and "SIGTERM" in status["reason"], (status, err[-2000:])
+    assert status["step"] >= later, (status, later)
 
 
 def _slow_spec(tmp_path: Path, steps: int) -> Path:

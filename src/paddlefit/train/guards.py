@@ -14,7 +14,7 @@ from typing import Any
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
-__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "is_collective_failure"]
+__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "heeded", "is_collective_failure"]
 
 Clock = Callable[[], float]
 #: The signals that stop a run gracefully (checkpoint, exit 143).
@@ -46,7 +46,7 @@ class StopFlag:
         length, its budget, or when the process does."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in STOP_SIGNALS:
+        for sig in heeded(STOP_SIGNALS):
             self._old[sig] = signal.signal(sig, self._handler)
 
     def restore(self) -> None:
@@ -57,6 +57,13 @@ class StopFlag:
 
     def _handler(self, signum: int, _frame: Any) -> None:
         self.signum = signum
+
+
+def heeded(signals: tuple[int, ...]) -> tuple[int, ...]:
+    """The ``signals`` this process does not ignore. A run started under ``nohup`` (or by a job runner that sets
+    SIGHUP to SIG_IGN) must outlive its terminal, so an ignored signal stays ignored (POSIX: ``nohup`` sets SIGHUP's
+    disposition to SIG_IGN, which ``exec`` and ``fork`` keep); main thread only, like ``signal.signal``."""
+    return tuple(s for s in signals if signal.getsignal(s) is not signal.SIG_IGN)
 
 
 #: Markers of a failed collective in an error's message (gloo on CPU, NCCL on GPU).

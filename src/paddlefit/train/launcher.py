@@ -31,6 +31,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
+from paddlefit.train.guards import STOP_SIGNALS, heeded
 from paddlefit.train.metrics import STATUS_FILE, run_status
 
 LOG_DIR = "launch-logs"
@@ -111,7 +112,7 @@ def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[st
 
     # signal handlers can be set in the main thread only (run_job called from another thread forwards nothing)
     main = threading.current_thread() is threading.main_thread()
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)} if main else {}
+    old = {s: signal.signal(s, forward) for s in heeded(STOP_SIGNALS)} if main else {}
     offset = 0
     try:
         while True:
