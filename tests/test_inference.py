@@ -267,6 +267,17 @@ def test_plan_inference_bad_options_exit_2_naming_the_option(args, says):
     assert says in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--epochs", "3", "--loss", "mse"], "`--loss`, `--epochs` do not apply to `--inference`"),
+    (["--spot"], "`--spot` does not apply to `--inference`"),
+    (["--engine", " "], "`--engine` is empty"),
+])  # fmt: skip
+def test_cost_inference_refuses_training_options_like_plan(args, says):
+    r = cli("cost", "lenet", "--inference", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert says in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.slow
 def test_plan_inference_cpu_row_is_measured():
     r = cli("plan", "lenet", "--inference", "--gpu", "T4", "-b", "1", "-b", "4", "--threads", "1", "--json")

@@ -28,6 +28,33 @@ LABEL_HELP = ("Per-sample label spec, e.g. int64[]:10 (class ids) or int64[512,5
 LABEL_ARG_HELP = "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. labels)."
 LOSS_HELP = ("cross_entropy | mse | package.module:function (default: the model's own loss if it returns one, else "
              "cross_entropy).")
+#: Help of the serving options `plan --inference` and `cost --inference` share.
+ENGINE_HELP = ("With --inference: eager (dygraph under no_grad) | paddle-inference (its GPU fusion passes) | "
+               "tensorrt [paddle-inference].")
+LATENCY_HELP = "With --inference: latency target per batch, ms; each GPU gets the largest batch within it."
+
+
+def serving_request(unused: dict[str, object], **fields: Any) -> Any:
+    """The :class:`~paddlefit.plan.inference_job.InferenceRequest` of `plan --inference` and `cost --inference`.
+
+    Args:
+        unused: training-only options by flag (``{"--loss": value}``); any given one is an error.
+        fields: request fields by name; None or an empty list = not given (the request's default).
+
+    Raises:
+        PaddlefitError: a training-only option given (named), an empty ``--engine``, or a value the request
+            refuses (its own message names the option).
+    """
+    from paddlefit.job import check_not_empty
+    from paddlefit.plan.inference_job import InferenceRequest
+
+    given = [k for k, v in unused.items() if v not in (None, [], ())]
+    if given:
+        raise PaddlefitError(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not "
+                             "apply to `--inference` (serving has no loss, optimizer, training length or "
+                             "checkpoints).")  # fmt: skip
+    check_not_empty({"--engine": fields.get("engine")})
+    return InferenceRequest(**{k: v for k, v in fields.items() if v not in (None, [], ())})
 
 
 def quiet_paddle() -> None:

@@ -70,9 +70,8 @@ def cost_command(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     inference: bool = typer.Option(False, "--inference", help="Price serving instead of training: USD per million "
                                    "requests per instance type, at each GPU's serving batch (`plan --inference`)."),
-    engine: str = typer.Option(None, "--engine", help="With --inference: eager | paddle-inference | tensorrt "
-                               "[paddle-inference]."),
-    latency_ms: float = typer.Option(None, "--latency-ms", help="With --inference: latency target per batch, ms."),
+    engine: str = typer.Option(None, "--engine", help=common.ENGINE_HELP),
+    latency_ms: float = typer.Option(None, "--latency-ms", help=common.LATENCY_HELP),
 ) -> None:
     """Time and money to train a job on every priced cloud instance type: on-demand, and spot with lost work,
     restarts and checkpoint writes at the optimal (Daly) checkpoint interval.
@@ -134,22 +133,16 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
                     prices: list[Path] | None, shipped_prices: bool, safety_margin: float, tf32: bool | None,
                     top: int, json_out: bool, unused: dict) -> None:  # fmt: skip
     """``cost --inference``: the serving plan's USD per million requests (no CPU measurement)."""
-    from paddlefit.plan.inference_job import DEFAULT_BATCHES, InferenceRequest, plan_inference
+    from paddlefit.plan.inference_job import plan_inference
     from paddlefit.report.render_inference import render_inference_cost
 
-    given = [k for k, v in unused.items() if v not in (None, [], ())]
-    if given:
-        raise PaddlefitError(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not "
-                             "apply to `--inference` (serving has no loss, optimizer, training length or "
-                             "checkpoints).")  # fmt: skip
+    req = common.serving_request(
+        unused, model=model, config=config, inputs=inputs, model_args=model_arg, batch_sizes=batch_size,
+        precision=precision, engine=engine, latency_ms=latency_ms, gpus=gpu,
+        catalog_files=[str(p) for p in catalog or []], cpu=False, prices=[str(p) for p in prices or []],
+        shipped_prices=shipped_prices, clouds=cloud, region=region, safety_margin=safety_margin,
+        tf32=tf32 is not False)
     quiet_paddle()
-    req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
-                           batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",
-                           engine=engine or "paddle-inference", latency_ms=latency_ms, gpus=list(gpu or []),
-                           catalog_files=[str(p) for p in catalog or []], cpu=False,
-                           prices=[str(p) for p in prices or []], shipped_prices=shipped_prices,
-                           clouds=list(cloud or []), region=region, safety_margin=safety_margin,
-                           tf32=tf32 is not False)  # fmt: skip
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)
     if not plan.cost:

@@ -75,10 +75,8 @@ def plan_command(
                                    "throughput and memory per batch on every GPU, the CPU row measured here, USD per "
                                    "million requests. MODEL may also be an exported model (a `paddlefit export` "
                                    "folder, or model.json/model.pdmodel beside model.pdiparams)."),
-    engine: str = typer.Option(None, "--engine", help="With --inference: eager (dygraph under no_grad) | "
-                               "paddle-inference (its GPU fusion passes) | tensorrt [paddle-inference]."),
-    latency_ms: float = typer.Option(None, "--latency-ms", help="With --inference: latency target per batch, ms; "
-                                     "each GPU gets the largest batch within it."),
+    engine: str = typer.Option(None, "--engine", help=common.ENGINE_HELP),
+    latency_ms: float = typer.Option(None, "--latency-ms", help=common.LATENCY_HELP),
     no_cpu: bool = typer.Option(False, "--no-cpu", help="With --inference: skip the CPU measurement."),
     threads: list[int] = typer.Option(None, "--threads", help="With --inference: CPU threads of the measured CPU "
                                       "row, repeatable [1 and the physical cores]."),
@@ -223,23 +221,17 @@ def _plan_inference(model: str | None, config: Path | None, batch_size: list[int
                     gpu: list[str] | None, catalog: list[Path] | None, no_cpu: bool, threads: list[int] | None,
                     safety_margin: float, tf32: bool | None, json_out: bool, unused: dict) -> None:  # fmt: skip
     """Parse -> :func:`paddlefit.plan.inference_job.plan_inference` -> render (tables or ``--json``)."""
-    from paddlefit.plan.inference_job import DEFAULT_BATCHES, InferenceRequest, plan_inference
+    from paddlefit.plan.inference_job import plan_inference
     from paddlefit.report.render_inference import render_inference
 
-    given = [k for k, v in unused.items() if v not in (None, [], ())]
-    if given:
-        raise fail(f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not apply to "
-                   "`--inference` (a serving plan: no loss, optimizer or training length).")  # fmt: skip
-    check_not_empty({"--engine": engine})
     if no_cpu and threads:
         raise fail("`--threads` sets the CPU measurement's threads, and `--no-cpu` skips it: give one of them.")
+    req = common.serving_request(
+        unused, model=model, config=config, inputs=inputs, model_args=model_arg, batch_sizes=batch_size,
+        precision=precision, engine=engine, latency_ms=latency_ms, gpus=gpu,
+        catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu, threads=threads, safety_margin=safety_margin,
+        tf32=tf32 is not False)
     quiet_paddle()
-    req = InferenceRequest(model=model, config=config, inputs=inputs, model_args=model_arg,
-                           batch_sizes=list(batch_size or DEFAULT_BATCHES), precision=precision or "fp32",
-                           engine=engine or "paddle-inference", latency_ms=latency_ms, gpus=list(gpu or []),
-                           catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu,
-                           threads=list(threads) if threads else None, safety_margin=safety_margin,
-                           tf32=tf32 is not False)  # fmt: skip
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)
     if json_out:
