@@ -58,17 +58,19 @@ def test_targets_consistent(lenet_plan):
 
 
 def test_max_batch_is_the_boundary():
-    p = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=8, inputs=[parse_input_spec("float32[3,64,64]")],
-                               gpus=["T4"], safety_margin=0.001))  # fmt: skip
-    t4 = next(t for t in p.targets if t.name == "T4")
-    limit = 0.001 * (get_gpu("T4").capacity_bytes - p.assumptions["cuda_context_bytes"])
-    assert t4.max_batch_size is not None
-    # the memory at max_batch fits and at max_batch+1 does not
-    p_at = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=max(t4.max_batch_size, 1),
-                                  inputs=[parse_input_spec("float32[3,64,64]")], gpus=["T4"], safety_margin=0.001))
-    row = next(t for t in p_at.targets if t.name == "T4")
-    assert (row.peak_bytes <= limit) == (t4.max_batch_size >= 1)
-    assert t4.fits == (t4.peak_bytes <= limit)
+    """With the memory limit set halfway between the T4 peaks at batch 20 and 21, the largest batch is 20: it fits,
+    and 21 does not (the limit was 15 MB here before, max batch 0, and the check compared False with False)."""
+    def t4_row(batch: int, margin: float = 0.9):
+        p = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=batch, safety_margin=margin,
+                                   inputs=[parse_input_spec("float32[3,64,64]")], gpus=["T4"]))  # fmt: skip
+        return next(t for t in p.targets if t.name == "T4"), p.assumptions["cuda_context_bytes"]
+
+    (at20, ctx), (at21, _) = t4_row(20), t4_row(21)
+    assert at21.peak_bytes > at20.peak_bytes
+    margin = (at20.peak_bytes + at21.peak_bytes) / 2 / (get_gpu("T4").capacity_bytes - ctx)
+    row, _ = t4_row(20, margin)
+    assert row.max_batch_size == 20 and row.fits and row.peak_bytes == at20.peak_bytes
+    assert not t4_row(21, margin)[0].fits
 
 
 def test_amp_o2_halves_weights_and_activations():
