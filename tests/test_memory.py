@@ -39,6 +39,23 @@ def test_probe_extrapolates_to_unprobed_batches(name, spec):
         assert probe.peak_bytes(b) == pytest.approx(measured, rel=0.02), b
 
 
+def test_probe_times_each_thread_count_once_reusing_its_own_measured_step():
+    """``time_threads``: the probe's own thread count is its measured step at the largest mandatory batch (not
+    timed again); each other count of {1, cores / 2, cores} is one more step."""
+    import os
+
+    ref, cores = resolve_model("lenet"), len(os.sched_getaffinity(0))
+    probe, _ = probe_memory(ref.factory, list(ref.default_inputs), OptimizerName.ADAM, count=False,
+                            time_threads=True, cpu_threads=cores)  # fmt: skip
+    if cores == 1:
+        assert probe.thread_step_s == {}
+        return
+    assert list(probe.thread_step_s) == sorted({1, cores // 2, cores})
+    at3 = next(m for m in probe.measurements if m.batch_size == 3)
+    assert probe.thread_step_s[cores] == at3.step_time_s
+    assert all(v > 0 for v in probe.thread_step_s.values())
+
+
 @pytest.mark.slow
 def test_analytic_transformer_activations_vs_probe():
     ref = resolve_model("bert-base", {"num_layers": 2, "hidden_size": 256, "num_heads": 4, "ffn_size": 1024,

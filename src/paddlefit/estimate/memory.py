@@ -173,6 +173,24 @@ def measure_training_steps(
     return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t)
 
 
+def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, Any], base: int, batch: int,
+                  known: dict[int, float], cores: int, say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
+    """Seconds of one steady-state training step at ``batch`` with 1, ``cores // 2`` and ``cores`` Paddle CPU
+    threads; ``known`` holds the counts already measured (the probe's own step at that batch), each other count
+    is timed once and the probe's thread count is put back."""
+    import paddle
+
+    out = dict(known)
+    todo = sorted({1, max(1, cores // 2), cores} - set(known))
+    say(f"CPU probe: timing {', '.join(map(str, todo))} Paddle thread(s) at batch {batch}")
+    data = call.batch(batch, seed=99)
+    for n in todo:
+        paddle.base.core.set_num_threads(n)
+        out[n] = _measured_step(model, opt, call, data, alloc, base)[1]
+    paddle.base.core.set_num_threads(next(iter(known)))
+    return dict(sorted(out.items()))
+
+
 def use_all_cores() -> int:
     """Let Paddle's CPU kernels use every core (Paddle sets ``OMP_NUM_THREADS=1`` at import when unset,
     which measured 18.5 vs 33.1 GFLOP/s for a 2048^2 matmul on this 2-core machine). Returns the count."""
@@ -208,9 +226,9 @@ def probe_memory(
     the caller evaluates that line at the job's eval batch size.
 
     Paddle's CPU kernels use ``cpu_threads`` threads (default: every core, as ``train`` does on one device). With
-    ``time_threads`` the probe also times two steady-state steps at its largest mandatory batch size with 1,
-    cores / 2 and all cores (``ProbeResult.thread_step_s``, the best of two each) before the measured steps, so
-    the plan can say which thread count is fastest for this job on this CPU.
+    ``time_threads`` the probe also times one steady-state step at its largest mandatory batch size with 1,
+    cores / 2 and all cores (``ProbeResult.thread_step_s``; its own count's is the measured step at that batch),
+    after the measured steps, so the plan can say which thread count is fastest for this job on this CPU.
 
     One build: a first full step at ``batch_sizes[0]`` (captures the optimizer-state creation peak of the
     first step), then one steady-state step per batch size (optimizer states and zeroed gradients held, as in
@@ -280,14 +298,6 @@ def probe_memory(
             free = psutil.virtual_memory().available + (current() - base)
             if need > 0.8 * free:
                 raise ProbeTooLargeError(need, free, max(batch_sizes))
-            if time_threads and cores > 1:
-                say(f"CPU probe: timing 1 to {cores} Paddle threads at batch {max(batch_sizes)}")
-                data = call.batch(max(batch_sizes), seed=99)
-                for n in sorted({1, max(1, cores // 2), cores}):
-                    paddle.base.core.set_num_threads(n)
-                    thread_step_s[n] = min(_measured_step(model, opt, call, data, alloc, base)[1] for _ in range(2))
-                paddle.base.core.set_num_threads(threads)
-                del data
             per_sample_s = seconds / b
             spent, nxt = 0.0, 2 * max(batch_sizes)
             while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
@@ -299,6 +309,9 @@ def probe_memory(
                 sizes.append(extend_to)
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
+    if time_threads and cores > 1:
+        own = next(m.step_time_s for m in ms if m.batch_size == max(batch_sizes))
+        thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), {threads: own}, cores, say)
     del opt, model
     gc.collect()
     xs = [m.batch_size for m in ms]
