@@ -156,3 +156,15 @@ def test_gpus_json_fills_usable_memory_on_every_row_by_one_rule():
         assert g["usable_memory_basis"] in ("measured", "label"), g["name"]
     assert (rows["A10"]["usable_memory_mib"], rows["A10"]["usable_memory_basis"]) == (24 * 1024, "label")
     assert (rows["A10G"]["usable_memory_mib"], rows["A10G"]["usable_memory_basis"]) == (22888, "measured")
+
+
+def test_paddles_amp_capability_rule_on_cuda():
+    """Paddle's auto_cast runs fp16 from CC 7.0 and bf16 from CC 8.0 (python/paddle/amp/auto_cast.py); below,
+    fp32. One rule: the catalog's rows and tune's AMP trial both use it."""
+    from paddlefit.catalog.gpus import cuda_amp_blocked
+
+    assert cuda_amp_blocked(7.5, "bf16-o1") == "bf16 AMP needs CC 8.0+: Paddle runs fp32"
+    assert cuda_amp_blocked(6.1, "fp16-o2") == "fp16 AMP needs CC 7.0+: Paddle runs fp32"
+    assert cuda_amp_blocked(None, "fp16-o1") is not None  # unknown: taken as too old
+    assert [cuda_amp_blocked(cc, p) for cc, p in ((7.0, "fp16-o1"), (8.0, "bf16-o2"), (3.5, "fp32"))] == [None] * 3
+    assert get_gpu("T4").amp_blocked("bf16-o1") == cuda_amp_blocked(7.5, "bf16-o1")

@@ -60,6 +60,24 @@ XPU_UNCALIBRATED = "uncalibrated: no measured kernels or published runs for Kunl
 DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
 
 
+#: Lowest CUDA compute capability / Kunlunxin XPU generation at which ``paddle.amp.auto_cast`` runs each half
+#: precision; below it Paddle warns and runs fp32 (``python/paddle/amp/auto_cast.py``:
+#: ``_is_gpu_float16_supported``, ``_is_gpu_bfloat16_supported``, ``_is_xpu_float16_supported``,
+#: ``_is_xpu_bfloat16_supported``). The one place this rule lives.
+AMP_MIN_CC = {"fp16": 7.0, "bf16": 8.0}
+AMP_MIN_XPU = {"fp16": 2, "bf16": 3}
+
+
+def cuda_amp_blocked(compute_capability: float | None, precision: str) -> str | None:
+    """Why ``paddle.amp.auto_cast`` runs ``precision`` (``fp16-o1``, ``bf16-o2``, ...) as fp32 on a CUDA GPU of
+    ``compute_capability`` (None: unknown, taken as too old), or None when it runs (see :data:`AMP_MIN_CC`)."""
+    half = precision.split("-")[0]
+    need = AMP_MIN_CC.get(half)
+    if need is not None and (compute_capability or 0) < need:
+        return f"{half} AMP needs CC {need:.1f}+: Paddle runs fp32"
+    return None
+
+
 class GPU(BaseModel):
     """One GPU model.
 
@@ -166,17 +184,14 @@ class GPU(BaseModel):
         ``_is_xpu_float16_supported``/``_is_xpu_bfloat16_supported``). fp32 is never blocked.
         """
         half = precision.split("-")[0]
-        if half not in ("fp16", "bf16"):
+        if half not in AMP_MIN_CC:
             return None
         if self.is_xpu:
-            need = 2 if half == "fp16" else 3
+            need = AMP_MIN_XPU[half]
             if (self.xpu_generation or 0) < need:
                 return f"{half} AMP needs XPU{need}+ (Paddle auto_cast): Paddle runs fp32"
             return None
-        need_cc = 7.0 if half == "fp16" else 8.0
-        if (self.compute_capability or 0) < need_cc:
-            return f"{half} AMP needs CC {need_cc:.1f}+: Paddle runs fp32"
-        return None
+        return cuda_amp_blocked(self.compute_capability, precision)
 
     def flash_blocked(self) -> str | None:
         """Why FlashAttention-2 cannot run on this card, or None: it needs CUDA compute capability 8.0+ (Dao 2023,

@@ -386,12 +386,11 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
 
 
 def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
-    """The setup a GPU can run, and why it differs: bf16 needs compute capability 8.0+
-    (docs/sources.md#cuda-driver-table: BF16 needs Ampere), so it becomes fp16 at the same AMP level; a precision
+    """The setup a GPU can run, and why it differs: where Paddle runs no bf16 AMP (:meth:`GPU.amp_blocked`)
+    it becomes fp16 at the same AMP level; a precision
     whose peak the catalog lacks is timed at a slower unit's (:meth:`GPU.missing_peak`, said in a note);
     FlashAttention-2 runs on Ampere and newer (Dao 2023, arXiv 2307.08691), so older GPUs get eager attention.
-    Kunlunxin XPUs: fp16 AMP needs XPU2+, bf16 XPU3 (Paddle ``python/paddle/amp/auto_cast.py``,
-    :meth:`GPU.amp_blocked`); bf16 falls back to fp16 where that runs, else to fp32; no flash attention is
+    On Kunlunxin XPUs too, bf16 falls back to fp16 where that runs, else to fp32; no flash attention is
     modelled on an XPU, and every XPU row carries the note that its speed is uncalibrated."""
     from dataclasses import replace
 

@@ -127,9 +127,8 @@ def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str
 
 
 def effective_precision(gpu: GPU, precision: Precision) -> Precision:
-    """The precision Paddle really trains in on ``gpu``: ``paddle.amp.auto_cast`` disables AMP (O0, fp32)
-    for bf16 below compute capability 8.0 and for fp16 below 7.0, and on Kunlunxin XPUs for fp16 below XPU2 and
-    bf16 below XPU3 (Paddle ``python/paddle/amp/auto_cast.py``; :meth:`GPU.amp_blocked`)."""
+    """The precision Paddle really trains in on ``gpu``: fp32 where ``paddle.amp.auto_cast`` disables AMP on it
+    (:meth:`GPU.amp_blocked`, the rule in :data:`paddlefit.catalog.gpus.AMP_MIN_CC`), else ``precision``."""
     if gpu.amp_blocked(precision.value):
         return Precision.FP32
     return precision

@@ -13,7 +13,8 @@ Search (the order matters only for the time budget):
    and, on a CPU run, ``cpu_threads`` = cores - workers (Paddle's math threads otherwise compete with the workers
    for the cores); when the model factory takes ``sparse`` (the text examples), sparse embedding gradients with
    Adam ``lazy_mode`` (only the looked-up rows are updated);
-4. on a GPU: AMP (bf16-o1 on compute capability >= 8.0, else fp16-o1) and ``FLAGS_cudnn_exhaustive_search``;
+4. on a GPU: AMP (bf16-o1 where Paddle runs it, else fp16-o1: :data:`~paddlefit.catalog.gpus.AMP_MIN_CC`) and
+   ``FLAGS_cudnn_exhaustive_search``;
 5. per-device ``batch_size`` x2, x4, x8 on the best so far, each only while its peak memory, extrapolated on a line
    through the last two measured peaks (the peak is linear in the batch size: docs/sources.md#paddle-on-cpu, measured on
    Paddle's allocator), stays under the memory limit (``DEFAULT_SAFETY_MARGIN`` x the GPU's memory, or x the host's
@@ -36,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlefit.catalog.gpus import cuda_amp_blocked
 from paddlefit.spec import JobSpec
 
 
@@ -208,7 +210,7 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
         out.append((f"{best.label}, sparse embedding" + (" + lazy_mode" if "lazy_mode" in sparse else ""), sparse))
     if on_gpu:
         if not cur.precision.is_amp:
-            amp = "bf16-o1" if (cc or 0) >= 8.0 else "fp16-o1"
+            amp = "fp16-o1" if cuda_amp_blocked(cc, "bf16-o1") else "bf16-o1"
             out.append((f"{best.label}, {amp}", {**best.settings, "precision": amp}))
         out.append((f"{best.label}, cudnn exhaustive search",
                     {**best.settings, "FLAGS_cudnn_exhaustive_search": True}))  # fmt: skip
