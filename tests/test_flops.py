@@ -91,3 +91,18 @@ def test_transformer_matches_korthikanti_closed_form_within_2pct(name):
     assert c.train_flops_per_sample == pytest.approx(closed_train, rel=0.02)
     assert c.forward_flops == pytest.approx(analytic_transformer_flops(cfg, s), rel=0.02)
     assert sum(p.numel().item() for p in m.parameters()) == cfg.params
+
+
+def test_one_table_of_per_element_flops_feeds_the_counter_and_the_program_reader():
+    """Paddle's flops.py figures (gelu 5, softmax 3, layer_norm with epsilon 8, relu 1), batch norm 4
+    (hapi count_bn), swiglu = sigmoid + 2 multiplies; the program reader's table is the same numbers."""
+    from paddlefit.estimate.element_flops import ELEMENT_FLOPS, per_element
+    from paddlefit.estimate.program_trace import _PER_ELEMENT
+
+    assert [per_element(o) for o in ("gelu", "softmax", "layer_norm", "relu", "batch_norm", "swiglu", "geglu")] == [
+        5, 3, 8, 1, 4, 3, 6]
+    assert all(_PER_ELEMENT[op][:2] == v for op, v in ELEMENT_FLOPS.items())
+    x = paddle.randn([4, 6])
+    x.stop_gradient = False
+    c = count_flops(nn.Sequential(nn.LayerNorm(6), nn.GELU()), [x])
+    assert c.forward_flops == (8 + 5) * 24

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from paddlefit.estimate.element_flops import ELEMENT_FLOPS, per_element
 from paddlefit.estimate.flop_formulas import (
     conv_gemm,
     conv_geometry,
@@ -68,7 +69,9 @@ def patch_functional(counter: FlopCounter) -> None:
 
         return rule
 
-    def ew(kind, per, op, cls="elementwise"):
+    def ew(kind, op, cls="elementwise"):
+        per = per_element(op)
+
         def rule(args, kwargs, out):
             counter.emit_elementwise(kind, op, per, (*args, *kwargs.values()), out, cls)
 
@@ -104,17 +107,17 @@ def patch_functional(counter: FlopCounter) -> None:
         counter.wrap(F, name, conv_rule(True, name))
     for name in ("relu", "relu6", "leaky_relu", "prelu", "elu", "silu", "swish", "sigmoid", "tanh",
                  "hardswish", "hardsigmoid", "mish", "relu_"):  # fmt: skip
-        counter.wrap(F, name, ew("activation", 1, name.rstrip("_")))
+        counter.wrap(F, name, ew("activation", name.rstrip("_")))
     for owner, name in ((paddle, "tanh"), (paddle, "sigmoid"), (paddle, "exp")):
-        counter.wrap(owner, name, ew("activation", 1, name))
-    counter.wrap(F, "gelu", ew("activation", 5, "gelu"))
-    counter.wrap(F, "swiglu", ew("activation", 3, "swiglu"))
-    counter.wrap(F, "softmax", ew("softmax", 3, "softmax", "softmax"))
-    counter.wrap(F, "log_softmax", ew("softmax", 3, "log_softmax", "softmax"))
-    counter.wrap(F, "layer_norm", ew("norm", 8, "layer_norm", "norm"))
-    counter.wrap(F, "group_norm", ew("norm", 8, "group_norm", "norm"))
-    counter.wrap(F, "instance_norm", ew("norm", 8, "instance_norm", "norm"))
-    counter.wrap(F, "batch_norm", ew("norm", 4, "batch_norm", "norm"))
+        counter.wrap(owner, name, ew("activation", name))
+    counter.wrap(F, "gelu", ew("activation", "gelu"))
+    counter.wrap(F, "swiglu", ew("activation", "swiglu"))
+    counter.wrap(F, "softmax", ew("softmax", "softmax", "softmax"))
+    counter.wrap(F, "log_softmax", ew("softmax", "log_softmax", "softmax"))
+    counter.wrap(F, "layer_norm", ew("norm", "layer_norm", "norm"))
+    counter.wrap(F, "group_norm", ew("norm", "group_norm", "norm"))
+    counter.wrap(F, "instance_norm", ew("norm", "instance_norm", "norm"))
+    counter.wrap(F, "batch_norm", ew("norm", "batch_norm", "norm"))
     for name in ("max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
                  "adaptive_max_pool3d"):  # fmt: skip
         counter.wrap(F, name, pool_rule("max_pool"))
@@ -125,9 +128,9 @@ def patch_functional(counter: FlopCounter) -> None:
     ops = {"__add__": "add", "__radd__": "add", "__sub__": "subtract", "__rsub__": "subtract",
            "__mul__": "multiply", "__rmul__": "multiply", "__truediv__": "divide", "__rtruediv__": "divide"}
     for name, op in ops.items():
-        counter.wrap(paddle.Tensor, name, ew("elementwise", 1, op))
+        counter.wrap(paddle.Tensor, name, ew("elementwise", op))
     for name in ("add", "subtract", "multiply", "divide"):
-        counter.wrap(paddle, name, ew("elementwise", 1, name))
+        counter.wrap(paddle, name, ew("elementwise", name))
     # losses (their fluid op names, as Paddle's AMP lists name them)
     def loss_rule(op, per, cls):
         def rule(args, kwargs, out):
@@ -137,14 +140,13 @@ def patch_functional(counter: FlopCounter) -> None:
 
         return rule
 
-    for name, op, per, cls in (("cross_entropy", "softmax_with_cross_entropy", 3, "softmax"),
-                               ("softmax_with_cross_entropy", "softmax_with_cross_entropy", 3, "softmax"),
-                               ("ctc_loss", "warpctc", 3, "softmax"), ("nll_loss", "nll_loss", 1, "elementwise"),
-                               ("binary_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits", 1,
-                                "elementwise"),
-                               ("binary_cross_entropy", "bce_loss", 1, "elementwise"),
-                               ("mse_loss", "mse_loss", 1, "elementwise"), ("l1_loss", "l1_loss", 1, "elementwise"),
-                               ("smooth_l1_loss", "huber_loss", 1, "elementwise")):  # fmt: skip
+    for name, op in (("cross_entropy", "softmax_with_cross_entropy"),
+                     ("softmax_with_cross_entropy", "softmax_with_cross_entropy"), ("ctc_loss", "warpctc"),
+                     ("nll_loss", "nll_loss"),
+                     ("binary_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"),
+                     ("binary_cross_entropy", "bce_loss"), ("mse_loss", "mse_loss"), ("l1_loss", "l1_loss"),
+                     ("smooth_l1_loss", "huber_loss")):  # fmt: skip
+        cls, per = ELEMENT_FLOPS[op]
         counter.wrap(F, name, loss_rule(op, per, cls))
     # zero-FLOP kernels: counted as ops (kernel launches), no FLOPs
     counter.wrap(F, "dropout", move_rule("dropout", "elementwise"))

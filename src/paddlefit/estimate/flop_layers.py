@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from paddlefit.estimate.element_flops import per_element
 from paddlefit.estimate.flop_formulas import (
     conv_gemm,
     conv_geometry,
@@ -83,11 +84,11 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
         (conv, on_conv),
         (conv_t, lambda layer, i, o: on_conv(layer, i, o, transposed=True)),
         (nn.Linear, on_linear),
-        (bn, on_params_elementwise("norm", 4, "batch_norm", "norm")),
-        (ln, on_params_elementwise("norm", 8, None, "norm")),
-        (nn.GELU, on_params_elementwise("activation", 5, "gelu")),
-        (act1, on_params_elementwise("activation", 1)),
-        (nn.Softmax, on_params_elementwise("softmax", 3, "softmax", "softmax")),
+        (bn, on_params_elementwise("norm", per_element("batch_norm"), "batch_norm", "norm")),
+        (ln, on_params_elementwise("norm", per_element("layer_norm"), None, "norm")),
+        (nn.GELU, on_params_elementwise("activation", per_element("gelu"), "gelu")),
+        (act1, on_params_elementwise("activation", per_element("relu"))),
+        (nn.Softmax, on_params_elementwise("softmax", per_element("softmax"), "softmax", "softmax")),
         (maxpool, on_pool("max_pool")),
         (avgpool, on_pool("avg_pool")),
         (nn.Embedding, on_embedding),

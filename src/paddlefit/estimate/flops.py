@@ -12,17 +12,10 @@ op                   forward FLOPs
 ===================  ==========================================================================
 conv (1/2/3-D)        2 * out_numel * (C_in / groups) * prod(kernel)  (+ out_numel with bias)
 linear / matmul       2 * M * N * K  (+ out_numel with bias)
-layer/group norm      8 * numel            (flops.py ``layer_norm`` with epsilon)
-batch norm            4 * numel            (``paddle.hapi.dynamic_flops.count_bn``: 2 MACs/element)
-gelu                  5 * numel            (flops.py ``gelu``)
-softmax               3 * numel            (flops.py ``softmax``)
-relu-class, silu,     1 * numel            (flops.py ``relu``/``silu``/elementwise)
-sigmoid, tanh,
-hardswish, + - * /
+elementwise, norms,   per-element FLOPs * out_numel, from the one table with its sources:
+softmax, losses       :mod:`paddlefit.estimate.element_flops`
 pooling               numel of the input   (flops.py ``pool``)
-embedding, dropout    0                    (flops.py ``c_embedding``/``dropout``)
-cross_entropy, ctc    3 * numel of the logits (the softmax rule; the gather and log are per row)
-bce, mse, l1 losses   1 * numel            (elementwise rule)
+embedding             0                    (flops.py ``c_embedding``)
 LSTM / GRU /          per layer and direction: 2 * B * T * G * H * (I_l + R) GEMMs + 2 * B * T * G * H bias
 SimpleRNN             + E * B * T * H gate arithmetic; G = 4 / 3 / 1 gates, E = 9 / 8 / 1, I_l = input
                       size (layer 0) or D * H, R = H (the proj_size when set, + 2 * B * T * H * R for it)

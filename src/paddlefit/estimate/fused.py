@@ -29,6 +29,7 @@ import inspect
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from paddlefit.estimate.element_flops import ELEMENT_FLOPS, per_element
 from paddlefit.estimate.flop_formulas import needs_grad, numel
 from paddlefit.estimate.fused_ref import bind_args
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
@@ -40,16 +41,12 @@ if TYPE_CHECKING:
 #: (recomputing S = Q·Kᵀ, then dV = Pᵀ·dO, dP = dO·Vᵀ, dQ = dS·K, dK = dSᵀ·Q), i.e. 2.5x (Dao, FlashAttention-2,
 #: arXiv 2307.08691, 2023, §3 and the FLOPs formula of its benchmarks, §4.1: "backward pass = 2.5x forward").
 FLASH_BWD_FACTOR = 2.5
-#: FLOPs per element of RMSNorm y = x / sqrt(mean(x²) + eps) · w: square, sum, scale by the inverse root, weight
-#: (counted from the formula; Zhang & Sennrich 2019, arXiv 1910.07467, eq. 4). LayerNorm keeps Paddle's 8
-#: (``python/paddle/utils/flops.py`` ``layer_norm``).
-RMS_NORM_FLOPS = 4
-#: FLOPs per element of rotary embedding x·cos + rotate(x)·sin (two multiplies, one add; Su et al. 2021,
-#: arXiv 2104.09864, eq. 34).
-ROPE_FLOPS = 3
-#: FLOPs per output element of the activations ``fused_bias_act`` applies after its bias add (1 FLOP): Paddle's
-#: ``flops.py`` ``gelu`` (5), ``relu`` / ``silu`` (1); swiglu / geglu = the gate's activation + 1 multiply.
-BIAS_ACT_FLOPS = {"gelu": 5, "relu": 1, "silu": 1, "swish": 1, "swiglu": 3, "geglu": 7}
+
+
+def _bias_act_flops(act: str) -> int:
+    """FLOPs per output element of ``fused_bias_act``: the bias add (1) + the activation's
+    (:data:`~paddlefit.estimate.element_flops.ELEMENT_FLOPS`; an activation it lacks counts 1)."""
+    return 1 + (per_element(act) if act in ELEMENT_FLOPS else 1)
 
 
 def flash_attention_flops(batch_heads: int, seq_q: int, seq_k: int, head_dim: int, head_dim_v: int | None = None,
@@ -121,7 +118,7 @@ def _rope_rule(counter: FlopCounter, bind: Any) -> Any:
         a = bind(args, kwargs)
         xs = [t for t in (a["q"], a.get("k"), a.get("v")) if t is not None]
         outs = [t for t in (out if isinstance(out, list | tuple) else (out,)) if t is not None]
-        fwd = ROPE_FLOPS * sum(map(numel, xs))
+        fwd = per_element("fused_rotary_position_embedding") * sum(map(numel, xs))
         counter.emit("rope", "fused_rotary_position_embedding", "elementwise", fwd,
                      fwd if any(map(needs_grad, xs)) else 0, (*xs, a.get("sin"), a.get("cos")), outs)  # fmt: skip
 
@@ -175,11 +172,11 @@ def patch_fused(counter: FlopCounter) -> None:
     # the public function before the trace began (`from paddle.nn.functional.flash_attention import ...`)
     wrap(fa, "_math_attention", _sdpa_rule)
     wrap(importlib.import_module("paddle.nn.functional.sdpa"), "_math_attention", _sdpa_rule)
-    wrap(IF, "fused_rms_norm", _norm_rule("rms_norm", RMS_NORM_FLOPS))
+    wrap(IF, "fused_rms_norm", _norm_rule("rms_norm", per_element("rms_norm")))
     wrap(IF, "fused_layer_norm", _norm_rule("fused_bias_residual_layernorm", 8))
     wrap(IF, "fused_rotary_position_embedding", _rope_rule)
     wrap(IF, "fused_bias_act", _elementwise_rule(
-        "fused_bias_act", "activation", lambda a: BIAS_ACT_FLOPS.get(str(a.get("act_method")), 1) + 1, ("x", "bias")))
+        "fused_bias_act", "activation", lambda a: _bias_act_flops(str(a.get("act_method"))), ("x", "bias")))
     for name in ("fused_linear", "fused_matmul_bias", "fused_linear_activation"):
         wrap(IF, name, _fused_linear_rule)
     wrap(IF, "swiglu", _elementwise_rule("swiglu", "activation", 3, ("x", "y")))

@@ -38,8 +38,9 @@ from types import SimpleNamespace as _Shape  # what flop_formulas reads: `.shape
 from typing import Any
 
 from paddlefit.errors import ModelError
+from paddlefit.estimate.element_flops import ELEMENT_FLOPS
 from paddlefit.estimate.flop_formulas import conv_gemm, conv_geometry, conv_macs, matmul_gemm
-from paddlefit.estimate.fused import RMS_NORM_FLOPS, attention_gemm, flash_attention_flops
+from paddlefit.estimate.fused import attention_gemm, flash_attention_flops
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
 from paddlefit.inputspec import DTYPE_BYTES, InputSpec
 
@@ -47,21 +48,11 @@ from paddlefit.inputspec import DTYPE_BYTES, InputSpec
 _ITEM_BYTES = {**DTYPE_BYTES, "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
 _SKIP = {"data", "feed", "fetch", "full", "full_int_array", "full_with_tensor", "assign_value", "arange", "shape",
          "shape64", "memcpy_h2d", "memcpy_d2h", "print"}  # fmt: skip
-#: op -> (class, FLOPs per output element, traced name or None = the op's own) (flops.py's table)
+#: op -> (class, FLOPs per output element, traced name or None = the op's own): the FLOPs from
+#: :data:`~paddlefit.estimate.element_flops.ELEMENT_FLOPS`, with the names the dygraph recorder gives
+_RENAMED = {"scale": "multiply", "cross_entropy_with_softmax": "softmax_with_cross_entropy"}
 _PER_ELEMENT: dict[str, tuple[str, int, str | None]] = {
-    **{n: ("elementwise", 1, None) for n in (
-        "relu", "relu6", "leaky_relu", "prelu", "elu", "selu", "silu", "swish", "sigmoid", "tanh", "hardswish",
-        "hardsigmoid", "hardtanh", "mish", "softplus", "exp", "log", "sqrt", "rsqrt", "abs", "square", "pow",
-        "reciprocal", "erf", "sin", "cos", "clip", "add", "subtract", "multiply", "divide", "maximum",
-        "minimum", "elementwise_pow", "floor_divide", "remainder", "where", "equal", "not_equal", "less_than",
-        "less_equal", "greater_than", "greater_equal", "logical_and", "logical_or", "logical_not", "sign",
-        "floor", "ceil", "round")},
-    "scale": ("elementwise", 1, "multiply"),  # x * s (+ b): what the dygraph recorder names `x * s`
-    "gelu": ("elementwise", 5, None), "swiglu": ("elementwise", 3, None), "dropout": ("elementwise", 0, None),
-    "softmax": ("softmax", 3, None), "log_softmax": ("softmax", 3, None),
-    "cross_entropy_with_softmax": ("softmax", 3, "softmax_with_cross_entropy"),
-    "batch_norm": ("norm", 4, None), "layer_norm": ("norm", 8, None), "group_norm": ("norm", 8, None),
-    "instance_norm": ("norm", 8, None), "rms_norm": ("norm", RMS_NORM_FLOPS, None),
+    **{op: (cls, per, _RENAMED.get(op)) for op, (cls, per) in ELEMENT_FLOPS.items()},
     "mean": ("reduce", 0, "reduce_mean"), "sum": ("reduce", 0, "reduce_sum"), "max": ("reduce", 0, "reduce_max"),
     "min": ("reduce", 0, "reduce_min"), "prod": ("reduce", 0, "reduce_prod"), "mean_all": ("reduce", 0, "reduce_mean"),
     "argmax": ("reduce", 0, None), "argmin": ("reduce", 0, None), "logsumexp": ("reduce", 0, None),
