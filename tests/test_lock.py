@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.train.lock import LOCK_INFO_FILE, RunDirInUseError, RunDirLock
+from paddlefit.run_layout import LOCK_INFO_FILE
+from paddlefit.train.lock import RunDirInUseError, RunDirLock
 from test_train import ENV, run, train_cmd, wait_for_step, write_spec
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.run_layout import CHECKPOINTS_DIR
 
 #: What a failed write's errno means, in the message of :class:`FileWriteError` (others: the OS's strerror).
 DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
@@ -168,7 +169,7 @@ def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, inst
         PaddlefitError: naming ``option`` and ``target``, with ``instead`` as the fix.
     """
     out, run = Path(target).resolve(), Path(run_dir).resolve()
-    own = out == run or run.is_relative_to(out) or out.is_relative_to(run / "checkpoints")
+    own = out == run or run.is_relative_to(out) or out.is_relative_to(run / CHECKPOINTS_DIR)
     if not own and file_suffix is not None and out.is_relative_to(run):
         own = out.suffix.lower() != file_suffix
     if own:

@@ -19,7 +19,8 @@ from typing import Any
 from paddlefit.report import plots
 from paddlefit.report.labels import paddle_threads, readable, summary_label
 from paddlefit.report.resumes import lost_text
-from paddlefit.report.rundir import COMPARISON_FILE, PROFILE_FILE, ReportData, build_report
+from paddlefit.report.rundir import ReportData, build_report
+from paddlefit.run_layout import COMPARISON_FILE, PROFILE_FILE
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 from paddlefit.textsafe import terminal_safe
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.fileio import loads_limited
-from paddlefit.train.metrics import METRICS_FILE, RESUME_EVENT
+from paddlefit.run_layout import METRICS_FILE
+from paddlefit.train.metrics import RESUME_EVENT
 
 __all__ = ["Resume", "is_resume_record", "lost_text", "read_resume_records", "record_resumes", "resume_line"]
 

@@ -30,20 +30,28 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
+from paddlefit.run_layout import (
+    CHECKPOINTS_DIR,
+    COMPARISON_FILE,
+    LOCK_INFO_FILE,
+    METRICS_FILE,
+    PROFILE_FILE,
+    SNAPSHOT_FILE,
+    SPEC_FILE,
+    STATUS_FILE,
+    SUMMARY_FILE,
+    TRAINER_FILE,
+)
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
 from paddlefit.textsafe import name_safe
-from paddlefit.train.lock import LOCK_INFO_FILE, pid_alive
-from paddlefit.train.metrics import METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
-from paddlefit.train.predict import COMPARISON_FILE  # predicted vs measured (also summary.json["comparison"])
+from paddlefit.train.lock import pid_alive
 from paddlefit.train.record import status_name
-from paddlefit.train.run import SNAPSHOT_FILE
 
-__all__ = ["COMPARISON_FILE", "PROFILE_FILE", "SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
+__all__ = ["SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
            "build_report", "find_time_resumes", "is_run_dir", "line_time"]  # fmt: skip
 
 #: ``paddlefit profile JOB --json > RUN_DIR/profile.json``: the step-time breakdown (``profile`` writes no run dir)
-PROFILE_FILE = "profile.json"
 #: doctor's environment snapshot (``Snapshot.to_dict()``), written by ``train`` at the start of every run (or
 #: saved by hand: ``paddlefit doctor --snapshot RUN_DIR/snapshot.json``)
 SNAPSHOT_FILES = (SNAPSHOT_FILE, "environment.json")
@@ -180,7 +188,7 @@ def _numbers_ok(rec: dict[str, Any]) -> bool:
 
 def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
     """The ``step-*`` checkpoint directories, oldest first (manifests are read, files are not hashed)."""
-    root = run_dir / "checkpoints"
+    root = run_dir / CHECKPOINTS_DIR
     if not root.is_dir():
         return []
     found = []
@@ -192,7 +200,7 @@ def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
         try:
             manifest: Any = read_json_limited(p / "manifest.json", "manifest.json", 1 << 20)
             created = float(manifest["created_unix"])
-            trainer: Any = read_json_limited(p / "trainer.json", "trainer.json", 1 << 20)
+            trainer: Any = read_json_limited(p / TRAINER_FILE, TRAINER_FILE, 1 << 20)
             wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass

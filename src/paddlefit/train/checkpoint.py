@@ -37,13 +37,14 @@ from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import fsync_path, read_json_limited
+from paddlefit.run_layout import LEGACY_RNG_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
 from paddlefit.train.nesting import live_lock_under
 
 MANIFEST = "manifest.json"
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
 #: and one of :data:`RNG_FILES` (``rng.json``; ``rng.pkl`` in checkpoints of earlier versions)
-REQUIRED_FILES = frozenset({"model.pdparams", "optimizer.pdopt", "trainer.json"})
-RNG_FILES = ("rng.json", "rng.pkl")
+REQUIRED_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE})
+RNG_FILES = (RNG_FILE, LEGACY_RNG_FILE)
 #: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else (issue 27)
 OWN_FILES = REQUIRED_FILES | set(RNG_FILES) | {MANIFEST}
 FORMAT_VERSION = 1

@@ -17,10 +17,10 @@ import numpy as np
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
 from paddlefit.inputspec import InputSpec
+from paddlefit.run_layout import CHECKPOINTS_DIR, EXPORT_DIR, IMPORT_DIRS_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.spec import load_job_spec
 from paddlefit.textsafe import name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
-from paddlefit.train.metrics import IMPORT_DIRS_FILE, SPEC_FILE
 from paddlefit.userimport import add_recorded_dirs
 
 #: Tolerances of the exported-vs-dynamic check (fp32; observed differences are 0 to a few ulp).
@@ -54,7 +54,7 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
     """Refuse an ``--out`` that would replace anything but an earlier export (never delete user files)."""
     from paddlefit.fileio import refuse_run_target
 
-    refuse_run_target(out_dir, run_dir, "--out", run_dir / "inference")
+    refuse_run_target(out_dir, run_dir, "--out", run_dir / EXPORT_DIR)
     if out_dir.exists():
         if not out_dir.is_dir():
             raise PaddlefitError(f"`--out {name_safe(out_dir)}` is a file; give a directory (it is created).")
@@ -138,8 +138,8 @@ def _read_weights(path: Path) -> tuple[dict[str, Any], bytes]:
     """
     try:
         manifest: Any = read_json_limited(path / "manifest.json", "manifest.json", limit=1 << 20)
-        data = (path / "model.pdparams").read_bytes()
-        meta = manifest["files"]["model.pdparams"]
+        data = (path / MODEL_FILE).read_bytes()
+        meta = manifest["files"][MODEL_FILE]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise _Gone(f"it cannot be read ({type(exc).__name__}: {exc})") from None
     if not isinstance(manifest, dict) or hashlib.sha256(data).hexdigest() != meta.get("sha256"):
@@ -155,7 +155,7 @@ def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[st
     Raises:
         PaddlefitError: no checkpoint verifies (after ``attempts`` tries when checkpoints kept vanishing).
     """
-    store = CheckpointStore(run_dir / "checkpoints")
+    store = CheckpointStore(run_dir / CHECKPOINTS_DIR)
     for attempt in range(attempts):
         path = store.latest_valid()
         if path is not None:
@@ -224,7 +224,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     xs = [*batch.args, *batch.kwargs.values()]
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
                   for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / "inference"
+    out_dir = Path(out_dir) if out_dir is not None else run_dir / EXPORT_DIR
     _check_out_dir(out_dir, run_dir)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     try:

@@ -29,12 +29,12 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
+from paddlefit.run_layout import LAUNCH_LOG_DIR, STATUS_FILE
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
-from paddlefit.train.metrics import STATUS_FILE, run_status
+from paddlefit.train.metrics import run_status
 
-LOG_DIR = "launch-logs"
 #: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
 #: stopped, gives them 30 s before SIGKILL: ``Pod.stop(timeout=30)``; a large model's checkpoint can take longer).
 WORKERS_STOP_S = 300.0
@@ -46,7 +46,7 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
     (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``);
     ``trust``: the workers get ``--trust-checkpoint``."""
-    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(run_dir / LOG_DIR), "--job_id",
+    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(run_dir / LAUNCH_LOG_DIR), "--job_id",
            job_id]  # fmt: skip
     if gpu_ids:
         cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
@@ -73,7 +73,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
     token = uuid.uuid4().hex
-    log_dir = run_dir / LOG_DIR
+    log_dir = run_dir / LAUNCH_LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     rank0_log = log_dir / "workerlog.0"
     if rank0_log.exists():
@@ -99,7 +99,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[str], None],
           on_start: Callable[[subprocess.Popen], None] | None, alive_r: int) -> tuple[int, str]:  # fmt: skip
     """:func:`run_launched` once the launcher is started: relay, forward signals, wait, read the outcome."""
-    rank0_log = run_dir / LOG_DIR / "workerlog.0"
+    rank0_log = run_dir / LAUNCH_LOG_DIR / "workerlog.0"
     if on_start:
         on_start(proc)
 
@@ -131,7 +131,7 @@ def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[st
 
 def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[int, str]:
     """(exit code, reason) of a launched run whose launcher exited with ``rc`` (see :func:`run_launched`)."""
-    log_dir = run_dir / LOG_DIR
+    log_dir = run_dir / LAUNCH_LOG_DIR
     rank0_log = log_dir / "workerlog.0"
     try:
         status: Any = run_status(run_dir, token)

@@ -36,13 +36,12 @@ from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text, read_json_limited
+from paddlefit.run_layout import LOCK_FILE, LOCK_INFO_FILE
 from paddlefit.textsafe import log_stderr
 
 __all__ = [
     "LOCK_ENV",
     "LOCK_FD_ENV",
-    "LOCK_FILE",
-    "LOCK_INFO_FILE",
     "LOCK_PID_ENV",
     "RunDirInUseError",
     "RunDirLock",
@@ -51,8 +50,6 @@ __all__ = [
     "pid_alive",
 ]  # fmt: skip
 
-LOCK_FILE = ".lock"
-LOCK_INFO_FILE = ".lock.json"
 #: set by the locking process for the workers it launches: the resolved run directory it holds
 LOCK_ENV = "PADDLEFIT_LOCKED_RUN_DIR"
 #: and the number of the locked descriptor they inherit (the same open file: they hold the lock with it)

@@ -32,6 +32,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
+from paddlefit.run_layout import CHECKPOINTS_DIR
 from paddlefit.spec import JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
@@ -124,7 +125,7 @@ class Trainer:
         self.world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
         self.rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
         self.is_writer = self.rank == 0
-        self.store = CheckpointStore(self.run_dir / "checkpoints", keep_last=spec.checkpoint.keep_last)
+        self.store = CheckpointStore(self.run_dir / CHECKPOINTS_DIR, keep_last=spec.checkpoint.keep_last)
         self.stop = StopFlag()
         self.budget = Budget(spec.budget, clock)  # wall time counts from here (plus earlier runs, on resume)
         self.ckpt = CheckpointSchedule(spec.checkpoint, self.log, clock)

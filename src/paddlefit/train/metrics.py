@@ -19,14 +19,10 @@ import numpy as np
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, loads_limited, read_json_limited, writing
+from paddlefit.run_layout import IMPORT_DIRS_FILE, LAUNCH_SPEC_FILE, METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
 
 __all__ = [
-    "IMPORT_DIRS_FILE",
-    "METRICS_FILE",
     "RESUME_EVENT",
-    "SPEC_FILE",
-    "STATUS_FILE",
-    "SUMMARY_FILE",
     "LogLines",
     "MetricsLog",
     "PeakTracker",
@@ -41,13 +37,6 @@ __all__ = [
     "write_status",
 ]
 
-STATUS_FILE = "status.json"
-SUMMARY_FILE = "summary.json"
-METRICS_FILE = "metrics.jsonl"
-SPEC_FILE = "job.yaml"
-LAUNCH_SPEC_FILE = ".job-launch.yaml"
-#: The folders the run found the user's modules in (:func:`paddlefit.userimport.user_dirs`), for ``export``
-IMPORT_DIRS_FILE = "import_dirs.json"
 
 
 def clean_temporaries(run_dir: Path) -> list[Path]:

@@ -19,12 +19,11 @@ import os
 from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.run_layout import CHECKPOINTS_DIR, LOCK_FILE, RUN_MARKERS
 
 __all__ = ["MAX_SCAN_DIRS", "RUN_MARKERS", "check_not_nested", "check_own_store", "live_lock_under", "run_marker"]
 
 #: a run directory holds ``.lock`` (from the first moment of a run) and one of these
-RUN_MARKERS = (".lock.json", "job.yaml", "metrics.jsonl", "status.json", "summary.json", "snapshot.json",
-               "checkpoints")  # fmt: skip
 #: directories below a new run directory looked at for another run (a run dir is small: its checkpoints, logs)
 MAX_SCAN_DIRS = 10_000
 
@@ -33,7 +32,7 @@ def run_marker(directory: Path) -> str | None:
     """``.lock`` and the first of :data:`RUN_MARKERS` that ``directory`` holds (``".lock and job.yaml"``), or
     None when it is not a run directory."""
     with contextlib.suppress(OSError):
-        if (directory / ".lock").is_file():
+        if (directory / LOCK_FILE).is_file():
             return next((f".lock and {name}" for name in RUN_MARKERS if (directory / name).exists()), None)
     return None
 
@@ -79,7 +78,7 @@ def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
         PaddlefitError: naming ``run_dir``, its ``checkpoints`` and where that resolves (and the run directory it
             belongs to, if any) (exit 2).
     """
-    store = Path(run_dir) / "checkpoints"
+    store = Path(run_dir) / CHECKPOINTS_DIR
     real = Path(os.path.realpath(store))
     if not os.path.lexists(store) or (not store.is_symlink() and real == Path(os.path.realpath(run_dir)) / store.name):
         return
@@ -99,8 +98,8 @@ def live_lock_under(tree: Path) -> Path | None:
     if not tree.is_dir():
         return None
     for top, _dirs, files in os.walk(tree):
-        if ".lock" in files and _held(Path(top) / ".lock"):
-            return Path(top) / ".lock"
+        if LOCK_FILE in files and _held(Path(top) / LOCK_FILE):
+            return Path(top) / LOCK_FILE
     return None
 
 

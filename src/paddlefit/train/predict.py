@@ -38,11 +38,10 @@ from typing import Any
 import numpy as np
 
 from paddlefit.fileio import atomic_write_text, read_json_limited
+from paddlefit.run_layout import PREDICTION_FILE
 
 __all__ = [
-    "COMPARISON_FILE",
     "NO_PREDICT_ENV",
-    "PREDICTION_FILE",
     "RunDevice",
     "catalog_gpu_name",
     "checked",
@@ -54,8 +53,6 @@ __all__ = [
     "unmeasured",
 ]  # fmt: skip
 
-PREDICTION_FILE = "prediction.json"
-COMPARISON_FILE = "comparison.json"
 NO_PREDICT_ENV = "PADDLEFIT_NO_PREDICT"  # "1": as `train --no-predict`
 PREDICT_TIMEOUT_S = 300.0  # model build + dataset + the probe (its own budget: 6 s of steps) in the child
 WARMUP_STEPS = 5  # as `paddlefit profile --warmup`'s default: DataLoader start, allocator growth, cuDNN search

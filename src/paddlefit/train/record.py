@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 
 from paddlefit.fileio import FileWriteError, atomic_write_text, read_json_limited
+from paddlefit.run_layout import COMPARISON_FILE, PREDICTION_FILE
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
-    COMPARISON_FILE,
-    PREDICTION_FILE,
     WARMUP_STEPS,
     catalog_gpu_name,
     checked,

@@ -19,12 +19,9 @@ import numpy as np
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import read_json_limited
+from paddlefit.run_layout import LEGACY_RNG_FILE, RNG_FILE
 
-__all__ = ["LEGACY_RNG_FILE", "RNG_FILE", "capture_rng", "read_rng", "restore_rng"]
-
-RNG_FILE = "rng.json"
-#: the pickled RNG file of checkpoints written before rng.json (read only with ``--trust-checkpoint``)
-LEGACY_RNG_FILE = "rng.pkl"
+__all__ = ["capture_rng", "read_rng", "restore_rng"]
 
 
 def capture_rng() -> dict[str, Any]:

@@ -22,14 +22,13 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text, read_json_limited
+from paddlefit.run_layout import CHECKPOINTS_DIR, LAUNCH_SPEC_FILE, SNAPSHOT_FILE, SUMMARY_FILE
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
-from paddlefit.train.metrics import LAUNCH_SPEC_FILE, SUMMARY_FILE, Progress, spec_yaml
+from paddlefit.train.metrics import Progress, spec_yaml
 from paddlefit.train.predict import NO_PREDICT_ENV
 from paddlefit.train.record import PREDICTION_KEY_ENV
-
-SNAPSHOT_FILE = "snapshot.json"  # the machine this run started on (paddlefit report shows it)
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
 
@@ -147,7 +146,7 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
         from paddlefit.train.state import check_resume_origin
 
-        check_resume_origin(resume, run_dir / "checkpoints", trust_checkpoint)  # before workers start (rank 0 too)
+        check_resume_origin(resume, run_dir / CHECKPOINTS_DIR, trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None

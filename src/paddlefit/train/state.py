@@ -21,9 +21,10 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.perf_params import is_finite_number
 from paddlefit.fileio import InputFileError, read_json_limited
+from paddlefit.run_layout import MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
 from paddlefit.train.oom import Split, first_line
-from paddlefit.train.rngstate import RNG_FILE, capture_rng, read_rng, restore_rng
+from paddlefit.train.rngstate import capture_rng, read_rng, restore_rng
 
 __all__ = ["TrainerState", "agree_on_resume", "check_resume_origin", "choose_resume", "kept_accumulation",
            "load_checkpoint", "read_state", "save_checkpoint", "spec_keeping_global_batch"]
@@ -216,7 +217,7 @@ def read_state(path: Path) -> TrainerState:
         CheckpointError: it cannot be read.
     """
     try:
-        data = read_json_limited(path / "trainer.json", "checkpoint file", limit=1 << 20)
+        data = read_json_limited(path / TRAINER_FILE, "checkpoint file", limit=1 << 20)
     except InputFileError as exc:
         raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
                               "another `--resume` checkpoint or start fresh with `--resume never`.") from None
@@ -237,9 +238,9 @@ def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, opt
     import paddle
 
     def write(tmp: Path) -> None:
-        paddle.save(model.state_dict(), str(tmp / "model.pdparams"))
-        paddle.save(optimizer.state_dict(), str(tmp / "optimizer.pdopt"))
-        (tmp / "trainer.json").write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
+        paddle.save(model.state_dict(), str(tmp / MODEL_FILE))
+        paddle.save(optimizer.state_dict(), str(tmp / OPTIMIZER_FILE))
+        (tmp / TRAINER_FILE).write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
         (tmp / RNG_FILE).write_text(json.dumps(capture_rng()), encoding="utf-8")
 
     t0 = time.monotonic()
@@ -264,12 +265,12 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
         state = read_state(path)
         check(state)
         rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
-        missing, unexpected = model.set_state_dict(paddle.load(str(path / "model.pdparams")))
+        missing, unexpected = model.set_state_dict(paddle.load(str(path / MODEL_FILE)))
         if missing or unexpected:
             raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
                                  f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
                                  "checkpoint or start fresh with `--resume never`.")  # fmt: skip
-        optimizer.set_state_dict(paddle.load(str(path / "optimizer.pdopt")))
+        optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
         schedule.set_state_dict(state.scheduler)
         if scaler is not None and state.scaler:
             scaler.load_state_dict(state.scaler)
@@ -318,7 +319,7 @@ def _unusable(path: Path, root: Path, trust: bool) -> str | None:
         return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
                 f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
     try:
-        TrainerState.from_json(read_json_limited(path / "trainer.json", "checkpoint file", limit=1 << 20), str(path))
+        TrainerState.from_json(read_json_limited(path / TRAINER_FILE, "checkpoint file", limit=1 << 20), str(path))
         if (path / RNG_FILE).is_file():
             read_json_limited(path / RNG_FILE, "checkpoint file", limit=1 << 20)
     except PaddlefitError as exc:

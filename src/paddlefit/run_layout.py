@@ -1,0 +1,50 @@
+"""The layout of a run directory (``paddlefit train --run-dir DIR``) and of a checkpoint in it: every file and
+folder name, in one place. Train writes them (rank 0 only), resume, export, report, predict and ``runs`` read them.
+
+::
+
+    DIR/
+      job.yaml            the spec as run (SPEC_FILE)          metrics.jsonl  one JSON line per event (METRICS_FILE)
+      status.json         how the run ended (STATUS_FILE)      summary.json   the run's figures (SUMMARY_FILE)
+      snapshot.json       the machine (SNAPSHOT_FILE)          prediction.json / comparison.json  plan vs run
+      profile.json        `paddlefit profile`'s result         import_dirs.json  folders of the user's modules
+      .lock / .lock.json  the run lock and who holds it        .job-launch.yaml  the spec the launched ranks read
+      launch-logs/        Paddle launcher's worker logs        report.html    `paddlefit report`'s page
+      inference/          `paddlefit export`'s model           checkpoints/step-NNNNNNNN/  (below)
+
+    step-NNNNNNNN/  model.pdparams, optimizer.pdopt, trainer.json, rng.json (earlier runs: rng.pkl), manifest
+
+Only the names live here; each file's format is documented where it is written.
+"""
+
+from __future__ import annotations
+
+SPEC_FILE = "job.yaml"
+LAUNCH_SPEC_FILE = ".job-launch.yaml"
+METRICS_FILE = "metrics.jsonl"
+STATUS_FILE = "status.json"
+SUMMARY_FILE = "summary.json"
+SNAPSHOT_FILE = "snapshot.json"
+PREDICTION_FILE = "prediction.json"
+COMPARISON_FILE = "comparison.json"
+PROFILE_FILE = "profile.json"
+#: The folders the run found the user's modules in (:func:`paddlefit.userimport.user_dirs`), for ``export``.
+IMPORT_DIRS_FILE = "import_dirs.json"
+LOCK_FILE = ".lock"
+LOCK_INFO_FILE = ".lock.json"
+LAUNCH_LOG_DIR = "launch-logs"
+CHECKPOINTS_DIR = "checkpoints"
+EXPORT_DIR = "inference"
+REPORT_FILE = "report.html"
+
+#: Files of one checkpoint (``checkpoints/step-NNNNNNNN/``).
+MODEL_FILE = "model.pdparams"
+OPTIMIZER_FILE = "optimizer.pdopt"
+TRAINER_FILE = "trainer.json"
+RNG_FILE = "rng.json"
+#: Earlier checkpoints pickled their RNG state (read only when the checkpoint is trusted).
+LEGACY_RNG_FILE = "rng.pkl"
+
+#: Names whose presence makes a folder a run directory (``train`` refuses to nest a run inside another).
+RUN_MARKERS = (LOCK_INFO_FILE, SPEC_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE, SNAPSHOT_FILE, CHECKPOINTS_DIR)
+
