@@ -14,7 +14,6 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +129,8 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
 
 
 def load_calibrations(files: list[str | Path] | tuple = ()) -> dict[str, Calibration]:
-    """Shipped calibration files, then user files (a later file for the same device wins).
+    """The calibration files ``paddlefit calibrate`` wrote (``--calibration``; a later file for the same device
+    wins). None ship with paddlefit: no GPU has been measured.
 
     Returns:
         device name (lower case) -> Calibration.
@@ -139,12 +139,7 @@ def load_calibrations(files: list[str | Path] | tuple = ()) -> dict[str, Calibra
         CatalogError: a file is unreadable, not JSON, or malformed.
     """
     out: dict[str, Calibration] = {}
-    shipped = resources.files("paddlefit.calibration")
-    docs: list[tuple[str, str]] = [
-        (f"paddlefit/calibration/{p.name}", p.read_text(encoding="utf-8"))
-        for p in sorted(shipped.iterdir(), key=lambda p: p.name)
-        if p.name.endswith(".json")
-    ]
+    docs: list[tuple[str, str]] = []
     for f in files:
         try:
             docs.append((str(f), read_text_limited(f, "--calibration")))
