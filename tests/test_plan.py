@@ -268,13 +268,13 @@ def test_a_cpu_time_fit_that_falls_with_the_batch_is_not_extrapolated():
     and reached zero at the run's batch: the planner floored the CPU step at 1e-9 s (`plan`'s CPU row said
     64,000,000,000 samples/s, `train` printed `step 0.0 ms`). Such a fit is replaced by the largest probed batch's
     time in proportion to the batch (an upper bound), with a note; a fit that rises is used as it is."""
-    from paddlefit.estimate.probe_result import PhaseFit, ProbeResult, StepMeasurement
+    from paddlefit.estimate.probe_result import ProbeResult, StepMeasurement, StepTimeFit
     from paddlefit.plan.measure import cpu_time_line
     from paddlefit.plan.rows import cpu_step_s
 
     def probe(times: list[float], fixed: float, slope: float) -> ProbeResult:
         ms = [StepMeasurement(b, {"forward": 1}, 0, t) for b, t in zip((1, 2, 3), times, strict=True)]
-        return ProbeResult(measurements=ms, fits={}, time_fit=PhaseFit(fixed, slope, 0.0))
+        return ProbeResult(measurements=ms, fits={}, time_fit=StepTimeFit(fixed, slope))
 
     loaded = probe([0.20, 0.50, 0.30], 0.9, -0.2)  # the last segment: 0.5 s at 2, 0.3 s at 3
     line, why = cpu_time_line(loaded)

@@ -37,6 +37,7 @@ from paddlefit.estimate.probe_result import (
     ProbeTooLargeError,
     StepMeasurement,
     fit_phase,
+    fit_step_time,
 )
 from paddlefit.inputspec import InputSpec
 from paddlefit.spec import OptimizerName
@@ -320,7 +321,7 @@ def probe_memory(
     if o.at(xs[0]) < first_opt_peak:  # the first step's state creation can be the larger peak
         floor = (first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes)
         fits["optimizer_step"] = PhaseFit(floor[0], floor[1], o.max_rel_residual, (*o.segments, floor))
-    time_fit = fit_phase(xs, [m.step_time_s for m in ms])
+    time_fit = fit_step_time(xs, [m.step_time_s for m in ms])
     if flops is not None:
         (b1, r1), *rest = traces.items()
         flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)

@@ -35,6 +35,26 @@ class PhaseFit:
         return max(f + s * batch for f, s in lines)
 
 
+@dataclass(frozen=True)
+class StepTimeFit:
+    """Seconds of one training step as a line in the batch: ``fixed_s + per_sample_s * batch`` (least squares
+    over the probe's measured steps); ``max_rel_residual`` as in :class:`PhaseFit`."""
+
+    fixed_s: float
+    per_sample_s: float
+    max_rel_residual: float = 0.0
+
+    def at(self, batch: int) -> float:
+        """Predicted seconds of one step at ``batch`` samples."""
+        return self.fixed_s + self.per_sample_s * batch
+
+
+def fit_step_time(xs: list[int], seconds: list[float]) -> StepTimeFit:
+    """The least-squares line through (batch sizes ``xs``, step ``seconds``) (:func:`fit_phase`'s line)."""
+    line = fit_phase(xs, seconds)
+    return StepTimeFit(line.fixed_bytes, line.per_sample_bytes, line.max_rel_residual)
+
+
 @dataclass
 class StepMeasurement:
     """Measured peaks (bytes above the pre-build baseline) of each phase and the time of the second step."""
@@ -59,7 +79,7 @@ class ProbeResult:
 
     measurements: list[StepMeasurement]
     fits: dict[str, PhaseFit]
-    time_fit: PhaseFit
+    time_fit: StepTimeFit
     #: Paddle CPU threads the measured steps ran with
     threads: int = 1
     #: seconds of one steady-state step at the largest mandatory probe batch per thread count (``time_threads``)
@@ -104,7 +124,7 @@ def fit_phase(xs: list[int], ys: list[float], convex: bool = False) -> PhaseFit:
 
     Args:
         xs: batch sizes (samples).
-        ys: the measured value at each batch size (bytes of a phase's peak, or seconds of a step).
+        ys: the measured value at each batch size (bytes of a phase's peak; seconds through :func:`fit_step_time`).
         convex: also keep the segments between consecutive points (sorted by batch), so that
             :meth:`PhaseFit.at` is their maximum and the last (steepest) one governs extrapolation.
 
