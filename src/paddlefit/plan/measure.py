@@ -18,9 +18,9 @@ from paddlefit.estimate import memory as mem
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
 from paddlefit.estimate.fused_ref import cpu_reference_kernels
 from paddlefit.estimate.job_call import JobCall
-from paddlefit.estimate.model_states import ParamInfo, model_state_bytes
+from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
-from paddlefit.estimate.probe_result import ProbeTooLargeError
+from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
@@ -54,8 +54,8 @@ class ModelMeasure:
 
     ref: ModelRef
     specs: list[InputSpec]
-    info: Any
-    states32: Any
+    info: ParamInfo
+    states32: ModelStates
     method: str
     loss_doc: str
     label_doc: str | None
@@ -71,7 +71,7 @@ class ModelMeasure:
     cpu_time: tuple[float, float] | None
     residual: float | None
     probed: list[int]
-    probe: Any
+    probe: ProbeResult | None
     eval_b: int
     total_ram: int
     notes: list[str] = field(default_factory=list)
@@ -162,7 +162,6 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     """
     ref = resolve_model(req.model, req.model_args)
     specs = job_input_specs(ref, req.inputs)
-
     say(f"building {ref.name} under paddle.LazyGuard")
     info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
@@ -170,132 +169,152 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
             f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
             "Unfreeze some (`stop_gradient = False`) or plan the model you will fine-tune."
         )
-
     check_id_ranges(ref, specs, info)
     if req.label_arg and any(s.name == req.label_arg for s in specs):
         raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
                              f"an input (`{req.label_arg}=...`); use another name for one of them.")
     total_ram = psutil.virtual_memory().total
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
-    b = req.batch_size
-    states32 = model_state_bytes(info, req.optimizer, Precision.FP32)
-    notes_model: list[str] = [fallback.note] if fallback else []
-    eval_b = req.eval_batch_size or b
-    stand_ins: set[str] = set()
+    base = _Base(ref, specs, info, model_state_bytes(info, req.optimizer, Precision.FP32),
+                 req.eval_batch_size or req.batch_size, total_ram, [fallback.note] if fallback else [],
+                 fallback.detail if fallback else None)  # fmt: skip
     if 16 * info.params <= limit:
-        say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
-        call = JobCall(specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
-        try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
-            with cpu_reference_kernels() as stand_ins:
-                probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                                extend_to=max(b, eval_b), budget_s=req.probe_budget_s, call=call,
-                                                cpu_threads=req.cpu_threads, time_threads=req.time_threads,
-                                                eval_phase=req.eval_phase, probe_requested=req.probe_requested,
-                                                progress=say)
-        except ProbeTooLargeError as exc:
-            raise ModelError(
-                f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
-                f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
-                f"and {exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations "
-                "scale with them) or on a machine with more RAM."
-            ) from None
-        except MemoryError:
-            raise ModelError(
-                f"Model {ref.name!r} ran out of host memory in the CPU probe at batch 1 with inputs "
-                f"{' '.join(str(s) for s in specs)}; plan with smaller per-sample inputs or on a larger machine."
-            ) from None
-        except KeyboardInterrupt:
-            raise
-        except PaddlefitError:
-            raise
-        except (Exception, SystemExit) as exc:
-            raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs),
-                                             req.label_arg)) from None  # fmt: skip
-        if call.note:
-            notes_model.append(call.note)
-        elif call.job_loss.how:
-            notes_model.append(f"loss: {call.job_loss.describe()}"
-                               + (f" on labels {call.label}" if call.label is not None else ""))
-        method = "cpu-probe"
-        loss_doc = call.job_loss.describe() if not call.proxy else "mean(output) (proxy)"
-        label_doc = str(call.label) if call.label is not None else None
-        fwd_flops = flops.forward_flops_per_sample
-        train_flops = flops.train_flops_per_sample
-        phases = {p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}
-        # Paddle's single-process DataLoader holds `loader_prefetch` more batches than the probe's one
-        sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
-            sum(sp.bytes_per_sample for sp in specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
-        queued, queued_eval = req.loader_prefetch * sample_bytes, req.eval_prefetch * sample_bytes
-        if queued or queued_eval:
-            notes_model.append(f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
-                               f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
-                               f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
-        # the eval phase grows with the eval batch: with its own eval_batch_size it is a constant of the batch
-        # eval: its loader's queue, and what the train loader still holds when the run stops mid-epoch
-        held = req.eval_held * sample_bytes
-        phase_lines = [(p, (seg[0], seg[1] + queued) if p != "eval" else
-                        (seg[0], seg[1] + queued_eval + held) if req.eval_batch_size is None else
-                        (seg[0] + (seg[1] + queued_eval) * eval_b, held))
-                       for p, f in probe.fits.items()
-                       for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
-        probed = [m.batch_size for m in probe.measurements]
-        dominant = probe.dominant_phase(b, eval_b)
-        act_per_sample = probe.fits["forward"].per_sample_bytes  # saved by the forward, per sample
-        fwd_ops = flops.forward_ops
-        trace = flops.trace
-        if trace.ops2 and not trace.aligned:
-            notes_model.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
-                               f"times use the batch-{trace.batch2} trace scaled linearly")
-        has_conv = flops.forward_by_op.get("conv", 0) > 0
-        cpu_time, why = cpu_time_line(probe)
-        notes_model += [why] if why else []
-        residual = max(f.max_rel_residual for f in probe.fits.values())
-    elif ref.transformer is not None:
-        say("model too large to probe: analytic transformer estimate")
-        cfg = ref.transformer
-        if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-            raise InputSpecError(
-                f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; got "
-                f"{' '.join(str(s) for s in specs)}."
-            )
-        seq = specs[0].shape[0]
-        if seq > cfg.max_position:
-            raise InputSpecError(
-                f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
-                f"`--input int64[{cfg.max_position}]` or less."
-            )
-        method = "analytic-transformer"
-        loss_doc, label_doc = "cross_entropy (analytic: the logits term)", None
-        fwd_flops = analytic_transformer_flops(cfg, seq)
-        train_flops = 3 * fwd_flops
-        act_per_sample = analytic_transformer_activation_bytes(cfg, seq)
-        fwd_ops = 0
-        trace = transformer_trace(cfg, seq)
-        phases = {"forward": (states32.total_bytes, act_per_sample)}
-        dominant = "forward"
-        has_conv = False
-        cpu_time = None
-        residual = None
-        phase_lines = [("forward", phases["forward"])]
-        probed = []
-        notes_model.append(
-            f"{info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
-            "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"
-        )
-    else:
-        raise ModelError(
-            f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
-            f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({limit / 1024**3:.1f} GiB) and "
-            "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
-            "with `--max-probe-gib`."
-        )
+        return _probed(req, base, say)
+    if ref.transformer is not None:
+        return _analytic(base, say)
+    raise ModelError(
+        f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
+        f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({limit / 1024**3:.1f} GiB) and "
+        "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
+        "with `--max-probe-gib`."
+    )
 
-    if method != "cpu-probe":
-        probe = None
-    return ModelMeasure(ref=ref, specs=specs, info=info, states32=states32, method=method, loss_doc=loss_doc,
-                        label_doc=label_doc, fwd_flops=fwd_flops, train_flops=train_flops,
-                        act_per_sample=act_per_sample, fwd_ops=fwd_ops, trace=trace, phases=phases,
-                        phase_lines=phase_lines, dominant=dominant, has_conv=has_conv, cpu_time=cpu_time,
-                        residual=residual, probed=probed, probe=probe, eval_b=eval_b, total_ram=total_ram,
-                        notes=notes_model, lazy_build_failure=fallback.detail if fallback else None,
-                        stand_ins=tuple(sorted(stand_ins)))
+
+@dataclass(frozen=True)
+class _Base:
+    """What both measurement paths share: the model, its inputs, inventory, fp32 states, eval batch, this
+    machine's RAM (bytes), the model section's first notes and the LazyGuard failure."""
+
+    ref: ModelRef
+    specs: list[InputSpec]
+    info: ParamInfo
+    states32: ModelStates
+    eval_b: int
+    total_ram: int
+    notes: list[str]
+    lazy_build_failure: str | None
+
+
+def _run_probe(req: PlanRequest, base: _Base, call: JobCall,
+               say: Callable[[str], None]) -> tuple[ProbeResult, Any, set[str]]:  # fmt: skip
+    """(ProbeResult, FlopsCount, the stand-in kernels used) of :func:`~paddlefit.estimate.memory.probe_memory`,
+    its failures as a ModelError that names the model and inputs."""
+    ref, specs = base.ref, base.specs
+    say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
+    try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
+        with cpu_reference_kernels() as stand_ins:
+            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
+                                            extend_to=max(req.batch_size, base.eval_b), budget_s=req.probe_budget_s,
+                                            call=call, cpu_threads=req.cpu_threads, time_threads=req.time_threads,
+                                            eval_phase=req.eval_phase, probe_requested=req.probe_requested,
+                                            progress=say)  # fmt: skip
+    except ProbeTooLargeError as exc:
+        raise ModelError(
+            f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
+            f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
+            f"and {exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations "
+            "scale with them) or on a machine with more RAM."
+        ) from None
+    except MemoryError:
+        raise ModelError(
+            f"Model {ref.name!r} ran out of host memory in the CPU probe at batch 1 with inputs "
+            f"{' '.join(str(s) for s in specs)}; plan with smaller per-sample inputs or on a larger machine."
+        ) from None
+    except (KeyboardInterrupt, PaddlefitError):
+        raise
+    except (Exception, SystemExit) as exc:
+        raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs),
+                                         req.label_arg)) from None  # fmt: skip
+    return probe, flops, stand_ins
+
+
+def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eval_b: int,
+                  notes: list[str]) -> list[tuple[str, tuple[float, float]]]:  # fmt: skip
+    """The probe's phase segments with the batches Paddle's single-process DataLoader holds beside the step's
+    (``loader_prefetch`` in training, ``eval_prefetch`` + ``eval_held`` in eval; a note says how much). With its
+    own ``eval_batch_size`` the eval phase is a constant of the training batch."""
+    b = req.batch_size
+    queued, queued_eval = req.loader_prefetch * sample_bytes, req.eval_prefetch * sample_bytes
+    if queued or queued_eval:
+        notes.append(f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
+                     f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
+                     f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
+    held = req.eval_held * sample_bytes  # what the train loader still holds when the run stops mid-epoch
+    return [(p, (seg[0], seg[1] + queued) if p != "eval" else
+             (seg[0], seg[1] + queued_eval + held) if req.eval_batch_size is None else
+             (seg[0] + (seg[1] + queued_eval) * eval_b, held))
+            for p, f in probe.fits.items()
+            for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
+
+
+def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelMeasure:
+    """The CPU-probe measurement (:func:`_run_probe`) as a :class:`ModelMeasure`."""
+    call = JobCall(base.specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
+    probe, flops, stand_ins = _run_probe(req, base, call, say)
+    notes = list(base.notes)
+    if call.note:
+        notes.append(call.note)
+    elif call.job_loss.how:
+        on = f" on labels {call.label}" if call.label is not None else ""
+        notes.append(f"loss: {call.job_loss.describe()}{on}")
+    sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
+        sum(sp.bytes_per_sample for sp in base.specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
+    phase_lines = _queued_lines(req, probe, sample_bytes, base.eval_b, notes)
+    trace = flops.trace
+    if trace.ops2 and not trace.aligned:
+        notes.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
+                     f"times use the batch-{trace.batch2} trace scaled linearly")
+    cpu_time, why = cpu_time_line(probe)
+    notes += [why] if why else []
+    return ModelMeasure(
+        ref=base.ref, specs=base.specs, info=base.info, states32=base.states32, method="cpu-probe",
+        loss_doc=call.job_loss.describe() if not call.proxy else "mean(output) (proxy)",
+        label_doc=str(call.label) if call.label is not None else None,
+        fwd_flops=flops.forward_flops_per_sample, train_flops=flops.train_flops_per_sample,
+        act_per_sample=probe.fits["forward"].per_sample_bytes,  # saved by the forward, per sample
+        fwd_ops=flops.forward_ops, trace=trace,
+        phases={p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}, phase_lines=phase_lines,
+        dominant=probe.dominant_phase(req.batch_size, base.eval_b), has_conv=flops.forward_by_op.get("conv", 0) > 0,
+        cpu_time=cpu_time, residual=max(f.max_rel_residual for f in probe.fits.values()),
+        probed=[m.batch_size for m in probe.measurements], probe=probe, eval_b=base.eval_b,
+        total_ram=base.total_ram, notes=notes, stand_ins=tuple(sorted(stand_ins)),
+        lazy_build_failure=base.lazy_build_failure)
+
+
+def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
+    """The analytic transformer measurement (Korthikanti et al. 2022 activations, closed-form FLOPs) of a model
+    too large to probe.
+
+    Raises:
+        InputSpecError: inputs other than one 1-D int tensor of token ids, or longer than ``max_position``.
+    """
+    ref, specs, cfg = base.ref, base.specs, base.ref.transformer
+    say("model too large to probe: analytic transformer estimate")
+    if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; "
+                             f"got {' '.join(str(s) for s in specs)}.")
+    seq = specs[0].shape[0]
+    if seq > cfg.max_position:
+        raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+                             f"`--input int64[{cfg.max_position}]` or less.")
+    fwd_flops, act = analytic_transformer_flops(cfg, seq), analytic_transformer_activation_bytes(cfg, seq)
+    forward = (base.states32.total_bytes, act)
+    notes = [*base.notes, f"{base.info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
+             "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"]
+    return ModelMeasure(
+        ref=ref, specs=specs, info=base.info, states32=base.states32, method="analytic-transformer",
+        loss_doc="cross_entropy (analytic: the logits term)", label_doc=None, fwd_flops=fwd_flops,
+        train_flops=3 * fwd_flops, act_per_sample=act, fwd_ops=0, trace=transformer_trace(cfg, seq),
+        phases={"forward": forward}, phase_lines=[("forward", forward)], dominant="forward", has_conv=False,
+        cpu_time=None, residual=None, probed=[], probe=None, eval_b=base.eval_b, total_ram=base.total_ram,
+        notes=notes, lazy_build_failure=base.lazy_build_failure)
