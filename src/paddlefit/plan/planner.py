@@ -32,15 +32,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from paddlefit.catalog.gpus import get_gpu, load_gpus, resolve_gpus
+from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
-from paddlefit.plan.measure import measure_model
-from paddlefit.plan.request import Plan, PlanRequest, check_explain
+from paddlefit.plan.measure import ModelMeasure, measure_model
+from paddlefit.plan.request import Plan, PlanRequest, Target, check_explain
 from paddlefit.plan.rows import (
     CONV_WORKSPACE_BYTES,
     CUDA_CONTEXT_BYTES,
@@ -82,67 +82,92 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     say = progress or (lambda msg: None)
     gpus_all = load_gpus(req.catalog_files)
     gpus = [] if req.cpu_only else resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
-    calibrations = {}
+    calibrations = _calibrations(req, gpus_all)
+    m = measure_model(req, say)
+    b = req.batch_size
+    targets = [cpu_target(req, m)]
+    check_explain(req.explain, req.gpus, gpus_all)
+    explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
+    rows, explain, flash_amp, fwd_ops = _gpu_rows(req, m, gpus, calibrations, explain_for)
+    targets += rows
+    if req.use_runs:
+        for t in targets:
+            apply_runs(t, req.model)
+    set_time_to_train(targets, req)
+    targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
+    recommendation = recommend(targets, b)
+    # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
+    targets.sort(key=lambda t: t.name != recommendation["target"])
+    act_ratio, cast_bytes = flash_amp(req.precision)
+    model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes)
+    assumptions = _assumptions(req, m, act_ratio, cast_bytes, fwd_ops)
+    return Plan(
+        model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
+        devices=req.devices, inputs=[str(s) for s in m.specs], memory=memory_doc, targets=targets,
+        recommendation=recommendation, assumptions=assumptions, explain=explain,
+    )  # fmt: skip
+
+
+def _calibrations(req: PlanRequest, gpus_all: list[GPU]) -> dict[str, Calibration]:
+    """``req``'s calibration files by lower-case catalog GPU name (an alias files under the catalog name; ``cpu``
+    as is).
+
+    Raises:
+        CatalogError: a file names a device that is not a GPU of the catalog.
+    """
+    out: dict[str, Calibration] = {}
     for key, cal in load_calibrations(req.calibration_files).items():
         if key == "cpu":
-            calibrations[key] = cal
+            out[key] = cal
             continue
-        try:  # an alias (`a100`) files under the catalog name; an unknown device is an error, not ignored
-            calibrations[get_gpu(cal.device, gpus_all).name.lower()] = cal
+        try:  # an unknown device is an error, not ignored
+            out[get_gpu(cal.device, gpus_all).name.lower()] = cal
         except UnknownNameError:
             raise CatalogError(f"Calibration `{cal.source}`: device {cal.device!r} is not a GPU of the catalog; "
                                "rerun `paddlefit calibrate --device-name NAME` with a name from `paddlefit gpus`, "
                                "or add the GPU with `--catalog FILE`.") from None
-    m = measure_model(req, say)
+    return out
+
+
+def _gpu_rows(req: PlanRequest, m: ModelMeasure, gpus: list[GPU], calibrations: dict[str, Calibration],
+              explain_for: set[str]) -> tuple[list[Target], dict[str, list[dict[str, Any]]], AmpMemory, int]:
+    """One row per GPU (flash attention where the card runs it, with ``req.attention == "flash"``), the
+    ``--explain`` tables, the AMP memory of the plan's trace, and the forward ops the host floor counts (the
+    probe's, or on the analytic path the trace's, so a model planned either way has a floor)."""
     b = req.batch_size
-    amp = AmpMemory(m.trace)
-    targets = [cpu_target(req, m)]
-    fixed = cpu_fixed_bytes(m, b)
-    ops_b = m.trace.at(b)
-    # attention: flash plans the GPU rows with each eager attention core as one flash-attention kernel
+    amp, ops_b = AmpMemory(m.trace), m.trace.at(b)
     flash, blocks = flash_trace(m.trace) if req.attention == "flash" else (m.trace, 0)
     flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
     if req.attention == "flash":
         m.notes.append(attention_note(blocks, m.trace))
     if amp_note := fused_amp_note(m.trace, req.precision.value):
         m.notes.append(amp_note)
-
-    # ---- GPU targets; the host floor counts the probe's forward ops, or on the analytic path the ops of the trace
-    # written from the config (so a model planned either way has a floor)
     fwd_ops = m.fwd_ops or sum(o.cls != "view" for o in ops_b)
     removed = sum(o.cls != "view" for o in ops_b) - sum(o.cls != "view" for o in flash_ops)
     published = load_perf_params()
-    check_explain(req.explain, req.gpus, gpus_all)
-    explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
-    explain: dict[str, list[dict[str, Any]]] = {}
-    gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
+    rows, explain = [], {}
     for gpu in gpus:
-        cal: Calibration | None = calibrations.get(gpu.name.lower())
+        cal = calibrations.get(gpu.name.lower())
         params = row_params(cal, published)
         why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
         use_flash = bool(blocks) and why_not is None
-        ops_n = fwd_ops - (removed if use_flash else 0)
-        host_s = host_floor_s(params, ops_n, m.info.trainable_tensors, gpu.architecture)
+        host_s = host_floor_s(params, fwd_ops - (removed if use_flash else 0), m.info.trainable_tensors,
+                              gpu.architecture)  # fmt: skip
+        target, est = gpu_target(req, m, gpu, cal, published, host_s, flash_amp if use_flash else amp,
+                                 flash_ops if use_flash else ops_b)  # fmt: skip
         if use_flash:
-            target, est = gpu_target(req, m, gpu, cal, published, host_s, flash_amp, flash_ops)
             target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
         else:
-            target, est = gpu_target(req, m, gpu, cal, published, host_s, amp, ops_b)
             target.notes += [why_not] if why_not else []
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est, gpu, params, effective_precision(gpu, req.precision).value)
-        targets.append(target)
-    if req.use_runs:
-        for t in targets:
-            apply_runs(t, req.model)
-    set_time_to_train(targets, req)
+        rows.append(target)
+    return rows, explain, flash_amp, fwd_ops
 
-    targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
-    recommendation = recommend(targets, b)
-    # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
-    targets.sort(key=lambda t: t.name != recommendation["target"])
-    act_ratio, cast_bytes = flash_amp(req.precision)
-    model_doc = {
+
+def _model_doc(m: ModelMeasure) -> dict[str, Any]:
+    """The plan document's ``model`` section."""
+    return {
         "name": m.ref.name,
         "params": m.info.params,
         "trainable_params": m.info.trainable_params,
@@ -152,7 +177,15 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "label": m.label_doc,
         "gpu_only_ops": list(m.stand_ins),  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
     }
-    memory_doc = {
+
+
+def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float) -> dict[str, Any]:
+    """The plan document's ``memory`` section: the request's precision's states and activations (bytes), the
+    fp32 CPU figures, the phase fits and the probe's batches."""
+    b = req.batch_size
+    fixed = cpu_fixed_bytes(m, b)
+    gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
+    return {
         "method": m.method,
         "weights_bytes": gpu_states.weights_bytes,
         "grads_bytes": gpu_states.grads_bytes,
@@ -177,7 +210,14 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "notes": m.notes,
         "lazy_build_failure": m.lazy_build_failure,
     }
-    assumptions = {
+
+
+def _assumptions(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
+                 fwd_ops: int) -> dict[str, Any]:  # fmt: skip
+    """The plan document's ``assumptions``: what every row took as given, with the GPU model's constants."""
+    published = load_perf_params()
+    flash_blocks = flash_trace(m.trace)[1] if req.attention == "flash" else 0
+    return {
         "safety_margin": req.safety_margin,
         "tf32": req.tf32,
         "tf32_means": "fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
@@ -195,9 +235,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
                                    f"{published.provenance.get('fitted_by', 'not fitted')}, "
                                    f"{published.provenance.get('date', '?')})",
-        "trace_ops": len(ops_b),
+        "trace_ops": len(m.trace.at(req.batch_size)),
         "attention": req.attention,
-        "flash_attention_blocks": blocks,
+        "flash_attention_blocks": flash_blocks,
         "trace_source": m.trace.source,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
@@ -213,10 +253,3 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
     }
-    return Plan(
-        model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
-        devices=req.devices, inputs=[str(s) for s in m.specs], memory=memory_doc, targets=targets,
-        recommendation=recommendation, assumptions=assumptions, explain=explain,
-    )  # fmt: skip
-
-
