@@ -165,3 +165,16 @@ def import_callable(path: str, label: str, hint: str) -> Callable[..., Any]:
     if not callable(obj):
         raise PaddlefitError(f"`{label}` is a {type(obj).__name__}, not a function.")
     return obj
+
+
+def factory_takes(model: str, arg: str) -> bool:
+    """Whether ``model`` is a ``package.module:factory`` whose signature has ``arg`` (e.g. the text examples'
+    ``sparse``); False for zoo names and factories that cannot be imported."""
+    import inspect
+
+    if ":" not in model:
+        return False
+    try:
+        return arg in inspect.signature(import_callable(model, "model", "")).parameters
+    except Exception:
+        return False

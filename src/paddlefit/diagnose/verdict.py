@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -125,10 +126,258 @@ def _data_d(wait: float, produce: float) -> str:
     return f"data wait, {wait:.0%} of the step"
 
 
+@dataclass
+class StepFacts:
+    """What the verdict rules read (:data:`RULES`): the job, the measured step (seconds, samples/s) and its shares
+    (fractions of the mean step), the device's figures (FLOP/s, FLOP/byte), and the evidence so far (sentences a
+    rule may add to)."""
+
+    spec: JobSpec
+    device: str
+    cores: int
+    step_mean: float
+    gb: int
+    breakdown: dict[str, dict[str, float]]
+    wait: float
+    produce: float
+    data_share: float
+    compute: float
+    gpu: dict[str, float] | None
+    efficiency: float | None
+    intensity: float | None
+    ridge: float | None
+    comm_share: float
+    grads_bytes: float
+    params: dict[str, Any] | None
+    evidence: list[str]
+
+
+Fix = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VerdictRule:
+    """One verdict: when it applies to the step, and its ranked fixes. :data:`RULES` are tried in order; the first
+    that applies names the bottleneck (the module docstring states each rule)."""
+
+    verdict: str
+    applies: Callable[[StepFacts], bool]
+    fixes: Callable[[StepFacts], list[Fix]]
+
+
+def _input_fixes(f: StepFacts) -> list[Fix]:
+    """More DataLoader workers (bounded by Amdahl's law and the cores), shared memory, persistent workers, and
+    cheaper preprocessing."""
+    spec, cores, data = f.spec, f.cores, f.spec.data
+    bound = min(1 / (1 - f.data_share) if f.data_share < 1 else math.inf, float(cores))
+    share = (f"the workers share the {cores} core(s) with the training process"
+             + (f" and Paddle's {spec.cpu_threads or cores} math thread(s)" if f.gpu is None else ""))
+    fixes: list[Fix] = []
+    if data.num_workers == 0:
+        workers = max(1, min(cores, 8))
+        fixes.append({"fix": f"data.num_workers: {workers}", "settings": {"data.num_workers": workers},
+                      "why": "the samples are prepared in the training process; workers prepare the next batches "
+                             "while the model trains",
+                      "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound 1/(1-d), d = "
+                                       f"{_data_d(f.wait, f.produce)}, capped at the {cores} core(s)); not "
+                                       f"measured: {share}, which the bound does not count"})  # fmt: skip
+    else:
+        more = min(cores, data.num_workers * 2)
+        fixes.append({"fix": f"data.num_workers: {more} (now {data.num_workers})",
+                      "settings": {"data.num_workers": more}, "why": "the workers do not keep up with training",
+                      "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound); not measured: "
+                                       f"{share}"})  # fmt: skip
+    if not data.use_shared_memory:
+        fixes.append({"fix": "data.use_shared_memory: true", "settings": {"data.use_shared_memory": True},
+                      "why": "batches are copied through a pipe", "expected_gain": "measure with `paddlefit tune`"})
+    if data.num_workers and not data.persistent_workers:
+        fixes.append({"fix": "data.persistent_workers: true", "settings": {"data.persistent_workers": True},
+                      "why": "workers restart every epoch", "expected_gain": "the first batches of each epoch"})
+    fixes.append({"fix": "cache or simplify the per-sample preprocessing (precompute what does not change)",
+                  "why": "the dataset's __getitem__ sets the pace", "expected_gain": f"up to {bound:.2f}x"})
+    return fixes
+
+
+def _host_fixes(f: StepFacts) -> list[Fix]:
+    """Bigger batches or a static graph for a GPU that idles between kernels."""
+    return [{"fix": "raise batch_size (within `paddlefit plan`'s max batch) or use paddle.jit.to_static",
+             "why": "the GPU idles between small kernels launched from Python",
+             "expected_gain": "measure with `paddlefit tune`"}]
+
+
+def _comm_fixes(f: StepFacts) -> list[Fix]:
+    """Gradient accumulation, NVLink boards, O2's half-precision gradients."""
+    spec, gain = f.spec, 1 / (1 - f.comm_share / 2)
+    fixes: list[Fix] = [
+        {"fix": f"grad_accum_steps: {spec.grad_accum_steps * 2} (with the same batch_size)",
+         "why": "gradients are all-reduced once per optimizer step, so accumulation spreads it over more samples "
+                "(global batch doubles; halve batch_size to keep it)",
+         "expected_gain": f"up to {gain:.2f}x (half the all-reduce share)"},
+        {"fix": "GPUs joined by NVLink/NVSwitch (e.g. SXM boards) instead of PCIe",
+         "why": f"the ring all-reduce moves 2(n-1)/n x {f.grads_bytes / 1024**2:,.0f} MiB per step",
+         "expected_gain": "`paddlefit cost --config` compares the instance types"},
+    ]  # fmt: skip
+    if spec.precision.level != "O2":
+        fixes.append({"fix": "precision: bf16-o2 / fp16-o2", "why": "O2 keeps half-precision gradients: half "
+                      "the all-reduce bytes", "expected_gain": f"up to {gain:.2f}x"})
+    return fixes
+
+
+def _memory_fixes(f: StepFacts) -> list[Fix]:
+    """Half precision (fewer bytes per op) and fusion, for a step below the roofline's ridge point."""
+    return [
+        {"fix": "precision: bf16-o1 (Ampere+) or fp16-o1" if not f.spec.precision.is_amp else
+                "precision O2 (bf16-o2/fp16-o2)",
+         "why": "half-precision activations and weights halve the bytes each op reads and writes",
+         "expected_gain": f"up to 2x on the memory-bound ops (roofline: intensity {f.intensity:,.1f} < "
+                          f"ridge {f.ridge:,.1f} FLOP/byte)"},
+        {"fix": "paddle.jit.to_static (operator fusion) for element-wise chains, LayerNorm, activations",
+         "why": "fused kernels keep intermediates in registers instead of device memory",
+         "expected_gain": "measure with `paddlefit profile` before/after"},
+    ]  # fmt: skip
+
+
+def _overhead_fixes(f: StepFacts) -> list[Fix]:
+    """A heavy loss, bigger batches, fusion, and sparse updates of a dominant embedding."""
+    fixes: list[Fix] = []
+    loss_share = f.breakdown["loss"]["share"]
+    if loss_share >= LOSS_HEAVY:
+        fixes.append({"fix": f"look at the loss: it takes {loss_share:.0%} of the step (`paddlefit profile --ops 10` "
+                             "names its kernels)",
+                      "why": "the loss's kernels (e.g. log_softmax over a large vocabulary, CTC) do little "
+                             "arithmetic per byte",
+                      "expected_gain": f"up to {1 / (1 - loss_share):.2f}x (Amdahl bound: the loss is "
+                                       f"{loss_share:.0%} of the step)"})  # fmt: skip
+    fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch)",
+                  "why": "per-op dispatch and small kernels cost the same per call whatever the batch; more samples "
+                         "per op amortise them",
+                  "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+    fixes.append({"fix": "paddle.jit.to_static (operator fusion)",
+                  "why": "fewer, fused kernels for element-wise chains and normalisations",
+                  "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
+    sparse = sparse_update_fix(f.spec, f.breakdown["optimizer"]["share"], f.params, f.evidence)
+    return [sparse, *fixes] if sparse else fixes
+
+
+def _compute_fixes(f: StepFacts) -> list[Fix]:
+    """AMP and cuDNN's exhaustive search on a GPU (a GPU on a CPU), sparse updates, fewer FLOPs."""
+    fixes: list[Fix] = []
+    if f.device == "gpu" and not f.spec.precision.is_amp:
+        fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1",
+                      "why": "tensor cores run half precision several times faster than fp32/TF32",
+                      "expected_gain": "2.6x (A100 TF32 -> AMP) to 3.3x (V100 FP32 -> AMP) for ResNet-50 "
+                                       "(NVIDIA DeepLearningExamples, docs/sources.md#resnet-50-deeplearningexamples)"})
+    if f.device == "gpu":
+        fixes.append({"fix": "FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)",
+                      "why": "cuDNN tries every conv algorithm once per shape and keeps the fastest",
+                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
+    else:
+        fixes.append({"fix": "train on a GPU (`paddlefit plan --config` / `paddlefit cost --config`)",
+                      "why": "the CPU spends the step in the model's arithmetic",
+                      "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
+    opt_share = f.breakdown["optimizer"]["share"]
+    sparse = sparse_update_fix(f.spec, opt_share, f.params, f.evidence)
+    fixes = [sparse, *fixes] if sparse else fixes
+    if opt_share < f.breakdown["forward"]["share"] + f.breakdown["backward"]["share"]:
+        fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
+                      "why": "the step time scales with the FLOPs", "expected_gain": "proportional to the FLOPs cut"})
+    return fixes
+
+
+def _computing(f: StepFacts) -> bool:
+    return f.compute >= COMPUTE_SHARE
+
+
+#: The verdict rules in the order they are tried (the module docstring states each); none applying: undetermined.
+RULES: tuple[VerdictRule, ...] = (
+    VerdictRule("input-bound", lambda f: f.data_share >= INPUT_BOUND_WAIT, _input_fixes),
+    VerdictRule("host-overhead-bound", lambda f: f.gpu is not None and f.gpu["util_mean_percent"] < LOW_GPU_UTIL,
+                _host_fixes),
+    VerdictRule("communication-bound", lambda f: f.comm_share >= COMM_BOUND_SHARE, _comm_fixes),
+    VerdictRule("memory-bound", lambda f: _computing(f) and f.intensity is not None and f.ridge is not None
+                and f.intensity < f.ridge, _memory_fixes),
+    VerdictRule("overhead-bound", lambda f: _computing(f) and f.efficiency is not None
+                and f.efficiency < MIN_COMPUTE_EFFICIENCY, _overhead_fixes),
+    VerdictRule("compute-bound", _computing, _compute_fixes),
+)  # fmt: skip
+
+
+def judge(facts: StepFacts) -> tuple[str, list[Fix]]:
+    """The first rule of :data:`RULES` that applies and its fixes (each ``basis: hypothesis``: profile tries none;
+    ``paddlefit tune --profile`` tests them); ``undetermined`` with an evidence line when none does."""
+    for rule in RULES:
+        if rule.applies(facts):
+            fixes = rule.fixes(facts)
+            for fix in fixes:
+                fix.setdefault("basis", "hypothesis")
+            return rule.verdict, fixes
+    other = facts.breakdown["other"]["share"]
+    facts.evidence.append(f"no component dominates: {other:.0%} of the step is outside the timed phases")
+    return "undetermined", []
+
+
+def _breakdown(measured: list[dict[str, float]]) -> tuple[dict[str, dict[str, float]], float, float]:
+    """component -> {mean_s, p95_s, share} over the measured steps, ``other`` = the untimed rest; and the step's
+    mean and p95 seconds."""
+    step_mean, step_p95 = _stats([r["step"] for r in measured])
+    breakdown = {}
+    for c in COMPONENTS:
+        mean, p95 = _stats([r.get(c, 0.0) for r in measured])
+        breakdown[c] = {"mean_s": mean, "p95_s": p95, "share": mean / step_mean if step_mean else 0.0}
+    other = max(0.0, step_mean - sum(b["mean_s"] for b in breakdown.values()))
+    breakdown["other"] = {"mean_s": other, "p95_s": other, "share": other / step_mean if step_mean else 0.0}
+    return breakdown, step_mean, step_p95
+
+
+def _device_figures(spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes: int, grads_bytes: float,
+                    devices: int) -> tuple[float | None, float | None, float | None, tuple[float, float, str] | None]:
+    """From the catalog GPU ``entry``: its peak FLOP/s at the job's precision, the step's arithmetic intensity and
+    the ridge point (FLOP/byte; DRAM traffic taken as 2 x peak allocated bytes, the roofline lower bound), and the
+    estimated ring all-reduce (seconds, GB/s, link) for ``devices`` > 1. All None without an entry."""
+    if entry is None:
+        return None, None, None, None
+    peak_flops = entry.peak_flops(spec.precision.value)[0]
+    intensity = ridge = allreduce = None
+    if peak_bytes > 0 and flops_per_step > 0:
+        intensity = flops_per_step / (2 * peak_bytes)
+        ridge = peak_flops / (entry.mem_bw_gb_s * 1e9)
+    if devices > 1 and grads_bytes > 0:
+        from paddlefit.estimate.timing import ring_allreduce_s
+
+        bw, link = entry.interconnect_gb_s(devices)
+        allreduce = (ring_allreduce_s(grads_bytes, devices, bw), bw, link)
+    return peak_flops, intensity, ridge, allreduce
+
+
+def _evidence(f: StepFacts, sps: float, step_p95: float, produce_s: float, produce_raw: float, cpu: dict[str, float],
+              sampler: Any) -> list[str]:  # fmt: skip
+    """The sentences every verdict shows: the step, the data wait and batch production, compute's share, CPU and
+    GPU use (GPU: ``f.gpu`` gains ``memory_busy_mean_percent``)."""
+    spec, bd = f.spec, f.breakdown
+    evidence = [
+        f"mean step {f.step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {f.gb} samples: {sps:,.0f} "
+        "samples/s",
+        f"data wait {f.wait:.0%} of the step (mean {bd['data']['mean_s'] * 1e3:,.1f} ms, p95 "
+        f"{bd['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
+        f"batch production (dataset + collate) takes {produce_s * spec.grad_accum_steps * 1e3:,.1f} ms of CPU per "
+        f"step, {produce_raw:.0%} of a step's time (timed alone, after the steps), whether the step waits for it or "
+        "a prefetch thread/worker competes with training for the cores",
+        f"forward + loss + backward + optimizer {f.compute:.0%} of the step (loss alone {bd['loss']['share']:.0%})",
+        f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
+        f"(100% = one core; {f.cores} cores; n/a = the run was shorter than one 0.2 s sample)",
+    ]  # fmt: skip
+    if f.gpu is not None:
+        busy = float(np.mean(sampler.gpu_mem_busy)) if sampler.gpu_mem_busy else float("nan")
+        f.gpu["memory_busy_mean_percent"] = busy
+        evidence.append(f"GPU utilisation {_pct(f.gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of "
+                        "the time (NVML, means of 0.2 s samples)")  # fmt: skip
+    return evidence
+
+
 def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
-               flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
-               grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
-               cpu_gemm_flops_per_s: float | None = None) -> ProfileResult:
+              flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
+              grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
+              cpu_gemm_flops_per_s: float | None = None) -> ProfileResult:  # fmt: skip
     """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
 
     ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
@@ -138,206 +387,80 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
     ``cpu_gemm_flops_per_s``: what this CPU attains on a dense GEMM (:func:`cpu_gemm_flops_per_s`), for a CPU run.
     """
     measured = [r for r in rows if not r["warmup"]]
-    step_mean, step_p95 = _stats([r["step"] for r in measured])
-    breakdown = {}
-    for c in COMPONENTS:
-        mean, p95 = _stats([r.get(c, 0.0) for r in measured])
-        breakdown[c] = {"mean_s": mean, "p95_s": p95, "share": mean / step_mean if step_mean else 0.0}
-    other = max(0.0, step_mean - sum(b["mean_s"] for b in breakdown.values()))
-    breakdown["other"] = {"mean_s": other, "p95_s": other, "share": other / step_mean if step_mean else 0.0}
+    breakdown, step_mean, step_p95 = _breakdown(measured)
     gb = spec.batch_size * spec.grad_accum_steps
     sps = gb / step_mean
     wait = breakdown["data"]["share"]
     produce_raw = produce_s * spec.grad_accum_steps / step_mean if step_mean else 0.0
     produce = min(1.0, produce_raw)  # the share of the step it can take off the critical path
-    data_share = max(wait, produce)
     cores = os.cpu_count() or 1
     cpu = {"cores": float(cores),
            "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
            "workers_percent": float(np.mean(sampler.children)) if sampler.children else 0.0}  # fmt: skip
-    gpu = None
-    if device == "gpu":
-        gpu = {"util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
-               "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
+    gpu = None if device != "gpu" else {
+        "util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
+        "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
     achieved = flops_per_sample * sps
-    mfu = None
     entry = _catalog_gpu(gpu_name)
-    intensity = ridge = None
-    allreduce_s = None
-    if entry is not None:
-        peak_flops = entry.peak_flops(spec.precision.value)[0]
-        mfu = achieved / peak_flops
-        if peak_bytes > 0 and flops_per_sample > 0:
-            intensity = flops_per_sample * gb / (2 * peak_bytes)  # FLOP per byte of DRAM traffic (lower bound)
-            ridge = peak_flops / (entry.mem_bw_gb_s * 1e9)
-        if devices > 1 and grads_bytes > 0:
-            from paddlefit.estimate.timing import ring_allreduce_s
-
-            bw, link = entry.interconnect_gb_s(devices)
-            allreduce_s = ring_allreduce_s(grads_bytes, devices, bw)
-            breakdown["allreduce"] = {"mean_s": allreduce_s, "p95_s": allreduce_s,
-                                      "share": allreduce_s / (step_mean + allreduce_s), "estimated": 1.0}  # fmt: skip
+    peak_flops, intensity, ridge, allreduce = _device_figures(spec, entry, flops_per_sample * gb, peak_bytes,
+                                                              grads_bytes, devices)  # fmt: skip
+    if allreduce is not None:
+        breakdown["allreduce"] = {"mean_s": allreduce[0], "p95_s": allreduce[0],
+                                  "share": allreduce[0] / (step_mean + allreduce[0]), "estimated": 1.0}  # fmt: skip
     compute = sum(breakdown[c]["share"] for c in ("forward", "loss", "backward", "optimizer"))
     attainable = (entry.peak_flops(spec.precision.value if spec.precision.is_amp else "fp32")[0]
                   if entry is not None else cpu_gemm_flops_per_s if device == "cpu" else None)  # fmt: skip
-    efficiency = achieved / attainable if attainable and flops_per_sample > 0 else None
-    evidence = [
-        f"mean step {step_mean * 1e3:,.1f} ms (p95 {step_p95 * 1e3:,.1f} ms) for {gb} samples: {sps:,.0f} samples/s",
-        f"data wait {wait:.0%} of the step (mean {breakdown['data']['mean_s'] * 1e3:,.1f} ms, p95 "
-        f"{breakdown['data']['p95_s'] * 1e3:,.1f} ms) with num_workers {spec.data.num_workers}",
-        f"batch production (dataset + collate) takes {produce_s * spec.grad_accum_steps * 1e3:,.1f} ms of CPU per "
-        f"step, {produce_raw:.0%} of a step's time (timed alone, after the steps), whether the step waits for it or "
-        "a prefetch thread/worker competes with training for the cores",
-        f"forward + loss + backward + optimizer {compute:.0%} of the step (loss alone "
-        f"{breakdown['loss']['share']:.0%})",
-        f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
-        f"(100% = one core; {cores} cores; n/a = the run was shorter than one 0.2 s sample)",
-    ]  # fmt: skip
-    if gpu is not None:
-        busy = float(np.mean(sampler.gpu_mem_busy)) if sampler.gpu_mem_busy else float("nan")
-        gpu["memory_busy_mean_percent"] = busy
-        evidence.append(f"GPU utilisation {_pct(gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of the "
-                        "time (NVML, means of 0.2 s samples)")  # fmt: skip
-    if efficiency is not None:
-        what = "a dense 1024^3 float32 matmul on this CPU at the same threads" if entry is None else \
-            f"the {entry.name} dense peak"  # fmt: skip
-        evidence.append(f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_sample * gb / 1e9:,.3g} GFLOPs per step "
-                        f"/ mean step) = {efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}")  # fmt: skip
-    if intensity is not None and ridge is not None:
-        evidence.append(f"arithmetic intensity {intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
-                        f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {ridge:,.1f} FLOP/byte")
-    comm_share = 0.0
-    if allreduce_s is not None:
-        comm_share = breakdown["allreduce"]["share"]
-        evidence.append(f"gradient all-reduce over {devices} GPUs (estimated: ring of {grads_bytes / 1024**2:,.1f} "
-                        f"MiB at {bw:,.0f} GB/s {link}, not overlapped): {allreduce_s * 1e3:,.1f} ms, "
-                        f"{comm_share:.0%} of the step")  # fmt: skip
-    elif devices > 1:
-        evidence.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is "
-                        "estimated only on a catalog GPU (no bandwidth is known for CPU/gloo)")  # fmt: skip
-    fixes: list[dict[str, str]] = []
-    if data_share >= INPUT_BOUND_WAIT:
-        verdict = "input-bound"
-        # Amdahl: 1 / (1 - d); and no more than the cores that can prepare data in parallel
-        bound = min(1 / (1 - data_share) if data_share < 1 else math.inf, float(cores))
-        workers = max(1, min(cores, 8))
-        share = (f"the workers share the {cores} core(s) with the training process"
-                 + (f" and Paddle's {spec.cpu_threads or cores} math thread(s)" if gpu is None else ""))
-        if spec.data.num_workers == 0:
-            fixes.append({"fix": f"data.num_workers: {workers}", "settings": {"data.num_workers": workers},
-                          "why": "the samples are prepared in the training process; workers prepare the next batches "
-                                 "while the model trains",
-                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound 1/(1-d), d = "
-                                           f"{_data_d(wait, produce)}, capped at the {cores} core(s)); not "
-                                           f"measured: {share}, which the bound does not count"})  # fmt: skip
-        else:
-            more = min(cores, spec.data.num_workers * 2)
-            fixes.append({"fix": f"data.num_workers: {more} (now {spec.data.num_workers})",
-                          "settings": {"data.num_workers": more}, "why": "the workers do not keep up with training",
-                          "expected_gain": f"hypothesis: up to {bound:.2f}x (Amdahl bound); not measured: "
-                                           f"{share}"})  # fmt: skip
-        if not spec.data.use_shared_memory:
-            fixes.append({"fix": "data.use_shared_memory: true", "settings": {"data.use_shared_memory": True},
-                          "why": "batches are copied through a pipe",
-                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
-        if spec.data.num_workers and not spec.data.persistent_workers:
-            fixes.append({"fix": "data.persistent_workers: true", "settings": {"data.persistent_workers": True},
-                          "why": "workers restart every epoch",
-                          "expected_gain": "the first batches of each epoch"})  # fmt: skip
-        fixes.append({"fix": "cache or simplify the per-sample preprocessing (precompute what does not change)",
-                      "why": "the dataset's __getitem__ sets the pace", "expected_gain": f"up to {bound:.2f}x"})
-    elif gpu is not None and gpu["util_mean_percent"] < LOW_GPU_UTIL:
-        verdict = "host-overhead-bound"
-        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch) or use paddle.jit.to_static",
-                      "why": "the GPU idles between small kernels launched from Python",
-                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
-    elif comm_share >= COMM_BOUND_SHARE:
-        verdict = "communication-bound"
-        fixes.append({"fix": f"grad_accum_steps: {spec.grad_accum_steps * 2} (with the same batch_size)",
-                      "why": "gradients are all-reduced once per optimizer step, so accumulation spreads it over "
-                             "more samples (global batch doubles; halve batch_size to keep it)",
-                      "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x (half the all-reduce share)"})
-        fixes.append({"fix": "GPUs joined by NVLink/NVSwitch (e.g. SXM boards) instead of PCIe",
-                      "why": f"the ring all-reduce moves 2(n-1)/n x {grads_bytes / 1024**2:,.0f} MiB per step",
-                      "expected_gain": "`paddlefit cost --config` compares the instance types"})  # fmt: skip
-        if spec.precision.level != "O2":
-            fixes.append({"fix": "precision: bf16-o2 / fp16-o2", "why": "O2 keeps half-precision gradients: half "
-                          "the all-reduce bytes", "expected_gain": f"up to {1 / (1 - comm_share / 2):.2f}x"})
-    elif compute >= COMPUTE_SHARE and intensity is not None and ridge is not None and intensity < ridge:
-        verdict = "memory-bound"
-        fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1" if not spec.precision.is_amp else
-                             "precision O2 (bf16-o2/fp16-o2)",
-                      "why": "half-precision activations and weights halve the bytes each op reads and writes",
-                      "expected_gain": f"up to 2x on the memory-bound ops (roofline: intensity {intensity:,.1f} < "
-                                       f"ridge {ridge:,.1f} FLOP/byte)"})  # fmt: skip
-        fixes.append({"fix": "paddle.jit.to_static (operator fusion) for element-wise chains, LayerNorm, activations",
-                      "why": "fused kernels keep intermediates in registers instead of device memory",
-                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
-    elif compute >= COMPUTE_SHARE and efficiency is not None and efficiency < MIN_COMPUTE_EFFICIENCY:
-        verdict = "overhead-bound"
-        loss_share = breakdown["loss"]["share"]
-        if loss_share >= LOSS_HEAVY:
-            fixes.append({"fix": f"look at the loss: it takes {loss_share:.0%} of the step (`paddlefit profile "
-                                 "--ops 10` names its kernels)",
-                          "why": "the loss's kernels (e.g. log_softmax over a large vocabulary, CTC) do little "
-                                 "arithmetic per byte",
-                          "expected_gain": f"up to {1 / (1 - loss_share):.2f}x (Amdahl bound: the loss is "
-                                           f"{loss_share:.0%} of the step)"})  # fmt: skip
-        fixes.append({"fix": "raise batch_size (within `paddlefit plan`'s max batch)",
-                      "why": "per-op dispatch and small kernels cost the same per call whatever the batch; more "
-                             "samples per op amortise them",
-                      "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
-        fixes.append({"fix": "paddle.jit.to_static (operator fusion)",
-                      "why": "fewer, fused kernels for element-wise chains and normalisations",
-                      "expected_gain": "measure with `paddlefit profile` before/after"})  # fmt: skip
-        sparse = sparse_update_fix(spec, breakdown["optimizer"]["share"], params, evidence)
-        if sparse:
-            fixes.insert(0, sparse)
-    elif compute >= COMPUTE_SHARE:
-        verdict = "compute-bound"
-        if device == "gpu" and not spec.precision.is_amp:
-            fixes.append({"fix": "precision: bf16-o1 (Ampere+) or fp16-o1",
-                          "why": "tensor cores run half precision several times faster than fp32/TF32",
-                          "expected_gain": "2.6x (A100 TF32 -> AMP) to 3.3x (V100 FP32 -> AMP) for ResNet-50 "
-                                           "(NVIDIA DeepLearningExamples, "
-                                           "docs/sources.md#resnet-50-deeplearningexamples)"})  # fmt: skip
-        if device == "gpu":
-            fixes.append({"fix": "FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)",
-                          "why": "cuDNN tries every conv algorithm once per shape and keeps the fastest",
-                          "expected_gain": "measure with `paddlefit tune`"})  # fmt: skip
-        else:
-            fixes.append({"fix": "train on a GPU (`paddlefit plan --config` / `paddlefit cost --config`)",
-                          "why": "the CPU spends the step in the model's arithmetic",
-                          "expected_gain": "see `paddlefit plan`'s samples/s per GPU"})  # fmt: skip
-        opt_share = breakdown["optimizer"]["share"]
-        sparse = sparse_update_fix(spec, opt_share, params, evidence)
-        if sparse:
-            fixes.insert(0, sparse)
-        if opt_share < breakdown["forward"]["share"] + breakdown["backward"]["share"]:
-            fixes.append({"fix": "a smaller model or fewer FLOPs per sample (lower resolution, fewer layers)",
-                          "why": "the step time scales with the FLOPs",
-                          "expected_gain": "proportional to the FLOPs cut"})  # fmt: skip
-    else:
-        verdict = "undetermined"
-        evidence.append(f"no component dominates: {other / step_mean:.0%} of the step is outside the timed phases")
-    for f in fixes:  # profile tries none of them: each gain is a hypothesis (`paddlefit tune --profile` tests them)
-        f.setdefault("basis", "hypothesis")
+    facts = StepFacts(spec, device, cores, step_mean, gb, breakdown, wait, produce, max(wait, produce), compute, gpu,
+                      achieved / attainable if attainable and flops_per_sample > 0 else None, intensity, ridge,
+                      breakdown["allreduce"]["share"] if allreduce else 0.0, grads_bytes, params, [])  # fmt: skip
+    facts.evidence += _evidence(facts, sps, step_p95, produce_s, produce_raw, cpu, sampler)
+    facts.evidence += _device_evidence(facts, entry, achieved, attainable, flops_per_sample * gb, peak_bytes,
+                                       allreduce, devices)  # fmt: skip
+    verdict, fixes = judge(facts)
     return ProfileResult(
         model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
         global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,
-        data_production_s=produce_s,
-        breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample, achieved_flops_per_s=achieved,
-        mfu=mfu, verdict=verdict, evidence=evidence, fixes=fixes, per_step=rows,
-        assumptions={"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
-                     "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
-                     "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
-                     "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
-                     "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
-                     "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
-                     "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels "
-                             "are synchronous)",
-                     "flops": "paddlefit's counter (forward + backward, optimizer not counted)"},
+        data_production_s=produce_s, breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample,
+        achieved_flops_per_s=achieved, mfu=achieved / peak_flops if peak_flops else None, verdict=verdict,
+        evidence=facts.evidence, fixes=fixes, per_step=rows, assumptions=_assumptions(attainable),
     )  # fmt: skip
+
+
+def _device_evidence(f: StepFacts, entry: Any, achieved: float, attainable: float | None, flops_per_step: float,
+                     peak_bytes: int, allreduce: tuple[float, float, str] | None, devices: int) -> list[str]:
+    """The sentences on the step's FLOP/s against the attainable, its arithmetic intensity against the ridge
+    point, and the estimated all-reduce."""
+    out = []
+    if f.efficiency is not None:
+        what = "a dense 1024^3 float32 matmul on this CPU at the same threads" if entry is None else \
+            f"the {entry.name} dense peak"  # fmt: skip
+        out.append(f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_step / 1e9:,.3g} GFLOPs per step / mean "
+                   f"step) = {f.efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}")  # type: ignore[operator]
+    if f.intensity is not None and f.ridge is not None:
+        out.append(f"arithmetic intensity {f.intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
+                   f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte")
+    if allreduce is not None:
+        seconds, bw, link = allreduce
+        out.append(f"gradient all-reduce over {devices} GPUs (estimated: ring of {f.grads_bytes / 1024**2:,.1f} "
+                   f"MiB at {bw:,.0f} GB/s {link}, not overlapped): {seconds * 1e3:,.1f} ms, "
+                   f"{f.comm_share:.0%} of the step")  # fmt: skip
+    elif devices > 1:
+        out.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is estimated "
+                   "only on a catalog GPU (no bandwidth is known for CPU/gloo)")  # fmt: skip
+    return out
+
+
+def _assumptions(attainable: float | None) -> dict[str, Any]:
+    """The thresholds and conventions behind the verdict (the ``--json`` document's ``assumptions``)."""
+    return {"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
+            "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
+            "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
+            "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
+            "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
+            "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
+            "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels are "
+                    "synchronous)",
+            "flops": "paddlefit's counter (forward + backward, optimizer not counted)"}  # fmt: skip
 
 
 def sparse_update_fix(spec: JobSpec, opt_share: float, params: dict[str, Any] | None,
@@ -350,7 +473,7 @@ def sparse_update_fix(spec: JobSpec, opt_share: float, params: dict[str, Any] | 
     evidence.append(f"the optimizer update is {opt_share:.0%} of the step; {big['largest']} "
                     f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
                     f"{big['count']:,} parameters and is updated in full every step")  # fmt: skip
-    from paddlefit.tune.trials import factory_takes
+    from paddlefit.userimport import factory_takes
 
     how = ("`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"
            if factory_takes(spec.model, "sparse") else

@@ -39,6 +39,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import cuda_amp_blocked
 from paddlefit.spec import JobSpec
+from paddlefit.userimport import factory_takes
 
 
 @dataclass
@@ -173,21 +174,6 @@ def candidates(spec: JobSpec, on_gpu: bool, compute_capability: float | None = N
     cores = os.cpu_count() or 1
     return [(f"num_workers={w}", {"data.num_workers": w}) for w in range(0, min(cores, 8) + 1)
             if w != spec.data.num_workers]  # fmt: skip
-
-
-def factory_takes(model: str, arg: str) -> bool:
-    """Whether ``model`` is a ``package.module:factory`` whose signature has ``arg`` (e.g. the text examples'
-    ``sparse``); False for zoo names and factories that cannot be imported."""
-    import inspect
-
-    if ":" not in model:
-        return False
-    try:
-        from paddlefit.userimport import import_callable
-
-        return arg in inspect.signature(import_callable(model, "model", "")).parameters
-    except Exception:
-        return False
 
 
 def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> list[tuple[str, dict]]:
