@@ -86,3 +86,84 @@ def test_readme_is_a_front_door_linking_every_command() -> None:
     for verb in verbs:
         assert f"docs/commands/{verb}.md" in text, verb
         assert (ROOT / "docs" / "commands" / f"{verb}.md").is_file(), verb
+
+
+# ---- docstring cross-references (:func:`...`, :class:`...`, :mod:`...`) resolve to names that exist ----------
+_ROLE = re.compile(r":(?:py:)?(func|class|meth|mod|data|attr|exc|obj):`([^`]+)`")
+_EXTERNAL = ("paddle", "numpy", "np", "typer", "rich", "pydantic", "psutil", "pynvml", "json", "os", "subprocess")
+
+
+def _modname(p: Path) -> str:
+    parts = p.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+_TREES = {_modname(p): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PKG.rglob("*.py"))}
+
+
+def _members(node: ast.AST) -> dict[str, ast.AST]:
+    """Names a module or class body defines (defs, classes, assignments, ``self.x =`` in a class's methods)."""
+    out: dict[str, ast.AST] = {}
+    for n in getattr(node, "body", []):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out[n.name] = n
+        elif isinstance(n, ast.Assign | ast.AnnAssign):
+            for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                out |= {e.id: n for e in ast.walk(t) if isinstance(e, ast.Name)}
+        elif isinstance(n, ast.If | ast.Try):
+            out |= _members(ast.Module(body=n.body + n.orelse, type_ignores=[]))
+    if isinstance(node, ast.ClassDef):
+        out |= {a.attr: a for a in ast.walk(node) if isinstance(a, ast.Attribute) and isinstance(a.ctx, ast.Store)}
+    return out
+
+
+def _imported(mod: str) -> dict[str, str]:
+    """Name -> dotted origin of what ``mod`` imports (absolute imports: the house style)."""
+    out = {}
+    for n in ast.walk(_TREES[mod]):
+        if isinstance(n, ast.ImportFrom) and n.module and not n.level:
+            out |= {a.asname or a.name: f"{n.module}.{a.name}" for a in n.names}
+        elif isinstance(n, ast.Import):
+            out |= {(a.asname or a.name).split(".")[0]: a.name.split(".")[0] for a in n.names}
+    return out
+
+
+def _resolves(target: str, mod: str | None = None, depth: int = 0) -> bool:
+    """Whether ``target`` names something: absolute (``paddlefit.x.y.Name.attr``) or relative to ``mod``."""
+    parts = target.split(".")
+    if mod is None:
+        mods = [".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in _TREES]
+        return bool(mods) and _resolves(".".join(parts[len(mods[0].split(".")):]), mods[0], depth)
+    if not target:
+        return True
+    node: ast.AST = _TREES[mod]
+    if parts[0] not in _members(node):
+        origin = _imported(mod).get(parts[0])
+        if origin is None or depth > 5:
+            return False
+        return not origin.startswith("paddlefit") or _resolves(".".join([origin, *parts[1:]]), None, depth + 1)
+    for p in parts:
+        members = _members(node)
+        if p not in members:
+            return isinstance(node, ast.ClassDef) and bool(node.bases)  # inherited
+        node = members[p]
+    return True
+
+
+def test_docstring_cross_references_resolve() -> None:
+    assert _resolves("paddlefit.plan.planner.build_plan") and not _resolves("paddlefit.plan.planner.no_such_name")
+    found = []
+    for mod, tree in _TREES.items():
+        parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+        for n in ast.walk(tree):
+            doc = ast.get_docstring(n, clean=False) if isinstance(
+                n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) else None  # fmt: skip
+            for role, text in _ROLE.findall(doc or ""):
+                t = (text[text.index("<") + 1:-1] if text.endswith(">") else text).strip().lstrip("~!").rstrip("()")
+                cls = n if isinstance(n, ast.ClassDef) else parents.get(n)
+                if t.split(".")[0] in _EXTERNAL or (isinstance(cls, ast.ClassDef) and t.split(".")[0] in _members(cls)):
+                    continue
+                ok = (mod + t) in _TREES if role == "mod" and t.startswith(".") else \
+                    _resolves(t) if t.startswith("paddlefit") else _resolves(t, mod)  # fmt: skip
+                found += [] if ok else [f"{mod}:{getattr(n, 'lineno', 1)} :{role}:`{text}`"]
+    assert found == []

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from paddlefit.diagnose.profiler import profile_job
-from paddlefit.diagnose.verdict import COMPONENTS, OPTIMIZER_HEAVY
+from paddlefit.diagnose.verdict import COMPONENTS
+from paddlefit.diagnose.verdict_rules import OPTIMIZER_HEAVY
 from paddlefit.spec import load_job_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -47,7 +47,7 @@ class InstancePrice:
         source: file (and for shipped rows the catalog path@commit) the row came from.
         notes: cautions about the row's values.
         gpu: the GPU catalog name when the price file names it (optional ``gpu`` column), else "" (resolved
-            by :func:`gpu_for_instance`).
+            by :func:`~paddlefit.catalog.prices.gpu_for_instance`).
     """
 
     cloud: str

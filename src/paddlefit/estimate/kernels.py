@@ -104,7 +104,7 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
     """The kernels of one training step (forward, backward, AMP casts, optimizer) of ``ops`` on ``gpu``.
 
     Args:
-        ops: forward ops at the micro-batch (:meth:`OpTrace.at`).
+        ops: forward ops at the micro-batch (:meth:`~paddlefit.estimate.optrace.OpTrace.at`).
         precision: the precision Paddle runs on this GPU (see :func:`assign_dtypes`).
         gpu: a :class:`~paddlefit.catalog.gpus.GPU` (``tf32_tflops`` decides whether fp32 GEMMs use TF32).
         optimizer: ``sgd``, ``momentum``, ``adam`` or ``adamw``.

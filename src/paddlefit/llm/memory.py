@@ -93,7 +93,7 @@ def state_bytes_per_param(precision: Precision, optimizer: OptimizerName) -> tup
 
     AMP O2 (Paddle ``amp.decorate(level='O2')`` with fp32 master weights): 2, 2, optimizer states + 4 (master);
     Adam: 2 + 2 + 12 = 16 (ZeRO §3.1). fp32 and O1 (weights stay fp32): 4, 4, optimizer states (Adam 8).
-    Optimizer states per :data:`paddlefit.estimate.memory.OPTIMIZER_STATE_BYTES_PER_PARAM` (Paddle optimizers).
+    Optimizer states per :data:`paddlefit.estimate.model_states.OPTIMIZER_STATE_BYTES_PER_PARAM` (Paddle optimizers).
     """
     opt = OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer]
     if precision.level == "O2":

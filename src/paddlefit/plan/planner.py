@@ -9,10 +9,10 @@ eval (at the eval batch size).
 
 GPU adjustments to the CPU-probe peak (memory is not calibrated until ``paddlefit calibrate`` runs on that GPU):
 
-- model states recomputed for the precision (:func:`~paddlefit.estimate.memory.model_state_bytes`);
+- model states recomputed for the precision (:func:`~paddlefit.estimate.model_states.model_state_bytes`);
 - under AMP, the probe's activations x the ratio of the bytes the forward keeps for the backward at the AMP
   dtypes Paddle gives each op to the same bytes in fp32, from the operator trace
-  (:func:`~paddlefit.estimate.gpu_model.saved_activation_bytes`), plus AMP O1's half copies of the weights of
+  (:func:`~paddlefit.estimate.amp.saved_activation_bytes`), plus AMP O1's half copies of the weights of
   white-list ops, which live until their backward;
 - + cuDNN conv workspace up to ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle
   ``paddle/phi/core/flags.cc`` default) for models with convolutions (an upper bound);

@@ -198,7 +198,7 @@ class Target:
 
 @dataclass
 class Plan:
-    """The result of :func:`build_plan`; ``to_dict()`` is the ``--json`` document."""
+    """The result of :func:`~paddlefit.plan.planner.build_plan`; ``to_dict()`` is the ``--json`` document."""
 
     model: dict[str, Any]
     batch_size: int

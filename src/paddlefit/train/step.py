@@ -81,7 +81,7 @@ class StepRunner:
         otherwise leave the others waiting in DataParallel's bucket all-reduce.
 
         Raises:
-            PaddlefitError: a data error; the model or loss raising (:class:`~paddlefit.train.oom.JobFailedError`);
+            PaddlefitError: a data error; the model or loss raising (:class:`~paddlefit.errors.JobFailedError`);
                 out of memory with ``oom_backoff: false`` or at micro-batch 1.
         """
         accum = self.spec.grad_accum_steps
