@@ -52,9 +52,10 @@ def at_signal_exit(undo: Any) -> Any:
 def exit_on_signal(signum: int, frame: object) -> None:
     """Start-up handler: drop this process's lock records, run what :func:`at_signal_exit` registered, write one
     line to stderr and exit 128 + ``signum`` (130 SIGINT, 143 SIGTERM, 129 SIGHUP) at once."""
-    lock = sys.modules.get("paddlefit.train.lock")
-    if lock is not None:
-        lock.drop_lock_records()
+    # a signal during the import of train/lock.py finds it partly run (no drop_lock_records yet, and no lock taken)
+    drop = getattr(sys.modules.get("paddlefit.train.lock"), "drop_lock_records", None)
+    if drop is not None:
+        drop()
     for undo in list(_AT_SIGNAL_EXIT):
         with contextlib.suppress(Exception):  # an exit path: nothing may stop it
             undo()
