@@ -179,7 +179,7 @@ LONG_FUNCTIONS = {
     "estimate/optrace.py:build", "estimate/kernels.py:step_kernels", "report/render.py:render_plan",
     "plan/calibrate.py:time_kernels", "estimate/memory.py:probe_memory", "plan/calibrate.py:run_calibration",
     "report/render.py:render_parallel_plan", "estimate/flop_layers.py:layer_rules", "report/render.py:render_cost",
-    "deploy/image.py:build_image", "plan/rows.py:gpu_target",
+    "deploy/image.py:build_image",
 }
 
 

@@ -308,25 +308,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     # DataParallel would hide all but ar_dp
     ar_dp = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
     step = max(est.device_s, host_s) + ar
-    top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
-    bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
-    notes = gpu_notes(gpu, req.precision, prec, unit, req.tf32)
-    if bound == "host":
-        notes.append("host-bound")
-    elif bound == "memory":
-        notes.append(f"memory-bound ({top_cls})")
-    if cal is not None and cal.perf_params is None:
-        notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
-                     "is the published fit")
-    unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
-    dw = est.by_class.get("dwconv")
-    if params.calibration == "published-fit" and "dwconv" in unfit and dw and dw["bound"] == "compute":
-        # memory-bound depthwise kernels are timed by the kernel-fitted bandwidth; only compute-bound ones by the prior
-        notes.append("depthwise conv compute-bound at an efficiency no published run constrains (a prior)")
-    fitted_archs = params.provenance.get("architectures")
-    if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
-            and gpu.architecture not in kernel_fit_architectures() and not gpu.is_xpu):  # fmt: skip
-        notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
+    bound, notes = _bound_and_notes(req, gpu, prec, unit, est, host_s, cal, params)
     if req.devices > 1:
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link} after the backward, as paddlefit train runs it "
                      f"(oom_backoff: true); DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")
@@ -347,6 +329,32 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         calibration=calibration, predicted_mfu=None if lower else mfu,
         time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower,
     ), est  # fmt: skip
+
+
+def _bound_and_notes(req: PlanRequest, gpu: GPU, prec: Precision, unit: str, est: StepEstimate, host_s: float,
+                     cal: Calibration | None, params: PerfParams) -> tuple[str | None, list[str]]:  # fmt: skip
+    """What bounds the GPU row's step (``host``, else the costliest op class's ``compute``/``memory``) and the row's
+    notes on the card, the bound and the GPU model's grounding (calibration, unfitted parameters, architecture)."""
+    top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
+    bound = "host" if host_s > est.device_s else (est.by_class[top_cls]["bound"] if top_cls else None)
+    notes = gpu_notes(gpu, req.precision, prec, unit, req.tf32)
+    if bound == "host":
+        notes.append("host-bound")
+    elif bound == "memory":
+        notes.append(f"memory-bound ({top_cls})")
+    if cal is not None and cal.perf_params is None:
+        notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
+                     "is the published fit")
+    unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
+    dw = est.by_class.get("dwconv")
+    if params.calibration == "published-fit" and "dwconv" in unfit and dw and dw["bound"] == "compute":
+        # memory-bound depthwise kernels are timed by the kernel-fitted bandwidth; only compute-bound ones by the prior
+        notes.append("depthwise conv compute-bound at an efficiency no published run constrains (a prior)")
+    fitted_archs = params.provenance.get("architectures")
+    if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
+            and gpu.architecture not in kernel_fit_architectures() and not gpu.is_xpu):  # fmt: skip
+        notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
+    return bound, notes
 
 
 def time_breakdown(est: StepEstimate, allreduce_exposed_s: float | None) -> dict[str, Any]:
