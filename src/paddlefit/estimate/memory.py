@@ -257,11 +257,8 @@ def probe_memory(
     from paddlefit.estimate.optrace import OpTrace, TraceRecorder
     from paddlefit.models.build import build
 
-    # the inputs alone at the largest mandatory batch must leave half of the free RAM to the model: a per-sample
-    # input of gigabytes would otherwise meet the kernel's OOM killer in the first step, before the guard below
-    inputs_b, free_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs), psutil.virtual_memory().available
-    if inputs_b > 0.5 * free_b:
-        raise ProbeTooLargeError(2 * inputs_b, free_b, max(batch_sizes))
+    inputs_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs)
+    _guard_ram(inputs_b, 0.5, max(batch_sizes), reported=2 * inputs_b)  # half the free RAM left to the model
     say = progress or (lambda message: None)
     cores = use_all_cores()
     threads = cpu_threads or cores
@@ -294,20 +291,9 @@ def probe_memory(
         del data
         if i == 1:
             first_opt_peak = max(first_opt_peak, peaks["optimizer_step"])
-            # guard: the probe's largest batch must fit this machine's free RAM (bounded by b1 peak x batch)
-            need = max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b
-            free = psutil.virtual_memory().available + (current() - base)
-            if need > 0.8 * free:
-                raise ProbeTooLargeError(need, free, max(batch_sizes))
-            per_sample_s = seconds / b
-            spent, nxt = 0.0, 2 * max(batch_sizes)
-            while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
-                spent += nxt * per_sample_s * 1.3
-                sizes.append(nxt)
-                nxt *= 2
-            # and the requested batch itself when it is affordable: no extrapolation left for the plan's own row
-            if probe_requested and extend_to > max(sizes) and spent + extend_to * per_sample_s * 1.3 <= budget_s:
-                sizes.append(extend_to)
+            _guard_ram(max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b, 0.8, max(batch_sizes),
+                       current() - base)  # fmt: skip
+            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s, probe_requested)
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
     if time_threads and cores > 1:
@@ -315,15 +301,51 @@ def probe_memory(
         thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), {threads: own}, cores, say)
     del opt, model
     gc.collect()
+    if flops is not None:
+        (b1, r1), *rest = traces.items()
+        flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)
+    xs = [m.batch_size for m in ms]
+    return ProbeResult(measurements=ms, fits=_phase_fits(ms, first_opt_peak),
+                       time_fit=fit_step_time(xs, [m.step_time_s for m in ms]), threads=threads,
+                       thread_step_s=thread_step_s), flops  # fmt: skip
+
+
+def _guard_ram(need: float, share: float, batch: int, held: int = 0, reported: float | None = None) -> None:
+    """Refuse a probe whose largest batch needs more than ``share`` of this machine's free RAM (plus ``held``, what
+    the probe holds already), before the kernel's OOM killer ends the process. Before the first step ``need`` is the
+    inputs alone (share 0.5: half for the model); after it, the first step's peak scaled to ``batch`` (0.8).
+
+    Raises:
+        ProbeTooLargeError: with ``reported`` (default ``need``) bytes needed and the bytes free.
+    """
+    free = psutil.virtual_memory().available + held
+    if need > share * free:
+        raise ProbeTooLargeError(need if reported is None else reported, free, batch)
+
+
+def _extra_sizes(largest: int, per_sample_s: float, extend_to: int, budget_s: float,
+                 probe_requested: bool) -> list[int]:  # fmt: skip
+    """Batch sizes to probe beyond ``largest``: 2x, 4x, ... up to ``extend_to`` while their estimated seconds
+    (``per_sample_s`` x batch x 1.3) stay within ``budget_s``, then ``extend_to`` itself when still affordable and
+    ``probe_requested`` (no extrapolation left for the plan's own row)."""
+    out: list[int] = []
+    spent, nxt = 0.0, 2 * largest
+    while extend_to and nxt <= extend_to and spent + nxt * per_sample_s * 1.3 <= budget_s:
+        spent += nxt * per_sample_s * 1.3
+        out.append(nxt)
+        nxt *= 2
+    if probe_requested and extend_to > max([largest, *out]) and spent + extend_to * per_sample_s * 1.3 <= budget_s:
+        out.append(extend_to)
+    return out
+
+
+def _phase_fits(ms: list[StepMeasurement], first_opt_peak: float) -> dict[str, PhaseFit]:
+    """Each phase's convex piecewise-linear fit over the steady-state steps ``ms`` (bytes); the optimizer phase
+    also takes the first step's state-creation peak ``first_opt_peak`` as a floor."""
     xs = [m.batch_size for m in ms]
     fits = {p: fit_phase(xs, [m.phase_peak_bytes[p] for m in ms], convex=True) for p in ms[0].phase_peak_bytes}
     o = fits["optimizer_step"]
     if o.at(xs[0]) < first_opt_peak:  # the first step's state creation can be the larger peak
         floor = (first_opt_peak - o.per_sample_bytes * xs[0], o.per_sample_bytes)
         fits["optimizer_step"] = PhaseFit(floor[0], floor[1], o.max_rel_residual, (*o.segments, floor))
-    time_fit = fit_step_time(xs, [m.step_time_s for m in ms])
-    if flops is not None:
-        (b1, r1), *rest = traces.items()
-        flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)
-    return ProbeResult(measurements=ms, fits=fits, time_fit=time_fit, threads=threads,
-                       thread_step_s=thread_step_s), flops
+    return fits
