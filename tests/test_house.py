@@ -178,7 +178,7 @@ LONG_FUNCTIONS = {
     "train/export.py:export_run", "diagnose/profiler.py:profile_job", "estimate/optrace.py:transformer_trace",
     "estimate/optrace.py:build", "estimate/kernels.py:step_kernels", "report/render.py:render_plan",
     "plan/calibrate.py:time_kernels", "plan/calibrate.py:run_calibration",
-    "report/render.py:render_parallel_plan", "estimate/flop_layers.py:layer_rules", "report/render.py:render_cost",
+    "report/render.py:render_parallel_plan", "estimate/flop_layers.py:layer_rules",
     "deploy/image.py:build_image",
 }
 

@@ -65,7 +65,7 @@ def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
     from paddlefit.catalog.price_csv import parse_price_csv
     from paddlefit.plan.cost import InterruptionRate, build_cost
     from paddlefit.plan.request import Plan, Target
-    from paddlefit.report.render import render_cost
+    from paddlefit.report.render_cost import render_cost
 
     def target(name, step):
         return Target(name=name, kind="gpu", fits=True, peak_bytes=1e9, capacity_bytes=16 * 1024**3,

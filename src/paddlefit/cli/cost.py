@@ -12,7 +12,8 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, attention_option
 from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.jobs import cost_job
-from paddlefit.report.render import render_cost, to_json
+from paddlefit.report.render import to_json
+from paddlefit.report.render_cost import render_cost
 
 
 @handle_errors
