@@ -176,10 +176,8 @@ MAX_BODY_LINES = 60
 LONG_FUNCTIONS = {
     "estimate/flop_functional.py:patch_functional", "models/transformer.py:build_transformer", "tune/trials.py:tune",
     "train/export.py:export_run", "diagnose/profiler.py:profile_job", "estimate/optrace.py:transformer_trace",
-    "estimate/optrace.py:build", "estimate/kernels.py:step_kernels", "report/render.py:render_plan",
-    "plan/calibrate.py:time_kernels", "plan/calibrate.py:run_calibration",
-    "report/render.py:render_parallel_plan", "estimate/flop_layers.py:layer_rules",
-    "deploy/image.py:build_image",
+    "estimate/optrace.py:build", "estimate/kernels.py:step_kernels", "plan/calibrate.py:time_kernels",
+    "plan/calibrate.py:run_calibration", "estimate/flop_layers.py:layer_rules", "deploy/image.py:build_image",
 }
 
 

@@ -77,27 +77,7 @@ def table_width(console: Console, table: Table) -> int:
 
 def render_plan(plan: Any, console: Console) -> None:
     """Print the plan: header, table sorted by recommendation, recommendation line."""
-    m, mem = plan.model, plan.memory
-    console.print(
-        f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.2f}M params  {flops(m['forward_flops_per_sample'])} fwd / "
-        f"{flops(m['train_flops_per_sample'])} train per sample  inputs {' '.join(plan.inputs)}"
-    )
-    console.print(
-        f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
-        f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {gib(mem['weights_bytes'])}, "
-        f"grads {gib(mem['grads_bytes'])}, optimizer {gib(mem['optimizer_bytes'])}, activations "
-        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {gib(mem['fixed_bytes'])}"
-    )
-    phase_peaks = mem.get("phase_peak_bytes") or {}
-    if phase_peaks:
-        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')} "
-                          f"{gib(v) if v >= 1024**3 else f'{v / 1024**2:,.1f} MiB'}"
-                          + (f" at batch {mem['eval_batch_size']}" if p == "eval" else "")
-                          for p, v in phase_peaks.items())  # fmt: skip
-        console.print(f"CPU fp32 peak by phase ({m.get('loss') or 'loss'}): {shown}; dominant: "
-                      f"{mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
-    for n in mem.get("notes", []):
-        console.print(f"[yellow]note:[/] {n}")
+    _plan_header(plan, console)
     wide = console.width >= 140
     table = Table(show_lines=False, header_style="bold", box=box.HEAVY_HEAD if wide else None,
                   padding=(0, 1) if wide else (0, 1, 0, 0), pad_edge=wide, show_edge=wide)
@@ -134,6 +114,44 @@ def render_plan(plan: Any, console: Console) -> None:
         for t in plan.targets:
             if t.notes:
                 console.print(f"[dim]{t.name}:[/] {'; '.join(t.notes)}", highlight=False)
+    _plan_method_line(plan, console)
+    rec = plan.recommendation
+    if rec["target"]:
+        console.print(f"[bold green]Recommendation:[/] {rec['target']}: {rec['reason']}")
+        if rec.get("tie_break"):
+            console.print(f"[dim]tie-break: {escape(rec['tie_break'])}[/]", soft_wrap=True)
+    else:
+        console.print(f"[bold red]No fit:[/] {rec['reason']}")
+
+
+def _plan_header(plan: Any, console: Console) -> None:
+    """The plan's model line, memory breakdown, CPU peak per phase and the model section's notes."""
+    m, mem = plan.model, plan.memory
+    console.print(
+        f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.2f}M params  {flops(m['forward_flops_per_sample'])} fwd / "
+        f"{flops(m['train_flops_per_sample'])} train per sample  inputs {' '.join(plan.inputs)}"
+    )
+    console.print(
+        f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
+        f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {gib(mem['weights_bytes'])}, "
+        f"grads {gib(mem['grads_bytes'])}, optimizer {gib(mem['optimizer_bytes'])}, activations "
+        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {gib(mem['fixed_bytes'])}"
+    )
+    phase_peaks = mem.get("phase_peak_bytes") or {}
+    if phase_peaks:
+        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')} "
+                          f"{gib(v) if v >= 1024**3 else f'{v / 1024**2:,.1f} MiB'}"
+                          + (f" at batch {mem['eval_batch_size']}" if p == "eval" else "")
+                          for p, v in phase_peaks.items())  # fmt: skip
+        console.print(f"CPU fp32 peak by phase ({m.get('loss') or 'loss'}): {shown}; dominant: "
+                      f"{mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
+    for n in mem.get("notes", []):
+        console.print(f"[yellow]note:[/] {n}")
+
+
+def _plan_method_line(plan: Any, console: Console) -> None:
+    """The dim paragraph under the plan's table: how a GPU row's peak and step were computed, and the CPU row's."""
+    mem = plan.memory
     a = plan.assumptions
     act = a["amp_activation_factor"] if plan.precision != "fp32" or a.get("flash_attention_blocks") else 1
     probed = mem.get("probe_batch_sizes") or []
@@ -155,13 +173,6 @@ def render_plan(plan: Any, console: Console) -> None:
         f"runs`); cal uncal = no measurement behind the row's time (Kunlunxin XPUs: the CUDA fit carried over, a "
         f"rough guess); samples/s across all devices. {cpu_line}[/]"
     )
-    rec = plan.recommendation
-    if rec["target"]:
-        console.print(f"[bold green]Recommendation:[/] {rec['target']}: {rec['reason']}")
-        if rec.get("tie_break"):
-            console.print(f"[dim]tie-break: {escape(rec['tie_break'])}[/]", soft_wrap=True)
-    else:
-        console.print(f"[bold red]No fit:[/] {rec['reason']}")
 
 
 def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Console) -> None:
@@ -280,35 +291,37 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         print_min_width(console, table, 110)
         if r.tie_break and fitting:
             console.print(f"[dim]tie-break: {escape(r.tie_break)}[/]", highlight=False)
-        best = shown[0]
-        m, t = best.memory, best.time
-        console.print(
-            f"best, per GPU ({m.stage} stage): weights {gib(m.weights)}, grads {gib(m.grads)}, optimizer "
-            f"{gib(m.optimizer)}, ZeRO-3 buffer {gib(m.gather_buffer)}, activations {gib(m.activations)} "
-            f"({m.in_flight} micro-batch(es) in flight), embedding/logits {gib(m.embedding_head)} = peak "
-            f"{gib(m.peak)}; reserved: CUDA context {gib(m.cuda_context)}, fragmentation allowance "
-            f"{gib(m.fragmentation_allowance)} of {gib(m.capacity)}", highlight=False,
-        )  # fmt: skip
-        console.print(
-            f"best, per step: compute {duration(t.compute)}, TP comm {duration(t.tp_comm)} ({t.tp_link}), PP send/recv "
-            f"{duration(t.pp_comm)} ({t.pp_link}), bubble {duration(t.bubble)}, exposed DP/sharding comm "
-            f"{duration(t.dp_comm)} ({t.dp_link}), optimizer {duration(t.optimizer)} = {duration(t.step)}",
-            highlight=False,
-        )  # fmt: skip
-        own = r.setup or st
-        args = best.paddlenlp_args(own.precision, own.flash_attention)
-        from paddlefit.llm.search import LLM_SCRIPT_MODEL_ARGS
-
-        def flags(keys: Any, args: dict[str, Any] = args) -> str:
-            return " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
-                            for k, v in args.items() if k in keys and v not in ("", -1))  # no sharding: left out
-
-        train_keys = [k for k in args if k not in LLM_SCRIPT_MODEL_ARGS]
-        console.print(f"PaddleNLP TrainingArguments: [cyan]{escape(flags(train_keys))}[/]", highlight=False,
-                      soft_wrap=True)  # fmt: skip
-        console.print(f"PaddleNLP llm/ scripts' model arguments: [cyan]{escape(flags(LLM_SCRIPT_MODEL_ARGS))}[/]",
-                      highlight=False, soft_wrap=True)  # fmt: skip
+        _best_layout_lines(shown[0], r.setup or st, console)
     console.print("")
     for a in plan.to_dict()["assumptions"]:
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
 
+def _best_layout_lines(best: Any, own: Any, console: Console) -> None:
+    """The best layout's memory per GPU, time per step and PaddleNLP flags (``own``: the setup it runs)."""
+    from paddlefit.llm.search import LLM_SCRIPT_MODEL_ARGS
+
+    m, t = best.memory, best.time
+    console.print(
+        f"best, per GPU ({m.stage} stage): weights {gib(m.weights)}, grads {gib(m.grads)}, optimizer "
+        f"{gib(m.optimizer)}, ZeRO-3 buffer {gib(m.gather_buffer)}, activations {gib(m.activations)} "
+        f"({m.in_flight} micro-batch(es) in flight), embedding/logits {gib(m.embedding_head)} = peak "
+        f"{gib(m.peak)}; reserved: CUDA context {gib(m.cuda_context)}, fragmentation allowance "
+        f"{gib(m.fragmentation_allowance)} of {gib(m.capacity)}", highlight=False,
+    )  # fmt: skip
+    console.print(
+        f"best, per step: compute {duration(t.compute)}, TP comm {duration(t.tp_comm)} ({t.tp_link}), PP send/recv "
+        f"{duration(t.pp_comm)} ({t.pp_link}), bubble {duration(t.bubble)}, exposed DP/sharding comm "
+        f"{duration(t.dp_comm)} ({t.dp_link}), optimizer {duration(t.optimizer)} = {duration(t.step)}",
+        highlight=False,
+    )  # fmt: skip
+    args = best.paddlenlp_args(own.precision, own.flash_attention)
+
+    def flags(keys: Any, args: dict[str, Any] = args) -> str:
+        return " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
+                        for k, v in args.items() if k in keys and v not in ("", -1))  # no sharding: left out
+
+    train_keys = [k for k in args if k not in LLM_SCRIPT_MODEL_ARGS]
+    console.print(f"PaddleNLP TrainingArguments: [cyan]{escape(flags(train_keys))}[/]", highlight=False,
+                  soft_wrap=True)  # fmt: skip
+    console.print(f"PaddleNLP llm/ scripts' model arguments: [cyan]{escape(flags(LLM_SCRIPT_MODEL_ARGS))}[/]",
+                  highlight=False, soft_wrap=True)  # fmt: skip
