@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
@@ -71,6 +71,26 @@ class ImageResult:
     files: list[Path]
 
 
+def _check_options(req: ImageRequest, opts: Any) -> None:
+    """Refuse option values no image can have (``opts``: the loader options merged with the job spec's).
+
+    Raises:
+        PaddlefitError: naming the option and the fix.
+    """
+    if opts.num_workers < 0 or opts.prefetch_factor < 1 or opts.devices < 1:
+        raise PaddlefitError("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
+    if opts.batch_size is not None and opts.batch_size < 1:
+        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
+    for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
+        if v is not None and not v.strip():
+            raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
+    if req.cpu and req.xpu:
+        raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
+    if (req.cpu or req.xpu) and (req.cuda is not None or req.fixed_shape_cnn):
+        given = "`--cuda`" if req.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
+        raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if req.cpu else 'xpu'}` image; drop one of them.")
+
+
 def build_image(req: ImageRequest) -> ImageResult:
     """Pick the base image, render the files and write them into ``req.out_dir`` (each write atomic).
 
@@ -90,18 +110,7 @@ def build_image(req: ImageRequest) -> ImageResult:
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
                                 batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
-    if opts.num_workers < 0 or opts.prefetch_factor < 1 or opts.devices < 1:
-        raise PaddlefitError("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
-    if opts.batch_size is not None and opts.batch_size < 1:
-        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
-    for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
-        if v is not None and not v.strip():
-            raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
-    if req.cpu and req.xpu:
-        raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
-    if (req.cpu or req.xpu) and (req.cuda is not None or req.fixed_shape_cnn):
-        given = "`--cuda`" if req.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
-        raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if req.cpu else 'xpu'}` image; drop one of them.")
+    _check_options(req, opts)
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
     out_dir = req.out_dir
