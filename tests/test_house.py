@@ -177,7 +177,7 @@ LONG_FUNCTIONS = {
     "estimate/flop_functional.py:patch_functional", "models/transformer.py:build_transformer", "tune/trials.py:tune",
     "train/export.py:export_run", "diagnose/profiler.py:profile_job", "estimate/optrace.py:transformer_trace",
     "estimate/optrace.py:build", "estimate/kernels.py:step_kernels", "plan/calibrate.py:time_kernels",
-    "plan/calibrate.py:run_calibration", "estimate/flop_layers.py:layer_rules",
+    "estimate/flop_layers.py:layer_rules",
 }
 
 

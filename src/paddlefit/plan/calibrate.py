@@ -263,6 +263,57 @@ def _cuda_context_bytes(reserved: float) -> int | None:
         return None
 
 
+def _calibration_row(ref: Any, specs: list[Any], b: int, precision: Precision, optimizer: OptimizerName, kind: str,
+                     gpu: Any, context: float | None) -> tuple[dict[str, Any], float | None]:  # fmt: skip
+    """One measured row of the calibration document beside ``build_plan``'s prediction for it, and the CUDA
+    context bytes (the first GPU measurement's, kept after).
+
+    Raises:
+        PaddlefitError: the model's plan is analytic (too large), or the batch does not fit (this CPU's free RAM,
+            the GPU's predicted memory).
+    """
+    import paddle
+
+    paddle.set_device("cpu")
+    plan = build_plan(PlanRequest(model=ref.name, batch_size=b, optimizer=optimizer,
+                                  precision=precision, gpus=[gpu.name] if gpu else []))  # fmt: skip
+    if plan.memory["method"] != "cpu-probe":
+        raise PaddlefitError(
+            f"{ref.name} is too large to calibrate on this machine (its plan is analytic); "
+            "calibrate with smaller zoo models: the corrections apply to every model on the device."
+        )
+    cpu_row = next(t for t in plan.targets if t.kind == "cpu")
+    free = psutil.virtual_memory().available
+    if kind == "cpu" and cpu_row.peak_bytes > 0.8 * free:
+        raise PaddlefitError(
+            f"{ref.name} at batch {b} needs about {cpu_row.peak_bytes / 1024**3:.1f} GiB, more than "
+            f"80% of the {free / 1024**3:.1f} GiB free here; use smaller `--batch-size` values."
+        )
+    if kind == "gpu":
+        row_t = next(t for t in plan.targets if t.kind == "gpu")
+        if not row_t.fits:
+            raise PaddlefitError(
+                f"{ref.name} at batch {b} ({precision.value}) is predicted not to fit this GPU "
+                f"({row_t.peak_bytes / 1024**3:.1f} GiB); use smaller `--batch-size` values."
+            )
+        m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
+        context = context or _cuda_context_bytes(m["reserved_bytes"])
+        peak_flops, unit = gpu.peak_flops(precision.value)  # type: ignore[union-attr]
+        eclass = efficiency_class(unit)
+    else:
+        row_t = cpu_row
+        meas = mem.measure_training_steps(ref.factory, specs, b, optimizer)
+        m = {"peak_bytes": float(meas.peak_bytes), "step_time_s": meas.step_time_s}
+        peak_flops, eclass = None, None
+    return {
+        "model": ref.name, "batch_size": b, "precision": precision.value,
+        "peak_bytes": int(m["peak_bytes"]), "predicted_peak_bytes": int(row_t.peak_bytes),
+        "step_time_s": m["step_time_s"], "predicted_step_time_s": row_t.step_time_s,
+        "train_flops_per_sample": plan.model["train_flops_per_sample"],
+        "peak_flops": peak_flops, "efficiency_class": eclass,
+    }, context  # fmt: skip
+
+
 def run_calibration(
     models: list[str] | None = None,
     batch_sizes: tuple[int, ...] = (4, 8),
@@ -309,44 +360,8 @@ def run_calibration(
         for precision in precisions:
             for b in batch_sizes:
                 say(f"{ref.name} batch {b} {precision.value}")
-                paddle.set_device("cpu")
-                plan = build_plan(PlanRequest(model=ref.name, batch_size=b, optimizer=optimizer,
-                                              precision=precision, gpus=[gpu.name] if gpu else []))  # fmt: skip
-                if plan.memory["method"] != "cpu-probe":
-                    raise PaddlefitError(
-                        f"{ref.name} is too large to calibrate on this machine (its plan is analytic); "
-                        "calibrate with smaller zoo models: the corrections apply to every model on the device."
-                    )
-                cpu_row = next(t for t in plan.targets if t.kind == "cpu")
-                free = psutil.virtual_memory().available
-                if kind == "cpu" and cpu_row.peak_bytes > 0.8 * free:
-                    raise PaddlefitError(
-                        f"{ref.name} at batch {b} needs about {cpu_row.peak_bytes / 1024**3:.1f} GiB, more than "
-                        f"80% of the {free / 1024**3:.1f} GiB free here; use smaller `--batch-size` values."
-                    )
-                if kind == "gpu":
-                    row_t = next(t for t in plan.targets if t.kind == "gpu")
-                    if not row_t.fits:
-                        raise PaddlefitError(
-                            f"{ref.name} at batch {b} ({precision.value}) is predicted not to fit this GPU "
-                            f"({row_t.peak_bytes / 1024**3:.1f} GiB); use smaller `--batch-size` values."
-                        )
-                    m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
-                    context = context or _cuda_context_bytes(m["reserved_bytes"])
-                    peak_flops, unit = gpu.peak_flops(precision.value)  # type: ignore[union-attr]
-                    eclass = efficiency_class(unit)
-                else:
-                    row_t = cpu_row
-                    meas = mem.measure_training_steps(ref.factory, specs, b, optimizer)
-                    m = {"peak_bytes": float(meas.peak_bytes), "step_time_s": meas.step_time_s}
-                    peak_flops, eclass = None, None
-                rows.append({
-                    "model": ref.name, "batch_size": b, "precision": precision.value,
-                    "peak_bytes": int(m["peak_bytes"]), "predicted_peak_bytes": int(row_t.peak_bytes),
-                    "step_time_s": m["step_time_s"], "predicted_step_time_s": row_t.step_time_s,
-                    "train_flops_per_sample": plan.model["train_flops_per_sample"],
-                    "peak_flops": peak_flops, "efficiency_class": eclass,
-                })  # fmt: skip
+                row, context = _calibration_row(ref, specs, b, precision, optimizer, kind, gpu, context)
+                rows.append(row)
     doc = {
         "device": gpu.name if gpu else "cpu",
         "device_name": raw,
