@@ -169,6 +169,111 @@ def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[st
     raise PaddlefitError(f"`{name_safe(run_dir)}` has no checkpoint that verifies; train first.")
 
 
+def _chosen_checkpoint(run_dir: Path, checkpoint: Path | None) -> tuple[Path, dict[str, Any], bytes]:
+    """The checkpoint to export (``checkpoint``, else the run's newest valid one), its manifest and its weights'
+    bytes.
+
+    Raises:
+        PaddlefitError: the given checkpoint fails verification or vanished while read.
+    """
+    if checkpoint is None:
+        checkpoint, manifest, params = _newest_checkpoint(run_dir)
+        return checkpoint, manifest, params
+    if (problem := verify(Path(checkpoint))) is not None:
+        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {problem}.")
+    try:
+        manifest, params = _read_weights(Path(checkpoint))
+    except _Gone as exc:
+        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {exc} (a run still training there "
+                             "deleted it? Pass a newer one, or leave --checkpoint out for the newest)."
+                             ) from None  # fmt: skip
+    return Path(checkpoint), manifest, params
+
+
+def _jit_save(target: Any, tmp: Path, input_spec: list[Any], out_dir: Path) -> None:
+    """``paddle.jit.save(target, tmp/model, input_spec)``, a full disk said as such.
+
+    Raises:
+        FileWriteError: the disk filled (Paddle's writer leaves a short file and says nothing).
+        JobFailedError: Paddle cannot convert the model to a static graph (the cause from its trace).
+    """
+    import paddle
+
+    try:
+        paddle.jit.save(target, str(tmp / "model"), input_spec=input_spec)
+        if full := no_space_left(tmp):  # Paddle's writer leaves a short file on a full disk, and says nothing
+            raise FileWriteError(out_dir, full, "--out")
+    except OSError:
+        raise
+    except Exception as exc:
+        if full := no_space_left(tmp):
+            raise FileWriteError(out_dir, full, "--out") from None
+        import re
+
+        # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
+        causes = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", str(exc), re.M)
+        why = causes[-1].strip()[:400] if causes else f"{type(exc).__name__}: {str(exc)[:400]}"
+        raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph: {why}. Known "
+                             "causes: Python control flow on tensor values, which does not convert with a dynamic "
+                             "batch dimension (PaddleNLP's Llama checks its attention mask's shape this way); "
+                             "ops written for Paddle's legacy static graph (`LayerHelper.append_op`, e.g. "
+                             "ppdet 2.6.0's multiclass_nms), which Paddle 3's PIR refuses."
+                             ) from None  # fmt: skip
+
+
+def _reload_diff(tmp: Path, xs: list[Any], refs: list[Any]) -> float:
+    """The largest |difference| between the reloaded ``tmp/model``'s outputs on ``xs`` and the dynamic model's
+    ``refs``.
+
+    Raises:
+        PaddlefitError: a different number of outputs, another shape, or a difference beyond rtol/atol.
+    """
+    import paddle
+
+    loaded = paddle.jit.load(str(tmp / "model"))
+    loaded.eval()
+    gots = [t.numpy() for t in flatten_outputs(loaded(*xs))]
+    if len(gots) != len(refs):
+        raise PaddlefitError(f"the exported model returns {len(gots)} tensors, the dynamic model {len(refs)}; "
+                             "not written.")  # fmt: skip
+    diff = 0.0
+    for i, (got, ref) in enumerate(zip(gots, refs, strict=True)):
+        d = float(np.max(np.abs(got.astype("float64") - ref.astype("float64")))) if ref.size else 0.0
+        diff = max(diff, d)
+        if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
+            raise PaddlefitError(f"the exported model's output {i} differs from the dynamic model's (max |diff| "
+                                 f"{d:g}, shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
+    return diff
+
+
+def _loaded_model(spec: Any, run_dir: Path, checkpoint: Path, manifest: dict[str, Any], params: bytes) -> Any:
+    """The job's model built and loaded with the checkpoint's weights (``params``: model.pdparams's bytes).
+
+    Raises:
+        PaddlefitError: the checkpoint was written for another model, cannot be loaded, or does not match.
+    """
+    import paddle
+
+    from paddlefit.models.zoo import resolve_model
+
+    if manifest.get("spec_model") not in (None, spec.model):
+        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}` was written for model "
+                             f"`{manifest['spec_model']}`, this run trains `{spec.model}`; pass a checkpoint of "
+                             f"{name_safe(run_dir)}.")  # fmt: skip
+    from paddlefit.models.build import build
+
+    model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
+    try:
+        missing, unexpected = model.set_state_dict(paddle.load(io.BytesIO(params)))
+    except Exception as exc:
+        raise PaddlefitError(f"`{name_safe(checkpoint)}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
+                             f"{str(exc)[:200]}).") from None  # fmt: skip
+    if missing or unexpected:
+        raise PaddlefitError(f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
+                             f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}).")  # fmt: skip
+    return model
+
+
 def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | None = None) -> ExportResult:
     """Write ``paddle.jit.save(model, OUT/model, input_spec)`` for a run's newest valid (or given) checkpoint,
     reload it with ``paddle.jit.load`` and compare outputs with the dynamic model on up to 8 samples of the run's
@@ -190,34 +295,8 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
                              "--run-dir of a `paddlefit train` run.")  # fmt: skip
     add_recorded_dirs(run_dir / IMPORT_DIRS_FILE)  # the run's own modules, wherever export runs from
     spec = load_job_spec(spec_file)
-    if checkpoint is None:
-        checkpoint, manifest, params = _newest_checkpoint(run_dir)
-    else:
-        if (problem := verify(Path(checkpoint))) is not None:
-            raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {problem}.")
-        try:
-            manifest, params = _read_weights(Path(checkpoint))
-        except _Gone as exc:
-            raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {exc} (a run still training there "
-                                 "deleted it? Pass a newer one, or leave --checkpoint out for the newest)."
-                                 ) from None  # fmt: skip
-    from paddlefit.models.zoo import resolve_model
-
-    if manifest.get("spec_model") not in (None, spec.model):
-        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}` was written for model "
-                             f"`{manifest['spec_model']}`, this run trains `{spec.model}`; pass a checkpoint of "
-                             f"{name_safe(run_dir)}.")  # fmt: skip
-    from paddlefit.models.build import build
-
-    model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
-    try:
-        missing, unexpected = model.set_state_dict(paddle.load(io.BytesIO(params)))
-    except Exception as exc:
-        raise PaddlefitError(f"`{name_safe(checkpoint)}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
-                             f"{str(exc)[:200]}).") from None  # fmt: skip
-    if missing or unexpected:
-        raise PaddlefitError(f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
-                             f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}).")  # fmt: skip
+    checkpoint, manifest, params = _chosen_checkpoint(run_dir, checkpoint)
+    model = _loaded_model(spec, run_dir, checkpoint, manifest, params)
     model.eval()
     batch = sample_batch(spec)
     names: list[str | None] = [None] * len(batch.args) + list(batch.kwargs)
@@ -238,39 +317,8 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
                                  "nothing to export.")  # fmt: skip
         plain = not batch.kwargs and hasattr(out, "shape")
         target = model if plain else positional_layer(model, names)
-        try:
-            paddle.jit.save(target, str(tmp / "model"), input_spec=input_spec)
-            if full := no_space_left(tmp):  # Paddle's writer leaves a short file on a full disk, and says nothing
-                raise FileWriteError(out_dir, full, "--out")
-        except OSError:
-            raise
-        except Exception as exc:
-            if full := no_space_left(tmp):
-                raise FileWriteError(out_dir, full, "--out") from None
-            import re
-
-            # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
-            causes = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", str(exc), re.M)
-            why = causes[-1].strip()[:400] if causes else f"{type(exc).__name__}: {str(exc)[:400]}"
-            raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph: {why}. Known "
-                                 "causes: Python control flow on tensor values, which does not convert with a dynamic "
-                                 "batch dimension (PaddleNLP's Llama checks its attention mask's shape this way); "
-                                 "ops written for Paddle's legacy static graph (`LayerHelper.append_op`, e.g. "
-                                 "ppdet 2.6.0's multiclass_nms), which Paddle 3's PIR refuses."
-                                 ) from None  # fmt: skip
-        loaded = paddle.jit.load(str(tmp / "model"))
-        loaded.eval()
-        gots = [t.numpy() for t in flatten_outputs(loaded(*xs))]
-        if len(gots) != len(refs):
-            raise PaddlefitError(f"the exported model returns {len(gots)} tensors, the dynamic model {len(refs)}; "
-                                 "not written.")  # fmt: skip
-        diff = 0.0
-        for i, (got, ref) in enumerate(zip(gots, refs, strict=True)):
-            d = float(np.max(np.abs(got.astype("float64") - ref.astype("float64")))) if ref.size else 0.0
-            diff = max(diff, d)
-            if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
-                raise PaddlefitError(f"the exported model's output {i} differs from the dynamic model's (max |diff| "
-                                     f"{d:g}, shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
+        _jit_save(target, tmp, input_spec, out_dir)
+        diff = _reload_diff(tmp, xs, refs)
         files = sorted(p.name for p in tmp.iterdir())
         for f in tmp.iterdir():
             fsync_path(f)
