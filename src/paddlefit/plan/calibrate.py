@@ -95,6 +95,41 @@ def _timed_s(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float
     return (time.perf_counter() - t0) / reps
 
 
+def _time_gemm_and_conv(scale: Callable[..., None], measured: dict[str, float], sizes: tuple[int, ...], reps: int,
+                        wait: Callable[[], Any], tf32: bool, half: bool, say: Callable[[str], None]) -> None:
+    """Time :func:`time_kernels`' reference matmuls (float32, float16) and 3x3 convolutions (float32 NCHW, float16
+    NHWC), each passed to ``scale(key, kernel, precision, seconds)`` and recorded in ``measured``."""
+    import paddle
+    import paddle.nn.functional as F
+
+    from paddlefit.estimate.kernels import Kernel
+
+    n, nb, c, hw, _ = sizes
+    for dtype in ("float32", "float16") if half else ("float32",):
+        say(f"timing matmul {n}^3 {dtype}")
+        a = paddle.randn([n, n]).astype(dtype)
+        b = paddle.randn([n, n]).astype(dtype)
+        t = _timed_s(lambda a=a, b=b: paddle.matmul(a, b), reps, wait)
+        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
+        eb = 2 if dtype == "float16" else 4
+        k = Kernel("gemm", "matmul", "forward", 2 * n**3, 3 * eb * n * n, unit, (1, n, n, n))
+        scale(f"gemm_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
+        measured[f"matmul_{dtype}_s"] = t
+    for dtype, fmt in (("float32", "NCHW"), ("float16", "NHWC")) if half else (("float32", "NCHW"),):
+        say(f"timing conv2d 3x3 {dtype} {fmt}")
+        shape = [nb, c, hw, hw] if fmt == "NCHW" else [nb, hw, hw, c]
+        x = paddle.randn(shape).astype(dtype)
+        w = paddle.randn([c, c, 3, 3]).astype(dtype)
+        t = _timed_s(lambda x=x, w=w, fmt=fmt: F.conv2d(x, w, padding=1, data_format=fmt), reps, wait)
+        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
+        eb = 2 if dtype == "float16" else 4
+        pix = nb * hw * hw
+        k = Kernel("conv", "conv2d", "forward", 2 * pix * c * c * 9, eb * (2 * pix * c + c * c * 9), unit,
+                   (1, pix, c, c * 9))  # fmt: skip
+        scale(f"conv_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
+        measured[f"conv2d_{dtype}_{fmt}_s"] = t
+
+
 def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | None = None,
                  sizes: tuple[int, int, int, int, int] = (4096, 32, 256, 56, 1 << 26),
                  sync: Callable[[], Any] | None = None, half: bool = True) -> dict[str, Any]:  # fmt: skip
@@ -135,7 +170,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize
-    n, nb, c, hw, big = sizes
+    _, nb, c, hw, big = sizes
     fit = load_perf_params()
     arch = gpu.architecture
     values = {k: fit.get(k, arch) for k in fit.values}  # this generation's fitted values, flattened
@@ -160,29 +195,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     t = _timed_s(lambda: paddle.add(u, v), reps, wait)
     scale("bw_eff", Kernel("elementwise", "add", "forward", big, 3 * 4 * big, "memory"), "fp32", t)
     measured["add_2^26_s"] = t
-    for dtype in ("float32", "float16") if half else ("float32",):
-        say(f"timing matmul {n}^3 {dtype}")
-        a = paddle.randn([n, n]).astype(dtype)
-        b = paddle.randn([n, n]).astype(dtype)
-        t = _timed_s(lambda a=a, b=b: paddle.matmul(a, b), reps, wait)
-        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
-        eb = 2 if dtype == "float16" else 4
-        k = Kernel("gemm", "matmul", "forward", 2 * n**3, 3 * eb * n * n, unit, (1, n, n, n))
-        scale(f"gemm_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
-        measured[f"matmul_{dtype}_s"] = t
-    for dtype, fmt in (("float32", "NCHW"), ("float16", "NHWC")) if half else (("float32", "NCHW"),):
-        say(f"timing conv2d 3x3 {dtype} {fmt}")
-        shape = [nb, c, hw, hw] if fmt == "NCHW" else [nb, hw, hw, c]
-        x = paddle.randn(shape).astype(dtype)
-        w = paddle.randn([c, c, 3, 3]).astype(dtype)
-        t = _timed_s(lambda x=x, w=w, fmt=fmt: F.conv2d(x, w, padding=1, data_format=fmt), reps, wait)
-        unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
-        eb = 2 if dtype == "float16" else 4
-        pix = nb * hw * hw
-        k = Kernel("conv", "conv2d", "forward", 2 * pix * c * c * 9, eb * (2 * pix * c + c * c * 9), unit,
-                   (1, pix, c, c * 9))  # fmt: skip
-        scale(f"conv_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
-        measured[f"conv2d_{dtype}_{fmt}_s"] = t
+    _time_gemm_and_conv(scale, measured, sizes, reps, wait, tf32, half, say)
     say("timing depthwise conv2d")
     x = paddle.randn([nb, c, hw, hw])
     w = paddle.randn([c, 1, 3, 3])
