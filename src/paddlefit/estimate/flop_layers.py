@@ -24,6 +24,25 @@ if TYPE_CHECKING:
     from paddlefit.estimate.flops import FlopCounter
 
 
+def count_conv(counter: FlopCounter, layer: Any, x: Any, out: Any, transposed: bool = False) -> None:
+    """FLOPs and trace of one call of a ``paddle.nn`` ConvND / ConvNDTranspose on input ``x`` (formula in
+    :mod:`paddlefit.estimate.flops`; Paddle's depthwise kernel named as Paddle runs it)."""
+    groups = int(getattr(layer, "_groups", 1) or 1)
+    fmt = str(getattr(layer, "_data_format", "NCHW"))
+    name = conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
+    counter.emit_gemm("conv", name, x, layer.weight, out, conv_macs(layer.weight, out, transposed, x), layer.bias,
+                      conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt,
+                      conv_geometry(layer.weight, out, getattr(layer, "_stride", 1), getattr(layer, "_dilation", 1),
+                                    fmt, transposed))  # fmt: skip
+
+
+def count_linear(counter: FlopCounter, layer: Any, x: Any, out: Any) -> None:
+    """FLOPs and trace of one call of a ``paddle.nn.Linear`` (weight K x N) on input ``x``: 2·M·N·K + bias."""
+    n, k = layer.weight.shape[1], layer.weight.shape[0]
+    counter.emit_gemm("linear", "linear", x, layer.weight, out, numel(out) * k, layer.bias,
+                      (1, numel(out) // max(n, 1), n, k))  # fmt: skip
+
+
 def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
     """(layer types, rule) pairs: ``rule(layer, inputs, output)`` counts one call of a layer of those types into
     ``counter`` (formulas in :mod:`paddlefit.estimate.flops`); the first matching pair applies."""
@@ -39,22 +58,6 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
                nn.AdaptiveMaxPool3D)  # fmt: skip
     avgpool = (nn.AvgPool1D, nn.AvgPool2D, nn.AvgPool3D, nn.AdaptiveAvgPool1D, nn.AdaptiveAvgPool2D,
                nn.AdaptiveAvgPool3D)  # fmt: skip
-
-    def on_conv(layer, inp, out, transposed=False):
-        x = inp[0]
-        groups = int(getattr(layer, "_groups", 1) or 1)
-        fmt = str(getattr(layer, "_data_format", "NCHW"))
-        name = conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
-        counter.emit_gemm("conv", name, x, layer.weight, out, conv_macs(layer.weight, out, transposed, x), layer.bias,
-                          conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt,
-                          conv_geometry(layer.weight, out, getattr(layer, "_stride", 1), getattr(layer, "_dilation", 1),
-                                        fmt, transposed))  # fmt: skip
-
-    def on_linear(layer, inp, out):
-        x = inp[0]
-        n, k = layer.weight.shape[1], layer.weight.shape[0]
-        counter.emit_gemm("linear", "linear", x, layer.weight, out, numel(out) * k, layer.bias,
-                          (1, numel(out) // max(n, 1), n, k))  # fmt: skip
 
     def on_params_elementwise(kind, per, op=None, cls="elementwise"):
         def rule(layer, inp, out):
@@ -81,9 +84,9 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
         count_rnn(counter, layer, inp[0], out[0] if isinstance(out, list | tuple) else out)
 
     return [
-        (conv, on_conv),
-        (conv_t, lambda layer, i, o: on_conv(layer, i, o, transposed=True)),
-        (nn.Linear, on_linear),
+        (conv, lambda layer, i, o: count_conv(counter, layer, i[0], o)),
+        (conv_t, lambda layer, i, o: count_conv(counter, layer, i[0], o, transposed=True)),
+        (nn.Linear, lambda layer, i, o: count_linear(counter, layer, i[0], o)),
         (bn, on_params_elementwise("norm", per_element("batch_norm"), "batch_norm", "norm")),
         (ln, on_params_elementwise("norm", per_element("layer_norm"), None, "norm")),
         (nn.GELU, on_params_elementwise("activation", per_element("gelu"), "gelu")),
