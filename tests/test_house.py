@@ -176,7 +176,6 @@ MAX_BODY_LINES = 60
 LONG_FUNCTIONS = {
     "estimate/flop_functional.py:patch_functional", "models/transformer.py:build_transformer", "tune/trials.py:tune",
     "diagnose/profiler.py:profile_job", "estimate/optrace.py:transformer_trace", "estimate/optrace.py:build",
-    "estimate/kernels.py:step_kernels",
 }
 
 

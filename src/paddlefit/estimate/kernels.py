@@ -112,88 +112,106 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
         tf32: Paddle's TF32 switches are on (its default; the job's ``tf32``): fp32 GEMMs/convs use the TF32 tensor
             cores where the GPU has them; False puts them on the FP32 CUDA cores (:data:`TF32_OFF_SOURCE`).
     """
-    amp = assign_dtypes(ops, precision)
     ks: list[Kernel] = []
-    for a in amp:
+    for a in assign_dtypes(ops, precision):
         o = a.op
         if o.cls == "view":
             continue
-        for numel, src, dst, is_param in a.casts:  # a cast kernel: read src, write dst
-            cast_b = numel * (dtype_bytes(src) + dtype_bytes(dst))
-            ks.append(Kernel("amp_cast", "cast", "forward", 0, cast_b, "memory"))
-            if is_param:  # O1: the half gradient of a cast weight is cast back to the fp32 parameter's dtype
-                ks.append(Kernel("amp_cast", "cast.grad", "backward", 0, cast_b, "memory"))
+        ks += _cast_kernels(a)
         in_b = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True))
         out_b = sum(_nbytes(t, a.out_dtype if t.floating else t.dtype) for t in o.outputs)
-        act_out = o.outputs[0] if o.outputs else None
         if o.cls == "attention" and o.gemm:
             ks += attention_kernels(o, a, _gemm_unit(a.compute, gpu, "gemm"), in_b, out_b)
-            continue
-        if o.cls in ("gemm", "conv", "dwconv") and o.gemm:
-            unit = _gemm_unit(a.compute, gpu, o.cls, tf32)
-            g, m, n, k = o.gemm
-            x, w = (*o.inputs, None, None)[:2]
-            geo = o.conv if o.cls == "conv" else None
-            ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm, conv=geo))
-            eb = dtype_bytes(a.compute)
-            if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
-                # tensor-core convolutions run channels-last: cuDNN transposes NCHW tensors around the kernel
-                # (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide", Tensor Layouts in
-                # Memory: NCHW vs NHWC): x and y in the forward; dy, dx and x (for the weight gradient) after
-                xn = x.numel if x is not None else 0
-                ks.append(Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory",
-                                 count=2))  # x in, y out  # fmt: skip
-                ks.append(Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel),
-                                 "memory", count=3))  # dy in (dgrad and wgrad), dx out, x in (wgrad)  # fmt: skip
-            gemm_flops = 2 * g * m * n * k
-            if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
-                ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
-                                 eb * g * (m * n + n * k + m * k), unit, (g, m, k, n), conv=geo))  # fmt: skip
-            if w is not None and w.grad:  # dW = X^T . dY : (K, N) reduced over M
-                ks.append(Kernel(o.cls, o.op + ".wgrad", "backward", gemm_flops,
-                                 eb * g * (m * k + m * n + k * n), unit, (g, k, n, m), conv=geo))  # fmt: skip
-            if len(o.inputs) > 2 and o.inputs[2].grad and act_out is not None:  # bias: reduce dY
-                ks.append(Kernel("reduce", o.op + ".bias_grad", "backward", act_out.numel,
-                                 act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip
-            continue
-        needs = [t for t in o.inputs if t.grad and t.floating]
-        eb = dtype_bytes(a.out_dtype)
-        dy = act_out.numel * eb if act_out is not None else 0
-        if o.cls == "norm":
-            x = o.inputs[0]
-            fwd_b = in_b + _nbytes(x, a.in_dtypes[0]) + out_b  # statistics pass + normalise pass
-            ks.append(Kernel(o.cls, o.op, "forward", o.flops, fwd_b, "memory"))
-            if needs:
-                xb = _nbytes(x, a.in_dtypes[0])
-                ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops, 2 * (xb + dy) + xb
-                                 + sum(t.numel * 4 for t in o.inputs[1:] if t.param), "memory"))  # fmt: skip
-            continue
-        if o.cls == "embedding":
-            ks.append(Kernel(o.cls, o.op, "forward", 0, 2 * out_b + in_b - sum(_nbytes(t, "float32") for t in o.inputs
-                                                                                  if t.param), "memory"))  # fmt: skip
-            w = next((t for t in o.inputs if t.param), None)
-            if w is not None and w.grad:
-                ks.append(Kernel(o.cls, "embedding.grad", "backward", 0, w.numel * 4 + 2 * dy, "memory"))
-            continue
-        if o.op == "dropout":
-            x = o.inputs[0] if o.inputs else None
-            n = x.numel if x is not None else 0
-            ks.append(Kernel(o.cls, o.op, "forward", 0, in_b + out_b + n, "memory"))  # + uint8 mask
-            if needs:
-                ks.append(Kernel(o.cls, "dropout.grad", "backward", 0, 2 * dy + n, "memory"))
-            continue
-        ks.append(Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, "memory"))
+        elif o.cls in ("gemm", "conv", "dwconv") and o.gemm:
+            ks += _gemm_kernels(a, _gemm_unit(a.compute, gpu, o.cls, tf32), in_b, out_b)
+        else:
+            ks += _memory_kernels(a, in_b, out_b)
+    return ks + _optimizer_kernels(precision, optimizer, trainable_params, trainable_tensors)
+
+
+def _cast_kernels(a: AmpOp) -> list[Kernel]:
+    """AMP's cast kernels before op ``a`` (read src, write dst); O1's cast weights also cast their half gradient
+    back to the fp32 parameter's dtype."""
+    ks = []
+    for numel, src, dst, is_param in a.casts:
+        cast_b = numel * (dtype_bytes(src) + dtype_bytes(dst))
+        ks.append(Kernel("amp_cast", "cast", "forward", 0, cast_b, "memory"))
+        if is_param:
+            ks.append(Kernel("amp_cast", "cast.grad", "backward", 0, cast_b, "memory"))
+    return ks
+
+
+def _gemm_kernels(a: AmpOp, unit: str, in_b: int, out_b: int) -> list[Kernel]:
+    """A GEMM-like op's forward, its dgrad/wgrad GEMMs for the operands that need a gradient, the bias gradient,
+    and cuDNN's NCHW<->NHWC transposes around a half-precision convolution on NCHW tensors."""
+    o = a.op
+    g, m, n, k = o.gemm  # type: ignore[misc]
+    x, w = (*o.inputs, None, None)[:2]
+    act_out = o.outputs[0] if o.outputs else None
+    geo = o.conv if o.cls == "conv" else None
+    ks = [Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, unit, o.gemm, conv=geo)]
+    eb = dtype_bytes(a.compute)
+    if o.cls == "conv" and unit == "half" and o.layout.upper().startswith("NC") and act_out is not None:
+        # tensor-core convolutions run channels-last: cuDNN transposes NCHW tensors around the kernel
+        # (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide", Tensor Layouts in
+        # Memory: NCHW vs NHWC): x and y in the forward; dy, dx and x (for the weight gradient) after
+        xn = x.numel if x is not None else 0
+        ks.append(Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory",
+                         count=2))  # x in, y out  # fmt: skip
+        ks.append(Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel),
+                         "memory", count=3))  # dy in (dgrad and wgrad), dx out, x in (wgrad)  # fmt: skip
+    gemm_flops = 2 * g * m * n * k
+    if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
+        ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
+                         eb * g * (m * n + n * k + m * k), unit, (g, m, k, n), conv=geo))  # fmt: skip
+    if w is not None and w.grad:  # dW = X^T . dY : (K, N) reduced over M
+        ks.append(Kernel(o.cls, o.op + ".wgrad", "backward", gemm_flops,
+                         eb * g * (m * k + m * n + k * n), unit, (g, k, n, m), conv=geo))  # fmt: skip
+    if len(o.inputs) > 2 and o.inputs[2].grad and act_out is not None:  # bias: reduce dY
+        ks.append(Kernel("reduce", o.op + ".bias_grad", "backward", act_out.numel,
+                         act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip
+    return ks
+
+
+def _memory_kernels(a: AmpOp, in_b: int, out_b: int) -> list[Kernel]:
+    """A memory-bound op's forward and, when an input needs a gradient, its backward: normalisations (a
+    statistics pass), embeddings (a scatter-add gradient), dropout (its uint8 mask), and the rest."""
+    o = a.op
+    act_out = o.outputs[0] if o.outputs else None
+    needs = [t for t in o.inputs if t.grad and t.floating]
+    dy = act_out.numel * dtype_bytes(a.out_dtype) if act_out is not None else 0
+    if o.cls == "norm":
+        xb = _nbytes(o.inputs[0], a.in_dtypes[0])
+        ks = [Kernel(o.cls, o.op, "forward", o.flops, in_b + xb + out_b, "memory")]  # statistics + normalise
         if needs:
-            saved = _saved_for_grad(o, a)
-            ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops,
-                             dy + saved + sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True)
-                                              if t.grad and t.floating), "memory"))  # fmt: skip
-    # ---- optimizer, gradient zeroing, loss scaling: one kernel per parameter tensor each
+            ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops, 2 * (xb + dy) + xb
+                             + sum(t.numel * 4 for t in o.inputs[1:] if t.param), "memory"))  # fmt: skip
+        return ks
+    if o.cls == "embedding":
+        ks = [Kernel(o.cls, o.op, "forward", 0, 2 * out_b + in_b - sum(_nbytes(t, "float32") for t in o.inputs
+                                                                        if t.param), "memory")]  # fmt: skip
+        w = next((t for t in o.inputs if t.param), None)
+        if w is not None and w.grad:
+            ks.append(Kernel(o.cls, "embedding.grad", "backward", 0, w.numel * 4 + 2 * dy, "memory"))
+        return ks
+    if o.op == "dropout":
+        n = o.inputs[0].numel if o.inputs else 0
+        ks = [Kernel(o.cls, o.op, "forward", 0, in_b + out_b + n, "memory")]  # + uint8 mask
+        return ks + ([Kernel(o.cls, "dropout.grad", "backward", 0, 2 * dy + n, "memory")] if needs else [])
+    ks = [Kernel(o.cls, o.op, "forward", o.flops, in_b + out_b, "memory")]
+    if needs:
+        grads_in = sum(_nbytes(t, d) for t, d in zip(o.inputs, a.in_dtypes, strict=True) if t.grad and t.floating)
+        ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops, dy + _saved_for_grad(o, a) + grads_in, "memory"))
+    return ks
+
+
+def _optimizer_kernels(precision: str, optimizer: str, trainable_params: int, trainable_tensors: int) -> list[Kernel]:
+    """The optimizer update, gradient zeroing and (fp16) loss-scale check: one kernel per parameter tensor each."""
     grad_b = 2 if precision.endswith("o2") else 4
     tensors = max(trainable_tensors, 1)
-    ks.append(Kernel("optimizer", optimizer, "optimizer", 0, OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
-                     "memory", count=tensors))  # fmt: skip
-    ks.append(Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors))
+    ks = [Kernel("optimizer", optimizer, "optimizer", 0, OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
+                 "memory", count=tensors),
+          Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors)]
     if precision.startswith("fp16"):  # GradScaler: check_finite_and_unscale reads and writes every gradient
         ks.append(Kernel("optimizer", "check_finite_and_unscale", "optimizer", 0, 2 * grad_b * trainable_params,
                          "memory", count=tensors))  # fmt: skip
