@@ -86,6 +86,89 @@ class _Sampler(threading.Thread):
         self.join(timeout=2)
 
 
+def _count_train_flops(job: Any, b: Any, spec: JobSpec) -> float:
+    """Training FLOPs per sample of the job's model and loss on batch ``b`` (:class:`FlopCounter`); the gradients
+    it leaves are cleared.
+
+    Raises:
+        PaddlefitError: the model or loss raises (as ``train`` says it).
+    """
+    from paddlefit.estimate.flops import FlopCounter, FlopsCount
+    from paddlefit.models.calling import call_model
+
+    try:
+        count = FlopsCount(batch_size=b.size)
+        with FlopCounter(job.model, count):
+            job.job_loss(call_model(job.model, b, spec.label_arg), b)
+    except PaddlefitError:
+        raise
+    except Exception as exc:  # the model itself fails: say so as train does
+        raise PaddlefitError(
+            f"step 1: the model raised {type(exc).__name__}: {str(exc).strip()[:300]} (model "
+            f"`{spec.model}`). Set PADDLEFIT_DEBUG=1 for the traceback.") from None
+    job.optimizer.clear_grad()
+    return count.train_flops_per_sample
+
+
+def _timed_step(r: Any, step_batches: Any, step: int, sync: Any, on_gpu: bool, flops: list[float]) -> dict[str, float]:
+    """One optimizer step of the runner ``r``, each component's seconds (data wait, host-to-device, forward, loss,
+    backward summed over the micro-batches; optimizer; the whole step). The first micro-batch of step 0 also
+    counts ``flops[0]``, outside every phase's time."""
+    from paddlefit.models.calling import call_model
+
+    spec, job = r.spec, r.job
+    accum = spec.grad_accum_steps
+    row = dict.fromkeys(COMPONENTS, 0.0)
+    t_step = time.perf_counter()
+    it = step_batches()  # a new epoch's first batch then includes worker start-up
+    for _ in range(accum):
+        t0 = time.perf_counter()
+        batch = r.next_batch(it, step + 1)
+        t1 = time.perf_counter()
+        b = r.as_batch(batch)
+        if on_gpu:
+            b = _to_gpu(b)
+            sync()
+        t2 = time.perf_counter()
+        if step == 0 and not flops[0]:
+            flops[0] = _count_train_flops(job, b, spec)
+            t1 = t2 = time.perf_counter()  # the count's forward is not charged to any phase
+        with r.autocast():
+            out = call_model(job.dp_model, b, spec.label_arg)
+            sync()
+            t2b = time.perf_counter()
+            loss = job.job_loss(out, b)
+            del out  # as train: the outputs do not live through the backward
+        sync()
+        t3 = time.perf_counter()
+        scaled = loss / accum if accum > 1 else loss
+        (job.scaler.scale(scaled) if job.scaler else scaled).backward()
+        sync()
+        t4 = time.perf_counter()
+        for key, seconds in (("data", t1 - t0), ("h2d", t2 - t1), ("forward", t2b - t2), ("loss", t3 - t2b),
+                             ("backward", t4 - t3)):  # fmt: skip
+            row[key] += seconds
+    t5 = time.perf_counter()
+    r.optimizer_step()
+    sync()
+    row["optimizer"] = time.perf_counter() - t5
+    row["step"] = time.perf_counter() - t_step
+    return row
+
+
+def _gradient_facts(job: Any, spec: JobSpec) -> tuple[float, dict[str, Any]]:
+    """Bytes one all-reduce moves per rank (the planner's gradient bytes for the precision that ran) and the
+    trainable parameters' {count, largest, largest_shape, largest_count} (for the sparse-update fix)."""
+    from paddlefit.estimate.model_states import model_state_bytes, param_info
+
+    info = param_info(job.model)
+    ran = spec.precision if job.amp else Precision.FP32
+    grads = float(model_state_bytes(info, spec.optimizer, ran).grads_bytes)
+    largest, name, shape = max(((math.prod(q.shape), k, list(q.shape)) for k, q in job.model.named_parameters()
+                                if not q.stop_gradient), default=(0, "", []))  # fmt: skip
+    return grads, {"count": info.trainable_params, "largest": name, "largest_shape": shape, "largest_count": largest}
+
+
 def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None,
                 top_ops: int = 0) -> ProfileResult:  # fmt: skip
     """Run ``warmup + steps`` optimizer steps of ``spec`` on one device and time every component.
@@ -111,9 +194,6 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         raise PaddlefitError(f"`--ops` must be 0..1000 (got {top_ops}).")
     import paddle
 
-    from paddlefit.estimate.flops import FlopCounter, FlopsCount
-    from paddlefit.estimate.model_states import model_state_bytes, param_info
-    from paddlefit.models.calling import call_model
     from paddlefit.train.metrics import PeakTracker
     from paddlefit.train.step import scratch_runner
 
@@ -123,63 +203,15 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         spec, job = r.spec, r.job
         on_gpu = job.on_gpu
         sync = paddle.device.synchronize if on_gpu else (lambda: None)
-        accum = spec.grad_accum_steps
         rows: list[dict[str, float]] = []
-        flops_per_sample = 0.0
+        flops = [0.0]  # training FLOPs per sample, counted on the first micro-batch
         sampler = _Sampler(on_gpu)
         sampler.start()
         try:
             peaks = PeakTracker(on_gpu)
             for step in range(total):
                 peaks.checkpoint()
-                row = dict.fromkeys(COMPONENTS, 0.0)
-                t_step = time.perf_counter()
-                it = step_batches()  # a new epoch's first batch then includes worker start-up
-                for _ in range(accum):
-                    t0 = time.perf_counter()
-                    batch = r.next_batch(it, step + 1)
-                    t1 = time.perf_counter()
-                    b = r.as_batch(batch)
-                    if on_gpu:
-                        b = _to_gpu(b)
-                        sync()
-                    t2 = time.perf_counter()
-                    if step == 0 and not flops_per_sample:
-                        try:
-                            count = FlopsCount(batch_size=b.size)
-                            with FlopCounter(job.model, count):
-                                job.job_loss(call_model(job.model, b, spec.label_arg), b)
-                            flops_per_sample = count.train_flops_per_sample
-                        except PaddlefitError:
-                            raise
-                        except Exception as exc:  # the model itself fails: say so as train does
-                            raise PaddlefitError(
-                                f"step 1: the model raised {type(exc).__name__}: {str(exc).strip()[:300]} (model "
-                                f"`{spec.model}`). Set PADDLEFIT_DEBUG=1 for the traceback.") from None
-                        job.optimizer.clear_grad()
-                        t1 = t2 = time.perf_counter()  # the count's forward is not charged to any phase
-                    with r.autocast():
-                        out = call_model(job.dp_model, b, spec.label_arg)
-                        sync()
-                        t2b = time.perf_counter()
-                        loss = job.job_loss(out, b)
-                        del out  # as train: the outputs do not live through the backward
-                    sync()
-                    t3 = time.perf_counter()
-                    scaled = loss / accum if accum > 1 else loss
-                    (job.scaler.scale(scaled) if job.scaler else scaled).backward()
-                    sync()
-                    t4 = time.perf_counter()
-                    row["data"] += t1 - t0
-                    row["h2d"] += t2 - t1
-                    row["forward"] += t2b - t2
-                    row["loss"] += t3 - t2b
-                    row["backward"] += t4 - t3
-                t5 = time.perf_counter()
-                r.optimizer_step()
-                sync()
-                row["optimizer"] = time.perf_counter() - t5
-                row["step"] = time.perf_counter() - t_step
+                row = _timed_step(r, step_batches, step, sync, on_gpu, flops)
                 row["warmup"] = float(step < warmup)
                 rows.append(row)
                 if progress:
@@ -191,15 +223,9 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         device = "gpu" if on_gpu else "cpu"
         gpu_name = paddle.device.cuda.get_device_name() if on_gpu else None
         peak = peaks.peak()
-        # gradients as DataParallel all-reduces them: the planner's model-state bytes for the precision that ran
-        info = param_info(job.model)
-        ran = spec.precision if job.amp else Precision.FP32
-        grads = float(model_state_bytes(info, spec.optimizer, ran).grads_bytes)
-        largest, name, shape = max(((math.prod(q.shape), k, list(q.shape)) for k, q in job.model.named_parameters()
-                                    if not q.stop_gradient), default=(0, "", []))  # fmt: skip
-        params = {"count": info.trainable_params, "largest": name, "largest_shape": shape, "largest_count": largest}
+        grads, params = _gradient_facts(job, spec)
         gemm = None if on_gpu else cpu_gemm_flops_per_s()
-    result = summarise(spec, rows, warmup, device, gpu_name, flops_per_sample, sampler, produce_s,
+    result = summarise(spec, rows, warmup, device, gpu_name, flops[0], sampler, produce_s,
                         peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params,
                         cpu_gemm_flops_per_s=gemm)  # fmt: skip
     result.operators = operators
