@@ -265,21 +265,71 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
         raise PaddlefitError(f"`--global-batch` must be keep, free or off (got {global_batch!r}).")
     import paddle
 
-    say = progress or (lambda msg: None)
-    t0 = time.perf_counter()
     on_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
     cc = None
     if on_gpu:
         major, minor = paddle.device.cuda.get_device_capability()
         cc = major + minor / 10
     limit = memory_limit if memory_limit is not None else memory_limit_bytes(on_gpu)
+    search = _Search(spec, steps, warmup, budget_s, progress or (lambda msg: None))
+    search.say("baseline (your settings)")
+    search.run(search.baseline)
+    tested = [f for f in hypotheses or [] if f.get("settings")][:PROFILE_FIXES_TRIED]
+    for i, fix in enumerate(tested, 1):  # profile's fixes first, whatever the budget
+        search.say(f"profile fix {i}: {fix['fix']}")
+        search.trials.append(Trial(f"profile fix {i}: {fix['fix']}", dict(fix["settings"])))
+        search.run(search.trials[-1])
+    profiled = search.trials[: len(tested)]
+    search.stage(candidates(spec, on_gpu, cc))
+    search.stage(_refinements(search.leader(), spec, on_gpu, cc))
+    if global_batch != "off":
+        search.batch_sweep(global_batch, max_batch_factor, limit)
+    baseline = search.baseline
+    ranked = sorted([t for t in [baseline, *search.trials] if t.samples_per_s], key=lambda x: -x.median)
+    finalists = [baseline, *[t for t in ranked if t is not baseline][:2]]
+    finalists += [t for t in profiled if t.samples_per_s and t not in finalists]
+    for r in range(confirm):  # interleaved: drift hits every finalist alike
+        for trial in finalists:
+            search.say(f"confirm {r + 1}/{confirm}: {trial.label}")
+            search.run(trial)
+    best = max(finalists, key=lambda x: x.median)
+    return TuneResult(baseline=baseline, trials=search.trials, best=best, ratio=best.median / baseline.median,
+                      elapsed_s=time.perf_counter() - search.t0, steps=steps, warmup=warmup, memory_limit_bytes=limit,
+                      hypotheses=[judge_fix(f, t, baseline) for f, t in zip(tested, profiled, strict=True)],
+                      )  # fmt: skip
 
-    def run(trial: Trial) -> None:
+
+class _Search:
+    """The state of one :func:`tune` search: the job, its trials so far, the clock and the budget (seconds)."""
+
+    def __init__(self, spec: JobSpec, steps: int, warmup: int, budget_s: float, say: Any) -> None:
+        self.spec, self.steps, self.warmup, self.budget_s, self.say = spec, steps, warmup, budget_s, say
+        self.t0 = time.perf_counter()
+        self.baseline = Trial("baseline", {})
+        self.trials: list[Trial] = []
+
+    def within_budget(self) -> bool:
+        return time.perf_counter() - self.t0 <= self.budget_s
+
+    def leader(self) -> Trial:
+        return max([self.baseline, *self.trials], key=lambda x: x.median)
+
+    def run(self, trial: Trial) -> None:
+        """Measure ``trial`` once more (its settings applied to the job; ``FLAGS_`` ones set for the run and reset
+        after); a failure or an OOM back-off is its note, except the baseline's, which raises.
+
+        Raises:
+            PaddlefitError: the baseline run fails.
+        """
+        import paddle
+
+        from paddlefit.errors import PaddlefitError
+
         flags = {k: v for k, v in trial.settings.items() if k.startswith("FLAGS_")}
-        trial_spec = apply_settings(spec, trial.settings)
-        trial.global_batch = trial_spec.batch_size * trial_spec.grad_accum_steps * spec.devices
+        trial_spec = apply_settings(self.spec, trial.settings)
+        trial.global_batch = trial_spec.batch_size * trial_spec.grad_accum_steps * self.spec.devices
         try:
-            m = measure(trial_spec, steps, warmup, flags or None)
+            m = measure(trial_spec, self.steps, self.warmup, flags or None)
         except PaddlefitError as exc:
             if trial.label == "baseline":
                 raise
@@ -297,41 +347,25 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
         trial.data_wait_fraction.append(m["data_wait_fraction"])
         trial.peak_memory_bytes = max(trial.peak_memory_bytes, int(m["peak_memory_bytes"]))
 
-    baseline = Trial("baseline", {})
-    say("baseline (your settings)")
-    run(baseline)
-    trials: list[Trial] = []
-    tested = [f for f in hypotheses or [] if f.get("settings")][:PROFILE_FIXES_TRIED]
-    for i, fix in enumerate(tested, 1):  # profile's fixes first, whatever the budget
-        say(f"profile fix {i}: {fix['fix']}")
-        trials.append(Trial(f"profile fix {i}: {fix['fix']}", dict(fix["settings"])))
-        run(trials[-1])
-    profiled = trials[: len(tested)]
-
-    def within_budget() -> bool:
-        return time.perf_counter() - t0 <= budget_s
-
-    def stage(cands: list[tuple[str, dict]]) -> None:
+    def stage(self, cands: list[tuple[str, dict]]) -> None:
+        """Run each candidate (label, settings) while the budget lasts, skipping settings already tried."""
         for label, settings in cands:
-            if not within_budget():
+            if not self.within_budget():
                 return
-            if any(t.settings == settings for t in trials):  # a profile fix already tried it
+            if any(t.settings == settings for t in self.trials):  # a profile fix already tried it
                 continue
-            say(label)
-            trials.append(Trial(label, settings))
-            run(trials[-1])
+            self.say(label)
+            self.trials.append(Trial(label, settings))
+            self.run(self.trials[-1])
 
-    def leader() -> Trial:
-        return max([baseline, *trials], key=lambda x: x.median)
-
-    stage(candidates(spec, on_gpu, cc))
-    stage(_refinements(leader(), spec, on_gpu, cc))
-    if global_batch != "off":
-        best = leader()
-        cur = apply_settings(spec, best.settings)
+    def batch_sweep(self, global_batch: str, max_batch_factor: int, limit: float) -> None:
+        """The leader's batch size x2, x4, ... (``keep``: dividing ``grad_accum_steps``), each only while its peak,
+        extrapolated through the measured ones (:func:`predicted_peak`), stays within ``limit`` bytes."""
+        best = self.leader()
+        cur = apply_settings(self.spec, best.settings)
         points = [(cur.batch_size, best.peak_memory_bytes)] if best.peak_memory_bytes > 0 else []
         factor = 2
-        while points and factor <= max_batch_factor and within_budget():
+        while points and factor <= max_batch_factor and self.within_budget():
             accum = cur.grad_accum_steps
             if global_batch == "keep":
                 if accum % factor:
@@ -340,28 +374,16 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
             b = cur.batch_size * factor
             label = f"{best.label}, batch_size={b}" + (f", grad_accum_steps={accum}" if global_batch == "keep" else "")
             trial = Trial(label, {**best.settings, "batch_size": b, "grad_accum_steps": accum})
-            trials.append(trial)
+            self.trials.append(trial)
             need = predicted_peak(points, b)
             if need > limit:
                 trial.note = (f"not run: predicted peak {need / 1024**2:,.0f} MiB > limit {limit / 1024**2:,.0f} "
                               "MiB")  # fmt: skip
-                trial.global_batch = b * accum * spec.devices
+                trial.global_batch = b * accum * self.spec.devices
                 break
-            say(label)
-            run(trial)
+            self.say(label)
+            self.run(trial)
             if not trial.samples_per_s:
                 break
             points.append((b, trial.peak_memory_bytes))
             factor *= 2
-    ranked = sorted([t for t in [baseline, *trials] if t.samples_per_s], key=lambda x: -x.median)
-    finalists = [baseline, *[t for t in ranked if t is not baseline][:2]]
-    finalists += [t for t in profiled if t.samples_per_s and t not in finalists]
-    for r in range(confirm):  # interleaved: drift hits every finalist alike
-        for trial in finalists:
-            say(f"confirm {r + 1}/{confirm}: {trial.label}")
-            run(trial)
-    best = max(finalists, key=lambda x: x.median)
-    return TuneResult(baseline=baseline, trials=trials, best=best, ratio=best.median / baseline.median,
-                      elapsed_s=time.perf_counter() - t0, steps=steps, warmup=warmup, memory_limit_bytes=limit,
-                      hypotheses=[judge_fix(f, t, baseline) for f, t in zip(tested, profiled, strict=True)],
-                      )  # fmt: skip
