@@ -400,7 +400,8 @@ def _has_cuda() -> bool:
 @pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU and paddlepaddle-gpu")
 def test_calibrate_times_kernels_on_this_gpu():
     """On a GPU: the kernel timings give parameters in range, and a plan with them says `calibration: device`."""
-    from paddlefit.plan.calibrate import current_device, match_gpu, time_kernels
+    from paddlefit.catalog.device_name import match_gpu
+    from paddlefit.plan.calibrate import current_device, time_kernels
     from paddlefit.plan.calibration import parse_calibration
 
     gpu = match_gpu(current_device()[1], load_gpus())

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from paddlefit.diagnose.profiler import profile_job
-from paddlefit.diagnose.verdict import COMPONENTS
-from paddlefit.diagnose.verdict_rules import OPTIMIZER_HEAVY
+from paddlefit.profiling.profiler import profile_job
+from paddlefit.profiling.verdict import COMPONENTS
+from paddlefit.profiling.verdict_rules import OPTIMIZER_HEAVY
 from paddlefit.spec import load_job_spec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -99,7 +99,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     """The GPU rules on a measured-looking step (CPU here cannot produce one): the roofline and the all-reduce
     estimate come from the catalog's datasheet figures."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.diagnose.verdict import summarise as _summarise
+    from paddlefit.profiling.verdict import summarise as _summarise
 
     spec = load_job_spec(EXAMPLES / "digits-wide.yaml")
     gb = spec.batch_size * spec.grad_accum_steps
@@ -158,7 +158,7 @@ def test_data_wait_and_batch_production_are_named_apart() -> None:
     from rich.console import Console
 
     from paddlefit.cli.profile import render_breakdown
-    from paddlefit.diagnose.verdict import summarise
+    from paddlefit.profiling.verdict import summarise
 
     spec = load_job_spec(EXAMPLES / "digits-warped.yaml")
     row = {"data": 0.055, "h2d": 0.0, "forward": 0.020, "loss": 0.005, "backward": 0.015, "optimizer": 0.005,

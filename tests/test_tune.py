@@ -142,7 +142,7 @@ def test_tune_tries_profiles_fixes_first_and_says_which_held() -> None:
     """Issue 26: profile ranked `data.num_workers: 2 ... expected 1.0-2.00x` first; tune measured it slower than the
     baseline and kept the baseline without a word. Profile's gain is a stated hypothesis with its evidence and the
     setting to test; tune tries it first and says whether the measurement confirmed or refuted it."""
-    from paddlefit.diagnose.profiler import profile_job
+    from paddlefit.profiling.profiler import profile_job
 
     spec = load_job_spec(EXAMPLES / "digits-warped.yaml").model_copy(update={"batch_size": 16})
     fixes = profile_job(spec, steps=4, warmup=1).fixes

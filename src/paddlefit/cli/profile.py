@@ -34,7 +34,7 @@ def profile_command(
       paddlefit profile job.yaml --json --plot profile.png
       paddlefit profile job.yaml --ops 10                      # + operator top-10 from paddle.profiler
     """
-    from paddlefit.diagnose.profiler import plot_profile, profile_job
+    from paddlefit.profiling.profiler import plot_profile, profile_job
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")
@@ -81,9 +81,9 @@ def profile_command(
 
 def render_breakdown(result: Any, console: Console) -> None:
     """The headline (model, device, steps, batch) and the step's components: mean and p95 (ms) and share of the
-    mean step, labelled by :data:`paddlefit.diagnose.verdict.COMPONENT_LABELS` (``data wait``, never the batch
+    mean step, labelled by :data:`paddlefit.profiling.verdict.COMPONENT_LABELS` (``data wait``, never the batch
     production time the evidence gives apart)."""
-    from paddlefit.diagnose.verdict import COMPONENT_LABELS
+    from paddlefit.profiling.verdict import COMPONENT_LABELS
 
     console.print(f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
                   f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip

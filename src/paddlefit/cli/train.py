@@ -17,9 +17,9 @@ from paddlefit.cli.common import (
     shown,
     stdout_to_stderr,
 )
-from paddlefit.report.labels import summary_label
 from paddlefit.report.render import to_json
 from paddlefit.report.runs import render_comparison_document
+from paddlefit.runs.labels import summary_label
 from paddlefit.runs.view import fmt
 from paddlefit.spec import field_help
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
@@ -63,7 +63,7 @@ class RichProgress:
 
 def render_summary(summary: dict) -> None:
     """The end-of-run table on stdout; figures by :func:`paddlefit.runs.view.fmt` and window-named labels
-    (:mod:`paddlefit.report.labels`), as the report and ``paddlefit runs`` print them."""
+    (:mod:`paddlefit.runs.labels`), as the report and ``paddlefit runs`` print them."""
     table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
     acc = summary.get("eval_accuracy")
     rows = [

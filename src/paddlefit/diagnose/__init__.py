@@ -6,7 +6,6 @@ registered checks over it, and report each finding with its fix.
   ``fix_script`` and ``fix_env`` (what the fixes set, as data).
 - :mod:`~paddlefit.diagnose.checks`: the checks PF100-PF123 and ``run_checks``.
 - :mod:`~paddlefit.diagnose.doctor`: ``run_doctor(DoctorRequest)``, the whole ``doctor`` command minus rendering.
-- :mod:`~paddlefit.diagnose.profiler`: the step profiler behind ``paddlefit profile``.
 
 Example:
     >>> from paddlefit.diagnose import collect_snapshot, run_checks

@@ -17,10 +17,10 @@ import math
 from typing import Any
 
 from paddlefit.report import plots
-from paddlefit.report.labels import paddle_threads, readable, summary_label
 from paddlefit.report.resumes import lost_text
 from paddlefit.report.rundir import ReportData, build_report
 from paddlefit.run_layout import COMPARISON_FILE, PROFILE_FILE
+from paddlefit.runs.labels import paddle_threads, readable, summary_label
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 from paddlefit.textsafe import terminal_safe
 
@@ -276,7 +276,7 @@ def environment_tables(snap: dict[str, Any], source: str, threads: str = "") -> 
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    """summary.json as a table: each key's label with its unit (:mod:`paddlefit.report.labels`), the value by the
+    """summary.json as a table: each key's label with its unit (:mod:`paddlefit.runs.labels`), the value by the
     number rule (keyed by the summary key, exact value in ``data-value``; a rate as the terminal prints it), then
     bytes and fractions readable."""
     body = ""

@@ -7,16 +7,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from paddlefit.report.labels import run_label
+from paddlefit.runs.labels import run_label
 
 #: the configuration columns ``paddlefit runs compare`` sets side by side (labels:
-#: :data:`paddlefit.report.labels.RUN_LABELS`)
+#: :data:`paddlefit.runs.labels.RUN_LABELS`)
 CONFIG_FIELDS: tuple[str, ...] = (
     "model", "params", "device_kind", "device_name", "device_count", "precision", "micro_batch_size",
     "grad_accum_steps", "global_batch", "spec_sha256", "paddle_version", "cuda_version", "driver_version",
 )  # fmt: skip
 
-#: the figures it compares (labels and units: :data:`paddlefit.report.labels.RUN_LABELS`; unit ``s`` seconds,
+#: the figures it compares (labels and units: :data:`paddlefit.runs.labels.RUN_LABELS`; unit ``s`` seconds,
 #: ``B`` bytes, ``1/s`` a rate, ``%`` a fraction shown as percent, ``""`` a plain number)
 FIGURE_FIELDS: tuple[str, ...] = (
     "status", "steps", "predicted_step_s", "measured_step_s", "measured_step_p95_s", "predicted_samples_per_s",

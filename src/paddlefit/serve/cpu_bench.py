@@ -107,7 +107,7 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
     """``paddle.jit.save`` an eval-mode ``paddle.nn.Layer`` as ``PREFIX.json`` (or ``.pdmodel``) + ``.pdiparams``,
     with ``paddle.static.InputSpec([None, *spec.shape], spec.dtype, name)`` per input (dynamic batch dimension).
     A model with keyword (named) inputs, or whose output is not one tensor, is wrapped as ``export`` wraps it
-    (:func:`paddlefit.train.export.positional_layer`: positional inputs, a flat tuple of output tensors).
+    (:func:`paddlefit.models.exporting.positional_layer`: positional inputs, a flat tuple of output tensors).
 
     Returns:
         The names of the files written (in ``prefix``'s directory).
@@ -119,7 +119,7 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
     """
     import paddle
 
-    from paddlefit.train.export import positional_layer
+    from paddlefit.models.exporting import positional_layer
 
     if not specs:
         raise InputSpecError("save_inference_model needs at least one input spec (`specs`), e.g. float32[3,224,224].")

@@ -17,6 +17,7 @@ import numpy as np
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
 from paddlefit.inputspec import InputSpec
+from paddlefit.models.exporting import flatten_outputs, positional_layer
 from paddlefit.run_layout import CHECKPOINTS_DIR, EXPORT_DIR, IMPORT_DIRS_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.spec import load_job_spec
 from paddlefit.textsafe import name_safe
@@ -80,49 +81,6 @@ def sample_batch(spec: Any, n: int = 8) -> Any:
     ds = resolve_dataset(ref, args, key)
     samples = [ds[i] for i in range(min(n, len(ds)))]
     return batch_from_loader(to_tensors(default_collate_fn(samples)), spec.input_specs(), spec.label_arg)
-
-
-def flatten_outputs(out: Any) -> list[Any]:
-    """The tensors of a model output in a fixed order: a tensor; a list/tuple (recursively); a dict or PaddleNLP
-    ``ModelOutput`` by key order (None values skipped)."""
-    if hasattr(out, "shape") and hasattr(out, "numpy"):
-        return [out]
-    if isinstance(out, dict):
-        out = [v for v in out.values() if v is not None]
-    elif not isinstance(out, list | tuple) and hasattr(out, "to_tuple"):
-        out = list(out.to_tuple())
-    if isinstance(out, list | tuple):
-        return [t for o in out for t in flatten_outputs(o)]
-    return []
-
-
-def positional_layer(model: Any, names: list[str | None]) -> Any:
-    """``model`` behind a Layer whose forward takes every input positionally (``names``: None = positional, else
-    the keyword it goes to) and returns the flat tuple of output tensors, so ``paddle.jit.save`` can trace it.
-
-    ``paddle.jit.to_static`` reads the number of inputs off ``forward``'s signature (a ``*args`` forward "requires 0
-    arguments"), so the forward is written with one named parameter per input.
-    """
-    import paddle
-
-    params = [n or f"input_{i}" for i, n in enumerate(names)]
-    call_args = ", ".join([p for p, n in zip(params, names, strict=True) if n is None]
-                          + [f"{n}={n}" for n in names if n is not None])  # fmt: skip
-    src = f"def forward(self, {', '.join(params)}):\n    return tuple(flatten(self.model({call_args})))\n"
-    import linecache
-
-    fname = f"<paddlefit-export-{len(names)}-{abs(hash(src))}>"
-    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # to_static reads forward's source
-    scope: dict[str, Any] = {"flatten": flatten_outputs}
-    exec(compile(src, fname, "exec"), scope)  # a signature of the job's input names (identifiers), no user code
-
-    class Exported(paddle.nn.Layer):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-    Exported.forward = scope["forward"]
-    return Exported()
 
 
 class _Gone(Exception):

@@ -3,7 +3,7 @@
 At the start of a run (:func:`~paddlefit.train.run.run_job`, holding the run directory's lock, before any worker
 starts) :func:`predict_run` asks the planner (:func:`paddlefit.plan.jobs.plan_job`, what ``paddlefit plan`` runs)
 for the devices the run is on: the GPU's name read from NVML and matched to the catalog
-(:func:`paddlefit.plan.calibrate.match_gpu`), or this CPU. The planner runs in a child process
+(:func:`paddlefit.catalog.device_name.match_gpu`), or this CPU. The planner runs in a child process
 (``python -m paddlefit.train.predict``) with ``CUDA_VISIBLE_DEVICES`` empty, so its CPU probe (a few real training
 steps at micro-batches 1-3, within the probe's own 6 s budget, :class:`~paddlefit.plan.request.PlanRequest`)
 neither touches the training GPU nor leaves state (allocator peaks, name generators, seeds) in the trainer. The
@@ -107,11 +107,11 @@ def run_device(devices: int, gpu_ids: list[int] | None, gpus_visible: int) -> Ru
 
 
 def catalog_gpu_name(raw_name: str) -> str | None:
-    """The catalog GPU a driver-reported name denotes (:func:`paddlefit.plan.calibrate.match_gpu`: ``NVIDIA L4``
+    """The catalog GPU a driver-reported name denotes (:func:`paddlefit.catalog.device_name.match_gpu`: ``NVIDIA L4``
     -> ``L4``), None when no catalog row matches."""
+    from paddlefit.catalog.device_name import match_gpu
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.errors import UnknownNameError
-    from paddlefit.plan.calibrate import match_gpu
 
     try:
         return match_gpu(raw_name, load_gpus()).name

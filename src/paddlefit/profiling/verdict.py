@@ -1,5 +1,5 @@
 """The verdict on a profiled step: statistics, the bottleneck named with its evidence, and ranked fixes (pure:
-no Paddle calls; :func:`summarise` takes what :func:`paddlefit.diagnose.profiler.profile_job` measured).
+no Paddle calls; :func:`summarise` takes what :func:`paddlefit.profiling.profiler.profile_job` measured).
 
 Verdict rules (thresholds are this module's policy, stated in the output):
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.diagnose.verdict_rules import (
+from paddlefit.profiling.verdict_rules import (
     COMM_BOUND_SHARE,
     COMPUTE_SHARE,
     INPUT_BOUND_WAIT,
@@ -104,13 +104,13 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def _catalog_gpu(gpu_name: str | None) -> Any:
-    """The catalog entry for the device name Paddle reports (:func:`paddlefit.plan.calibrate.match_gpu`, family
+    """The catalog entry for the device name Paddle reports (:func:`paddlefit.catalog.device_name.match_gpu`, family
     match allowed: only its peak FLOP/s and bandwidths are used), or None."""
     if not gpu_name:
         return None
+    from paddlefit.catalog.device_name import match_gpu
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.errors import UnknownNameError
-    from paddlefit.plan.calibrate import match_gpu
 
     try:
         return match_gpu(gpu_name, load_gpus(), family=True)
@@ -187,7 +187,7 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
     gradients; ``devices``: the job's data-parallel degree (the all-reduce is estimated when > 1 on a GPU);
     ``params``: {count, largest, largest_shape, largest_count} of the trainable parameters (for the optimizer fix);
     ``cpu_gemm_flops_per_s``: what this CPU attains on a dense GEMM (for a CPU run:
-    :func:`~paddlefit.diagnose.profiler.cpu_gemm_flops_per_s`).
+    :func:`~paddlefit.profiling.profiler.cpu_gemm_flops_per_s`).
     """
     measured = [r for r in rows if not r["warmup"]]
     breakdown, step_mean, step_p95 = _breakdown(measured)

@@ -11,7 +11,7 @@ unprofiled one). Paddle's CPU kernels run synchronously in eager mode, so no syn
 
 Also sampled, in a background thread every 0.2 s: CPU utilisation of this process and of its children (the
 DataLoader workers) through ``psutil``, and, when a GPU is in use, its utilisation and memory through NVML.
-The verdict and the fixes: :mod:`paddlefit.diagnose.verdict`.
+The verdict and the fixes: :mod:`paddlefit.profiling.verdict`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import psutil
 
-from paddlefit.diagnose.verdict import COMPONENTS, ProfileResult, summarise
 from paddlefit.errors import PaddlefitError
+from paddlefit.profiling.verdict import COMPONENTS, ProfileResult, summarise
 from paddlefit.spec import JobSpec, Precision
 
 

@@ -1,7 +1,7 @@
 """Profile's verdict rules, a registry like doctor's checks: :data:`RULES` in the order they are tried, each a
 :class:`VerdictRule` (when it applies to the measured step, and its ranked fixes). The thresholds are this module's
-policy, stated in ``profile``'s output; :mod:`paddlefit.diagnose.verdict`'s docstring states each rule, and its
-:func:`~paddlefit.diagnose.verdict.summarise` builds the :class:`StepFacts` they read. Pure: no Paddle calls.
+policy, stated in ``profile``'s output; :mod:`paddlefit.profiling.verdict`'s docstring states each rule, and its
+:func:`~paddlefit.profiling.verdict.summarise` builds the :class:`StepFacts` they read. Pure: no Paddle calls.
 """
 
 from __future__ import annotations
