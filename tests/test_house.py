@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "paddlefit"
-CORE = ("catalog", "estimate", "models", "plan", "train", "diagnose", "profiling", "tune", "deploy", "llm", "runs", "serve")
+CORE = ("catalog", "estimate", "models", "plan", "train", "diagnose", "profiling", "tune", "deploy", "llm", "runs",
+        "serve")
 MAX_LINES = 450
 
 
