@@ -192,3 +192,39 @@ def test_no_function_body_is_over_sixty_lines_but_the_listed_ones() -> None:
             if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and _body_lines(n) > MAX_BODY_LINES}  # fmt: skip
     assert long - LONG_FUNCTIONS == set(), "split these, do not list them"
     assert LONG_FUNCTIONS - long == set(), "now short enough: take them off LONG_FUNCTIONS"
+
+
+# ---- no import cycle between packages (imports inside functions included) --------------------------------------
+#: Cycles still there, each to be broken (issue 28); the set may only shrink. estimate <-> models: the CPU probe
+#: (estimate/memory.py, estimate/job_call.py) calls the job's model; it moves beside models/.
+KNOWN_CYCLES = {frozenset({"estimate", "models"})}
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Package -> the paddlefit packages its modules import (module level or inside functions); top-level modules
+    (``paddlefit/errors.py``...) are leaves and left out."""
+    packages = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    edges: dict[str, set[str]] = {p: set() for p in packages}
+    for pkg in packages:
+        for path in (PKG / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []  # fmt: skip
+                edges[pkg] |= {n.split(".")[1] for n in names if n.startswith("paddlefit.")} & packages - {pkg}
+    return edges
+
+
+def test_no_import_cycle_between_packages_but_the_known_ones() -> None:
+    edges = _package_imports()
+
+    def reaches(a: str, b: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            for n in edges[todo.pop()] - seen:
+                seen.add(n)
+                todo.append(n)
+        return b in seen
+
+    cycles = {frozenset({a, b}) for a in edges for b in edges[a] if reaches(b, a)}
+    assert cycles - KNOWN_CYCLES == set(), "an import that closes a cycle: move the shared code down a layer"
+    assert KNOWN_CYCLES - cycles == set(), "broken: take it off KNOWN_CYCLES"
