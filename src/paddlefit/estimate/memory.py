@@ -238,7 +238,7 @@ def probe_memory(
     the first step's creation peak as a floor.
     Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default). With ``extend_to`` > 0,
     more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
-    (from the first step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
+    (from the last mandatory step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
     to the requested batch, so a sub-peak that takes over at larger batches is seen, and then ``extend_to``
     itself when it still fits the budget (unless ``probe_requested`` is False: a benchmark that checks the
     extrapolation out of sample, ``bench/memory_accuracy.py``). ``progress(message)`` hears of each step before it
@@ -293,9 +293,11 @@ def probe_memory(
             first_opt_peak = max(first_opt_peak, peaks["optimizer_step"])
             _guard_ram(max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b, 0.8, max(batch_sizes),
                        current() - base)  # fmt: skip
-            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s, probe_requested)
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
+        if i == len(batch_sizes) + 1:  # the mandatory steps are done: extend at their steady pace (the first
+            # step is not: Paddle's CPU kernels ran up to 2.5x slower on 2 threads after Adam's first update here)
+            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s, probe_requested)
     if time_threads and cores > 1:
         own = next(m.step_time_s for m in ms if m.batch_size == max(batch_sizes))
         thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), {threads: own}, cores, say)
