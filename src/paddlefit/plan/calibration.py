@@ -5,7 +5,7 @@ A file is JSON: ``{"device", "device_name", "driver", "paddle_version", "date", 
 "train_flops_per_sample", "peak_flops", "efficiency_class"}], "perf_params": {"values": {...}, "provenance":
 {...}}}`` (``perf_params`` optional: the per-operator GPU model's parameters timed on that GPU, see
 :mod:`paddlefit.estimate.gpu_model`). ``device`` is ``cpu`` or a catalog GPU name. ``paddlefit calibrate``
-writes it; ``paddlefit plan --calibration FILE`` (and files shipped in ``paddlefit/calibration/``) read it.
+writes it; ``paddlefit plan --calibration FILE`` reads it (none ships with paddlefit).
 """
 
 from __future__ import annotations
