@@ -30,6 +30,7 @@ parallel adds the all-reduce that the backward does not hide.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
@@ -88,7 +89,8 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     targets = [cpu_target(req, m)]
     check_explain(req.explain, req.gpus, gpus_all)
     explain_for = {g.name for g in resolve_gpus(req.explain, gpus_all)}
-    rows, explain, flash_amp, fwd_ops = _gpu_rows(req, m, gpus, calibrations, explain_for)
+    rt = _row_trace(req, m)
+    rows, explain = _gpu_rows(req, m, rt, gpus, calibrations, explain_for)
     targets += rows
     if req.use_runs:
         for t in targets:
@@ -98,9 +100,9 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     recommendation = recommend(targets, b)
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
     targets.sort(key=lambda t: t.name != recommendation["target"])
-    act_ratio, cast_bytes = flash_amp(req.precision)
+    act_ratio, cast_bytes = rt.flash_amp(req.precision)
     model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes)
-    assumptions = _assumptions(req, m, act_ratio, cast_bytes, fwd_ops)
+    assumptions = _assumptions(req, m, rt, act_ratio, cast_bytes)
     return Plan(
         model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
         devices=req.devices, inputs=[str(s) for s in m.specs], memory=memory_doc, targets=targets,
@@ -129,11 +131,23 @@ def _calibrations(req: PlanRequest, gpus_all: list[GPU]) -> dict[str, Calibratio
     return out
 
 
-def _gpu_rows(req: PlanRequest, m: ModelMeasure, gpus: list[GPU], calibrations: dict[str, Calibration],
-              explain_for: set[str]) -> tuple[list[Target], dict[str, list[dict[str, Any]]], AmpMemory, int]:
-    """One row per GPU (flash attention where the card runs it, with ``req.attention == "flash"``), the
-    ``--explain`` tables, the AMP memory of the plan's trace, and the forward ops the host floor counts (the
-    probe's, or on the analytic path the trace's, so a model planned either way has a floor)."""
+@dataclass(frozen=True)
+class _RowTrace:
+    """The forward the GPU rows time, at the micro-batch: as traced (``ops``, ``amp``) and with each eager
+    attention core as one flash-attention kernel (``flash_ops``, ``flash_amp``; ``blocks`` replaced, 0 when
+    ``attention`` is not ``flash``); ``fwd_ops``: the forward ops the host floor counts (the probe's, or on the
+    analytic path the trace's, so a model planned either way has a floor)."""
+
+    ops: list[Any]
+    amp: AmpMemory
+    flash_ops: list[Any]
+    flash_amp: AmpMemory
+    blocks: int
+    fwd_ops: int
+
+
+def _row_trace(req: PlanRequest, m: ModelMeasure) -> _RowTrace:
+    """:class:`_RowTrace` of ``m``'s trace; the model section's notes gain the attention and AMP notes."""
     b = req.batch_size
     amp, ops_b = AmpMemory(m.trace), m.trace.at(b)
     flash, blocks = flash_trace(m.trace) if req.attention == "flash" else (m.trace, 0)
@@ -142,8 +156,15 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, gpus: list[GPU], calibrations: 
         m.notes.append(attention_note(blocks, m.trace))
     if amp_note := fused_amp_note(m.trace, req.precision.value):
         m.notes.append(amp_note)
-    fwd_ops = m.fwd_ops or sum(o.cls != "view" for o in ops_b)
-    removed = sum(o.cls != "view" for o in ops_b) - sum(o.cls != "view" for o in flash_ops)
+    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b))
+
+
+def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU], calibrations: dict[str, Calibration],
+              explain_for: set[str]) -> tuple[list[Target], dict[str, list[dict[str, Any]]]]:  # fmt: skip
+    """One row per GPU (flash attention where the card runs it, with ``req.attention == "flash"``) and the
+    ``--explain`` tables."""
+    blocks = rt.blocks
+    removed = sum(o.cls != "view" for o in rt.ops) - sum(o.cls != "view" for o in rt.flash_ops)
     published = load_perf_params()
     rows, explain = [], {}
     for gpu in gpus:
@@ -151,10 +172,10 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, gpus: list[GPU], calibrations: 
         params = row_params(cal, published)
         why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
         use_flash = bool(blocks) and why_not is None
-        host_s = host_floor_s(params, fwd_ops - (removed if use_flash else 0), m.info.trainable_tensors,
+        host_s = host_floor_s(params, rt.fwd_ops - (removed if use_flash else 0), m.info.trainable_tensors,
                               gpu.architecture)  # fmt: skip
-        target, est = gpu_target(req, m, gpu, cal, published, host_s, flash_amp if use_flash else amp,
-                                 flash_ops if use_flash else ops_b)  # fmt: skip
+        target, est = gpu_target(req, m, gpu, cal, published, host_s, rt.flash_amp if use_flash else rt.amp,
+                                 rt.flash_ops if use_flash else rt.ops)  # fmt: skip
         if use_flash:
             target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
         else:
@@ -162,7 +183,7 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, gpus: list[GPU], calibrations: 
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est, gpu, params, effective_precision(gpu, req.precision).value)
         rows.append(target)
-    return rows, explain, flash_amp, fwd_ops
+    return rows, explain
 
 
 def _model_doc(m: ModelMeasure) -> dict[str, Any]:
@@ -212,11 +233,10 @@ def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes:
     }
 
 
-def _assumptions(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
-                 fwd_ops: int) -> dict[str, Any]:  # fmt: skip
+def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float,
+                 cast_bytes: float) -> dict[str, Any]:  # fmt: skip
     """The plan document's ``assumptions``: what every row took as given, with the GPU model's constants."""
     published = load_perf_params()
-    flash_blocks = flash_trace(m.trace)[1] if req.attention == "flash" else 0
     return {
         "safety_margin": req.safety_margin,
         "tf32": req.tf32,
@@ -235,16 +255,16 @@ def _assumptions(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes
         "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
                                    f"{published.provenance.get('fitted_by', 'not fitted')}, "
                                    f"{published.provenance.get('date', '?')})",
-        "trace_ops": len(m.trace.at(req.batch_size)),
+        "trace_ops": len(rt.ops),
         "attention": req.attention,
-        "flash_attention_blocks": flash_blocks,
+        "flash_attention_blocks": rt.blocks,
         "trace_source": m.trace.source,
         "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
                      "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
         "host_op_s": published.values["host_op_s"],
         "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"],
         "host_step_s": published.values["host_step_s"],
-        "host_floor_s": host_floor_s(published, fwd_ops, m.info.trainable_tensors),
+        "host_floor_s": host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
         "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
                       "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
                       "paddlefit calibrate",
