@@ -175,20 +175,20 @@ def measure_training_steps(
 
 
 def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, Any], base: int, batch: int,
-                  known: dict[int, float], cores: int, say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
+                  threads: int, own_s: float, cores: int, say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
     """Seconds of one steady-state training step at ``batch`` with 1, ``cores // 2`` and ``cores`` Paddle CPU
-    threads; ``known`` holds the counts already measured (the probe's own step at that batch), each other count
-    is timed once and the probe's thread count is put back."""
+    threads: the probe's own ``threads`` took ``own_s`` (its measured step at that batch), each other count is
+    timed once, and ``threads`` is put back."""
     import paddle
 
-    out = dict(known)
-    todo = sorted({1, max(1, cores // 2), cores} - set(known))
+    out = {threads: own_s}
+    todo = sorted({1, max(1, cores // 2), cores} - {threads})
     say(f"CPU probe: timing {', '.join(map(str, todo))} Paddle thread(s) at batch {batch}")
     data = call.batch(batch, seed=99)
     for n in todo:
         paddle.base.core.set_num_threads(n)
         out[n] = _measured_step(model, opt, call, data, alloc, base)[1]
-    paddle.base.core.set_num_threads(next(iter(known)))
+    paddle.base.core.set_num_threads(threads)
     return dict(sorted(out.items()))
 
 
@@ -300,7 +300,7 @@ def probe_memory(
             sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s, probe_requested)
     if time_threads and cores > 1:
         own = next(m.step_time_s for m in ms if m.batch_size == max(batch_sizes))
-        thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), {threads: own}, cores, say)
+        thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), threads, own, cores, say)
     del opt, model
     gc.collect()
     if flops is not None:
