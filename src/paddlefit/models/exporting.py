@@ -48,3 +48,10 @@ def positional_layer(model: Any, names: list[str | None]) -> Any:
 
     Exported.forward = scope["forward"]
     return Exported()
+
+
+def jit_target(model: Any, out: Any, names: list[str | None]) -> Any:
+    """What ``paddle.jit.save`` traces for ``model``, whose eval output on inputs named ``names`` was ``out``:
+    the model itself when every input is positional and it returns one tensor, else :func:`positional_layer`."""
+    plain = all(n is None for n in names) and hasattr(out, "shape")
+    return model if plain else positional_layer(model, names)

@@ -107,7 +107,7 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
     """``paddle.jit.save`` an eval-mode ``paddle.nn.Layer`` as ``PREFIX.json`` (or ``.pdmodel``) + ``.pdiparams``,
     with ``paddle.static.InputSpec([None, *spec.shape], spec.dtype, name)`` per input (dynamic batch dimension).
     A model with keyword (named) inputs, or whose output is not one tensor, is wrapped as ``export`` wraps it
-    (:func:`paddlefit.models.exporting.positional_layer`: positional inputs, a flat tuple of output tensors).
+    (:func:`paddlefit.models.exporting.jit_target`: positional inputs, a flat tuple of output tensors).
 
     Returns:
         The names of the files written (in ``prefix``'s directory).
@@ -119,7 +119,7 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
     """
     import paddle
 
-    from paddlefit.models.exporting import positional_layer
+    from paddlefit.models.exporting import jit_target
 
     if not specs:
         raise InputSpecError("save_inference_model needs at least one input spec (`specs`), e.g. float32[3,224,224].")
@@ -135,7 +135,7 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
     except Exception as exc:
         raise ModelError(f"the model rejects a batch of inputs {', '.join(map(str, specs))} ({type(exc).__name__}: "
                          f"{str(exc)[:300]}); fix the input specs.") from None  # fmt: skip
-    target = model if not kwargs and hasattr(out, "shape") else positional_layer(model, names)
+    target = jit_target(model, out, names)
     spec = [paddle.static.InputSpec([None, *s.shape], s.dtype, n) for s, n in zip(specs, input_names(specs),
                                                                                  strict=True)]  # fmt: skip
     prefix.parent.mkdir(parents=True, exist_ok=True)

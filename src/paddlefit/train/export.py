@@ -17,7 +17,7 @@ import numpy as np
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
 from paddlefit.inputspec import InputSpec
-from paddlefit.models.exporting import flatten_outputs, positional_layer
+from paddlefit.models.exporting import flatten_outputs, jit_target
 from paddlefit.run_layout import CHECKPOINTS_DIR, EXPORT_DIR, IMPORT_DIRS_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.spec import load_job_spec
 from paddlefit.textsafe import name_safe
@@ -135,8 +135,7 @@ def _chosen_checkpoint(run_dir: Path, checkpoint: Path | None) -> tuple[Path, di
         PaddlefitError: the given checkpoint fails verification or vanished while read.
     """
     if checkpoint is None:
-        checkpoint, manifest, params = _newest_checkpoint(run_dir)
-        return checkpoint, manifest, params
+        return _newest_checkpoint(run_dir)
     if (problem := verify(Path(checkpoint))) is not None:
         raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {problem}.")
     try:
@@ -273,9 +272,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         if not refs:
             raise PaddlefitError(f"model `{spec.model}` returned no tensors in eval mode ({type(out).__name__}); "
                                  "nothing to export.")  # fmt: skip
-        plain = not batch.kwargs and hasattr(out, "shape")
-        target = model if plain else positional_layer(model, names)
-        _jit_save(target, tmp, input_spec, out_dir)
+        _jit_save(jit_target(model, out, names), tmp, input_spec, out_dir)
         diff = _reload_diff(tmp, xs, refs)
         files = sorted(p.name for p in tmp.iterdir())
         for f in tmp.iterdir():
