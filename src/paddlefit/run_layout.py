@@ -33,6 +33,8 @@ IMPORT_DIRS_FILE = "import_dirs.json"
 LOCK_FILE = ".lock"
 LOCK_INFO_FILE = ".lock.json"
 LAUNCH_LOG_DIR = "launch-logs"
+#: Rank 0's log in :data:`LAUNCH_LOG_DIR` (Paddle's launcher names them ``workerlog.<local rank>``).
+RANK0_LOG = "workerlog.0"
 CHECKPOINTS_DIR = "checkpoints"
 EXPORT_DIR = "inference"
 REPORT_FILE = "report.html"

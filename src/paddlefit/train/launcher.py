@@ -29,7 +29,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import atomic_write_text
-from paddlefit.run_layout import LAUNCH_LOG_DIR, STATUS_FILE
+from paddlefit.run_layout import LAUNCH_LOG_DIR, RANK0_LOG, STATUS_FILE
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
@@ -75,7 +75,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     token = uuid.uuid4().hex
     log_dir = run_dir / LAUNCH_LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
-    rank0_log = log_dir / "workerlog.0"
+    rank0_log = log_dir / RANK0_LOG
     if rank0_log.exists():
         rank0_log.unlink()  # the launcher appends: start this run's log empty
     alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
@@ -99,7 +99,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[str], None],
           on_start: Callable[[subprocess.Popen], None] | None, alive_r: int) -> tuple[int, str]:  # fmt: skip
     """:func:`run_launched` once the launcher is started: relay, forward signals, wait, read the outcome."""
-    rank0_log = run_dir / LAUNCH_LOG_DIR / "workerlog.0"
+    rank0_log = run_dir / LAUNCH_LOG_DIR / RANK0_LOG
     if on_start:
         on_start(proc)
 
@@ -132,7 +132,7 @@ def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[st
 def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[int, str]:
     """(exit code, reason) of a launched run whose launcher exited with ``rc`` (see :func:`run_launched`)."""
     log_dir = run_dir / LAUNCH_LOG_DIR
-    rank0_log = log_dir / "workerlog.0"
+    rank0_log = log_dir / RANK0_LOG
     try:
         status: Any = run_status(run_dir, token)
         if status is not None:
