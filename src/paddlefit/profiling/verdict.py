@@ -1,7 +1,7 @@
 """The verdict on a profiled step: statistics, the bottleneck named with its evidence, and ranked fixes (pure:
 no Paddle calls; :func:`summarise` takes what :func:`paddlefit.profiling.profiler.profile_job` measured).
 
-Verdict rules (thresholds are this module's policy, stated in the output):
+Verdict rules (:mod:`~paddlefit.profiling.verdict_rules` holds them and their thresholds, stated in the output):
 
 - input-bound: the data pipeline is >= 25% of the step: the measured wait, or the CPU time to read and collate one
   batch (timed separately in this thread), whichever is larger. The second catches Paddle's single-process loader,
