@@ -197,10 +197,10 @@ def trace_workload(w: Workload) -> dict[str, Any]:
     """Trace ``w``'s forward at batch 1 and 2 on this CPU; returns the cache entry."""
     import paddle
 
-    from paddlefit.estimate.job_call import make_inputs
-    from paddlefit.estimate.model_states import param_info
-    from paddlefit.estimate.optrace import record_trace
     from paddlefit.inputspec import parse_input_spec
+    from paddlefit.models.build import param_info
+    from paddlefit.probe.job_call import make_inputs
+    from paddlefit.probe.recorder import record_trace
 
     paddle.seed(0)
     model = _build(w)

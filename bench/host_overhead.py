@@ -5,7 +5,7 @@ ship it as constants of the GPU model, so that a GPU row does not depend on the 
 ``optimizer.step()`` divided by its parameter tensors (20 one-element tensors), the median over SGD, Momentum, Adam
 and AdamW; ``host_step_s``: the rest of a step's host work (a ``Linear(1, 1)``'s whole step minus its ops and
 tensors), the median over the optimizers. All are the minimum over repeats on an idle machine (``timeit``'s advice:
-load only ever adds time; :func:`paddlefit.estimate.timing.measure_host_overhead`). A GPU host also pays the CUDA
+load only ever adds time; :func:`paddlefit.probe.host_overhead.measure_host_overhead`). A GPU host also pays the CUDA
 launch per kernel, which is in ``kernel_s`` on the device side; ``paddlefit calibrate`` on the training host measures
 these figures there and its rows say ``calibration: device``.
 
@@ -36,8 +36,8 @@ def main() -> int:
     args = ap.parse_args()
     import paddle
 
-    from paddlefit.estimate.job_call import make_optimizer
-    from paddlefit.estimate.timing import measure_host_overhead
+    from paddlefit.probe.host_overhead import measure_host_overhead
+    from paddlefit.probe.job_call import make_optimizer
     from paddlefit.spec import OptimizerName
 
     runs = {o: [measure_host_overhead(lambda ps, o=o: make_optimizer(o, ps)) for _ in range(3)] for o in OptimizerName}

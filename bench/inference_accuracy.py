@@ -68,7 +68,7 @@ def _trace_one(name: str, size: int) -> None:
     import paddle
     from paddleclas.ppcls.arch import backbone
 
-    from paddlefit.estimate.optrace import record_trace
+    from paddlefit.probe.recorder import record_trace
 
     with contextlib.redirect_stdout(io.StringIO()):
         paddle.seed(0)

@@ -101,7 +101,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=1050)
     args = ap.parse_args()
-    from paddlefit.estimate.memory import use_all_cores
+    from paddlefit.probe.memory import use_all_cores
 
     cores = use_all_cores()
     console = Console()

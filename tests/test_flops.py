@@ -3,9 +3,9 @@ import pytest
 from paddle import nn
 
 from paddlefit.estimate.analytic import analytic_transformer_flops
-from paddlefit.estimate.flops import count_flops
 from paddlefit.estimate.timing import RESNET50_TRAIN_FLOPS_PER_IMAGE
 from paddlefit.models import resolve_model
+from paddlefit.probe.flops import count_flops
 
 
 def test_linear_exact_forward_and_backward():
@@ -97,7 +97,7 @@ def test_one_table_of_per_element_flops_feeds_the_counter_and_the_program_reader
     """Paddle's flops.py figures (gelu 5, softmax 3, layer_norm with epsilon 8, relu 1), batch norm 4
     (hapi count_bn), swiglu = sigmoid + 2 multiplies; the program reader's table is the same numbers."""
     from paddlefit.estimate.element_flops import ELEMENT_FLOPS, per_element
-    from paddlefit.estimate.program_trace import _PER_ELEMENT
+    from paddlefit.probe.program_trace import _PER_ELEMENT
 
     assert [per_element(o) for o in ("gelu", "softmax", "layer_norm", "relu", "batch_norm", "swiglu", "geglu")] == [
         5, 3, 8, 1, 4, 3, 6]

@@ -21,9 +21,10 @@ from paddlefit.estimate.kernel_model import (
     winograd_s,
 )
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
-from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
+from paddlefit.estimate.optrace import OpTrace, transformer_trace
 from paddlefit.estimate.perf_params import PerfParams, batched_sgemm_tiles, load_perf_params, parse_perf_params
 from paddlefit.models import resolve_model
+from paddlefit.probe.recorder import record_trace
 
 A100 = get_gpu("A100-SXM4-40GB")
 V100 = get_gpu("V100-SXM2-16GB")

@@ -8,8 +8,6 @@ import pytest
 
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.errors import PaddlefitError
-from paddlefit.estimate.flops import count_flops
-from paddlefit.estimate.memory import probe_memory
 from paddlefit.inputspec import parse_input_spec
 from paddlefit.llm.configs import LLM_CONFIGS, LLMConfig, config_from_dict, load_llm_config, to_transformer_config
 from paddlefit.llm.memory import (
@@ -24,6 +22,8 @@ from paddlefit.llm.memory import (
 from paddlefit.llm.perf import head_forward_flops, layer_forward_flops, step_flops
 from paddlefit.llm.search import LLMPlanRequest, plan_llm, search
 from paddlefit.models.transformer import build_transformer
+from paddlefit.probe.flops import count_flops
+from paddlefit.probe.memory import probe_memory
 from paddlefit.spec import OptimizerName, Precision
 
 # Published parameter counts (Hugging Face model cards / safetensors index totals).

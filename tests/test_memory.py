@@ -3,10 +3,11 @@ import pytest
 from tinymodels import mlp
 
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes
-from paddlefit.estimate.memory import measure_training_steps, probe_memory
-from paddlefit.estimate.model_states import model_state_bytes, param_info
+from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.inputspec import parse_input_spec
 from paddlefit.models import resolve_model
+from paddlefit.models.build import param_info
+from paddlefit.probe.memory import measure_training_steps, probe_memory
 from paddlefit.spec import OptimizerName, Precision
 
 

@@ -5,9 +5,10 @@ import pytest
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import ModelError
-from paddlefit.estimate.model_states import model_state_bytes, param_info
+from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.inputspec import parse_input_spec
+from paddlefit.models.build import param_info
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.spec import OptimizerName, Precision
 

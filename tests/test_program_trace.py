@@ -14,9 +14,10 @@ import pytest
 from paddle import nn
 
 from paddlefit.errors import ModelError
-from paddlefit.estimate.optrace import OpTrace, TracedOp, record_trace
-from paddlefit.estimate.program_trace import trace_program
+from paddlefit.estimate.optrace import OpTrace, TracedOp
 from paddlefit.inputspec import InputSpec
+from paddlefit.probe.program_trace import trace_program
+from paddlefit.probe.recorder import record_trace
 
 GEMM = ("gemm", "conv", "dwconv")
 

@@ -20,8 +20,8 @@ from paddlefit.errors import JobSpecError
 from paddlefit.estimate.gpu_model import estimate_step
 from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s
 from paddlefit.estimate.kernels import step_kernels
-from paddlefit.estimate.optrace import record_trace
 from paddlefit.estimate.perf_params import load_perf_params
+from paddlefit.probe.recorder import record_trace
 from paddlefit.spec import load_job_spec
 
 DATA = Path(__file__).parent / "data"

@@ -11,9 +11,9 @@ from paddlefit.estimate.timing import (
     RESNET50_TRAIN_FLOPS_PER_IMAGE,
     HostOverhead,
     efficiency_class,
-    measure_host_overhead,
     ring_allreduce_s,
 )
+from paddlefit.probe.host_overhead import measure_host_overhead
 
 
 def test_default_efficiency_is_the_published_resnet50_throughput_over_the_peak():

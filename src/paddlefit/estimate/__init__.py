@@ -1,8 +1,9 @@
-"""Estimators behind ``plan``: model states analytically (:mod:`~paddlefit.estimate.model_states`), activations and
-workspace by a CPU probe (:mod:`~paddlefit.estimate.memory`, :mod:`~paddlefit.estimate.job_call`,
-:mod:`~paddlefit.estimate.probe_result`), FLOPs by a hook-based counter (:mod:`~paddlefit.estimate.flops` and its
-rule modules), the per-operator GPU step time (:mod:`~paddlefit.estimate.gpu_model`,
+"""Estimators behind ``plan``, arithmetic on data that never imports Paddle: model states
+(:mod:`~paddlefit.estimate.model_states`), the probe's measurements and fitted lines
+(:mod:`~paddlefit.estimate.probe_result`), the operator trace (:mod:`~paddlefit.estimate.optrace`) and its fused
+kernels (:mod:`~paddlefit.estimate.fused`), the per-operator GPU step time (:mod:`~paddlefit.estimate.gpu_model`,
 :mod:`~paddlefit.estimate.kernels`, :mod:`~paddlefit.estimate.amp`, :mod:`~paddlefit.estimate.perf_params`), host
 overhead and all-reduce (:mod:`~paddlefit.estimate.timing`), Korthikanti closed forms
-(:mod:`~paddlefit.estimate.analytic`).
+(:mod:`~paddlefit.estimate.analytic`). What runs Paddle to measure a model on this machine (the CPU probe, the FLOP
+counter, the trace recorder) is :mod:`paddlefit.probe`.
 """

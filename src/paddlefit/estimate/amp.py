@@ -1,7 +1,7 @@
 """Which dtype each op of a trace runs in under Paddle's AMP, and what the forward keeps for the backward.
 
 - :func:`assign_dtypes`: Paddle's AMP rules (white, black and promote lists, O1/O2) over an operator trace
-  (:mod:`paddlefit.estimate.optrace`); :func:`amp_lists` reads the lists from the installed Paddle.
+  (:mod:`paddlefit.estimate.optrace`); :func:`amp_lists` reads the lists (shipped from Paddle 3.3.1).
 - :func:`saved_activation_bytes`: the activation bytes the forward keeps for the backward in those dtypes (the
   planner scales the CPU probe's fp32 activations by it), with :data:`SAVED_FOR_GRAD`, which forward tensors
   each grad op reads (also used for the backward kernels' bytes, :mod:`paddlefit.estimate.kernels`).
@@ -9,7 +9,10 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
+from importlib import resources
 
 from paddlefit.estimate.optrace import TensorRef, TracedOp
 
@@ -22,27 +25,20 @@ def dtype_bytes(dtype: str) -> int:
     return _DTYPE_BYTES.get(dtype.replace("paddle.", ""), 4)
 
 
+@functools.cache
 def amp_lists(half: str, level: str) -> tuple[frozenset[str], frozenset[str]]:
     """(white, black) op lists of Paddle's AMP for ``half`` (``float16``/``bfloat16``) at ``level`` (O1/O2).
 
-    Read from the installed ``paddle.amp.amp_lists`` (``white_list()[dtype][level]``, ``black_list()...``) so
-    they follow the user's Paddle; the copy below is Paddle 3.3.1's, used when Paddle is not importable.
-    """
-    try:
-        from paddle.amp import amp_lists as al
+    Paddle 3.3.1's ``python/paddle/amp/amp_lists.py`` (``white_list()[dtype][level]``, ``black_list()...``), shipped
+    in ``paddlefit/catalog/data/paddle_amp_lists.json`` so a plan does not depend on the Paddle of the machine that
+    plans it; ``tests/test_amp_lists.py`` checks the copy against the installed Paddle.
 
-        return frozenset(al.white_list()[half][level]), frozenset(al.black_list()[half][level])
-    except Exception:  # Paddle missing or a version without these functions: Paddle 3.3.1's lists
-        white = frozenset({"conv2d", "einsum", "matmul", "matmul_v2", "linear_v2", "max_pool2d_with_index", "mul",
-                           "fused_gemm_epilogue", "fused_rotary_position_embedding", "flash_attn"})  # fmt: skip
-        extra = frozenset({"linear_interp_v2", "nearest_interp_v2", "bilinear_interp_v2", "bicubic_interp_v2",
-                           "trilinear_interp_v2", "lookup_table", "lookup_table_v2", "scatter"})  # fmt: skip
-        black = frozenset({"exp", "log", "rsqrt", "pow", "square", "reduce_sum", "mean", "reduce_mean",
-                           "group_norm", "layer_norm", "softmax", "log_softmax", "softmax_with_cross_entropy",
-                           "cross_entropy", "cross_entropy2"})  # fmt: skip
-        if half == "float16":  # ONLY_FP16_WHITE_LIST
-            white |= {"fused_attention", "fused_feedforward"}
-        return white, (black | extra) if level == "O1" else extra
+    Raises:
+        KeyError: ``half`` or ``level`` is not one of the names above.
+    """
+    doc = json.loads(resources.files("paddlefit.catalog").joinpath("data/paddle_amp_lists.json").read_text())
+    lists = doc["lists"][half][level]
+    return frozenset(lists["white"]), frozenset(lists["black"])
 
 
 #: Trace op name -> the names Paddle's AMP lists use for it (legacy and eager names).

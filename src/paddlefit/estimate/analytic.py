@@ -1,7 +1,7 @@
 """Closed-form transformer estimates (Korthikanti et al. 2022, arXiv 2205.05198): activation bytes and FLOPs.
 
 Used by the planner for zoo transformers too large to probe on this CPU; the probe
-(:mod:`paddlefit.estimate.memory`) and the FLOP counter (:mod:`paddlefit.estimate.flops`) are the measurements
+(:mod:`paddlefit.probe.memory`) and the FLOP counter (:mod:`paddlefit.probe.flops`) are the measurements
 they are checked against (``tests/test_memory.py``, ``tests/test_flops.py``).
 """
 

@@ -1,8 +1,8 @@
 """FLOPs per output element of Paddle's elementwise, activation, normalisation, softmax and loss kernels: the one
-table the dygraph FLOP counter (:mod:`~paddlefit.estimate.flop_functional`, :mod:`~paddlefit.estimate.flop_layers`),
+table the dygraph FLOP counter (:mod:`~paddlefit.probe.flop_functional`, :mod:`~paddlefit.probe.flop_layers`),
 the fused-op rules (:mod:`~paddlefit.estimate.fused`) and the program reader
-(:mod:`~paddlefit.estimate.program_trace`) take them from. Keys are Paddle's op names (PIR / fluid); each entry is
-``(trace class, FLOPs per output element)``. The backward rule is :mod:`paddlefit.estimate.flops`'s.
+(:mod:`~paddlefit.probe.program_trace`) take them from. Keys are Paddle's op names (PIR / fluid); each entry is
+``(trace class, FLOPs per output element)``. The backward rule is :mod:`paddlefit.probe.flops`'s.
 
 Sources, as Paddle's static cost model ``python/paddle/utils/flops.py`` (Paddle 3.3.1) counts where it has the op:
 

@@ -1,7 +1,7 @@
 """The FLOP formulas and implicit-GEMM shapes of single ops, from their tensors' shapes (1 MAC = 2 FLOPs).
 
-The rules they implement, and their sources, are the table in :mod:`paddlefit.estimate.flops`; the layer and
-functional rules (:mod:`paddlefit.estimate.flop_layers`, :mod:`paddlefit.estimate.flop_functional`) call them.
+The rules they implement, and their sources, are the table in :mod:`paddlefit.probe.flops`; the layer and
+functional rules (:mod:`paddlefit.probe.flop_layers`, :mod:`paddlefit.probe.flop_functional`) call them.
 No Paddle import: they read ``.shape`` and ``.stop_gradient``.
 """
 

@@ -108,7 +108,7 @@ def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, 
         precision: the precision Paddle runs on this GPU (see :func:`assign_dtypes`).
         gpu: a :class:`~paddlefit.catalog.gpus.GPU` (``tf32_tflops`` decides whether fp32 GEMMs use TF32).
         optimizer: ``sgd``, ``momentum``, ``adam`` or ``adamw``.
-        trainable_params, trainable_tensors: from :func:`~paddlefit.estimate.model_states.param_info`.
+        trainable_params, trainable_tensors: from :func:`~paddlefit.models.build.param_info`.
         tf32: Paddle's TF32 switches are on (its default; the job's ``tf32``): fp32 GEMMs/convs use the TF32 tensor
             cores where the GPU has them; False puts them on the FP32 CUDA cores (:data:`TF32_OFF_SOURCE`).
     """

@@ -2,14 +2,12 @@
 
 ZeRO's "model states" (Rajbhandari et al., arXiv 1910.02054 §3.1) for one precision and optimizer; exact for fp32
 on Paddle's CPU allocator (``tests/test_memory.py`` checks it against the allocator). The activations and the
-workspace are the probe's (:mod:`paddlefit.estimate.memory`).
+workspace are the probe's (:mod:`paddlefit.probe.memory`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
 from paddlefit.spec import OptimizerName, Precision
 
@@ -55,23 +53,6 @@ class ModelStates:
     def total_bytes(self) -> int:
         """Weights + gradients + optimizer states, bytes."""
         return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
-
-
-def param_info(model: Any) -> ParamInfo:
-    """Count parameters of a built (or ``paddle.LazyGuard``-built) model without touching their data."""
-    params = trainable = tensors = nbytes = 0
-    for p in model.parameters():
-        n = math.prod(p.shape)
-        params += n
-        nbytes += n * 4
-        if not p.stop_gradient:
-            trainable += n
-            tensors += 1
-    import paddle
-
-    rows = max((int(m.weight.shape[0]) for m in model.sublayers(include_self=True)
-                if isinstance(m, paddle.nn.Embedding)), default=0)  # fmt: skip
-    return ParamInfo(params, trainable, tensors, nbytes, rows)
 
 
 def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Precision) -> ModelStates:

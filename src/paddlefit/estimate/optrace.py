@@ -1,6 +1,6 @@
 """Operator trace of a training step: every op of the forward pass with its tensors, FLOPs and GEMM shape.
 
-The trace is recorded by :class:`~paddlefit.estimate.flops.FlopCounter` (hooks on layers, wrappers around
+The trace is recorded by :class:`~paddlefit.probe.flops.FlopCounter` (hooks on layers, wrappers around
 functional ops) during a real forward pass on the CPU, at two batch sizes; every size in it is then a straight
 line in the batch (``size(B) = size(b1) + (size(b2) - size(b1)) / (b2 - b1) * (B - b1)``), so the trace can be
 evaluated at the planned micro-batch without running it. Which dimension carries the batch is read off the two
@@ -13,14 +13,12 @@ mean/sum), ``embedding`` (gather), ``move`` (transpose, concat, interpolation: c
 no kernel; kept so tensor identities and dtypes flow through), ``attention`` (one fused flash-attention kernel,
 :mod:`paddlefit.estimate.fused`). The GPU model adds ``optimizer`` and ``amp_cast``.
 
-No Paddle import here: the recorder reads ``.shape``, ``.dtype``, ``.stop_gradient`` and ``.persistable`` of the
-tensors it is handed.
+No Paddle import here. The recorder (:mod:`paddlefit.probe.recorder`) reads ``.shape``, ``.dtype``,
+``.stop_gradient`` and ``.persistable`` of the tensors it is handed.
 """
 
 from __future__ import annotations
 
-import math
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -59,7 +57,7 @@ class TracedOp:
     Attributes:
         op: Paddle op name (``conv2d``, ``linear``, ``matmul``, ``batch_norm``, ``relu``, ``add``...).
         cls: op class, one of :data:`OP_CLASSES`.
-        flops: forward FLOPs (1 MAC = 2 FLOPs; formulas in :mod:`paddlefit.estimate.flops`).
+        flops: forward FLOPs (1 MAC = 2 FLOPs; formulas in :mod:`paddlefit.probe.flops`).
         inputs: tensors read (activations and parameters).
         outputs: tensors written.
         gemm: (batch, M, N, K) of the GEMM this op runs, for ``gemm``/``conv``/``dwconv``: out[batch, M, N] =
@@ -183,69 +181,6 @@ class OpTrace:
                    int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")))  # fmt: skip
 
 
-class TraceRecorder:
-    """Collects :class:`TracedOp` records from a :class:`~paddlefit.estimate.flops.FlopCounter`.
-
-    Tensor identities are Python object identities checked through weak references: a tensor that died and
-    whose id a later tensor reuses gets a new identity, and the recorder never keeps a tensor alive (so the
-    memory probe's allocator peaks are the same with and without a trace).
-    """
-
-    def __init__(self) -> None:
-        self._ids: dict[int, tuple[Any, int]] = {}
-        self._next = 0
-        self._ops: list[TracedOp] = []
-
-    def _tid(self, t: Any) -> int:
-        key = id(t)
-        known = self._ids.get(key)
-        if known is not None and known[0]() is t:
-            return known[1]
-        try:
-            ref = weakref.ref(t)
-        except TypeError:  # an object without weak references: keep a strong one (small: not a tensor)
-            ref = (lambda obj: lambda: obj)(t)
-        self._ids[key] = (ref, self._next)
-        self._next += 1
-        return self._next - 1
-
-    def _ref(self, t: Any) -> TensorRef:
-        tid = self._tid(t)
-        dtype = str(getattr(t, "dtype", "float32")).replace("paddle.", "")
-        return TensorRef(
-            tid=tid,
-            numel=math.prod(t.shape) if getattr(t, "shape", None) is not None else 1,
-            dtype=dtype,
-            param=bool(getattr(t, "persistable", False)),
-            grad=not bool(getattr(t, "stop_gradient", True)),
-        )
-
-    def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
-               gemm: tuple[int, int, int, int] | None = None, layout: str = "",
-               conv: tuple[int, ...] | None = None, scope: str = "") -> None:  # fmt: skip
-        """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
-        self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
-                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout, conv,
-                                  scope))  # fmt: skip
-
-    def ops(self) -> list[TracedOp]:
-        """The recorded ops, in execution order."""
-        self._ids.clear()
-        return list(self._ops)
-
-
-def _tensors(obj: Any) -> list[Any]:
-    if obj is None:
-        return []
-    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
-        return [obj]
-    if isinstance(obj, dict):
-        obj = list(obj.values())
-    if isinstance(obj, list | tuple):
-        return [t for o in obj for t in _tensors(o)]
-    return []
-
-
 def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
     """The operator trace of a zoo transformer (:class:`~paddlefit.models.transformer.TransformerConfig`),
     written from its shape for models too large to run here.
@@ -348,32 +283,6 @@ def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
         return ops
 
     return OpTrace(build(batch), build(2 * batch), batch, 2 * batch, source="analytic")
-
-
-def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = None) -> OpTrace:
-    """Run ``model`` forward on ``inputs1`` (and ``inputs2``, a second batch size) and return its trace.
-
-    Args:
-        model: a ``paddle.nn.Layer`` in train mode (parameters trainable, so backward rules see gradients).
-        inputs1, inputs2: the forward's inputs at two batch sizes, (batch, *per_sample_shape) each.
-
-    Raises:
-        Whatever the model's forward raises (callers turn it into a ModelError).
-    """
-    from paddlefit.estimate.flops import FlopCounter, FlopsCount
-    from paddlefit.estimate.fused_ref import cpu_reference_kernels
-
-    traces = []
-    for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):
-        batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
-        rec = TraceRecorder()
-        with cpu_reference_kernels(), FlopCounter(model, FlopsCount(batch), rec):
-            out = model(*inputs)
-        del out
-        traces.append((batch, rec.ops()))
-    if len(traces) == 1:
-        return OpTrace(traces[0][1], [], traces[0][0], traces[0][0])
-    return OpTrace(traces[0][1], traces[1][1], traces[0][0], traces[1][0])
 
 
 def with_layout(ops: list[TracedOp], layout: str) -> list[TracedOp]:

@@ -2,7 +2,7 @@
 
 Pure data and arithmetic (numpy, no Paddle): :class:`StepMeasurement` is one measured step, :func:`fit_phase` fits
 a phase's peaks (or the step times) over the probe's batch sizes, :class:`ProbeResult` predicts at any batch.
-The probe that fills them is :func:`paddlefit.estimate.memory.probe_memory`.
+The probe that fills them is :func:`paddlefit.probe.memory.probe_memory`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 - :func:`host_floor_s`: the host floor of a GPU step from the model's constants ``host_op_s``,
   ``host_step_s_per_tensor`` and ``host_step_s`` (shipped, or measured on the training host by ``paddlefit
   calibrate``), so a GPU row does not depend on the machine that plans it.
-- :class:`HostOverhead` / :func:`measure_host_overhead`: those three figures measured on this machine (by
+- :class:`HostOverhead`: those three figures, measured on this machine by
+  :func:`~paddlefit.probe.host_overhead.measure_host_overhead` (by
   ``bench/host_overhead.py`` for the shipped constants and by ``paddlefit calibrate``).
 - :func:`ring_allreduce_s`: the NCCL ring all-reduce time.
 - :data:`DEFAULT_EFFICIENCY`: the single efficiency per unit class that GPU rows used before the per-operator
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: ResNet-50 (224x224) training FLOPs per image, forward + backward, as counted by
-#: :func:`paddlefit.estimate.flops.count_flops` (asserted in ``tests/test_flops.py``).
+#: :func:`paddlefit.probe.flops.count_flops` (asserted in ``tests/test_flops.py``).
 RESNET50_TRAIN_FLOPS_PER_IMAGE = 24_420_053_968
 
 #: (images/s, peak FLOP/s) of the DeepLearningExamples measurements behind each efficiency class.
@@ -65,73 +66,6 @@ def host_floor_s(params: Any, forward_ops: int, trainable_tensors: int, architec
     :class:`~paddlefit.estimate.perf_params.PerfParams`' constants, :class:`HostOverhead`)."""
     return HostOverhead(params.get("host_op_s", architecture), params.get("host_step_s_per_tensor", architecture),
                         params.get("host_step_s", architecture)).step_s(forward_ops, trainable_tensors)
-
-
-def measure_host_overhead(optimizer_factory: Any, calls: int = 2000) -> HostOverhead:
-    """Measure :class:`HostOverhead` on this CPU (a few tens of milliseconds).
-
-    On a GPU every kernel is launched from the host through the same dispatcher (plus the CUDA launch itself),
-    so a step cannot be faster than its op count x ``op_s``: this is a lower bound, not a guess.
-
-    Both figures are the minimum over repeats (Python ``timeit``'s advice: other load only ever adds time), so a
-    busy machine running ``plan`` does not slow the prediction for an idle GPU server.
-
-    Args:
-        optimizer_factory: ``f(parameters) -> paddle.optimizer.Optimizer`` for the planned optimizer.
-    """
-    import time
-
-    import paddle
-
-    a = paddle.ones([1])
-    a.stop_gradient = False
-    b = paddle.ones([1])
-    runs = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            paddle.add(a, b)
-        runs.append((time.perf_counter() - t0) / calls)
-    params = [paddle.create_parameter([1], "float32") for _ in range(20)]
-    opt = optimizer_factory(params)
-    for p in params:
-        p.grad = paddle.ones([1])
-    opt.step()  # creates the accumulators
-    per_tensor = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(10):
-            opt.step()
-        per_tensor.append((time.perf_counter() - t0) / 10 / len(params))
-    return HostOverhead(min(runs), min(per_tensor), _fixed_step_s(optimizer_factory, min(runs), min(per_tensor)))
-
-
-def _fixed_step_s(optimizer_factory: Any, op_s: float, per_tensor: float, steps: int = 200) -> float:
-    """:attr:`HostOverhead.step_s_fixed`: the minimum over 5 x ``steps`` whole training steps of a ``Linear(1, 1)``
-    (forward, ``out.sum()``, backward, ``optimizer.step()``, ``clear_grad()``) minus 3 x 2 ops x ``op_s`` and
-    2 tensors x ``per_tensor``; never below 0."""
-    import time
-
-    import paddle
-
-    model = paddle.nn.Linear(1, 1)
-    opt = optimizer_factory(model.parameters())
-    x = paddle.ones([1, 1])
-
-    def step() -> None:
-        model(x).sum().backward()
-        opt.step()
-        opt.clear_grad()
-
-    for _ in range(20):
-        step()
-    runs = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        runs.append((time.perf_counter() - t0) / steps)
-    return max(0.0, min(runs) - 3 * 2 * op_s - 2 * per_tensor)
 
 
 def efficiency_class(unit: str) -> str:

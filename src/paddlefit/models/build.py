@@ -14,13 +14,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.errors import ModelError
-from paddlefit.estimate.model_states import ParamInfo, param_info
+from paddlefit.estimate.model_states import ParamInfo
 
 #: Paddle's message when a kernel has no implementation here: "(NotFound) The kernel `fused_rms_norm_ext` is not
 #: registered." (measured, Paddle 3.3.1 CPU) or "The kernel with key (CPU, ...) of kernel `x` is not registered"
@@ -182,3 +183,20 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, LazyFallback | None]:
     note = (f"the model was built with its real weights ({info.params:,} parameters) because paddle.LazyGuard "
             f"cannot build {layer}; planning is unaffected")
     return info, LazyFallback(note, detail)
+
+
+def param_info(model: Any) -> ParamInfo:
+    """Count parameters of a built (or ``paddle.LazyGuard``-built) model without touching their data."""
+    params = trainable = tensors = nbytes = 0
+    for p in model.parameters():
+        n = math.prod(p.shape)
+        params += n
+        nbytes += n * 4
+        if not p.stop_gradient:
+            trainable += n
+            tensors += 1
+    import paddle
+
+    rows = max((int(m.weight.shape[0]) for m in model.sublayers(include_self=True)
+                if isinstance(m, paddle.nn.Embedding)), default=0)  # fmt: skip
+    return ParamInfo(params, trainable, tensors, nbytes, rows)

@@ -1,7 +1,7 @@
 """``paddlefit calibrate`` core: measure real training steps on the current device and compare with the plan.
 
 On CPU the measurement is Paddle's host allocator peak over two fresh training steps
-(:func:`~paddlefit.estimate.memory.measure_training_steps`) and the prediction is the CPU probe's
+(:func:`~paddlefit.probe.memory.measure_training_steps`) and the prediction is the CPU probe's
 extrapolation from smaller batches. On a GPU the measurement is ``paddle.device.cuda.max_memory_allocated()``
 over two steps with the requested AMP level, the prediction is the plan's (uncalibrated) GPU row, and the
 CUDA context is NVML's used memory minus Paddle's reserved memory. On a GPU it also times a handful of Paddle
@@ -22,13 +22,13 @@ import psutil
 from paddlefit.catalog.device_name import match_gpu
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.errors import PaddlefitError
-from paddlefit.estimate import memory as mem
-from paddlefit.estimate.job_call import JobCall, make_optimizer
 from paddlefit.estimate.timing import efficiency_class
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.zoo import resolve_model
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import PlanRequest
+from paddlefit.probe import memory as mem
+from paddlefit.probe.job_call import JobCall, make_optimizer
 from paddlefit.spec import OptimizerName, Precision
 
 DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")
@@ -139,7 +139,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     from paddlefit.estimate.gpu_model import kernel_time_s
     from paddlefit.estimate.kernels import Kernel
     from paddlefit.estimate.perf_params import PARAM_RANGE, PerfParams, load_perf_params
-    from paddlefit.estimate.timing import measure_host_overhead
+    from paddlefit.probe.host_overhead import measure_host_overhead
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize

@@ -1,7 +1,7 @@
 """``plan --inference``: latency, throughput and memory of serving a model on every GPU, priced per million requests.
 
 Pipeline: the model's eval-mode forward trace (recorded on this CPU from the model's code, or read from an exported
-program, :mod:`paddlefit.estimate.program_trace`) -> the engine's fused ops at the precision
+program, :mod:`paddlefit.probe.program_trace`) -> the engine's fused ops at the precision
 (:mod:`paddlefit.estimate.inference`) -> the forward kernels timed by the per-kernel GPU model
 (:mod:`paddlefit.estimate.gpu_model`, the same fitted parameters as training rows) -> per batch size:
 

@@ -14,10 +14,7 @@ from typing import Any
 import psutil
 
 from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
-from paddlefit.estimate import memory as mem
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
-from paddlefit.estimate.fused_ref import cpu_reference_kernels
-from paddlefit.estimate.job_call import JobCall
 from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace, transformer_trace
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
@@ -25,6 +22,9 @@ from paddlefit.inputspec import InputSpec
 from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
+from paddlefit.probe import memory as mem
+from paddlefit.probe.fused_ref import cpu_reference_kernels
+from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import Precision
 
 
@@ -48,7 +48,7 @@ class ModelMeasure:
             residual; probed: probe batch sizes; probe: the probe result (None on the analytic path).
         eval_b: the eval batch; total_ram: this machine's RAM, bytes; notes: notes of the model section.
         stand_ins: Paddle's GPU-only fused ops the probe ran a CPU reference for
-            (:func:`~paddlefit.estimate.fused_ref.cpu_reference_kernels`): the model cannot train on this CPU.
+            (:func:`~paddlefit.probe.fused_ref.cpu_reference_kernels`): the model cannot train on this CPU.
         lazy_build_failure: Paddle's error when paddle.LazyGuard could not build the model (``--json`` only).
     """
 
@@ -207,7 +207,7 @@ class _Base:
 
 def _run_probe(req: PlanRequest, base: _Base, call: JobCall,
                say: Callable[[str], None]) -> tuple[ProbeResult, Any, set[str]]:  # fmt: skip
-    """(ProbeResult, FlopsCount, the stand-in kernels used) of :func:`~paddlefit.estimate.memory.probe_memory`,
+    """(ProbeResult, FlopsCount, the stand-in kernels used) of :func:`~paddlefit.probe.memory.probe_memory`,
     its failures as a ModelError that names the model and inputs."""
     ref, specs = base.ref, base.specs
     say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")

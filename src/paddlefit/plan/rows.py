@@ -237,7 +237,7 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     cpu_cap = int(total_ram)
     cpu_peak = max(fx + sl * b for fx, sl in lines)
     cpu_notes = [f"{os.cpu_count()} cores, {capacity_gib(total_ram)} GiB RAM"]
-    if m.stand_ins:  # the probe's memory and time are those of the stand-ins (estimate/fused_ref.py)
+    if m.stand_ins:  # the probe's memory and time are those of the stand-ins (probe/fused_ref.py)
         cpu_notes.append(f"Paddle cannot run {', '.join(m.stand_ins)} on a CPU (no CPU kernel or backward): `train` "
                          "cannot run this model here; the row is the probe's CPU stand-ins for them")  # fmt: skip
     if req.precision.is_amp:

@@ -3,10 +3,10 @@
 :func:`resolve_served` returns its eval-mode forward trace at two batch sizes and its per-sample inputs:
 
 - zoo / ``package.module:factory`` / ``--config``: the model is built on this CPU, put in eval mode, and its forward
-  recorded under ``paddle.no_grad`` (:func:`~paddlefit.estimate.optrace.record_trace`);
+  recorded under ``paddle.no_grad`` (:func:`~paddlefit.probe.recorder.record_trace`);
 - an exported model (a ``paddle.jit.save`` prefix: a run's export folder, a folder holding ``model.json`` or
   ``model.pdmodel`` with ``model.pdiparams``, or one of those files): its program is read op by op
-  (:func:`~paddlefit.estimate.program_trace.trace_program`), without the model's Python code.
+  (:func:`~paddlefit.probe.program_trace.trace_program`), without the model's Python code.
 """
 
 from __future__ import annotations
@@ -115,11 +115,11 @@ def _from_program(prefix: Path, inputs: list[str] | None) -> ServedModel:
     dynamic dims besides the batch (by name, or in feed order) and the id ranges of integer feeds.
 
     Raises:
-        ModelError: see :func:`~paddlefit.estimate.program_trace.trace_program`; a parameters file smaller than
+        ModelError: see :func:`~paddlefit.probe.program_trace.trace_program`; a parameters file smaller than
             the parameters the program declares (it belongs to another model).
     """
-    from paddlefit.estimate.program_trace import trace_program
     from paddlefit.inputspec import parse_input_specs
+    from paddlefit.probe.program_trace import trace_program
 
     given = parse_input_specs(inputs) if inputs else []
     shapes = {s.name or str(i): list(s.shape) for i, s in enumerate(given)}
@@ -170,13 +170,13 @@ def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
     """Build the model from its code on this CPU and record its eval-mode forward at batch 1 and 2."""
     import paddle
 
-    from paddlefit.estimate.job_call import make_inputs
-    from paddlefit.estimate.optrace import record_trace
     from paddlefit.inputspec import parse_input_specs
     from paddlefit.job import JobOptions, resolve_job
     from paddlefit.models.build import build, failure_message
     from paddlefit.models.zoo import resolve_model, zoo_names
     from paddlefit.plan.measure import job_input_specs
+    from paddlefit.probe.job_call import make_inputs
+    from paddlefit.probe.recorder import record_trace
 
     job = resolve_job(JobOptions(model=model, config=config, inputs=inputs, model_args=model_args))
     ref = resolve_model(job.model, job.model_args)

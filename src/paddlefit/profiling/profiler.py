@@ -93,8 +93,8 @@ def _count_train_flops(job: Any, b: Any, spec: JobSpec) -> float:
     Raises:
         PaddlefitError: the model or loss raises (as ``train`` says it).
     """
-    from paddlefit.estimate.flops import FlopCounter, FlopsCount
     from paddlefit.models.calling import call_model
+    from paddlefit.probe.flops import FlopCounter, FlopsCount
 
     try:
         count = FlopsCount(batch_size=b.size)
@@ -159,7 +159,8 @@ def _timed_step(r: Any, step_batches: Any, step: int, sync: Any, on_gpu: bool, f
 def _gradient_facts(job: Any, spec: JobSpec) -> tuple[float, dict[str, Any]]:
     """Bytes one all-reduce moves per rank (the planner's gradient bytes for the precision that ran) and the
     trainable parameters' {count, largest, largest_shape, largest_count} (for the sparse-update fix)."""
-    from paddlefit.estimate.model_states import model_state_bytes, param_info
+    from paddlefit.estimate.model_states import model_state_bytes
+    from paddlefit.models.build import param_info
 
     info = param_info(job.model)
     ran = spec.precision if job.amp else Precision.FP32

@@ -33,7 +33,7 @@ def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
     """
     import paddle
 
-    from paddlefit.estimate.memory import use_all_cores
+    from paddlefit.probe.memory import use_all_cores
 
     on_gpu = paddle.device.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
     apply_tf32(spec.tf32, on_gpu, log)

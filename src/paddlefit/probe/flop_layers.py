@@ -1,8 +1,8 @@
 """FLOP rules for ``paddle.nn`` layers, by family: convolutions, linear, norms, activations, pooling, embedding,
 recurrent layers and dropout.
 
-:class:`~paddlefit.estimate.flops.FlopCounter` hooks every leaf layer whose type :func:`layer_rules` lists; the
-formulas and their sources are the table in :mod:`paddlefit.estimate.flops`.
+:class:`~paddlefit.probe.flops.FlopCounter` hooks every leaf layer whose type :func:`layer_rules` lists; the
+formulas and their sources are the table in :mod:`paddlefit.probe.flops`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from paddlefit.estimate.flop_formulas import (
 )
 
 if TYPE_CHECKING:
-    from paddlefit.estimate.flops import FlopCounter
+    from paddlefit.probe.flops import FlopCounter
 
 
 def count_conv(counter: FlopCounter, layer: Any, x: Any, out: Any, transposed: bool = False) -> None:
     """FLOPs and trace of one call of a ``paddle.nn`` ConvND / ConvNDTranspose on input ``x`` (formula in
-    :mod:`paddlefit.estimate.flops`; Paddle's depthwise kernel named as Paddle runs it)."""
+    :mod:`paddlefit.probe.flops`; Paddle's depthwise kernel named as Paddle runs it)."""
     groups = int(getattr(layer, "_groups", 1) or 1)
     fmt = str(getattr(layer, "_data_format", "NCHW"))
     name = conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
@@ -45,7 +45,7 @@ def count_linear(counter: FlopCounter, layer: Any, x: Any, out: Any) -> None:
 
 def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
     """(layer types, rule) pairs: ``rule(layer, inputs, output)`` counts one call of a layer of those types into
-    ``counter`` (formulas in :mod:`paddlefit.estimate.flops`); the first matching pair applies."""
+    ``counter`` (formulas in :mod:`paddlefit.probe.flops`); the first matching pair applies."""
     from paddle import nn
 
     conv = (nn.Conv1D, nn.Conv2D, nn.Conv3D)
@@ -101,7 +101,7 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
 
 
 def count_rnn(counter: FlopCounter, layer: Any, x: Any, out: Any) -> None:
-    """FLOPs and trace of a ``paddle.nn`` LSTM/GRU/SimpleRNN (formula in :mod:`paddlefit.estimate.flops`).
+    """FLOPs and trace of a ``paddle.nn`` LSTM/GRU/SimpleRNN (formula in :mod:`paddlefit.probe.flops`).
 
     Each layer and direction is traced as two GEMMs: the input projection of all T steps at once
     (B*T x G*H x I_l) and the recurrent one as a batch of T GEMMs (B x G*H x R); the GPU model therefore sees

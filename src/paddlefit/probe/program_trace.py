@@ -4,8 +4,8 @@
 translated to PIR by ``paddle.pir.translate_to_pir``) with ``paddle.static.load_inference_model``
 (``python/paddle/static/pir_io.py`` ``load_inference_model_pir``; ``python/paddle/static/io.py`` for the legacy
 file), walks the ops of its global block in order and writes the same :class:`~paddlefit.estimate.optrace.OpTrace`
-the dygraph recorder (:func:`~paddlefit.estimate.optrace.record_trace`) writes: op names, classes, FLOP formulas
-and GEMM shapes of :mod:`paddlefit.estimate.flops` (table there), at two batch sizes, ``source="program"``.
+the dygraph recorder (:func:`~paddlefit.probe.recorder.record_trace`) writes: op names, classes, FLOP formulas
+and GEMM shapes of :mod:`paddlefit.probe.flops` (table there), at two batch sizes, ``source="program"``.
 
 Rules:
 

@@ -2,8 +2,8 @@
 pooling, embedding, elementwise ``+ - * /``, the losses, zero-FLOP data movement, and (when tracing) views.
 
 A functional call made inside a counted layer or another counted call is not counted again
-(:meth:`~paddlefit.estimate.flops.FlopCounter.wrap`); formulas and sources are the table in
-:mod:`paddlefit.estimate.flops`.
+(:meth:`~paddlefit.probe.flops.FlopCounter.wrap`); formulas and sources are the table in
+:mod:`paddlefit.probe.flops`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from paddlefit.estimate.flop_formulas import (
     needs_grad,
     numel,
 )
-from paddlefit.estimate.fused import patch_fused
+from paddlefit.probe.fused_hooks import patch_fused
 
 if TYPE_CHECKING:
-    from paddlefit.estimate.flops import FlopCounter
+    from paddlefit.probe.flops import FlopCounter
 
 
 Rule = Any  # rule(args, kwargs, out): counts one call into the counter
@@ -175,7 +175,7 @@ def _wrap_losses_and_moves(counter: FlopCounter, paddle: Any, F: Any, ptensor: A
 def patch_functional(counter: FlopCounter) -> None:
     """Wrap Paddle's functional ops (``paddle.matmul``, ``F.conv2d``, ``F.softmax``, ``Tensor.__add__``, the losses,
     the zero-FLOP data movements and, when recording a trace, the views) so that each call counts into ``counter``
-    (:meth:`~paddlefit.estimate.flops.FlopCounter.wrap`; the counter restores them on exit)."""
+    (:meth:`~paddlefit.probe.flops.FlopCounter.wrap`; the counter restores them on exit)."""
     import sys
 
     import paddle

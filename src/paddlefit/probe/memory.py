@@ -14,7 +14,7 @@ embedding gradient can dominate at small batch), the optimizer-step peak mostly 
 with ``fixed + per_sample * batch`` by least squares; the predicted peak is the maximum over phases.
 
 Around it: the model states in :mod:`paddlefit.estimate.model_states`, how the probe calls the job in
-:mod:`paddlefit.estimate.job_call`, the measurements and fitted lines in :mod:`paddlefit.estimate.probe_result`.
+:mod:`paddlefit.probe.job_call`, the measurements and fitted lines in :mod:`paddlefit.estimate.probe_result`.
 """
 
 from __future__ import annotations
@@ -27,10 +27,6 @@ from typing import Any
 
 import psutil
 
-from paddlefit.estimate.job_call import (
-    JobCall,
-    make_optimizer,
-)
 from paddlefit.estimate.probe_result import (
     PhaseFit,
     ProbeResult,
@@ -40,6 +36,10 @@ from paddlefit.estimate.probe_result import (
     fit_step_time,
 )
 from paddlefit.inputspec import InputSpec
+from paddlefit.probe.job_call import (
+    JobCall,
+    make_optimizer,
+)
 from paddlefit.spec import OptimizerName
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -74,7 +74,7 @@ def _measured_step(model: Any, opt: Any, call: JobCall, batch: Any, alloc: tuple
                    counter: Any = None) -> tuple[dict[str, int], float]:  # fmt: skip
     """One full training step; the allocator peak (bytes above ``base``) of each phase, and its seconds.
 
-    The forward phase includes the job's loss. ``counter`` (a :class:`~paddlefit.estimate.flops.FlopCounter`)
+    The forward phase includes the job's loss. ``counter`` (a :class:`~paddlefit.probe.flops.FlopCounter`)
     wraps the forward and the loss when given.
     """
     _, peak, reset = alloc
@@ -253,9 +253,10 @@ def probe_memory(
     """
     import paddle
 
-    from paddlefit.estimate.flops import FlopCounter, FlopsCount
-    from paddlefit.estimate.optrace import OpTrace, TraceRecorder
+    from paddlefit.estimate.optrace import OpTrace
     from paddlefit.models.build import build
+    from paddlefit.probe.flops import FlopCounter, FlopsCount
+    from paddlefit.probe.recorder import TraceRecorder
 
     inputs_b = max(batch_sizes) * sum(s.bytes_per_sample for s in specs)
     _guard_ram(inputs_b, 0.5, max(batch_sizes), reported=2 * inputs_b)  # half the free RAM left to the model

@@ -33,8 +33,8 @@ an input with ``stop_gradient=True`` (e.g. the image into the first conv) gets n
 out_numel. Every other op: backward = forward FLOPs if any input requires a gradient (an approximation,
 these ops are < 2% of the total for CNNs and transformers). Embedding backward: out_numel (scatter-add).
 
-Where the rules live: per ``paddle.nn`` layer family in :mod:`paddlefit.estimate.flop_layers`, per functional op
-in :mod:`paddlefit.estimate.flop_functional`, the shared formulas (GEMM FLOPs, convolution MACs and GEMM shapes) in
+Where the rules live: per ``paddle.nn`` layer family in :mod:`paddlefit.probe.flop_layers`, per functional op
+in :mod:`paddlefit.probe.flop_functional`, the shared formulas (GEMM FLOPs, convolution MACs and GEMM shapes) in
 :mod:`paddlefit.estimate.flop_formulas`; this module holds the counter that installs them and the result.
 """
 
@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.estimate.flop_formulas import gemm_flops, needs_grad, numel
-from paddlefit.estimate.flop_functional import patch_functional
-from paddlefit.estimate.flop_layers import layer_rules
-from paddlefit.estimate.fused_ref import current_scope
+from paddlefit.probe.flop_functional import patch_functional
+from paddlefit.probe.flop_layers import layer_rules
+from paddlefit.probe.fused_ref import current_scope
 
 
 @dataclass
@@ -103,7 +103,7 @@ class FlopCounter:
     def __init__(self, model: Any, count: FlopsCount, recorder: Any = None) -> None:
         self.model = model
         self.count = count
-        #: an :class:`~paddlefit.estimate.optrace.TraceRecorder` that also records every counted op
+        #: an :class:`~paddlefit.probe.recorder.TraceRecorder` that also records every counted op
         #: (type, class, tensors, GEMM shape) for the per-operator GPU model; None = count only.
         self.recorder = recorder
         self.depth = 0
