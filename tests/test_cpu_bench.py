@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trainrun import ENV, run, train_cmd, write_spec
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
@@ -22,7 +23,6 @@ from paddlefit.serve.cpu_bench import (
     random_inputs,
     save_inference_model,
 )
-from test_train import ENV, run, train_cmd, write_spec
 
 SPECS = [parse_input_spec("float32[3,16,16]")]
 

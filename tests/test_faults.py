@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainrun import ENV, launched_children, run, summary, train_cmd, wait_for_step, write_spec
 
 from test_secrets import SECRETS, leaks
-from test_signals import launched_children
-from test_train import ENV, run, summary, train_cmd, wait_for_step, write_spec
 
 #: The exit codes docs/errors.md documents (no wrapped negative: 241 = -15, 247 = -9)
 DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}

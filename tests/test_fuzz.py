@@ -33,6 +33,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from trainrun import LAUNCH_SPEC
 from typer.testing import CliRunner
 
 from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
@@ -45,7 +46,6 @@ from paddlefit.models.transformer import TRANSFORMER_CONFIGS
 from paddlefit.models.zoo import parse_model_args, resolve_model
 from paddlefit.plan.calibration import load_calibrations
 from paddlefit.spec import JobSpec, load_job_spec
-from test_launch import SPEC as LAUNCH_SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"

@@ -12,18 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trainrun import LAUNCH_SPEC as SPEC
 
 from paddlefit.deploy.kubeflow import validate_paddlejob
 from paddlefit.deploy.launch import SPEC_DELIMITER, validate_skypilot_task
 from paddlefit.spec import JobSpec
 
-SPEC = """model: paddlefit.models.examples:digits_cnn
-data: {train: digits, train_args: {split: train}}
-batch_size: 16
-max_steps: 12
-checkpoint: {every_steps: 5, every_minutes: 0}
-run_dir: runs/mn
-"""
 BIN = str(Path(sys.executable).parent)
 
 

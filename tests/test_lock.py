@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from trainrun import ENV, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.run_layout import LOCK_INFO_FILE
 from paddlefit.train.lock import RunDirInUseError, RunDirLock
-from test_train import ENV, run, train_cmd, wait_for_step, write_spec
 
 
 def _tree(root: Path) -> dict[str, str]:

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from trainrun import run, train_cmd, write_spec
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
 from paddlefit.train.lock import RunDirLock
-from test_train import run, train_cmd, write_spec
 
 
 def _files(d: Path) -> None:

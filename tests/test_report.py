@@ -16,12 +16,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from trainrun import ENV, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.report.html import build_report, fmt_num, plot_ids, render_html
 from paddlefit.report.rundir import find_time_resumes
 from paddlefit.runs.registry import Registry
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
-from test_train import ENV, run, train_cmd, wait_for_step, write_spec
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 COMPARISON = {

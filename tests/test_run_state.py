@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from trainrun import ENV, run, train_cmd, write_spec
+
 from paddlefit.report.rundir import build_report
 from paddlefit.runs.registry import Registry
-from test_train import ENV, run, train_cmd, write_spec
 
 
 def cli(*args: str) -> list[str]:

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from test_train import ENV, train_cmd, wait_for_step, write_spec
+from trainrun import ENV, launched_children, train_cmd, wait_for_step, write_spec
 
 
 def _default_stop_signals() -> None:
@@ -97,23 +96,6 @@ def test_a_nohup_run_trains_through_sighup_and_still_stops_on_sigterm(tmp_path: 
 def _slow_spec(tmp_path: Path, steps: int) -> Path:
     return write_spec(tmp_path / "s.yaml", max_steps=steps, checkpoint={"every_steps": 0, "every_minutes": 0},
                       data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
-
-
-def launched_children(proc: subprocess.Popen) -> dict[str, object]:
-    """The launcher (``"launcher"``) and the workers (by rank) under a `train --devices N` process."""
-    import psutil
-
-    found = {}
-    for p in psutil.Process(proc.pid).children(recursive=True):
-        try:
-            rank = p.environ().get("PADDLE_TRAINER_ID")
-            if rank is None and "paddlefit.train.distlaunch" in p.cmdline():
-                rank = "launcher"
-        except psutil.Error:
-            continue
-        if rank is not None:
-            found[rank] = p
-    return found
 
 
 @pytest.mark.slow

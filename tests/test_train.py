@@ -19,36 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from trainrun import ENV, run, summary, train_cmd, wait_for_step, write_spec
 
 from paddlefit.errors import PaddlefitError
 
 DATA = Path(__file__).parent / "data"
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
-           GLOG_minloglevel="2")  # fmt: skip
-
-
-def write_spec(path: Path, **overrides) -> Path:
-    spec = {
-        "model": "paddlefit.models.examples:digits_cnn",
-        "data": {"train": "digits", "train_args": {"split": "train"}},
-        "batch_size": 16, "max_steps": 6, "optimizer": "adam", "lr": 0.003, "seed": 3,
-        "checkpoint": {"every_steps": 0, "every_minutes": 0, "keep_last": 3},
-    }  # fmt: skip
-    for k, v in overrides.items():
-        if isinstance(v, dict) and isinstance(spec.get(k), dict):
-            spec[k] = {**spec[k], **v}
-        else:
-            spec[k] = v
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def train_cmd(spec: Path, run_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--run-dir", str(run_dir), *extra]
-
-
-def run(cmd: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **{"env": ENV, **kw})
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:
@@ -57,24 +32,6 @@ def final_params(run_dir: Path) -> dict[str, np.ndarray]:
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     state = paddle.load(str(ckpts[-1] / "model.pdparams"))
     return {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in state.items()}
-
-
-def summary(run_dir: Path) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
-
-
-def wait_for_step(run_dir: Path, step: int, proc: subprocess.Popen, timeout: float = 120) -> int:
-    """Poll metrics.jsonl until a train line with step >= ``step`` appears; return the step seen."""
-    end = time.time() + timeout
-    path = run_dir / "metrics.jsonl"
-    while time.time() < end:
-        assert proc.poll() is None, proc.communicate()
-        if path.exists():
-            steps = [json.loads(x)["step"] for x in path.read_text().splitlines() if x.strip() and '"loss"' in x]
-            if steps and steps[-1] >= step:
-                return steps[-1]
-        time.sleep(0.05)
-    raise AssertionError(f"step {step} not reached in {timeout} s")
 
 
 @pytest.mark.slow

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from trainrun import run, train_cmd, write_spec
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, json_depth, loads_limited, read_json_limited
 from paddlefit.train.checkpoint import MANIFEST, CheckpointStore, sha256_file, verify
-from test_train import run, train_cmd, write_spec
 
 DEEP = "[" * 100_000 + "]" * 100_000  # json.loads: RecursionError
 
