@@ -15,8 +15,8 @@ leave-one-source-out: median |error| <= 10%, >= 85% of rows within 25%, no row o
 Second block: NeuSight's whole-model timings (``bench/data/gpu-kernels/e2e_latency.csv``: BERT-large, GPT-2 large,
 GPT-3 XL / 2.7B-shaped, OPT-1.3B, eager PyTorch FP32 with TF32 off, forward or forward + backward, on P4, P100,
 T4, V100 and A100) predicted by composing the operator trace of the same transformer shape
-(:func:`paddlefit.estimate.optrace.transformer_trace`) with the per-kernel model; no parameter is fitted on these
-rows (the FP32 GEMM and memory-bound constants come from the kernels, ``kernel_s`` from the published rows).
+(:func:`paddlefit.estimate.transformer_ops.transformer_trace`) with the per-kernel model; no parameter is fitted
+on these rows (the FP32 GEMM and memory-bound constants come from the kernels, ``kernel_s`` from the published rows).
 ``torch.compile`` rows (``parallel=fusion``) and the Switch MoE rows have no counterpart here and are left out.
 It also prints the predicted time breakdown of a MobileNetV2-class and a BERT-class step on an A100.
 
@@ -121,8 +121,8 @@ def e2e_gpu(name: str) -> object:
     return gpu_kernels.DEVICES[name.replace(" ", "_")].as_gpu(name)
 
 
-#: The ops :func:`~paddlefit.estimate.optrace.transformer_trace` puts after an encoder's last layer, in order: the
-#: masked-LM head (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
+#: The ops :func:`~paddlefit.estimate.transformer_ops.transformer_trace` puts after an encoder's last layer, in
+#: order: the masked-LM head (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
 MLM_HEAD_OPS = ("linear", "gelu", "layer_norm", "matmul", "add")
 
 
@@ -147,7 +147,7 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
 
     from paddlefit.estimate.gpu_model import compile_step
     from paddlefit.estimate.kernels import step_kernels
-    from paddlefit.estimate.optrace import transformer_trace
+    from paddlefit.estimate.transformer_ops import transformer_trace
     from paddlefit.models.transformer import TransformerConfig
 
     out = []

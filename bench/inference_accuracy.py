@@ -130,8 +130,8 @@ def clas_errors(retrace: bool) -> list[tuple[str, int, float, float]]:
 def e2e_errors() -> list[tuple[str, int, float, float]]:
     """(model on GPU, batch, published ms, predicted ms) for NeuSight's eager inference rows."""
     import gpu_accuracy as ga
-    from paddlefit.estimate.optrace import transformer_trace
     from paddlefit.estimate.perf_params import load_perf_params
+    from paddlefit.estimate.transformer_ops import transformer_trace
     from paddlefit.models.transformer import TransformerConfig
     from paddlefit.plan.inference import ServingSetup, forward_point
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES

@@ -21,8 +21,9 @@ from paddlefit.estimate.kernel_model import (
     winograd_s,
 )
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
-from paddlefit.estimate.optrace import OpTrace, record_trace, transformer_trace
+from paddlefit.estimate.optrace import OpTrace, record_trace
 from paddlefit.estimate.perf_params import PerfParams, batched_sgemm_tiles, load_perf_params, parse_perf_params
+from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.models import resolve_model
 
 A100 = get_gpu("A100-SXM4-40GB")

@@ -88,6 +88,12 @@ class LLMConfig(BaseModel):
         return self.hidden_size // self.num_heads
 
     @property
+    def kv_heads(self) -> int:
+        """Key/value heads (``num_kv_heads``; the name :class:`paddlefit.models.transformer.TransformerConfig`
+        uses)."""
+        return self.num_kv_heads
+
+    @property
     def kv_size(self) -> int:
         """Width of K (and of V): num_kv_heads x head_dim (= h without GQA)."""
         return self.num_kv_heads * self.head_dim

@@ -23,6 +23,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops
 from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
 
@@ -67,22 +68,22 @@ def default_network_gbit_s(gpu: GPU) -> tuple[float, str]:
     return v, f"assumption: no cloud figure for {gpu.architecture} nodes; using {src}"
 
 
-def layer_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> float:
-    """Forward matmul FLOPs of one transformer layer for ``batch`` sequences.
+def layer_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> int:
+    """Forward matmul FLOPs of one transformer layer for ``batch`` sequences: the matrix multiplications of
+    :func:`~paddlefit.estimate.transformer_ops.layer_ops` (:func:`~paddlefit.estimate.transformer_ops.matmul_flops`).
 
-    2·b·s·(2h² + 2h·k + n·h·f) + 4·b·s²·h, with k = kv_heads·h/a (K and V projections) and n = 2 (GELU MLP) or
-    3 (SwiGLU: gate, up, down): the q and output projections 2·bsh² each, k and v 2·bshk each, the MLP n·2·bshf,
-    Q·Kᵀ and P·V 2·bs²h each (full s x s, causal masking not discounted, as in Korthikanti eq. 7).
+    That is 2·b·s·(2h² + 2h·k + n·h·f) + 4·b·s²·h, with k = kv_heads·h/a (K and V projections) and n = 2 (GELU
+    MLP) or 3 (SwiGLU: gate, up, down): the q and output projections 2·bsh² each, k and v 2·bshk each, the MLP
+    n·2·bshf, Q·Kᵀ and P·V 2·bs²h each (full s x s, causal masking not discounted, as in Korthikanti eq. 7).
     With k = h, n = 2, f = 4h: 24·bsh² + 4·bs²h, the forward third of Korthikanti eq. 7.
     """
-    s, b, h = seq_len, batch, cfg.hidden_size
-    return 2 * b * s * (2 * h * h + 2 * h * cfg.kv_size + cfg.ffn_matrices * h * cfg.ffn_size) + 4 * b * s * s * h
+    return matmul_flops(layer_ops(cfg, seq_len, batch))
 
 
-def head_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> float:
-    """Forward matmul FLOPs of the output head: logits 2·bshV (+ the MLM transform 2·bsh² for encoders)."""
-    s, b, h = seq_len, batch, cfg.hidden_size
-    return 2 * b * s * h * cfg.vocab_size + (0 if cfg.causal else 2 * b * s * h * h)
+def head_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> int:
+    """Forward matmul FLOPs of the output head (:func:`~paddlefit.estimate.transformer_ops.head_ops`): logits
+    2·bshV (+ the MLM transform 2·bsh² for encoders)."""
+    return matmul_flops(head_ops(cfg, seq_len, batch))
 
 
 @dataclass(frozen=True)

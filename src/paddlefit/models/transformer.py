@@ -73,6 +73,16 @@ class TransformerConfig:
         return self.num_kv_heads or self.num_heads
 
     @property
+    def qkv_bias(self) -> bool:
+        """Biases on the fused q/k/v projection (``bias``; the name :class:`paddlefit.llm.configs.LLMConfig` uses)."""
+        return self.bias
+
+    @property
+    def linear_bias(self) -> bool:
+        """Biases on every other linear layer (``bias``)."""
+        return self.bias
+
+    @property
     def params(self) -> int:
         """Exact trainable parameter count of :func:`build_transformer` for this config."""
         h, f, v = self.hidden_size, self.ffn_size, self.vocab_size

@@ -19,8 +19,9 @@ from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, a
 from paddlefit.estimate.fused_ref import cpu_reference_kernels
 from paddlefit.estimate.job_call import JobCall
 from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_bytes
-from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
+from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
