@@ -121,18 +121,25 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
 
     Input: int64 token ids of shape (batch, seq_len), seq_len <= max_position.
     Output: logits of shape (batch, seq_len, vocab_size) (MLM logits for encoders, next-token for decoders).
+    Parts: :func:`_attention_class`, :func:`_block_class`, :func:`_transformer_class`.
     """
-    import paddle
-    import paddle.nn.functional as F
+    block = _block_class(cfg, _attention_class(cfg))
+    return _transformer_class(cfg, block)()
+
+
+def _dropout(cfg: TransformerConfig):  # -> paddle.nn.Layer
+    """Dropout of ``cfg.dropout``, or an identity layer when it is 0 (no dropout layers at all)."""
     from paddle import nn
 
-    h, a = cfg.hidden_size, cfg.num_heads
-    d = h // a
-    kv = cfg.kv_heads
-    bias = None if cfg.bias else False
+    return nn.Dropout(cfg.dropout) if cfg.dropout > 0 else nn.Identity()
 
-    def dropout() -> nn.Layer:
-        return nn.Dropout(cfg.dropout) if cfg.dropout > 0 else nn.Identity()
+
+def _norm(cfg: TransformerConfig):  # -> paddle.nn.Layer
+    """LayerNorm, or RMSNorm (weight only, eps 1e-6, from elementwise ops: no CPU ``rms_norm`` kernel)."""
+    import paddle
+    from paddle import nn
+
+    h = cfg.hidden_size
 
     class RMSNorm(nn.Layer):
         def __init__(self) -> None:
@@ -142,15 +149,27 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
         def forward(self, x):
             return x * paddle.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * self.weight
 
-    def norm() -> nn.Layer:
-        return RMSNorm() if cfg.norm == "rmsnorm" else nn.LayerNorm(h)
+    return RMSNorm() if cfg.norm == "rmsnorm" else nn.LayerNorm(h)
+
+
+def _attention_class(cfg: TransformerConfig) -> type:
+    """Self-attention with functional ops: fused QKV linear, Q·Kᵀ scaled by d^-0.5, causal mask (decoders),
+    softmax, dropout, P·V, output linear. Grouped-query K/V heads are repeated (as without flash attention)."""
+    import paddle
+    import paddle.nn.functional as F
+    from paddle import nn
+
+    h, a = cfg.hidden_size, cfg.num_heads
+    d = h // a
+    kv = cfg.kv_heads
+    bias = None if cfg.bias else False
 
     class Attention(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
             self.qkv = nn.Linear(h, h + 2 * kv * d, bias_attr=bias)
             self.out = nn.Linear(h, h, bias_attr=bias)
-            self.drop = dropout()
+            self.drop = _dropout(cfg)
 
         def forward(self, x):
             b, s = x.shape[0], x.shape[1]
@@ -171,11 +190,22 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
             ctx = paddle.matmul(probs, v).transpose([0, 2, 1, 3]).reshape([b, s, h])
             return self.out(ctx)
 
+    return Attention
+
+
+def _block_class(cfg: TransformerConfig, attention: type) -> type:
+    """One layer: attention and MLP (GELU or fused SwiGLU), pre-norm (decoders) or post-LayerNorm (BERT)."""
+    import paddle.nn.functional as F
+    from paddle import nn
+
+    h = cfg.hidden_size
+    bias = None if cfg.bias else False
+
     class Block(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
-            self.attn = Attention()
-            self.ln1 = norm()
+            self.attn = attention()
+            self.ln1 = _norm(cfg)
             if cfg.ffn_type == "swiglu":
                 self.gate = nn.Linear(h, cfg.ffn_size, bias_attr=bias)
                 self.up = nn.Linear(h, cfg.ffn_size, bias_attr=bias)
@@ -183,9 +213,9 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
                 self.fc1 = nn.Linear(h, cfg.ffn_size, bias_attr=bias)
                 self.act = nn.GELU()
             self.fc2 = nn.Linear(cfg.ffn_size, h, bias_attr=bias)
-            self.ln2 = norm()
-            self.drop1 = dropout()
-            self.drop2 = dropout()
+            self.ln2 = _norm(cfg)
+            self.drop1 = _dropout(cfg)
+            self.drop2 = _dropout(cfg)
 
         def mlp(self, x):
             if cfg.ffn_type == "swiglu":
@@ -199,6 +229,17 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
             x = self.ln1(x + self.drop1(self.attn(x)))  # BERT: post-LayerNorm
             return self.ln2(x + self.drop2(self.mlp(x)))
 
+    return Block
+
+
+def _transformer_class(cfg: TransformerConfig, block: type) -> type:
+    """The model: embeddings, ``num_layers`` blocks, then the final norm and tied (or untied) logits (decoders)
+    or the MLM head (dense, GELU, LayerNorm, tied decoder + bias; encoders)."""
+    import paddle
+    from paddle import nn
+
+    h = cfg.hidden_size
+
     class Transformer(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
@@ -206,11 +247,11 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
             self.pos = nn.Embedding(cfg.max_position, h) if cfg.position == "learned" else None
             self.seg = nn.Embedding(cfg.type_vocab_size, h) if cfg.type_vocab_size else None
             self.emb_ln = None if cfg.causal else nn.LayerNorm(h)
-            self.drop = dropout()
-            self.blocks = nn.LayerList([Block() for _ in range(cfg.num_layers)])
+            self.drop = _dropout(cfg)
+            self.blocks = nn.LayerList([block() for _ in range(cfg.num_layers)])
             self.head = None if cfg.tie_embeddings else nn.Linear(h, cfg.vocab_size, bias_attr=False)
             if cfg.causal:
-                self.final_ln = norm()
+                self.final_ln = _norm(cfg)
             else:
                 self.transform = nn.Linear(h, h)
                 self.transform_act = nn.GELU()
@@ -238,4 +279,4 @@ def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
             logits = self.head(x) if self.head is not None else paddle.matmul(x, self.word.weight, transpose_y=True)
             return logits + self.decoder_bias
 
-    return Transformer()
+    return Transformer
