@@ -145,10 +145,10 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
     """(row, predicted / measured milliseconds) for every e2e_latency row with a counterpart."""
     import csv
 
+    from paddlefit.catalog.transformers import TransformerConfig
     from paddlefit.estimate.gpu_model import compile_step
     from paddlefit.estimate.kernels import step_kernels
     from paddlefit.estimate.transformer_ops import transformer_trace
-    from paddlefit.models.transformer import TransformerConfig
 
     out = []
     with (Path(__file__).resolve().parent / "data" / "gpu-kernels" / "e2e_latency.csv").open() as f:
@@ -156,7 +156,9 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
             if r["parallel"] or r["model"] not in E2E_MODELS:
                 continue
             train = r["mode"] == "train"  # eval mode (no dropout) under no_grad for inference
-            cfg = TransformerConfig(**E2E_MODELS[r["model"]], dropout=0.1 if train else 0.0)
+            shape = E2E_MODELS[r["model"]]
+            cfg = TransformerConfig(name=r["model"], num_kv_heads=shape["num_heads"], **shape,
+                                    dropout=0.1 if train else 0.0)  # fmt: skip
             trace = transformer_trace(cfg, int(r["seq_len"]))
             ops = (trace if cfg.causal or train else classifier_trace(trace)).at(int(r["batch"]))
             gpu = e2e_gpu(r["gpu"])

@@ -14,51 +14,24 @@ FLOPs per op (1 multiply-add = 2 FLOPs): a linear layer 2·m·n_in·n_out (+ m·
 dropout and embeddings 0 (the FLOP counter's formulas, :mod:`paddlefit.estimate.flop_formulas`).
 :func:`matmul_flops` keeps the matrix multiplications only (no bias adds), the convention of the closed forms.
 
-The config is read through the fields :class:`TransformerShape` names, which both
-:class:`~paddlefit.models.transformer.TransformerConfig` and :class:`~paddlefit.llm.configs.LLMConfig` have.
-Norms are traced as one ``layer_norm`` op (weight and bias) whatever ``norm`` says.
+The config is the one transformer type, :class:`~paddlefit.catalog.transformers.TransformerConfig` (the zoo's
+and the LLM planner's). Norms are traced as one ``layer_norm`` op (weight and bias) whatever ``norm`` says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
-
-
-class TransformerShape(Protocol):
-    """The fields of a transformer config the generator reads (counts, not bytes; see
-    :class:`~paddlefit.llm.configs.LLMConfig` for their meaning)."""
-
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    ffn_size: int
-    ffn_type: str
-    vocab_size: int
-    max_position: int
-    type_vocab_size: int
-    causal: bool
-    dropout: float
-    position: str
-
-    @property
-    def kv_heads(self) -> int: ...
-
-    @property
-    def qkv_bias(self) -> bool: ...
-
-    @property
-    def linear_bias(self) -> bool: ...
 
 
 @dataclass
 class _Writer:
     """Appends ops for ``b`` sequences of ``s`` tokens; tensor ids are numbered in creation order."""
 
-    cfg: TransformerShape
+    cfg: TransformerConfig
     s: int
     b: int
     ops: list[TracedOp] = field(default_factory=list)
@@ -127,7 +100,7 @@ def _attention(w: _Writer, x: TensorRef) -> TensorRef:
     d = h // a
     res = x
     hin = w.norm(x) if cfg.causal else x
-    qkv = w.linear(hin, h, h + 2 * cfg.kv_heads * d, cfg.qkv_bias)
+    qkv = w.linear(hin, h, h + 2 * cfg.num_kv_heads * d, cfg.qkv_bias)
     q, k, vv = w.act(b * a * s * d), w.act(b * a * s * d), w.act(b * a * s * d)
     w.ops.append(TracedOp("view", "view", 0, (qkv,), (q, k, vv)))
     sc = w.act(b * a * s * s)
@@ -171,7 +144,7 @@ def _head(w: _Writer, x: TensorRef) -> TensorRef:
     return logits
 
 
-def transformer_ops(cfg: TransformerShape, seq_len: int, batch: int) -> list[TracedOp]:
+def transformer_ops(cfg: TransformerConfig, seq_len: int, batch: int) -> list[TracedOp]:
     """Every forward op of the model for ``batch`` sequences of ``seq_len`` tokens, in execution order."""
     w = _Writer(cfg, seq_len, batch)
     x = _embeddings(w)
@@ -181,14 +154,14 @@ def transformer_ops(cfg: TransformerShape, seq_len: int, batch: int) -> list[Tra
     return w.ops
 
 
-def layer_ops(cfg: TransformerShape, seq_len: int, batch: int) -> list[TracedOp]:
+def layer_ops(cfg: TransformerConfig, seq_len: int, batch: int) -> list[TracedOp]:
     """The forward ops of one transformer layer (attention and MLP blocks)."""
     w = _Writer(cfg, seq_len, batch)
     _mlp(w, _attention(w, w.act(batch * seq_len * cfg.hidden_size)))
     return w.ops
 
 
-def head_ops(cfg: TransformerShape, seq_len: int, batch: int) -> list[TracedOp]:
+def head_ops(cfg: TransformerConfig, seq_len: int, batch: int) -> list[TracedOp]:
     """The forward ops after the last layer (final norm and logits; an encoder's MLM transform and bias)."""
     w = _Writer(cfg, seq_len, batch)
     _head(w, w.act(batch * seq_len * cfg.hidden_size))
@@ -205,7 +178,7 @@ def matmul_flops(ops: list[TracedOp]) -> int:
     return total
 
 
-def transformer_trace(cfg: TransformerShape, seq_len: int, batch: int = 1) -> OpTrace:
+def transformer_trace(cfg: TransformerConfig, seq_len: int, batch: int = 1) -> OpTrace:
     """The operator trace of a transformer (:func:`transformer_ops` at ``batch`` and ``2 x batch`` sequences of
     ``seq_len`` tokens; ``source="analytic"``), written from its shape for models too large to run here. The
     returned trace scales linearly with the batch (:meth:`~paddlefit.estimate.optrace.OpTrace.at`)."""

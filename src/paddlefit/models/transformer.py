@@ -1,119 +1,25 @@
-"""Transformer encoders (BERT/ERNIE) and decoders (GPT-2) built from a config with ``paddle.nn``.
+"""Transformer encoders (BERT/ERNIE) and decoders (GPT-2, Llama/Qwen-style) built with ``paddle.nn`` from a
+:class:`~paddlefit.catalog.transformers.TransformerConfig`.
 
 Attention is written with functional ops (``paddle.matmul``, ``F.softmax``) as in most user code, so the
-FLOPs counter must see functional calls, not just layers. The configs are the published ones:
+FLOPs counter must see functional calls, not just layers. The zoo's configs (:data:`TRANSFORMER_CONFIGS`) are the
+published ones of :mod:`paddlefit.catalog.transformers`, each with its source there.
 
-- bert-base / bert-large: Devlin et al. 2019 (arXiv 1810.04805) §3, vocab 30522.
-- ernie-3.0-base-zh / ernie-3.0-medium-zh: PaddleNLP ``ernie-3.0-*-zh`` model cards
-  (vocab 40000, max position 2048, type vocab 4; base 12 layers, medium 6 layers, hidden 768, 12 heads).
-- gpt2-small/medium/large/xl: Radford et al. 2019 table 2 (vocab 50257, context 1024).
-
-The same builder also makes Llama/Qwen-style decoders from the fields of :mod:`paddlefit.llm.configs`
-(grouped-query attention, SwiGLU MLP, RMSNorm, no biases, untied output head, no learned positions), so the
-analytic LLM estimates can be checked against real training steps on small configs. RoPE is not applied:
-it has no parameters, its FLOPs are elementwise (not in the matmul closed forms) and PaddleNLP runs it as one
-fused kernel (``use_fused_rope``), so the model without it has the same parameters, matmul FLOPs and saved
-activations.
+The same builder makes Llama/Qwen-style decoders (grouped-query attention, SwiGLU MLP, RMSNorm, no biases,
+untied output head, no learned positions), so the analytic LLM estimates can be checked against real training
+steps on small configs. RoPE is not applied: it has no parameters, its FLOPs are elementwise (not in the matmul
+closed forms) and PaddleNLP runs it as one fused kernel (``use_fused_rope``), so the model without it has the
+same parameters, matmul FLOPs and saved activations.
 
 Paddle is imported lazily: :func:`build_transformer` imports it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from paddlefit.catalog.transformers import TransformerConfig, published_transformers, zoo_transformer_names
 
-
-@dataclass(frozen=True)
-class TransformerConfig:
-    """Shape of a transformer. Sizes are counts (not bytes).
-
-    Attributes:
-        vocab_size: V, rows of the token embedding (tied with the output projection).
-        hidden_size: h.
-        num_layers: l.
-        num_heads: a; ``hidden_size % num_heads == 0``.
-        ffn_size: inner size of the GELU MLP (4h in all built-in configs).
-        max_position: rows of the learned position embedding.
-        type_vocab_size: rows of the segment embedding (0 = none, as in GPT-2).
-        causal: decoder (causal mask, pre-LayerNorm, final LayerNorm) vs encoder (post-LayerNorm, MLM head).
-        default_seq_len: sequence length used when no ``--input`` is given.
-        dropout: dropout probability on embeddings, attention probabilities and residual branches (0 = no
-            dropout layers at all, as in Llama/Qwen).
-        num_kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023, arXiv 2305.13245);
-            0 = ``num_heads`` (multi-head attention). ``num_heads % num_kv_heads == 0``.
-        ffn_type: ``gelu`` (fc1 -> GELU -> fc2) or ``swiglu`` (down(silu(gate(x)) * up(x)), Shazeer 2020,
-            arXiv 2002.05202; run with Paddle's fused ``F.swiglu`` as PaddleNLP's Llama does).
-        norm: ``layernorm`` or ``rmsnorm`` (Zhang & Sennrich 2019; weight only, built from elementwise ops
-            because Paddle 3.3.1 has no CPU ``rms_norm`` kernel).
-        tie_embeddings: output projection shares the token embedding (False: its own V x h weight).
-        bias: linear layers in attention and MLP have biases.
-        position: ``learned`` (embedding of ``max_position`` rows) or ``none`` (RoPE models; see module doc).
-    """
-
-    vocab_size: int
-    hidden_size: int
-    num_layers: int
-    num_heads: int
-    ffn_size: int
-    max_position: int
-    type_vocab_size: int
-    causal: bool
-    default_seq_len: int = 128
-    dropout: float = 0.1
-    num_kv_heads: int = 0
-    ffn_type: str = "gelu"
-    norm: str = "layernorm"
-    tie_embeddings: bool = True
-    bias: bool = True
-    position: str = "learned"
-
-    @property
-    def kv_heads(self) -> int:
-        """Key/value heads (``num_kv_heads``, or ``num_heads`` when 0)."""
-        return self.num_kv_heads or self.num_heads
-
-    @property
-    def qkv_bias(self) -> bool:
-        """Biases on the fused q/k/v projection (``bias``; the name :class:`paddlefit.llm.configs.LLMConfig` uses)."""
-        return self.bias
-
-    @property
-    def linear_bias(self) -> bool:
-        """Biases on every other linear layer (``bias``)."""
-        return self.bias
-
-    @property
-    def params(self) -> int:
-        """Exact trainable parameter count of :func:`build_transformer` for this config."""
-        h, f, v = self.hidden_size, self.ffn_size, self.vocab_size
-        hkv = h // self.num_heads * self.kv_heads
-        norm = 2 * h if self.norm == "layernorm" else h
-        pos = self.max_position * h if self.position == "learned" else 0
-        emb = v * h + pos + self.type_vocab_size * h
-        mats = 3 if self.ffn_type == "swiglu" else 2
-        layer = 2 * h * h + 2 * h * hkv + mats * h * f + 2 * norm  # q, out, k, v, mlp, 2 norms
-        if self.bias:
-            layer += 2 * h + 2 * hkv + (mats - 1) * f + h
-        untied = 0 if self.tie_embeddings else v * h
-        if self.causal:
-            head = norm + untied  # final norm; output projection tied to the embedding unless untied
-            emb_ln = 0
-        else:
-            head = h * h + h + 2 * h + v + untied  # transform dense + LayerNorm + decoder bias
-            emb_ln = 2 * h
-        return emb + emb_ln + self.num_layers * layer + head
-
-
-TRANSFORMER_CONFIGS: dict[str, TransformerConfig] = {
-    "bert-base": TransformerConfig(30522, 768, 12, 12, 3072, 512, 2, causal=False),
-    "bert-large": TransformerConfig(30522, 1024, 24, 16, 4096, 512, 2, causal=False),
-    "ernie-3.0-base-zh": TransformerConfig(40000, 768, 12, 12, 3072, 2048, 4, causal=False),
-    "ernie-3.0-medium-zh": TransformerConfig(40000, 768, 6, 12, 3072, 2048, 4, causal=False),
-    "gpt2-small": TransformerConfig(50257, 768, 12, 12, 3072, 1024, 0, causal=True),
-    "gpt2-medium": TransformerConfig(50257, 1024, 24, 16, 4096, 1024, 0, causal=True),
-    "gpt2-large": TransformerConfig(50257, 1280, 36, 20, 5120, 1024, 0, causal=True),
-    "gpt2-xl": TransformerConfig(50257, 1600, 48, 25, 6400, 1024, 0, causal=True),
-}
+#: The zoo's transformers (``plan NAME -b``), in listing order.
+TRANSFORMER_CONFIGS: dict[str, TransformerConfig] = {n: published_transformers()[n] for n in zoo_transformer_names()}
 
 
 def build_transformer(cfg: TransformerConfig):  # -> paddle.nn.Layer
@@ -161,14 +67,13 @@ def _attention_class(cfg: TransformerConfig) -> type:
 
     h, a = cfg.hidden_size, cfg.num_heads
     d = h // a
-    kv = cfg.kv_heads
-    bias = None if cfg.bias else False
+    kv = cfg.num_kv_heads
 
     class Attention(nn.Layer):
         def __init__(self) -> None:
             super().__init__()
-            self.qkv = nn.Linear(h, h + 2 * kv * d, bias_attr=bias)
-            self.out = nn.Linear(h, h, bias_attr=bias)
+            self.qkv = nn.Linear(h, h + 2 * kv * d, bias_attr=None if cfg.qkv_bias else False)
+            self.out = nn.Linear(h, h, bias_attr=None if cfg.linear_bias else False)
             self.drop = _dropout(cfg)
 
         def forward(self, x):
@@ -199,7 +104,7 @@ def _block_class(cfg: TransformerConfig, attention: type) -> type:
     from paddle import nn
 
     h = cfg.hidden_size
-    bias = None if cfg.bias else False
+    bias = None if cfg.linear_bias else False
 
     class Block(nn.Layer):
         def __init__(self) -> None:

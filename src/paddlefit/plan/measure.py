@@ -302,7 +302,8 @@ def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
     ref, specs, cfg = base.ref, base.specs, base.ref.transformer
     say("model too large to probe: analytic transformer estimate")
     if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; "
+        seq0 = ref.default_inputs[0].shape[0]
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`; "
                              f"got {' '.join(str(s) for s in specs)}.")
     seq = specs[0].shape[0]
     if seq > cfg.max_position:

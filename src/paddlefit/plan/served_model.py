@@ -156,7 +156,8 @@ def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
 
     cfg = ref.transformer
     if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`;"
+        seq0 = ref.default_inputs[0].shape[0]
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`;"
                              f" got {' '.join(str(s) for s in specs)}.")  # fmt: skip
     seq = specs[0].shape[0]
     if seq > cfg.max_position:
