@@ -39,11 +39,12 @@ import gpu_fit
 
 def old_prediction(case: gpu_fit.Case) -> float:
     """Samples/s of the previous model: training FLOPs / (unit peak x DEFAULT_EFFICIENCY[class])."""
-    from paddlefit.estimate.timing import DEFAULT_EFFICIENCY, efficiency_class
+    from paddlefit.catalog.units import compute_unit
+    from paddlefit.estimate.timing import DEFAULT_EFFICIENCY
 
     flops = float(case.step.flops[np.array([k.phase != "optimizer" for k in case.step.kernels])].sum())
-    peak, unit = case.gpu.peak_flops(case.precision)
-    return case.batch / (flops / (peak * DEFAULT_EFFICIENCY[efficiency_class(unit)]))
+    peak = case.gpu.peak_flops(case.precision)[0]
+    return case.batch / (flops / (peak * DEFAULT_EFFICIENCY[compute_unit(case.gpu, case.precision)]))
 
 
 def _summary(name: str, ratios: list[float]) -> str:

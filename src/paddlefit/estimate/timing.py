@@ -134,13 +134,6 @@ def _fixed_step_s(optimizer_factory: Any, op_s: float, per_tensor: float, steps:
     return max(0.0, min(runs) - 3 * 2 * op_s - 2 * per_tensor)
 
 
-def efficiency_class(unit: str) -> str:
-    """Map a peak-FLOPs unit name (``GPU.peak_flops``) to an efficiency class: fp32, tf32 or half."""
-    if unit.startswith(("fp16", "bf16")):
-        return "half"
-    return "tf32" if unit.startswith("tf32") else "fp32"
-
-
 def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gb_s: float) -> float:
     """Seconds for a ring all-reduce of ``nbytes`` over ``ranks`` at ``bandwidth_gb_s`` GB/s per direction.
 
