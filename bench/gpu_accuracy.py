@@ -15,8 +15,8 @@ leave-one-source-out: median |error| <= 10%, >= 85% of rows within 25%, no row o
 Second block: NeuSight's whole-model timings (``bench/data/gpu-kernels/e2e_latency.csv``: BERT-large, GPT-2 large,
 GPT-3 XL / 2.7B-shaped, OPT-1.3B, eager PyTorch FP32 with TF32 off, forward or forward + backward, on P4, P100,
 T4, V100 and A100) predicted by composing the operator trace of the same transformer shape
-(:func:`paddlefit.estimate.optrace.transformer_trace`) with the per-kernel model; no parameter is fitted on these
-rows (the FP32 GEMM and memory-bound constants come from the kernels, ``kernel_s`` from the published rows).
+(:func:`paddlefit.estimate.transformer_ops.transformer_trace`) with the per-kernel model; no parameter is fitted
+on these rows (the FP32 GEMM and memory-bound constants come from the kernels, ``kernel_s`` from the published rows).
 ``torch.compile`` rows (``parallel=fusion``) and the Switch MoE rows have no counterpart here and are left out.
 It also prints the predicted time breakdown of a MobileNetV2-class and a BERT-class step on an A100.
 
@@ -39,11 +39,12 @@ import gpu_fit
 
 def old_prediction(case: gpu_fit.Case) -> float:
     """Samples/s of the previous model: training FLOPs / (unit peak x DEFAULT_EFFICIENCY[class])."""
-    from paddlefit.estimate.timing import DEFAULT_EFFICIENCY, efficiency_class
+    from paddlefit.catalog.units import compute_unit
+    from paddlefit.estimate.timing import DEFAULT_EFFICIENCY
 
     flops = float(case.step.flops[np.array([k.phase != "optimizer" for k in case.step.kernels])].sum())
-    peak, unit = case.gpu.peak_flops(case.precision)
-    return case.batch / (flops / (peak * DEFAULT_EFFICIENCY[efficiency_class(unit)]))
+    peak = case.gpu.peak_flops(case.precision)[0]
+    return case.batch / (flops / (peak * DEFAULT_EFFICIENCY[compute_unit(case.gpu, case.precision)]))
 
 
 def _summary(name: str, ratios: list[float]) -> str:
@@ -121,8 +122,8 @@ def e2e_gpu(name: str) -> object:
     return gpu_kernels.DEVICES[name.replace(" ", "_")].as_gpu(name)
 
 
-#: The ops :func:`~paddlefit.estimate.optrace.transformer_trace` puts after an encoder's last layer, in order: the
-#: masked-LM head (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
+#: The ops :func:`~paddlefit.estimate.transformer_ops.transformer_trace` puts after an encoder's last layer, in
+#: order: the masked-LM head (dense h -> h, GELU, LayerNorm, vocabulary projection, its bias add).
 MLM_HEAD_OPS = ("linear", "gelu", "layer_norm", "matmul", "add")
 
 
@@ -145,10 +146,10 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
     """(row, predicted / measured milliseconds) for every e2e_latency row with a counterpart."""
     import csv
 
+    from paddlefit.catalog.transformers import TransformerConfig
     from paddlefit.estimate.gpu_model import compile_step
     from paddlefit.estimate.kernels import step_kernels
-    from paddlefit.estimate.optrace import transformer_trace
-    from paddlefit.models.transformer import TransformerConfig
+    from paddlefit.estimate.transformer_ops import transformer_trace
 
     out = []
     with (Path(__file__).resolve().parent / "data" / "gpu-kernels" / "e2e_latency.csv").open() as f:
@@ -156,7 +157,9 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
             if r["parallel"] or r["model"] not in E2E_MODELS:
                 continue
             train = r["mode"] == "train"  # eval mode (no dropout) under no_grad for inference
-            cfg = TransformerConfig(**E2E_MODELS[r["model"]], dropout=0.1 if train else 0.0)
+            shape = E2E_MODELS[r["model"]]
+            cfg = TransformerConfig(name=r["model"], num_kv_heads=shape["num_heads"], **shape,
+                                    dropout=0.1 if train else 0.0)  # fmt: skip
             trace = transformer_trace(cfg, int(r["seq_len"]))
             ops = (trace if cfg.causal or train else classifier_trace(trace)).at(int(r["batch"]))
             gpu = e2e_gpu(r["gpu"])

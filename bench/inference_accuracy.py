@@ -130,9 +130,9 @@ def clas_errors(retrace: bool) -> list[tuple[str, int, float, float]]:
 def e2e_errors() -> list[tuple[str, int, float, float]]:
     """(model on GPU, batch, published ms, predicted ms) for NeuSight's eager inference rows."""
     import gpu_accuracy as ga
-    from paddlefit.estimate.optrace import transformer_trace
+    from paddlefit.catalog.transformers import TransformerConfig
     from paddlefit.estimate.perf_params import load_perf_params
-    from paddlefit.models.transformer import TransformerConfig
+    from paddlefit.estimate.transformer_ops import transformer_trace
     from paddlefit.plan.inference import ServingSetup, forward_point
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 
@@ -142,7 +142,8 @@ def e2e_errors() -> list[tuple[str, int, float, float]]:
         for r in csv.DictReader(f):
             if r["mode"] != "inf" or r["parallel"] or r["model"] not in ga.E2E_MODELS:
                 continue
-            cfg = TransformerConfig(**ga.E2E_MODELS[r["model"]], dropout=0.0)
+            shape = ga.E2E_MODELS[r["model"]]
+            cfg = TransformerConfig(name=r["model"], num_kv_heads=shape["num_heads"], **shape, dropout=0.0)
             trace = transformer_trace(cfg, int(r["seq_len"]))
             trace = trace if cfg.causal else ga.classifier_trace(trace)
             gpu = ga.e2e_gpu(r["gpu"])

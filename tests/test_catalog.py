@@ -4,6 +4,7 @@ import math
 import pytest
 
 from paddlefit.catalog.gpus import COLUMNS, catalog_docs, get_gpu, load_gpus
+from paddlefit.catalog.units import TRAINING_UNITS, compute_unit, unit_of_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.report.render import to_json
 
@@ -168,3 +169,22 @@ def test_paddles_amp_capability_rule_on_cuda():
     assert cuda_amp_blocked(None, "fp16-o1") is not None  # unknown: taken as too old
     assert [cuda_amp_blocked(cc, p) for cc, p in ((7.0, "fp16-o1"), (8.0, "bf16-o2"), (3.5, "fp32"))] == [None] * 3
     assert get_gpu("T4").amp_blocked("bf16-o1") == cuda_amp_blocked(7.5, "bf16-o1")
+
+
+def test_efficiency_class_of_every_unit_the_catalog_reports():
+    """(Moved from tests/test_timing.py with estimate.timing.efficiency_class, now catalog.units.unit_of_label.)"""
+    units = {g.peak_flops(p)[1] for g in load_gpus() for p in ("fp32", "fp16-o1", "bf16-o2")}
+    assert units == {"fp32", "tf32 tensor", "fp16 tensor", "bf16 tensor"}
+    assert {u: unit_of_label(u) for u in units} == {"fp32": "fp32", "tf32 tensor": "tf32", "fp16 tensor": "half",
+                                                    "bf16 tensor": "half"}  # fmt: skip
+    assert unit_of_label("something else") == "fp32"
+
+
+def test_one_unit_vocabulary_for_peaks_labels_and_calibration():
+    for g in load_gpus():
+        for p in ("fp32", "fp16-o1", "bf16-o2"):
+            for tf32 in (True, False):
+                peak, label = g.peak_flops(p, tf32)
+                unit = compute_unit(g, p, tf32)
+                assert unit in TRAINING_UNITS and unit_of_label(label) == unit
+                assert peak == unit_peak(g, unit, p)

@@ -43,7 +43,7 @@ from paddlefit.deploy.launch import SPEC_DELIMITER, validate_skypilot_task
 from paddlefit.errors import PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS
-from paddlefit.models.zoo import parse_model_args, resolve_model
+from paddlefit.models.zoo import TRANSFORMER_ARGS, parse_model_args, resolve_model
 from paddlefit.plan.calibration import load_calibrations
 from paddlefit.spec import JobSpec, load_job_spec
 
@@ -372,7 +372,7 @@ def test_plan_input_and_label_options(base: Path, spec: str, label: str | None) 
 
 # ---- `--model-arg` ----------------------------------------------------------------------------------------------
 
-CONFIG_KEYS = list(TRANSFORMER_CONFIGS["bert-base"].__dict__)
+CONFIG_KEYS = list(TRANSFORMER_ARGS)
 model_arg_value = st.one_of(st.integers(-5, 10**6).map(str), yaml_scalar_text,
                             st.sampled_from(["gelu", "swiglu", "rmsnorm", "layernorm", "learned", "none", "0.1",
                                              "1.0", "0", "1", "2", "8", "64", "true", "false"]))  # fmt: skip
@@ -394,7 +394,7 @@ def test_model_args_parse_or_refuse(items: list[str], name: str) -> None:
     if args is None:
         return
     ref = returns_or_refuses(resolve_model, name, args)
-    if ref is not None and ref.transformer is not None:  # within the parallel planner's bounds (LLMConfig)
+    if ref is not None and ref.transformer is not None:  # within the parallel planner's bounds (TransformerConfig)
         cfg = ref.transformer
         assert cfg.num_layers <= 1024 and cfg.hidden_size <= 2**20 and cfg.vocab_size <= 2**24, cfg
         assert cfg.ffn_size <= 2**22 and cfg.max_position <= 2**24 and cfg.type_vocab_size <= 2**16, cfg

@@ -21,8 +21,9 @@ from paddlefit.estimate.kernel_model import (
     winograd_s,
 )
 from paddlefit.estimate.kernels import OPTIMIZER_BYTES_PER_PARAM, Kernel, step_kernels
-from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import PerfParams, batched_sgemm_tiles, load_perf_params, parse_perf_params
+from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.models import resolve_model
 from paddlefit.probe.recorder import record_trace
 

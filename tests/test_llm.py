@@ -7,9 +7,10 @@ import paddle
 import pytest
 
 from paddlefit.catalog.gpus import get_gpu
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
 from paddlefit.inputspec import parse_input_spec
-from paddlefit.llm.configs import LLM_CONFIGS, LLMConfig, config_from_dict, load_llm_config, to_transformer_config
+from paddlefit.llm.configs import LLM_CONFIGS, config_from_dict, load_llm_config, to_transformer_config
 from paddlefit.llm.memory import (
     Layout,
     TrainSetup,
@@ -39,11 +40,13 @@ PUBLISHED_PARAMS = {
 #: Small configs built in Paddle: a Llama-style decoder (GQA 8/2, SwiGLU, untied, no biases, no dropout; LayerNorm
 #: because Paddle 3.3.1 has no CPU rms_norm kernel and the fused GPU one saves the same input) and a GPT-style one
 #: (multi-head, GELU, tied, learned positions, dropout 0.1, no biases).
-LLAMA_SMALL = LLMConfig(name="llama-small", hidden_size=256, num_layers=2, num_heads=8, num_kv_heads=2, ffn_size=688,
-                        ffn_type="swiglu", vocab_size=1000, tie_embeddings=False, norm="layernorm", qkv_bias=False,
-                        linear_bias=False, position="rope", max_position=128)  # fmt: skip
-GPT_SMALL = LLMConfig(name="gpt-small", hidden_size=256, num_layers=3, num_heads=4, num_kv_heads=4, ffn_size=1024,
-                      vocab_size=1000, qkv_bias=False, linear_bias=False, max_position=128, dropout=0.1)  # fmt: skip
+LLAMA_SMALL = TransformerConfig(name="llama-small", hidden_size=256, num_layers=2, num_heads=8, num_kv_heads=2,
+                                ffn_size=688, ffn_type="swiglu", vocab_size=1000, tie_embeddings=False,
+                                norm="layernorm", qkv_bias=False, linear_bias=False, position="rope",
+                                max_position=128)  # fmt: skip
+GPT_SMALL = TransformerConfig(name="gpt-small", hidden_size=256, num_layers=3, num_heads=4, num_kv_heads=4,
+                              ffn_size=1024, vocab_size=1000, qkv_bias=False, linear_bias=False, max_position=128,
+                              dropout=0.1)  # fmt: skip
 
 
 def test_builtin_configs_match_published_parameter_counts():

@@ -1,16 +1,14 @@
-"""paddlefit.estimate.timing: the ResNet-50 efficiency baseline, the unit-class map, the ring all-reduce and the
+"""paddlefit.estimate.timing: the ResNet-50 efficiency baseline, the ring all-reduce and the
 host floor (exact values; the host-overhead measurement with a counting fake optimizer)."""
 
 import dataclasses
 
 import pytest
 
-from paddlefit.catalog.gpus import load_gpus
 from paddlefit.estimate.timing import (
     DEFAULT_EFFICIENCY,
     RESNET50_TRAIN_FLOPS_PER_IMAGE,
     HostOverhead,
-    efficiency_class,
     ring_allreduce_s,
 )
 from paddlefit.probe.host_overhead import measure_host_overhead
@@ -23,14 +21,6 @@ def test_default_efficiency_is_the_published_resnet50_throughput_over_the_peak()
     by_hand = {"fp32": 0.570838204, "tf32": 0.146833401, "half": 0.193325427}
     assert {k: pytest.approx(v, rel=1e-8) for k, v in by_hand.items()} == DEFAULT_EFFICIENCY
     assert {k: round(v, 2) for k, v in DEFAULT_EFFICIENCY.items()} == {"fp32": 0.57, "tf32": 0.15, "half": 0.19}
-
-
-def test_efficiency_class_of_every_unit_the_catalog_reports():
-    units = {g.peak_flops(p)[1] for g in load_gpus() for p in ("fp32", "fp16-o1", "bf16-o2")}
-    assert units == {"fp32", "tf32 tensor", "fp16 tensor", "bf16 tensor"}
-    assert {u: efficiency_class(u) for u in units} == {"fp32": "fp32", "tf32 tensor": "tf32", "fp16 tensor": "half",
-                                                       "bf16 tensor": "half"}  # fmt: skip
-    assert efficiency_class("something else") == "fp32"
 
 
 def test_ring_allreduce_sends_two_n_minus_one_over_n_of_the_bytes():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from paddlefit.catalog.units import compute_unit, unit_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
 
 GIB = 1024**3
@@ -218,26 +219,23 @@ class GPU(BaseModel):
             tf32: Paddle's TF32 switches are on (the default; a job's ``tf32: false`` turns them off).
 
         Returns:
-            (FLOP/s, unit name). FP32 uses TF32 tensor cores where the GPU has them and ``tf32`` is on, because
-            Paddle enables TF32 in cuBLAS/cuDNN by default (``core.get_cudnn_switch()`` is True; Paddle
-            ``test/legacy_test/test_tf32_cudnn.py``). A precision the GPU lacks falls back to FP32 CUDA cores.
+            (FLOP/s, label of the unit: :func:`~paddlefit.catalog.units.compute_unit` and
+            :func:`~paddlefit.catalog.units.unit_label`). FP32 uses TF32 tensor cores where the GPU has them and
+            ``tf32`` is on, because Paddle enables TF32 in cuBLAS/cuDNN by default (``core.get_cudnn_switch()`` is
+            True; Paddle ``test/legacy_test/test_tf32_cudnn.py``). A precision the GPU lacks falls back to FP32 CUDA
+            cores.
         """
-        if precision.startswith("bf16") and self.bf16_tflops:
-            return self.bf16_tflops * 1e12, "bf16 tensor"
-        if precision.startswith("fp16") and self.fp16_tflops:
-            return self.fp16_tflops * 1e12, "fp16 tensor"
-        if self.tf32_tflops and tf32:
-            return self.tf32_tflops * 1e12, "tf32 tensor"
-        return self.fp32_tflops * 1e12, "fp32"
+        unit = compute_unit(self, precision, tf32)
+        return unit_peak(self, unit, precision), unit_label(unit, precision)
 
     def missing_peak(self, precision: str, tf32: bool = True) -> str | None:
         """Why ``precision`` is timed at a slower unit's peak than the card has (the catalog lacks the figure), or
         None: an AMP precision without its tensor-core peak falls back as :meth:`peak_flops` does; fp32 on a CUDA
         GPU of compute capability 8.0+ without a TF32 figure runs on the CUDA cores though Paddle would use TF32."""
-        unit = self.peak_flops(precision, tf32)[1]
+        unit = compute_unit(self, precision, tf32)
         half = precision.split("-")[0]
-        if half in ("fp16", "bf16") and not self.amp_blocked(precision) and not unit.startswith(half):
-            return (f"no {half} peak in the catalog: timed at the {unit.split()[0].upper()} peak, a lower bound (the "
+        if half in ("fp16", "bf16") and not self.amp_blocked(precision) and unit != "half":
+            return (f"no {half} peak in the catalog: timed at the {unit.upper()} peak, a lower bound (the "
                     "card is faster)")  # fmt: skip
         if half == "fp32" and tf32 and not self.is_xpu and (self.compute_capability or 0) >= 8.0 and unit == "fp32":
             return "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"

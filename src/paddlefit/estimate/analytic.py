@@ -7,10 +7,11 @@ they are checked against (``tests/test_memory.py``, ``tests/test_flops.py``).
 
 from __future__ import annotations
 
-from typing import Any
+from paddlefit.catalog.transformers import TransformerConfig
+from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops
 
 
-def analytic_transformer_activation_bytes(cfg: Any, seq_len: int) -> float:
+def analytic_transformer_activation_bytes(cfg: TransformerConfig, seq_len: int) -> float:
     """Activation bytes per sample of a zoo transformer in fp32 training, no recompute.
 
     Per layer Korthikanti et al. 2022 (arXiv 2205.05198, table 2, no parallelism) give s·h·(34 + 5·a·s/h)
@@ -23,10 +24,13 @@ def analytic_transformer_activation_bytes(cfg: Any, seq_len: int) -> float:
     return cfg.num_layers * per_layer + 4 * s * cfg.vocab_size + 8 * s * h
 
 
-def analytic_transformer_flops(cfg: Any, seq_len: int) -> float:
-    """Forward FLOPs per sample of a transformer: 24·s·l·h²·(1 + s/(6h)) + 2·s·h·V.
-
-    This is the forward third of Korthikanti et al. 2022 eq. 7 (training = 3 x forward without recompute).
+def analytic_transformer_flops(cfg: TransformerConfig, seq_len: int) -> float:
+    """Forward matmul FLOPs per sample of a transformer: 24·s·l·h²·(1 + s/(6h)) + 2·s·h·V for a multi-head,
+    GELU, f = 4h model (the forward third of Korthikanti et al. 2022 eq. 7; training = 3 x forward without
+    recompute), counted per matrix multiplication by :func:`~paddlefit.estimate.transformer_ops.matmul_flops` of
+    the generated ops: l x one layer + the logits. An encoder's MLM transform (2·s·h²) is left out, as the closed
+    form does. An exact integer as a float (the float closed form it replaces was off by rounding, < 1 FLOP).
     """
-    s, h, layers, v = seq_len, cfg.hidden_size, cfg.num_layers, cfg.vocab_size
-    return 24 * s * layers * h * h * (1 + s / (6 * h)) + 2 * s * h * v
+    layer = matmul_flops(layer_ops(cfg, seq_len, 1))
+    logits = matmul_flops([o for o in head_ops(cfg, seq_len, 1) if o.op == "matmul"])
+    return float(cfg.num_layers * layer + logits)

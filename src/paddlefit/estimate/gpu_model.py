@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.kernel_model import (
     FUSED_BLOCK_H,
     FUSED_BLOCK_W,
@@ -46,19 +47,6 @@ from paddlefit.estimate.perf_params import (
 MIB = 1024**2
 #: Memory-bound op classes with their own bandwidth efficiency (the rest use ``bw_eff``).
 MEMORY_KEYS = {"norm": "norm_bw_eff", "softmax": "softmax_bw_eff"}
-
-
-def unit_peak(gpu: Any, unit: str, precision: str) -> float:
-    """Dense peak FLOP/s (int8: OP/s) of a unit on ``gpu`` (datasheet figures from the catalog; ``int8``: the INT8
-    tensor cores' dense TOPS, 0 when the catalog has none)."""
-    if unit == "int8":
-        return (gpu.int8_tops or 0.0) * 1e12
-    if unit == "half":
-        tf = gpu.bf16_tflops if precision.startswith("bf16") else gpu.fp16_tflops
-        return (tf or gpu.fp32_tflops) * 1e12
-    if unit == "tf32":
-        return (gpu.tf32_tflops or gpu.fp32_tflops) * 1e12
-    return gpu.fp32_tflops * 1e12
 
 
 def param_key(k: Kernel) -> str | None:

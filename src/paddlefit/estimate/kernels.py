@@ -67,7 +67,8 @@ class Kernel:
         phase: ``forward``, ``backward`` or ``optimizer``.
         flops: floating-point operations.
         bytes: DRAM bytes read + written.
-        unit: ``half``, ``tf32``, ``fp32`` (CUDA cores), ``dwconv`` (CUDA cores) or ``memory``.
+        unit: a compute unit (:data:`paddlefit.catalog.units.COMPUTE_UNITS`: ``half``, ``tf32``, ``fp32`` CUDA
+            cores, ``int8``), or ``dwconv`` (CUDA cores) or ``memory`` (see :mod:`paddlefit.catalog.units`).
         gemm: (batch, M, N, K) for GEMM kernels.
         count: how many identical kernels this row stands for.
         conv: the geometry of the convolution this kernel belongs to (forward, data and weight gradient;

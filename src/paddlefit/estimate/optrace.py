@@ -4,8 +4,8 @@ The trace is recorded by :class:`~paddlefit.probe.flops.FlopCounter` (hooks on l
 functional ops) during a real forward pass on the CPU, at two batch sizes; every size in it is then a straight
 line in the batch (``size(B) = size(b1) + (size(b2) - size(b1)) / (b2 - b1) * (B - b1)``), so the trace can be
 evaluated at the planned micro-batch without running it. Which dimension carries the batch is read off the two
-traces, not assumed. For models too large to run here, :func:`transformer_trace` writes the same object from
-the transformer's shape (Korthikanti et al. 2022, arXiv 2205.05198, §4's op list for one layer).
+traces, not assumed. For models too large to run here,
+:func:`~paddlefit.estimate.transformer_ops.transformer_trace` writes the same object from the transformer's shape.
 
 Op classes (:data:`OP_CLASSES`): ``gemm`` (linear, matmul), ``conv``, ``dwconv`` (grouped and depthwise
 convolutions), ``elementwise`` (activations, + - * /, dropout), ``norm``, ``softmax``, ``reduce`` (pooling,
@@ -179,110 +179,6 @@ class OpTrace:
         """Inverse of :meth:`to_dict`."""
         return cls([TracedOp.from_dict(o) for o in d["ops1"]], [TracedOp.from_dict(o) for o in d["ops2"]],
                    int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")))  # fmt: skip
-
-
-def transformer_trace(cfg: Any, seq_len: int, batch: int = 1) -> OpTrace:
-    """The operator trace of a zoo transformer (:class:`~paddlefit.models.transformer.TransformerConfig`),
-    written from its shape for models too large to run here.
-
-    Same ops, in the same order, as :func:`~paddlefit.models.transformer.build_transformer` records on the
-    CPU (encoder with GELU MLP and learned positions, or decoder; see that module): per layer the fused QKV
-    linear, Q·Kᵀ, scale, softmax, dropout, P·V, output linear, residual adds, two norms, the MLP. Tensor sizes
-    are for ``batch`` samples of ``seq_len`` tokens; the returned trace scales linearly with the batch.
-    """
-
-    def build(b: int) -> list[TracedOp]:
-        s, h, a = seq_len, cfg.hidden_size, cfg.num_heads
-        d = h // a
-        kv = cfg.kv_heads
-        f, v = cfg.ffn_size, cfg.vocab_size
-        tid = iter(range(10**9))
-        ops: list[TracedOp] = []
-
-        def act(n: int, dtype: str = "float32") -> TensorRef:
-            return TensorRef(next(tid), n, dtype, False, True)
-
-        def par(n: int) -> TensorRef:
-            return TensorRef(next(tid), n, "float32", True, True)
-
-        def linear(x: TensorRef, n_in: int, n_out: int, bias: bool) -> TensorRef:
-            m = x.numel // n_in
-            y = act(m * n_out)
-            ins = (x, par(n_in * n_out)) + ((par(n_out),) if bias else ())
-            ops.append(TracedOp("linear", "gemm", 2 * m * n_in * n_out + (m * n_out if bias else 0), ins, (y,),
-                                (1, m, n_out, n_in)))  # fmt: skip
-            return y
-
-        def ew(name: str, x: TensorRef, per: int = 1, other: TensorRef | None = None) -> TensorRef:
-            y = act(x.numel)
-            ops.append(TracedOp(name, "elementwise", per * x.numel, (x,) + ((other,) if other else ()), (y,)))
-            return y
-
-        def norm(x: TensorRef) -> TensorRef:
-            y = act(x.numel)
-            ops.append(TracedOp("layer_norm", "norm", 8 * x.numel, (x, par(h), par(h)), (y,)))
-            return y
-
-        def residual(o: TensorRef, res: TensorRef) -> TensorRef:
-            """dropout(o) + res, then the post-norm of an encoder (BERT); pre-norm decoders normalise first."""
-            if cfg.dropout > 0:
-                o = ew("dropout", o, 0)
-            x = ew("add", o, 1, res)
-            return x if cfg.causal else norm(x)
-
-        ids = TensorRef(next(tid), b * s, "int64")
-        x = act(b * s * h)
-        ops.append(TracedOp("embedding", "embedding", 0, (ids, par(v * h)), (x,)))
-        if cfg.position == "learned":
-            p = act(s * h)
-            pos_ids = TensorRef(next(tid), s, "int64")
-            ops.append(TracedOp("embedding", "embedding", 0, (pos_ids, par(cfg.max_position * h)), (p,)))
-            x = ew("add", x, 1, p)
-        if cfg.type_vocab_size:
-            t_ids = TensorRef(next(tid), b * s, "int64")
-            sg = act(b * s * h)
-            ops.append(TracedOp("embedding", "embedding", 0, (t_ids, par(cfg.type_vocab_size * h)), (sg,)))
-            x = ew("add", x, 1, sg)
-        if not cfg.causal:
-            x = norm(x)
-        bias = cfg.bias
-        for _ in range(cfg.num_layers):
-            res = x
-            hin = norm(x) if cfg.causal else x
-            qkv = linear(hin, h, h + 2 * kv * d, bias)
-            q, k, vv = act(b * a * s * d), act(b * a * s * d), act(b * a * s * d)
-            ops.append(TracedOp("view", "view", 0, (qkv,), (q, k, vv)))
-            sc = act(b * a * s * s)
-            ops.append(TracedOp("matmul", "gemm", 2 * b * a * s * s * d, (q, k), (sc,), (b * a, s, s, d)))
-            sc = ew("multiply", sc)
-            if cfg.causal:
-                sc = ew("add", sc)
-            pr = act(sc.numel)
-            ops.append(TracedOp("softmax", "softmax", 3 * sc.numel, (sc,), (pr,)))
-            if cfg.dropout > 0:
-                pr = ew("dropout", pr, 0)
-            ctx = act(b * a * s * d)
-            ops.append(TracedOp("matmul", "gemm", 2 * b * a * s * s * d, (pr, vv), (ctx,), (b * a, s, d, s)))
-            ctx2 = act(ctx.numel)
-            ops.append(TracedOp("transpose", "move", 0, (ctx,), (ctx2,)))
-            x = residual(linear(ctx2, h, h, bias), res)
-            res = x
-            hin = norm(x) if cfg.causal else x
-            if cfg.ffn_type == "swiglu":
-                g = linear(hin, h, f, bias)
-                u = linear(hin, h, f, bias)
-                m = ew("swiglu", g, 3, u)
-            else:
-                m = ew("gelu", linear(hin, h, f, bias), 5)
-            x = residual(linear(m, f, h, bias), res)
-        x = norm(x) if cfg.causal else norm(ew("gelu", linear(x, h, h, True), 5))
-        logits = act(b * s * v)
-        ops.append(TracedOp("matmul", "gemm", 2 * b * s * h * v, (x, par(v * h)), (logits,), (1, b * s, v, h)))
-        if not cfg.causal:
-            logits = ew("add", logits, 1, par(v))
-        return ops
-
-    return OpTrace(build(batch), build(2 * batch), batch, 2 * batch, source="analytic")
 
 
 def with_layout(ops: list[TracedOp], layout: str) -> list[TracedOp]:

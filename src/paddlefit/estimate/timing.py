@@ -68,11 +68,6 @@ def host_floor_s(params: Any, forward_ops: int, trainable_tensors: int, architec
                         params.get("host_step_s", architecture)).step_s(forward_ops, trainable_tensors)
 
 
-def efficiency_class(unit: str) -> str:
-    """Map a peak-FLOPs unit name (``GPU.peak_flops``) to an efficiency class: fp32, tf32 or half."""
-    if unit.startswith(("fp16", "bf16")):
-        return "half"
-    return "tf32" if unit.startswith("tf32") else "fp32"
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gb_s: float) -> float:

@@ -1,22 +1,7 @@
-"""Transformer configs for the analytic LLM planner: built-in models and user files (Hugging Face / PaddleNLP
-``config.json``, or YAML/JSON with the same field names as :class:`LLMConfig`).
-
-Sources of the built-in configs (each row below repeats its own):
-
-- llama-2-7b / 13b / 70b: Hugging Face ``meta-llama/Llama-2-{7b,13b,70b}-hf`` ``config.json`` (hidden 4096/5120/8192,
-  layers 32/40/80, heads 32/40/64, KV heads 32/40/8, intermediate 11008/13824/28672, vocab 32000, untied);
-  Touvron et al. 2023 (arXiv 2307.09288) table 1 for GQA on 70B only. Checked against copies of these config
-  files and module printouts found with the project's code search.
-- llama-3-8b / 70b: ``meta-llama/Meta-Llama-3-{8B,70B}`` ``config.json`` (vocab 128256, KV heads 8, intermediate
-  14336 / 28672, max position 8192, untied).
-- qwen2-7b: ``Qwen/Qwen2-7B-Instruct`` ``config.json`` (hidden 3584, 28 layers, 28 heads, 4 KV heads,
-  intermediate 18944, vocab 152064, untied, biases on q/k/v only, max position 32768).
-- ernie-3.0-base-zh: PaddleNLP ERNIE 3.0 model card (12 layers, hidden 768, 12 heads, vocab 40000, max position
-  2048, type vocab 4). ernie-3.0-xbase-zh: PaddleNLP ``model_zoo/ernie-3.0`` README CLUE table "20L1024H";
-  16 heads, FFN 4096 and vocab 40000 follow the family's head size 64, FFN 4h and shared tokenizer (verify).
-- gpt3-175b: Brown et al. 2020 (arXiv 2005.14165) table 2.1 (96 layers, d_model 12288, 96 heads, context 2048),
-  GPT-2 vocabulary 50257, FFN 4h (Radford et al. 2019).
-- bert-base / bert-large: Devlin et al. 2019 (arXiv 1810.04805) §3, vocab 30522, max position 512.
+"""Transformer configs for the analytic LLM planner: the built-in ones (:data:`LLM_CONFIGS`, from the catalog's
+published configs, :mod:`paddlefit.catalog.transformers`, with their sources) and user files (Hugging Face /
+PaddleNLP ``config.json``, or YAML/JSON with the same field names as
+:class:`~paddlefit.catalog.transformers.TransformerConfig`), all read into that one type.
 """
 
 from __future__ import annotations
@@ -24,165 +9,23 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
+from paddlefit.catalog.transformers import (
+    TransformerConfig,
+    llm_transformer_names,
+    published_transformers,
+    zoo_transformer_names,
+)
 from paddlefit.errors import ModelError, UnknownNameError
 
+#: The built-in configs, in listing order; sources in :mod:`paddlefit.catalog.transformers` and each ``source``.
+LLM_CONFIGS: dict[str, TransformerConfig] = {n: published_transformers()[n] for n in llm_transformer_names()}
 
-class LLMConfig(BaseModel):
-    """Shape of a transformer for the analytic planner. Counts, not bytes.
-
-    Attributes:
-        name: label.
-        hidden_size: h.  num_layers: l.  num_heads: a (query heads).
-        num_kv_heads: key/value heads (grouped-query attention; = a for multi-head attention).
-        ffn_size: f, inner size of the MLP.
-        ffn_type: ``gelu`` (2 matrices h x f) or ``swiglu`` (3 matrices: gate, up, down).
-        vocab_size: V.  tie_embeddings: the output projection shares the token embedding.
-        causal: decoder (next-token logits) vs encoder (MLM head: dense + LayerNorm + tied decoder + bias).
-        norm: ``layernorm`` (weight + bias) or ``rmsnorm`` (weight only).
-        qkv_bias / linear_bias: biases on the q/k/v projections / on every other linear layer.
-        position: ``learned`` (max_position x h embedding) or ``rope`` (no parameters).
-        max_position: longest sequence the model takes.  type_vocab_size: segment embedding rows (0 = none).
-        dropout: dropout probability (0 for Llama/Qwen; masks cost 1 byte/element when > 0).
-        source: where the numbers come from.
-    """
-
-    # strict: a JSON "false" is not False and `true` is not 1. Upper bounds are sanity limits (policy), far above
-    # published models (GPT-3: h 12288, 96 layers; Llama 3 405B: 126 layers; vocabularies up to 256k).
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    name: str = Field(min_length=1)
-    hidden_size: int = Field(ge=1, le=2**20)
-    num_layers: int = Field(ge=1, le=1024)
-    num_heads: int = Field(ge=1, le=2**16)
-    num_kv_heads: int = Field(ge=1, le=2**16)
-    ffn_size: int = Field(ge=1, le=2**22)
-    ffn_type: Literal["gelu", "swiglu"] = "gelu"
-    vocab_size: int = Field(ge=1, le=2**24)
-    tie_embeddings: bool = True
-    causal: bool = True
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    qkv_bias: bool = True
-    linear_bias: bool = True
-    position: Literal["learned", "rope"] = "learned"
-    max_position: int = Field(default=4096, ge=1, le=2**24)
-    type_vocab_size: int = Field(default=0, ge=0, le=2**16)
-    dropout: float = Field(default=0.0, ge=0, lt=1, allow_inf_nan=False)
-    source: str = ""
-
-    @model_validator(mode="after")
-    def _shapes(self) -> LLMConfig:
-        if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} is not divisible by num_kv_heads {self.num_kv_heads}")
-        return self
-
-    @property
-    def head_dim(self) -> int:
-        """d = h / a."""
-        return self.hidden_size // self.num_heads
-
-    @property
-    def kv_size(self) -> int:
-        """Width of K (and of V): num_kv_heads x head_dim (= h without GQA)."""
-        return self.num_kv_heads * self.head_dim
-
-    @property
-    def ffn_matrices(self) -> int:
-        """Weight matrices of size h x f in the MLP: 2 for GELU, 3 for SwiGLU."""
-        return 3 if self.ffn_type == "swiglu" else 2
-
-    @property
-    def norm_params(self) -> int:
-        """Parameters of one norm layer: 2h (LayerNorm weight + bias) or h (RMSNorm weight)."""
-        return 2 * self.hidden_size if self.norm == "layernorm" else self.hidden_size
-
-    @property
-    def layer_matrix_params(self) -> int:
-        """Weights of one layer's linear layers (split by tensor parallelism): q, o (h x h), k, v (h x kv_size),
-        MLP (ffn_matrices x h x f), plus their biases."""
-        h, hk, f = self.hidden_size, self.kv_size, self.ffn_size
-        n = 2 * h * h + 2 * h * hk + self.ffn_matrices * h * f
-        if self.qkv_bias:
-            n += h + 2 * hk
-        if self.linear_bias:
-            n += h + (self.ffn_matrices - 1) * f + h
-        return n
-
-    @property
-    def layer_params(self) -> int:
-        """All parameters of one layer: :attr:`layer_matrix_params` + two norms."""
-        return self.layer_matrix_params + 2 * self.norm_params
-
-    @property
-    def embedding_params(self) -> int:
-        """Input side: token (V x h) + learned position + segment embeddings (+ LayerNorm for encoders)."""
-        h = self.hidden_size
-        n = self.vocab_size * h + self.type_vocab_size * h
-        if self.position == "learned":
-            n += self.max_position * h
-        return n + (0 if self.causal else 2 * h)
-
-    @property
-    def head_params(self) -> int:
-        """Output side: final norm (decoder) or MLM transform + LayerNorm + decoder bias (encoder), plus an
-        untied V x h output projection."""
-        h, v = self.hidden_size, self.vocab_size
-        n = self.norm_params if self.causal else h * h + h + 2 * h + v
-        return n + (0 if self.tie_embeddings else v * h)
-
-    @property
-    def params(self) -> int:
-        """Total parameters (equals :func:`paddlefit.models.transformer.build_transformer` of
-        :func:`to_transformer_config`, tested in ``tests/test_llm.py``)."""
-        return self.embedding_params + self.num_layers * self.layer_params + self.head_params
-
-
-def _llama(name: str, h: int, layers: int, heads: int, kv: int, f: int, vocab: int, max_pos: int,
-           source: str) -> LLMConfig:  # fmt: skip
-    return LLMConfig(name=name, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv, ffn_size=f,
-                     ffn_type="swiglu", vocab_size=vocab, tie_embeddings=False, norm="rmsnorm", qkv_bias=False,
-                     linear_bias=False, position="rope", max_position=max_pos, source=source)  # fmt: skip
-
-
-def _encoder(name: str, h: int, layers: int, heads: int, vocab: int, max_pos: int, types: int,
-             source: str) -> LLMConfig:  # fmt: skip
-    return LLMConfig(name=name, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=heads,
-                     ffn_size=4 * h, vocab_size=vocab, causal=False, max_position=max_pos, type_vocab_size=types,
-                     dropout=0.1, source=source)  # fmt: skip
-
-
-_HF = "Hugging Face {} config.json"
-#: The built-in configs; sources in the module docstring and in each ``source``.
-LLM_CONFIGS: dict[str, LLMConfig] = {
-    c.name: c
-    for c in (
-        _llama("llama-2-7b", 4096, 32, 32, 32, 11008, 32000, 4096, _HF.format("meta-llama/Llama-2-7b-hf")),
-        _llama("llama-2-13b", 5120, 40, 40, 40, 13824, 32000, 4096, _HF.format("meta-llama/Llama-2-13b-hf")),
-        _llama("llama-2-70b", 8192, 80, 64, 8, 28672, 32000, 4096, _HF.format("meta-llama/Llama-2-70b-hf")),
-        _llama("llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-8B")),
-        _llama("llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 8192, _HF.format("meta-llama/Meta-Llama-3-70B")),
-        LLMConfig(name="qwen2-7b", hidden_size=3584, num_layers=28, num_heads=28, num_kv_heads=4, ffn_size=18944,
-                  ffn_type="swiglu", vocab_size=152064, tie_embeddings=False, norm="rmsnorm", qkv_bias=True,
-                  linear_bias=False, position="rope", max_position=32768,
-                  source=_HF.format("Qwen/Qwen2-7B-Instruct")),
-        _encoder("ernie-3.0-base-zh", 768, 12, 12, 40000, 2048, 4, "PaddleNLP ernie-3.0-base-zh model card"),
-        _encoder("ernie-3.0-xbase-zh", 1024, 20, 16, 40000, 2048, 4,
-                 "PaddleNLP model_zoo/ernie-3.0 README (20L1024H); heads/FFN/vocab by family convention (verify)"),
-        LLMConfig(name="gpt3-175b", hidden_size=12288, num_layers=96, num_heads=96, num_kv_heads=96,
-                  ffn_size=4 * 12288, vocab_size=50257, max_position=2048, dropout=0.1,
-                  source="Brown et al. 2020 (arXiv 2005.14165) table 2.1; GPT-2 vocab"),
-        _encoder("bert-base", 768, 12, 12, 30522, 512, 2, "Devlin et al. 2019 (arXiv 1810.04805) §3"),
-        _encoder("bert-large", 1024, 24, 16, 30522, 512, 2, "Devlin et al. 2019 (arXiv 1810.04805) §3"),
-    )
-}
-
-#: Hugging Face / PaddleNLP ``config.json`` keys -> LLMConfig fields.
+#: Hugging Face / PaddleNLP ``config.json`` keys -> TransformerConfig fields.
 _HF_KEYS = {
     "hidden_size": "hidden_size", "n_embd": "hidden_size", "d_model": "hidden_size",
     "num_hidden_layers": "num_layers", "n_layer": "num_layers", "num_layers": "num_layers",
@@ -216,8 +59,9 @@ def _string_key(raw: dict[str, Any], key: str, name: str, default: str) -> str:
     return v.lower()
 
 
-def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
-    """Build an :class:`LLMConfig` from our own field names or a Hugging Face / PaddleNLP ``config.json``.
+def config_from_dict(raw: dict[str, Any], name: str) -> TransformerConfig:
+    """Build a :class:`~paddlefit.catalog.transformers.TransformerConfig` from our own field names or a Hugging
+    Face / PaddleNLP ``config.json``.
 
     Mapping: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads (default: heads),
     intermediate_size (default 4h), vocab_size, tie_word_embeddings, max_position_embeddings; ``hidden_act``
@@ -232,7 +76,7 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
     if "model" in raw and ({"data", "batch_size", "epochs", "max_steps"} & set(raw)):
         raise ModelError(f"{name} is a job spec, not a model config: pass it as `--config FILE` (the parallel "
                          "planner takes a built-in LLM name or a Hugging Face config.json).")  # fmt: skip
-    ours = set(LLMConfig.model_fields)
+    ours = set(TransformerConfig.model_fields)
     hf = not set(raw) <= ours
     if not hf:
         fields = dict(raw)
@@ -269,7 +113,7 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
     if "num_heads" in fields:
         fields.setdefault("num_kv_heads", fields["num_heads"])
     try:
-        return LLMConfig(**fields)
+        return TransformerConfig(**fields)
     except ValidationError as exc:
         e = exc.errors()[0]
         field = str(e["loc"][0]) if e["loc"] else ""
@@ -281,7 +125,7 @@ def config_from_dict(raw: dict[str, Any], name: str) -> LLMConfig:
                          "vocab_size (a Hugging Face config.json has them).") from None  # fmt: skip
 
 
-def load_llm_config(path: str | Path) -> LLMConfig:
+def load_llm_config(path: str | Path) -> TransformerConfig:
     """Read a JSON or YAML model config (see :func:`config_from_dict`).
 
     Raises:
@@ -333,7 +177,7 @@ def is_llm_config_path(model: str) -> bool:
     return p.suffix.lower() in (".json", ".yaml", ".yml") or (p.is_dir() and (p / "config.json").is_file())
 
 
-def resolve_llm(model: str) -> LLMConfig:
+def resolve_llm(model: str) -> TransformerConfig:
     """A built-in name (case-insensitive) or a JSON/YAML config path.
 
     Raises:
@@ -346,32 +190,22 @@ def resolve_llm(model: str) -> LLMConfig:
     key = model.strip().lower()
     if key in LLM_CONFIGS:
         return LLM_CONFIGS[key]
-    from paddlefit.models.transformer import TRANSFORMER_CONFIGS
-
-    if key in TRANSFORMER_CONFIGS:  # the zoo's other transformers (gpt2-*, ernie-3.0-medium-zh), same sources
-        t = TRANSFORMER_CONFIGS[key]
-        return LLMConfig(name=key, hidden_size=t.hidden_size, num_layers=t.num_layers, num_heads=t.num_heads,
-                         num_kv_heads=t.kv_heads, ffn_size=t.ffn_size, vocab_size=t.vocab_size, causal=t.causal,
-                         max_position=t.max_position, type_vocab_size=t.type_vocab_size, dropout=t.dropout,
-                         source="paddlefit.models.transformer (see its module docstring)")  # fmt: skip
-    close = difflib.get_close_matches(key, [*LLM_CONFIGS, *TRANSFORMER_CONFIGS], n=4, cutoff=0.5)
+    published = published_transformers()
+    if key in published:  # the zoo's other transformers (gpt2-*, ernie-3.0-medium-zh), same table
+        return published[key]
+    close = difflib.get_close_matches(key, [*LLM_CONFIGS, *zoo_transformer_names()], n=4, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     raise UnknownNameError(f"Unknown model {model!r} for the parallel planner.{hint} Built in: "
                            f"{', '.join(LLM_CONFIGS)}; or give a config.json / YAML path.")  # fmt: skip
 
 
-def to_transformer_config(cfg: LLMConfig, default_seq_len: int = 128) -> Any:
-    """The :class:`paddlefit.models.transformer.TransformerConfig` that builds the same model in Paddle (RoPE
-    left out: no parameters; see that module). Needs ``qkv_bias == linear_bias`` (one bias switch there)."""
-    from paddlefit.models.transformer import TransformerConfig
+def to_transformer_config(cfg: TransformerConfig) -> TransformerConfig:
+    """``cfg`` itself, checked to be one :func:`paddlefit.models.transformer.build_transformer` builds as the
+    planner counts it (RoPE left out: no parameters; see that module).
 
+    Raises:
+        ModelError: ``qkv_bias`` and ``linear_bias`` differ (the builder's zoo configs have one bias switch).
+    """
     if cfg.qkv_bias != cfg.linear_bias:
         raise ModelError(f"{cfg.name}: the Paddle builder has one bias switch; qkv_bias and linear_bias differ.")
-    return TransformerConfig(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
-        num_heads=cfg.num_heads, ffn_size=cfg.ffn_size,
-        max_position=cfg.max_position, type_vocab_size=cfg.type_vocab_size, causal=cfg.causal,
-        default_seq_len=min(default_seq_len, cfg.max_position), dropout=cfg.dropout,
-        num_kv_heads=cfg.num_kv_heads, ffn_type=cfg.ffn_type, norm=cfg.norm, tie_embeddings=cfg.tie_embeddings,
-        bias=cfg.linear_bias, position="learned" if cfg.position == "learned" else "none",
-    )  # fmt: skip
+    return cfg

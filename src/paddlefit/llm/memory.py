@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.estimate.model_states import OPTIMIZER_STATE_BYTES_PER_PARAM
-from paddlefit.llm.configs import LLMConfig
 from paddlefit.spec import OptimizerName, Precision
 
 RECOMPUTE = ("none", "selective", "full")
@@ -101,7 +101,7 @@ def state_bytes_per_param(precision: Precision, optimizer: OptimizerName) -> tup
     return 4, 4, opt
 
 
-def layer_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
+def layer_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
                            sequence_parallel: bool = False, recompute: str = "none",
                            flash_attention: bool = False) -> float:  # fmt: skip
     """Bytes of activations one transformer layer keeps for its backward, per GPU, for one micro-batch.
@@ -143,7 +143,7 @@ def layer_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, act_b
     return replicated / sp_div + (attention + scores + mlp) / t
 
 
-def embedding_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
+def embedding_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
                                sequence_parallel: bool = False) -> float:  # fmt: skip
     """First pipeline stage, per micro-batch: the embedding dropout mask (1 byte/element, when dropout > 0),
     not split unless sequence parallel (Korthikanti §4.3 "input embeddings")."""
@@ -151,7 +151,7 @@ def embedding_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, a
     return mask * seq_len * micro_batch * cfg.hidden_size / (tp if sequence_parallel else 1)
 
 
-def head_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
+def head_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
                           sequence_parallel: bool = False) -> float:  # fmt: skip
     """Last pipeline stage, per micro-batch: the output head and the loss.
 
@@ -164,7 +164,7 @@ def head_activation_bytes(cfg: LLMConfig, seq_len: int, micro_batch: int, act_by
     return head_in + (e + 4) * s * b * v / tp
 
 
-def stage_params(cfg: LLMConfig, tp: int, pp: int, stage: str) -> float:
+def stage_params(cfg: TransformerConfig, tp: int, pp: int, stage: str) -> float:
     """Parameters held by one GPU of the ``first`` or ``last`` pipeline stage (before sharding).
 
     Layers: l/p of them, linear weights split by t, norms replicated (Megatron TP, Shoeybi et al. 2019 §3).
@@ -229,7 +229,7 @@ class MemoryBreakdown:
         return {**asdict(self), "usable": self.usable, "fits": self.fits}
 
 
-def stage_memory(cfg: LLMConfig, setup: TrainSetup, lay: Layout, stage: str) -> MemoryBreakdown:
+def stage_memory(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, stage: str) -> MemoryBreakdown:
     """Memory of one GPU of pipeline stage ``stage`` (``first``/``last``) for layout ``lay`` (no reserved lines)."""
     wb, gb, ob = state_bytes_per_param(setup.precision, setup.optimizer)
     n = stage_params(cfg, lay.tp, lay.pp, stage)
@@ -253,7 +253,7 @@ def stage_memory(cfg: LLMConfig, setup: TrainSetup, lay: Layout, stage: str) -> 
     return MemoryBreakdown(name, n, weights, grads, optimizer, gather, acts, extra, in_flight, peak)
 
 
-def gpu_memory(cfg: LLMConfig, setup: TrainSetup, lay: Layout, capacity: float = 0.0, cuda_context: float = 0.0,
+def gpu_memory(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, capacity: float = 0.0, cuda_context: float = 0.0,
                safety_margin: float = 1.0) -> MemoryBreakdown:  # fmt: skip
     """Peak memory per GPU: the larger of the first and last pipeline stages, with the reserved lines:
     ``cuda_context`` bytes and a fragmentation allowance of (1 - safety_margin) x (capacity - cuda_context)."""

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.estimate.timing import ring_allreduce_s
-from paddlefit.llm.configs import LLMConfig
+from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
 
 #: Published end-to-end model-FLOPs utilisation used as the default fraction of dense peak that compute reaches,
@@ -67,22 +68,22 @@ def default_network_gbit_s(gpu: GPU) -> tuple[float, str]:
     return v, f"assumption: no cloud figure for {gpu.architecture} nodes; using {src}"
 
 
-def layer_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> float:
-    """Forward matmul FLOPs of one transformer layer for ``batch`` sequences.
+def layer_forward_flops(cfg: TransformerConfig, seq_len: int, batch: int) -> int:
+    """Forward matmul FLOPs of one transformer layer for ``batch`` sequences: the matrix multiplications of
+    :func:`~paddlefit.estimate.transformer_ops.layer_ops` (:func:`~paddlefit.estimate.transformer_ops.matmul_flops`).
 
-    2·b·s·(2h² + 2h·k + n·h·f) + 4·b·s²·h, with k = kv_heads·h/a (K and V projections) and n = 2 (GELU MLP) or
-    3 (SwiGLU: gate, up, down): the q and output projections 2·bsh² each, k and v 2·bshk each, the MLP n·2·bshf,
-    Q·Kᵀ and P·V 2·bs²h each (full s x s, causal masking not discounted, as in Korthikanti eq. 7).
+    That is 2·b·s·(2h² + 2h·k + n·h·f) + 4·b·s²·h, with k = kv_heads·h/a (K and V projections) and n = 2 (GELU
+    MLP) or 3 (SwiGLU: gate, up, down): the q and output projections 2·bsh² each, k and v 2·bshk each, the MLP
+    n·2·bshf, Q·Kᵀ and P·V 2·bs²h each (full s x s, causal masking not discounted, as in Korthikanti eq. 7).
     With k = h, n = 2, f = 4h: 24·bsh² + 4·bs²h, the forward third of Korthikanti eq. 7.
     """
-    s, b, h = seq_len, batch, cfg.hidden_size
-    return 2 * b * s * (2 * h * h + 2 * h * cfg.kv_size + cfg.ffn_matrices * h * cfg.ffn_size) + 4 * b * s * s * h
+    return matmul_flops(layer_ops(cfg, seq_len, batch))
 
 
-def head_forward_flops(cfg: LLMConfig, seq_len: int, batch: int) -> float:
-    """Forward matmul FLOPs of the output head: logits 2·bshV (+ the MLM transform 2·bsh² for encoders)."""
-    s, b, h = seq_len, batch, cfg.hidden_size
-    return 2 * b * s * h * cfg.vocab_size + (0 if cfg.causal else 2 * b * s * h * h)
+def head_forward_flops(cfg: TransformerConfig, seq_len: int, batch: int) -> int:
+    """Forward matmul FLOPs of the output head (:func:`~paddlefit.estimate.transformer_ops.head_ops`): logits
+    2·bshV (+ the MLM transform 2·bsh² for encoders)."""
+    return matmul_flops(head_ops(cfg, seq_len, batch))
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Flops:
     hardware: float
 
 
-def step_flops(cfg: LLMConfig, seq_len: int, global_batch: int, recompute: str = "none",
+def step_flops(cfg: TransformerConfig, seq_len: int, global_batch: int, recompute: str = "none",
                flash_attention: bool = False) -> Flops:  # fmt: skip
     """:class:`Flops` for ``global_batch`` sequences of ``seq_len`` tokens."""
     s, b, h, n = seq_len, global_batch, cfg.hidden_size, cfg.num_layers
@@ -172,7 +173,7 @@ class StepTime:
         return asdict(self)
 
 
-def step_time(cfg: LLMConfig, setup: TrainSetup, lay: Layout, gpu: GPU, net: Network, mfu: float) -> StepTime:
+def step_time(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, gpu: GPU, net: Network, mfu: float) -> StepTime:
     """Seconds per optimizer step of ``lay`` on ``gpu`` GPUs.
 
     Per micro-batch on one stage: hardware FLOPs / (p·t) at ``mfu`` x dense peak (stages balanced: embedding and

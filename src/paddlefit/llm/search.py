@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
-from paddlefit.llm.configs import LLMConfig
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
 from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbit_s, step_flops, step_time
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
@@ -176,7 +176,7 @@ def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def search(cfg: LLMConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch: int, gpus_per_node: int = 8,
+def search(cfg: TransformerConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch: int, gpus_per_node: int = 8,
            mfu: float | None = None, network_gbit_s: float | None = None,
            safety_margin: float = DEFAULT_SAFETY_MARGIN, max_micro_batch: int = 64) -> SearchResult:  # fmt: skip
     """Enumerate valid layouts (module doc) of ``gpus`` GPUs for ``global_batch`` sequences and rank them.
@@ -284,7 +284,7 @@ class LLMPlanRequest:
 class LLMPlan:
     """Result of :func:`plan_llm`; ``to_dict()`` is the ``--json`` document."""
 
-    config: LLMConfig
+    config: TransformerConfig
     setup: TrainSetup
     request: LLMPlanRequest
     global_batch: int

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
+from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import ModelError, PaddlefitError, UnknownNameError
 from paddlefit.inputspec import InputSpec
-from paddlefit.models.transformer import TRANSFORMER_CONFIGS, TransformerConfig, build_transformer
+from paddlefit.models.transformer import TRANSFORMER_CONFIGS, build_transformer
 from paddlefit.userimport import import_module
 
 #: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
@@ -95,43 +97,83 @@ def parse_model_args(items: list[str] | None) -> dict[str, Any]:
 
 
 #: Largest value of each size field of a zoo transformer's ``--model-arg``s, the parallel planner's bounds
-#: (:class:`paddlefit.llm.configs.LLMConfig`): well above every published model (the largest dense ones have ~128
-#: layers, hidden 18,432, vocabularies of 256k), and low enough that the plan's lazy build of the layers takes
-#: seconds (1,024 layers: ~3 s; 10^8 layers ran until memory was exhausted).
+#: (:class:`paddlefit.catalog.transformers.TransformerConfig`): well above every published model (the largest dense
+#: ones have ~128 layers, hidden 18,432, vocabularies of 256k), and low enough that the plan's lazy build of the
+#: layers takes seconds (1,024 layers: ~3 s; 10^8 layers ran until memory was exhausted).
 TRANSFORMER_MAX = {"vocab_size": 2**24, "hidden_size": 2**20, "num_layers": 1024, "num_heads": 2**16,
                    "ffn_size": 2**22, "max_position": 2**24, "default_seq_len": 2**24,
                    "type_vocab_size": 2**16}  # fmt: skip
+#: A zoo transformer's ``--model-arg`` keys: the fields of its config (``catalog.transformers.TransformerConfig``)
+#: with ``num_kv_heads`` 0 for multi-head attention, one ``bias`` switch (q/k/v and the other linear layers
+#: together) and ``position`` ``learned`` or ``none`` (RoPE), plus ``default_seq_len``: the length of the default
+#: input (:data:`DEFAULT_SEQ_LEN`).
+TRANSFORMER_ARGS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
+                    "type_vocab_size", "causal", "default_seq_len", "dropout", "num_kv_heads", "ffn_type", "norm",
+                    "tie_embeddings", "bias", "position")  # fmt: skip
+#: Tokens of a zoo transformer's default input (``int64[128]``).
+DEFAULT_SEQ_LEN = 128
 
 
-def _check_transformer_config(name: str, cfg: TransformerConfig) -> None:
+def _transformer_args(cfg: TransformerConfig) -> dict[str, Any]:
+    """The ``--model-arg`` view (:data:`TRANSFORMER_ARGS`) of a published zoo config."""
+    kv = 0 if cfg.num_kv_heads == cfg.num_heads else cfg.num_kv_heads
+    return {k: getattr(cfg, k) for k in TRANSFORMER_ARGS if k in type(cfg).model_fields} | {
+        "default_seq_len": DEFAULT_SEQ_LEN, "num_kv_heads": kv, "bias": cfg.qkv_bias,
+        "position": "learned" if cfg.position == "learned" else "none"}  # fmt: skip
+
+
+def _check_transformer_args(name: str, f: dict[str, Any]) -> None:
     """Raise ModelError naming the first `--model-arg` field of a zoo transformer that is out of range."""
     for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
                 "default_seq_len", "type_vocab_size"):  # fmt: skip
-        v, low = getattr(cfg, key), 0 if key == "type_vocab_size" else 1
+        v, low = f[key], 0 if key == "type_vocab_size" else 1
         if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= TRANSFORMER_MAX[key]:
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
             raise ModelError(f"`--model-arg {key}={shown}` for {name}: must be an integer >= {low} and <= "
                              f"{TRANSFORMER_MAX[key]:,}.")  # fmt: skip
-    if not isinstance(cfg.causal, bool):
-        raise ModelError(f"`--model-arg causal={cfg.causal!r}` for {name}: must be true or false.")
-    if not isinstance(cfg.dropout, int | float) or not 0 <= cfg.dropout < 1:
-        raise ModelError(f"`--model-arg dropout={cfg.dropout!r}` for {name}: must be a number in [0, 1).")
-    if not isinstance(cfg.num_kv_heads, int) or isinstance(cfg.num_kv_heads, bool) or cfg.num_kv_heads < 0:
-        raise ModelError(f"`--model-arg num_kv_heads={cfg.num_kv_heads!r}` for {name}: must be an integer >= 0.")
+    if not isinstance(f["causal"], bool):
+        raise ModelError(f"`--model-arg causal={f['causal']!r}` for {name}: must be true or false.")
+    if not isinstance(f["dropout"], int | float) or not 0 <= f["dropout"] < 1:
+        raise ModelError(f"`--model-arg dropout={f['dropout']!r}` for {name}: must be a number in [0, 1).")
+    kv = f["num_kv_heads"]
+    if not isinstance(kv, int) or isinstance(kv, bool) or kv < 0:
+        raise ModelError(f"`--model-arg num_kv_heads={kv!r}` for {name}: must be an integer >= 0.")
     for key, allowed in (("ffn_type", ("gelu", "swiglu")), ("norm", ("layernorm", "rmsnorm")),
                          ("position", ("learned", "none"))):  # fmt: skip
-        if getattr(cfg, key) not in allowed:
-            raise ModelError(f"`--model-arg {key}={getattr(cfg, key)!r}` for {name}: must be one of "
-                             f"{', '.join(allowed)}.")  # fmt: skip
+        if f[key] not in allowed:
+            raise ModelError(f"`--model-arg {key}={f[key]!r}` for {name}: must be one of {', '.join(allowed)}.")
     for key in ("tie_embeddings", "bias"):
-        if not isinstance(getattr(cfg, key), bool):
-            raise ModelError(f"`--model-arg {key}={getattr(cfg, key)!r}` for {name}: must be true or false.")
-    if cfg.num_heads % cfg.kv_heads:
-        raise ModelError(f"{name}: num_heads {cfg.num_heads} is not divisible by num_kv_heads {cfg.kv_heads}.")
-    if cfg.hidden_size % cfg.num_heads:
-        raise ModelError(f"{name}: hidden_size {cfg.hidden_size} is not divisible by num_heads {cfg.num_heads}.")
-    if cfg.default_seq_len > cfg.max_position:
-        raise ModelError(f"{name}: default_seq_len {cfg.default_seq_len} exceeds max_position {cfg.max_position}.")
+        if not isinstance(f[key], bool):
+            raise ModelError(f"`--model-arg {key}={f[key]!r}` for {name}: must be true or false.")
+    if f["num_heads"] % (kv or f["num_heads"]):
+        raise ModelError(f"{name}: num_heads {f['num_heads']} is not divisible by num_kv_heads {kv}.")
+    if f["hidden_size"] % f["num_heads"]:
+        raise ModelError(f"{name}: hidden_size {f['hidden_size']} is not divisible by num_heads {f['num_heads']}.")
+    if f["default_seq_len"] > f["max_position"]:
+        raise ModelError(f"{name}: default_seq_len {f['default_seq_len']} exceeds max_position {f['max_position']}.")
+
+
+def transformer_with_args(name: str, cfg: TransformerConfig, kwargs: dict[str, Any]) -> tuple[TransformerConfig, int]:
+    """A zoo transformer's config changed by ``--model-arg``s (keys :data:`TRANSFORMER_ARGS`), and the length of
+    its default input.
+
+    Raises:
+        ModelError: an unknown key, or a value out of range (names the key).
+    """
+    unknown = next((k for k in kwargs if k not in TRANSFORMER_ARGS), None)
+    if unknown is not None:  # the words the zoo's former dataclass config raised with
+        raise ModelError(f"Bad `--model-arg` for {name}: TransformerConfig.__init__() got an unexpected keyword "
+                         f"argument '{unknown}'.")  # fmt: skip
+    f = {**_transformer_args(cfg), **kwargs}
+    _check_transformer_args(name, f)
+    fields = {k: f[k] for k in TRANSFORMER_ARGS if k in type(cfg).model_fields}
+    fields.update(name=cfg.name, source=f"{cfg.source}; changed by --model-arg {', '.join(kwargs)}",
+                  num_kv_heads=f["num_kv_heads"] or f["num_heads"], qkv_bias=f["bias"], linear_bias=f["bias"],
+                  position="learned" if f["position"] == "learned" else "rope", dropout=float(f["dropout"]))
+    try:
+        return TransformerConfig(**fields), f["default_seq_len"]
+    except ValidationError as exc:
+        raise ModelError(f"Bad `--model-arg` for {name}: {exc.errors()[0]['msg']}.") from None
 
 
 def _vision_factory(name: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
@@ -232,17 +274,13 @@ def resolve_model(name: str, model_args: dict[str, Any] | None = None) -> ModelR
             kwargs=kwargs,
         )
     if low in TRANSFORMER_CONFIGS:
-        cfg = TRANSFORMER_CONFIGS[low]
+        cfg, seq = TRANSFORMER_CONFIGS[low], DEFAULT_SEQ_LEN
         if kwargs:
-            try:
-                cfg = TransformerConfig(**{**cfg.__dict__, **kwargs})
-            except TypeError as exc:
-                raise ModelError(f"Bad `--model-arg` for {low}: {exc}.") from None
-            _check_transformer_config(low, cfg)
+            cfg, seq = transformer_with_args(low, cfg, kwargs)
         return ModelRef(
             name=low,
             factory=lambda: build_transformer(cfg),
-            default_inputs=(InputSpec(dtype="int64", shape=(cfg.default_seq_len,), high=cfg.vocab_size),),
+            default_inputs=(InputSpec(dtype="int64", shape=(seq,), high=cfg.vocab_size),),
             transformer=cfg,
             kwargs=kwargs,
         )

@@ -21,8 +21,8 @@ import psutil
 
 from paddlefit.catalog.device_name import match_gpu
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
+from paddlefit.catalog.units import compute_unit
 from paddlefit.errors import PaddlefitError
-from paddlefit.estimate.timing import efficiency_class
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.zoo import resolve_model
 from paddlefit.plan.planner import build_plan
@@ -284,8 +284,8 @@ def _calibration_row(ref: Any, specs: list[Any], b: int, precision: Precision, o
             )
         m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
         context = context or _cuda_context_bytes(m["reserved_bytes"])
-        peak_flops, unit = gpu.peak_flops(precision.value)  # type: ignore[union-attr]
-        eclass = efficiency_class(unit)
+        peak_flops = gpu.peak_flops(precision.value)[0]  # type: ignore[union-attr]
+        eclass = compute_unit(gpu, precision.value)
     else:
         row_t = cpu_row
         meas = mem.measure_training_steps(ref.factory, specs, b, optimizer)

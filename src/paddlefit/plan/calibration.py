@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paddlefit.catalog.units import TRAINING_UNITS
 from paddlefit.errors import CatalogError, PaddlefitError
 from paddlefit.fileio import read_text_limited
 
-EFFICIENCY_CLASSES = ("fp32", "tf32", "half")
+EFFICIENCY_CLASSES = TRAINING_UNITS
 
 
 def _reject_constant(name: str) -> None:

@@ -16,8 +16,9 @@ import psutil
 from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
 from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_bytes
-from paddlefit.estimate.optrace import OpTrace, transformer_trace
+from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
+from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
@@ -301,7 +302,8 @@ def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
     ref, specs, cfg = base.ref, base.specs, base.ref.transformer
     say("model too large to probe: analytic transformer estimate")
     if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`; "
+        seq0 = ref.default_inputs[0].shape[0]
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`; "
                              f"got {' '.join(str(s) for s in specs)}.")
     seq = specs[0].shape[0]
     if seq > cfg.max_position:

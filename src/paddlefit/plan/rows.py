@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
+from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.gpu_model import (
     MEMORY_KEYS,
@@ -21,7 +22,6 @@ from paddlefit.estimate.gpu_model import (
     dp_exposed_allreduce_s,
     estimate_step,
     param_key,
-    unit_peak,
 )
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace

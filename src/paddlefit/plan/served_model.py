@@ -147,16 +147,17 @@ def too_large_to_run(params: int) -> bool:
 
 def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
     """A zoo transformer too large to run here: its trace written from its shape
-    (:func:`~paddlefit.estimate.optrace.transformer_trace`); no layer, so no CPU row.
+    (:func:`~paddlefit.estimate.transformer_ops.transformer_trace`); no layer, so no CPU row.
 
     Raises:
         InputSpecError: not one input of token ids, or a sequence longer than the model's positions.
     """
-    from paddlefit.estimate.optrace import transformer_trace
+    from paddlefit.estimate.transformer_ops import transformer_trace
 
     cfg = ref.transformer
     if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{cfg.default_seq_len}]`;"
+        seq0 = ref.default_inputs[0].shape[0]
+        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`;"
                              f" got {' '.join(str(s) for s in specs)}.")  # fmt: skip
     seq = specs[0].shape[0]
     if seq > cfg.max_position:
