@@ -30,7 +30,8 @@ parallel adds the all-reduce that the backward does not hide.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
@@ -56,18 +57,21 @@ from paddlefit.plan.rows import (
     row_params,
     set_time_to_train,
 )
-from paddlefit.plan.runs_calibration import apply_runs
+from paddlefit.plan.runs_calibration import DeviceRuns, apply_runs, read_device_runs
 
 # the planner's public names, importable from here as before the split into request/measure/rows
 __all__ = ["build_plan"]
 
 
-def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
+def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, DeviceRuns] | None = None) -> Plan:
     """Predict memory, FLOPs and speed of ``req`` on this CPU and every catalog GPU.
 
     Args:
         req: the request (see :class:`PlanRequest`; it validated its fields when built).
         progress: optional callable ``progress(message: str)`` for long steps (the CLI shows a spinner).
+        runs: the recorded runs of each GPU by catalog name, that correct its row when ``req.use_runs``
+            (:func:`~paddlefit.plan.runs_calibration.apply_runs`); None reads them from the user's run registry
+            (:func:`~paddlefit.plan.runs_calibration.read_device_runs`).
 
     Returns:
         Plan with targets sorted: fitting targets first, fastest first; the CPU row is named ``cpu``.
@@ -84,6 +88,10 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     gpus_all = load_gpus(req.catalog_files)
     gpus = [] if req.cpu_only else resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
     calibrations = _calibrations(req, gpus_all)
+    if not req.use_runs:
+        runs = {}
+    elif runs is None:  # the shell reads the user's run registry; the rows take what it read
+        runs = read_device_runs(g.name for g in gpus)
     m = measure_model(req, say)
     b = req.batch_size
     targets = [cpu_target(req, m)]
@@ -92,10 +100,7 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     rt = _row_trace(req, m)
     rows, explain = _gpu_rows(req, m, rt, gpus, calibrations, explain_for)
     targets += rows
-    if req.use_runs:
-        for t in targets:
-            apply_runs(t, req.model)
-    set_time_to_train(targets, req)
+    targets = set_time_to_train([apply_runs(t, runs.get(t.name), req.model) for t in targets], req)
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = recommend(targets, b)
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
@@ -176,10 +181,9 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU],
                               gpu.architecture)  # fmt: skip
         target, est = gpu_target(req, m, gpu, cal, published, host_s, rt.flash_amp if use_flash else rt.amp,
                                  rt.flash_ops if use_flash else rt.ops)  # fmt: skip
-        if use_flash:
-            target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
-        else:
-            target.notes += [why_not] if why_not else []
+        said = f"flash attention ({blocks} block{'s' if blocks > 1 else ''})" if use_flash else why_not
+        if said:  # rows are frozen: a new row with the note
+            target = replace(target, notes=(*target.notes, said))
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est, gpu, params, effective_precision(gpu, req.precision).value)
         rows.append(target)

@@ -146,7 +146,7 @@ class PlanRequest:
             check_explain(self.explain, self.gpus, load_gpus(self.catalog_files))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Target:
     """One row of the plan (a device). Bytes, seconds, samples/s.
 
@@ -178,7 +178,7 @@ class Target:
     step_time_s: float
     samples_per_s: float
     calibrated: bool
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     bound: str | None = None
     allreduce_s: float = 0.0
     time_to_train_s: float | None = None
@@ -192,8 +192,8 @@ class Target:
     speed_lower_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as the JSON object documented in the README."""
-        return dict(self.__dict__)
+        """The row as the JSON object documented in the README (its fields in order, ``notes`` a list)."""
+        return {**self.__dict__, "notes": list(self.notes)}
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
@@ -269,7 +270,7 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
         capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
         step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
-        calibrated=cpu_calibrated, notes=cpu_notes, bound=None, grads_bytes=states32.grads_bytes,
+        calibrated=cpu_calibrated, notes=tuple(cpu_notes), bound=None, grads_bytes=states32.grads_bytes,
         checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
         calibration="device" if cpu_calibrated else "none",
     )  # fmt: skip
@@ -324,7 +325,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     return Target(
         name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
         max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
-        calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
+        calibrated=calibration == "device", notes=tuple(notes), bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
         calibration=calibration, predicted_mfu=None if lower else mfu,
         time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower,
@@ -367,15 +368,19 @@ def time_breakdown(est: StepEstimate, allreduce_exposed_s: float | None) -> dict
     return breakdown
 
 
-def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
-    """``time_to_train_s`` of every row with a step time: ceil(samples / (batch x devices)) x epochs steps (the
-    CPU row is one device); nothing without ``dataset_size`` and ``epochs``."""
+def set_time_to_train(targets: list[Target], req: PlanRequest) -> list[Target]:
+    """The rows with ``time_to_train_s`` set on every row with a step time: ceil(samples / (batch x devices)) x
+    epochs steps (the CPU row is one device); the rows as they are without ``dataset_size`` and ``epochs``. New
+    rows (a :class:`~paddlefit.plan.request.Target` is frozen)."""
     if not (req.dataset_size and req.epochs):
-        return
+        return list(targets)
+    out = []
     for t in targets:
         per_step = req.batch_size * (req.devices if t.kind == "gpu" else 1)
         if t.step_time_s == t.step_time_s:
-            t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
+            t = replace(t, time_to_train_s=math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s)
+        out.append(t)
+    return out
 
 
 def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
