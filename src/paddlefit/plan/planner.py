@@ -106,7 +106,7 @@ def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, Device
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
     targets.sort(key=lambda t: t.name != recommendation["target"])
     act_ratio, cast_bytes = rt.flash_amp(req.precision)
-    model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes)
+    model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes, rt.notes)
     assumptions = _assumptions(req, m, rt, act_ratio, cast_bytes)
     return Plan(
         model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
@@ -141,7 +141,8 @@ class _RowTrace:
     """The forward the GPU rows time, at the micro-batch: as traced (``ops``, ``amp``) and with each eager
     attention core as one flash-attention kernel (``flash_ops``, ``flash_amp``; ``blocks`` replaced, 0 when
     ``attention`` is not ``flash``); ``fwd_ops``: the forward ops the host floor counts (the probe's, or on the
-    analytic path the trace's, so a model planned either way has a floor)."""
+    analytic path the trace's, so a model planned either way has a floor); ``notes``: the attention and AMP notes the
+    model section says after the measurement's own."""
 
     ops: list[Any]
     amp: AmpMemory
@@ -149,19 +150,20 @@ class _RowTrace:
     flash_amp: AmpMemory
     blocks: int
     fwd_ops: int
+    notes: tuple[str, ...] = ()
 
 
 def _row_trace(req: PlanRequest, m: ModelMeasure) -> _RowTrace:
-    """:class:`_RowTrace` of ``m``'s trace; the model section's notes gain the attention and AMP notes."""
+    """:class:`_RowTrace` of ``m``'s trace, with the attention and AMP notes of the model section."""
     b = req.batch_size
     amp, ops_b = AmpMemory(m.trace), m.trace.at(b)
     flash, blocks = flash_trace(m.trace) if req.attention == "flash" else (m.trace, 0)
     flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
-    if req.attention == "flash":
-        m.notes.append(attention_note(blocks, m.trace))
+    notes = [attention_note(blocks, m.trace)] if req.attention == "flash" else []
     if amp_note := fused_amp_note(m.trace, req.precision.value):
-        m.notes.append(amp_note)
-    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b))
+        notes.append(amp_note)
+    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b),
+                     tuple(notes))
 
 
 def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU], calibrations: dict[str, Calibration],
@@ -196,17 +198,18 @@ def _model_doc(m: ModelMeasure) -> dict[str, Any]:
         "name": m.ref.name,
         "params": m.info.params,
         "trainable_params": m.info.trainable_params,
-        "forward_flops_per_sample": m.fwd_flops,
-        "train_flops_per_sample": m.train_flops,
+        "forward_flops_per_sample": m.fwd_flops_per_sample,
+        "train_flops_per_sample": m.train_flops_per_sample,
         "loss": m.loss_doc,
         "label": m.label_doc,
         "gpu_only_ops": list(m.stand_ins),  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
     }
 
 
-def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float) -> dict[str, Any]:
+def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
+                row_notes: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
     """The plan document's ``memory`` section: the request's precision's states and activations (bytes), the
-    fp32 CPU figures, the phase fits and the probe's batches."""
+    fp32 CPU figures, the phase fits and the probe's batches; its notes are ``m``'s, then ``row_notes``."""
     b = req.batch_size
     fixed = cpu_fixed_bytes(m, b)
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
@@ -215,24 +218,24 @@ def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes:
         "weights_bytes": gpu_states.weights_bytes,
         "grads_bytes": gpu_states.grads_bytes,
         "optimizer_bytes": gpu_states.optimizer_bytes,
-        "activation_bytes_per_sample": m.act_per_sample * act_ratio,
+        "activation_bytes_per_sample": m.act_bytes_per_sample * act_ratio,
         "fixed_bytes": fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
         "precision_of_breakdown": req.precision.value,
         "cpu_fp32": {
             "weights_bytes": m.states32.weights_bytes,
             "grads_bytes": m.states32.grads_bytes,
             "optimizer_bytes": m.states32.optimizer_bytes,
-            "activation_bytes_per_sample": m.act_per_sample,
+            "activation_bytes_per_sample": m.act_bytes_per_sample,
             "fixed_bytes": fixed,
         },
-        "dominant_phase": m.dominant,
-        "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in m.phases.items()},
-        "phase_peak_bytes": {p: max(fx + sl * b for q, (fx, sl) in m.phase_lines if q == p)
-                             for p in dict(m.phase_lines)},
-        "eval_batch_size": m.eval_b,
-        "probe_batch_sizes": m.probed,
-        "probe_max_rel_residual": m.residual,
-        "notes": m.notes,
+        "dominant_phase": m.dominant_phase,
+        "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in m.phase_fit_bytes.items()},
+        "phase_peak_bytes": {p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p)
+                             for p in dict(m.phase_lines_bytes)},
+        "eval_batch_size": m.eval_batch_size,
+        "probe_batch_sizes": list(m.probe_batch_sizes),
+        "probe_max_rel_residual": m.max_rel_residual,
+        "notes": [*m.notes, *row_notes],
         "lazy_build_failure": m.lazy_build_failure,
     }
 

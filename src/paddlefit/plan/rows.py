@@ -196,14 +196,14 @@ def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: Amp
     st = model_state_bytes(m.info, req.optimizer, precision).total_bytes
     f, cast = amp(precision)
     return [(st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
-            for p, (fx, sl) in m.phase_lines]  # fmt: skip
+            for p, (fx, sl) in m.phase_lines_bytes]  # fmt: skip
 
 
 def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
     """The CPU peak at ``batch`` minus model states and activations: workspace and temporaries, bytes (so the
     memory breakdown adds up to the peak)."""
-    cpu_peak = max(fx + sl * batch for _, (fx, sl) in m.phase_lines)
-    return cpu_peak - m.states32.total_bytes - m.act_per_sample * batch
+    cpu_peak = max(fx + sl * batch for _, (fx, sl) in m.phase_lines_bytes)
+    return cpu_peak - m.states32.total_bytes - m.act_bytes_per_sample * batch
 
 
 #: a CPU step the probe's time fit puts under this (seconds) is no measurement: the fit of a loaded machine's noisy
@@ -233,8 +233,8 @@ def machine_busy() -> str:
 def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
     b = req.batch_size
-    lines = [seg for _, seg in m.phase_lines]
-    total_ram, probe, states32 = m.total_ram, m.probe, m.states32
+    lines = [seg for _, seg in m.phase_lines_bytes]
+    total_ram, probe, states32 = m.total_ram_bytes, m.probe, m.states32
     cpu_cap = int(total_ram)
     cpu_peak = max(fx + sl * b for fx, sl in lines)
     cpu_notes = [f"{os.cpu_count()} cores, {capacity_gib(total_ram)} GiB RAM"]
@@ -259,9 +259,9 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
                         + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items())))
                 cpu_notes.append(said + ("; under load, so no advice on `cpu_threads`" if busy else
                                          f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)"))
-    cpu_step = cpu_step_s(m.cpu_time, b)
+    cpu_step = cpu_step_s(m.cpu_time_line_s, b)
     cpu_calibrated = cpu_step == cpu_step
-    if m.cpu_time is None:
+    if m.cpu_time_line_s is None:
         cpu_notes.append("no probe: CPU step time not measured")
     elif not cpu_calibrated:
         cpu_notes.append(f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
@@ -314,7 +314,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link} after the backward, as paddlefit train runs it "
                      f"(oom_backoff: true); DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")
     breakdown = time_breakdown(est, ar if req.devices > 1 else None)
-    mfu = m.train_flops * b / step / peak_flops
+    mfu = m.train_flops_per_sample * b / step / peak_flops
     if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts
         notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
                      "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
