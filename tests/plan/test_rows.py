@@ -47,7 +47,7 @@ CPU = _row("cpu", 31.2, 40.0, kind="cpu")
 def test_the_fastest_gpu_that_fits_and_the_smallest() -> None:
     a100, t4 = _row("A100", 80, 2000.0), _row("T4", 16, 1000.0)  # 1000 x 1.01 < 2000: no tie
     slow = _row("V100", 32, 3000.0, fits=False)  # faster but does not fit
-    assert recommend([CPU, slow, t4, a100], 64) == {
+    assert recommend([CPU, slow, t4, a100], 64).to_dict() == {
         "target": "A100",
         "reason": "fastest GPU that fits: 2,000 samples/s predicted, peak 10.0 of 80 GiB; smallest card that fits: "
                   "T4 (1,000 samples/s, peak 10.0 of 16 GiB)",
@@ -81,7 +81,7 @@ def test_rows_no_measurement_grounds_are_ranked_only_alone() -> None:
 def test_no_gpu_fits() -> None:
     rows = [CPU, _row("T4", 16, 100.0, fits=False, max_batch_size=5), _row("A100", 80, 900.0, fits=False,
                                                                             max_batch_size=12)]  # fmt: skip
-    assert recommend(rows, 64) == {
+    assert recommend(rows, 64).to_dict() == {
         "target": None,
         "reason": "batch 64 fits no GPU; largest that fits is 12 on A100: lower --batch-size with gradient "
                   "accumulation, use AMP (--precision bf16-o1/fp16-o1), or shard across devices",
@@ -95,6 +95,6 @@ def test_no_gpu_fits() -> None:
 
 
 def test_cpu_only() -> None:
-    assert recommend([CPU], 8) == {"target": "cpu", "reason": "no GPU targets selected", "smallest_fit": None,
+    assert recommend([CPU], 8).to_dict() == {"target": "cpu", "reason": "no GPU targets selected", "smallest_fit": None,
                                    "tie_break": ""}  # fmt: skip
     assert recommend([_row("cpu", 1, 1.0, kind="cpu", fits=False)], 8)["target"] is None

@@ -41,6 +41,7 @@ from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
+from paddlefit.plan.document import CpuFp32Memory, MemorySection, ModelSection, PhaseFitDoc
 from paddlefit.plan.measure import ModelMeasure, measure_model
 from paddlefit.plan.request import Plan, PlanRequest, Target, check_explain
 from paddlefit.plan.rows import (
@@ -104,7 +105,7 @@ def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, Device
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = recommend(targets, b)
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
-    targets.sort(key=lambda t: t.name != recommendation["target"])
+    targets.sort(key=lambda t: t.name != recommendation.target)
     act_ratio, cast_bytes = rt.flash_amp(req.precision)
     model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes, rt.notes)
     assumptions = _assumptions(req, m, rt, act_ratio, cast_bytes)
@@ -192,52 +193,37 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU],
     return rows, explain
 
 
-def _model_doc(m: ModelMeasure) -> dict[str, Any]:
+def _model_doc(m: ModelMeasure) -> ModelSection:
     """The plan document's ``model`` section."""
-    return {
-        "name": m.ref.name,
-        "params": m.info.params,
-        "trainable_params": m.info.trainable_params,
-        "forward_flops_per_sample": m.fwd_flops_per_sample,
-        "train_flops_per_sample": m.train_flops_per_sample,
-        "loss": m.loss_doc,
-        "label": m.label_doc,
-        "gpu_only_ops": list(m.stand_ins),  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
-    }
+    return ModelSection(
+        name=m.ref.name, params=m.info.params, trainable_params=m.info.trainable_params,
+        forward_flops_per_sample=m.fwd_flops_per_sample, train_flops_per_sample=m.train_flops_per_sample,
+        loss=m.loss_doc, label=m.label_doc,
+        gpu_only_ops=m.stand_ins,  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
+    )  # fmt: skip
 
 
 def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
-                row_notes: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+                row_notes: tuple[str, ...] = ()) -> MemorySection:  # fmt: skip
     """The plan document's ``memory`` section: the request's precision's states and activations (bytes), the
     fp32 CPU figures, the phase fits and the probe's batches; its notes are ``m``'s, then ``row_notes``."""
     b = req.batch_size
     fixed = cpu_fixed_bytes(m, b)
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
-    return {
-        "method": m.method,
-        "weights_bytes": gpu_states.weights_bytes,
-        "grads_bytes": gpu_states.grads_bytes,
-        "optimizer_bytes": gpu_states.optimizer_bytes,
-        "activation_bytes_per_sample": m.act_bytes_per_sample * act_ratio,
-        "fixed_bytes": fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
-        "precision_of_breakdown": req.precision.value,
-        "cpu_fp32": {
-            "weights_bytes": m.states32.weights_bytes,
-            "grads_bytes": m.states32.grads_bytes,
-            "optimizer_bytes": m.states32.optimizer_bytes,
-            "activation_bytes_per_sample": m.act_bytes_per_sample,
-            "fixed_bytes": fixed,
-        },
-        "dominant_phase": m.dominant_phase,
-        "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in m.phase_fit_bytes.items()},
-        "phase_peak_bytes": {p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p)
-                             for p in dict(m.phase_lines_bytes)},
-        "eval_batch_size": m.eval_batch_size,
-        "probe_batch_sizes": list(m.probe_batch_sizes),
-        "probe_max_rel_residual": m.max_rel_residual,
-        "notes": [*m.notes, *row_notes],
-        "lazy_build_failure": m.lazy_build_failure,
-    }
+    cpu_fp32 = CpuFp32Memory(m.states32.weights_bytes, m.states32.grads_bytes, m.states32.optimizer_bytes,
+                             m.act_bytes_per_sample, fixed)  # fmt: skip
+    return MemorySection(
+        method=m.method, weights_bytes=gpu_states.weights_bytes, grads_bytes=gpu_states.grads_bytes,
+        optimizer_bytes=gpu_states.optimizer_bytes, activation_bytes_per_sample=m.act_bytes_per_sample * act_ratio,
+        fixed_bytes=fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
+        precision_of_breakdown=req.precision.value, cpu_fp32=cpu_fp32, dominant_phase=m.dominant_phase,
+        phases={p: PhaseFitDoc(fx, sl) for p, (fx, sl) in m.phase_fit_bytes.items()},
+        phase_peak_bytes={p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p)
+                          for p in dict(m.phase_lines_bytes)},
+        eval_batch_size=m.eval_batch_size, probe_batch_sizes=m.probe_batch_sizes,
+        probe_max_rel_residual=m.max_rel_residual, notes=(*m.notes, *row_notes),
+        lazy_build_failure=m.lazy_build_failure,
+    )  # fmt: skip
 
 
 def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float,

@@ -11,6 +11,7 @@ from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
+from paddlefit.plan.document import MemorySection, ModelSection, Recommendation, as_document
 from paddlefit.spec import OptimizerName, Precision
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -198,23 +199,26 @@ class Target:
 
 @dataclass
 class Plan:
-    """The result of :func:`~paddlefit.plan.planner.build_plan`; ``to_dict()`` is the ``--json`` document."""
+    """The result of :func:`~paddlefit.plan.planner.build_plan`; ``to_dict()`` is the ``--json`` document (the
+    sections' serialisation, :mod:`paddlefit.plan.document`)."""
 
-    model: dict[str, Any]
+    model: ModelSection
     batch_size: int
     precision: str
     optimizer: str
     devices: int
     inputs: list[str]
-    memory: dict[str, Any]
+    memory: MemorySection
     targets: list[Target]
-    recommendation: dict[str, Any]
+    recommendation: Recommendation
     assumptions: dict[str, Any]
     explain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` document (targets as dicts)."""
+        """The ``--json`` document (sections and targets as dicts, in the order of the fields)."""
         d = dict(self.__dict__)
+        for key in ("model", "memory", "recommendation"):
+            d[key] = as_document(d[key])
         d["targets"] = [t.to_dict() for t in self.targets]
         return d
 

@@ -29,6 +29,7 @@ from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
+from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
 from paddlefit.plan.request import TIE_FACTOR, PlanRequest, Target
 from paddlefit.spec import Precision
@@ -402,7 +403,7 @@ def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
                   f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
 
 
-def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
+def recommend(targets: list[Target], batch: int) -> Recommendation:
     """The plan's recommendation: the fastest GPU that fits, the tie among those within 1% of it going to the
     smallest card (:func:`tied_fastest`, said in ``tie_break``), and the smallest card that fits; else what to
     change. Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) or whose speed
@@ -427,12 +428,11 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         if unranked:
             reason += (f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
                        "the speed shown is a lower bound)")
-        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name, "tie_break": tie}
+        return Recommendation(best.name, reason, smallest.name, tie)
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
         cpu = targets[0]
-        return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
-                "smallest_fit": None, "tie_break": ""}  # fmt: skip
+        return Recommendation("cpu" if cpu.fits else None, "no GPU targets selected", None, "")
     roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
     mb = roomiest.max_batch_size or 0
     if mb >= 1:
@@ -442,5 +442,5 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         )
     else:
         reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
-    return {"target": None, "reason": reason, "smallest_fit": None, "tie_break": ""}
+    return Recommendation(None, reason, None, "")
 

@@ -1,0 +1,119 @@
+"""The sections of the plan document (``paddlefit plan --json``) as frozen values: the model, its memory and the
+recommendation. :meth:`Section.to_dict` is their serialisation, in the order of the fields (the document's key
+order, which users and the ``cost``, ``report``, ``predict`` and ``runs`` commands read).
+
+A section also reads like the dict it serialises to (``plan.model["name"]``, ``plan.memory.get("notes")``), for the
+readers of the document written before it was typed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+__all__ = ["CpuFp32Memory", "MemorySection", "ModelSection", "PhaseFitDoc", "Recommendation", "Section"]
+
+
+def as_document(value: Any) -> Any:
+    """``value`` as JSON data: a :class:`Section` as its dict, tuples as lists, dicts and lists item by item."""
+    if isinstance(value, Section):
+        return value.to_dict()
+    if isinstance(value, list | tuple):
+        return [as_document(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_document(v) for k, v in value.items()}
+    return value
+
+
+class Section:
+    """A frozen dataclass of the plan document: :meth:`to_dict` serialises it (fields in order), and it reads like
+    that dict (``section["key"]``, :meth:`get`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The section as the JSON object of the document (its fields in order; tuples as lists)."""
+        return {f.name: as_document(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    def __getitem__(self, key: str) -> Any:
+        """The document's value of ``key``.
+
+        Raises:
+            KeyError: ``key`` is not a field of the section.
+        """
+        return self.to_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The document's value of ``key``, ``default`` when the section has no such field."""
+        return self.to_dict().get(key, default)
+
+
+@dataclass(frozen=True)
+class ModelSection(Section):
+    """The plan document's ``model``: name, parameter counts, FLOPs per sample of the forward and of a training
+    step (the probe's count or the closed form), the loss and label trained with, and Paddle's GPU-only ops the
+    probe ran paddlefit's CPU references for (:mod:`paddlefit.estimate.fused_ref`)."""
+
+    name: str
+    params: int
+    trainable_params: int
+    forward_flops_per_sample: float
+    train_flops_per_sample: float
+    loss: str
+    label: str | None
+    gpu_only_ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PhaseFitDoc(Section):
+    """One phase's line of the memory section: ``fixed_bytes`` + ``per_sample_bytes`` x batch."""
+
+    fixed_bytes: float
+    per_sample_bytes: float
+
+
+@dataclass(frozen=True)
+class CpuFp32Memory(Section):
+    """The memory section's ``cpu_fp32``: fp32 model states, activations per sample and the fixed rest of the CPU
+    peak (workspace and temporaries), bytes."""
+
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes_per_sample: float
+    fixed_bytes: float
+
+
+@dataclass(frozen=True)
+class MemorySection(Section):
+    """The plan document's ``memory``: how it was measured (``cpu-probe`` or ``analytic-transformer``), the model
+    states of the request's precision, its activations per sample and fixed bytes (the AMP ratio and cast weights
+    applied, + the conv workspace), the fp32 CPU figures, the dominant phase, each phase's fit and peak at the batch
+    (bytes), the eval batch, the probe's batches and worst relative residual, the model section's notes and the
+    paddle.LazyGuard failure."""
+
+    method: str
+    weights_bytes: int
+    grads_bytes: int
+    optimizer_bytes: int
+    activation_bytes_per_sample: float
+    fixed_bytes: float
+    precision_of_breakdown: str
+    cpu_fp32: CpuFp32Memory
+    dominant_phase: str
+    phases: dict[str, PhaseFitDoc]
+    phase_peak_bytes: dict[str, float]
+    eval_batch_size: int
+    probe_batch_sizes: tuple[int, ...]
+    probe_max_rel_residual: float | None
+    notes: tuple[str, ...]
+    lazy_build_failure: str | None
+
+
+@dataclass(frozen=True)
+class Recommendation(Section):
+    """The plan's recommendation (:func:`~paddlefit.plan.rows.recommend`): the row to use (None: no fit), why,
+    the smallest card that fits and the tie-break said (empty when none)."""
+
+    target: str | None
+    reason: str
+    smallest_fit: str | None
+    tie_break: str
