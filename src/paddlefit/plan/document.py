@@ -1,6 +1,6 @@
-"""The sections of the plan document (``paddlefit plan --json``) as frozen values: the model, its memory and the
-recommendation. :meth:`Section.to_dict` is their serialisation, in the order of the fields (the document's key
-order, which users and the ``cost``, ``report``, ``predict`` and ``runs`` commands read).
+"""The sections of the plan document (``paddlefit plan --json``) as frozen values: the model, its memory, the
+recommendation and the assumptions. :meth:`Section.to_dict` is their serialisation, in the order of the fields (the
+document's key order, which users and the ``cost``, ``report``, ``predict`` and ``runs`` commands read).
 
 A section also reads like the dict it serialises to (``plan.model["name"]``, ``plan.memory.get("notes")``), for the
 readers of the document written before it was typed.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["CpuFp32Memory", "MemorySection", "ModelSection", "PhaseFitDoc", "Recommendation", "Section"]
+__all__ = ["CpuFp32Memory", "MemorySection", "ModelSection", "PhaseFitDoc", "PlanAssumptions", "Recommendation",
+           "Section"]
 
 
 def as_document(value: Any) -> Any:
@@ -117,3 +118,44 @@ class Recommendation(Section):
     reason: str
     smallest_fit: str | None
     tie_break: str
+
+
+@dataclass(frozen=True)
+class PlanAssumptions(Section):
+    """The plan document's ``assumptions``: what every row took as given. Fractions, bytes, seconds.
+
+    ``safety_margin``: the fraction of the usable memory a peak may fill; ``tf32``/``tf32_means``: Paddle's TF32
+    switch and what it means; ``amp_activation_factor``/``amp_cast_weight_bytes``: the AMP activation ratio and O1's
+    cast weights (:func:`~paddlefit.plan.rows.amp_activation_memory`); ``cuda_context_bytes`` and
+    ``conv_workspace_bytes`` (:mod:`paddlefit.plan.rows`); ``gpu_model``, its parameters (``gpu_model_params``, by
+    generation, and their source file); ``trace_ops``: ops of the timed forward; ``attention`` and
+    ``flash_attention_blocks``; ``trace_source``; ``allreduce``: the all-reduce model; the host floor's constants
+    (``host_op_s``, ``host_optimizer_s_per_tensor``, ``host_step_s``), its value ``host_floor_s`` and formula
+    ``host_floor`` (:func:`~paddlefit.estimate.timing.host_floor_s`); the CPU probe's threads and step seconds per
+    thread count (None and empty on the analytic path); ``OMP_WAIT_POLICY``; what ``batch_size`` is."""
+
+    safety_margin: float
+    tf32: bool
+    tf32_means: str
+    amp_activation_factor: float
+    amp_cast_weight_bytes: float
+    cuda_context_bytes: int
+    conv_workspace_bytes: int
+    gpu_model: str
+    gpu_model_params: dict[str, float]
+    gpu_model_params_by_generation: dict[str, dict[str, float]]
+    gpu_model_params_source: str
+    trace_ops: int
+    attention: str
+    flash_attention_blocks: int
+    trace_source: str
+    allreduce: str
+    host_op_s: float
+    host_optimizer_s_per_tensor: float
+    host_step_s: float
+    host_floor_s: float
+    host_floor: str
+    cpu_threads: int | None
+    cpu_thread_step_s: dict[str, float]
+    omp_wait_policy: str | None
+    batch_size_is: str

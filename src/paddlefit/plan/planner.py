@@ -41,7 +41,7 @@ from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
-from paddlefit.plan.document import CpuFp32Memory, MemorySection, ModelSection, PhaseFitDoc
+from paddlefit.plan.document import CpuFp32Memory, MemorySection, ModelSection, PhaseFitDoc, PlanAssumptions
 from paddlefit.plan.measure import ModelMeasure, measure_model
 from paddlefit.plan.request import Plan, PlanRequest, Target, check_explain
 from paddlefit.plan.rows import (
@@ -227,42 +227,42 @@ def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes:
 
 
 def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float,
-                 cast_bytes: float) -> dict[str, Any]:  # fmt: skip
+                 cast_bytes: float) -> PlanAssumptions:  # fmt: skip
     """The plan document's ``assumptions``: what every row took as given, with the GPU model's constants."""
     published = load_perf_params()
-    return {
-        "safety_margin": req.safety_margin,
-        "tf32": req.tf32,
-        "tf32_means": "fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
-                      else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
-        "amp_activation_factor": act_ratio,
-        "amp_cast_weight_bytes": cast_bytes,
-        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-        "conv_workspace_bytes": CONV_WORKSPACE_BYTES if m.has_conv else 0,
-        "gpu_model": "per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
-                     "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
-                     "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
-                     "runs (bench/gpu_fit.py)",
-        "gpu_model_params": dict(published.values),
-        "gpu_model_params_by_generation": {g: dict(v) for g, v in published.by_generation.items()},
-        "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
-                                   f"{published.provenance.get('fitted_by', 'not fitted')}, "
-                                   f"{published.provenance.get('date', '?')})",
-        "trace_ops": len(rt.ops),
-        "attention": req.attention,
-        "flash_attention_blocks": rt.blocks,
-        "trace_source": m.trace.source,
-        "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
-                     "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
-        "host_op_s": published.values["host_op_s"],
-        "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"],
-        "host_step_s": published.values["host_step_s"],
-        "host_floor_s": host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
-        "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
-                      "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
-                      "paddlefit calibrate",
-        "cpu_threads": m.probe.threads if m.method == "cpu-probe" else None,
-        "cpu_thread_step_s": {str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
-    }
+    return PlanAssumptions(
+        safety_margin=req.safety_margin,
+        tf32=req.tf32,
+        tf32_means="fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
+                   else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
+        amp_activation_factor=act_ratio,
+        amp_cast_weight_bytes=cast_bytes,
+        cuda_context_bytes=CUDA_CONTEXT_BYTES,
+        conv_workspace_bytes=CONV_WORKSPACE_BYTES if m.has_conv else 0,
+        gpu_model="per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
+                  "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
+                  "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
+                  "runs (bench/gpu_fit.py)",
+        gpu_model_params=dict(published.values),
+        gpu_model_params_by_generation={g: dict(v) for g, v in published.by_generation.items()},
+        gpu_model_params_source="paddlefit/catalog/data/gpu_perf_params.json ("
+                                f"{published.provenance.get('fitted_by', 'not fitted')}, "
+                                f"{published.provenance.get('date', '?')})",
+        trace_ops=len(rt.ops),
+        attention=req.attention,
+        flash_attention_blocks=rt.blocks,
+        trace_source=m.trace.source,
+        allreduce="ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
+                  "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
+        host_op_s=published.values["host_op_s"],
+        host_optimizer_s_per_tensor=published.values["host_step_s_per_tensor"],
+        host_step_s=published.values["host_step_s"],
+        host_floor_s=host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
+        host_floor="3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
+                   "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
+                   "paddlefit calibrate",
+        cpu_threads=m.probe.threads if m.method == "cpu-probe" else None,
+        cpu_thread_step_s={str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
+        omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+        batch_size_is="per device (micro-batch); global batch = batch_size x devices",
+    )

@@ -11,7 +11,7 @@ from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
-from paddlefit.plan.document import MemorySection, ModelSection, Recommendation, as_document
+from paddlefit.plan.document import MemorySection, ModelSection, PlanAssumptions, Recommendation, as_document
 from paddlefit.spec import OptimizerName, Precision
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -211,13 +211,13 @@ class Plan:
     memory: MemorySection
     targets: list[Target]
     recommendation: Recommendation
-    assumptions: dict[str, Any]
+    assumptions: PlanAssumptions
     explain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document (sections and targets as dicts, in the order of the fields)."""
         d = dict(self.__dict__)
-        for key in ("model", "memory", "recommendation"):
+        for key in ("model", "memory", "recommendation", "assumptions"):
             d[key] = as_document(d[key])
         d["targets"] = [t.to_dict() for t in self.targets]
         return d
