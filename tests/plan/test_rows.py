@@ -98,3 +98,28 @@ def test_cpu_only() -> None:
     assert recommend([CPU], 8).to_dict() == {"target": "cpu", "reason": "no GPU targets selected", "smallest_fit": None,
                                    "tie_break": ""}  # fmt: skip
     assert recommend([_row("cpu", 1, 1.0, kind="cpu", fits=False)], 8)["target"] is None
+
+
+def test_time_to_train_is_set_on_new_rows() -> None:
+    from types import SimpleNamespace
+
+    from paddlefit.plan.rows import set_time_to_train
+
+    req = SimpleNamespace(dataset_size=1000, epochs=3, batch_size=32, devices=4)
+    gpu, cpu, nan = _row("T4", 16, 640.0), CPU, _row("L4", 24, float("nan"))  # steps 0.1 s, 1.6 s, NaN
+    out = set_time_to_train([gpu, cpu, nan], req)
+    # GPU: ceil(1000 / (32 x 4)) = 8 steps x 3 epochs x 0.1 s; CPU (one device): ceil(1000 / 32) = 32 x 3 x 1.6 s
+    assert out[0].time_to_train_s == pytest.approx(2.4) and out[1].time_to_train_s == pytest.approx(153.6)
+    assert out[2].time_to_train_s is None and gpu.time_to_train_s is None  # no step time; the input row unchanged
+    assert set_time_to_train([gpu], SimpleNamespace(dataset_size=None, epochs=3)) == [gpu]
+
+
+def test_the_cpu_peak_minus_states_and_activations_is_the_fixed_rest() -> None:
+    from types import SimpleNamespace
+
+    from paddlefit.plan.rows import cpu_fixed_bytes
+
+    m = SimpleNamespace(phase_lines_bytes=(("forward", (100.0, 10.0)), ("backward", (300.0, 5.0))),
+                        states32=SimpleNamespace(total_bytes=50), act_bytes_per_sample=4.0)  # fmt: skip
+    assert cpu_fixed_bytes(m, 10) == pytest.approx(260.0)  # max(200, 350) - 50 - 4 x 10
+    assert cpu_fixed_bytes(m, 100) == pytest.approx(1100 - 50 - 400)  # max(1100, 800)
