@@ -88,7 +88,11 @@ def test_runs_passed_in_correct_a_new_row_and_leave_the_old_one() -> None:
     assert row.step_time_s == 0.02 and row.calibration == "published-fit" and row.notes == ("host-bound",)
     assert new.step_time_s == pytest.approx(0.02 * factor) and new.samples_per_s == pytest.approx(400 / factor)
     assert new.predicted_mfu == pytest.approx(0.3 / factor) and new.calibration == "runs (n=2)"
-    assert new.runs_calibration == {"device": "T4", "n": 2, "factor": pytest.approx(factor), "same_model": True,
+    assert new.runs_calibration is not None and new.runs_calibration["run_ids"] == [1, 2]
+    assert list(new.to_dict()["runs_calibration"]) == ["device", "n", "factor", "same_model", "residuals_before",
+                                                       "residuals_after", "run_ids", "uncalibrated_step_s"]
+    assert new.runs_calibration.to_dict() == {"device": "T4", "n": 2, "factor": pytest.approx(factor),
+                                              "same_model": True,
                                     "residuals_before": pytest.approx([1 / 1.5 - 1, 1 / 1.2 - 1]),
                                     "residuals_after": pytest.approx([factor / 1.5 - 1, factor / 1.2 - 1]),
                                     "run_ids": [1, 2], "uncalibrated_step_s": 0.02}  # fmt: skip

@@ -1,6 +1,7 @@
 """The sections of the plan document (``paddlefit plan --json``) as frozen values: the model, its memory, the
-recommendation and the assumptions. :meth:`Section.to_dict` is their serialisation, in the order of the fields (the
-document's key order, which users and the ``cost``, ``report``, ``predict`` and ``runs`` commands read).
+recommendation, the assumptions and a row's runs correction. :meth:`Section.to_dict` is their serialisation, in
+the order of the fields (the document's key order, which users and the ``cost``, ``report``, ``predict`` and
+``runs`` commands read).
 
 A section also reads like the dict it serialises to (``plan.model["name"]``, ``plan.memory.get("notes")``), for the
 readers of the document written before it was typed.
@@ -8,11 +9,12 @@ readers of the document written before it was typed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import math
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["CpuFp32Memory", "MemorySection", "ModelSection", "PhaseFitDoc", "PlanAssumptions", "Recommendation",
-           "Section"]
+           "RunsCorrection", "Section"]
 
 
 def as_document(value: Any) -> Any:
@@ -159,3 +161,49 @@ class PlanAssumptions(Section):
     cpu_thread_step_s: dict[str, float]
     omp_wait_policy: str | None
     batch_size_is: str
+
+
+@dataclass(frozen=True)
+class RunsCorrection(Section):
+    """A step-time correction fitted on ``n`` recorded runs of one device
+    (:func:`~paddlefit.plan.runs_calibration.fit_correction`): a row's ``runs_calibration`` in the plan document
+    (:meth:`Section.to_dict`, the fields in order).
+
+    Attributes:
+        device: catalog GPU name or ``cpu``.
+        n: runs fitted; ``same_model``: they are all of the planned model.
+        factor: multiplies the predicted step time (1.2 = runs took 20 % longer than predicted).
+        residuals_before, residuals_after: ``predicted / measured - 1`` of each run, before and after the factor.
+        run_ids: the registry ids of the runs.
+        uncalibrated_step_s: the model's step time before the factor, seconds (given by
+            :func:`~paddlefit.plan.runs_calibration.apply_runs`).
+    """
+
+    device: str
+    n: int
+    factor: float
+    same_model: bool
+    residuals_before: list[float] = field(default_factory=list)
+    residuals_after: list[float] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
+    uncalibrated_step_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        """The plan's ``calibration`` value: ``runs (n=K)``."""
+        return f"runs (n={self.n})"
+
+    def note(self) -> str:
+        """One line for the plan's notes: factor, which runs, median |residual| before -> after."""
+        med = _median_abs
+        return (f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
+                f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
+                f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)")
+
+
+def _median_abs(values: list[float]) -> float:
+    v = sorted(abs(x) for x in values)
+    if not v:
+        return math.nan
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2

@@ -11,7 +11,14 @@ from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
-from paddlefit.plan.document import MemorySection, ModelSection, PlanAssumptions, Recommendation, as_document
+from paddlefit.plan.document import (
+    MemorySection,
+    ModelSection,
+    PlanAssumptions,
+    Recommendation,
+    RunsCorrection,
+    as_document,
+)
 from paddlefit.spec import OptimizerName, Precision
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -189,12 +196,13 @@ class Target:
     predicted_mfu: float | None = None
     time_breakdown: dict[str, Any] | None = None
     allreduce_exposed_s: float = 0.0
-    runs_calibration: dict[str, Any] | None = None
+    runs_calibration: RunsCorrection | None = None
     speed_lower_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as the JSON object documented in the README (its fields in order, ``notes`` a list)."""
-        return {**self.__dict__, "notes": list(self.notes)}
+        """The row as the JSON object documented in the README (its fields in order, ``notes`` a list,
+        ``runs_calibration`` an object)."""
+        return {**self.__dict__, "notes": list(self.notes), "runs_calibration": as_document(self.runs_calibration)}
 
 
 @dataclass

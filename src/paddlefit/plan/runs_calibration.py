@@ -23,61 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from paddlefit.plan.document import RunsCorrection
 from paddlefit.plan.request import Target
 
 __all__ = ["DeviceRuns", "RunsCorrection", "apply_runs", "fit_correction", "load_device_runs", "read_device_runs"]
-
-
-@dataclass(frozen=True)
-class RunsCorrection:
-    """A step-time correction fitted on ``n`` recorded runs of one device.
-
-    Attributes:
-        device: catalog GPU name or ``cpu``.
-        n: runs fitted; ``same_model``: they are all of the planned model.
-        factor: multiplies the predicted step time (1.2 = runs took 20 % longer than predicted).
-        residuals_before, residuals_after: ``predicted / measured - 1`` of each run, before and after the factor.
-        run_ids: the registry ids of the runs.
-        uncalibrated_step_s: the model's step time before the factor (given by :func:`apply_runs`), seconds.
-    """
-
-    device: str
-    n: int
-    factor: float
-    same_model: bool
-    residuals_before: list[float] = field(default_factory=list)
-    residuals_after: list[float] = field(default_factory=list)
-    run_ids: list[int] = field(default_factory=list)
-    uncalibrated_step_s: float | None = None
-
-    @property
-    def label(self) -> str:
-        """The plan's ``calibration`` value: ``runs (n=K)``."""
-        return f"runs (n={self.n})"
-
-    def note(self) -> str:
-        """One line for the plan's notes: factor, which runs, median |residual| before -> after."""
-        med = _median_abs
-        return (f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
-                f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
-                f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The correction as JSON (``plan --json``'s ``runs_calibration`` of a target)."""
-        return {"device": self.device, "n": self.n, "factor": self.factor, "same_model": self.same_model,
-                "residuals_before": self.residuals_before, "residuals_after": self.residuals_after,
-                "run_ids": self.run_ids, "uncalibrated_step_s": self.uncalibrated_step_s}  # fmt: skip
-
-
-def _median_abs(values: list[float]) -> float:
-    v = sorted(abs(x) for x in values)
-    if not v:
-        return math.nan
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
 #: a run's median step counts only over at least this many measured steps (after the warm-up): a run stopped, or
@@ -164,4 +116,4 @@ def apply_runs(target: Target, runs: DeviceRuns | None, model: str) -> Target:
     mfu = target.predicted_mfu / corr.factor if target.predicted_mfu is not None else None
     return replace(target, step_time_s=target.step_time_s * corr.factor,
                    samples_per_s=target.samples_per_s / corr.factor, predicted_mfu=mfu, calibration=corr.label,
-                   runs_calibration=corr.to_dict(), notes=(*notes, corr.note()))  # fmt: skip
+                   runs_calibration=corr, notes=(*notes, corr.note()))  # fmt: skip
