@@ -89,10 +89,6 @@ def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, Device
     gpus_all = load_gpus(req.catalog_files)
     gpus = [] if req.cpu_only else resolve_gpus(req.gpus, gpus_all) if req.gpus else gpus_all
     calibrations = _calibrations(req, gpus_all)
-    if not req.use_runs:
-        runs = {}
-    elif runs is None:  # the shell reads the user's run registry; the rows take what it read
-        runs = read_device_runs(g.name for g in gpus)
     m = measure_model(req, say)
     b = req.batch_size
     targets = [cpu_target(req, m)]
@@ -101,7 +97,11 @@ def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, Device
     rt = _row_trace(req, m)
     rows, explain = _gpu_rows(req, m, rt, gpus, calibrations, explain_for)
     targets += rows
-    targets = set_time_to_train([apply_runs(t, runs.get(t.name), req.model) for t in targets], req)
+    if req.use_runs:
+        if runs is None:  # the shell reads the user's run registry (the rows with a step time); apply_runs is pure
+            runs = read_device_runs(t.name for t in rows if t.step_time_s == t.step_time_s)
+        targets = [apply_runs(t, runs.get(t.name), req.model) for t in targets]
+    targets = set_time_to_train(targets, req)
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = recommend(targets, b)
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
