@@ -318,3 +318,21 @@ def test_the_depthwise_prior_note_appears_where_explain_says_the_prior_times_the
         dw = [g for g in p.explain["T4"] if g["cls"] == "dwconv"]
         assert dw and all(g["source"] == ("prior" if g["bound"] == "compute" else "kernels") for g in dw)
         assert any(g["source"] == "prior" for g in dw) is compute
+
+
+def test_runs_passed_to_build_plan_correct_its_gpu_rows_without_the_registry(monkeypatch) -> None:
+    """Runs calibration takes the runs as an argument (the planner reads no registry when given them): a T4 row
+    corrected by two runs of the model, the CPU row not; ``use_runs`` off ignores them."""
+    from paddlefit.plan import runs_calibration
+    from paddlefit.plan.runs_calibration import DeviceRuns
+
+    monkeypatch.setattr(runs_calibration, "load_device_runs", lambda device: pytest.fail("registry read"))
+    runs = {"T4": DeviceRuns(({"id": 7, "model": "lenet", "predicted_step_s": 0.01, "measured_step_s": 0.02},))}
+    p = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["T4"]), runs=runs)
+    t4 = next(t for t in p.targets if t.name == "T4")
+    cpu = next(t for t in p.targets if t.kind == "cpu")
+    assert t4.calibration == "runs (n=1)" and t4.runs_calibration["factor"] == pytest.approx(2.0)
+    assert t4.step_time_s == pytest.approx(2 * t4.runs_calibration["uncalibrated_step_s"])
+    assert cpu.runs_calibration is None
+    off = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["T4"], use_runs=False), runs=runs)
+    assert next(t for t in off.targets if t.name == "T4").runs_calibration is None

@@ -2,8 +2,9 @@
 
 Modules, in the order a plan is made: ``request`` (:class:`PlanRequest`, which validates itself; ``Target``,
 ``Plan``), ``measure`` (the model's inventory and CPU probe, or the analytic transformer model), ``rows`` (one row
-per device: memory, step time and its breakdown; the recommendation), ``planner`` (:func:`build_plan`, which joins
-them). ``cost_request`` and ``cost`` price a plan; ``jobs`` is what the ``plan`` and ``cost`` commands call
+per device: memory, step time and its breakdown; the recommendation), ``runs_calibration`` (rows corrected by
+recorded runs), ``document`` (the plan document's sections as frozen values), ``planner`` (:func:`build_plan`, which
+joins them). ``cost_request`` and ``cost`` price a plan; ``jobs`` is what the ``plan`` and ``cost`` commands call
 (options -> :func:`paddlefit.job.resolve_job` -> plan -> cost). ``calibrate``/``calibration``: measured devices.
 """
 

@@ -8,7 +8,7 @@ small batches, FLOPs and the operator trace) or, for models too large to probe, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -29,25 +29,26 @@ from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import Precision
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelMeasure:
-    """What the probe (or the analytic model) found, for the device rows and the plan document. Bytes, FLOPs,
-    seconds.
+    """What the probe (or the analytic model) found, for the device rows and the plan document: a frozen value.
+    Bytes, FLOPs, seconds (units in the names).
 
     Attributes:
         ref, specs, info: the model, its inputs and its parameter inventory.
         states32: fp32 model states (weights, grads, optimizer) of the request's optimizer.
         method: ``cpu-probe`` or ``analytic-transformer``.
         loss_doc, label_doc: the loss and label the probe trained with (for the plan document).
-        fwd_flops, train_flops: FLOPs per sample of the forward and of a training step.
-        act_per_sample: bytes the forward saves for the backward per sample.
+        fwd_flops_per_sample, train_flops_per_sample: FLOPs per sample of the forward and of a training step.
+        act_bytes_per_sample: bytes the forward saves for the backward per sample.
         fwd_ops: operators of one forward (0 on the analytic path); trace: the operator trace.
-        phases: phase -> (fixed bytes, bytes per sample) of the fits; phase_lines: the segments every peak is the
-            max over (with the DataLoader's queued batches), as (phase, (fixed, per sample)).
-        dominant: the phase of the peak; has_conv: the model has convolutions (cuDNN workspace on GPUs).
-        cpu_time: (fixed s, s per sample) of a CPU step, None without a probe; residual: the fits' worst relative
-            residual; probed: probe batch sizes; probe: the probe result (None on the analytic path).
-        eval_b: the eval batch; total_ram: this machine's RAM, bytes; notes: notes of the model section.
+        phase_fit_bytes: phase -> (fixed bytes, bytes per sample) of the fits; phase_lines_bytes: the segments
+            every peak is the max over (with the DataLoader's queued batches), as (phase, (fixed, per sample)).
+        dominant_phase: the phase of the peak; has_conv: the model has convolutions (cuDNN workspace on GPUs).
+        cpu_time_line_s: (fixed s, s per sample) of a CPU step, None without a probe; max_rel_residual: the fits'
+            worst relative residual; probe_batch_sizes: the probe's batch sizes; probe: the probe result (None on
+            the analytic path).
+        eval_batch_size: the eval batch; total_ram_bytes: this machine's RAM; notes: notes of the model section.
         stand_ins: Paddle's GPU-only fused ops the probe ran a CPU reference for
             (:func:`~paddlefit.probe.fused_ref.cpu_reference_kernels`): the model cannot train on this CPU.
         lazy_build_failure: Paddle's error when paddle.LazyGuard could not build the model (``--json`` only).
@@ -60,22 +61,22 @@ class ModelMeasure:
     method: str
     loss_doc: str
     label_doc: str | None
-    fwd_flops: float
-    train_flops: float
-    act_per_sample: float
+    fwd_flops_per_sample: float
+    train_flops_per_sample: float
+    act_bytes_per_sample: float
     fwd_ops: int
     trace: OpTrace
-    phases: dict[str, tuple[float, float]]
-    phase_lines: list[tuple[str, tuple[float, float]]]
-    dominant: str
+    phase_fit_bytes: dict[str, tuple[float, float]]
+    phase_lines_bytes: tuple[tuple[str, tuple[float, float]], ...]
+    dominant_phase: str
     has_conv: bool
-    cpu_time: tuple[float, float] | None
-    residual: float | None
-    probed: list[int]
+    cpu_time_line_s: tuple[float, float] | None
+    max_rel_residual: float | None
+    probe_batch_sizes: tuple[int, ...]
     probe: ProbeResult | None
-    eval_b: int
-    total_ram: int
-    notes: list[str] = field(default_factory=list)
+    eval_batch_size: int
+    total_ram_bytes: int
+    notes: tuple[str, ...] = ()
     stand_ins: tuple[str, ...] = ()
     lazy_build_failure: str | None = None
 
@@ -177,7 +178,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     total_ram = psutil.virtual_memory().total
     limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
     base = _Base(ref, specs, info, model_state_bytes(info, req.optimizer, Precision.FP32),
-                 req.eval_batch_size or req.batch_size, total_ram, [fallback.note] if fallback else [],
+                 req.eval_batch_size or req.batch_size, total_ram, (fallback.note,) if fallback else (),
                  fallback.detail if fallback else None)  # fmt: skip
     if 16 * info.params <= limit:
         return _probed(req, base, say)
@@ -194,15 +195,15 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
 @dataclass(frozen=True)
 class _Base:
     """What both measurement paths share: the model, its inputs, inventory, fp32 states, eval batch, this
-    machine's RAM (bytes), the model section's first notes and the LazyGuard failure."""
+    machine's RAM, the model section's first notes and the LazyGuard failure."""
 
     ref: ModelRef
     specs: list[InputSpec]
     info: ParamInfo
     states32: ModelStates
-    eval_b: int
-    total_ram: int
-    notes: list[str]
+    eval_batch_size: int
+    total_ram_bytes: int
+    notes: tuple[str, ...]
     lazy_build_failure: str | None
 
 
@@ -215,7 +216,8 @@ def _run_probe(req: PlanRequest, base: _Base, call: JobCall,
     try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
         with cpu_reference_kernels() as stand_ins:
             probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                            extend_to=max(req.batch_size, base.eval_b), budget_s=req.probe_budget_s,
+                                            extend_to=max(req.batch_size, base.eval_batch_size),
+                                            budget_s=req.probe_budget_s,
                                             call=call, cpu_threads=req.cpu_threads, time_threads=req.time_threads,
                                             eval_phase=req.eval_phase, probe_requested=req.probe_requested,
                                             progress=say)  # fmt: skip
@@ -270,7 +272,7 @@ def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelM
         notes.append(f"loss: {call.job_loss.describe()}{on}")
     sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
         sum(sp.bytes_per_sample for sp in base.specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
-    phase_lines = _queued_lines(req, probe, sample_bytes, base.eval_b, notes)
+    phase_lines = _queued_lines(req, probe, sample_bytes, base.eval_batch_size, notes)
     trace = flops.trace
     if trace.ops2 and not trace.aligned:
         notes.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
@@ -281,14 +283,16 @@ def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelM
         ref=base.ref, specs=base.specs, info=base.info, states32=base.states32, method="cpu-probe",
         loss_doc=call.job_loss.describe() if not call.proxy else "mean(output) (proxy)",
         label_doc=str(call.label) if call.label is not None else None,
-        fwd_flops=flops.forward_flops_per_sample, train_flops=flops.train_flops_per_sample,
-        act_per_sample=probe.fits["forward"].per_sample_bytes,  # saved by the forward, per sample
+        fwd_flops_per_sample=flops.forward_flops_per_sample, train_flops_per_sample=flops.train_flops_per_sample,
+        act_bytes_per_sample=probe.fits["forward"].per_sample_bytes,  # saved by the forward, per sample
         fwd_ops=flops.forward_ops, trace=trace,
-        phases={p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()}, phase_lines=phase_lines,
-        dominant=probe.dominant_phase(req.batch_size, base.eval_b), has_conv=flops.forward_by_op.get("conv", 0) > 0,
-        cpu_time=cpu_time, residual=max(f.max_rel_residual for f in probe.fits.values()),
-        probed=[m.batch_size for m in probe.measurements], probe=probe, eval_b=base.eval_b,
-        total_ram=base.total_ram, notes=notes, stand_ins=tuple(sorted(stand_ins)),
+        phase_fit_bytes={p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()},
+        phase_lines_bytes=tuple(phase_lines), dominant_phase=probe.dominant_phase(req.batch_size, base.eval_batch_size),
+        has_conv=flops.forward_by_op.get("conv", 0) > 0, cpu_time_line_s=cpu_time,
+        max_rel_residual=max(f.max_rel_residual for f in probe.fits.values()),
+        probe_batch_sizes=tuple(m.batch_size for m in probe.measurements), probe=probe,
+        eval_batch_size=base.eval_batch_size, total_ram_bytes=base.total_ram_bytes, notes=tuple(notes),
+        stand_ins=tuple(sorted(stand_ins)),
         lazy_build_failure=base.lazy_build_failure)
 
 
@@ -315,8 +319,9 @@ def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
              "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"]
     return ModelMeasure(
         ref=ref, specs=specs, info=base.info, states32=base.states32, method="analytic-transformer",
-        loss_doc="cross_entropy (analytic: the logits term)", label_doc=None, fwd_flops=fwd_flops,
-        train_flops=3 * fwd_flops, act_per_sample=act, fwd_ops=0, trace=transformer_trace(cfg, seq),
-        phases={"forward": forward}, phase_lines=[("forward", forward)], dominant="forward", has_conv=False,
-        cpu_time=None, residual=None, probed=[], probe=None, eval_b=base.eval_b, total_ram=base.total_ram,
-        notes=notes, lazy_build_failure=base.lazy_build_failure)
+        loss_doc="cross_entropy (analytic: the logits term)", label_doc=None, fwd_flops_per_sample=fwd_flops,
+        train_flops_per_sample=3 * fwd_flops, act_bytes_per_sample=act, fwd_ops=0, trace=transformer_trace(cfg, seq),
+        phase_fit_bytes={"forward": forward}, phase_lines_bytes=(("forward", forward),), dominant_phase="forward",
+        has_conv=False, cpu_time_line_s=None, max_rel_residual=None, probe_batch_sizes=(), probe=None,
+        eval_batch_size=base.eval_batch_size, total_ram_bytes=base.total_ram_bytes, notes=tuple(notes),
+        lazy_build_failure=base.lazy_build_failure)

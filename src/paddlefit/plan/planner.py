@@ -30,7 +30,8 @@ parallel adds the all-reduce that the backward does not hide.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
@@ -40,6 +41,7 @@ from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
+from paddlefit.plan.document import CpuFp32Memory, MemorySection, ModelSection, PhaseFitDoc, PlanAssumptions
 from paddlefit.plan.measure import ModelMeasure, measure_model
 from paddlefit.plan.request import Plan, PlanRequest, Target, check_explain
 from paddlefit.plan.rows import (
@@ -56,18 +58,21 @@ from paddlefit.plan.rows import (
     row_params,
     set_time_to_train,
 )
-from paddlefit.plan.runs_calibration import apply_runs
+from paddlefit.plan.runs_calibration import DeviceRuns, apply_runs, read_device_runs
 
 # the planner's public names, importable from here as before the split into request/measure/rows
 __all__ = ["build_plan"]
 
 
-def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
+def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, DeviceRuns] | None = None) -> Plan:
     """Predict memory, FLOPs and speed of ``req`` on this CPU and every catalog GPU.
 
     Args:
         req: the request (see :class:`PlanRequest`; it validated its fields when built).
         progress: optional callable ``progress(message: str)`` for long steps (the CLI shows a spinner).
+        runs: the recorded runs of each GPU by catalog name, that correct its row when ``req.use_runs``
+            (:func:`~paddlefit.plan.runs_calibration.apply_runs`); None reads them from the user's run registry
+            (:func:`~paddlefit.plan.runs_calibration.read_device_runs`).
 
     Returns:
         Plan with targets sorted: fitting targets first, fastest first; the CPU row is named ``cpu``.
@@ -93,15 +98,16 @@ def build_plan(req: PlanRequest, progress: Any = None) -> Plan:
     rows, explain = _gpu_rows(req, m, rt, gpus, calibrations, explain_for)
     targets += rows
     if req.use_runs:
-        for t in targets:
-            apply_runs(t, req.model)
-    set_time_to_train(targets, req)
+        if runs is None:  # the shell reads the user's run registry (the rows with a step time); apply_runs is pure
+            runs = read_device_runs(t.name for t in rows if t.step_time_s == t.step_time_s)
+        targets = [apply_runs(t, runs.get(t.name), req.model) for t in targets]
+    targets = set_time_to_train(targets, req)
     targets.sort(key=lambda t: (not t.fits, -(t.samples_per_s if t.samples_per_s == t.samples_per_s else 0)))
     recommendation = recommend(targets, b)
     # the recommended row first (a tie within 1% can go to a card a little slower than the fastest)
-    targets.sort(key=lambda t: t.name != recommendation["target"])
+    targets.sort(key=lambda t: t.name != recommendation.target)
     act_ratio, cast_bytes = rt.flash_amp(req.precision)
-    model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes)
+    model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes, rt.notes)
     assumptions = _assumptions(req, m, rt, act_ratio, cast_bytes)
     return Plan(
         model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
@@ -136,7 +142,8 @@ class _RowTrace:
     """The forward the GPU rows time, at the micro-batch: as traced (``ops``, ``amp``) and with each eager
     attention core as one flash-attention kernel (``flash_ops``, ``flash_amp``; ``blocks`` replaced, 0 when
     ``attention`` is not ``flash``); ``fwd_ops``: the forward ops the host floor counts (the probe's, or on the
-    analytic path the trace's, so a model planned either way has a floor)."""
+    analytic path the trace's, so a model planned either way has a floor); ``notes``: the attention and AMP notes the
+    model section says after the measurement's own."""
 
     ops: list[Any]
     amp: AmpMemory
@@ -144,19 +151,20 @@ class _RowTrace:
     flash_amp: AmpMemory
     blocks: int
     fwd_ops: int
+    notes: tuple[str, ...] = ()
 
 
 def _row_trace(req: PlanRequest, m: ModelMeasure) -> _RowTrace:
-    """:class:`_RowTrace` of ``m``'s trace; the model section's notes gain the attention and AMP notes."""
+    """:class:`_RowTrace` of ``m``'s trace, with the attention and AMP notes of the model section."""
     b = req.batch_size
     amp, ops_b = AmpMemory(m.trace), m.trace.at(b)
     flash, blocks = flash_trace(m.trace) if req.attention == "flash" else (m.trace, 0)
     flash_amp, flash_ops = (AmpMemory(m.trace, flash), flash.at(b)) if blocks else (amp, ops_b)
-    if req.attention == "flash":
-        m.notes.append(attention_note(blocks, m.trace))
+    notes = [attention_note(blocks, m.trace)] if req.attention == "flash" else []
     if amp_note := fused_amp_note(m.trace, req.precision.value):
-        m.notes.append(amp_note)
-    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b))
+        notes.append(amp_note)
+    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b),
+                     tuple(notes))
 
 
 def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU], calibrations: dict[str, Calibration],
@@ -176,100 +184,85 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU],
                               gpu.architecture)  # fmt: skip
         target, est = gpu_target(req, m, gpu, cal, published, host_s, rt.flash_amp if use_flash else rt.amp,
                                  rt.flash_ops if use_flash else rt.ops)  # fmt: skip
-        if use_flash:
-            target.notes.append(f"flash attention ({blocks} block{'s' if blocks > 1 else ''})")
-        else:
-            target.notes += [why_not] if why_not else []
+        said = f"flash attention ({blocks} block{'s' if blocks > 1 else ''})" if use_flash else why_not
+        if said:  # rows are frozen: a new row with the note
+            target = replace(target, notes=(*target.notes, said))
         if gpu.name in explain_for:
             explain[gpu.name] = explain_rows(est, gpu, params, effective_precision(gpu, req.precision).value)
         rows.append(target)
     return rows, explain
 
 
-def _model_doc(m: ModelMeasure) -> dict[str, Any]:
+def _model_doc(m: ModelMeasure) -> ModelSection:
     """The plan document's ``model`` section."""
-    return {
-        "name": m.ref.name,
-        "params": m.info.params,
-        "trainable_params": m.info.trainable_params,
-        "forward_flops_per_sample": m.fwd_flops,
-        "train_flops_per_sample": m.train_flops,
-        "loss": m.loss_doc,
-        "label": m.label_doc,
-        "gpu_only_ops": list(m.stand_ins),  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
-    }
+    return ModelSection(
+        name=m.ref.name, params=m.info.params, trainable_params=m.info.trainable_params,
+        forward_flops_per_sample=m.fwd_flops_per_sample, train_flops_per_sample=m.train_flops_per_sample,
+        loss=m.loss_doc, label=m.label_doc,
+        gpu_only_ops=m.stand_ins,  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
+    )  # fmt: skip
 
 
-def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float) -> dict[str, Any]:
+def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
+                row_notes: tuple[str, ...] = ()) -> MemorySection:  # fmt: skip
     """The plan document's ``memory`` section: the request's precision's states and activations (bytes), the
-    fp32 CPU figures, the phase fits and the probe's batches."""
+    fp32 CPU figures, the phase fits and the probe's batches; its notes are ``m``'s, then ``row_notes``."""
     b = req.batch_size
     fixed = cpu_fixed_bytes(m, b)
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
-    return {
-        "method": m.method,
-        "weights_bytes": gpu_states.weights_bytes,
-        "grads_bytes": gpu_states.grads_bytes,
-        "optimizer_bytes": gpu_states.optimizer_bytes,
-        "activation_bytes_per_sample": m.act_per_sample * act_ratio,
-        "fixed_bytes": fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
-        "precision_of_breakdown": req.precision.value,
-        "cpu_fp32": {
-            "weights_bytes": m.states32.weights_bytes,
-            "grads_bytes": m.states32.grads_bytes,
-            "optimizer_bytes": m.states32.optimizer_bytes,
-            "activation_bytes_per_sample": m.act_per_sample,
-            "fixed_bytes": fixed,
-        },
-        "dominant_phase": m.dominant,
-        "phases": {p: {"fixed_bytes": fx, "per_sample_bytes": sl} for p, (fx, sl) in m.phases.items()},
-        "phase_peak_bytes": {p: max(fx + sl * b for q, (fx, sl) in m.phase_lines if q == p)
-                             for p in dict(m.phase_lines)},
-        "eval_batch_size": m.eval_b,
-        "probe_batch_sizes": m.probed,
-        "probe_max_rel_residual": m.residual,
-        "notes": m.notes,
-        "lazy_build_failure": m.lazy_build_failure,
-    }
+    cpu_fp32 = CpuFp32Memory(m.states32.weights_bytes, m.states32.grads_bytes, m.states32.optimizer_bytes,
+                             m.act_bytes_per_sample, fixed)  # fmt: skip
+    return MemorySection(
+        method=m.method, weights_bytes=gpu_states.weights_bytes, grads_bytes=gpu_states.grads_bytes,
+        optimizer_bytes=gpu_states.optimizer_bytes, activation_bytes_per_sample=m.act_bytes_per_sample * act_ratio,
+        fixed_bytes=fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
+        precision_of_breakdown=req.precision.value, cpu_fp32=cpu_fp32, dominant_phase=m.dominant_phase,
+        phases={p: PhaseFitDoc(fx, sl) for p, (fx, sl) in m.phase_fit_bytes.items()},
+        phase_peak_bytes={p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p)
+                          for p in dict(m.phase_lines_bytes)},
+        eval_batch_size=m.eval_batch_size, probe_batch_sizes=m.probe_batch_sizes,
+        probe_max_rel_residual=m.max_rel_residual, notes=(*m.notes, *row_notes),
+        lazy_build_failure=m.lazy_build_failure,
+    )  # fmt: skip
 
 
 def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float,
-                 cast_bytes: float) -> dict[str, Any]:  # fmt: skip
+                 cast_bytes: float) -> PlanAssumptions:  # fmt: skip
     """The plan document's ``assumptions``: what every row took as given, with the GPU model's constants."""
     published = load_perf_params()
-    return {
-        "safety_margin": req.safety_margin,
-        "tf32": req.tf32,
-        "tf32_means": "fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
-                      else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
-        "amp_activation_factor": act_ratio,
-        "amp_cast_weight_bytes": cast_bytes,
-        "cuda_context_bytes": CUDA_CONTEXT_BYTES,
-        "conv_workspace_bytes": CONV_WORKSPACE_BYTES if m.has_conv else 0,
-        "gpu_model": "per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
-                     "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
-                     "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
-                     "runs (bench/gpu_fit.py)",
-        "gpu_model_params": dict(published.values),
-        "gpu_model_params_by_generation": {g: dict(v) for g, v in published.by_generation.items()},
-        "gpu_model_params_source": "paddlefit/catalog/data/gpu_perf_params.json ("
-                                   f"{published.provenance.get('fitted_by', 'not fitted')}, "
-                                   f"{published.provenance.get('date', '?')})",
-        "trace_ops": len(rt.ops),
-        "attention": req.attention,
-        "flash_attention_blocks": rt.blocks,
-        "trace_source": m.trace.source,
-        "allreduce": "ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
-                     "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
-        "host_op_s": published.values["host_op_s"],
-        "host_optimizer_s_per_tensor": published.values["host_step_s_per_tensor"],
-        "host_step_s": published.values["host_step_s"],
-        "host_floor_s": host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
-        "host_floor": "3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
-                      "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
-                      "paddlefit calibrate",
-        "cpu_threads": m.probe.threads if m.method == "cpu-probe" else None,
-        "cpu_thread_step_s": {str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        "batch_size_is": "per device (micro-batch); global batch = batch_size x devices",
-    }
+    return PlanAssumptions(
+        safety_margin=req.safety_margin,
+        tf32=req.tf32,
+        tf32_means="fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
+                   else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
+        amp_activation_factor=act_ratio,
+        amp_cast_weight_bytes=cast_bytes,
+        cuda_context_bytes=CUDA_CONTEXT_BYTES,
+        conv_workspace_bytes=CONV_WORKSPACE_BYTES if m.has_conv else 0,
+        gpu_model="per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
+                  "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
+                  "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
+                  "runs (bench/gpu_fit.py)",
+        gpu_model_params=dict(published.values),
+        gpu_model_params_by_generation={g: dict(v) for g, v in published.by_generation.items()},
+        gpu_model_params_source="paddlefit/catalog/data/gpu_perf_params.json ("
+                                f"{published.provenance.get('fitted_by', 'not fitted')}, "
+                                f"{published.provenance.get('date', '?')})",
+        trace_ops=len(rt.ops),
+        attention=req.attention,
+        flash_attention_blocks=rt.blocks,
+        trace_source=m.trace.source,
+        allreduce="ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
+                  "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
+        host_op_s=published.values["host_op_s"],
+        host_optimizer_s_per_tensor=published.values["host_step_s_per_tensor"],
+        host_step_s=published.values["host_step_s"],
+        host_floor_s=host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
+        host_floor="3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
+                   "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
+                   "paddlefit calibrate",
+        cpu_threads=m.probe.threads if m.method == "cpu-probe" else None,
+        cpu_thread_step_s={str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
+        omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+        batch_size_is="per device (micro-batch); global batch = batch_size x devices",
+    )

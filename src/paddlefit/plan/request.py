@@ -11,6 +11,14 @@ from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
+from paddlefit.plan.document import (
+    MemorySection,
+    ModelSection,
+    PlanAssumptions,
+    Recommendation,
+    RunsCorrection,
+    as_document,
+)
 from paddlefit.spec import OptimizerName, Precision
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -146,7 +154,7 @@ class PlanRequest:
             check_explain(self.explain, self.gpus, load_gpus(self.catalog_files))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Target:
     """One row of the plan (a device). Bytes, seconds, samples/s.
 
@@ -178,7 +186,7 @@ class Target:
     step_time_s: float
     samples_per_s: float
     calibrated: bool
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     bound: str | None = None
     allreduce_s: float = 0.0
     time_to_train_s: float | None = None
@@ -188,33 +196,37 @@ class Target:
     predicted_mfu: float | None = None
     time_breakdown: dict[str, Any] | None = None
     allreduce_exposed_s: float = 0.0
-    runs_calibration: dict[str, Any] | None = None
+    runs_calibration: RunsCorrection | None = None
     speed_lower_bound: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as the JSON object documented in the README."""
-        return dict(self.__dict__)
+        """The row as the JSON object documented in the README (its fields in order, ``notes`` a list,
+        ``runs_calibration`` an object)."""
+        return {**self.__dict__, "notes": list(self.notes), "runs_calibration": as_document(self.runs_calibration)}
 
 
 @dataclass
 class Plan:
-    """The result of :func:`~paddlefit.plan.planner.build_plan`; ``to_dict()`` is the ``--json`` document."""
+    """The result of :func:`~paddlefit.plan.planner.build_plan`; ``to_dict()`` is the ``--json`` document (the
+    sections' serialisation, :mod:`paddlefit.plan.document`)."""
 
-    model: dict[str, Any]
+    model: ModelSection
     batch_size: int
     precision: str
     optimizer: str
     devices: int
     inputs: list[str]
-    memory: dict[str, Any]
+    memory: MemorySection
     targets: list[Target]
-    recommendation: dict[str, Any]
-    assumptions: dict[str, Any]
+    recommendation: Recommendation
+    assumptions: PlanAssumptions
     explain: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` document (targets as dicts)."""
+        """The ``--json`` document (sections and targets as dicts, in the order of the fields)."""
         d = dict(self.__dict__)
+        for key in ("model", "memory", "recommendation", "assumptions"):
+            d[key] = as_document(d[key])
         d["targets"] = [t.to_dict() for t in self.targets]
         return d
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
@@ -28,6 +29,7 @@ from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
 from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
+from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
 from paddlefit.plan.request import TIE_FACTOR, PlanRequest, Target
 from paddlefit.spec import Precision
@@ -195,14 +197,14 @@ def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: Amp
     st = model_state_bytes(m.info, req.optimizer, precision).total_bytes
     f, cast = amp(precision)
     return [(st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
-            for p, (fx, sl) in m.phase_lines]  # fmt: skip
+            for p, (fx, sl) in m.phase_lines_bytes]  # fmt: skip
 
 
 def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
     """The CPU peak at ``batch`` minus model states and activations: workspace and temporaries, bytes (so the
     memory breakdown adds up to the peak)."""
-    cpu_peak = max(fx + sl * batch for _, (fx, sl) in m.phase_lines)
-    return cpu_peak - m.states32.total_bytes - m.act_per_sample * batch
+    cpu_peak = max(fx + sl * batch for _, (fx, sl) in m.phase_lines_bytes)
+    return cpu_peak - m.states32.total_bytes - m.act_bytes_per_sample * batch
 
 
 #: a CPU step the probe's time fit puts under this (seconds) is no measurement: the fit of a loaded machine's noisy
@@ -232,8 +234,8 @@ def machine_busy() -> str:
 def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     """The CPU row (fp32: AMP has no effect on CPU); its time is the probe's, measured here."""
     b = req.batch_size
-    lines = [seg for _, seg in m.phase_lines]
-    total_ram, probe, states32 = m.total_ram, m.probe, m.states32
+    lines = [seg for _, seg in m.phase_lines_bytes]
+    total_ram, probe, states32 = m.total_ram_bytes, m.probe, m.states32
     cpu_cap = int(total_ram)
     cpu_peak = max(fx + sl * b for fx, sl in lines)
     cpu_notes = [f"{os.cpu_count()} cores, {capacity_gib(total_ram)} GiB RAM"]
@@ -258,9 +260,9 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
                         + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items())))
                 cpu_notes.append(said + ("; under load, so no advice on `cpu_threads`" if busy else
                                          f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)"))
-    cpu_step = cpu_step_s(m.cpu_time, b)
+    cpu_step = cpu_step_s(m.cpu_time_line_s, b)
     cpu_calibrated = cpu_step == cpu_step
-    if m.cpu_time is None:
+    if m.cpu_time_line_s is None:
         cpu_notes.append("no probe: CPU step time not measured")
     elif not cpu_calibrated:
         cpu_notes.append(f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
@@ -269,7 +271,7 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
         name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
         capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
         step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
-        calibrated=cpu_calibrated, notes=cpu_notes, bound=None, grads_bytes=states32.grads_bytes,
+        calibrated=cpu_calibrated, notes=tuple(cpu_notes), bound=None, grads_bytes=states32.grads_bytes,
         checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
         calibration="device" if cpu_calibrated else "none",
     )  # fmt: skip
@@ -313,7 +315,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link} after the backward, as paddlefit train runs it "
                      f"(oom_backoff: true); DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")
     breakdown = time_breakdown(est, ar if req.devices > 1 else None)
-    mfu = m.train_flops * b / step / peak_flops
+    mfu = m.train_flops_per_sample * b / step / peak_flops
     if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts
         notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
                      "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
@@ -324,7 +326,7 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     return Target(
         name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
         max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
-        calibrated=calibration == "device", notes=notes, bound=bound, allreduce_s=ar,
+        calibrated=calibration == "device", notes=tuple(notes), bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
         calibration=calibration, predicted_mfu=None if lower else mfu,
         time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower,
@@ -367,15 +369,19 @@ def time_breakdown(est: StepEstimate, allreduce_exposed_s: float | None) -> dict
     return breakdown
 
 
-def set_time_to_train(targets: list[Target], req: PlanRequest) -> None:
-    """``time_to_train_s`` of every row with a step time: ceil(samples / (batch x devices)) x epochs steps (the
-    CPU row is one device); nothing without ``dataset_size`` and ``epochs``."""
+def set_time_to_train(targets: list[Target], req: PlanRequest) -> list[Target]:
+    """The rows with ``time_to_train_s`` set on every row with a step time: ceil(samples / (batch x devices)) x
+    epochs steps (the CPU row is one device); the rows as they are without ``dataset_size`` and ``epochs``. New
+    rows (a :class:`~paddlefit.plan.request.Target` is frozen)."""
     if not (req.dataset_size and req.epochs):
-        return
+        return list(targets)
+    out = []
     for t in targets:
         per_step = req.batch_size * (req.devices if t.kind == "gpu" else 1)
         if t.step_time_s == t.step_time_s:
-            t.time_to_train_s = math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s
+            t = replace(t, time_to_train_s=math.ceil(req.dataset_size / per_step) * req.epochs * t.step_time_s)
+        out.append(t)
+    return out
 
 
 def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
@@ -397,7 +403,7 @@ def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
                   f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
 
 
-def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
+def recommend(targets: list[Target], batch: int) -> Recommendation:
     """The plan's recommendation: the fastest GPU that fits, the tie among those within 1% of it going to the
     smallest card (:func:`tied_fastest`, said in ``tie_break``), and the smallest card that fits; else what to
     change. Rows whose time no measurement grounds (``calibration`` ``uncalibrated``: Kunlunxin XPUs) or whose speed
@@ -422,12 +428,11 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         if unranked:
             reason += (f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
                        "the speed shown is a lower bound)")
-        return {"target": best.name, "reason": reason, "smallest_fit": smallest.name, "tie_break": tie}
+        return Recommendation(best.name, reason, smallest.name, tie)
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
         cpu = targets[0]
-        return {"target": "cpu" if cpu.fits else None, "reason": "no GPU targets selected",
-                "smallest_fit": None, "tie_break": ""}  # fmt: skip
+        return Recommendation("cpu" if cpu.fits else None, "no GPU targets selected", None, "")
     roomiest = max(gpus, key=lambda t: t.max_batch_size or 0)
     mb = roomiest.max_batch_size or 0
     if mb >= 1:
@@ -437,5 +442,5 @@ def recommend(targets: list[Target], batch: int) -> dict[str, Any]:
         )
     else:
         reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
-    return {"target": None, "reason": reason, "smallest_fit": None, "tie_break": ""}
+    return Recommendation(None, reason, None, "")
 

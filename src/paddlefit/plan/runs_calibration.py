@@ -22,59 +22,14 @@ made the next probe worse in 2 of 3 calls (seen by a new-user try). The runs of 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["RunsCorrection", "apply_runs", "fit_correction", "load_device_runs"]
+from paddlefit.plan.document import RunsCorrection
+from paddlefit.plan.request import Target
 
-
-@dataclass
-class RunsCorrection:
-    """A step-time correction fitted on ``n`` recorded runs of one device.
-
-    Attributes:
-        device: catalog GPU name or ``cpu``.
-        n: runs fitted; ``same_model``: they are all of the planned model.
-        factor: multiplies the predicted step time (1.2 = runs took 20 % longer than predicted).
-        residuals_before, residuals_after: ``predicted / measured - 1`` of each run, before and after the factor.
-        run_ids: the registry ids of the runs.
-        uncalibrated_step_s: the model's step time before the factor (set by :func:`apply_runs`), seconds.
-    """
-
-    device: str
-    n: int
-    factor: float
-    same_model: bool
-    residuals_before: list[float] = field(default_factory=list)
-    residuals_after: list[float] = field(default_factory=list)
-    run_ids: list[int] = field(default_factory=list)
-    uncalibrated_step_s: float | None = None
-
-    @property
-    def label(self) -> str:
-        """The plan's ``calibration`` value: ``runs (n=K)``."""
-        return f"runs (n={self.n})"
-
-    def note(self) -> str:
-        """One line for the plan's notes: factor, which runs, median |residual| before -> after."""
-        med = _median_abs
-        return (f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
-                f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
-                f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The correction as JSON (``plan --json``'s ``runs_calibration`` of a target)."""
-        return {"device": self.device, "n": self.n, "factor": self.factor, "same_model": self.same_model,
-                "residuals_before": self.residuals_before, "residuals_after": self.residuals_after,
-                "run_ids": self.run_ids, "uncalibrated_step_s": self.uncalibrated_step_s}  # fmt: skip
-
-
-def _median_abs(values: list[float]) -> float:
-    v = sorted(abs(x) for x in values)
-    if not v:
-        return math.nan
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+__all__ = ["DeviceRuns", "RunsCorrection", "apply_runs", "fit_correction", "load_device_runs", "read_device_runs"]
 
 
 #: a run's median step counts only over at least this many measured steps (after the warm-up): a run stopped, or
@@ -112,9 +67,20 @@ def fit_correction(rows: list[dict[str, Any]], model: str | None, device: str) -
                           residuals_after=after, run_ids=[int(r["id"]) for r in use if r.get("id") is not None])
 
 
+@dataclass(frozen=True)
+class DeviceRuns:
+    """The registry's measured runs of one device, as read by :func:`read_device_runs`: ``rows`` (dicts as
+    :func:`fit_correction` takes them) and ``warning``, said in the row's notes when the registry could not be read
+    (then no rows)."""
+
+    rows: tuple[dict[str, Any], ...] = ()
+    warning: str | None = None
+
+
 def load_device_runs(device: str) -> tuple[list[dict[str, Any]], str | None]:
     """The registry's finished runs on GPU ``device`` with predicted and measured step times, and a warning when
-    the registry cannot be read (then no rows: the plan is not calibrated by runs)."""
+    the registry cannot be read (then no rows: the plan is not calibrated by runs). Reads the user's run registry
+    (:class:`~paddlefit.runs.registry.Registry`): the shell of this module."""
     try:
         from paddlefit.runs.registry import Registry
 
@@ -124,25 +90,30 @@ def load_device_runs(device: str) -> tuple[list[dict[str, Any]], str | None]:
     return rows, None
 
 
-def apply_runs(target: Any, model: str) -> RunsCorrection | None:
-    """Correct a GPU :class:`~paddlefit.plan.request.Target` in place by its device's recorded runs: step time x
-    factor, samples/s and MFU / factor, ``calibration`` = ``runs (n=K)``, a note with the residuals. Targets with
-    no step time, or no runs, are left as they are (a registry that cannot be read adds a note)."""
-    if target.kind != "gpu" or target.step_time_s != target.step_time_s:  # the CPU probe: module docstring
-        return None
-    device = target.name
-    rows, warning = load_device_runs(device)
-    if warning:
-        target.notes.append(warning)
-    corr = fit_correction(rows, model, device)
+def read_device_runs(devices: Iterable[str]) -> dict[str, DeviceRuns]:
+    """:func:`load_device_runs` of each of ``devices`` (catalog GPU names), by name: what :func:`apply_runs` takes."""
+    out = {}
+    for device in devices:
+        rows, warning = load_device_runs(device)
+        out[device] = DeviceRuns(tuple(rows), warning)
+    return out
+
+
+def apply_runs(target: Target, runs: DeviceRuns | None, model: str) -> Target:
+    """A GPU :class:`~paddlefit.plan.request.Target` corrected by its device's recorded ``runs``
+    (:func:`fit_correction`): step time x factor, samples/s and MFU / factor, ``calibration`` = ``runs (n=K)``,
+    ``runs_calibration`` the correction and a note with the residuals; a new row (``target`` is not changed). A row
+    with no step time (or the CPU row: module docstring) is returned as it is, one with no usable runs with only
+    the registry's warning added to its notes, if any. Pure: the caller reads the registry
+    (:func:`read_device_runs`)."""
+    if target.kind != "gpu" or target.step_time_s != target.step_time_s or runs is None:
+        return target
+    notes = (*target.notes, runs.warning) if runs.warning else target.notes
+    corr = fit_correction(list(runs.rows), model, target.name)
     if corr is None:
-        return None
-    corr.uncalibrated_step_s = target.step_time_s
-    target.step_time_s *= corr.factor
-    target.samples_per_s /= corr.factor
-    if target.predicted_mfu is not None:
-        target.predicted_mfu /= corr.factor
-    target.calibration = corr.label
-    target.runs_calibration = corr.to_dict()
-    target.notes.append(corr.note())
-    return corr
+        return replace(target, notes=notes) if runs.warning else target
+    corr = replace(corr, uncalibrated_step_s=target.step_time_s)
+    mfu = target.predicted_mfu / corr.factor if target.predicted_mfu is not None else None
+    return replace(target, step_time_s=target.step_time_s * corr.factor,
+                   samples_per_s=target.samples_per_s / corr.factor, predicted_mfu=mfu, calibration=corr.label,
+                   runs_calibration=corr, notes=(*notes, corr.note()))  # fmt: skip

@@ -202,7 +202,7 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
             "optimizer_s": opt, "peak_memory_bytes": t.peak_bytes, "mfu": t.predicted_mfu,
             "time_breakdown": t.time_breakdown, "train_flops_per_sample": jp.plan.model["train_flops_per_sample"],
             "peak_flops": peak_flops, "params": jp.plan.model["params"], "batch_size": jp.plan.batch_size,
-            "tf32": jp.job.tf32, "fits": t.fits, "notes": t.notes}  # fmt: skip
+            "tf32": jp.job.tf32, "fits": t.fits, "notes": list(t.notes)}  # fmt: skip
 
 
 def unmeasured(prediction: dict[str, Any]) -> str | None:
