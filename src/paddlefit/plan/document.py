@@ -53,7 +53,7 @@ class Section:
 class ModelSection(Section):
     """The plan document's ``model``: name, parameter counts, FLOPs per sample of the forward and of a training
     step (the probe's count or the closed form), the loss and label trained with, and Paddle's GPU-only ops the
-    probe ran paddlefit's CPU references for (:mod:`paddlefit.estimate.fused_ref`)."""
+    probe ran paddlefit's CPU references for (:mod:`paddlefit.probe.fused_ref`)."""
 
     name: str
     params: int

@@ -24,6 +24,7 @@ from paddlefit.models.build import failure_message, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
 from paddlefit.probe import memory as mem
+from paddlefit.probe.flops import FlopsCount
 from paddlefit.probe.fused_ref import cpu_reference_kernels
 from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import Precision
@@ -208,7 +209,7 @@ class _Base:
 
 
 def _run_probe(req: PlanRequest, base: _Base, call: JobCall,
-               say: Callable[[str], None]) -> tuple[ProbeResult, Any, set[str]]:  # fmt: skip
+               say: Callable[[str], None]) -> tuple[ProbeResult, FlopsCount, set[str]]:  # fmt: skip
     """(ProbeResult, FlopsCount, the stand-in kernels used) of :func:`~paddlefit.probe.memory.probe_memory`,
     its failures as a ModelError that names the model and inputs."""
     ref, specs = base.ref, base.specs
