@@ -94,13 +94,19 @@ def test_the_core_requests_check_their_types() -> None:
     ("doctor", {"prefetch_factor": 0}, "`--prefetch-factor` must be >= 1 (got 0)."),
     ("image", {"devices": 0}, "`--devices` must be >= 1 (got 0)."),
     ("launch", {"config": Path("j"), "target": "local", "port": 70000}, "`--port` must be 1..65535 (got 70000)."),
+    ("inference", {"model": "lenet", "batch_sizes": [8, 0]}, "`--batch-size` must be 1..65536 (got [8, 0])."),
+    ("inference", {"model": "lenet", "batch_sizes": []}, "`--batch-size` is empty"),
+    ("inference", {"model": "lenet", "latency_ms": 0.0}, "`--latency-ms` must be in (0, 3600000] (got 0.0)."),
+    ("inference", {"model": "lenet", "safety_margin": math.inf}, "`--safety-margin` must be in (0, 1] (got inf)."),
 ])  # fmt: skip
 def test_ranges_are_field_constraints_named_by_option(cls: str, kw: dict, needle: str) -> None:
     from paddlefit.deploy.image import ImageRequest
     from paddlefit.deploy.targets import LaunchRequest
     from paddlefit.diagnose.doctor import DoctorRequest
+    from paddlefit.plan.inference_job import InferenceRequest
     from paddlefit.train.request import TrainRequest
 
-    make = {"train": TrainRequest, "doctor": DoctorRequest, "image": ImageRequest, "launch": LaunchRequest}[cls]
+    make = {"train": TrainRequest, "doctor": DoctorRequest, "image": ImageRequest, "launch": LaunchRequest,
+            "inference": InferenceRequest}[cls]
     with pytest.raises(PaddlefitError, match=re.escape(needle)):
         make(**kw)

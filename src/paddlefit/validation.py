@@ -88,12 +88,29 @@ def _rule(info: FieldInfo) -> str:
 
 
 def _describe(annotation: Any) -> str:
-    """A type annotation as the messages write it: ``int | None``, ``list[str]``, ``Path | str``; an enum as
-    ``Precision (fp32, fp16-o1, ...)``."""
+    """A type annotation as the messages write it: ``int | None``, ``list[str]``, ``Path | str`` (constraints
+    left out); an enum as ``Precision (fp32, fp16-o1, ...)``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _describe(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_describe(a) for a in args)
+    if origin is not None:
+        name = getattr(origin, "__name__", None) or str(origin).replace("typing.", "")
+        return f"{name}[{', '.join('...' if a is Ellipsis else _describe(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return f"{annotation.__name__} ({', '.join(str(e.value) for e in annotation)})"
-    text = str(annotation).replace("typing.", "").replace("pathlib.", "").replace("NoneType", "None")
-    return text.removeprefix("<class '").removesuffix("'>")
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+def _optional_of(annotation: Any) -> Any:
+    """``X`` of ``X | None`` (else ``annotation``)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
 
 
 def _choices(annotation: Any) -> str | None:
@@ -127,7 +144,12 @@ def request_message(cls: type[BaseModel], exc: ValidationError, data: Any, optio
         ctx = e.get("ctx") or {}
         return f"`{where} {_num(value)}` is outside {_num(ctx['lo'])}..{_num(ctx['hi'])}."
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"):
+        if len(e["loc"]) > 1 and isinstance(e["loc"][1], int):  # an item of a list: its own constraints
+            item = typing.get_args(_optional_of(info.annotation))[0]
+            return f"`{where}` must be {_rule(FieldInfo.from_annotation(item))} (got {value})."
         return f"`{where}` must be {_rule(info)} (got {value})."
+    if kind == "too_short":
+        return f"`{where}` is empty; give at least one value or leave it out."
     choices = _choices(info.annotation)
     if kind == "literal_error" and choices:
         return f"`{where}` must be {choices} (got {value!r})."
