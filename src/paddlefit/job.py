@@ -17,13 +17,15 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.validation import RequestModel
 
 
 def steps_per_epoch(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
@@ -116,62 +118,50 @@ def attention_option(flash: bool | None) -> str | None:
     return None if flash is None else "flash" if flash else "eager"
 
 
-@dataclass
-class JobOptions:
+class JobOptions(RequestModel):
     """What a command's MODEL argument and job options say, before ``--config`` is merged (None = not given).
-
-    Attributes:
-        model: zoo name or ``package.module:factory``; None = the spec's.
-        config: job spec YAML path.
-        batch_size: per-device micro-batch, samples.
-        inputs, label: per-sample input/label spec strings (``float32[3,224,224]``).
-        model_args: ``key=value`` strings for the model factory.
-        optimizer, precision: enum values as strings (:mod:`paddlefit.spec`).
-        attention: ``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager.
-        tf32: ``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 GEMMs/convs (None = the spec's ``tf32``).
-        label_arg, loss, eval_batch_size: see :class:`~paddlefit.plan.request.PlanRequest`.
-        devices: data-parallel devices; None = the spec's, else 1.
-        command: the CLI verb, for messages.
 
     Raises:
         PaddlefitError: (on construction) a value no job can have, naming the option.
     """
 
-    model: str | None = None
-    config: Path | None = None
-    batch_size: int | None = None
-    inputs: list[str] | None = None
-    model_args: list[str] | None = None
-    optimizer: str | None = None
-    precision: str | None = None
-    attention: str | None = None
-    label: str | None = None
-    label_arg: str | None = None
-    loss: str | None = None
-    eval_batch_size: int | None = None
-    devices: int | None = None
-    tf32: bool | None = None
-    command: str = "plan"
+    model: str | None = Field(None, description="Zoo name or ``package.module:factory``; None = the spec's.")
+    config: Path | None = Field(None, description="Job spec YAML path.")
+    batch_size: int | None = Field(None, ge=1, description="Per-device micro-batch, samples.")
+    inputs: list[str] | None = Field(None, description="Per-sample input spec strings (``float32[3,224,224]``).")
+    model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
+    optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.spec.OptimizerName`).")
+    precision: str | None = Field(None, description="Precision name (:class:`~paddlefit.spec.Precision`).")
+    attention: str | None = Field(None, description="``eager`` or ``flash`` (``--flash-attention``); None = the "
+                                  "spec's, else eager.")  # fmt: skip
+    label: str | None = Field(None, description="Per-sample label spec string (no name).")
+    label_arg: str | None = Field(None, description="The forward() keyword that receives the label.")
+    loss: str | None = Field(None, description="The loss (see :class:`~paddlefit.plan.request.PlanRequest`).")
+    eval_batch_size: int | None = Field(None, ge=1, le=10**7, description="Samples per evaluation forward.")
+    devices: int | None = Field(None, ge=1, description="Data-parallel devices; None = the spec's, else 1.")
+    tf32: bool | None = Field(None, description="``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 "
+                              "GEMMs/convs (None = the spec's ``tf32``).")  # fmt: skip
+    command: str = Field("plan", description="The CLI verb, for messages.")
 
-    def __post_init__(self) -> None:
-        check_field_types(self, {"batch_size": "--batch-size", "inputs": "--input", "model_args": "--model-arg",
-                                 "optimizer": "--optimizer", "precision": "--precision", "label": "--label",
-                                 "label_arg": "--label-arg", "loss": "--loss", "eval_batch_size": "--eval-batch-size",
-                                 "devices": "--devices", "config": "--config", "model": "MODEL",
-                                 "tf32": "--tf32/--no-tf32"})  # fmt: skip
-        for opt, number in (("--batch-size", self.batch_size), ("--devices", self.devices)):
-            if number is not None and number < 1:
-                raise PaddlefitError(f"`{opt}` must be >= 1 (got {number}).")
+    OPTIONS: ClassVar[dict[str, str]] = {"batch_size": "--batch-size", "inputs": "--input",
+                                          "model_args": "--model-arg", "optimizer": "--optimizer",
+                                          "precision": "--precision", "label": "--label", "label_arg": "--label-arg",
+                                          "loss": "--loss", "eval_batch_size": "--eval-batch-size",
+                                          "devices": "--devices", "config": "--config", "model": "MODEL",
+                                          "tf32": "--tf32/--no-tf32"}  # fmt: skip
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> JobOptions:
+        """Empty names, a ``--label-arg`` that is no identifier, a named ``--label``."""
         check_not_empty({"--precision": self.precision, "--optimizer": self.optimizer})
         if self.label_arg is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.label_arg):
             raise PaddlefitError(f"`--label-arg {self.label_arg!r}` must be a forward() argument name, e.g. `labels`.")
-        if self.eval_batch_size is not None and not 1 <= self.eval_batch_size <= 10**7:
-            raise PaddlefitError(f"`--eval-batch-size` must be 1..10000000 (got {self.eval_batch_size}).")
         for opt, value in (("--label", self.label), ("--loss", self.loss)):
             if value is not None and not value.strip():
                 raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out.")
         if self.label is not None and parse_input_spec(self.label).name:
             raise PaddlefitError(f"`--label {self.label}` takes no name; the forward() argument is `--label-arg`.")
+        return self
 
 
 @dataclass

@@ -352,6 +352,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import read_text_limited
+    from paddlefit.validation import first_problem
 
     p = Path(path)
     try:
@@ -372,12 +373,8 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     try:
         spec = JobSpec(**doc)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        key = ".".join(str(x) for x in e["loc"]) or "?"
-        hint = " (unknown key: remove it or check its spelling)" if e["type"] == "extra_forbidden" else ""
-        got = repr(e.get("input"))
-        got = got if len(got) <= 80 else got[:77] + "..."
-        raise JobSpecError(f"Job spec `{p}`, key `{key}`: {e['msg']}{hint} (got {got}).") from None
+        key, problem = first_problem(exc)
+        raise JobSpecError(f"Job spec `{p}`, key `{key}`: {problem}.") from None
     for key, check in (("inputs", spec.input_specs), ("label", spec.label_spec)):
         try:
             check()

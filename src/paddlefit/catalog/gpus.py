@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from paddlefit.catalog.units import compute_unit, unit_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
+from paddlefit.validation import first_problem
 
 GIB = 1024**3
 MIB = 1024**2
@@ -290,11 +291,10 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
         try:
             gpus.append(GPU(**clean))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "?"
+            field, problem = first_problem(exc)
             raise CatalogError(
                 f"GPU catalog `{origin}`, line {line_no} ({clean.get('name', '?')}), field `{field}`: "
-                f"{err['msg']} (got {err.get('input')!r}). Fix that field and run again."
+                f"{problem}. Fix that field and run again."
             ) from None
         key = gpus[-1].name.lower()
         if key in seen:

@@ -9,58 +9,70 @@ Example:
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from pydantic import ConfigDict, Field, model_validator
 
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import FieldChecked
+from paddlefit.validation import RequestModel
 
 
-@dataclass(frozen=True)
-class ImageRequest(FieldChecked):
+class ImageRequest(RequestModel):
     """What to build. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
-    Attributes:
-        config: job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``.
-        paddle_version: Paddle version of the base image (None: newest); cuda: CUDA ``X.Y`` (None: newest the
-            host driver runs); cpu: a CPU image; xpu: Paddle's published Kunlunxin XPU image (also chosen when the
-            snapshot shows an XPU build or XPUs).
-        from_snapshot: ``paddlefit doctor --snapshot`` file of the host (driver, GPUs).
-        out_dir: directory for Dockerfile, requirements.txt and .dockerignore.
-        requirements: pinned ``name==version`` dependencies; command: the container's command line.
-        num_workers, prefetch_factor, batch_size, inputs, devices: the DataLoader per trainer (sizes /dev/shm).
-        fixed_shape_cnn: bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only).
-        ipc_host: ``--ipc=host`` instead of ``--shm-size``.
-        env: ``--env`` options: ``NAME=value`` baked in as ``ENV`` (a secret-looking one is refused), ``NAME``
-            passed by reference as ``docker run -e NAME`` (:mod:`paddlefit.secretenv`).
+    Raises (when built):
+        PaddlefitError: a field of the wrong type or out of range, or options that ask for different images;
+            named by the option, with the fix.
     """
 
-    config: Path | None = None
-    paddle_version: str | None = None
-    cuda: str | None = None
-    cpu: bool = False
-    xpu: bool = False
-    from_snapshot: Path | None = None
-    out_dir: Path = Path(".")
-    requirements: list[str] = field(default_factory=list)
-    command: str = "python train.py"
-    num_workers: int | None = None
-    prefetch_factor: int | None = None
-    batch_size: int | None = None
-    inputs: list[str] = field(default_factory=list)
-    devices: int | None = None
-    fixed_shape_cnn: bool = False
-    ipc_host: bool = False
-    env: list[str] = field(default_factory=list)
+    model_config = ConfigDict(frozen=True)
 
-    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    config: Path | None = Field(None, description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes "
+                                "``/dev/shm``.")  # fmt: skip
+    paddle_version: str | None = Field(None, description="Paddle version of the base image (None: newest).")
+    cuda: str | None = Field(None, description="CUDA ``X.Y`` (None: newest the host driver runs).")
+    cpu: bool = Field(False, description="A CPU image.")
+    xpu: bool = Field(False, description="Paddle's published Kunlunxin XPU image (also chosen when the snapshot "
+                      "shows an XPU build or XPUs).")  # fmt: skip
+    from_snapshot: Path | None = Field(None, description="``paddlefit doctor --snapshot`` file of the host (driver, "
+                                       "GPUs).")  # fmt: skip
+    out_dir: Path = Field(Path("."), description="Directory for Dockerfile, requirements.txt and .dockerignore.")
+    requirements: list[str] = Field(default_factory=list, description="Pinned ``name==version`` dependencies.")
+    command: str = Field("python train.py", description="The container's command line.")
+    num_workers: int | None = Field(None, ge=0, description="DataLoader workers per trainer (sizes /dev/shm).")
+    prefetch_factor: int | None = Field(None, ge=1, description="Batches per DataLoader worker ahead.")
+    batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
+    inputs: list[str] = Field(default_factory=list, description="Per-sample input specs.")
+    devices: int | None = Field(None, ge=1, description="Trainer processes in the container.")
+    fixed_shape_cnn: bool = Field(False, description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; "
+                                  "fixed input shapes only).")  # fmt: skip
+    ipc_host: bool = Field(False, description="``--ipc=host`` instead of ``--shm-size``.")
+    env: list[str] = Field(default_factory=list, description="``--env`` options: ``NAME=value`` baked in as "
+                           "``ENV`` (a secret-looking one is refused), ``NAME`` passed by reference as ``docker run "
+                           "-e NAME`` (:mod:`paddlefit.secretenv`).")  # fmt: skip
+
     OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
                                           "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
                                           "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
                                           "command": "--command", "env": "--env"}  # fmt: skip
+
+    @model_validator(mode="after")
+    def _one_image(self) -> ImageRequest:
+        """Refuse option values no image can have: an empty version, CPU and XPU, CUDA options on them."""
+        for name, v in (("--paddle", self.paddle_version), ("--cuda", self.cuda)):
+            if v is not None and not v.strip():
+                raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
+        if self.cpu and self.xpu:
+            raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
+        if (self.cpu or self.xpu) and (self.cuda is not None or self.fixed_shape_cnn):
+            given = "`--cuda`" if self.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
+            raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if self.cpu else 'xpu'}` image; drop one "
+                                 "of them.")  # fmt: skip
+        return self
 
 
 @dataclass(frozen=True)
@@ -69,26 +81,6 @@ class ImageResult:
 
     plan: ImagePlan
     files: list[Path]
-
-
-def _check_options(req: ImageRequest, opts: Any) -> None:
-    """Refuse option values no image can have (``opts``: the loader options merged with the job spec's).
-
-    Raises:
-        PaddlefitError: naming the option and the fix.
-    """
-    if opts.num_workers < 0 or opts.prefetch_factor < 1 or opts.devices < 1:
-        raise PaddlefitError("`--num-workers` must be >= 0, `--prefetch-factor` and `--devices` >= 1.")
-    if opts.batch_size is not None and opts.batch_size < 1:
-        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
-    for name, v in (("--paddle", req.paddle_version), ("--cuda", req.cuda)):
-        if v is not None and not v.strip():
-            raise PaddlefitError(f"`{name}` is empty; give a version such as 3.0.0 / 12.6, or leave it out.")
-    if req.cpu and req.xpu:
-        raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
-    if (req.cpu or req.xpu) and (req.cuda is not None or req.fixed_shape_cnn):
-        given = "`--cuda`" if req.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
-        raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if req.cpu else 'xpu'}` image; drop one of them.")
 
 
 def build_image(req: ImageRequest) -> ImageResult:
@@ -110,7 +102,6 @@ def build_image(req: ImageRequest) -> ImageResult:
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
                                 batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
-    _check_options(req, opts)
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
     out_dir = req.out_dir

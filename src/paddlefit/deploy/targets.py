@@ -6,7 +6,8 @@ Targets: ``local`` (``launch-node<r>.sh`` per node), ``ssh`` (``launch-ssh.sh`` 
 Master/Worker pods, checkpoints on a PVC). The per-node command is :func:`paddlefit.deploy.launch.node_command`.
 
 Example:
-    >>> r = launch(LaunchRequest(Path("job.yaml"), "local", nodes=2, master="10.0.0.1:8090"))  # doctest: +SKIP
+    >>> req = LaunchRequest(config=Path("job.yaml"), target="local", nodes=2, master="10.0.0.1:8090")
+    >>> r = launch(req)  # doctest: +SKIP
     >>> r.commands  # doctest: +SKIP
     ['bash launch/launch-node0.sh', 'bash launch/launch-node1.sh']
 """
@@ -17,7 +18,9 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
+
+from pydantic import ConfigDict, Field
 
 from paddlefit.deploy.launch import (
     DEFAULT_PORT,
@@ -36,10 +39,11 @@ from paddlefit.deploy.launch import (
     ssh_script,
 )
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import FieldChecked
 from paddlefit.secretenv import parse_env_options, refuse_credentials_in
+from paddlefit.validation import RequestModel
 
-TARGETS = ("local", "ssh", "skypilot", "kubeflow")
+Target = Literal["local", "ssh", "skypilot", "kubeflow"]
+TARGETS: tuple[str, ...] = get_args(Target)
 #: Options that apply to some targets only (a stray one is refused, not ignored).
 TARGET_OPTIONS = {"--master": ("local",), "--hosts": ("ssh",), "--workdir": ("ssh",), "--run-dir": ("local", "ssh"),
                   "--gpu": ("skypilot",), "--spot": ("skypilot",), "--bucket": ("skypilot",),
@@ -47,51 +51,43 @@ TARGET_OPTIONS = {"--master": ("local",), "--hosts": ("ssh",), "--workdir": ("ss
 _IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"
 
 
-@dataclass(frozen=True)
-class LaunchRequest(FieldChecked):
+class LaunchRequest(RequestModel):
     """What to write (the ``paddlefit launch`` options; see ``paddlefit launch --help`` for each).
 
-    Attributes:
-        config: the job spec YAML (needs ``data.train`` and ``epochs`` or ``max_steps``).
-        target: one of :data:`TARGETS`; nodes: machines or pods (1..``MAX_NODES``); gpus_per_node: 0..64
-            (0: one CPU process per node).
-        out_dir: directory for the files written; name: job name (None: from the spec file name).
-        master: local: node 0's ``HOST:PORT``. hosts: ssh: ``h0,h1,...``; port: ssh/skypilot rendezvous port;
-            workdir: ssh: directory on every host (None: this directory); run_dir: local/ssh run directory.
-        gpu, spot, bucket, cloud, setup: skypilot. image: skypilot/kubeflow image; pvc, shm_gib: kubeflow
-            (``/dev/shm`` per pod, GiB).
-        from_snapshot: a node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment.
-        nccl_ifname: ``NCCL_SOCKET_IFNAME``; no_ib: ``NCCL_IB_DISABLE=1`` (both win over the snapshot's).
-        env: ``--env`` options, ``NAME=value`` (by value; a secret-looking one is refused) or ``NAME`` (by
-            reference: the value is read where the job starts, never written; :mod:`paddlefit.secretenv`). They
-            win over the snapshot's NCCL fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.
+    Raises (when built):
+        PaddlefitError: a field of the wrong type or out of range, named by its option (``--nodes``).
     """
 
-    config: Path
-    target: str
-    nodes: int = 1
-    gpus_per_node: int = 1
-    out_dir: Path = Path("launch")
-    name: str | None = None
-    master: str | None = None
-    hosts: str | None = None
-    port: int = DEFAULT_PORT
-    workdir: str | None = None
-    run_dir: str | None = None
-    gpu: str | None = None
-    spot: bool = False
-    bucket: str | None = None
-    cloud: str | None = None
-    setup: str = "pip install -r requirements.txt"
-    image: str | None = None
-    pvc: str | None = None
-    shm_gib: int = 8
-    from_snapshot: Path | None = None
-    nccl_ifname: str | None = None
-    no_ib: bool = False
-    env: list[str] = field(default_factory=list)
+    model_config = ConfigDict(frozen=True)
 
-    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    config: Path = Field(description="The job spec YAML (needs ``data.train`` and ``epochs`` or ``max_steps``).")
+    target: Target = Field(description="Where the job runs: one of :data:`TARGETS`.")
+    nodes: int = Field(1, ge=1, le=MAX_NODES, description="Machines or pods.")
+    gpus_per_node: int = Field(1, ge=0, le=64, description="GPUs per node (0: one CPU process per node).")
+    out_dir: Path = Field(Path("launch"), description="Directory for the files written.")
+    name: str | None = Field(None, description="Job name (None: from the spec file name).")
+    master: str | None = Field(None, description="local: node 0's ``HOST:PORT``.")
+    hosts: str | None = Field(None, description="ssh: ``h0,h1,...``.")
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="ssh/skypilot: rendezvous TCP port on node 0.")
+    workdir: str | None = Field(None, description="ssh: directory on every host (None: this directory).")
+    run_dir: str | None = Field(None, description="local/ssh: run directory.")
+    gpu: str | None = Field(None, description="skypilot: the GPU.")
+    spot: bool = Field(False, description="skypilot: spot instances.")
+    bucket: str | None = Field(None, description="skypilot: checkpoint bucket URL.")
+    cloud: str | None = Field(None, description="skypilot: pin a cloud.")
+    setup: str = Field("pip install -r requirements.txt", description="skypilot: setup commands on each node.")
+    image: str | None = Field(None, description="skypilot/kubeflow: the container image.")
+    pvc: str | None = Field(None, description="kubeflow: PersistentVolumeClaim for checkpoints.")
+    shm_gib: int = Field(8, description="kubeflow: ``/dev/shm`` per pod, GiB.")
+    from_snapshot: Path | None = Field(None, description="A node's ``paddlefit doctor --snapshot`` file: doctor's "
+                                       "NCCL fixes go into the environment.")  # fmt: skip
+    nccl_ifname: str | None = Field(None, description="``NCCL_SOCKET_IFNAME`` (wins over the snapshot's).")
+    no_ib: bool = Field(False, description="``NCCL_IB_DISABLE=1`` (wins over the snapshot's).")
+    env: list[str] = Field(default_factory=list, description="``--env`` options, ``NAME=value`` (by value; a "
+                           "secret-looking one is refused) or ``NAME`` (by reference: the value is read where the "
+                           "job starts, never written; :mod:`paddlefit.secretenv`). They win over the snapshot's NCCL "
+                           "fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.")  # fmt: skip
+
     OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "target": "--target", "nodes": "--nodes",
                                           "gpus_per_node": "--gpus-per-node", "out_dir": "--out", "port": "--port",
                                           "hosts": "--hosts", "master": "--master", "env": "--env"}  # fmt: skip
@@ -125,18 +121,12 @@ def nccl_env(snapshot: Path | None, ifname: str | None, no_ib: bool) -> dict[str
 
 
 def check_request(req: LaunchRequest) -> None:
-    """The checks that need no file: target, sizes, port, empty and stray options, ``--nccl-ifname`` syntax.
+    """The checks that need no file and span options (target, sizes and port are the request's fields): empty and
+    stray options, ``--nccl-ifname`` syntax.
 
     Raises:
         PaddlefitError: the first problem, naming the option.
     """
-    if req.target not in TARGETS:
-        raise PaddlefitError(f"`--target {req.target}` must be one of {', '.join(TARGETS)}.")
-    if not 1 <= req.nodes <= MAX_NODES or req.gpus_per_node < 0 or req.gpus_per_node > 64:
-        raise PaddlefitError(f"`--nodes` must be 1..{MAX_NODES} and `--gpus-per-node` 0..64 (got {req.nodes}, "
-                             f"{req.gpus_per_node}).")  # fmt: skip
-    if not 1 <= req.port <= 65535:
-        raise PaddlefitError(f"`--port {req.port}` is not a TCP port (1-65535).")
     given = {"--master": req.master, "--hosts": req.hosts, "--workdir": req.workdir, "--run-dir": req.run_dir,
              "--gpu": req.gpu, "--spot": req.spot or None, "--bucket": req.bucket, "--cloud": req.cloud,
              "--pvc": req.pvc, "--name": req.name, "--image": req.image, "--out": str(req.out_dir),

@@ -8,46 +8,43 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field
 
 from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
-from paddlefit.errors import ModelError, PaddlefitError
-from paddlefit.fieldcheck import FieldChecked
+from paddlefit.errors import ModelError
+from paddlefit.validation import RequestModel
 
 
-@dataclass(frozen=True)
-class DoctorRequest(FieldChecked):
+class DoctorRequest(RequestModel):
     """What to check. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
-    Attributes:
-        from_file: check this saved snapshot (JSON) instead of this machine.
-        snapshot_file: save the collected snapshot here (JSON).
-        config: job spec YAML filling the job options below.
-        num_workers: DataLoader workers per trainer; prefetch_factor: batches per worker ahead;
-            batch_size: per-device batch size; inputs: per-sample input specs (``float32[3,224,224]``);
-            devices: trainer processes on this machine.
-        model: zoo model or ``pkg.mod:factory`` whose checkpoint size the disk check uses.
-        run_dir: where checkpoints will be written (disk check; default the spec's run_dir, else ``.``).
-        measure: time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds).
+    Raises (when built):
+        PaddlefitError: a field of the wrong type or out of range, named by its option (``--num-workers``).
     """
 
-    from_file: Path | None = None
-    snapshot_file: Path | None = None
-    config: Path | None = None
-    num_workers: int | None = None
-    prefetch_factor: int | None = None
-    batch_size: int | None = None
-    inputs: list[str] = field(default_factory=list)
-    devices: int | None = None
-    model: str | None = None
-    run_dir: Path | None = None
-    measure: bool = True
+    model_config = ConfigDict(frozen=True)
 
-    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
+    from_file: Path | None = Field(None, description="Check this saved snapshot (JSON) instead of this machine.")
+    snapshot_file: Path | None = Field(None, description="Save the collected snapshot here (JSON).")
+    config: Path | None = Field(None, description="Job spec YAML filling the job options below.")
+    num_workers: int | None = Field(None, ge=0, description="DataLoader workers per trainer.")
+    prefetch_factor: int | None = Field(None, ge=1, description="Batches per DataLoader worker ahead.")
+    batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
+    inputs: list[str] = Field(default_factory=list, description="Per-sample input specs (``float32[3,224,224]``).")
+    devices: int | None = Field(None, ge=1, description="Trainer processes on this machine.")
+    model: str | None = Field(None, description="Zoo model or ``pkg.mod:factory`` whose checkpoint size the disk "
+                              "check uses.")  # fmt: skip
+    run_dir: Path | None = Field(None, description="Where checkpoints will be written (disk check; default the "
+                                 "spec's run_dir, else ``.``).")  # fmt: skip
+    measure: bool = Field(True, description="Time a small CPU step under each OpenMP wait policy (PF121; fresh "
+                          "processes, a few seconds).")  # fmt: skip
+
     OPTIONS: ClassVar[dict[str, str]] = {"from_file": "--from", "snapshot_file": "--snapshot", "config": "--config",
                                           "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
                                           "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
@@ -111,13 +108,7 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
     if spec is not None:
         model = model or spec.model
         run_dir = run_dir or Path(spec.run_dir)
-    run_dir = run_dir or Path(".")
-    if opts.num_workers < 0:
-        raise PaddlefitError(f"`--num-workers` must be >= 0 (got {opts.num_workers}).")
-    if opts.batch_size is not None and opts.batch_size < 1:
-        raise PaddlefitError(f"`--batch-size` must be >= 1 (got {opts.batch_size}).")
-    if opts.devices < 1 or opts.prefetch_factor < 1:
-        raise PaddlefitError("`--devices` and `--prefetch-factor` must be >= 1.")
+    run_dir = run_dir or Path(".")  # the ranges of opts: the request's and the spec's fields
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     if req.snapshot_file is not None:
         check_output_path(req.snapshot_file, "--snapshot", ours='"shm_total_bytes"')

@@ -169,6 +169,7 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import read_text_limited
+    from paddlefit.validation import first_problem
 
     p = Path(path)
     text = read_text_limited(p, option)
@@ -183,10 +184,9 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
     try:
         return Snapshot.from_dict(doc)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        where = ".".join(str(x) for x in e["loc"]) or "the document"
+        where, problem = first_problem(exc, {"?": "the document"})
         raise PaddlefitError(
-            f"`{option} {p}` is not a paddlefit snapshot: `{where}`: {e['msg']}. "
+            f"`{option} {p}` is not a paddlefit snapshot: `{where}`: {problem}. "
             "Make one with `paddlefit doctor --snapshot FILE`."
         ) from None
 

@@ -6,104 +6,62 @@ reads what a CLI user reads.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import check_field_types
-from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
+from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, check_job_length
 from paddlefit.plan.spot_risk import InterruptionRate, rate_from_bucket
-
-#: Largest job length ``cost`` accepts: samples per epoch and epochs (beyond them the numbers mean nothing).
-MAX_DATASET_SIZE = 10**13
-MAX_EPOCHS = 1e6
+from paddlefit.validation import RequestModel, plausible
 
 
-def check_positive(value: float | None, option: str, allow_zero: bool = False) -> None:
-    """None passes; otherwise ``value`` must be finite and > 0 (>= 0 with ``allow_zero``).
-
-    Raises:
-        PaddlefitError: naming ``option`` and the value.
-    """
-    if value is None:
-        return
-    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
-        raise PaddlefitError(f"`{option}` must be a finite number {'>= 0' if allow_zero else '> 0'} (got {value}).")
-
-
-def check_job_length(dataset_size: int, epochs: float) -> None:
-    """``dataset_size`` in 1..:data:`MAX_DATASET_SIZE` samples, ``epochs`` finite in (0, :data:`MAX_EPOCHS`].
-
-    Raises:
-        PaddlefitError: naming ``--dataset-size`` and ``--epochs``.
-    """
-    if not 1 <= dataset_size <= MAX_DATASET_SIZE or not math.isfinite(epochs) or not 0 < epochs <= MAX_EPOCHS:
-        raise PaddlefitError("`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6].")
-
-
-@dataclass
-class CostRequest:
+class CostRequest(RequestModel):
     """Everything ``paddlefit cost`` takes besides the job (:class:`paddlefit.job.JobOptions`).
 
-    Attributes:
-        dataset_size, epochs: samples per epoch and epochs; None = from the job spec (``data.train``, ``epochs``,
-            ``max_steps``).
-        clouds: only these clouds (empty = all); gpus: only instances with these GPUs (names or aliases).
-        region: one region for every cloud; None = each cloud's default.
-        spot: rank by spot expected cost (on-demand where no spot price).
-        interruptions_per_hour: spot interruptions per instance-hour; or ``spot_bucket``, an AWS Spot Instance
-            Advisor bucket (not both), for every instance; neither = each instance's own rate
-            (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS bucket, else 1/24 h as
-            ``default (no published rate)``).
-        disk_mib_s: checkpoint write bandwidth, MiB/s (None = 125, EBS gp3).
-        restart_minutes: minutes lost per interruption besides the lost work (None = 10).
-        price_files: extra price CSVs; shipped_prices: ignore SkyPilot's cached catalogs.
-        catalog_files, calibration_files: user GPU catalog and calibration files.
-        safety_margin: fraction of GPU memory a peak may use, in (0, 1]; top: table rows to show (>= 1).
-        use_runs: correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off).
-
     Raises:
-        PaddlefitError: (on construction) a field out of range or two that exclude each other, naming the option.
+        PaddlefitError: (on construction) a field of the wrong type or out of range, or two that exclude each
+            other, naming the option.
     """
 
-    dataset_size: int | None = None
-    epochs: float | None = None
-    clouds: list[str] = field(default_factory=list)
-    gpus: list[str] = field(default_factory=list)
-    region: str | None = None
-    spot: bool = False
-    interruptions_per_hour: float | None = None
-    spot_bucket: str | None = None
-    disk_mib_s: float | None = None
-    restart_minutes: float | None = None
-    price_files: list[str] = field(default_factory=list)
-    shipped_prices: bool = False
-    catalog_files: list[str] = field(default_factory=list)
-    calibration_files: list[str] = field(default_factory=list)
-    safety_margin: float = DEFAULT_SAFETY_MARGIN
-    top: int = 15
-    use_runs: bool = True
+    dataset_size: int | None = Field(None, ge=1, description="Samples per epoch; None = from the job spec "
+                                     "(``data.train``).")  # fmt: skip
+    epochs: float | None = Field(None, gt=0, description="Epochs; None = from the job spec (``epochs``, "
+                                 "``max_steps``).")  # fmt: skip
+    clouds: list[str] = Field(default_factory=list, description="Only these clouds (empty = all).")
+    gpus: list[str] = Field(default_factory=list, description="Only instances with these GPUs (names or aliases).")
+    region: str | None = Field(None, description="One region for every cloud; None = each cloud's default.")
+    spot: bool = Field(False, description="Rank by spot expected cost (on-demand where no spot price).")
+    interruptions_per_hour: Annotated[float | None, plausible(1e-6, 3600)] = Field(
+        None, gt=0, description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
+        "both); neither = each instance's own rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS "
+        "bucket, else 1/24 h as ``default (no published rate)``).")  # fmt: skip
+    spot_bucket: str | None = Field(None, description="An AWS Spot Instance Advisor bucket for every instance.")
+    disk_mib_s: Annotated[float | None, plausible(1e-3, 1e7)] = Field(
+        None, gt=0, description="Checkpoint write bandwidth, MiB/s (None = 125, EBS gp3).")
+    restart_minutes: Annotated[float | None, plausible(0, 1e5)] = Field(
+        None, ge=0, description="Minutes lost per interruption besides the lost work (None = 10).")
+    price_files: list[str] = Field(default_factory=list, description="Extra price CSVs.")
+    shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
+    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
+    calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
+    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of GPU memory a peak may "
+                                 "use.")  # fmt: skip
+    top: int = Field(15, ge=1, description="Table rows to show.")
+    use_runs: bool = Field(True, description="Correct each GPU's step time by the run registry's recorded runs "
+                           "(``--no-runs``: off).")  # fmt: skip
 
-    def __post_init__(self) -> None:
-        check_field_types(self, {"dataset_size": "--dataset-size", "epochs": "--epochs", "clouds": "--cloud",
-                                 "gpus": "--gpu", "region": "--region", "spot_bucket": "--spot-bucket",
-                                 "interruptions_per_hour": "--interruptions-per-hour", "disk_mib_s": "--disk-mib-s",
-                                 "restart_minutes": "--restart-minutes", "price_files": "--prices",
-                                 "catalog_files": "--catalog", "calibration_files": "--calibration",
-                                 "safety_margin": "--safety-margin", "top": "--top"})  # fmt: skip
-        if not (math.isfinite(self.safety_margin) and 0 < self.safety_margin <= 1):
-            raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {self.safety_margin}).")
-        if self.top < 1:
-            raise PaddlefitError(f"`--top` must be >= 1 (got {self.top}).")
-        check_positive(self.interruptions_per_hour, "--interruptions-per-hour")
-        check_positive(self.disk_mib_s, "--disk-mib-s")
-        check_positive(self.restart_minutes, "--restart-minutes", allow_zero=True)
-        for opt, value, lo, hi in (("--interruptions-per-hour", self.interruptions_per_hour, 1e-6, 3600),
-                                   ("--disk-mib-s", self.disk_mib_s, 1e-3, 1e7),
-                                   ("--restart-minutes", self.restart_minutes, 0, 1e5)):  # fmt: skip
-            if value is not None and not lo <= value <= hi:
-                raise PaddlefitError(f"`{opt} {value:g}` is outside {lo:g}..{hi:g}.")
+    OPTIONS: ClassVar[dict[str, str]] = {"dataset_size": "--dataset-size", "epochs": "--epochs", "clouds": "--cloud",
+                                          "gpus": "--gpu", "region": "--region", "spot_bucket": "--spot-bucket",
+                                          "interruptions_per_hour": "--interruptions-per-hour",
+                                          "disk_mib_s": "--disk-mib-s", "restart_minutes": "--restart-minutes",
+                                          "price_files": "--prices", "catalog_files": "--catalog",
+                                          "calibration_files": "--calibration", "safety_margin": "--safety-margin",
+                                          "top": "--top"}  # fmt: skip
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CostRequest:
+        """The checks across fields: an empty region, a rate and a bucket, an unknown bucket, the job length."""
         if self.region is not None and not self.region.strip():
             raise PaddlefitError("`--region` is empty; give a region such as us-east-1 or leave it out.")
         if self.interruptions_per_hour is not None and self.spot_bucket is not None:
@@ -111,6 +69,7 @@ class CostRequest:
         self.rate()  # an unknown bucket fails here, before any model is built
         if self.dataset_size is not None and self.epochs is not None:
             check_job_length(self.dataset_size, self.epochs)
+        return self
 
     def rate(self) -> InterruptionRate | None:
         """The spot interruption rate the options give for every instance; None = each instance's own

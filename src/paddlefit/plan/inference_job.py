@@ -6,9 +6,10 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
+
+from pydantic import ConfigDict, Field, model_validator
 
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
@@ -23,6 +24,7 @@ from paddlefit.plan.inference import (
 )
 from paddlefit.plan.served_model import ServedModel, resolve_served
 from paddlefit.quietstart import at_signal_exit
+from paddlefit.validation import RequestModel
 
 #: Batch sizes planned when none is given.
 DEFAULT_BATCHES = (1, 8, 32)
@@ -32,44 +34,49 @@ DEFAULT_BATCHES = (1, 8, 32)
 CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * 1024**3
 
 
-@dataclass(frozen=True)
-class InferenceRequest:
-    """What ``plan --inference`` was asked (None = not given; defaults in brackets).
-
-    Attributes:
-        model, config, inputs, model_args: the model (zoo name, import path, exported program path) or job spec.
-        batch_sizes: samples per forward [1, 8, 32]; precision: fp32 | fp16 | int8 [fp32];
-        engine: eager | paddle-inference | tensorrt [paddle-inference]; latency_ms: the latency target.
-        gpus: GPU names (default: the whole catalog); catalog_files: extra GPU CSVs.
-        cpu: measure the CPU row (Paddle Inference on this machine); threads: its thread counts [1 and the
-            physical cores].
-        prices, shipped_prices, clouds, region: the price rows, as ``cost`` takes them.
-        safety_margin: share of (capacity - CUDA context) a peak may use; tf32: Paddle's TF32 switches.
+class InferenceRequest(RequestModel):
+    """What ``plan --inference`` was asked (None = not given; defaults are the fields' own).
 
     Raises:
         PaddlefitError: (on construction) a value no plan can have, naming the option.
     """
 
-    model: str | None = None
-    config: Path | None = None
-    inputs: list[str] | None = None
-    model_args: list[str] | None = None
-    batch_sizes: list[int] = field(default_factory=lambda: list(DEFAULT_BATCHES))
-    precision: str = "fp32"
-    engine: str = "paddle-inference"
-    latency_ms: float | None = None
-    gpus: list[str] = field(default_factory=list)
-    catalog_files: list[str] = field(default_factory=list)
-    cpu: bool = True
-    threads: list[int] | None = None
-    prices: list[str] = field(default_factory=list)
-    shipped_prices: bool = False
-    clouds: list[str] = field(default_factory=list)
-    region: str | None = None
-    safety_margin: float = 0.9
-    tf32: bool = True
+    model_config = ConfigDict(frozen=True)
 
-    def __post_init__(self) -> None:
+    model: str | None = Field(None, description="Zoo name, import path or exported program path.")
+    config: Path | None = Field(None, description="Job spec YAML.")
+    inputs: list[str] | None = Field(None, description="Per-sample input specs.")
+    model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
+    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, description="Samples per forward.")
+    precision: str = Field("fp32", description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference."
+                           "PRECISIONS`).")  # fmt: skip
+    engine: str = Field("paddle-inference", description="eager | paddle-inference | tensorrt "
+                        "(:data:`~paddlefit.estimate.inference.ENGINES`).")  # fmt: skip
+    latency_ms: float | None = Field(None, gt=0, le=3_600_000, description="The latency target per batch, ms "
+                                     "(at most an hour).")  # fmt: skip
+    gpus: list[str] = Field(default_factory=list, description="GPU names (default: the whole catalog).")
+    catalog_files: list[str] = Field(default_factory=list, description="Extra GPU CSVs.")
+    cpu: bool = Field(True, description="Measure the CPU row (Paddle Inference on this machine).")
+    threads: list[int] | None = Field(None, description="The CPU row's thread counts (None: 1 and the physical "
+                                      "cores).")  # fmt: skip
+    prices: list[str] = Field(default_factory=list, description="Price CSVs, as ``cost`` takes them.")
+    shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
+    clouds: list[str] = Field(default_factory=list, description="Only these clouds.")
+    region: str | None = Field(None, description="One region for every cloud.")
+    safety_margin: float = Field(0.9, gt=0, le=1, description="Share of (capacity - CUDA context) a peak may use.")
+    tf32: bool = Field(True, description="Paddle's TF32 switches.")
+
+    OPTIONS: ClassVar[dict[str, str]] = {"model": "MODEL", "config": "--config", "inputs": "--input",
+                                          "model_args": "--model-arg", "batch_sizes": "--batch-size",
+                                          "precision": "--precision", "engine": "--engine",
+                                          "latency_ms": "--latency-ms", "gpus": "--gpu", "catalog_files": "--catalog",
+                                          "threads": "--threads", "prices": "--prices", "clouds": "--cloud",
+                                          "region": "--region", "safety_margin": "--safety-margin"}  # fmt: skip
+
+    @model_validator(mode="after")
+    def _servable(self) -> InferenceRequest:
+        """A model or a spec; an engine and a serving precision that go together."""
         if self.model is None and self.config is None:
             raise PaddlefitError("Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or "
                                  "`--config job.yaml`.")  # fmt: skip
@@ -81,12 +88,7 @@ class InferenceRequest:
         if self.precision == "int8" and self.engine != "tensorrt":
             raise PaddlefitError("`--precision int8` runs on TensorRT only (Paddle Inference's int8 GPU path is "
                                  "TensorRT's): add `--engine tensorrt`.")  # fmt: skip
-        if not self.batch_sizes or any(b < 1 or b > 65536 for b in self.batch_sizes):
-            raise PaddlefitError(f"`--batch-size` must be 1..65536 (got {self.batch_sizes}).")
-        if self.latency_ms is not None and not 0 < self.latency_ms <= 3.6e6:
-            raise PaddlefitError(f"`--latency-ms` must be > 0 and at most an hour (got {self.latency_ms}).")
-        if not 0 < self.safety_margin <= 1:
-            raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {self.safety_margin}).")
+        return self
 
 
 def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | None,

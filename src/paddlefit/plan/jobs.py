@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from paddlefit.catalog.gpus import load_gpus
 from paddlefit.catalog.prices import catalog_gpu, check_price_gpus, rows_with_gpus, select_prices, unpriced_gpus
@@ -18,9 +18,9 @@ from paddlefit.catalog.skypilot import SKYPILOT_CACHE
 from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, ResolvedJob, resolve_job
 from paddlefit.plan.cost import CostReport, build_cost
-from paddlefit.plan.cost_request import CostRequest, check_job_length
+from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.planner import build_plan
-from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest
+from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest, check_job_length
 from paddlefit.spec import OptimizerName, Precision, parse_enum
 
 
@@ -112,7 +112,8 @@ def cost_job(options: JobOptions, request: CostRequest,
     if request.gpus:
         rows = rows_with_gpus(rows, request.gpus, gpus_all)
     check_price_gpus(rows, gpus_all)
-    job = resolve_job(replace(options, devices=1))  # one-device plan: the instances set the data-parallel degree
+    # one-device plan: the instances set the data-parallel degree
+    job = resolve_job(options.model_copy(update={"devices": 1}))
     spec = job.spec if job.own_job else None
     accum = spec.grad_accum_steps if spec else 1
     drop_last = bool(spec and spec.data.drop_last)

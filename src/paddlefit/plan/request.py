@@ -1,15 +1,17 @@
-"""What ``paddlefit plan`` takes and gives: :class:`PlanRequest` (validates itself), :class:`Target`, :class:`Plan`."""
+"""What ``paddlefit plan`` takes and gives: :class:`PlanRequest` (validates itself), :class:`Target`, :class:`Plan`;
+the job-length limits ``plan`` and ``cost`` share (:func:`check_job_length`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
-from paddlefit.fieldcheck import check_field_types
 from paddlefit.inputspec import InputSpec
 from paddlefit.plan.document import (
     MemorySection,
@@ -20,6 +22,7 @@ from paddlefit.plan.document import (
     as_document,
 )
 from paddlefit.spec import OptimizerName, Precision
+from paddlefit.validation import RequestModel
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
 #: what the model does not measure).
@@ -30,128 +33,125 @@ DEFAULT_SAFETY_MARGIN = 0.9
 TIE_FACTOR = 1.01
 
 
-@dataclass
-class PlanRequest:
-    """Everything ``paddlefit plan`` takes.
+class PlanRequest(RequestModel):
+    """Everything ``paddlefit plan`` takes; each field's meaning is its ``description``.
 
-    Attributes:
-        model: zoo name or ``package.module:factory``.
-        batch_size: per-device micro-batch, samples (>= 1).
-        inputs: per-sample input specs; None = the zoo default.
-        optimizer, precision: see :mod:`paddlefit.spec`.
-        attention: ``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager
-            attention core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`),
-            time and activation memory; the CPU row stays the measurement.
-        tf32: Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has
-            them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores.
-        gpus: restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).
-        cpu_only: plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run).
-        use_runs: correct each device's step time by the run registry's measured runs on it
-            (:mod:`paddlefit.plan.runs_calibration`; ``--no-runs`` turns it off).
-        devices: data-parallel GPUs per target (all-reduce added when > 1).
-        dataset_size, epochs: samples per epoch and epochs, for the time to train.
-        catalog_files, calibration_files: user data files.
-        safety_margin: fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving
-            10% for allocator fragmentation and the unmeasured).
-        probe_batch_sizes: the CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size``
-            while the estimated extra probe time stays within ``probe_budget_s`` seconds.
-        max_probe_bytes: probe only if fp32 Adam model states (16 B/param) stay under this; None =
-            min(25% of RAM, 8 GiB).
-        explain: GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a
-            name that is not among the planned GPUs is an error (checked on construction, before the probe).
-        label, label_arg, loss: the job's label spec (None = from data or generated), the forward keyword that
-            receives the label, and its loss (None = ``cross_entropy``); see :mod:`paddlefit.models.calling`.
-        loss_strict: the loss is the job's (a job spec or ``--loss``): an output it cannot take is an error
-            rather than planned with a proxy loss.
-        eval_batch_size: samples per evaluation forward (None = ``batch_size``).
-        cpu_threads: the job's Paddle CPU threads (None = every core, as ``train`` on one device); the CPU row's
-            time is measured with it. ``time_threads``: also time 1, cores/2 and all cores and say which is fastest.
-        eval_phase: the job evaluates (a job spec without ``data.eval`` does not): the probe measures the eval
-            forward and it counts in the peak.
-        probe_requested: the probe may also run the requested batch when its time budget allows (False keeps
-            the plan's own row an extrapolation, as ``bench/memory_accuracy.py`` checks).
-        sample: the first sample of the job's ``data.train`` (probe batches are copies of it); None = synthetic.
-        loader_prefetch: batches Paddle's single-process DataLoader holds besides the one in use: its blocking
-            queue's capacity, ``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus
-            the 2 of the double-buffering ``BufferedReader`` behind ``use_buffer_reader=True`` (measured: train's
-            peak for PP-LCNet at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default
-            prefetch_factor 2); added to every phase as input + label bytes x batch (0: no DataLoader, or worker
-            processes, whose batches live in shared memory). ``eval_prefetch``: the same for the eval loader, added
-            to the eval phase at the eval batch. ``eval_held``: training batches the train loader still holds during
-            an evaluation (a run stopped mid-epoch by ``max_steps`` evaluates with the train queue full, and its last
-            batch; measured on PP-LCNet: 5), added to the eval phase at the training batch.
+    Raises (when built):
+        PaddlefitError: a field of the wrong type or out of range (named by its option: ``--batch-size`` for
+            ``batch_size``), ``dataset_size`` without ``epochs``, a job length past cost's limits, or an
+            ``explain`` GPU that is unknown or not among ``gpus``.
+        UnknownNameError: an unknown name in ``gpus`` when ``explain`` is given.
     """
 
-    model: str
-    batch_size: int = 32
-    inputs: list[InputSpec] | None = None
-    model_args: dict[str, Any] = field(default_factory=dict)
-    optimizer: OptimizerName = OptimizerName.ADAM
-    precision: Precision = Precision.FP32
-    attention: str = "eager"
-    tf32: bool = True
-    gpus: list[str] = field(default_factory=list)
-    devices: int = 1
-    dataset_size: int | None = None
-    epochs: float | None = None
-    catalog_files: list[str] = field(default_factory=list)
-    calibration_files: list[str] = field(default_factory=list)
-    safety_margin: float = DEFAULT_SAFETY_MARGIN
-    probe_batch_sizes: tuple[int, ...] = (1, 2, 3)
-    probe_budget_s: float = 6.0
-    max_probe_bytes: int | None = None
-    explain: list[str] = field(default_factory=list)
-    label: InputSpec | None = None
-    label_arg: str | None = None
-    loss: str | None = None
-    loss_strict: bool = False
-    eval_batch_size: int | None = None
-    cpu_threads: int | None = None
-    time_threads: bool = True
-    loader_prefetch: int = 0
-    eval_prefetch: int = 0
-    eval_held: int = 0
-    sample: Any = None
-    eval_phase: bool = True
-    probe_requested: bool = True
-    cpu_only: bool = False
-    use_runs: bool = True
+    model: str = Field(description="Zoo name or ``package.module:factory``.")
+    batch_size: int = Field(32, ge=1, description="Per-device micro-batch, samples.")
+    inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
+    model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
+    optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.spec`.")
+    precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.spec`.")
+    attention: Literal["eager", "flash"] = Field("eager", description=(
+        "``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager attention "
+        "core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`), time and "
+        "activation memory; the CPU row stays the measurement. ``plan --flash-attention`` sets flash."))
+    tf32: bool = Field(True, description=(
+        "Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has "
+        "them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores."))
+    gpus: list[str] = Field(default_factory=list, description="Restrict GPU targets to these names (empty = the "
+                            "whole catalog, unless ``cpu_only``).")  # fmt: skip
+    devices: int = Field(1, ge=1, description="Data-parallel GPUs per target (all-reduce added when > 1).")
+    dataset_size: int | None = Field(None, ge=1, description="Samples per epoch, for the time to train.")
+    epochs: float | None = Field(None, gt=0, description="Epochs, for the time to train.")
+    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
+    calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
+    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description=(
+        "Fraction of capacity a peak may use and still \"fit\" (policy, default 0.9, leaving 10% for allocator "
+        "fragmentation and the unmeasured)."))
+    probe_batch_sizes: tuple[int, ...] = Field((1, 2, 3), description=(
+        "The CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size`` while the estimated extra "
+        "probe time stays within ``probe_budget_s``."))
+    probe_budget_s: float = Field(6.0, description="Extra probe time allowed, seconds.")
+    max_probe_bytes: int | None = Field(None, description=(
+        "Probe only if fp32 Adam model states (16 B/param) stay under this, bytes; None = min(25% of RAM, 8 GiB)."))
+    explain: list[str] = Field(default_factory=list, description=(
+        "GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a name that is "
+        "not among the planned GPUs is an error (checked on construction, before the probe)."))
+    label: InputSpec | None = Field(None, description="The job's label spec (None = from data or generated).")
+    label_arg: str | None = Field(None, description="The forward keyword that receives the label "
+                                  "(:mod:`paddlefit.models.calling`).")  # fmt: skip
+    loss: str | None = Field(None, description="The job's loss (None = ``cross_entropy``).")
+    loss_strict: bool = Field(False, description="The loss is the job's (a job spec or ``--loss``): an output it "
+                              "cannot take is an error rather than planned with a proxy loss.")  # fmt: skip
+    eval_batch_size: int | None = Field(None, description="Samples per evaluation forward (None = ``batch_size``).")
+    cpu_threads: int | None = Field(None, description="The job's Paddle CPU threads (None = every core, as "
+                                    "``train`` on one device); the CPU row's time is measured with it.")  # fmt: skip
+    time_threads: bool = Field(True, description="Also time 1, cores/2 and all cores and say which is fastest.")
+    loader_prefetch: int = Field(0, description=(
+        "Batches Paddle's single-process DataLoader holds besides the one in use: its blocking queue's capacity, "
+        "``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus the 2 of the "
+        "double-buffering ``BufferedReader`` behind ``use_buffer_reader=True`` (measured: train's peak for PP-LCNet "
+        "at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default prefetch_factor 2); "
+        "added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose batches "
+        "live in shared memory)."))
+    eval_prefetch: int = Field(0, description="The same as ``loader_prefetch`` for the eval loader, added to the "
+                               "eval phase at the eval batch.")  # fmt: skip
+    eval_held: int = Field(0, description=(
+        "Training batches the train loader still holds during an evaluation (a run stopped mid-epoch by "
+        "``max_steps`` evaluates with the train queue full, and its last batch; measured on PP-LCNet: 5), added to "
+        "the eval phase at the training batch."))
+    sample: Any = Field(None, description="The first sample of the job's ``data.train`` (probe batches are copies "
+                        "of it); None = synthetic.")  # fmt: skip
+    eval_phase: bool = Field(True, description="The job evaluates (a job spec without ``data.eval`` does not): the "
+                             "probe measures the eval forward and it counts in the peak.")  # fmt: skip
+    probe_requested: bool = Field(True, description="The probe may also run the requested batch when its time "
+                                  "budget allows (False keeps the plan's own row an extrapolation, as "
+                                  "``bench/memory_accuracy.py`` checks).")  # fmt: skip
+    cpu_only: bool = Field(False, description="Plan the CPU row only (no GPU targets; ``train``'s prediction for a "
+                           "CPU run).")  # fmt: skip
+    use_runs: bool = Field(True, description="Correct each device's step time by the run registry's measured runs "
+                           "(:mod:`paddlefit.plan.runs_calibration`; ``--no-runs`` turns it off).")  # fmt: skip
 
-    def __post_init__(self) -> None:
-        """Check the fields a CLI user gives as options; the messages name the option (``--batch-size`` for
-        ``batch_size``) and the fix.
+    OPTIONS: ClassVar[dict[str, str]] = {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
+                                          "dataset_size": "--dataset-size", "epochs": "--epochs",
+                                          "catalog_files": "--catalog", "calibration_files": "--calibration",
+                                          "explain": "--explain", "safety_margin": "--safety-margin",
+                                          "tf32": "--tf32/--no-tf32", "eval_batch_size": "--eval-batch-size",
+                                          "attention": "attention"}  # fmt: skip
 
-        Raises:
-            PaddlefitError: a field out of range; an ``explain`` GPU that is unknown or not among ``gpus``.
-            UnknownNameError: an unknown name in ``gpus`` when ``explain`` is given.
-        """
-        check_field_types(self, {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
-                                 "dataset_size": "--dataset-size", "epochs": "--epochs", "catalog_files": "--catalog",
-                                 "calibration_files": "--calibration", "explain": "--explain",
-                                 "safety_margin": "--safety-margin", "tf32": "--tf32/--no-tf32",
-                                 "eval_batch_size": "--eval-batch-size"})  # fmt: skip
-        if self.attention not in ("eager", "flash"):
-            raise PaddlefitError(f"`attention` must be eager or flash (got {self.attention!r}); `plan "
-                                 "--flash-attention` sets flash.")  # fmt: skip
-        if self.batch_size < 1:
-            raise PaddlefitError(f"`--batch-size` must be >= 1 (got {self.batch_size}).")
-        if self.devices < 1:
-            raise PaddlefitError(f"`--devices` must be >= 1 (got {self.devices}).")
-        if not (math.isfinite(self.safety_margin) and 0 < self.safety_margin <= 1):
-            raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {self.safety_margin}).")
+    @field_validator("max_probe_bytes")
+    @classmethod
+    def _probe_limit(cls, v: int | None) -> int | None:
+        """A limit of at least one byte (the option is in GiB)."""
+        if v is not None and v < 1:
+            raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got {v / 1024**3:g}).")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlanRequest:
+        """The checks across fields: the job length (:func:`check_job_length`), ``explain`` among ``gpus``."""
         if (self.dataset_size is None) != (self.epochs is None):
             raise PaddlefitError("`--dataset-size` and `--epochs` go together; give both or neither.")
-        if self.dataset_size is not None and (self.dataset_size < 1 or not math.isfinite(self.epochs)  # type: ignore
-                                              or self.epochs <= 0):  # type: ignore[operator]  # fmt: skip
-            raise PaddlefitError("`--dataset-size` must be >= 1 and `--epochs` a finite number > 0.")
-        if self.dataset_size is not None and (self.dataset_size > 10**13 or self.epochs > 1e6):  # type: ignore
-            raise PaddlefitError(f"`--dataset-size` must be at most 1e13 samples and `--epochs` at most 1e6 (got "
-                                 f"{self.dataset_size:g}, {self.epochs:g}), as for `paddlefit cost`.")  # fmt: skip
-        if self.max_probe_bytes is not None and self.max_probe_bytes < 1:
-            raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got "
-                                 f"{self.max_probe_bytes / 1024**3:g}).")  # fmt: skip
+        if self.dataset_size is not None:
+            check_job_length(self.dataset_size, self.epochs)  # type: ignore[arg-type]
         if self.explain:
             check_explain(self.explain, self.gpus, load_gpus(self.catalog_files))
+        return self
+
+
+#: Largest job length ``plan`` and ``cost`` accept: samples per epoch and epochs (beyond them the numbers mean
+#: nothing).
+MAX_DATASET_SIZE = 10**13
+MAX_EPOCHS = 1e6
+
+
+def check_job_length(dataset_size: int, epochs: float) -> None:
+    """``dataset_size`` in 1..:data:`MAX_DATASET_SIZE` samples, ``epochs`` finite in (0, :data:`MAX_EPOCHS`].
+
+    Raises:
+        PaddlefitError: naming ``--dataset-size`` and ``--epochs``.
+    """
+    if not 1 <= dataset_size <= MAX_DATASET_SIZE or not math.isfinite(epochs) or not 0 < epochs <= MAX_EPOCHS:
+        raise PaddlefitError(f"`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6] (got "
+                             f"{dataset_size:g}, {epochs:g}).")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import Field
+
 from paddlefit.catalog.prices import instance_price
 from paddlefit.errors import PaddlefitError
-from paddlefit.fieldcheck import FieldChecked
-from paddlefit.plan.cost_request import check_positive
 from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.validation import RequestModel, first_problem
 
 __all__ = ["ResolvedTrain", "TrainRequest", "parse_devices"]
 
@@ -63,36 +64,31 @@ class ResolvedTrain:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass
-class TrainRequest(FieldChecked):
+class TrainRequest(RequestModel):
     """``paddlefit train``'s options (None = the spec's value); :meth:`resolve` checks them against the spec.
 
-    Attributes:
-        config: the job spec YAML.
-        devices: ``"2"`` (a count) or ``"0,1"`` (GPU ids).
-        max_hours / max_cost / price_per_hour: ``budget.max_hours``, ``max_cost_usd`` (USD),
-            ``price_usd_per_hour`` (USD/hour); ``instance`` (with ``cloud``, ``spot``) takes the price from the
-            price catalog instead.
-        checkpoint_interval: ``auto`` (Daly) or minutes; ``interruptions_per_hour`` or ``spot_bucket`` (an AWS Spot
-            Instance Advisor bucket such as ``5-10%``) set the rate for ``auto``.
+    Raises (when built):
+        PaddlefitError: a field of the wrong type or out of range, named by its option (``--max-hours``).
     """
 
-    config: Path | str
-    devices: str | None = None
-    run_dir: str | None = None
-    resume: str = "auto"
-    max_steps: int | None = None
-    max_hours: float | None = None
-    max_cost: float | None = None
-    price_per_hour: float | None = None
-    instance: str | None = None
-    cloud: str | None = None
-    spot: bool = False
-    checkpoint_interval: str | None = None
-    interruptions_per_hour: float | None = None
-    spot_bucket: str | None = None
+    config: Path | str = Field(description="The job spec YAML.")
+    devices: str | None = Field(None, description='``"2"`` (a count) or ``"0,1"`` (GPU ids).')
+    run_dir: str | None = Field(None, description="Run directory (None: the spec's ``run_dir``).")
+    resume: str = Field("auto", description="``auto``, ``never`` or a checkpoint directory.")
+    max_steps: int | None = Field(None, ge=1, description="Replaces the spec's ``max_steps``.")
+    max_hours: float | None = Field(None, gt=0, description="``budget.max_hours``, hours.")
+    max_cost: float | None = Field(None, gt=0, description="``budget.max_cost_usd``, USD.")
+    price_per_hour: float | None = Field(None, gt=0, description="``budget.price_usd_per_hour``, USD/hour.")
+    instance: str | None = Field(None, description="Take the price from the price catalog (with ``cloud``, "
+                                 "``spot``) instead of ``price_per_hour``.")  # fmt: skip
+    cloud: str | None = Field(None, description="Cloud of ``instance`` when the name is ambiguous.")
+    spot: bool = Field(False, description="The spot price of ``instance``.")
+    checkpoint_interval: str | None = Field(None, description="``auto`` (Daly) or minutes.")
+    interruptions_per_hour: float | None = Field(None, gt=0, description="Spot interruptions per instance-hour "
+                                                 "for ``checkpoint_interval: auto``.")  # fmt: skip
+    spot_bucket: str | None = Field(None, description="Or an AWS Spot Instance Advisor bucket such as ``5-10%`` "
+                                    "for ``auto``.")  # fmt: skip
 
-    #: field -> the option it stands for, in type errors (:class:`~paddlefit.fieldcheck.FieldChecked`)
     OPTIONS: ClassVar[dict[str, str]] = {"devices": "--devices", "run_dir": "--run-dir", "resume": "--resume",
                                           "max_steps": "--max-steps", "max_hours": "--max-hours",
                                           "max_cost": "--max-cost", "price_per_hour": "--price-per-hour",
@@ -109,8 +105,6 @@ class TrainRequest(FieldChecked):
         """
         spec = load_job_spec(self.config, option="CONFIG")
         n, gpu_ids = parse_devices(self.devices) if self.devices is not None else (spec.devices, None)
-        if self.max_steps is not None and self.max_steps < 1:
-            raise PaddlefitError(f"`--max-steps` must be >= 1 (got {self.max_steps}).")
         if not self.resume.strip():
             raise PaddlefitError("`--resume` is empty; give auto, never or a checkpoint directory.")
         if self.resume not in ("auto", "never") and not Path(self.resume).is_dir():
@@ -137,9 +131,6 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
     """The spec's budget with the command-line limits applied, or None when no option was given."""
     if (spot or cloud) and instance is None:
         raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
-    check_positive(max_hours, "--max-hours")
-    check_positive(max_cost, "--max-cost")
-    check_positive(price, "--price-per-hour")
     if price is not None and instance is not None:
         raise PaddlefitError("Give `--price-per-hour` or `--instance`, not both.")
     if instance is not None:
@@ -166,7 +157,6 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
     if auto:
         if rate is not None and bucket is not None:
             raise PaddlefitError("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
-        check_positive(rate, "--interruptions-per-hour")
         if bucket is not None:
             from paddlefit.plan.spot_risk import rate_from_bucket
 
@@ -198,10 +188,8 @@ def _merged(spec: JobSpec, update: dict[str, Any]) -> JobSpec:
     try:
         return JobSpec.model_validate({**spec.model_dump(), **update})
     except ValidationError as exc:
-        e = exc.errors()[0]
-        key = ".".join(str(x) for x in e["loc"])
-        where = f"`{_OPTION_OF[key]}` ({key})" if key in _OPTION_OF else key
-        raise PaddlefitError(f"{where}: {e['msg']} (got {e.get('input')!r}).") from None
+        where, problem = first_problem(exc, {k: f"`{o}` ({k})" for k, o in _OPTION_OF.items()})
+        raise PaddlefitError(f"{where}: {problem}.") from None
 
 
 def _validated(model: Any, values: dict[str, Any], section: str) -> Any:
@@ -211,6 +199,5 @@ def _validated(model: Any, values: dict[str, Any], section: str) -> Any:
     try:
         return model.model_validate(values)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        where = ".".join(str(x) for x in e["loc"])
-        raise PaddlefitError(f"{section}.{where}: {e['msg']} (got {e.get('input')!r}).") from None
+        where, problem = first_problem(exc)
+        raise PaddlefitError(f"{section}.{where}: {problem}.") from None
