@@ -34,14 +34,14 @@ from paddlefit.rundir import checkpoints_dir, clean_temporaries, write_run_spec,
 from paddlefit.spec import JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
-from paddlefit.train.checkpoint import CheckpointStore
+from paddlefit.train.checkpoint import CheckpointStore, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.checkpoint import spec_keeping_global_batch as keeping_batch
 from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank, as_write_failure
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import LogLines, MetricsLog, PeakTracker, Progress, params_sha256, to_jsonable
 from paddlefit.train.record import RunRecord
-from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
-from paddlefit.train.state import spec_keeping_global_batch as keeping_batch
+from paddlefit.train.state import TrainerState
 from paddlefit.train.step import StepRunner
 
 __all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]

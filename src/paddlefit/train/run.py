@@ -142,7 +142,7 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
-        from paddlefit.train.state import check_resume_origin
+        from paddlefit.train.checkpoint import check_resume_origin
 
         check_resume_origin(resume, checkpoints_dir(run_dir), trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
