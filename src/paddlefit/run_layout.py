@@ -11,6 +11,7 @@ folder name, in one place. Train writes them (rank 0 only), resume, export, repo
       .lock / .lock.json  the run lock and who holds it        .job-launch.yaml  the spec the launched ranks read
       launch-logs/        Paddle launcher's worker logs        report.html    `paddlefit report`'s page
       inference/          `paddlefit export`'s model           checkpoints/step-NNNNNNNN/  (below)
+      visualdl/           VisualDL's logs (``visualdl: true``)
 
     step-NNNNNNNN/  model.pdparams, optimizer.pdopt, trainer.json, rng.json (earlier runs: rng.pkl), manifest.json
 
@@ -41,6 +42,8 @@ LAUNCHER_LOG = "launcher.log"
 CHECKPOINTS_DIR = "checkpoints"
 EXPORT_DIR = "inference"
 REPORT_FILE = "report.html"
+#: VisualDL's logs (``visualdl: true`` in the spec).
+VISUALDL_DIR = "visualdl"
 
 #: Files of one checkpoint (``checkpoints/step-NNNNNNNN/``).
 MODEL_FILE = "model.pdparams"

@@ -35,12 +35,14 @@ from paddlefit.run_layout import (
     MODEL_FILE,
     PREDICTION_FILE,
     RANK0_LOG,
+    REPORT_FILE,
     RNG_FILE,
     SNAPSHOT_FILE,
     SPEC_FILE,
     STATUS_FILE,
     SUMMARY_FILE,
     TRAINER_FILE,
+    VISUALDL_DIR,
 )
 
 #: The run's files :func:`clean_temporaries` removes the atomic writes' leftovers of.
@@ -75,6 +77,22 @@ def checkpoint_step(path: Path) -> int | None:
 def export_dir(run_dir: Path) -> Path:
     """``RUN_DIR/inference``: where ``paddlefit export`` writes the run's inference model by default."""
     return Path(run_dir) / EXPORT_DIR
+
+
+def run_file(run_dir: Path, name: str) -> Path:
+    """``RUN_DIR/name``, for a file named by :mod:`paddlefit.run_layout` that its reader looks up by name (the
+    report's optional files: snapshot.json or environment.json, profile.json...)."""
+    return Path(run_dir) / name
+
+
+def report_file(run_dir: Path) -> Path:
+    """``RUN_DIR/report.html``: where ``paddlefit report`` writes its page by default."""
+    return Path(run_dir) / REPORT_FILE
+
+
+def visualdl_dir(run_dir: Path) -> Path:
+    """``RUN_DIR/visualdl``: VisualDL's logs of a run with ``visualdl: true``."""
+    return Path(run_dir) / VISUALDL_DIR
 
 
 def spec_file(run_dir: Path) -> Path:
@@ -205,10 +223,7 @@ def run_status(run_dir: Path, token: str | None = None) -> dict[str, Any] | None
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """RUN_DIR/summary.json, the run's figures (:meth:`paddlefit.train.loop.Trainer.summary`), atomically.
-
-    Raises:
-        FileWriteError: the write failed.
-    """
+    Raises FileWriteError: the write failed."""
     _write_doc(run_dir, SUMMARY_FILE, summary)
 
 
@@ -223,10 +238,7 @@ def read_summary(run_dir: Path) -> Any:
 
 def write_snapshot(run_dir: Path, snapshot: dict[str, Any]) -> None:
     """RUN_DIR/snapshot.json, doctor's snapshot of the machine (``Snapshot.to_dict()``), atomically.
-
-    Raises:
-        FileWriteError: the write failed.
-    """
+    Raises FileWriteError: the write failed."""
     _write_doc(run_dir, SNAPSHOT_FILE, snapshot)
 
 
@@ -241,28 +253,19 @@ def read_prediction(run_dir: Path) -> Any:
 
 def write_prediction(run_dir: Path, doc: dict[str, Any]) -> None:
     """RUN_DIR/prediction.json, the plan's prediction of the run, atomically.
-
-    Raises:
-        FileWriteError: the write failed.
-    """
+    Raises FileWriteError: the write failed."""
     _write_doc(run_dir, PREDICTION_FILE, doc)
 
 
 def write_comparison(run_dir: Path, doc: dict[str, Any]) -> None:
     """RUN_DIR/comparison.json, the prediction against the measured run, atomically.
-
-    Raises:
-        FileWriteError: the write failed.
-    """
+    Raises FileWriteError: the write failed."""
     _write_doc(run_dir, COMPARISON_FILE, doc)
 
 
 def write_lock_info(run_dir: Path, info: dict[str, Any]) -> None:
     """RUN_DIR/.lock.json, who holds the run lock (pid, host, since, command), atomically.
-
-    Raises:
-        FileWriteError: the write failed.
-    """
+    Raises FileWriteError: the write failed."""
     _write(run_dir, LOCK_INFO_FILE, json.dumps(info) + "\n")
 
 
@@ -391,11 +394,7 @@ def read_trainer_json(ckpt: Path, where: str = "checkpoint file") -> Any:
 
 
 def write_trainer_json(ckpt: Path, doc: dict[str, Any]) -> None:
-    """Write trainer.json into the checkpoint being written in ``ckpt``.
-
-    Raises:
-        OSError: the write failed.
-    """
+    """Write trainer.json into the checkpoint being written in ``ckpt``. Raises OSError: the write failed."""
     (Path(ckpt) / TRAINER_FILE).write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
 
@@ -419,11 +418,7 @@ def read_rng_json(ckpt: Path) -> Any:
 
 
 def write_rng_json(ckpt: Path, doc: dict[str, Any]) -> None:
-    """Write rng.json into the checkpoint being written in ``ckpt``.
-
-    Raises:
-        OSError: the write failed.
-    """
+    """Write rng.json into the checkpoint being written in ``ckpt``. Raises OSError: the write failed."""
     (Path(ckpt) / RNG_FILE).write_text(json.dumps(doc), encoding="utf-8")
 
 

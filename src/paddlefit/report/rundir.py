@@ -49,6 +49,7 @@ from paddlefit.rundir import (
     read_run_json,
     read_spec_text,
     read_trainer_json,
+    run_file,
     spec_file,
 )
 from paddlefit.runs.schema import LOST
@@ -122,7 +123,7 @@ def is_run_dir(run_dir: Path) -> bool:
 def read_json(run_dir: Path, name: str, notes: list[str]) -> Any:
     """The small JSON file ``RUN_DIR/name``, or None when absent; an unreadable, too large or too deeply nested one
     (:func:`~paddlefit.rundir.read_run_json`) adds a note and gives None."""
-    if not (run_dir / name).exists():
+    if not run_file(run_dir, name).exists():
         return None
     try:
         return read_run_json(run_dir, name)
@@ -137,9 +138,9 @@ def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | Non
     from paddlefit.diagnose.snapshot import load_snapshot
 
     for name in SNAPSHOT_FILES:
-        if (run_dir / name).exists():
+        if run_file(run_dir, name).exists():
             try:
-                return load_snapshot(run_dir / name, name).to_dict(), name
+                return load_snapshot(run_file(run_dir, name), name).to_dict(), name
             except PaddlefitError as exc:
                 notes.append(f"{name} left out: {exc}")
     return None, None

@@ -19,7 +19,7 @@ import numpy as np
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
-from paddlefit.rundir import metrics_file, open_metrics, read_metrics_text, rewrite_metrics
+from paddlefit.rundir import metrics_file, open_metrics, read_metrics_text, rewrite_metrics, visualdl_dir
 
 __all__ = [
     "RESUME_EVENT",
@@ -161,7 +161,7 @@ class MetricsLog:
             except ImportError:
                 raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
                                      "(or set `visualdl: false`).") from None  # fmt: skip
-            self.vdl = LogWriter(logdir=str(run_dir / "visualdl"))
+            self.vdl = LogWriter(logdir=str(visualdl_dir(run_dir)))
         self.file = open_metrics(run_dir)
 
     @staticmethod
