@@ -174,7 +174,7 @@ class CheckpointStore:
         of the run abandoned there; left, ``--resume auto`` would go back to them after a stop); logs what went,
         ``why`` first (``--resume PATH``). Returns the removed paths (a checkpoint that cannot be removed stays)."""
         later = []
-        for path in (p for p in self.list() if int(p.name.split("-")[1]) > step):
+        for path in (p for p in self.list() if (checkpoint_step(p) or 0) > step):
             with contextlib.suppress(OSError):
                 self.remove(path)
                 later.append(path)
@@ -422,7 +422,7 @@ def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bo
         return path
     import paddle
 
-    chosen = -1 if path is None else int(path.name.split("-")[1]) if mode == "auto" else 0
+    chosen = -1 if path is None else (checkpoint_step(path) or 0) if mode == "auto" else 0
     t = paddle.to_tensor([chosen], dtype="int64")
     paddle.distributed.broadcast(t, src=0)
     step = int(t.item())
