@@ -47,7 +47,7 @@ def verify(path: Path) -> str | None:
     """
     try:
         manifest = read_manifest(path)
-        files = manifest["files"]  # type: ignore[index]
+        files = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"manifest unreadable ({type(exc).__name__}: {exc})"
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
