@@ -64,7 +64,7 @@ def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatc
     """A launched rank 0 whose trainer recorded how the run ended (with the step reached) does not overwrite it
     with its own step -1 record (issue 27 review): `run_status` tells this run's status.json from another's."""
     from paddlefit.run_layout import STATUS_FILE
-    from paddlefit.train.metrics import run_status, write_status
+    from paddlefit.rundir import run_status, write_status
 
     monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-a")
     assert run_status(tmp_path) is None  # nothing yet

@@ -11,10 +11,12 @@ folder name, in one place. Train writes them (rank 0 only), resume, export, repo
       .lock / .lock.json  the run lock and who holds it        .job-launch.yaml  the spec the launched ranks read
       launch-logs/        Paddle launcher's worker logs        report.html    `paddlefit report`'s page
       inference/          `paddlefit export`'s model           checkpoints/step-NNNNNNNN/  (below)
+      visualdl/           VisualDL's logs (``visualdl: true``)
 
-    step-NNNNNNNN/  model.pdparams, optimizer.pdopt, trainer.json, rng.json (earlier runs: rng.pkl), manifest
+    step-NNNNNNNN/  model.pdparams, optimizer.pdopt, trainer.json, rng.json (earlier runs: rng.pkl), manifest.json
 
-Only the names live here; each file's format is documented where it is written.
+Only the names live here; every path built from them and every read and write of these files is in
+:mod:`paddlefit.rundir`; each file's format is documented where it is made.
 """
 
 from __future__ import annotations
@@ -35,9 +37,13 @@ LOCK_INFO_FILE = ".lock.json"
 LAUNCH_LOG_DIR = "launch-logs"
 #: Rank 0's log in :data:`LAUNCH_LOG_DIR` (Paddle's launcher names them ``workerlog.<local rank>``).
 RANK0_LOG = "workerlog.0"
+#: The launcher's own output in :data:`LAUNCH_LOG_DIR`.
+LAUNCHER_LOG = "launcher.log"
 CHECKPOINTS_DIR = "checkpoints"
 EXPORT_DIR = "inference"
 REPORT_FILE = "report.html"
+#: VisualDL's logs (``visualdl: true`` in the spec).
+VISUALDL_DIR = "visualdl"
 
 #: Files of one checkpoint (``checkpoints/step-NNNNNNNN/``).
 MODEL_FILE = "model.pdparams"
@@ -46,6 +52,8 @@ TRAINER_FILE = "trainer.json"
 RNG_FILE = "rng.json"
 #: Earlier checkpoints pickled their RNG state (read only when the checkpoint is trusted).
 LEGACY_RNG_FILE = "rng.pkl"
+#: Every file's size and sha256 and the step (:func:`paddlefit.train.checkpoint.verify`), written last.
+MANIFEST_FILE = "manifest.json"
 
 #: Names whose presence makes a folder a run directory (``train`` refuses to nest a run inside another).
 RUN_MARKERS = (LOCK_INFO_FILE, SPEC_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE, SNAPSHOT_FILE, CHECKPOINTS_DIR)

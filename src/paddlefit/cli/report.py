@@ -9,7 +9,7 @@ import typer
 
 from paddlefit.cli.common import err, handle_errors, out, shown
 from paddlefit.report.render import to_json
-from paddlefit.run_layout import REPORT_FILE
+from paddlefit.rundir import report_file
 
 
 @handle_errors
@@ -40,8 +40,8 @@ def report_command(
     if not is_run_dir(run_dir):
         raise PaddlefitError(f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
                              "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
-    target = out_file if out_file is not None else run_dir / REPORT_FILE
-    refuse_run_target(target, run_dir, "--out", run_dir / REPORT_FILE, file_suffix=".html")
+    target = out_file if out_file is not None else report_file(run_dir)
+    refuse_run_target(target, run_dir, "--out", report_file(run_dir), file_suffix=".html")
     check_output_path(target, "--out", ours="<title>paddlefit report")
     with err.status("writing report..."):
         data = build_report(run_dir)

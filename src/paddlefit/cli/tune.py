@@ -50,7 +50,7 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
         typer.Exit (2, via :func:`fail`): the file cannot be written (nothing was written).
     """
     from paddlefit.fileio import atomic_write_text
-    from paddlefit.train.metrics import spec_yaml
+    from paddlefit.rundir import spec_yaml
     from paddlefit.tune.trials import apply_settings
 
     run_dir = tuned_run_dir(spec.run_dir)

@@ -18,9 +18,10 @@ from typing import Any
 from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.inputspec import InputSpec
+from paddlefit.run_layout import EXPORT_DIR
 
 #: Where a ``paddle.jit.save`` program may sit under a folder the user names (a run's export folder first).
-EXPORT_DIRS = ("", "inference", "export")
+EXPORT_DIRS = ("", EXPORT_DIR, "export")
 PROGRAM_SUFFIXES = (".json", ".pdmodel")
 
 

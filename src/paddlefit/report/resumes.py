@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.fileio import loads_limited
-from paddlefit.run_layout import METRICS_FILE
+from paddlefit.rundir import checkpoint_name, metrics_file, read_metrics_bytes
 from paddlefit.train.metrics import RESUME_EVENT
 
 __all__ = ["Resume", "is_resume_record", "lost_text", "read_resume_records", "record_resumes", "resume_line"]
@@ -56,12 +56,10 @@ def is_resume_record(rec: Any) -> bool:
 def read_resume_records(run_dir: Path) -> list[dict[str, Any]]:
     """The resume records of ``run_dir``'s metrics.jsonl in file order ([] when absent or unreadable); lines that
     do not parse are skipped (the report counts them)."""
-    path = run_dir / METRICS_FILE
     try:
-        if not path.is_file():
+        if not metrics_file(run_dir).is_file():
             return []
-        with open(path, "rb") as f:
-            data = f.read(MAX_READ_BYTES)
+        data = read_metrics_bytes(run_dir, MAX_READ_BYTES)
     except (OSError, ValueError):  # unreadable, or a recorded path no file system takes (a NUL byte)
         return []
     out = []
@@ -86,7 +84,7 @@ def record_resumes(records: list[dict[str, Any]], inferred: list[Resume]) -> lis
     for i, rec in enumerate(records):
         step, lost = rec["step"], rec.get("lost_steps")
         down = rec.get("down_s")
-        out.append(Resume(step, f"step-{step:08d}", "(resume record)", float(down) if down is not None else 0.0,
+        out.append(Resume(step, checkpoint_name(step), "(resume record)", float(down) if down is not None else 0.0,
                           "metrics.jsonl: the resume's record", gaps.get(step) if last[step] == i else None,
                           (lost[0], lost[1]) if lost else None,
                           float(rec["lost_compute_s"]) if rec.get("lost_compute_s") is not None else None))

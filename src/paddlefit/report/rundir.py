@@ -28,19 +28,29 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import InputFileError, loads_limited, read_json_limited, read_text_limited
+from paddlefit.fileio import InputFileError, loads_limited
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
 from paddlefit.run_layout import (
-    CHECKPOINTS_DIR,
     COMPARISON_FILE,
-    LOCK_INFO_FILE,
-    METRICS_FILE,
+    MANIFEST_FILE,
     PROFILE_FILE,
     SNAPSHOT_FILE,
-    SPEC_FILE,
     STATUS_FILE,
     SUMMARY_FILE,
     TRAINER_FILE,
+)
+from paddlefit.rundir import (
+    checkpoint_name,
+    checkpoints_dir,
+    metrics_file,
+    read_lock_info,
+    read_manifest,
+    read_metrics_bytes,
+    read_run_json,
+    read_spec_text,
+    read_trainer_json,
+    run_file,
+    spec_file,
 )
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
@@ -107,18 +117,18 @@ class ReportData:
 
 def is_run_dir(run_dir: Path) -> bool:
     """Whether ``run_dir`` looks like a ``paddlefit train`` run directory (it has job.yaml or metrics.jsonl)."""
-    return run_dir.is_dir() and ((run_dir / SPEC_FILE).is_file() or (run_dir / METRICS_FILE).is_file())
+    return run_dir.is_dir() and (spec_file(run_dir).is_file() or metrics_file(run_dir).is_file())
 
 
-def read_json(path: Path, notes: list[str]) -> Any:
-    """A small JSON file, or None when absent; an unreadable, too large or too deeply nested one
-    (:func:`~paddlefit.fileio.read_json_limited`) adds a note and gives None."""
-    if not path.exists():
+def read_json(run_dir: Path, name: str, notes: list[str]) -> Any:
+    """The small JSON file ``RUN_DIR/name``, or None when absent; an unreadable, too large or too deeply nested one
+    (:func:`~paddlefit.rundir.read_run_json`) adds a note and gives None."""
+    if not run_file(run_dir, name).exists():
         return None
     try:
-        return read_json_limited(path, path.name)
+        return read_run_json(run_dir, name)
     except InputFileError as exc:
-        notes.append(f"{path.name} could not be read ({exc}); left out.")
+        notes.append(f"{name} could not be read ({exc}); left out.")
         return None
 
 
@@ -128,25 +138,24 @@ def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | Non
     from paddlefit.diagnose.snapshot import load_snapshot
 
     for name in SNAPSHOT_FILES:
-        if (run_dir / name).exists():
+        if run_file(run_dir, name).exists():
             try:
-                return load_snapshot(run_dir / name, name).to_dict(), name
+                return load_snapshot(run_file(run_dir, name), name).to_dict(), name
             except PaddlefitError as exc:
                 notes.append(f"{name} left out: {exc}")
     return None, None
 
 
-def read_metrics(path: Path, notes: list[str],
+def read_metrics(run_dir: Path, notes: list[str],
                  events: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """metrics.jsonl as (train lines, eval lines), each sorted by step; its resume records
     (:func:`~paddlefit.report.resumes.is_resume_record`) are appended to ``events`` in file order. Lines that do
     not parse (the last one of a running or killed run, cut mid-write), or whose numbers are not numbers
     (:func:`_numbers_ok`), are skipped and counted in a note."""
-    if not path.exists():
+    if not metrics_file(run_dir).exists():
         notes.append("no metrics.jsonl: the run has not completed a step yet.")
         return [], []
-    with open(path, "rb") as f:
-        data = f.read(MAX_METRICS_BYTES)
+    data = read_metrics_bytes(run_dir, MAX_METRICS_BYTES)
     train, evals, bad = [], [], 0
     for raw in data.decode("utf-8", errors="replace").splitlines():
         if not raw.strip():
@@ -188,7 +197,7 @@ def _numbers_ok(rec: dict[str, Any]) -> bool:
 
 def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
     """The ``step-*`` checkpoint directories, oldest first (manifests are read, files are not hashed)."""
-    root = run_dir / CHECKPOINTS_DIR
+    root = checkpoints_dir(run_dir)
     if not root.is_dir():
         return []
     found = []
@@ -198,9 +207,9 @@ def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
         size = sum(f.stat().st_size for f in p.iterdir() if f.is_file())
         created = wall = total = None
         try:
-            manifest: Any = read_json_limited(p / "manifest.json", "manifest.json", 1 << 20)
+            manifest: Any = read_manifest(p, MANIFEST_FILE)
             created = float(manifest["created_unix"])
-            trainer: Any = read_json_limited(p / TRAINER_FILE, TRAINER_FILE, 1 << 20)
+            trainer: Any = read_trainer_json(p, TRAINER_FILE)
             wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
@@ -255,7 +264,7 @@ def find_time_resumes(train: list[dict[str, Any]], evals: list[dict[str, Any]]) 
         if gap > limit and "loss" in rec_b:
             own = rec_b.get("step_time_s")
             down = gap - (float(own) if isinstance(own, int | float) else 0.0)
-            out.append(Resume(step_a, f"step-{step_a:08d}", f"step {step_b:,d}", down,
+            out.append(Resume(step_a, checkpoint_name(step_a), f"step {step_b:,d}", down,
                               f"metrics.jsonl: {gap:.1f} s between the lines of step {step_a:,d} and step "
                               f"{step_b:,d} (more than {limit:.1f} s)", (t_a, t_b)))  # fmt: skip
     return out
@@ -279,7 +288,7 @@ def lock_record(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/.lock.json, the lock holder's record (pid, host, since, command), removed when a run ends
     normally and left behind by a killed one; None when absent or unreadable."""
     try:
-        info = read_json_limited(run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
+        info = read_lock_info(run_dir)
     except ValueError:
         return None
     return info if isinstance(info, dict) and "pid" in info and "host" in info else None
@@ -365,13 +374,13 @@ def build_report(run_dir: Path) -> ReportData:
                              "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
     notes: list[str] = []
     events: list[dict[str, Any]] = []
-    train, evals = read_metrics(run_dir / METRICS_FILE, notes, events)
-    summary = read_json(run_dir / SUMMARY_FILE, notes)
+    train, evals = read_metrics(run_dir, notes, events)
+    summary = read_json(run_dir, SUMMARY_FILE, notes)
     summary = summary if isinstance(summary, dict) else None
-    job_yaml = read_text_limited(run_dir / SPEC_FILE, SPEC_FILE) if (run_dir / SPEC_FILE).is_file() else None
+    job_yaml = read_spec_text(run_dir)
     spec = spec_fields(job_yaml)
     last_step = max([r["step"] for r in train] + [r["step"] for r in evals], default=None)
-    status, detail = run_status(run_dir, read_json(run_dir / STATUS_FILE, notes), last_step)
+    status, detail = run_status(run_dir, read_json(run_dir, STATUS_FILE, notes), last_step)
     if summary is not None and status in ("running", LOST):
         notes.append("summary.json is from an earlier end of this run; the metrics go further.")
     ckpts = read_checkpoints(run_dir)
@@ -380,14 +389,14 @@ def build_report(run_dir: Path) -> ReportData:
     inferred = merge_resumes(ckpts, by_time, find_resumes(ckpts), writer_resume(ckpts, lock_record(run_dir)))
     resumes = sorted(recorded + [r for r in inferred if r.step not in {x.step for x in recorded}],
                      key=lambda r: r.step)
-    comparison, source = read_json(run_dir / COMPARISON_FILE, notes), COMPARISON_FILE
+    comparison, source = read_json(run_dir, COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
     if comparison is not None and (problem := comparison_problem(comparison)):
         notes.append(f"{source} left out: {problem}.")
         comparison = None
     snapshot, snap_source = read_snapshot(run_dir, notes)
-    profile = read_json(run_dir / PROFILE_FILE, notes)
+    profile = read_json(run_dir, PROFILE_FILE, notes)
     steps = summary.get("steps") if summary is not None and status not in ("running", LOST) else last_step
     total = next((c.total_steps for c in reversed(ckpts) if c.total_steps), spec.get("max_steps"))
     if summary is not None:

@@ -1,4 +1,6 @@
-"""Atomic, verified checkpoints: a directory per checkpoint, written under a temporary name, fsynced, then renamed.
+"""Checkpoints, all in one place: the store (a directory per checkpoint, written under a temporary name, fsynced,
+then renamed; pruned), saving the trainer's state into it, loading one back, choosing the one to resume (``--resume
+auto|never|PATH``) and the ranks' agreement on that choice.
 
 Layout under ``RUN_DIR/checkpoints/``::
 
@@ -16,7 +18,9 @@ A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``re
 file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
 half-deleted ``step-*``). ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
 after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used; so is one whose
-manifest's step is not the step in its directory's name, which pruning then deletes.
+manifest's step is not the step in its directory's name, which pruning then deletes (the manifest check and what
+a checkpoint may hold: :mod:`paddlefit.train.ckptfiles`; the files' reads and writes: :mod:`paddlefit.rundir`;
+``trainer.json``'s content: :class:`~paddlefit.train.state.TrainerState`).
 
 A manifest proves a checkpoint intact, not who wrote it: ``model.pdparams`` / ``optimizer.pdopt`` are Paddle
 pickles, so a checkpoint is code the user trusts (``docs/errors.md``, "Checkpoints are code you trust").
@@ -26,134 +30,49 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import fsync_path, read_json_limited
-from paddlefit.run_layout import LEGACY_RNG_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
+from paddlefit.fileio import InputFileError, fsync_path
+from paddlefit.run_layout import MODEL_FILE, OPTIMIZER_FILE
+from paddlefit.rundir import (
+    checkpoint_name,
+    checkpoint_step,
+    has_rng_json,
+    read_rng_json,
+    read_trainer_json,
+    write_manifest,
+    write_rng_json,
+    write_trainer_json,
+)
+from paddlefit.train.ckptfiles import (
+    FORMAT_VERSION,
+    MANIFEST,
+    REQUIRED_FILES,
+    delete_renamed,
+    foreign_entry,
+    foreign_in_store,
+    misnamed,
+    sha256_file,
+    verify,
+)
 from paddlefit.train.nesting import live_lock_under
+from paddlefit.train.oom import first_line
+from paddlefit.train.rngstate import capture_rng, read_rng, restore_rng
+from paddlefit.train.state import TrainerState, kept_accumulation
 
-MANIFEST = "manifest.json"
-#: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
-#: and one of :data:`RNG_FILES` (``rng.json``; ``rng.pkl`` in checkpoints of earlier versions)
-REQUIRED_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE})
-RNG_FILES = (RNG_FILE, LEGACY_RNG_FILE)
-#: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else (issue 27)
-OWN_FILES = REQUIRED_FILES | set(RNG_FILES) | {MANIFEST}
-FORMAT_VERSION = 1
-_NAME_RE = re.compile(r"^step-(\d{8,})$")
+__all__ = ["MANIFEST", "REQUIRED_FILES", "CheckpointError", "CheckpointStore", "agree_on_resume",
+           "check_resume_origin", "choose_resume", "load_checkpoint", "read_state", "save_checkpoint",
+           "sha256_file", "spec_keeping_global_batch", "verify"]
 
 
 class CheckpointError(PaddlefitError):
     """A checkpoint cannot be written (disk full, permissions) or a named checkpoint does not verify."""
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def name_step(path: Path) -> int | None:
-    """The step in a ``step-NNNNNNNN`` directory name, or None for any other name (``best/``...)."""
-    m = _NAME_RE.match(path.name)
-    return int(m.group(1)) if m else None
-
-
-def verify(path: Path) -> str | None:
-    """Check a checkpoint directory against its manifest: every file's size and sha256, and for a ``step-*``
-    directory the manifest's step against the name's.
-
-    Returns:
-        None if it verifies; otherwise the first problem found.
-    """
-    try:
-        manifest = read_json_limited(path / MANIFEST, "manifest", limit=1 << 20)
-        files = manifest["files"]  # type: ignore[index]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"manifest unreadable ({type(exc).__name__}: {exc})"
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        return f"manifest format is not {FORMAT_VERSION}"
-    if not isinstance(files, dict) or not set(files) >= REQUIRED_FILES or not set(files) & set(RNG_FILES):
-        return f"manifest does not list {', '.join(sorted(REQUIRED_FILES))} and {' or '.join(RNG_FILES)}"
-    step = manifest.get("step")
-    if name_step(path) not in (None, step):
-        return f"manifest says step {step!r}, the directory name says {name_step(path)}"
-    for name, meta in files.items():
-        if not isinstance(meta, dict) or "/" in name or name.startswith("."):
-            return f"manifest entry {name!r} is malformed"
-        f = path / name
-        try:
-            size = f.stat().st_size
-        except OSError:
-            return f"{name} is missing"
-        if size != meta.get("bytes"):
-            return f"{name} has {size} bytes, manifest says {meta.get('bytes')}"
-        if sha256_file(f) != meta.get("sha256"):
-            return f"{name} sha256 does not match the manifest"
-    return None
-
-
-def misnamed(path: Path) -> bool:
-    """Whether ``step-N``'s manifest is readable and records a step other than N (files are not hashed)."""
-    try:
-        step = read_json_limited(path / MANIFEST, "manifest", limit=1 << 20).get("step")  # type: ignore[union-attr]
-    except (ValueError, AttributeError):
-        return False
-    return name_step(path) not in (None, step)
-
-
-def foreign_entry(path: Path) -> str | None:
-    """The first entry of checkpoint directory ``path`` that is not one of a checkpoint's own files
-    (:data:`OWN_FILES`, none a directory): another run's directory or ``.lock``, a file of the user. None when
-    ``path`` holds only a checkpoint's files, or is a symlink (deleting a link leaves what it points to). Looks
-    at ``path`` itself, with no scan limit: a checkpoint holds no directory, so one level is all there is."""
-    if os.path.islink(path):
-        return None
-    try:
-        with os.scandir(path) as entries:
-            for entry in entries:
-                if entry.name not in OWN_FILES or entry.is_dir(follow_symlinks=False):
-                    return entry.name
-    except OSError as exc:
-        return f"an unreadable entry ({exc.strerror or exc})"
-    return None
-
-
-def foreign_in_store(root: Path) -> str | None:
-    """The first entry of the store ``root`` (a ``checkpoints/`` directory) that deleting the whole store would
-    take but is not a checkpoint (``step-*``, ``.tmp-*``) holding only its own files (:func:`foreign_entry`), as
-    a path relative to ``root``; None when there is none or ``root`` is no directory."""
-    if not root.is_dir() or root.is_symlink():
-        return None
-    with os.scandir(root) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.is_symlink():
-                continue  # deleting the store unlinks it, never what it points to
-            if not entry.is_dir() or not (_NAME_RE.match(entry.name) or entry.name.startswith(".tmp-")):
-                return entry.name
-            if inner := foreign_entry(Path(entry.path)):
-                return f"{entry.name}/{inner}"
-    return None
-
-
-def _delete(path: Path) -> None:
-    """Delete a checkpoint directory renamed away to be deleted (a symlink: the link only)."""
-    if os.path.islink(path):
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class CheckpointStore:
@@ -174,13 +93,13 @@ class CheckpointStore:
 
     def path_for(self, step: int) -> Path:
         """Directory name of the checkpoint at optimizer step ``step``."""
-        return self.root / f"step-{step:08d}"
+        return self.root / checkpoint_name(step)
 
     def list(self) -> list[Path]:
         """Complete-looking checkpoint directories, newest (highest step) first; temporaries excluded."""
         if not self.root.is_dir():
             return []
-        found = [(int(m.group(1)), p) for p in self.root.iterdir() if (m := _NAME_RE.match(p.name)) and p.is_dir()]
+        found = [(step, p) for p in self.root.iterdir() if (step := checkpoint_step(p)) is not None and p.is_dir()]
         return [p for _, p in sorted(found, reverse=True)]
 
     def latest_valid(self, warn: Callable[[str], None] = lambda _msg: None) -> Path | None:
@@ -199,11 +118,11 @@ class CheckpointStore:
         if self.root.is_dir():
             for p in self.root.glob(".tmp-*"):
                 if foreign_entry(p) is None:  # else not a checkpoint's: kept
-                    _delete(p)
+                    delete_renamed(p)
                     removed.append(p)
         for p in self.root.parent.glob(f".{self.root.name}-old-*"):
             if foreign_in_store(p) is None:
-                _delete(p)
+                delete_renamed(p)
                 removed.append(p)
         return removed
 
@@ -230,7 +149,7 @@ class CheckpointStore:
         if self.root.is_dir():
             doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
             os.rename(self.root, doomed)
-            _delete(doomed)
+            delete_renamed(doomed)
         return old
 
     def remove(self, path: Path) -> None:
@@ -248,14 +167,14 @@ class CheckpointStore:
             raise OSError(errno.ENOTEMPTY, f"{path} holds {foreign}, not a checkpoint's file; {path} is kept")
         doomed = self.root / f".tmp-{path.name}-{os.getpid()}-old"
         os.rename(path, doomed)
-        _delete(doomed)
+        delete_renamed(doomed)
 
     def drop_after(self, step: int, why: str, log: Callable[[str], None]) -> list[Path]:
         """Remove the checkpoints after ``step`` (``--resume PATH`` to an older checkpoint: the ones after it are
         of the run abandoned there; left, ``--resume auto`` would go back to them after a stop); logs what went,
         ``why`` first (``--resume PATH``). Returns the removed paths (a checkpoint that cannot be removed stays)."""
         later = []
-        for path in (p for p in self.list() if int(p.name.split("-")[1]) > step):
+        for path in (p for p in self.list() if (checkpoint_step(p) or 0) > step):
             with contextlib.suppress(OSError):
                 self.remove(path)
                 later.append(path)
@@ -293,10 +212,7 @@ class CheckpointStore:
                 files[f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
             manifest = {"format": FORMAT_VERSION, "step": step, "created_unix": time.time(), "files": files,
                         **(meta or {})}  # fmt: skip
-            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-                json.dump(manifest, fh, indent=1, sort_keys=True)
-                fh.flush()
-                os.fsync(fh.fileno())
+            write_manifest(tmp, manifest)
             fsync_path(tmp)
             if final.exists():  # an incomplete, corrupt or abandoned one with the same name: replace it
                 self.remove(final)
@@ -322,3 +238,196 @@ class CheckpointStore:
                 continue
             with contextlib.suppress(OSError):
                 self.remove(path)
+
+
+def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[str], None]) -> tuple[Any, bool]:
+    """``spec`` (a :class:`~paddlefit.spec.JobSpec`) with the gradient accumulation that keeps checkpoint
+    ``path``'s global batch on ``world`` devices at ``spec.batch_size`` (:func:`kept_accumulation`), logged when it
+    changes; set before the job is built, as its sampler and steps per epoch follow it.
+
+    Returns:
+        (the spec to build, whether its accumulation was changed).
+
+    Raises:
+        PaddlefitError: the global batch cannot be kept, or ``trainer.json`` is malformed.
+        CheckpointError: ``trainer.json`` cannot be read.
+    """
+    ckpt = read_state(path)
+    accum = kept_accumulation(ckpt, str(path), world, spec.batch_size)
+    if accum == spec.grad_accum_steps:
+        return spec, False
+    log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {world} device(s) x micro-batch "
+        f"{spec.batch_size} x gradient accumulation {accum} (the checkpoint's run: {ckpt.batch_size} x "
+        f"{ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {spec.grad_accum_steps})"
+        + ("; the epoch continues with the samples it has not seen, but a run resumed on another device count is "
+           "not bit-identical to an uninterrupted one (gradients are summed in another order)"
+           if ckpt.devices != world else ""))  # fmt: skip
+    return spec.model_copy(update={"grad_accum_steps": accum}), True
+
+
+def read_state(path: Path) -> TrainerState:
+    """``path``'s ``trainer.json`` (a verified checkpoint directory).
+
+    Raises:
+        PaddlefitError: the file is malformed (:meth:`TrainerState.from_json`).
+        CheckpointError: it cannot be read.
+    """
+    try:
+        data = read_trainer_json(path)
+    except InputFileError as exc:
+        raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
+                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+    return TrainerState.from_json(data, str(path))
+
+
+def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,
+                    meta: dict[str, Any], keep_existing: bool = True) -> tuple[Path, float]:  # fmt: skip
+    """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed);
+    ``keep_existing``: see :meth:`CheckpointStore.save`.
+
+    Returns:
+        (the checkpoint directory, seconds the write took).
+
+    Raises:
+        CheckpointError: the write failed (disk full, unwritable run directory).
+    """
+    import paddle
+
+    def write(tmp: Path) -> None:
+        paddle.save(model.state_dict(), str(tmp / MODEL_FILE))
+        paddle.save(optimizer.state_dict(), str(tmp / OPTIMIZER_FILE))
+        write_trainer_json(tmp, state.to_json())
+        write_rng_json(tmp, capture_rng())
+
+    t0 = time.monotonic()
+    path = store.save(state.step, write, meta=meta, keep_existing=keep_existing)
+    return path, time.monotonic() - t0
+
+
+def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: Any, optimizer: Any, schedule: Any,
+                    scaler: Any, model_name: str, trust: bool = False) -> TrainerState:  # fmt: skip
+    """Read ``path``'s state, pass it to ``check`` (which raises if the job cannot continue from it), then restore
+    the model, optimizer, LR schedule, GradScaler and RNG states in place. ``trust``: the user vouched for the
+    checkpoint (``--trust-checkpoint``), so a pickled ``rng.pkl`` of an earlier version may be read.
+
+    Raises:
+        PaddlefitError: from ``check``; the weights do not match the model (missing/unexpected keys); a legacy
+            ``rng.pkl`` without ``trust`` (:func:`~paddlefit.train.rngstate.read_rng`).
+        CheckpointError: any other failure, naming the checkpoint.
+    """
+    import paddle
+
+    try:
+        state = read_state(path)
+        check(state)
+        rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
+        missing, unexpected = model.set_state_dict(paddle.load(str(path / MODEL_FILE)))
+        if missing or unexpected:
+            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
+                                 f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
+                                 "checkpoint or start fresh with `--resume never`.")  # fmt: skip
+        optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
+        schedule.set_state_dict(state.scheduler)
+        if scaler is not None and state.scaler:
+            scaler.load_state_dict(state.scaler)
+        restore_rng(rng, str(path))
+    except PaddlefitError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
+                              f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
+                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+    return state
+
+
+def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
+    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest usable one (:func:`_unusable`; a warning
+    for each one skipped goes to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside
+    this run's ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` /
+    ``.pdopt`` are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
+
+    Raises:
+        CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
+    """
+    if mode == "never":
+        return None
+    if mode == "auto":
+        for path in store.list():
+            if (problem := _unusable(path, store.root, trust)) is None:
+                return path
+            log(f"warning: skipping checkpoint {path.name}: {problem}; the one before it is tried")
+        return None
+    path = Path(mode)
+    problem = verify(path) if path.is_dir() else "not a directory"
+    if problem:
+        raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
+    check_resume_origin(mode, store.root, trust)
+    return path
+
+
+def _unusable(path: Path, root: Path, trust: bool) -> str | None:
+    """Why ``--resume auto`` skips checkpoint ``path`` of the store ``root``, or None: it does not verify; it (or a
+    file in it) resolves outside ``root`` by real path and ``trust`` is False (the rule of ``--resume PATH``);
+    its ``trainer.json`` or ``rng.json`` cannot be read (too large, too deep, not JSON) or is malformed."""
+    if problem := verify(path):
+        return problem
+    if not trust and (outside := _outside(path, root)):
+        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
+                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
+    try:
+        TrainerState.from_json(read_trainer_json(path), str(path))
+        if has_rng_json(path):
+            read_rng_json(path)
+    except PaddlefitError as exc:
+        return first_line(exc, 300).removesuffix("; pass another checkpoint.")
+    return None
+
+
+def _outside(path: Path, root: Path) -> str | None:
+    """``path`` (a checkpoint directory) or the first file in it that resolves outside ``root``, by real path
+    (``"it resolves to X"``, ``"model.pdparams resolves to X"``), or None."""
+    real_root = root.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(real_root):
+        return f"it resolves to {real}"
+    with contextlib.suppress(OSError):
+        for entry in sorted(path.iterdir()):
+            if not entry.resolve().is_relative_to(real):
+                return f"{entry.name} resolves to {entry.resolve()}"
+    return None
+
+
+def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
+    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path: the directory and each file in it)
+    needs ``trust``.
+
+    Raises:
+        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
+    """
+    if trust or mode in ("auto", "never") or (outside := _outside(Path(mode), root)) is None:
+        return
+    raise CheckpointError(
+        f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
+        "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
+        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
+
+
+def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
+                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
+    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
+    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
+    directory name, ``best/``; every rank reads ``PATH``)."""
+    path = choose_resume(mode, store, log, trust) if is_writer or world == 1 else None
+    if world == 1:
+        return path
+    import paddle
+
+    chosen = -1 if path is None else (checkpoint_step(path) or 0) if mode == "auto" else 0
+    t = paddle.to_tensor([chosen], dtype="int64")
+    paddle.distributed.broadcast(t, src=0)
+    step = int(t.item())
+    if step < 0:
+        return None
+    if path is not None:
+        return path
+    return store.path_for(step) if mode == "auto" else Path(mode)

@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import JobFailedError, PaddlefitError
-from paddlefit.fileio import FileWriteError, fsync_path, no_space_left, read_json_limited
+from paddlefit.fileio import FileWriteError, fsync_path, no_space_left
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.exporting import flatten_outputs, jit_target
-from paddlefit.run_layout import CHECKPOINTS_DIR, EXPORT_DIR, IMPORT_DIRS_FILE, MODEL_FILE, SPEC_FILE
+from paddlefit.run_layout import MANIFEST_FILE, MODEL_FILE, SPEC_FILE
+from paddlefit.rundir import checkpoints_dir, export_dir, import_dirs_file, read_manifest, read_model_bytes, spec_file
 from paddlefit.spec import load_job_spec
 from paddlefit.textsafe import name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
@@ -55,7 +56,7 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
     """Refuse an ``--out`` that would replace anything but an earlier export (never delete user files)."""
     from paddlefit.fileio import refuse_run_target
 
-    refuse_run_target(out_dir, run_dir, "--out", run_dir / EXPORT_DIR)
+    refuse_run_target(out_dir, run_dir, "--out", export_dir(run_dir))
     if out_dir.exists():
         if not out_dir.is_dir():
             raise PaddlefitError(f"`--out {name_safe(out_dir)}` is a file; give a directory (it is created).")
@@ -95,8 +96,8 @@ def _read_weights(path: Path) -> tuple[dict[str, Any], bytes]:
         _Gone: a file is missing or does not match the manifest.
     """
     try:
-        manifest: Any = read_json_limited(path / "manifest.json", "manifest.json", limit=1 << 20)
-        data = (path / MODEL_FILE).read_bytes()
+        manifest: Any = read_manifest(path, MANIFEST_FILE)
+        data = read_model_bytes(path)
         meta = manifest["files"][MODEL_FILE]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise _Gone(f"it cannot be read ({type(exc).__name__}: {exc})") from None
@@ -113,7 +114,7 @@ def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[st
     Raises:
         PaddlefitError: no checkpoint verifies (after ``attempts`` tries when checkpoints kept vanishing).
     """
-    store = CheckpointStore(run_dir / CHECKPOINTS_DIR)
+    store = CheckpointStore(checkpoints_dir(run_dir))
     for attempt in range(attempts):
         path = store.latest_valid()
         if path is not None:
@@ -246,12 +247,12 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     import paddle
 
     run_dir = Path(run_dir)
-    spec_file = run_dir / SPEC_FILE
-    if not spec_file.is_file():
+    spec_path = spec_file(run_dir)
+    if not spec_path.is_file():
         raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}); give the "
                              "--run-dir of a `paddlefit train` run.")  # fmt: skip
-    add_recorded_dirs(run_dir / IMPORT_DIRS_FILE)  # the run's own modules, wherever export runs from
-    spec = load_job_spec(spec_file)
+    add_recorded_dirs(import_dirs_file(run_dir))  # the run's own modules, wherever export runs from
+    spec = load_job_spec(spec_path)
     checkpoint, manifest, params = _chosen_checkpoint(run_dir, checkpoint)
     model = _loaded_model(spec, run_dir, checkpoint, manifest, params)
     model.eval()
@@ -260,7 +261,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     xs = [*batch.args, *batch.kwargs.values()]
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
                   for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / EXPORT_DIR
+    out_dir = Path(out_dir) if out_dir is not None else export_dir(run_dir)
     _check_out_dir(out_dir, run_dir)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     try:
@@ -299,10 +300,10 @@ def input_specs_of_run(run_dir: Path) -> list[InputSpec]:
     Raises:
         PaddlefitError: ``run_dir`` has no job spec, or its dataset cannot be read.
     """
-    if not (Path(run_dir) / SPEC_FILE).is_file():
+    if not spec_file(run_dir).is_file():
         raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}).")
-    add_recorded_dirs(Path(run_dir) / IMPORT_DIRS_FILE)
-    spec = load_job_spec(Path(run_dir) / SPEC_FILE)
+    add_recorded_dirs(import_dirs_file(run_dir))
+    spec = load_job_spec(spec_file(run_dir))
     batch = sample_batch(spec)
     declared = {s.name or i: s for i, s in enumerate(spec.input_specs())}
     specs = []

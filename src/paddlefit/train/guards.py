@@ -1,10 +1,12 @@
-"""What stops a run or makes it checkpoint: the stop signal, the budget and the checkpoint schedule.
+"""What stops a run or makes it checkpoint: the stop signal, the budget and the checkpoint schedule; and how an
+error that stops it is reported (a lost rank, a failed write of the run).
 
 Each takes its clock as an argument (default ``time.monotonic``, seconds), so tests drive them with a fake clock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -14,7 +16,8 @@ from typing import Any
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
-__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "heeded", "is_collective_failure"]
+__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "as_write_failure", "heeded",
+           "is_collective_failure"]
 
 Clock = Callable[[], float]
 #: The signals that stop a run gracefully (checkpoint, exit 143).
@@ -109,6 +112,38 @@ def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
     return JobFailedError(f"at step {step}: another rank was killed or lost (a collective operation failed: "
                           f"{type(exc).__name__}: {first_line(exc, 200)}). Run the same command again: `--resume "
                           f"auto` continues from {last or 'the start (no checkpoint yet)'}.")  # fmt: skip
+
+
+def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
+    """The error ``trainer`` (a :class:`~paddlefit.train.loop.Trainer`) raised, ``exc``, as rank 0 reports it. A
+    write of the run that failed (any :class:`~paddlefit.fileio.FileWriteError`: a full disk, a quota, a read-only
+    file system, a directory where a file should be; and once the run is accepted, a
+    :class:`~paddlefit.train.checkpoint.CheckpointError` of a save) becomes an error of exit code 2 naming the file
+    (``exc``'s message), the step reached and the last intact checkpoint, recorded in status.json or saying why it
+    could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is,
+    recorded in status.json by rank 0 once the run is accepted (as the registry row records it)."""
+    from paddlefit.fileio import FileWriteError
+    from paddlefit.rundir import write_status
+    from paddlefit.train.checkpoint import CheckpointError
+
+    accepted = trainer.record is not None  # the run's files and checkpoints are written from then on
+    written = isinstance(exc, FileWriteError) or (accepted and isinstance(exc, CheckpointError))
+    if not trainer.is_writer or not written:
+        if accepted and trainer.is_writer:
+            with contextlib.suppress(Exception):
+                write_status(trainer.run_dir, exc.exit_code, str(exc), trainer.state.step)
+        return exc
+    run_dir, state, last = trainer.run_dir, trainer.state, trainer.store.latest_valid()
+    step = state.step if state is not None else 0
+    again = (f"The last intact checkpoint is {last}; free space (or fix the path) and run the same command again: "
+             "`--resume auto` continues from it." if last else "There is no intact checkpoint: run again once there "
+             "is space (or the path is fixed), and the run starts over.")  # fmt: skip
+    msg = f"{f'at step {step}' if step else 'before the first step'}: {str(exc).rstrip('.')}. {again}"
+    try:
+        write_status(run_dir, 2, msg, step)
+    except OSError as exc2:
+        msg += f" status.json could not be written either: {getattr(exc2, 'why', None) or exc2.strerror}."
+    return PaddlefitError(msg)
 
 
 class Budget:

@@ -14,7 +14,6 @@ log lines, and returns the exit code rank 0 recorded in ``status.json``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -28,12 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
-from paddlefit.run_layout import LAUNCH_LOG_DIR, RANK0_LOG, STATUS_FILE
+from paddlefit.rundir import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
-from paddlefit.train.metrics import run_status
 
 #: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
 #: stopped, gives them 30 s before SIGKILL: ``Pod.stop(timeout=30)``; a large model's checkpoint can take longer).
@@ -46,7 +43,7 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
     (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``);
     ``trust``: the workers get ``--trust-checkpoint``."""
-    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(run_dir / LAUNCH_LOG_DIR), "--job_id",
+    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(launch_log_dir(run_dir)), "--job_id",
            job_id]  # fmt: skip
     if gpu_ids:
         cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
@@ -73,17 +70,17 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     (the run directory's lock, :meth:`~paddlefit.train.lock.RunDirLock.share`).
     """
     token = uuid.uuid4().hex
-    log_dir = run_dir / LAUNCH_LOG_DIR
+    log_dir = launch_log_dir(run_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    rank0_log = log_dir / RANK0_LOG
-    if rank0_log.exists():
-        rank0_log.unlink()  # the launcher appends: start this run's log empty
+    rank0 = rank0_log(run_dir)
+    if rank0.exists():
+        rank0.unlink()  # the launcher appends: start this run's log empty
     alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
     try:
         env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
                    **{ALIVE_FD_ENV: str(alive_w)})  # fmt: skip
-        with open(log_dir / "launcher.log", "ab") as launcher_log:
-            proc = subprocess.Popen(cmd, env=env, stdout=launcher_log, stderr=subprocess.STDOUT,
+        with open(launcher_log(run_dir), "ab") as launcher_out:
+            proc = subprocess.Popen(cmd, env=env, stdout=launcher_out, stderr=subprocess.STDOUT,
                                     pass_fds=(*pass_fds, alive_w))  # fmt: skip
     except BaseException:
         os.close(alive_r)
@@ -99,7 +96,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
 def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[str], None],
           on_start: Callable[[subprocess.Popen], None] | None, alive_r: int) -> tuple[int, str]:  # fmt: skip
     """:func:`run_launched` once the launcher is started: relay, forward signals, wait, read the outcome."""
-    rank0_log = run_dir / LAUNCH_LOG_DIR / RANK0_LOG
+    rank0 = rank0_log(run_dir)
     if on_start:
         on_start(proc)
 
@@ -117,7 +114,7 @@ def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[st
     try:
         while True:
             done = proc.poll() is not None
-            offset = _relay(rank0_log, offset, relay)
+            offset = _relay(rank0, offset, relay)
             if done:
                 break
             time.sleep(0.3)
@@ -125,25 +122,24 @@ def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[st
         for s, h in old.items():
             signal.signal(s, h)
     if proc.returncode < 0:  # the launcher killed: its workers got SIGTERM (worker.py); wait for them to stop
-        _await_workers(alive_r, rank0_log, offset, relay)
+        _await_workers(alive_r, rank0, offset, relay)
     return _outcome(proc.returncode, token, run_dir, forwarded)
 
 
 def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[int, str]:
     """(exit code, reason) of a launched run whose launcher exited with ``rc`` (see :func:`run_launched`)."""
-    log_dir = run_dir / LAUNCH_LOG_DIR
-    rank0_log = log_dir / RANK0_LOG
+    log_dir, rank0 = launch_log_dir(run_dir), rank0_log(run_dir)
     try:
         status: Any = run_status(run_dir, token)
         if status is not None:
             if rc < 0:
                 return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
                                                   f"stopped ({status['reason']}).")  # fmt: skip
-            said = [x for x in _read_lines(log_dir / "launcher.log") if x.startswith("paddlefit: ")][-1:]
+            said = [x for x in _read_lines(launcher_log(run_dir)) if x.startswith("paddlefit: ")][-1:]
             if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how,
                 status["reason"] = f"{status['reason']}\n{said[0]}"  # in status.json too (rank 0 cannot tell)
                 with contextlib.suppress(OSError, PaddlefitError):
-                    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status) + "\n", option="--run-dir")
+                    rewrite_status(run_dir, status)
                 return 1, status["reason"]
             return int(status["exit_code"]), str(status["reason"])
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -156,8 +152,8 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
               for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
     if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)
         return 2, "\n".join(errors[:4])
-    tail = rank0_log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0_log.exists() else []
-    said = [line for line in _read_lines(log_dir / "launcher.log") if line.startswith("paddlefit: ")][-1:]
+    tail = rank0.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0.exists() else []
+    said = [line for line in _read_lines(launcher_log(run_dir)) if line.startswith("paddlefit: ")][-1:]
     if rc < 0:  # the launcher itself killed (SIGKILL, the OOM killer): no code of its own
         said.append(f"paddlefit: Paddle's launcher ended by {describe_exit(rc)}")
     return scheduler_exit_code(rc) or 1, ("workers exited without a status (see " + str(log_dir) + "):\n"

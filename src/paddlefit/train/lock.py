@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import shlex
 import socket
@@ -35,8 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text, read_json_limited
-from paddlefit.run_layout import LOCK_FILE, LOCK_INFO_FILE
+from paddlefit.rundir import lock_file, read_lock_info, remove_lock_info, write_lock_info
 from paddlefit.textsafe import log_stderr
 
 __all__ = [
@@ -87,7 +85,7 @@ def held_by_parent(run_dir: Path) -> bool:
         fd = int(os.environ.get(LOCK_FD_ENV, ""))
     except ValueError:
         return False
-    return fd >= 0 and _same_file(fd, Path(run_dir) / LOCK_FILE)
+    return fd >= 0 and _same_file(fd, lock_file(run_dir))
 
 
 def _not_writable(run_dir: Path, exc: BaseException) -> PaddlefitError:
@@ -121,7 +119,7 @@ class RunDirLock:
         """Take the lock without waiting and record the holder; returns ``self``."""
         from paddlefit.train.nesting import check_not_nested
 
-        path = self.run_dir / LOCK_FILE
+        path = lock_file(self.run_dir)
         check_not_nested(self.run_dir)  # before the directory is made: never inside or around another run's
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +145,7 @@ class RunDirLock:
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "command": _command_line()}  # fmt: skip
         try:
-            atomic_write_text(self.run_dir / LOCK_INFO_FILE, json.dumps(info) + "\n", option="--run-dir")
+            write_lock_info(self.run_dir, info)
         except (PaddlefitError, OSError) as exc:
             self.release()
             raise _not_writable(self.run_dir, exc) from None
@@ -175,12 +173,12 @@ class RunDirLock:
             _HOLDING.remove(self)
         if not self._shared:
             with contextlib.suppress(OSError):
-                (self.run_dir / LOCK_INFO_FILE).unlink()
+                remove_lock_info(self.run_dir)
             os.close(fd)
             return
         os.close(fd)  # the lock lasts while a child keeps its copy of the descriptor: probe with a new open file
         try:
-            probe = os.open(self.run_dir / LOCK_FILE, os.O_RDWR | os.O_CLOEXEC)
+            probe = os.open(lock_file(self.run_dir), os.O_RDWR | os.O_CLOEXEC)
         except OSError:
             return
         try:
@@ -191,7 +189,7 @@ class RunDirLock:
                          "was killed?); a new `train` there is refused until they exit.")  # fmt: skip
         else:
             with contextlib.suppress(OSError):
-                (self.run_dir / LOCK_INFO_FILE).unlink()
+                remove_lock_info(self.run_dir)
         finally:
             os.close(probe)
 
@@ -202,7 +200,7 @@ class RunDirLock:
         who = "another process (it has not recorded itself)"
         while True:
             try:
-                info = read_json_limited(self.run_dir / LOCK_INFO_FILE, LOCK_INFO_FILE, limit=1 << 16)
+                info = read_lock_info(self.run_dir)
                 who = (f"pid {info['pid']} on host {info['host']} since {info['since']} (started by "
                        f"`{info['command']}`)")  # fmt: skip
                 dead = info["host"] == socket.gethostname() and not pid_alive(info["pid"])
@@ -235,7 +233,7 @@ def drop_lock_records() -> None:
     for lock in list(_HOLDING):
         if not lock._shared:
             with contextlib.suppress(OSError):
-                (lock.run_dir / LOCK_INFO_FILE).unlink()
+                remove_lock_info(lock.run_dir)
 
 
 def _command_line() -> str:

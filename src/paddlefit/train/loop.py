@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import time
@@ -31,31 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text
-from paddlefit.run_layout import CHECKPOINTS_DIR
+from paddlefit.rundir import checkpoints_dir, clean_temporaries, write_run_spec, write_status, write_summary
 from paddlefit.spec import JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
-from paddlefit.train.checkpoint import CheckpointStore
+from paddlefit.train.checkpoint import CheckpointStore, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.checkpoint import spec_keeping_global_batch as keeping_batch
 from paddlefit.train.evaluate import NO_EVAL, evaluate
-from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank
+from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank, as_write_failure
 from paddlefit.train.lock import RunDirLock
-from paddlefit.train.metrics import (
-    SUMMARY_FILE,
-    LogLines,
-    MetricsLog,
-    PeakTracker,
-    Progress,
-    as_write_failure,
-    clean_temporaries,
-    params_sha256,
-    to_jsonable,
-    write_run_spec,
-    write_status,
-)
+from paddlefit.train.metrics import LogLines, MetricsLog, PeakTracker, Progress, params_sha256, to_jsonable
 from paddlefit.train.record import RunRecord
-from paddlefit.train.state import TrainerState, agree_on_resume, load_checkpoint, save_checkpoint
-from paddlefit.train.state import spec_keeping_global_batch as keeping_batch
+from paddlefit.train.state import TrainerState
 from paddlefit.train.step import StepRunner
 
 __all__ = ["EXIT_BUDGET", "EXIT_NONFINITE", "EXIT_OK", "EXIT_REQUEUE", "RunResult", "TrainOptions", "Trainer"]
@@ -125,7 +111,7 @@ class Trainer:
         self.world = int(os.environ.get("PADDLE_TRAINERS_NUM", "1"))
         self.rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
         self.is_writer = self.rank == 0
-        self.store = CheckpointStore(self.run_dir / CHECKPOINTS_DIR, keep_last=spec.checkpoint.keep_last)
+        self.store = CheckpointStore(checkpoints_dir(self.run_dir), keep_last=spec.checkpoint.keep_last)
         self.stop = StopFlag()
         self.budget = Budget(spec.budget, clock)  # wall time counts from here (plus earlier runs, on resume)
         self.ckpt = CheckpointSchedule(spec.checkpoint, self.log, clock)
@@ -424,7 +410,7 @@ class Trainer:
         if self.is_writer:
             self._save()
             summary = self.summary(self._compare(ended=(EXIT_OK, "finished")))
-            atomic_write_text(self.run_dir / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n", option="--run-dir")
+            write_summary(self.run_dir, summary)
         return self._end(EXIT_OK, "finished", summary)
 
     def _end_stopped(self) -> RunResult:

@@ -1,6 +1,7 @@
-"""What a run records: metrics.jsonl (and VisualDL), the allocator's peak, summary.json, status.json, progress.
+"""A run's metrics: metrics.jsonl's lines (and VisualDL), the allocator's peak, the parameters' hash, progress.
 
-Only rank 0 writes (the loop gives the other ranks no :class:`MetricsLog`).
+Only rank 0 writes (the loop gives the other ranks no :class:`MetricsLog`); the files are opened, read and
+rewritten through :mod:`paddlefit.rundir`.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import AppendFile, FileWriteError, atomic_write_text, loads_limited, read_json_limited, writing
-from paddlefit.run_layout import IMPORT_DIRS_FILE, LAUNCH_SPEC_FILE, METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE
+from paddlefit.fileio import loads_limited
+from paddlefit.rundir import metrics_file, open_metrics, read_metrics_text, rewrite_metrics, visualdl_dir
 
 __all__ = [
     "RESUME_EVENT",
@@ -27,48 +27,12 @@ __all__ = [
     "MetricsLog",
     "PeakTracker",
     "Progress",
-    "as_write_failure",
-    "clean_temporaries",
     "params_sha256",
     "peak_memory_bytes",
     "resume_record",
     "to_jsonable",
-    "write_run_spec",
-    "write_status",
 ]
 
-
-
-def clean_temporaries(run_dir: Path) -> list[Path]:
-    """Delete the temporary files of atomic writes (:func:`paddlefit.fileio.atomic_write_text`: ``.NAME.*.tmp``)
-    of the run directory's own files, left by a writer that was killed mid-write; returns what was removed. Call it
-    only while no other process writes the run directory: holding its lock (:mod:`paddlefit.train.lock`), rank 0,
-    at the start of a run."""
-    removed = []
-    for name in (METRICS_FILE, SPEC_FILE, STATUS_FILE, SUMMARY_FILE, LAUNCH_SPEC_FILE, IMPORT_DIRS_FILE):
-        for p in run_dir.glob(f".{name}.*.tmp"):
-            try:
-                p.unlink()
-                removed.append(p)
-            except OSError:
-                continue
-    return removed
-
-
-def spec_yaml(spec: Any) -> str:
-    """The job spec as run, as YAML (RUN_DIR/job.yaml, which ``export`` reads)."""
-    import yaml
-
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
-
-
-def write_run_spec(run_dir: Path, spec: Any) -> None:
-    """Record the job as run: RUN_DIR/job.yaml (:func:`spec_yaml`) and the folders its modules were found in
-    (RUN_DIR/import_dirs.json, :func:`paddlefit.userimport.user_dirs`, which ``export`` searches), atomically."""
-    from paddlefit.userimport import user_dirs
-
-    atomic_write_text(run_dir / SPEC_FILE, spec_yaml(spec), option="--run-dir")
-    atomic_write_text(run_dir / IMPORT_DIRS_FILE, json.dumps(user_dirs()), option="--run-dir")
 
 
 def peak_memory_bytes(on_gpu: bool) -> int:
@@ -146,56 +110,6 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
-    """Rank 0: record how the run ended in ``status.json`` (read by the parent of a multi-device run, matched by
-    ``PADDLEFIT_RUN_TOKEN``), atomically."""
-    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
-    atomic_write_text(run_dir / STATUS_FILE, json.dumps({"exit_code": exit_code, "reason": reason, "step": step,
-                                                          "token": token}) + "\n", option="--run-dir")  # fmt: skip
-
-
-def run_status(run_dir: Path, token: str | None = None) -> dict[str, Any] | None:
-    """``run_dir``'s status.json when it is this run's: its ``token`` matches (default: ``PADDLEFIT_RUN_TOKEN``,
-    set for launched runs; no token matches nothing), else None (also for a missing, unreadable, oversized or
-    deeply nested file: :func:`~paddlefit.fileio.read_json_limited`)."""
-    token = os.environ.get("PADDLEFIT_RUN_TOKEN", "") if token is None else token
-    try:
-        doc = read_json_limited(run_dir / STATUS_FILE, STATUS_FILE, limit=1 << 20)
-    except (OSError, ValueError, PaddlefitError):
-        return None
-    return doc if token and isinstance(doc, dict) and doc.get("token") == token else None
-
-
-def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
-    """The error ``trainer`` (a :class:`~paddlefit.train.loop.Trainer`) raised, ``exc``, as rank 0 reports it. A
-    write of the run that failed (any :class:`~paddlefit.fileio.FileWriteError`: a full disk, a quota, a read-only
-    file system, a directory where a file should be; and once the run is accepted, a
-    :class:`~paddlefit.train.checkpoint.CheckpointError` of a save) becomes an error of exit code 2 naming the file
-    (``exc``'s message), the step reached and the last intact checkpoint, recorded in status.json or saying why it
-    could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is,
-    recorded in status.json by rank 0 once the run is accepted (as the registry row records it)."""
-    from paddlefit.train.checkpoint import CheckpointError
-
-    accepted = trainer.record is not None  # the run's files and checkpoints are written from then on
-    written = isinstance(exc, FileWriteError) or (accepted and isinstance(exc, CheckpointError))
-    if not trainer.is_writer or not written:
-        if accepted and trainer.is_writer:
-            with contextlib.suppress(Exception):
-                write_status(trainer.run_dir, exc.exit_code, str(exc), trainer.state.step)
-        return exc
-    run_dir, state, last = trainer.run_dir, trainer.state, trainer.store.latest_valid()
-    step = state.step if state is not None else 0
-    again = (f"The last intact checkpoint is {last}; free space (or fix the path) and run the same command again: "
-             "`--resume auto` continues from it." if last else "There is no intact checkpoint: run again once there "
-             "is space (or the path is fixed), and the run starts over.")  # fmt: skip
-    msg = f"{f'at step {step}' if step else 'before the first step'}: {str(exc).rstrip('.')}. {again}"
-    try:
-        write_status(run_dir, 2, msg, step)
-    except OSError as exc2:
-        msg += f" status.json could not be written either: {getattr(exc2, 'why', None) or exc2.strerror}."
-    return PaddlefitError(msg)
-
-
 #: the ``event`` of metrics.jsonl's line for a resume (:func:`resume_record`)
 RESUME_EVENT = "resume"
 
@@ -239,7 +153,7 @@ class MetricsLog:
     """
 
     def __init__(self, run_dir: Path, visualdl: bool) -> None:
-        self.path = run_dir / METRICS_FILE
+        self.path = metrics_file(run_dir)
         self.vdl = None
         if visualdl:
             try:
@@ -247,8 +161,8 @@ class MetricsLog:
             except ImportError:
                 raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
                                      "(or set `visualdl: false`).") from None  # fmt: skip
-            self.vdl = LogWriter(logdir=str(run_dir / "visualdl"))
-        self.file = AppendFile(self.path, option="--run-dir")
+            self.vdl = LogWriter(logdir=str(visualdl_dir(run_dir)))
+        self.file = open_metrics(run_dir)
 
     @staticmethod
     def truncate_after(run_dir: Path, step: int, resumed: bool = False) -> dict[str, Any] | None:
@@ -264,12 +178,10 @@ class MetricsLog:
         Raises:
             FileWriteError: metrics.jsonl cannot be read or rewritten (a directory of its name, a full disk).
         """
-        path = run_dir / METRICS_FILE
-        if not path.exists():
+        text = read_metrics_text(run_dir)
+        if text is None:
             return None
         kept, cut = [], []
-        with writing(path, "--run-dir"):  # a directory of its name: named, exit 2
-            text = path.read_text(encoding="utf-8")
         for line in text.splitlines():
             try:
                 rec: Any = loads_limited(line, "a line of metrics.jsonl")
@@ -284,7 +196,7 @@ class MetricsLog:
         if resumed:
             record = resume_record(step, cut, last_line_time(text), time.time())
             kept.append(json.dumps(record))
-        atomic_write_text(path, "".join(k + "\n" for k in kept), option="--run-dir")
+        rewrite_metrics(run_dir, kept)
         return record
 
     def write(self, record: dict[str, Any], scalars: tuple[str, ...] = (), prefix: str = "train") -> None:

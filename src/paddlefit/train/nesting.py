@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import CHECKPOINTS_DIR, LOCK_FILE, RUN_MARKERS
+from paddlefit.run_layout import LOCK_FILE, RUN_MARKERS
+from paddlefit.rundir import checkpoints_dir, lock_file
 
 __all__ = ["MAX_SCAN_DIRS", "RUN_MARKERS", "check_not_nested", "check_own_store", "live_lock_under", "run_marker"]
 
@@ -32,7 +33,7 @@ def run_marker(directory: Path) -> str | None:
     """``.lock`` and the first of :data:`RUN_MARKERS` that ``directory`` holds (``".lock and job.yaml"``), or
     None when it is not a run directory."""
     with contextlib.suppress(OSError):
-        if (directory / LOCK_FILE).is_file():
+        if lock_file(directory).is_file():
             return next((f".lock and {name}" for name in RUN_MARKERS if (directory / name).exists()), None)
     return None
 
@@ -78,7 +79,7 @@ def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
         PaddlefitError: naming ``run_dir``, its ``checkpoints`` and where that resolves (and the run directory it
             belongs to, if any) (exit 2).
     """
-    store = Path(run_dir) / CHECKPOINTS_DIR
+    store = checkpoints_dir(run_dir)
     real = Path(os.path.realpath(store))
     if not os.path.lexists(store) or (not store.is_symlink() and real == Path(os.path.realpath(run_dir)) / store.name):
         return

@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import atomic_write_text, read_json_limited
-from paddlefit.run_layout import PREDICTION_FILE
+from paddlefit.rundir import read_prediction, write_prediction
 
 __all__ = [
     "NO_PREDICT_ENV",
@@ -142,14 +141,13 @@ def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[
         (seconds, bytes, FLOPs per sample, FLOP/s of one device at the run's precision and ``tf32``).
     """
     key = hashlib.sha256(f"{spec_yaml}\n{device.name}\n{device.count}".encode()).hexdigest()
-    path = run_dir / PREDICTION_FILE
     with contextlib.suppress(ValueError, AttributeError):
-        old: Any = read_json_limited(path, PREDICTION_FILE)
+        old: Any = read_prediction(run_dir)
         if old.get("key") == key:
             return checked(old)  # one written before the check (a resume)
     doc = checked(_predict(spec_yaml, device, log, timeout_s))
     doc["key"] = key
-    atomic_write_text(path, json.dumps(doc, indent=2) + "\n", option="--run-dir")
+    write_prediction(run_dir, doc)
     return doc
 
 

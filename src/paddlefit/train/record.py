@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.fileio import FileWriteError, atomic_write_text, read_json_limited
-from paddlefit.run_layout import COMPARISON_FILE, PREDICTION_FILE
+from paddlefit.fileio import FileWriteError
+from paddlefit.rundir import read_prediction, write_comparison
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
     WARMUP_STEPS,
@@ -55,7 +55,7 @@ class RunRecord:
         self.prediction: dict[str, Any] | None = None
         if prediction_key:
             with contextlib.suppress(ValueError, AttributeError):
-                doc: Any = read_json_limited(run_dir / PREDICTION_FILE, PREDICTION_FILE)
+                doc: Any = read_prediction(run_dir)
                 self.prediction = checked(doc) if doc.get("key") == prediction_key else None
         self.seen = 0
         self.step_s: list[float] = []
@@ -86,7 +86,7 @@ class RunRecord:
             dev = self.device or {}
             doc["device"] = {"kind": dev.get("device_kind"), "name": dev.get("device_name"), "count": devices}
         try:
-            atomic_write_text(self.run_dir / COMPARISON_FILE, json.dumps(doc, indent=2) + "\n", option="--run-dir")
+            write_comparison(self.run_dir, doc)
         except FileWriteError as exc:
             if not failed:
                 raise

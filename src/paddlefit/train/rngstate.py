@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import read_json_limited
 from paddlefit.run_layout import LEGACY_RNG_FILE, RNG_FILE
+from paddlefit.rundir import has_legacy_rng, has_rng_json, open_legacy_rng, read_rng_json
 
 __all__ = ["capture_rng", "read_rng", "restore_rng"]
 
@@ -99,15 +99,15 @@ def read_rng(path: Path, trust: bool) -> Any:
         PaddlefitError: only ``rng.pkl`` is there and ``trust`` is False (unpickling runs code from the file: the
             message says how to proceed); or the file is unreadable, too large or too deeply nested.
     """
-    if (path / RNG_FILE).is_file() or not (path / LEGACY_RNG_FILE).is_file():
-        return read_json_limited(path / RNG_FILE, "checkpoint file", limit=1 << 20)
+    if has_rng_json(path) or not has_legacy_rng(path):
+        return read_rng_json(path)
     if not trust:
         raise PaddlefitError(
             f"checkpoint {path} stores its RNG state in {LEGACY_RNG_FILE} (pickle, written by an earlier paddlefit); "
             "unpickling it can run code from the file. If you (or a job you trust) wrote this checkpoint, resume "
             "with `--trust-checkpoint` (the next checkpoints are written without pickle); otherwise start fresh "
             "with `--resume never`.")  # fmt: skip
-    with open(path / LEGACY_RNG_FILE, "rb") as f:
+    with open_legacy_rng(path) as f:
         rng = pickle.load(f)  # the user vouched for this checkpoint (--trust-checkpoint)
     doc = {"format": 1, "python": dict(zip(("version", "state", "gauss_next"), rng["python"], strict=True)),
            "numpy": dict(zip(("name", "keys", "pos", "has_gauss", "cached_gaussian"), rng["numpy"], strict=True)),

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -21,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import atomic_write_text, read_json_limited
-from paddlefit.run_layout import CHECKPOINTS_DIR, LAUNCH_SPEC_FILE, SNAPSHOT_FILE, SUMMARY_FILE
+from paddlefit.rundir import checkpoints_dir, read_summary, spec_yaml, write_launch_spec, write_snapshot
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
-from paddlefit.train.metrics import Progress, spec_yaml
+from paddlefit.train.metrics import Progress
 from paddlefit.train.predict import NO_PREDICT_ENV
 from paddlefit.train.record import PREDICTION_KEY_ENV
 
@@ -144,9 +142,9 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
-        from paddlefit.train.state import check_resume_origin
+        from paddlefit.train.checkpoint import check_resume_origin
 
-        check_resume_origin(resume, run_dir / CHECKPOINTS_DIR, trust_checkpoint)  # before workers start (rank 0 too)
+        check_resume_origin(resume, checkpoints_dir(run_dir), trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
@@ -161,7 +159,7 @@ def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:
         from paddlefit.diagnose.snapshot import collect_snapshot
 
         snap = collect_snapshot(run_dir, run_devices=False)
-        atomic_write_text(run_dir / SNAPSHOT_FILE, json.dumps(snap.to_dict(), indent=2) + "\n", option="--run-dir")
+        write_snapshot(run_dir, snap.to_dict())
     except Exception as exc:  # the environment record is for the report: it never stops a run
         log(f"warning: no environment snapshot in {run_dir} ({type(exc).__name__}: {str(exc)[:200]})")
 
@@ -203,10 +201,10 @@ def _one_run_per_process(run_dir: Path) -> Iterator[None]:
 def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resuming: tuple[str, bool],
                 progress_bar: Progress | None, log: Callable[[str], None],
                 relay: Callable[[str], None] | None, lock: RunDirLock, key: str | None) -> JobOutcome:  # fmt: skip
-    launch_spec, (resume, trust) = run_dir / LAUNCH_SPEC_FILE, resuming
+    resume, trust = resuming
     try:
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
-        atomic_write_text(launch_spec, spec_yaml(spec), option="--run-dir")
+        launch_spec = write_launch_spec(run_dir, spec)
         if n == 1:
             launch_spec.unlink()
     except OSError as exc:  # FileWriteError says why (a full disk...)
@@ -231,5 +229,5 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
                                     pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)
-    summary: Any = read_json_limited(run_dir / SUMMARY_FILE, "--run-dir") if code == 0 else None
+    summary: Any = read_summary(run_dir) if code == 0 else None
     return JobOutcome(code, reason, run_dir, summary)

@@ -1,33 +1,24 @@
-"""The trainer's state in a checkpoint: a typed ``trainer.json``, the RNG states, saving, loading and the ranks'
-agreement on which checkpoint to resume.
+"""The trainer's state in a checkpoint: a typed ``trainer.json`` (:class:`TrainerState`), and the gradient
+accumulation that keeps a checkpoint's global batch on another layout.
 
 A checkpoint directory (written atomically by :class:`paddlefit.train.checkpoint.CheckpointStore`) holds
 ``model.pdparams`` and ``optimizer.pdopt`` (``paddle.save``), ``trainer.json`` (:class:`TrainerState`) and
 ``rng.json`` (Python, NumPy and Paddle generator states, :mod:`paddlefit.train.rngstate`; no pickle), each listed
-with its sha256 in the store's manifest.
+with its sha256 in the store's manifest. Saving, loading, choosing and agreeing on a checkpoint:
+:mod:`paddlefit.train.checkpoint`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.estimate.perf_params import is_finite_number
-from paddlefit.fileio import InputFileError, read_json_limited
-from paddlefit.run_layout import MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
-from paddlefit.train.checkpoint import CheckpointError, CheckpointStore, verify
-from paddlefit.train.oom import Split, first_line
-from paddlefit.train.rngstate import capture_rng, read_rng, restore_rng
+from paddlefit.train.oom import Split
 
-__all__ = ["TrainerState", "agree_on_resume", "check_resume_origin", "choose_resume", "kept_accumulation",
-           "load_checkpoint", "read_state", "save_checkpoint", "spec_keeping_global_batch"]
+__all__ = ["TrainerState", "kept_accumulation"]
 
 
 @dataclass
@@ -182,196 +173,3 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
         f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
         f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
         f"{counts}. Or start fresh with `--resume never`.")  # fmt: skip
-
-
-def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[str], None]) -> tuple[Any, bool]:
-    """``spec`` (a :class:`~paddlefit.spec.JobSpec`) with the gradient accumulation that keeps checkpoint
-    ``path``'s global batch on ``world`` devices at ``spec.batch_size`` (:func:`kept_accumulation`), logged when it
-    changes; set before the job is built, as its sampler and steps per epoch follow it.
-
-    Returns:
-        (the spec to build, whether its accumulation was changed).
-
-    Raises:
-        PaddlefitError: the global batch cannot be kept, or ``trainer.json`` is malformed.
-        CheckpointError: ``trainer.json`` cannot be read.
-    """
-    ckpt = read_state(path)
-    accum = kept_accumulation(ckpt, str(path), world, spec.batch_size)
-    if accum == spec.grad_accum_steps:
-        return spec, False
-    log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {world} device(s) x micro-batch "
-        f"{spec.batch_size} x gradient accumulation {accum} (the checkpoint's run: {ckpt.batch_size} x "
-        f"{ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {spec.grad_accum_steps})"
-        + ("; the epoch continues with the samples it has not seen, but a run resumed on another device count is "
-           "not bit-identical to an uninterrupted one (gradients are summed in another order)"
-           if ckpt.devices != world else ""))  # fmt: skip
-    return spec.model_copy(update={"grad_accum_steps": accum}), True
-
-
-def read_state(path: Path) -> TrainerState:
-    """``path``'s ``trainer.json`` (a verified checkpoint directory).
-
-    Raises:
-        PaddlefitError: the file is malformed (:meth:`TrainerState.from_json`).
-        CheckpointError: it cannot be read.
-    """
-    try:
-        data = read_json_limited(path / TRAINER_FILE, "checkpoint file", limit=1 << 20)
-    except InputFileError as exc:
-        raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
-    return TrainerState.from_json(data, str(path))
-
-
-def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,
-                    meta: dict[str, Any], keep_existing: bool = True) -> tuple[Path, float]:  # fmt: skip
-    """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed);
-    ``keep_existing``: see :meth:`CheckpointStore.save`.
-
-    Returns:
-        (the checkpoint directory, seconds the write took).
-
-    Raises:
-        CheckpointError: the write failed (disk full, unwritable run directory).
-    """
-    import paddle
-
-    def write(tmp: Path) -> None:
-        paddle.save(model.state_dict(), str(tmp / MODEL_FILE))
-        paddle.save(optimizer.state_dict(), str(tmp / OPTIMIZER_FILE))
-        (tmp / TRAINER_FILE).write_text(json.dumps(state.to_json(), indent=1), encoding="utf-8")
-        (tmp / RNG_FILE).write_text(json.dumps(capture_rng()), encoding="utf-8")
-
-    t0 = time.monotonic()
-    path = store.save(state.step, write, meta=meta, keep_existing=keep_existing)
-    return path, time.monotonic() - t0
-
-
-def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: Any, optimizer: Any, schedule: Any,
-                    scaler: Any, model_name: str, trust: bool = False) -> TrainerState:  # fmt: skip
-    """Read ``path``'s state, pass it to ``check`` (which raises if the job cannot continue from it), then restore
-    the model, optimizer, LR schedule, GradScaler and RNG states in place. ``trust``: the user vouched for the
-    checkpoint (``--trust-checkpoint``), so a pickled ``rng.pkl`` of an earlier version may be read.
-
-    Raises:
-        PaddlefitError: from ``check``; the weights do not match the model (missing/unexpected keys); a legacy
-            ``rng.pkl`` without ``trust`` (:func:`~paddlefit.train.rngstate.read_rng`).
-        CheckpointError: any other failure, naming the checkpoint.
-    """
-    import paddle
-
-    try:
-        state = read_state(path)
-        check(state)
-        rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
-        missing, unexpected = model.set_state_dict(paddle.load(str(path / MODEL_FILE)))
-        if missing or unexpected:
-            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
-                                 f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
-                                 "checkpoint or start fresh with `--resume never`.")  # fmt: skip
-        optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
-        schedule.set_state_dict(state.scheduler)
-        if scaler is not None and state.scaler:
-            scaler.load_state_dict(state.scaler)
-        restore_rng(rng, str(path))
-    except PaddlefitError:
-        raise
-    except Exception as exc:
-        raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
-                              f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
-    return state
-
-
-def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
-    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest usable one (:func:`_unusable`; a warning
-    for each one skipped goes to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside
-    this run's ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` /
-    ``.pdopt`` are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
-
-    Raises:
-        CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
-    """
-    if mode == "never":
-        return None
-    if mode == "auto":
-        for path in store.list():
-            if (problem := _unusable(path, store.root, trust)) is None:
-                return path
-            log(f"warning: skipping checkpoint {path.name}: {problem}; the one before it is tried")
-        return None
-    path = Path(mode)
-    problem = verify(path) if path.is_dir() else "not a directory"
-    if problem:
-        raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
-    check_resume_origin(mode, store.root, trust)
-    return path
-
-
-def _unusable(path: Path, root: Path, trust: bool) -> str | None:
-    """Why ``--resume auto`` skips checkpoint ``path`` of the store ``root``, or None: it does not verify; it (or a
-    file in it) resolves outside ``root`` by real path and ``trust`` is False (the rule of ``--resume PATH``);
-    its ``trainer.json`` or ``rng.json`` cannot be read (too large, too deep, not JSON) or is malformed."""
-    if problem := verify(path):
-        return problem
-    if not trust and (outside := _outside(path, root)):
-        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
-                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
-    try:
-        TrainerState.from_json(read_json_limited(path / TRAINER_FILE, "checkpoint file", limit=1 << 20), str(path))
-        if (path / RNG_FILE).is_file():
-            read_json_limited(path / RNG_FILE, "checkpoint file", limit=1 << 20)
-    except PaddlefitError as exc:
-        return first_line(exc, 300).removesuffix("; pass another checkpoint.")
-    return None
-
-
-def _outside(path: Path, root: Path) -> str | None:
-    """``path`` (a checkpoint directory) or the first file in it that resolves outside ``root``, by real path
-    (``"it resolves to X"``, ``"model.pdparams resolves to X"``), or None."""
-    real_root = root.resolve()
-    real = path.resolve()
-    if not real.is_relative_to(real_root):
-        return f"it resolves to {real}"
-    with contextlib.suppress(OSError):
-        for entry in sorted(path.iterdir()):
-            if not entry.resolve().is_relative_to(real):
-                return f"{entry.name} resolves to {entry.resolve()}"
-    return None
-
-
-def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
-    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path: the directory and each file in it)
-    needs ``trust``.
-
-    Raises:
-        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
-    """
-    if trust or mode in ("auto", "never") or (outside := _outside(Path(mode), root)) is None:
-        return
-    raise CheckpointError(
-        f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
-        "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
-        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
-
-
-def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
-                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
-    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
-    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
-    directory name, ``best/``; every rank reads ``PATH``)."""
-    path = choose_resume(mode, store, log, trust) if is_writer or world == 1 else None
-    if world == 1:
-        return path
-    import paddle
-
-    chosen = -1 if path is None else int(path.name.split("-")[1]) if mode == "auto" else 0
-    t = paddle.to_tensor([chosen], dtype="int64")
-    paddle.distributed.broadcast(t, src=0)
-    step = int(t.item())
-    if step < 0:
-        return None
-    if path is not None:
-        return path
-    return store.path_for(step) if mode == "auto" else Path(mode)

@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from paddlefit.errors import PaddlefitError
+    from paddlefit.rundir import run_status, write_status
     from paddlefit.spec import load_job_spec
     from paddlefit.textsafe import log_stderr
     from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
-    from paddlefit.train.metrics import run_status, write_status
     from paddlefit.train.record import PREDICTION_KEY_ENV
 
     rank = int(os.environ.get("PADDLE_TRAINER_ID", "0"))
