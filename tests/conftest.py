@@ -18,7 +18,7 @@ sys.path.insert(0, str(DATA))
 # the run registry (paddlefit.runs) of every test and of the processes they start: a fresh one per test session
 # (per xdist worker), never the user's own
 os.environ["PADDLEFIT_HOME"] = tempfile.mkdtemp(prefix="paddlefit-home-")
-# train's prediction (a planner child process, ~5 s) as `train --no-predict`: tests/test_predict.py turns it on
+# train's prediction (a planner child process, ~5 s) as `train --no-predict`: tests/train/test_predict.py turns it on
 os.environ["PADDLEFIT_NO_PREDICT"] = "1"
 
 # Hypothesis profiles. `ci`, the default: the same examples every run (derandomized: a failure in CI is one that

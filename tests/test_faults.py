@@ -1,5 +1,5 @@
 """Faults a scheduler and a user meet (issue 27): a rank of a 2-process run SIGKILLed, a full disk at each kind of
-write, every crash point of a checkpoint save. Real CLI in subprocesses on the CPU, as in tests/test_train.py."""
+write, every crash point of a checkpoint save. Real CLI in subprocesses on the CPU, as in tests/train/test_train.py."""
 
 from __future__ import annotations
 

@@ -259,7 +259,7 @@ MLP = ["tinymodels:mlp", "--input", "float32[30]", "-b", "4"]
 
 # ---- the job spec -----------------------------------------------------------------------------------------------
 
-#: A spec `launch` and `train` accept (data.train and a length): tests/test_launch.py's.
+#: A spec `launch` and `train` accept (data.train and a length): tests/deploy/test_launch.py's.
 LAUNCHABLE = LAUNCH_SPEC
 VALID_SPECS = [yaml.safe_load(LAUNCHABLE)] + [yaml.safe_load(p.read_text(encoding="utf-8"))
                                                for p in sorted((ROOT / "examples").glob("*.yaml"))]  # fmt: skip

@@ -144,7 +144,7 @@ class TransformerConfig(BaseModel):
     @property
     def params(self) -> int:
         """Total parameters (equals those of :func:`paddlefit.models.transformer.build_transformer`, tested in
-        ``tests/test_llm.py``)."""
+        ``tests/llm/test_llm.py``)."""
         return self.embedding_params + self.num_layers * self.layer_params + self.head_params
 
 
@@ -159,7 +159,7 @@ def published_transformers() -> dict[str, TransformerConfig]:
     """Every published config of ``catalog/data/transformers.json`` by name (a new dict; the configs are frozen).
 
     Raises:
-        pydantic.ValidationError: a row is invalid (a packaging error; ``tests/test_llm.py`` loads them all).
+        pydantic.ValidationError: a row is invalid (a packaging error; ``tests/llm/test_llm.py`` loads them all).
     """
     return dict(_table()[0])
 

@@ -31,7 +31,7 @@ def amp_lists(half: str, level: str) -> tuple[frozenset[str], frozenset[str]]:
 
     Paddle 3.3.1's ``python/paddle/amp/amp_lists.py`` (``white_list()[dtype][level]``, ``black_list()...``), shipped
     in ``paddlefit/catalog/data/paddle_amp_lists.json`` so a plan does not depend on the Paddle of the machine that
-    plans it; ``tests/test_amp_lists.py`` checks the copy against the installed Paddle.
+    plans it; ``tests/estimate/test_amp.py`` checks the copy against the installed Paddle.
 
     Raises:
         KeyError: ``half`` or ``level`` is not one of the names above.

@@ -2,7 +2,7 @@
 
 Used by the planner for zoo transformers too large to probe on this CPU; the probe
 (:mod:`paddlefit.probe.memory`) and the FLOP counter (:mod:`paddlefit.probe.flops`) are the measurements
-they are checked against (``tests/test_memory.py``, ``tests/test_flops.py``).
+they are checked against (``tests/probe/test_memory.py``, ``tests/probe/test_flops.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def analytic_transformer_activation_bytes(cfg: TransformerConfig, seq_len: int) 
     Per layer Korthikanti et al. 2022 (arXiv 2205.05198, table 2, no parallelism) give s·h·(34 + 5·a·s/h)
     bytes per sample with 2-byte values and 1-byte dropout masks; of it 2·s·h + a·s² are masks. With 4-byte
     values: s·h·66 + 9·a·s² bytes per layer. Plus the fp32 logits s·V·4 and the embedding output s·h·4·2.
-    Accuracy vs the CPU probe on small configs: see ``tests/test_memory.py``.
+    Accuracy vs the CPU probe on small configs: see ``tests/probe/test_memory.py``.
     """
     s, h, a = seq_len, cfg.hidden_size, cfg.num_heads
     per_layer = s * h * 66 + 9 * a * s * s

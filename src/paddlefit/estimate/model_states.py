@@ -1,7 +1,7 @@
 """Model states in bytes: weights, gradients and optimizer states, from a parameter inventory (no probe).
 
 ZeRO's "model states" (Rajbhandari et al., arXiv 1910.02054 §3.1) for one precision and optimizer; exact for fp32
-on Paddle's CPU allocator (``tests/test_memory.py`` checks it against the allocator). The activations and the
+on Paddle's CPU allocator (``tests/probe/test_memory.py`` checks it against the allocator). The activations and the
 workspace are the probe's (:mod:`paddlefit.probe.memory`).
 """
 
@@ -64,7 +64,7 @@ def model_state_bytes(info: ParamInfo, optimizer: OptimizerName, precision: Prec
     2 B/param, plus 4 B/param fp32 master weights; with Adam that is 2 + 2 + 12 = 16 B/param, the ZeRO paper's
     figure (Rajbhandari et al., arXiv 1910.02054 §3.1).
 
-    Exact for fp32 on Paddle's CPU allocator (tested against the allocator in ``tests/test_memory.py``).
+    Exact for fp32 on Paddle's CPU allocator (tested against the allocator in ``tests/probe/test_memory.py``).
     """
     per_state = OPTIMIZER_STATE_BYTES_PER_PARAM[optimizer]
     # + one fp32 [1] learning-rate tensor per optimizer (``Optimizer._create_global_learning_rate``).

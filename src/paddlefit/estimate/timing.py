@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 #: ResNet-50 (224x224) training FLOPs per image, forward + backward, as counted by
-#: :func:`paddlefit.probe.flops.count_flops` (asserted in ``tests/test_flops.py``).
+#: :func:`paddlefit.probe.flops.count_flops` (asserted in ``tests/probe/test_flops.py``).
 RESNET50_TRAIN_FLOPS_PER_IMAGE = 24_420_053_968
 
 #: (images/s, peak FLOP/s) of the DeepLearningExamples measurements behind each efficiency class.

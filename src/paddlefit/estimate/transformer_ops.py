@@ -5,7 +5,7 @@ Every transformer FLOP figure of the package comes from here: the operator trace
 (:func:`~paddlefit.estimate.analytic.analytic_transformer_flops`) and the parallel LLM planner's per-layer and
 head FLOPs (:mod:`paddlefit.llm.perf`). The ops are the ones
 :func:`~paddlefit.models.transformer.build_transformer` records on the CPU, in the same order (checked in
-``tests/test_gpu_model.py``): per layer the fused QKV linear, Q·Kᵀ, scale, (causal mask), softmax, (dropout),
+``tests/estimate/test_gpu_model.py``): per layer the fused QKV linear, Q·Kᵀ, scale, (causal mask), softmax, (dropout),
 P·V, the output linear, residual adds, two norms and the MLP (GELU: fc1, gelu, fc2; SwiGLU: gate, up, swiglu,
 down); Korthikanti et al. 2022 (arXiv 2205.05198) §4 lists the same ops for one layer.
 

@@ -14,7 +14,7 @@ import yaml
 from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.tune.trials import apply_settings, predicted_peak, tune
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.serial
@@ -73,7 +73,7 @@ def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> 
 
 
 def test_a_candidate_that_runs_out_of_memory_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(Path(__file__).parent / "data"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "data"))
     spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={
         "model": "trainhelpers:oom_digits_cnn", "model_args": {"max_batch": 16}, "batch_size": 16})
     r = tune(spec, budget_s=1e-3, steps=3, warmup=0, confirm=1, global_batch="free", max_batch_factor=2)

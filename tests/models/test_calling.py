@@ -24,7 +24,7 @@ from paddlefit.probe.job_call import JobCall
 from paddlefit.probe.memory import measure_training_steps
 from paddlefit.spec import OptimizerName
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 ENV = {**os.environ, "PYTHONPATH": f"{DATA}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 sys.path.insert(0, str(DATA))
 

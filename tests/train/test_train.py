@@ -23,7 +23,7 @@ from trainrun import ENV, run, summary, train_cmd, wait_for_step, write_spec
 
 from paddlefit.errors import PaddlefitError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def final_params(run_dir: Path) -> dict[str, np.ndarray]:
@@ -347,7 +347,7 @@ def test_resume_keeps_the_global_batch_by_accumulation_or_refuses(tmp_path: Path
 
 @pytest.mark.slow
 def test_examples_reach_their_accuracy_and_export(tmp_path: Path) -> None:
-    root = Path(__file__).parent.parent
+    root = Path(__file__).resolve().parents[2]
     r = run(train_cmd(root / "examples" / "digits.yaml", tmp_path / "digits", "--json"))
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads(r.stdout)

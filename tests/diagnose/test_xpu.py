@@ -192,7 +192,7 @@ def test_plan_labels_an_xpu_row_uncalibrated() -> None:
 
 # ---- doctor: recorded xpu-smi output (Paddle's XPU install guide), Snapshot literals; the machine has no XPU
 
-XPU_DATA = __import__("pathlib").Path(__file__).parent / "data"
+XPU_DATA = __import__("pathlib").Path(__file__).resolve().parents[1] / "data"
 
 
 def _xpu_snapshot(**over):

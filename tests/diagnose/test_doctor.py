@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SNAPS = Path(__file__).parent / "data" / "snapshots"
+SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
 
 def doctor(*args):

@@ -15,7 +15,7 @@ from paddlefit.deploy.docker import choose_build
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
 
-SNAPS = Path(__file__).parent / "data" / "snapshots"
+SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
 
 def image(*args):

@@ -13,7 +13,7 @@ import pytest
 from paddlefit.spec import load_job_spec
 from paddlefit.train.predict import RunDevice, comparison, predict_run, trainer_step_s
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_comparison_puts_the_prediction_for_the_trainer_step_beside_the_measured_figures() -> None:

@@ -11,7 +11,7 @@ from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import JobContext
 from paddlefit.diagnose.snapshot import GPUInfo, NetInterface, Snapshot
 
-SNAPS = Path(__file__).parent / "data" / "snapshots"
+SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
 FLAGS = ["FLAGS_check_nan_inf", "FLAGS_cudnn_exhaustive_search", "FLAGS_allocator_strategy"]
 

@@ -172,7 +172,8 @@ def test_paddles_amp_capability_rule_on_cuda():
 
 
 def test_efficiency_class_of_every_unit_the_catalog_reports():
-    """(Moved from tests/test_timing.py with estimate.timing.efficiency_class, now catalog.units.unit_of_label.)"""
+    """(Moved from tests/estimate/test_timing.py with estimate.timing.efficiency_class, now
+    catalog.units.unit_of_label.)"""
     units = {g.peak_flops(p)[1] for g in load_gpus() for p in ("fp32", "fp16-o1", "bf16-o2")}
     assert units == {"fp32", "tf32 tensor", "fp16 tensor", "bf16 tensor"}
     assert {u: unit_of_label(u) for u in units} == {"fp32": "fp32", "tf32 tensor": "tf32", "fp16 tensor": "half",

@@ -252,7 +252,7 @@ def run(*args, home=None):
 
 
 def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     r = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--json", "--spot", "--spot-bucket", "<5%",
             "--cloud", "aws", "--cloud", "gcp", home=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -308,7 +308,7 @@ def _prices_file(tmp_path, body, header=HEADER):
 
 
 def test_cost_cli_survives_hostile_price_files_and_extreme_rates(tmp_path):
-    cfg = str(Path(__file__).resolve().parents[1] / "examples" / "digits.yaml")
+    cfg = str(Path(__file__).resolve().parents[2] / "examples" / "digits.yaml")
     base = ["cost", "--config", cfg]
     r = run(*base, "--prices", _prices_file(tmp_path, "x,big[/]1,T4,1,4,16,0.5,,r1\n"), "--cloud", "x",
             home=tmp_path)  # fmt: skip
@@ -395,7 +395,7 @@ def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
     """An XPU's uncalibrated speed and a tensor peak the catalog lacks are said on cost rows as on plan rows."""
     prices = tmp_path / "p.csv"
     prices.write_text(HEADER + "\nbaidu,k200-1,Kunlunxin-K200,1,8,32,1.0,,cn\nrunpod,l20x1,L20,1,8,32,1.0,,us\n")
-    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     r = run("cost", "--config", str(digits), "--prices", str(prices), "--gpu", "Kunlunxin-K200",
             "--gpu", "L20", "--precision", "bf16-o1", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -429,7 +429,7 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
 
 def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path):
     """Issue 26 (fx1, item 1): `--gpu RTX-4090 --gpu L20` priced the RTX-4090 and dropped L20 silently."""
-    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     args = ("cost", "--config", str(digits), "--gpu", "RTX-4090", "--gpu", "L20", "--shipped-prices")
     r = run(*args, "--json", home=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -483,7 +483,7 @@ def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
 def test_cost_output_fits_80_columns(args, tmp_path):
     """Issue 26 (fx1, item 5): at COLUMNS=80 the table was 104 (--spot) and 82 (--cloud aws --top 5) columns wide
     and the assumption lines up to 634 characters: every line now fits, nothing is cut to '…'."""
-    digits = Path(__file__).resolve().parent.parent / "examples" / "digits.yaml"
+    digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     env = dict(os.environ, COLUMNS="80", HOME=str(tmp_path))
     r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "cost", "--config", str(digits), *args],
                        capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
@@ -519,7 +519,7 @@ def test_cost_writes_checkpoints_at_the_specs_cadence_as_train_does(tmp_path):
     """A new user's finding: `cost --config` priced one checkpoint write per Daly interval while `train` writes at
     the spec's `checkpoint.every_steps` / `every_minutes` (auto_interval off), 47 writes against 1 on a 3-epoch
     job. Cost now uses the spec's cadence, shows the Daly optimum beside it, and uses Daly with auto_interval."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     spec = (root / "examples" / "digits.yaml").read_text()  # checkpoint: every_steps 200, every_minutes 10
     auto = tmp_path / "auto.yaml"
     auto.write_text(spec.replace("checkpoint: {every_steps: 200,", "checkpoint: {auto_interval: true, "

@@ -16,7 +16,7 @@ from paddlefit.profiling.verdict import COMPONENTS
 from paddlefit.profiling.verdict_rules import OPTIMIZER_HEAVY
 from paddlefit.spec import load_job_spec
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.serial

@@ -24,7 +24,7 @@ from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.probe.recorder import record_trace
 from paddlefit.spec import load_job_spec
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 A100 = get_gpu("A100-SXM4-40GB")
 V100 = get_gpu("V100-SXM2-16GB")
 

@@ -423,7 +423,7 @@ def test_gpu_fit_reproduces_the_shipped_parameters_and_the_trace_cache_is_curren
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import gpu_fit
 
     traces = gpu_fit.load_traces()

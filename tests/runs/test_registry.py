@@ -17,7 +17,7 @@ import pytest
 from paddlefit.runs import SCHEMA_VERSION, Registry, RegistryError, registry_path
 from paddlefit.runs.schema import MIGRATIONS, statements
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: the columns of schema v1 as released: a released migration is never edited (a change is a new migration)
 V1_COLUMNS = [

@@ -81,7 +81,7 @@ def run(*args, home):
 
 
 def test_cost_prices_an_rtx_4090_and_json_carries_each_rows_rate_source(tmp_path):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     r = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--gpu", "RTX-4090", "--gpu", "L4",
             "--spot", "--json", home=tmp_path)  # fmt: skip
     assert r.returncode == 0, r.stderr

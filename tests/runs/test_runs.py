@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from paddlefit.cli.main import app
 from paddlefit.runs import SCHEMA_VERSION, Registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 COMPARISON = {
     "device": {"kind": "gpu", "name": "L4", "count": 1}, "status": "predicted", "reason": None,
