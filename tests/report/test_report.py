@@ -19,7 +19,7 @@ import pytest
 from trainrun import ENV, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.report.html import build_report, fmt_num, plot_ids, render_html
-from paddlefit.report.rundir import find_time_resumes
+from paddlefit.report.reading import find_time_resumes
 from paddlefit.runs.registry import Registry
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 
@@ -380,7 +380,7 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
 def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
     """Issue 26: the summary showed raw keys (`peak_memory_bytes`); the environment listed `OMP_NUM_THREADS 1` while
     plan said 2 Paddle threads, with nothing saying which the run used."""
-    from paddlefit.report.rundir import ReportData
+    from paddlefit.report.reading import ReportData
 
     summary = {"steps": 630, "eval_accuracy": 0.9866, "samples_per_s": 6539.7, "data_wait_fraction": 0.0264,
                "peak_memory_bytes": 1581032, "wall_seconds": 4.41, "devices": 1, "device": "cpu"}
@@ -436,7 +436,7 @@ def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: P
     whole-run figures print alike in the terminal summary and the page."""
     from paddlefit.cli.common import out
     from paddlefit.cli.train import render_summary
-    from paddlefit.report.rundir import ReportData
+    from paddlefit.report.reading import ReportData
 
     summary = {"steps": 630, "epochs": 5.0, "global_batch": 32, "devices": 1, "device": "cpu", "precision": "fp32",
                "amp_active": False, "final_loss": 0.1, "eval_accuracy": 0.9866, "samples_per_s": 1648.12,

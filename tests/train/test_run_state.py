@@ -13,7 +13,7 @@ from pathlib import Path
 
 from trainrun import ENV, run, train_cmd, write_spec
 
-from paddlefit.report.rundir import build_report
+from paddlefit.report.reading import build_report
 from paddlefit.runs.registry import Registry
 
 

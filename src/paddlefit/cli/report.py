@@ -33,8 +33,8 @@ def report_command(
     from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import atomic_write_text, check_output_path, refuse_run_target
     from paddlefit.report.html import build_report, plot_ids, render_html
+    from paddlefit.report.reading import is_run_dir
     from paddlefit.report.resumes import resume_line
-    from paddlefit.report.rundir import is_run_dir
     from paddlefit.textsafe import name_safe
 
     if not is_run_dir(run_dir):

@@ -1,7 +1,7 @@
 """``paddlefit report``: one self-contained HTML page for a run directory (no network: inline CSS, inline SVG
 plots drawn by matplotlib, no scripts or fonts fetched).
 
-:func:`build_report` (:mod:`paddlefit.report.rundir`) reads the run; :func:`render_html` writes the page. Every
+:func:`build_report` (:mod:`paddlefit.report.reading`) reads the run; :func:`render_html` writes the page. Every
 text is HTML-escaped. Every number is printed by :func:`fmt_num` (the page's one rule: integers with all digits
 and thousands commas, floats with 4 significant digits, ``-`` for none), except the figures the terminal also
 prints (predicted vs measured, samples/s): those read as ``train`` and ``paddlefit runs`` print them
@@ -17,8 +17,8 @@ import math
 from typing import Any
 
 from paddlefit.report import plots
+from paddlefit.report.reading import ReportData, build_report
 from paddlefit.report.resumes import lost_text
-from paddlefit.report.rundir import ReportData, build_report
 from paddlefit.run_layout import COMPARISON_FILE, PROFILE_FILE
 from paddlefit.runs.labels import paddle_threads, readable, summary_label
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio

@@ -3,7 +3,7 @@ lost and run again, and the compute time that cost.
 
 Sources: the record a resume writes in metrics.jsonl (:func:`paddlefit.train.metrics.resume_record`, an
 ``{"event": "resume"}`` line written by rank 0 in the rewrite that cuts the lost steps' lines; it survives later
-resumes), and, for runs of an older paddlefit without it, what :mod:`paddlefit.report.rundir` infers from
+resumes), and, for runs of an older paddlefit without it, what :mod:`paddlefit.report.reading` infers from
 wall-clock gaps and checkpoint times (the time down only).
 """
 
