@@ -222,3 +222,13 @@ def test_a_per_sample_input_of_gigabytes_is_refused_before_the_probe_allocates_i
     r = run("plan", "lenet", "-i", "float32[2147483648]", "--gpu", "T4")
     assert r.returncode == 2 and "is too large to probe on this machine" in r.stderr, (r.returncode, r.stderr[-500:])
     assert "at batch 3" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_stop_message_names_the_command_that_resumes():
+    # `--resume never` is not "the same command": run again, it would delete the checkpoint just saved
+    from paddlefit.cli.train import resume_hint
+
+    assert resume_hint("auto") == "run the same command to resume"
+    assert resume_hint("never") == ("resume with `--resume auto` (not `--resume never`, which deletes the "
+                                    "checkpoints and starts over)")  # fmt: skip
+    assert resume_hint("runs/a/checkpoints/step-00000010").endswith("which goes back to that checkpoint)")

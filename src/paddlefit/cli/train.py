@@ -86,6 +86,15 @@ def render_summary(summary: dict) -> None:
         render_comparison_document(summary["comparison"], out)
 
 
+def resume_hint(resume: str) -> str:
+    """How to resume a run stopped by a signal, given the ``--resume`` it ran with: the same command only under
+    ``auto``; ``never`` would delete the checkpoint just saved, and a PATH would go back to that older checkpoint."""
+    if resume == "auto":
+        return "run the same command to resume"
+    undo = "deletes the checkpoints and starts over" if resume == "never" else "goes back to that checkpoint"
+    return f"resume with `--resume auto` (not `--resume {shown(resume)}`, which {undo})"
+
+
 @handle_errors
 def train_command(
     config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
@@ -168,7 +177,8 @@ def train_command(
     if code == EXIT_REQUEUE and not reason.startswith("stopped by signal"):  # before the first step: nothing was saved
         err.print(f"{shown(reason)} Exit {EXIT_REQUEUE}.", highlight=False)
     elif code == EXIT_REQUEUE:
-        err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: run the same command to resume.")
+        err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: {resume_hint(str(job.resume))}.",
+                  highlight=False)  # fmt: skip
     elif code == EXIT_BUDGET:
         err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}. To continue, run again with a higher "
                   "limit (e.g. a larger --max-hours): --resume auto picks up the checkpoint.")
