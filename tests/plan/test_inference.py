@@ -347,3 +347,16 @@ def test_exported_program_references_dynamic_dims_and_ambiguous_folders(tmp_path
     with pytest.raises(ModelError, match="belongs to another model"):
         resolve_served(str(tmp_path / "dyn" / "model.json"), None, ["ids=int64[128]"], None)
     assert resolve_served("lenet", None, None, None).kind == "zoo"  # a zoo name is never taken for a path
+
+
+def test_the_cpu_rows_thread_counts_are_refused_when_asked_not_after_the_gpu_rows():
+    # `plan --inference --threads 0` used to exit 0 with the refusal as a footnote under the tables
+    import os
+
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.plan.inference_job import InferenceRequest
+
+    for bad in (0, -2, (os.cpu_count() or 1) + 1):
+        with pytest.raises(PaddlefitError, match=f"`--threads {bad}`: give thread counts from 1 to"):
+            InferenceRequest(model="lenet", threads=[bad])
+    assert InferenceRequest(model="lenet", threads=[1]).threads == [1]

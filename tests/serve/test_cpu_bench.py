@@ -183,7 +183,7 @@ def test_export_benchmark_json_and_its_bad_options(tmp_path: Path) -> None:
         assert b["peak_bytes"] > Path(doc["prefix"] + ".pdiparams").stat().st_size  # the serving process's RSS
     assert "batch 2, 1 thread(s): median" in r.stderr  # progress on stderr
     r = run([*cli, "--benchmark", "--threads", "0", "--json"])
-    assert r.returncode == 2 and "--threads [0]" in json.loads(r.stdout)["error"]["message"]
+    assert r.returncode == 2 and "`--threads 0`:" in json.loads(r.stdout)["error"]["message"]
     r = run([*cli, "-b", "4"])
     assert r.returncode == 2 and "add `--benchmark`" in r.stderr
     r = run([*cli, "--benchmark", "-b", "1"])  # default threads: 1 and the physical cores

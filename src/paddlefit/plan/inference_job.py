@@ -76,7 +76,8 @@ class InferenceRequest(RequestModel):
 
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:
-        """A model or a spec; an engine and a serving precision that go together."""
+        """A model or a spec; an engine and a serving precision that go together; the CPU row's ``--threads`` from
+        1 to this machine's logical CPUs (:func:`~paddlefit.serve.cpu_bench.check_bench_args`)."""
         if self.model is None and self.config is None:
             raise PaddlefitError("Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or "
                                  "`--config job.yaml`.")  # fmt: skip
@@ -88,6 +89,10 @@ class InferenceRequest(RequestModel):
         if self.precision == "int8" and self.engine != "tensorrt":
             raise PaddlefitError("`--precision int8` runs on TensorRT only (Paddle Inference's int8 GPU path is "
                                  "TensorRT's): add `--engine tensorrt`.")  # fmt: skip
+        if self.cpu and self.threads is not None:  # the CPU row's thread counts, refused before any work
+            from paddlefit.serve.cpu_bench import check_bench_args
+
+            check_bench_args(self.batch_sizes, self.threads)
         return self
 
 

@@ -166,6 +166,11 @@ def model_files(prefix: Path) -> tuple[Path, Path]:
     return program, params
 
 
+def _shown(values: Sequence[int]) -> str:
+    """Values as typed on the command line: ``0``, or ``1, 0`` for a repeated option (``none`` when empty)."""
+    return ", ".join(str(v) for v in values) or "none"
+
+
 def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warmup: int = 10, runs: int = 50,
                      max_seconds: float = 20.0) -> tuple[list[int], list[int]]:
     """(batch sizes ascending, thread counts in the order given), each once, after checking them.
@@ -177,9 +182,10 @@ def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warm
     """
     cores = os.cpu_count() or 1
     if not batch_sizes or any(not 1 <= int(b) <= 65536 for b in batch_sizes):
-        raise PaddlefitError(f"`--batch-size {list(batch_sizes)}`: give batch sizes from 1 to 65536, e.g. `-b 1 -b 8`.")
+        raise PaddlefitError(f"`--batch-size {_shown(batch_sizes)}`: give batch sizes from 1 to 65536, e.g. "
+                             "`-b 1 -b 8`.")  # fmt: skip
     if not threads or any(not 1 <= int(t) <= cores for t in threads):
-        raise PaddlefitError(f"`--threads {list(threads)}`: give thread counts from 1 to {cores} (this machine's "
+        raise PaddlefitError(f"`--threads {_shown(threads)}`: give thread counts from 1 to {cores} (this machine's "
                              "logical CPUs), e.g. `--threads 1`.")  # fmt: skip
     if warmup < 0 or runs < MIN_TIMED_RUNS or not max_seconds > 0:
         raise PaddlefitError(f"warmup={warmup}, runs={runs}, max_seconds={max_seconds}: give warmup >= 0, runs >= "
