@@ -386,9 +386,11 @@ def build_report(run_dir: Path) -> ReportData:
     ckpts = read_checkpoints(run_dir)
     by_time = find_time_resumes(train, evals)
     recorded = record_resumes(events, by_time)  # each resume its line (two at one step: two lines)
-    inferred = merge_resumes(ckpts, by_time, find_resumes(ckpts), writer_resume(ckpts, lock_record(run_dir)))
-    resumes = sorted(recorded + [r for r in inferred if r.step not in {x.step for x in recorded}],
-                     key=lambda r: r.step)
+    # a run that writes resume records has them all: inferring from time gaps (for an older paddlefit's runs) would
+    # read a pause of a loaded machine as one more resume
+    inferred = [] if recorded else merge_resumes(ckpts, by_time, find_resumes(ckpts),
+                                                 writer_resume(ckpts, lock_record(run_dir)))  # fmt: skip
+    resumes = sorted(recorded + inferred, key=lambda r: r.step)
     comparison, source = read_json(run_dir, COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
         comparison, source = summary["comparison"], 'summary.json["comparison"]'
