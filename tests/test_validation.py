@@ -110,18 +110,3 @@ def test_ranges_are_field_constraints_named_by_option(cls: str, kw: dict, needle
             "inference": InferenceRequest}[cls]
     with pytest.raises(PaddlefitError, match=re.escape(needle)):
         make(**kw)
-
-
-def test_a_batch_size_past_any_device_is_refused_by_plan_and_by_the_job_spec():
-    # `plan lenet -b 99999999999999999999` used to plan it (and print a fixed term of 1.7e15 GiB)
-    from pydantic import ValidationError
-
-    from paddlefit.errors import PaddlefitError
-    from paddlefit.plan.request import PlanRequest
-    from paddlefit.spec import MAX_MICRO_BATCH, JobSpec
-
-    with pytest.raises(PaddlefitError, match=r"`--batch-size` must be 1\.\.10000000 \(got 99999999999999999999\)"):
-        PlanRequest(model="lenet", batch_size=99999999999999999999)
-    assert PlanRequest(model="lenet", batch_size=MAX_MICRO_BATCH).batch_size == 10**7
-    with pytest.raises(ValidationError, match="less than or equal to 10000000"):
-        JobSpec(model="lenet", data={"train": "digits"}, batch_size=MAX_MICRO_BATCH + 1)

@@ -23,11 +23,6 @@ __all__ = ["DATASETS", "BudgetSpec", "CheckpointSpec", "DataSpec", "JobSpec", "L
            "merge_loader_options", "parse_enum", "unique_key_loader"]  # fmt: skip
 
 
-#: The largest per-device batch a spec or a request takes (samples): a sanity bound, far above any device's memory
-#: (10 million 1-byte samples), so a typo such as 99999999999999999999 is refused instead of planned.
-MAX_MICRO_BATCH = 10**7
-
-
 class Precision(str, Enum):
     """Training precision: fp32, or AMP level O1/O2 with fp16 or bf16 (``paddle.amp.auto_cast``)."""
 
@@ -87,7 +82,7 @@ class DataSpec(BaseModel):
     eval: str | None = Field(default=None, description="Evaluation dataset factory, as `data.train`; accuracy is "
                              "reported for cross_entropy.")  # fmt: skip
     eval_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `data.eval`.")
-    eval_batch_size: int | None = Field(default=None, ge=1, le=MAX_MICRO_BATCH, strict=True, description=(
+    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7, strict=True, description=(
         "Samples per evaluation forward (null = `batch_size`); `plan` measures that pass as phase `eval`."))
     shuffle: bool = Field(default=True, description="Shuffle every epoch; the order comes from `(seed, epoch)`.")
     drop_last: bool = Field(default=True, description="Drop the last incomplete global batch: an epoch is "
@@ -169,8 +164,8 @@ class JobSpec(BaseModel):
                               "null = data.train's, else generated from the loss and the output.")  # fmt: skip
     label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
         "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. `labels`)."))
-    batch_size: int = Field(default=32, ge=1, le=MAX_MICRO_BATCH, description="Per-device micro-batch (samples); "
-                            "the global batch is batch_size x devices x grad_accum_steps.")  # fmt: skip
+    batch_size: int = Field(default=32, ge=1, description="Per-device micro-batch (samples); the global batch is "
+                            "batch_size x devices x grad_accum_steps.")  # fmt: skip
     grad_accum_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
     epochs: float | None = Field(default=None, gt=0, le=1e6, description="Epochs; with `max_steps` both bound the "
                                  "run and the first reached ends it.")  # fmt: skip

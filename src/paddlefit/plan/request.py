@@ -21,7 +21,7 @@ from paddlefit.plan.document import (
     RunsCorrection,
     as_document,
 )
-from paddlefit.spec import MAX_MICRO_BATCH, OptimizerName, Precision
+from paddlefit.spec import OptimizerName, Precision
 from paddlefit.validation import RequestModel
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -44,7 +44,7 @@ class PlanRequest(RequestModel):
     """
 
     model: str = Field(description="Zoo name or ``package.module:factory``.")
-    batch_size: int = Field(32, ge=1, le=MAX_MICRO_BATCH, description="Per-device micro-batch, samples.")
+    batch_size: int = Field(32, ge=1, description="Per-device micro-batch, samples.")
     inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
     optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.spec`.")
