@@ -248,7 +248,7 @@ def read_prediction(run_dir: Path) -> Any:
     Raises:
         InputFileError: missing, unreadable, too large or not JSON.
     """
-    return read_json_limited(Path(run_dir) / PREDICTION_FILE, PREDICTION_FILE)
+    return read_run_json(run_dir, PREDICTION_FILE)
 
 
 def write_prediction(run_dir: Path, doc: dict[str, Any]) -> None:
