@@ -53,6 +53,21 @@ def _summary(name: str, ratios: list[float]) -> str:
             f"worst {s['worst_ratio']:.2f}x   ({s['rows']} rows)")  # fmt: skip
 
 
+def signed_by_gpu(title: str, pairs: list[tuple[str, float]]) -> None:
+    """Print, per GPU, the median of predicted / measured step TIME over ``pairs`` ((gpu, time ratio)) beside the
+    median |error|: < 1 predicted too fast, > 1 too slow. A GPU whose rows all sit on one side is a factor the
+    model lacks (clock, power, issue width, bandwidth), not noise."""
+    print(f"\n{title}: per GPU, predicted / measured time (signed; < 1 = predicted too fast)")
+    by: dict[str, list[float]] = {}
+    for g, r in pairs:
+        by.setdefault(g, []).append(r)
+    for g, rs in sorted(by.items()):
+        a = np.array(rs)
+        side = "all too fast" if (a < 1).all() else "all too slow" if (a > 1).all() else "both signs"
+        print(f"  {g:24s} rows {len(a):3d}   median {np.median(a):5.2f}   range {a.min():.2f}-{a.max():.2f}   "
+              f"median |error| {np.median(np.abs(a - 1)):6.1%}   {side}")
+
+
 def same_job_across_sources(cases: list[gpu_fit.Case], fit_r: list[float]) -> None:
     """Print the rows that publish one job (model, GPU and count, precision, layout) from different sources, each
     with its predicted / published under the full fit. The spread of those ratios is either the sources disagreeing
@@ -220,7 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     for r, ratio in e2e:
         print(f"{r['gpu']:22s} {r['model']:11s} {r['mode']:5s} {r['seq_len']:>5s} {r['batch']:>5s} "
               f"{float(r['e2e_ms']):8.1f}ms {float(r['e2e_ms']) * ratio:8.1f}ms  {ratio:.2f}")  # fmt: skip
+    for mode, label in (("train", "training (forward + backward)"), ("inf", "inference (forward)")):
+        rs = [x for r, x in e2e if r["mode"] == mode]
+        print(_summary(f"NeuSight e2e {mode}", rs))
     print(_summary("NeuSight e2e, kernel model", [x for _, x in e2e]))
+    for mode, label in (("train", "training (forward + backward)"), ("inf", "inference (forward)")):
+        signed_by_gpu(f"NeuSight e2e {label}", [(r["gpu"], x) for r, x in e2e if r["mode"] == mode])
+    signed_by_gpu("published rows, full fit", [(c.gpu.name, 1 / f) for c, f in zip(cases, fit_r, strict=True)])
+    signed_by_gpu("published rows, leave-one-source-out", [(c.gpu.name, 1 / f) for c, f in zip(cases, loso_r,
+                                                                                               strict=True)])
     breakdown("mobilenet_v2", "A100-SXM4-40GB", 256, "fp16-o1", "momentum", traces)
     breakdown("bert-large-squad-384", "A100-SXM4-40GB", 32, "fp16-o1", "adamw", traces)
     print(f"\n(bench wall time {time.perf_counter() - t0:.0f} s)")

@@ -58,7 +58,9 @@ class Device:
     """Datasheet figures of a GPU whose kernels were measured (catalog rows where the catalog has the GPU).
 
     Attributes: sm (SMs), fp32/half (dense peak FLOP/s), bw (DRAM bytes/s), l2 (bytes), tdp (W), arch, nm
-    (process node: Pascal 16, Volta and Turing 12, GA100 7; NVIDIA's whitepapers).
+    (process node: Pascal 16, Volta and Turing 12, GA100 7; NVIDIA's whitepapers), cc (compute capability),
+    lanes (FP32 lanes per SM: GP104 128, GP100, GV100, TU104 and GA100 64; the architecture whitepapers), base and
+    boost (clocks, MHz; TechPowerUp's GPU database, the figures NVIDIA's board specifications give; 0: unknown).
     """
 
     sm: int
@@ -69,12 +71,18 @@ class Device:
     tdp: float
     arch: str
     nm: float
+    cc: float
+    lanes: int
+    base: float
+    boost: float
 
     def as_gpu(self, name: str) -> SimpleNamespace:
         """The figures as the catalog's GPU fields (what :func:`paddlefit.estimate.gpu_model.compile_step` reads)."""
         return SimpleNamespace(name=name, architecture=self.arch, sm_count=self.sm, mem_bw_gb_s=self.bw / 1e9,
                                l2_mib=self.l2 / MB, tdp_w=self.tdp, process_nm=self.nm, fp32_tflops=self.fp32 / 1e12,
-                               tf32_tflops=None, fp16_tflops=(self.half / 1e12) or None, bf16_tflops=None)  # fmt: skip
+                               tf32_tflops=None, fp16_tflops=(self.half / 1e12) or None, bf16_tflops=None,
+                               compute_capability=self.cc, fp32_lanes_per_sm=self.lanes,
+                               base_clock_mhz=self.base or None, boost_clock_mhz=self.boost or None)  # fmt: skip
 
 
 MB = 1024**2
@@ -85,13 +93,13 @@ MB = 1024**2
 #: in every row). The others are the catalog's rows (T4, V100-PCIe-32GB, V100-SXM2-16GB for DeepBench's DGX-1,
 #: A100-PCIe-40GB/80GB).
 DEVICES = {
-    "Tesla_P4": Device(20, 5.699e12, 0.0, 192e9, 2 * MB, 75, "pascal", 16),
-    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MB, 250, "pascal", 16),
-    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MB, 70, "turing", 12),
-    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MB, 250, "volta", 12),
-    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MB, 300, "volta", 12),
-    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MB, 250, "ampere", 7),
-    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MB, 300, "ampere", 7),
+    "Tesla_P4": Device(20, 5.699e12, 0.0, 192e9, 2 * MB, 75, "pascal", 16, 6.1, 128, 886, 1114),
+    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MB, 250, "pascal", 16, 6.0, 64, 1190, 1329),
+    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MB, 70, "turing", 12, 7.5, 64, 585, 1590),
+    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MB, 250, "volta", 12, 7.0, 64, 1230, 1380),
+    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MB, 300, "volta", 12, 7.0, 64, 0, 1530),
+    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MB, 250, "ampere", 7, 8.0, 64, 765, 1410),
+    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MB, 300, "ampere", 7, 8.0, 64, 1065, 1410),
 }
 #: The five GPUs of the leave-one-GPU-out judgement (conv's A100 is the 80 GB card, judged as "A100").
 NEUSIGHT = ("Tesla_P4", "Tesla_P100-PCIE-16GB", "Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
@@ -311,11 +319,12 @@ def fit_class(c: OpClass, data: dict[str, Rows], gpus: list[str], base: dict[str
     return dict(base, **dict(zip(keys, np.exp(r.x), strict=True)))
 
 
-def errors(c: OpClass, p: dict[str, float], r: Rows) -> tuple[np.ndarray, np.ndarray]:
-    """|predicted / measured - 1| per row for the model and for the plain roofline (same harness)."""
+def ratios(c: OpClass, p: dict[str, float], r: Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted / measured time per row for the model and for the plain roofline (same harness): signed, so a
+    GPU read too fast (< 1) or too slow (> 1) as a whole shows as such; |ratio - 1| is the error."""
     model = harness(p, r, device_s(p, r))
     roof = harness(p, r, roofline_s(r, c.unit))
-    return np.abs(model / r.t - 1), np.abs(roof / r.t - 1)
+    return model / r.t, roof / r.t
 
 
 def family_tiles(gpus: list[str]) -> dict[str, dict[str, Any]]:
@@ -360,12 +369,16 @@ def run(write: bool) -> int:
             # general rule
             use_tiles(data, family_tiles([g for g in NEUSIGHT if SHORT[g] != SHORT.get(held, held)]))
             p = fit_class(c, data, [g for g in c.gpus if g != held], full)
-            e, er = errors(c, p, data[held])
+            q, qr = ratios(c, p, data[held])
+            e, er = np.abs(q - 1), np.abs(qr - 1)
             tables.append((c.name, SHORT.get(held, held), len(e), np.median(e), np.percentile(e, 90),
-                           np.median(er), float(np.mean(e <= 0.25))))  # fmt: skip
-    print(f"{'op class':26} {'held out':8} {'kernels':>8} {'median':>7} {'p90':>7} {'roofline':>9} {'<=25%':>6}")
-    for name, gpu, n, med, p90, roof, within in tables:
-        print(f"{name:26} {gpu:8} {n:8d} {med:7.1%} {p90:7.1%} {roof:9.1%} {within:6.0%}")
+                           np.median(er), float(np.mean(e <= 0.25)), float(np.median(q))))  # fmt: skip
+    print(f"{'op class':26} {'held out':8} {'kernels':>8} {'median':>7} {'p90':>7} {'roofline':>9} {'<=25%':>6} "
+          f"{'pred/meas':>9}")
+    for name, gpu, n, med, p90, roof, within, signed in tables:
+        print(f"{name:26} {gpu:8} {n:8d} {med:7.1%} {p90:7.1%} {roof:9.1%} {within:6.0%} {signed:9.2f}")
+    print("(median, p90, roofline: |predicted / measured - 1| of the held-out GPU's kernels; pred/meas: their median"
+          " predicted / measured time, signed: < 1 predicted too fast)")
     print()
     for c in CLASSES:
         meds = [t[3] for t in tables if t[0] == c.name]

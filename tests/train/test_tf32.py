@@ -18,7 +18,8 @@ from paddle import nn
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.errors import JobSpecError
 from paddlefit.estimate.gpu_model import estimate_step
-from paddlefit.estimate.kernel_model import fp32_power_cap_flops, gemm_compute_s
+from paddlefit.estimate.gpu_model import compile_step
+from paddlefit.estimate.kernel_model import gemm_compute_s
 from paddlefit.estimate.kernels import step_kernels
 from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.probe.recorder import record_trace
@@ -32,11 +33,12 @@ V100 = get_gpu("V100-SXM2-16GB")
 def _fp32_over_tf32(p, gpu, gemm=None) -> float:
     """How much longer a compute-bound GEMM takes on the FP32 CUDA cores than on TF32 tensor cores
     (:mod:`paddlefit.estimate.kernel_model`): the same tiles at the peaks' ratio (156 / 19.5 = 8 on an A100) x the
-    efficiencies' ratio, unless FP32 is held to the board power (:func:`fp32_power_cap_flops`) for ``gemm``
-    (g, m, n, k); without a shape, the largest ratio the power cap allows."""
+    efficiencies' ratio, unless FP32 is held to what the CUDA cores sustain (the clock under the board power and the
+    FFMA issue share, :meth:`~paddlefit.estimate.gpu_model.CompiledStep.sustained_fp32_flops`) for ``gemm``
+    (g, m, n, k); without a shape, the largest ratio that ceiling allows."""
     a = gpu.architecture
     tile = gpu.tf32_tflops * p.get("gemm_tf32", a) / (gpu.fp32_tflops * p.get("gemm_fp32", a))
-    cap = fp32_power_cap_flops(gpu.tdp_w, gpu.process_nm, p.get("fp32_gflops_per_w", a), p.get("fp32_node_exponent", a))
+    cap = compile_step([], gpu, "fp32").sustained_fp32_flops(p)
     if gemm is None:
         return tile * max(1.0, gpu.fp32_tflops * 1e12 * p.get("gemm_fp32", a) / cap)
     t32 = gemm_compute_s(*gemm, gpu.tf32_tflops * 1e12, gpu.sm_count, p.get("gemm_tf32", a), p.get("gemm_k0", a),

@@ -20,15 +20,17 @@ from typing import Any
 
 import numpy as np
 
+from paddlefit.catalog.ceilings import gemm_ceiling
 from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.kernel_model import (
     FUSED_BLOCK_H,
     FUSED_BLOCK_W,
     WINOGRAD_TILE,
     batched_sgemm_tile,
-    fp32_power_cap_flops,
+    fp32_issue_share,
     gemm_compute_s,
     memory_s,
+    sustained_fp32_flops,
     winograd_eligible,
     winograd_fused_s,
     winograd_s,
@@ -106,6 +108,9 @@ class CompiledStep:
         backward: True for backward-phase kernels.
         bandwidth, l2_bytes, sm, tdp_w, process_nm: datasheet DRAM bytes/s, L2 bytes, SMs, board watts, process
             node nm (0 when unknown).
+        fp32_peak, issue_share, base_clock_mhz, boost_clock_mhz: the FP32 peak FLOP/s at the boost clock, the share
+            of it SGEMM can issue (:func:`~paddlefit.estimate.kernel_model.fp32_issue_share`) and the datasheet
+            clocks (0 when unknown), for :meth:`sustained_fp32_flops`.
         architecture: GPU architecture (for ``PerfParams.by_generation``).
         batched_tile: the tile of the architecture's FP32 batched SGEMMs (None: the general tile rule;
             :func:`~paddlefit.estimate.kernel_model.batched_sgemm_tile`).
@@ -128,22 +133,29 @@ class CompiledStep:
     tdp_w: float
     process_nm: float
     architecture: str | None
+    fp32_peak: float = 0.0
+    issue_share: float = 1.0
+    base_clock_mhz: float = 0.0
+    boost_clock_mhz: float = 0.0
     batched_tile: tuple[float, float] | None = None
 
-    def power_cap_flops(self, params: PerfParams) -> float:
-        """FP32 FLOP/s this GPU's board power sustains on CUDA cores (:func:`fp32_power_cap_flops`)."""
+    def sustained_fp32_flops(self, params: PerfParams) -> float:
+        """FP32 FLOP/s this GPU's CUDA cores sustain in a long GEMM: its clock under the board power and its
+        FFMA issue share (:func:`~paddlefit.estimate.kernel_model.sustained_fp32_flops`)."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
-        return fp32_power_cap_flops(self.tdp_w, self.process_nm, get("fp32_gflops_per_w"), get("fp32_node_exponent"))
+        return sustained_fp32_flops(self.fp32_peak, self.issue_share, self.tdp_w, self.process_nm,
+                                    self.base_clock_mhz, self.boost_clock_mhz, get("fp32_gflops_per_w"),
+                                    get("fp32_node_exponent"))  # fmt: skip
 
     def compute_s(self, params: PerfParams, values: np.ndarray | None = None,
-                  watts: float | None = None) -> np.ndarray:  # fmt: skip
+                  sustained: float | None = None) -> np.ndarray:  # fmt: skip
         """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`.
-        ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order, ``watts``: its
-        :meth:`power_cap_flops` (computed when not given)."""
+        ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order, ``sustained``: its
+        :meth:`sustained_fp32_flops` (computed when not given)."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         vals = _param_values(params, self.architecture) if values is None else values
         eff = vals[np.maximum(self.key, 0)]
-        cap = np.where(self.cuda_core, self.power_cap_flops(params) if watts is None else watts, np.inf)
+        cap = np.where(self.cuda_core, self.sustained_fp32_flops(params) if sustained is None else sustained, np.inf)
         out = np.zeros(len(self.kernels))
         tiled = (self.key >= 0) & (self.gemm[0] > 0)
         if tiled.any():  # a kernel doing more FLOPs than its GEMM shape (flash attention: two GEMMs) scales
@@ -164,8 +176,8 @@ class CompiledStep:
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         per = np.maximum(self.count, 1)
         mem_s = per * memory_s(self.nbytes / per, self.bandwidth, vals[self.mem_key], self.l2_bytes, get("l2_gain"))
-        watts = self.power_cap_flops(params)
-        comp_s = self.compute_s(params, vals, watts)
+        sustained = self.sustained_fp32_flops(params)
+        comp_s = self.compute_s(params, vals, sustained)
         t, bound = np.maximum(comp_s, mem_s) + self.count * get("kernel_s"), comp_s >= mem_s
         w = self.winograd[0] > 0
         if w.any() and self.sm > 0:  # the Winograd GEMMs are tiled over SMs: without an SM count (B200, XPU rows)
@@ -173,9 +185,9 @@ class CompiledStep:
             tiles, cin, cout, x, y, blocks = self.winograd[:, w]
             mem = (self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"))
             tw, cw = winograd_s(tiles, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), watts, *mem, get("winograd_transform"), self.batched_tile)  # fmt: skip
+                                get("tile_h0"), sustained, *mem, get("winograd_transform"), self.batched_tile)  # fmt: skip
             tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
-                                      get("gemm_k0"), watts, *mem)  # fmt: skip
+                                      get("gemm_k0"), sustained, *mem)  # fmt: skip
             for tc, cc, n in ((tw, cw, 4), (tf, cf, 2)):
                 tc = per[w] * tc + self.count[w] * n * get("kernel_s")
                 faster = tc < t[w]
@@ -183,9 +195,19 @@ class CompiledStep:
         return t, bound
 
 
+#: Tensor-core efficiencies bounded by the architecture's measured GEMM ceiling (:mod:`paddlefit.catalog.ceilings`).
+HALF_KEYS = ("gemm_half", "conv_half")
+
+
 def _param_values(params: PerfParams, architecture: str | None) -> np.ndarray:
-    """``params`` for ``architecture`` as an array in :data:`PARAM_KEYS` order (indexed by ``key``/``mem_key``)."""
-    return np.array([params.get(k, architecture) for k in PARAM_KEYS])
+    """``params`` for ``architecture`` as an array in :data:`PARAM_KEYS` order (indexed by ``key``/``mem_key``),
+    the half-precision tensor-core efficiencies held to the architecture's measured GEMM ceiling (MAMF,
+    :func:`~paddlefit.catalog.ceilings.gemm_ceiling`): a kernel never beats the best GEMM measured on its cards."""
+    ceiling = gemm_ceiling(architecture, "half")
+    vals = [params.get(k, architecture) for k in PARAM_KEYS]
+    if ceiling is not None:
+        vals = [min(v, ceiling) if k in HALF_KEYS else v for k, v in zip(PARAM_KEYS, vals, strict=True)]
+    return np.array(vals)
 
 
 def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:
@@ -215,6 +237,10 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         tdp_w=float(getattr(gpu, "tdp_w", None) or 0.0),
         process_nm=float(getattr(gpu, "process_nm", None) or 0.0),
         architecture=getattr(gpu, "architecture", None),
+        fp32_peak=float(getattr(gpu, "fp32_tflops", None) or 0.0) * 1e12,
+        issue_share=fp32_issue_share(getattr(gpu, "fp32_lanes_per_sm", None), getattr(gpu, "compute_capability", None)),
+        base_clock_mhz=float(getattr(gpu, "base_clock_mhz", None) or 0.0),
+        boost_clock_mhz=float(getattr(gpu, "boost_clock_mhz", None) or 0.0),
         batched_tile=batched_sgemm_tile(getattr(gpu, "architecture", None), batched_sgemm_tiles()),
     )
 

@@ -17,10 +17,12 @@ USENIX ATC 2021, §4.2)::
 k step for 2 tm tn FLOPs), so small tiles reach less of the peak; ``gemm_k0`` is the prologue and epilogue of a
 tile in k steps, which short reductions do not amortise. A GEMM with fewer tiles than SMs is split along k
 (split-K; CUTLASS ``GemmSplitKParallel``) into ``min(ceil(SMs / tiles), k // SPLIT_K_MIN)`` slices. FP32 on the
-CUDA cores is also held to the board power: at most ``tdp_w x fp32_gflops_per_w x (12 / process_nm) ^
-fp32_node_exponent`` GFLOP/s (:func:`fp32_power_cap_flops`; the T4 and P4, 70-75 W cards, sustain 40-55% of their
-boost-clock peak in the kernel data; energy per operation falls with the process node, so the 7 nm A100 is not held
-back as a 12 nm card of its power would be).
+CUDA cores is also held to what the card sustains: the clock its board power allows with every FP32 lane busy
+(:func:`sustained_fp32_flops`: TDP x ``fp32_gflops_per_w`` x (12 / process_nm) ^ ``fp32_node_exponent`` against
+the boost-clock peak, never below the base clock; the T4 and P4, 70-75 W cards, sustain 40-65% of their
+boost-clock peak in the kernel data, the 250 W A100 PCIe 85%), and on GPUs with two FP32 paths per SM partition
+to the share of issue slots SGEMM gives to FFMA (:func:`fp32_issue_share`): the datasheet peaks of GA10x, AD10x,
+GH100 and Blackwell count both paths.
 
 FP32 3x3 convolutions with stride 1 and no dilation may instead run as Winograd F(4x4, 3x3) (Lavin & Gray, "Fast
 Algorithms for Convolutional Neural Networks", CVPR 2016; cuDNN's ``WINOGRAD_NONFUSED``, whose kernels
@@ -134,13 +136,58 @@ def batched_sgemm_tile(architecture: str | None, tiles: dict[str, Any]) -> tuple
     return None
 
 
-def fp32_power_cap_flops(tdp_w: float | None, process_nm: float | None, gflops_per_w: float,
-                         node_exponent: float) -> float:  # fmt: skip
-    """FP32 FLOP/s the board power sustains on CUDA cores: TDP (W) x ``gflops_per_w`` (fitted at 12 nm) x
-    (12 / process nm) ^ ``node_exponent`` (fitted); inf without a TDP, unscaled without a process node."""
-    if not tdp_w:
+#: Share of a Volta-or-later SM partition's issue slots that cuBLAS's SIMT SGEMM main loop spends on FFMA: a thread
+#: of a 128 x 128 tile (256 threads) owns an 8 x 8 block of outputs, so each k step issues 64 FFMA and loads 8 + 8
+#: operands from shared memory as 4 LDS.128; each 8-deep k tile adds its 2 LDG.128, 2 STS.128, a barrier and about
+#: 3 address and loop instructions (CUTLASS's SIMT GEMM, ``include/cutlass/gemm/warp/mma_simt.h`` and
+#: ``threadblock/default_mma_core_simt.h``; the kernel names ``*_sgemm_128x128_*`` in NeuSight's traces):
+#: 8 x 64 / (8 x (64 + 4) + 8) = 0.93. From Volta on, a partition's scheduler dispatches one warp instruction per
+#: clock (Volta, Turing, Ampere GA102, Ada and Hopper whitepapers, "SM architecture"); with 16 FP32 lanes per
+#: partition (64 per SM: Volta, Turing, GA100) an FFMA holds the FP32 pipe for two clocks and the loads issue in
+#: the other, so the loop fills the pipe; with 32 lanes (two FP32 paths per partition, 128 per SM: GA10x, AD10x,
+#: GH100, Blackwell) the FP32 pipe takes an FFMA every clock and every other instruction costs it a slot, so SGEMM
+#: reaches at most this share of the datasheet FP32 peak, which counts both paths.
+FFMA_ISSUE_SHARE = 8 * 64 / (8 * (64 + 4) + 8)
+#: FP32 lanes per SM partition above which a single-dispatch scheduler (compute capability 7.0 on) cannot keep
+#: the FP32 pipe busy while issuing anything else: 16 lanes take a warp's FFMA in two clocks (see above).
+SINGLE_PATH_LANES = 16
+#: SM partitions (processing blocks) per SM from Volta on (the architecture whitepapers above).
+PARTITIONS_PER_SM = 4
+
+
+def fp32_issue_share(fp32_lanes_per_sm: float | None, compute_capability: float | None) -> float:
+    """Share of the datasheet FP32 peak an SGEMM can issue (dimensionless, :data:`FFMA_ISSUE_SHARE` or 1):
+    :data:`FFMA_ISSUE_SHARE` on a GPU whose SM partitions have two FP32 paths (more than
+    :data:`SINGLE_PATH_LANES` lanes per partition) behind one dispatch unit (compute capability 7.0 or later),
+    1 otherwise (one path: the loads issue while an FFMA occupies the pipe; Pascal's partitions dispatch two
+    instructions a clock, Pascal whitepapers) or when either figure is unknown."""
+    if not fp32_lanes_per_sm or not compute_capability or compute_capability < 7.0:
+        return 1.0
+    return FFMA_ISSUE_SHARE if fp32_lanes_per_sm / PARTITIONS_PER_SM > SINGLE_PATH_LANES else 1.0
+
+
+def sustained_fp32_flops(fp32_peak_flops: float, issue_share: float, tdp_w: float | None,
+                         process_nm: float | None, base_clock_mhz: float | None, boost_clock_mhz: float | None,
+                         gflops_per_w: float, node_exponent: float) -> float:  # fmt: skip
+    """FP32 FLOP/s a GPU's CUDA cores sustain in a long GEMM (inf without a peak).
+
+    The datasheet FP32 peak is 2 x SMs x FP32 lanes per SM x boost clock; SGEMM issues ``issue_share`` of it
+    (:func:`fp32_issue_share`). Issuing that at the boost clock takes peak x issue_share / (``gflops_per_w`` x
+    (12 / ``process_nm``) ^ ``node_exponent``) watts (the energy per FP32 FLOP, fitted at 12 nm on NeuSight's
+    kernels by ``bench/gpu_kernels.py``, falls with the process node); when that is more than the board power (TDP)
+    allows, GPU Boost lowers the clock until it fits. The clock never falls below the base clock: NVIDIA rates the
+    base clock as the one the card holds at TDP (the T4's 585 of 1,590 MHz, an L4's 795 of 2,040 MHz; datasheets).
+    So the rate is peak x issue_share x min(1, max(base / boost, TDP x GFLOP/W / (peak x issue_share))); no power
+    limit without a TDP, no floor without both clocks.
+    """
+    if fp32_peak_flops <= 0:
         return float("inf")
-    return tdp_w * gflops_per_w * 1e9 * (12.0 / process_nm if process_nm else 1.0) ** node_exponent
+    issued = fp32_peak_flops * issue_share
+    if not tdp_w:
+        return issued
+    per_w = gflops_per_w * 1e9 * (12.0 / process_nm if process_nm else 1.0) ** node_exponent
+    floor = base_clock_mhz / boost_clock_mhz if base_clock_mhz and boost_clock_mhz else 0.0
+    return issued * min(1.0, max(floor, tdp_w * per_w / issued))
 
 
 def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:
@@ -151,7 +198,7 @@ def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:
 
 def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, peak_flops: np.ndarray | float,
                    sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float,
-                   power_cap_flops: np.ndarray | float = np.inf, batched_tile: tuple[float, float] | None = None,
+                   sustained_flops: np.ndarray | float = np.inf, batched_tile: tuple[float, float] | None = None,
                    simt: np.ndarray | bool = True) -> np.ndarray:  # fmt: skip
     """Compute seconds of GEMMs (see the module docstring).
 
@@ -161,14 +208,14 @@ def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, p
         sm: SM count (datasheet).
         eff: fraction of the peak a 128 x 128 tile reaches at long k (fitted per unit).
         gemm_k0, tile_h0: fitted, see the module docstring.
-        power_cap_flops: FLOP/s the board power sustains (inf: no cap).
+        sustained_flops: FP32 FLOP/s the CUDA cores sustain (:func:`sustained_fp32_flops`; inf: no ceiling).
         batched_tile, simt: as :func:`gemm_tiling`.
     """
     tm, tn, waves, kt = gemm_tiling(g, m, n, k, sm, batched_tile, simt)
     rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
     t = waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
     flops = 2.0 * np.maximum(g, 1) * np.maximum(m, 1) * np.maximum(n, 1) * np.maximum(k, 1)
-    return np.maximum(t, flops / power_cap_flops)
+    return np.maximum(t, flops / sustained_flops)
 
 
 def memory_s(nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l2_bytes: float,
@@ -193,7 +240,7 @@ def winograd_eligible(conv: tuple[int, ...] | None) -> bool:
 
 def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray, y_elems: np.ndarray,
                peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float, tile_h0: float,
-               power_cap_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float, l2_gain: float,
+               sustained_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float, l2_gain: float,
                transform: float,
                batched_tile: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Seconds of an FP32 convolution as Winograd F(4x4, 3x3), without the fixed per-kernel costs (4 kernels).
@@ -201,7 +248,7 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
     Args:
         tiles: 4x4 output tiles (samples x ceil(out_h / 4) x ceil(out_w / 4)); cin, cout: channels.
         x_elems, y_elems: elements of the convolution's input and output.
-        peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops: as :func:`gemm_compute_s` (``eff``: the fitted
+        peak_flops, sm, eff, gemm_k0, tile_h0, sustained_flops: as :func:`gemm_compute_s` (``eff``: the fitted
             ``winograd_fp32``).
         bandwidth, bw_eff, l2_bytes, l2_gain: as :func:`memory_s`.
         transform: fitted multiplier on the transform passes' bytes (``winograd_transform``).
@@ -214,7 +261,7 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
     """
     a2 = WINOGRAD_ALPHA**2
     ones = np.ones_like(np.asarray(tiles, dtype=float))
-    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, power_cap_flops,
+    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, sustained_flops,
                           batched_tile)  # fmt: skip
     mem = memory_s(4.0 * a2 * (tiles * cin + cin * cout + tiles * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
     passes = (x_elems + a2 * tiles * cin, a2 * tiles * cout + y_elems, (9 + a2) * cin * cout)
@@ -229,7 +276,7 @@ FUSED_BLOCK_CO, FUSED_BLOCK_H, FUSED_BLOCK_W, FUSED_ALPHA2, FUSED_TILES = 32, 8,
 
 def winograd_fused_s(blocks: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray,
                      y_elems: np.ndarray, peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float,
-                     power_cap_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float,
+                     sustained_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float,
                      l2_gain: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Seconds of an FP32 3x3 convolution as cuDNN's fused Winograd F(2x2, 3x3) kernel plus its filter transform,
     without the fixed per-kernel costs (2 kernels).
@@ -238,7 +285,7 @@ def winograd_fused_s(blocks: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_el
         blocks: pixel blocks, samples x ceil(out_h / 8) x ceil(out_w / 16) (:data:`FUSED_BLOCK_H`...); each is
             run for every 32 output channels, one thread block per SM at a time (waves over ``sm``).
         cin, cout, x_elems, y_elems: channels, input and output elements.
-        peak_flops, sm, gemm_k0, power_cap_flops: as :func:`gemm_compute_s`; ``eff``: the fitted
+        peak_flops, sm, gemm_k0, sustained_flops: as :func:`gemm_compute_s`; ``eff``: the fitted
             ``winograd_fused_fp32``, the fraction of an SM's peak a block reaches.
         bandwidth, bw_eff, l2_bytes, l2_gain: as :func:`memory_s`.
 
@@ -250,7 +297,7 @@ def winograd_fused_s(blocks: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_el
     units = np.asarray(blocks, dtype=float) * np.ceil(np.asarray(cout, dtype=float) / FUSED_BLOCK_CO)
     per_block = 2.0 * FUSED_ALPHA2 * FUSED_TILES * FUSED_BLOCK_CO
     comp = np.ceil(units / sm) * per_block * (cin + gemm_k0) / (np.asarray(peak_flops) * eff / sm)
-    comp = np.maximum(comp, units * per_block * cin / power_cap_flops)
+    comp = np.maximum(comp, units * per_block * cin / sustained_flops)
     mem = memory_s(4.0 * (x_elems + y_elems + FUSED_ALPHA2 * cin * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
     trans = memory_s(4.0 * (9 + FUSED_ALPHA2) * cin * cout, bandwidth, bw_eff, l2_bytes, l2_gain)
     return np.maximum(comp, mem) + trans, comp >= mem
