@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     for r, ratio in e2e:
         print(f"{r['gpu']:22s} {r['model']:11s} {r['mode']:5s} {r['seq_len']:>5s} {r['batch']:>5s} "
               f"{float(r['e2e_ms']):8.1f}ms {float(r['e2e_ms']) * ratio:8.1f}ms  {ratio:.2f}")  # fmt: skip
-    for mode, label in (("train", "training (forward + backward)"), ("inf", "inference (forward)")):
+    for mode in ("train", "inf"):
         rs = [x for r, x in e2e if r["mode"] == mode]
         print(_summary(f"NeuSight e2e {mode}", rs))
     print(_summary("NeuSight e2e, kernel model", [x for _, x in e2e]))

@@ -17,8 +17,7 @@ from paddle import nn
 
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.errors import JobSpecError
-from paddlefit.estimate.gpu_model import estimate_step
-from paddlefit.estimate.gpu_model import compile_step
+from paddlefit.estimate.gpu_model import compile_step, estimate_step
 from paddlefit.estimate.kernel_model import gemm_compute_s
 from paddlefit.estimate.kernels import step_kernels
 from paddlefit.estimate.perf_params import load_perf_params

@@ -185,7 +185,8 @@ class CompiledStep:
             tiles, cin, cout, x, y, blocks = self.winograd[:, w]
             mem = (self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"))
             tw, cw = winograd_s(tiles, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), sustained, *mem, get("winograd_transform"), self.batched_tile)  # fmt: skip
+                                get("tile_h0"), sustained, *mem, get("winograd_transform"),
+                                self.batched_tile)  # fmt: skip
             tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
                                       get("gemm_k0"), sustained, *mem)  # fmt: skip
             for tc, cc, n in ((tw, cw, 4), (tf, cf, 2)):
