@@ -48,7 +48,8 @@ def _row(**over):
                 usable_memory_mib="", mem_bw_gb_s="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
                 bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gb_s="", nvlink_gpus="", pcie_gen="4",
                 pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", process_nm="", paddle_device="gpu",
-                verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30")
+                verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30", base_clock_mhz="",
+                boost_clock_mhz="", memory_type="", fp32_lanes_per_sm="", fp16_acc16_tflops="")  # fmt: skip
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)
 
@@ -129,15 +130,25 @@ def test_resolve_gpus_matches_names_and_aliases_once_each():
         resolve_gpus(["H900"])
 
 
+def no_tensor_peaks(name: str = "L20"):
+    """A shipped row with its tensor-core peaks removed, as a user catalog that lacks them (every shipped CUDA row has
+    them since issue 39; the L20 had none before)."""
+    return get_gpu(name).model_copy(update={"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None,
+                                            "int8_tops": None, "fp8_tflops": None})  # fmt: skip
+
+
 def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
-    """The L20's tensor-core peaks are not sourced: fp16/bf16 are timed at its FP32 peak, and the probe planner's
-    row notes and the parallel planner's notes say so in the same words; bf16 stays bf16 (the card has it)."""
+    """A catalog row without tensor-core peaks (the L20's before issue 39): fp16/bf16 are timed at its FP32 peak, and
+    the probe planner's row notes and the parallel planner's notes say so in the same words; bf16 stays bf16 (the
+    card has it)."""
     from paddlefit.llm.memory import TrainSetup
     from paddlefit.llm.search import gpu_setup
     from paddlefit.spec import Precision
 
-    l20, a100 = get_gpu("L20"), get_gpu("A100-SXM4-80GB")
+    l20, a100 = no_tensor_peaks(), get_gpu("A100-SXM4-80GB")
     assert l20.peak_flops("bf16-o1") == (59.35e12, "fp32")
+    assert get_gpu("L20").peak_flops("bf16-o1") == (119.5e12, "bf16 tensor") and get_gpu("L20").missing_peak(
+        "bf16-o1") is None  # the shipped row has it now  # fmt: skip
     note = "no bf16 peak in the catalog: timed at the FP32 peak, a lower bound (the card is faster)"
     assert l20.missing_peak("bf16-o1") == note
     tf32_note = "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"

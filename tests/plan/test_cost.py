@@ -392,16 +392,23 @@ def test_rows_with_gpus_and_price_file_gpu_names():
 
 
 def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
-    """An XPU's uncalibrated speed and a tensor peak the catalog lacks are said on cost rows as on plan rows."""
+    """An XPU's uncalibrated speed and a tensor peak the catalog lacks (a user row without the L20's tensor peaks:
+    the shipped L20 has them since issue 39) are said on cost rows as on plan rows."""
+    from paddlefit.catalog.gpus import catalog_csv, get_gpu
+
+    catalog = tmp_path / "mine.csv"
+    catalog.write_text(catalog_csv([get_gpu("L20").model_copy(update={
+        "name": "MyL20", "aliases": (), "tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None,
+        "int8_tops": None, "fp8_tflops": None})]))  # fmt: skip
     prices = tmp_path / "p.csv"
-    prices.write_text(HEADER + "\nbaidu,k200-1,Kunlunxin-K200,1,8,32,1.0,,cn\nrunpod,l20x1,L20,1,8,32,1.0,,us\n")
+    prices.write_text(HEADER + "\nbaidu,k200-1,Kunlunxin-K200,1,8,32,1.0,,cn\nrunpod,l20x1,MyL20,1,8,32,1.0,,us\n")
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
-    r = run("cost", "--config", str(digits), "--prices", str(prices), "--gpu", "Kunlunxin-K200",
-            "--gpu", "L20", "--precision", "bf16-o1", "--json")  # fmt: skip
+    r = run("cost", "--config", str(digits), "--prices", str(prices), "--catalog", str(catalog), "--gpu",
+            "Kunlunxin-K200", "--gpu", "MyL20", "--precision", "bf16-o1", "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
     notes = {row["gpu"]: row["notes"] for row in json.loads(r.stdout)["rows"]}
     assert "uncalibrated: no measured kernels or published runs for Kunlunxin XPUs" in notes["Kunlunxin-K200"]
-    assert "no bf16 peak in the catalog: timed at the FP32 peak, a lower bound (the card is faster)" in notes["L20"]
+    assert "no bf16 peak in the catalog: timed at the FP32 peak, a lower bound (the card is faster)" in notes["MyL20"]
 
 
 def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_so():

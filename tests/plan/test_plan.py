@@ -190,26 +190,39 @@ def test_the_plan_package_exports_the_planner_and_the_rows_helpers_behave():
     assert rows.max_batch([(1.0, 2.0), (5.0, 0.0)], 11.0) == 5 and rows.max_batch([(12.0, 0.0)], 11.0) == 0
 
 
-def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked():
-    """A new user: the L20 row (no fp16 peak in the catalog, timed at the FP32 peak) ranked below the RTX 4090 with an
-    MFU against the FP32 peak. Such a row has no MFU, says `speed_lower_bound`, and is not recommended while another
-    GPU fits; alone, it still is."""
+def bare_l20_catalog(tmp_path):
+    """A user catalog with `MyL20`: the shipped L20 without its tensor-core peaks (as the shipped row was before
+    issue 39 sourced them)."""
+    from paddlefit.catalog.gpus import catalog_csv
+
+    bare = get_gpu("L20").model_copy(update={"name": "MyL20", "aliases": (), "tf32_tflops": None, "fp16_tflops": None,
+                                             "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None})  # fmt: skip
+    f = tmp_path / "mine.csv"
+    f.write_text(catalog_csv([bare]))
+    return f
+
+
+def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked(tmp_path):
+    """A new user: the L20 row (no fp16 peak in the catalog then, timed at the FP32 peak) ranked below the RTX 4090
+    with an MFU against the FP32 peak. Such a row has no MFU, says `speed_lower_bound`, and is not recommended while
+    another GPU fits; alone, it still is. (The shipped L20 has its peaks now: a user row without them stands in.)"""
     from paddlefit.plan.rows import recommend
 
-    req = PlanRequest(model="lenet", batch_size=8, precision=Precision.FP16_O1, gpus=["L20", "RTX-4090"])
+    req = PlanRequest(model="lenet", batch_size=8, precision=Precision.FP16_O1, gpus=["MyL20", "RTX-4090"],
+                      catalog_files=[str(bare_l20_catalog(tmp_path))])  # fmt: skip
     d = build_plan(req).to_dict()
     rows = {t["name"]: t for t in d["targets"] if t["kind"] == "gpu"}
-    assert rows["L20"]["speed_lower_bound"] is True and rows["L20"]["predicted_mfu"] is None
+    assert rows["MyL20"]["speed_lower_bound"] is True and rows["MyL20"]["predicted_mfu"] is None
     assert rows["RTX-4090"]["speed_lower_bound"] is False and rows["RTX-4090"]["predicted_mfu"] > 0
     assert d["recommendation"]["target"] == "RTX-4090"
-    assert "not ranked: L20 (the catalog lacks the peak" in d["recommendation"]["reason"]
+    assert "not ranked: MyL20 (the catalog lacks the peak" in d["recommendation"]["reason"]
     from paddlefit.plan.request import Target
 
-    l20 = Target(**{**rows["L20"], "samples_per_s": 1e9})  # even "faster" on paper, it is not ranked
+    l20 = Target(**{**rows["MyL20"], "samples_per_s": 1e9})  # even "faster" on paper, it is not ranked
     rtx = Target(**rows["RTX-4090"])
     rec = recommend([l20, rtx], 8)
-    assert rec["target"] == "RTX-4090" and "not ranked: L20" in rec["reason"]
-    assert recommend([l20], 8)["target"] == "L20"
+    assert rec["target"] == "RTX-4090" and "not ranked: MyL20" in rec["reason"]
+    assert recommend([l20], 8)["target"] == "MyL20"
 
 
 def _gpu_row(name: str, cap_gib: float, sps: float):

@@ -48,11 +48,15 @@ COLUMNS = (
     "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
     "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
     "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "process_nm",
-    "paddle_device", "verified", "source", "retrieved",
+    "paddle_device", "verified", "source", "retrieved", "base_clock_mhz", "boost_clock_mhz", "memory_type",
+    "fp32_lanes_per_sm", "fp16_acc16_tflops",
 )  # fmt: skip
 
 #: Columns a user catalog may leave out (files written before they existed stay valid; ``paddle_device`` = gpu).
-OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm", "paddle_device")
+OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm", "paddle_device", "base_clock_mhz", "boost_clock_mhz",
+                    "memory_type", "fp32_lanes_per_sm", "fp16_acc16_tflops")  # fmt: skip
+#: ``memory_type`` values (the DRAM generation on the board), spelled as NVIDIA's datasheets spell them.
+MEMORY_TYPES = ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5", "GDDR6", "GDDR6X", "GDDR7")
 #: ``paddle_device`` values: the ``paddle.set_device`` type that drives the card.
 PADDLE_DEVICES = ("gpu", "xpu")
 #: Why an XPU row's step time is not grounded like a CUDA row's (the row's ``calibration`` label and note).
@@ -113,12 +117,14 @@ class GPU(BaseModel):
     tdp_w: float | None = Field(default=None, ge=1, le=1e5)
     #: streaming multiprocessors, for GEMM wave quantization (NVIDIA architecture whitepapers: Volta V100 80,
     #: Turing T4 40, Ampere A100 108, GA102 A10 72 / A40 84 / RTX 3090 82, AD102 RTX 4090 128 / L40S 142,
-    #: AD104 L4 58, Hopper H100 SXM5 132 / PCIe 114, H200 132; A10G 80 from AWS's g5 documentation). Empty =
-    #: unknown (B200: not checked), and the GEMM model then assumes full waves.
+    #: AD104 L4 58, Hopper H100 SXM5 132 / PCIe 114, H200 132; A10G 80 from AWS's g5 documentation; Blackwell
+    #: B200 148 = 2 dies x 74, measured by Chips and Cheese; each row's ``source`` names its document). Empty =
+    #: unknown, and the GEMM model then assumes full waves.
     sm_count: int | None = Field(default=None, ge=1, le=4096)
     #: L2 cache, MiB, for the kernel model's L2-resident bytes (NVIDIA architecture whitepapers: Turing TU104 4,
     #: Volta GV100 6, Ampere GA100 40 and GA102 6 (A10, A10G, A40, RTX 3090), Ada AD102 72 (RTX 4090) / 96
-    #: (L40S), AD104 48 (L4), Hopper GH100 50 (H100 SXM5 and PCIe, H200)). Empty = unknown (B200): no L2 term.
+    #: (L40S, L40), AD104 48 (L4), Hopper GH100 50 (H100 SXM5 and PCIe, H200)). Empty = unknown (B200: the
+    #: sources read disagree; H20): no L2 term.
     l2_mib: float | None = Field(default=None, ge=0, le=2**20)
     #: Process node, nm, for the energy per FP32 FLOP of the CUDA cores (NVIDIA architecture whitepapers: Turing
     #: and Volta TSMC 12 nm, GA100 TSMC 7 nm, GA102 Samsung 8 nm, Ada and Hopper TSMC 4N (5 nm class), Blackwell
@@ -128,12 +134,42 @@ class GPU(BaseModel):
     verified: str = Field(min_length=1)
     source: str = Field(min_length=1)
     retrieved: str = ""
+    #: GPU base clock, MHz, as the card's spec sheet lists it (informational: no figure of the planner uses it).
+    #: Empty = no source gave it (the row's ``source`` says so).
+    base_clock_mhz: float | None = Field(default=None, ge=1, le=100_000)
+    #: GPU boost clock, MHz: the clock NVIDIA quotes the FP32 peak at, so ``fp32_tflops`` ~= 2 x ``sm_count`` x
+    #: ``fp32_lanes_per_sm`` x ``boost_clock_mhz`` / 1e6 (:meth:`GPU.fp32_tflops_at_boost`; checked over the
+    #: catalog by ``tests/catalog``). Tensor peaks may be quoted at a lower clock (H100 SXM5: FP32 at 1980 MHz,
+    #: tensor at 1830 MHz, Hopper whitepaper). Empty = no source gave it.
+    boost_clock_mhz: float | None = Field(default=None, ge=1, le=100_000)
+    #: DRAM generation, one of :data:`MEMORY_TYPES` (``HBM2e``, ``GDDR6X``...; case-insensitive on input).
+    memory_type: str | None = None
+    #: FP32 CUDA cores (FP32 lanes) per SM, from the architecture whitepapers: Volta GV100 64, Turing TU10x 64,
+    #: Ampere GA100 64, GA10x 128 (64 FP32 + 64 shared FP32/INT32), Ada AD10x 128, Hopper GH100 128, Blackwell 128.
+    fp32_lanes_per_sm: int | None = Field(default=None, ge=1, le=4096)
+    #: Dense FP16 tensor TFLOPS with FP16 accumulate, where it differs from ``fp16_tflops`` (GeForce cards run
+    #: FP32 accumulate at half that rate: RTX 3090 142 vs 71). Informational, not used for AMP: Paddle's fp16
+    #: matmuls accumulate in FP32 (cuBLAS compute type CUDA_R_32F, ``paddle/phi/kernels/funcs/blas/
+    #: blas_impl.cu.h``; ``FLAGS_gemm_use_half_precision_compute_type`` defaults to false), so ``fp16_tflops``,
+    #: ``bf16_tflops`` and ``tf32_tflops`` are the FP32-accumulate figures. Empty = no separate figure (data-center
+    #: and workstation cards run both accumulations at the same rate).
+    fp16_acc16_tflops: float | None = Field(default=None, ge=1e-3, le=1e6)
 
     @field_validator("aliases", mode="before")
     @classmethod
     def _split_aliases(cls, v: object) -> object:
         if isinstance(v, str):
             return tuple(a.strip() for a in v.split(";") if a.strip())
+        return v
+
+    @field_validator("memory_type", mode="before")
+    @classmethod
+    def _check_memory_type(cls, v: object) -> object:
+        if isinstance(v, str):
+            by_key = {m.lower(): m for m in MEMORY_TYPES}
+            if v.strip().lower() not in by_key:
+                raise ValueError(f"must be one of {', '.join(MEMORY_TYPES)}")
+            return by_key[v.strip().lower()]
         return v
 
     @field_validator("paddle_device", mode="before")
@@ -204,6 +240,14 @@ class GPU(BaseModel):
         if (self.compute_capability or 0) < 8.0:
             return f"FlashAttention-2 needs CC 8.0+: eager attention on {self.name}"
         return None
+
+    def fp32_tflops_at_boost(self) -> float | None:
+        """Dense FP32 TFLOPS the SM count, FP32 lanes and boost clock give: 2 FLOPs per FMA x ``sm_count`` x
+        ``fp32_lanes_per_sm`` x ``boost_clock_mhz`` / 1e6 (the way NVIDIA's datasheets compute the FP32 peak), or
+        None when one of the three is unknown. The catalog test holds ``fp32_tflops`` to it within a few percent."""
+        if self.sm_count is None or self.fp32_lanes_per_sm is None or self.boost_clock_mhz is None:
+            return None
+        return 2 * self.sm_count * self.fp32_lanes_per_sm * self.boost_clock_mhz / 1e6
 
     @property
     def capacity_bytes(self) -> int:
