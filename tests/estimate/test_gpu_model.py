@@ -13,10 +13,13 @@ from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
 from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
 from paddlefit.estimate.kernel_model import (
+    FFMA_ISSUE_SHARE,
     batched_sgemm_tile,
+    fp32_issue_share,
     gemm_compute_s,
     gemm_tiling,
     memory_s,
+    sustained_fp32_flops,
     winograd_fused_s,
     winograd_s,
 )
@@ -240,16 +243,39 @@ def test_tiny_kernels_are_launch_bound():
     assert t == pytest.approx(1000 * 4e-6, rel=1e-6)  # 12 bytes a kernel: nothing but the fixed cost
 
 
-def test_fp32_on_cuda_cores_is_held_to_the_board_power():
-    t4 = get_gpu("T4")  # 70 W, 8.1 TFLOPS FP32 at boost clock
+def test_fp32_on_cuda_cores_is_held_to_the_board_power_never_below_the_base_clock():
+    t4 = get_gpu("T4")  # 70 W, 8.1 TFLOPS FP32 at its 1,590 MHz boost clock, base 585 MHz
     big = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "fp32", (1, 8192, 8192, 8192))
-    p = _params(fp32_gflops_per_w=40.0, gemm_fp32=1.0)
+    # 70 W x 60 GFLOP/W = 4.2 TFLOPS: the power limit binds (above the base clock's 8.1 x 585 / 1590 = 2.98)
+    p = _params(fp32_gflops_per_w=60.0, gemm_fp32=1.0)
     t, bound = kernel_time_s(big, t4, p, "fp32")
-    assert bound == "compute" and t == pytest.approx(2 * 8192**3 / (70 * 40e9) + p.values["kernel_s"])
-    # the same kernel on TF32 tensor cores is not power-capped (tensor cores spend far less energy per FLOP)
+    assert bound == "compute" and t == pytest.approx(2 * 8192**3 / (70 * 60e9) + p.values["kernel_s"])
+    # 70 W x 30 GFLOP/W = 2.1 TFLOPS would be below the base clock: the card holds its base clock at TDP
+    p = _params(fp32_gflops_per_w=30.0, gemm_fp32=1.0)
+    t, _ = kernel_time_s(big, t4, p, "fp32")
+    assert t == pytest.approx(2 * 8192**3 / (8.1e12 * 585 / 1590) + p.values["kernel_s"])
+    # the same kernel on TF32 tensor cores is not held to the CUDA cores' power (far less energy per FLOP)
     a100_tf32 = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "tf32", (1, 8192, 8192, 8192))
     t2, _ = kernel_time_s(a100_tf32, A100, p, "fp32")
     assert t2 < 2 * 8192**3 / 156e12 / p.values["gemm_tf32"] * 1.2
+
+
+def test_two_fp32_paths_per_partition_issue_a_share_of_the_peak():
+    # an RTX 3090 (GA102: 128 FP32 lanes per SM, one dispatch per partition) with power to spare issues
+    # FFMA_ISSUE_SHARE of its datasheet FP32 peak in a long SGEMM; a V100 (64 lanes per SM) issues all of it
+    assert fp32_issue_share(128, 8.6) == FFMA_ISSUE_SHARE == pytest.approx(512 / 552)
+    assert fp32_issue_share(64, 7.0) == fp32_issue_share(64, 8.0) == 1.0
+    assert fp32_issue_share(128, 6.1) == 1.0  # Pascal's partitions dispatch two instructions a clock
+    assert fp32_issue_share(None, 8.6) == 1.0
+    big = Kernel("gemm", "matmul", "forward", 2 * 8192**3, 3 * 4 * 8192**2, "fp32", (1, 8192, 8192, 8192))
+    p = _params(fp32_gflops_per_w=1e6, gemm_fp32=1.0, gemm_k0=0.0)
+    rtx = get_gpu("RTX-3090")
+    t, _ = kernel_time_s(big, rtx, p, "fp32")
+    assert t == pytest.approx(2 * 8192**3 / (35.6e12 * FFMA_ISSUE_SHARE) + p.values["kernel_s"])
+    assert sustained_fp32_flops(35.6e12, FFMA_ISSUE_SHARE, 350, 8, 1395, 1695, 1e6, 1.0) == pytest.approx(
+        35.6e12 * FFMA_ISSUE_SHARE)
+    # power-limited: the clock falls until the issued FLOPs fit in the TDP (350 W x 50 GFLOP/W x (12/8))
+    assert sustained_fp32_flops(35.6e12, FFMA_ISSUE_SHARE, 350, 8, 0, 0, 50.0, 1.0) == pytest.approx(350 * 75e9)
 
 
 def test_fused_winograd_blocks_waves_and_filter_transform_by_hand():
