@@ -349,3 +349,23 @@ def test_runs_passed_to_build_plan_correct_its_gpu_rows_without_the_registry(mon
     assert cpu.runs_calibration is None
     off = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["T4"], use_runs=False), runs=runs)
     assert next(t for t in off.targets if t.name == "T4").runs_calibration is None
+
+
+def test_an_l20_plans_fp16_on_its_tensor_peak_and_outruns_an_a10(tmp_path):
+    """Issue 39: the L20 had no tensor peaks, so its fp16 rows were timed on its FP32 units and an L20 ranked below an
+    A10 for ERNIE in fp16. With its FP16 peak (119.5 dense, verl/LLM-Prof) it plans on the FP16 tensor cores and,
+    with 864 vs 600 GB/s and a near-equal peak (119.5 vs 125), outruns the A10 (analytic transformer trace: no
+    probe)."""
+    req = PlanRequest(model="ernie-3.0-medium-zh", batch_size=32, precision=Precision.FP16_O1,
+                      gpus=["L20", "A10", "MyL20"], max_probe_bytes=1,
+                      catalog_files=[str(bare_l20_catalog(tmp_path))])  # fmt: skip
+    plan = build_plan(req)
+    assert plan.memory["method"] == "analytic-transformer"
+    rows = {t.name: t for t in plan.targets}
+    l20, a10, bare = rows["L20"], rows["A10"], rows["MyL20"]
+    assert (l20.peak_unit, l20.peak_flops) == ("fp16 tensor", 119.5e12)
+    assert not l20.speed_lower_bound and l20.predicted_mfu is not None and l20.bound == "compute"
+    assert l20.samples_per_s > a10.samples_per_s > bare.samples_per_s  # the peak-less row: below the A10, as before
+    assert bare.speed_lower_bound and (bare.peak_unit, bare.peak_flops) == ("fp32", 59.35e12)
+    ranked = [t.name for t in plan.targets if t.kind == "gpu"]
+    assert ranked.index("L20") < ranked.index("A10")

@@ -175,6 +175,9 @@ class Target:
     ``speed_lower_bound``: the catalog lacks the card's peak for the precision (:meth:`GPU.missing_peak`), so the
     row is timed at a slower unit's: its samples/s is a lower bound, its MFU unknown (None), and the recommendation
     does not rank it.
+    ``peak_unit`` / ``peak_flops``: the compute unit the precision's GEMMs run on there (``fp16 tensor``, ``tf32
+    tensor``, ``fp32``...: :func:`~paddlefit.catalog.units.unit_label`) and its dense peak, FLOP/s, from the catalog
+    (:meth:`GPU.peak_flops`): the peak ``predicted_mfu`` divides by; None on the CPU row.
     """
 
     name: str
@@ -198,6 +201,8 @@ class Target:
     allreduce_exposed_s: float = 0.0
     runs_calibration: RunsCorrection | None = None
     speed_lower_bound: bool = False
+    peak_unit: str | None = None
+    peak_flops: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The row as the JSON object documented in the README (its fields in order, ``notes`` a list,

@@ -329,7 +329,8 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
         calibrated=calibration == "device", notes=tuple(notes), bound=bound, allreduce_s=ar,
         grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
         calibration=calibration, predicted_mfu=None if lower else mfu,
-        time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower,
+        time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower, peak_unit=unit,
+        peak_flops=peak_flops,
     ), est  # fmt: skip
 
 

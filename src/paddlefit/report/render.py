@@ -31,6 +31,21 @@ def flops(n: float) -> str:
     return f"{n:,.0f} FLOPs"
 
 
+def pct(fraction: float | None) -> str:
+    """A fraction as a whole percentage (``0.354`` -> ``35%``); ``-`` for None/NaN (a figure the plan could not
+    make, e.g. the MFU of a row timed at a slower unit's peak)."""
+    if fraction is None or (isinstance(fraction, float) and math.isnan(fraction)):
+        return "-"
+    return f"{fraction:.0%}"
+
+
+def peak_text(unit: str | None, peak_flops: float | None) -> str:
+    """A row's compute unit and its dense peak: ``fp16 tensor 119.5 TFLOPS``; ``-`` for an unknown unit or peak."""
+    if not unit or peak_flops is None or math.isnan(peak_flops) or peak_flops <= 0:
+        return "-"
+    return f"{unit} {peak_flops / 1e12:,.4g} TFLOPS"
+
+
 def duration(seconds: float | None) -> str:
     """Seconds as ``812 ms``, ``3.2 s``, ``4.1 h``; ``-`` for None/NaN."""
     if seconds is None or math.isnan(seconds):
@@ -100,7 +115,7 @@ def render_plan(plan: Any, console: Console) -> None:
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
             step_unit.fmt(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
-            "-" if t.predicted_mfu is None else f"{t.predicted_mfu:.0%}",
+            pct(t.predicted_mfu),
             (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
              else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")),
         ]
@@ -178,16 +193,20 @@ def _plan_method_line(plan: Any, console: Console) -> None:
 def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Console) -> None:
     """Print ``plan --explain GPU``: the predicted slowest kernel groups of one training step on that GPU."""
     t = next(x for x in plan.targets if x.name == gpu)
+    # every figure through a formatter that prints "-" for None: a row timed at a slower unit's peak has no MFU
+    # (Target.speed_lower_bound), and formatting that None crashed `plan --explain` after the whole probe
+    lower = " (a lower bound: the catalog lacks the card's peak for this precision)" if t.speed_lower_bound else ""
     table = Table(header_style="bold", title=f"predicted top operators on {gpu}: step {duration(t.step_time_s)}, "
-                  f"MFU {t.predicted_mfu:.0%}, {plan.precision}, batch {plan.batch_size}", title_justify="left")
+                  f"MFU {pct(t.predicted_mfu)}, {plan.precision} on {peak_text(t.peak_unit, t.peak_flops)} peak"
+                  f"{lower}, batch {plan.batch_size}", title_justify="left")  # fmt: skip
     for c, just in (("op", "left"), ("phase", "left"), ("class", "left"), ("time", "right"), ("share", "right"),
                     ("kernels", "right"), ("GFLOP", "right"), ("MB moved", "right"), ("bound", "left"),
                     ("unit", "left"), ("eff", "right"), ("eff from", "left")):  # fmt: skip
         table.add_column(c, justify=just, no_wrap=True)
     for r in rows:
-        table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), f"{r['share']:.0%}", f"{r['kernels']:,}",
+        table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), pct(r["share"]), f"{r['kernels']:,}",
                       f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"], r["unit"],
-                      f"{r['efficiency']:.0%}", r["source"])  # fmt: skip
+                      pct(r["efficiency"]), r["source"])  # fmt: skip
     print_min_width(console, table, 150)
     console.print("[dim]eff: FLOPs / (time x the unit's datasheet peak) for compute-bound ops, bytes / (time x DRAM "
                   "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
