@@ -85,6 +85,7 @@ def test_pcie_has_no_ll128_and_pcie_hops():
 
 def test_nvls_where_nccl_picks_it():
     h200, b200 = node_fabric(get_gpu("H200"), 8), node_fabric(get_gpu("B200"), 8)
+    assert [co.nvls_efficiency(cc) for cc in (8.0, 9.0, 10.0)] == [0.0, 0.85, 0.74]  # NCCL's nvlsEfficiency
     # allreduce_by_gpu_count.csv: ring at 4 H200 and at 4-5 B200, NVLS above
     assert [nvls_picked(h200, g) for g in range(4, 9)] == [False, True, True, True, True]
     assert [nvls_picked(b200, g) for g in range(4, 9)] == [False, False, True, True, True]

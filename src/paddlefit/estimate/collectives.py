@@ -31,9 +31,11 @@ protocol wins; NVIDIA/nccl ``src/graph/tuning.cc`` at 5067397, read 2026-12-06, 
 
 The fitted constants are fitted on the measured NCCL tables in ``bench/data/collectives/`` (from
 stas00/ml-engineering@744d01e ``network/README.md``), named at each; ``bench/collectives.py`` recomputes them and
-compares the model with every measured row. Expressed through catalog figures only: the per-direction link
-(NVLink when all ranks of a node share its NVLink domain, else PCIe), ``nvlink_gpus`` > 2 (NVLink through an NVSwitch,
-not a bridged pair), the compute capability (NCCL's per-architecture constants), nodes and the network's GB/s.
+compares the model with every measured row (median |error| from 1 MiB up: 4-14% per system, against 11-296% for the
+plain 2(n-1)/n x P / link; docs/sources.md#collectives-nccl). Expressed through catalog figures only: the
+per-direction link (NVLink when all ranks of a node share its NVLink domain, else PCIe), ``nvlink_gpus`` > 2 (NVLink
+through an NVSwitch, not a bridged pair), the compute capability (NCCL's per-architecture constants), nodes and the
+network's GB/s.
 
 A data-parallel gradient all-reduce is not one message: Paddle sends it in buckets, each a collective paying its own
 latency (:func:`bucketed_collective`, :data:`DATA_PARALLEL_BUCKETS`, :data:`FUSED_ALLREDUCE_BUCKETS`).
@@ -147,10 +149,15 @@ def _by_cc(table: tuple[tuple[float, float], ...], cc: float, default: float = 0
     return next((v for low, v in table if cc >= low), default)
 
 
+def nvls_efficiency(compute_capability: float) -> float:
+    """NCCL's ``nvlsEfficiency`` for a GPU of ``compute_capability`` (:data:`NVLS_EFFICIENCY`; 0: no NVLS)."""
+    return _by_cc(NVLS_EFFICIENCY, compute_capability)
+
+
 def nvls_picked(fabric: Fabric, gpus: int) -> bool:
     """NCCL runs an all-reduce over ``gpus`` GPUs of a node as NVLS (NVLink SHARP) rather than a ring: an NVSwitch,
     compute capability 9.0+ and ``nvlsEfficiency`` x (gpus - 1) > :data:`NVLS_PICK`."""
-    eff = _by_cc(NVLS_EFFICIENCY, fabric.compute_capability)
+    eff = nvls_efficiency(fabric.compute_capability)
     return fabric.nvswitch and eff > 0 and eff * (gpus - 1) > NVLS_PICK
 
 
@@ -172,7 +179,7 @@ def _ring_s(kind: str, nbytes: float, ranks: int, fabric: Fabric, protocol: str)
 
 
 def _nvls_bytes_per_s(fabric: Fabric, gpus: int) -> float:
-    eff = _by_cc(NVLS_EFFICIENCY, fabric.compute_capability)
+    eff = nvls_efficiency(fabric.compute_capability)
     return NVLS_SCALE * eff * (gpus - 1) / gpus * fabric.link_gb_s * 1e9
 
 
