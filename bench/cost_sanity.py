@@ -9,9 +9,9 @@ Check against a measurement: NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch
 (docs/sources.md#resnet-50-deeplearningexamples). This run is row M23 of the published measurements the per-operator GPU
 model is fitted on (bench/gpu_fit.py, where it runs NHWC as published), while cost plans the zoo's NCHW ResNet-50, so
 the check is neither independent of the fit nor of the same model: a sanity check of the whole cost path (cost's 8-GPU
-step: micro-batch step + a ring all-reduce over NVLink, not overlapped, as paddlefit train runs it). The out-of-sample
-check of the GPU model is bench/gpu_accuracy.py's leave-one-source-out. Reported as predicted / measured time for 90
-epochs; target within 0.75-1.33x.
+step: micro-batch step + the gradient all-reduce over NVLink in 128 MiB buckets, NCCL's model, not overlapped, as
+paddlefit train runs it). The out-of-sample check of the GPU model is bench/gpu_accuracy.py's leave-one-source-out.
+Reported as predicted / measured time for 90 epochs; target within 0.75-1.33x.
 
 Run: `.venv/bin/python bench/cost_sanity.py [--top 5]`
 """

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 
 #: The benches `make bench` runs, in this order (cheap and self-contained first).
-BENCHES = ["memory_accuracy", "plan_speed", "llm_plan", "gpu_kernels", "gpu_fit", "plan_determinism",
+BENCHES = ["memory_accuracy", "plan_speed", "llm_plan", "collectives", "gpu_kernels", "gpu_fit", "plan_determinism",
            "trainer_overhead", "kill_soak", "crash_points", "cost_sanity", "tune_gain", "real_models", "cpu_threads",
            "gpu_accuracy", "inference_accuracy", "runs_calibration", "predicted_vs_measured"]  # fmt: skip
 #: Arguments `make bench` gives a bench (the others run with their defaults): kill_soak's default 100 kills take

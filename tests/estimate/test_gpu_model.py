@@ -11,6 +11,7 @@ from paddle import nn
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import CatalogError
 from paddlefit.estimate.amp import assign_dtypes, saved_activation_bytes
+from paddlefit.estimate.collectives import BucketedCollective
 from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s, estimate_step, kernel_time_s
 from paddlefit.estimate.kernel_model import (
     FFMA_ISSUE_SHARE,
@@ -351,10 +352,11 @@ def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
 
 
 def test_dataparallel_overlap():
-    # all-reduce shorter than the backward: only the last 1 MiB bucket is exposed
-    assert dp_exposed_allreduce_s(0.01, 0.05, 100 * 2**20) == pytest.approx(0.01 / 100)
-    assert dp_exposed_allreduce_s(0.08, 0.05, 100 * 2**20) == pytest.approx(0.03)
-    assert dp_exposed_allreduce_s(0.0, 0.05, 1) == 0.0
+    # all the buckets shorter than the backward: only the last (1 MiB) bucket's all-reduce is exposed
+    ar = BucketedCollective(0.01, 0.0002, 5, "nvlink", "ring Simple")
+    assert dp_exposed_allreduce_s(ar, 0.05) == 0.0002
+    assert dp_exposed_allreduce_s(replace(ar, seconds=0.08), 0.05) == pytest.approx(0.03)  # outlasts the backward
+    assert dp_exposed_allreduce_s(BucketedCollective(0.0, 0.0, 0, "nvlink", "none"), 0.05) == 0.0
 
 
 def test_analytic_transformer_trace_matches_the_recorded_one():

@@ -1,15 +1,15 @@
-"""paddlefit.estimate.timing: the ResNet-50 efficiency baseline, the ring all-reduce and the
-host floor (exact values; the host-overhead measurement with a counting fake optimizer)."""
+"""paddlefit.estimate.timing: the ResNet-50 efficiency baseline and the host floor (exact values; the host-overhead
+measurement with a counting fake optimizer). Collectives: tests/estimate/test_collectives.py."""
 
 import dataclasses
 
 import pytest
 
+from paddlefit.estimate import timing
 from paddlefit.estimate.timing import (
     DEFAULT_EFFICIENCY,
     RESNET50_TRAIN_FLOPS_PER_IMAGE,
     HostOverhead,
-    ring_allreduce_s,
 )
 from paddlefit.probe.host_overhead import measure_host_overhead
 
@@ -23,13 +23,9 @@ def test_default_efficiency_is_the_published_resnet50_throughput_over_the_peak()
     assert {k: round(v, 2) for k, v in DEFAULT_EFFICIENCY.items()} == {"fp32": 0.57, "tf32": 0.15, "half": 0.19}
 
 
-def test_ring_allreduce_sends_two_n_minus_one_over_n_of_the_bytes():
-    assert ring_allreduce_s(1e9, 1, 100.0) == 0.0  # one rank: nothing to reduce
-    assert ring_allreduce_s(1e9, 0, 100.0) == 0.0
-    assert ring_allreduce_s(1e9, 2, 100.0) == pytest.approx(0.01, rel=1e-12)  # 2 * 1/2 * 1 GB at 100 GB/s
-    assert ring_allreduce_s(4e8, 8, 300.0) == pytest.approx(2 * 7 / 8 * 4e8 / 300e9, rel=1e-12)
-    # tends to 2 S / B as the ring grows
-    assert ring_allreduce_s(1e9, 1000, 100.0) == pytest.approx(2 * 999 / 1000 * 0.01, rel=1e-12)
+def test_the_all_reduce_is_timed_in_one_place():
+    # the plain ring formula 2(n-1)/n x S / link is gone: every all-reduce is paddlefit.estimate.collectives'
+    assert not hasattr(timing, "ring_allreduce_s")
 
 
 def test_host_floor_is_three_ops_per_forward_op_plus_the_optimizer_loop():

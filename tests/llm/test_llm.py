@@ -18,6 +18,7 @@ from paddlefit.llm.memory import (
     gpu_memory,
     head_activation_bytes,
     layer_activation_bytes,
+    stage_params,
     state_bytes_per_param,
 )
 from paddlefit.llm.perf import head_forward_flops, layer_forward_flops, step_flops
@@ -293,3 +294,44 @@ def test_layouts_within_one_percent_of_the_fastest_go_to_headroom_and_say_so():
     assert r.tie_break and "within 1%" in r.tie_break and "free" in r.tie_break
     text = _cli("plan", "llama-2-7b", "--gpus", "8", "--gpu", "A100-SXM4-80GB").stdout
     assert "tie-break:" in text and "68.3/70.9" not in text.split("tie-break:")[0].splitlines()[-2]
+
+
+def test_llm_collectives_are_the_nccl_model():
+    """TP, DP and sharding communication of the LLM planner: paddlefit.estimate.collectives over each group's links,
+    DataParallel's buckets and dp_exposed_allreduce_s' overlap, as `plan --devices` times its all-reduce."""
+    from paddlefit.estimate.collectives import (
+        DATA_PARALLEL_BUCKETS,
+        allgather_s,
+        allreduce_s,
+        bucketed_collective,
+        node_fabric,
+        reduce_scatter_s,
+    )
+    from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s
+    from paddlefit.llm.perf import Network, step_time
+
+    cfg, gpu, st = LLM_CONFIGS["llama-2-7b"], get_gpu("H100-SXM"), TrainSetup(4096)
+    net = Network(8, 3200.0)
+    s, h, e = 4096, cfg.hidden_size, st.act_bytes
+    fab8 = node_fabric(gpu, 8)
+    tp = Layout(dp=1, sharding=0, tp=8, pp=1, micro_batch=1, accum=4)
+    t = step_time(cfg, st, tp, gpu, net, 0.4)
+    assert t.tp_comm == pytest.approx(4 * cfg.num_layers * 4 * allreduce_s(s * h * e, 8, fab8), rel=1e-12)
+    assert t.tp_link == "nvlink"
+    sp = step_time(cfg, st, Layout(dp=1, sharding=0, tp=8, pp=1, micro_batch=1, accum=4, sequence_parallel=True),
+                   gpu, net, 0.4)  # fmt: skip
+    pair = reduce_scatter_s(s * h * e, 8, fab8) + allgather_s(s * h * e, 8, fab8)
+    assert sp.tp_comm == pytest.approx(4 * cfg.num_layers * 4 * pair, rel=1e-12)
+    # plain DP over 16 GPUs on 2 nodes: hierarchical, each node's 3,200 Gbit/s; DataParallel's buckets overlap the
+    # last micro-batch's backward
+    dp = Layout(dp=16, sharding=0, tp=1, pp=1, micro_batch=1, accum=64)
+    t = step_time(cfg, st, dp, gpu, net, 0.4)
+    grads = stage_params(cfg, 1, 1, "first") * state_bytes_per_param(st.precision, st.optimizer)[1]
+    fab = node_fabric(gpu, 8, 400.0)
+    sync = bucketed_collective("allreduce", grads, 16, fab, DATA_PARALLEL_BUCKETS, nodes=2)
+    backward_last = t.compute / 64 * 2 / 3
+    assert t.dp_comm == pytest.approx(dp_exposed_allreduce_s(sync, backward_last), rel=1e-12)
+    assert t.dp_link == "nvlink + network" and sync.buckets == math.ceil((grads - 2**20) / (25 * 2**20)) + 1
+    # a group spread 2 per node (stride 4) gets its two GPUs' share of each node's network
+    fabric, nodes, link = net.group(gpu, 8, 4)
+    assert (nodes, fabric.network_gb_s, link) == (4, 3200.0 / 8 * 2 / 8, "nvlink + network")

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paddlefit.catalog.gpus import load_gpus
+from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.catalog.price_csv import parse_price_csv
 from paddlefit.catalog.prices import gpu_for_instance, load_prices, select_prices
 from paddlefit.catalog.skypilot import load_skypilot_cache, parse_skypilot_vms
 from paddlefit.errors import CatalogError, PaddlefitError
-from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY, train_gradient_allreduce
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
 from paddlefit.plan.cost import (
     HOURS_PER_MONTH,
@@ -130,9 +130,13 @@ def test_build_cost_arithmetic_ranking_and_pareto():
     assert t4.checkpoint_interval_young_s == pytest.approx(young_interval_s(12.0, m))
     wall = expected_spot_wall_s(steps * 0.5, daly_interval_s(12.0, m), 12.0, m, 300)
     assert t4.spot_expected_usd == pytest.approx(wall / 3600 * 0.20, rel=1e-12)
-    a100 = rows["a100x8"]  # 8 GPUs over NVLink: all-reduce of 400 MB at 300 GB/s per direction
-    ar = ring_allreduce_s(400_000_000, 8, 300)
-    assert a100.allreduce_s == pytest.approx(ar) and a100.interconnect == "nvlink"
+    # 8 GPUs over NVLink: 400 MB of gradients in paddlefit train's fused buckets, 2 x 128 MiB + 125.5 MiB, each a
+    # ring Simple all-reduce (base 8.4 us + 14 x 3.4 us) at the ring's ceiling, 0.8085 x 300 GB/s per direction
+    a100 = rows["a100x8"]
+    ar = 3 * (CALL_OVERHEAD_S + (8.4 + 14 * 3.4) * 1e-6) + 2 * 7 / 8 * 400_000_000 / (RING_EFFICIENCY * 300e9)
+    assert a100.allreduce_s == pytest.approx(ar, rel=1e-12) and a100.interconnect == "nvlink"
+    # the figure `plan --devices 8` charges for the same gradients (one function computes both)
+    assert a100.allreduce_s == train_gradient_allreduce(get_gpu("A100-SXM4-40GB"), 400_000_000, 8).seconds
     assert a100.hours == pytest.approx((math.ceil(10_000 / 256) * 3 * (0.05 + ar) + 12.0) / 3600, rel=1e-12)
     assert a100.spot_expected_usd is None and a100.gpu_basis == "price file `gpu` column"
     assert not rows["v100x1"].fits and rep.rows[-1].instance_type == "v100x1"  # does not fit: last, never marked

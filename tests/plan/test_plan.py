@@ -5,8 +5,8 @@ import pytest
 
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import ModelError
+from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY, train_gradient_allreduce
 from paddlefit.estimate.model_states import model_state_bytes
-from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.inputspec import parse_input_spec
 from paddlefit.models.build import param_info
 from paddlefit.plan import PlanRequest, build_plan
@@ -42,11 +42,16 @@ def test_targets_consistent(lenet_plan):
             assert t.calibrated and t.time_to_train_s == pytest.approx(math.ceil(60000 / 64) * 2 * t.step_time_s)
     a100 = next(t for t in p.targets if t.name == "A100-SXM4-40GB")
     grads = p.memory["grads_bytes"]
-    assert a100.allreduce_s == pytest.approx(ring_allreduce_s(grads, 4, 300.0))
-    assert a100.allreduce_s == pytest.approx(2 * 3 / 4 * grads / 300e9)
-    # a 4-GPU ring of bridged PCIe cards crosses PCIe, not the 2-GPU NVLink bridge
+    # one fused bucket of 241 KiB: latency-bound, NCCL's LL protocol (base 6.6 us + 2(n-1) x 0.6 us over NVLink) at
+    # Ampere's LL ceiling 87.7 GB/s bus bandwidth, + the call's overhead
+    assert a100.allreduce_s == train_gradient_allreduce(get_gpu("A100-SXM4-40GB"), grads, 4).seconds
+    assert a100.allreduce_s == pytest.approx(CALL_OVERHEAD_S + (6.6 + 6 * 0.6) * 1e-6 + 2 * 3 / 4 * grads / 87.7e9,
+                                             rel=1e-12)  # fmt: skip
+    # a 4-GPU ring of bridged PCIe cards crosses PCIe, not the 2-GPU NVLink bridge: PCIe hops (1.0 us), LL at half
+    # the ring's PCIe ceiling
     a100p = next(t for t in p.targets if t.name == "A100-PCIe-40GB")
-    assert a100p.allreduce_s == pytest.approx(2 * 3 / 4 * grads / 31.5e9)
+    assert a100p.allreduce_s == pytest.approx(CALL_OVERHEAD_S + (6.6 + 6 * 1.0) * 1e-6 + 2 * 3 / 4 * grads
+                                              / (0.5 * RING_EFFICIENCY * 31.5e9), rel=1e-12)  # fmt: skip
     # the step is paddlefit train's (oom_backoff: true): the whole all-reduce after the backward, as `cost` prices it
     for t in (a100, a100p):
         assert t.allreduce_exposed_s == t.allreduce_s == t.time_breakdown["allreduce_exposed"]["seconds"]

@@ -22,6 +22,7 @@ import numpy as np
 
 from paddlefit.catalog.ceilings import gemm_ceiling
 from paddlefit.catalog.units import unit_peak
+from paddlefit.estimate.collectives import BucketedCollective
 from paddlefit.estimate.kernel_model import (
     FUSED_BLOCK_H,
     FUSED_BLOCK_W,
@@ -292,19 +293,19 @@ def estimate_step(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str,
     return StepEstimate(total, by_class, by_phase, sum(k.flops for k in kernels), timed)
 
 
-def dp_exposed_allreduce_s(allreduce_s: float, backward_s: float, grads_bytes: float,
-                           last_bucket_bytes: float = 1024**2) -> float:  # fmt: skip
+def dp_exposed_allreduce_s(allreduce: BucketedCollective, backward_s: float) -> float:
     """Seconds of a data-parallel gradient all-reduce that the backward pass does not hide.
 
     ``paddle.DataParallel`` groups gradients into buckets (``comm_buffer_size`` = 25 MB, and a
     ``last_comm_buffer_size`` = 1 MB bucket for the first parameters, whose gradients are ready last;
-    ``python/paddle/distributed/parallel.py``) and a reducer hook all-reduces each bucket asynchronously as
-    soon as its gradients are accumulated (``paddle/fluid/distributed/collective/reducer.cc``), overlapping
-    the rest of the backward pass. What stays exposed: the last bucket, which has no backward left to hide
-    behind, or all of the all-reduce that outlasts the backward, whichever is larger:
-    max(allreduce x last-bucket share, allreduce - backward).
+    ``python/paddle/distributed/parallel.py``; :data:`~paddlefit.estimate.collectives.DATA_PARALLEL_BUCKETS`) and a
+    reducer hook all-reduces each bucket asynchronously as soon as its gradients are accumulated
+    (``paddle/fluid/distributed/collective/reducer.cc``), overlapping the rest of the backward pass. ``allreduce`` is
+    that sequence of bucket all-reduces, each with its latency
+    (:func:`~paddlefit.estimate.collectives.bucketed_collective`; a sharded job's reduce-scatter likewise). What
+    stays exposed: the last bucket, which has no backward left to hide behind, or all of the all-reduce that
+    outlasts the backward, whichever is larger: max(last bucket's seconds, all buckets' seconds - backward seconds).
     """
-    if allreduce_s <= 0:
+    if allreduce.seconds <= 0:
         return 0.0
-    last = allreduce_s * min(1.0, last_bucket_bytes / max(grads_bytes, 1.0))
-    return max(last, allreduce_s - backward_s)
+    return max(allreduce.last_bucket_s, allreduce.seconds - backward_s)

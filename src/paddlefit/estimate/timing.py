@@ -1,4 +1,4 @@
-"""Host overhead, ring all-reduce and the previous whole-step roofline.
+"""Host overhead and the previous whole-step roofline.
 
 - :func:`host_floor_s`: the host floor of a GPU step from the model's constants ``host_op_s``,
   ``host_step_s_per_tensor`` and ``host_step_s`` (shipped, or measured on the training host by ``paddlefit
@@ -6,11 +6,12 @@
 - :class:`HostOverhead`: those three figures, measured on this machine by
   :func:`~paddlefit.probe.host_overhead.measure_host_overhead` (by
   ``bench/host_overhead.py`` for the shipped constants and by ``paddlefit calibrate``).
-- :func:`ring_allreduce_s`: the NCCL ring all-reduce time.
 - :data:`DEFAULT_EFFICIENCY`: the single efficiency per unit class that GPU rows used before the per-operator
   model: NVIDIA DeepLearningExamples ResNet-50 v1.5 throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP
   2,470; 1x V100-16GB FP32 367) x paddlefit's counted ResNet-50 training FLOPs per image / the datasheet peak.
   Kept as the baseline that ``bench/gpu_accuracy.py`` compares against.
+
+Collectives (the gradient all-reduce, TP and sharding collectives) are timed in :mod:`paddlefit.estimate.collectives`.
 """
 
 from __future__ import annotations
@@ -66,15 +67,3 @@ def host_floor_s(params: Any, forward_ops: int, trainable_tensors: int, architec
     :class:`~paddlefit.estimate.perf_params.PerfParams`' constants, :class:`HostOverhead`)."""
     return HostOverhead(params.get("host_op_s", architecture), params.get("host_step_s_per_tensor", architecture),
                         params.get("host_step_s", architecture)).step_s(forward_ops, trainable_tensors)
-
-
-
-
-def ring_allreduce_s(nbytes: float, ranks: int, bandwidth_gb_s: float) -> float:
-    """Seconds for a ring all-reduce of ``nbytes`` over ``ranks`` at ``bandwidth_gb_s`` GB/s per direction.
-
-    Each rank sends 2·(n−1)/n·S bytes (NCCL ring; nccl-tests ``busbw = algbw · 2(n−1)/n``). Latency ignored.
-    """
-    if ranks <= 1:
-        return 0.0
-    return 2 * (ranks - 1) / ranks * nbytes / (bandwidth_gb_s * 1e9)

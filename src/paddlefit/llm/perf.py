@@ -6,24 +6,34 @@ Narayanan et al. 2021 (arXiv 2104.04473) eq. 3, 96·B·s·l·h²·(1 + s/(6h) + 
 generalised per matrix multiplication to grouped-query attention and SwiGLU in :func:`layer_forward_flops`.
 
 Step time = 1F1B pipeline of micro-batches (compute at a stated fraction of dense peak + tensor-parallel
-all-reduces + pipeline send/recv) + the exposed part of the data-parallel / sharding collectives + the optimizer
-update. Overlap assumptions (stated in :func:`step_time`): TP collectives are not overlapped; DP gradient
-all-reduce (and sharding stage 1/2 reduce-scatter) overlaps the backward of the last micro-batch except its last
-25 MB bucket (Paddle ``DataParallel(comm_buffer_size=25)`` MB default, ``python/paddle/distributed/parallel.py``);
-the stage 1/2 parameter all-gather after the update is not overlapped; stage 3 gathers overlap each micro-batch's
-compute (prefetch). Collectives use the ring volume 2·(n-1)/n·S for an all-reduce and (n-1)/n·S for a
-reduce-scatter or all-gather (NCCL ring; nccl-tests busbw) at the link's peak bandwidth (no NCCL efficiency
-loss: optimistic), latency ignored.
+collectives + pipeline send/recv) + the exposed part of the data-parallel / sharding collectives + the optimizer
+update. Overlap assumptions (stated in :func:`step_time`): TP collectives are not overlapped; the DP gradient
+all-reduce (and sharding stage 1/2 reduce-scatter) goes out in ``paddle.DataParallel``'s buckets (25 MB, the last
+1 MB; ``python/paddle/distributed/parallel.py``) during the backward of the last micro-batch and what that backward
+does not hide stays (:func:`~paddlefit.estimate.gpu_model.dp_exposed_allreduce_s`); the stage 1/2 parameter
+all-gather after the update is not overlapped; stage 3 gathers overlap each micro-batch's compute (prefetch).
+Every collective's time is NCCL's, latency and protocols included (:mod:`paddlefit.estimate.collectives`): inside a
+node over NVLink (or PCIe), across nodes hierarchical over the node's network, the group's share of it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.catalog.transformers import TransformerConfig
-from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.estimate.collectives import (
+    DATA_PARALLEL_BUCKETS,
+    Fabric,
+    allgather_s,
+    allreduce_s,
+    bucketed_collective,
+    node_fabric,
+    reduce_scatter_s,
+)
+from paddlefit.estimate.gpu_model import dp_exposed_allreduce_s
 from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
 
@@ -43,10 +53,6 @@ DEFAULT_NETWORK_GBPS: dict[str, tuple[float, str]] = {
     "ampere": (400.0, "AWS p4d.24xlarge, 8x A100: 400 Gbps EFA (AWS 'Amazon EC2 P4d instances deep dive' blog)"),
     "hopper": (3200.0, "AWS p5.48xlarge, 8x H100: up to 3,200 Gbps EFA (AWS EC2 user guide, EFA on P5)"),
 }
-
-#: Paddle ``DataParallel`` gradient bucket, bytes (``comm_buffer_size=25`` MB default).
-DP_BUCKET_BYTES = 25 * 1024**2
-
 
 def default_mfu(gpu: GPU) -> tuple[float, str]:
     """The :data:`DEFAULT_MFU` figure for the GPU's architecture (Ampere's, labelled as such, for others; for a
@@ -124,25 +130,35 @@ class Network:
 
     Attributes:
         gpus_per_node: GPUs in one node (ranks of a group fit in a node when stride x size <= this).
-        inter_node_gbit_s: the node's network bandwidth, Gbit/s; a group that spans nodes gets this / 8 / gpus_per_node
-            GB/s per rank (each GPU's share of the node's NICs, as when every GPU of the node talks off-node at once;
-            an assumption).
+        inter_node_gbit_s: the node's network bandwidth, Gbit/s. Each GPU has its share, / 8 / gpus_per_node GB/s
+            (as when every GPU of the node talks off-node at once; an assumption); a group spanning nodes uses the
+            shares of its members in each node.
     """
 
     gpus_per_node: int
     inter_node_gbit_s: float
 
     def bandwidth(self, gpu: GPU, size: int, stride: int) -> tuple[float, str]:
-        """Per-rank GB/s and link name for a group of ``size`` ranks ``stride`` apart (ranks numbered in PaddleNLP's
-        default ``pp_first`` topology: mp innermost, then sharding, pp, dp; ``training_args.py``)."""
+        """Per-rank GB/s and link name for point-to-point traffic in a group of ``size`` ranks ``stride`` apart
+        (ranks numbered in PaddleNLP's default ``pp_first`` topology: mp innermost, then sharding, pp, dp;
+        ``training_args.py``)."""
         if size * stride <= self.gpus_per_node:
             return gpu.interconnect_gb_s(size)
         return self.inter_node_gbit_s / 8 / self.gpus_per_node, "network"
 
-
-def gather_s(nbytes: float, n: int, gb_s: float) -> float:
-    """Ring reduce-scatter or all-gather seconds of a buffer of S bytes: (n-1)/n·S per rank."""
-    return 0.0 if n <= 1 else (n - 1) / n * nbytes / (gb_s * 1e9)
+    def group(self, gpu: GPU, size: int, stride: int) -> tuple[Fabric, int, str]:
+        """The :class:`~paddlefit.estimate.collectives.Fabric` of a group of ``size`` ranks ``stride`` apart, the
+        nodes it spans and its link's name. Inside one node: the link of the GPUs it spans (NVLink when they share
+        its domain). Across nodes: ``m`` members per node (the largest divisor of ``size`` that fits the node at
+        that stride) on ``size / m`` nodes, whose network share is m x the node's bandwidth / ``gpus_per_node``."""
+        span = size * stride
+        if span <= self.gpus_per_node:
+            fabric = node_fabric(gpu, span)
+            return fabric, 1, fabric.link
+        per_node = math.gcd(size, max(1, self.gpus_per_node // stride))
+        share = self.inter_node_gbit_s / 8 * per_node / self.gpus_per_node
+        fabric = node_fabric(gpu, per_node * stride, share)
+        return fabric, size // per_node, fabric.link + " + network"
 
 
 @dataclass(frozen=True)
@@ -178,13 +194,16 @@ def step_time(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, gpu: GPU, 
 
     Per micro-batch on one stage: hardware FLOPs / (p·t) at ``mfu`` x dense peak (stages balanced: embedding and
     head spread evenly, an approximation), plus TP: 4 all-reduces of s·b·h·e bytes per layer (2 forward, 2
-    backward; Megatron, Shoeybi et al. 2019 §3; 6 with full recompute; with sequence parallelism a reduce-scatter
-    + all-gather pair of the same volume, Korthikanti §4.2.2), plus PP: the activation forward and its gradient
-    backward, s·b·h·e / t bytes each (PaddleNLP partial send/recv splits it over the TP ranks).
+    backward; Megatron, Shoeybi et al. 2019 §3; 6 with full recompute; with sequence parallelism each is a
+    reduce-scatter + all-gather pair of the same s·b·h·e buffer, Korthikanti §4.2.2), plus PP: the activation forward
+    and its gradient backward, s·b·h·e / t bytes each (PaddleNLP partial send/recv splits it over the TP ranks).
     Pipeline: (m + p - 1) micro-batch times (1F1B; bubble (p-1)/(m+p-1), Narayanan 2021 §2.2.1).
-    Data parallel (see module doc for overlap): plain DP all-reduces the stage's gradients; sharding stage 1/2
-    reduce-scatters them and all-gathers the updated weights; stage 3 all-gathers weights for forward and backward
-    (and the recompute forward) and reduce-scatters gradients on every micro-batch.
+    Data parallel (see module doc for overlap): plain DP all-reduces the stage's gradients in DataParallel's
+    buckets; sharding stage 1/2 reduce-scatters them in the same buckets (an assumption: PaddleNLP's sharding comm
+    buffers are not modelled) and all-gathers the updated weights in one call; stage 3 all-gathers each layer's
+    weights for forward and backward (and the recompute forward) and reduce-scatters each layer's gradients on every
+    micro-batch. Each collective: :mod:`paddlefit.estimate.collectives` over the group's links
+    (:meth:`Network.group`).
     Optimizer: reads gradients, reads and writes its states, writes weights, at HBM bandwidth.
     """
     s, b, t, p, d, m = setup.seq_len, lay.micro_batch, lay.tp, lay.pp, lay.dp, lay.accum
@@ -193,9 +212,14 @@ def step_time(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, gpu: GPU, 
     fl = step_flops(cfg, s, b, lay.recompute, setup.flash_attention)  # one micro-batch, whole model
     compute_mb = fl.hardware / (p * t) / (peak * mfu)
     layers = cfg.num_layers / p
-    tp_bw, tp_link = net.bandwidth(gpu, t, 1)
+    tp_fabric, tp_nodes, tp_link = net.group(gpu, t, 1)
     n_ar = 6 if lay.recompute == "full" else 4
-    tp_mb = layers * n_ar * ring_allreduce_s(s * b * cfg.hidden_size * e, t, tp_bw) if t > 1 else 0.0
+    act = s * b * cfg.hidden_size * e
+    if lay.sequence_parallel:
+        tp_one = reduce_scatter_s(act, t, tp_fabric, tp_nodes) + allgather_s(act, t, tp_fabric, tp_nodes)
+    else:
+        tp_one = allreduce_s(act, t, tp_fabric, tp_nodes)
+    tp_mb = layers * n_ar * tp_one if t > 1 else 0.0
     shard_size = d if lay.sharding else 1
     pp_bw, pp_link = net.bandwidth(gpu, p, t * shard_size)
     pp_mb = 2 * s * b * cfg.hidden_size * e / t / (pp_bw * 1e9) if p > 1 else 0.0
@@ -205,20 +229,20 @@ def step_time(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, gpu: GPU, 
     n_params = max(stage_params(cfg, t, p, "first"), stage_params(cfg, t, p, "last"))
     grads, weights = n_params * gb, n_params * wb
     dp_stride = t if lay.sharding else t * p
-    dp_bw, dp_link = net.bandwidth(gpu, d, dp_stride)
+    dp_fabric, dp_nodes, dp_link = net.group(gpu, d, dp_stride)
     backward_last = compute_mb * 2 / 3
     dp = 0.0
     if d > 1 and lay.sharding in (0, 1, 2):
-        if lay.sharding == 0:
-            total, bucket = ring_allreduce_s(grads, d, dp_bw), ring_allreduce_s(min(grads, DP_BUCKET_BYTES), d, dp_bw)
-        else:
-            total, bucket = gather_s(grads, d, dp_bw), gather_s(min(grads, DP_BUCKET_BYTES), d, dp_bw)
-        dp = max(total - backward_last, bucket)
+        kind = "allreduce" if lay.sharding == 0 else "reduce_scatter"
+        sync = bucketed_collective(kind, grads, d, dp_fabric, DATA_PARALLEL_BUCKETS, dp_nodes)
+        dp = dp_exposed_allreduce_s(sync, backward_last)
         if lay.sharding:
-            dp += gather_s(weights, d, dp_bw)
+            dp += allgather_s(weights, d, dp_fabric, dp_nodes)
     elif d > 1:
         gathers = 3 if lay.recompute == "full" else 2
-        per_mb = gather_s(gathers * weights + grads, d, dp_bw)
+        n_layers = max(1, round(layers))
+        per_mb = n_layers * (gathers * allgather_s(weights / n_layers, d, dp_fabric, dp_nodes)
+                             + reduce_scatter_s(grads / n_layers, d, dp_fabric, dp_nodes))  # fmt: skip
         dp = m * max(0.0, per_mb - compute_mb)
     opt_params = n_params / (d if lay.sharding else 1)
     optimizer = opt_params * (2 * ob + gb + wb) / (gpu.mem_bw_gb_s * 1e9)

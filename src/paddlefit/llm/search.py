@@ -318,11 +318,13 @@ ASSUMPTIONS = [
     "memory: model states by ZeRO (Rajbhandari et al. 2019) per sharding stage; activations per Korthikanti et al. "
     "2022 table 2, re-derived per tensor for GQA/SwiGLU; 1F1B first stage holds min(pp, accum) micro-batches",
     "fits if peak <= capacity - CUDA context (1.2 GiB) - fragmentation allowance (1 - safety margin of the rest)",
-    "compute at the stated fraction of dense peak; TP all-reduces not overlapped; DP gradient all-reduce / "
-    "reduce-scatter overlaps the last micro-batch's backward except a 25 MB bucket; stage-1/2 parameter "
-    "all-gather not overlapped; stage-3 gathers overlap each micro-batch's compute",
-    "collectives at peak link bandwidth (NVLink/PCIe in a node, node network / GPUs per node across nodes), "
-    "latency ignored: optimistic",
+    "compute at the stated fraction of dense peak; TP collectives not overlapped; DP gradient all-reduce / "
+    "reduce-scatter in DataParallel's 25 MB buckets overlaps the last micro-batch's backward except the last "
+    "(1 MB) bucket; stage-1/2 parameter all-gather not overlapped; stage-3 per-layer gathers overlap each "
+    "micro-batch's compute",
+    "collectives by NCCL's model (paddlefit.estimate.collectives): latency per call, LL/LL128/Simple, the ring at "
+    "81% of the per-direction link, NVLS on NVSwitch from Hopper; across nodes hierarchical, the node's network "
+    "(the group's GPUs' share) carrying 2(n-1)/n of an all-reduce's bytes",
     "stages balanced (embedding and head FLOPs spread evenly); ZeRO-3 keeps two gathered layers",
     "MFU counts model FLOPs (3 x forward); compute time also pays recomputation (full/selective recompute, "
     "FlashAttention's backward recompute of Q.K^T), so MFU sits below the stated compute fraction",

@@ -5,9 +5,10 @@ catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of 
 
 - fits: the plan's per-GPU peak under data parallel (each GPU holds a full replica, so the single-GPU peak);
 - time: the trainer's optimizer steps on n ranks (:func:`paddlefit.job.steps_per_epoch`, ``epochs``,
-  ``max_steps``), each taking accumulation x the plan's micro-step time + one ring all-reduce of the gradients over
-  the instance's GPU interconnect (:func:`~paddlefit.estimate.timing.ring_allreduce_s`, NVLink when all n GPUs
-  share it, else PCIe);
+  ``max_steps``), each taking accumulation x the plan's micro-step time + the gradient all-reduce after the
+  backward as ``paddlefit train`` runs it, in 128 MiB fused buckets over the instance's GPU interconnect (NVLink when
+  all n GPUs share it, else PCIe; NCCL's latency, protocols and NVLS:
+  :func:`~paddlefit.estimate.collectives.train_gradient_allreduce`, the function ``plan --devices`` uses);
 - checkpoints: ``train`` writes them on-demand and on spot alike, so both count the same writes: one per Daly
   optimal interval of work (:func:`checkpoint_writes_s`, the interval ``train --checkpoint-interval auto`` uses);
 - on-demand cost = hours (work + checkpoint writes) x on-demand USD/hour;
@@ -30,7 +31,7 @@ from typing import Any
 from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.price_csv import InstancePrice
 from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
-from paddlefit.estimate.timing import ring_allreduce_s
+from paddlefit.estimate.collectives import train_gradient_allreduce
 from paddlefit.job import job_steps, steps_per_epoch
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
 from paddlefit.plan.request import TIE_FACTOR, Plan, Target
@@ -311,8 +312,8 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
          override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
          every: tuple[int, float] | None = None) -> CostRow:  # fmt: skip
     n = p.gpu_count
-    bw, link = gpu.interconnect_gb_s(n)
-    ar = ring_allreduce_s(t.grads_bytes, n, bw)
+    train_ar = train_gradient_allreduce(gpu, t.grads_bytes, n)  # the figure `plan --devices n` charges
+    ar, link = train_ar.seconds, train_ar.link
     micro = t.step_time_s - t.allreduce_exposed_s  # the plan's one-device step
     step = accum * micro + ar  # paddlefit train (oom_backoff: true) all-reduces after the backward
     work_s = steps * step
@@ -401,9 +402,10 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
         "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
                f"{length}; loss: {plan.model.get('loss')}",
         "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
-        "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + one "
-                     "ring all-reduce of the gradients per optimizer step, not overlapped (paddlefit train's default "
-                     "oom_backoff: true all-reduces after the backward)",
+        "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + the "
+                     "gradient all-reduce per optimizer step in 128 MiB fused buckets, not overlapped (paddlefit "
+                     "train's default oom_backoff: true all-reduces after the backward; NCCL model of "
+                     "paddlefit.estimate.collectives: latency per bucket, protocols, ring ceiling, NVLS)",
         "tf32": plan.assumptions.get("tf32"),
         "tf32_means": plan.assumptions.get("tf32_means"),
         "gpu_model_params": plan.assumptions.get("gpu_model_params"),

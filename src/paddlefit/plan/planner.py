@@ -36,6 +36,7 @@ from typing import Any
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import CatalogError, UnknownNameError
+from paddlefit.estimate.collectives import RING_EFFICIENCY
 from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.perf_params import load_perf_params
@@ -252,8 +253,10 @@ def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: fl
         attention=req.attention,
         flash_attention_blocks=rt.blocks,
         trace_source=m.trace.source,
-        allreduce="ring, 2(n-1)/n x gradient bytes per rank; DataParallel overlaps it with the backward in "
-                  "buckets: exposed = max(last 1 MB bucket, all-reduce - backward)",
+        allreduce="NCCL model (paddlefit.estimate.collectives: per-step latency, LL/LL128/Simple ramp, ring at "
+                  f"{RING_EFFICIENCY:.1%} of the link, NVLS on NVSwitch) of paddlefit train's 128 MiB fused buckets "
+                  "after the backward; DataParallel overlaps its 25 MB buckets with the backward: exposed = "
+                  "max(last 1 MB bucket, all buckets - backward)",
         host_op_s=published.values["host_op_s"],
         host_optimizer_s_per_tensor=published.values["host_step_s_per_tensor"],
         host_step_s=published.values["host_step_s"],

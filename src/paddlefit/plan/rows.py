@@ -17,6 +17,7 @@ from typing import Any
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
 from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.amp import saved_activation_bytes
+from paddlefit.estimate.collectives import dataparallel_gradient_allreduce, train_gradient_allreduce
 from paddlefit.estimate.gpu_model import (
     MEMORY_KEYS,
     StepEstimate,
@@ -27,7 +28,6 @@ from paddlefit.estimate.gpu_model import (
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
-from paddlefit.estimate.timing import ring_allreduce_s
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
@@ -304,16 +304,18 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     params = row_params(cal, published)
     est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
                         info.trainable_tensors, params, req.tf32)  # fmt: skip
-    bw, link = gpu.interconnect_gb_s(req.devices)
-    ar = ring_allreduce_s(g_states.grads_bytes, req.devices, bw)
+    train_ar = train_gradient_allreduce(gpu, g_states.grads_bytes, req.devices)
+    ar = train_ar.seconds
     # paddlefit train (its default oom_backoff: true) all-reduces after the backward, as `cost` prices it; plain
     # DataParallel would hide all but ar_dp
-    ar_dp = dp_exposed_allreduce_s(ar, est.by_phase.get("backward", 0.0), g_states.grads_bytes)
+    dp_ar = dataparallel_gradient_allreduce(gpu, g_states.grads_bytes, req.devices)
+    ar_dp = dp_exposed_allreduce_s(dp_ar, est.by_phase.get("backward", 0.0))
     step = max(est.device_s, host_s) + ar
     bound, notes = _bound_and_notes(req, gpu, prec, unit, est, host_s, cal, params)
     if req.devices > 1:
-        notes.append(f"all-reduce {ar * 1e3:.1f} ms over {link} after the backward, as paddlefit train runs it "
-                     f"(oom_backoff: true); DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")
+        notes.append(f"all-reduce {ar * 1e3:.1f} ms over {train_ar.link} ({train_ar.buckets} x <= 128 MiB, "
+                     f"{train_ar.algorithm}) after the backward, as paddlefit train runs it (oom_backoff: true); "
+                     f"DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")  # fmt: skip
     breakdown = time_breakdown(est, ar if req.devices > 1 else None)
     mfu = m.train_flops_per_sample * b / step / peak_flops
     if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts

@@ -10,9 +10,11 @@ Verdict rules (:mod:`~paddlefit.profiling.verdict_rules` holds them and their th
   count.
 - host-overhead-bound (GPU): GPU utilisation < 50% while data waits < 25%.
 - communication-bound (``devices`` > 1, GPU): the gradient all-reduce, *estimated* (the profile runs one device)
-  as a ring all-reduce of the gradient bytes over the GPU's NVLink/PCIe bandwidth from the catalog
-  (:func:`paddlefit.estimate.timing.ring_allreduce_s`, not overlapped with backward: an upper bound), would be
-  >= 25% of the step. On CPU (gloo) no bandwidth is known and this is not decided.
+  as ``plan --devices`` estimates it: NCCL's all-reduce of the gradient bytes in ``paddlefit train``'s 128 MiB
+  fused buckets over the GPU's NVLink/PCIe from the catalog
+  (:func:`paddlefit.estimate.collectives.train_gradient_allreduce`, not overlapped with backward, as
+  ``oom_backoff: true`` runs it; an upper bound for DataParallel's overlap), would be >= 25% of the step. On CPU
+  (gloo) no bandwidth is known and this is not decided.
 - memory-bound (GPU): compute dominates (>= 60%) and the step's arithmetic intensity is below the GPU's ridge
   point (roofline, Williams et al., CACM 2009): FLOPs per step / (2 x peak allocated bytes, the planner's
   lower bound of DRAM traffic) < peak FLOP/s / memory bandwidth (datasheet figures from the catalog).
@@ -135,7 +137,8 @@ def _device_figures(spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes
                     devices: int) -> tuple[float | None, float | None, float | None, tuple[float, float, str] | None]:
     """From the catalog GPU ``entry``: its peak FLOP/s at the job's precision, the step's arithmetic intensity and
     the ridge point (FLOP/byte; DRAM traffic taken as 2 x peak allocated bytes, the roofline lower bound), and the
-    estimated ring all-reduce (seconds, GB/s, link) for ``devices`` > 1. All None without an entry."""
+    estimated gradient all-reduce (seconds, the link's per-direction GB/s, link) for ``devices`` > 1. All None
+    without an entry."""
     if entry is None:
         return None, None, None, None
     peak_flops = entry.peak_flops(spec.precision.value)[0]
@@ -144,10 +147,11 @@ def _device_figures(spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes
         intensity = flops_per_step / (2 * peak_bytes)
         ridge = peak_flops / (entry.mem_bw_gb_s * 1e9)
     if devices > 1 and grads_bytes > 0:
-        from paddlefit.estimate.timing import ring_allreduce_s
+        from paddlefit.estimate.collectives import train_gradient_allreduce
 
-        bw, link = entry.interconnect_gb_s(devices)
-        allreduce = (ring_allreduce_s(grads_bytes, devices, bw), bw, link)
+        bw, _ = entry.interconnect_gb_s(devices)
+        ar = train_gradient_allreduce(entry, grads_bytes, devices)
+        allreduce = (ar.seconds, bw, ar.link)
     return peak_flops, intensity, ridge, allreduce
 
 
@@ -244,8 +248,9 @@ def _device_evidence(f: StepFacts, entry: Any, achieved: float, attainable: floa
                    f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte")
     if allreduce is not None:
         seconds, bw, link = allreduce
-        out.append(f"gradient all-reduce over {devices} GPUs (estimated: ring of {f.grads_bytes / 1024**2:,.1f} "
-                   f"MiB at {bw:,.0f} GB/s {link}, not overlapped): {seconds * 1e3:,.1f} ms, "
+        out.append(f"gradient all-reduce over {devices} GPUs (estimated: NCCL all-reduce of "
+                   f"{f.grads_bytes / 1024**2:,.1f} MiB in 128 MiB buckets over {link}, {bw:,.0f} GB/s per "
+                   f"direction, not overlapped): {seconds * 1e3:,.1f} ms, "
                    f"{f.comm_share:.0%} of the step")  # fmt: skip
     elif devices > 1:
         out.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is estimated "
@@ -259,7 +264,8 @@ def _assumptions(attainable: float | None) -> dict[str, Any]:
             "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
             "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
             "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
-            "allreduce": "estimated for devices > 1 on a catalog GPU: ring all-reduce, no overlap",
+            "allreduce": "estimated for devices > 1 on a catalog GPU: NCCL model of paddlefit train's 128 MiB "
+                         "fused buckets (paddlefit.estimate.collectives), no overlap",
             "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
             "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels are "
                     "synchronous)",
