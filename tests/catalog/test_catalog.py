@@ -173,7 +173,7 @@ def test_gpus_json_fills_usable_memory_on_every_row_by_one_rule():
 def test_paddles_amp_capability_rule_on_cuda():
     """Paddle's auto_cast runs fp16 from CC 7.0 and bf16 from CC 8.0 (python/paddle/amp/auto_cast.py); below,
     fp32. One rule: the catalog's rows and tune's AMP trial both use it."""
-    from paddlefit.catalog.gpus import cuda_amp_blocked
+    from paddlefit.catalog.units import cuda_amp_blocked
 
     assert cuda_amp_blocked(7.5, "bf16-o1") == "bf16 AMP needs CC 8.0+: Paddle runs fp32"
     assert cuda_amp_blocked(6.1, "fp16-o2") == "fp16 AMP needs CC 7.0+: Paddle runs fp32"

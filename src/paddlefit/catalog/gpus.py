@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from paddlefit.catalog.units import compute_unit, unit_label, unit_peak
+from paddlefit.catalog.units import AMP_MIN_CC, AMP_MIN_XPU, compute_unit, cuda_amp_blocked, unit_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.validation import first_problem
 
@@ -64,24 +64,6 @@ XPU_UNCALIBRATED = "uncalibrated: no measured kernels or published runs for Kunl
 #: Column names of earlier releases, read as their new names (``_gbps`` meant GB/s; renamed to ``_gb_s`` so it is
 #: not read as Gbit/s). Deprecated: accepted for one release.
 DEPRECATED_COLUMNS = {"mem_bw_gbps": "mem_bw_gb_s", "nvlink_gbps": "nvlink_gb_s", "pcie_gbps": "pcie_gb_s"}
-
-
-#: Lowest CUDA compute capability / Kunlunxin XPU generation at which ``paddle.amp.auto_cast`` runs each half
-#: precision; below it Paddle warns and runs fp32 (``python/paddle/amp/auto_cast.py``:
-#: ``_is_gpu_float16_supported``, ``_is_gpu_bfloat16_supported``, ``_is_xpu_float16_supported``,
-#: ``_is_xpu_bfloat16_supported``). The one place this rule lives.
-AMP_MIN_CC = {"fp16": 7.0, "bf16": 8.0}
-AMP_MIN_XPU = {"fp16": 2, "bf16": 3}
-
-
-def cuda_amp_blocked(compute_capability: float | None, precision: str) -> str | None:
-    """Why ``paddle.amp.auto_cast`` runs ``precision`` (``fp16-o1``, ``bf16-o2``, ...) as fp32 on a CUDA GPU of
-    ``compute_capability`` (None: unknown, taken as too old), or None when it runs (see :data:`AMP_MIN_CC`)."""
-    half = precision.split("-")[0]
-    need = AMP_MIN_CC.get(half)
-    if need is not None and (compute_capability or 0) < need:
-        return f"{half} AMP needs CC {need:.1f}+: Paddle runs fp32"
-    return None
 
 
 class GPU(BaseModel):

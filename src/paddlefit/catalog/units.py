@@ -6,12 +6,32 @@ Units (:data:`COMPUTE_UNITS`): ``fp32`` (CUDA cores), ``tf32`` (TF32 tensor core
 switches are on), ``half`` (FP16 or BF16 tensor cores, by the AMP precision), ``int8`` (INT8 tensor cores;
 quantized inference). The kernel model adds two kernel kinds that are not peaks of the catalog: ``dwconv``
 (depthwise/grouped convolutions, on the CUDA cores at the fp32 peak) and ``memory`` (no arithmetic).
-Peaks are the catalog's datasheet figures (``catalog/data/gpus.csv``, dense).
+Peaks are the catalog's datasheet figures (``catalog/data/gpus.csv``, dense). Which half precisions Paddle's AMP
+runs at all on a card (:data:`AMP_MIN_CC`, :func:`cuda_amp_blocked`) lives here too: below it a precision runs on
+the fp32 unit.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+#: Lowest CUDA compute capability / Kunlunxin XPU generation at which ``paddle.amp.auto_cast`` runs each half
+#: precision; below it Paddle warns and runs fp32 (``python/paddle/amp/auto_cast.py``:
+#: ``_is_gpu_float16_supported``, ``_is_gpu_bfloat16_supported``, ``_is_xpu_float16_supported``,
+#: ``_is_xpu_bfloat16_supported``). The one place this rule lives.
+AMP_MIN_CC = {"fp16": 7.0, "bf16": 8.0}
+AMP_MIN_XPU = {"fp16": 2, "bf16": 3}
+
+
+def cuda_amp_blocked(compute_capability: float | None, precision: str) -> str | None:
+    """Why ``paddle.amp.auto_cast`` runs ``precision`` (``fp16-o1``, ``bf16-o2``, ...) as fp32 on a CUDA GPU of
+    ``compute_capability`` (None: unknown, taken as too old), or None when it runs (see :data:`AMP_MIN_CC`)."""
+    half = precision.split("-")[0]
+    need = AMP_MIN_CC.get(half)
+    if need is not None and (compute_capability or 0) < need:
+        return f"{half} AMP needs CC {need:.1f}+: Paddle runs fp32"
+    return None
+
 
 #: Every compute unit with a dense peak in the catalog.
 COMPUTE_UNITS = ("fp32", "tf32", "half", "int8")

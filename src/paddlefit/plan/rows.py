@@ -130,7 +130,7 @@ def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str
 
 def effective_precision(gpu: GPU, precision: Precision) -> Precision:
     """The precision Paddle really trains in on ``gpu``: fp32 where ``paddle.amp.auto_cast`` disables AMP on it
-    (:meth:`GPU.amp_blocked`, the rule in :data:`paddlefit.catalog.gpus.AMP_MIN_CC`), else ``precision``."""
+    (:meth:`GPU.amp_blocked`, the rule in :data:`paddlefit.catalog.units.AMP_MIN_CC`), else ``precision``."""
     if gpu.amp_blocked(precision.value):
         return Precision.FP32
     return precision

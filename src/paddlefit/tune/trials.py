@@ -13,7 +13,7 @@ Search (the order matters only for the time budget):
    and, on a CPU run, ``cpu_threads`` = cores - workers (Paddle's math threads otherwise compete with the workers
    for the cores); when the model factory takes ``sparse`` (the text examples), sparse embedding gradients with
    Adam ``lazy_mode`` (only the looked-up rows are updated);
-4. on a GPU: AMP (bf16-o1 where Paddle runs it, else fp16-o1: :data:`~paddlefit.catalog.gpus.AMP_MIN_CC`) and
+4. on a GPU: AMP (bf16-o1 where Paddle runs it, else fp16-o1: :data:`~paddlefit.catalog.units.AMP_MIN_CC`) and
    ``FLAGS_cudnn_exhaustive_search``;
 5. per-device ``batch_size`` x2, x4, x8 on the best so far, each only while its peak memory, extrapolated on a line
    through the last two measured peaks (the peak is linear in the batch size: docs/sources.md#paddle-on-cpu, measured on
@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from paddlefit.catalog.gpus import cuda_amp_blocked
+from paddlefit.catalog.units import cuda_amp_blocked
 from paddlefit.spec import JobSpec
 from paddlefit.userimport import factory_takes
 
