@@ -47,3 +47,13 @@ def test_half_precision_gemms_never_beat_their_architectures_ceiling() -> None:
     t4 = get_gpu("T4")
     t, _ = kernel_time_s(big, t4, fast, "fp16-o1")
     assert 2 * 16384**3 / (t - kernel_s) == pytest.approx(65e12 * 0.99, rel=0.02)
+
+
+def test_explain_names_the_ceiling_where_it_binds() -> None:
+    from paddlefit.plan.rows import efficiency_source
+
+    params = load_perf_params()
+    assert efficiency_source("gemm_half", params, "hopper") == "published-fit"  # 0.75 < 0.838: not bound
+    fast = type(params)(dict(params.values, gemm_half=0.95), provenance=params.provenance)
+    assert efficiency_source("gemm_half", fast, "hopper") == "mamf"
+    assert efficiency_source("gemm_half", fast, "volta") == "published-fit"  # no ceiling measured on Volta

@@ -14,11 +14,13 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from paddlefit.catalog.ceilings import gemm_ceiling
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
 from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.collectives import dataparallel_gradient_allreduce, train_gradient_allreduce
 from paddlefit.estimate.gpu_model import (
+    HALF_KEYS,
     MEMORY_KEYS,
     StepEstimate,
     dp_exposed_allreduce_s,
@@ -83,14 +85,19 @@ def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
     GPU by ``paddlefit calibrate``), ``kernels`` (fitted on measured kernels of its class), ``kernels+datasheet``
     (the same fit, carried to an architecture with no measured kernel by its datasheet figures; also for a device
     calibration, which does not time these), ``published-fit``
-    (end-to-end published runs, tensor cores bounded by DeepBench's FP16 GEMMs; ``+<arch>`` with that
-    generation's factor) or ``prior`` (no measurement constrains it)."""
+    (end-to-end published runs, tensor cores bounded by DeepBench's FP16 GEMMs; ``+<arch>`` with a factor of that
+    generation a parameter file gives), ``mamf`` (a half-precision efficiency held to the best GEMM measured on the
+    architecture's cards, :func:`~paddlefit.catalog.ceilings.gemm_ceiling`) or ``prior`` (no measurement
+    constrains it)."""
     if params.calibration == "device" and key in DEVICE_MEASURED_KEYS:
         return "device"
     if key in KERNEL_FIT_KEYS:
         return "kernels" if architecture in kernel_fit_architectures() else "kernels+datasheet"
     if (params.provenance.get("rows_constraining_each_parameter") or {}).get(key) == 0:
         return "prior"
+    ceiling = gemm_ceiling(architecture, "half") if key in HALF_KEYS else None
+    if ceiling is not None and ceiling < params.get(key, architecture):
+        return "mamf"
     return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
 
 

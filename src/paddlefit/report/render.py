@@ -212,7 +212,8 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
                   "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
                   "(NeuSight, DeepBench; bench/gpu_kernels.py), kernels+datasheet = that fit carried to this "
                   "architecture by its datasheet (no measured kernel on it), published-fit = fitted on published "
-                  "end-to-end runs (tensor cores; +arch: with that generation's factor), device = timed on this GPU "
+                  "end-to-end runs (tensor cores; +arch: with a generation factor from a parameter file), mamf = held "
+                  "to the best GEMM measured on the architecture's cards (MAMF), device = timed on this GPU "
                   "by paddlefit calibrate, prior = nothing measured constrains it.[/]")
     by = t.time_breakdown or {}
     parts = ", ".join(f"{c} {duration(v['seconds'])} ({v['bound']})" for c, v in by.items() if v["seconds"] > 0)
