@@ -126,7 +126,6 @@ class IsolatedCall:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
                    PADDLEFIT_PARENT_PID=str(os.getpid()))  # fmt: skip
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
-        self._t0 = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "paddlefit.isolation", target, *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      start_new_session=True, env=env)  # fmt: skip

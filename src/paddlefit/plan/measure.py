@@ -1,5 +1,6 @@
 """Measure the model of a plan: inventory under ``paddle.LazyGuard``, then the CPU probe (real training steps at
-small batches, FLOPs and the operator trace) or, for models too large to probe, the analytic transformer model.
+small batches, FLOPs and the operator trace, in a child process under a time and a memory limit:
+:mod:`paddlefit.probe.task`) or, for models too large to probe, the analytic transformer model.
 
 :func:`measure_model` returns the per-phase memory lines (fixed bytes + bytes per sample) the device rows
 (:mod:`paddlefit.plan.rows`) rebase on each precision and GPU.
