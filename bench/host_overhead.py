@@ -36,8 +36,8 @@ def main() -> int:
     args = ap.parse_args()
     import paddle
 
+    from paddlefit.optimizers import make_optimizer
     from paddlefit.probe.host_overhead import measure_host_overhead
-    from paddlefit.probe.job_call import make_optimizer
     from paddlefit.spec import OptimizerName
 
     runs = {o: [measure_host_overhead(lambda ps, o=o: make_optimizer(o, ps)) for _ in range(3)] for o in OptimizerName}

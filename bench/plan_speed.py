@@ -1,8 +1,14 @@
 """Plan speed: wall time and peak RSS of `paddlefit plan` as a user runs it (a fresh process each).
 
 Cases: `paddlefit plan resnet50 --batch-size 256` (CPU probe path) and `paddlefit plan gpt2-xl` (1.56e9
-parameters: built under paddle.LazyGuard, analytic path). Peak RSS is the child's ru_maxrss.
+parameters: built under paddle.LazyGuard, analytic path). Peak RSS is the largest ru_maxrss of the `plan` process
+and the processes it waited for (the CPU probe runs in a child process since issue 40).
 Targets on a 2-core machine: resnet50 <= 12 s (issue 28; 20 s before); the 1e9+ model <= 20 s and <= 3 GB peak RSS.
+
+Probe child start (issue 40): what running the probe in a child process (`paddlefit.isolation`) costs, measured with
+an empty call (median of 3): cold (start, `import paddle` and the probe's modules, one call), and what the planner
+still waits for after building resnet50 under paddle.LazyGuard, which the child's imports overlap (the plan's own
+order: `paddlefit.plan.measure.measure_model`).
 
 Run: `.venv/bin/python bench/plan_speed.py`
 """
@@ -30,7 +36,8 @@ _CHILD = (
     "from paddlefit.cli.main import main\n"
     "try:\n    main()\n"
     "finally:\n"
-    "    sys.stderr.write('MAXRSS_KIB=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "    rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+    "    sys.stderr.write('MAXRSS_KIB=%d\\n' % rss)\n"
 )
 
 
@@ -44,6 +51,41 @@ def run_case(args: list[str]) -> tuple[float, float, dict]:
         raise SystemExit(r.stderr)
     rss_kib = int(r.stderr.rsplit("MAXRSS_KIB=", 1)[1].split()[0])
     return wall, rss_kib * 1024, json.loads(r.stdout)
+
+
+def noop(arg: object, progress: object) -> object:
+    """The empty call of the child-start rows (run in the child, imported from this file by name)."""
+    return arg
+
+
+_START = (
+    "import sys, time\n"
+    "from paddlefit.isolation import ChildLimits, IsolatedCall\n"
+    "from paddlefit.probe.task import PRELOAD\n"
+    "t0 = time.perf_counter()\n"
+    "child = IsolatedCall('plan_speed:noop', PRELOAD)\n"
+    "if sys.argv[1] == 'after-build':  # as measure_model: the model's LazyGuard build (importing Paddle) first\n"
+    "    from paddlefit.models.build import param_inventory\n"
+    "    from paddlefit.models.zoo import resolve_model\n"
+    "    param_inventory(resolve_model('resnet50'))\n"
+    "    t0 = time.perf_counter()\n"
+    "child.call(None, ChildLimits(120.0, 2**31))\n"
+    "print(time.perf_counter() - t0)\n"
+)
+
+
+def child_start() -> tuple[float, float]:
+    """Seconds of an empty call in a fresh probe child, each in a fresh process as `plan` is (median of 3): cold
+    (from the child's start), and what is left to wait after resnet50's LazyGuard build (from the call)."""
+    import statistics
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    out = {}
+    for case in ("cold", "after-build"):
+        runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", _START, case], capture_output=True, text=True,
+                               env=env, check=True).stdout.split()[-1] for _ in range(3)]  # fmt: skip
+        out[case] = statistics.median(float(x) for x in runs)
+    return out["cold"], out["after-build"]
 
 
 def main() -> int:
@@ -61,6 +103,13 @@ def main() -> int:
                       "-" if rss_target is None else f"<= {rss_target / 1e9:.0f} GB",
                       "yes" if ok else "NO")  # fmt: skip
     console.print(table)
+    cold, after = child_start()
+    starts = Table(title="the CPU probe's child process: start cost (empty call, median of 3)", header_style="bold")
+    for c in ("row", "seconds"):
+        starts.add_column(c, justify="left" if c == "row" else "right")
+    starts.add_row("probe child start, cold (spawn, import paddle + the probe's modules, one call)", f"{cold:.2f} s")
+    starts.add_row("probe child start, left after resnet50's LazyGuard build (what `plan` waits)", f"{after:.2f} s")
+    console.print(starts)
     return 0 if ok_all else 1
 
 

@@ -14,7 +14,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def run(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(DATA), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=600)  # fmt: skip
 

@@ -171,7 +171,9 @@ class ResolvedJob:
     ``notes`` are what was inferred from the data (``inputs from data.train: ...``), for the caller to show;
     ``queued`` = (train loader prefetch, eval loader prefetch, train batches held during an eval), see
     :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1);
-    ``tf32`` = Paddle's TF32 switches (option, else the spec's ``tf32``, else Paddle's default: on).
+    ``tf32`` = Paddle's TF32 switches (option, else the spec's ``tf32``, else Paddle's default: on); ``lr``,
+    ``weight_decay``, ``lazy_mode``: the spec's optimizer settings (a job spec's defaults without one), which the
+    probe's optimizer takes (:mod:`paddlefit.optimizers`).
     """
 
     spec: JobSpec | None
@@ -194,6 +196,9 @@ class ResolvedJob:
     attention: str = "eager"
     notes: list[str] = field(default_factory=list)
     tf32: bool = True
+    lr: float = 1e-3
+    weight_decay: float | None = None
+    lazy_mode: bool = False
 
     def call_fields(self) -> dict:
         """The :class:`~paddlefit.plan.request.PlanRequest` fields of how the job calls its model.
@@ -306,7 +311,13 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
                        eval_batch_size,
                        # the probe's batches are copies of data.train's first sample unless --input overrides them
                        train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates, queued,
-                       devices, attention, notes, tf32)  # fmt: skip
+                       devices, attention, notes, tf32, *_optimizer_fields(spec))  # fmt: skip
+
+
+def _optimizer_fields(spec: JobSpec | None) -> tuple[float, float | None, bool]:
+    """(lr, weight_decay, lazy_mode) of ``spec``, else a job spec's defaults."""
+    s = spec or JobSpec(model="-")
+    return s.lr, s.weight_decay, s.lazy_mode
 
 
 def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, batch_size: int, devices: int,

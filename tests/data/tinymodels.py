@@ -263,3 +263,16 @@ def huge_activation() -> nn.Layer:
             return self.fc(x) + paddle.zeros([x.shape[0], 10**11]).sum()
 
     return Huge()
+
+
+class Hungry(nn.Layer):
+    """Allocates ``gib`` GiB in its forward: a model whose forward exhausts the memory (issue 40)."""
+
+    def __init__(self, gib: float = 2.0) -> None:
+        super().__init__()
+        self.gib = gib
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        waste = paddle.zeros([int(self.gib * 2**30) // 4], dtype="float32")
+        return self.fc(x) + waste[:1]

@@ -512,7 +512,8 @@ def test_cost_takes_the_label_options_plan_takes_and_times_the_job_as_plan_does(
     time is plan's T4 step time."""
     job = ["tinymodels:KeywordModel", "-i", "input_ids=int64[10]:40", "--label", "int64[]:3", "--label-arg", "labels",
            "-b", "8", "--gpu", "T4", "--json"]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(data_dir), HOME=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(data_dir), os.environ.get("PYTHONPATH", "")]),
+               HOME=str(tmp_path))  # fmt: skip
     cli = [sys.executable, "-m", "paddlefit.cli.main"]
     p = subprocess.run([*cli, "plan", *job], capture_output=True, text=True, env=env, timeout=300)
     c = subprocess.run([*cli, "cost", *job, "--dataset-size", "800", "--epochs", "1"], capture_output=True, text=True,

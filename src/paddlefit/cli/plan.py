@@ -9,7 +9,7 @@ import typer
 from paddlefit.cli import common
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.job import JobOptions, attention_option, check_not_empty
-from paddlefit.plan.jobs import plan_job
+from paddlefit.plan.jobs import JobPlan, plan_job
 from paddlefit.report.render import render_explain, render_plan, to_json
 from paddlefit.spec import Precision, parse_enum
 
@@ -51,6 +51,12 @@ def plan_command(
     max_probe_gib: float = typer.Option(None, "--max-probe-gib",
                                         help="Probe on CPU only if fp32 Adam states (16 B/param) stay below "
                                              "this. Default: min(25% of RAM, 8 GiB)."),
+    probe_timeout: float = typer.Option(None, "--probe-timeout", help="Seconds the CPU probe (run in a child "
+                                        "process) may take before it is killed and the plan fails naming the "
+                                        "model and inputs [600]."),
+    probe_memory_gib: float = typer.Option(None, "--probe-memory-gib", help="Memory the CPU probe's child "
+                                           "process may allocate (RLIMIT_DATA), GiB; past it the plan fails "
+                                           "naming it. Default: 90% of the available RAM."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     seq_len: int = typer.Option(None, "--seq-len", help="Parallel planner: tokens per sequence "
                                 "\\[min(max_position, 4096)]."),
@@ -115,7 +121,8 @@ def plan_command(
                         {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
                          "--eval-batch-size": eval_batch_size, "--devices": devices, "--dataset-size": dataset_size,
                          "--epochs": epochs, "--calibration": calibration, "--explain": explain,
-                         "--max-probe-gib": max_probe_gib, "--seq-len": seq_len, "--global-batch": global_batch,
+                         "--max-probe-gib": max_probe_gib, "--probe-timeout": probe_timeout,
+                         "--probe-memory-gib": probe_memory_gib, "--seq-len": seq_len, "--global-batch": global_batch,
                          "--gpus": gpus, "--mfu": mfu, "--network-gbit-s": network_gbit_s,
                          "--flash-attention/--no-flash-attention": flash_attention,
                          "--top": top if top != 5 else None, "--no-runs": no_runs or None,
@@ -140,6 +147,7 @@ def plan_command(
              "--label": label, "--label-arg": label_arg, "--loss": loss, "--eval-batch-size": eval_batch_size,
              "--devices": devices, "--dataset-size": dataset_size, "--epochs": epochs,
              "--calibration": calibration, "--max-probe-gib": max_probe_gib, "--explain": explain,
+             "--probe-timeout": probe_timeout, "--probe-memory-gib": probe_memory_gib,
              "--tf32/--no-tf32": tf32},
         )  # fmt: skip
         return
@@ -160,7 +168,13 @@ def plan_command(
                           catalog_files=[str(p) for p in catalog or []],
                           calibration_files=[str(p) for p in calibration or []], safety_margin=safety_margin,
                           max_probe_gib=max_probe_gib, explain=explain or [], use_runs=not no_runs,
+                          probe_timeout_s=probe_timeout, probe_memory_gib=probe_memory_gib,
                           progress=say)  # fmt: skip
+    _render(result, json_out)
+
+
+def _render(result: JobPlan, json_out: bool) -> None:
+    """The plan's notes on stderr, then the plan: one JSON document (``--json``) or the tables."""
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
     if json_out:

@@ -25,10 +25,11 @@ from paddlefit.catalog.units import compute_unit
 from paddlefit.errors import PaddlefitError
 from paddlefit.inputspec import InputSpec
 from paddlefit.models.zoo import resolve_model
+from paddlefit.optimizers import make_optimizer
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import PlanRequest
 from paddlefit.probe import memory as mem
-from paddlefit.probe.job_call import JobCall, make_optimizer
+from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import OptimizerName, Precision
 
 DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")

@@ -44,8 +44,8 @@ class JobCost:
 
 
 def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
-    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer, precision, TF32, attention,
-    devices) plus ``fields``.
+    """The :class:`PlanRequest` of ``job`` (model, batch, calling fields, optimizer and its settings, precision,
+    TF32, attention, devices) plus ``fields``.
 
     Raises:
         PaddlefitError: a bad ``--optimizer``/``--precision`` value or a field out of range (the request's checks).
@@ -54,7 +54,7 @@ def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
         "model": job.model, "batch_size": job.batch_size, **job.call_fields(), "model_args": job.model_args,
         "optimizer": parse_enum(OptimizerName, job.optimizer, "--optimizer"),
         "precision": parse_enum(Precision, job.precision, "--precision"), "devices": job.devices, "tf32": job.tf32,
-        "attention": job.attention,
+        "attention": job.attention, "lr": job.lr, "weight_decay": job.weight_decay, "lazy_mode": job.lazy_mode,
     }  # fmt: skip
     return PlanRequest(**{**base, **fields})  # type: ignore[arg-type]
 
@@ -63,7 +63,8 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
              epochs: float | None = None, catalog_files: Iterable[str] = (), calibration_files: Iterable[str] = (),
              safety_margin: float = DEFAULT_SAFETY_MARGIN, max_probe_gib: float | None = None,
              explain: Iterable[str] = (), progress: Callable[[str], None] | None = None,
-             cpu_only: bool = False, use_runs: bool = True) -> JobPlan:  # fmt: skip
+             cpu_only: bool = False, use_runs: bool = True, probe_timeout_s: float | None = None,
+             probe_memory_gib: float | None = None) -> JobPlan:  # fmt: skip
     """``paddlefit plan`` without the rendering: resolve the job, take its length from the spec when neither
     ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.ResolvedJob.length`, the trainer's steps),
     then :func:`~paddlefit.plan.planner.build_plan`.
@@ -77,12 +78,18 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         progress: ``progress(message)`` for long steps.
         cpu_only: the CPU row only (no GPU targets).
         use_runs: correct each device by the run registry's recorded runs (``--no-runs`` turns it off).
+        probe_timeout_s, probe_memory_gib: the CPU probe child's limits, seconds and GiB (None = the request's
+            defaults: :data:`~paddlefit.plan.request.DEFAULT_PROBE_TIMEOUT_S`, 90% of the available RAM).
 
     Raises:
         PaddlefitError: see :func:`~paddlefit.job.resolve_job`, :class:`PlanRequest` and ``build_plan``.
     """
-    if max_probe_gib is not None and (not math.isfinite(max_probe_gib) or max_probe_gib * 1024**3 < 1):
-        raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got {max_probe_gib}).")
+    for opt, gib in (("--max-probe-gib", max_probe_gib), ("--probe-memory-gib", probe_memory_gib)):
+        if gib is not None and (not math.isfinite(gib) or gib * 1024**3 < 1):
+            raise PaddlefitError(f"`{opt}` must be a finite number > 0 (got {gib}).")
+    limits: dict[str, object] = {} if probe_timeout_s is None else {"probe_timeout_s": probe_timeout_s}
+    if probe_memory_gib is not None:
+        limits["probe_memory_bytes"] = int(probe_memory_gib * 1024**3)
     job = resolve_job(options)
     if dataset_size is None and epochs is None:
         dataset_size, epochs = job.length()
@@ -90,7 +97,7 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
         job, gpus=list(gpus), dataset_size=dataset_size, epochs=epochs, catalog_files=[str(p) for p in catalog_files],
         calibration_files=[str(p) for p in calibration_files], safety_margin=safety_margin,
         max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None, explain=list(explain),
-        cpu_only=cpu_only, use_runs=use_runs,
+        cpu_only=cpu_only, use_runs=use_runs, **limits,
     )  # fmt: skip
     return JobPlan(build_plan(req, progress=progress), job, list(job.notes))
 

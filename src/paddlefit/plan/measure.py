@@ -1,5 +1,6 @@
 """Measure the model of a plan: inventory under ``paddle.LazyGuard``, then the CPU probe (real training steps at
-small batches, FLOPs and the operator trace) or, for models too large to probe, the analytic transformer model.
+small batches, FLOPs and the operator trace, in a child process under a time and a memory limit:
+:mod:`paddlefit.probe.task`) or, for models too large to probe, the analytic transformer model.
 
 :func:`measure_model` returns the per-phase memory lines (fixed bytes + bytes per sample) the device rows
 (:mod:`paddlefit.plan.rows`) rebase on each precision and GPU.
@@ -13,20 +14,18 @@ from typing import Any
 
 import psutil
 
-from paddlefit.errors import InputSpecError, ModelError, PaddlefitError
+from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes, analytic_transformer_flops
 from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
+from paddlefit.estimate.probe_result import ProbeResult
 from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.inputspec import InputSpec
-from paddlefit.models.build import failure_message, param_inventory
+from paddlefit.isolation import ChildLimits, IsolatedCall
+from paddlefit.models.build import param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
-from paddlefit.probe import memory as mem
-from paddlefit.probe.flops import FlopsCount
-from paddlefit.probe.fused_ref import cpu_reference_kernels
-from paddlefit.probe.job_call import JobCall
+from paddlefit.probe.task import ProbeOutcome, ProbeTask, probe_child, probe_in_child
 from paddlefit.spec import Precision
 
 
@@ -165,6 +164,13 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     """
     ref = resolve_model(req.model, req.model_args)
     specs = job_input_specs(ref, req.inputs)
+    with probe_child() as child:  # it imports Paddle while this process builds the model lazily
+        return _measure(req, ref, specs, child, say)
+
+
+def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: IsolatedCall,
+             say: Callable[[str], None]) -> ModelMeasure:  # fmt: skip
+    """:func:`measure_model` once the model is resolved and the probe's ``child`` started."""
     say(f"building {ref.name} under paddle.LazyGuard")
     info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
@@ -182,7 +188,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
                  req.eval_batch_size or req.batch_size, total_ram, (fallback.note,) if fallback else (),
                  fallback.detail if fallback else None)  # fmt: skip
     if 16 * info.params <= limit:
-        return _probed(req, base, say)
+        return _probed(req, base, child, say)
     if ref.transformer is not None:
         return _analytic(base, say)
     raise ModelError(
@@ -208,38 +214,32 @@ class _Base:
     lazy_build_failure: str | None
 
 
-def _run_probe(req: PlanRequest, base: _Base, call: JobCall,
-               say: Callable[[str], None]) -> tuple[ProbeResult, FlopsCount, set[str]]:  # fmt: skip
-    """(ProbeResult, FlopsCount, the stand-in kernels used) of :func:`~paddlefit.probe.memory.probe_memory`,
-    its failures as a ModelError that names the model and inputs."""
-    ref, specs = base.ref, base.specs
+def _run_probe(req: PlanRequest, base: _Base, child: IsolatedCall, say: Callable[[str], None]) -> ProbeOutcome:
+    """:func:`~paddlefit.probe.memory.probe_memory` of the job in the probe's ``child`` process
+    (:func:`~paddlefit.probe.task.probe_in_child`) under ``req``'s limits: ``probe_timeout_s`` seconds and
+    ``probe_memory_bytes`` (default 90% of the RAM available now).
+
+    Raises:
+        ModelError: its fp32 model states and inputs alone exceed the memory the probe may allocate; the model
+            fails, hangs, crashes or runs out of memory on its inputs (named).
+    """
+    memory = req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available)
+    need = base.states32.total_bytes + max(req.probe_batch_sizes) * sum(s.bytes_per_sample for s in base.specs)
+    if need > memory:  # before the child runs: its fp32 model states and inputs alone would not fit
+        raise ModelError(
+            f"Model {base.ref.name!r} with inputs {' '.join(str(s) for s in base.specs)} is too large to probe on this "
+            f"machine: the CPU probe needs more than {need / 1024**3:.2f} GiB at batch {max(req.probe_batch_sizes)} "
+            f"(its fp32 model states and inputs alone) and may allocate {memory / 1024**3:.2f} GiB ("
+            f"{'`--probe-memory-gib`' if req.probe_memory_bytes else '90% of the RAM available'}). Plan on a machine "
+            "with more free RAM, or raise `--probe-memory-gib` up to the free RAM.")  # fmt: skip
     say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
-    try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
-        with cpu_reference_kernels() as stand_ins:
-            probe, flops = mem.probe_memory(ref.factory, specs, req.optimizer, req.probe_batch_sizes,
-                                            extend_to=max(req.batch_size, base.eval_batch_size),
-                                            budget_s=req.probe_budget_s,
-                                            call=call, cpu_threads=req.cpu_threads, time_threads=req.time_threads,
-                                            eval_phase=req.eval_phase, probe_requested=req.probe_requested,
-                                            progress=say)  # fmt: skip
-    except ProbeTooLargeError as exc:
-        raise ModelError(
-            f"Model {ref.name!r} with inputs {' '.join(str(s) for s in specs)} is too large to probe on this "
-            f"machine: the CPU probe would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} "
-            f"and {exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations "
-            "scale with them) or on a machine with more RAM."
-        ) from None
-    except MemoryError:
-        raise ModelError(
-            f"Model {ref.name!r} ran out of host memory in the CPU probe at batch 1 with inputs "
-            f"{' '.join(str(s) for s in specs)}; plan with smaller per-sample inputs or on a larger machine."
-        ) from None
-    except (KeyboardInterrupt, PaddlefitError):
-        raise
-    except (Exception, SystemExit) as exc:
-        raise ModelError(failure_message(ref.name, exc, "train", " ".join(f"`--input {s}`" for s in specs),
-                                         req.label_arg)) from None  # fmt: skip
-    return probe, flops, stand_ins
+    task = ProbeTask(name=base.ref.name, model=req.model, model_args=dict(req.model_args), specs=list(base.specs),
+                     optimizer=req.optimizer_settings(), batch_sizes=req.probe_batch_sizes,
+                     extend_to=max(req.batch_size, base.eval_batch_size), budget_s=req.probe_budget_s,
+                     cpu_threads=req.cpu_threads, time_threads=req.time_threads, eval_phase=req.eval_phase,
+                     probe_requested=req.probe_requested, label=req.label, label_arg=req.label_arg, loss=req.loss,
+                     strict=req.loss_strict, sample=req.sample)  # fmt: skip
+    return probe_in_child(task, ChildLimits(req.probe_timeout_s, memory), say, child)
 
 
 def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eval_b: int,
@@ -261,18 +261,18 @@ def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eva
             for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
 
 
-def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelMeasure:
+def _probed(req: PlanRequest, base: _Base, child: IsolatedCall, say: Callable[[str], None]) -> ModelMeasure:
     """The CPU-probe measurement (:func:`_run_probe`) as a :class:`ModelMeasure`."""
-    call = JobCall(base.specs, req.label, req.label_arg, req.loss, strict=req.loss_strict, sample=req.sample)
-    probe, flops, stand_ins = _run_probe(req, base, call, say)
+    out = _run_probe(req, base, child, say)
+    probe, flops, stand_ins = out.probe, out.flops, out.stand_ins
     notes = list(base.notes)
-    if call.note:
-        notes.append(call.note)
-    elif call.job_loss.how:
-        on = f" on labels {call.label}" if call.label is not None else ""
-        notes.append(f"loss: {call.job_loss.describe()}{on}")
+    if out.note:
+        notes.append(out.note)
+    elif out.loss_how:
+        on = f" on labels {out.label}" if out.label is not None else ""
+        notes.append(f"loss: {out.loss_doc}{on}")
     sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
-        sum(sp.bytes_per_sample for sp in base.specs) + (call.label.bytes_per_sample if call.label else 0)  # fmt: skip
+        sum(sp.bytes_per_sample for sp in base.specs) + (out.label.bytes_per_sample if out.label else 0)  # fmt: skip
     phase_lines = _queued_lines(req, probe, sample_bytes, base.eval_batch_size, notes)
     trace = flops.trace
     if trace.ops2 and not trace.aligned:
@@ -282,8 +282,8 @@ def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelM
     notes += [why] if why else []
     return ModelMeasure(
         ref=base.ref, specs=base.specs, info=base.info, states32=base.states32, method="cpu-probe",
-        loss_doc=call.job_loss.describe() if not call.proxy else "mean(output) (proxy)",
-        label_doc=str(call.label) if call.label is not None else None,
+        loss_doc=out.loss_doc if not out.proxy else "mean(output) (proxy)",
+        label_doc=str(out.label) if out.label is not None else None,
         fwd_flops_per_sample=flops.forward_flops_per_sample, train_flops_per_sample=flops.train_flops_per_sample,
         act_bytes_per_sample=probe.fits["forward"].per_sample_bytes,  # saved by the forward, per sample
         fwd_ops=flops.forward_ops, trace=trace,
@@ -293,7 +293,7 @@ def _probed(req: PlanRequest, base: _Base, say: Callable[[str], None]) -> ModelM
         max_rel_residual=max(f.max_rel_residual for f in probe.fits.values()),
         probe_batch_sizes=tuple(m.batch_size for m in probe.measurements), probe=probe,
         eval_batch_size=base.eval_batch_size, total_ram_bytes=base.total_ram_bytes, notes=tuple(notes),
-        stand_ins=tuple(sorted(stand_ins)),
+        stand_ins=stand_ins,
         lazy_build_failure=base.lazy_build_failure)
 
 

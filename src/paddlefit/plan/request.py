@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.inputspec import InputSpec
+from paddlefit.optimizers import OptimizerSettings
 from paddlefit.plan.document import (
     MemorySection,
     ModelSection,
@@ -27,6 +28,10 @@ from paddlefit.validation import RequestModel
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
 #: what the model does not measure).
 DEFAULT_SAFETY_MARGIN = 0.9
+#: Default wall-clock limit of the CPU probe's child process, seconds (policy: a probe of a model near the probe's
+#: size limit, 0.5e9 parameters, runs for minutes on 2 cores; a probe deadlocked by its inputs (issue 40) is ended
+#: after this).
+DEFAULT_PROBE_TIMEOUT_S = 600.0
 #: Step times or costs within this factor of the best tie (issue 26: below the model's resolution), in every
 #: ranking that then prefers headroom or the smaller choice: plan's GPUs, cost's instances, the LLM planner's
 #: layouts.
@@ -48,6 +53,11 @@ class PlanRequest(RequestModel):
     inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
     optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.spec`.")
+    lr: float = Field(1e-3, gt=0, description="The job's learning rate (``lr``): the probe's optimizer is the job's "
+                      "(:meth:`optimizer_settings`).")  # fmt: skip
+    weight_decay: float | None = Field(None, ge=0, description="The job's ``weight_decay`` (None = the optimizer's "
+                                       "default: AdamW 0.01, the others none).")  # fmt: skip
+    lazy_mode: bool = Field(False, description="The job's ``lazy_mode`` (Adam/AdamW).")
     precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.spec`.")
     attention: Literal["eager", "flash"] = Field("eager", description=(
         "``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager attention "
@@ -72,6 +82,12 @@ class PlanRequest(RequestModel):
     probe_budget_s: float = Field(6.0, description="Extra probe time allowed, seconds.")
     max_probe_bytes: int | None = Field(None, description=(
         "Probe only if fp32 Adam model states (16 B/param) stay under this, bytes; None = min(25% of RAM, 8 GiB)."))
+    probe_timeout_s: float = Field(DEFAULT_PROBE_TIMEOUT_S, gt=0, le=7 * 86400, description=(
+        "Wall-clock seconds the CPU probe's child process may take (``--probe-timeout``); past it the child is "
+        "killed and the plan fails naming the model and inputs (:mod:`paddlefit.probe.task`)."))
+    probe_memory_bytes: int | None = Field(None, description=(
+        "Private writable memory (``RLIMIT_DATA``, the child's VmData) the CPU probe's child process may use, "
+        "bytes (``--probe-memory-gib``); None = 90% of the RAM available when the probe starts."))
     explain: list[str] = Field(default_factory=list, description=(
         "GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a name that is "
         "not among the planned GPUs is an error (checked on construction, before the probe)."))
@@ -115,7 +131,9 @@ class PlanRequest(RequestModel):
                                           "catalog_files": "--catalog", "calibration_files": "--calibration",
                                           "explain": "--explain", "safety_margin": "--safety-margin",
                                           "tf32": "--tf32/--no-tf32", "eval_batch_size": "--eval-batch-size",
-                                          "attention": "attention"}  # fmt: skip
+                                          "attention": "attention", "probe_timeout_s": "--probe-timeout",
+                                          "lr": "lr", "weight_decay": "weight_decay",
+                                          "lazy_mode": "lazy_mode"}  # fmt: skip
 
     @field_validator("max_probe_bytes")
     @classmethod
@@ -124,6 +142,20 @@ class PlanRequest(RequestModel):
         if v is not None and v < 1:
             raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got {v / 1024**3:g}).")
         return v
+
+    @field_validator("probe_memory_bytes")
+    @classmethod
+    def _probe_memory(cls, v: int | None) -> int | None:
+        """At least one byte (the option is in GiB)."""
+        if v is not None and v < 1:
+            raise PaddlefitError(f"`--probe-memory-gib` must be a finite number > 0 (got {v / 1024**3:g}).")
+        return v
+
+    def optimizer_settings(self) -> OptimizerSettings:
+        """The job's optimizer (:func:`paddlefit.optimizers.make_optimizer` builds it, for the probe and for
+        ``train``): name, ``lr``, ``weight_decay``, ``lazy_mode``, master weights under an O2 precision."""
+        o2 = self.precision.level == "O2"
+        return OptimizerSettings(self.optimizer, self.lr, self.weight_decay, self.lazy_mode, o2)
 
     @model_validator(mode="after")
     def _consistent(self) -> PlanRequest:

@@ -1,8 +1,8 @@
 """How the CPU probe builds and calls a job: its inputs, its optimizer, and the loss it backpropagates.
 
 :class:`JobCall` calls the model and takes the loss the way the job does (:mod:`paddlefit.models.calling`), with a
-proxy loss (:func:`reduce_to_loss`) only for a model planned without a job; :func:`make_optimizer` is the Paddle
-optimizer the probe and the calibration steps use; :func:`make_inputs` gives random input tensors.
+proxy loss (:func:`reduce_to_loss`) only for a model planned without a job; :func:`make_inputs` gives random input
+tensors. The optimizer the probe steps with is ``train``'s (:func:`paddlefit.optimizers.make_optimizer`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.inputspec import InputSpec
-from paddlefit.spec import OptimizerName
 
 
 def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed: int = 0) -> list[Any]:
@@ -21,19 +20,6 @@ def make_inputs(specs: tuple[InputSpec, ...] | list[InputSpec], batch: int, seed
 
     unnamed = [s.model_copy(update={"name": None}) for s in specs]
     return make_batch(unnamed, None, batch, seed).args
-
-
-def make_optimizer(name: OptimizerName, parameters: Any) -> Any:
-    """The Paddle optimizer for ``name`` (learning rate 1e-3; Momentum 0.9; AdamW weight decay 0.01)."""
-    import paddle
-
-    if name is OptimizerName.SGD:
-        return paddle.optimizer.SGD(learning_rate=1e-3, parameters=parameters)
-    if name is OptimizerName.MOMENTUM:
-        return paddle.optimizer.Momentum(learning_rate=1e-3, momentum=0.9, parameters=parameters)
-    if name is OptimizerName.ADAM:
-        return paddle.optimizer.Adam(learning_rate=1e-3, parameters=parameters)
-    return paddle.optimizer.AdamW(learning_rate=1e-3, weight_decay=0.01, parameters=parameters)
 
 
 def reduce_to_loss(out: Any) -> Any:

@@ -36,10 +36,8 @@ from paddlefit.estimate.probe_result import (
     fit_step_time,
 )
 from paddlefit.inputspec import InputSpec
-from paddlefit.probe.job_call import (
-    JobCall,
-    make_optimizer,
-)
+from paddlefit.optimizers import OptimizerSettings, make_optimizer
+from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import OptimizerName
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -58,8 +56,10 @@ def _alloc() -> tuple[Any, Any, Any]:
 
 def _build_measured(build: Any, factory: Any, optimizer: Any,
                     alloc: tuple[Any, Any, Any]) -> tuple[Any, Any, int, int]:  # fmt: skip
-    """Build the model (train mode) and its optimizer from a collected heap; returns (model, optimizer, allocated
-    bytes before the build, peak bytes of the build above that)."""
+    """Build the model (train mode) and its optimizer (``optimizer``: an
+    :class:`~paddlefit.optimizers.OptimizerSettings` or a name, :func:`~paddlefit.optimizers.make_optimizer`, as
+    ``train`` builds it) from a collected heap; returns (model, optimizer, allocated bytes before the build, peak
+    bytes of the build above that)."""
     current, peak, reset = alloc
     gc.collect()
     base = current()
@@ -136,7 +136,7 @@ def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any,
 
 
 def measure_training_steps(
-    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, steps: int = 2,
+    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName | OptimizerSettings, steps: int = 2,
     call: JobCall | None = None, eval_batch: int | None = None,
 ) -> StepMeasurement:
     """Build the model and optimizer from scratch and run ``steps`` full training steps on CPU (then, with
@@ -207,7 +207,7 @@ def use_all_cores() -> int:
 def probe_memory(
     factory: Any,
     specs: list[InputSpec],
-    optimizer: OptimizerName,
+    optimizer: OptimizerName | OptimizerSettings,
     batch_sizes: tuple[int, ...] = (1, 2, 3),
     count: bool = True,
     extend_to: int = 0,

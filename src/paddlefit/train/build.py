@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import ModelError, PaddlefitError
-from paddlefit.spec import JobSpec, OptimizerName, Precision
+from paddlefit.spec import JobSpec, Precision
 from paddlefit.train.data import ResumableBatchSampler, guard_single_process
 
 __all__ = ["BuiltJob", "apply_tf32", "build_job", "build_optimizer", "build_schedule", "seed_all", "setup_device"]
@@ -105,21 +105,11 @@ def build_schedule(spec: JobSpec, total_steps: int) -> Any:
 
 
 def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
-    """The optimizer of ``spec.optimizer`` with ``learning_rate=schedule``, ``spec.weight_decay`` and, for Adam/AdamW,
-    ``spec.lazy_mode``."""
-    import paddle
+    """The job's optimizer with ``learning_rate=schedule``: :func:`paddlefit.optimizers.make_optimizer` of
+    :func:`~paddlefit.optimizers.optimizer_settings` (the factory ``plan``'s probe builds with too)."""
+    from paddlefit.optimizers import make_optimizer, optimizer_settings
 
-    wd = spec.weight_decay  # None: Paddle's default (no decay)
-    if spec.optimizer is OptimizerName.SGD:
-        return paddle.optimizer.SGD(learning_rate=schedule, parameters=parameters, weight_decay=wd)
-    if spec.optimizer is OptimizerName.MOMENTUM:
-        return paddle.optimizer.Momentum(learning_rate=schedule, momentum=0.9, parameters=parameters, weight_decay=wd)
-    if spec.optimizer is OptimizerName.ADAMW:
-        # AdamW's own default decay is 0.01 (python/paddle/optimizer/adamw.py)
-        return paddle.optimizer.AdamW(learning_rate=schedule, parameters=parameters,
-                                      weight_decay=0.01 if wd is None else wd, lazy_mode=spec.lazy_mode)  # fmt: skip
-    return paddle.optimizer.Adam(learning_rate=schedule, parameters=parameters, weight_decay=wd,
-                                 lazy_mode=spec.lazy_mode)  # fmt: skip
+    return make_optimizer(optimizer_settings(spec), parameters, schedule)
 
 
 @dataclass

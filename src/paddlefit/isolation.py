@@ -1,0 +1,401 @@
+"""One function run in a child process under a wall-clock limit and a memory limit.
+
+Why: the CPU probe (:mod:`paddlefit.probe.task`) runs a user's model on the user's inputs inside Paddle, and some
+inputs corrupt Paddle's heap: LeNet on a 1x1 image (issue 40) ends in ``malloc(): unsorted double linked list
+corrupted`` and a futex wait that ignores SIGTERM, SIGINT and SIGHUP, or in an abort (exit 134); a model's forward
+can also loop or allocate without end. In a child process each of these is an outcome the caller reports
+(:class:`ChildFailed`), never a hang of the caller.
+
+How:
+
+- :class:`IsolatedCall` starts ``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]`` with ``subprocess``,
+  as ``train`` starts its planner child (:mod:`paddlefit.train.predict`), in a session of its own (its own process
+  group), at once: the child imports Paddle while the caller goes on. :meth:`IsolatedCall.call` then writes the
+  argument (a pickle) to the child's stdin and waits for the answer.
+- The child asks Linux for SIGKILL when the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``, ``man 2
+  prctl``; :func:`signal_when_parent_dies`), so a killed caller leaves no child behind; a caller stopped by a signal
+  through :mod:`paddlefit.quietstart` kills it first (:func:`~paddlefit.quietstart.at_signal_exit`). The child's
+  stdout goes to its stderr (user code may print); the descriptor that was its stdout carries frames back: progress
+  messages, then the function's result or the PaddlefitError it raised, each a length-prefixed pickle.
+- Memory: the child sets ``RLIMIT_DATA`` before the function runs, to what it holds then (Python and the preloaded
+  modules: 0.22 GiB with Paddle 3.3.1) plus the call's allowance. Linux >= 4.7 counts every private writable
+  mapping against it (``brk`` and anonymous ``mmap`` alike; ``man 2 setrlimit``), and address space that is only
+  reserved (``PROT_NONE``, as glibc's malloc arenas and CUDA reserve it) does not count, unlike ``RLIMIT_AS``. An
+  allocation past the limit fails: Paddle 3.3.1's CPU allocator raises ``MemoryError: (ResourceExhausted) Fail to
+  alloc memory of N size, error code is 12`` and NumPy ``MemoryError`` (measured here, with either limit).
+  :func:`end_memory_limit` lifts the limit for the function's error message and gives it the figures.
+- Time: the caller waits for frames with ``select`` until ``timeout_s`` seconds after the call, then sends SIGTERM
+  to the child's process group and SIGKILL :data:`KILL_GRACE_S` later (the deadlocked child ignores SIGTERM).
+- The child's exit status and peak RSS come from ``os.wait4``; its stderr goes to a temporary file, whose last lines
+  a failure quotes (``malloc(): ...``) and which, after an answer, is copied to the caller's stderr.
+
+Pickles cross only between this process and the child it started (never from a file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import re
+import resource
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "KILL_GRACE_S",
+    "ChildFailed",
+    "ChildLimits",
+    "IsolatedCall",
+    "child_main",
+    "end_memory_limit",
+    "signal_when_parent_dies",
+]
+
+#: Seconds between SIGTERM and SIGKILL when a child is stopped (a child of Paddle that is not deadlocked exits on
+#: SIGTERM within milliseconds through :mod:`paddlefit.quietstart`; a deadlocked one never does).
+KILL_GRACE_S = 2.0
+#: Seconds a child that has answered gets to exit by itself before it is killed (it ends with ``os._exit``).
+EXIT_WAIT_S = 5.0
+_LEN = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class ChildLimits:
+    """The limits of one :meth:`IsolatedCall.call`: ``timeout_s`` seconds of wall clock from the call to the
+    answer, and ``memory_bytes`` of private writable memory (``RLIMIT_DATA``, what ``VmData`` counts) the child may
+    allocate beyond what it holds when the call begins (Python and its preloaded modules)."""
+
+    timeout_s: float
+    memory_bytes: int
+
+
+class ChildFailed(Exception):
+    """The child gave no answer: it ran past its time limit (``how == "timeout"``), was killed by a signal
+    (``"signal"``, ``code`` the signal's number) or exited without answering (``"exit"``, ``code`` its exit code).
+
+    Attributes:
+        seconds: wall seconds from the call to the end. peak_rss_bytes: the child's peak resident set (``wait4``),
+        bytes. last_words: the last lines it wrote on stderr (empty when none).
+    """
+
+    def __init__(self, how: str, code: int | None, seconds: float, peak_rss_bytes: int, last_words: str) -> None:
+        self.how, self.code, self.seconds = how, code, seconds
+        self.peak_rss_bytes, self.last_words = peak_rss_bytes, last_words
+        super().__init__(self.what())
+
+    def what(self) -> str:
+        """What happened, in words: ``was killed by signal 6 (SIGABRT) before it answered (after 1.2 s, at 0.41 GiB
+        peak RSS)``."""
+        if self.how == "timeout":
+            head = "gave no answer in time and was killed"
+        elif self.how == "signal":
+            head = f"was killed by signal {self.code} ({_signal_name(self.code)}) before it answered"
+        else:
+            head = f"exited with code {self.code} before it answered"
+        return f"{head} (after {self.seconds:.1f} s, at {self.peak_rss_bytes / 1024**3:.2f} GiB peak RSS)"
+
+
+def _signal_name(num: int | None) -> str:
+    try:
+        return signal.Signals(num).name  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return "unknown signal"
+
+
+class IsolatedCall:
+    """A child process that runs ``target`` (``package.module:function``, called as ``function(arg, progress)``)
+    once, started when this object is made so that its imports (the modules ``preload`` names) overlap the caller's
+    work; ``target`` is imported with the caller's ``sys.path`` once the call comes. Use it as a context manager, or
+    :meth:`close` it: a child not called is stopped unused."""
+
+    def __init__(self, target: str, preload: tuple[str, ...] = ()) -> None:
+        import paddlefit
+        from paddlefit.quietstart import at_signal_exit
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(paddlefit.__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+                   PADDLEFIT_PARENT_PID=str(os.getpid()))  # fmt: skip
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
+        self.proc = subprocess.Popen([sys.executable, "-m", "paddlefit.isolation", target, *preload],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     start_new_session=True, env=env)  # fmt: skip
+        self._status: tuple[int, int] | None = None
+        pid = self.proc.pid
+        self._drop = at_signal_exit(lambda: os.killpg(pid, signal.SIGKILL))  # this process stopped by a signal
+
+    def __enter__(self) -> IsolatedCall:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, arg: Any, limits: ChildLimits, progress: Callable[[str], None] | None = None) -> Any:
+        """Run the target on ``arg`` in the child under ``limits``; ``progress(message)`` hears each message the
+        target sends. Returns the target's result. The child is ended when this returns or raises.
+
+        Raises:
+            PaddlefitError: the one the target raised (its class, or PaddlefitError with its message).
+            ChildFailed: no answer within ``limits.timeout_s`` seconds, or the child died (a signal, an exit).
+            pickle.PicklingError, TypeError, AttributeError: ``arg`` cannot be pickled.
+        """
+        data = pickle.dumps((list(sys.path), _warning_filters(), limits.memory_bytes, pickle.dumps(arg)))
+        t0 = time.monotonic()
+        deadline = t0 + limits.timeout_s
+        try:
+            end = self._send(_LEN.pack(len(data)) + data, deadline) or self._answer(deadline, progress)
+            self._finish(0.0 if end == "timeout" else EXIT_WAIT_S)
+        finally:
+            self.close()
+        if isinstance(end, tuple):
+            self._relay_stderr()
+            kind, value = end
+            if kind == "error":
+                raise value
+            return value
+        status, rss = self._status or (0, 0)
+        how, code = ("timeout", None) if end == "timeout" else ("signal", os.WTERMSIG(status)) \
+            if os.WIFSIGNALED(status) else ("exit", os.waitstatus_to_exitcode(status))  # fmt: skip
+        raise ChildFailed(how, code, time.monotonic() - t0, rss, self._last_words())
+
+    def _send(self, data: bytes, deadline: float) -> str | None:
+        """Write ``data`` to the child's stdin and close it before ``deadline``: None, else ``"timeout"`` (not
+        read in time) or ``"eof"`` (the child is gone)."""
+        fd = self.proc.stdin.fileno()  # type: ignore[union-attr]
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        try:
+            while view:
+                if not select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
+                    return "timeout"
+                view = view[os.write(fd, view) :]
+        except (BrokenPipeError, ConnectionResetError):
+            return "eof"
+        finally:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # type: ignore[union-attr]
+        return None
+
+    def _answer(self, deadline: float, progress: Callable[[str], None] | None) -> tuple[str, Any] | str:
+        """Read frames, passing ``say`` ones to ``progress``, until the answer (``("ok", result)`` or
+        ``("error", exception)``); ``"eof"`` when the child closed its end first, ``"timeout"`` at ``deadline``."""
+        fd, buf = self.proc.stdout.fileno(), b""  # type: ignore[union-attr]
+        while True:
+            while len(buf) >= _LEN.size and len(buf) >= _LEN.size + (n := _LEN.unpack_from(buf)[0]):
+                kind, value = pickle.loads(buf[_LEN.size : _LEN.size + n])
+                buf = buf[_LEN.size + n :]
+                if kind != "say":
+                    return kind, value
+                if progress is not None:
+                    progress(str(value))
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return "timeout"
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return "eof"
+            buf += chunk
+
+    def _finish(self, wait_s: float) -> None:
+        """Wait up to ``wait_s`` seconds for the child to exit, then stop its process group (SIGTERM, SIGKILL after
+        :data:`KILL_GRACE_S`), and reap it with ``wait4`` (exit status and peak RSS)."""
+        end = time.monotonic() + wait_s
+        while self._reap() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 60.0)):
+            if self._status is not None:
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+            end = time.monotonic() + grace
+            while self._reap() is None and time.monotonic() < end:
+                time.sleep(0.02)
+
+    def _reap(self) -> tuple[int, int] | None:
+        """``wait4`` without blocking: (status, peak RSS bytes) once the child has exited, else None."""
+        if self._status is not None:
+            return self._status
+        try:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere
+            pid, status, usage = self.proc.pid, 0, None
+        if pid == 0:
+            return None
+        self._status = (status, int(usage.ru_maxrss) * 1024 if usage else 0)  # ru_maxrss: KiB on Linux
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        return self._status
+
+    def close(self) -> None:
+        """Stop the child if it still runs (at once: nothing of it is kept) and release its pipes."""
+        self._finish(0.0)
+        for f in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError, AttributeError):
+                f.close()  # type: ignore[union-attr]
+        self._drop()
+
+    def _stderr_text(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", errors="replace")
+
+    def _last_words(self, lines: int = 6) -> str:
+        """The child's last ``lines`` non-blank stderr lines (Python warnings left out)."""
+        kept = [x.strip() for x in self._stderr_text().splitlines() if x.strip() and "warnings.warn(" not in x
+                and "Warning:" not in x]  # fmt: skip
+        return "\n".join(kept[-lines:])
+
+    def _relay_stderr(self) -> None:
+        """Copy what the child wrote on stderr to this process's stderr (user code's prints, Paddle's warnings)."""
+        text = self._stderr_text()
+        if text.strip():
+            sys.stderr.write(text if text.endswith("\n") else text + "\n")
+
+
+#: In the child while its memory limit is set: (VmData when it was set, the allowance above it), bytes.
+_LIMIT: list[int] = []
+
+
+def _vm_data() -> int:
+    """This process's private writable memory, bytes (``VmData`` of ``/proc/self/status``, what ``RLIMIT_DATA``
+    counts); 0 where ``/proc`` is missing."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            return int(next(x for x in f if x.startswith("VmData:")).split()[1]) * 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 0
+
+
+def _set_memory_limit(allowance: int) -> None:
+    """Let this process allocate ``allowance`` bytes more than it holds now (``RLIMIT_DATA``, soft limit; the hard
+    one stays, so :func:`end_memory_limit` can lift it)."""
+    start = _vm_data()
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    soft = start + allowance if hard == resource.RLIM_INFINITY else min(start + allowance, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    _LIMIT[:] = [start, allowance]
+
+
+def end_memory_limit() -> tuple[int, int] | None:
+    """In a child of :class:`IsolatedCall`: lift its memory limit (so that what follows, an error message, can
+    allocate) and return (bytes allocated since the call began, the call's allowance); None when no limit is set.
+    Call it first thing when a ``MemoryError`` is caught."""
+    if not _LIMIT:
+        return None
+    start, allowance = _LIMIT
+    resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
+    _LIMIT.clear()
+    return max(0, _vm_data() - start), allowance
+
+
+def signal_when_parent_dies(sig: int, parent_pid: str | None) -> None:
+    """Ask Linux to send ``sig`` to this process when the thread that started it exits (``prctl(PR_SET_PDEATHSIG)``,
+    ``man 2 prctl``); when the parent has died already (its pid ``parent_pid`` is no longer this process's parent),
+    send it now. Elsewhere than Linux (or without ``prctl``) nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
+        if (parent_pid or str(os.getppid())) != str(os.getppid()):  # it died before the request
+            os.kill(os.getpid(), sig)
+
+
+def _warning_filters() -> list[tuple[Any, ...]]:
+    """This process's warning filters (``warnings.filters``) that pickle, for the child to apply (a warning this
+    process would not show, Paddle's UserWarnings under the CLI's :func:`~paddlefit.cli.common.quiet_paddle`, is not
+    shown by the child either)."""
+    import warnings
+
+    out = []
+    for f in warnings.filters:
+        with contextlib.suppress(pickle.PicklingError, TypeError, AttributeError):
+            pickle.dumps(f)
+            out.append(f)
+    return out
+
+
+def _apply_warning_filters(filters: list[tuple[Any, ...]]) -> None:
+    """Make ``filters`` (``warnings.filters`` entries: action, message regex, category, module regex, line) this
+    process's, in order, through the public ``warnings`` functions."""
+    import warnings
+
+    def regex(p: Any) -> str:  # a compiled pattern, or a plain string Python matches exactly (its own defaults)
+        return "" if p is None else p.pattern if hasattr(p, "pattern") else re.escape(str(p)) + r"\Z"
+
+    warnings.resetwarnings()
+    for action, message, category, module, lineno in filters:
+        if message is None and module is None:
+            warnings.simplefilter(action, category, lineno, append=True)
+        else:
+            warnings.filterwarnings(action, regex(message), category, regex(module), lineno, append=True)
+
+
+def _write_frame(fd: int, kind: str, value: Any) -> None:
+    data = pickle.dumps((kind, value))
+    view = memoryview(_LEN.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_payload() -> tuple[list[str], list[tuple[Any, ...]], int, bytes]:
+    """The caller's (sys.path, warning filters, memory limit in bytes, pickled argument) from stdin."""
+    raw = sys.stdin.buffer.read()
+    (n,) = _LEN.unpack_from(raw)
+    return pickle.loads(raw[_LEN.size : _LEN.size + n])
+
+
+def child_main(argv: list[str]) -> None:
+    """The child's side (``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]``): see the module
+    docstring. Exits with ``os._exit`` once the answer is written (no teardown of a heap the call may have hurt)."""
+    from paddlefit.quietstart import install
+
+    install()
+    signal_when_parent_dies(signal.SIGKILL, os.environ.get("PADDLEFIT_PARENT_PID"))
+    out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import warnings
+
+    warnings.filterwarnings("ignore", message="No ccache found")  # Paddle's import warns on every machine
+    for name in argv[1:]:  # while the caller goes on
+        importlib.import_module(name)
+    path, filters, memory, arg = _read_payload()
+    sys.path[:] = path
+    _apply_warning_filters(filters)
+    module, _, name = argv[0].partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    arg = pickle.loads(arg)
+    from paddlefit.errors import PaddlefitError
+
+    _set_memory_limit(memory)
+    try:
+        result = fn(arg, lambda message: _write_frame(out, "say", message))
+    except PaddlefitError as exc:
+        end_memory_limit()
+        try:
+            _write_frame(out, "error", exc)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            _write_frame(out, "error", PaddlefitError(str(exc)))
+    except BaseException:
+        end_memory_limit()
+        raise  # its traceback on stderr, exit 1: the caller quotes the last lines
+    else:
+        end_memory_limit()
+        _write_frame(out, "ok", result)
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":  # run as paddlefit.isolation (not __main__), so the function sees this module's limit
+    from paddlefit import isolation
+
+    isolation.child_main(sys.argv[1:])

@@ -1,0 +1,44 @@
+"""Functions for tests/test_isolation.py to run in a child process (imported as `childfns:<name>`)."""
+
+import os
+import signal
+import sys
+import time
+
+
+def echo(arg, progress):
+    progress(f"got {arg!r}")
+    print("a line the function printed")  # the child's stdout goes to its stderr, relayed after the answer
+    return {"arg": arg, "pid": os.getpid()}
+
+
+def deadlock(arg, progress):
+    """Ignores SIGTERM, SIGINT and SIGHUP and never returns, as Paddle's corrupted heap does (issue 40)."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    progress(f"pid {os.getpid()}")
+    while True:
+        time.sleep(0.1)
+
+
+def abort(arg, progress):
+    sys.stderr.write("malloc(): unsorted double linked list corrupted\n")
+    sys.stderr.flush()
+    os.abort()
+
+
+def refuse(arg, progress):
+    from paddlefit.errors import InputSpecError
+
+    raise InputSpecError(f"no {arg}")
+
+
+def allocate(arg, progress):
+    """Allocates ``arg`` bytes; returns (allocated, the figures of the limit) or the MemoryError's."""
+    from paddlefit.isolation import end_memory_limit
+
+    try:
+        block = bytearray(arg)
+    except MemoryError:
+        return ("MemoryError", end_memory_limit())
+    return ("allocated", len(block))
