@@ -50,7 +50,7 @@ def test_half_precision_gemms_never_beat_their_architectures_ceiling() -> None:
 
 
 def test_explain_names_the_ceiling_where_it_binds() -> None:
-    from paddlefit.plan.rows import efficiency_source
+    from paddlefit.plan.explain import efficiency_source
 
     params = load_perf_params()
     assert efficiency_source("gemm_half", params, "hopper") == "published-fit"  # 0.75 < 0.838: not bound

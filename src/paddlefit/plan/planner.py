@@ -43,6 +43,7 @@ from paddlefit.estimate.perf_params import load_perf_params
 from paddlefit.estimate.timing import host_floor_s
 from paddlefit.plan.calibration import Calibration, load_calibrations
 from paddlefit.plan.document import CpuFp32Memory, MemorySection, ModelSection, PhaseFitDoc, PlanAssumptions
+from paddlefit.plan.explain import explain_rows
 from paddlefit.plan.measure import ModelMeasure, measure_model
 from paddlefit.plan.request import Plan, PlanRequest, Target, check_explain
 from paddlefit.plan.rows import (
@@ -52,7 +53,6 @@ from paddlefit.plan.rows import (
     cpu_fixed_bytes,
     cpu_target,
     effective_precision,
-    explain_rows,
     flash_runs,
     gpu_target,
     recommend,

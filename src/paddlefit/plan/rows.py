@@ -14,22 +14,17 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from paddlefit.catalog.ceilings import gemm_ceiling
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
-from paddlefit.catalog.units import unit_peak
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.collectives import dataparallel_gradient_allreduce, train_gradient_allreduce
 from paddlefit.estimate.gpu_model import (
-    HALF_KEYS,
-    MEMORY_KEYS,
     StepEstimate,
     dp_exposed_allreduce_s,
     estimate_step,
-    param_key,
 )
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
+from paddlefit.estimate.perf_params import PerfParams, kernel_fit_architectures
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
@@ -78,61 +73,6 @@ def amp_activation_memory(trace: OpTrace, precision: Precision,
     if f2 - f1 > 0:
         return (a2 - a1) / (f2 - f1), cast
     return (a1 / f1 if f1 > 0 else 1.0), cast
-
-
-def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
-    """Where the efficiency ``key`` of a kernel on a GPU of ``architecture`` comes from: ``device`` (timed on that
-    GPU by ``paddlefit calibrate``), ``kernels`` (fitted on measured kernels of its class), ``kernels+datasheet``
-    (the same fit, carried to an architecture with no measured kernel by its datasheet figures; also for a device
-    calibration, which does not time these), ``published-fit``
-    (end-to-end published runs, tensor cores bounded by DeepBench's FP16 GEMMs; ``+<arch>`` with a factor of that
-    generation a parameter file gives), ``mamf`` (a half-precision efficiency held to the best GEMM measured on the
-    architecture's cards, :func:`~paddlefit.catalog.ceilings.gemm_ceiling`) or ``prior`` (no measurement
-    constrains it)."""
-    if params.calibration == "device" and key in DEVICE_MEASURED_KEYS:
-        return "device"
-    if key in KERNEL_FIT_KEYS:
-        return "kernels" if architecture in kernel_fit_architectures() else "kernels+datasheet"
-    if (params.provenance.get("rows_constraining_each_parameter") or {}).get(key) == 0:
-        return "prior"
-    ceiling = gemm_ceiling(architecture, "half") if key in HALF_KEYS else None
-    if ceiling is not None and ceiling < params.get(key, architecture):
-        return "mamf"
-    return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
-
-
-def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str,
-                 top: int = 15) -> list[dict[str, Any]]:  # fmt: skip
-    """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first, each
-    with its bound, the efficiency it reaches (compute-bound: FLOPs / (time x the unit's peak); memory-bound:
-    bytes / (time x DRAM bandwidth)) and the source of that efficiency (:func:`efficiency_source`)."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    for k, t, bound in est.kernels:
-        g = groups.setdefault((k.op, k.phase), {"op": k.op, "cls": k.cls, "phase": k.phase, "seconds": 0.0,
-                                                "flops": 0.0, "bytes": 0.0, "kernels": 0, "compute_s": 0.0,
-                                                "unit": k.unit, "param": None})  # fmt: skip
-        g["seconds"] += t
-        g["flops"] += k.flops
-        g["bytes"] += k.bytes
-        g["kernels"] += k.count
-        if bound == "compute":
-            g["compute_s"] += t
-            g["param"] = g["param"] or param_key(k)
-    rows = sorted(groups.values(), key=lambda g: -g["seconds"])[:top]
-    for g in rows:
-        g["bound"] = "compute" if g.pop("compute_s") >= g["seconds"] / 2 else "memory"
-        g["share"] = g["seconds"] / est.device_s if est.device_s else 0.0
-        param = g.pop("param")
-        key = param if g["bound"] == "compute" else None
-        if key:
-            peak = unit_peak(gpu, "fp32" if g["unit"] == "dwconv" else g["unit"], precision)
-            g["efficiency"] = g["flops"] / (g["seconds"] * peak) if g["seconds"] else 0.0
-        else:
-            key = MEMORY_KEYS.get(g["cls"], "bw_eff")
-            g["efficiency"] = g["bytes"] / (g["seconds"] * gpu.mem_bw_gb_s * 1e9) if g["seconds"] else 0.0
-        g["efficiency_of"] = key
-        g["source"] = efficiency_source(key, params, gpu.architecture)
-    return rows
 
 
 def effective_precision(gpu: GPU, precision: Precision) -> Precision:
