@@ -87,5 +87,7 @@ def test_the_child_dies_with_the_process_that_started_it():
         assert _gone(pid), f"child {pid} outlived its killed parent"
     finally:
         parent.kill()
+        parent.wait(10)
+        parent.stdout.close()
         if pid is not None and not _gone(pid, 0.0):
             os.kill(pid, signal.SIGKILL)

@@ -130,6 +130,7 @@ class IsolatedCall:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      start_new_session=True, env=env)  # fmt: skip
         self._status: tuple[int, int] | None = None
+        self._said = ""  # what the child wrote on stderr, read when it has ended
         pid = self.proc.pid
         self._drop = at_signal_exit(lambda: os.killpg(pid, signal.SIGKILL))  # this process stopped by a signal
 
@@ -148,10 +149,10 @@ class IsolatedCall:
             ChildFailed: no answer within ``limits.timeout_s`` seconds, or the child died (a signal, an exit).
             pickle.PicklingError, TypeError, AttributeError: ``arg`` cannot be pickled.
         """
-        data = pickle.dumps((list(sys.path), _warning_filters(), limits.memory_bytes, pickle.dumps(arg)))
         t0 = time.monotonic()
         deadline = t0 + limits.timeout_s
         try:
+            data = pickle.dumps((list(sys.path), _warning_filters(), limits.memory_bytes, pickle.dumps(arg)))
             end = self._send(_LEN.pack(len(data)) + data, deadline) or self._answer(deadline, progress)
             self._finish(0.0 if end == "timeout" else EXIT_WAIT_S)
         finally:
@@ -235,26 +236,26 @@ class IsolatedCall:
         return self._status
 
     def close(self) -> None:
-        """Stop the child if it still runs (at once: nothing of it is kept) and release its pipes."""
+        """Stop the child if it still runs (at once: nothing of it is kept), keep what it wrote on stderr and release
+        its pipes and file."""
         self._finish(0.0)
-        for f in (self.proc.stdin, self.proc.stdout):
+        if not self._stderr.closed:
+            self._stderr.seek(0)
+            self._said = self._stderr.read().decode("utf-8", errors="replace")
+        for f in (self.proc.stdin, self.proc.stdout, self._stderr):
             with contextlib.suppress(OSError, AttributeError):
                 f.close()  # type: ignore[union-attr]
         self._drop()
 
-    def _stderr_text(self) -> str:
-        self._stderr.seek(0)
-        return self._stderr.read().decode("utf-8", errors="replace")
-
     def _last_words(self, lines: int = 6) -> str:
         """The child's last ``lines`` non-blank stderr lines (Python warnings left out)."""
-        kept = [x.strip() for x in self._stderr_text().splitlines() if x.strip() and "warnings.warn(" not in x
+        kept = [x.strip() for x in self._said.splitlines() if x.strip() and "warnings.warn(" not in x
                 and "Warning:" not in x]  # fmt: skip
         return "\n".join(kept[-lines:])
 
     def _relay_stderr(self) -> None:
         """Copy what the child wrote on stderr to this process's stderr (user code's prints, Paddle's warnings)."""
-        text = self._stderr_text()
+        text = self._said
         if text.strip():
             sys.stderr.write(text if text.endswith("\n") else text + "\n")
 

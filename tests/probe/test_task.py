@@ -60,7 +60,8 @@ def test_a_forward_that_allocates_past_the_memory_limit_exits_2_naming_it():
                 "--gpu", "T4", "--json")  # fmt: skip
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = " ".join(r.stderr.split())
-    assert "Model 'tinymodels:Hungry' with inputs float32[8] ran out of memory in the CPU probe after allocating" in err
+    said = "Model 'tinymodels:Hungry' with inputs float32[8] ran out of host memory in the CPU probe after allocating"
+    assert said in err
     assert "of the 1.00 GiB it may (`--probe-memory-gib`)" in err and "Fail to alloc memory of 2147483648" in err
     assert '"type": "ModelError"' in r.stdout and "Traceback" not in err
 
