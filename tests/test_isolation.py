@@ -48,6 +48,19 @@ def test_a_child_that_ignores_sigterm_is_killed_at_its_time_limit():
     assert _gone(int(heard[0].split()[1]), 1.0)
 
 
+def test_a_child_that_stops_using_the_cpu_is_stopped_before_its_time_limit():
+    heard = []
+    t0 = time.monotonic()
+    with pytest.raises(ChildFailed) as info:
+        IsolatedCall("childfns:stall").call(None, ChildLimits(60.0, LIMITS.memory_bytes, stall_s=2.0), heard.append)
+    took = time.monotonic() - t0
+    assert info.value.how == "stalled" and "stopped using the CPU (deadlocked) and was killed" in str(info.value)
+    assert 2.0 <= took <= 2.0 + KILL_GRACE_S + 5.0, took  # the 60 s limit never came
+    assert _gone(int(heard[0].split()[1]), 1.0)
+    # a child that computes silently for longer than the stall window is working: it answers
+    assert IsolatedCall("childfns:spin").call(3.0, ChildLimits(60.0, LIMITS.memory_bytes, stall_s=1.0)) is True
+
+
 def test_a_crash_is_the_signal_and_the_last_words():
     with pytest.raises(ChildFailed) as info:
         IsolatedCall("childfns:abort").call(None, LIMITS)

@@ -24,7 +24,8 @@ How:
   allocation past the limit fails: Paddle 3.3.1's CPU allocator raises ``MemoryError: (ResourceExhausted) Fail to
   alloc memory of N size, error code is 12`` and NumPy ``MemoryError`` (measured here, with either limit).
   :func:`end_memory_limit` lifts the limit for the function's error message and gives it the figures.
-- Time: the caller waits for frames with ``select`` until ``timeout_s`` seconds after the call, then sends SIGTERM
+- Time: the caller waits for frames with ``select`` until ``timeout_s`` seconds after the call (or until the child
+  has used no CPU for ``stall_s`` seconds: a deadlock, :data:`STALL_S`), then sends SIGTERM
   to the child's process group and SIGKILL :data:`KILL_GRACE_S` later (the deadlocked child ignores SIGTERM).
 - The child's exit status and peak RSS come from ``os.wait4``; its stderr goes to a temporary file, whose last lines
   a failure quotes (``malloc(): ...``) and which, after an answer, is copied to the caller's stderr.
@@ -66,21 +67,33 @@ __all__ = [
 KILL_GRACE_S = 2.0
 #: Seconds a child that has answered gets to exit by itself before it is killed (it ends with ``os._exit``).
 EXIT_WAIT_S = 5.0
+#: Seconds without CPU progress after which a child that has not answered is taken as deadlocked and stopped, well
+#: before its time limit. A probe always computes (it builds and runs a model on generated data); the deadlock of
+#: issue 40 (LeNet on a 1x1 image: ``malloc(): unsorted double linked list corrupted``, then a futex wait) uses no
+#: CPU at all. Progress is the child's user + system CPU time (``/proc/PID/stat``, ``man 5 proc``), which grows by
+#: at least :data:`STALL_CPU_S` in any window of a working child.
+STALL_S = 30.0
+#: CPU seconds a window of :data:`STALL_S` must add for the child to count as working (a futex wait adds none; a
+#: Python interpreter idling between imports adds milliseconds).
+STALL_CPU_S = 0.05
 _LEN = struct.Struct("<Q")
 
 
 @dataclass(frozen=True)
 class ChildLimits:
     """The limits of one :meth:`IsolatedCall.call`: ``timeout_s`` seconds of wall clock from the call to the
-    answer, and ``memory_bytes`` of private writable memory (``RLIMIT_DATA``, what ``VmData`` counts) the child may
-    allocate beyond what it holds when the call begins (Python and its preloaded modules)."""
+    answer, ``memory_bytes`` of private writable memory (``RLIMIT_DATA``, what ``VmData`` counts) the child may
+    allocate beyond what it holds when the call begins (Python and its preloaded modules), and ``stall_s`` seconds
+    without CPU progress after which it is taken as deadlocked (:data:`STALL_S`)."""
 
     timeout_s: float
     memory_bytes: int
+    stall_s: float = STALL_S
 
 
 class ChildFailed(Exception):
-    """The child gave no answer: it ran past its time limit (``how == "timeout"``), was killed by a signal
+    """The child gave no answer: it ran past its time limit (``how == "timeout"``), stopped using the CPU for
+    :data:`STALL_S` seconds (``"stalled"``: deadlocked, stopped before its time limit), was killed by a signal
     (``"signal"``, ``code`` the signal's number) or exited without answering (``"exit"``, ``code`` its exit code).
 
     Attributes:
@@ -98,6 +111,8 @@ class ChildFailed(Exception):
         peak RSS)``."""
         if self.how == "timeout":
             head = "gave no answer in time and was killed"
+        elif self.how == "stalled":
+            head = "stopped using the CPU (deadlocked) and was killed"
         elif self.how == "signal":
             head = f"was killed by signal {self.code} ({_signal_name(self.code)}) before it answered"
         else:
@@ -146,15 +161,17 @@ class IsolatedCall:
 
         Raises:
             PaddlefitError: the one the target raised (its class, or PaddlefitError with its message).
-            ChildFailed: no answer within ``limits.timeout_s`` seconds, or the child died (a signal, an exit).
+            ChildFailed: no answer within ``limits.timeout_s`` seconds or no CPU progress for ``limits.stall_s``
+                seconds (deadlocked), or the child died (a signal, an exit).
             pickle.PicklingError, TypeError, AttributeError: ``arg`` cannot be pickled.
         """
         t0 = time.monotonic()
         deadline = t0 + limits.timeout_s
         try:
             data = pickle.dumps((list(sys.path), _warning_filters(), limits.memory_bytes, pickle.dumps(arg)))
-            end = self._send(_LEN.pack(len(data)) + data, deadline) or self._answer(deadline, progress)
-            self._finish(0.0 if end == "timeout" else EXIT_WAIT_S)
+            sent = self._send(_LEN.pack(len(data)) + data, deadline)
+            end = sent or self._answer(deadline, limits.stall_s, progress)
+            self._finish(0.0 if end in ("timeout", "stalled") else EXIT_WAIT_S)
         finally:
             self.close()
         if isinstance(end, tuple):
@@ -164,7 +181,7 @@ class IsolatedCall:
                 raise value
             return value
         status, rss = self._status or (0, 0)
-        how, code = ("timeout", None) if end == "timeout" else ("signal", os.WTERMSIG(status)) \
+        how, code = (end, None) if end in ("timeout", "stalled") else ("signal", os.WTERMSIG(status)) \
             if os.WIFSIGNALED(status) else ("exit", os.waitstatus_to_exitcode(status))  # fmt: skip
         raise ChildFailed(how, code, time.monotonic() - t0, rss, self._last_words())
 
@@ -186,10 +203,12 @@ class IsolatedCall:
                 self.proc.stdin.close()  # type: ignore[union-attr]
         return None
 
-    def _answer(self, deadline: float, progress: Callable[[str], None] | None) -> tuple[str, Any] | str:
+    def _answer(self, deadline: float, stall_s: float, progress: Callable[[str], None] | None) -> tuple[str, Any] | str:
         """Read frames, passing ``say`` ones to ``progress``, until the answer (``("ok", result)`` or
-        ``("error", exception)``); ``"eof"`` when the child closed its end first, ``"timeout"`` at ``deadline``."""
+        ``("error", exception)``); ``"eof"`` when the child closed its end first, ``"timeout"`` at ``deadline``,
+        ``"stalled"`` when its CPU time grew by less than :data:`STALL_CPU_S` in ``stall_s`` seconds."""
         fd, buf = self.proc.stdout.fileno(), b""  # type: ignore[union-attr]
+        mark = (time.monotonic(), self._cpu_s())
         while True:
             while len(buf) >= _LEN.size and len(buf) >= _LEN.size + (n := _LEN.unpack_from(buf)[0]):
                 kind, value = pickle.loads(buf[_LEN.size : _LEN.size + n])
@@ -198,13 +217,30 @@ class IsolatedCall:
                     return kind, value
                 if progress is not None:
                     progress(str(value))
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            now = time.monotonic()
+            if now >= deadline:
                 return "timeout"
+            if not select.select([fd], [], [], min(deadline - now, 1.0))[0]:
+                cpu = self._cpu_s()
+                if cpu is None or cpu - mark[1] >= STALL_CPU_S:
+                    mark = (time.monotonic(), cpu)
+                elif time.monotonic() - mark[0] >= stall_s:
+                    return "stalled"
+                continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return "eof"
             buf += chunk
+
+    def _cpu_s(self) -> float | None:
+        """The child's user + system CPU seconds so far (``/proc/PID/stat`` fields 14 and 15, in clock ticks), or
+        None when it cannot be read (the child is gone)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
 
     def _finish(self, wait_s: float) -> None:
         """Wait up to ``wait_s`` seconds for the child to exit, then stop its process group (SIGTERM, SIGKILL after

@@ -42,3 +42,23 @@ def allocate(arg, progress):
     except MemoryError:
         return ("MemoryError", end_memory_limit())
     return ("allocated", len(block))
+
+
+def stall(arg, progress):
+    """Ignores SIGTERM and waits on a lock nobody releases (no CPU at all), as a futex-deadlocked Paddle does."""
+    import threading
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    progress(f"pid {os.getpid()}")
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()
+
+
+def spin(arg, progress):
+    """Computes for ``arg`` seconds without a word, then answers."""
+    end = time.monotonic() + arg
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return n > 0

@@ -186,6 +186,11 @@ def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str
             f"and was killed.{said} Its training step hangs on these inputs (deadlocked or looping) or is slower "
             f"than that here: check that the inputs suit the model ({_UNSUITED}), or raise `--probe-timeout`."
         )
+    if exc.how == "stalled":
+        return (
+            f"{head}: the CPU probe {exc.what()}.{said} Paddle deadlocked in its training step on these inputs: "
+            f"check that they suit the model ({_UNSUITED})."
+        )
     if exc.how == "exit":  # a Python-level failure of the child (its traceback's last lines are the words)
         return f"{head}: the CPU probe's process {exc.what()}.{said}"
     near = exc.peak_rss_bytes >= 0.9 * limits.memory_bytes
