@@ -169,6 +169,8 @@ def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_pat
     ({"dataset_size": 10}, "go together"),
     ({"dataset_size": 10, "epochs": float("inf")}, "a finite number > 0"),
     ({"max_probe_bytes": 0}, "`--max-probe-gib` must be a finite number > 0"),
+    ({"probe_memory_bytes": 0}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576 (got 0)"),
+    ({"probe_memory_bytes": 10**30}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576"),
     ({"explain": [" "]}, "`--explain` is empty"),
     ({"explain": ["H900"]}, "`--explain H900`: Unknown GPU"),
     ({"explain": ["L4"], "gpus": ["T4"]}, "is not among the planned GPUs (`--gpu T4`); add `--gpu L4`"),

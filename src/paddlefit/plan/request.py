@@ -38,6 +38,11 @@ DEFAULT_PROBE_TIMEOUT_S = 600.0
 TIE_FACTOR = 1.01
 
 
+#: Largest probe memory limit accepted, bytes: 1 PiB, far above any machine's RAM and within what ``setrlimit``
+#: takes (a C long); a typo such as ``--probe-memory-gib 1e30`` stops here instead of in the probe's process.
+MAX_PROBE_MEMORY_BYTES = 2**50
+
+
 class PlanRequest(RequestModel):
     """Everything ``paddlefit plan`` takes; each field's meaning is its ``description``.
 
@@ -146,9 +151,10 @@ class PlanRequest(RequestModel):
     @field_validator("probe_memory_bytes")
     @classmethod
     def _probe_memory(cls, v: int | None) -> int | None:
-        """At least one byte (the option is in GiB)."""
-        if v is not None and v < 1:
-            raise PaddlefitError(f"`--probe-memory-gib` must be a finite number > 0 (got {v / 1024**3:g}).")
+        """At least one byte and at most :data:`MAX_PROBE_MEMORY_BYTES` (the option is in GiB)."""
+        if v is not None and not 1 <= v <= MAX_PROBE_MEMORY_BYTES:
+            bound = f"a finite number > 0 and at most {MAX_PROBE_MEMORY_BYTES // 1024**3:,}"
+            raise PaddlefitError(f"`--probe-memory-gib` must be {bound} (got {v / 1024**3:g}).")
         return v
 
     def optimizer_settings(self) -> OptimizerSettings:
