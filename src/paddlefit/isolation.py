@@ -130,7 +130,8 @@ def _signal_name(num: int | None) -> str:
 class IsolatedCall:
     """A child process that runs ``target`` (``package.module:function``, called as ``function(arg, progress)``)
     once, started when this object is made so that its imports (the modules ``preload`` names) overlap the caller's
-    work; ``target`` is imported with the caller's ``sys.path`` once the call comes. Use it as a context manager, or
+    work; ``target`` is imported once the call comes, with the caller's ``sys.path`` entries the child lacks added
+    after its own. Use it as a context manager, or
     :meth:`close` it: a child not called is stopped unused."""
 
     def __init__(self, target: str, preload: tuple[str, ...] = ()) -> None:
@@ -141,7 +142,10 @@ class IsolatedCall:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
                    PADDLEFIT_PARENT_PID=str(os.getpid()))  # fmt: skip
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
-        self.proc = subprocess.Popen([sys.executable, "-m", "paddlefit.isolation", target, *preload],
+        # -P (Python 3.11+): no current directory first on the child's path, as the installed console script has
+        # none: a user's `paddle.py` in the job's folder must not stand in for Paddle in the probe
+        safe = ["-P"] if sys.version_info >= (3, 11) else []
+        self.proc = subprocess.Popen([sys.executable, *safe, "-m", "paddlefit.isolation", target, *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      start_new_session=True, env=env)  # fmt: skip
         self._status: tuple[int, int] | None = None
@@ -393,6 +397,8 @@ def _read_payload() -> tuple[list[str], list[tuple[Any, ...]], int, bytes]:
 def child_main(argv: list[str]) -> None:
     """The child's side (``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]``): see the module
     docstring. Exits with ``os._exit`` once the answer is written (no teardown of a heap the call may have hurt)."""
+    if not getattr(sys.flags, "safe_path", False) and sys.path and os.path.abspath(sys.path[0]) == os.getcwd():
+        del sys.path[0]  # Python 3.10 has no -P: the current directory `-m` put first goes (see IsolatedCall)
     from paddlefit.quietstart import install
 
     install()
@@ -406,7 +412,10 @@ def child_main(argv: list[str]) -> None:
     for name in argv[1:]:  # while the caller goes on
         importlib.import_module(name)
     path, filters, memory, arg = _read_payload()
-    sys.path[:] = path
+    # the caller's entries this process lacks go last: a package that put its own folder first on the caller's path
+    # when imported (unstructured-paddleocr adds .../unstructured_paddleocr) would otherwise shadow itself here,
+    # before its import, as a top-level module of the same name
+    sys.path.extend(p for p in path if p not in sys.path)
     _apply_warning_filters(filters)
     module, _, name = argv[0].partition(":")
     fn = getattr(importlib.import_module(module), name)
