@@ -67,3 +67,11 @@ def test_the_targets_peak_is_the_catalogs_and_says_its_unit():
     assert (pct(None), pct(float("nan")), pct(0.354)) == ("-", "-", "35%")
     assert (peak_text(None, 1e12), peak_text("fp32", None), peak_text("fp16 tensor", 119.5e12)) == (
         "-", "-", "fp16 tensor 119.5 TFLOPS")  # fmt: skip
+
+
+def test_the_explain_table_names_units_as_plans_do():
+    from paddlefit.report.render import shown_unit
+
+    assert shown_unit("half", "fp16-o1") == "fp16 tensor" and shown_unit("tf32", "fp32") == "tf32 tensor"
+    assert shown_unit("fp32", "fp32") == "fp32" and shown_unit("memory", "fp16-o1") == "memory"
+    assert shown_unit("dwconv", "bf16-o2") == "dwconv"

@@ -190,6 +190,14 @@ def _plan_method_line(plan: Any, console: Console) -> None:
     )
 
 
+def shown_unit(unit: str, precision: str) -> str:
+    """An explain row's unit as plans print units (:func:`~paddlefit.catalog.units.unit_label`: ``fp16 tensor`` for
+    ``half`` under fp16 AMP); the kernel kinds that are no catalog unit (``memory``, ``dwconv``) as they are."""
+    from paddlefit.catalog.units import COMPUTE_UNITS, unit_label
+
+    return unit_label(unit, precision) if unit in COMPUTE_UNITS else unit
+
+
 def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Console) -> None:
     """Print ``plan --explain GPU``: the predicted slowest kernel groups of one training step on that GPU."""
     t = next(x for x in plan.targets if x.name == gpu)
@@ -205,8 +213,8 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
         table.add_column(c, justify=just, no_wrap=True)
     for r in rows:
         table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), pct(r["share"]), f"{r['kernels']:,}",
-                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"], r["unit"],
-                      pct(r["efficiency"]), r["source"])  # fmt: skip
+                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"],
+                      shown_unit(r["unit"], plan.precision), pct(r["efficiency"]), r["source"])  # fmt: skip
     print_min_width(console, table, 150)
     console.print("[dim]eff: FLOPs / (time x the unit's datasheet peak) for compute-bound ops, bytes / (time x DRAM "
                   "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
