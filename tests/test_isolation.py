@@ -61,6 +61,16 @@ def test_a_child_that_stops_using_the_cpu_is_stopped_before_its_time_limit():
     assert IsolatedCall("childfns:spin").call(3.0, ChildLimits(60.0, LIMITS.memory_bytes, stall_s=1.0)) is True
 
 
+def test_a_child_that_exits_while_its_own_child_holds_the_pipe_is_its_exit_and_leaves_nothing():
+    t0 = time.monotonic()
+    with pytest.raises(ChildFailed) as info:
+        IsolatedCall("childfns:fork_and_exit").call(None, ChildLimits(60.0, LIMITS.memory_bytes, stall_s=20.0))
+    assert (info.value.how, info.value.code) == ("exit", 3)
+    assert time.monotonic() - t0 < 15.0  # seen as an exit at once, not as a stall or a timeout
+    left = subprocess.run(["pgrep", "-f", "^sleep 987$"], capture_output=True, text=True).stdout.split()
+    assert all(_gone(int(pid), 5.0) for pid in left)  # the sleep it started is killed with its process group
+
+
 def test_a_crash_is_the_signal_and_the_last_words():
     with pytest.raises(ChildFailed) as info:
         IsolatedCall("childfns:abort").call(None, LIMITS)

@@ -215,7 +215,10 @@ class IsolatedCall:
         mark = (time.monotonic(), self._cpu_s())
         while True:
             while len(buf) >= _LEN.size and len(buf) >= _LEN.size + (n := _LEN.unpack_from(buf)[0]):
-                kind, value = pickle.loads(buf[_LEN.size : _LEN.size + n])
+                try:
+                    kind, value = pickle.loads(buf[_LEN.size : _LEN.size + n])
+                except Exception:  # bytes that are no frame of ours (user code wrote to the descriptor): no answer
+                    return "eof"
                 buf = buf[_LEN.size + n :]
                 if kind != "say":
                     return kind, value
@@ -225,6 +228,8 @@ class IsolatedCall:
             if now >= deadline:
                 return "timeout"
             if not select.select([fd], [], [], min(deadline - now, 1.0))[0]:
+                if self._reap() is not None:  # it exited, and a process it started still holds the pipe open
+                    return "eof"
                 cpu = self._cpu_s()
                 if cpu is None or cpu - mark[1] >= STALL_CPU_S:
                     mark = (time.monotonic(), cpu)
@@ -248,18 +253,21 @@ class IsolatedCall:
 
     def _finish(self, wait_s: float) -> None:
         """Wait up to ``wait_s`` seconds for the child to exit, then stop its process group (SIGTERM, SIGKILL after
-        :data:`KILL_GRACE_S`), and reap it with ``wait4`` (exit status and peak RSS)."""
+        :data:`KILL_GRACE_S`), and reap it with ``wait4`` (exit status and peak RSS); then SIGKILL what is left of its
+        process group (processes the child started), whatever the child's end."""
         end = time.monotonic() + wait_s
         while self._reap() is None and time.monotonic() < end:
             time.sleep(0.02)
         for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 60.0)):
             if self._status is not None:
-                return
+                break
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
             end = time.monotonic() + grace
             while self._reap() is None and time.monotonic() < end:
                 time.sleep(0.02)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what the child started and left behind
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def _reap(self) -> tuple[int, int] | None:
         """``wait4`` without blocking: (status, peak RSS bytes) once the child has exited, else None."""

@@ -155,3 +155,15 @@ def test_a_user_file_written_before_the_new_columns_still_loads(tmp_path) -> Non
     g = get_gpu("older", load_gpus([f]))
     assert (g.boost_clock_mhz, g.memory_type, g.fp32_lanes_per_sm, g.fp16_acc16_tflops) == (None, None, None, None)
     assert g.fp32_tflops_at_boost() is None
+
+
+def test_a_base_clock_above_the_boost_clock_is_refused(tmp_path) -> None:
+    header = ",".join(COLUMNS)
+    base = {c: "" for c in COLUMNS}
+    base.update(name="MyGPU", architecture="ampere", compute_capability="8.6", memory_gib="24", mem_bw_gb_s="600",
+                fp32_tflops="31.2", pcie_gen="4", pcie_gb_s="31.5", verified="datasheet",
+                source="https://example.com/ds.pdf", base_clock_mhz="1900", boost_clock_mhz="1695")  # fmt: skip
+    f = tmp_path / "c.csv"
+    f.write_text(header + "\n" + ",".join(base[c] for c in COLUMNS) + "\n")
+    with pytest.raises(CatalogError, match=r"base_clock_mhz 1900 is above boost_clock_mhz 1695"):
+        load_gpus([f])

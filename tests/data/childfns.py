@@ -62,3 +62,12 @@ def spin(arg, progress):
     while time.monotonic() < end:
         n += 1
     return n > 0
+
+
+def fork_and_exit(arg, progress):
+    """Starts a process that holds the answer pipe open and sleeps (987 s), then exits with code 3 without answering."""
+    import subprocess
+
+    subprocess.Popen(["sleep", "987"])
+    os._exit(3)
+

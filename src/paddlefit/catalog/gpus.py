@@ -174,6 +174,9 @@ class GPU(BaseModel):
         if self.paddle_device == "xpu" and self.xpu_generation is None:
             raise ValueError("an XPU row's architecture must be its generation, xpu1, xpu2 or xpu3 (Paddle's "
                              f"core.XPUVersion), got {self.architecture!r}")
+        if self.base_clock_mhz and self.boost_clock_mhz and self.base_clock_mhz > self.boost_clock_mhz:
+            raise ValueError(f"base_clock_mhz {self.base_clock_mhz:g} is above boost_clock_mhz "
+                             f"{self.boost_clock_mhz:g}: the base clock is the lower one (the datasheet's two clocks)")
         return self
 
     @property

@@ -188,8 +188,9 @@ def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str
         )
     if exc.how == "stalled":
         return (
-            f"{head}: the CPU probe {exc.what()}.{said} Paddle deadlocked in its training step on these inputs: "
-            f"check that they suit the model ({_UNSUITED})."
+            f"{head}: the CPU probe {exc.what()}.{said} Its training step deadlocked on these inputs, or waits for "
+            f"something that never comes (a sleep, a lock, a socket): check that the inputs suit the model "
+            f"({_UNSUITED}) and that its forward does not wait."
         )
     if exc.how == "exit":  # a Python-level failure of the child (its traceback's last lines are the words)
         return f"{head}: the CPU probe's process {exc.what()}.{said}"
