@@ -23,7 +23,8 @@ How:
   reserved (``PROT_NONE``, as glibc's malloc arenas and CUDA reserve it) does not count, unlike ``RLIMIT_AS``. An
   allocation past the limit fails: Paddle 3.3.1's CPU allocator raises ``MemoryError: (ResourceExhausted) Fail to
   alloc memory of N size, error code is 12`` and NumPy ``MemoryError`` (measured here, with either limit).
-  :func:`end_memory_limit` lifts the limit for the function's error message and gives it the figures.
+  :func:`paddlefit.memlimit.end_memory_limit` lifts the limit for the function's error message and gives it the
+  figures (:mod:`paddlefit.memlimit`).
 - Time: the caller waits for frames with ``select`` until ``timeout_s`` seconds after the call (or until the child
   has used no CPU for ``stall_s`` seconds: a deadlock, :data:`STALL_S`), then sends SIGTERM
   to the child's process group and SIGKILL :data:`KILL_GRACE_S` later (the deadlocked child ignores SIGTERM).
@@ -40,7 +41,6 @@ import importlib
 import os
 import pickle
 import re
-import resource
 import select
 import signal
 import struct
@@ -52,13 +52,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from paddlefit.memlimit import end_memory_limit, set_memory_limit
+
 __all__ = [
     "KILL_GRACE_S",
     "ChildFailed",
     "ChildLimits",
     "IsolatedCall",
     "child_main",
-    "end_memory_limit",
     "signal_when_parent_dies",
 ]
 
@@ -308,42 +309,6 @@ class IsolatedCall:
             sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-#: In the child while its memory limit is set: (VmData when it was set, the allowance above it), bytes.
-_LIMIT: list[int] = []
-
-
-def _vm_data() -> int:
-    """This process's private writable memory, bytes (``VmData`` of ``/proc/self/status``, what ``RLIMIT_DATA``
-    counts); 0 where ``/proc`` is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            return int(next(x for x in f if x.startswith("VmData:")).split()[1]) * 1024
-    except (OSError, StopIteration, ValueError, IndexError):
-        return 0
-
-
-def _set_memory_limit(allowance: int) -> None:
-    """Let this process allocate ``allowance`` bytes more than it holds now (``RLIMIT_DATA``, soft limit; the hard
-    one stays, so :func:`end_memory_limit` can lift it)."""
-    start = _vm_data()
-    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
-    soft = start + allowance if hard == resource.RLIM_INFINITY else min(start + allowance, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
-    _LIMIT[:] = [start, allowance]
-
-
-def end_memory_limit() -> tuple[int, int] | None:
-    """In a child of :class:`IsolatedCall`: lift its memory limit (so that what follows, an error message, can
-    allocate) and return (bytes allocated since the call began, the call's allowance); None when no limit is set.
-    Call it first thing when a ``MemoryError`` is caught."""
-    if not _LIMIT:
-        return None
-    start, allowance = _LIMIT
-    resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
-    _LIMIT.clear()
-    return max(0, _vm_data() - start), allowance
-
-
 def signal_when_parent_dies(sig: int, parent_pid: str | None) -> None:
     """Ask Linux to send ``sig`` to this process when the thread that started it exits (``prctl(PR_SET_PDEATHSIG)``,
     ``man 2 prctl``); when the parent has died already (its pid ``parent_pid`` is no longer this process's parent),
@@ -430,7 +395,7 @@ def child_main(argv: list[str]) -> None:
     arg = pickle.loads(arg)
     from paddlefit.errors import PaddlefitError
 
-    _set_memory_limit(memory)
+    set_memory_limit(memory)
     try:
         result = fn(arg, lambda message: _write_frame(out, "say", message))
     except PaddlefitError as exc:

@@ -21,7 +21,8 @@ from typing import Any
 from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
 from paddlefit.inputspec import InputSpec
-from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall, end_memory_limit
+from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
+from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
 
 __all__ = ["PRELOAD", "ProbeOutcome", "ProbeTask", "probe_child", "probe_in_child", "run_probe_task"]
