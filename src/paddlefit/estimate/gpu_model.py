@@ -205,11 +205,15 @@ def _param_values(params: PerfParams, architecture: str | None) -> np.ndarray:
     """``params`` for ``architecture`` as an array in :data:`PARAM_KEYS` order (indexed by ``key``/``mem_key``),
     the half-precision tensor-core efficiencies held to the architecture's measured GEMM ceiling (MAMF,
     :func:`~paddlefit.catalog.ceilings.gemm_ceiling`): a kernel never beats the best GEMM measured on its cards."""
-    ceiling = gemm_ceiling(architecture, "half")
-    vals = [params.get(k, architecture) for k in PARAM_KEYS]
-    if ceiling is not None:
-        vals = [min(v, ceiling) if k in HALF_KEYS else v for k, v in zip(PARAM_KEYS, vals, strict=True)]
-    return np.array(vals)
+    return np.array([min(params.get(k, architecture), efficiency_ceiling(k, architecture)) for k in PARAM_KEYS])
+
+
+def efficiency_ceiling(key: str, architecture: str | None) -> float:
+    """The most the efficiency ``key`` may reach on ``architecture`` (a share of the unit's dense peak): the measured
+    GEMM ceiling of its cards for :data:`HALF_KEYS` (:func:`~paddlefit.catalog.ceilings.gemm_ceiling`), inf for
+    any other key or an architecture with no measured ceiling."""
+    ceiling = gemm_ceiling(architecture, "half") if key in HALF_KEYS else None
+    return float("inf") if ceiling is None else ceiling
 
 
 def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from paddlefit.catalog.ceilings import gemm_ceiling
 from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.units import unit_peak
-from paddlefit.estimate.gpu_model import HALF_KEYS, MEMORY_KEYS, StepEstimate, param_key
+from paddlefit.estimate.gpu_model import MEMORY_KEYS, StepEstimate, efficiency_ceiling, param_key
 from paddlefit.estimate.perf_params import DEVICE_MEASURED_KEYS, KERNEL_FIT_KEYS, PerfParams, kernel_fit_architectures
 
 
@@ -28,8 +27,7 @@ def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
         return "kernels" if architecture in kernel_fit_architectures() else "kernels+datasheet"
     if (params.provenance.get("rows_constraining_each_parameter") or {}).get(key) == 0:
         return "prior"
-    ceiling = gemm_ceiling(architecture, "half") if key in HALF_KEYS else None
-    if ceiling is not None and ceiling < params.get(key, architecture):
+    if efficiency_ceiling(key, architecture) < params.get(key, architecture):
         return "mamf"
     return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
 
