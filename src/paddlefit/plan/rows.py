@@ -25,6 +25,7 @@ from paddlefit.estimate.gpu_model import (
 from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import PerfParams, kernel_fit_architectures
+from paddlefit.mklpath import mkl_path_note
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
@@ -195,6 +196,9 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
         cpu_notes.append("one CPU process; --devices applies to GPUs")
     if m.method == "cpu-probe":
         cpu_notes.append(f"{probe.threads} Paddle CPU thread(s)" + ("" if req.cpu_threads else " (all cores)"))
+        mkl = mkl_path_note()
+        if mkl:
+            cpu_notes.append(mkl)
         busy = machine_busy()
         if busy:
             cpu_notes.append(f"measured while the machine was busy ({busy}): the CPU row is slower than this machine "

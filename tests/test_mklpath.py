@@ -1,0 +1,48 @@
+"""MKL's code path (paddlefit.mklpath): AVX2 on AMD CPUs with AVX2 and FMA, the user's own setting kept, inherited by
+the processes paddlefit starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from paddlefit.mklpath import MKL_AVX2_ENV, amd_avx2_cpu, mkl_path_note, use_mkl_avx2_path
+
+NAME, VALUE = MKL_AVX2_ENV
+ZEN4 = (
+    "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel name\t: AMD EPYC\n"
+    "flags\t\t: fpu sse sse2 avx avx2 fma avx512f\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n"
+)
+XEON = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu sse sse2 avx avx2 fma avx512f\n"
+OLD_AMD = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse sse2 avx\n"  # no AVX2 kernels to run
+
+
+@pytest.mark.parametrize(("cpuinfo", "expected"), [(ZEN4, True), (XEON, False), (OLD_AMD, False), ("", False)])
+def test_amd_avx2_cpu_reads_the_vendor_and_the_flags(cpuinfo: str, expected: bool) -> None:
+    assert amd_avx2_cpu(cpuinfo) is expected
+
+
+def test_the_users_own_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(NAME, "")
+    assert use_mkl_avx2_path() is False
+    assert os.environ[NAME] == ""
+    assert mkl_path_note() is None
+
+
+def test_set_only_on_an_amd_cpu_with_avx2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(NAME, raising=False)
+    amd = amd_avx2_cpu()
+    assert use_mkl_avx2_path() is amd
+    assert os.environ.get(NAME) == (VALUE if amd else None)
+    assert (mkl_path_note() is not None) is amd
+
+
+def test_import_paddlefit_sets_it_for_the_processes_it_starts() -> None:
+    env = {k: v for k, v in os.environ.items() if k != NAME}
+    child = f"import os; print(os.environ.get({NAME!r}))"
+    code = f"import subprocess, sys\nimport paddlefit\nsubprocess.run([sys.executable, '-c', {child!r}], check=True)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == (VALUE if amd_avx2_cpu() else "None")
