@@ -225,3 +225,21 @@ def test_omp_policies_are_timed_in_interleaved_rounds_until_settled(monkeypatch)
     monkeypatch.setattr(snapshot, "_omp_step", lambda pol: calls.append(pol) or next(swings))
     got = snapshot.measure_omp_policies(("", "PASSIVE"))
     assert len(calls) == 2 * MAX_ROUNDS and [len(v) for v in got.values()] == [MAX_ROUNDS] * 2
+
+
+@pytest.mark.parametrize(
+    ("amd", "env", "expected"),
+    [
+        (True, {"MKL_DEBUG_CPU_TYPE": "5"}, [("PF124", "ok")]),
+        (True, {}, [("PF124", "warn")]),
+        (True, {"MKL_DEBUG_CPU_TYPE": ""}, [("PF124", "warn")]),
+        (False, {}, []),
+        (None, {}, []),
+    ],
+)
+def test_mkl_code_path_is_checked_on_amd_cpus_only(amd, env, expected):
+    found = [f for f in run_checks(healthy_gpu(cpu_amd_avx2=amd, env=env)) if f.check_id == "PF124"]
+    assert [(f.check_id, f.severity) for f in found] == expected
+    if expected and expected[0][1] == "warn":
+        assert found[0].env == {"MKL_DEBUG_CPU_TYPE": "5"}
+        assert "export MKL_DEBUG_CPU_TYPE=5" in found[0].fix

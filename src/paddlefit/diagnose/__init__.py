@@ -4,7 +4,7 @@ registered checks over it, and report each finding with its fix.
 - :mod:`~paddlefit.diagnose.snapshot`: ``collect_snapshot()`` / ``load_snapshot()`` -> :class:`Snapshot`.
 - :mod:`~paddlefit.diagnose.registry`: :class:`Finding`, :class:`JobContext`, the ``@check`` registry,
   ``fix_script`` and ``fix_env`` (what the fixes set, as data).
-- :mod:`~paddlefit.diagnose.checks`: the checks PF100-PF123 and ``run_checks``.
+- :mod:`~paddlefit.diagnose.checks`: the checks PF100-PF124 and ``run_checks``.
 - :mod:`~paddlefit.diagnose.doctor`: ``run_doctor(DoctorRequest)``, the whole ``doctor`` command minus rendering.
 
 Example:

@@ -24,6 +24,7 @@ from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, fo
 from paddlefit.diagnose.repeats import MIN_ROUNDS, ratio_bound
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.diagnose.xpu_checks import XPU_WHEEL, xpu_build_vs_devices
+from paddlefit.mklpath import MKL_AVX2_ENV
 
 __all__ = ["run_checks"]
 
@@ -415,6 +416,26 @@ def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Find
                   "NVIDIA documents NVIDIA_TF32_OVERRIDE=0 (TF32 off in cuBLAS/cuDNN); with another value Paddle's "
                   "TF32 switches (the job's `tf32`) decide",
                   "`export NVIDIA_TF32_OVERRIDE=0` to turn TF32 off everywhere, or `unset NVIDIA_TF32_OVERRIDE`")]
+
+
+@check("PF124", "mkl-code-path")
+def check_mkl_code_path(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
+    """On an AMD CPU with AVX2, Paddle's MKL 2019 runs its SSE kernels unless ``MKL_DEBUG_CPU_TYPE=5``
+    (:mod:`paddlefit.mklpath`: sources, and why it is worse after an Adam step); paddlefit sets it for its own
+    processes unless the user set it. Nothing to say on other CPUs."""
+    if not s.cpu_amd_avx2:
+        return []
+    name, value = MKL_AVX2_ENV
+    have = s.env.get(name)
+    if have == value:
+        return [found("ok", f"{name}={value}: MKL's AVX2 kernels on this AMD CPU")]
+    said = f"{name}={have}" if have is not None else f"{name} unset"
+    return [found("warn", f"{said}: Paddle's MKL runs its SSE kernels on this AMD CPU",
+                  "MKL 2019 (Paddle's CPU wheels) takes generic SSE kernels on non-Intel CPUs; measured on a 2-core "
+                  "AMD EPYC (`bench/mkl_path.py`): a ResNet-50 CPU training step 7.7x slower than on the AVX2 path, "
+                  "sgemm 2.4x slower, 12x after an Adam step (Paddle's AVX-512 Adam kernel leaves the vector "
+                  "registers dirty for SSE code). paddlefit sets it for its processes unless you set it",
+                  env={name: value})]  # fmt: skip
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:

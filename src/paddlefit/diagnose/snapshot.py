@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.diagnose.xpu import XPUInfo, collect_xpus, paddle_xpu
+from paddlefit.mklpath import amd_avx2_cpu
 
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
-ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "NVIDIA_TF32_OVERRIDE")
+ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "NVIDIA_TF32_OVERRIDE",
+                "MKL_DEBUG_CPU_TYPE")
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Snapshot:
         paddle_cuda / paddle_cudnn: CUDA and cuDNN versions the Paddle wheel was built with (None: CPU build).
         paddle_flags: every ``FLAGS_*`` name this Paddle build knows (``paddle.base.core.globals()``).
         cpu_cores: logical cores usable by this process; memory_total_bytes: RAM.
+        cpu_amd_avx2: an AMD CPU with AVX2 and FMA (:func:`paddlefit.mklpath.amd_avx2_cpu`; None: not read).
         shm_total_bytes / shm_free_bytes: ``/dev/shm`` size and free space (DataLoader workers use it).
         disk_free_bytes: free space where the run directory lives.
         in_container: a Docker/Podman/Kubernetes marker was found.
@@ -87,6 +90,7 @@ class Snapshot:
     paddle_cudnn: str | None = None
     paddle_flags: list[str] = field(default_factory=list)
     cpu_cores: int | None = None
+    cpu_amd_avx2: bool | None = None
     memory_total_bytes: int | None = None
     shm_total_bytes: int | None = None
     shm_free_bytes: int | None = None
@@ -414,6 +418,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         paddle_cudnn=cudnn,
         paddle_flags=flags,
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        cpu_amd_avx2=amd_avx2_cpu(),
         memory_total_bytes=psutil.virtual_memory().total,
         shm_total_bytes=shm_total,
         shm_free_bytes=shm_free,

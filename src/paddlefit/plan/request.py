@@ -84,7 +84,8 @@ class PlanRequest(RequestModel):
     probe_batch_sizes: tuple[int, ...] = Field((1, 2, 3), description=(
         "The CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size`` while the estimated extra "
         "probe time stays within ``probe_budget_s``."))
-    probe_budget_s: float = Field(6.0, description="Extra probe time allowed, seconds.")
+    probe_budget_s: float = Field(6.0, description=(
+        "Extra probe time allowed, seconds: the larger batches it adds and the timing of other thread counts."))
     max_probe_bytes: int | None = Field(None, description=(
         "Probe only if fp32 Adam model states (16 B/param) stay under this, bytes; None = min(25% of RAM, 8 GiB)."))
     probe_timeout_s: float = Field(DEFAULT_PROBE_TIMEOUT_S, gt=0, le=7 * 86400, description=(

@@ -182,7 +182,7 @@ def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, An
     import paddle
 
     out = {threads: own_s}
-    todo = sorted({1, max(1, cores // 2), cores} - {threads})
+    todo = _other_thread_counts(threads, cores)
     say(f"CPU probe: timing {', '.join(map(str, todo))} Paddle thread(s) at batch {batch}")
     data = call.batch(batch, seed=99)
     for n in todo:
@@ -190,6 +190,17 @@ def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, An
         out[n] = _measured_step(model, opt, call, data, alloc, base)[1]
     paddle.base.core.set_num_threads(threads)
     return dict(sorted(out.items()))
+
+
+def _other_thread_counts(threads: int, cores: int) -> list[int]:
+    """The thread counts :func:`_time_threads` times besides the probe's own ``threads``: 1, cores / 2, cores."""
+    return sorted({1, max(1, cores // 2), cores} - {threads}) if cores > 1 else []
+
+
+def _thread_timing_s(step_s: float, threads: int, cores: int) -> float:
+    """Estimated seconds of :func:`_time_threads` at the batch whose step took ``step_s`` with ``threads``: each
+    other count ``n`` as ``step_s x threads / n`` (perfect scaling; fewer threads take longer)."""
+    return sum(step_s * threads / n for n in _other_thread_counts(threads, cores))
 
 
 def use_all_cores() -> int:
@@ -238,9 +249,10 @@ def probe_memory(
     the first step's creation peak as a floor.
     Work: ``batch_sizes[0] + sum(batch_sizes)`` sample-steps (7 for the default). With ``extend_to`` > 0,
     more sizes from (6, 12, 24, 48, ...) up to ``extend_to`` are added while the estimated extra time
-    (from the last mandatory step's seconds per sample) stays within ``budget_s``: cheap models are probed closer
-    to the requested batch, so a sub-peak that takes over at larger batches is seen, and then ``extend_to``
-    itself when it still fits the budget (unless ``probe_requested`` is False: a benchmark that checks the
+    (from the last mandatory step's seconds per sample) stays within ``budget_s`` less the estimated thread
+    timing (``time_threads``: :func:`_thread_timing_s`), so that all the extra time stays within it: cheap models
+    are probed closer to the requested batch, so a sub-peak that takes over at larger batches is seen, and then
+    ``extend_to`` itself when it still fits the budget (unless ``probe_requested`` is False: a benchmark that checks the
     extrapolation out of sample, ``bench/memory_accuracy.py``). ``progress(message)`` hears of each step before it
     runs (a large model's probe takes minutes).
 
@@ -297,8 +309,9 @@ def probe_memory(
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
         if i == len(batch_sizes) + 1:  # the mandatory steps are done: extend at their steady pace (the first
-            # step is not: Paddle's CPU kernels ran up to 2.5x slower on 2 threads after Adam's first update here)
-            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s, probe_requested)
+            # step is not: it creates the optimizer states), within what the thread timing leaves of the budget
+            timing_s = _thread_timing_s(seconds, threads, cores) if time_threads else 0.0
+            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s - timing_s, probe_requested)
     if time_threads and cores > 1:
         own = next(m.step_time_s for m in ms if m.batch_size == max(batch_sizes))
         thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), threads, own, cores, say)
