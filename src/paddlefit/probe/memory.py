@@ -174,14 +174,15 @@ def measure_training_steps(
     return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t)
 
 
-def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, Any], base: int, batch: int,
-                  threads: int, own_s: float, cores: int, say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
+def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, Any], base: int,
+                  ms: list[StepMeasurement], batch: int, threads: int, cores: int,
+                  say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
     """Seconds of one steady-state training step at ``batch`` with 1, ``cores // 2`` and ``cores`` Paddle CPU
-    threads: the probe's own ``threads`` took ``own_s`` (its measured step at that batch), each other count is
+    threads: the probe's own ``threads`` took its measured step at that batch (in ``ms``), each other count is
     timed once, and ``threads`` is put back."""
     import paddle
 
-    out = {threads: own_s}
+    out = {threads: next(m.step_time_s for m in ms if m.batch_size == batch)}
     todo = _other_thread_counts(threads, cores)
     say(f"CPU probe: timing {', '.join(map(str, todo))} Paddle thread(s) at batch {batch}")
     data = call.batch(batch, seed=99)
@@ -281,7 +282,6 @@ def probe_memory(
     current = alloc[0]
     model, opt, base, first_opt_peak = _build_measured(build, factory, optimizer, alloc)
     call.prepare(model)  # its no-grad forward's peak is reset by the first step
-    thread_step_s: dict[int, float] = {}
     flops = FlopsCount(batch_size=batch_sizes[0]) if count else None
     ms: list[StepMeasurement] = []
     sizes = [batch_sizes[0], *batch_sizes]
@@ -308,13 +308,12 @@ def probe_memory(
                        current() - base)  # fmt: skip
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
-        if i == len(batch_sizes) + 1:  # the mandatory steps are done: extend at their steady pace (the first
-            # step is not: it creates the optimizer states), within what the thread timing leaves of the budget
-            timing_s = _thread_timing_s(seconds, threads, cores) if time_threads else 0.0
-            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, budget_s - timing_s, probe_requested)
-    if time_threads and cores > 1:
-        own = next(m.step_time_s for m in ms if m.batch_size == max(batch_sizes))
-        thread_step_s = _time_threads(model, opt, call, alloc, base, max(batch_sizes), threads, own, cores, say)
+        if i == len(batch_sizes) + 1:  # mandatory steps done: extend at their steady pace, within what the thread
+            # timing leaves of the budget (the first step is not steady: it creates the optimizer states)
+            left_s = budget_s - (_thread_timing_s(seconds, threads, cores) if time_threads else 0.0)
+            sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, left_s, probe_requested)
+    thread_step_s = _time_threads(model, opt, call, alloc, base, ms, max(batch_sizes), threads, cores,
+                                  say) if time_threads and cores > 1 else {}  # fmt: skip
     del opt, model
     gc.collect()
     if flops is not None:
