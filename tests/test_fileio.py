@@ -260,12 +260,12 @@ def test_read_text_limited_errors_name_the_option_and_file(tmp_path):
     big, bad, fifo = tmp_path / "big", tmp_path / "bad", tmp_path / "fifo"
     big.write_bytes(b"x" * (2 * 1024**2 + 1))
     bad.write_bytes(b"\xff\xfe\x00")
-    os.mkfifo(fifo)  # must not block: it is refused before it is opened
+    os.mkfifo(fifo)  # must not block: opened without waiting for a writer, refused by its kind
     cases = [
         (big, 2 * 1024**2, f"`--config {big}` is larger than 2 MiB; is it the right file?"),
         (bad, MAX_INPUT_BYTES, f"`--config {bad}` is not UTF-8 text."),
-        (fifo, MAX_INPUT_BYTES, f"`--config {fifo}` is a FIFO or socket (reading it could block forever); give a "
-                                "regular file."),
+        (fifo, MAX_INPUT_BYTES, f"`--config {fifo}` is a FIFO (reading it could block forever or never end); give "
+                                "a regular file."),
         (tmp_path, MAX_INPUT_BYTES, f"`--config {tmp_path}` is a directory; give a regular file."),
         (tmp_path / "nope", MAX_INPUT_BYTES, f"`--config {tmp_path / 'nope'}` cannot be read (No such file or "
                                              "directory)."),

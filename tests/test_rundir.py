@@ -61,11 +61,13 @@ def test_clean_temporaries_takes_only_the_run_files_leftovers(tmp_path: Path) ->
 
 
 def test_a_checkpoints_json_files(tmp_path: Path) -> None:
-    rundir.write_manifest(tmp_path, {"step": 2, "files": {}})
+    from paddlefit import ckptio
+
+    ckptio.write_manifest(tmp_path, {"step": 2, "files": {}})
     assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"files": {}, "step": 2}
-    assert rundir.read_manifest(tmp_path) == {"files": {}, "step": 2}
-    rundir.write_trainer_json(tmp_path, {"step": 2})
-    rundir.write_rng_json(tmp_path, {"format": 1})
-    assert rundir.read_trainer_json(tmp_path) == {"step": 2}
-    assert rundir.has_rng_json(tmp_path) and not rundir.has_legacy_rng(tmp_path)
-    assert rundir.read_rng_json(tmp_path) == {"format": 1}
+    assert ckptio.read_manifest(tmp_path) == {"files": {}, "step": 2}
+    ckptio.write_trainer_json(tmp_path, {"step": 2})
+    ckptio.write_rng_json(tmp_path, {"format": 1})
+    assert ckptio.read_trainer_json(tmp_path) == {"step": 2}
+    assert ckptio.has_rng_json(tmp_path) and not ckptio.has_legacy_rng(tmp_path)
+    assert ckptio.read_rng_json(tmp_path) == {"format": 1}

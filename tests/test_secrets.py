@@ -28,7 +28,7 @@ from paddlefit.secretenv import (
     looks_like_secret,
     parse_env_options,
     redact_env,
-    split_secrets,
+    split_launcher_env,
 )
 from paddlefit.train.distlaunch import secret_env_popen, worker_secrets
 
@@ -58,8 +58,14 @@ SECRETS = {
     "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-hook",
     "APP_BILLING": "sk_live_0123456789s3cr3t-VALUE-billing",  # a credential by its value
     "APP_NOTIFY": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-notify",
+    # names no rule foresees (hostile round 3): only the launcher's allow-list keeps them out of launch-logs/
+    "SSHPASS": "s3cr3t-VALUE-sshpass",
+    "BW_SESSION": "s3cr3t-VALUE-bitwarden",
+    "MY_SVC": "s3cr3t-VALUE-svc",
+    "GIT_CONFIG_VALUE_0": "s3cr3t-VALUE-gitconfig",
 }
 BY_VALUE = {"DATABASE_URL", "NCCL_DEBUG_SUBSYS", "APP_BILLING", "APP_NOTIFY"}  # secrets by their value only
+UNNAMED = {"SSHPASS", "BW_SESSION", "MY_SVC", "GIT_CONFIG_VALUE_0"}  # neither name nor value tells
 SPEC = """model: paddlefit.models.examples:digits_cnn
 data: {train: digits, train_args: {split: train}}
 batch_size: 16
@@ -97,7 +103,7 @@ def snapshot_with_secrets(tmp_path: Path) -> Path:
 
 def test_the_rule_names_credentials_not_settings() -> None:
     for name in [
-        *SECRETS.keys() - BY_VALUE,
+        *SECRETS.keys() - BY_VALUE - UNNAMED,
         "AWS_ACCESS_KEY_ID",
         "AWS_SESSION_TOKEN",
         "GITHUB_TOKEN",
@@ -194,8 +200,11 @@ def test_near_miss_secret_names_and_values_stay_out_of_the_launcher_environment(
         assert not looks_like_credential_value(value), value
     env = {"DB_PW": "hunter2", "MY_CREDS": aws, "STRIPE_SK": stripe, "SLACK_HOOK": slack, "APP_A": aws,
            "APP_B": stripe, "APP_C": slack, "NCCL_DEBUG": "INFO"}
-    kept, hidden = split_secrets(env)
+    kept, hidden = split_launcher_env(env)
     assert kept == {"NCCL_DEBUG": "INFO"} and set(hidden) == set(env) - {"NCCL_DEBUG"}
+    unnamed = {k: SECRETS[k] for k in UNNAMED}
+    visible = {"PATH": "/bin", "FLAGS_x": "1"}
+    assert split_launcher_env({**unnamed, **visible}) == (visible, unnamed)
 
 
 def test_the_launcher_wrapper_hands_secrets_to_the_processes_it_starts_only() -> None:
@@ -339,6 +348,8 @@ def test_a_two_process_train_writes_no_secret_and_its_workers_see_them(secret_en
     logs = {f.name for f in (run_dir / "launch-logs").iterdir()}
     assert {"envlog.0", "backup_env.0.json", "workerlog.0"} <= logs  # the files Paddle dumps its environment into
     assert "PADDLE_AUTH_TOKEN" not in (run_dir / "launch-logs" / "envlog.0").read_text()
+    assert "SSHPASS" not in (run_dir / "launch-logs" / "envlog.0").read_text()
+    assert (run_dir / "launch-logs").stat().st_mode & 0o077 == 0  # the owner's only
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
     assert leaks(run_dir) == []
 

@@ -196,6 +196,18 @@ def test_budget_refuses_booleans_but_takes_integers(tmp_path):
     assert load_job_spec(f).budget.max_hours == 12.0
 
 
+@pytest.mark.parametrize(("yaml_text", "field"), [("batch_size: true", "batch_size"),
+                                                  ("checkpoint: {keep_last: false}", "checkpoint.keep_last"),
+                                                  ("data: {num_workers: true}", "data.num_workers")])  # fmt: skip
+def test_integer_fields_refuse_booleans(tmp_path, yaml_text, field):
+    f = tmp_path / "b.yaml"
+    f.write_text(f"model: resnet18\n{yaml_text}\n")
+    with pytest.raises(JobSpecError, match=rf"{field.replace('.', '[.]')}.*is a boolean; give an integer"):
+        load_job_spec(f)
+    f.write_text("model: resnet18\nbatch_size: 16\ncheckpoint: {keep_last: 2}\n")
+    assert load_job_spec(f).batch_size == 16 and load_job_spec(f).checkpoint.keep_last == 2
+
+
 def test_every_field_has_a_description_and_field_help_finds_it():
     from pydantic import BaseModel
 

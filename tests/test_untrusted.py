@@ -289,7 +289,7 @@ def test_resume_auto_skips_a_checkpoint_resolving_outside_the_run(trained: tuple
     assert f"skipping checkpoint step-00000006: it resolves to {elsewhere}, outside this run's checkpoints" in err
     assert f"resumed from {run_dir / 'checkpoints' / 'step-00000004'} " in err, err
 
-    from paddlefit.train.checkpoint import choose_resume
+    from paddlefit.train.resume import choose_resume
 
     store = CheckpointStore(run_dir / "checkpoints")
     assert choose_resume("auto", store, print, trust=True) == store.path_for(6)  # the user vouched for it

@@ -84,6 +84,49 @@ def write_through(f: IO[str], text: str, sync: bool) -> None:
         os.fsync(f.fileno())
 
 
+class NotRegularFileError(OSError):
+    """A file paddlefit reads or appends to is a FIFO, socket, device or directory (opening or reading one could
+    block forever or never end). ``strerror`` says which."""
+
+
+def _kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` that is no regular file is, for a message."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
+def open_regular(path: str | Path, flags: int = os.O_RDONLY) -> int:
+    """Open ``path`` (``os.open`` ``flags``, e.g. ``os.O_RDONLY`` or ``os.O_WRONLY | os.O_APPEND``) only when it is a
+    regular file; returns the descriptor in blocking mode. It is opened with ``O_NONBLOCK`` and checked with
+    ``fstat`` on the open descriptor, so a FIFO (whose ``open`` waits for a writer) or a device put in its place,
+    even between a check and the open, is refused at once.
+
+    Raises:
+        IsADirectoryError: it is a directory; NotRegularFileError: a FIFO, socket or device (the descriptor is
+            closed).
+        OSError: it cannot be opened (missing included).
+    """
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise NotRegularFileError(errno.ENXIO, "a FIFO", str(path)) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):  # as open() says it for writing
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        raise NotRegularFileError(errno.EINVAL, _kind(mode), str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
 class AppendFile:
     """A text file lines are appended to (``RUN_DIR/metrics.jsonl``), each flushed to the OS as it is written.
 
@@ -95,7 +138,8 @@ class AppendFile:
         self.path = Path(path)
         self.option = option
         with writing(self.path, option):
-            self.file: IO[str] = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
+            fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            self.file: IO[str] = open(fd, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
 
     def write(self, text: str) -> None:
         """Append ``text`` and flush."""
@@ -276,12 +320,13 @@ def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTE
     """
     p = Path(path)
     try:
-        mode = p.stat().st_mode
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISDIR(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO or socket (reading it could block forever)"
-            raise PaddlefitError(f"`{option} {p}` is {kind}; give a regular file.")
-        with open(p, "rb") as f:
+        with open(open_regular(p), "rb") as f:
             data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise PaddlefitError(f"`{option} {p}` is a directory; give a regular file.") from None
+    except NotRegularFileError as exc:
+        raise PaddlefitError(f"`{option} {p}` is {exc.strerror} (reading it could block forever or never end); give "
+                             "a regular file.") from None  # fmt: skip
     except OSError as exc:
         raise PaddlefitError(f"`{option} {p}` cannot be read ({exc.strerror or exc}).") from None
     if len(data) > limit:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.memlimit import end_memory_limit, set_memory_limit
+from paddlefit.safepath import python_command, safe_env
 
 __all__ = [
     "KILL_GRACE_S",
@@ -140,13 +141,12 @@ class IsolatedCall:
         from paddlefit.quietstart import at_signal_exit
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(paddlefit.__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-                   PADDLEFIT_PARENT_PID=str(os.getpid()))  # fmt: skip
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        env = safe_env(dict(os.environ, PYTHONPATH=path, PADDLEFIT_PARENT_PID=str(os.getpid())))
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
-        # -P (Python 3.11+): no current directory first on the child's path, as the installed console script has
-        # none: a user's `paddle.py` in the job's folder must not stand in for Paddle in the probe
-        safe = ["-P"] if sys.version_info >= (3, 11) else []
-        self.proc = subprocess.Popen([sys.executable, *safe, "-m", "paddlefit.isolation", target, *preload],
+        # no current directory first on the child's path, as the installed console script has none: a user's
+        # `paddle.py` in the job's folder must not stand in for Paddle in the probe (paddlefit.safepath)
+        self.proc = subprocess.Popen([*python_command(module="paddlefit.isolation"), target, *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      start_new_session=True, env=env)  # fmt: skip
         self._status: tuple[int, int] | None = None

@@ -4,9 +4,8 @@ only), resume, ``export``, ``report``, ``predict`` and ``runs`` read them. The n
 
 Writes of the run's own files are atomic (:func:`~paddlefit.fileio.atomic_write_text`: a temp file beside it,
 fsynced, renamed, the directory fsynced) with ``--run-dir`` named in the error of a failed write
-(:class:`~paddlefit.fileio.FileWriteError`). The files of a checkpoint are written plainly into the checkpoint's
-temporary directory, which :class:`~paddlefit.train.checkpoint.CheckpointStore` fsyncs and renames into place;
-its manifest is fsynced here. Reads are bounded in size and JSON depth (:func:`~paddlefit.fileio.read_json_limited`).
+(:class:`~paddlefit.fileio.FileWriteError`). Reads are bounded in size and JSON depth
+(:func:`~paddlefit.fileio.read_json_limited`). The files inside a checkpoint are :mod:`paddlefit.ckptio`'s.
 """
 
 from __future__ import annotations
@@ -15,10 +14,17 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.fileio import AppendFile, atomic_write_text, read_json_limited, read_text_limited, writing
+from paddlefit.fileio import (
+    AppendFile,
+    atomic_write_text,
+    open_regular,
+    read_json_limited,
+    read_text_limited,
+    writing,
+)
 from paddlefit.run_layout import (
     CHECKPOINTS_DIR,
     COMPARISON_FILE,
@@ -27,21 +33,16 @@ from paddlefit.run_layout import (
     LAUNCH_LOG_DIR,
     LAUNCH_SPEC_FILE,
     LAUNCHER_LOG,
-    LEGACY_RNG_FILE,
     LOCK_FILE,
     LOCK_INFO_FILE,
-    MANIFEST_FILE,
     METRICS_FILE,
-    MODEL_FILE,
     PREDICTION_FILE,
     RANK0_LOG,
     REPORT_FILE,
-    RNG_FILE,
     SNAPSHOT_FILE,
     SPEC_FILE,
     STATUS_FILE,
     SUMMARY_FILE,
-    TRAINER_FILE,
     VISUALDL_DIR,
 )
 
@@ -196,7 +197,9 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
         FileWriteError: the write failed.
     """
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
-    rewrite_status(run_dir, {"exit_code": exit_code, "reason": reason, "step": step, "token": token})
+    kept = _failed_starts(_status_doc(run_dir) or {})  # the starts refused before this run: still on record
+    rewrite_status(run_dir, {"exit_code": exit_code, "reason": reason, "step": step, "token": token,
+                             **({"failed_starts": kept} if kept else {})})  # fmt: skip
 
 
 def rewrite_status(run_dir: Path, status: dict[str, Any]) -> None:
@@ -214,11 +217,48 @@ def run_status(run_dir: Path, token: str | None = None) -> dict[str, Any] | None
     set for launched runs; no token matches nothing), else None (also for a missing, unreadable, oversized or
     deeply nested file: :func:`~paddlefit.fileio.read_json_limited`)."""
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "") if token is None else token
+    doc = _status_doc(run_dir)
+    if not token or doc is None:
+        return None
+    mine = [d for d in [doc, *_failed_starts(doc)] if isinstance(d, dict) and d.get("token") == token]
+    return mine[-1] if mine else None
+
+
+def _status_doc(run_dir: Path) -> dict[str, Any] | None:
     try:
         doc = read_json_limited(Path(run_dir) / STATUS_FILE, STATUS_FILE, limit=SMALL_JSON_BYTES)
     except (OSError, ValueError, PaddlefitError):
         return None
-    return doc if token and isinstance(doc, dict) and doc.get("token") == token else None
+    return doc if isinstance(doc, dict) else None
+
+
+def _failed_starts(doc: dict[str, Any]) -> list[Any]:
+    starts = doc.get("failed_starts")
+    return starts if isinstance(starts, list) else []
+
+
+#: failed starts status.json keeps (the newest)
+FAILED_STARTS_KEPT = 20
+
+
+def record_failed_start(run_dir: Path, exit_code: int, reason: str) -> None:
+    """Record a ``train`` that stopped before its job was accepted (a refused resume, a bad spec) in status.json,
+    atomically: beside the run's own ending (kept as the file's top level, as ``runs`` and ``report`` show it) as
+    the newest of ``failed_starts`` ({exit_code, reason, step -1, token, at}); it is the top level when the run
+    directory has no ending yet. :func:`run_status` finds it by its token.
+
+    Raises:
+        FileWriteError: the write failed.
+    """
+    from paddlefit.runs.registry import utc_now
+
+    entry = {"exit_code": exit_code, "reason": reason, "step": -1, "at": utc_now(),
+             "token": os.environ.get("PADDLEFIT_RUN_TOKEN", "")}  # fmt: skip
+    doc = _status_doc(run_dir)
+    if doc is None or "exit_code" not in doc:
+        rewrite_status(run_dir, entry)
+        return
+    rewrite_status(run_dir, {**doc, "failed_starts": [*_failed_starts(doc), entry][-FAILED_STARTS_KEPT:]})
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
@@ -326,8 +366,8 @@ def read_metrics_text(run_dir: Path) -> str | None:
     path = metrics_file(run_dir)
     if not path.exists():
         return None
-    with writing(path, "--run-dir"):  # a directory of its name: named, exit 2
-        return path.read_text(encoding="utf-8")
+    with writing(path, "--run-dir"), open(open_regular(path), encoding="utf-8") as f:  # a FIFO, a directory: exit 2
+        return f.read()
 
 
 def rewrite_metrics(run_dir: Path, lines: list[str]) -> None:
@@ -343,89 +383,8 @@ def read_metrics_bytes(run_dir: Path, limit: int) -> bytes:
     """The first ``limit`` bytes of RUN_DIR/metrics.jsonl (``report`` reads a running run's file as it is).
 
     Raises:
-        OSError: it cannot be read (missing included).
+        OSError: it cannot be read (missing included), or is no regular file (a FIFO: never waited on).
         ValueError: ``run_dir`` holds a character no file system takes (a NUL byte).
     """
-    with open(metrics_file(run_dir), "rb") as f:
+    with open(open_regular(metrics_file(run_dir)), "rb") as f:  # a FIFO in its place: refused, never waited on
         return f.read(limit)
-
-
-# ---- a checkpoint's files -------------------------------------------------------------------------------------
-
-
-def read_manifest(ckpt: Path, where: str = "manifest") -> Any:
-    """The checkpoint directory ``ckpt``'s manifest.json as parsed (1 MiB at most); ``where`` names it in messages.
-
-    Raises:
-        InputFileError: missing, unreadable, too large or not JSON.
-    """
-    return read_json_limited(Path(ckpt) / MANIFEST_FILE, where, limit=SMALL_JSON_BYTES)
-
-
-def read_model_bytes(ckpt: Path) -> bytes:
-    """The checkpoint ``ckpt``'s model.pdparams, whole (``export`` checks it against the manifest, then loads it).
-
-    Raises:
-        OSError: it cannot be read.
-    """
-    return (Path(ckpt) / MODEL_FILE).read_bytes()
-
-
-def write_manifest(ckpt: Path, manifest: dict[str, Any]) -> None:
-    """Write ``manifest`` as the manifest.json of the checkpoint being written in ``ckpt`` (a temporary directory),
-    fsynced (the store renames the directory into place after).
-
-    Raises:
-        OSError: the write or fsync failed.
-    """
-    with open(Path(ckpt) / MANIFEST_FILE, "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def read_trainer_json(ckpt: Path, where: str = "checkpoint file") -> Any:
-    """The checkpoint ``ckpt``'s trainer.json as parsed (1 MiB at most).
-
-    Raises:
-        InputFileError: missing, unreadable, too large or not JSON.
-    """
-    return read_json_limited(Path(ckpt) / TRAINER_FILE, where, limit=SMALL_JSON_BYTES)
-
-
-def write_trainer_json(ckpt: Path, doc: dict[str, Any]) -> None:
-    """Write trainer.json into the checkpoint being written in ``ckpt``. Raises OSError: the write failed."""
-    (Path(ckpt) / TRAINER_FILE).write_text(json.dumps(doc, indent=1), encoding="utf-8")
-
-
-def has_rng_json(ckpt: Path) -> bool:
-    """Whether checkpoint ``ckpt`` holds rng.json."""
-    return (Path(ckpt) / RNG_FILE).is_file()
-
-
-def has_legacy_rng(ckpt: Path) -> bool:
-    """Whether checkpoint ``ckpt`` holds the pickled rng.pkl of an earlier version."""
-    return (Path(ckpt) / LEGACY_RNG_FILE).is_file()
-
-
-def read_rng_json(ckpt: Path) -> Any:
-    """The checkpoint ``ckpt``'s rng.json as parsed (1 MiB at most).
-
-    Raises:
-        InputFileError: missing, unreadable, too large or not JSON.
-    """
-    return read_json_limited(Path(ckpt) / RNG_FILE, "checkpoint file", limit=SMALL_JSON_BYTES)
-
-
-def write_rng_json(ckpt: Path, doc: dict[str, Any]) -> None:
-    """Write rng.json into the checkpoint being written in ``ckpt``. Raises OSError: the write failed."""
-    (Path(ckpt) / RNG_FILE).write_text(json.dumps(doc), encoding="utf-8")
-
-
-def open_legacy_rng(ckpt: Path) -> IO[bytes]:
-    """The checkpoint ``ckpt``'s rng.pkl opened for reading (binary); only for a checkpoint the user trusts.
-
-    Raises:
-        OSError: it cannot be opened.
-    """
-    return open(Path(ckpt) / LEGACY_RNG_FILE, "rb")  # the caller closes it

@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from paddlefit.errors import PaddlefitError
 
 __all__ = ["REDACTED", "EnvVar", "is_secret", "looks_like_credential_value", "looks_like_secret", "parse_env_options",
-           "redact_env", "refuse_credentials_in", "refuse_secret_values", "split_secrets"]  # fmt: skip
+           "redact_env", "refuse_credentials_in", "refuse_secret_values", "split_launcher_env"]  # fmt: skip
 
 #: What a redacted value is replaced by (doctor snapshots).
 REDACTED = "<redacted>"
@@ -125,13 +125,26 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: REDACTED if is_secret(k, v) else v for k, v in env.items()}
 
 
-def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``(kept, secrets)``: ``env`` split by :func:`is_secret`."""
-    kept: dict[str, str] = {}
+#: What Paddle's launcher may see of the environment, and so write into launch-logs/
+#: (:mod:`paddlefit.train.distlaunch`): the variables Paddle, its collectives (NCCL, gloo, BKCL), the CUDA and XPU
+#: runtimes, OpenMP/MKL, glog, Python and paddlefit read, by prefix, and a few of the system's by name. An
+#: allow-list: a name nobody foresaw (``SSHPASS``, ``BW_SESSION``, ``GIT_CONFIG_VALUE_0``) stays out of every file.
+LAUNCHER_VISIBLE_PREFIXES = ("PADDLE", "FLAGS_", "NCCL_", "GLOO_", "BKCL_", "CUDA_", "NVIDIA_", "XPU_", "HIP_",
+                             "GLOG_", "OMP_", "KMP_", "MKL_", "PYTHON", "LC_", "POD_")  # fmt: skip
+LAUNCHER_VISIBLE_NAMES = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "HOSTNAME", "LD_LIBRARY_PATH",
+                                    "VIRTUAL_ENV", "CONDA_PREFIX", "http_proxy", "https_proxy", "no_proxy"})
+
+
+def split_launcher_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(visible, hidden)``: the variables Paddle's launcher may see (:data:`LAUNCHER_VISIBLE_PREFIXES`,
+    :data:`LAUNCHER_VISIBLE_NAMES`, and never a secret by name or value: :func:`is_secret`), and all the others,
+    which the workers get without the launcher seeing them."""
+    visible: dict[str, str] = {}
     hidden: dict[str, str] = {}
     for k, v in env.items():
-        (hidden if is_secret(k, v) else kept)[k] = v
-    return kept, hidden
+        allowed = k in LAUNCHER_VISIBLE_NAMES or k.startswith(LAUNCHER_VISIBLE_PREFIXES)
+        (visible if allowed and not is_secret(k, v) else hidden)[k] = v
+    return visible, hidden
 
 
 def refuse_secret_values(env: Mapping[str, str], what: str) -> None:

@@ -66,7 +66,20 @@ DATASETS = {"digits": "paddlefit.datasets:digits", "digits-warped": "paddlefit.d
             "sentiment-zh": "paddlefit.datasets:sentiment_zh", "shapes": "paddlefit.datasets:shapes"}
 
 
-class DataSpec(BaseModel):
+class _SpecSection(BaseModel):
+    """A part of the job spec: a YAML boolean is never read as an integer (pydantic's lax mode takes ``true`` for
+    1, so ``batch_size: true`` would train at batch 1)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _integers_are_not_booleans(cls, value: Any, info: Any) -> Any:
+        field = cls.model_fields.get(info.field_name)
+        if isinstance(value, bool) and field is not None and field.annotation in (int, int | None):
+            raise ValueError(f"{str(value).lower()} is a boolean; give an integer")
+        return value
+
+
+class DataSpec(_SpecSection):
     """Datasets and DataLoader settings (`paddle.io.DataLoader` names and defaults, Paddle
     `python/paddle/io/reader.py`)."""
 
@@ -95,7 +108,7 @@ class DataSpec(BaseModel):
     persistent_workers: bool = Field(default=False, description="Keep the DataLoader workers alive between epochs.")
 
 
-class ScheduleSpec(BaseModel):
+class ScheduleSpec(_SpecSection):
     """Learning-rate schedule, stepped once per optimizer step (`paddle.optimizer.lr`)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -110,7 +123,7 @@ class ScheduleSpec(BaseModel):
     gamma: float = Field(default=0.1, gt=0, lt=1, description="step: the factor applied at each decay.")
 
 
-class CheckpointSpec(BaseModel):
+class CheckpointSpec(_SpecSection):
     """When to checkpoint and how many to keep. A checkpoint is also written at the end of the run and when a
     SIGTERM/SIGINT stops it."""
 
@@ -127,7 +140,7 @@ class CheckpointSpec(BaseModel):
         "Spot interruptions per hour assumed by `auto_interval` (default one per 24 h)."))
 
 
-class BudgetSpec(BaseModel):
+class BudgetSpec(_SpecSection):
     """Stop the run cleanly (final checkpoint, exit code 4) at a wall-time or cost limit; unset limits are off.
     Wall time counts across resumes of the run (it is stored in the checkpoint)."""
 
@@ -142,7 +155,7 @@ class BudgetSpec(BaseModel):
         "The whole job's rate, USD per hour (all nodes); `train --price-per-hour` or `--instance` can supply it."))
 
 
-class JobSpec(BaseModel):
+class JobSpec(_SpecSection):
     """One YAML file (UTF-8, at most 1 MiB, no anchors/aliases, no key given twice, plain data nested at most 32
     levels: no `!!binary`/`!!set` tags; dates read as text) describes the job for every command (`plan --config`,
     `cost --config`, `train`, `profile`, `tune`, `launch`, `doctor --config`, `image CONFIG`). Unknown keys and

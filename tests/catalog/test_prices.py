@@ -66,7 +66,8 @@ def test_user_csv_adds_and_replaces_rows(tmp_path):
      ("aws,x,T4,1.5,4,16,1,,r\n", "line 2, column `accelerator_count`: '1.5' is not a whole number"),
      ("aws,x,T4,0,4,16,1,,r\n", "column `accelerator_count`: must be >= 1"),
      ("aws,x,T4,1,4,16,nan,,r\n", "'nan' is not a finite number"),
-     ("aws,x,T4,1,4,16,1,,r\naws,,T4,1,4,16,1,,r\n", "line 3, column `instance_type`: empty")],
+     ("aws,x,T4,1,4,16,1,,r\naws,,T4,1,4,16,1,,r\n", "line 3, column `instance_type`: empty"),
+     ("aws,x,T4,1,4,16,1,,r\naws,x,T4,1,4,16,2,,r\n", "line 3: aws x in region r is also on line 2; one price")],
 )
 def test_bad_rows_name_file_line_and_column(body, needle):
     with pytest.raises(CatalogError, match=needle.replace("(", r"\(").replace(".", r"\.")):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from paddlefit.train.checkpoint import MANIFEST, CheckpointError, CheckpointStore, sha256_file, verify
+from paddlefit.train.resume import choose_resume
 
 
 def payload(text: str):
@@ -100,3 +101,64 @@ def test_resume_never_removes_the_old_store_in_one_rename(tmp_path: Path, monkey
     monkeypatch.undo()
     assert [p.name for p in store.clean_temporaries()] == [f".checkpoints-old-{os.getpid()}"]
     assert list(tmp_path.iterdir()) == [] and store.remove_all() == []
+
+
+def _set_format(path: Path, value: int) -> None:
+    man = json.loads((path / MANIFEST).read_text())
+    (path / MANIFEST).write_text(json.dumps({**man, "format": value}))
+
+
+def test_pruning_keeps_a_checkpoint_a_resume_skipped_until_newer_ones_are_complete(tmp_path: Path) -> None:
+    """A checkpoint whose manifest a resume cannot read (a newer format here) is pruned only once ``keep_last``
+    complete checkpoints of higher steps exist, never because it was skipped."""
+    store = CheckpointStore(tmp_path, keep_last=2)
+    for step in (10, 20):
+        store.save(step, payload(str(step)))
+    _set_format(store.path_for(20), 2)
+    store.save(11, payload("11"))  # a run resumed from 10 goes on: 20 (skipped) is older than nothing yet
+    assert [p.name for p in store.list()] == ["step-00000020", "step-00000011", "step-00000010"]
+    store.save(21, payload("21"))  # 21 and ... : only one complete checkpoint above 20 so far
+    assert [p.name for p in store.list()] == ["step-00000021", "step-00000020", "step-00000011"]
+    store.save(22, payload("22"))  # two complete ones above 20 now: it goes, with 11
+    assert [p.name for p in store.list()] == ["step-00000022", "step-00000021"]
+
+
+def test_resume_auto_with_no_usable_checkpoint_refuses_and_changes_nothing(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path, keep_last=3)
+    for step in (1, 2):
+        store.save(step, payload(str(step)))
+        _set_format(store.path_for(step), 2)
+    before = sorted((p.name, (p / MANIFEST).read_text()) for p in store.list())
+    with pytest.raises(CheckpointError) as err:
+        choose_resume("auto", store, lambda _m: None)
+    msg = str(err.value)
+    assert "found 2 checkpoint(s)" in msg and "none can be resumed" in msg
+    assert "step-00000002: manifest format is not 1" in msg and "step-00000001: manifest format is not 1" in msg
+    assert "`--resume never`" in msg
+    assert sorted((p.name, (p / MANIFEST).read_text()) for p in store.list()) == before
+    assert choose_resume("auto", CheckpointStore(tmp_path / "empty"), lambda _m: None) is None  # a fresh run
+
+
+@pytest.mark.parametrize("special", ["fifo", "dev-zero", "symlink-out"])
+def test_a_special_file_in_a_checkpoint_is_refused_before_it_is_read(tmp_path: Path, special: str) -> None:
+    """A FIFO (whose open waits for a writer forever) or a link to /dev/zero (never ends) listed in the manifest:
+    verify names it at once, without reading it."""
+    store = CheckpointStore(tmp_path / "checkpoints")
+    path = store.save(1, payload("1"))
+    extra = path / "extra.bin"
+    if special == "fifo":
+        os.mkfifo(extra)
+    elif special == "dev-zero":
+        extra.symlink_to("/dev/zero")
+    else:
+        (tmp_path / "outside.bin").write_text("x")
+        extra.symlink_to(tmp_path / "outside.bin")
+    man = json.loads((path / MANIFEST).read_text())
+    man["files"]["extra.bin"] = {"bytes": 0, "sha256": "0" * 64}
+    if special == "symlink-out":  # a regular file: it verifies, and resume refuses where it leads
+        man["files"]["extra.bin"] = {"bytes": 1, "sha256": sha256_file(extra)}
+    (path / MANIFEST).write_text(json.dumps(man))
+    problem = verify(path)
+    assert problem == (None if special == "symlink-out" else "extra.bin is not a regular file")
+    with pytest.raises(CheckpointError, match=r"extra\.bin (is not a regular file|resolves to)"):
+        choose_resume("auto", store, lambda _m: None)

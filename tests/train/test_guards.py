@@ -59,19 +59,27 @@ def test_checkpoint_schedule_by_steps_minutes_and_daly() -> None:
     assert len(lines) == 1 and auto.interval_s == daly_interval_s(2.1, 3600.0)
 
 
-def test_stop_flag_catches_sigterm_and_restores() -> None:
+def test_stop_flag_catches_sigterm_keeps_the_first_and_ignores_the_rest_once_stopped() -> None:
+    """Without a stop the handlers come back; after one, the stop signals are ignored (the run's 143 is decided and
+    recorded: a second Ctrl-C must not exit 130), and a second signal never changes the reason."""
     import os
     import signal
 
-    before = signal.getsignal(signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     flag = StopFlag()
+    flag.install()
+    flag.restore()
+    assert {s: signal.getsignal(s) for s in before} == before
     flag.install()
     try:
         os.kill(os.getpid(), signal.SIGTERM)
-        assert flag.set and flag.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)
+        assert flag.set and flag.signum == signal.SIGTERM and flag.reason == "stopped by signal SIGTERM"
     finally:
         flag.restore()
-    assert signal.getsignal(signal.SIGTERM) == before
+        assert signal.getsignal(signal.SIGTERM) == signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def test_a_failed_collective_is_a_lost_rank_and_anything_else_raises_as_it_is() -> None:

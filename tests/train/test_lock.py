@@ -76,7 +76,7 @@ def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path) -
         w = run(worker)
         assert w.returncode == 2 and "is in use by" in w.stderr, w.stderr[-2000:]
         assert _tree(run_dir) == before  # no status.json written into another run's directory
-    r = run(train_cmd(spec, run_dir, "--resume", "never"))  # unlocked: --resume never clears the old run
+    r = run(train_cmd(spec, run_dir, "--resume", "never", "--overwrite"))  # unlocked: it replaces the finished run
     assert r.returncode == 0 and "--resume never: removed 1 checkpoint(s)" in r.stderr, r.stderr[-2000:]
     assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-00000002"]
     assert not list(run_dir.glob(".checkpoints-old-*"))

@@ -113,7 +113,8 @@ def test_ranks_agree_on_a_resume_path_of_any_name(tmp_path, monkeypatch) -> None
 
     import paddle
 
-    from paddlefit.train.checkpoint import REQUIRED_FILES, CheckpointStore, agree_on_resume
+    from paddlefit.train.checkpoint import REQUIRED_FILES, CheckpointStore
+    from paddlefit.train.resume import agree_on_resume
 
     store = CheckpointStore(tmp_path / "run" / "checkpoints")
     files = [*REQUIRED_FILES, "rng.json"]

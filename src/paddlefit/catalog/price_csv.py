@@ -137,7 +137,8 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
     whose name alone is ambiguous (``A100`` = 40 GB SXM4 or PCIe).
 
     Raises:
-        CatalogError: a missing column (names the column) or a bad value (names file, line and column).
+        CatalogError: a missing column (names the column), a bad value (names file, line and column), or two rows
+            for one (cloud, instance_type, accelerator, accelerator_count, region) (names both lines).
     """
     reader = dict_reader(text, f"price catalog `{origin}`")
     if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
@@ -147,6 +148,7 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         raise CatalogError(f"price catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; the header "
                            f"needs {','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
     rows = []
+    seen: dict[tuple[str, str, str, int, str], int] = {}  # one row per instance and region: the line it is on
     for row in csv_rows(reader, f"price catalog `{origin}`"):
         where = f"price catalog `{origin}`, line {reader.line_num}"
         for col in ("cloud", "instance_type", "accelerator", "region"):
@@ -156,6 +158,11 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         count = int(parse_number(row["accelerator_count"], where, "accelerator_count", integer=True, maximum=1024) or 0)
         if count < 1:
             raise CatalogError(f"{where}, column `accelerator_count`: must be >= 1 for a GPU instance.")
+        key = (cloud, itype, (row.get("accelerator") or "").strip(), count, (row.get("region") or "").strip())
+        if key in seen:
+            raise CatalogError(f"{where}: {cloud} {itype} in region {key[4]} is also on line {seen[key]}; one price "
+                               "per instance and region (remove one of the two rows).")  # fmt: skip
+        seen[key] = reader.line_num
         on_demand = parse_number(row["price_usd_per_hour"], where, "price_usd_per_hour")
         spot = parse_number(row["spot_usd_per_hour"], where, "spot_usd_per_hour", optional=True)
         src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \

@@ -22,6 +22,7 @@ from paddlefit.report.runs import render_comparison_document
 from paddlefit.runs.labels import summary_label
 from paddlefit.runs.view import fmt
 from paddlefit.spec import field_help
+from paddlefit.train.guards import ignore_stop_signals
 from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
 from paddlefit.train.request import TrainRequest
 from paddlefit.train.run import run_job
@@ -127,6 +128,9 @@ def train_command(
                                  "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
                                  "the measured figures beside it (comparison.json, summary.json). Also off with "
                                  "PADDLEFIT_NO_PREDICT=1."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="With `--resume never`: replace a finished run in the "
+                                   "run directory (its checkpoints are deleted once the new job is accepted). "
+                                   "Without it, `--resume never` on a finished run is refused (exit 2)."),
     trust_checkpoint: bool = typer.Option(False, "--trust-checkpoint", help="Load a checkpoint from outside the run "
                                           "directory (`--resume PATH`), or one of an earlier paddlefit with a pickled "
                                           "rng.pkl: loading a checkpoint runs code from it (Paddle's .pdparams are "
@@ -146,7 +150,7 @@ def train_command(
     Examples:
       paddlefit train examples/digits.yaml
       paddlefit train examples/digits.yaml --devices 2 --run-dir runs/digits-dp2
-      paddlefit train examples/sentiment-zh.yaml --max-steps 200 --resume never
+      paddlefit train examples/sentiment-zh.yaml --max-steps 200 --resume never --overwrite
       paddlefit train job.yaml --devices 0,1,2,3      # four GPUs
       paddlefit train job.yaml --max-cost 40 --instance g5.xlarge --spot --checkpoint-interval auto
     """
@@ -162,7 +166,8 @@ def train_command(
     with stdout_to_stderr():
         outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar, predict=predict,
                           relay=lambda line: err.print(shown(line), highlight=False),
-                          trust_checkpoint=trust_checkpoint)  # fmt: skip
+                          trust_checkpoint=trust_checkpoint, overwrite=overwrite)  # fmt: skip
+    ignore_stop_signals()  # the outcome is recorded: the exit code below is the recorded one, whatever comes now
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:
         summary = outcome.summary or {}

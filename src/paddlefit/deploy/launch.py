@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.safepath import SAFE_PATH_ENV
 from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
 
 #: The worker script's path on the node, resolved there (it differs per Python install).
@@ -129,7 +130,7 @@ def node_command(n: NodeLaunch, rank: int | str | None, master: str | None, nnod
     parts += ["--log_dir", n.log_dir, "--job_id", n.job_id]
     quoted = " ".join(p if p.startswith('"$') else shlex.quote(p) for p in parts)
     tail = " ".join(shlex.quote(a) for a in ("--spec", n.spec_path, "--run-dir", n.run_dir, "--resume", "auto"))
-    return f"{quoted} {WORKER_PATH_SH} {tail}"
+    return f"{SAFE_PATH_ENV}=1 {quoted} {WORKER_PATH_SH} {tail}"  # no current directory on sys.path (safepath)
 
 
 def _exports(env: dict[str, str], refs: tuple[str, ...] = ()) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from paddlefit.diagnose.xpu import XPUInfo, collect_xpus, paddle_xpu
 from paddlefit.mklpath import amd_avx2_cpu
+from paddlefit.safepath import python_command, safe_env
 
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
@@ -64,8 +65,8 @@ class Snapshot:
         paddle_version: ``paddle.__version__`` or None if Paddle does not import.
         paddle_cuda / paddle_cudnn: CUDA and cuDNN versions the Paddle wheel was built with (None: CPU build).
         paddle_flags: every ``FLAGS_*`` name this Paddle build knows (``paddle.base.core.globals()``).
-        cpu_cores: logical cores usable by this process; memory_total_bytes: RAM.
-        cpu_amd_avx2: an AMD CPU with AVX2 and FMA (:func:`paddlefit.mklpath.amd_avx2_cpu`; None: not read).
+        cpu_cores: logical cores usable by this process; memory_total_bytes: RAM; cpu_amd_avx2: an AMD CPU with
+            AVX2 and FMA (:func:`paddlefit.mklpath.amd_avx2_cpu`; None: a snapshot of an earlier version).
         shm_total_bytes / shm_free_bytes: ``/dev/shm`` size and free space (DataLoader workers use it).
         disk_free_bytes: free space where the run directory lives.
         in_container: a Docker/Podman/Kubernetes marker was found.
@@ -342,12 +343,12 @@ def _omp_step(pol: str) -> float | None:
     """Seconds of :data:`_OMP_BENCH`'s step in a fresh process under wait policy ``pol`` (``""``: unset), or None."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env = safe_env({k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
     if pol:
         env["OMP_WAIT_POLICY"] = pol
     env["GLOG_minloglevel"] = "2"
     try:
-        r = subprocess.run([sys.executable, "-c", _OMP_BENCH], env=env, capture_output=True, text=True,
+        r = subprocess.run(python_command(code=_OMP_BENCH), env=env, capture_output=True, text=True,
                            timeout=120, check=False)  # fmt: skip
         return float(r.stdout.strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
@@ -418,8 +419,7 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         paddle_cudnn=cudnn,
         paddle_flags=flags,
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        cpu_amd_avx2=amd_avx2_cpu(),
-        memory_total_bytes=psutil.virtual_memory().total,
+        cpu_amd_avx2=amd_avx2_cpu(), memory_total_bytes=psutil.virtual_memory().total,
         shm_total_bytes=shm_total,
         shm_free_bytes=shm_free,
         disk_free_bytes=disk_free,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paddlefit.ckptio import read_manifest, read_trainer_json
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
@@ -44,11 +45,9 @@ from paddlefit.rundir import (
     checkpoints_dir,
     metrics_file,
     read_lock_info,
-    read_manifest,
     read_metrics_bytes,
     read_run_json,
     read_spec_text,
-    read_trainer_json,
     run_file,
     spec_file,
 )
@@ -155,7 +154,11 @@ def read_metrics(run_dir: Path, notes: list[str],
     if not metrics_file(run_dir).exists():
         notes.append("no metrics.jsonl: the run has not completed a step yet.")
         return [], []
-    data = read_metrics_bytes(run_dir, MAX_METRICS_BYTES)
+    try:
+        data = read_metrics_bytes(run_dir, MAX_METRICS_BYTES)
+    except OSError as exc:  # a FIFO or device in its place (refused unread), a directory, no permission
+        notes.append(f"metrics.jsonl cannot be read ({exc.strerror or exc}): no steps shown.")
+        return [], []
     train, evals, bad = [], [], 0
     for raw in data.decode("utf-8", errors="replace").splitlines():
         if not raw.strip():
@@ -345,7 +348,10 @@ def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | No
     code, reason, step = status.get("exit_code"), str(status.get("reason", "")), status.get("step")
     if isinstance(step, int) and last_step is not None and last_step > step:
         return LOST, f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
-    return status_name(code), f"exit code {code}: {reason}"
+    starts = status.get("failed_starts")
+    last = starts[-1] if isinstance(starts, list) and starts and isinstance(starts[-1], dict) else None
+    tried = f"; {len(starts)} later start(s) refused, the last: {last.get('reason')}" if last else ""
+    return status_name(code), f"exit code {code}: {reason}{tried}"
 
 
 def spec_fields(job_yaml: str | None) -> dict[str, Any]:

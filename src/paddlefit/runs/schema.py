@@ -64,8 +64,9 @@ MIGRATIONS: list[str] = [_V1, _V2]
 SCHEMA_VERSION: int = len(MIGRATIONS)
 
 #: the values of ``status``; ``lost`` is never stored: it is how a listing shows a ``running`` row of this host whose
-#: process is gone (killed or crashed)
-STATUSES = ("running", "finished", "stopped", "budget", "nonfinite", "failed")
+#: process is gone (killed or crashed); ``replaced``: a later ``train --resume never`` in the same run directory
+#: deleted this run's checkpoints
+STATUSES = ("running", "finished", "stopped", "budget", "nonfinite", "failed", "replaced")
 LOST = "lost"
 
 _INT, _REAL, _TEXT = "INTEGER", "REAL", "TEXT"

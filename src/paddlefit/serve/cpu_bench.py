@@ -28,6 +28,7 @@ import numpy as np
 from paddlefit.errors import InputSpecError, JobFailedError, ModelError, PaddlefitError
 from paddlefit.inputspec import InputSpec
 from paddlefit.quietstart import at_signal_exit
+from paddlefit.safepath import python_command, safe_env
 from paddlefit.textsafe import name_safe
 
 #: Program files ``paddle.inference.Config(model_file, params_file)`` reads, preferred first: the PIR program
@@ -273,10 +274,10 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
         PaddlefitError: the child did not finish within ``timeout_s`` seconds (it is killed).
         JobFailedError: the child exited non-zero (or by a signal) without a result.
     """
-    env = dict(os.environ)
+    env = safe_env(os.environ)
     env.setdefault("GLOG_minloglevel", "2")  # glog's INFO lines off (glog reads this lower-case name)
     with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen([sys.executable, "-m", "paddlefit.serve.cpu_bench"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen(python_command(module="paddlefit.serve.cpu_bench"), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errf, env=env, preexec_fn=_die_with_parent)  # fmt: skip
         forget = at_signal_exit(proc.kill)  # a Ctrl-C or SIGTERM of the parent ends the child too
         lines: queue.Queue[bytes | None] = queue.Queue()

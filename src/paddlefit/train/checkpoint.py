@@ -17,10 +17,12 @@ Layout under ``RUN_DIR/checkpoints/``::
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
 file and the manifest were fsynced, and until it is renamed away to be deleted (so a kill mid-delete leaves no
 half-deleted ``step-*``). ``latest_valid`` re-hashes files against the manifest, so a checkpoint damaged
-after the fact (truncated copy, bit rot) is skipped with a warning and the previous one is used; so is one whose
-manifest's step is not the step in its directory's name, which pruning then deletes (the manifest check and what
-a checkpoint may hold: :mod:`paddlefit.train.ckptfiles`; the files' reads and writes: :mod:`paddlefit.rundir`;
-``trainer.json``'s content: :class:`~paddlefit.train.state.TrainerState`).
+after the fact (truncated copy, bit rot, a FIFO or symlink in it) is skipped with a warning and the previous one is
+used; so is one whose manifest's step is not the step in its directory's name. Pruning deletes a checkpoint only
+once ``keep_last`` complete ones of higher steps exist, never because a resume skipped it (choosing the checkpoint
+to resume: :mod:`paddlefit.train.resume`; the manifest check and what a checkpoint may hold:
+:mod:`paddlefit.train.ckptfiles`; the files' reads and writes: :mod:`paddlefit.rundir`; ``trainer.json``'s
+content: :class:`~paddlefit.train.state.TrainerState`).
 
 A manifest proves a checkpoint intact, not who wrote it: ``model.pdparams`` / ``optimizer.pdopt`` are Paddle
 pickles, so a checkpoint is code the user trusts (``docs/errors.md``, "Checkpoints are code you trust").
@@ -37,19 +39,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from paddlefit.ckptio import read_trainer_json, write_manifest, write_rng_json, write_trainer_json
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, fsync_path
 from paddlefit.run_layout import MODEL_FILE, OPTIMIZER_FILE
-from paddlefit.rundir import (
-    checkpoint_name,
-    checkpoint_step,
-    has_rng_json,
-    read_rng_json,
-    read_trainer_json,
-    write_manifest,
-    write_rng_json,
-    write_trainer_json,
-)
+from paddlefit.rundir import checkpoint_name, checkpoint_step
 from paddlefit.train.ckptfiles import (
     FORMAT_VERSION,
     MANIFEST,
@@ -57,7 +51,8 @@ from paddlefit.train.ckptfiles import (
     delete_renamed,
     foreign_entry,
     foreign_in_store,
-    misnamed,
+    looks_complete,
+    recorded_step,
     sha256_file,
     verify,
 )
@@ -66,9 +61,8 @@ from paddlefit.train.oom import first_line
 from paddlefit.train.rngstate import capture_rng, read_rng, restore_rng
 from paddlefit.train.state import TrainerState, kept_accumulation
 
-__all__ = ["MANIFEST", "REQUIRED_FILES", "CheckpointError", "CheckpointStore", "agree_on_resume",
-           "check_resume_origin", "choose_resume", "load_checkpoint", "read_state", "save_checkpoint",
-           "sha256_file", "spec_keeping_global_batch", "verify"]
+__all__ = ["MANIFEST", "REQUIRED_FILES", "CheckpointError", "CheckpointStore", "load_checkpoint", "read_state",
+           "save_checkpoint", "sha256_file", "spec_keeping_global_batch", "verify"]
 
 
 class CheckpointError(PaddlefitError):
@@ -229,15 +223,17 @@ class CheckpointStore:
         return final
 
     def prune(self) -> None:
-        """Delete all but the newest ``keep_last`` checkpoints, and every one whose manifest names another step
-        than its directory (never resumed from; left, its high step would keep it first in the list forever)."""
-        kept = 0
-        for path in self.list():
-            if kept < self.keep_last and not misnamed(path):
-                kept += 1
-                continue
-            with contextlib.suppress(OSError):
-                self.remove(path)
+        """Delete each checkpoint that has ``keep_last`` complete checkpoints of higher steps, and only those: one a
+        resume skipped (a damaged manifest, a newer format) stays until ``keep_last`` newer ones are complete, so
+        pruning never deletes what a resume could not read. A checkpoint's step is the one its manifest records
+        (a ``step-00000099`` holding step 10 is as old as step 10), else its name's. Complete:
+        :func:`looks_complete` (the manifest and file sizes; the hashes were checked when each was written)."""
+        found = [(path, recorded_step(path), looks_complete(path)) for path in self.list()]
+        done = sorted((step for _, step, ok in found if ok), reverse=True)
+        for path, step, _ in found:
+            if sum(1 for s in done if s > step) >= self.keep_last:
+                with contextlib.suppress(OSError):
+                    self.remove(path)
 
 
 def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[str], None]) -> tuple[Any, bool]:
@@ -321,11 +317,11 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
         state = read_state(path)
         check(state)
         rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
-        missing, unexpected = model.set_state_dict(paddle.load(str(path / MODEL_FILE)))
-        if missing or unexpected:
-            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` (missing "
-                                 f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}); pass another `--resume` "
-                                 "checkpoint or start fresh with `--resume never`.")  # fmt: skip
+        weights = paddle.load(str(path / MODEL_FILE))
+        if mismatch := _weights_mismatch(model.state_dict(), weights):
+            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` ({mismatch}); pass another "
+                                 "`--resume` checkpoint or start fresh with `--resume never`.")  # fmt: skip
+        model.set_state_dict(weights)
         optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
         schedule.set_state_dict(state.scheduler)
         if scaler is not None and state.scaler:
@@ -340,94 +336,12 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
     return state
 
 
-def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
-    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest usable one (:func:`_unusable`; a warning
-    for each one skipped goes to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside
-    this run's ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` /
-    ``.pdopt`` are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
-
-    Raises:
-        CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
-    """
-    if mode == "never":
-        return None
-    if mode == "auto":
-        for path in store.list():
-            if (problem := _unusable(path, store.root, trust)) is None:
-                return path
-            log(f"warning: skipping checkpoint {path.name}: {problem}; the one before it is tried")
-        return None
-    path = Path(mode)
-    problem = verify(path) if path.is_dir() else "not a directory"
-    if problem:
-        raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
-    check_resume_origin(mode, store.root, trust)
-    return path
-
-
-def _unusable(path: Path, root: Path, trust: bool) -> str | None:
-    """Why ``--resume auto`` skips checkpoint ``path`` of the store ``root``, or None: it does not verify; it (or a
-    file in it) resolves outside ``root`` by real path and ``trust`` is False (the rule of ``--resume PATH``);
-    its ``trainer.json`` or ``rng.json`` cannot be read (too large, too deep, not JSON) or is malformed."""
-    if problem := verify(path):
-        return problem
-    if not trust and (outside := _outside(path, root)):
-        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
-                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
-    try:
-        TrainerState.from_json(read_trainer_json(path), str(path))
-        if has_rng_json(path):
-            read_rng_json(path)
-    except PaddlefitError as exc:
-        return first_line(exc, 300).removesuffix("; pass another checkpoint.")
-    return None
-
-
-def _outside(path: Path, root: Path) -> str | None:
-    """``path`` (a checkpoint directory) or the first file in it that resolves outside ``root``, by real path
-    (``"it resolves to X"``, ``"model.pdparams resolves to X"``), or None."""
-    real_root = root.resolve()
-    real = path.resolve()
-    if not real.is_relative_to(real_root):
-        return f"it resolves to {real}"
-    with contextlib.suppress(OSError):
-        for entry in sorted(path.iterdir()):
-            if not entry.resolve().is_relative_to(real):
-                return f"{entry.name} resolves to {entry.resolve()}"
-    return None
-
-
-def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
-    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path: the directory and each file in it)
-    needs ``trust``.
-
-    Raises:
-        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
-    """
-    if trust or mode in ("auto", "never") or (outside := _outside(Path(mode), root)) is None:
-        return
-    raise CheckpointError(
-        f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
-        "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
-        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
-
-
-def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
-                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
-    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
-    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
-    directory name, ``best/``; every rank reads ``PATH``)."""
-    path = choose_resume(mode, store, log, trust) if is_writer or world == 1 else None
-    if world == 1:
-        return path
-    import paddle
-
-    chosen = -1 if path is None else (checkpoint_step(path) or 0) if mode == "auto" else 0
-    t = paddle.to_tensor([chosen], dtype="int64")
-    paddle.distributed.broadcast(t, src=0)
-    step = int(t.item())
-    if step < 0:
-        return None
-    if path is not None:
-        return path
-    return store.path_for(step) if mode == "auto" else Path(mode)
+def _weights_mismatch(want: dict[str, Any], have: dict[str, Any]) -> str | None:
+    """What differs between the model's state dict ``want`` and a checkpoint's ``have``, as one list each: the
+    keys of another shape (``name [checkpoint] vs [model]``), then the missing and the unexpected ones (3 each)."""
+    shapes = [f"{k} {list(have[k].shape)} vs {list(v.shape)}" for k, v in want.items()
+              if k in have and hasattr(have[k], "shape") and list(have[k].shape) != list(v.shape)]  # fmt: skip
+    missing, unexpected = [k for k in want if k not in have], [k for k in have if k not in want]
+    parts = (("other shape (checkpoint vs model):", shapes), ("missing", missing), ("unexpected", unexpected))
+    said = [f"{label} {items[:3]}" for label, items in parts if items]
+    return "; ".join(said) or None

@@ -11,13 +11,16 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 from pathlib import Path
 
+from paddlefit.ckptio import read_manifest
+from paddlefit.fileio import open_regular
 from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
-from paddlefit.rundir import CHECKPOINT_NAME_RE, checkpoint_step, read_manifest
+from paddlefit.rundir import CHECKPOINT_NAME_RE, checkpoint_step
 
 __all__ = ["FORMAT_VERSION", "MANIFEST", "OWN_FILES", "REQUIRED_FILES", "RNG_FILES", "delete_renamed",
-           "foreign_entry", "foreign_in_store", "misnamed", "sha256_file", "verify"]
+           "foreign_entry", "foreign_in_store", "looks_complete", "recorded_step", "sha256_file", "verify"]
 
 MANIFEST = MANIFEST_FILE
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
@@ -30,17 +33,23 @@ FORMAT_VERSION = 1
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks.
+
+    Raises:
+        OSError: it cannot be read, or is no regular file (:class:`~paddlefit.fileio.NotRegularFileError`).
+    """
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(open_regular(path), "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
 
 
-def verify(path: Path) -> str | None:
-    """Check a checkpoint directory against its manifest: every file's size and sha256, and for a ``step-*``
-    directory the manifest's step against the name's.
+def verify(path: Path, hash_files: bool = True) -> str | None:
+    """Check a checkpoint directory against its manifest: every file a regular file (a FIFO, socket or device, or
+    a symlink to one, is refused before any file is read), its size and (``hash_files``) sha256, and for a
+    ``step-*`` directory the manifest's step against the name's. Where a symlink leads is
+    :func:`paddlefit.train.resume.choose_resume`'s check (a link out of the run needs ``--trust-checkpoint``).
 
     Returns:
         None if it verifies; otherwise the first problem found.
@@ -62,23 +71,36 @@ def verify(path: Path) -> str | None:
             return f"manifest entry {name!r} is malformed"
         f = path / name
         try:
-            size = f.stat().st_size
+            mode, size = (st := f.stat()).st_mode, st.st_size
         except OSError:
             return f"{name} is missing"
+        if not stat.S_ISREG(mode):  # before any hashing: a FIFO would block, /dev/zero (linked or not) never ends
+            return f"{name} is not a regular file"
         if size != meta.get("bytes"):
             return f"{name} has {size} bytes, manifest says {meta.get('bytes')}"
-        if sha256_file(f) != meta.get("sha256"):
-            return f"{name} sha256 does not match the manifest"
+        if hash_files:
+            try:
+                digest = sha256_file(f)
+            except OSError as exc:  # replaced by a FIFO since the lstat, unreadable
+                return f"{name} cannot be read ({exc.strerror or exc})"
+            if digest != meta.get("sha256"):
+                return f"{name} sha256 does not match the manifest"
     return None
 
 
-def misnamed(path: Path) -> bool:
-    """Whether ``step-N``'s manifest is readable and records a step other than N (files are not hashed)."""
-    try:
+def recorded_step(path: Path) -> int:
+    """The step checkpoint ``path``'s manifest records (an integer), else the step in its name (0 for neither)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         step = read_manifest(path).get("step")
-    except (ValueError, AttributeError):
-        return False
-    return checkpoint_step(path) not in (None, step)
+        if isinstance(step, int) and not isinstance(step, bool):
+            return step
+    return checkpoint_step(path) or 0
+
+
+def looks_complete(path: Path) -> bool:
+    """Whether checkpoint ``path`` passes :func:`verify` without hashing its files (the manifest, the step, every
+    file's presence, kind and size): what pruning counts, at no read of the payload."""
+    return verify(path, hash_files=False) is None
 
 
 def foreign_entry(path: Path) -> str | None:

@@ -7,8 +7,9 @@ first line of ``<job_id>.<pod>.log`` (``Controller.save_pod_log``) and ``backup_
 prints a failed worker's environment (``job/container.py``). Seen on Paddle 3.3.1: a 2-process CPU run wrote an
 ``AWS_SECRET_ACCESS_KEY`` of the caller's environment into five files under RUN_DIR/launch-logs.
 
-This entry point takes every variable :func:`paddlefit.secretenv.is_secret` flags out of its own environment
-before Paddle reads it (``fetch_envs`` in ``launch/context/args_envs.py`` copies ``os.environ``), then runs
+This entry point takes every variable outside an allow-list (:func:`paddlefit.secretenv.split_launcher_env`:
+Paddle's, NCCL's, CUDA's, paddlefit's..., and no secret by name or value) out of its own environment before Paddle
+reads it (``fetch_envs`` in ``launch/context/args_envs.py`` copies ``os.environ``), then runs
 Paddle's launcher in this process with the same arguments, and adds those variables back to the environment of
 each process the launcher starts (it starts them with ``subprocess.Popen``): the workers see them, no file does.
 
@@ -38,7 +39,7 @@ import subprocess
 import sys
 from typing import Any
 
-from paddlefit.secretenv import split_secrets
+from paddlefit.secretenv import split_launcher_env
 from paddlefit.train.lock import LOCK_FD_ENV, LOCK_PID_ENV
 
 #: Exit codes a run's processes end with on their own (docs/errors.md): 1-127, and 130/143 for a stop by a signal.
@@ -172,6 +173,16 @@ class LaunchWatch:
         return out
 
 
+def private_log_dir(args: list[str]) -> None:
+    """Make ``--log_dir`` (from the launcher's ``args``) readable by its owner only (mode 0700) before Paddle writes
+    the workers' logs into it: a worker's traceback or a user's print can still carry a value."""
+    for i, a in enumerate(args[:-1]):
+        if a == "--log_dir":
+            with contextlib.suppress(OSError):
+                os.makedirs(args[i + 1], mode=0o700, exist_ok=True)
+                os.chmod(args[i + 1], 0o700)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run ``paddle.distributed.launch`` with ``argv`` (default ``sys.argv[1:]``), secrets kept out of its own
     environment and handed only to the processes it starts. Exits with :meth:`LaunchWatch.exit_code` of
@@ -181,10 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     if lock_fd is not None:
         stop_with_parent()
     os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # the workers stop when this process dies (worker.py)
-    _, hidden = split_secrets(os.environ)
+    _, hidden = split_launcher_env(os.environ)
     for name in hidden:
         del os.environ[name]
     keep = tuple(fd for fd in (lock_fd, alive_fd) if fd is not None)
+    private_log_dir(args)
     if hidden or keep:
         subprocess.Popen = secret_env_popen(worker_secrets(hidden), keep)  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]

@@ -53,13 +53,25 @@ class StopFlag:
             self._old[sig] = signal.signal(sig, self._handler)
 
     def restore(self) -> None:
-        """Put the previous handlers back."""
+        """Put the previous handlers back; after a stop, ignore the stop signals instead: the run's outcome (exit
+        143, recorded in status.json) is decided, and a second Ctrl-C must not exit 130 under a record of 143."""
         for sig, handler in self._old.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if self.set else handler)
         self._old.clear()
 
     def _handler(self, signum: int, _frame: Any) -> None:
-        self.signum = signum
+        if self.signum is None:  # the first stop signal is the reason; later ones change nothing
+            self.signum = signum
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM, SIGINT and SIGHUP from here on (main thread only): the run's outcome is decided and recorded
+    (status.json, the registry), so the exit code must stay the recorded one, whatever signal comes next (Paddle's
+    launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it, :mod:`paddlefit.quietstart`,
+    would report a stop with a checkpoint that did not happen)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def heeded(signals: tuple[int, ...]) -> tuple[int, ...]:

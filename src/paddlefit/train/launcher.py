@@ -18,7 +18,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -28,6 +27,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.rundir import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
+from paddlefit.safepath import SAFE_PATH_ENV, python_command
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
@@ -43,8 +43,8 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
     (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``);
     ``trust``: the workers get ``--trust-checkpoint``."""
-    cmd = [sys.executable, "-m", "paddlefit.train.distlaunch", "--log_dir", str(launch_log_dir(run_dir)), "--job_id",
-           job_id]  # fmt: skip
+    cmd = [*python_command(module="paddlefit.train.distlaunch"), "--log_dir", str(launch_log_dir(run_dir)),
+           "--job_id", job_id]  # fmt: skip
     if gpu_ids:
         cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
     else:
@@ -78,7 +78,7 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
     alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
     try:
         env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
-                   **{ALIVE_FD_ENV: str(alive_w)})  # fmt: skip
+                   **{ALIVE_FD_ENV: str(alive_w), SAFE_PATH_ENV: "1"})  # fmt: skip
         with open(launcher_log(run_dir), "ab") as launcher_out:
             proc = subprocess.Popen(cmd, env=env, stdout=launcher_out, stderr=subprocess.STDOUT,
                                     pass_fds=(*pass_fds, alive_w))  # fmt: skip

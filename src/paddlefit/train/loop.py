@@ -34,13 +34,14 @@ from paddlefit.rundir import checkpoints_dir, clean_temporaries, write_run_spec,
 from paddlefit.spec import JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
-from paddlefit.train.checkpoint import CheckpointStore, agree_on_resume, load_checkpoint, save_checkpoint
+from paddlefit.train.checkpoint import CheckpointStore, load_checkpoint, save_checkpoint
 from paddlefit.train.checkpoint import spec_keeping_global_batch as keeping_batch
 from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank, as_write_failure
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import LogLines, MetricsLog, PeakTracker, Progress, params_sha256, to_jsonable
 from paddlefit.train.record import RunRecord
+from paddlefit.train.resume import agree_on_resume, check_same_job
 from paddlefit.train.state import TrainerState
 from paddlefit.train.step import StepRunner
 
@@ -168,6 +169,11 @@ class Trainer:
             exc = as_write_failure(as_lost_rank(exc, self), self)
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
                 self._compare(ended=(exc.exit_code, str(exc)))
+            if self.record is None and self.is_writer:  # refused before the job was accepted: a failed start
+                with contextlib.suppress(Exception):
+                    from paddlefit.rundir import record_failed_start
+
+                    record_failed_start(self.run_dir, getattr(exc, "exit_code", 1), str(exc))
             raise exc from None
         finally:
             if lock is not None:
@@ -192,14 +198,15 @@ class Trainer:
                                  "`--resume` checkpoint or start fresh with `--resume never`.)") from None  # fmt: skip
         if resume is not None:
             self._resume(resume)
-        if self.is_writer:  # the run is accepted: record the spec as run, and cut metrics to the checkpoint
+        if self.is_writer:  # accepted: an earlier run's checkpoints go (--resume never), the spec is recorded...
+            replaced = self._replace_earlier_run()
             write_run_spec(self.run_dir, self.spec)
             MetricsLog.truncate_after(self.run_dir, self.state.step, resumed=resume is not None)
             if resume is not None and self.opts.resume not in ("auto", "never"):
                 self.store.drop_after(self.state.step, f"--resume {self.opts.resume}", self.log)
             self.record = RunRecord(self.run_dir, self.opts.prediction_key, self.log)
             self.record.begin(self.spec, model=self.job.model, on_gpu=self.job.on_gpu, world=self.world,
-                              global_batch=self.job.global_batch, resumed=resume is not None)  # fmt: skip
+                              global_batch=self.job.global_batch, resumed=resume is not None, replaced=replaced)
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -305,8 +312,13 @@ class Trainer:
             self.log(f"removed an incomplete checkpoint left by a killed writer: {tmp.name}")
         for tmp in clean_temporaries(self.run_dir):
             self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
-        if self.opts.resume == "never" and (old := self.store.remove_all()):
+
+    def _replace_earlier_run(self) -> bool:
+        """``--resume never``, once the new job is accepted (built, its data read): delete the earlier run's
+        checkpoints (:meth:`CheckpointStore.remove_all`); True when there were any."""
+        if old := self.store.remove_all() if self.opts.resume == "never" else []:
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
+        return bool(old)
 
     def _save(self) -> Path:
         st, job = self.state, self.job
@@ -315,7 +327,8 @@ class Trainer:
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
         saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
         # a checkpoint already there for this step is this run's only at the step it resumed or last saved at
-        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, {"spec_model": self.spec.model},
+        meta = {"spec_model": self.spec.model, "spec_optimizer": self.spec.optimizer.value}
+        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, meta,
                                         keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
@@ -339,6 +352,7 @@ class Trainer:
         def check(state: TrainerState) -> None:
             state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
                              steps_per_epoch=job.steps_per_epoch)  # fmt: skip
+            check_same_job(path, self.spec.optimizer.value, state.scheduler, job.schedule.state_dict())
             if state.seed != self.spec.seed:
                 self.log(f"warning: the checkpoint's run used seed {state.seed}, this job has {self.spec.seed}: the "
                          "data order from here follows the new seed, so the run is not the uninterrupted one.")

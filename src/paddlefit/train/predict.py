@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.rundir import read_prediction, write_prediction
+from paddlefit.safepath import SAFE_PATH_ENV, python_command
 
 __all__ = [
     "NO_PREDICT_ENV",
@@ -160,11 +161,11 @@ def _predict(spec_yaml: str, device: RunDevice, log: Callable[[str], None], time
                                       "probe times one process")  # fmt: skip
     log(f"predicting this run on {device.count} x {device.name} with the planner (as `paddlefit plan`; "
         "`--no-predict` skips it) ...")
-    cmd = [sys.executable, "-m", "paddlefit.train.predict", "--devices", str(device.count)]
+    cmd = [*python_command(module="paddlefit.train.predict"), "--devices", str(device.count)]
     if device.catalog_name:
         cmd += ["--gpu", device.catalog_name]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLE_TRAINER", "PADDLE_CURRENT", "FLAGS_sel"))}
-    env.update(CUDA_VISIBLE_DEVICES="", GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
+    env.update(CUDA_VISIBLE_DEVICES="", GLOG_minloglevel="2", PYTHONWARNINGS="ignore", **{SAFE_PATH_ENV: "1"})
     try:
         proc = subprocess.run(cmd, input=spec_yaml, capture_output=True, text=True, env=env, timeout=timeout_s,
                               check=False)  # fmt: skip

@@ -116,8 +116,10 @@ class RunRecord:
             self.registry_ok = False
         return result
 
-    def begin(self, spec: Any, *, model: Any, on_gpu: bool, world: int, global_batch: int, resumed: bool) -> None:
-        """Record the run in the registry (a resume takes over the run directory's newest row again)."""
+    def begin(self, spec: Any, *, model: Any, on_gpu: bool, world: int, global_batch: int, resumed: bool,
+              replaced: bool = False) -> None:  # fmt: skip
+        """Record the run in the registry (a resume takes over the run directory's newest row again; ``replaced``,
+        a ``--resume never`` that deleted an earlier run's checkpoints: that run's row is marked ``replaced``)."""
         spec_doc = spec.model_dump(mode="json")
         fields = {"run_dir": str(self.run_dir), "spec_json": spec_doc,
                   "spec_sha256": hashlib.sha256(json.dumps(spec_doc, sort_keys=True).encode()).hexdigest(),
@@ -134,6 +136,9 @@ class RunRecord:
 
         def record(reg_warn: tuple[Any, Callable[[str], None]]) -> int | None:
             reg, warn = reg_warn
+            if replaced and (gone := reg.find_latest_for_run_dir(str(self.run_dir), warn)) is not None:
+                reg.update_run(gone, {"status": "replaced", "reason": f"replaced by a `--resume never` run started "
+                                      f"{utc_now()}; its checkpoints were deleted"}, warn)  # fmt: skip
             old = reg.find_latest_for_run_dir(str(self.run_dir), warn) if resumed else None
             if old is not None and reg.resume_run(old, fields, warn):
                 return old

@@ -20,7 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import checkpoints_dir, read_summary, spec_yaml, write_launch_spec, write_snapshot
+from paddlefit.run_layout import STATUS_FILE
+from paddlefit.rundir import (
+    checkpoints_dir,
+    read_run_json,
+    read_summary,
+    record_failed_start,
+    spec_yaml,
+    write_launch_spec,
+    write_snapshot,
+)
 from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
@@ -106,7 +115,7 @@ def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> lis
 def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
             progress_bar: Progress | None = None, log: Callable[[str], None] = log_stderr,
             relay: Callable[[str], None] | None = None, predict: bool = True,
-            trust_checkpoint: bool = False) -> JobOutcome:  # fmt: skip
+            trust_checkpoint: bool = False, overwrite: bool = False) -> JobOutcome:  # fmt: skip
     """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
 
     One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
@@ -129,11 +138,14 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
             the environment has ``PADDLEFIT_NO_PREDICT=1``); the trainer records the measured figures beside it.
         trust_checkpoint: the caller vouches for the checkpoint (``--trust-checkpoint``): a ``resume`` path outside
             the run directory, or a checkpoint of an earlier version with a pickled ``rng.pkl``, is loaded.
+        overwrite: with ``resume="never"``, a finished run's checkpoints may be replaced (``--overwrite``); the old
+            checkpoints are deleted only once the new job is accepted (built, its data read), in every case.
 
     Raises:
         PaddlefitError: a bad spec, devices that do not exist, an unwritable run directory; and from an in-process
             run, what :meth:`Trainer.run` raises.
         RunDirInUseError: another process holds the run directory (exit 2).
+        CheckpointError: ``resume="never"`` on a finished run without ``overwrite`` (exit 2; nothing changed).
         PaddlefitError: another one-device ``run_job`` is running in this process (a thread): one at a time.
     """
     run_dir = Path(spec.run_dir)
@@ -142,14 +154,42 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
         preflight(spec)
         n = spec.devices
         gpu_ids = select_gpus(n, gpu_ids, gpu_count(), os.cpu_count() or 1)
-        from paddlefit.train.checkpoint import check_resume_origin
+        from paddlefit.train.resume import check_resume_origin
 
         check_resume_origin(resume, checkpoints_dir(run_dir), trust_checkpoint)  # before workers start (rank 0 too)
         with RunDirLock(run_dir, log) as lock:  # before anything is written; the launched workers inherit it
+            if resume == "never" and not overwrite:
+                refuse_replacing_finished(run_dir)
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
             return _run_locked(spec, run_dir, n, gpu_ids, (resume, trust_checkpoint), progress_bar, log, relay, lock,
                                key)  # fmt: skip
+
+
+def refuse_replacing_finished(run_dir: Path) -> None:
+    """``--resume never`` without ``--overwrite``: refuse when ``run_dir`` holds a finished run (its status.json
+    records exit code 0) with checkpoints, before anything else is changed (the refusal is recorded as a failed
+    start: :func:`~paddlefit.rundir.record_failed_start`). A stopped, failed or unrecorded run is
+    replaced as before (starting over is what ``--resume never`` is for).
+
+    Raises:
+        CheckpointError: the finished run's checkpoints would be deleted (exit 2).
+    """
+    from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
+
+    try:
+        status = read_run_json(run_dir, STATUS_FILE)
+    except (OSError, ValueError, PaddlefitError):  # no readable record of how it ended
+        return
+    held = CheckpointStore(checkpoints_dir(run_dir)).list()
+    if isinstance(status, dict) and status.get("exit_code") == 0 and held:
+        exc = CheckpointError(
+            f"`--resume never` would delete the {len(held)} checkpoint(s) of the finished run in {run_dir} (its "
+            f"status.json: exit 0, step {status.get('step')}); nothing was changed. Pass `--overwrite` to replace "
+            "it, or train into another `--run-dir`.")  # fmt: skip
+        with contextlib.suppress(OSError):
+            record_failed_start(run_dir, exc.exit_code, str(exc))
+        raise exc
 
 
 def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:

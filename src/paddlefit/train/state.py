@@ -82,6 +82,7 @@ class TrainerState:
         if not isinstance(state.totals, dict) or not isinstance(state.scheduler, dict):
             raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
                                  "checkpoint.")  # fmt: skip
+        _check_scheduler(state.scheduler, where)
         for key, v in state.totals.items():
             if not is_finite_number(v) or v < 0:
                 raise PaddlefitError(f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass "
@@ -173,3 +174,21 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
         f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
         f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
         f"{counts}. Or start fresh with `--resume never`.")  # fmt: skip
+
+
+def _check_scheduler(doc: dict[str, Any], where: str, prefix: str = "scheduler") -> None:
+    """A ``paddle.optimizer.lr.LRScheduler.state_dict()`` as trainer.json holds it: ``last_epoch`` an integer,
+    ``last_lr`` and any other value a finite number, one nested scheduler (``LinearWarmup_LR``) checked the same.
+
+    Raises:
+        PaddlefitError: a value of another type, named with its key (``scheduler.last_epoch``).
+    """
+    for key, v in doc.items():
+        name = f"{prefix}.{key}"
+        if isinstance(v, dict) and prefix == "scheduler":
+            _check_scheduler(v, where, name)
+        elif key == "last_epoch" and (not isinstance(v, int) or isinstance(v, bool)):
+            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer; pass another checkpoint.")
+        elif key != "last_epoch" and not is_finite_number(v):
+            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not a finite number; pass another "
+                                 "checkpoint.")  # fmt: skip

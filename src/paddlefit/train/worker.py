@@ -39,9 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from paddlefit.errors import PaddlefitError
-    from paddlefit.rundir import run_status, write_status
+    from paddlefit.rundir import record_failed_start, run_status
     from paddlefit.spec import load_job_spec
     from paddlefit.textsafe import log_stderr
+    from paddlefit.train.guards import ignore_stop_signals
     from paddlefit.train.lock import RunDirInUseError, held_by_parent
     from paddlefit.train.loop import Trainer, TrainOptions
     from paddlefit.train.record import PREDICTION_KEY_ENV
@@ -63,23 +64,13 @@ def main(argv: list[str] | None = None) -> int:
             written = run_status(run_dir) is not None  # the trainer recorded it, with its step: keep that
             if not written:
                 with contextlib.suppress(OSError):
-                    write_status(run_dir, exc.exit_code, str(exc), -1)
+                    record_failed_start(run_dir, exc.exit_code, str(exc))
                     written = True
         if not written:  # `error:` (bad input) lines of ranks > 0 are what train reports for exit 2 (launcher.py)
             log_stderr(f"{'error' if exc.exit_code == 2 else 'failed'}: {exc}")
         return exc.exit_code
     finally:
         ignore_stop_signals()
-
-
-def ignore_stop_signals() -> None:
-    """Ignore SIGTERM, SIGINT and SIGHUP from here on: the run's outcome is decided (the trainer returned or
-    raised), and Paddle's launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it
-    (:mod:`paddlefit.quietstart`) would report a stop with a checkpoint that did not happen."""
-    import signal
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

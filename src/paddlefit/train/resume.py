@@ -1,0 +1,145 @@
+"""Which checkpoint a run resumes from, and whether the job may continue it: ``--resume auto`` (the newest usable
+one of the run's store; none usable among several is refused, never a silent fresh start), ``--resume PATH`` (its
+origin checked: a checkpoint is code the user trusts), every rank agreeing on the choice, and the spec's optimizer
+and LR schedule against the checkpoint's before anything is loaded.
+
+The store itself (layout, atomic writes, pruning) and loading a chosen checkpoint are in
+:mod:`paddlefit.train.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from paddlefit.ckptio import has_rng_json, read_manifest, read_rng_json, read_trainer_json
+from paddlefit.errors import PaddlefitError
+from paddlefit.rundir import checkpoint_step
+from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
+from paddlefit.train.ckptfiles import verify
+from paddlefit.train.oom import first_line
+from paddlefit.train.state import TrainerState
+
+__all__ = ["agree_on_resume", "check_resume_origin", "check_same_job", "choose_resume"]
+
+
+def check_same_job(path: Path, optimizer: str, saved_scheduler: dict[str, Any], scheduler: dict[str, Any]) -> None:
+    """Refuse to resume checkpoint ``path`` into a job with another optimizer (the manifest's ``spec_optimizer``;
+    checkpoints of earlier versions have none and are not checked) or another LR schedule (the scheduler's state
+    keys: a warmup added or removed), before anything is loaded: Paddle's ``set_state_dict`` takes either and the
+    run fails at its first step.
+
+    Raises:
+        PaddlefitError: they differ; the message names the spec field (exit 2).
+    """
+    fix = "put it back in the spec, or start over with `--resume never`."
+    saved = read_manifest(path).get("spec_optimizer")
+    if saved is not None and saved != optimizer:
+        raise PaddlefitError(f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
+                             f"{optimizer}`: its optimizer states cannot continue another optimizer; {fix}")
+    if saved_scheduler and set(saved_scheduler) != set(scheduler):
+        raise PaddlefitError(f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
+                             f"spec's `schedule` has {sorted(scheduler)} (a warmup added or removed?); {fix}")
+
+
+
+def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
+    """The checkpoint to resume: ``never`` -> None; ``auto`` -> the newest usable one (:func:`_unusable`; a warning
+    for each one skipped goes to ``log``); else ``mode`` is a checkpoint directory, which must verify and, outside
+    this run's ``checkpoints/`` (by real path), needs ``trust`` (``--trust-checkpoint``): Paddle's ``.pdparams`` /
+    ``.pdopt`` are pickles, so loading a checkpoint runs code from it, and a manifest proves integrity, not origin.
+
+    Raises:
+        CheckpointError: ``mode`` is a path that is not a valid checkpoint, or is outside the run without ``trust``.
+    """
+    if mode == "never":
+        return None
+    if mode == "auto":
+        skipped: list[str] = []
+        for path in store.list():
+            if (problem := _unusable(path, store.root, trust)) is None:
+                return path
+            skipped.append(f"{path.name}: {problem}")
+            log(f"warning: skipping checkpoint {path.name}: {problem}; the one before it is tried")
+        if skipped:  # never start over on top of checkpoints the user may still want (and pruning would delete)
+            raise CheckpointError(
+                f"`--resume auto` found {len(skipped)} checkpoint(s) in {store.root} and none can be resumed:\n  "
+                + "\n  ".join(skipped) + "\nNothing was changed. Repair or move them, resume one with "
+                "`--resume PATH`, or start over with `--resume never` (it deletes them).")  # fmt: skip
+        return None
+    path = Path(mode)
+    problem = verify(path) if path.is_dir() else "not a directory"
+    if problem:
+        raise CheckpointError(f"`--resume {mode}`: {problem}; pass another checkpoint or `--resume auto`.")
+    check_resume_origin(mode, store.root, trust)
+    return path
+
+
+def _unusable(path: Path, root: Path, trust: bool) -> str | None:
+    """Why ``--resume auto`` skips checkpoint ``path`` of the store ``root``, or None: it does not verify; it (or a
+    file in it) resolves outside ``root`` by real path and ``trust`` is False (the rule of ``--resume PATH``);
+    its ``trainer.json`` or ``rng.json`` cannot be read (too large, too deep, not JSON) or is malformed."""
+    if problem := verify(path):
+        return problem
+    if not trust and (outside := _outside(path, root)):
+        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
+                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
+    try:
+        TrainerState.from_json(read_trainer_json(path), str(path))
+        if has_rng_json(path):
+            read_rng_json(path)
+    except PaddlefitError as exc:
+        return first_line(exc, 300).removesuffix("; pass another checkpoint.")
+    return None
+
+
+def _outside(path: Path, root: Path) -> str | None:
+    """``path`` (a checkpoint directory) or the first file in it that resolves outside ``root``, by real path
+    (``"it resolves to X"``, ``"model.pdparams resolves to X"``), or None."""
+    real_root = root.resolve()
+    real = path.resolve()
+    if not real.is_relative_to(real_root):
+        return f"it resolves to {real}"
+    with contextlib.suppress(OSError):
+        for entry in sorted(path.iterdir()):
+            if not entry.resolve().is_relative_to(real):
+                return f"{entry.name} resolves to {entry.resolve()}"
+    return None
+
+
+def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
+    """A ``--resume PATH`` outside the run's checkpoints ``root`` (by real path: the directory and each file in it)
+    needs ``trust``.
+
+    Raises:
+        CheckpointError: it is outside and ``trust`` is False; the message says why and how to proceed.
+    """
+    if trust or mode in ("auto", "never") or (outside := _outside(Path(mode), root)) is None:
+        return
+    raise CheckpointError(
+        f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
+        "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
+        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
+
+
+def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
+                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
+    """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
+    step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
+    directory name, ``best/``; every rank reads ``PATH``)."""
+    path = choose_resume(mode, store, log, trust) if is_writer or world == 1 else None
+    if world == 1:
+        return path
+    import paddle
+
+    chosen = -1 if path is None else (checkpoint_step(path) or 0) if mode == "auto" else 0
+    t = paddle.to_tensor([chosen], dtype="int64")
+    paddle.distributed.broadcast(t, src=0)
+    step = int(t.item())
+    if step < 0:
+        return None
+    if path is not None:
+        return path
+    return store.path_for(step) if mode == "auto" else Path(mode)
