@@ -61,8 +61,16 @@ def test_python_command_leaves_the_current_directory_off_the_path(tmp_path: Path
     assert _shadowed(d) == ""
 
 
-def test_safe_env_sets_the_variable_for_grandchildren() -> None:
+def test_safe_env_sets_the_variable_and_drops_empty_pythonpath_entries(tmp_path: Path) -> None:
     assert safe_env({"A": "1"}) == {"A": "1", SAFE_PATH_ENV: "1"}
+    assert safe_env({"PYTHONPATH": ":/x::/y:"})["PYTHONPATH"] == "/x:/y"
+    assert "PYTHONPATH" not in safe_env({"PYTHONPATH": ":"})
+    d = _shadowing_dir(tmp_path, "json")  # `PYTHONPATH=:...` is the current directory even under -P
+    subprocess.run(python_command(code="import json"), cwd=d, check=True, env=dict(ENV, PYTHONPATH=":"))
+    assert _shadowed(d).startswith("json ")
+    (d / "SHADOWED").unlink()
+    subprocess.run(python_command(code="import json"), cwd=d, check=True, env=safe_env(dict(ENV, PYTHONPATH=":")))
+    assert _shadowed(d) == ""
 
 
 @pytest.mark.slow

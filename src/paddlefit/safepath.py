@@ -8,12 +8,14 @@ the script's folder. Python 3.11 added ``-P`` and ``PYTHONSAFEPATH=1`` to leave 
 "Command line and environment": ``-P``, "Don't prepend a potentially unsafe path to sys.path"). So every child is
 started by :func:`python_command` (``-P`` on 3.11+; on 3.10 a ``-c`` bootstrap that drops ``sys.path[0]`` before
 anything is imported, then runs the module as ``-m`` would) with :func:`safe_env` (``PYTHONSAFEPATH=1``, which the
-processes it starts in turn inherit: Paddle's launcher starts the workers itself). Remote launch scripts set
+processes it starts in turn inherit: Paddle's launcher starts the workers itself; and no empty ``PYTHONPATH``
+entry, which is the current directory again). Remote launch scripts set
 ``PYTHONSAFEPATH=1`` (:data:`SAFE_PATH_ENV`) on their ``python`` line.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 
@@ -44,5 +46,14 @@ def python_command(*, module: str | None = None, code: str | None = None) -> lis
 
 
 def safe_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with ``PYTHONSAFEPATH=1``, for a child and the Python processes it starts."""
-    return {**env, SAFE_PATH_ENV: "1"}
+    """``env`` with ``PYTHONSAFEPATH=1``, for a child and the Python processes it starts, and without the empty
+    entries of ``PYTHONPATH``, which Python reads as the current directory (``PYTHONPATH=$PYTHONPATH:/x`` with
+    ``PYTHONPATH`` unset gives ``:/x``); a ``PYTHONPATH`` left empty is removed."""
+    out = {**env, SAFE_PATH_ENV: "1"}
+    if "PYTHONPATH" in out:
+        kept = os.pathsep.join(p for p in out["PYTHONPATH"].split(os.pathsep) if p)
+        if kept:
+            out["PYTHONPATH"] = kept
+        else:
+            del out["PYTHONPATH"]
+    return out

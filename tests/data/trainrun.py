@@ -13,7 +13,8 @@ from pathlib import Path
 import yaml
 
 DATA = Path(__file__).resolve().parent
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
+# no empty entry: Python reads one in PYTHONPATH as the current directory
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(DATA), os.environ.get("PYTHONPATH", "")] if p),
            GLOG_minloglevel="2")  # fmt: skip
 
 

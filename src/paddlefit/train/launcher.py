@@ -27,7 +27,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.rundir import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
-from paddlefit.safepath import SAFE_PATH_ENV, python_command
+from paddlefit.safepath import python_command, safe_env
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
@@ -77,8 +77,8 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
         rank0.unlink()  # the launcher appends: start this run's log empty
     alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
     try:
-        env = dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
-                   **{ALIVE_FD_ENV: str(alive_w), SAFE_PATH_ENV: "1"})  # fmt: skip
+        env = safe_env(dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
+                            **{ALIVE_FD_ENV: str(alive_w)}))  # fmt: skip
         with open(launcher_log(run_dir), "ab") as launcher_out:
             proc = subprocess.Popen(cmd, env=env, stdout=launcher_out, stderr=subprocess.STDOUT,
                                     pass_fds=(*pass_fds, alive_w))  # fmt: skip

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.rundir import read_prediction, write_prediction
-from paddlefit.safepath import SAFE_PATH_ENV, python_command
+from paddlefit.safepath import python_command, safe_env
 
 __all__ = [
     "NO_PREDICT_ENV",
@@ -165,7 +165,7 @@ def _predict(spec_yaml: str, device: RunDevice, log: Callable[[str], None], time
     if device.catalog_name:
         cmd += ["--gpu", device.catalog_name]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLE_TRAINER", "PADDLE_CURRENT", "FLAGS_sel"))}
-    env.update(CUDA_VISIBLE_DEVICES="", GLOG_minloglevel="2", PYTHONWARNINGS="ignore", **{SAFE_PATH_ENV: "1"})
+    env = safe_env({**env, "CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"})
     try:
         proc = subprocess.run(cmd, input=spec_yaml, capture_output=True, text=True, env=env, timeout=timeout_s,
                               check=False)  # fmt: skip
