@@ -3,6 +3,7 @@ and guards that turn a failing dataset into an error instead of a hung DataLoade
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.job import steps_per_epoch
 from paddlefit.train.oom import first_line
 
-__all__ = ["ResumableBatchSampler", "guard_single_process", "next_batch"]
+__all__ = ["ResumableBatchSampler", "close_loader_iterator", "guard_single_process", "next_batch"]
 
 
 class ResumableBatchSampler:
@@ -139,3 +140,24 @@ def next_batch(it: Iterator[Any], errors: list[str], step: int, expected: int) -
     if errors:
         raise PaddlefitError(f"step {step}: reading `data.train` failed: {errors[0]}")
     return batch
+
+
+def close_loader_iterator(it: Any) -> None:
+    """Shut a ``paddle.io.DataLoader`` iterator down now, its reader thread joined (worker processes, if any, are
+    Paddle's own shutdown's).
+
+    Paddle's shutdown (``_try_shutdown_all`` in ``python/paddle/io/dataloader/dataloader_iter.py``) closes the
+    batch queue, sets the reader thread's done event, then checks ``is_alive`` once a second
+    (``_shutdown_thread``): a reader still running at the first check, as every run that stops mid-epoch leaves it,
+    costs a whole second (measured: 1.0 s of a 2-step ``train``'s exit). Here the thread is joined after the same
+    two steps (it returns within milliseconds of the queue closing), so Paddle's shutdown then finds it gone. The
+    private names are read with ``getattr``: without them this is Paddle's shutdown alone.
+    """
+    queue, done, thread = (getattr(it, n, None) for n in ("_blocking_queue", "_thread_done_event", "_thread"))
+    if queue is not None and done is not None and thread is not None and thread is not threading.current_thread():
+        done.set()
+        queue.close()  # closing again in Paddle's shutdown is a no-op (the C++ queue's Close sets a flag)
+        thread.join(timeout=5.0)
+    shutdown = getattr(it, "_try_shutdown_all", None)
+    if shutdown is not None:
+        shutdown()

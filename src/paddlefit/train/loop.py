@@ -10,11 +10,9 @@ After each step's backward, one 3-element all-reduce (MAX) makes every rank agre
 somewhere", "the loss is not finite somewhere" and "the budget is used up somewhere", so all ranks stop at the
 same step and none waits forever in a collective. Only rank 0 writes (checkpoints, metrics, summary, status).
 
-Exit codes (``RunResult.exit_code``; the table is ``docs/errors.md``): 0 finished; 143 stopped by SIGTERM/SIGINT
-after saving a checkpoint (128 + SIGTERM: Kubeflow's ``restartPolicy: ExitCode`` and most schedulers retry
-128-255, treat 1-127 as permanent); 3 the loss became NaN/Inf (no checkpoint of the bad state is written); 4 the
-budget (``budget.max_hours`` / ``max_cost_usd``) was reached and a checkpoint saved (not retried: 1-127). Errors
-raise: :class:`~paddlefit.errors.PaddlefitError` (exit 2: bad input, a failed write) or ``JobFailedError`` (exit 1).
+Exit codes (``RunResult.exit_code``; why each, and how schedulers read them: ``docs/errors.md``): 0 finished; 143
+stopped by a signal after a checkpoint; 3 the loss became NaN/Inf (no checkpoint of it); 4 the budget was reached,
+checkpoint saved. Errors raise :class:`~paddlefit.errors.PaddlefitError` (exit 2) or ``JobFailedError`` (exit 1).
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore, load_checkpoint, save_checkpoint
 from paddlefit.train.checkpoint import spec_keeping_global_batch as keeping_batch
+from paddlefit.train.data import close_loader_iterator
 from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank, as_write_failure
 from paddlefit.train.lock import RunDirLock
@@ -223,6 +222,7 @@ class Trainer:
         if self.is_writer and self.opts.progress:
             progress = self.opts.progress_bar or LogLines(self.opts.log, self.spec.log_every)
             progress.start(st.step, job.total_steps)
+        it = None  # the epoch's DataLoader iterator, closed at once at the end (Paddle's own close waits 1 s)
         try:
             job.model.train()
             while st.step < job.total_steps:
@@ -240,6 +240,7 @@ class Trainer:
                 self._evaluate()
             return self._end_done()
         finally:
+            close_loader_iterator(it)
             if progress is not None:
                 progress.close()
             if self.metrics is not None:
@@ -314,8 +315,7 @@ class Trainer:
             self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
 
     def _replace_earlier_run(self) -> bool:
-        """``--resume never``, once the new job is accepted (built, its data read): delete the earlier run's
-        checkpoints (:meth:`CheckpointStore.remove_all`); True when there were any."""
+        """``--resume never``, the job accepted (built, data read): the earlier run's checkpoints go; True if any."""
         if old := self.store.remove_all() if self.opts.resume == "never" else []:
             self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
         return bool(old)

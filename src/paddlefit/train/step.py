@@ -21,7 +21,7 @@ from typing import Any
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.spec import JobSpec
 from paddlefit.train.build import BuiltJob
-from paddlefit.train.data import next_batch
+from paddlefit.train.data import close_loader_iterator, next_batch
 from paddlefit.train.oom import (
     OutOfMemory,
     Split,
@@ -273,7 +273,7 @@ def scratch_runner(spec: JobSpec, steps: int) -> Iterator[tuple[StepRunner, Call
         yield runner, step_batches
     finally:
         for obj in (state["it"], getattr(job.loader, "_iterator", None)):
-            if obj is not None and hasattr(obj, "_try_shutdown_all"):
-                obj._try_shutdown_all()  # Paddle's own (private) shutdown: the public API has none
+            if obj is not None:
+                close_loader_iterator(obj)  # the public API has no shutdown (paddlefit.train.data)
         state["it"] = None
         gc.collect()
