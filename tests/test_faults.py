@@ -39,7 +39,8 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     _, stderr = proc.communicate(timeout=180)
     assert proc.returncode in DOCUMENTED - {0}, (proc.returncode, stderr[-3000:])
     assert proc.returncode == 1, stderr[-3000:]
-    assert f"paddlefit: rank {rank} ended by signal SIGKILL" in stderr, stderr[-3000:]
+    # the surviving rank may end first (its collective failed) and is named too: "rank 0 ended by code 1, rank 1 ..."
+    assert f"rank {rank} ended by signal SIGKILL" in stderr and "paddlefit: rank " in stderr, stderr[-3000:]
     assert "s3cr3t-VALUE" not in stderr and leaks(run_dir) == []
     r = run(train_cmd(spec, run_dir, "--devices", "2"), env=env)
     assert r.returncode == 0, r.stderr[-3000:]
