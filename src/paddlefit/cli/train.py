@@ -102,8 +102,9 @@ def train_command(
     devices: str = typer.Option(None, "--devices", help=f"{field_help('devices')} A count (2) or GPU ids (0,1). "
                                 "Default: the spec's `devices`."),
     run_dir: str = typer.Option(None, "--run-dir", help=f"{field_help('run_dir')} Default: the spec's `run_dir`."),
-    resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies), never, or a "
-                               "checkpoint directory."),
+    resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies; exit 2 when there "
+                               "are checkpoints and none can be resumed), never (start over: on a finished run only "
+                               "with --overwrite), or a checkpoint directory."),
     max_steps: int = typer.Option(None, "--max-steps", help=f"Replaces the spec's max_steps: {field_help('max_steps')} "
                                   "The LR schedule spans the run's length."),
     max_hours: float = typer.Option(None, "--max-hours", help=f"budget.max_hours: {field_help('budget.max_hours')} "
