@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from paddlefit.mklpath import MKL_AVX2_ENV, amd_avx2_cpu, mkl_path_note, use_mkl_avx2_path
+from paddlefit.mklpath import MKL_AVX2_ENV, SET_MARK_ENV, amd_avx2_cpu, mkl_path_note, use_mkl_avx2_path
 
 NAME, VALUE = MKL_AVX2_ENV
 ZEN4 = (
@@ -25,19 +25,32 @@ def test_amd_avx2_cpu_reads_the_vendor_and_the_flags(cpuinfo: str, expected: boo
     assert amd_avx2_cpu(cpuinfo) is expected
 
 
-def test_the_users_own_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_users_own_setting_is_kept_and_the_cpu_row_says_which_kernels_it_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv(NAME, "")
+    monkeypatch.delenv(SET_MARK_ENV, raising=False)
     assert use_mkl_avx2_path() is False
-    assert os.environ[NAME] == ""
-    assert mkl_path_note() is None
+    assert os.environ[NAME] == "" and SET_MARK_ENV not in os.environ
+    note = mkl_path_note()
+    if amd_avx2_cpu():
+        assert note is not None and "MKL's SSE kernels" in note and "your MKL_DEBUG_CPU_TYPE='' is kept" in note
+        monkeypatch.setenv(NAME, VALUE)
+        assert "(MKL_DEBUG_CPU_TYPE=5, yours)" in (mkl_path_note() or "")
+    else:
+        assert note is None
 
 
-def test_set_only_on_an_amd_cpu_with_avx2(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_set_only_on_an_amd_cpu_with_avx2_and_marked_as_ours(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(NAME, raising=False)
+    monkeypatch.delenv(SET_MARK_ENV, raising=False)
     amd = amd_avx2_cpu()
     assert use_mkl_avx2_path() is amd
     assert os.environ.get(NAME) == (VALUE if amd else None)
+    assert os.environ.get(SET_MARK_ENV) == ("1" if amd else None)
     assert (mkl_path_note() is not None) is amd
+    if amd:
+        assert "set by paddlefit for its processes" in (mkl_path_note() or "")
 
 
 def test_import_paddlefit_sets_it_for_the_processes_it_starts() -> None:

@@ -10,6 +10,7 @@ fsynced, renamed, the directory fsynced) with ``--run-dir`` named in the error o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -200,6 +201,18 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
     kept = _failed_starts(_status_doc(run_dir) or {})  # the starts refused before this run: still on record
     rewrite_status(run_dir, {"exit_code": exit_code, "reason": reason, "step": step, "token": token,
                              **({"failed_starts": kept} if kept else {})})  # fmt: skip
+
+
+def forget_ending(run_dir: Path) -> None:
+    """Remove RUN_DIR's status.json and summary.json (a run replaced by ``--resume never``: they are its ending, not
+    the new run's). Missing ones are fine.
+
+    Raises:
+        OSError: one exists and cannot be removed.
+    """
+    for name in (STATUS_FILE, SUMMARY_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            (Path(run_dir) / name).unlink()
 
 
 def rewrite_status(run_dir: Path, status: dict[str, Any]) -> None:

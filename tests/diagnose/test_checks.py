@@ -231,6 +231,7 @@ def test_omp_policies_are_timed_in_interleaved_rounds_until_settled(monkeypatch)
     ("amd", "env", "expected"),
     [
         (True, {"MKL_DEBUG_CPU_TYPE": "5"}, [("PF124", "ok")]),
+        (True, {"MKL_DEBUG_CPU_TYPE": "5", "PADDLEFIT_SET_MKL": "1"}, [("PF124", "warn")]),  # set by paddlefit only
         (True, {}, [("PF124", "warn")]),
         (True, {"MKL_DEBUG_CPU_TYPE": ""}, [("PF124", "warn")]),
         (False, {}, []),

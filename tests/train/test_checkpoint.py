@@ -134,7 +134,7 @@ def test_resume_auto_with_no_usable_checkpoint_refuses_and_changes_nothing(tmp_p
     msg = str(err.value)
     assert "found 2 checkpoint(s)" in msg and "none can be resumed" in msg
     assert "step-00000002: manifest format is not 1" in msg and "step-00000001: manifest format is not 1" in msg
-    assert "`--resume never`" in msg
+    assert "`--resume never --overwrite`" in msg
     assert sorted((p.name, (p / MANIFEST).read_text()) for p in store.list()) == before
     assert choose_resume("auto", CheckpointStore(tmp_path / "empty"), lambda _m: None) is None  # a fresh run
 

@@ -56,7 +56,7 @@ def test_resume_auto_with_no_readable_checkpoint_exits_2_and_keeps_them(finished
     r = run(train_cmd(spec, run_dir, "--max-steps", "9", "--json"))
     assert r.returncode == 2, r.stderr[-2000:]
     assert "found 2 checkpoint(s)" in r.stderr and "none can be resumed" in r.stderr
-    assert "step-00000006: manifest format is not 1" in r.stderr and "`--resume never`" in r.stderr
+    assert "step-00000006: manifest format is not 1" in r.stderr and "`--resume never --overwrite`" in r.stderr
     assert "Traceback" not in r.stderr and json.loads(r.stdout)["error"]["exit_code"] == 2
     after = _tree(run_dir)
     assert {k: v for k, v in after.items() if k not in ("snapshot.json", "status.json")} == {
@@ -83,6 +83,7 @@ def test_resume_never_refuses_a_finished_run_and_deletes_only_an_accepted_job(tm
     r = run(train_cmd(spec, run_dir, "--resume", "never", "--overwrite", "--max-steps", "3"))
     assert r.returncode == 0 and "--resume never: removed 2 checkpoint(s)" in r.stderr, r.stderr[-2000:]
     assert _checkpoints(run_dir) == ["step-00000003"]
+    assert "failed_starts" not in json.loads((run_dir / "status.json").read_text())  # the replaced run's, gone
     old = reg.get_run(old_id)
     assert old["status"] == "replaced" and "--resume never" in old["reason"]
     assert reg.find_latest_for_run_dir(run_dir) != old_id
@@ -147,3 +148,22 @@ def test_a_changed_optimizer_or_a_bad_scheduler_state_is_exit_2_before_anything_
     r = run(train_cmd(spec, run_dir, "--max-steps", "9"))
     assert r.returncode == 2 and "`scheduler.last_epoch` is 'x', not an integer" in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
+
+
+def test_running_the_same_command_on_a_finished_run_changes_nothing(finished: tuple, tmp_path: Path) -> None:
+    """`train` again after the run finished: its checkpoint is at the last step, so there is nothing to train; the
+    summary, status and metrics stay the finished run's (they were rewritten with 0 measured steps)."""
+    spec, run_dir = _copy(finished, tmp_path)
+    keep = ("summary.json", "status.json", "metrics.jsonl", "comparison.json")
+    before = {k: (run_dir / k).read_bytes() for k in keep}
+    r = run(train_cmd(spec, run_dir, "--json"))
+    assert r.returncode == 0 and "the run finished at step 6 already: nothing to train" in r.stderr, r.stderr[-2000:]
+    assert json.loads(r.stdout)["steps"] == 6 and json.loads(r.stdout) == json.loads(before["summary.json"])
+    after = {k: (run_dir / k).read_bytes() for k in keep}
+    assert {k: v for k, v in after.items() if k != "status.json"} == {
+        k: v for k, v in before.items() if k != "status.json"
+    }
+    assert json.loads(after["status.json"])["exit_code"] == 0 and json.loads(after["status.json"])["step"] == 6
+    r = run(train_cmd(spec, run_dir, "--max-steps", "8"))  # a longer run goes on from the checkpoint
+    assert r.returncode == 0 and "resumed from" in r.stderr and "already" not in r.stderr, r.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 8

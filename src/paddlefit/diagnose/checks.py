@@ -24,7 +24,7 @@ from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, fo
 from paddlefit.diagnose.repeats import MIN_ROUNDS, ratio_bound
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.diagnose.xpu_checks import XPU_WHEEL, xpu_build_vs_devices
-from paddlefit.mklpath import MKL_AVX2_ENV
+from paddlefit.mklpath import MKL_AVX2_ENV, SET_MARK_ENV
 
 __all__ = ["run_checks"]
 
@@ -421,20 +421,22 @@ def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Find
 @check("PF124", "mkl-code-path")
 def check_mkl_code_path(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """On an AMD CPU with AVX2, Paddle's MKL 2019 runs its SSE kernels unless ``MKL_DEBUG_CPU_TYPE=5``
-    (:mod:`paddlefit.mklpath`: sources, and why it is worse after an Adam step); paddlefit sets it for its own
-    processes unless the user set it. Nothing to say on other CPUs."""
+    (:mod:`paddlefit.mklpath`: sources, and why it is worse after an Adam step). paddlefit sets it for its own
+    processes when the user did not; the snapshot holds the user's own setting, which their Paddle scripts run
+    with. Nothing to say on other CPUs."""
     if not s.cpu_amd_avx2:
         return []
     name, value = MKL_AVX2_ENV
-    have = s.env.get(name)
-    if have == value:
+    have, ours = s.env.get(name), s.env.get(SET_MARK_ENV) == "1"  # ours: paddlefit set it, the shell has none
+    if have == value and not ours:
         return [found("ok", f"{name}={value}: MKL's AVX2 kernels on this AMD CPU")]
-    said = f"{name}={have}" if have is not None else f"{name} unset"
+    said = f"{name}={have}" if have is not None and not ours else f"{name} unset"
+    mine = "paddlefit's own processes set it themselves; " if ours else "paddlefit keeps your value; "
     return [found("warn", f"{said}: Paddle's MKL runs its SSE kernels on this AMD CPU",
                   "MKL 2019 (Paddle's CPU wheels) takes generic SSE kernels on non-Intel CPUs; measured on a 2-core "
-                  "AMD EPYC (`bench/mkl_path.py`): a ResNet-50 CPU training step 7.7x slower than on the AVX2 path, "
-                  "sgemm 2.4x slower, 12x after an Adam step (Paddle's AVX-512 Adam kernel leaves the vector "
-                  "registers dirty for SSE code). paddlefit sets it for its processes unless you set it",
+                  "AMD EPYC (`bench/mkl_path.py`): a ResNet-50 CPU training step 8.6x slower than on the AVX2 path, "
+                  "sgemm 2.3x slower, 12x after an Adam step (Paddle's AVX-512 Adam kernel leaves the vector "
+                  f"registers dirty for SSE code). {mine}your own Paddle scripts run with what your shell sets",
                   env={name: value})]  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from paddlefit.safepath import python_command, safe_env
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
 ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "NVIDIA_TF32_OVERRIDE",
-                "MKL_DEBUG_CPU_TYPE")
+                "MKL_DEBUG_CPU_TYPE", "PADDLEFIT_SET_MKL")
 
 
 @dataclass

@@ -272,7 +272,8 @@ def read_state(path: Path) -> TrainerState:
         data = read_trainer_json(path)
     except InputFileError as exc:
         raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+                              "another `--resume` checkpoint or start fresh with `--resume never "
+                              "--overwrite`.") from None
     return TrainerState.from_json(data, str(path))
 
 
@@ -320,7 +321,7 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
         weights = paddle.load(str(path / MODEL_FILE))
         if mismatch := _weights_mismatch(model.state_dict(), weights):
             raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` ({mismatch}); pass another "
-                                 "`--resume` checkpoint or start fresh with `--resume never`.")  # fmt: skip
+                                 "`--resume` checkpoint or start fresh with `--resume never --overwrite`.")  # fmt: skip
         model.set_state_dict(weights)
         optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
         schedule.set_state_dict(state.scheduler)
@@ -332,7 +333,8 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
     except Exception as exc:
         raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
                               f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never`.") from None
+                              "another `--resume` checkpoint or start fresh with `--resume never "
+                              "--overwrite`.") from None
     return state
 
 

@@ -40,7 +40,13 @@ from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, 
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import LogLines, MetricsLog, PeakTracker, Progress, params_sha256, to_jsonable
 from paddlefit.train.record import RunRecord
-from paddlefit.train.resume import agree_on_resume, check_same_job
+from paddlefit.train.resume import (
+    agree_on_resume,
+    check_same_job,
+    finished_already,
+    replace_earlier_run,
+    warn_changed_run,
+)
 from paddlefit.train.state import TrainerState
 from paddlefit.train.step import StepRunner
 
@@ -194,11 +200,17 @@ class Trainer:
                 raise
             raise PaddlefitError(f"{exc} (Gradient accumulation {self.spec.grad_accum_steps} comes from {resume}: "
                                  "it keeps that checkpoint's global batch on this run's devices; pass another "
-                                 "`--resume` checkpoint or start fresh with `--resume never`.)") from None  # fmt: skip
+                                 "`--resume` checkpoint or `--resume never --overwrite`.)") from None  # fmt: skip
         if resume is not None:
             self._resume(resume)
+            if (done := finished_already(self.run_dir, self.state.step, self.job.total_steps)) is not None:
+                self.log(f"the run finished at step {self.state.step} already: nothing to train, its records kept "
+                         "(`--max-steps` above it goes on; `--resume never --overwrite` starts over)")  # fmt: skip
+                if self.is_writer:  # the same ending, for this launch's token (the launcher reads it)
+                    write_status(self.run_dir, EXIT_OK, "finished", self.state.step)
+                return RunResult(EXIT_OK, "finished", self.state.step, done)
         if self.is_writer:  # accepted: an earlier run's checkpoints go (--resume never), the spec is recorded...
-            replaced = self._replace_earlier_run()
+            replaced = self.opts.resume == "never" and replace_earlier_run(self.store, self.run_dir, self.log)
             write_run_spec(self.run_dir, self.spec)
             MetricsLog.truncate_after(self.run_dir, self.state.step, resumed=resume is not None)
             if resume is not None and self.opts.resume not in ("auto", "never"):
@@ -314,12 +326,6 @@ class Trainer:
         for tmp in clean_temporaries(self.run_dir):
             self.log(f"removed a temporary file left by a killed writer: {tmp.name}")
 
-    def _replace_earlier_run(self) -> bool:
-        """``--resume never``, the job accepted (built, data read): the earlier run's checkpoints go; True if any."""
-        if old := self.store.remove_all() if self.opts.resume == "never" else []:
-            self.log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {self.store.root}")
-        return bool(old)
-
     def _save(self) -> Path:
         st, job = self.state, self.job
         st.micro_batch_split = self.runner.micro.ways
@@ -353,13 +359,7 @@ class Trainer:
             state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
                              steps_per_epoch=job.steps_per_epoch)  # fmt: skip
             check_same_job(path, self.spec.optimizer.value, state.scheduler, job.schedule.state_dict())
-            if state.seed != self.spec.seed:
-                self.log(f"warning: the checkpoint's run used seed {state.seed}, this job has {self.spec.seed}: the "
-                         "data order from here follows the new seed, so the run is not the uninterrupted one.")
-            if state.total_steps not in (None, job.total_steps):
-                self.log(f"warning: this run is {job.total_steps} steps long, the checkpoint's run was "
-                         f"{state.total_steps}: the LR schedule now spans {job.total_steps} steps, so the result "
-                         "will differ from an uninterrupted run of either length.")  # fmt: skip
+            warn_changed_run(state, self.spec.seed, job.total_steps, self.log)
 
         state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model,
                                 self.opts.trust_checkpoint)

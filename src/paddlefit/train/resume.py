@@ -16,13 +16,15 @@ from typing import Any
 
 from paddlefit.ckptio import has_rng_json, read_manifest, read_rng_json, read_trainer_json
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import checkpoint_step
+from paddlefit.run_layout import STATUS_FILE
+from paddlefit.rundir import checkpoint_step, forget_ending, read_run_json, read_summary
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
 from paddlefit.train.ckptfiles import verify
 from paddlefit.train.oom import first_line
 from paddlefit.train.state import TrainerState
 
-__all__ = ["agree_on_resume", "check_resume_origin", "check_same_job", "choose_resume"]
+__all__ = ["agree_on_resume", "check_resume_origin", "check_same_job", "choose_resume", "finished_already",
+           "replace_earlier_run", "warn_changed_run"]
 
 
 def check_same_job(path: Path, optimizer: str, saved_scheduler: dict[str, Any], scheduler: dict[str, Any]) -> None:
@@ -32,15 +34,15 @@ def check_same_job(path: Path, optimizer: str, saved_scheduler: dict[str, Any], 
     run fails at its first step.
 
     Raises:
-        PaddlefitError: they differ; the message names the spec field (exit 2).
+        CheckpointError: they differ; the message names the spec field (exit 2).
     """
-    fix = "put it back in the spec, or start over with `--resume never`."
+    fix = "put it back in the spec, or start over with `--resume never --overwrite`."
     saved = read_manifest(path).get("spec_optimizer")
     if saved is not None and saved != optimizer:
-        raise PaddlefitError(f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
+        raise CheckpointError(f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
                              f"{optimizer}`: its optimizer states cannot continue another optimizer; {fix}")
     if saved_scheduler and set(saved_scheduler) != set(scheduler):
-        raise PaddlefitError(f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
+        raise CheckpointError(f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
                              f"spec's `schedule` has {sorted(scheduler)} (a warmup added or removed?); {fix}")
 
 
@@ -67,7 +69,7 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None],
             raise CheckpointError(
                 f"`--resume auto` found {len(skipped)} checkpoint(s) in {store.root} and none can be resumed:\n  "
                 + "\n  ".join(skipped) + "\nNothing was changed. Repair or move them, resume one with "
-                "`--resume PATH`, or start over with `--resume never` (it deletes them).")  # fmt: skip
+                "`--resume PATH`, or start over with `--resume never --overwrite` (it deletes them).")  # fmt: skip
         return None
     path = Path(mode)
     problem = verify(path) if path.is_dir() else "not a directory"
@@ -121,7 +123,8 @@ def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
     raise CheckpointError(
         f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
         "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
-        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never`.")  # fmt: skip
+        "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never "
+        "--overwrite`.")  # fmt: skip
 
 
 def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
@@ -143,3 +146,47 @@ def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bo
     if path is not None:
         return path
     return store.path_for(step) if mode == "auto" else Path(mode)
+
+
+def warn_changed_run(state: TrainerState, seed: int, total_steps: int, log: Callable[[str], None]) -> None:
+    """Warn (through ``log``) when the job resumed from ``state`` has another seed or another length than the
+    checkpoint's run: it goes on, but is not the uninterrupted run of either."""
+    if state.seed != seed:
+        log(f"warning: the checkpoint's run used seed {state.seed}, this job has {seed}: the data order from here "
+            "follows the new seed, so the run is not the uninterrupted one.")
+    if state.total_steps not in (None, total_steps):
+        log(f"warning: this run is {total_steps} steps long, the checkpoint's run was {state.total_steps}: the LR "
+            f"schedule now spans {total_steps} steps, so the result will differ from an uninterrupted run of either "
+            "length.")
+
+
+def finished_already(run_dir: Path, step: int, total_steps: int) -> dict[str, Any] | None:
+    """The summary of the run in ``run_dir`` when resuming it at ``step`` leaves nothing to do: the checkpoint is at
+    the job's ``total_steps`` and status.json records the run finished at that step (exit 0) beside a summary.json.
+    None otherwise: the loop then runs what is left (the last evaluation, the summary). Run again after it
+    finished, ``train`` would otherwise rewrite the finished run's summary and registry row with a run of 0
+    measured steps."""
+    if step < total_steps:
+        return None
+    try:
+        status, summary = read_run_json(run_dir, STATUS_FILE), read_summary(run_dir)
+    except (OSError, ValueError, PaddlefitError):
+        return None
+    finished = isinstance(status, dict) and status.get("exit_code") == 0 and status.get("step") == step
+    return summary if finished and isinstance(summary, dict) else None
+
+
+def replace_earlier_run(store: CheckpointStore, run_dir: Path, log: Callable[[str], None]) -> bool:
+    """``--resume never``, once the new job is accepted (built, its data read): delete the earlier run's
+    checkpoints (:meth:`~paddlefit.train.checkpoint.CheckpointStore.remove_all`) and its ending (status.json with
+    its refused starts, summary.json), which are not this run's. Returns whether there were checkpoints.
+
+    Raises:
+        CheckpointError: the store holds something that is not a checkpoint, or another run's lock (nothing deleted).
+        OSError: the store or a file could not be removed.
+    """
+    old = store.remove_all()
+    if old:
+        log(f"--resume never: removed {len(old)} checkpoint(s) of an earlier run from {store.root}")
+    forget_ending(run_dir)
+    return bool(old)

@@ -58,7 +58,7 @@ def restore_rng(doc: Any, where: str) -> None:
 
     def bad(key: str) -> PaddlefitError:
         return PaddlefitError(f"checkpoint {where}: {RNG_FILE} `{key}` is malformed; pass another `--resume` "
-                              "checkpoint or start fresh with `--resume never`.")  # fmt: skip
+                              "checkpoint or start fresh with `--resume never --overwrite`.")  # fmt: skip
 
     if not isinstance(doc, dict) or doc.get("format") != 1:
         raise bad("format")

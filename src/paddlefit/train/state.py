@@ -107,7 +107,7 @@ class TrainerState:
             raise PaddlefitError(
                 f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
                 f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
-                "the global batch or start fresh with `--resume never`.")  # fmt: skip
+                "the global batch or start fresh with `--resume never --overwrite`.")  # fmt: skip
         self.check_layout(where)
         accum = self.grad_accum_steps
         if (self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
@@ -173,7 +173,7 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
         f"{state.grad_accum_steps} accumulation); {devices} device(s) x micro-batch {batch_size} cannot keep it ({b} "
         f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
         f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
-        f"{counts}. Or start fresh with `--resume never`.")  # fmt: skip
+        f"{counts}. Or start fresh with `--resume never --overwrite`.")  # fmt: skip
 
 
 def _check_scheduler(doc: dict[str, Any], where: str, prefix: str = "scheduler") -> None:
