@@ -21,6 +21,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import (
     AppendFile,
     atomic_write_text,
+    check_output_path,
     open_regular,
     read_json_limited,
     read_text_limited,
@@ -171,12 +172,18 @@ def spec_yaml(spec: Any) -> str:
 def write_run_spec(run_dir: Path, spec: Any) -> None:
     """Record the job as run: RUN_DIR/job.yaml (:func:`spec_yaml`) and the folders its modules were found in
     (RUN_DIR/import_dirs.json, :func:`paddlefit.userimport.user_dirs`, which ``export`` searches), atomically.
+    First, the files written at the run's end (status.json, summary.json, comparison.json) are checked to take an
+    atomic write (:func:`~paddlefit.fileio.check_output_path`): a directory or FIFO in their place fails the run
+    now, not after its training.
 
     Raises:
         FileWriteError: a write failed (a full disk...).
+        PaddlefitError: one of those files is a directory, a symlink or a special file.
     """
     from paddlefit.userimport import user_dirs
 
+    for name in (STATUS_FILE, SUMMARY_FILE, COMPARISON_FILE):
+        check_output_path(Path(run_dir) / name, "--run-dir")
     _write(run_dir, SPEC_FILE, spec_yaml(spec))
     _write(run_dir, IMPORT_DIRS_FILE, json.dumps(user_dirs()))
 

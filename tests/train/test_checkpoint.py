@@ -162,3 +162,25 @@ def test_a_special_file_in_a_checkpoint_is_refused_before_it_is_read(tmp_path: P
     assert problem == (None if special == "symlink-out" else "extra.bin is not a regular file")
     with pytest.raises(CheckpointError, match=r"extra\.bin (is not a regular file|resolves to)"):
         choose_resume("auto", store, lambda _m: None)
+
+
+def test_a_new_checkpoint_of_a_skipped_ones_step_sets_the_old_one_aside(tmp_path: Path) -> None:
+    """A resumed run reaching the step of a checkpoint it skipped (unreadable manifest; a directory where a file
+    should be) writes its own there and keeps the skipped one as `replaced-step-...`: never deleted, never listed,
+    and `--resume never` takes it with the store."""
+    store = CheckpointStore(tmp_path / "checkpoints", keep_last=3)
+    store.save(10, payload("10"))
+    store.save(20, payload("old 20"))
+    _set_format(store.path_for(20), 2)
+    (store.path_for(20) / "rng.pkl").unlink()
+    (store.path_for(20) / "rng.pkl").mkdir()  # not even removable as a checkpoint's own files
+    store.save(20, payload("new 20"))
+    assert verify(store.path_for(20)) is None
+    assert (store.path_for(20) / "model.pdparams").read_text() == "model.pdparams:new 20"
+    (aside,) = [p for p in store.root.iterdir() if p.name.startswith("replaced-step-00000020-")]
+    assert (aside / "model.pdparams").read_text() == "model.pdparams:old 20"
+    assert [p.name for p in store.list()] == ["step-00000020", "step-00000010"]
+    with pytest.raises(CheckpointError, match=r"rng\.pkl"):  # the user's directory inside: named, nothing deleted
+        store.remove_all()
+    (aside / "rng.pkl").rmdir()
+    assert [p.name for p in store.remove_all()] == ["step-00000020", "step-00000010"] and not store.root.exists()

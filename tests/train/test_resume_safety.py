@@ -105,6 +105,9 @@ def test_a_fifo_in_a_checkpoint_or_run_dir_is_refused_not_waited_on(finished: tu
     cli = [sys.executable, "-m", "paddlefit.cli.main"]
     e = run([*cli, "export", str(run_dir), "--checkpoint", str(newest), "--out", str(tmp_path / "exp")], timeout=120)
     assert e.returncode == 2 and "extra.bin is not a regular file" in e.stderr, e.stderr[-2000:]
+    e = run([*cli, "export", str(run_dir), "--out", str(tmp_path / "exp2")], timeout=120)  # the newest verifying
+    assert e.returncode == 0 and "skipping checkpoint step-00000006: extra.bin is not a regular file" in e.stderr
+    assert "step-00000005" in e.stdout, e.stdout
     (run_dir / "metrics.jsonl").unlink()
     os.mkfifo(run_dir / "metrics.jsonl")
     rep = subprocess.run([*cli, "report", str(run_dir), "--json"], capture_output=True, text=True, timeout=120, env=ENV)
@@ -167,3 +170,34 @@ def test_running_the_same_command_on_a_finished_run_changes_nothing(finished: tu
     r = run(train_cmd(spec, run_dir, "--max-steps", "8"))  # a longer run goes on from the checkpoint
     assert r.returncode == 0 and "resumed from" in r.stderr and "already" not in r.stderr, r.stderr[-2000:]
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 8
+
+
+def test_a_changed_schedule_or_a_hostile_trainer_json_is_refused_and_export_names_what_it_skipped(
+    finished: tuple, tmp_path: Path
+) -> None:
+    spec, run_dir = _copy(finished, tmp_path)
+    step = write_spec(tmp_path / "step.yaml", max_steps=6, checkpoint={"every_steps": 3}, schedule={"name": "step"})
+    r = run(train_cmd(step, run_dir, "--max-steps", "9"))
+    assert r.returncode == 2 and "`schedule.name: constant` (this spec: step)" in r.stderr, r.stderr[-2000:]
+    newest = run_dir / "checkpoints" / "step-00000006"
+    doc = json.loads((newest / "trainer.json").read_text())
+    doc["scheduler"]["last_epoch"] = -5
+    (newest / "trainer.json").write_text(json.dumps(doc))
+    _rehash(newest, "trainer.json")
+    cli = [sys.executable, "-m", "paddlefit.cli.main"]
+    e = run([*cli, "export", str(run_dir), "--out", str(tmp_path / "exp")])
+    assert e.returncode == 0 and "exported" in e.stdout, e.stderr[-2000:]
+    r = run(train_cmd(spec, run_dir, "--max-steps", "9"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "`scheduler.last_epoch` is -5, not an integer >= -1" in r.stderr and "resumed from" in r.stderr
+    assert "step-00000003" in r.stderr.split("resumed from", 1)[1].splitlines()[0]
+    aside = [p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("replaced-")]
+    assert aside and aside[0].startswith("replaced-step-00000006-")  # the skipped one, kept
+
+
+def test_a_fifo_in_place_of_status_json_fails_before_training(finished: tuple, tmp_path: Path) -> None:
+    spec, run_dir = _copy(finished, tmp_path)
+    (run_dir / "status.json").unlink()
+    os.mkfifo(run_dir / "status.json")
+    r = run(train_cmd(spec, run_dir, "--max-steps", "30"), timeout=120)
+    assert r.returncode == 2 and "status.json" in r.stderr and "step 30/30" not in r.stderr, r.stderr[-2000:]

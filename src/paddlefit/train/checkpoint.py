@@ -12,6 +12,7 @@ Layout under ``RUN_DIR/checkpoints/``::
         manifest.json         sha256 and size of every file above, and the step; written last
     .tmp-step-00000130-PID/   a checkpoint being written (or left by a killed writer): never read
     .tmp-step-00000110-PID-old/  one being deleted (pruned or replaced): never read
+    replaced-step-00000130-T/  a checkpoint a resume skipped, set aside when the run wrote that step again: kept
     (beside it: .checkpoints-old-PID/, the whole store being deleted by ``--resume never``)
 
 A checkpoint exists only once its directory is renamed to ``step-*`` (POSIX ``rename`` is atomic), after every
@@ -48,6 +49,7 @@ from paddlefit.train.ckptfiles import (
     FORMAT_VERSION,
     MANIFEST,
     REQUIRED_FILES,
+    SET_ASIDE_PREFIX,
     delete_renamed,
     foreign_entry,
     foreign_in_store,
@@ -163,6 +165,21 @@ class CheckpointStore:
         os.rename(path, doomed)
         delete_renamed(doomed)
 
+    def set_aside(self, path: Path) -> Path:
+        """Rename checkpoint ``path`` to ``replaced-<name>-<unix time>`` beside it (not a checkpoint by name: never
+        listed, resumed or pruned; deleted with the store by ``--resume never``), to make room for a new checkpoint
+        of its step: the one there could not be resumed (a resume skipped it), and may still hold weights the user
+        wants. Returns the new path.
+
+        Raises:
+            OSError: the rename failed, or a running ``train`` holds a lock inside ``path`` (``EBUSY``).
+        """
+        if held := live_lock_under(path):
+            raise OSError(errno.EBUSY, f"another running `train` holds {held.parent}; {path} is kept")
+        aside = self.root / f"{SET_ASIDE_PREFIX}{path.name}-{int(time.time())}"
+        os.rename(path, aside)
+        return aside
+
     def drop_after(self, step: int, why: str, log: Callable[[str], None]) -> list[Path]:
         """Remove the checkpoints after ``step`` (``--resume PATH`` to an older checkpoint: the ones after it are
         of the run abandoned there; left, ``--resume auto`` would go back to them after a stop); logs what went,
@@ -208,8 +225,8 @@ class CheckpointStore:
                         **(meta or {})}  # fmt: skip
             write_manifest(tmp, manifest)
             fsync_path(tmp)
-            if final.exists():  # an incomplete, corrupt or abandoned one with the same name: replace it
-                self.remove(final)
+            if final.exists():  # one a resume skipped (damaged, unreadable): kept aside, never deleted here
+                self.set_aside(final)
             os.rename(tmp, final)
             fsync_path(self.root)
         except OSError as exc:

@@ -19,8 +19,9 @@ from paddlefit.fileio import open_regular
 from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
 from paddlefit.rundir import CHECKPOINT_NAME_RE, checkpoint_step
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "OWN_FILES", "REQUIRED_FILES", "RNG_FILES", "delete_renamed",
-           "foreign_entry", "foreign_in_store", "looks_complete", "recorded_step", "sha256_file", "verify"]
+__all__ = ["FORMAT_VERSION", "MANIFEST", "OWN_FILES", "REQUIRED_FILES", "RNG_FILES", "SET_ASIDE_PREFIX",
+           "delete_renamed", "foreign_entry", "foreign_in_store", "looks_complete", "recorded_step", "sha256_file",
+           "verify"]
 
 MANIFEST = MANIFEST_FILE
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),
@@ -30,6 +31,8 @@ RNG_FILES = (RNG_FILE, LEGACY_RNG_FILE)
 #: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else (issue 27)
 OWN_FILES = REQUIRED_FILES | set(RNG_FILES) | {MANIFEST}
 FORMAT_VERSION = 1
+#: A checkpoint set aside (:meth:`~paddlefit.train.checkpoint.CheckpointStore.set_aside`) is named with this prefix.
+SET_ASIDE_PREFIX = "replaced-"
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -130,7 +133,8 @@ def foreign_in_store(root: Path) -> str | None:
         for entry in sorted(entries, key=lambda e: e.name):
             if entry.is_symlink():
                 continue  # deleting the store unlinks it, never what it points to
-            if not entry.is_dir() or not (CHECKPOINT_NAME_RE.match(entry.name) or entry.name.startswith(".tmp-")):
+            ours = CHECKPOINT_NAME_RE.match(entry.name) or entry.name.startswith((".tmp-", SET_ASIDE_PREFIX))
+            if not entry.is_dir() or not ours:
                 return entry.name
             if inner := foreign_entry(Path(entry.path)):
                 return f"{entry.name}/{inner}"

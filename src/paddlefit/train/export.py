@@ -22,7 +22,7 @@ from paddlefit.models.exporting import flatten_outputs, jit_target
 from paddlefit.run_layout import MANIFEST_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.rundir import checkpoints_dir, export_dir, import_dirs_file, spec_file
 from paddlefit.spec import load_job_spec
-from paddlefit.textsafe import name_safe
+from paddlefit.textsafe import log_stderr, name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.userimport import add_recorded_dirs
 
@@ -108,7 +108,8 @@ def _read_weights(path: Path) -> tuple[dict[str, Any], bytes]:
 
 
 def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[str, Any], bytes]:
-    """The newest checkpoint of ``run_dir`` that verifies, read (:func:`_read_weights`). A run that is training
+    """The newest checkpoint of ``run_dir`` that verifies, read (:func:`_read_weights`); each newer one skipped is
+    said on stderr ("skipping checkpoint ...: why"). A run that is training
     prunes its old checkpoints as it writes new ones (``keep_last``), so the newest one can vanish between
     choosing and reading it: then the choice is made again.
 
@@ -116,8 +117,8 @@ def _newest_checkpoint(run_dir: Path, attempts: int = 10) -> tuple[Path, dict[st
         PaddlefitError: no checkpoint verifies (after ``attempts`` tries when checkpoints kept vanishing).
     """
     store = CheckpointStore(checkpoints_dir(run_dir))
-    for attempt in range(attempts):
-        path = store.latest_valid()
+    for attempt in range(attempts):  # the skipped ones are said once, as `train` says them
+        path = store.latest_valid(log_stderr if attempt == 0 else lambda _msg: None)
         if path is not None:
             try:
                 return (path, *_read_weights(path))

@@ -45,6 +45,7 @@ from paddlefit.train.resume import (
     check_same_job,
     finished_already,
     replace_earlier_run,
+    spec_meta,
     warn_changed_run,
 )
 from paddlefit.train.state import TrainerState
@@ -333,8 +334,7 @@ class Trainer:
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
         saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
         # a checkpoint already there for this step is this run's only at the step it resumed or last saved at
-        meta = {"spec_model": self.spec.model, "spec_optimizer": self.spec.optimizer.value}
-        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, meta,
+        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, spec_meta(self.spec),
                                         keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
@@ -358,7 +358,7 @@ class Trainer:
         def check(state: TrainerState) -> None:
             state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
                              steps_per_epoch=job.steps_per_epoch)  # fmt: skip
-            check_same_job(path, self.spec.optimizer.value, state.scheduler, job.schedule.state_dict())
+            check_same_job(path, self.spec, state.scheduler, job.schedule.state_dict())
             warn_changed_run(state, self.spec.seed, job.total_steps, self.log)
 
         state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model,

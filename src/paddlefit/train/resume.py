@@ -24,23 +24,37 @@ from paddlefit.train.oom import first_line
 from paddlefit.train.state import TrainerState
 
 __all__ = ["agree_on_resume", "check_resume_origin", "check_same_job", "choose_resume", "finished_already",
-           "replace_earlier_run", "warn_changed_run"]
+           "replace_earlier_run", "spec_meta", "warn_changed_run"]
 
 
-def check_same_job(path: Path, optimizer: str, saved_scheduler: dict[str, Any], scheduler: dict[str, Any]) -> None:
-    """Refuse to resume checkpoint ``path`` into a job with another optimizer (the manifest's ``spec_optimizer``;
-    checkpoints of earlier versions have none and are not checked) or another LR schedule (the scheduler's state
-    keys: a warmup added or removed), before anything is loaded: Paddle's ``set_state_dict`` takes either and the
-    run fails at its first step.
+def spec_meta(spec: Any) -> dict[str, Any]:
+    """What a checkpoint's manifest records of the job spec (:class:`~paddlefit.spec.JobSpec`) that wrote it, for
+    :func:`check_same_job`: the model, the optimizer and the LR schedule."""
+    return {"spec_model": spec.model, "spec_optimizer": spec.optimizer.value,
+            "spec_schedule": spec.schedule.model_dump(mode="json")}  # fmt: skip
+
+
+def check_same_job(path: Path, spec: Any, saved_scheduler: dict[str, Any], scheduler: dict[str, Any]) -> None:
+    """Refuse to resume checkpoint ``path`` into a job (``spec``) with another optimizer or LR schedule than the
+    one that wrote it (the manifest's :func:`spec_meta`; checkpoints of earlier versions lack them and are checked by
+    the scheduler's state keys only: a warmup added or removed), before anything is loaded: Paddle's
+    ``set_state_dict`` takes either, and the run fails at its first step or follows another schedule unsaid.
 
     Raises:
         CheckpointError: they differ; the message names the spec field (exit 2).
     """
     fix = "put it back in the spec, or start over with `--resume never --overwrite`."
-    saved = read_manifest(path).get("spec_optimizer")
-    if saved is not None and saved != optimizer:
+    manifest, mine = read_manifest(path), spec_meta(spec)
+    saved = manifest.get("spec_optimizer")
+    if saved is not None and saved != mine["spec_optimizer"]:
         raise CheckpointError(f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
-                             f"{optimizer}`: its optimizer states cannot continue another optimizer; {fix}")
+                              f"{mine['spec_optimizer']}`: its optimizer states cannot continue another optimizer; "
+                              f"{fix}")  # fmt: skip
+    was = manifest.get("spec_schedule")
+    if isinstance(was, dict) and (changed := [k for k in sorted(was) if was[k] != mine["spec_schedule"].get(k)]):
+        said = ", ".join(f"`schedule.{k}: {was[k]}` (this spec: {mine['spec_schedule'].get(k)})" for k in changed)
+        raise CheckpointError(f"checkpoint {path} was written with {said}: the learning rates from here would "
+                              f"follow another schedule than the run's; {fix}")
     if saved_scheduler and set(saved_scheduler) != set(scheduler):
         raise CheckpointError(f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
                              f"spec's `schedule` has {sorted(scheduler)} (a warmup added or removed?); {fix}")

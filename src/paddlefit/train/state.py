@@ -83,6 +83,10 @@ class TrainerState:
             raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
                                  "checkpoint.")  # fmt: skip
         _check_scheduler(state.scheduler, where)
+        ts = state.total_steps
+        if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or ts < 0):
+            raise PaddlefitError(f"{where}: trainer.json `total_steps` is {ts!r}, not an integer >= 0; pass another "
+                                 "checkpoint.")  # fmt: skip
         for key, v in state.totals.items():
             if not is_finite_number(v) or v < 0:
                 raise PaddlefitError(f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass "
@@ -187,8 +191,9 @@ def _check_scheduler(doc: dict[str, Any], where: str, prefix: str = "scheduler")
         name = f"{prefix}.{key}"
         if isinstance(v, dict) and prefix == "scheduler":
             _check_scheduler(v, where, name)
-        elif key == "last_epoch" and (not isinstance(v, int) or isinstance(v, bool)):
-            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer; pass another checkpoint.")
+        elif key == "last_epoch" and (not isinstance(v, int) or isinstance(v, bool) or v < -1):
+            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer >= -1 (Paddle's LR "
+                                 "schedulers start at -1); pass another checkpoint.")  # fmt: skip
         elif key != "last_epoch" and not is_finite_number(v):
             raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not a finite number; pass another "
                                  "checkpoint.")  # fmt: skip
