@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/paddlefit doctor --all
 	$(BIN)/paddlefit plan resnet50 --batch-size 256
 	$(BIN)/paddlefit cost --config examples/digits.yaml --cloud aws --cloud gcp --top 6
-	$(BIN)/paddlefit train examples/digits.yaml --resume never
+	$(BIN)/paddlefit train examples/digits.yaml --resume never --overwrite
 	$(BIN)/paddlefit export runs/digits
 	$(BIN)/paddlefit runs --last 3
 	$(BIN)/paddlefit report runs/digits
