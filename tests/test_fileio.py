@@ -300,3 +300,15 @@ def test_an_output_path_that_holds_another_files_content_is_refused(tmp_path):
     assert check_output_path(tmp_path / "new.html", "--out", ours="<title>paddlefit report") == tmp_path / "new.html"
     assert check_output_path(weights, "--out") == weights  # without ``ours``: the old rule
 
+
+
+def test_append_file_creates_as_open_does_and_refuses_a_fifo(tmp_path):
+    from paddlefit.fileio import AppendFile, FileWriteError, current_umask
+
+    f = AppendFile(tmp_path / "m.jsonl")
+    f.write("a\n")
+    f.close()
+    assert (tmp_path / "m.jsonl").stat().st_mode & 0o777 == 0o666 & ~current_umask()
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(FileWriteError, match="fifo"):  # no reader: refused at once, never waited on
+        AppendFile(tmp_path / "fifo")

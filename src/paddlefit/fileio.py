@@ -112,7 +112,7 @@ def open_regular(path: str | Path, flags: int = os.O_RDONLY) -> int:
         OSError: it cannot be opened (missing included).
     """
     try:
-        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)  # created as open() creates: 0666 & ~umask
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
             raise NotRegularFileError(errno.ENXIO, "a FIFO", str(path)) from None
