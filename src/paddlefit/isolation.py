@@ -370,8 +370,6 @@ def _read_payload() -> tuple[list[str], list[tuple[Any, ...]], int, bytes]:
 def child_main(argv: list[str]) -> None:
     """The child's side (``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]``): see the module
     docstring. Exits with ``os._exit`` once the answer is written (no teardown of a heap the call may have hurt)."""
-    if not getattr(sys.flags, "safe_path", False) and sys.path and os.path.abspath(sys.path[0]) == os.getcwd():
-        del sys.path[0]  # Python 3.10 has no -P: the current directory `-m` put first goes (see IsolatedCall)
     from paddlefit.quietstart import install
 
     install()

@@ -205,7 +205,7 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
         FileWriteError: the write failed.
     """
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
-    kept = _failed_starts(_status_doc(run_dir) or {})  # the starts refused before this run: still on record
+    kept = failed_starts(read_status(run_dir) or {})  # the starts refused before this run: still on record
     rewrite_status(run_dir, {"exit_code": exit_code, "reason": reason, "step": step, "token": token,
                              **({"failed_starts": kept} if kept else {})})  # fmt: skip
 
@@ -237,14 +237,16 @@ def run_status(run_dir: Path, token: str | None = None) -> dict[str, Any] | None
     set for launched runs; no token matches nothing), else None (also for a missing, unreadable, oversized or
     deeply nested file: :func:`~paddlefit.fileio.read_json_limited`)."""
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "") if token is None else token
-    doc = _status_doc(run_dir)
+    doc = read_status(run_dir)
     if not token or doc is None:
         return None
-    mine = [d for d in [doc, *_failed_starts(doc)] if isinstance(d, dict) and d.get("token") == token]
+    mine = [d for d in [doc, *failed_starts(doc)] if isinstance(d, dict) and d.get("token") == token]
     return mine[-1] if mine else None
 
 
-def _status_doc(run_dir: Path) -> dict[str, Any] | None:
+def read_status(run_dir: Path) -> dict[str, Any] | None:
+    """RUN_DIR/status.json as a dict, whichever run wrote it, or None (missing, unreadable, over 1 MiB, too deep,
+    not JSON, not an object)."""
     try:
         doc = read_json_limited(Path(run_dir) / STATUS_FILE, STATUS_FILE, limit=SMALL_JSON_BYTES)
     except (OSError, ValueError, PaddlefitError):
@@ -252,7 +254,8 @@ def _status_doc(run_dir: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _failed_starts(doc: dict[str, Any]) -> list[Any]:
+def failed_starts(doc: dict[str, Any]) -> list[Any]:
+    """The ``failed_starts`` of a status.json document (:func:`record_failed_start`), ``[]`` when it has none."""
     starts = doc.get("failed_starts")
     return starts if isinstance(starts, list) else []
 
@@ -274,11 +277,11 @@ def record_failed_start(run_dir: Path, exit_code: int, reason: str) -> None:
 
     entry = {"exit_code": exit_code, "reason": reason, "step": -1, "at": utc_now(),
              "token": os.environ.get("PADDLEFIT_RUN_TOKEN", "")}  # fmt: skip
-    doc = _status_doc(run_dir)
+    doc = read_status(run_dir)
     if doc is None or "exit_code" not in doc:
         rewrite_status(run_dir, entry)
         return
-    rewrite_status(run_dir, {**doc, "failed_starts": [*_failed_starts(doc), entry][-FAILED_STARTS_KEPT:]})
+    rewrite_status(run_dir, {**doc, "failed_starts": [*failed_starts(doc), entry][-FAILED_STARTS_KEPT:]})
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -158,9 +158,10 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         count = int(parse_number(row["accelerator_count"], where, "accelerator_count", integer=True, maximum=1024) or 0)
         if count < 1:
             raise CatalogError(f"{where}, column `accelerator_count`: must be >= 1 for a GPU instance.")
-        key = (cloud, itype, (row.get("accelerator") or "").strip(), count, (row.get("region") or "").strip())
+        accelerator, region = (row.get("accelerator") or "").strip(), (row.get("region") or "").strip()
+        key = (cloud, itype, accelerator, count, region)
         if key in seen:
-            raise CatalogError(f"{where}: {cloud} {itype} in region {key[4]} is also on line {seen[key]}; one price "
+            raise CatalogError(f"{where}: {cloud} {itype} in region {region} is also on line {seen[key]}; one price "
                                "per instance and region (remove one of the two rows).")  # fmt: skip
         seen[key] = reader.line_num
         on_demand = parse_number(row["price_usd_per_hour"], where, "price_usd_per_hour")
@@ -168,10 +169,10 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \
             row.get("source_commit") else origin  # fmt: skip
         rows.append(make_price_row(
-            cloud, itype, (row.get("accelerator") or "").strip(), count,
+            cloud, itype, accelerator, count,
             parse_number(row["vcpus"], where, "vcpus") or 0.0,
             parse_number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand or 0.0), spot,
-            (row.get("region") or "").strip(), src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
+            region, src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
     return rows
 
 

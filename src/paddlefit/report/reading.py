@@ -43,6 +43,7 @@ from paddlefit.run_layout import (
 from paddlefit.rundir import (
     checkpoint_name,
     checkpoints_dir,
+    failed_starts,
     metrics_file,
     read_lock_info,
     read_metrics_bytes,
@@ -348,8 +349,8 @@ def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | No
     code, reason, step = status.get("exit_code"), str(status.get("reason", "")), status.get("step")
     if isinstance(step, int) and last_step is not None and last_step > step:
         return LOST, f"status.json ({reason}, step {step}) is older than the last step {last_step} in metrics.jsonl"
-    starts = status.get("failed_starts")
-    last = starts[-1] if isinstance(starts, list) and starts and isinstance(starts[-1], dict) else None
+    starts = failed_starts(status)
+    last = starts[-1] if starts and isinstance(starts[-1], dict) else None
     tried = f"; {len(starts)} later start(s) refused, the last: {last.get('reason')}" if last else ""
     return status_name(code), f"exit code {code}: {reason}{tried}"
 

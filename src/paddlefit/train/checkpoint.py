@@ -246,7 +246,7 @@ class CheckpointStore:
         (a ``step-00000099`` holding step 10 is as old as step 10), else its name's. Complete:
         :func:`looks_complete` (the manifest and file sizes; the hashes were checked when each was written)."""
         found = [(path, recorded_step(path), looks_complete(path)) for path in self.list()]
-        done = sorted((step for _, step, ok in found if ok), reverse=True)
+        done = [step for _, step, ok in found if ok]
         for path, step, _ in found:
             if sum(1 for s in done if s > step) >= self.keep_last:
                 with contextlib.suppress(OSError):

@@ -84,7 +84,7 @@ def verify(path: Path, hash_files: bool = True) -> str | None:
         if hash_files:
             try:
                 digest = sha256_file(f)
-            except OSError as exc:  # replaced by a FIFO since the lstat, unreadable
+            except OSError as exc:  # replaced by a FIFO since the stat above, unreadable
                 return f"{name} cannot be read ({exc.strerror or exc})"
             if digest != meta.get("sha256"):
                 return f"{name} sha256 does not match the manifest"

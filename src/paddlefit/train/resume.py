@@ -16,8 +16,7 @@ from typing import Any
 
 from paddlefit.ckptio import has_rng_json, read_manifest, read_rng_json, read_trainer_json
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import STATUS_FILE
-from paddlefit.rundir import checkpoint_step, forget_ending, read_run_json, read_summary
+from paddlefit.rundir import checkpoint_step, forget_ending, read_status, read_summary
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
 from paddlefit.train.ckptfiles import verify
 from paddlefit.train.oom import first_line
@@ -182,12 +181,14 @@ def finished_already(run_dir: Path, step: int, total_steps: int) -> dict[str, An
     measured steps."""
     if step < total_steps:
         return None
+    status = read_status(run_dir)
+    if status is None or status.get("exit_code") != 0 or status.get("step") != step:
+        return None
     try:
-        status, summary = read_run_json(run_dir, STATUS_FILE), read_summary(run_dir)
+        summary = read_summary(run_dir)
     except (OSError, ValueError, PaddlefitError):
         return None
-    finished = isinstance(status, dict) and status.get("exit_code") == 0 and status.get("step") == step
-    return summary if finished and isinstance(summary, dict) else None
+    return summary if isinstance(summary, dict) else None
 
 
 def replace_earlier_run(store: CheckpointStore, run_dir: Path, log: Callable[[str], None]) -> bool:

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import STATUS_FILE
 from paddlefit.rundir import (
     checkpoints_dir,
-    read_run_json,
+    read_status,
     read_summary,
     record_failed_start,
     spec_yaml,
@@ -177,12 +176,9 @@ def refuse_replacing_finished(run_dir: Path) -> None:
     """
     from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
 
-    try:
-        status = read_run_json(run_dir, STATUS_FILE)
-    except (OSError, ValueError, PaddlefitError):  # no readable record of how it ended
-        return
+    status = read_status(run_dir)  # None: no readable record of how it ended
     held = CheckpointStore(checkpoints_dir(run_dir)).list()
-    if isinstance(status, dict) and status.get("exit_code") == 0 and held:
+    if status is not None and status.get("exit_code") == 0 and held:
         exc = CheckpointError(
             f"`--resume never` would delete the {len(held)} checkpoint(s) of the finished run in {run_dir} (its "
             f"status.json: exit 0, step {status.get('step')}); nothing was changed. Pass `--overwrite` to replace "
