@@ -4,7 +4,9 @@ ship it as constants of the GPU model, so that a GPU row does not depend on the 
 ``host_op_s``: one eager op that records autograd (1-element ``paddle.add``); ``host_step_s_per_tensor``: one
 ``optimizer.step()`` divided by its parameter tensors (20 one-element tensors), the median over SGD, Momentum, Adam
 and AdamW; ``host_step_s``: the rest of a step's host work (a ``Linear(1, 1)``'s whole step minus its ops and
-tensors), the median over the optimizers. All are the minimum over repeats on an idle machine (``timeit``'s advice:
+tensors), the median over the optimizers; ``predictor_call_s`` / ``predictor_op_s``: one Paddle Inference request of a
+1-op program and each further op of a 201-op one (:func:`paddlefit.probe.predictor_overhead.measure_predictor_overhead`;
+the serving rows' host floor). All are the minimum over repeats on an idle machine (``timeit``'s advice:
 load only ever adds time; :func:`paddlefit.probe.host_overhead.measure_host_overhead`). A GPU host also pays the CUDA
 launch per kernel, which is in ``kernel_s`` on the device side; ``paddlefit calibrate`` on the training host measures
 these figures there and its rows say ``calibration: device``.
@@ -45,15 +47,21 @@ def main() -> int:
     per_opt = {o.value: min(h.optimizer_s_per_tensor for h in hs) for o, hs in runs.items()}
     step = statistics.median(per_opt.values())
     fixed = statistics.median(min(h.step_s_fixed for h in hs) for hs in runs.values())
+    from paddlefit.probe.predictor_overhead import measure_predictor_overhead
+
+    served = [measure_predictor_overhead() for _ in range(3)]
+    call_s, pred_op_s = min(p.call_s for p in served), min(p.op_s for p in served)
     print(f"host_op_s {op_s * 1e6:.2f} us; optimizer step per tensor (us): "
           + ", ".join(f"{k} {v * 1e6:.2f}" for k, v in per_opt.items()) + f"; median {step * 1e6:.2f} us; "
-          f"fixed host work per step {fixed * 1e6:.1f} us")
+          f"fixed host work per step {fixed * 1e6:.1f} us; Paddle Inference request {call_s * 1e6:.1f} us + "
+          f"{pred_op_s * 1e6:.2f} us per op")
     if args.write:
         from paddlefit.fileio import atomic_write_text
 
         doc = json.loads(PARAMS_FILE.read_text(encoding="utf-8"))
         doc["values"].update(host_op_s=round(op_s, 9), host_step_s_per_tensor=round(step, 9),
-                             host_step_s=round(fixed, 9))
+                             host_step_s=round(fixed, 9), predictor_call_s=round(call_s, 9),
+                           predictor_op_s=round(pred_op_s, 9))
         doc["provenance"]["host"] = {
             "measured_by": "bench/host_overhead.py", "date": dt.date.today().isoformat(),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, idle",

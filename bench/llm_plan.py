@@ -18,7 +18,7 @@ import sys
 import time
 
 from paddlefit.catalog.gpus import get_gpu
-from paddlefit.llm.configs import LLM_CONFIGS
+from paddlefit.catalog.transformer_configs import LLM_CONFIGS
 from paddlefit.llm.memory import TrainSetup
 from paddlefit.llm.search import search
 

@@ -680,7 +680,7 @@ def llm_config_file(draw: st.DrawFn) -> tuple[str, str]:
 @example(file=(".json", '{"hidden_size": 1' + "0" * 5000 + "}"))  # bug 9: ValueError (int digits limit)
 def test_llm_config_loads_or_refuses(base: Path, file: tuple[str, str]) -> None:
     """``load_llm_config``: a config or a ModelError."""
-    from paddlefit.llm.configs import load_llm_config
+    from paddlefit.catalog.transformer_configs import load_llm_config
 
     with workdir(base) as d:
         cfg = returns_or_refuses(load_llm_config, write_text(d / f"config{file[0]}", file[1]))

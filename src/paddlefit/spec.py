@@ -289,7 +289,7 @@ def unique_key_loader() -> type:
     keeps the last one silently), so are tags whose values JSON cannot hold (``!!binary`` bytes, ``!!set``,
     ``!!omap``, ``!!pairs``: a spec that ``launch`` and ``train`` write back as JSON-typed YAML would change), and
     dates stay strings (``2024-01-31``, as in YAML 1.2). The job spec, ``--model-arg`` values and
-    :mod:`paddlefit.llm.configs` read YAML with it (through :func:`load_plain_yaml`)."""
+    :mod:`paddlefit.catalog.transformer_configs` read YAML with it (through :func:`load_plain_yaml`)."""
     import yaml
 
     class Loader(yaml.SafeLoader):

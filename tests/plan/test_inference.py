@@ -3,6 +3,7 @@ the planner's latency-target search and per-million-request price."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -174,17 +175,30 @@ def setup(engine="paddle-inference", precision="fp32", latency_s=None):
     return ServingSetup(engine, precision, latency_s, load_perf_params(), 0.9, CUDA_CONTEXT_BYTES)
 
 
-def test_point_latency_is_the_kernels_sum_and_eager_adds_host_dispatch():
-    tr = one_gemm_trace(64, 64, 64)
-    s = setup()
-    p, _, w = forward_point(tr, 1, A100, s)
-    ks = forward_kernels(eval_ops(tr.at(1)), "fp32", A100)
+def test_point_latency_is_copy_plus_the_slower_of_kernels_and_host_per_engine():
+    tr = one_gemm_trace(64, 64, 64)  # one linear: x [b*64, 64] float32 in, y [b*64, 64] float32 out
+    s = replace(setup(), request_bytes=64 * 64 * 4)
+    p, _, w = forward_point(tr, 3, A100, s)
+    ks = forward_kernels(eval_ops(tr.at(3)), "fp32", A100)
     t, _ = compile_step(ks, A100, "fp32").times(s.params)
-    assert p.latency_s == pytest.approx(float(t.sum()), rel=1e-12)
+    copy = (3 * 64 * 64 * 4 + 3 * 64 * 64 * 4) / (A100.pcie_gb_s * 1e9)  # request in, the result back
+    host = s.params.get("predictor_call_s") + 1 * s.params.get("predictor_op_s")
+    assert (p.device_s, p.copy_s, p.host_s) == (pytest.approx(float(t.sum()), rel=1e-12), pytest.approx(copy),
+                                                pytest.approx(host))  # fmt: skip
+    assert p.latency_s == pytest.approx(copy + max(float(t.sum()), host), rel=1e-12)
+    assert p.bound == ("host" if host > t.sum() else "device")
     assert w == 64 * 64 * 4 and p.build_peak_bytes is None
-    e, _, _ = forward_point(tr, 1, A100, setup("eager"))
-    host = s.params.get("host_op_s", A100.architecture)
-    assert e.latency_s == pytest.approx(max(p.latency_s, host), rel=1e-12)
+    e, _, _ = forward_point(tr, 3, A100, replace(setup("eager"), request_bytes=64 * 64 * 4))
+    assert e.host_s == pytest.approx((1 + 2) * s.params.get("host_op_s"))  # the op, to_tensor and numpy()
+    assert e.latency_s == pytest.approx(copy + max(float(t.sum()), e.host_s), rel=1e-12)
+
+
+def test_a_tiny_model_is_host_bound_and_its_rate_is_capped_by_the_predictor_call():
+    tr = one_gemm_trace(1, 8, 8)  # 128 FLOPs: nothing for a GPU
+    p, _, _ = forward_point(tr, 1, A100, setup())
+    call = load_perf_params().get("predictor_call_s")
+    assert p.bound == "host" and p.host_s >= call
+    assert p.samples_per_s <= 1 / call  # never faster than one predictor call per request
 
 
 def test_tensorrt_build_peak_arithmetic():
@@ -238,7 +252,10 @@ def test_plan_inference_json_and_cost_inference_give_one_answer():
     assert d["kind"] == "inference" and d["model"]["kind"] == "zoo" and d["batch_sizes"] == [1, 4]
     t4, v100 = d["targets"]
     assert [set(p) for p in t4["inference"]] == [{"batch_size", "latency_s", "samples_per_s", "peak_bytes",
-                                                 "build_peak_bytes", "fits"}] * 2  # fmt: skip
+                                                 "build_peak_bytes", "fits", "device_s", "host_s", "copy_s",
+                                                 "bound"}] * 2  # fmt: skip
+    assert all(p["latency_s"] == pytest.approx(p["copy_s"] + max(p["device_s"], p["host_s"])) for p in t4["inference"])
+    assert t4["measured_error"] is None and "not checked against any measurement" in d["assumptions"]["measured_error"]
     assert all(p["build_peak_bytes"] > p["peak_bytes"] for p in t4["inference"])
     assert t4["max_batch_within_latency"] >= 1 and t4["serving"]["latency_s"] <= 1e-3
     assert v100["inference"] == [] and "INT8" in v100["notes"][0]  # Volta has no INT8 tensor cores

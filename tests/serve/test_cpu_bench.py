@@ -15,14 +15,8 @@ from trainrun import ENV, run, train_cmd, write_spec
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
-from paddlefit.serve.cpu_bench import (
-    CpuLatency,
-    benchmark_cpu,
-    model_files,
-    predict_cpu,
-    random_inputs,
-    save_inference_model,
-)
+from paddlefit.serve.cpu_bench import CpuLatency, benchmark_cpu, predict_cpu
+from paddlefit.serve.program import model_files, random_inputs, save_inference_model
 
 SPECS = [parse_input_spec("float32[3,16,16]")]
 
@@ -116,7 +110,7 @@ def test_keyword_int_inputs_and_the_legacy_pdmodel_format(tmp_path: Path) -> Non
     np.testing.assert_allclose(got, dygraph(model, xs, [None, "token_ids"]), rtol=1e-5, atol=1e-5)
 
     code = ("import sys, paddle; sys.path.insert(0, sys.argv[2]); from test_cpu_bench import SPECS, conv_net; "
-            "from paddlefit.serve.cpu_bench import save_inference_model; "
+            "from paddlefit.serve.program import save_inference_model; "
             "print(','.join(save_inference_model(conv_net(), SPECS, __import__('pathlib').Path(sys.argv[1]))))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "legacy" / "model"), str(Path(__file__).parent)],
                        capture_output=True, text=True, timeout=120, env=dict(ENV, FLAGS_enable_pir_api="0"))

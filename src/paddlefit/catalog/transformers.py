@@ -4,7 +4,7 @@ and the one type that describes a transformer's shape (:class:`TransformerConfig
 The same configs serve the model zoo (``plan bert-base -b 8``: built with
 :func:`paddlefit.models.transformer.build_transformer` and probed, or written as ops by
 :mod:`paddlefit.estimate.transformer_ops` when too large), and the parallel LLM planner
-(:mod:`paddlefit.llm.configs`, which also reads user ``config.json`` files into this type).
+(:mod:`paddlefit.catalog.transformer_configs`, which also reads user ``config.json`` files into this type).
 
 Sources (each row's ``source`` repeats its own):
 

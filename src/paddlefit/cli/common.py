@@ -17,7 +17,10 @@ from rich.markup import escape
 from paddlefit.errors import PaddlefitError
 from paddlefit.textsafe import terminal_safe
 
-out = Console()
+#: Columns of the result tables when stdout is a pipe or a file and ``COLUMNS`` is not set: rich's default there
+#: is 80, which makes it drop whole columns of the wider tables (``plan --inference`` lost its GPU names).
+PIPE_WIDTH = 120
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
 err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

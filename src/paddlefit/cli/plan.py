@@ -86,6 +86,9 @@ def plan_command(
     no_cpu: bool = typer.Option(False, "--no-cpu", help="With --inference: skip the CPU measurement."),
     threads: list[int] = typer.Option(None, "--threads", help="With --inference: CPU threads of the measured CPU "
                                       "row, repeatable [1 and the physical cores]."),
+    cpu_budget_s: float = typer.Option(None, "--cpu-budget-s", help="With --inference: wall seconds the measured "
+                                       "CPU row may take (build, export, measure); batches it does not reach are "
+                                       "listed [20]."),
 ) -> None:
     """Predict peak memory, FLOPs, step time and largest batch of a training job on this CPU and every GPU.
 
@@ -114,10 +117,12 @@ def plan_command(
       paddlefit plan ./config.json --gpus 16 --seq-len 2048   # a Hugging Face / PaddleNLP config.json
       paddlefit plan resnet50 --inference -b 1 -b 8 --engine tensorrt --precision fp16 --latency-ms 10
       paddlefit plan runs/digits/inference --inference --gpu T4 --gpu L4 --json   # an exported model
+      paddlefit plan gpt2-xl --inference --input int64[1024] -b 1 -b 8 --gpu L20 --no-cpu
+      paddlefit plan llama-2-7b --inference --input int64[2048] --precision fp16 --gpu A800-SXM4-80GB
     """
     if inference:
         _plan_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
-                        no_cpu, threads, safety_margin, tf32, json_out,
+                        no_cpu, threads, cpu_budget_s, safety_margin, tf32, json_out,
                         {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
                          "--eval-batch-size": eval_batch_size, "--devices": devices, "--dataset-size": dataset_size,
                          "--epochs": epochs, "--calibration": calibration, "--explain": explain,
@@ -128,7 +133,8 @@ def plan_command(
                          "--top": top if top != 5 else None, "--no-runs": no_runs or None,
                          "--gpus-per-node": gpus_per_node if gpus_per_node != 8 else None})  # fmt: skip
         return
-    given = [n for n, v in (("--engine", engine), ("--latency-ms", latency_ms), ("--threads", threads))
+    given = [n for n, v in (("--engine", engine), ("--latency-ms", latency_ms), ("--threads", threads),
+                            ("--cpu-budget-s", cpu_budget_s))
              if v not in (None, [])] + (["--no-cpu"] if no_cpu else [])  # fmt: skip
     if given:
         raise fail(f"{', '.join(f'`{g}`' for g in given)} {'applies' if len(given) == 1 else 'apply'} to serving "
@@ -188,7 +194,7 @@ def _render(result: JobPlan, json_out: bool) -> None:
 def _parallel_requested(model: str | None, seq_len: int | None, global_batch: int | None, gpus: int | None) -> bool:
     """The parallel LLM planner runs for --gpus/--global-batch/--seq-len, a JSON/YAML config path, or a built-in
     LLM that is not a probe-able zoo model."""
-    from paddlefit.llm.configs import LLM_CONFIGS, is_llm_config_path
+    from paddlefit.catalog.transformer_configs import LLM_CONFIGS, is_llm_config_path
     from paddlefit.models.zoo import zoo_names
 
     if seq_len is not None or global_batch is not None or gpus is not None:
@@ -233,18 +239,20 @@ def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | N
 def _plan_inference(model: str | None, config: Path | None, batch_size: list[int] | None, inputs: list[str] | None,
                     model_arg: list[str] | None, precision: str | None, engine: str | None, latency_ms: float | None,
                     gpu: list[str] | None, catalog: list[Path] | None, no_cpu: bool, threads: list[int] | None,
-                    safety_margin: float, tf32: bool | None, json_out: bool, unused: dict) -> None:  # fmt: skip
+                    cpu_budget_s: float | None, safety_margin: float, tf32: bool | None, json_out: bool,
+                    unused: dict) -> None:  # fmt: skip
     """Parse -> :func:`paddlefit.plan.inference_job.plan_inference` -> render (tables or ``--json``)."""
     from paddlefit.plan.inference_job import plan_inference
     from paddlefit.report.render_inference import render_inference
 
-    if no_cpu and threads:
-        raise fail("`--threads` sets the CPU measurement's threads, and `--no-cpu` skips it: give one of them.")
+    if no_cpu and (threads or cpu_budget_s is not None):
+        raise fail(f"`{'--threads' if threads else '--cpu-budget-s'}` sets the CPU measurement, and `--no-cpu` skips "
+                   "it: give one of them.")  # fmt: skip
     req = common.serving_request(
         unused, model=model, config=config, inputs=inputs, model_args=model_arg, batch_sizes=batch_size,
         precision=precision, engine=engine, latency_ms=latency_ms, gpus=gpu,
-        catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu, threads=threads, safety_margin=safety_margin,
-        tf32=tf32 is not False)
+        catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu, threads=threads, cpu_budget_s=cpu_budget_s,
+        safety_margin=safety_margin, tf32=tf32 is not False)
     quiet_paddle()
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)

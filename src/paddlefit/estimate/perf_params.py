@@ -21,7 +21,8 @@ from paddlefit.errors import CatalogError
 PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
               "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
               "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent", "winograd_fp32",
-              "winograd_transform", "host_step_s", "winograd_fused_fp32")  # fmt: skip
+              "winograd_transform", "host_step_s", "winograd_fused_fp32", "predictor_call_s",
+              "predictor_op_s")  # fmt: skip
 #: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
 #: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
 #: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
@@ -50,7 +51,9 @@ class PerfParams:
             x (12 / process nm) ^ ``fp32_node_exponent`` on others), ``kernel_s``
             (fixed GPU seconds per kernel: launch, tail), ``host_op_s`` (host seconds to dispatch one eager
             op), ``host_step_s_per_tensor`` (host seconds of ``optimizer.step()`` per parameter tensor) and
-            ``host_step_s`` (the rest of a step's host work: :class:`~paddlefit.estimate.timing.HostOverhead`).
+            ``host_step_s`` (the rest of a step's host work: :class:`~paddlefit.estimate.timing.HostOverhead`),
+            ``predictor_call_s`` and ``predictor_op_s`` (host seconds of one Paddle Inference request and of each
+            op its executor runs: :class:`~paddlefit.probe.predictor_overhead.PredictorOverhead`).
             The formulas: :mod:`paddlefit.estimate.kernel_model`.
         by_generation: per GPU architecture (``volta``, ``ampere``...) overrides of any of those keys.
         calibration: ``published-fit`` (fitted on published measurements) or ``device`` (measured on this
@@ -73,11 +76,11 @@ class PerfParams:
 #: Winograd F(2x2, 3x3), cuDNN's, does 2.25x fewer multiplies, Lavin & Gray, CVPR 2016: what ``calibrate`` may
 #: measure for a 3x3 convolution timed without its geometry); at most 1 ms per kernel, 10 ms per host op or optimizer
 #: tensor (a busy or slow host measured by ``calibrate``: 1.4 ms per tensor was seen on a loaded 2-core machine),
-#: 100 ms of fixed host work per step; L2
+#: 100 ms of fixed host work per step or per Paddle Inference request, 10 ms per predictor op; L2
 #: at most 10x the DRAM rate (the fit's bound: GPUs' L2 bandwidth is 2-5x their DRAM's).
 PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 2.25) for k in ("conv_half", "conv_tf32", "conv_fp32")}
                | {"kernel_s": (0.0, 1e-3), "host_op_s": (0.0, 1e-2), "host_step_s_per_tensor": (0.0, 1e-2),
-                  "host_step_s": (0.0, 1e-1),
+                  "host_step_s": (0.0, 1e-1), "predictor_call_s": (0.0, 1e-1), "predictor_op_s": (0.0, 1e-2),
                   "gemm_k0": (0.0, 1e5), "tile_h0": (0.0, 1e5), "fp32_gflops_per_w": (1e-3, 1e6),
                   "l2_gain": (1.0, 10.0), "fp32_node_exponent": (0.0, 5.0),
                   "winograd_transform": (0.0, 10.0)})  # fmt: skip
@@ -108,10 +111,10 @@ def _check_value(key: str, v: Any, origin: str, where: str) -> float:
 
 
 #: The host side of a step (:func:`paddlefit.estimate.timing.host_floor_s`), measured on the host.
-HOST_KEYS = ("host_op_s", "host_step_s_per_tensor", "host_step_s")
+HOST_KEYS = ("host_op_s", "host_step_s_per_tensor", "host_step_s", "predictor_call_s", "predictor_op_s")
 #: Keys ``paddlefit calibrate`` measures on the device (``plan --explain`` says ``device`` for these only).
 DEVICE_MEASURED_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv",
-                        "bw_eff", "kernel_s", "host_op_s", "host_step_s_per_tensor", "host_step_s")  # fmt: skip
+                        "bw_eff", "kernel_s", *HOST_KEYS)  # fmt: skip
 #: Keys of the kernel model that ``paddlefit calibrate`` does not time (it copies the shipped fit's values), and
 #: that files written before they existed lack; :func:`with_shipped_model_keys` fills them in.
 SHIPPED_ONLY_KEYS = tuple(k for k in PARAM_KEYS if k not in DEVICE_MEASURED_KEYS)

@@ -338,7 +338,7 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
         PaddlefitError: bad model, GPU, sequence length, batch, GPU counts or figures (message names the option).
     """
     from paddlefit.catalog.gpus import get_gpu, load_gpus
-    from paddlefit.llm.configs import resolve_llm
+    from paddlefit.catalog.transformer_configs import resolve_llm
     from paddlefit.spec import OptimizerName, parse_enum
 
     cfg = resolve_llm(req.model)

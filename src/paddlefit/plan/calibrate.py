@@ -141,6 +141,7 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     from paddlefit.estimate.kernels import Kernel
     from paddlefit.estimate.perf_params import PARAM_RANGE, PerfParams, load_perf_params
     from paddlefit.probe.host_overhead import measure_host_overhead
+    from paddlefit.probe.predictor_overhead import measure_predictor_overhead
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize
@@ -181,8 +182,11 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     values["kernel_s"] = kernel_s
     say("timing the host: eager dispatch and the optimizer's loop")
     host = measure_host_overhead(lambda ps: make_optimizer(OptimizerName.ADAMW, ps))
+    say("timing the host: a Paddle Inference request and its executor's per-op cost")
+    served = measure_predictor_overhead()
     host_values = {"host_op_s": host.op_s, "host_step_s_per_tensor": host.optimizer_s_per_tensor,
-                   "host_step_s": host.step_s_fixed}  # fmt: skip
+                   "host_step_s": host.step_s_fixed, "predictor_call_s": served.call_s,
+                   "predictor_op_s": served.op_s}  # fmt: skip
     values.update(host_values)
     measured.update(host_values)
     return {"values": values, "by_generation": {},

@@ -5,10 +5,13 @@ program, :mod:`paddlefit.probe.program_trace`) -> the engine's fused ops at the 
 (:mod:`paddlefit.estimate.inference`) -> the forward kernels timed by the per-kernel GPU model
 (:mod:`paddlefit.estimate.gpu_model`, the same fitted parameters as training rows) -> per batch size:
 
-- latency = max(device time, host time): eager dygraph dispatches every op from Python (``host_op_s`` per launched
-  op, the shipped constant measured by ``bench/host_overhead.py``); Paddle Inference and TensorRT run their ops
-  from C++ (a TensorRT engine is one ``enqueue``), so only the kernels' own launch cost (``kernel_s`` each, in the
-  device time) counts;
+- latency = copy time + max(device time, host time) (:func:`request_floor`): the request's inputs go to the card
+  and its results come back over the host link (the catalog's per-direction ``pcie_gb_s``), before and after the
+  forward; eager dygraph dispatches every op from Python (``host_op_s`` per launched op, and one each for the
+  input's ``to_tensor`` and the result's ``numpy()``); Paddle Inference's predictor costs ``predictor_call_s`` per
+  request and ``predictor_op_s`` per op its C++ executor runs (a TensorRT engine is one op); both constants are
+  measured by ``bench/host_overhead.py`` (``calibrate`` measures them on a real host). The kernels' own launch cost
+  (``kernel_s`` each) is in the device time. A small model is then host- or copy-bound, and its row says so;
 - throughput = batch / latency (one request stream per GPU, no overlap of batches);
 - peak memory = weights in the engine's precision + the live activations of one forward (liveness,
   :func:`~paddlefit.estimate.inference.peak_activation_bytes`) + the conv workspace (eager: cuDNN's limit
@@ -25,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlefit.catalog.serving_accuracy import serving_error, serving_error_text
+from paddlefit.estimate.amp import dtype_bytes
 from paddlefit.estimate.gpu_model import compile_step
 from paddlefit.estimate.inference import (
     eval_ops,
@@ -34,7 +39,7 @@ from paddlefit.estimate.inference import (
     peak_activation_bytes,
     weight_bytes,
 )
-from paddlefit.estimate.optrace import OpTrace
+from paddlefit.estimate.optrace import OpTrace, TracedOp
 from paddlefit.estimate.perf_params import PerfParams
 from paddlefit.plan.rows import CONV_WORKSPACE_BYTES
 
@@ -62,6 +67,9 @@ class InferencePoint:
         p95_s: 95th-percentile latency (CPU row, measured; None on GPU rows, which predict one latency).
         threads: CPU threads (CPU row only).
         runs: timed requests behind the median and p95 (CPU row only).
+        device_s, host_s, copy_s: the parts of a GPU row's latency (:func:`request_floor`; None on the CPU row).
+        bound: what sets a GPU row's latency: ``device`` (its kernels), ``host`` (the dispatch of its ops and the
+            request) or ``copy`` (the request and result over the host link); None on the CPU row.
     """
 
     batch_size: int
@@ -73,14 +81,21 @@ class InferencePoint:
     p95_s: float | None = None
     threads: int | None = None
     runs: int | None = None
+    device_s: float | None = None
+    host_s: float | None = None
+    copy_s: float | None = None
+    bound: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON fields (``p95_s``/``threads``/``runs`` only where measured)."""
+        """JSON fields (``p95_s``/``threads``/``runs`` only where measured, the latency's parts only where
+        predicted)."""
         d: dict[str, Any] = {"batch_size": self.batch_size, "latency_s": self.latency_s,
                              "samples_per_s": self.samples_per_s, "peak_bytes": self.peak_bytes,
                              "build_peak_bytes": self.build_peak_bytes, "fits": self.fits}  # fmt: skip
         if self.p95_s is not None:
             d.update(p95_s=self.p95_s, threads=self.threads, runs=self.runs)
+        if self.bound is not None:
+            d.update(device_s=self.device_s, host_s=self.host_s, copy_s=self.copy_s, bound=self.bound)
         return d
 
 
@@ -99,6 +114,8 @@ class InferenceTarget:
         measured: the rows are measurements on this machine (the CPU row), not predictions.
         serving: the point a service would run and ``cost`` prices: the latency target's largest batch, else the
             listed batch with the most samples/s that fits (None: nothing fits).
+        measured_error: how far rows of this engine and precision are from measurements
+            (:func:`~paddlefit.catalog.serving_accuracy.serving_error`; None: none checks them, or the CPU row).
     """
 
     name: str
@@ -112,6 +129,7 @@ class InferenceTarget:
     notes: list[str] = field(default_factory=list)
     measured: bool = False
     serving: InferencePoint | None = None
+    measured_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON fields."""
@@ -120,14 +138,16 @@ class InferenceTarget:
                 "inference": [p.to_dict() for p in self.inference],
                 "max_batch_within_latency": self.max_batch_within_latency, "fusions": self.fusions,
                 "notes": self.notes, "measured": self.measured,
-                "serving": self.serving.to_dict() if self.serving else None}  # fmt: skip
+                "serving": self.serving.to_dict() if self.serving else None,
+                "measured_error": self.measured_error}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ServingSetup:
     """What every GPU row of one plan shares. engine/precision: :data:`~paddlefit.estimate.inference.ENGINES` /
     ``PRECISIONS``; latency_s: the latency target (None: none); params: the per-kernel model's parameters;
-    host_op_s: seconds of one eager op's Python dispatch; safety_margin, context_bytes: as training rows."""
+    safety_margin, context_bytes: as training rows; request_bytes: bytes of one sample's inputs as the client sends
+    them (:attr:`~paddlefit.inputspec.InputSpec.bytes_per_sample`, summed over the inputs)."""
 
     engine: str
     precision: str
@@ -136,6 +156,7 @@ class ServingSetup:
     safety_margin: float
     context_bytes: int
     tf32: bool = True
+    request_bytes: int = 0
 
 
 def precision_blocked(gpu: Any, engine: str, precision: str) -> str | None:
@@ -155,9 +176,9 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
     ks = forward_kernels(ops, setup.precision, gpu, setup.tf32)
     t, _ = compile_step(ks, gpu, "fp16-o2" if setup.precision != "fp32" else "fp32").times(setup.params)
     device_s = float(t.sum())
-    host_s = launched_ops(ops) * setup.params.get("host_op_s", getattr(gpu, "architecture", None)) \
-        if setup.engine == "eager" else 0.0  # fmt: skip
-    latency = max(device_s, host_s)
+    copy_s, host_s = request_floor(ops, batch, gpu, setup)
+    latency = copy_s + max(device_s, host_s)
+    bound = "copy" if copy_s > max(device_s, host_s) else "host" if host_s > device_s else "device"
     weights = weight_bytes(ops, setup.precision)
     acts = peak_activation_bytes(ops, setup.precision)
     has_conv = any(o.cls in ("conv", "dwconv") for o in ops)
@@ -170,7 +191,38 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
         build = fp32_w + weights + TRT_WORKSPACE_BYTES + acts
     usable = usable_bytes(gpu, setup)
     fits = peak <= usable and (build is None or build <= usable)
-    return InferencePoint(batch, latency, batch / latency, int(peak), build, fits), fusions, weights
+    point = InferencePoint(batch, latency, batch / latency, int(peak), build, fits, device_s=device_s, host_s=host_s,
+                           copy_s=copy_s, bound=bound)  # fmt: skip
+    return point, fusions, weights
+
+
+def result_bytes(ops: list[TracedOp]) -> int:
+    """Bytes of what a request returns: the outputs of the forward's last op (the model's return value), in the
+    dtype the trace recorded (0 for an empty trace)."""
+    return sum(t.numel * dtype_bytes(t.dtype) for t in ops[-1].outputs) if ops else 0
+
+
+def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup) -> tuple[float, float]:
+    """(copy seconds, host seconds) of one request of ``batch`` samples through the fused ``ops`` on ``gpu``.
+
+    Copy: ``setup.request_bytes`` x batch to the card and :func:`result_bytes` back, each at the catalog's
+    per-direction host-link rate (``pcie_gb_s``, GB/s; PCI-SIG figures for x16), one after the other and around the
+    forward (a request's inputs must arrive before its forward, its results leave after it), so a lower bound.
+    Host: eager, (launched ops + 2) x ``host_op_s`` (the input's ``to_tensor`` and the result's ``numpy()`` are a
+    dispatch each); Paddle Inference, ``predictor_call_s`` + launched ops x ``predictor_op_s``; TensorRT, the
+    same with the engine as one op (``predictor_call_s`` + ``predictor_op_s``). The constants are measured
+    (:class:`~paddlefit.probe.predictor_overhead.PredictorOverhead`, ``bench/host_overhead.py``).
+    """
+    arch = getattr(gpu, "architecture", None)
+    link = (getattr(gpu, "pcie_gb_s", None) or 0.0) * 1e9
+    copy_s = (setup.request_bytes * batch + result_bytes(ops)) / link if link > 0 else 0.0
+    get = setup.params.get
+    if setup.engine == "eager":
+        host_s = (launched_ops(ops) + 2) * get("host_op_s", arch)
+    else:
+        executed = 1 if setup.engine == "tensorrt" else launched_ops(ops)
+        host_s = get("predictor_call_s", arch) + executed * get("predictor_op_s", arch)
+    return copy_s, host_s
 
 
 def usable_bytes(gpu: Any, setup: ServingSetup) -> int:
@@ -228,7 +280,7 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
         notes.append("int8 GEMMs/convs timed at the FP16 kernels' fitted efficiency on the INT8 peak (no INT8 "
                      "kernel measured)")
     target = InferenceTarget(gpu.name, "gpu", gpu.capacity_bytes, usable, weights, points, fusions=fusions,
-                             notes=notes)  # fmt: skip
+                             notes=notes, measured_error=serving_error(setup.engine, setup.precision))  # fmt: skip
     best = largest_batch_within(trace, gpu, setup)
     target.max_batch_within_latency = best
     fitting = [p for p in points if p.fits]
@@ -300,6 +352,11 @@ def assumptions(setup: ServingSetup) -> dict[str, Any]:
             "conv_workspace_bytes": {"eager": CONV_WORKSPACE_BYTES, "paddle-inference": FUSED_CONV_WORKSPACE_BYTES,
                                      "tensorrt": 0}[setup.engine],
             "tensorrt_workspace_bytes": TRT_WORKSPACE_BYTES if setup.engine == "tensorrt" else None,
-            "host": "eager: one Python dispatch (host_op_s) per launched op" if setup.engine == "eager" else
-                    "C++ executor: kernel launches only",
+            "host": "eager: one Python dispatch (host_op_s) per launched op, the input and the result" if
+                    setup.engine == "eager" else "Paddle Inference: predictor_call_s per request + predictor_op_s "
+                    "per executed op" + (" (the TensorRT engine is one op)" if setup.engine == "tensorrt" else ""),
+            "host_op_s": setup.params.get("host_op_s"), "predictor_call_s": setup.params.get("predictor_call_s"),
+            "predictor_op_s": setup.params.get("predictor_op_s"), "request_bytes_per_sample": setup.request_bytes,
+            "copy": "inputs to the card and results back at the catalog's per-direction pcie_gb_s",
+            "measured_error": serving_error_text(setup.engine, setup.precision),
             "calibration": setup.params.calibration, "latency_search_max_batch": MAX_SEARCH_BATCH}  # fmt: skip

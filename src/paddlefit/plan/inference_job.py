@@ -32,6 +32,9 @@ DEFAULT_BATCHES = (1, 8, 32)
 #: seconds on a few cores (GPT-2 XL, 6 GB: 2.1 s at batch 1 on this project's 2-core CI machine), and the plan would
 #: spend minutes exporting and timing it.
 CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * 1024**3
+#: Seconds the CPU row may take by default (``--cpu-budget-s``): enough for a ResNet-50 at batches 1 and 8 on two
+#: cores; the GPU rows, which are predicted, take a second or two besides.
+DEFAULT_CPU_BUDGET_S = 20.0
 
 
 class InferenceRequest(RequestModel):
@@ -60,6 +63,9 @@ class InferenceRequest(RequestModel):
     cpu: bool = Field(True, description="Measure the CPU row (Paddle Inference on this machine).")
     threads: list[int] | None = Field(None, description="The CPU row's thread counts (None: 1 and the physical "
                                       "cores).")  # fmt: skip
+    cpu_budget_s: float | None = Field(None, gt=0, le=86_400, description="Wall seconds the CPU row may take: "
+                                       "building and exporting the model, then measuring; batches it leaves are "
+                                       "listed (None: :data:`DEFAULT_CPU_BUDGET_S`).")  # fmt: skip
     prices: list[str] = Field(default_factory=list, description="Price CSVs, as ``cost`` takes them.")
     shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
     clouds: list[str] = Field(default_factory=list, description="Only these clouds.")
@@ -71,7 +77,8 @@ class InferenceRequest(RequestModel):
                                           "model_args": "--model-arg", "batch_sizes": "--batch-size",
                                           "precision": "--precision", "engine": "--engine",
                                           "latency_ms": "--latency-ms", "gpus": "--gpu", "catalog_files": "--catalog",
-                                          "threads": "--threads", "prices": "--prices", "clouds": "--cloud",
+                                          "threads": "--threads", "cpu_budget_s": "--cpu-budget-s",
+                                          "prices": "--prices", "clouds": "--cloud",
                                           "region": "--region", "safety_margin": "--safety-margin"}  # fmt: skip
 
     @model_validator(mode="after")
@@ -97,10 +104,11 @@ class InferenceRequest(RequestModel):
 
 
 def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | None,
-               progress: Callable[[str], None]) -> InferenceTarget:  # fmt: skip
-    """The CPU row, measured: the model exported (``paddle.jit.save``) when it is not already, then run by Paddle
-    Inference with oneDNN on this machine (:func:`~paddlefit.serve.cpu_bench.benchmark_cpu`): median and p95 per
-    batch and thread count, the serving process's peak RSS."""
+               progress: Callable[[str], None], deadline: float | None = None) -> InferenceTarget:  # fmt: skip
+    """The CPU row, measured: the model built (a zoo transformer planned from its shape) and exported
+    (``paddle.jit.save``) when it is not already, then run by Paddle Inference with oneDNN on this machine
+    (:func:`~paddlefit.serve.cpu_bench.benchmark_cpu`, until ``deadline``, ``time.time()`` seconds): median and p95
+    per batch and thread count, the serving process's peak RSS."""
     import psutil
 
     from paddlefit.serve import default_threads
@@ -110,31 +118,37 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
     with tempfile.TemporaryDirectory(prefix="paddlefit-serve-") as tmp:
         forget = at_signal_exit(lambda: shutil.rmtree(tmp, ignore_errors=True))  # os._exit skips the with's exit
         try:
-            return _measure(served, batches, threads, ram, Path(tmp), progress)
+            return _measure(served, batches, threads, ram, Path(tmp), progress, deadline)
         finally:
             forget()
 
 
 def _measure(served: ServedModel, batches: list[int], threads: list[int], ram: int, tmp: Path,
-             progress: Callable[[str], None]) -> InferenceTarget:  # fmt: skip
+             progress: Callable[[str], None], deadline: float | None) -> InferenceTarget:  # fmt: skip
     """:func:`cpu_target`'s work inside its temporary folder ``tmp`` (the model exported there when it is not yet;
     Paddle's native CPU kernels when oneDNN has none for one of its ops)."""
-    from paddlefit.serve.cpu_bench import benchmark_cpu, save_inference_model
+    from paddlefit.serve.cpu_bench import benchmark_cpu
+    from paddlefit.serve.program import save_inference_model
 
     prefix = served.prefix
     if prefix is None:
+        layer = served.layer
+        if layer is None:
+            progress("building the model for the CPU row")
+            layer = served.builder()  # type: ignore[misc]
         progress("exporting the model for Paddle Inference (paddle.jit.save)")
         prefix = tmp / "model"
-        save_inference_model(served.layer, served.specs, prefix)
+        save_inference_model(layer, served.specs, prefix)
     notes = ["measured here: Paddle Inference in fp32 with oneDNN (a CPU serves fp32 whatever the GPU engine and "
              "precision); peak = the serving process's RSS"]
     try:
-        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress)
+        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, deadline=deadline)
     except JobFailedError as exc:  # an op oneDNN cannot run (Paddle 3.3.1: the DB detector's interpolation)
         if not onednn_unimplemented(str(exc)):
             raise
         progress("oneDNN failed on this model: measuring with Paddle's native CPU kernels")
-        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False)
+        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False,
+                             deadline=deadline)  # fmt: skip
         notes = ["measured here: Paddle Inference in fp32 WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
                  f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
     points = cpu_points(rows)
@@ -197,10 +211,18 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     all_gpus = load_gpus(req.catalog_files)
     gpus = resolve_gpus(req.gpus, all_gpus) if req.gpus else [g for g in all_gpus if not g.is_xpu]
     setup = ServingSetup(req.engine, req.precision, req.latency_ms / 1e3 if req.latency_ms else None,
-                         load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32)  # fmt: skip
+                         load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32,
+                         sum(x.bytes_per_sample for x in served.specs))  # fmt: skip
     batches = sorted(set(req.batch_sizes))
     targets = [gpu_inference_target(served.trace, g, batches, setup) for g in gpus]
-    cpu, notes = cpu_row(served, batches, req.threads, say) if req.cpu else (None, [])
+    asked = req.threads is not None or req.cpu_budget_s is not None
+    if req.cpu and served.layer is None and served.builder is not None and not asked:
+        cpu, notes = None, [f"no CPU row: {served.name} is planned from its shape; building, exporting and timing it "
+                            "here takes longer than the default budget: ask for it with `--cpu-budget-s 120` (or "
+                            "`--threads`)"]  # fmt: skip
+    else:
+        cpu, notes = cpu_row(served, batches, req.threads, say, req.cpu_budget_s or DEFAULT_CPU_BUDGET_S) \
+            if req.cpu else (None, [])  # fmt: skip
     if cpu is not None:
         targets.insert(0, cpu)
     prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
@@ -214,15 +236,19 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
                          cost_per_million(targets, prices, all_gpus), source, assumptions(setup), notes)  # fmt: skip
 
 
-def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None,
-            say: Callable[[str], None]) -> tuple[InferenceTarget | None, list[str]]:  # fmt: skip
-    """The measured CPU row (:func:`cpu_target`) and the plan's notes about it. Not measured, with a note saying
-    why: a model too large to build here or above :data:`CPU_MEASURE_MAX_WEIGHT_BYTES`, batches whose fp32
-    weights + live activations exceed half the available RAM, and any failure of the export or of Paddle
-    Inference (the GPU rows stand without it)."""
+def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None, say: Callable[[str], None],
+            budget_s: float = DEFAULT_CPU_BUDGET_S) -> tuple[InferenceTarget | None, list[str]]:  # fmt: skip
+    """The measured CPU row (:func:`cpu_target`, within ``budget_s`` wall seconds from now) and the plan's notes
+    about it. Not measured, with a note saying why: a model too large to build here or above
+    :data:`CPU_MEASURE_MAX_WEIGHT_BYTES`, batches whose fp32 weights + live activations exceed half the available
+    RAM, batches and thread counts the budget did not reach, and any failure of the export or of Paddle Inference
+    (the GPU rows stand without it)."""
+    import time
+
     import psutil
 
-    if served.layer is None and served.prefix is None:
+    deadline = time.time() + budget_s
+    if served.layer is None and served.prefix is None and served.builder is None:
         return None, ["no CPU row: the model is too large to build on this machine (its trace is written from its "
                       "shape); export it where it fits and plan the export"]  # fmt: skip
     if 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
@@ -237,9 +263,24 @@ def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None,
              f"than half of the {free / 1024**3:.1f} GiB RAM available)" for b in batches if b not in fit]
     if not fit:
         return None, notes
+    from paddlefit.serve import default_threads
+
+    threads = threads or default_threads()
     try:
-        return cpu_target(served, fit, threads, say), notes
+        target = cpu_target(served, fit, threads, say, deadline)
     except Exception as exc:  # the export (the model's own code) or Paddle Inference failed: the GPU rows stand
         return None, [*notes, f"no CPU row: {_last_line(str(exc)) or type(exc).__name__} (`--no-cpu` skips the "
                                "measurement; if paddle.jit.save failed, Paddle Inference and TensorRT cannot serve "
                                "the model as written either)"]
+    return (target if target.inference else None), [*notes, *budget_notes(target, fit, threads, budget_s)]
+
+
+def budget_notes(target: InferenceTarget, batches: list[int], threads: list[int], budget_s: float) -> list[str]:
+    """A note naming the (batch, threads) pairs of the CPU row that its time budget did not reach."""
+    have = {(p.batch_size, p.threads) for p in target.inference}
+    left = [f"batch {b} ({t} thread{'s' * (t != 1)})" for t in threads for b in batches if (b, t) not in have]
+    if not left:
+        return []
+    return [f"CPU row: {', '.join(left)} not measured within the {budget_s:g} s budget (`--cpu-budget-s` gives it "
+            "more; `paddlefit export RUN --benchmark` measures an export without one)"]
+

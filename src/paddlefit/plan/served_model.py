@@ -3,7 +3,8 @@
 :func:`resolve_served` returns its eval-mode forward trace at two batch sizes and its per-sample inputs:
 
 - zoo / ``package.module:factory`` / ``--config``: the model is built on this CPU, put in eval mode, and its forward
-  recorded under ``paddle.no_grad`` (:func:`~paddlefit.probe.recorder.record_trace`);
+  recorded under ``paddle.no_grad`` (:func:`~paddlefit.probe.recorder.record_trace`); a zoo transformer's trace is
+  written from its shape instead (as training plans do), and it is built only for the CPU row;
 - an exported model (a ``paddle.jit.save`` prefix: a run's export folder, a folder holding ``model.json`` or
   ``model.pdmodel`` with ``model.pdiparams``, or one of those files): its program is read op by op
   (:func:`~paddlefit.probe.program_trace.trace_program`), without the model's Python code.
@@ -11,8 +12,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from paddlefit.errors import InputSpecError, ModelError
@@ -31,13 +35,16 @@ class ServedModel:
 
     Attributes:
         name: what the user named (zoo name, import path, or the program prefix).
-        kind: ``zoo``, ``import``, ``spec`` or ``exported``.
+        kind: ``zoo``, ``import``, ``spec``, ``config`` (a built-in LLM or a config file) or ``exported``.
         trace: eval-mode forward ops at batch 1 and 2.
         specs: per-sample inputs (batch dimension removed).
         params: parameter elements.
         prefix: the exported program's path prefix (``.../model``), None for a model built from code.
-        layer: the eval-mode ``paddle.nn.Layer`` (None for an exported program), for the CPU measurement's export.
+        layer: the eval-mode ``paddle.nn.Layer`` (None for an exported program and a zoo transformer), for the CPU
+            measurement's export.
         unmapped: program ops the trace could not time, with counts (exported programs only).
+        builder: builds the eval-mode layer when the CPU row asks for it (a zoo transformer small enough to run
+            here, whose trace is written from its shape); None otherwise.
     """
 
     name: str
@@ -48,6 +55,7 @@ class ServedModel:
     prefix: Path | None = None
     layer: Any = None
     unmapped: dict[str, int] | None = None
+    builder: Callable[[], Any] | None = None
 
 
 def program_prefix(path: str) -> Path | None:
@@ -86,6 +94,56 @@ def program_prefix(path: str) -> Path | None:
     return prefix
 
 
+def _llm_config(model: str) -> Any:
+    """The :class:`~paddlefit.catalog.transformers.TransformerConfig` ``model`` names when it is a built-in LLM
+    (``llama-2-7b``...) or a Hugging Face / PaddleNLP ``config.json`` (or YAML, or a folder holding one) that is not
+    an exported program, else None.
+
+    Raises:
+        ModelError: the config file is bad (:func:`~paddlefit.catalog.transformer_configs.load_llm_config`).
+    """
+    from paddlefit.catalog.transformer_configs import LLM_CONFIGS, is_llm_config_path, resolve_llm
+
+    if model.strip().lower() in LLM_CONFIGS:
+        return resolve_llm(model)
+    if not is_llm_config_path(model) or not Path(model).expanduser().exists():
+        return None
+    try:
+        if program_prefix(model) is not None:
+            return None
+    except ModelError:  # no program there: a config
+        pass
+    return resolve_llm(str(Path(model).expanduser()))
+
+
+def _from_transformer_config(cfg: Any, inputs: list[str] | None, model_args: list[str] | None) -> ServedModel:
+    """A built-in LLM or a config file, planned from its shape: one input of token ids, its length from
+    ``--input int64[S]`` (required: a config names no serving length).
+
+    Raises:
+        InputSpecError: no ``--input``, or not one input of token ids, or longer than the model's positions.
+    """
+    from paddlefit.inputspec import parse_input_specs
+    from paddlefit.catalog.transformer_configs import to_transformer_config
+
+    if model_args:
+        raise InputSpecError("`--model-arg` does not apply to a transformer config: it has no factory to call.")
+    if not inputs:
+        raise InputSpecError(f"{cfg.name}: give the request's sequence length as `--input int64[S]`, e.g. "
+                             f"`--input int64[{min(cfg.max_position, 2048)}]`.")  # fmt: skip
+    ref = SimpleNamespace(name=cfg.name, transformer=to_transformer_config(cfg),
+                          default_inputs=parse_input_specs([f"int64[{min(cfg.max_position, 2048)}]"]))  # fmt: skip
+    return _analytic(ref, parse_input_specs(inputs), "config")
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name only a path has: a directory separator, a leading ``.`` or ``~``, or a program file's suffix (zoo
+    names and ``package.module:factory`` have none of these)."""
+    seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return any(c in name for c in seps) or name.startswith((".", "~")) or \
+        name.endswith((*PROGRAM_SUFFIXES, ".pdiparams"))  # fmt: skip
+
+
 def _params_file(prefix: Path) -> Path:
     """``PREFIX.pdiparams`` (a prefix may itself contain dots)."""
     return prefix.parent / (prefix.name + ".pdiparams")
@@ -103,7 +161,15 @@ def resolve_served(model: str | None, config: Path | None, inputs: list[str] | N
     from paddlefit.models.zoo import zoo_names
 
     code = model is None or config is not None or ":" in model or model.strip().lower() in zoo_names()
+    llm = None if code else _llm_config(model)  # type: ignore[arg-type]
+    if llm is not None:
+        return _from_transformer_config(llm, inputs, model_args)
     prefix = None if code else program_prefix(model)  # type: ignore[arg-type]
+    if prefix is None and not code and _looks_like_path(model):  # type: ignore[arg-type]
+        raise ModelError(f"{model}: no such file or folder. `plan --inference` takes a zoo name, "
+                         "`package.module:factory`, `--config job.yaml`, or an exported model: a folder holding "
+                         "`model.json` (or `model.pdmodel`) with `model.pdiparams`, as `paddlefit export RUN_DIR` "
+                         "writes into RUN_DIR/inference.")  # fmt: skip
     if prefix is None:
         return _from_code(model, config, inputs, model_args)
     if model_args:
@@ -147,8 +213,8 @@ def too_large_to_run(params: int) -> bool:
 
 
 def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
-    """A zoo transformer too large to run here: its trace written from its shape
-    (:func:`~paddlefit.estimate.transformer_ops.transformer_trace`); no layer, so no CPU row.
+    """A zoo transformer: its trace written from its shape
+    (:func:`~paddlefit.estimate.transformer_ops.transformer_trace`), in seconds whatever its size; no layer.
 
     Raises:
         InputSpecError: not one input of token ids, or a sequence longer than the model's positions.
@@ -165,6 +231,13 @@ def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
         raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
                              f"`--input int64[{cfg.max_position}]` or less.")  # fmt: skip
     return ServedModel(ref.name, kind, transformer_trace(cfg, seq), specs, cfg.params)
+
+
+def _eval_layer(factory: Any, build: Callable[[Any], Any]) -> Any:
+    """The model built by ``factory`` (:func:`paddlefit.models.build.build`) in eval mode."""
+    layer = build(factory)
+    layer.eval()
+    return layer
 
 
 def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
@@ -184,11 +257,13 @@ def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
     ref = resolve_model(job.model, job.model_args)
     specs = job_input_specs(ref, parse_input_specs(job.inputs) if job.inputs else None)
     kind = "spec" if config is not None else "zoo" if job.model.strip().lower() in zoo_names() else "import"
-    if ref.transformer is not None and too_large_to_run(ref.transformer.params):
-        return _analytic(ref, specs, kind)
+    if ref.transformer is not None:  # planned from its shape, as training plans are; built only for the CPU row
+        served = _analytic(ref, specs, kind)
+        if not too_large_to_run(ref.transformer.params):
+            served.builder = lambda: _eval_layer(ref.factory, build)
+        return served
     try:
-        layer = build(ref.factory)
-        layer.eval()
+        layer = _eval_layer(ref.factory, build)
         with paddle.no_grad():
             trace = record_trace(layer, make_inputs(specs, 1), make_inputs(specs, 2))
     except ModelError:

@@ -49,7 +49,7 @@ def render_inference(plan: Any, console: Console) -> None:
     title = "GPUs (predicted): latency ms per batch; peak GiB at the last batch"
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, title=title,
                   title_justify="left")  # fmt: skip
-    table.add_column("GPU", overflow="fold")
+    table.add_column("GPU", overflow="fold", min_width=14)
     numbers = ["GiB", *(f"b={b}" for b in p.batch_sizes), "peak", *(["build"] if p.engine == "tensorrt" else []),
                "serve", "samp/s", "$/1M"]  # fmt: skip
     for c in numbers:
@@ -65,7 +65,8 @@ def render_inference(plan: Any, console: Console) -> None:
             row.append(_gib(last.build_peak_bytes))
         s = t.serving
         capped = s is not None and s.batch_size >= MAX_SEARCH_BATCH and p.latency_ms
-        serve_b = (f"{s.batch_size}+" if capped else str(s.batch_size)) if s else "none"
+        serve_b = (f"{s.batch_size}+" if capped else str(s.batch_size)) + (f" {s.bound}" if s.bound else "") \
+            if s else "none"  # fmt: skip
         row += [serve_b, _rate(s.samples_per_s) if s else "-", _usd(cheapest.get(t.name))]
         table.add_row(*row)
     console.print(table)
@@ -120,11 +121,14 @@ def _legend(plan: Any, gpus: list[Any], console: Console) -> None:
     else:
         fused = "; ".join(f"{', '.join(names)}: {rules}" for rules, names in groups.items())
     work = a["conv_workspace_bytes"]
-    console.print(f"[dim]Latency: the forward's kernels on the per-kernel GPU model ({a['calibration']}); host: "
-                  f"{a['host']}. Peak = weights + live activations of one forward"
+    console.print(f"[dim]Latency: copy + max(the forward's kernels on the per-kernel GPU model "
+                  f"({a['calibration']}), host); host: {a['host']}; copy: {a['copy']}. Peak = weights + live "
+                  "activations of one forward"
                   + (f" + conv workspace {work / MIB:,.0f} MiB (models with convolutions)" if work else "")
                   + f"; fits if peak <= {a['safety_margin']:.0%} of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f}"
-                  f" GiB CUDA context). Fusions: {escape(fused)}. Serve: "
+                  f" GiB CUDA context). Fusions: {escape(fused)}. Serve: the batch and what sets its latency "
+                  "(device: the kernels; host: dispatching the request and its ops; copy: inputs and results over "
+                  "the host link, added to the rest): "
                   + ("the largest batch within the latency target (none: batch 1 misses it; N+: the search stops at "
                      f"{a['latency_search_max_batch']})" if plan.latency_ms else
                      "the listed batch with the most samples/s that fits")
@@ -137,5 +141,6 @@ def _legend(plan: Any, gpus: list[Any], console: Console) -> None:
     for n, names in by_note.items():
         who = "all GPUs" if len(names) == len(gpus) > 1 else ", ".join(names)
         console.print(f"[dim]{escape(who)}: {escape(n)}[/]", soft_wrap=True)
+    console.print(f"Error: {escape(a['measured_error'])}", soft_wrap=True)
     for n in plan.notes:
         console.print(f"[yellow]{escape(n)}[/]", soft_wrap=True)

@@ -25,21 +25,16 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.errors import InputSpecError, JobFailedError, ModelError, PaddlefitError
+from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import InputSpec
 from paddlefit.quietstart import at_signal_exit
 from paddlefit.safepath import python_command, safe_env
+from paddlefit.serve.program import input_names, model_files, random_inputs
 from paddlefit.textsafe import name_safe
 
-#: Program files ``paddle.inference.Config(model_file, params_file)`` reads, preferred first: the PIR program
-#: (``.json``, what ``paddle.jit.save`` writes with PIR on, Paddle 3's default) and the legacy ProgramDesc
-#: (``.pdmodel``, with ``FLAGS_enable_pir_api=0``), next to ``.pdiparams``. Source: Paddle 3.3.1
-#: ``jit/pir_translated_layer.py`` (``PIR_INFER_MODEL_SUFFIX``), ``jit/translated_layer.py``; both load here.
-MODEL_SUFFIXES = (".json", ".pdmodel")
-PARAMS_SUFFIX = ".pdiparams"
 #: Timed runs kept per configuration however long they take (the median and p95 of fewer mean little).
 MIN_TIMED_RUNS = 5
-_SAVED_SUFFIXES = (".json", ".pdmodel", ".pdiparams", ".pdiparams.info")
+
 
 
 @dataclass(frozen=True)
@@ -75,98 +70,6 @@ class CpuLatency:
         return {**asdict(self), "samples_per_s": self.samples_per_s}
 
 
-def input_names(specs: Sequence[InputSpec]) -> list[str]:
-    """The feed name of each input of a saved model: the spec's name, else ``input_{i}`` (as
-    :func:`paddlefit.train.export.export_run` names them; ``paddle.jit.save`` keeps ``InputSpec`` names as feed
-    names, verified with Paddle 3.3.1)."""
-    return [s.name or f"input_{i}" for i, s in enumerate(specs)]
-
-
-def random_inputs(specs: Sequence[InputSpec], batch: int, seed: int = 0) -> list[np.ndarray]:
-    """Random arrays of shape ``(batch, *spec.shape)``: floats uniform in [0, 1), integers in ``[0, spec.high or 2)``.
-
-    Raises:
-        InputSpecError: a dtype numpy cannot hold (``bfloat16``).
-    """
-    rng = np.random.default_rng(seed)
-    arrays = []
-    for i, s in enumerate(specs):
-        try:
-            dtype = np.dtype(s.dtype)
-        except TypeError:
-            raise InputSpecError(f"input {i} (`{s}`): dtype {s.dtype} cannot be fed to Paddle Inference from numpy; "
-                                 "benchmark a float32 export.") from None  # fmt: skip
-        shape = (batch, *s.shape)
-        if dtype.kind in "iu":
-            arrays.append(rng.integers(0, s.high or 2, size=shape).astype(dtype))
-        else:
-            arrays.append(rng.random(shape, dtype=np.float32).astype(dtype))
-    return arrays
-
-
-def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -> list[str]:
-    """``paddle.jit.save`` an eval-mode ``paddle.nn.Layer`` as ``PREFIX.json`` (or ``.pdmodel``) + ``.pdiparams``,
-    with ``paddle.static.InputSpec([None, *spec.shape], spec.dtype, name)`` per input (dynamic batch dimension).
-    A model with keyword (named) inputs, or whose output is not one tensor, is wrapped as ``export`` wraps it
-    (:func:`paddlefit.models.exporting.jit_target`: positional inputs, a flat tuple of output tensors).
-
-    Returns:
-        The names of the files written (in ``prefix``'s directory).
-
-    Raises:
-        InputSpecError: ``specs`` is empty.
-        ModelError: the model rejects a random batch of 2 built from ``specs``.
-        JobFailedError: ``paddle.jit.save`` cannot convert the model to a static graph.
-    """
-    import paddle
-
-    from paddlefit.models.exporting import jit_target
-
-    if not specs:
-        raise InputSpecError("save_inference_model needs at least one input spec (`specs`), e.g. float32[3,224,224].")
-    prefix = Path(prefix)
-    model.eval()
-    names = [s.name for s in specs]
-    xs = [paddle.to_tensor(a) for a in random_inputs(specs, 2)]
-    args = [x for x, n in zip(xs, names, strict=True) if n is None]
-    kwargs = {n: x for x, n in zip(xs, names, strict=True) if n is not None}
-    try:
-        with paddle.no_grad():
-            out = model(*args, **kwargs)
-    except Exception as exc:
-        raise ModelError(f"the model rejects a batch of inputs {', '.join(map(str, specs))} ({type(exc).__name__}: "
-                         f"{str(exc)[:300]}); fix the input specs.") from None  # fmt: skip
-    target = jit_target(model, out, names)
-    spec = [paddle.static.InputSpec([None, *s.shape], s.dtype, n) for s, n in zip(specs, input_names(specs),
-                                                                                 strict=True)]  # fmt: skip
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        paddle.jit.save(target, str(prefix), input_spec=spec)
-    except Exception as exc:
-        raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph ({type(exc).__name__}: "
-                             f"{str(exc)[-400:]}).") from None  # fmt: skip
-    return sorted(prefix.name + s for s in _SAVED_SUFFIXES if prefix.with_name(prefix.name + s).is_file())
-
-
-def model_files(prefix: Path) -> tuple[Path, Path]:
-    """(program file, weights file) of the saved model at ``prefix`` (a directory means ``DIR/model``): ``.json``
-    preferred over ``.pdmodel`` (:data:`MODEL_SUFFIXES`).
-
-    Raises:
-        PaddlefitError: no program file or no ``.pdiparams`` next to it; the message names the path and the file
-            missing.
-    """
-    prefix = Path(prefix) / "model" if Path(prefix).is_dir() else Path(prefix)
-    params = prefix.with_name(prefix.name + PARAMS_SUFFIX)
-    program = next((p for s in MODEL_SUFFIXES if (p := prefix.with_name(prefix.name + s)).is_file()), None)
-    missing = [f"{prefix.name}.json (or .pdmodel)"] * (program is None) + [params.name] * (not params.is_file())
-    if program is None or missing:
-        raise PaddlefitError(f"`{name_safe(prefix)}` is not a saved inference model: {' and '.join(missing)} "
-                             f"missing in {name_safe(prefix.parent)}; give the prefix `paddle.jit.save` wrote (e.g. "
-                             "RUN_DIR/inference/model from `paddlefit export`).")  # fmt: skip
-    return program, params
-
-
 def _shown(values: Sequence[int]) -> str:
     """Values as typed on the command line: ``0``, or ``1, 0`` for a repeated option (``none`` when empty)."""
     return ", ".join(str(v) for v in values) or "none"
@@ -197,7 +100,7 @@ def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warm
 def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[int], threads: list[int], *,
                   warmup: int = 10, runs: int = 50, max_seconds: float = 20.0,
                   progress: Callable[[str], None] | None = None, timeout_s: float | None = None,
-                  onednn: bool = True) -> list[CpuLatency]:
+                  onednn: bool = True, deadline: float | None = None) -> list[CpuLatency]:
     """Latency of the saved model at ``prefix`` on this CPU with Paddle Inference: ``Config(program, params)``,
     ``disable_gpu()``, ``enable_mkldnn()`` (oneDNN; ``onednn=False``: ``disable_mkldnn()``),
     ``set_cpu_math_library_num_threads(n)``, IR optimisation on (the default), ``create_predictor`` (API:
@@ -207,8 +110,14 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
     spent but never before :data:`MIN_TIMED_RUNS`. One child process per thread count (see the module doc);
     ``peak_rss_bytes`` is that serving process's peak RSS, Paddle included.
 
+    With a ``deadline`` the measurement stops there: each thread count gets an equal share of the time left when
+    its child starts, a batch size is measured only while its share allows one warm-up and
+    :data:`MIN_TIMED_RUNS` requests at the latency the previous batch size implies (linear in the batch), and
+    what is not measured is left out of the result (the caller lists it).
+
     Args:
         progress: called with one line per finished configuration.
+        deadline: ``time.time()`` (seconds since the epoch) by which the measurement ends; None: no limit.
         timeout_s: limit per child process (seconds); default ``120 + len(batch_sizes) * (3 * max_seconds + 60)``.
 
     Returns:
@@ -227,10 +136,13 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
     if timeout_s is None:
         timeout_s = 120 + len(batches) * (3 * max_seconds + 60)
     results: list[CpuLatency] = []
-    for n in thread_counts:
+    for i, n in enumerate(thread_counts):
+        share = None if deadline is None else time.time() + (deadline - time.time()) / (len(thread_counts) - i)
+        if share is not None and share <= time.time():
+            break
         request = {"op": "bench", "program": str(program), "params": str(params), "threads": n, "runs": runs,
                    "specs": [s.model_dump() for s in specs], "batch_sizes": batches, "warmup": warmup,
-                   "max_seconds": max_seconds, "onednn": onednn}  # fmt: skip
+                   "max_seconds": max_seconds, "onednn": onednn, "deadline": share}  # fmt: skip
 
         def on_line(doc: dict[str, Any]) -> None:
             r = CpuLatency(**doc)
@@ -396,8 +308,16 @@ def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     """Measure every batch size of ``req`` (ascending) with one predictor; ``emit`` one result each."""
     pred, names = _predictor(req)
     specs = [InputSpec(**s) for s in req["specs"]]
-    budget, warmup, runs = float(req["max_seconds"]), int(req["warmup"]), int(req["runs"])
-    for batch in req["batch_sizes"]:
+    warmup, runs, deadline = int(req["warmup"]), int(req["runs"]), req.get("deadline")
+    done: tuple[int, float] | None = None  # the last (batch, median seconds) measured
+    for i, batch in enumerate(req["batch_sizes"]):
+        budget = float(req["max_seconds"])
+        if deadline is not None:  # see benchmark_cpu: a batch runs only if its share allows its fewest requests
+            left = deadline - time.time()
+            need = (1 + MIN_TIMED_RUNS) * done[1] * batch / done[0] if done else 0.0
+            if left <= 0 or need > left:
+                return
+            budget = min(budget, left / (len(req["batch_sizes"]) - i))
         arrays = random_inputs(specs, batch, seed=batch)
         t0 = time.perf_counter()
         for _ in range(warmup):
@@ -412,6 +332,7 @@ def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
             times.append(end - start)
             if len(times) >= MIN_TIMED_RUNS and end - t0 > budget:
                 break
+        done = (batch, float(np.median(times)))
         emit({"result": {"batch_size": batch, "threads": int(req["threads"]), "median_s": float(np.median(times)),
                          "p95_s": float(np.percentile(times, 95, method="linear")), "runs": len(times),
                          "peak_rss_bytes": _peak_rss_bytes()}})  # fmt: skip

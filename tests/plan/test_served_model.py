@@ -1,0 +1,76 @@
+"""What `plan --inference` serves: paths that do not exist, transformers planned from their shape (zoo names,
+built-in LLMs, config files), the CPU row's time budget, and the measured error every row quotes."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from paddlefit.catalog.serving_accuracy import serving_accuracy, serving_error, serving_error_text
+from paddlefit.errors import InputSpecError, ModelError
+from paddlefit.plan.inference import InferencePoint, InferenceTarget
+from paddlefit.plan.inference_job import InferenceRequest, budget_notes, plan_inference
+from paddlefit.plan.served_model import resolve_served
+
+
+def test_a_missing_path_says_it_does_not_exist_and_what_an_export_holds(tmp_path):
+    with pytest.raises(ModelError, match=r"no such file or folder.*model\.pdiparams"):
+        resolve_served(str(tmp_path / "nope" / "inference"), None, None, None)
+    r = subprocess.run([sys.executable, "-m", "paddlefit", "plan", "runs/nope/inference", "--inference"],
+                       capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ, COLUMNS="200"),
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "runs/nope/inference: no such file or folder" in r.stderr
+    assert "Unknown model" not in r.stderr
+
+
+def test_builtin_llms_and_config_files_are_planned_from_their_shape(tmp_path):
+    served = resolve_served("llama-2-7b", None, ["int64[2048]"], None)
+    assert served.kind == "config" and served.trace.source == "analytic" and served.layer is None
+    assert served.params == 6_738_415_616 and str(served.specs[0]) == "int64[2048]"
+    raw = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 128, "hidden_act": "gelu"}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    from_dir = resolve_served(str(tmp_path), None, ["int64[128]"], None)
+    assert from_dir.kind == "config" and from_dir.trace.source == "analytic"
+    with pytest.raises(InputSpecError, match=r"--input int64\[128\]"):
+        resolve_served(str(tmp_path / "config.json"), None, None, None)
+    with pytest.raises(InputSpecError, match="exceeds its max_position 128"):
+        resolve_served(str(tmp_path / "config.json"), None, ["int64[256]"], None)
+
+
+def test_a_zoo_transformer_is_traced_from_its_shape_and_its_cpu_row_waits_to_be_asked():
+    t0 = time.perf_counter()
+    plan = plan_inference(InferenceRequest(model="bert-base", inputs=["int64[128]"], gpus=["T4"], batch_sizes=[1]))
+    assert time.perf_counter() - t0 < 60  # no model built: the trace is written from the config
+    assert plan.model["kind"] == "zoo" and [t.kind for t in plan.targets] == ["gpu"]
+    assert any("planned from its shape" in n and "--cpu-budget-s" in n for n in plan.notes)
+
+
+def test_budget_notes_name_every_batch_and_thread_count_left_out():
+    got = [InferencePoint(1, 0.01, 100.0, 1, None, True, 0.01, 1, 5)]
+    target = InferenceTarget("this CPU", "cpu", 1, 1, 1, got, measured=True)
+    (note,) = budget_notes(target, [1, 8], [1, 2], 20.0)
+    assert "batch 8 (1 thread), batch 1 (2 threads), batch 8 (2 threads) not measured within the 20 s budget" in note
+    assert budget_notes(target, [1], [1], 20.0) == []
+
+
+def test_a_deadline_already_past_starts_no_benchmark(tmp_path):
+    from paddlefit.inputspec import parse_input_specs
+    from paddlefit.serve.cpu_bench import benchmark_cpu
+
+    (tmp_path / "model.json").write_text("{}")
+    (tmp_path / "model.pdiparams").write_bytes(b"")
+    rows = benchmark_cpu(tmp_path / "model", parse_input_specs(["float32[4]"]), [1, 8], [1], deadline=time.time() - 1)
+    assert rows == []
+
+
+def test_every_measured_engine_has_its_error_and_the_others_say_they_have_none():
+    assert set(serving_accuracy()) == {"tensorrt/fp32", "eager/fp32"}
+    trt = serving_error("tensorrt", "fp32")
+    assert 0 < trt["median_abs_error"] < 1 and trt["rows"] > 400 and "PaddleClas" in trt["data"]
+    assert f"median {trt['median_abs_error']:.0%} off" in serving_error_text("tensorrt", "fp32")
+    assert serving_error("paddle-inference", "fp32") is None
+    assert "not checked against any measurement" in serving_error_text("paddle-inference", "fp32")
