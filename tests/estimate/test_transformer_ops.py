@@ -3,6 +3,7 @@
 import json
 from importlib import resources
 
+from paddlefit.catalog.transformer_configs import LLM_CONFIGS, resolve_llm
 from paddlefit.catalog.transformers import (
     TransformerConfig,
     llm_transformer_names,
@@ -11,7 +12,6 @@ from paddlefit.catalog.transformers import (
 )
 from paddlefit.estimate.analytic import analytic_transformer_flops
 from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops, transformer_ops, transformer_trace
-from paddlefit.catalog.transformer_configs import LLM_CONFIGS, resolve_llm
 from paddlefit.llm.perf import head_forward_flops, layer_forward_flops
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS
 

@@ -7,10 +7,10 @@ import paddle
 import pytest
 
 from paddlefit.catalog.gpus import get_gpu
+from paddlefit.catalog.transformer_configs import LLM_CONFIGS, config_from_dict, load_llm_config, to_transformer_config
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
 from paddlefit.inputspec import parse_input_spec
-from paddlefit.catalog.transformer_configs import LLM_CONFIGS, config_from_dict, load_llm_config, to_transformer_config
 from paddlefit.llm.memory import (
     Layout,
     TrainSetup,

@@ -123,8 +123,8 @@ def _from_transformer_config(cfg: Any, inputs: list[str] | None, model_args: lis
     Raises:
         InputSpecError: no ``--input``, or not one input of token ids, or longer than the model's positions.
     """
-    from paddlefit.inputspec import parse_input_specs
     from paddlefit.catalog.transformer_configs import to_transformer_config
+    from paddlefit.inputspec import parse_input_specs
 
     if model_args:
         raise InputSpecError("`--model-arg` does not apply to a transformer config: it has no factory to call.")
