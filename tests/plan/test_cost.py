@@ -447,7 +447,10 @@ def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path)
     d = json.loads(r.stdout)
     assert {row["gpu"] for row in d["rows"]} == {"RTX-4090"}
     clouds = ", ".join(sorted({p.cloud for p in load_prices()}))
-    assert d["skipped"] == [{"gpu": "L20", "reason": f"no priced instance in the price table (clouds: {clouds})"}]
+    from paddlefit.catalog.prices import price_template
+
+    assert d["skipped"] == [{"gpu": "L20", "reason": f"no priced instance in the price table (clouds: {clouds}); add "
+                             f"your provider's with --prices FILE (a template in CNY: {price_template()})"}]
     table = run(*args, home=tmp_path)
     assert table.returncode == 0, table.stderr
     assert f"L20: no priced instance in the price table (clouds: {clouds})" in table.stdout

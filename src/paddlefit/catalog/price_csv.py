@@ -17,6 +17,10 @@ from paddlefit.errors import CatalogError
 
 REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
                     "price_usd_per_hour", "spot_usd_per_hour", "region")  # fmt: skip
+#: A file in another currency has a ``currency`` column (ISO 4217, per row) and names its prices without ``usd``.
+CURRENCY_PRICE_COLUMNS = ("price_per_hour", "spot_per_hour")
+#: The price file template shipped for the cards rented in China (no public, dated price page found to copy).
+PRICE_TEMPLATE = "prices-template-cny.csv"
 
 #: (cloud, instance_type) -> (GPU count to use, why).
 GPU_COUNT_FIXES = {
@@ -87,9 +91,11 @@ def parse_number(text: str | None, where: str, column: str, *, integer: bool = F
 
 
 def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: float, memory_gib: float,
-                   on_demand: float, spot: float | None, region: str, source: str, gpu: str = "") -> InstancePrice:
-    """One row with the known catalog defects handled (GPU count fixes, spot >= on-demand, doubtful prices)."""
-    notes = []
+                   on_demand: float, spot: float | None, region: str, source: str, gpu: str = "",
+                   extra_note: str | None = None) -> InstancePrice:  # fmt: skip
+    """One row with the known catalog defects handled (GPU count fixes, spot >= on-demand, doubtful prices);
+    ``extra_note`` is added to its notes (a currency conversion)."""
+    notes = [extra_note] if extra_note else []
     if (cloud, itype) in GPU_COUNT_FIXES:
         count, why = GPU_COUNT_FIXES[(cloud, itype)]
         notes.append(why)
@@ -130,27 +136,41 @@ def csv_rows(reader: csv.DictReader, what: str) -> Any:
         yield row
 
 
-def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
-    """Rows of a price CSV (header names as in :data:`REQUIRED_COLUMNS`, any order, extra columns allowed).
+def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = None) -> list[InstancePrice]:
+    """Rows of a price CSV (header names as in :data:`REQUIRED_COLUMNS`, any order, extra columns allowed; lines
+    starting with ``#`` are comments).
 
     An optional ``gpu`` column names the GPU catalog entry (``paddlefit gpus``) the instance has, for accelerators
-    whose name alone is ambiguous (``A100`` = 40 GB SXM4 or PCIe).
+    whose name alone is ambiguous (``A100`` = 40 GB SXM4 or PCIe). A file with a ``currency`` column gives its prices
+    as ``price_per_hour`` / ``spot_per_hour`` in each row's currency; they are turned into USD at ``rates``
+    (currency -> units per USD, ``--fx-rate``; :mod:`paddlefit.catalog.currency`), and the row's note says so.
 
     Raises:
-        CatalogError: a missing column (names the column), a bad value (names file, line and column), or two rows
-            for one (cloud, instance_type, accelerator, accelerator_count, region) (names both lines).
+        CatalogError: a missing column (names the column), a bad value (names file, line and column), a currency
+            without a rate (names ``--fx-rate``), or two rows for one (cloud, instance_type, accelerator,
+            accelerator_count, region) (names both lines).
     """
+    # comments before the header go (``offset`` keeps line numbers the file's); later ones become blank lines,
+    # which the reader skips
+    lines = text.split("\n")
+    offset = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
+    text = "\n".join("" if line.lstrip().startswith("#") else line for line in lines[offset:])
     reader = dict_reader(text, f"price catalog `{origin}`")
     if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
         reader.fieldnames = [f.strip() for f in reader.fieldnames]
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    header = reader.fieldnames or []
+    priced_in = "currency" in header
+    price_col, spot_col = CURRENCY_PRICE_COLUMNS if priced_in else ("price_usd_per_hour", "spot_usd_per_hour")
+    needed = [c for c in REQUIRED_COLUMNS if c not in ("price_usd_per_hour", "spot_usd_per_hour")]
+    missing = [c for c in (*needed, price_col, spot_col) if c not in header]
     if missing:
-        raise CatalogError(f"price catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; the header "
-                           f"needs {','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
+        layout = ",".join((*needed, *CURRENCY_PRICE_COLUMNS, "currency")) if priced_in else ",".join(REQUIRED_COLUMNS)
+        raise CatalogError(f"price catalog `{origin}`, line {offset + 1}: missing column(s) {', '.join(missing)}; the header "
+                           f"needs {layout}.")  # fmt: skip
     rows = []
     seen: dict[tuple[str, str, str, int, str], int] = {}  # one row per instance and region: the line it is on
     for row in csv_rows(reader, f"price catalog `{origin}`"):
-        where = f"price catalog `{origin}`, line {reader.line_num}"
+        where = f"price catalog `{origin}`, line {reader.line_num + offset}"
         for col in ("cloud", "instance_type", "accelerator", "region"):
             if not (row.get(col) or "").strip():
                 raise CatalogError(f"{where}, column `{col}`: empty.")
@@ -163,16 +183,35 @@ def parse_price_csv(text: str, origin: str) -> list[InstancePrice]:
         if key in seen:
             raise CatalogError(f"{where}: {cloud} {itype} in region {region} is also on line {seen[key]}; one price "
                                "per instance and region (remove one of the two rows).")  # fmt: skip
-        seen[key] = reader.line_num
-        on_demand = parse_number(row["price_usd_per_hour"], where, "price_usd_per_hour")
-        spot = parse_number(row["spot_usd_per_hour"], where, "spot_usd_per_hour", optional=True)
+        seen[key] = reader.line_num + offset
+        on_demand = parse_number(row[price_col], where, price_col)
+        spot = parse_number(row[spot_col], where, spot_col, optional=True)
+        per_usd, fx_note = _row_rate(row, where, rates) if priced_in else (1.0, None)
+        on_demand, spot = (on_demand or 0.0) / per_usd, None if spot is None else spot / per_usd
         src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \
             row.get("source_commit") else origin  # fmt: skip
         rows.append(make_price_row(
             cloud, itype, accelerator, count,
             parse_number(row["vcpus"], where, "vcpus") or 0.0,
-            parse_number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand or 0.0), spot,
-            region, src, gpu=(row.get("gpu") or "").strip()))  # fmt: skip
+            parse_number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand), spot,
+            region, src, gpu=(row.get("gpu") or "").strip(), extra_note=fx_note))  # fmt: skip
     return rows
+
+
+def _row_rate(row: dict[str, Any], where: str, rates: dict[str, float] | None) -> tuple[float, str | None]:
+    """(units of the row's currency per USD, the row's note) for a file with a ``currency`` column.
+
+    Raises:
+        CatalogError: not a three-letter code, or no ``--fx-rate`` for it.
+    """
+    code = (row.get("currency") or "").strip().upper()
+    if code == "USD":
+        return 1.0, None
+    if len(code) != 3 or not code.isalpha():
+        raise CatalogError(f"{where}, column `currency`: {code or 'empty'!s}; give an ISO 4217 code (USD, CNY...).")
+    if not rates or code not in rates:
+        raise CatalogError(f"{where}: prices in {code}; add `--fx-rate {code}=RATE` ({code} per USD) so they compare "
+                           "with the USD rows.")  # fmt: skip
+    return rates[code], f"priced in {code}, at {rates[code]:g} {code} per USD (--fx-rate)"
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from paddlefit.catalog.gpus import GPU, get_gpu, resolve_gpus
 from paddlefit.catalog.price_csv import (
+    PRICE_TEMPLATE,
     InstancePrice,
     parse_price_csv,
 )
@@ -58,13 +59,13 @@ def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstanceP
     return merge_price_files(parse_price_csv(shipped, "paddlefit/catalog/data/gpu_prices.csv"), extra_files)
 
 
-def merge_price_files(rows: list[InstancePrice],
-                      extra_files: list[str] | tuple[str, ...]) -> list[InstancePrice]:
-    """``rows`` plus each user CSV's rows; a user row replaces one with the same (cloud, instance_type, accelerator,
-    gpu_count, region)."""
+def merge_price_files(rows: list[InstancePrice], extra_files: list[str] | tuple[str, ...],
+                      rates: dict[str, float] | None = None) -> list[InstancePrice]:  # fmt: skip
+    """``rows`` plus each user CSV's rows (other currencies at ``rates``, see :func:`parse_price_csv`); a user row
+    replaces one with the same (cloud, instance_type, accelerator, gpu_count, region)."""
     by_key = {(r.cloud, r.instance_type, r.accelerator, r.gpu_count, r.region): r for r in rows}
     for f in extra_files:
-        for r in parse_price_csv(read_text_limited(Path(f), "--prices"), str(f)):
+        for r in parse_price_csv(read_text_limited(Path(f), "--prices"), str(f), rates):
             by_key[(r.cloud, r.instance_type, r.accelerator, r.gpu_count, r.region)] = r
     return list(by_key.values())
 
@@ -122,13 +123,14 @@ SHIPPED_SOURCE = ("shipped SkyPilot catalog extract (skypilot-org/skypilot-catal
 
 
 def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_root: Path | str | None = SKYPILOT_CACHE,
-                  region: str | None = None,
-                  clouds: list[str] | tuple[str, ...] = ()) -> tuple[list[InstancePrice], str]:  # fmt: skip
+                  region: str | None = None, clouds: list[str] | tuple[str, ...] = (),
+                  rates: dict[str, float] | None = None) -> tuple[list[InstancePrice], str]:  # fmt: skip
     """The price rows ``paddlefit cost`` uses and a sentence saying where they came from.
 
     Clouds found in SkyPilot's cache (``skypilot_root``; None = do not look) replace the shipped rows of that cloud;
-    user CSVs (``extra_files``) add or replace rows; ``region`` keeps one region (a cloud whose rows are all in
-    other regions drops out); ``clouds`` keeps those clouds.
+    user CSVs (``extra_files``) add or replace rows (prices in another currency at ``rates``, ``--fx-rate``);
+    ``region`` keeps one region (a cloud whose rows are all in other regions drops out); ``clouds`` keeps those
+    clouds.
 
     Raises:
         CatalogError: a malformed file, or the filters leave no rows (the message lists what exists).
@@ -140,7 +142,7 @@ def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_roo
         rows = [r for r in rows if r.cloud not in cache] + [r for c in sorted(cache) for r in cache[c]]
         source = (f"SkyPilot's cached catalog ({Path(skypilot_root).expanduser()}) for {', '.join(sorted(cache))}"  # type: ignore[arg-type]
                   + ("; shipped extract for the rest" if {r.cloud for r in rows} - set(cache) else ""))
-    rows = merge_price_files(rows, extra_files)
+    rows = merge_price_files(rows, extra_files, rates)
     if extra_files:
         source += "; user prices " + ", ".join(str(f) for f in extra_files)
     have_clouds = sorted({r.cloud for r in rows})
@@ -182,7 +184,7 @@ def rows_with_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[G
     kept = [r for r in rows if (g := catalog_gpu(r, gpus)) is not None and g.name in wanted]
     if not kept:
         raise CatalogError(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
-                           "`--prices FILE`.")  # fmt: skip
+                           f"`--prices FILE` (a template in CNY: {price_template()}).")  # fmt: skip
     return kept
 
 
@@ -196,8 +198,14 @@ def unpriced_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[GP
     """
     have = {g.name for r in rows if (g := catalog_gpu(r, gpus)) is not None}
     clouds = ", ".join(sorted({r.cloud for r in rows}))
-    return [{"gpu": g.name, "reason": f"no priced instance in the price table (clouds: {clouds})"}
+    return [{"gpu": g.name, "reason": f"no priced instance in the price table (clouds: {clouds}); add your "
+                                      f"provider's with --prices FILE (a template in CNY: {price_template()})"}
             for g in resolve_gpus(names, gpus) if g.name not in have]
+
+
+def price_template() -> str:
+    """Path of the shipped price-file template (:data:`~paddlefit.catalog.price_csv.PRICE_TEMPLATE`)."""
+    return str(importlib.resources.files("paddlefit.catalog") / "data" / PRICE_TEMPLATE)
 
 
 def check_price_gpus(rows: list[InstancePrice], gpus: list[GPU]) -> None:

@@ -28,6 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Help of the options `plan` and `cost` share for how the probe feeds the label and takes the loss.
 LABEL_HELP = ("Per-sample label spec, e.g. int64[]:10 (class ids) or int64[512,512]:19 (a mask). Default: "
               "data.train's, else generated from the loss.")
+CURRENCY_HELP = ("Print amounts in this ISO 4217 currency, e.g. CNY, at its --fx-rate (--json keeps USD and "
+                 "records the rate) [USD].")
+FX_RATE_HELP = ("CODE=RATE: units of that currency per USD, e.g. CNY=7.10 (repeatable); converts --prices files with "
+                "a currency column and --currency. No rate is shipped.")
 LABEL_ARG_HELP = "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. labels)."
 LOSS_HELP = ("cross_entropy | mse | package.module:function (default: the model's own loss if it returns one, else "
              "cross_entropy).")

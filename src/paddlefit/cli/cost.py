@@ -68,6 +68,8 @@ def cost_command(
                               "ckpt, time and spot time go, in that order, while the table is wider."),
     no_runs: bool = typer.Option(False, "--no-runs", help="Do not correct step times by the runs this machine "
                                  "recorded on the device (`paddlefit runs`); shown as `calibration: runs (n=K)`."),
+    currency: str = typer.Option(None, "--currency", help=common.CURRENCY_HELP),
+    fx_rate: list[str] = typer.Option(None, "--fx-rate", help=common.FX_RATE_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
     inference: bool = typer.Option(False, "--inference", help="Price serving instead of training: USD per million "
                                    "requests per instance type, at each GPU's serving batch (`plan --inference`)."),
@@ -87,10 +89,11 @@ def cost_command(
       paddlefit cost bert-base --input int64[128] -b 32 --optimizer adamw --dataset-size 392702 --epochs 3 --json
       paddlefit cost --config examples/digits.yaml --gpu T4 --gpu L4
       paddlefit cost resnet50 --inference --engine tensorrt --precision fp16 --latency-ms 20 --cloud aws
+      paddlefit cost --config job.yaml --prices autodl-cny.csv --fx-rate CNY=7.10 --currency CNY
     """
     if inference:
         _cost_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
-                        cloud, region, prices, shipped_prices, safety_margin, tf32, top, json_out,
+                        cloud, region, prices, shipped_prices, safety_margin, tf32, top, json_out, currency, fx_rate,
                         {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
                          "--dataset-size": dataset_size, "--epochs": epochs, "--spot": spot or None,
                          "--interruptions-per-hour": interruptions_per_hour, "--spot-bucket": spot_bucket,
@@ -110,7 +113,7 @@ def cost_command(
         spot=spot, interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket, disk_mib_s=disk_mib_s,
         restart_minutes=restart_minutes, price_files=[str(p) for p in prices or []], shipped_prices=shipped_prices,
         catalog_files=[str(p) for p in catalog or []], calibration_files=[str(p) for p in calibration or []],
-        safety_margin=safety_margin, top=top, use_runs=not no_runs,
+        safety_margin=safety_margin, top=top, use_runs=not no_runs, currency=currency, fx_rates=list(fx_rate or []),
     )  # fmt: skip
     job = JobOptions(model=model, config=config, batch_size=batch_size, inputs=inputs, model_args=model_arg,
                      optimizer=optimizer, precision=precision, label=label, label_arg=label_arg, loss=loss,
@@ -123,17 +126,18 @@ def cost_command(
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
     if json_out:
-        print(to_json(result.report.to_dict()))
+        print(to_json({**result.report.to_dict(), "currency": request.display().to_dict()}))
         return
-    render_cost(result.report, out, top=top, wide=wide)
+    render_cost(result.report, out, top=top, wide=wide, money=request.display())
 
 
 def _cost_inference(model: str | None, config: Path | None, batch_size: list[int] | None, inputs: list[str] | None,
                     model_arg: list[str] | None, precision: str | None, engine: str | None, latency_ms: float | None,
                     gpu: list[str] | None, catalog: list[Path] | None, cloud: list[str] | None, region: str | None,
                     prices: list[Path] | None, shipped_prices: bool, safety_margin: float, tf32: bool | None,
-                    top: int, json_out: bool, unused: dict) -> None:  # fmt: skip
-    """``cost --inference``: the serving plan's USD per million requests (no CPU measurement)."""
+                    top: int, json_out: bool, currency: str | None, fx_rate: list[str] | None,
+                    unused: dict) -> None:  # fmt: skip
+    """``cost --inference``: the serving plan's cost per million requests (no CPU measurement)."""
     from paddlefit.plan.inference_job import plan_inference
     from paddlefit.report.render_inference import render_inference_cost
 
@@ -142,7 +146,7 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
         precision=precision, engine=engine, latency_ms=latency_ms, gpus=gpu,
         catalog_files=[str(p) for p in catalog or []], cpu=False, prices=[str(p) for p in prices or []],
         shipped_prices=shipped_prices, clouds=cloud, region=region, safety_margin=safety_margin,
-        tf32=tf32 is not False)
+        tf32=tf32 is not False, currency=currency, fx_rates=fx_rate)
     quiet_paddle()
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)
@@ -154,9 +158,10 @@ def _cost_inference(model: str | None, config: Path | None, batch_size: list[int
         print(to_json({"kind": "inference-cost", "model": plan.model, "engine": plan.engine,
                        "precision": plan.precision, "latency_ms": plan.latency_ms,
                        "cost_per_million_requests": plan.cost, "prices_source": plan.prices_source,
-                       "assumptions": plan.assumptions, "notes": plan.notes + unserved(plan)}))  # fmt: skip
+                       "assumptions": plan.assumptions, "notes": plan.notes + unserved(plan),
+                       "currency": req.display().to_dict()}))  # fmt: skip
         return
-    render_inference_cost(plan, out, top=top)
+    render_inference_cost(plan, out, top=top, money=req.display())
     for note in plan.notes + unserved(plan):
         err.print(f"[dim]{shown(note)}[/]", soft_wrap=True)
     err.print(f"[dim]prices: {shown(plan.prices_source)}; one model replica per GPU at the GPU's serving batch "

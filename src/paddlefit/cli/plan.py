@@ -86,6 +86,8 @@ def plan_command(
     no_cpu: bool = typer.Option(False, "--no-cpu", help="With --inference: skip the CPU measurement."),
     threads: list[int] = typer.Option(None, "--threads", help="With --inference: CPU threads of the measured CPU "
                                       "row, repeatable [1 and the physical cores]."),
+    currency: str = typer.Option(None, "--currency", help="With --inference: " + common.CURRENCY_HELP),
+    fx_rate: list[str] = typer.Option(None, "--fx-rate", help="With --inference: " + common.FX_RATE_HELP),
     cpu_budget_s: float = typer.Option(None, "--cpu-budget-s", help="With --inference: wall seconds the measured "
                                        "CPU row may take (build, export, measure); batches it does not reach are "
                                        "listed [20]."),
@@ -122,7 +124,7 @@ def plan_command(
     """
     if inference:
         _plan_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
-                        no_cpu, threads, cpu_budget_s, safety_margin, tf32, json_out,
+                        no_cpu, threads, cpu_budget_s, safety_margin, tf32, json_out, currency, fx_rate,
                         {"--label": label, "--label-arg": label_arg, "--loss": loss, "--optimizer": optimizer,
                          "--eval-batch-size": eval_batch_size, "--devices": devices, "--dataset-size": dataset_size,
                          "--epochs": epochs, "--calibration": calibration, "--explain": explain,
@@ -134,7 +136,7 @@ def plan_command(
                          "--gpus-per-node": gpus_per_node if gpus_per_node != 8 else None})  # fmt: skip
         return
     given = [n for n, v in (("--engine", engine), ("--latency-ms", latency_ms), ("--threads", threads),
-                            ("--cpu-budget-s", cpu_budget_s))
+                            ("--cpu-budget-s", cpu_budget_s), ("--currency", currency), ("--fx-rate", fx_rate))
              if v not in (None, [])] + (["--no-cpu"] if no_cpu else [])  # fmt: skip
     if given:
         raise fail(f"{', '.join(f'`{g}`' for g in given)} {'applies' if len(given) == 1 else 'apply'} to serving "
@@ -240,7 +242,7 @@ def _plan_inference(model: str | None, config: Path | None, batch_size: list[int
                     model_arg: list[str] | None, precision: str | None, engine: str | None, latency_ms: float | None,
                     gpu: list[str] | None, catalog: list[Path] | None, no_cpu: bool, threads: list[int] | None,
                     cpu_budget_s: float | None, safety_margin: float, tf32: bool | None, json_out: bool,
-                    unused: dict) -> None:  # fmt: skip
+                    currency: str | None, fx_rate: list[str] | None, unused: dict) -> None:  # fmt: skip
     """Parse -> :func:`paddlefit.plan.inference_job.plan_inference` -> render (tables or ``--json``)."""
     from paddlefit.plan.inference_job import plan_inference
     from paddlefit.report.render_inference import render_inference
@@ -252,11 +254,11 @@ def _plan_inference(model: str | None, config: Path | None, batch_size: list[int
         unused, model=model, config=config, inputs=inputs, model_args=model_arg, batch_sizes=batch_size,
         precision=precision, engine=engine, latency_ms=latency_ms, gpus=gpu,
         catalog_files=[str(p) for p in catalog or []], cpu=not no_cpu, threads=threads, cpu_budget_s=cpu_budget_s,
-        safety_margin=safety_margin, tf32=tf32 is not False)
+        safety_margin=safety_margin, tf32=tf32 is not False, currency=currency, fx_rates=fx_rate)
     quiet_paddle()
     with common.progress_status("planning serving...") as say, stdout_to_stderr():
         plan = plan_inference(req, progress=say)
     if json_out:
-        print(to_json(plan.to_dict()))
+        print(to_json({**plan.to_dict(), "currency": req.display().to_dict()}))
         return
-    render_inference(plan, out)
+    render_inference(plan, out, money=req.display())

@@ -10,13 +10,14 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
+from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import PaddlefitError
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, check_job_length
 from paddlefit.plan.spot_risk import InterruptionRate, rate_from_bucket
-from paddlefit.validation import RequestModel, plausible
+from paddlefit.validation import plausible
 
 
-class CostRequest(RequestModel):
+class CostRequest(MoneyOptions):
     """Everything ``paddlefit cost`` takes besides the job (:class:`paddlefit.job.JobOptions`).
 
     Raises:
@@ -57,7 +58,8 @@ class CostRequest(RequestModel):
                                           "disk_mib_s": "--disk-mib-s", "restart_minutes": "--restart-minutes",
                                           "price_files": "--prices", "catalog_files": "--catalog",
                                           "calibration_files": "--calibration", "safety_margin": "--safety-margin",
-                                          "top": "--top"}  # fmt: skip
+                                          "top": "--top", "currency": "--currency",
+                                          "fx_rates": "--fx-rate"}  # fmt: skip
 
     @model_validator(mode="after")
     def _consistent(self) -> CostRequest:

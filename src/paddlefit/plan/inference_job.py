@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, model_validator
 
+from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
 from paddlefit.plan.inference import (
@@ -24,7 +25,6 @@ from paddlefit.plan.inference import (
 )
 from paddlefit.plan.served_model import ServedModel, resolve_served
 from paddlefit.quietstart import at_signal_exit
-from paddlefit.validation import RequestModel
 
 #: Batch sizes planned when none is given.
 DEFAULT_BATCHES = (1, 8, 32)
@@ -37,7 +37,7 @@ CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * 1024**3
 DEFAULT_CPU_BUDGET_S = 20.0
 
 
-class InferenceRequest(RequestModel):
+class InferenceRequest(MoneyOptions):
     """What ``plan --inference`` was asked (None = not given; defaults are the fields' own).
 
     Raises:
@@ -79,7 +79,8 @@ class InferenceRequest(RequestModel):
                                           "latency_ms": "--latency-ms", "gpus": "--gpu", "catalog_files": "--catalog",
                                           "threads": "--threads", "cpu_budget_s": "--cpu-budget-s",
                                           "prices": "--prices", "clouds": "--cloud",
-                                          "region": "--region", "safety_margin": "--safety-margin"}  # fmt: skip
+                                          "region": "--region", "safety_margin": "--safety-margin",
+                                          "currency": "--currency", "fx_rates": "--fx-rate"}  # fmt: skip
 
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:
@@ -226,7 +227,7 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     if cpu is not None:
         targets.insert(0, cpu)
     prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
-                                   region=req.region, clouds=req.clouds)  # fmt: skip
+                                   region=req.region, clouds=req.clouds, rates=req.rates())  # fmt: skip
     if served.unmapped:
         notes.append("program ops not timed (no rule for them): " + ", ".join(f"{k} x{v}" for k, v in
                                                                                 sorted(served.unmapped.items())))

@@ -114,7 +114,8 @@ def cost_job(options: JobOptions, request: CostRequest,
     """
     gpus_all = load_gpus(request.catalog_files)
     rows, source = select_prices(request.price_files, region=request.region, clouds=list(request.clouds),
-                                 skypilot_root=None if request.shipped_prices else SKYPILOT_CACHE)  # fmt: skip
+                                 skypilot_root=None if request.shipped_prices else SKYPILOT_CACHE,
+                                 rates=request.rates())  # fmt: skip
     unpriced = unpriced_gpus(rows, request.gpus, gpus_all)  # said in the report, not dropped silently
     if request.gpus:
         rows = rows_with_gpus(rows, request.gpus, gpus_all)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from paddlefit.catalog.currency import USD
 from paddlefit.catalog.gpus import GPU, capacity_gib
 from paddlefit.report.units import column_unit
 
@@ -265,15 +266,9 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
 
 
 def usd(value: float | None) -> str:
-    """USD: two significant digits below $0.10 (``$0.0031``), cents below 100 (``$12.34``), else whole dollars
-    (``$1,234``); ``-`` for None."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if value <= 0:
-        return "$0"
-    if value < 0.1:
-        return f"${value:.{1 - math.floor(math.log10(value))}f}"
-    return f"${value:,.2f}" if value < 100 else f"${value:,.0f}"
+    """USD as :meth:`paddlefit.catalog.currency.Currency.fmt` prints it (``$0.0031``, ``$12.34``, ``$1,234``; ``-``
+    for None)."""
+    return USD.fmt(value)
 
 
 def render_parallel_plan(plan: Any, console: Console) -> None:

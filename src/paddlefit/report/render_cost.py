@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from paddlefit.catalog.currency import USD, Currency
 from paddlefit.plan.cost import SPEC_CADENCE
-from paddlefit.report.render import print_min_width, table_width, usd
+from paddlefit.report.render import print_min_width, table_width
 from paddlefit.report.units import column_unit
 
 #: Columns of the cost table without ``--wide``, dropped in this order while the table is wider than the console:
@@ -31,7 +32,8 @@ def _cost_table(title: str, rows: list[dict[str, str]], columns: list[str]) -> T
     return table
 
 
-def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str]) -> list[dict[str, str]]:
+def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str],
+               money: Currency = USD) -> list[dict[str, str]]:  # fmt: skip
     """The cost table's cells per row, by column name; each row's notes are numbered into ``footnotes``."""
     rows = []
     for r in fit:
@@ -42,8 +44,8 @@ def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str]) 
             refs.append(str(footnotes.index(n) + 1))
         rows.append({"": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
                      "instance": escape(f"{r.cloud} {r.instance_type}"), "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
-                     "time": unit.fmt(r.hours * 3600), "on-demand": usd(r.on_demand_usd),
-                     "spot": usd(r.spot_expected_usd), "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
+                     "time": unit.fmt(r.hours * 3600), "on-demand": money.fmt(r.on_demand_usd),
+                     "spot": money.fmt(r.spot_expected_usd), "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
                      "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
                      "note": ",".join(refs)})  # fmt: skip
     return rows
@@ -77,8 +79,9 @@ def _cost_assumption_lines(a: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False) -> None:
-    """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions.
+def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False, money: Currency = USD) -> None:
+    """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions;
+    amounts in ``money`` (:mod:`paddlefit.catalog.currency`; the report holds USD).
     ``wide``: every column; else the columns of :data:`COST_DROPPABLE` go, first first, while the table is wider
     than the console, instance and GPU names then fold, and a line says what was left out."""
     a = report.assumptions
@@ -91,7 +94,7 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
     named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
     unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
     ckpt_unit = column_unit(r.checkpoint_interval_s for r in fit[:top])
-    rows = _cost_rows(fit[:top], unit, ckpt_unit, footnotes)
+    rows = _cost_rows(fit[:top], unit, ckpt_unit, footnotes, money)
     title = f"ranked by {a['ranking']} (* cheapest, ^ fastest, P Pareto front)"
     dropped = [] if wide else [c for c in COST_DROPPABLE if c in columns]
     for k, c in enumerate(dropped):  # drop while too wide: keep what fits
@@ -114,14 +117,14 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
                   "peak per GPU[/]")
     if hidden := len(fit) - min(top, len(fit)):
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
-    _cost_outcome(report, fit, unit, console)
+    _cost_outcome(report, fit, unit, console, money)
     lines = _cost_assumption_lines(a)
     console.print("[dim]assumptions:[/]")
     for k, v in lines:
         console.print(f"[dim]  {k}: {escape(str(v))}[/]", highlight=False)
 
 
-def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console) -> None:
+def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console, money: Currency = USD) -> None:
     """The lines under ``cost``'s table: what does not fit or was not priced (and why), the cheapest and fastest
     rows, the tie-breaks, and a bold line when nothing could be priced or nothing fits."""
     nofit = [r for r in report.rows if not r.fits]
@@ -142,13 +145,18 @@ def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console) -> N
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
         took = unit.fmt(c.cost_hours * 3600)
-        console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {usd(c.cost_usd)} in {took} ({c.cost_basis})")
+        console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {money.fmt(c.cost_usd)} in {took} "
+                      f"({c.cost_basis})")
     if report.fastest:
         f = next(r for r in fit if r.fastest)
         took = unit.fmt(f.cost_hours * 3600)
-        console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {usd(f.cost_usd)} ({f.cost_basis})")
+        console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {money.fmt(f.cost_usd)} "
+                      f"({f.cost_basis})")
     for tie in report.tie_breaks:
         console.print(f"[dim]tie-break: {escape(tie)}[/]")
+    if money.code != "USD":
+        console.print(f"[dim]amounts in {money.code} at {money.per_usd:g} {money.code} per USD ({money.source}); "
+                      "--json keeps USD[/]")
     if not report.rows:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from paddlefit.catalog.currency import USD, Currency
 from paddlefit.plan.inference import MAX_SEARCH_BATCH
 
 MIB = 1024**2
@@ -24,10 +25,12 @@ def _gib(b: float | None) -> str:
     return "-" if b is None else f"{b / 1024**3:,.2f}"
 
 
-def _usd(v: float | None) -> str:
-    """USD with 3 decimals, or 3 significant digits below 0.01 (a tiny model's cost per million requests)."""
+def _usd(v: float | None, money: Currency = USD) -> str:
+    """``v`` USD in ``money``, 3 decimals, or 3 significant digits below 0.01 (a tiny model's cost per million
+    requests); the column header carries the symbol."""
     if v is None:
         return "-"
+    v *= money.per_usd
     return f"{v:,.3f}" if v >= 0.01 else f"{v:.3g}"
 
 
@@ -35,9 +38,9 @@ def _rate(v: float) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
 
 
-def render_inference(plan: Any, console: Console) -> None:
-    """The GPU table (predicted latency per batch, memory, the serving point, the cheapest USD per million requests),
-    the CPU table (measured), the cheapest instance types, and the legend."""
+def render_inference(plan: Any, console: Console, money: Currency = USD) -> None:
+    """The GPU table (predicted latency per batch, memory, the serving point, the cheapest cost per million requests
+    in ``money``), the CPU table (measured), the cheapest instance types, and the legend."""
     p = plan
     target = f", latency target {p.latency_ms:g} ms" if p.latency_ms else ""
     console.print(f"[bold]{escape(p.model['name'])}[/] ({p.model['kind']}, {p.model['params']:,} parameters, inputs "
@@ -51,7 +54,7 @@ def render_inference(plan: Any, console: Console) -> None:
                   title_justify="left")  # fmt: skip
     table.add_column("GPU", overflow="fold", min_width=14)
     numbers = ["GiB", *(f"b={b}" for b in p.batch_sizes), "peak", *(["build"] if p.engine == "tensorrt" else []),
-               "serve", "samp/s", "$/1M"]  # fmt: skip
+               "serve", "samp/s", f"{money.symbol.strip()}/1M"]  # fmt: skip
     for c in numbers:
         table.add_column(c, justify="right", no_wrap=True)
     for t in gpus:
@@ -67,14 +70,14 @@ def render_inference(plan: Any, console: Console) -> None:
         capped = s is not None and s.batch_size >= MAX_SEARCH_BATCH and p.latency_ms
         serve_b = (f"{s.batch_size}+" if capped else str(s.batch_size)) + (f" {s.bound}" if s.bound else "") \
             if s else "none"  # fmt: skip
-        row += [serve_b, _rate(s.samples_per_s) if s else "-", _usd(cheapest.get(t.name))]
+        row += [serve_b, _rate(s.samples_per_s) if s else "-", _usd(cheapest.get(t.name), money)]
         table.add_row(*row)
     console.print(table)
     for t in p.targets:
         if t.kind == "cpu":
             render_cpu(t.inference, t.notes, console)
-    render_inference_cost(p, console, top=8)
-    _legend(p, gpus, console)
+    render_inference_cost(p, console, top=8, money=money)
+    _legend(p, gpus, console, money)
 
 
 def render_cpu(points: list[Any], notes: list[str], console: Console, title: str = "this CPU (measured)") -> None:
@@ -92,7 +95,7 @@ def render_cpu(points: list[Any], notes: list[str], console: Console, title: str
         console.print(f"[dim]{escape(n)}[/]", soft_wrap=True)
 
 
-def render_inference_cost(plan: Any, console: Console, top: int = 8) -> None:
+def render_inference_cost(plan: Any, console: Console, top: int = 8, money: Currency = USD) -> None:
     """The ``top`` cheapest instance types per million requests (on-demand; spot beside it)."""
     if not plan.cost:
         console.print("[yellow]no priced instance has a GPU that serves this model within the target[/]")
@@ -100,17 +103,18 @@ def render_inference_cost(plan: Any, console: Console, top: int = 8) -> None:
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
                   title=f"cheapest per million requests ({len(plan.cost)} priced instance types)",
                   title_justify="left")  # fmt: skip
-    for c in ("instance", "GPUs", "b", "req/s", "$/1M", "spot $/1M"):
+    sym = money.symbol.strip()
+    for c in ("instance", "GPUs", "b", "req/s", f"{sym}/1M", f"spot {sym}/1M"):
         table.add_column(c, justify="left" if c in ("instance", "GPUs") else "right", no_wrap=True)
     for r in plan.cost[:top]:
         spot = r["spot_usd_per_million"]
         b = f"{r['batch_size']}+" if r["batch_size"] >= MAX_SEARCH_BATCH and plan.latency_ms else str(r["batch_size"])
         table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", b,
-                      _rate(r["requests_per_s"]), _usd(r["usd_per_million"]), _usd(spot))  # fmt: skip
+                      _rate(r["requests_per_s"]), _usd(r["usd_per_million"], money), _usd(spot, money))  # fmt: skip
     console.print(table)
 
 
-def _legend(plan: Any, gpus: list[Any], console: Console) -> None:
+def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD) -> None:
     a = plan.assumptions
     groups: dict[str, list[str]] = {}
     for t in gpus:
@@ -132,7 +136,10 @@ def _legend(plan: Any, gpus: list[Any], console: Console) -> None:
                   + ("the largest batch within the latency target (none: batch 1 misses it; N+: the search stops at "
                      f"{a['latency_search_max_batch']})" if plan.latency_ms else
                      "the listed batch with the most samples/s that fits")
-                  + "; $/1M: USD per million requests, one replica per GPU at that batch, on-demand, cheapest "
+                  + f"; {money.symbol.strip()}/1M: {money.code} per million requests"
+                  + (f" at {money.per_usd:g} {money.code} per USD ({money.source}; --json keeps USD)"
+                     if money.code != "USD" else "")
+                  + ", one replica per GPU at that batch, on-demand, cheapest "
                   "instance.[/]", soft_wrap=True)  # fmt: skip
     by_note: dict[str, list[str]] = {}
     for t in gpus:

@@ -1,0 +1,133 @@
+"""Money in the user's currency: exchange rates the user gives, and the one formatter of an amount.
+
+Every price and cost is held in USD (the shipped catalogs and SkyPilot's are in USD). A price file may carry a
+``currency`` column (:mod:`paddlefit.catalog.price_csv`): its rows are turned into USD with the rate the user gives
+(``--fx-rate CNY=7.10``: units of that currency per USD). ``--currency CNY`` prints every amount in CNY at the same
+rate; ``--json`` keeps USD and records the currency and rate it was shown in. No rate is shipped: a rate goes stale
+within days and this package cannot fetch one, so the user's rate, dated by them, is the only one used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from pydantic import Field, model_validator
+
+from paddlefit.errors import PaddlefitError
+from paddlefit.validation import RequestModel
+
+#: An ISO 4217 alphabetic code.
+CODE = re.compile(r"^[A-Z]{3}$")
+#: Symbols printed before an amount; any other currency prints its code and a space.
+SYMBOLS = {"USD": "$", "CNY": "¥"}
+
+
+@dataclass(frozen=True)
+class Currency:
+    """A currency to print amounts in.
+
+    Attributes:
+        code: ISO 4217 code (``USD``, ``CNY``).
+        per_usd: units of this currency per USD (1 for USD).
+        source: where the rate came from (``--fx-rate``), for the JSON and the legend.
+    """
+
+    code: str = "USD"
+    per_usd: float = 1.0
+    source: str = "USD: no conversion"
+
+    @property
+    def symbol(self) -> str:
+        """What precedes an amount: ``$``, ``¥``, or the code and a space."""
+        return SYMBOLS.get(self.code, f"{self.code} ")
+
+    def fmt(self, usd: float | None) -> str:
+        """``usd`` (USD) in this currency: two significant digits below 0.10, hundredths below 100, else whole units
+        (``$0.0031``, ``¥12.34``, ``$1,234``); ``-`` for None or NaN."""
+        if usd is None or (isinstance(usd, float) and math.isnan(usd)):
+            return "-"
+        value = usd * self.per_usd
+        if value <= 0:
+            return f"{self.symbol}0"
+        if value < 0.1:
+            return f"{self.symbol}{value:.{1 - math.floor(math.log10(value))}f}"
+        return f"{self.symbol}{value:,.2f}" if value < 100 else f"{self.symbol}{value:,.0f}"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON fields: code, per_usd, source."""
+        return {"code": self.code, "per_usd": self.per_usd, "source": self.source}
+
+
+USD = Currency()
+
+
+def parse_fx_rates(items: list[str] | tuple[str, ...] | None) -> dict[str, float]:
+    """``--fx-rate`` values (``CNY=7.10``: units of CNY per USD) as code -> rate.
+
+    Raises:
+        PaddlefitError: not ``CODE=RATE``, a code that is not three capital letters, a rate that is not a finite
+            number > 0, or one code given twice with two rates (exit 2, naming ``--fx-rate``).
+    """
+    rates: dict[str, float] = {}
+    for item in items or ():
+        code, sep, text = str(item).partition("=")
+        code = code.strip().upper()
+        try:
+            rate = float(text)
+        except ValueError:
+            rate = float("nan")
+        if not sep or not CODE.match(code) or not math.isfinite(rate) or rate <= 0:
+            raise PaddlefitError(f"`--fx-rate {item}`: give CODE=RATE, the units of an ISO 4217 currency per USD, "
+                                 "e.g. `--fx-rate CNY=7.10`.")  # fmt: skip
+        if code == "USD" and rate != 1.0:
+            raise PaddlefitError(f"`--fx-rate {item}`: USD is 1 USD per USD; give the other currency's rate.")
+        if code in rates and rates[code] != rate:
+            raise PaddlefitError(f"`--fx-rate {code}` given twice ({rates[code]:g} and {rate:g}); give one rate.")
+        rates[code] = rate
+    return rates
+
+
+def display_currency(code: str | None, rates: dict[str, float]) -> Currency:
+    """The :class:`Currency` of ``--currency CODE`` (USD when None) at the ``--fx-rate`` the user gave for it.
+
+    Raises:
+        PaddlefitError: a code that is not three letters, or no ``--fx-rate`` for it.
+    """
+    if code is None or code.strip().upper() == "USD":
+        return USD
+    c = code.strip().upper()
+    if not CODE.match(c):
+        raise PaddlefitError(f"`--currency {code}`: give an ISO 4217 code such as CNY or EUR.")
+    if c not in rates:
+        raise PaddlefitError(f"`--currency {c}` needs its rate: add `--fx-rate {c}=RATE` ({c} per USD, from your "
+                             "bank or the rate you budget with; none is shipped, it would be stale).")  # fmt: skip
+    return Currency(c, rates[c], f"--fx-rate {c}={rates[c]:g}")
+
+
+class MoneyOptions(RequestModel):
+    """The options of a command that prices: ``--currency`` and ``--fx-rate`` (mixed into its request model).
+
+    Raises:
+        PaddlefitError: (on construction) see :func:`parse_fx_rates` and :func:`display_currency`.
+    """
+
+    currency: str | None = Field(None, description="Print amounts in this ISO 4217 currency (needs its "
+                                 "``--fx-rate``); None: USD.")  # fmt: skip
+    fx_rates: list[str] = Field(default_factory=list, description="``CODE=RATE``: units of a currency per USD, for "
+                                "price files in that currency and for ``--currency``.")  # fmt: skip
+
+    @model_validator(mode="after")
+    def _money(self) -> MoneyOptions:
+        """Rates and the display currency checked before any work."""
+        self.display()
+        return self
+
+    def rates(self) -> dict[str, float]:
+        """``--fx-rate`` as code -> units per USD (:func:`parse_fx_rates`)."""
+        return parse_fx_rates(self.fx_rates)
+
+    def display(self) -> Currency:
+        """The currency amounts are printed in (:func:`display_currency`)."""
+        return display_currency(self.currency, self.rates())
