@@ -165,8 +165,8 @@ def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = Non
     missing = [c for c in (*needed, price_col, spot_col) if c not in header]
     if missing:
         layout = ",".join((*needed, *CURRENCY_PRICE_COLUMNS, "currency")) if priced_in else ",".join(REQUIRED_COLUMNS)
-        raise CatalogError(f"price catalog `{origin}`, line {offset + 1}: missing column(s) {', '.join(missing)}; the header "
-                           f"needs {layout}.")  # fmt: skip
+        raise CatalogError(f"price catalog `{origin}`, line {offset + 1}: missing column(s) {', '.join(missing)}; "
+                           f"the header needs {layout}.")  # fmt: skip
     rows = []
     seen: dict[tuple[str, str, str, int, str], int] = {}  # one row per instance and region: the line it is on
     for row in csv_rows(reader, f"price catalog `{origin}`"):
