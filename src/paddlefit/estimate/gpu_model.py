@@ -32,6 +32,7 @@ from paddlefit.estimate.kernel_model import (
     gemm_compute_s,
     memory_s,
     sustained_fp32_flops,
+    tuned_gemm_compute_s,
     winograd_eligible,
     winograd_fused_s,
     winograd_s,
@@ -115,6 +116,9 @@ class CompiledStep:
         architecture: GPU architecture (for ``PerfParams.by_generation``).
         batched_tile: the tile of the architecture's FP32 batched SGEMMs (None: the general tile rule;
             :func:`~paddlefit.estimate.kernel_model.batched_sgemm_tile`).
+        autotuned: per kernel, True where the engine timed every GEMM kernel candidate and kept the fastest
+            (TensorRT's builder on matmul/fully-connected layers;
+            :func:`~paddlefit.estimate.kernel_model.tuned_gemm_compute_s`) instead of cuBLAS's rule; None: nowhere.
     """
 
     kernels: list[Kernel]
@@ -139,6 +143,7 @@ class CompiledStep:
     base_clock_mhz: float = 0.0
     boost_clock_mhz: float = 0.0
     batched_tile: tuple[float, float] | None = None
+    autotuned: np.ndarray | None = None
 
     def sustained_fp32_flops(self, params: PerfParams) -> float:
         """FP32 FLOP/s this GPU's CUDA cores sustain in a long GEMM: its clock under the board power and its
@@ -165,6 +170,11 @@ class CompiledStep:
             out[tiled] = per_shape * gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled],
                                                     get("gemm_k0"), get("tile_h0"), cap[tiled], self.batched_tile,
                                                     self.cuda_core[tiled])  # fmt: skip
+            if self.autotuned is not None and self.autotuned[tiled].any():
+                tuned = per_shape * tuned_gemm_compute_s(g, m, n, k, self.peak[tiled], self.sm, eff[tiled],
+                                                         get("gemm_k0"), get("tile_h0"), cap[tiled],
+                                                         self.cuda_core[tiled])  # fmt: skip
+                out[tiled] = np.where(self.autotuned[tiled], tuned, out[tiled])
         flat = (self.key >= 0) & ~tiled
         out[flat] = np.maximum(self.flops[flat] / (self.peak[flat] * eff[flat]), self.flops[flat] / cap[flat])
         return out
@@ -216,8 +226,9 @@ def efficiency_ceiling(key: str, architecture: str | None) -> float:
     return float("inf") if ceiling is None else ceiling
 
 
-def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledStep:
-    """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`)."""
+def compile_step(kernels: list[Kernel], gpu: Any, precision: str, autotuned_gemms: bool = False) -> CompiledStep:
+    """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`; ``autotuned_gemms``: the engine times its
+    matmul kernels, so :attr:`CompiledStep.autotuned` marks the ``gemm``-class kernels)."""
     sm = int(getattr(gpu, "sm_count", None) or 0)
     keys = [param_key(k) for k in kernels]
     # depthwise/grouped convolutions run Paddle's direct CUDA-core kernel, not GEMM tiles: no tile or wave model
@@ -248,6 +259,7 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str) -> CompiledSte
         base_clock_mhz=float(getattr(gpu, "base_clock_mhz", None) or 0.0),
         boost_clock_mhz=float(getattr(gpu, "boost_clock_mhz", None) or 0.0),
         batched_tile=batched_sgemm_tile(getattr(gpu, "architecture", None), batched_sgemm_tiles()),
+        autotuned=np.array([k.cls == "gemm" for k in kernels]) if autotuned_gemms else None,
     )
 
 

@@ -23,8 +23,9 @@ A model traced for training (:mod:`paddlefit.estimate.optrace`) is turned into w
    - ``tensorrt``: Paddle's TensorRT subgraph passes (``kTRTSubgraphPasses``, same file: ``conv_bn_fuse_pass``,
      ``trt_skip_layernorm_fuse_pass``, ``trt_multihead_matmul_fuse_pass_v2/v3``, ``trt_flash_multihead_matmul_fuse
      _pass``) and TensorRT's own layer fusion (NVIDIA TensorRT "Layer Fusion Catalog": convolution / matrix
-     multiply with a following activation, element-wise sum and scale; adjacent pointwise layers fused into one
-     pointwise kernel; multi-head attention fused in fp16/int8).
+     multiply with a following ReLU or clip (GELU too in fp16/int8; :data:`TRT_EPILOGUE_ACTIVATIONS`), element-wise
+     sum and scale; adjacent pointwise layers fused into one pointwise kernel; multi-head attention fused in
+     fp16/int8).
 
 3. **Precision** (:func:`engine_precision`): ``fp32`` as Paddle runs fp32 (TF32 on Ampere+ unless switched off;
    TensorRT also enables TF32 by default, ``BuilderFlag::kTF32``); ``fp16`` every op in half except Paddle's AMP
@@ -51,6 +52,13 @@ PRECISIONS = ("fp32", "fp16", "int8")
 #: Element-wise ops that are activations (one input): what an epilogue may fuse.
 ACTIVATIONS = frozenset({"relu", "relu6", "gelu", "sigmoid", "tanh", "silu", "swish", "hardswish", "hard_swish",
                          "hardsigmoid", "hard_sigmoid", "leaky_relu", "elu", "mish", "softplus", "prelu"})  # fmt: skip
+#: Activations TensorRT computes inside a convolution or matrix multiply kernel (NVIDIA TensorRT Developer Guide,
+#: "Types of Fusions": "Convolution and ReLU Activation", "Convolution and Clip Activation" (ReLU6 and hard tanh are
+#: clips), and "Convolution and GELU Activation" only with fp16 or int8 input and output on Turing or later, see
+#: :data:`TRT_HALF_EPILOGUE_ACTIVATIONS`). Any other activation (sigmoid, swish, hard swish, mish, leaky ReLU...)
+#: runs as its own pointwise kernel after the layer.
+TRT_EPILOGUE_ACTIVATIONS = frozenset({"relu", "relu6", "hardtanh", "clip"})
+TRT_HALF_EPILOGUE_ACTIVATIONS = frozenset({"gelu"})
 #: Element-wise ops a multi-head attention kernel or a pointwise kernel may absorb as a scale of one tensor.
 SCALES = frozenset({"multiply", "divide", "scale"})
 
@@ -105,8 +113,10 @@ class _Fused:
     bn: bool = False
 
 
-def _epilogue_rule(engine: str, p: _Fused, x: TracedOp, others: list[TensorRef], relu_next: bool) -> str | None:
-    """The pass that fuses element-wise ``x`` into the producer ``p`` of its input on ``engine``, or None."""
+def _epilogue_rule(engine: str, p: _Fused, x: TracedOp, others: list[TensorRef], relu_next: bool,
+                   half: bool = False) -> str | None:  # fmt: skip
+    """The pass that fuses element-wise ``x`` into the producer ``p`` of its input on ``engine``, or None
+    (``half``: the engine runs fp16 or int8, where TensorRT also fuses GELU into the layer)."""
     pc, xo = p.op.cls, x.op
     acts = x.op in ACTIVATIONS and not others
     resid = xo == "add" and len(others) == 1 and not others[0].param and others[0].floating
@@ -127,9 +137,10 @@ def _epilogue_rule(engine: str, p: _Fused, x: TracedOp, others: list[TensorRef],
         return None
     if engine == "tensorrt":
         if pc in ("conv", "dwconv", "gemm"):
+            fusable = TRT_EPILOGUE_ACTIVATIONS | (TRT_HALF_EPILOGUE_ACTIVATIONS if half else frozenset())
             if xo == "batch_norm" and not (p.residual or p.act):
                 return "conv_bn_fuse_pass (TensorRT scale fusion)"
-            if (acts or (xo in SCALES and not others)) and not p.act:
+            if ((acts and xo in fusable) or (xo in SCALES and not others)) and not p.act:
                 return "TensorRT conv/matmul + activation fusion"
             if resid and not (p.residual or p.act):
                 return "TensorRT conv/matmul + element-wise sum fusion"
@@ -149,10 +160,10 @@ def _merge(p: _Fused, x: TracedOp, t: TensorRef, rule: str) -> _Fused:
     return _Fused(op, p.residual or x.op == "add", p.act or is_act, p.bn or x.op == "batch_norm")
 
 
-def fuse_epilogues(ops: list[TracedOp], engine: str) -> tuple[list[TracedOp], dict[str, int]]:
+def fuse_epilogues(ops: list[TracedOp], engine: str, half: bool = False) -> tuple[list[TracedOp], dict[str, int]]:
     """Fuse element-wise ops into the op that produced their input where ``engine``'s rules allow
-    (:func:`_epilogue_rule`); an intermediate read by anything else is never fused away. Returns (ops, fusions
-    applied per rule)."""
+    (:func:`_epilogue_rule`; ``half``: fp16/int8); an intermediate read by anything else is never fused away.
+    Returns (ops, fusions applied per rule)."""
     readers = _consumers(ops)
     first_reader: dict[int, TracedOp] = {}
     for o in ops:
@@ -168,7 +179,7 @@ def fuse_epilogues(ops: list[TracedOp], engine: str) -> tuple[list[TracedOp], di
             others = [u for u in x.inputs if u.tid != t.tid and not (x.op == "batch_norm" and u.param)]
             nxt = first_reader.get(x.outputs[0].tid) if x.outputs else None
             relu_next = nxt is not None and nxt.op == "relu" and readers.get(x.outputs[0].tid) == 1
-            rule = _epilogue_rule(engine, built[j], x, others, relu_next)
+            rule = _epilogue_rule(engine, built[j], x, others, relu_next, half)
             if rule is not None:
                 built[j] = _merge(built[j], x, t, rule)
                 count[rule] = count.get(rule, 0) + 1
@@ -229,7 +240,7 @@ def fuse(ops: list[TracedOp], engine: str, precision: str, gpu: Any) -> tuple[li
         if n:
             count["fused_flash_attn_pass" if engine == "paddle-inference" else "TensorRT fused attention"] = n
     ops, c1 = fuse_into_norm_and_softmax(ops, engine)
-    ops, c2 = fuse_epilogues(ops, engine)
+    ops, c2 = fuse_epilogues(ops, engine, precision != "fp32")
     for c in (c1, c2):
         for k, v in c.items():
             count[k] = count.get(k, 0) + v

@@ -212,10 +212,42 @@ def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, p
         batched_tile, simt: as :func:`gemm_tiling`.
     """
     tm, tn, waves, kt = gemm_tiling(g, m, n, k, sm, batched_tile, simt)
-    rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
-    t = waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
+    t = _tiles_s(tm, tn, waves, kt, peak_flops, sm, eff, gemm_k0, tile_h0)
     flops = 2.0 * np.maximum(g, 1) * np.maximum(m, 1) * np.maximum(n, 1) * np.maximum(k, 1)
     return np.maximum(t, flops / sustained_flops)
+
+
+def _tiles_s(tm: np.ndarray, tn: np.ndarray, waves: np.ndarray, kt: np.ndarray, peak_flops: np.ndarray | float,
+             sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float) -> np.ndarray:  # fmt: skip
+    """Seconds of ``waves`` tile times of tm x tn tiles over ``kt`` k steps (the module docstring's formula)."""
+    rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
+    return waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
+
+
+def tuned_gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
+                         peak_flops: np.ndarray | float, sm: float, eff: np.ndarray | float, gemm_k0: float,
+                         tile_h0: float, sustained_flops: np.ndarray | float = np.inf,
+                         simt: np.ndarray | bool = True) -> np.ndarray:  # fmt: skip
+    """Compute seconds of GEMMs whose kernel was chosen by timing the candidates, as TensorRT's builder does ("the
+    builder times each candidate kernel (tactic) of a layer and keeps the fastest", NVIDIA TensorRT Developer
+    Guide, "Optimizing Builder Performance"): the fastest of every tile of :data:`TILES` (long edge along the
+    longer output dimension) with no split-K, one k slice per SM, or one per resident tile slot (SMs x
+    ``min(RESIDENT_OUTPUTS / (tm tn), MAX_BLOCKS_PER_SM)``; slices at least :data:`SPLIT_K_MIN` deep). cuBLAS's
+    heuristic instead picks one tile by rule (:func:`gemm_tiling`); a GEMV-shaped layer at batch 1 (a classifier's
+    fully connected layers) is where the two differ most. Arguments as :func:`gemm_compute_s`.
+    """
+    g, m, n, k = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (g, m, n, k))
+    simt = np.asarray(simt, dtype=bool)
+    best = np.full(m.shape, np.inf)
+    for a, b in TILES:
+        tm, tn = np.where(m >= n, a, b), np.where(m >= n, b, a)
+        tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
+        per_sm = np.where(simt, np.clip(RESIDENT_OUTPUTS / (tm * tn), 1.0, MAX_BLOCKS_PER_SM), 1.0)
+        for slots in (0.0, sm, sm * per_sm):
+            split = np.maximum(1.0, np.minimum(np.ceil(slots / tiles), np.floor(k / SPLIT_K_MIN)))
+            waves = np.ceil(tiles * split / (sm * per_sm)) * per_sm
+            best = np.minimum(best, _tiles_s(tm, tn, waves, k / split, peak_flops, sm, eff, gemm_k0, tile_h0))
+    return np.maximum(best, 2.0 * g * m * n * k / sustained_flops)
 
 
 def memory_s(nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l2_bytes: float,
