@@ -88,3 +88,31 @@ def test_cost_prints_cny_and_its_json_keeps_usd_with_the_rate(tmp_path):
     assert t.returncode == 0 and "¥" in t.stdout and "amounts in CNY at 7.1 CNY per USD" in t.stdout
     no_rate = subprocess.run([*base[:-2], "--currency", "CNY"], capture_output=True, text=True, env=env, timeout=600)
     assert no_rate.returncode == 2 and "--fx-rate CNY=RATE" in no_rate.stderr
+
+
+def test_price_files_as_editors_save_them():
+    from paddlefit.catalog.prices import merge_price_files
+
+    lf = CNY_FILE.replace("# prices copied", "\n\n# prices copied")  # blank lines before the header
+    assert len(parse_price_csv(lf, "blank.csv", {"CNY": 7.1})) == 3
+    with pytest.raises(CatalogError, match=r"line 5: prices in CNY"):  # the file's own line numbers after blanks
+        parse_price_csv(lf, "blank.csv")
+    cr = CNY_FILE.replace("\n", "\r")  # classic Mac line ends: comments still comments
+    assert [r.instance_type for r in parse_price_csv(cr, "cr.csv", {"CNY": 7.1})] == ["h20-x1", "l20-x1", "4090d-x1"]
+    ragged = CNY_FILE.replace("2.5,1.2,CNY,cn-north,RTX-4090D", "2.5,1.2,CNY,cn-north,RTX-4090D,extra")
+    with pytest.raises(CatalogError, match=r"line 6: 1 field\(s\) more than the header's 11"):
+        parse_price_csv(ragged, "ragged.csv", {"CNY": 7.1})
+    for empty in ("", "# only a comment\n", "\n\n"):
+        with pytest.raises(CatalogError, match="no header line"):
+            parse_price_csv(empty, "empty.csv")
+    with pytest.raises(CatalogError, match=r"column `currency`: ÄÖÜ"):
+        parse_price_csv(CNY_FILE.replace("35.5,,CNY", "35.5,,ÄÖÜ"), "odd.csv", {"CNY": 7.1})
+    with pytest.raises(CatalogError, match=r"no price rows \(every row commented out"):
+        merge_price_files([], [price_template()], {"CNY": 7.1})
+
+
+def test_fx_rates_outside_any_currency_are_refused():
+    for bad in (["CNY=1e300"], ["CNY=1e-300"], ["CNY=1_000"], ["CNY=７"], ["CNY=0.00001"], ["CNY=2e6"]):
+        with pytest.raises(PaddlefitError, match=r"between 0\.0001 and 1e"):
+            parse_fx_rates(bad)
+    assert parse_fx_rates(["IRR=420000", "KWD=0.31", "CNY=7."]) == {"IRR": 420000.0, "KWD": 0.31, "CNY": 7.0}

@@ -74,3 +74,52 @@ def test_every_measured_engine_has_its_error_and_the_others_say_they_have_none()
     assert f"median {trt['median_abs_error']:.0%} off" in serving_error_text("tensorrt", "fp32")
     assert serving_error("paddle-inference", "fp32") is None
     assert "not checked against any measurement" in serving_error_text("paddle-inference", "fp32")
+
+
+def test_what_a_request_returns_is_what_the_forward_returned(tmp_path):
+    import paddle
+
+    from paddlefit.plan.inference import forward_point
+    from paddlefit.probe.recorder import record_trace
+
+    class TwoOut(paddle.nn.Layer):  # returns its 4096-wide features and their 10 logits
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = paddle.nn.Linear(64, 4096), paddle.nn.Linear(4096, 10)
+
+        def forward(self, x):
+            f = self.a(x)
+            return f, self.b(f)
+
+    tr = record_trace(TwoOut(), [paddle.ones([1, 64])], [paddle.ones([2, 64])])
+    assert tr.returned == (4 * (4096 + 10), 2 * 4 * (4096 + 10)) and tr.returned_bytes(8) == 8 * 4 * 4106
+    from paddlefit.catalog.gpus import get_gpu
+    from paddlefit.estimate.perf_params import load_perf_params
+    from paddlefit.plan.inference import ServingSetup
+    from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+
+    t4 = get_gpu("T4")
+    setup = ServingSetup("paddle-inference", "fp32", None, load_perf_params(), 0.9, CUDA_CONTEXT_BYTES, True, 4 * 64)
+    p = forward_point(tr, 4, t4, setup)[0]
+    assert p.copy_s == pytest.approx(4 * (4 * 64 + 4 * 4106) / (t4.pcie_gb_s * 1e9))
+
+
+def test_inputs_a_transformer_cannot_take_and_paths_that_are_not_there(tmp_path):
+    with pytest.raises(InputSpecError, match="takes one input of token ids"):
+        resolve_served("bert-base", None, ["token_type_ids=int64[16]:2"], None)
+    with pytest.raises(InputSpecError, match="exceed bert-base's vocabulary of 30522"):
+        resolve_served("bert-base", None, ["int64[16]:99999999"], None)
+    with pytest.raises(ModelError, match="MODEL is empty"):
+        resolve_served(" ", None, None, None)
+    with pytest.raises(ModelError, match="no such file or folder"):
+        resolve_served(str(tmp_path / "nothing.yaml"), None, None, None)
+    (tmp_path / "model.pdiparams").write_bytes(b"")
+    with pytest.raises(ModelError, match=r"no `model.json` or `model.pdmodel` beside it"):
+        resolve_served(str(tmp_path / "model.pdiparams"), None, None, None)
+
+
+def test_a_config_says_why_it_has_no_cpu_row():
+    plan = plan_inference(InferenceRequest(model="llama-2-7b", inputs=["int64[128]"], gpus=["A100-SXM4-80GB"],
+                                           batch_sizes=[1], cpu_budget_s=30.0))  # fmt: skip
+    assert [t.kind for t in plan.targets] == ["gpu"]
+    assert any("planned from its shape, with no code here to build it" in n for n in plan.notes)

@@ -20,6 +20,11 @@ from paddlefit.validation import RequestModel
 
 #: An ISO 4217 alphabetic code.
 CODE = re.compile(r"^[A-Z]{3}$")
+#: A rate as typed: ASCII digits, an optional fraction and exponent (``7.10``, ``1e3``; not ``1_000`` or ``７``).
+RATE_TEXT = re.compile(r"^[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$")
+#: Units of a currency per USD accepted (the extremes of today's currencies, about 0.3 for KWD and 4e5 for IRR,
+#: with room either side); outside it the rate is a typo.
+RATE_RANGE = (1e-4, 1e6)
 #: Symbols printed before an amount; any other currency prints its code and a space.
 SYMBOLS = {"USD": "$", "CNY": "¥"}
 
@@ -67,20 +72,17 @@ def parse_fx_rates(items: list[str] | tuple[str, ...] | None) -> dict[str, float
     """``--fx-rate`` values (``CNY=7.10``: units of CNY per USD) as code -> rate.
 
     Raises:
-        PaddlefitError: not ``CODE=RATE``, a code that is not three capital letters, a rate that is not a finite
-            number > 0, or one code given twice with two rates (exit 2, naming ``--fx-rate``).
+        PaddlefitError: not ``CODE=RATE``, a code that is not three letters, a rate that is not an ASCII number
+            within :data:`RATE_RANGE`, or one code given twice with two rates (exit 2, naming ``--fx-rate``).
     """
     rates: dict[str, float] = {}
     for item in items or ():
         code, sep, text = str(item).partition("=")
-        code = code.strip().upper()
-        try:
-            rate = float(text)
-        except ValueError:
-            rate = float("nan")
-        if not sep or not CODE.match(code) or not math.isfinite(rate) or rate <= 0:
-            raise PaddlefitError(f"`--fx-rate {item}`: give CODE=RATE, the units of an ISO 4217 currency per USD, "
-                                 "e.g. `--fx-rate CNY=7.10`.")  # fmt: skip
+        code, text = code.strip().upper(), text.strip()
+        rate = float(text) if RATE_TEXT.match(text) else float("nan")
+        if not sep or not CODE.match(code) or not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
+            raise PaddlefitError(f"`--fx-rate {item}`: give CODE=RATE, the units of an ISO 4217 currency per USD "
+                                 f"between {RATE_RANGE[0]:g} and {RATE_RANGE[1]:g}, e.g. `--fx-rate CNY=7.10`.")
         if code == "USD" and rate != 1.0:
             raise PaddlefitError(f"`--fx-rate {item}`: USD is 1 USD per USD; give the other currency's rate.")
         if code in rates and rates[code] != rate:

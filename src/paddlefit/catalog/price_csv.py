@@ -10,9 +10,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
+from paddlefit.catalog.currency import CODE
 from paddlefit.errors import CatalogError
 
 REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
@@ -100,7 +102,8 @@ def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: 
         count, why = GPU_COUNT_FIXES[(cloud, itype)]
         notes.append(why)
     if spot is not None and spot >= on_demand:
-        notes.append(f"spot {spot:g} >= on-demand {on_demand:g} in the catalog: a placeholder, spot unknown")
+        notes.append(f"spot {spot:g} >= on-demand {on_demand:g} USD/h in the price table: a placeholder, spot "
+                     "unknown")
         spot = None
     if (cloud, itype) in PRICE_NOTES:
         notes.append(PRICE_NOTES[(cloud, itype)])
@@ -150,27 +153,18 @@ def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = Non
             without a rate (names ``--fx-rate``), or two rows for one (cloud, instance_type, accelerator,
             accelerator_count, region) (names both lines).
     """
-    # comments before the header go (``offset`` keeps line numbers the file's); later ones become blank lines,
-    # which the reader skips
-    lines = text.split("\n")
-    offset = next((i for i, line in enumerate(lines) if not line.lstrip().startswith("#")), len(lines))
-    text = "\n".join("" if line.lstrip().startswith("#") else line for line in lines[offset:])
+    text, offset = uncommented(text)
     reader = dict_reader(text, f"price catalog `{origin}`")
     if reader.fieldnames:  # "cloud, instance_type, ..." (spaces after the commas) reads as intended
         reader.fieldnames = [f.strip() for f in reader.fieldnames]
-    header = reader.fieldnames or []
-    priced_in = "currency" in header
-    price_col, spot_col = CURRENCY_PRICE_COLUMNS if priced_in else ("price_usd_per_hour", "spot_usd_per_hour")
-    needed = [c for c in REQUIRED_COLUMNS if c not in ("price_usd_per_hour", "spot_usd_per_hour")]
-    missing = [c for c in (*needed, price_col, spot_col) if c not in header]
-    if missing:
-        layout = ",".join((*needed, *CURRENCY_PRICE_COLUMNS, "currency")) if priced_in else ",".join(REQUIRED_COLUMNS)
-        raise CatalogError(f"price catalog `{origin}`, line {offset + 1}: missing column(s) {', '.join(missing)}; "
-                           f"the header needs {layout}.")  # fmt: skip
+    price_col, spot_col, priced_in = _price_columns(reader.fieldnames or [], f"price catalog `{origin}`", offset)
     rows = []
     seen: dict[tuple[str, str, str, int, str], int] = {}  # one row per instance and region: the line it is on
     for row in csv_rows(reader, f"price catalog `{origin}`"):
         where = f"price catalog `{origin}`, line {reader.line_num + offset}"
+        if None in row:  # csv.DictReader keeps fields beyond the header under the key None
+            raise CatalogError(f"{where}: {len(row[None])} field(s) more than the header's {len(row) - 1}; remove them "
+                               "or name them in the header.")  # fmt: skip
         for col in ("cloud", "instance_type", "accelerator", "region"):
             if not (row.get(col) or "").strip():
                 raise CatalogError(f"{where}, column `{col}`: empty.")
@@ -198,6 +192,40 @@ def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = Non
     return rows
 
 
+#: Line breaks as the csv module reads them (``\r\n``, ``\n`` or a lone ``\r``).
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def uncommented(text: str) -> tuple[str, int]:
+    """``text`` without comment lines (starting with ``#``, after blanks), and the number of lines cut before the
+    header: comments and blank lines before it go, later comments become blank lines (which the csv reader skips),
+    so ``reader.line_num + offset`` is the file's own line number."""
+    lines = LINE_BREAK.split(text)
+    offset = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
+                  len(lines))  # fmt: skip
+    return "\n".join("" if line.lstrip().startswith("#") else line for line in lines[offset:]), offset
+
+
+def _price_columns(header: list[str], what: str, offset: int) -> tuple[str, str, bool]:
+    """(on-demand column, spot column, priced in a currency column) of a price file's header.
+
+    Raises:
+        CatalogError: no header at all, or a missing column (names it and the layout).
+    """
+    if not header:
+        raise CatalogError(f"{what}: no header line (an empty file, or every line is a comment); the header is "
+                           f"{','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
+    priced_in = "currency" in header
+    price_col, spot_col = CURRENCY_PRICE_COLUMNS if priced_in else ("price_usd_per_hour", "spot_usd_per_hour")
+    needed = [c for c in REQUIRED_COLUMNS if c not in ("price_usd_per_hour", "spot_usd_per_hour")]
+    missing = [c for c in (*needed, price_col, spot_col) if c not in header]
+    if missing:
+        layout = ",".join((*needed, *CURRENCY_PRICE_COLUMNS, "currency")) if priced_in else ",".join(REQUIRED_COLUMNS)
+        raise CatalogError(f"{what}, line {offset + 1}: missing column(s) {', '.join(missing)}; the header needs "
+                           f"{layout}.")  # fmt: skip
+    return price_col, spot_col, priced_in
+
+
 def _row_rate(row: dict[str, Any], where: str, rates: dict[str, float] | None) -> tuple[float, str | None]:
     """(units of the row's currency per USD, the row's note) for a file with a ``currency`` column.
 
@@ -207,7 +235,7 @@ def _row_rate(row: dict[str, Any], where: str, rates: dict[str, float] | None) -
     code = (row.get("currency") or "").strip().upper()
     if code == "USD":
         return 1.0, None
-    if len(code) != 3 or not code.isalpha():
+    if not CODE.match(code):
         raise CatalogError(f"{where}, column `currency`: {code or 'empty'!s}; give an ISO 4217 code (USD, CNY...).")
     if not rates or code not in rates:
         raise CatalogError(f"{where}: prices in {code}; add `--fx-rate {code}=RATE` ({code} per USD) so they compare "

@@ -62,10 +62,18 @@ def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstanceP
 def merge_price_files(rows: list[InstancePrice], extra_files: list[str] | tuple[str, ...],
                       rates: dict[str, float] | None = None) -> list[InstancePrice]:  # fmt: skip
     """``rows`` plus each user CSV's rows (other currencies at ``rates``, see :func:`parse_price_csv`); a user row
-    replaces one with the same (cloud, instance_type, accelerator, gpu_count, region)."""
+    replaces one with the same (cloud, instance_type, accelerator, gpu_count, region).
+
+    Raises:
+        CatalogError: a file without rows (the template left as shipped), or see :func:`parse_price_csv`.
+    """
     by_key = {(r.cloud, r.instance_type, r.accelerator, r.gpu_count, r.region): r for r in rows}
     for f in extra_files:
-        for r in parse_price_csv(read_text_limited(Path(f), "--prices"), str(f), rates):
+        added = parse_price_csv(read_text_limited(Path(f), "--prices"), str(f), rates)
+        if not added:
+            raise CatalogError(f"`--prices {f}` has a header but no price rows (every row commented out?); fill in at "
+                               "least one row, without its leading #.")  # fmt: skip
+        for r in added:
             by_key[(r.cloud, r.instance_type, r.accelerator, r.gpu_count, r.region)] = r
     return list(by_key.values())
 

@@ -87,7 +87,9 @@ def plan_command(
     threads: list[int] = typer.Option(None, "--threads", help="With --inference: CPU threads of the measured CPU "
                                       "row, repeatable [1 and the physical cores]."),
     currency: str = typer.Option(None, "--currency", help="With --inference: " + common.CURRENCY_HELP),
-    fx_rate: list[str] = typer.Option(None, "--fx-rate", help="With --inference: " + common.FX_RATE_HELP),
+    fx_rate: list[str] = typer.Option(None, "--fx-rate", help="With --inference: CODE=RATE, units of that currency "
+                                      "per USD, e.g. CNY=7.10, for --currency (price files in it: `cost --inference "
+                                      "--prices`). No rate is shipped."),
     cpu_budget_s: float = typer.Option(None, "--cpu-budget-s", help="With --inference: wall seconds the measured "
                                        "CPU row may take (build, export, measure); batches it does not reach are "
                                        "listed [20]."),

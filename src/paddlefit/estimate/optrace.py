@@ -121,6 +121,8 @@ class OpTrace:
             or the GEMM batch when both operands are activations).
         batch1, batch2: the batch sizes of the two traces.
         source: ``probe`` (recorded from a real forward) or ``analytic`` (written from a transformer config).
+        returned: bytes of the tensors the forward returned at ``batch1`` and ``batch2`` (a served request's result;
+            :meth:`returned_bytes`), when the trace was recorded from a real forward; None otherwise.
     """
 
     ops1: list[TracedOp]
@@ -128,6 +130,15 @@ class OpTrace:
     batch1: int = 1
     batch2: int = 2
     source: str = "probe"
+    returned: tuple[int, int] | None = None
+
+    def returned_bytes(self, batch: int) -> int | None:
+        """Bytes the forward returns at ``batch`` samples (linear in the batch through the two recorded sizes), or
+        None when not recorded."""
+        if self.returned is None:
+            return None
+        r1, r2 = self.returned
+        return max(0, _lerp(r1, r2, self.batch1, self.batch2, batch)) if self.batch2 != self.batch1 else r1
 
     @property
     def aligned(self) -> bool:
@@ -172,13 +183,15 @@ class OpTrace:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (for caching traces of the bench models)."""
         return {"batch1": self.batch1, "batch2": self.batch2, "source": self.source,
-                "ops1": [o.to_dict() for o in self.ops1], "ops2": [o.to_dict() for o in self.ops2]}  # fmt: skip
+                "ops1": [o.to_dict() for o in self.ops1], "ops2": [o.to_dict() for o in self.ops2],
+                **({"returned": list(self.returned)} if self.returned else {})}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpTrace:
         """Inverse of :meth:`to_dict`."""
+        returned = tuple(int(x) for x in d["returned"]) if d.get("returned") else None
         return cls([TracedOp.from_dict(o) for o in d["ops1"]], [TracedOp.from_dict(o) for o in d["ops2"]],
-                   int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")))  # fmt: skip
+                   int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")), returned)  # fmt: skip
 
 
 def with_layout(ops: list[TracedOp], layout: str) -> list[TracedOp]:

@@ -177,7 +177,7 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
     compiled = compile_step(ks, gpu, "fp16-o2" if setup.precision != "fp32" else "fp32", setup.engine == "tensorrt")
     t, _ = compiled.times(setup.params)
     device_s = float(t.sum())
-    copy_s, host_s = request_floor(ops, batch, gpu, setup)
+    copy_s, host_s = request_floor(ops, batch, gpu, setup, trace.returned_bytes(batch))
     latency = copy_s + max(device_s, host_s)
     bound = "copy" if copy_s > max(device_s, host_s) else "host" if host_s > device_s else "device"
     weights = weight_bytes(ops, setup.precision)
@@ -198,15 +198,19 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
 
 
 def result_bytes(ops: list[TracedOp]) -> int:
-    """Bytes of what a request returns: the outputs of the forward's last op (the model's return value), in the
-    dtype the trace recorded (0 for an empty trace)."""
-    return sum(t.numel * dtype_bytes(t.dtype) for t in ops[-1].outputs) if ops else 0
+    """Bytes of what a request returns: every tensor the forward writes and no later op reads (the model's return
+    values, a multi-output model's all of them), in the dtype the trace recorded, each once."""
+    read = {t.tid for o in ops for t in o.inputs}
+    sinks = {t.tid: t for o in ops for t in o.outputs if t.tid not in read and not t.param}
+    return sum(t.numel * dtype_bytes(t.dtype) for t in sinks.values())
 
 
-def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup) -> tuple[float, float]:
+def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup,
+                  returned: int | None = None) -> tuple[float, float]:  # fmt: skip
     """(copy seconds, host seconds) of one request of ``batch`` samples through the fused ``ops`` on ``gpu``.
 
-    Copy: ``setup.request_bytes`` x batch to the card and :func:`result_bytes` back, each at the catalog's
+    Copy: ``setup.request_bytes`` x batch to the card and the result back (``returned`` bytes, what the recorded
+    forward returned; else :func:`result_bytes` of the ops), each at the catalog's
     per-direction host-link rate (``pcie_gb_s``, GB/s; PCI-SIG figures for x16), one after the other and around the
     forward (a request's inputs must arrive before its forward, its results leave after it), so a lower bound.
     Host: eager, (launched ops + 2) x ``host_op_s`` (the input's ``to_tensor`` and the result's ``numpy()`` are a
@@ -216,7 +220,8 @@ def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup
     """
     arch = getattr(gpu, "architecture", None)
     link = (getattr(gpu, "pcie_gb_s", None) or 0.0) * 1e9
-    copy_s = (setup.request_bytes * batch + result_bytes(ops)) / link if link > 0 else 0.0
+    back = result_bytes(ops) if returned is None else returned
+    copy_s = (setup.request_bytes * batch + back) / link if link > 0 else 0.0
     get = setup.params.get
     if setup.engine == "eager":
         host_s = (launched_ops(ops) + 2) * get("host_op_s", arch)
@@ -280,6 +285,9 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
     if setup.precision == "int8":
         notes.append("int8 GEMMs/convs timed at the FP16 kernels' fitted efficiency on the INT8 peak (no INT8 "
                      "kernel measured)")
+    if getattr(gpu, "is_xpu", False):
+        notes.append("a Kunlunxin XPU: timed with the CUDA engines' fusions and kernel model (Paddle Inference's XPU "
+                     "passes and kernels are not modelled), a rough guess")
     target = InferenceTarget(gpu.name, "gpu", gpu.capacity_bytes, usable, weights, points, fusions=fusions,
                              notes=notes, measured_error=serving_error(setup.engine, setup.precision))  # fmt: skip
     best = largest_batch_within(trace, gpu, setup)

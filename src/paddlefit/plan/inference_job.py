@@ -232,7 +232,8 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
         notes.append("program ops not timed (no rule for them): " + ", ".join(f"{k} x{v}" for k, v in
                                                                                 sorted(served.unmapped.items())))
     model = {"name": served.name, "kind": served.kind, "params": served.params,
-             "inputs": [str(s) for s in served.specs], "forward_ops": len(served.trace.ops1)}  # fmt: skip
+             "inputs": [str(s) for s in served.specs],
+             "forward_ops": len(eval_ops(served.trace.ops1))}  # fmt: skip
     return InferencePlan(model, req.engine, req.precision, batches, req.latency_ms, targets,
                          cost_per_million(targets, prices, all_gpus), source, assumptions(setup), notes)  # fmt: skip
 
@@ -250,6 +251,9 @@ def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None, 
 
     deadline = time.time() + budget_s
     if served.layer is None and served.prefix is None and served.builder is None:
+        if served.kind == "config":
+            return None, ["no CPU row: a config file or built-in LLM is planned from its shape, with no code here to "
+                          "build it; export the model (paddle.jit.save) and plan the export for a CPU row"]
         return None, ["no CPU row: the model is too large to build on this machine (its trace is written from its "
                       "shape); export it where it fits and plan the export"]  # fmt: skip
     if 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:

@@ -76,6 +76,9 @@ def program_prefix(path: str) -> Path | None:
     if p.is_file() or bare:
         stem = p.parent / p.name[: -len(p.suffix)] if p.is_file() else p
         found = [c for s in PROGRAM_SUFFIXES if (c := stem.parent / (stem.name + s)).is_file()]
+        if not found:
+            raise ModelError(f"{path}: no `{stem.name}.json` or `{stem.name}.pdmodel` beside it; an exported model is "
+                             "the program file and its .pdiparams, as `paddlefit export RUN_DIR` writes them.")
     else:
         dirs = [d for d in (p / sub for sub in EXPORT_DIRS) if d.is_dir()]
         found = [d / f.name for d in dirs for s in PROGRAM_SUFFIXES for f in sorted(d.glob("*" + s))
@@ -106,7 +109,8 @@ def _llm_config(model: str) -> Any:
 
     if model.strip().lower() in LLM_CONFIGS:
         return resolve_llm(model)
-    if not is_llm_config_path(model) or not Path(model).expanduser().exists():
+    model = str(Path(model).expanduser())
+    if not is_llm_config_path(model) or not Path(model).exists():
         return None
     try:
         if program_prefix(model) is not None:
@@ -141,7 +145,7 @@ def _looks_like_path(name: str) -> bool:
     names and ``package.module:factory`` have none of these)."""
     seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
     return any(c in name for c in seps) or name.startswith((".", "~")) or \
-        name.endswith((*PROGRAM_SUFFIXES, ".pdiparams"))  # fmt: skip
+        name.endswith((*PROGRAM_SUFFIXES, ".pdiparams", ".yaml", ".yml"))  # fmt: skip
 
 
 def _params_file(prefix: Path) -> Path:
@@ -160,6 +164,9 @@ def resolve_served(model: str | None, config: Path | None, inputs: list[str] | N
     """
     from paddlefit.models.zoo import zoo_names
 
+    if model is not None and not model.strip():
+        raise ModelError("MODEL is empty: give a zoo name, `package.module:factory`, an exported model folder, or "
+                         "`--config job.yaml`.")  # fmt: skip
     code = model is None or config is not None or ":" in model or model.strip().lower() in zoo_names()
     llm = None if code else _llm_config(model)  # type: ignore[arg-type]
     if llm is not None:
@@ -217,15 +224,20 @@ def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
     (:func:`~paddlefit.estimate.transformer_ops.transformer_trace`), in seconds whatever its size; no layer.
 
     Raises:
-        InputSpecError: not one input of token ids, or a sequence longer than the model's positions.
+        InputSpecError: not one input of token ids (a keyword input other than the model's ids counts as another),
+            ids above the vocabulary, or a sequence longer than the model's positions.
     """
     from paddlefit.estimate.transformer_ops import transformer_trace
 
     cfg = ref.transformer
-    if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
-        seq0 = ref.default_inputs[0].shape[0]
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`;"
-                             f" got {' '.join(str(s) for s in specs)}.")  # fmt: skip
+    want = ref.default_inputs[0]
+    if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1 or \
+            specs[0].name not in (None, want.name):  # fmt: skip
+        raise InputSpecError(f"`--input`: {ref.name} takes one input of token ids, e.g. `--input "
+                             f"int64[{want.shape[0]}]`; got {' '.join(str(s) for s in specs)}.")  # fmt: skip
+    if specs[0].high and specs[0].high > cfg.vocab_size:
+        raise InputSpecError(f"`--input {specs[0]}`: token ids up to {specs[0].high} exceed {ref.name}'s vocabulary "
+                             f"of {cfg.vocab_size}; give `:{cfg.vocab_size}` or less.")  # fmt: skip
     seq = specs[0].shape[0]
     if seq > cfg.max_position:
         raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "

@@ -79,7 +79,8 @@ def _tensors(obj: Any) -> list[Any]:
 
 
 def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = None) -> OpTrace:
-    """Run ``model`` forward on ``inputs1`` (and ``inputs2``, a second batch size) and return its trace.
+    """Run ``model`` forward on ``inputs1`` (and ``inputs2``, a second batch size) and return its trace, with the
+    bytes of what the forward returned at each (:attr:`~paddlefit.estimate.optrace.OpTrace.returned`).
 
     Args:
         model: a ``paddle.nn.Layer`` in train mode (parameters trainable, so backward rules see gradients).
@@ -88,14 +89,19 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
     Raises:
         Whatever the model's forward raises (callers turn it into a ModelError).
     """
+    from paddlefit.models.exporting import flatten_outputs
+
     traces = []
     for inputs in (inputs1, inputs2) if inputs2 is not None else (inputs1,):
         batch = int(inputs[0].shape[0]) if inputs and len(inputs[0].shape) else 1
         rec = TraceRecorder()
         with cpu_reference_kernels(), FlopCounter(model, FlopsCount(batch), rec):
             out = model(*inputs)
+        returned = sum(int(t.size) * t.element_size() for t in flatten_outputs(out))
         del out
-        traces.append((batch, rec.ops()))
+        traces.append((batch, rec.ops(), returned))
     if len(traces) == 1:
-        return OpTrace(traces[0][1], [], traces[0][0], traces[0][0])
-    return OpTrace(traces[0][1], traces[1][1], traces[0][0], traces[1][0])
+        (b, ops, r), = traces
+        return OpTrace(ops, [], b, b, returned=(r, r))
+    (b1, ops1, r1), (b2, ops2, r2) = traces
+    return OpTrace(ops1, ops2, b1, b2, returned=(r1, r2))

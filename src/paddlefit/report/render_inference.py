@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.currency import USD, Currency
+from paddlefit.catalog.prices import price_template
 from paddlefit.plan.inference import MAX_SEARCH_BATCH
 
 MIB = 1024**2
@@ -98,7 +99,12 @@ def render_cpu(points: list[Any], notes: list[str], console: Console, title: str
 def render_inference_cost(plan: Any, console: Console, top: int = 8, money: Currency = USD) -> None:
     """The ``top`` cheapest instance types per million requests (on-demand; spot beside it)."""
     if not plan.cost:
-        console.print("[yellow]no priced instance has a GPU that serves this model within the target[/]")
+        served = [t.name for t in plan.targets if t.kind == "gpu" and t.serving is not None]
+        why = (f"{', '.join(served[:6])}{' and more' if len(served) > 6 else ''} serve(s) it but no price row has "
+               "them: add your provider's with `cost --inference --prices FILE` (a template in CNY: "
+               f"{price_template()})") if served else (
+            "no GPU serves it within the latency target" if plan.latency_ms else "no GPU fits it")
+        console.print(f"[yellow]nothing priced: {escape(why)}[/]", soft_wrap=True)
         return
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
                   title=f"cheapest per million requests ({len(plan.cost)} priced instance types)",
@@ -112,6 +118,9 @@ def render_inference_cost(plan: Any, console: Console, top: int = 8, money: Curr
         table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", b,
                       _rate(r["requests_per_s"]), _usd(r["usd_per_million"], money), _usd(spot, money))  # fmt: skip
     console.print(table)
+    if money.code != "USD":
+        console.print(f"[dim]amounts in {money.code} at {money.per_usd:g} {money.code} per USD ({money.source}); "
+                      "--json keeps USD[/]")
 
 
 def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD) -> None:

@@ -111,7 +111,8 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
     ``peak_rss_bytes`` is that serving process's peak RSS, Paddle included.
 
     With a ``deadline`` the measurement stops there: each thread count gets an equal share of the time left when
-    its child starts, a batch size is measured only while its share allows one warm-up and
+    its child starts (none when the share is shorter than an earlier child took to its first result), a batch size
+    is measured only while its share allows one warm-up and
     :data:`MIN_TIMED_RUNS` requests at the latency the previous batch size implies (linear in the batch), and
     what is not measured is left out of the result (the caller lists it).
 
@@ -136,10 +137,12 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
     if timeout_s is None:
         timeout_s = 120 + len(batches) * (3 * max_seconds + 60)
     results: list[CpuLatency] = []
+    first_result_s = 0.0  # the longest wait for a child's first result: its start-up and one batch size
     for i, n in enumerate(thread_counts):
         share = None if deadline is None else time.time() + (deadline - time.time()) / (len(thread_counts) - i)
-        if share is not None and share <= time.time():
-            break
+        if share is not None and share - time.time() <= first_result_s:
+            break  # this child could not even start and measure one batch size in its share
+        started, got = time.time(), len(results)
         request = {"op": "bench", "program": str(program), "params": str(params), "threads": n, "runs": runs,
                    "specs": [s.model_dump() for s in specs], "batch_sizes": batches, "warmup": warmup,
                    "max_seconds": max_seconds, "onednn": onednn, "deadline": share}  # fmt: skip
@@ -151,7 +154,13 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
                 progress(f"batch {r.batch_size}, {r.threads} thread(s): median {r.median_s * 1e3:.3f} ms, "
                          f"p95 {r.p95_s * 1e3:.3f} ms ({r.runs} runs)")  # fmt: skip
 
-        _run_child(request, program, timeout_s, on_line)
+        def timed(doc: dict[str, Any], started: float = started, got: int = got) -> None:
+            nonlocal first_result_s
+            if len(results) == got:
+                first_result_s = max(first_result_s, time.time() - started)
+            on_line(doc)
+
+        _run_child(request, program, timeout_s, timed)
     return sorted(results, key=lambda r: (r.batch_size, r.threads))
 
 
