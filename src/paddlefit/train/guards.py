@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from paddlefit.errors import JobFailedError, PaddlefitError
+from paddlefit.errors import PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
 __all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "as_write_failure", "heeded",
@@ -105,9 +105,11 @@ def is_collective_failure(exc: BaseException) -> bool:
 
 def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
     """``exc`` as the error :meth:`paddlefit.train.loop.Trainer.run` reports: a :class:`PaddlefitError` as it is;
-    a failed collective of a multi-rank run (:func:`is_collective_failure`) as a :class:`JobFailedError` (exit 1)
-    naming the step and the last checkpoint, recorded by rank 0 in status.json and the registry like any failure
-    (the launcher's ``paddlefit:`` line names the rank that ended and how).
+    a failed collective of a multi-rank run (:func:`is_collective_failure`) as a
+    :class:`~paddlefit.train.peers.PeerLostError` (exit 203, retried by schedulers) naming the step and the last
+    checkpoint, recorded by rank 0 in status.json and the registry like any failure. A rank killed on this node
+    (the OOM killer) is told apart by the launcher, which then reports exit 1 (``LaunchWatch.exit_code`` in
+    :mod:`paddlefit.train.distlaunch`); its ``paddlefit:`` line names the rank that ended and how.
 
     Raises:
         Exception: ``exc`` itself, anything else (a bug: its traceback is the report).
@@ -117,13 +119,15 @@ def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
     if trainer.world <= 1 or not is_collective_failure(exc):
         raise exc
     from paddlefit.train.oom import first_line
+    from paddlefit.train.peers import EXIT_PEER_LOST, PeerLostError, last_checkpoint
 
     state = getattr(trainer, "state", None)
     step = state.step if state is not None else 0
-    last = trainer.store.latest_valid() if trainer.is_writer else None
-    return JobFailedError(f"at step {step}: another rank was killed or lost (a collective operation failed: "
-                          f"{type(exc).__name__}: {first_line(exc, 200)}). Run the same command again: `--resume "
-                          f"auto` continues from {last or 'the start (no checkpoint yet)'}.")  # fmt: skip
+    waited = trainer.peers.waited() if hasattr(trainer, "peers") else ""
+    msg = (f"at step {step}: another rank was killed or lost (a collective operation failed after {waited}: "
+           f"{type(exc).__name__}: {first_line(exc, 200)}). Exit {EXIT_PEER_LOST}: a scheduler restarts the job; "
+           f"run the same command again: `--resume auto` continues from {last_checkpoint(trainer)}.")  # fmt: skip
+    return PeerLostError(msg)
 
 
 def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
