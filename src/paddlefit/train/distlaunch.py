@@ -34,11 +34,15 @@ import contextlib
 import functools
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from paddlefit.secretenv import split_launcher_env
@@ -53,6 +57,9 @@ LAUNCHER_PID_ENV = "PADDLEFIT_LAUNCHER_PID"
 #: The write end of a pipe from ``train`` (:func:`paddlefit.train.launcher.run_launched`) that this launcher and
 #: every worker keep open: ``train`` reads end-of-file once the last of them has exited.
 ALIVE_FD_ENV = "PADDLEFIT_ALIVE_FD"
+#: :data:`paddlefit.train.peers.MARK_ENV` (not imported here: the module is light, but keep the launcher's
+#: imports to what it needs before Paddle's).
+MARK_ENV = "PADDLEFIT_PEER_MARK_DIR"
 #: Paddle's launcher unsets these for its workers, keeping each as ``NAME_original`` (``fetch_envs``).
 PROXY_VARIABLES = ("http_proxy", "https_proxy")
 
@@ -141,6 +148,8 @@ class LaunchWatch:
         self.failed: dict[int, object] = {}
         self.pod: Any = None
         self.deployed = threading.Event()
+        self.started = time.monotonic()  # the rendezvous deadline counts from here (before Paddle's import)
+        self.mark_dir: str | None = None
 
     def install(self) -> None:
         """Wrap ``signal.signal`` (for SIGTERM, SIGINT, SIGABRT handlers) and ``Pod.failed_container``."""
@@ -176,6 +185,16 @@ class LaunchWatch:
         Pod.failed_container = noting_failed  # type: ignore[method-assign]
         Pod.deploy = noting_deploy  # type: ignore[method-assign]
 
+    def stuck_at_start_up(self) -> str:
+        """The first line a worker's start-up deadline wrote (:mod:`paddlefit.train.peers`: faulthandler's stack
+        follows a ``Timeout (`` line) in :attr:`mark_dir`, or ''."""
+        for mark in sorted(Path(self.mark_dir).glob("rank*")) if self.mark_dir else []:
+            with contextlib.suppress(OSError):
+                text = mark.read_text(errors="replace")
+                if "Timeout (" in text:
+                    return text.splitlines()[0]
+        return ""
+
     def rendezvous_deadline(self, args: list[str], exit: Callable[[int], Any] = os._exit) -> threading.Thread | None:
         """With several nodes (``--nnodes N``, or ``PADDLE_NNODES``, not 1), a thread that ends this launcher with
         exit 203 (a peer lost) when its workers are not started within the start-up allowance
@@ -191,7 +210,7 @@ class LaunchWatch:
         allowance = peer_settings()[1]
 
         def watch() -> None:
-            if not self.deployed.wait(allowance):
+            if not self.deployed.wait(max(0.0, self.started + allowance - time.monotonic())):
                 print(f"paddlefit: the other nodes did not meet at the rendezvous within {allowance:g} s (a node "
                       f"lost or never started; PADDLEFIT_PEER_STARTUP_S): exit {PEER_LOST}", file=sys.stderr,
                       flush=True)  # fmt: skip
@@ -207,6 +226,10 @@ class LaunchWatch:
         stop = self.signals[0] if self.signals else None
         out = scheduler_exit_code(code, stop)
         codes = [*self.failed.values(), *(c.exit_code for c in getattr(self.pod, "containers", None) or [])]
+        if out == 1 and (said := self.stuck_at_start_up()):
+            print(f"paddlefit: a worker of this node had no word from the other ranks at start-up ({said}): a peer "
+                  f"lost, exit {PEER_LOST}", file=sys.stderr, flush=True)  # fmt: skip
+            out = PEER_LOST
         if out == PEER_LOST and any(isinstance(c, int) and c < 0 for c in codes):
             out = 1
         if out != code or self.failed:
@@ -245,12 +268,17 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.Popen = secret_env_popen(worker_secrets(hidden), keep)  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]
     watch = LaunchWatch()
+    with contextlib.suppress(OSError):  # where a worker stopped at start-up leaves its stack (paddlefit.train.peers)
+        watch.mark_dir = os.environ[MARK_ENV] = tempfile.mkdtemp(prefix="paddlefit-peers-")
     watch.install()
     watch.rendezvous_deadline(args)
     try:
         runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         raise SystemExit(watch.exit_code(exc.code)) from None
+    finally:
+        if watch.mark_dir:
+            shutil.rmtree(watch.mark_dir, ignore_errors=True)
     raise SystemExit(watch.exit_code(0))
 
 

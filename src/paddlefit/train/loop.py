@@ -191,7 +191,7 @@ class Trainer:
 
     def _run(self) -> RunResult:
         self.peers.start()
-        with self.peers.waiting("start-up (the process group: init_parallel_env)"):
+        with self.peers.waiting("start-up (the process group: init_parallel_env)", holds_gil=True):
             on_gpu = setup_device(self.spec, self.world, self.log)
         if self.is_writer:
             self._clean_run_dir()

@@ -32,6 +32,7 @@ a thread ticked every 0.2 s through a 4 s ``all_reduce`` and a 3 s ``barrier``),
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import threading
 import time
@@ -60,8 +61,17 @@ STARTUP_S = 600.0
 #: The longest measured step (and solo work) is multiplied by this in the bound: a step 10 times slower than any so
 #: far is taken as a lost peer (a policy: a factor, not a figure measured; see :data:`FLOOR_S` for the floor).
 FACTOR = 10.0
+#: Environment (set by :mod:`paddlefit.train.distlaunch` for its workers): a directory where a worker stopped by
+#: :func:`faulthandler.dump_traceback_later` leaves its stack (``rank<N>``), so the launcher tells that exit 1 apart.
+MARK_ENV = "PADDLEFIT_PEER_MARK_DIR"
 #: How often the watch thread looks at the clock, seconds.
 POLL_S = 0.1
+#: Seconds the watch keeps for ending the process: rank 0 records the ending (status.json, the registry row) and
+#: exits; measured here 0.1-0.2 s (bench/node_loss.py, `silent` rows). It fires this much (plus one poll) before
+#: the bound, so the process is gone by it.
+RECORD_S = 0.5
+#: When this process (a worker) started, monotonic seconds: the start-up deadline counts from here.
+STARTED = time.monotonic()
 #: Kinds of rank 0's solo work the other ranks wait through (it announces them, :meth:`PeerWatch.agree`).
 SOLO_KINDS = ("save", "eval")
 
@@ -138,14 +148,27 @@ class PeerWatch:
             self._thread.start()
 
     @contextlib.contextmanager
-    def waiting(self, what: str, allowance: float | None = None) -> Iterator[None]:
+    def waiting(self, what: str, allowance: float | None = None, holds_gil: bool = False) -> Iterator[None]:
         """Armed while the block runs: it waits on the peers (``what`` names it in the reason) for at most
-        ``allowance`` seconds (default the start-up allowance)."""
-        self._arm(what, self.startup_s if allowance is None else allowance)
+        ``allowance`` seconds (default the start-up allowance). ``holds_gil``: the block is a call that keeps the GIL
+        while it waits, so the watch thread cannot run (Paddle's ``init_parallel_env``: its TCP store,
+        ``core.create_or_get_global_tcp_store``, waits up to 900 s for every rank; a stack dump of a stuck survivor
+        showed it there): :func:`faulthandler.dump_traceback_later` bounds it instead (its watchdog thread needs no
+        GIL), writing the stack to :data:`MARK_ENV`'s directory and exiting 1, which the launcher reports as 203
+        (``LaunchWatch.exit_code``)."""
+        allowance = self.startup_s if allowance is None else allowance
+        self._arm(what, allowance)
+        gil_free = holds_gil and self.active  # counts from the worker's start (the first wait: the process group)
+        left = max(POLL_S, allowance - (time.monotonic() - STARTED) - RECORD_S)
+        mark = _gil_free_deadline(self.rank, left, allowance) if gil_free else None
         try:
             yield
         finally:
             self._armed = None
+            if gil_free:
+                faulthandler.cancel_dump_traceback_later()
+            if mark is not None:
+                mark.close()
 
     def solo_next(self, kind: str) -> None:
         """The next step follows rank 0's solo work ``kind`` (every rank knows an evaluation is due: epoch end)."""
@@ -215,8 +238,8 @@ class PeerWatch:
     def _watch(self) -> None:
         while True:
             time.sleep(POLL_S)
-            armed = self._armed
-            if armed is None or self.clock() - armed[0] <= armed[1]:
+            armed = self._armed  # fire early enough that the process is gone by the bound
+            if armed is None or self.clock() - armed[0] + POLL_S + RECORD_S <= armed[1]:
                 continue
             with self._lock:
                 if self._ended or self._armed is not armed:
@@ -260,3 +283,21 @@ def record_peer_lost(trainer: Any, reason: str) -> None:
         return
     write_status(trainer.run_dir, EXIT_PEER_LOST, reason, step)
     trainer._compare(ended=(EXIT_PEER_LOST, reason))
+
+
+def _gil_free_deadline(rank: int, left: float, bound: float) -> Any:
+    """Arm :func:`faulthandler.dump_traceback_later` (exit 1 in ``left`` seconds, the stack written to
+    :data:`MARK_ENV`'s ``rank<N>`` after a line naming the ``bound``, else to stderr); returns the file it writes
+    to (to close once cancelled), or None for stderr."""
+    where = os.environ.get(MARK_ENV)
+    try:
+        f: Any = open(os.path.join(where, f"rank{rank}"), "w") if where else None  # noqa: SIM115 (closed by caller)
+        if f is not None:
+            f.write(f"bound {bound:.1f} s from the worker's start ({STARTUP_ENV})\n")
+            f.flush()
+    except OSError:
+        f = None
+    import sys
+
+    faulthandler.dump_traceback_later(left, exit=True, file=f or sys.stderr)
+    return f

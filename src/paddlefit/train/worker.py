@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from paddlefit.quietstart import install
+    from paddlefit.train import peers  # noqa: F401 (its STARTED: the start-up deadline counts from the worker's start)
 
     install()
     from paddlefit.train.distlaunch import LAUNCHER_PID_ENV, stop_with_parent
