@@ -121,7 +121,7 @@ class Trainer:
         self.is_writer = self.rank == 0
         self.store = CheckpointStore(checkpoints_dir(self.run_dir), keep_last=spec.checkpoint.keep_last)
         self.stop = StopFlag()
-        self.peers = PeerWatch(self.world, self.rank, lambda reason: record_peer_lost(self, reason))
+        self.peers = PeerWatch(self.world, self.rank, lambda why: record_peer_lost(self, why, self._compare))
         self.budget = Budget(spec.budget, clock)  # wall time counts from here (plus earlier runs, on resume)
         self.ckpt = CheckpointSchedule(spec.checkpoint, self.log, clock)
         # made by setup()

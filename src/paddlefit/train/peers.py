@@ -267,10 +267,11 @@ def last_checkpoint(trainer: Any) -> str:
     return "the start (no checkpoint yet)"
 
 
-def record_peer_lost(trainer: Any, reason: str) -> None:
+def record_peer_lost(trainer: Any, reason: str, compare: Callable[..., Any]) -> None:
     """Rank 0 of ``trainer`` (a :class:`~paddlefit.train.loop.Trainer`), from the watch thread while its main thread
     waits in a collective (it writes nothing then): the ending in status.json and the registry, as the main thread
-    records a failure (:meth:`Trainer.run`); before the job was accepted, as a failed start. Other ranks: nothing."""
+    records a failure (:meth:`paddlefit.train.loop.Trainer.run`; ``compare``: its ``_compare``, the registry row);
+    before the job was accepted, as a failed start. Other ranks: nothing."""
     if not trainer.is_writer:
         return
     from paddlefit.rundir import record_failed_start, write_status
@@ -282,7 +283,7 @@ def record_peer_lost(trainer: Any, reason: str) -> None:
         record_failed_start(trainer.run_dir, EXIT_PEER_LOST, reason)
         return
     write_status(trainer.run_dir, EXIT_PEER_LOST, reason, step)
-    trainer._compare(ended=(EXIT_PEER_LOST, reason))
+    compare(ended=(EXIT_PEER_LOST, reason))
 
 
 def _gil_free_deadline(rank: int, left: float, bound: float) -> Any:
