@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from paddlefit.train.distlaunch import LaunchWatch, scheduler_exit_code
-from paddlefit.train.peers import EXIT_PEER_LOST, FACTOR, PeerWatch, peer_settings
+from paddlefit.train.peers import EXIT_PEER_LOST, FACTOR, PeerWatch, lost_code, peer_settings
 
 
 class Clock:
@@ -44,7 +44,8 @@ def test_the_bound_is_the_start_up_allowance_until_steps_and_solo_work_are_measu
     assert w.bound("eval") == 600
 
 
-def test_the_watch_ends_the_process_past_the_bound_with_exit_203_once() -> None:
+def test_the_watch_ends_the_process_past_the_bound_with_exit_203_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PADDLE_LOCAL_SIZE", "1")  # one rank on this node, the other on another: a node lost
     ended: list[int] = []
     said: list[str] = []
     w = PeerWatch(2, 0, on_lost=said.append, floor_s=10, startup_s=600, exit=ended.append)
@@ -65,6 +66,12 @@ def test_a_watch_stood_down_never_fires() -> None:
         time.sleep(0.4)
     assert ended == []
     assert PeerWatch(1, 0).active is False  # one rank: nothing to watch
+
+
+def test_a_peer_lost_on_this_node_is_exit_1_on_another_203() -> None:
+    """Every rank on this node (`train --devices N`): the lost one was killed here (the OOM killer): the job failed."""
+    assert lost_code(2, {"PADDLE_LOCAL_SIZE": "2"}) == 1 and lost_code(2, {}) == 1
+    assert lost_code(2, {"PADDLE_LOCAL_SIZE": "1"}) == EXIT_PEER_LOST == 203
 
 
 def test_peer_settings_read_the_environment() -> None:

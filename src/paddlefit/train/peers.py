@@ -42,7 +42,7 @@ from typing import Any
 from paddlefit.errors import JobFailedError
 from paddlefit.textsafe import log_stderr
 
-__all__ = ["EXIT_PEER_LOST", "PeerLostError", "PeerWatch", "peer_settings", "record_peer_lost"]
+__all__ = ["EXIT_PEER_LOST", "PeerLostError", "PeerWatch", "lost_code", "peer_settings", "record_peer_lost"]
 
 #: Exit code of a rank that lost a peer: 128 + 75 (``EX_TEMPFAIL``, "temporary failure, retry", BSD
 #: ``sysexits.h``), in the range Kubeflow's ``restartPolicy: ExitCode`` retries (128-255) and above the codes of a
@@ -74,6 +74,18 @@ RECORD_S = 0.5
 STARTED = time.monotonic()
 #: Kinds of rank 0's solo work the other ranks wait through (it announces them, :meth:`PeerWatch.agree`).
 SOLO_KINDS = ("save", "eval")
+
+
+def lost_code(world: int, env: dict[str, str] | None = None) -> int:
+    """The exit code of a rank that lost a peer: :data:`EXIT_PEER_LOST` when the run spans several nodes
+    (``PADDLE_LOCAL_SIZE``, set by Paddle's launcher, below ``world``), else 1: every rank is on this node, so the
+    lost one was killed here (the OOM killer most often), which a restart would most likely meet again."""
+    env = os.environ if env is None else env
+    try:
+        local = int(env.get("PADDLE_LOCAL_SIZE", str(world)))
+    except ValueError:
+        local = world
+    return EXIT_PEER_LOST if local < world else 1
 
 
 class PeerLostError(JobFailedError):
@@ -251,10 +263,13 @@ class PeerWatch:
             reason = (f"{armed[2]}: no word from another rank for {waited:.1f} s (bound {armed[1]:.1f} s): a peer was "
                       f"lost (its node killed, powered off or cut off). Exit {EXIT_PEER_LOST}: a scheduler restarts "
                       "the job; `--resume auto` continues from the last complete checkpoint.")  # fmt: skip
+            code = lost_code(self.world)
+            reason = reason if code == EXIT_PEER_LOST else reason.replace(f"Exit {EXIT_PEER_LOST}: a scheduler "
+                                                                          "restarts the job; ", "Exit 1: ")
             log_stderr(f"peer lost (rank {self.rank}): {reason}")
             with contextlib.suppress(Exception):
                 self.on_lost(reason)
-            self._exit(EXIT_PEER_LOST)
+            self._exit(code)
             return
 
 
@@ -279,11 +294,12 @@ def record_peer_lost(trainer: Any, reason: str, compare: Callable[..., Any]) -> 
     state = getattr(trainer, "state", None)
     step = state.step if state is not None else 0
     reason = f"at step {step}: {reason.removesuffix('.')} ({last_checkpoint(trainer)})."
+    code = lost_code(trainer.world)
     if trainer.record is None:
-        record_failed_start(trainer.run_dir, EXIT_PEER_LOST, reason)
+        record_failed_start(trainer.run_dir, code, reason)
         return
-    write_status(trainer.run_dir, EXIT_PEER_LOST, reason, step)
-    compare(ended=(EXIT_PEER_LOST, reason))
+    write_status(trainer.run_dir, code, reason, step)
+    compare(ended=(code, reason))
 
 
 def _gil_free_deadline(rank: int, left: float, bound: float) -> Any:
