@@ -33,8 +33,9 @@ DOC = ROOT / "docs" / "benchmarks.md"
 
 #: The benches `make bench` runs, in this order (cheap and self-contained first).
 BENCHES = ["memory_accuracy", "plan_speed", "llm_plan", "collectives", "gpu_kernels", "gpu_fit", "plan_determinism",
-           "trainer_overhead", "kill_soak", "crash_points", "cost_sanity", "tune_gain", "real_models", "cpu_threads",
-           "mkl_path", "gpu_accuracy", "inference_accuracy", "runs_calibration", "predicted_vs_measured"]  # fmt: skip
+           "trainer_overhead", "kill_soak", "crash_points", "node_loss", "cost_sanity", "tune_gain", "real_models",
+           "cpu_threads", "mkl_path", "gpu_accuracy", "inference_accuracy", "runs_calibration",
+           "predicted_vs_measured"]  # fmt: skip
 #: Arguments `make bench` gives a bench (the others run with their defaults): kill_soak's default 100 kills take
 #: 10-15 minutes on 2 cores, 30 take 3-5.
 ARGS = {"kill_soak": ["--kills", "30"]}

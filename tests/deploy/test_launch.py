@@ -61,7 +61,7 @@ def test_skypilot_task_validates_and_carries_the_spec(job: Path, tmp_path: Path)
     assert validate_skypilot_task(task) == []
     res = task["resources"]
     assert res["accelerators"] == "A100-80GB:8" and res["use_spot"] is True
-    assert res["job_recovery"]["recover_on_exit_codes"] == [143] and task["num_nodes"] == 2
+    assert res["job_recovery"]["recover_on_exit_codes"] == [143, 203] and task["num_nodes"] == 2
     assert task["file_mounts"]["/checkpoints"] == {"mode": "MOUNT_CACHED", "source": "s3://my-bucket/ckpt"}
     assert task["envs"] == {"NCCL_IB_DISABLE": "1"}
     run_script = task["run"]

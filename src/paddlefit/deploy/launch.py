@@ -298,9 +298,10 @@ def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
     )  # fmt: skip
     resources: dict[str, Any] = {
         "accelerators": f"{req.accelerator}:{req.gpus_per_node}", "use_spot": req.spot,
-        # preemptions are always recovered; a run that exits 143 (SIGTERM, checkpoint saved) is retried too
+        # preemptions are always recovered; a run that exits 143 (SIGTERM, checkpoint saved) or 203 (a node lost,
+        # paddlefit.train.peers) is retried too
         "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0,
-                         "recover_on_exit_codes": [143]},
+                         "recover_on_exit_codes": [143, 203]},
     }  # fmt: skip
     if req.image_id:
         resources["image_id"] = req.image_id

@@ -34,9 +34,15 @@ import contextlib
 import functools
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from paddlefit.secretenv import split_launcher_env
@@ -44,11 +50,16 @@ from paddlefit.train.lock import LOCK_FD_ENV, LOCK_PID_ENV
 
 #: Exit codes a run's processes end with on their own (docs/errors.md): 1-127, and 130/143 for a stop by a signal.
 STOP_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: A worker that lost a peer (:data:`paddlefit.train.peers.EXIT_PEER_LOST`; not imported: no Paddle before the launch).
+PEER_LOST = 203
 #: This launcher's pid, for its workers (:func:`stop_with_parent` in :mod:`paddlefit.train.worker`).
 LAUNCHER_PID_ENV = "PADDLEFIT_LAUNCHER_PID"
 #: The write end of a pipe from ``train`` (:func:`paddlefit.train.launcher.run_launched`) that this launcher and
 #: every worker keep open: ``train`` reads end-of-file once the last of them has exited.
 ALIVE_FD_ENV = "PADDLEFIT_ALIVE_FD"
+#: :data:`paddlefit.train.peers.MARK_ENV` (not imported here: the module is light, but keep the launcher's
+#: imports to what it needs before Paddle's).
+MARK_ENV = "PADDLEFIT_PEER_MARK_DIR"
 #: Paddle's launcher unsets these for its workers, keeping each as ``NAME_original`` (``fetch_envs``).
 PROXY_VARIABLES = ("http_proxy", "https_proxy")
 
@@ -103,11 +114,12 @@ def scheduler_exit_code(code: object, stopped_by: int | None = None) -> int:
     """The exit code paddlefit reports for Paddle's launcher's ``sys.exit(code)`` (docs/errors.md#exit-codes).
 
     ``stopped_by``: the stop signal the launcher itself received (SIGTERM -> 143, SIGINT -> 130, anything else
-    -> 1), whatever its code says (it exits with the signal's number). Otherwise a worker's own code 0-127, 130 or
-    143 stays; a negative code (a worker killed by a signal: the OOM killer, a SIGKILL) or any other becomes 1, the
-    job failed, which a scheduler's ExitCode policy does not retry (rerun by hand: ``--resume auto`` continues
-    from the last checkpoint). Sources: ``Controller.finalize`` / ``signal_handler`` in
-    ``paddle/distributed/launch/controllers/controller.py``; Kubeflow training-operator's ExitCode restart policy.
+    -> 1), whatever its code says (it exits with the signal's number). Otherwise a worker's own code 0-127, 130,
+    143 or 203 (a peer lost, :mod:`paddlefit.train.peers`) stays; a negative code (a worker killed by a signal:
+    the OOM killer, a SIGKILL) or any other becomes 1, the job failed, which a scheduler's ExitCode policy does not
+    retry (rerun by hand: ``--resume auto`` continues from the last checkpoint). Sources: ``Controller.finalize``
+    / ``signal_handler`` in ``paddle/distributed/launch/controllers/controller.py``; Kubeflow training-operator's
+    ExitCode restart policy.
     """
     if stopped_by is not None:
         return STOP_CODES.get(stopped_by, 1)
@@ -115,7 +127,7 @@ def scheduler_exit_code(code: object, stopped_by: int | None = None) -> int:
         return 0
     if not isinstance(code, int) or isinstance(code, bool):
         return 1
-    return code if 0 <= code <= 127 or code in STOP_CODES.values() else 1
+    return code if 0 <= code <= 127 or code in (*STOP_CODES.values(), PEER_LOST) else 1
 
 
 def describe_exit(code: object) -> str:
@@ -134,6 +146,10 @@ class LaunchWatch:
     def __init__(self) -> None:
         self.signals: list[int] = []
         self.failed: dict[int, object] = {}
+        self.pod: Any = None
+        self.deployed = threading.Event()
+        self.started = time.monotonic()  # the rendezvous deadline counts from here (before Paddle's import)
+        self.mark_dir: str | None = None
 
     def install(self) -> None:
         """Wrap ``signal.signal`` (for SIGTERM, SIGINT, SIGABRT handlers) and ``Pod.failed_container``."""
@@ -153,18 +169,69 @@ class LaunchWatch:
             return real_signal(signum, handler)
 
         def noting_failed(pod: Any) -> list:
+            self.pod = pod
             found = real_failed(pod)
             for c in found:
                 self.failed.setdefault(int(c.rank), c.exit_code)
             return found
 
+        real_deploy = Pod.deploy
+
+        def noting_deploy(pod: Any) -> Any:
+            self.deployed.set()
+            return real_deploy(pod)
+
         signal.signal = noting_signal  # type: ignore[assignment]
         Pod.failed_container = noting_failed  # type: ignore[method-assign]
+        Pod.deploy = noting_deploy  # type: ignore[method-assign]
+
+    def stuck_at_start_up(self) -> str:
+        """The first line a worker's start-up deadline wrote (:mod:`paddlefit.train.peers`: faulthandler's stack
+        follows a ``Timeout (`` line) in :attr:`mark_dir`, or ''."""
+        for mark in sorted(Path(self.mark_dir).glob("rank*")) if self.mark_dir else []:
+            with contextlib.suppress(OSError):
+                text = mark.read_text(errors="replace")
+                if "Timeout (" in text:
+                    return text.splitlines()[0]
+        return ""
+
+    def rendezvous_deadline(self, args: list[str], exit: Callable[[int], Any] = os._exit) -> threading.Thread | None:
+        """With several nodes (``--nnodes N``, or ``PADDLE_NNODES``, not 1), a thread that ends this launcher with
+        exit 203 (a peer lost) when its workers are not started within the start-up allowance
+        (:func:`paddlefit.train.peers.peer_settings`): Paddle's HTTP master waits for ever for a node that never
+        comes or died before the rendezvous (``HTTPMaster.sync_peers`` loops while the job is not done,
+        ``launch/controllers/master.py``), and a dead node 0 takes the master's store with it."""
+        from paddlefit.train.peers import peer_settings
+
+        nnodes = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--nnodes"),
+                      os.environ.get("PADDLE_NNODES", "1"))  # fmt: skip
+        if nnodes.strip() in ("", "1"):
+            return None
+        allowance = peer_settings()[1]
+
+        def watch() -> None:
+            if not self.deployed.wait(max(0.0, self.started + allowance - time.monotonic())):
+                print(f"paddlefit: the other nodes did not meet at the rendezvous within {allowance:g} s (a node "
+                      f"lost or never started; PADDLEFIT_PEER_STARTUP_S): exit {PEER_LOST}", file=sys.stderr,
+                      flush=True)  # fmt: skip
+                exit(PEER_LOST)
+
+        thread = threading.Thread(target=watch, name="paddlefit-rendezvous-deadline", daemon=True)
+        thread.start()
+        return thread
 
     def exit_code(self, code: object) -> int:
-        """:func:`scheduler_exit_code` of the launcher's ``code``; says on stderr what it mapped and why."""
+        """:func:`scheduler_exit_code` of the launcher's ``code``; says on stderr what it mapped and why. A peer lost
+        (203) because a worker of this node was killed by a signal (the OOM killer) is this node's failure: 1."""
         stop = self.signals[0] if self.signals else None
         out = scheduler_exit_code(code, stop)
+        codes = [*self.failed.values(), *(c.exit_code for c in getattr(self.pod, "containers", None) or [])]
+        if out == 1 and (said := self.stuck_at_start_up()):
+            print(f"paddlefit: a worker of this node had no word from the other ranks at start-up ({said}): a peer "
+                  f"lost, exit {PEER_LOST}", file=sys.stderr, flush=True)  # fmt: skip
+            out = PEER_LOST
+        if out == PEER_LOST and any(isinstance(c, int) and c < 0 for c in codes):
+            out = 1
         if out != code or self.failed:
             why = f"stopped by {signal.Signals(stop).name}" if stop is not None else ", ".join(
                 f"rank {r} ended by {describe_exit(c)}" for r, c in sorted(self.failed.items())) or "no rank named"
@@ -201,11 +268,17 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.Popen = secret_env_popen(worker_secrets(hidden), keep)  # type: ignore[misc]
     sys.argv = ["paddle.distributed.launch", *args]
     watch = LaunchWatch()
+    with contextlib.suppress(OSError):  # where a worker stopped at start-up leaves its stack (paddlefit.train.peers)
+        watch.mark_dir = os.environ[MARK_ENV] = tempfile.mkdtemp(prefix="paddlefit-peers-")
     watch.install()
+    watch.rendezvous_deadline(args)
     try:
         runpy.run_module("paddle.distributed.launch", run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         raise SystemExit(watch.exit_code(exc.code)) from None
+    finally:
+        if watch.mark_dir:
+            shutil.rmtree(watch.mark_dir, ignore_errors=True)
     raise SystemExit(watch.exit_code(0))
 
 

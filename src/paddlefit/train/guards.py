@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from paddlefit.errors import JobFailedError, PaddlefitError
+from paddlefit.errors import PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
 __all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "as_write_failure", "heeded",
@@ -105,9 +105,11 @@ def is_collective_failure(exc: BaseException) -> bool:
 
 def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
     """``exc`` as the error :meth:`paddlefit.train.loop.Trainer.run` reports: a :class:`PaddlefitError` as it is;
-    a failed collective of a multi-rank run (:func:`is_collective_failure`) as a :class:`JobFailedError` (exit 1)
-    naming the step and the last checkpoint, recorded by rank 0 in status.json and the registry like any failure
-    (the launcher's ``paddlefit:`` line names the rank that ended and how).
+    a failed collective of a multi-rank run (:func:`is_collective_failure`) naming the step and the last checkpoint:
+    a :class:`~paddlefit.train.peers.PeerLostError` (exit 203, retried by schedulers) when the run spans several
+    nodes, else (every rank on this node: the lost one was killed here, the OOM killer most often) a
+    ``JobFailedError`` (exit 1; :func:`~paddlefit.train.peers.lost_code`). Rank 0 records it in status.json and the
+    registry like any failure; the launcher's ``paddlefit:`` line names the rank that ended and how.
 
     Raises:
         Exception: ``exc`` itself, anything else (a bug: its traceback is the report).
@@ -116,14 +118,19 @@ def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
         return exc
     if trainer.world <= 1 or not is_collective_failure(exc):
         raise exc
+    from paddlefit.errors import JobFailedError
     from paddlefit.train.oom import first_line
+    from paddlefit.train.peers import PeerLostError, last_checkpoint, lost_code
 
     state = getattr(trainer, "state", None)
     step = state.step if state is not None else 0
-    last = trainer.store.latest_valid() if trainer.is_writer else None
-    return JobFailedError(f"at step {step}: another rank was killed or lost (a collective operation failed: "
-                          f"{type(exc).__name__}: {first_line(exc, 200)}). Run the same command again: `--resume "
-                          f"auto` continues from {last or 'the start (no checkpoint yet)'}.")  # fmt: skip
+    waited = trainer.peers.waited() if hasattr(trainer, "peers") else ""
+    code = lost_code(trainer.world)
+    msg = (f"at step {step}: another rank was killed or lost (a collective operation failed after {waited}: "
+           f"{type(exc).__name__}: {first_line(exc, 200)}). " + (f"Exit {code}: a scheduler restarts the job; " if
+           code != 1 else "") + f"Run the same command again: `--resume auto` continues from "
+           f"{last_checkpoint(trainer)}.")  # fmt: skip
+    return PeerLostError(msg) if code != 1 else JobFailedError(msg)
 
 
 def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:

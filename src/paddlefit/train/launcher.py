@@ -29,7 +29,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.rundir import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
 from paddlefit.safepath import python_command, safe_env
 from paddlefit.train import worker
-from paddlefit.train.distlaunch import ALIVE_FD_ENV, describe_exit, scheduler_exit_code
+from paddlefit.train.distlaunch import ALIVE_FD_ENV, PEER_LOST, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
 
 #: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
@@ -136,8 +136,9 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
                 return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
                                                   f"stopped ({status['reason']}).")  # fmt: skip
             said = [x for x in _read_lines(launcher_log(run_dir)) if x.startswith("paddlefit: ")][-1:]
-            if int(status["exit_code"]) == 1 and said:  # a rank lost: the launcher's line names it and how,
-                status["reason"] = f"{status['reason']}\n{said[0]}"  # in status.json too (rank 0 cannot tell)
+            lost = int(status["exit_code"]) == PEER_LOST and rc == 1  # the lost rank was killed here: exit 1
+            if (int(status["exit_code"]) == 1 or lost) and said:  # the launcher's line names the rank and how,
+                status["exit_code"], status["reason"] = 1, f"{status['reason']}\n{said[0]}"  # in status.json too
                 with contextlib.suppress(OSError, PaddlefitError):
                     rewrite_status(run_dir, status)
                 return 1, status["reason"]

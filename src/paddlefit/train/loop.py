@@ -39,6 +39,7 @@ from paddlefit.train.evaluate import NO_EVAL, evaluate
 from paddlefit.train.guards import Budget, CheckpointSchedule, Clock, StopFlag, as_lost_rank, as_write_failure
 from paddlefit.train.lock import RunDirLock
 from paddlefit.train.metrics import LogLines, MetricsLog, PeakTracker, Progress, params_sha256, to_jsonable
+from paddlefit.train.peers import PeerWatch, record_peer_lost
 from paddlefit.train.record import RunRecord
 from paddlefit.train.resume import (
     agree_on_resume,
@@ -120,6 +121,7 @@ class Trainer:
         self.is_writer = self.rank == 0
         self.store = CheckpointStore(checkpoints_dir(self.run_dir), keep_last=spec.checkpoint.keep_last)
         self.stop = StopFlag()
+        self.peers = PeerWatch(self.world, self.rank, lambda why: record_peer_lost(self, why, self._compare))
         self.budget = Budget(spec.budget, clock)  # wall time counts from here (plus earlier runs, on resume)
         self.ckpt = CheckpointSchedule(spec.checkpoint, self.log, clock)
         # made by setup()
@@ -171,6 +173,8 @@ class Trainer:
             with paddle.utils.unique_name.guard():
                 return self._run()
         except Exception as exc:  # failed mid-run (out of memory at micro-batch 1, the model raising, a rank lost)
+            if not self.peers.stand_down():  # the watch found a peer lost first: it records that, ends the process
+                time.sleep(60)
             # status.json; a failed write (a full disk): step and checkpoint; anything else raises as it is
             exc = as_write_failure(as_lost_rank(exc, self), self)
             with contextlib.suppress(Exception):  # no record (rank > 0, refused before it): nothing
@@ -186,12 +190,15 @@ class Trainer:
                 lock.release()
 
     def _run(self) -> RunResult:
-        on_gpu = setup_device(self.spec, self.world, self.log)
+        self.peers.start()
+        with self.peers.waiting("start-up (the process group: init_parallel_env)", holds_gil=True):
+            on_gpu = setup_device(self.spec, self.world, self.log)
         if self.is_writer:
             self._clean_run_dir()
-        self._barrier()
+        self.peers.barrier("start-up (the barrier after rank 0 cleaned the run directory)")
         o = self.opts
-        resume = agree_on_resume(o.resume, self.store, self.world, self.is_writer, self.log, o.trust_checkpoint)
+        with self.peers.waiting("start-up (agreeing on the checkpoint to resume)"):
+            resume = agree_on_resume(o.resume, self.store, self.world, self.is_writer, self.log, o.trust_checkpoint)
         if resume is not None:
             self.spec, kept = keeping_batch(self.spec, resume, self.world, self.log)
         try:
@@ -245,9 +252,10 @@ class Trainer:
                     ended = self._step(it, progress)
                     if ended is not None:
                         return ended
-                if st.batch_in_epoch + accum > batches_per_epoch:  # epoch complete
+                if st.batch_in_epoch + accum > batches_per_epoch:  # epoch complete: rank 0 evaluates alone
                     st.epoch += 1
                     st.batch_in_epoch = 0
+                    self.peers.solo_next("eval")
                     self._evaluate()
             if self.last_eval["eval_loss"] is None or st.batch_in_epoch != 0:
                 self._evaluate()
@@ -264,9 +272,12 @@ class Trainer:
         st, job = self.state, self.job
         t0 = time.perf_counter()
         self.peaks.checkpoint()
+        self.peers.step_begins(st.step + 1)
         loss, wait = self.runner.train_step(it, st.step + 1)
         nonfinite_here = not math.isfinite(loss) and job.scaler is None  # fp16's GradScaler skips inf steps itself
-        stop, nonfinite, budget = self._agree(self.stop.set, nonfinite_here, self.budget.exceeded() is not None)
+        due = self.is_writer and st.step + 1 < job.total_steps and self.ckpt.due(st.step + 1)  # announced to all
+        stop, nonfinite, budget, save = self._agree(self.stop.set, nonfinite_here, self.budget.exceeded() is not None,
+                                                    save_next=due)  # fmt: skip
         if nonfinite:
             job.optimizer.clear_grad()
             return self._end_nonfinite(loss)
@@ -293,7 +304,7 @@ class Trainer:
             return self._end_stopped()
         if budget:
             return self._end_budget()
-        if self.is_writer and st.step < job.total_steps and self.ckpt.due(st.step):
+        if save and self.is_writer:
             self._save()
             self._compare()
         return None
@@ -302,22 +313,10 @@ class Trainer:
         """Epochs completed so far: optimizer steps / steps per epoch (a float; 15.0 at the end of epoch 15)."""
         return round(self.state.step / self.job.steps_per_epoch, 4)
 
-    # ---- collectives -------------------------------------------------------------------------------------
-    def _agree(self, stop: bool, nonfinite: bool, budget: bool) -> tuple[bool, bool, bool]:
-        if self.world == 1:
-            return stop, nonfinite, budget
-        import paddle
-
-        t = paddle.to_tensor([float(stop), float(nonfinite), float(budget)], dtype="float32")
-        paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
-        a, b, c = t.numpy().tolist()
-        return a > 0, b > 0, c > 0
-
-    def _barrier(self) -> None:
-        if self.world > 1:
-            import paddle
-
-            paddle.distributed.barrier()
+    def _agree(self, *flags: bool, save_next: bool) -> tuple[bool, ...]:
+        """Every rank's flags, MAX-reduced, and rank 0's ``save_next`` (:meth:`PeerWatch.agree`, watched)."""
+        agreed, save = self.peers.agree([float(f) for f in flags], save_next) if self.world > 1 else (flags, save_next)
+        return (*agreed, save)
 
     # ---- checkpoints -------------------------------------------------------------------------------------
     def _clean_run_dir(self) -> None:
@@ -416,7 +415,8 @@ class Trainer:
             write_status(self.run_dir, code, reason, self.state.step)
             if summary is None:  # a finished run's summary carries the comparison, recorded with it
                 self._compare(ended=(code, reason))
-        self._barrier()
+        self.peers.stand_down()  # the outcome is recorded: a peer lost in this barrier must not change it
+        self.peers.barrier("the end")
         return RunResult(code, reason, self.state.step, summary)
 
     def _end_done(self) -> RunResult:

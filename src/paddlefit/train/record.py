@@ -33,7 +33,7 @@ __all__ = ["PREDICTION_KEY_ENV", "STATUS_NAMES", "RunRecord", "status_name"]
 PREDICTION_KEY_ENV = "PADDLEFIT_PREDICTION_KEY"  # run_job -> launched workers: which prediction.json is this run's
 #: how a run that recorded its end ended, by exit code (any other code: ``failed``); ``runs`` and ``report`` both
 #: name a run's state from here (``report`` adds ``running``, and ``lost`` for a run that never recorded its end)
-STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 130: "stopped", 143: "stopped"}
+STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 130: "stopped", 143: "stopped", 203: "stopped"}
 
 
 def status_name(code: object) -> str:

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
 
     from paddlefit.quietstart import install
+    from paddlefit.train import peers  # noqa: F401 (its STARTED: the start-up deadline counts from the worker's start)
 
     install()
     from paddlefit.train.distlaunch import LAUNCHER_PID_ENV, stop_with_parent
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from paddlefit.errors import PaddlefitError
-    from paddlefit.rundir import record_failed_start, run_status
+    from paddlefit.rundir import read_status, record_failed_start, run_status
     from paddlefit.spec import load_job_spec
     from paddlefit.textsafe import log_stderr
     from paddlefit.train.guards import ignore_stop_signals
@@ -61,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         # the parent prints the status message; print here only if it could not be recorded (or is another run's
         # directory, where this run writes nothing)
         if rank == 0 and not isinstance(exc, RunDirInUseError):
-            written = run_status(run_dir) is not None  # the trainer recorded it, with its step: keep that
+            # the trainer recorded it, with its step: keep that (a node of `paddlefit launch` has no run token:
+            # its status.json is this run's when it says this error)
+            written = run_status(run_dir) is not None or (read_status(run_dir) or {}).get("reason") == str(exc)
             if not written:
                 with contextlib.suppress(OSError):
                     record_failed_start(run_dir, exc.exit_code, str(exc))
