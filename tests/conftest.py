@@ -1,12 +1,15 @@
 """Shared fixtures: a tiny user model module importable as `tinymodels:...` for import-path tests; hypothesis's
-profiles (tests/test_fuzz.py)."""
+profiles (tests/test_fuzz.py); finished `paddlefit train` runs that several tests read, trained once per session."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import sys
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,8 @@ sys.path.insert(0, str(DATA))
 os.environ["PADDLEFIT_HOME"] = tempfile.mkdtemp(prefix="paddlefit-home-")
 # train's prediction (a planner child process, ~5 s) as `train --no-predict`: tests/train/test_predict.py turns it on
 os.environ["PADDLEFIT_NO_PREDICT"] = "1"
+# after the two above: trainrun copies the environment for the processes it starts (tests/data, on sys.path)
+from trainrun import SharedRun  # noqa: E402
 
 # Hypothesis profiles. `ci`, the default: the same examples every run (derandomized: a failure in CI is one that
 # reruns), no example database written into the tree, the failing example printed as a blob to replay with
@@ -37,6 +42,58 @@ settings.load_profile("ci")
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+def _shared(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], SharedRun]) -> SharedRun:
+    """``build(dir)`` once per session: under pytest-xdist the workers share the session's base directory, and
+    the first to need ``name`` builds it while any other waits on the lock (a second build would only take the
+    CPU the first one needs)."""
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    where = root / f"shared-{name}"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / f"shared-{name}.done").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir()
+            built = build(where)
+            (root / f"shared-{name}.done").write_text(f"{built.spec}\n{built.run_dir}\n")
+        spec, run_dir = (root / f"shared-{name}.done").read_text().splitlines()
+    return SharedRun(Path(spec), Path(run_dir))
+
+
+def _train(spec: Path, run_dir: Path, *extra: str) -> SharedRun:
+    from trainrun import run, train_cmd
+
+    r = run(train_cmd(spec, run_dir, *extra))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return SharedRun(spec, run_dir)
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """`train` of trainrun.write_spec's digits job for 2 steps (no periodic checkpoint: the final one only)."""
+    from trainrun import write_spec
+
+    return _shared(tmp_path_factory, "finished", lambda d: _train(write_spec(d / "s.yaml", max_steps=2), d / "run"))
+
+
+@pytest.fixture(scope="session")
+def dp_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """The uninterrupted `train --devices 2` of trainrun.DP_KILL_JOB, which its killed and resumed runs must equal."""
+    from trainrun import DP_KILL_JOB, write_spec
+
+    return _shared(tmp_path_factory, "dp-reference",
+                   lambda d: _train(write_spec(d / "s.yaml", **DP_KILL_JOB), d / "run", "--devices", "2"))  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def slow60_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
+    """The uninterrupted one-process `train` of trainrun.SLOW60_JOB."""
+    from trainrun import SLOW60_JOB, write_spec
+
+    return _shared(tmp_path_factory, "slow60-reference",
+                   lambda d: _train(write_spec(d / "s.yaml", **SLOW60_JOB), d / "run"))  # fmt: skip
 
 
 def _cuda_devices() -> int:
