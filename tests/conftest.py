@@ -44,56 +44,62 @@ def data_dir() -> Path:
     return DATA
 
 
-def _shared(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], SharedRun]) -> SharedRun:
-    """``build(dir)`` once per session: under pytest-xdist the workers share the session's base directory, and
-    the first to need ``name`` builds it while any other waits on the lock (a second build would only take the
-    CPU the first one needs)."""
+def _shared(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], object]) -> Path:
+    """The directory ``build(dir)`` filled, once per session: under pytest-xdist the workers share the session's
+    base directory, and the first to need ``name`` builds it while any other waits on the lock (a second build
+    would only take the CPU the first one needs)."""
     base = factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    where = root / f"shared-{name}"
+    where, done = root / f"shared-{name}", root / f"shared-{name}.done"
     with open(root / f"shared-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / f"shared-{name}.done").exists():
+        if not done.exists():
             shutil.rmtree(where, ignore_errors=True)
             where.mkdir()
-            built = build(where)
-            (root / f"shared-{name}.done").write_text(f"{built.spec}\n{built.run_dir}\n")
-        spec, run_dir = (root / f"shared-{name}.done").read_text().splitlines()
-    return SharedRun(Path(spec), Path(run_dir))
+            build(where)
+            done.touch()
+    return where
 
 
-def _train(spec: Path, run_dir: Path, *extra: str) -> SharedRun:
-    from trainrun import run, train_cmd
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Callable[[Path], object]], Path]:
+    """``shared_dir(name, build)``: a directory ``build`` fills once per test session, for every xdist worker (a
+    module-scoped fixture is built once per worker that runs any of its tests). Read it; copy it to change it."""
+    return lambda name, build: _shared(tmp_path_factory, name, build)
 
-    r = run(train_cmd(spec, run_dir, *extra))
-    assert r.returncode == 0, r.stderr[-3000:]
-    return SharedRun(spec, run_dir)
+
+def _trained(factory: pytest.TempPathFactory, name: str, job: dict, *extra: str) -> SharedRun:
+    """A finished `train` of trainrun.write_spec(**job), as ``name``: spec ``s.yaml``, run directory ``run``."""
+    from trainrun import run, train_cmd, write_spec
+
+    def build(d: Path) -> None:
+        r = run(train_cmd(write_spec(d / "s.yaml", **job), d / "run", *extra))
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    d = _shared(factory, name, build)
+    return SharedRun(d / "s.yaml", d / "run")
 
 
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """`train` of trainrun.write_spec's digits job for 2 steps (no periodic checkpoint: the final one only)."""
-    from trainrun import write_spec
-
-    return _shared(tmp_path_factory, "finished", lambda d: _train(write_spec(d / "s.yaml", max_steps=2), d / "run"))
+    return _trained(tmp_path_factory, "finished", {"max_steps": 2})
 
 
 @pytest.fixture(scope="session")
 def dp_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The uninterrupted `train --devices 2` of trainrun.DP_KILL_JOB, which its killed and resumed runs must equal."""
-    from trainrun import DP_KILL_JOB, write_spec
+    from trainrun import DP_KILL_JOB
 
-    return _shared(tmp_path_factory, "dp-reference",
-                   lambda d: _train(write_spec(d / "s.yaml", **DP_KILL_JOB), d / "run", "--devices", "2"))  # fmt: skip
+    return _trained(tmp_path_factory, "dp-reference", DP_KILL_JOB, "--devices", "2")
 
 
 @pytest.fixture(scope="session")
 def slow60_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The uninterrupted one-process `train` of trainrun.SLOW60_JOB."""
-    from trainrun import SLOW60_JOB, write_spec
+    from trainrun import SLOW60_JOB
 
-    return _shared(tmp_path_factory, "slow60-reference",
-                   lambda d: _train(write_spec(d / "s.yaml", **SLOW60_JOB), d / "run"))  # fmt: skip
+    return _trained(tmp_path_factory, "slow60-reference", SLOW60_JOB)
 
 
 def _cuda_devices() -> int:

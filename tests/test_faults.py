@@ -142,9 +142,8 @@ def test_metrics_file_that_is_a_directory_is_exit_2_not_a_traceback(tmp_path: Pa
     assert f"{run_dir / 'metrics.jsonl'}" in r.stderr and "it is a directory" in r.stderr, r.stderr[-3000:]
 
 
-def test_report_on_a_full_disk_is_exit_2_naming_the_file(tmp_path: Path) -> None:
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+def test_report_on_a_full_disk_is_exit_2_naming_the_file(tmp_path: Path, finished_run: SharedRun) -> None:
+    run_dir = finished_run.copy(tmp_path / "r")
     r = _faulty(tmp_path, "report.html", "ENOSPC", 0, "report", str(run_dir))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"cannot write {run_dir / 'report.html'} (`--out`): the disk is full" in r.stderr, r.stderr
@@ -222,14 +221,15 @@ def test_a_run_dir_made_read_only_mid_run_names_the_file_step_and_checkpoint(tmp
     assert "status.json could not be written either" in err, err[-3000:]
 
 
-def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path) -> None:
+def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path,
+                                                                       finished_run: SharedRun) -> None:
     """`train` on a file system with 8 KiB free, and `export --out` to one that fills during Paddle's save (its C++
     writer leaves a short file and says nothing; loading it back raised RuntimeError): exit 2 naming the path and
     the full disk, no traceback."""
     if not _can_mount_tmpfs(tmp_path):
         pytest.skip("cannot mount a tmpfs here (no user namespaces)")
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    assert run(train_cmd(spec, tmp_path / "done")).returncode == 0
+    spec = finished_run.spec
+    finished_run.copy(tmp_path / "done")
     mnt, out = tmp_path / "mnt", tmp_path / "out"
     mnt.mkdir()
     out.mkdir()
