@@ -214,9 +214,11 @@ def test_sigterm_to_one_worker_stops_all_ranks(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sigkill_during_checkpoint_write_resumes_from_previous(tmp_path: Path) -> None:
     # SGD (no optimizer state) and a 100 MB unused parameter: each checkpoint takes a while to hash and fsync
-    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:big_digits_mlp", optimizer="sgd", lr=0.05,
-                      max_steps=6, checkpoint={"every_steps": 2, "every_minutes": 0, "keep_last": 2})  # fmt: skip
-    want = _uninterrupted(tmp_path, spec, "full")
+    job = {"model": "trainhelpers:big_digits_mlp", "optimizer": "sgd", "lr": 0.05, "max_steps": 6}
+    spec = write_spec(tmp_path / "s.yaml", **job, checkpoint={"every_steps": 2, "every_minutes": 0, "keep_last": 2})
+    # the same job uninterrupted, writing its final 100 MB checkpoint only (when checkpoints are written does not
+    # change the parameters: the resumed runs of the other tests reach their uninterrupted runs' bits)
+    want = _uninterrupted(tmp_path, write_spec(tmp_path / "full.yaml", **job), "full")
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ckroot = run_dir / "checkpoints"
