@@ -24,7 +24,7 @@ os.environ["PADDLEFIT_HOME"] = tempfile.mkdtemp(prefix="paddlefit-home-")
 # train's prediction (a planner child process, ~5 s) as `train --no-predict`: tests/train/test_predict.py turns it on
 os.environ["PADDLEFIT_NO_PREDICT"] = "1"
 # after the two above: trainrun copies the environment for the processes it starts (tests/data, on sys.path)
-from trainrun import SharedRun  # noqa: E402
+from trainrun import DP_KILL_JOB, SLOW60_JOB, SharedRun, run, train_cmd, write_spec  # noqa: E402
 
 # Hypothesis profiles. `ci`, the default: the same examples every run (derandomized: a failure in CI is one that
 # reruns), no example database written into the tree, the failing example printed as a blob to replay with
@@ -70,7 +70,6 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Calla
 
 def _trained(factory: pytest.TempPathFactory, name: str, job: dict, *extra: str) -> SharedRun:
     """A finished `train` of trainrun.write_spec(**job), as ``name``: spec ``s.yaml``, run directory ``run``."""
-    from trainrun import run, train_cmd, write_spec
 
     def build(d: Path) -> None:
         r = run(train_cmd(write_spec(d / "s.yaml", **job), d / "run", *extra))
@@ -89,16 +88,12 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
 @pytest.fixture(scope="session")
 def dp_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The uninterrupted `train --devices 2` of trainrun.DP_KILL_JOB, which its killed and resumed runs must equal."""
-    from trainrun import DP_KILL_JOB
-
     return _trained(tmp_path_factory, "dp-reference", DP_KILL_JOB, "--devices", "2")
 
 
 @pytest.fixture(scope="session")
 def slow60_reference(tmp_path_factory: pytest.TempPathFactory) -> SharedRun:
     """The uninterrupted one-process `train` of trainrun.SLOW60_JOB."""
-    from trainrun import SLOW60_JOB
-
     return _trained(tmp_path_factory, "slow60-reference", SLOW60_JOB)
 
 
