@@ -10,7 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from trainrun import ENV, launched_children, run, summary, train_cmd, wait_for_step, write_spec
+from trainrun import (
+    DP_KILL_JOB,
+    ENV,
+    SharedRun,
+    launched_children,
+    params_sha256,
+    run,
+    train_cmd,
+    wait_for_step,
+    write_spec,
+)
 
 from test_secrets import SECRETS, leaks
 
@@ -20,16 +30,14 @@ DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", ["1", "0"])
-def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_exact(tmp_path: Path,
-                                                                                     rank: str) -> None:
+def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_exact(
+        tmp_path: Path, rank: str, dp_reference: SharedRun) -> None:  # fmt: skip
     """SIGKILL of one rank of `train --devices 2` (the OOM killer, a node lost): Paddle's launcher exits with the
     worker's negative code, which wrapped to 8 bits is 247 (-9) or 241 (-15), codes Kubeflow's ExitCode policy
     retries and no doc lists. The run exits 1 (the job failed) naming the signal; resumed, it reaches the
-    uninterrupted run's parameters bit for bit, losing at most one checkpoint interval."""
-    spec = write_spec(tmp_path / "s.yaml", max_steps=30, checkpoint={"every_steps": 5, "every_minutes": 0},
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
-    full = run(train_cmd(spec, tmp_path / "full", "--devices", "2"))
-    assert full.returncode == 0, full.stderr[-3000:]
+    uninterrupted run's parameters (``dp_reference``, the same job) bit for bit, losing at most one checkpoint
+    interval."""
+    spec = write_spec(tmp_path / "s.yaml", **DP_KILL_JOB)
     run_dir = tmp_path / "killed"
     env = dict(ENV, **SECRETS)  # a failing rank's logs (Paddle's launcher prints their tails) carry none of them
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=env, stdout=subprocess.PIPE,
@@ -46,7 +54,7 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     assert r.returncode == 0, r.stderr[-3000:]
     resumed = int(r.stderr.split("(step ")[1].split(",")[0])
     assert reached - resumed <= 5 + 1, (reached, resumed)
-    assert summary(run_dir)["params_sha256"] == summary(tmp_path / "full")["params_sha256"]
+    assert params_sha256(run_dir) == params_sha256(dp_reference.run_dir)
 
 
 @pytest.mark.parametrize(("launcher", "stopped_by", "want"), [
@@ -134,9 +142,8 @@ def test_metrics_file_that_is_a_directory_is_exit_2_not_a_traceback(tmp_path: Pa
     assert f"{run_dir / 'metrics.jsonl'}" in r.stderr and "it is a directory" in r.stderr, r.stderr[-3000:]
 
 
-def test_report_on_a_full_disk_is_exit_2_naming_the_file(tmp_path: Path) -> None:
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+def test_report_on_a_full_disk_is_exit_2_naming_the_file(tmp_path: Path, finished_run: SharedRun) -> None:
+    run_dir = finished_run.copy(tmp_path / "r")
     r = _faulty(tmp_path, "report.html", "ENOSPC", 0, "report", str(run_dir))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"cannot write {run_dir / 'report.html'} (`--out`): the disk is full" in r.stderr, r.stderr
@@ -214,14 +221,15 @@ def test_a_run_dir_made_read_only_mid_run_names_the_file_step_and_checkpoint(tmp
     assert "status.json could not be written either" in err, err[-3000:]
 
 
-def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path) -> None:
+def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path,
+                                                                       finished_run: SharedRun) -> None:
     """`train` on a file system with 8 KiB free, and `export --out` to one that fills during Paddle's save (its C++
     writer leaves a short file and says nothing; loading it back raised RuntimeError): exit 2 naming the path and
     the full disk, no traceback."""
     if not _can_mount_tmpfs(tmp_path):
         pytest.skip("cannot mount a tmpfs here (no user namespaces)")
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    assert run(train_cmd(spec, tmp_path / "done")).returncode == 0
+    spec = finished_run.spec
+    finished_run.copy(tmp_path / "done")
     mnt, out = tmp_path / "mnt", tmp_path / "out"
     mnt.mkdir()
     out.mkdir()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import importlib.util
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,14 +73,28 @@ def digits(split: str = "train", test_fraction: float = 0.25, seed: int = 0) -> 
     Raises:
         PaddlefitError: scikit-learn is missing, or a bad split/fraction.
     """
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
-        raise PaddlefitError("dataset `digits` needs scikit-learn: pip install 'paddlefit[examples]'.") from None
+    images, target = _digits_arrays()
+    idx = _split_indices(len(target), split, test_fraction, seed)
+    x = (images[idx] / 16.0).astype("float32")[:, None, :, :]
+    return ArrayDataset(x, target[idx].astype("int64"))
+
+
+def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's ``digits.csv.gz`` (64 pixel values and the class a row), read as ``load_digits`` reads it
+    (``np.loadtxt``) without importing scikit-learn, whose import takes ~1 s, more than training the digits job
+    for a few steps; ``load_digits`` itself when the file is not where scikit-learn keeps it."""
+    spec = importlib.util.find_spec("sklearn")  # finds the package without running it
+    if spec is None:
+        raise PaddlefitError("dataset `digits` needs scikit-learn: pip install 'paddlefit[examples]'.")
+    for root in spec.submodule_search_locations or ():
+        path = Path(root) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            data = np.loadtxt(path, delimiter=",")
+            return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
+    from sklearn.datasets import load_digits
+
     bunch = load_digits()
-    idx = _split_indices(len(bunch.target), split, test_fraction, seed)
-    x = (bunch.images[idx] / 16.0).astype("float32")[:, None, :, :]
-    return ArrayDataset(x, bunch.target[idx].astype("int64"))
+    return bunch.images, bunch.target
 
 
 class WarpedDigits(paddle.io.Dataset):

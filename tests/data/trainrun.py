@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -16,6 +18,18 @@ DATA = Path(__file__).resolve().parent
 # no empty entry: Python reads one in PYTHONPATH as the current directory
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(DATA), os.environ.get("PYTHONPATH", "")] if p),
            GLOG_minloglevel="2")  # fmt: skip
+
+
+class SharedRun(NamedTuple):
+    """A finished run trained once per test session: its job spec and run directory. Read it in place; copy it
+    (:meth:`copy`) to change it, resume it or write into it (export's `inference/`, report.html)."""
+
+    spec: Path
+    run_dir: Path
+
+    def copy(self, dst: Path) -> Path:
+        shutil.copytree(self.run_dir, dst, symlinks=True)
+        return dst
 
 
 def write_spec(path: Path, **overrides) -> Path:
@@ -75,6 +89,23 @@ def launched_children(proc: subprocess.Popen) -> dict[str, object]:
         if rank is not None:
             found[rank] = p
     return found
+
+
+#: The job of the two-process kill-and-resume tests (tests/test_faults.py, tests/train/test_train.py): 30 steps,
+#: a checkpoint every 5, 2 ms a sample so a kill lands mid-run; their uninterrupted `--devices 2` run is the session
+#: fixture ``dp_reference`` (tests/conftest.py).
+DP_KILL_JOB = {"max_steps": 30, "checkpoint": {"every_steps": 5, "every_minutes": 0},
+               "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}}}
+#: The one-process job that crosses an epoch boundary (42 steps an epoch at batch 32) at 1.5 ms a sample, for the
+#: SIGTERM and budget resume tests; no periodic checkpoint (the parameters do not depend on when checkpoints are
+#: written: a run stopped by either and resumed reaches the uninterrupted run's bits). Its uninterrupted run is the
+#: session fixture ``slow60_reference``.
+SLOW60_JOB = {"batch_size": 32, "max_steps": 60, "checkpoint": {"every_steps": 0, "every_minutes": 0},
+              "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}}}
+
+
+def params_sha256(run_dir: Path) -> str:
+    return summary(run_dir)["params_sha256"]
 
 
 #: A 12-step digits job with checkpoints every 5 steps, as `paddlefit launch` takes it (launch and fuzz tests).

@@ -343,7 +343,7 @@ def test_sigterm_during_the_cpu_measurement_leaves_no_child_and_no_model_copy(tm
             try:
                 if "paddlefit.serve.cpu_bench" in " ".join(c.cmdline()):
                     child = c
-            except psutil.Error:  # a short-lived helper that exited (a zombie) between the listing and the read
+            except psutil.Error:  # a short-lived child (Paddle's `ldd --version` shell) gone or a zombie meanwhile
                 continue
         time.sleep(0.2)
     assert child is not None, p.stderr.read().decode()[-2000:]

@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from trainrun import ENV, run, train_cmd, wait_for_step, write_spec
+from trainrun import ENV, SharedRun, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.report.html import build_report, fmt_num, plot_ids, render_html
 from paddlefit.report.reading import find_time_resumes
@@ -42,12 +42,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return run([sys.executable, "-m", "paddlefit.cli.main", "report", *args], timeout=120)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``plain``: 30 steps, checkpoints every 10, with train's real prediction (PADDLEFIT_NO_PREDICT unset: one
-    planner child, ~5 s); ``resumed``: the same run continued to 50 steps by a second ``train --resume auto`` (a
-    resume at step 30), with a real ``profile --json``. Both comparison.json files are the trainer's own."""
-    tmp = tmp_path_factory.mktemp("report")
+def _train_runs(tmp: Path) -> None:
     spec = write_spec(tmp / "job.yaml", batch_size=16, max_steps=30, seed=0,
                       data={"train_args": {"split": "train", "test_fraction": 0.9}, "eval": "digits",
                             "eval_args": {"split": "test", "test_fraction": 0.9}, "eval_batch_size": 512},
@@ -63,7 +58,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
              "--json"], timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     (resumed / "profile.json").write_text(r.stdout)
-    return {"plain": tmp / "plain", "resumed": resumed, "spec": spec}
+
+
+@pytest.fixture(scope="module")
+def runs(shared_dir) -> dict[str, Path]:
+    """``plain``: 30 steps, checkpoints every 10, with train's real prediction (PADDLEFIT_NO_PREDICT unset: one
+    planner child, ~5 s); ``resumed``: the same run continued to 50 steps by a second ``train --resume auto`` (a
+    resume at step 30), with a real ``profile --json``. Both comparison.json files are the trainer's own. Trained
+    once per session (``shared_dir``); a test that changes one copies it."""
+    tmp = shared_dir("report-runs", _train_runs)
+    return {"plain": tmp / "plain", "resumed": tmp / "resumed", "spec": tmp / "job.yaml"}
 
 
 class Cells(HTMLParser):
@@ -222,10 +226,10 @@ def test_resumes_from_metrics_times() -> None:
 def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     """SIGKILL mid-run, 6 s down, ``--resume auto``: the report has the resume at the checkpoint it continued from
     (as the run registry counts it), down >= 5 s, and the plot over time with the gap."""
-    spec = write_spec(tmp_path / "job.yaml", batch_size=16, max_steps=400, seed=0,
+    spec = write_spec(tmp_path / "job.yaml", batch_size=16, max_steps=150, seed=0,
                       checkpoint={"every_steps": 20, "keep_last": 30})  # fmt: skip
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "400"), env=ENV, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "150"), env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         wait_for_step(run_dir, 70, proc)  # mid-interval: after the checkpoint of step 60
@@ -239,10 +243,10 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
             before.append(json.loads(x))
     logged = [x for x in before if "loss" in x and x["step"] > kept[-1]]  # lost: after the kept checkpoint
     time.sleep(6)
-    r = run(train_cmd(spec, run_dir, "--resume", "auto", "--max-steps", "400"))
+    r = run(train_cmd(spec, run_dir, "--resume", "auto", "--max-steps", "150"))
     assert r.returncode == 0, r.stderr
     data = build_report(run_dir)
-    assert data.status == "finished" and data.steps == 400
+    assert data.status == "finished" and data.steps == 150
     resumed_at = kept[-1]
     assert resumed_at >= 60
     (res,) = data.resumes
@@ -457,13 +461,12 @@ def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: P
     assert re.search(r"<th>data wait \(whole run\)</th>.*?<td>2.8 %</td></tr>", table)
 
 
-def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path) -> None:
+def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path, finished_run: SharedRun) -> None:
     """Hostile round 2, finding 4: `report RUN --out RUN/metrics.jsonl` (or a checkpoint's model.pdparams) wrote
     the HTML over them with exit 0, and the next train started over. Like export, report now refuses any target
     that is the run's own (by real path): exit 2 naming the option, the files untouched; an .html beside them is
     fine."""
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir)).returncode == 0
+    run_dir = finished_run.copy(tmp_path / "r")
     (ckpt,) = sorted((run_dir / "checkpoints").glob("step-*"))
     (tmp_path / "link").symlink_to(run_dir / "checkpoints")
     own = [run_dir / "metrics.jsonl", ckpt / "model.pdparams", ckpt / "new.html", run_dir / "status.json",

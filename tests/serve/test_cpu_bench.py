@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from trainrun import ENV, run, train_cmd, write_spec
+from trainrun import ENV, SharedRun, run
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
@@ -162,10 +162,9 @@ def test_a_crash_in_paddle_inference_names_the_model_and_its_stderr(saved: tuple
 
 
 @pytest.mark.slow
-def test_export_benchmark_json_and_its_bad_options(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    r = run(train_cmd(spec, tmp_path / "run"))
-    assert r.returncode == 0, r.stderr[-2000:]
+def test_export_benchmark_json_and_its_bad_options(tmp_path: Path, finished_run: SharedRun) -> None:
+    spec = finished_run.spec
+    finished_run.copy(tmp_path / "run")
     cli = [sys.executable, "-m", "paddlefit.cli.main", "export", str(tmp_path / "run")]
     r = run([*cli, "--benchmark", "-b", "2", "-b", "1", "--threads", "1", "--json"])
     assert r.returncode == 0, r.stderr[-2000:]

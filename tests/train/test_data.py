@@ -20,3 +20,26 @@ def test_close_loader_iterator_stops_the_reader_thread_of_a_half_read_epoch() ->
     assert not thread.is_alive() and it._shutdown and it._thread is None
     close_loader_iterator(it)  # twice is harmless
     close_loader_iterator(object())  # not an iterator of Paddle's: nothing to do
+
+
+def test_digits_are_scikit_learns_load_digits_read_without_importing_it() -> None:
+    """`digits` reads scikit-learn's digits.csv.gz itself (importing scikit-learn took ~1 s of every `train` of the
+    digits job): the images and labels are load_digits()'s, in its order, and the train/test split is unchanged."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from paddlefit.datasets import digits
+
+    bunch = load_digits()
+    train, test = digits("train"), digits("test")
+    assert (len(train), len(test)) == (1348, 449)
+    perm = np.random.default_rng(0).permutation(1797)
+    for ds, idx in ((train, np.sort(perm[449:])), (test, np.sort(perm[:449]))):
+        assert np.array_equal(ds.x, (bunch.images[idx] / 16.0).astype("float32")[:, None, :, :])
+        assert np.array_equal(ds.y, bunch.target[idx].astype("int64")) and ds.y.dtype == np.int64
+    code = "import sys; from paddlefit.datasets import digits; digits(); print('sklearn' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert r.stdout.strip() == "False", r.stdout

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from trainrun import ENV, run, train_cmd, wait_for_step, write_spec
+from trainrun import ENV, SharedRun, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.run_layout import LOCK_INFO_FILE
@@ -58,10 +58,8 @@ def test_the_kernel_releases_the_lock_of_a_sigkilled_holder(tmp_path: Path) -> N
     lock.release()
 
 
-def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(spec, run_dir)).returncode == 0
+def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path, finished_run: SharedRun) -> None:
+    spec, run_dir = finished_run.spec, finished_run.copy(tmp_path / "r")
     with RunDirLock(run_dir):
         before = _tree(run_dir)
         r = run(train_cmd(spec, run_dir, "--resume", "never", "--json"))

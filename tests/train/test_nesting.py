@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from trainrun import run, train_cmd, write_spec
+from trainrun import SharedRun, run, train_cmd
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
@@ -68,11 +68,9 @@ def test_resume_never_and_pruning_keep_a_directory_holding_a_live_lock(tmp_path:
     assert [p.name for p in store.list()] == ["step-00000004"]
 
 
-def test_train_into_another_runs_checkpoint_exits_2_naming_both(tmp_path: Path) -> None:
+def test_train_into_another_runs_checkpoint_exits_2_naming_both(tmp_path: Path, finished_run: SharedRun) -> None:
     """Before: accepted; the second run wrote its lock and metrics into A's checkpoint, which A's pruning deleted."""
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 2})
-    a = tmp_path / "A"
-    assert run(train_cmd(spec, a)).returncode == 0
+    spec, a = finished_run.spec, finished_run.copy(tmp_path / "A")  # its one checkpoint: step 2, the last
     inner = a / "checkpoints" / "step-00000002"
     before = sorted(p.name for p in inner.iterdir())
     r = run(train_cmd(spec, inner))

@@ -36,9 +36,10 @@ def _finished_run(tmp_path: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """One finished 6-step run (checkpoints at 3 and 6), trained once for the tests that copy it."""
-    return _finished_run(tmp_path_factory.mktemp("finished"))
+def finished(shared_dir) -> tuple[Path, Path]:
+    """One finished 6-step run (checkpoints at 3 and 6), trained once per session for the tests that copy it."""
+    d = shared_dir("resume-safety-finished", _finished_run)
+    return d / "s.yaml", d / "r"
 
 
 def _copy(finished: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:

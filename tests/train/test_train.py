@@ -19,7 +19,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from trainrun import ENV, run, summary, train_cmd, wait_for_step, write_spec
+from trainrun import (
+    DP_KILL_JOB,
+    ENV,
+    SLOW60_JOB,
+    SharedRun,
+    params_sha256,
+    run,
+    summary,
+    train_cmd,
+    wait_for_step,
+    write_spec,
+)
 
 from paddlefit.errors import PaddlefitError
 
@@ -82,12 +93,11 @@ def _uninterrupted(tmp_path: Path, spec: Path, name: str, *extra: str) -> str:
 
 
 @pytest.mark.slow
-def test_sigterm_mid_epoch_then_resume_is_bit_identical(tmp_path: Path) -> None:
-    # 1,348 train images / 32 = 42 steps per epoch; 60 steps cross an epoch boundary; dropout-free CNN
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=60,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}},
-                      checkpoint={"every_steps": 25, "every_minutes": 0})  # fmt: skip
-    want = _uninterrupted(tmp_path, spec, "full")
+def test_sigterm_mid_epoch_then_resume_is_bit_identical(tmp_path: Path, slow60_reference: SharedRun) -> None:
+    # 1,348 train images / 32 = 42 steps per epoch; 60 steps cross an epoch boundary; dropout-free CNN; the job of
+    # slow60_reference, its uninterrupted run, with a checkpoint every 25 steps
+    spec = write_spec(tmp_path / "s.yaml", **{**SLOW60_JOB, "checkpoint": {"every_steps": 25, "every_minutes": 0}})
+    want = params_sha256(slow60_reference.run_dir)
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
@@ -109,10 +119,9 @@ def test_sigterm_mid_epoch_then_resume_is_bit_identical(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_process_job_killed_and_resumed(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=40,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
-    want = _uninterrupted(tmp_path, spec, "full", "--devices", "2")
+def test_two_process_job_killed_and_resumed(tmp_path: Path, dp_reference: SharedRun) -> None:
+    spec = write_spec(tmp_path / "s.yaml", **DP_KILL_JOB)
+    want = params_sha256(dp_reference.run_dir)  # the same job, uninterrupted
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
@@ -121,10 +130,11 @@ def test_two_process_job_killed_and_resumed(tmp_path: Path) -> None:
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 143, stderr[-3000:]
     stopped_at = int(sorted((run_dir / "checkpoints").glob("step-*"))[-1].name.split("-")[1])
-    assert 8 <= stopped_at < 40
+    # the stop wrote its own checkpoint, at the step it stopped (when that is no multiple of 5, no periodic one is)
+    assert 8 <= stopped_at < 30 and json.loads((run_dir / "status.json").read_text())["step"] == stopped_at
     r = run(train_cmd(spec, run_dir, "--devices", "2"))
     assert r.returncode == 0, r.stderr[-3000:]
-    assert summary(run_dir)["params_sha256"] == want
+    assert f"(step {stopped_at}," in r.stderr and summary(run_dir)["params_sha256"] == want
 
 
 def _sigterm_at(cmd: list[str], run_dir: Path, step: int, env: dict) -> str:
@@ -204,9 +214,11 @@ def test_sigterm_to_one_worker_stops_all_ranks(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sigkill_during_checkpoint_write_resumes_from_previous(tmp_path: Path) -> None:
     # SGD (no optimizer state) and a 100 MB unused parameter: each checkpoint takes a while to hash and fsync
-    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:big_digits_mlp", optimizer="sgd", lr=0.05,
-                      max_steps=6, checkpoint={"every_steps": 2, "every_minutes": 0, "keep_last": 2})  # fmt: skip
-    want = _uninterrupted(tmp_path, spec, "full")
+    job = {"model": "trainhelpers:big_digits_mlp", "optimizer": "sgd", "lr": 0.05, "max_steps": 6}
+    spec = write_spec(tmp_path / "s.yaml", **job, checkpoint={"every_steps": 2, "every_minutes": 0, "keep_last": 2})
+    # the same job uninterrupted, writing its final 100 MB checkpoint only (when checkpoints are written does not
+    # change the parameters: the resumed runs of the other tests reach their uninterrupted runs' bits)
+    want = _uninterrupted(tmp_path, write_spec(tmp_path / "full.yaml", **job), "full")
     run_dir = tmp_path / "killed"
     proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ckroot = run_dir / "checkpoints"
@@ -233,10 +245,8 @@ def test_sigkill_during_checkpoint_write_resumes_from_previous(tmp_path: Path) -
 
 def test_corrupt_newest_checkpoint_is_skipped(tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.yaml", max_steps=4, checkpoint={"every_steps": 2, "every_minutes": 0})
-    want = _uninterrupted(tmp_path, spec, "full")
     run_dir = tmp_path / "r"
-    r = run(train_cmd(spec, run_dir))
-    assert r.returncode == 0
+    want = _uninterrupted(tmp_path, spec, "r")  # the run, uninterrupted, before its newest checkpoint is damaged
     newest = run_dir / "checkpoints" / "step-00000004"
     data = (newest / "model.pdparams").read_bytes()
     (newest / "model.pdparams").write_bytes(data[: len(data) // 2])  # truncated copy
@@ -328,9 +338,8 @@ def test_unwritable_run_dir_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "is not writable" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_resume_keeps_the_global_batch_by_accumulation_or_refuses(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    assert run(train_cmd(spec, tmp_path / "r")).returncode == 0
+def test_resume_keeps_the_global_batch_by_accumulation_or_refuses(tmp_path: Path, finished_run: SharedRun) -> None:
+    finished_run.copy(tmp_path / "r")  # 2 steps at batch 16
     before = (tmp_path / "r" / "job.yaml").read_text()
     other = write_spec(tmp_path / "o.yaml", max_steps=4, batch_size=12)  # 16 is not a multiple of 12
     r = run(train_cmd(other, tmp_path / "r", "--json"))
@@ -403,10 +412,8 @@ def test_user_code_errors_are_clear_and_do_not_hang(tmp_path: Path, overrides: d
         assert "Traceback" not in r.stderr
 
 
-def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(spec, run_dir)).returncode == 0
+def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path, finished_run: SharedRun) -> None:
+    spec, run_dir = finished_run.spec, finished_run.copy(tmp_path / "r")
     other = write_spec(tmp_path / "o.yaml", model="trainhelpers:linear_digits", max_steps=2)
     assert run(train_cmd(other, tmp_path / "o")).returncode == 0
     ck_other = tmp_path / "o" / "checkpoints" / "step-00000002"
@@ -429,24 +436,22 @@ def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path) -> None:
     assert (run_dir / "checkpoints" / "step-00000002" / "manifest.json").exists()
 
 
-def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", precision="bf16-o1", max_steps=3)
+def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path, finished_run: SharedRun) -> None:
+    spec = write_spec(tmp_path / "s.yaml", precision="bf16-o1", max_steps=2)
     r = run(train_cmd(spec, tmp_path / "r", "--json"))
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("has no effect on CPU") == 1
     s = json.loads(r.stdout)
     assert s["precision"] == "bf16-o1" and s["amp_active"] is False and s["device"] == "cpu"
     # fp32 is what ran: the same parameters as an fp32 run of the same job
-    fp32 = write_spec(tmp_path / "f.yaml", max_steps=3)
-    r32 = run(train_cmd(fp32, tmp_path / "f", "--json"))
-    assert json.loads(r32.stdout)["params_sha256"] == s["params_sha256"]
+    assert params_sha256(finished_run.run_dir) == s["params_sha256"]
 
 
 @pytest.mark.slow
-def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=60,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}})
-    want = _uninterrupted(tmp_path, spec, "full")
+def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(tmp_path: Path,
+                                                                     slow60_reference: SharedRun) -> None:
+    spec = write_spec(tmp_path / "s.yaml", **SLOW60_JOB)
+    want = params_sha256(slow60_reference.run_dir)  # the same job, uninterrupted
     run_dir = tmp_path / "budget"
     limit_h = 1.5 / 3600  # 1.5 s of wall time; the 60 steps take > 4 s (2.9 s of them sleeping in the dataset)
     r = run(train_cmd(spec, run_dir, "--max-hours", f"{limit_h:.10f}", "--checkpoint-interval", "auto"))
@@ -514,10 +519,9 @@ def test_instance_price_comes_from_the_catalog(tmp_path: Path) -> None:
     assert s["cost_usd"] == pytest.approx(s["wall_seconds"] / 3600 * 0.4591)
 
 
-def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=3)
-    run_dir = tmp_path / "r"
-    assert run(train_cmd(spec, run_dir)).returncode == 0
+def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tmp_path: Path,
+                                                                              finished_run: SharedRun) -> None:
+    spec, run_dir = finished_run.spec, finished_run.copy(tmp_path / "r")
     before = (run_dir / "job.yaml").read_text()
     r = run(train_cmd(spec, run_dir, "--max-steps", "999", "--devices", "64"), timeout=120)
     assert r.returncode == 2 and "CPU processes" in r.stderr
