@@ -198,11 +198,11 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
 
 
 def result_bytes(ops: list[TracedOp]) -> int:
-    """Bytes of what a request returns: every tensor the forward writes and no later op reads (the model's return
-    values, a multi-output model's all of them), in the dtype the trace recorded, each once."""
-    read = {t.tid for o in ops for t in o.inputs}
-    sinks = {t.tid: t for o in ops for t in o.outputs if t.tid not in read and not t.param}
-    return sum(t.numel * dtype_bytes(t.dtype) for t in sinks.values())
+    """Bytes a request returns when the trace did not record it (an exported program, a transformer written from its
+    shape, a cached trace): the outputs of the forward's last op, in the dtype the trace recorded (0 for no ops).
+    Not every tensor no later op reads: a recorded trace misses some reads (views, ops it does not trace), which
+    would count batch norm outputs of an HRNet as results."""
+    return sum(t.numel * dtype_bytes(t.dtype) for t in ops[-1].outputs) if ops else 0
 
 
 def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup,
