@@ -60,6 +60,13 @@ class Currency:
             return f"{self.symbol}{value:.{1 - math.floor(math.log10(value))}f}"
         return f"{self.symbol}{value:,.2f}" if value < 100 else f"{self.symbol}{value:,.0f}"
 
+    def rate_note(self) -> str:
+        """``at R CODE per USD (source); --json keeps USD`` for a converted currency, '' for USD: what every table
+        printed in it says once."""
+        if self.code == "USD":
+            return ""
+        return f"at {self.per_usd:g} {self.code} per USD ({self.source}); --json keeps USD"
+
     def to_dict(self) -> dict[str, object]:
         """JSON fields: code, per_usd, source."""
         return {"code": self.code, "per_usd": self.per_usd, "source": self.source}

@@ -23,10 +23,10 @@ from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.inputspec import InputSpec
 from paddlefit.run_layout import EXPORT_DIR
+from paddlefit.serve.program import MODEL_SUFFIXES, PARAMS_SUFFIX
 
 #: Where a ``paddle.jit.save`` program may sit under a folder the user names (a run's export folder first).
 EXPORT_DIRS = ("", EXPORT_DIR, "export")
-PROGRAM_SUFFIXES = (".json", ".pdmodel")
 
 
 @dataclass
@@ -67,21 +67,21 @@ def program_prefix(path: str) -> Path | None:
         ModelError: ``path`` holds no program with its ``.pdiparams``, or more than one (names them).
     """
     p = Path(path).expanduser()
-    bare = [c for s in PROGRAM_SUFFIXES if (c := p.parent / (p.name + s)).is_file()]
+    bare = [c for s in MODEL_SUFFIXES if (c := p.parent / (p.name + s)).is_file()]
     if not p.exists() and not bare:
         return None
-    if p.is_file() and p.suffix not in (*PROGRAM_SUFFIXES, ".pdiparams"):
+    if p.is_file() and p.suffix not in (*MODEL_SUFFIXES, PARAMS_SUFFIX):
         raise ModelError(f"{path}: not an exported program; give a `paddle.jit.save` model (`model.json` or "
                          "`model.pdmodel` beside `model.pdiparams`) or the folder holding it.")  # fmt: skip
     if p.is_file() or bare:
         stem = p.parent / p.name[: -len(p.suffix)] if p.is_file() else p
-        found = [c for s in PROGRAM_SUFFIXES if (c := stem.parent / (stem.name + s)).is_file()]
+        found = [c for s in MODEL_SUFFIXES if (c := stem.parent / (stem.name + s)).is_file()]
         if not found:
             raise ModelError(f"{path}: no `{stem.name}.json` or `{stem.name}.pdmodel` beside it; an exported model is "
                              "the program file and its .pdiparams, as `paddlefit export RUN_DIR` writes them.")
     else:
         dirs = [d for d in (p / sub for sub in EXPORT_DIRS) if d.is_dir()]
-        found = [d / f.name for d in dirs for s in PROGRAM_SUFFIXES for f in sorted(d.glob("*" + s))
+        found = [d / f.name for d in dirs for s in MODEL_SUFFIXES for f in sorted(d.glob("*" + s))
                  if _params_file(d / f.name[: -len(s)]).exists()]  # fmt: skip
     if not found:
         raise ModelError(f"{path}: no exported program found (looked for *.json / *.pdmodel with a .pdiparams "
@@ -145,12 +145,12 @@ def _looks_like_path(name: str) -> bool:
     names and ``package.module:factory`` have none of these)."""
     seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
     return any(c in name for c in seps) or name.startswith((".", "~")) or \
-        name.endswith((*PROGRAM_SUFFIXES, ".pdiparams", ".yaml", ".yml"))  # fmt: skip
+        name.endswith((*MODEL_SUFFIXES, PARAMS_SUFFIX, ".yaml", ".yml"))  # fmt: skip
 
 
 def _params_file(prefix: Path) -> Path:
     """``PREFIX.pdiparams`` (a prefix may itself contain dots)."""
-    return prefix.parent / (prefix.name + ".pdiparams")
+    return prefix.parent / (prefix.name + PARAMS_SUFFIX)
 
 
 def resolve_served(model: str | None, config: Path | None, inputs: list[str] | None,

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlefit.inputspec import InputSpec
+
 #: Ops of the long program; its request minus the 1-op program's, divided by the difference, is one op's cost.
 LONG_PROGRAM_OPS = 201
+#: The programs' one input: a single float per sample (a request of one [1, 1] array).
+SPEC = [InputSpec(shape=[1], dtype="float32")]
 
 
 @dataclass(frozen=True)
@@ -55,37 +59,22 @@ def _chain_layer(n: int) -> Any:
 
 def _request_s(prefix: Path, repeats: int, calls: int) -> float:
     """Minimum over ``repeats`` of the mean seconds of ``calls`` requests to the program at ``prefix`` (one thread,
-    Paddle's native CPU kernels, IR optimisation on as served)."""
+    Paddle's native CPU kernels, IR optimisation on as served: :func:`~paddlefit.serve.cpu_bench.cpu_predictor`)."""
     import numpy as np
-    import paddle.inference as pi
 
+    from paddlefit.serve.cpu_bench import cpu_predictor, request
     from paddlefit.serve.program import model_files
 
     program, params = model_files(prefix)
-    cfg = pi.Config(str(program), str(params))
-    cfg.disable_gpu()
-    cfg.disable_mkldnn()
-    cfg.set_cpu_math_library_num_threads(1)
-    cfg.switch_ir_optim(True)
-    cfg.disable_glog_info()
-    pred = pi.create_predictor(cfg)
-    x = np.ones([1, 1], dtype="float32")
-    (feed,), (fetch,) = pred.get_input_names(), pred.get_output_names()
-
-    def request() -> None:
-        h = pred.get_input_handle(feed)
-        h.reshape([1, 1])
-        h.copy_from_cpu(x)
-        pred.run()
-        pred.get_output_handle(fetch).copy_to_cpu()
-
+    pred, names = cpu_predictor(str(program), str(params), SPEC, threads=1, onednn=False)
+    x = [np.ones([1, 1], dtype="float32")]
     for _ in range(max(10, calls // 10)):
-        request()
+        request(pred, names, x)
     best = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(calls):
-            request()
+            request(pred, names, x)
         best = min(best, (time.perf_counter() - t0) / calls)
     return best
 
@@ -97,14 +86,12 @@ def measure_predictor_overhead(repeats: int = 5, calls: int = 500) -> PredictorO
     Raises:
         JobFailedError: ``paddle.jit.save`` could not export the test programs.
     """
-    from paddlefit.inputspec import InputSpec
     from paddlefit.serve.program import save_inference_model
 
-    spec = [InputSpec(shape=[1], dtype="float32")]
     with tempfile.TemporaryDirectory(prefix="paddlefit-predictor-") as tmp:
         short, long = Path(tmp) / "one", Path(tmp) / "many"
-        save_inference_model(_chain_layer(1), spec, short)
-        save_inference_model(_chain_layer(LONG_PROGRAM_OPS), spec, long)
+        save_inference_model(_chain_layer(1), SPEC, short)
+        save_inference_model(_chain_layer(LONG_PROGRAM_OPS), SPEC, long)
         one = _request_s(short, repeats, calls)
         many = _request_s(long, repeats, calls)
     return PredictorOverhead(one, max(0.0, (many - one) / (LONG_PROGRAM_OPS - 1)))

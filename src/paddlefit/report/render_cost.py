@@ -154,9 +154,8 @@ def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console, mone
                       f"({f.cost_basis})")
     for tie in report.tie_breaks:
         console.print(f"[dim]tie-break: {escape(tie)}[/]")
-    if money.code != "USD":
-        console.print(f"[dim]amounts in {money.code} at {money.per_usd:g} {money.code} per USD ({money.source}); "
-                      "--json keeps USD[/]")
+    if money.rate_note():
+        console.print(f"[dim]amounts in {money.code} {money.rate_note()}[/]")
     if not report.rows:
         console.print("[bold red]no instance could be priced: see the reasons above[/]")
     elif not fit:

@@ -118,9 +118,8 @@ def render_inference_cost(plan: Any, console: Console, top: int = 8, money: Curr
         table.add_row(f"{r['cloud']}:{r['instance_type']}", f"{r['gpus']}x{r['gpu']}", b,
                       _rate(r["requests_per_s"]), _usd(r["usd_per_million"], money), _usd(spot, money))  # fmt: skip
     console.print(table)
-    if money.code != "USD":
-        console.print(f"[dim]amounts in {money.code} at {money.per_usd:g} {money.code} per USD ({money.source}); "
-                      "--json keeps USD[/]")
+    if money.rate_note():
+        console.print(f"[dim]amounts in {money.code} {money.rate_note()}[/]")
 
 
 def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD) -> None:
@@ -146,8 +145,7 @@ def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD)
                      f"{a['latency_search_max_batch']})" if plan.latency_ms else
                      "the listed batch with the most samples/s that fits")
                   + f"; {money.symbol.strip()}/1M: {money.code} per million requests"
-                  + (f" at {money.per_usd:g} {money.code} per USD ({money.source}; --json keeps USD)"
-                     if money.code != "USD" else "")
+                  + (f" {money.rate_note()}" if money.rate_note() else "")
                   + ", one replica per GPU at that batch, on-demand, cheapest "
                   "instance.[/]", soft_wrap=True)  # fmt: skip
     by_note: dict[str, list[str]] = {}

@@ -147,20 +147,17 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
                    "specs": [s.model_dump() for s in specs], "batch_sizes": batches, "warmup": warmup,
                    "max_seconds": max_seconds, "onednn": onednn, "deadline": share}  # fmt: skip
 
-        def on_line(doc: dict[str, Any]) -> None:
+        def on_line(doc: dict[str, Any], started: float = started, got: int = got) -> None:
+            nonlocal first_result_s
+            if len(results) == got:  # this child's first result
+                first_result_s = max(first_result_s, time.time() - started)
             r = CpuLatency(**doc)
             results.append(r)
             if progress is not None:
                 progress(f"batch {r.batch_size}, {r.threads} thread(s): median {r.median_s * 1e3:.3f} ms, "
                          f"p95 {r.p95_s * 1e3:.3f} ms ({r.runs} runs)")  # fmt: skip
 
-        def timed(doc: dict[str, Any], started: float = started, got: int = got) -> None:
-            nonlocal first_result_s
-            if len(results) == got:
-                first_result_s = max(first_result_s, time.time() - started)
-            on_line(doc)
-
-        _run_child(request, program, timeout_s, timed)
+        _run_child(request, program, timeout_s, on_line)
     return sorted(results, key=lambda r: (r.batch_size, r.threads))
 
 
@@ -263,22 +260,25 @@ def _die_with_parent() -> None:
 
 
 # ---- the child process ---------------------------------------------------------------------------------------
-def _predictor(req: dict[str, Any]) -> tuple[Any, list[str]]:
-    """A CPU/oneDNN predictor for ``req`` and the model's feed names in the order of ``req['specs']``.
+def cpu_predictor(program: str, params: str, specs: Sequence[InputSpec], threads: int,
+                  onednn: bool = True) -> tuple[Any, list[str]]:  # fmt: skip
+    """A Paddle Inference CPU predictor for the saved program (oneDNN on, or Paddle's native CPU kernels with
+    ``onednn=False``; ``threads`` math-library threads; IR optimisation on, as served) and the model's feed names in
+    the order of ``specs``.
 
     Raises:
         InputSpecError: the specs' names differ from the model's feed names and their counts differ too.
     """
     import paddle.inference as pi
 
-    cfg = pi.Config(req["program"], req["params"])
+    cfg = pi.Config(str(program), str(params))
     cfg.disable_gpu()
-    cfg.enable_mkldnn() if req.get("onednn", True) else cfg.disable_mkldnn()
-    cfg.set_cpu_math_library_num_threads(int(req["threads"]))
+    cfg.enable_mkldnn() if onednn else cfg.disable_mkldnn()
+    cfg.set_cpu_math_library_num_threads(int(threads))
     cfg.switch_ir_optim(True)
     cfg.disable_glog_info()  # the per-pass log, tens of lines per predictor
     pred = pi.create_predictor(cfg)
-    have, want = list(pred.get_input_names()), input_names([InputSpec(**s) for s in req["specs"]])
+    have, want = list(pred.get_input_names()), input_names(specs)
     if sorted(have) == sorted(want):
         return pred, want
     if len(have) == len(want):  # feed names the specs do not know: by position
@@ -287,8 +287,15 @@ def _predictor(req: dict[str, Any]) -> tuple[Any, list[str]]:
                          "one spec per model input.")  # fmt: skip
 
 
-def _request(pred: Any, names: list[str], arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """One request: inputs copied in, ``run()``, every output copied out."""
+def _child_predictor(req: dict[str, Any]) -> tuple[Any, list[str]]:
+    """:func:`cpu_predictor` for a child's JSON request."""
+    return cpu_predictor(req["program"], req["params"], [InputSpec(**s) for s in req["specs"]], int(req["threads"]),
+                         req.get("onednn", True))  # fmt: skip
+
+
+def request(pred: Any, names: list[str], arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """One request to ``pred`` (:func:`cpu_predictor`): ``arrays`` copied into the feeds ``names``, ``run()``,
+    every output copied out (numpy arrays)."""
     for name, a in zip(names, arrays, strict=True):
         h = pred.get_input_handle(name)
         h.reshape(list(a.shape))
@@ -315,7 +322,7 @@ def _peak_rss_bytes() -> int:
 
 def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
     """Measure every batch size of ``req`` (ascending) with one predictor; ``emit`` one result each."""
-    pred, names = _predictor(req)
+    pred, names = _child_predictor(req)
     specs = [InputSpec(**s) for s in req["specs"]]
     warmup, runs, deadline = int(req["warmup"]), int(req["runs"]), req.get("deadline")
     done: tuple[int, float] | None = None  # the last (batch, median seconds) measured
@@ -330,13 +337,13 @@ def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
         arrays = random_inputs(specs, batch, seed=batch)
         t0 = time.perf_counter()
         for _ in range(warmup):
-            _request(pred, names, arrays)
+            request(pred, names, arrays)
             if time.perf_counter() - t0 > budget / 2:
                 break
         times: list[float] = []
         while len(times) < runs:
             start = time.perf_counter()
-            _request(pred, names, arrays)
+            request(pred, names, arrays)
             end = time.perf_counter()
             times.append(end - start)
             if len(times) >= MIN_TIMED_RUNS and end - t0 > budget:
@@ -349,10 +356,10 @@ def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
 
 def _predict(req: dict[str, Any]) -> None:
     """Outputs for the arrays of ``req['inputs']`` (an .npz), saved to ``req['outputs']``."""
-    pred, names = _predictor(req)
+    pred, names = _child_predictor(req)
     with np.load(req["inputs"]) as z:
         arrays = [z[f"arr_{i}"] for i in range(len(z.files))]
-    np.savez(req["outputs"], *_request(pred, names, arrays))
+    np.savez(req["outputs"], *request(pred, names, arrays))
 
 
 def _child_main() -> int:
