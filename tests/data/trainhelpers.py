@@ -318,3 +318,13 @@ class _ReadOnlyAt(SlowDataset):
 def readonly_digits(split: str = "train", at: int = 100, path: str = "") -> _ReadOnlyAt:
     """scikit-learn digits; reading sample number ``at`` makes ``path`` read-only (see :class:`_ReadOnlyAt`)."""
     return _ReadOnlyAt(digits(split), at, path)
+
+
+class FakeClock:
+    """A clock the test moves by hand (``clock.t += 5``): seconds, as ``time.monotonic`` would return them."""
+
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from trainhelpers import FakeClock
 
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 from paddlefit.train.guards import Budget, CheckpointSchedule, StopFlag
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_budget_on_a_fake_clock() -> None:

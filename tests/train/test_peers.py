@@ -10,21 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
+from trainhelpers import FakeClock
 
 from paddlefit.train.distlaunch import LaunchWatch, scheduler_exit_code
 from paddlefit.train.peers import EXIT_PEER_LOST, FACTOR, PeerWatch, lost_code, peer_settings
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_the_bound_is_the_start_up_allowance_until_steps_and_solo_work_are_measured() -> None:
-    clock = Clock()
+    clock = FakeClock(100.0)
     w = PeerWatch(2, 1, floor_s=10, startup_s=600, clock=clock, exit=lambda _c: None)
     assert w.bound() == 600  # nothing measured
     for step, took in ((1, 5.0), (2, 0.5), (3, 0.25)):  # the first step (warm-up) is not a plain step
