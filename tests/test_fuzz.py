@@ -33,6 +33,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from planmemo import memoised_probe
 from trainrun import LAUNCH_SPEC
 from typer.testing import CliRunner
 
@@ -234,23 +235,9 @@ def workdir(base: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def measured() -> Iterator[None]:
-    """``plan``/``cost`` measure a model once: the CPU probe (keyed by what these tests vary: model, batch, inputs,
-    optimizer, precision, model args, label, loss) is memoised, so a fuzzed catalog, price or calibration file costs
-    milliseconds (every file parser, and everything after the probe, still runs)."""
-    from paddlefit.plan import planner
-
-    real_measure = planner.measure_model
-    seen: dict[tuple, Any] = {}
-
-    def measure(req: Any, say: Any) -> Any:
-        key = (req.model, req.batch_size, tuple(map(str, req.inputs or ())), req.optimizer, req.precision,
-               repr(req.model_args), req.label, req.loss)  # fmt: skip
-        if key not in seen:
-            seen[key] = real_measure(req, say)
-        return seen[key]
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(planner, "measure_model", measure)
+    """``plan``/``cost`` measure a model once (:func:`planmemo.memoised_probe`), so a fuzzed catalog, price or
+    calibration file costs milliseconds."""
+    with memoised_probe():
         yield
 
 

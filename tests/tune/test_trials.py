@@ -53,23 +53,31 @@ def test_predicted_peak_is_the_line_through_the_last_two_points() -> None:
         predicted_peak([], 8)
 
 
-@pytest.mark.serial  # which trials the search runs follows measured throughputs
+def _batch_stage(spec: JobSpec, memory_limit: float) -> _Search:
+    """The baseline and then tune's batch stage alone, under ``global_batch="keep"``: with no earlier stage the
+    baseline leads whatever the timings, so the candidates are fixed (tune() runs the workers and prefetch stages
+    first; test_tune_bookkeeping_on_the_input_bound_example and the CLI test cover those)."""
+    search = _Search(spec, 3, 1, 600, lambda _msg: None)
+    search.run(search.baseline)
+    search.batch_sweep("keep", 8, memory_limit)
+    return search
+
+
 def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> None:
     spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"batch_size": 8, "grad_accum_steps": 4})
-    r = tune(spec, budget_s=600, steps=3, warmup=1, confirm=1, global_batch="keep")
-    batch = [t for t in r.trials if "batch_size=" in t.label]
+    search = _batch_stage(spec, memory_limit_bytes(False))
+    batch = search.trials
     assert [t.label.split(", ")[-2:] for t in batch] == [["batch_size=16", "grad_accum_steps=2"],
                                                         ["batch_size=32", "grad_accum_steps=1"]]  # fmt: skip
-    assert all(t.global_batch == 32 and t.samples_per_s for t in [r.baseline, *batch])
+    assert all(t.global_batch == 32 and t.samples_per_s for t in [search.baseline, *batch])
     # measured peaks grow with the micro-batch (Paddle's host allocator, reset per trial)
     assert batch[0].peak_memory_bytes < batch[1].peak_memory_bytes
     # a limit under every peak: the x2 candidate's predicted peak is over it, so it is not run (the baseline, the
     # user's own settings, always runs). A limit taken from this search's peaks does not carry over to the next:
     # peaks of ~1 MB differ by up to 2x from one measurement to the next (seen in CI)
-    limit = 1024.0
-    r2 = tune(spec, budget_s=600, steps=3, warmup=1, confirm=1, global_batch="keep", memory_limit=limit)
-    skipped = [t for t in r2.trials if "batch_size=" in t.label]
+    skipped = _batch_stage(spec, 1024.0).trials
     assert len(skipped) == 1 and skipped[0].note.startswith("not run: predicted peak") and not skipped[0].samples_per_s
+    assert skipped[0].global_batch == 32
 
 
 def test_a_candidate_that_runs_out_of_memory_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -197,3 +197,42 @@ def _versions(on_gpu: bool) -> dict[str, Any]:
             d = pynvml.nvmlSystemGetDriverVersion()
             driver = d.decode() if isinstance(d, bytes) else str(d)
     return {"paddle_version": paddle.__version__, "cuda_version": cuda, "driver_version": driver}
+
+
+
+def newest_row(run_dir: Path) -> tuple[int, int | None] | None:
+    """(id, pid) of the run directory's newest registry row, or None (none, or a registry that cannot be read).
+    Never raises. A launched run's rank 0 makes a new row or takes over this one (a resume), with its own pid."""
+    from paddlefit.runs.registry import Registry, RegistryError
+
+    with contextlib.suppress(RegistryError, OSError, ValueError):
+        reg = Registry()
+        rid = reg.find_latest_for_run_dir(run_dir)
+        if rid is not None:
+            return rid, reg.get_run(rid)["pid"]
+    return None
+
+
+def settle_launched_row(run_dir: Path, code: int, reason: str, before: tuple[int, int | None] | None,
+                        log: Callable[[str], None]) -> None:  # fmt: skip
+    """After a launched run's launcher exits: this run's registry row ends as the run did (exit ``code``,
+    ``reason``), as ``status.json`` says, where rank 0 could not record that itself.
+
+    Rank 0 records its end (:meth:`RunRecord.update`), but Paddle's launcher stops the surviving workers 3 s after
+    one fails (``pod.stop(timeout=3)`` in ``paddle/distributed/launch/controllers/controller.py``): a rank 0 still
+    in a failed collective can be killed before it writes, and its row stayed ``running`` (listed ``lost``). And
+    the parent rewrites a rank's exit 203 (a peer lost) to 1 when the lost rank was killed on this node
+    (:func:`paddlefit.train.launcher.run_launched`). The row is this run's when :func:`newest_row` changed since
+    ``before`` (its value before the launch: rank 0 made a row or took one over); it is updated when it is still
+    ``running`` or has another exit code. Never raises (a registry that cannot be written is a warning)."""
+    from paddlefit.runs.registry import Registry, RegistryError
+
+    after = newest_row(run_dir)
+    if after is None or after == before:
+        return
+    with contextlib.suppress(RegistryError, OSError, ValueError):
+        reg = Registry()
+        row = reg.get_run(after[0])
+        if row["status"] in ("running", "lost") or row["exit_code"] != code:
+            reg.update_run(after[0], {"status": status_name(code), "exit_code": code, "reason": reason[:2000],
+                                      "ended_at": utc_now()}, lambda msg: log(f"warning: {msg}"))  # fmt: skip

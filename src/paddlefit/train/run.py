@@ -34,7 +34,7 @@ from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import Progress
 from paddlefit.train.predict import NO_PREDICT_ENV
-from paddlefit.train.record import PREDICTION_KEY_ENV
+from paddlefit.train.record import PREDICTION_KEY_ENV, newest_row, settle_launched_row
 
 __all__ = ["JobOutcome", "gpu_count", "preflight", "run_job", "select_gpus"]
 
@@ -260,10 +260,12 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     relay = relay or log
     relay(f"launching {n} workers: {' '.join(cmd[1:5])} ... (logs in {run_dir}/launch-logs)")
     held = lock.share()  # the launcher and its workers hold the lock with us, and on if this process is killed
+    before = newest_row(run_dir)
     try:
         code, reason = run_launched(cmd, run_dir, relay=relay, env={**held, PREDICTION_KEY_ENV: key or ""},
                                     pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
     finally:
         launch_spec.unlink(missing_ok=True)
+    settle_launched_row(run_dir, code, reason, before, log)
     summary: Any = read_summary(run_dir) if code == 0 else None
     return JobOutcome(code, reason, run_dir, summary)
