@@ -164,13 +164,15 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     """
     ref = resolve_model(req.model, req.model_args)
     specs = job_input_specs(ref, req.inputs)
+    if ref.transformer is not None:  # may be planned analytically: its child starts once the inventory says it
+        return _measure(req, ref, specs, None, say)  # is probed (a child of 1 CPU-second and ~0.3 GB, unused)
     with probe_child() as child:  # it imports Paddle while this process builds the model lazily
         return _measure(req, ref, specs, child, say)
 
 
-def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: IsolatedCall,
+def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: IsolatedCall | None,
              say: Callable[[str], None]) -> ModelMeasure:  # fmt: skip
-    """:func:`measure_model` once the model is resolved and the probe's ``child`` started."""
+    """:func:`measure_model` once the model is resolved and (None: not yet) the probe's ``child`` started."""
     say(f"building {ref.name} under paddle.LazyGuard")
     info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
@@ -188,7 +190,10 @@ def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: Iso
                  req.eval_batch_size or req.batch_size, total_ram, (fallback.note,) if fallback else (),
                  fallback.detail if fallback else None)  # fmt: skip
     if 16 * info.params <= limit:
-        return _probed(req, base, child, say)
+        if child is not None:
+            return _probed(req, base, child, say)
+        with probe_child() as late:
+            return _probed(req, base, late, say)
     if ref.transformer is not None:
         return _analytic(base, say)
     raise ModelError(
