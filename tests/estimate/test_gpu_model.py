@@ -529,3 +529,30 @@ def test_a_calibration_of_an_earlier_release_keeps_its_measurements():
     assert cal.perf_params.values["bw_eff"] == 0.5 and cal.perf_params.calibration == "device"
     for k in (*SHIPPED_ONLY_KEYS, *HOST_KEYS):
         assert cal.perf_params.values[k] == shipped.values[k]
+
+
+def test_tensorrt_runs_a_grouped_convolution_one_group_at_a_time_and_winograd_as_one_kernel():
+    """Under TensorRT a grouped 3x3 convolution (64 groups of 4 channels, ResNeXt's 64x4d stage 1) takes at least
+    64 x kernel_s at batch 1, where one batched kernel is faster than that; at batch 64 its own time hides the
+    launches. A Winograd convolution pays one per-kernel cost instead of cuDNN's four."""
+    from paddlefit.estimate.gpu_model import compile_step, group_launches
+
+    gpu, params = get_gpu("V100-SXM2-16GB"), load_perf_params()
+    kernel_s = params.get("kernel_s", gpu.architecture)
+
+    def grouped(batch: int) -> Kernel:
+        m, n, k = batch * 56 * 56, 4, 4 * 9
+        conv = (3, 3, 1, 1, 1, 1, 56, 56)
+        return Kernel("conv", "conv2d", "forward", 2 * 64 * m * n * k, 4 * (2 * 64 * m * 4 + 64 * n * k), "fp32",
+                      (64, m, n, k), conv=conv)  # fmt: skip
+
+    assert group_launches(grouped(1)) == 64 and group_launches(replace(grouped(1), unit="dwconv")) == 1
+    one, trt = (compile_step([grouped(1)], gpu, "fp32", t).times(params)[0][0] for t in (False, True))
+    assert one < 64 * kernel_s and trt == pytest.approx(64 * kernel_s, rel=1e-12)
+    big, big_trt = (compile_step([grouped(64)], gpu, "fp32", t).times(params)[0][0] for t in (False, True))
+    assert big > 64 * kernel_s and big_trt == big
+    dense = Kernel("conv", "conv2d", "forward", 2 * 3136 * 64 * 576, 4 * 3136 * 128, "fp32", (1, 3136, 64, 576),
+                   conv=(3, 3, 1, 1, 1, 1, 56, 56))  # fmt: skip
+    cudnn, tensorrt = (compile_step([dense], gpu, "fp32", t) for t in (False, True))
+    assert (cudnn.winograd_kernels, tensorrt.winograd_kernels) == ((4, 2), (1, 1))
+    assert tensorrt.times(params)[0][0] <= cudnn.times(params)[0][0]

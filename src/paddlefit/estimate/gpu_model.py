@@ -119,6 +119,12 @@ class CompiledStep:
         autotuned: per kernel, True where the engine timed every GEMM kernel candidate and kept the fastest
             (TensorRT's builder on matmul/fully-connected layers;
             :func:`~paddlefit.estimate.kernel_model.tuned_gemm_compute_s`) instead of cuBLAS's rule; None: nowhere.
+        launches: per kernel, the kernels it runs one after another (None: one each): a grouped convolution run
+            as one kernel per group (:func:`group_launches`) takes at least ``launches x kernel_s``.
+        winograd_kernels: kernels of a Winograd convolution, (F(4x4, 3x3), fused F(2x2, 3x3)): cuDNN launches the
+            transforms and the GEMMs apart (4) and its fused kernel with a filter transform (2); TensorRT's Volta
+            tactic ``volta_scudnn_winograd_128x128_ldg1_ldg4_relu_tile148t_nt_v1`` is one kernel with the
+            activation fused (its builder log, NVIDIA/TensorRT issue 1090): (1, 1).
     """
 
     kernels: list[Kernel]
@@ -144,6 +150,8 @@ class CompiledStep:
     boost_clock_mhz: float = 0.0
     batched_tile: tuple[float, float] | None = None
     autotuned: np.ndarray | None = None
+    launches: np.ndarray | None = None
+    winograd_kernels: tuple[int, int] = (4, 2)
 
     def sustained_fp32_flops(self, params: PerfParams) -> float:
         """FP32 FLOP/s this GPU's CUDA cores sustain in a long GEMM: its clock under the board power and its
@@ -184,8 +192,8 @@ class CompiledStep:
 
     def times(self, params: PerfParams) -> tuple[np.ndarray, np.ndarray]:
         """(seconds per kernel, compute-bound flag per kernel): max(compute, memory) + count x kernel_s, or for a
-        convolution that can run as Winograd the lowest of that, :func:`winograd_s` + 4 x kernel_s and
-        :func:`winograd_fused_s` + 2 x kernel_s."""
+        convolution that can run as Winograd the lowest of that, :func:`winograd_s` and :func:`winograd_fused_s`,
+        each + its :attr:`winograd_kernels` x kernel_s."""
         vals = _param_values(params, self.architecture)
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
         per = np.maximum(self.count, 1)
@@ -203,10 +211,14 @@ class CompiledStep:
                                 self.batched_tile)  # fmt: skip
             tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
                                       get("gemm_k0"), sustained, *mem)  # fmt: skip
-            for tc, cc, n in ((tw, cw, 4), (tf, cf, 2)):
+            for tc, cc, n in ((tw, cw, self.winograd_kernels[0]), (tf, cf, self.winograd_kernels[1])):
                 tc = per[w] * tc + self.count[w] * n * get("kernel_s")
                 faster = tc < t[w]
                 t[w], bound[w] = np.where(faster, tc, t[w]), np.where(faster, cc, bound[w])
+        if self.launches is not None:  # a loop of small kernels: each takes at least the per-kernel cost
+            floor = self.launches * get("kernel_s")
+            bound &= t >= floor
+            t = np.maximum(t, floor)
         return t, bound
 
 
@@ -229,9 +241,27 @@ def efficiency_ceiling(key: str, architecture: str | None) -> float:
     return float("inf") if ceiling is None else ceiling
 
 
-def compile_step(kernels: list[Kernel], gpu: Any, precision: str, autotuned_gemms: bool = False) -> CompiledStep:
-    """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`; ``autotuned_gemms``: the engine times its
-    matmul kernels, so :attr:`CompiledStep.autotuned` marks the ``gemm``-class kernels)."""
+def group_launches(k: Kernel) -> int:
+    """Kernels a grouped convolution (groups > 1, not depthwise: ``k.gemm`` = (groups, M, N, K)) runs when it is
+    run as one kernel per group, else 1.
+
+    The group loop is how convolutions were grouped on cuDNN before cuDNN 7's ``cudnnSetConvolutionGroupCount``
+    (Paddle's ``paddle/phi/kernels/gpudnn/conv_kernel.cu`` still calls ``cudnnConvolutionForward`` ``for (int i =
+    0; i < groups; i++)`` where it cannot set the count; Caffe's ``cudnn_conv_layer.cu`` did the same), and what
+    the PaddleClas TensorRT fp32 V100 table shows: at batch 1 its ResNeXt, SE-ResNeXt, SENet and DPN rows take
+    3-6 us more per group and grouped layer than one batched kernel, the per-kernel cost (``kernel_s``, 5.1 us,
+    fitted on single-kernel timings, not on that table). Once a group's work takes longer than that, the launches
+    hide behind it (they are asynchronous): the layer takes max(its batched time, groups x ``kernel_s``)."""
+    if k.cls != "conv" or k.unit == "dwconv" or not k.gemm or k.gemm[0] <= 1:
+        return 1
+    return int(k.gemm[0])
+
+
+def compile_step(kernels: list[Kernel], gpu: Any, precision: str, tensorrt: bool = False) -> CompiledStep:
+    """Arrays of ``kernels`` on ``gpu`` (see :class:`CompiledStep`). ``tensorrt``: as TensorRT's builder compiles
+    them: it times its matmul kernels (:attr:`CompiledStep.autotuned` marks the ``gemm``-class kernels), runs
+    grouped convolutions one group at a time (:func:`group_launches`) and a Winograd convolution as one kernel
+    (:attr:`CompiledStep.winograd_kernels`)."""
     sm = int(getattr(gpu, "sm_count", None) or 0)
     keys = [param_key(k) for k in kernels]
     # depthwise/grouped convolutions run Paddle's direct CUDA-core kernel, not GEMM tiles: no tile or wave model
@@ -262,7 +292,9 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str, autotuned_gemm
         base_clock_mhz=float(getattr(gpu, "base_clock_mhz", None) or 0.0),
         boost_clock_mhz=float(getattr(gpu, "boost_clock_mhz", None) or 0.0),
         batched_tile=batched_sgemm_tile(getattr(gpu, "architecture", None), batched_sgemm_tiles()),
-        autotuned=np.array([k.cls == "gemm" for k in kernels]) if autotuned_gemms else None,
+        autotuned=np.array([k.cls == "gemm" for k in kernels]) if tensorrt else None,
+        launches=np.array([float(group_launches(k)) for k in kernels]) if tensorrt else None,
+        winograd_kernels=(1, 1) if tensorrt else (4, 2),
     )
 
 
