@@ -229,13 +229,19 @@ def write_accuracy(results: dict[str, tuple[float, float]], rows: dict[str, list
     data = {"tensorrt/fp32": "PaddleClas's V100 TensorRT 8.0 FP32 table (batch 1, 4, 8)",
             "eager/fp32": "NeuSight's eager FP32 forward rows (BERT-large, GPT-2 large, GPT-3 shapes, OPT-1.3B on "
                           "P4, P100, T4, V100, A100)"}  # fmt: skip
+    import gpu_accuracy as ga
+    from paddlefit.catalog.gpus import get_gpu
+
+    eager_gpus = {label.split(" on ", 1)[1] for label, *_ in rows.get("eager", [])}  # "<model> on <GPU>"
+    archs = {"tensorrt": [get_gpu(V100).architecture],
+             "eager": sorted({ga.e2e_gpu(g).architecture for g in eager_gpus})}
     engines = {}
     for key, name in (("tensorrt/fp32", "tensorrt"), ("eager/fp32", "eager")):
         if name in results:
             med, within = results[name]
             engines[key] = {"median_abs_error": round(med, 4), "within_25": round(within, 4),
                             "signed_median": round(statistics.median(p / m for _, _, m, p in rows[name]), 4),
-                            "rows": len(rows[name]), "data": data[key]}  # fmt: skip
+                            "rows": len(rows[name]), "data": data[key], "architectures": archs[name]}  # fmt: skip
     doc = {"measured_by": "bench/inference_accuracy.py", "date": dt.date.today().isoformat(), "engines": engines}
     path = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "serving_accuracy.json"
     atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

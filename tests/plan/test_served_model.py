@@ -74,6 +74,11 @@ def test_every_measured_engine_has_its_error_and_the_others_say_they_have_none()
     assert f"median {trt['median_abs_error']:.0%} off" in serving_error_text("tensorrt", "fp32")
     assert serving_error("paddle-inference", "fp32") is None
     assert "not checked against any measurement" in serving_error_text("paddle-inference", "fp32")
+    # TensorRT's rows were measured on a V100 only: a T4 row says it is unchecked on its architecture
+    assert trt["architectures"] == ["volta"] and "measured on volta GPUs only" in serving_error_text("tensorrt", "fp32")
+    assert serving_error("tensorrt", "fp32", "volta")["measured_on_this_architecture"] is True
+    assert serving_error("tensorrt", "fp32", "turing")["measured_on_this_architecture"] is False
+    assert serving_error("eager", "fp32", "turing")["measured_on_this_architecture"] is True
 
 
 def test_what_a_request_returns_is_what_the_forward_returned(tmp_path):

@@ -3,8 +3,9 @@
 ``catalog/data/serving_accuracy.json`` is written by ``python bench/inference_accuracy.py --write``: for each
 engine/precision the bench can check (TensorRT FP32 on PaddleClas's V100 table, eager FP32 on NeuSight's whole-model
 forward rows), the median |predicted / measured - 1|, the share of rows within 25%, the signed median of
-predicted / measured (< 1: predicted too fast), the row count and the data set. Every serving row carries its
-engine's figure (:func:`serving_error`), as a training row carries its calibration.
+predicted / measured (< 1: predicted too fast), the row count, the data set and the GPU architectures its rows ran
+on. Every serving row carries its engine's figure (:func:`serving_error`), as a training row carries its
+calibration, and says whether measurements on its GPU's architecture are among them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from paddlefit.errors import CatalogError
 
 #: Fields every entry holds (see the module docstring).
-ENTRY_FIELDS = ("median_abs_error", "within_25", "signed_median", "rows", "data")
+ENTRY_FIELDS = ("median_abs_error", "within_25", "signed_median", "rows", "data", "architectures")
 
 
 @lru_cache(maxsize=1)
@@ -44,10 +45,14 @@ def serving_accuracy() -> dict[str, dict[str, Any]]:
     return out
 
 
-def serving_error(engine: str, precision: str) -> dict[str, Any] | None:
+def serving_error(engine: str, precision: str, architecture: str | None = None) -> dict[str, Any] | None:
     """The measured error of ``engine`` rows at ``precision`` (see :func:`serving_accuracy`), None when no data set
-    here checks that combination."""
-    return serving_accuracy().get(f"{engine}/{precision}")
+    here checks that combination; with ``architecture`` (a row's GPU), ``measured_on_this_architecture`` says
+    whether the data set holds measurements on it (else the row is the same model, unchecked there)."""
+    e = serving_accuracy().get(f"{engine}/{precision}")
+    if e is None or architecture is None:
+        return e
+    return {**e, "measured_on_this_architecture": architecture in e["architectures"]}
 
 
 def serving_error_text(engine: str, precision: str) -> str:
@@ -60,4 +65,5 @@ def serving_error_text(engine: str, precision: str) -> str:
     side = "too fast" if e["signed_median"] < 1 else "too slow"
     return (f"{engine} {precision} rows: median {e['median_abs_error']:.0%} off, {e['within_25']:.0%} within 25%, "
             f"median predicted/measured {e['signed_median']:.2f} ({side}) on {e['data']} ({e['rows']} rows; "
-            f"{e['measured_by']}, {e['date']})")
+            f"{e['measured_by']}, {e['date']}); measured on {', '.join(e['architectures'])} GPUs only: rows of "
+            "other architectures are the same model, unchecked there")

@@ -289,7 +289,8 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
         notes.append("a Kunlunxin XPU: timed with the CUDA engines' fusions and kernel model (Paddle Inference's XPU "
                      "passes and kernels are not modelled), a rough guess")
     target = InferenceTarget(gpu.name, "gpu", gpu.capacity_bytes, usable, weights, points, fusions=fusions,
-                             notes=notes, measured_error=serving_error(setup.engine, setup.precision))  # fmt: skip
+                             notes=notes,
+                             measured_error=serving_error(setup.engine, setup.precision, gpu.architecture))  # fmt: skip
     best = largest_batch_within(trace, gpu, setup)
     target.max_batch_within_latency = best
     fitting = [p for p in points if p.fits]

@@ -137,8 +137,11 @@ def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD)
                   f"({a['calibration']}), host); host: {a['host']}; copy: {a['copy']}. Peak = weights + live "
                   "activations of one forward"
                   + (f" + conv workspace {work / MIB:,.0f} MiB (models with convolutions)" if work else "")
-                  + f"; fits if peak <= {a['safety_margin']:.0%} of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f}"
-                  f" GiB CUDA context). Fusions: {escape(fused)}. Serve: the batch and what sets its latency "
+                  + ("; build (GiB) = TensorRT's engine-build peak: Paddle's fp32 weights, the engine's weights, "
+                     "the builder workspace and the activations" if plan.engine == "tensorrt" else "")
+                  + f"; fits if peak{' and build' if plan.engine == 'tensorrt' else ''} <= {a['safety_margin']:.0%} "
+                  f"of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f} GiB CUDA context). Fusions: "
+                  f"{escape(fused)}. Serve: the batch and what sets its latency "
                   "(device: the kernels; host: dispatching the request and its ops; copy: inputs and results over "
                   "the host link, added to the rest): "
                   + ("the largest batch within the latency target (none: batch 1 misses it; N+: the search stops at "

@@ -144,7 +144,7 @@ def render_comparison_document(doc: dict[str, Any], console: Console) -> None:
     device = doc.get("device") or {}
     head = [f"status: {doc.get('status', '-')}"]
     if doc.get("reason"):
-        head.append(f"reason: {doc['reason']}")
+        head.append(f"reason: {str(doc['reason']).rstrip('.')}")  # the caption joins its parts with '; '
     if doc.get("calibration"):
         head.append(f"calibration: {doc['calibration']}")
     if device:
