@@ -131,6 +131,10 @@ def cost_job(options: JobOptions, request: CostRequest,
             dataset_size, epochs = job.train_size, float(spec.epochs)
         max_steps = spec.max_steps
     if (dataset_size is None) != (epochs is None) or (dataset_size is None and max_steps is None):
+        from paddlefit.models.zoo import resolve_model
+
+        job.call_fields()  # a bad `--input` or model name is said first: one fix at a time, the first one first
+        resolve_model(job.model, job.model_args)
         if job.spec is not None and not job.own_job:
             raise PaddlefitError(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data "
                                  "and epochs do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
