@@ -106,3 +106,22 @@ def test_one_table_of_per_element_flops_feeds_the_counter_and_the_program_reader
     x.stop_gradient = False
     c = count_flops(nn.Sequential(nn.LayerNorm(6), nn.GELU()), [x])
     assert c.forward_flops == (8 + 5) * 24
+
+
+def test_unfold_is_traced_as_the_im2col_it_writes():
+    """``F.unfold`` (RedNet's involution) writes kernel_h x kernel_w x its input: a memory-bound op in the trace,
+    not an invisible one (its output only appeared as the input of the multiply that reads it)."""
+    from paddlefit.probe.recorder import record_trace
+
+    class Im2col(nn.Layer):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2D(4, 4, 1)
+
+        def forward(self, x):
+            return paddle.nn.functional.unfold(self.conv(x), 7, 1, 3, 1).sum()
+
+    trace = record_trace(Im2col(), [paddle.rand([2, 4, 8, 8])])
+    (op,) = [o for o in trace.ops1 if o.op == "unfold"]
+    assert op.cls == "move" and op.flops == 0
+    assert [t.numel for t in op.outputs] == [2 * 4 * 49 * 8 * 8] and op.inputs[0].numel == 2 * 4 * 8 * 8

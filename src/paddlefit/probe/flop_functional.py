@@ -168,6 +168,8 @@ def _wrap_losses_and_moves(counter: FlopCounter, paddle: Any, F: Any, ptensor: A
         counter.wrap(owner, name, _move_rule(counter, "concat" if name == "concat" else "transpose"))
     for name in ("interpolate", "upsample"):
         counter.wrap(F, name, _move_rule(counter, "interpolate"))
+    # im2col: writes kernel_h x kernel_w x its input (49x for RedNet's 7x7 involution); Paddle's op `unfold`
+    counter.wrap(F, "unfold", _move_rule(counter, "unfold"))
     for owner, name in ((paddle, "mean"), (paddle.Tensor, "mean"), (paddle, "sum"), (paddle.Tensor, "sum")):
         counter.wrap(owner, name, _move_rule(counter, "reduce_" + name, "reduce"))
 
