@@ -132,14 +132,14 @@ def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD)
         fused = next(iter(groups))
     else:
         fused = "; ".join(f"{', '.join(names)}: {rules}" for rules, names in groups.items())
-    work = a["conv_workspace_bytes"]
+    work, trt = a["conv_workspace_bytes"], plan.engine == "tensorrt"
     console.print(f"[dim]Latency: copy + max(the forward's kernels on the per-kernel GPU model "
                   f"({a['calibration']}), host); host: {a['host']}; copy: {a['copy']}. Peak = weights + live "
                   "activations of one forward"
                   + (f" + conv workspace {work / MIB:,.0f} MiB (models with convolutions)" if work else "")
                   + ("; build (GiB) = TensorRT's engine-build peak: Paddle's fp32 weights, the engine's weights, "
-                     "the builder workspace and the activations" if plan.engine == "tensorrt" else "")
-                  + f"; fits if peak{' and build' if plan.engine == 'tensorrt' else ''} <= {a['safety_margin']:.0%} "
+                     "the builder workspace and the activations" if trt else "")
+                  + f"; fits if peak{' and build' if trt else ''} <= {a['safety_margin']:.0%} "
                   f"of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f} GiB CUDA context). Fusions: "
                   f"{escape(fused)}. Serve: the batch and what sets its latency "
                   "(device: the kernels; host: dispatching the request and its ops; copy: inputs and results over "

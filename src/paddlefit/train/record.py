@@ -199,18 +199,22 @@ def _versions(on_gpu: bool) -> dict[str, Any]:
     return {"paddle_version": paddle.__version__, "cuda_version": cuda, "driver_version": driver}
 
 
-
-def newest_row(run_dir: Path) -> tuple[int, int | None] | None:
-    """(id, pid) of the run directory's newest registry row, or None (none, or a registry that cannot be read).
-    Never raises. A launched run's rank 0 makes a new row or takes over this one (a resume), with its own pid."""
+def _newest(run_dir: Path) -> dict[str, Any] | None:
+    """The run directory's newest registry row, or None (none, or a registry that cannot be read). Never raises."""
     from paddlefit.runs.registry import Registry, RegistryError
 
     with contextlib.suppress(RegistryError, OSError, ValueError):
         reg = Registry()
         rid = reg.find_latest_for_run_dir(run_dir)
-        if rid is not None:
-            return rid, reg.get_run(rid)["pid"]
+        return reg.get_run(rid) if rid is not None else None
     return None
+
+
+def newest_row(run_dir: Path) -> tuple[int, int | None] | None:
+    """(id, pid) of the run directory's newest registry row, or None (none, or a registry that cannot be read).
+    Never raises. A launched run's rank 0 makes a new row or takes over this one (a resume), with its own pid."""
+    row = _newest(run_dir)
+    return None if row is None else (row["id"], row["pid"])
 
 
 def settle_launched_row(run_dir: Path, code: int, reason: str, before: tuple[int, int | None] | None,
@@ -226,13 +230,12 @@ def settle_launched_row(run_dir: Path, code: int, reason: str, before: tuple[int
     ``before`` (its value before the launch: rank 0 made a row or took one over); it is updated when it is still
     ``running`` or has another exit code. Never raises (a registry that cannot be written is a warning)."""
     from paddlefit.runs.registry import Registry, RegistryError
+    from paddlefit.runs.schema import LOST
 
-    after = newest_row(run_dir)
-    if after is None or after == before:
+    row = _newest(run_dir)
+    if row is None or (row["id"], row["pid"]) == before:
         return
-    with contextlib.suppress(RegistryError, OSError, ValueError):
-        reg = Registry()
-        row = reg.get_run(after[0])
-        if row["status"] in ("running", "lost") or row["exit_code"] != code:
-            reg.update_run(after[0], {"status": status_name(code), "exit_code": code, "reason": reason[:2000],
-                                      "ended_at": utc_now()}, lambda msg: log(f"warning: {msg}"))  # fmt: skip
+    if row["status"] in ("running", LOST) or row["exit_code"] != code:
+        with contextlib.suppress(RegistryError, OSError, ValueError):
+            Registry().update_run(row["id"], {"status": status_name(code), "exit_code": code, "reason": reason[:2000],
+                                              "ended_at": utc_now()}, lambda msg: log(f"warning: {msg}"))  # fmt: skip
