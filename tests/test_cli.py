@@ -232,3 +232,17 @@ def test_the_stop_message_names_the_command_that_resumes():
     assert resume_hint("never") == ("resume with `--resume auto` (not `--resume never`, which deletes the "
                                     "checkpoints and starts over)")  # fmt: skip
     assert resume_hint("runs/a/checkpoints/step-00000010").endswith("which goes back to that checkpoint)")
+
+
+def test_the_command_line_imports_only_the_command_it_runs():
+    """Every `paddlefit` process imports the command table; what a command needs (the planner, the catalog, numpy,
+    the trainer) is imported when that command runs, so `paddlefit runs` or `report` does not pay for the planner."""
+    code = ("import sys, paddlefit.cli.main; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'paddle', 'paddlefit'))))")  # fmt: skip
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                timeout=60).stdout.split())  # fmt: skip
+    assert "paddlefit.cli.plan" in loaded and "paddlefit.cli.train" in loaded  # the command table is complete
+    heavy = {m for m in loaded if m.split(".")[0] in ("numpy", "paddle") or m.startswith(
+        ("paddlefit.plan", "paddlefit.catalog", "paddlefit.estimate", "paddlefit.train", "paddlefit.diagnose",
+         "paddlefit.deploy", "paddlefit.report", "paddlefit.models", "paddlefit.tune"))}  # fmt: skip
+    assert heavy == set()

@@ -6,7 +6,7 @@ import pytest
 from paddlefit.catalog.gpus import COLUMNS, catalog_docs, get_gpu, load_gpus
 from paddlefit.catalog.units import TRAINING_UNITS, compute_unit, unit_of_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
-from paddlefit.report.render import to_json
+from paddlefit.jsondoc import to_json
 
 REQUIRED = ["T4", "A10", "A10G", "L4", "L40S", "A40", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB",
             "V100-PCIe-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-40GB", "A100-PCIe-80GB",

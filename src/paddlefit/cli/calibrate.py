@@ -10,9 +10,7 @@ from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
 from paddlefit.fileio import atomic_write_text, check_output_path
-from paddlefit.plan.calibrate import run_calibration
-from paddlefit.report.render import gib, to_json
-from paddlefit.spec import Precision, parse_enum
+from paddlefit.jsondoc import to_json
 
 
 @handle_errors
@@ -39,6 +37,10 @@ def calibrate_command(
       paddlefit calibrate -m resnet50 -m bert-base -b 16 -b 32 --out a100.json   # on the GPU machine
       paddlefit plan resnet50 -b 256 --calibration a100.json
     """
+    from paddlefit.plan.calibrate import run_calibration
+    from paddlefit.report.render import gib
+    from paddlefit.spec import Precision, parse_enum
+
     quiet_paddle()
     sizes = tuple(batch_size) if batch_size else (4, 8)
     precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None

@@ -9,11 +9,7 @@ import typer
 from paddlefit.cli import common
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
 from paddlefit.errors import PaddlefitError
-from paddlefit.job import JobOptions, attention_option
-from paddlefit.plan.cost_request import CostRequest
-from paddlefit.plan.jobs import cost_job
-from paddlefit.report.render import to_json
-from paddlefit.report.render_cost import render_cost
+from paddlefit.jsondoc import to_json
 
 
 @handle_errors
@@ -91,6 +87,11 @@ def cost_command(
       paddlefit cost resnet50 --inference --engine tensorrt --precision fp16 --latency-ms 20 --cloud aws
       paddlefit cost --config job.yaml --prices autodl-cny.csv --fx-rate CNY=7.10 --currency CNY
     """
+    from paddlefit.job import JobOptions, attention_option
+    from paddlefit.plan.cost_request import CostRequest
+    from paddlefit.plan.jobs import cost_job
+    from paddlefit.report.render_cost import render_cost
+
     if inference:
         _cost_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
                         cloud, region, prices, shipped_prices, safety_margin, tf32, top, json_out, currency, fx_rate,

@@ -10,9 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
-from paddlefit.diagnose.registry import fix_script as fix_script_text
-from paddlefit.report.render import to_json
+from paddlefit.jsondoc import to_json
 
 _STYLE = {"ok": "green", "inconclusive": "dim", "warn": "yellow", "error": "bold red"}
 
@@ -46,6 +44,9 @@ def doctor_command(
       paddlefit doctor --snapshot me.json          # send it; then: paddlefit doctor --from me.json
       eval "$(paddlefit doctor --fix-script)"
     """
+    from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
+    from paddlefit.diagnose.registry import fix_script as fix_script_text
+
     quiet_paddle()
     if json_out and fix_script:
         raise fail("`--json` and `--fix-script` print different things; use one.")

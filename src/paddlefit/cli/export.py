@@ -8,8 +8,7 @@ from pathlib import Path
 import typer
 
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.report.render import to_json
-from paddlefit.serve import default_threads
+from paddlefit.jsondoc import to_json
 
 #: Batch sizes `--benchmark` measures without `--batch-size`.
 DEFAULT_BATCH_SIZES = (1, 8)
@@ -43,6 +42,8 @@ def export_command(
       paddlefit export runs/digits --benchmark
       paddlefit export runs/digits --benchmark -b 1 -b 32 --threads 4 --json
     """
+    from paddlefit.serve import default_threads
+
     quiet_paddle()
     from paddlefit.errors import PaddlefitError
     from paddlefit.textsafe import name_safe

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
 from paddlefit.cli.common import handle_errors, out
-from paddlefit.report.render import render_gpus, to_json
+from paddlefit.jsondoc import to_json
 
 
 @handle_errors
@@ -25,6 +24,9 @@ def gpus_command(
       paddlefit gpus --catalog my_gpus.csv
       paddlefit gpus --csv > my_gpus.csv   # edit, then pass with --catalog
     """
+    from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
+    from paddlefit.report.render import render_gpus
+
     rows = load_gpus(catalog or [])
     if csv_out:
         print(catalog_csv(rows), end="")

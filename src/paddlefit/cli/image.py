@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from paddlefit.cli.common import err, handle_errors, shown
-from paddlefit.deploy.image import ImageRequest, build_image
 
 
 @handle_errors
@@ -52,6 +51,8 @@ def image_command(
       paddlefit image job.yaml --from-snapshot host.json --fixed-shape-cnn
       paddlefit image --xpu --paddle 3.2.0 --out docker/   # Kunlunxin P800
     """
+    from paddlefit.deploy.image import ImageRequest, build_image
+
     result = build_image(ImageRequest(
         config=config, paddle_version=paddle_version, cuda=cuda, cpu=cpu, xpu=xpu, from_snapshot=from_snapshot,
         out_dir=out_dir, requirements=list(requirement or []), command=command, num_workers=num_workers,

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from paddlefit.cli.common import err, handle_errors, shown
-from paddlefit.deploy.targets import LaunchRequest, launch
 
 
 @handle_errors
@@ -66,6 +65,8 @@ def launch_command(
       paddlefit launch job.yaml -t kubeflow --nodes 4 --gpus-per-node 8 --image registry/me/ocr:1
       paddlefit launch job.yaml -t skypilot --gpu L4 --env HF_TOKEN --env WANDB_MODE=offline
     """
+    from paddlefit.deploy.targets import LaunchRequest, launch
+
     result = launch(LaunchRequest(
         config=config, target=target, nodes=nodes, gpus_per_node=gpus_per_node, out_dir=out_dir, name=name,
         master=master, hosts=hosts, port=port, workdir=workdir, run_dir=run_dir, gpu=gpu, spot=spot, bucket=bucket,

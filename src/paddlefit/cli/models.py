@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from paddlefit.cli.common import handle_errors, out
-from paddlefit.models.zoo import zoo_rows
-from paddlefit.report.render import to_json
+from paddlefit.jsondoc import to_json
 
 
 @handle_errors
@@ -17,6 +16,8 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Print on
       paddlefit models
       paddlefit plan ernie-3.0-base-zh --input int64[512] --batch-size 32
     """
+    from paddlefit.models.zoo import zoo_rows
+
     rows = zoo_rows()
     if json_out:
         out.print_json(to_json(rows))

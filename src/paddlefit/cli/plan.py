@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from paddlefit.cli import common
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
-from paddlefit.job import JobOptions, attention_option, check_not_empty
-from paddlefit.plan.jobs import JobPlan, plan_job
-from paddlefit.report.render import render_explain, render_plan, to_json
-from paddlefit.spec import Precision, parse_enum
+from paddlefit.jsondoc import to_json
+
+if TYPE_CHECKING:
+    from paddlefit.plan.jobs import JobPlan
 
 
 @handle_errors
@@ -124,6 +125,9 @@ def plan_command(
       paddlefit plan gpt2-xl --inference --input int64[1024] -b 1 -b 8 --gpu L20 --no-cpu
       paddlefit plan llama-2-7b --inference --input int64[2048] --precision fp16 --gpu A800-SXM4-80GB
     """
+    from paddlefit.job import JobOptions, attention_option, check_not_empty
+    from paddlefit.plan.jobs import plan_job
+
     if inference:
         _plan_inference(model, config, batch_size, inputs, model_arg, precision, engine, latency_ms, gpu, catalog,
                         no_cpu, threads, cpu_budget_s, safety_margin, tf32, json_out, currency, fx_rate,
@@ -185,6 +189,8 @@ def plan_command(
 
 def _render(result: JobPlan, json_out: bool) -> None:
     """The plan's notes on stderr, then the plan: one JSON document (``--json``) or the tables."""
+    from paddlefit.report.render import render_explain, render_plan
+
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
     if json_out:
@@ -216,6 +222,7 @@ def _plan_parallel(model: str | None, seq_len: int | None, global_batch: int | N
     """Parse -> :func:`paddlefit.llm.search.plan_llm` -> render (table or ``--json``)."""
     from paddlefit.llm.search import LLMPlanRequest, plan_llm
     from paddlefit.report.render import render_parallel_plan
+    from paddlefit.spec import Precision, parse_enum
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
     if model is None:

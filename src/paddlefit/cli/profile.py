@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.report.render import to_json
-from paddlefit.spec import load_job_spec
+from paddlefit.jsondoc import to_json
 
 
 @handle_errors
@@ -35,6 +34,7 @@ def profile_command(
       paddlefit profile job.yaml --ops 10                      # + operator top-10 from paddle.profiler
     """
     from paddlefit.profiling.profiler import plot_profile, profile_job
+    from paddlefit.spec import load_job_spec
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from paddlefit.cli.common import err, handle_errors, out, shown
-from paddlefit.report.render import to_json
+from paddlefit.jsondoc import to_json
 from paddlefit.rundir import report_file
 
 

@@ -17,15 +17,8 @@ from paddlefit.cli.common import (
     shown,
     stdout_to_stderr,
 )
-from paddlefit.report.render import to_json
-from paddlefit.report.runs import render_comparison_document
-from paddlefit.runs.labels import summary_label
-from paddlefit.runs.view import fmt
+from paddlefit.jsondoc import to_json
 from paddlefit.spec import field_help
-from paddlefit.train.guards import ignore_stop_signals
-from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
-from paddlefit.train.request import TrainRequest
-from paddlefit.train.run import run_job
 
 
 class RichProgress:
@@ -65,6 +58,10 @@ class RichProgress:
 def render_summary(summary: dict) -> None:
     """The end-of-run table on stdout; figures by :func:`paddlefit.runs.view.fmt` and window-named labels
     (:mod:`paddlefit.runs.labels`), as the report and ``paddlefit runs`` print them."""
+    from paddlefit.report.runs import render_comparison_document
+    from paddlefit.runs.labels import summary_label
+    from paddlefit.runs.view import fmt
+
     table = Table(title="run summary", show_header=False, box=None, padding=(0, 2))
     acc = summary.get("eval_accuracy")
     rows = [
@@ -155,6 +152,11 @@ def train_command(
       paddlefit train job.yaml --devices 0,1,2,3      # four GPUs
       paddlefit train job.yaml --max-cost 40 --instance g5.xlarge --spot --checkpoint-interval auto
     """
+    from paddlefit.train.guards import ignore_stop_signals
+    from paddlefit.train.loop import EXIT_BUDGET, EXIT_REQUEUE
+    from paddlefit.train.request import TrainRequest
+    from paddlefit.train.run import run_job
+
     quiet_paddle()
     job = TrainRequest(config=config, devices=devices, run_dir=run_dir, resume=resume, max_steps=max_steps,
                        max_hours=max_hours, max_cost=max_cost, price_per_hour=price_per_hour, instance=instance,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 import yaml
@@ -12,9 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
-from paddlefit.report.render import to_json
-from paddlefit.spec import JobSpec, load_job_spec
-from paddlefit.tune.trials import Trial, TuneResult
+from paddlefit.jsondoc import to_json
+
+if TYPE_CHECKING:
+    from paddlefit.spec import JobSpec
+    from paddlefit.tune.trials import Trial, TuneResult
 
 
 def tuned_yaml(config: Path, settings: dict) -> str:
@@ -51,6 +54,7 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
     """
     from paddlefit.fileio import atomic_write_text
     from paddlefit.rundir import spec_yaml
+    from paddlefit.spec import JobSpec
     from paddlefit.tune.trials import apply_settings
 
     run_dir = tuned_run_dir(spec.run_dir)
@@ -100,6 +104,7 @@ def tune_command(
       paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
       paddlefit profile job.yaml --json > profile.json && paddlefit tune job.yaml --profile profile.json
     """
+    from paddlefit.spec import load_job_spec
     from paddlefit.tune.trials import tune
 
     quiet_paddle()

@@ -126,6 +126,6 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
                      use_shared_memory=opts.use_shared_memory)  # fmt: skip
     findings = run_checks(snap, job)
     if req.snapshot_file is not None:
-        # as report.render.to_json writes it (a snapshot holds no NaN), without importing the rich-based renderer
+        # as jsondoc.to_json writes it (a snapshot holds no NaN)
         atomic_write_text(req.snapshot_file, json.dumps(snap.to_dict(), indent=2) + "\n", option="--snapshot")
     return DoctorReport(snap, findings)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -58,21 +57,6 @@ def duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds:,.1f} s"
     return f"{seconds / 3600:,.1f} h"
-
-
-def _clean(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return None if math.isnan(obj) or math.isinf(obj) else obj
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def to_json(doc: Any) -> str:
-    """One JSON document; NaN/inf become null so the output is strict JSON."""
-    return json.dumps(_clean(doc), indent=2, sort_keys=False)
 
 
 def print_min_width(console: Console, renderable: Any, min_width: int) -> None:
