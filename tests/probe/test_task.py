@@ -38,7 +38,7 @@ def test_lenet_on_a_tiny_image_exits_2_within_the_probes_time_limit(side):
     `timeout 120`. Now the probe's child is killed at `--probe-timeout` (or its crash is reported) and `plan` exits
     2 naming the model, the input and what happened."""
     spec = f"float32[1,{side},{side}]"
-    r, took = plan("lenet", "-i", spec, "-b", "2", "--gpu", "T4", "--probe-timeout", "10")
+    r, took = plan("lenet", "-i", spec, "-b", "2", "--gpu", "T4", "--probe-timeout", "5")
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = " ".join(r.stderr.split())
     assert "Model 'lenet'" in err and spec in err and "Traceback" not in err
@@ -46,12 +46,12 @@ def test_lenet_on_a_tiny_image_exits_2_within_the_probes_time_limit(side):
     assert any(
         said in err
         for said in (
-            "the CPU probe gave no answer in 10 s (its time limit, `--probe-timeout`) and was killed",
+            "the CPU probe gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed",
             "the CPU probe's process was killed by signal",
             f"could not train with inputs `--input {spec}`",
         )
     ), err
-    assert took <= 10 + KILL_GRACE_S + 20, took  # the child's start and the lazy build (seconds on 2 busy cores)
+    assert took <= 5 + KILL_GRACE_S + 20, took  # the child's start and the lazy build (seconds on 2 busy cores)
 
 
 @pytest.mark.slow
