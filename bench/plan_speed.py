@@ -5,10 +5,12 @@ parameters: built under paddle.LazyGuard, analytic path). Peak RSS is the larges
 and the processes it waited for (the CPU probe runs in a child process since issue 40).
 Targets on a 2-core machine: resnet50 <= 12 s (issue 28; 20 s before); the 1e9+ model <= 20 s and <= 3 GB peak RSS.
 
-Probe child start (issue 40): what running the probe in a child process (`paddlefit.isolation`) costs, measured with
-an empty call (median of 3): cold (start, `import paddle` and the probe's modules, one call), and what the planner
-still waits for after building resnet50 under paddle.LazyGuard, which the child's imports overlap (the plan's own
-order: `paddlefit.plan.measure.measure_model`).
+CPU seconds: the `plan` process's own and its probe child's (user + system). The model is built (under
+paddle.LazyGuard, then probed) in the child only (`paddlefit.plan.measure.measure_model`): a zoo model's `plan` does
+not import Paddle itself.
+
+Probe child start: what running the probe in a child process (`paddlefit.isolation`) costs, measured with an empty
+call (median of 3): start, `import paddle` and the probe's modules, one call.
 
 Run: `.venv/bin/python bench/plan_speed.py`
 """
@@ -36,13 +38,15 @@ _CHILD = (
     "from paddlefit.cli.main import main\n"
     "try:\n    main()\n"
     "finally:\n"
-    "    rss = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
-    "    sys.stderr.write('MAXRSS_KIB=%d\\n' % rss)\n"
+    "    use = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]\n"
+    "    sys.stderr.write('MAXRSS_KIB=%d\\n' % max(u.ru_maxrss for u in use))\n"
+    "    sys.stderr.write('CPU_S=%.3f,%.3f\\n' % tuple(u.ru_utime + u.ru_stime for u in use))\n"
 )
 
 
-def run_case(args: list[str]) -> tuple[float, float, dict]:
-    """Wall seconds, peak RSS bytes of the child process itself (ru_maxrss), and its JSON plan."""
+def run_case(args: list[str]) -> tuple[float, float, tuple[float, float], dict]:
+    """Wall seconds, peak RSS bytes (ru_maxrss of `plan` and of the processes it waited for), CPU seconds (`plan`'s
+    own, its children's) and its JSON plan."""
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", _CHILD, "plan", *args, "--json"], capture_output=True, text=True,
                        env=dict(os.environ))  # fmt: skip
@@ -50,7 +54,8 @@ def run_case(args: list[str]) -> tuple[float, float, dict]:
     if r.returncode != 0:
         raise SystemExit(r.stderr)
     rss_kib = int(r.stderr.rsplit("MAXRSS_KIB=", 1)[1].split()[0])
-    return wall, rss_kib * 1024, json.loads(r.stdout)
+    own, children = (float(x) for x in r.stderr.rsplit("CPU_S=", 1)[1].split()[0].split(","))
+    return wall, rss_kib * 1024, (own, children), json.loads(r.stdout)
 
 
 def noop(arg: object, progress: object) -> object:
@@ -63,52 +68,43 @@ _START = (
     "from paddlefit.isolation import ChildLimits, IsolatedCall\n"
     "from paddlefit.probe.task import PRELOAD\n"
     "t0 = time.perf_counter()\n"
-    "child = IsolatedCall('plan_speed:noop', PRELOAD)\n"
-    "if sys.argv[1] == 'after-build':  # as measure_model: the model's LazyGuard build (importing Paddle) first\n"
-    "    from paddlefit.models.build import param_inventory\n"
-    "    from paddlefit.models.zoo import resolve_model\n"
-    "    param_inventory(resolve_model('resnet50'))\n"
-    "    t0 = time.perf_counter()\n"
+    "child = IsolatedCall('plan_speed:noop', (*PRELOAD, 'paddlefit.plan.measure'))\n"
     "child.call(None, ChildLimits(120.0, 2**31))\n"
     "print(time.perf_counter() - t0)\n"
 )
 
 
-def child_start() -> tuple[float, float]:
-    """Seconds of an empty call in a fresh probe child, each in a fresh process as `plan` is (median of 3): cold
-    (from the child's start), and what is left to wait after resnet50's LazyGuard build (from the call)."""
+def child_start() -> float:
+    """Seconds of an empty call in a fresh probe child (from its start), each in a fresh process as `plan` is
+    (median of 3)."""
     import statistics
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
-    out = {}
-    for case in ("cold", "after-build"):
-        runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", _START, case], capture_output=True, text=True,
-                               env=env, check=True).stdout.split()[-1] for _ in range(3)]  # fmt: skip
-        out[case] = statistics.median(float(x) for x in runs)
-    return out["cold"], out["after-build"]
+    runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", _START], capture_output=True, text=True, env=env,
+                           check=True).stdout.split()[-1] for _ in range(3)]  # fmt: skip
+    return statistics.median(float(x) for x in runs)
 
 
 def main() -> int:
     console = Console(width=150)
     table = Table(title="paddlefit plan: wall time and peak RSS (fresh process)", header_style="bold")
-    for c in ("case", "params", "method", "wall", "target", "peak RSS", "target", "met"):
+    for c in ("case", "params", "method", "wall", "target", "peak RSS", "target", "CPU plan", "CPU child", "met"):
         table.add_column(c, justify="left" if c in ("case", "method") else "right")
     ok_all = True
     for name, args, t_target, rss_target in CASES:
-        wall, rss, plan = run_case(args)
+        wall, rss, (own, children), plan = run_case(args)
         ok = wall <= t_target and (rss_target is None or rss <= rss_target)
         ok_all &= ok
         table.add_row(name, f"{plan['model']['params'] / 1e6:,.0f}M", plan["memory"]["method"], f"{wall:.1f} s",
                       f"<= {t_target:.0f} s", f"{rss / 1e9:.2f} GB",
-                      "-" if rss_target is None else f"<= {rss_target / 1e9:.0f} GB",
-                      "yes" if ok else "NO")  # fmt: skip
+                      "-" if rss_target is None else f"<= {rss_target / 1e9:.0f} GB", f"{own:.2f} s",
+                      f"{children:.2f} s", "yes" if ok else "NO")  # fmt: skip
     console.print(table)
-    cold, after = child_start()
+    cold = child_start()
     starts = Table(title="the CPU probe's child process: start cost (empty call, median of 3)", header_style="bold")
     for c in ("row", "seconds"):
         starts.add_column(c, justify="left" if c == "row" else "right")
     starts.add_row("probe child start, cold (spawn, import paddle + the probe's modules, one call)", f"{cold:.2f} s")
-    starts.add_row("probe child start, left after resnet50's LazyGuard build (what `plan` waits)", f"{after:.2f} s")
     console.print(starts)
     return 0 if ok_all else 1
 

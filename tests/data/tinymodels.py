@@ -276,3 +276,18 @@ class Hungry(nn.Layer):
     def forward(self, x):
         waste = paddle.zeros([int(self.gib * 2**30) // 4], dtype="float32")
         return self.fc(x) + waste[:1]
+
+
+class SlowInit(nn.Layer):
+    """Waits in its ``__init__`` for what never comes (a lock, a download): built in the probe's child only, so
+    `plan` stops it at its time limit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import time
+
+        time.sleep(3600)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(x)

@@ -83,3 +83,26 @@ def test_the_probe_in_its_child_measures_what_the_in_process_probe_measures():
     assert there.probe.fits == here.fits and there.flops.forward_flops == flops.forward_flops > 0
     assert there.flops.trace.ops1 == flops.trace.ops1 and there.flops.trace.ops2 == flops.trace.ops2
     assert there.loss_doc == "cross_entropy" and there.label is not None and not there.proxy
+
+
+@pytest.mark.slow
+def test_a_model_whose_init_hangs_exits_2_within_the_probes_time_limit():
+    """The model is built (under paddle.LazyGuard, then probed) in the probe's child only: an `__init__` that never
+    returns is stopped at `--probe-timeout` like a forward that never returns."""
+    r, took = plan("tinymodels:SlowInit", "--input", "float32[8]", "--gpu", "T4", "--probe-timeout", "5")
+    assert r.returncode == 2, (r.returncode, r.stderr[-800:])
+    err = " ".join(r.stderr.split())
+    assert "Model 'tinymodels:SlowInit'" in err and "Traceback" not in err, err
+    assert "the CPU probe gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed" in err, err
+    assert took <= 5 + KILL_GRACE_S + 20, took
+
+
+def test_a_zoo_models_plan_imports_paddle_only_in_the_probes_child():
+    code = ("import sys\nfrom paddlefit.cli.main import main\nsys.argv = ['paddlefit', 'plan', 'lenet', '-b', '2', "
+            "'--gpu', 'T4', '--json']\ntry:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc\n"
+            "print('paddle' in sys.modules, file=sys.stderr)")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(DATA)]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert r.stderr.split()[-1] == "False"
+    assert '"method": "cpu-probe"' in r.stdout  # and the child probed it

@@ -1,6 +1,6 @@
-"""Measure the model of a plan: inventory under ``paddle.LazyGuard``, then the CPU probe (real training steps at
-small batches, FLOPs and the operator trace, in a child process under a time and a memory limit:
-:mod:`paddlefit.probe.task`) or, for models too large to probe, the analytic transformer model.
+"""Measure the model of a plan, in a child process under a time and a memory limit (:mod:`paddlefit.probe.task`):
+inventory under ``paddle.LazyGuard``, then the CPU probe (real training steps at small batches, FLOPs and the
+operator trace) or, for models too large to probe, the analytic transformer model in this process.
 
 :func:`measure_model` returns the per-phase memory lines (fixed bytes + bytes per sample) the device rows
 (:mod:`paddlefit.plan.rows`) rebase on each precision and GPU.
@@ -21,11 +21,11 @@ from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.probe_result import ProbeResult
 from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.inputspec import InputSpec
-from paddlefit.isolation import ChildLimits, IsolatedCall
-from paddlefit.models.build import param_inventory
+from paddlefit.isolation import ChildLimits
+from paddlefit.models.build import LazyFallback, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
-from paddlefit.probe.task import ProbeOutcome, ProbeTask, probe_child, probe_in_child
+from paddlefit.probe.task import ProbeOutcome, ProbeTask, probe_child, probe_in_child, run_probe_task
 from paddlefit.spec import Precision
 
 
@@ -154,8 +154,11 @@ def dataset_sample_bytes(sample: Any) -> int:
 
 
 def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
-    """Build ``req``'s model lazily and measure it: the CPU probe when its fp32 Adam states (16 B/param) fit the
-    probe limit, else the analytic transformer model.
+    """Measure ``req``'s model in the probe's child process (:func:`inventory_and_probe`): its inventory under
+    ``paddle.LazyGuard``, then the CPU probe when its fp32 Adam states (16 B/param) fit the probe limit; a model
+    over it comes back unprobed and takes the analytic transformer model. This process never builds the model: a
+    zoo model's plan does not import Paddle here, and a model whose ``__init__`` hangs or crashes takes only the
+    child with it (its time and memory limits, :class:`~paddlefit.isolation.ChildLimits`, cover the build).
 
     Raises:
         UnknownNameError, ModelError: the model cannot be found, built or trained with its inputs, has no
@@ -164,15 +167,68 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     """
     ref = resolve_model(req.model, req.model_args)
     specs = job_input_specs(ref, req.inputs)
-    if ref.transformer is not None:  # may be planned analytically: its child starts once the inventory says it
-        return _measure(req, ref, specs, None, say)  # is probed (a child of 1 CPU-second and ~0.3 GB, unused)
-    with probe_child() as child:  # it imports Paddle while this process builds the model lazily
-        return _measure(req, ref, specs, child, say)
+    if req.label_arg and any(s.name == req.label_arg for s in specs):
+        raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
+                             f"an input (`{req.label_arg}=...`); use another name for one of them.")
+    total_ram = psutil.virtual_memory().total
+    eval_b = req.eval_batch_size or req.batch_size
+    task = ProbeTask(name=ref.name, model=req.model, model_args=dict(req.model_args), specs=list(specs),
+                     optimizer=req.optimizer_settings(), batch_sizes=req.probe_batch_sizes,
+                     extend_to=max(req.batch_size, eval_b), budget_s=req.probe_budget_s,
+                     cpu_threads=req.cpu_threads, time_threads=req.time_threads, eval_phase=req.eval_phase,
+                     probe_requested=req.probe_requested, label=req.label, label_arg=req.label_arg, loss=req.loss,
+                     strict=req.loss_strict, sample=req.sample)  # fmt: skip
+    job = ChildJob(task=task, optimizer=req.optimizer, analytic=ref.transformer is not None,
+                   limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else
+                   min(total_ram // 4, 8 * 1024**3),
+                   memory_bytes=req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available),
+                   memory_given=req.probe_memory_bytes is not None)  # fmt: skip
+    with probe_child("paddlefit.plan.measure:inventory_and_probe", ("paddlefit.plan.measure",)) as child:
+        answer = probe_in_child(task, ChildLimits(req.probe_timeout_s, job.memory_bytes), say, child, job)
+    info, fallback = answer.info, answer.fallback
+    base = _Base(ref, specs, info, model_state_bytes(info, req.optimizer, Precision.FP32), eval_b, total_ram,
+                 (fallback.note,) if fallback else (), fallback.detail if fallback else None)  # fmt: skip
+    if answer.outcome is None:
+        return _analytic(base, say)
+    return _probed(req, base, answer.outcome, say)
 
 
-def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: IsolatedCall | None,
-             say: Callable[[str], None]) -> ModelMeasure:  # fmt: skip
-    """:func:`measure_model` once the model is resolved and (None: not yet) the probe's ``child`` started."""
+@dataclass(frozen=True)
+class ChildJob:
+    """What :func:`measure_model` sends the probe's child: the probe's ``task``, the job's ``optimizer`` (its fp32
+    states), whether an ``analytic`` model exists for a model too large to probe, the probe limit on fp32 Adam
+    states (``limit_bytes``: ``--max-probe-gib``, else a quarter of the RAM, at most 8 GiB) and the bytes the child
+    may allocate (``memory_bytes``; ``memory_given``: set by ``--probe-memory-gib``, else 90% of the RAM free)."""
+
+    task: ProbeTask
+    optimizer: Any
+    analytic: bool
+    limit_bytes: int
+    memory_bytes: int
+    memory_given: bool
+
+
+@dataclass(frozen=True)
+class ChildAnswer:
+    """The child's answer: the inventory, why ``paddle.LazyGuard`` could not build the model (None when it could)
+    and the probe's outcome (None: too large to probe, the analytic path)."""
+
+    info: ParamInfo
+    fallback: LazyFallback | None
+    outcome: ProbeOutcome | None
+
+
+def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswer:
+    """The probe child's side of :func:`measure_model`: build the model under ``paddle.LazyGuard`` for its
+    inventory, check it, then probe it (:func:`~paddlefit.probe.task.run_probe_task`) when it fits the probe limit.
+
+    Raises:
+        ModelError: no trainable parameters; too large to probe and no analytic model; its fp32 states and inputs
+            alone exceed ``job.memory_bytes``; and what :func:`~paddlefit.probe.task.run_probe_task` raises.
+        InputSpecError: ids past its embeddings (:func:`check_id_ranges`).
+    """
+    task = job.task
+    ref = resolve_model(task.model, task.model_args)
     say(f"building {ref.name} under paddle.LazyGuard")
     info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
@@ -180,28 +236,27 @@ def _measure(req: PlanRequest, ref: ModelRef, specs: list[InputSpec], child: Iso
             f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "
             "Unfreeze some (`stop_gradient = False`) or plan the model you will fine-tune."
         )
-    check_id_ranges(ref, specs, info)
-    if req.label_arg and any(s.name == req.label_arg for s in specs):
-        raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
-                             f"an input (`{req.label_arg}=...`); use another name for one of them.")
-    total_ram = psutil.virtual_memory().total
-    limit = req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3)
-    base = _Base(ref, specs, info, model_state_bytes(info, req.optimizer, Precision.FP32),
-                 req.eval_batch_size or req.batch_size, total_ram, (fallback.note,) if fallback else (),
-                 fallback.detail if fallback else None)  # fmt: skip
-    if 16 * info.params <= limit:
-        if child is not None:
-            return _probed(req, base, child, say)
-        with probe_child() as late:
-            return _probed(req, base, late, say)
-    if ref.transformer is not None:
-        return _analytic(base, say)
-    raise ModelError(
-        f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
-        f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({limit / 1024**3:.1f} GiB) and "
-        "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
-        "with `--max-probe-gib`."
-    )
+    check_id_ranges(ref, task.specs, info)
+    if 16 * info.params > job.limit_bytes:
+        if job.analytic:
+            return ChildAnswer(info, fallback, None)
+        raise ModelError(
+            f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
+            f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({job.limit_bytes / 1024**3:.1f} GiB) and "
+            "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
+            "with `--max-probe-gib`."
+        )
+    states32 = model_state_bytes(info, job.optimizer, Precision.FP32)
+    need = states32.total_bytes + max(task.batch_sizes) * sum(s.bytes_per_sample for s in task.specs)
+    if need > job.memory_bytes:  # before the probe runs: its fp32 model states and inputs alone would not fit
+        raise ModelError(
+            f"Model {ref.name!r} with inputs {' '.join(str(s) for s in task.specs)} is too large to probe on this "
+            f"machine: the CPU probe needs more than {need / 1024**3:.2f} GiB at batch {max(task.batch_sizes)} "
+            f"(its fp32 model states and inputs alone) and may allocate {job.memory_bytes / 1024**3:.2f} GiB ("
+            f"{'`--probe-memory-gib`' if job.memory_given else '90% of the RAM available'}). Plan on a machine "
+            "with more free RAM, or raise `--probe-memory-gib` up to the free RAM.")  # fmt: skip
+    say(f"CPU probe: {len(task.batch_sizes) + 1} training steps at batch {task.batch_sizes}")
+    return ChildAnswer(info, fallback, run_probe_task(task, say))
 
 
 @dataclass(frozen=True)
@@ -217,34 +272,6 @@ class _Base:
     total_ram_bytes: int
     notes: tuple[str, ...]
     lazy_build_failure: str | None
-
-
-def _run_probe(req: PlanRequest, base: _Base, child: IsolatedCall, say: Callable[[str], None]) -> ProbeOutcome:
-    """:func:`~paddlefit.probe.memory.probe_memory` of the job in the probe's ``child`` process
-    (:func:`~paddlefit.probe.task.probe_in_child`) under ``req``'s limits: ``probe_timeout_s`` seconds and
-    ``probe_memory_bytes`` (default 90% of the RAM available now).
-
-    Raises:
-        ModelError: its fp32 model states and inputs alone exceed the memory the probe may allocate; the model
-            fails, hangs, crashes or runs out of memory on its inputs (named).
-    """
-    memory = req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available)
-    need = base.states32.total_bytes + max(req.probe_batch_sizes) * sum(s.bytes_per_sample for s in base.specs)
-    if need > memory:  # before the child runs: its fp32 model states and inputs alone would not fit
-        raise ModelError(
-            f"Model {base.ref.name!r} with inputs {' '.join(str(s) for s in base.specs)} is too large to probe on this "
-            f"machine: the CPU probe needs more than {need / 1024**3:.2f} GiB at batch {max(req.probe_batch_sizes)} "
-            f"(its fp32 model states and inputs alone) and may allocate {memory / 1024**3:.2f} GiB ("
-            f"{'`--probe-memory-gib`' if req.probe_memory_bytes else '90% of the RAM available'}). Plan on a machine "
-            "with more free RAM, or raise `--probe-memory-gib` up to the free RAM.")  # fmt: skip
-    say(f"CPU probe: {len(req.probe_batch_sizes) + 1} training steps at batch {req.probe_batch_sizes}")
-    task = ProbeTask(name=base.ref.name, model=req.model, model_args=dict(req.model_args), specs=list(base.specs),
-                     optimizer=req.optimizer_settings(), batch_sizes=req.probe_batch_sizes,
-                     extend_to=max(req.batch_size, base.eval_batch_size), budget_s=req.probe_budget_s,
-                     cpu_threads=req.cpu_threads, time_threads=req.time_threads, eval_phase=req.eval_phase,
-                     probe_requested=req.probe_requested, label=req.label, label_arg=req.label_arg, loss=req.loss,
-                     strict=req.loss_strict, sample=req.sample)  # fmt: skip
-    return probe_in_child(task, ChildLimits(req.probe_timeout_s, memory), say, child)
 
 
 def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eval_b: int,
@@ -266,9 +293,8 @@ def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eva
             for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
 
 
-def _probed(req: PlanRequest, base: _Base, child: IsolatedCall, say: Callable[[str], None]) -> ModelMeasure:
-    """The CPU-probe measurement (:func:`_run_probe`) as a :class:`ModelMeasure`."""
-    out = _run_probe(req, base, child, say)
+def _probed(req: PlanRequest, base: _Base, out: ProbeOutcome, say: Callable[[str], None]) -> ModelMeasure:
+    """The CPU probe's outcome as a :class:`ModelMeasure`."""
     probe, flops, stand_ins = out.probe, out.flops, out.stand_ins
     notes = list(base.notes)
     if out.note:

@@ -1,11 +1,12 @@
 """Plan a training job: memory, FLOPs, step time and largest batch on this CPU and every catalog GPU.
 
-Pipeline: resolve the model -> build it under ``paddle.LazyGuard`` (parameter inventory, no allocation; a real
-build when the lazy one fails, :mod:`paddlefit.models.build`) -> CPU probe in a child process with a time and a
-memory limit (:mod:`paddlefit.probe.task`; real training steps of the job at small batches: its inputs, its loss on
-labels of the right structure, then an evaluation forward; FLOPs counted on the first forward) or, for models too
-large to probe, the analytic transformer path -> per-target predictions -> recommendation. The peak is the max over
-the phases forward (with the loss), backward, optimizer step and eval (at the eval batch size).
+Pipeline: resolve the model -> in a child process with a time and a memory limit (:mod:`paddlefit.plan.measure`,
+:mod:`paddlefit.probe.task`), build it under ``paddle.LazyGuard`` (parameter inventory, no allocation; a real
+build when the lazy one fails, :mod:`paddlefit.models.build`), then the CPU probe (real training steps of the job
+at small batches: its inputs, its loss on labels of the right structure, then an evaluation forward; FLOPs counted
+on the first forward) or, for models too large to probe, the analytic transformer path -> per-target predictions
+-> recommendation. The peak is the max over the phases forward (with the loss), backward, optimizer step and
+eval (at the eval batch size).
 
 GPU adjustments to the CPU-probe peak (memory is not calibrated until ``paddlefit calibrate`` runs on that GPU):
 

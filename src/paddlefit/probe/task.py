@@ -27,8 +27,8 @@ from paddlefit.optimizers import OptimizerSettings
 
 __all__ = ["PRELOAD", "ProbeOutcome", "ProbeTask", "probe_child", "probe_in_child", "run_probe_task"]
 
-#: What the probe's child imports while the planner builds the model under ``paddle.LazyGuard`` (1.3 s for
-#: ``import paddle`` alone on the 2-core bench machine: ``bench/plan_speed.py``'s child-start row).
+#: What the probe's child imports before its call comes, while the planner resolves the model and its inputs (1.1-1.3 s
+#: for ``import paddle`` alone on the 2-core bench machine: ``bench/plan_speed.py``'s child-start row).
 PRELOAD = ("paddle", "paddlefit.probe.memory", "paddlefit.probe.flops", "paddlefit.probe.fused_ref",
            "paddlefit.models.zoo")  # fmt: skip
 
@@ -144,16 +144,18 @@ def _out_of_memory(task: ProbeTask, exc: BaseException) -> str:
             "with more RAM.")  # fmt: skip
 
 
-def probe_child() -> IsolatedCall:
-    """A child process for :func:`probe_in_child`, started now: it imports :data:`PRELOAD` while the caller goes
-    on (close it, or use it as a context manager, when no probe follows)."""
-    return IsolatedCall("paddlefit.probe.task:run_probe_task", PRELOAD)
+def probe_child(target: str = "paddlefit.probe.task:run_probe_task", preload: tuple[str, ...] = ()) -> IsolatedCall:
+    """A child process for :func:`probe_in_child` that runs ``target`` (``package.module:function``, called with the
+    job and a progress callback; default :func:`run_probe_task`), started now: it imports :data:`PRELOAD` and
+    ``preload`` while the caller goes on (close it, or use it as a context manager, when no probe follows)."""
+    return IsolatedCall(target, PRELOAD + preload)
 
 
 def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str], None],
-                   child: IsolatedCall | None = None) -> ProbeOutcome:  # fmt: skip
-    """:func:`run_probe_task` in ``child`` (default: a new :func:`probe_child`) under ``limits``; the child is
-    ended when this returns.
+                   child: IsolatedCall | None = None, job: Any = None) -> Any:  # fmt: skip
+    """:func:`run_probe_task` of ``task`` in ``child`` (default: a new :func:`probe_child`) under ``limits``, or
+    the child's target on ``job`` when given (a job that holds ``task``: its failures are named after ``task``);
+    the child is ended when this returns. Returns what the target returned (a :class:`ProbeOutcome` by default).
 
     Raises:
         ModelError: the child gave no answer within ``limits.timeout_s`` (killed), was killed by a signal or exited
@@ -162,7 +164,7 @@ def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str
     """
     child = child or probe_child()
     try:
-        return child.call(task, limits, progress)
+        return child.call(task if job is None else job, limits, progress)
     except ChildFailed as exc:
         raise ModelError(_child_failed(task, limits, exc)) from None
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
