@@ -28,12 +28,13 @@ demo: $(STAMP)
 # compileall first: the tests start hundreds of `paddlefit` processes, which otherwise recompile src/ each time
 # under PYTHONDONTWRITEBYTECODE (set on these machines). Then the suite on two pytest-xdist workers (most tests wait
 # on subprocess start-up, sleeping datasets and polling), then the tests marked `serial` (they measure this CPU's
-# speed) alone; both parts always run. `--durations` prints the 25 slowest tests, where the suite's time goes.
+# speed) alone, collected from the files that name the marker (conftest.py fails a serial test elsewhere); both
+# parts always run. `--durations` prints the 25 slowest tests, where the suite's time goes.
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m compileall -q src tests/data
 	$(BIN)/python -m pytest -q -n 2 -m "not serial" --durations=25 tests; parallel=$$?; \
-	$(BIN)/python -m pytest -q -m serial tests; serial=$$?; \
+	$(BIN)/python -m pytest -q -m serial $$(grep -rl --include='*.py' 'mark\.serial' tests); serial=$$?; \
 	test $$parallel -eq 0 && test $$serial -eq 0
 
 lint: $(STAMP)

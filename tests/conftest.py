@@ -108,8 +108,15 @@ def _cuda_devices() -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`@pytest.mark.gpu` tests are skipped without a CUDA GPU and a paddlepaddle-gpu build. `slow` tests run first
-    (a stable sort): under pytest-xdist the long ones start early instead of ending the run on one worker."""
+    (a stable sort): under pytest-xdist the long ones start early instead of ending the run on one worker. A test
+    marked `serial` outside a file that names `mark.serial` fails collection: `make test` collects the serial part
+    from the files that do (`grep -l`), and would run such a test in neither part."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    hidden = sorted({str(item.path) for item in items if item.get_closest_marker("serial")
+                     and "mark.serial" not in item.path.read_text()})  # fmt: skip
+    if hidden:
+        raise pytest.UsageError(f"tests marked serial in files without `mark.serial` (make test would skip them): "
+                                f"{', '.join(hidden)}")  # fmt: skip
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items or _cuda_devices():
         return
