@@ -14,7 +14,6 @@ from paddlefit.jsondoc import to_json
 DEFAULT_BATCH_SIZES = (1, 8)
 
 
-
 @handle_errors
 def export_command(
     run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run."),

@@ -246,13 +246,15 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         JobFailedError: ``paddle.jit.save`` cannot convert the model to a static graph (exit code 1: the model,
             not the input, fails).
     """
-    import paddle
-
     run_dir = Path(run_dir)
     spec_path = spec_file(run_dir)
-    if not spec_path.is_file():
+    if not spec_path.is_file():  # the paths first: a wrong one is said before Paddle's import (a second)
         raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}); give the "
                              "--run-dir of a `paddlefit train` run.")  # fmt: skip
+    out_dir = Path(out_dir) if out_dir is not None else export_dir(run_dir)
+    _check_out_dir(out_dir, run_dir)
+    import paddle
+
     add_recorded_dirs(import_dirs_file(run_dir))  # the run's own modules, wherever export runs from
     spec = load_job_spec(spec_path)
     checkpoint, manifest, params = _chosen_checkpoint(run_dir, checkpoint)
@@ -263,8 +265,6 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     xs = [*batch.args, *batch.kwargs.values()]
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
                   for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
-    out_dir = Path(out_dir) if out_dir is not None else export_dir(run_dir)
-    _check_out_dir(out_dir, run_dir)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
