@@ -23,6 +23,14 @@ def gib(nbytes: float | None) -> str:
     return f"{nbytes / 1024**3:,.1f} GiB"
 
 
+def size(nbytes: float | None) -> str:
+    """Bytes as GiB with one decimal from 1 GiB up (``1.5 GiB``), MiB below (``44.7 MiB``: a small model's weights
+    are no ``0.0 GiB``); ``-`` for None/NaN."""
+    if nbytes is None or (isinstance(nbytes, float) and math.isnan(nbytes)):
+        return "-"
+    return gib(nbytes) if nbytes >= 1024**3 else f"{nbytes / 1024**2:,.1f} MiB"
+
+
 def flops(n: float) -> str:
     """FLOPs with an SI prefix: ``8.24 GFLOPs``, ``1.40 MFLOPs``."""
     for unit, scale in (("TFLOPs", 1e12), ("GFLOPs", 1e9), ("MFLOPs", 1e6), ("kFLOPs", 1e3)):
@@ -133,18 +141,17 @@ def _plan_header(plan: Any, console: Console) -> None:
     )
     console.print(
         f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
-        f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {gib(mem['weights_bytes'])}, "
-        f"grads {gib(mem['grads_bytes'])}, optimizer {gib(mem['optimizer_bytes'])}, activations "
-        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {gib(mem['fixed_bytes'])}"
+        f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {size(mem['weights_bytes'])}, "
+        f"grads {size(mem['grads_bytes'])}, optimizer {size(mem['optimizer_bytes'])}, activations "
+        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {size(mem['fixed_bytes'])}"
     )
     phase_peaks = mem.get("phase_peak_bytes") or {}
     if phase_peaks:
-        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')} "
-                          f"{gib(v) if v >= 1024**3 else f'{v / 1024**2:,.1f} MiB'}"
-                          + (f" at batch {mem['eval_batch_size']}" if p == "eval" else "")
+        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')}"
+                          + (f" (batch {mem['eval_batch_size']})" if p == "eval" else "") + f" {size(v)}"
                           for p, v in phase_peaks.items())  # fmt: skip
-        console.print(f"CPU fp32 peak by phase ({m.get('loss') or 'loss'}): {shown}; dominant: "
-                      f"{mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
+        console.print(f"CPU fp32 peak by phase at batch {plan.batch_size} ({m.get('loss') or 'loss'}): {shown}; "
+                      f"dominant: {mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
     for n in mem.get("notes", []):
         console.print(f"[yellow]note:[/] {n}")
 
