@@ -24,8 +24,22 @@ from paddlefit.errors import PaddlefitError
 IMPORT_DIRS_ENV = "PADDLEFIT_IMPORT_DIRS"
 #: Folders added by :func:`add_import_dir`, in search order, with what they are (for error messages).
 _USER_DIRS: dict[str, str] = {}
+#: What each folder of :data:`IMPORT_DIRS_ENV` is (a JSON object, path -> ``the current directory``...), so a child
+#: process names the folders it searched as the command did.
+IMPORT_DIRS_WHAT_ENV = "PADDLEFIT_IMPORT_DIRS_WHAT"
 #: The folders of the paddlefit process that started this one, read before this process adds its own.
 _INHERITED = [p for p in os.environ.get(IMPORT_DIRS_ENV, "").split(os.pathsep) if p]
+
+
+def _inherited_what() -> dict[str, str]:
+    """:data:`IMPORT_DIRS_WHAT_ENV` as this process started (empty when unset or not a JSON object of strings)."""
+    import json
+
+    try:
+        what = json.loads(os.environ.get(IMPORT_DIRS_WHAT_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in what.items()} if isinstance(what, dict) else {}
 
 
 def add_import_dir(folder: str | Path, what: str) -> None:
@@ -48,14 +62,19 @@ def _add(folder: str | Path, what: str) -> None:
     if path not in sys.path:
         sys.path.append(path)
     os.environ[IMPORT_DIRS_ENV] = os.pathsep.join(_USER_DIRS)
+    import json
+
+    os.environ[IMPORT_DIRS_WHAT_ENV] = json.dumps(_USER_DIRS)
     importlib.invalidate_caches()
 
 
 def _inherited_dirs() -> None:
     """The folders the parent paddlefit process added (:data:`IMPORT_DIRS_ENV` as this process started), added
     first, once (a ``train`` worker then searches the user's folders before its run directory's)."""
+    what = _inherited_what() if _INHERITED else {}
     while _INHERITED:
-        _add(_INHERITED.pop(0), "a folder of the paddlefit command that started this process")
+        folder = _INHERITED.pop(0)
+        _add(folder, what.get(folder, "a folder of the paddlefit command that started this process"))
 
 
 def user_dirs() -> list[str]:

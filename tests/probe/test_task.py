@@ -93,7 +93,8 @@ def test_a_model_whose_init_hangs_exits_2_within_the_probes_time_limit():
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = " ".join(r.stderr.split())
     assert "Model 'tinymodels:SlowInit'" in err and "Traceback" not in err, err
-    assert "the CPU probe gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed" in err, err
+    assert ("the CPU probe's process gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed while "
+            "building the model (importing its module, calling its factory and `__init__`)") in err, err
     assert took <= 5 + KILL_GRACE_S + 20, took
 
 

@@ -187,10 +187,20 @@ def _vision_factory(name: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
     return build
 
 
-def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+def _split_path(path: str) -> tuple[str, str]:
+    """(module, attribute) of ``package.module:factory``.
+
+    Raises:
+        ModelError: either side of the colon is empty.
+    """
     module_name, _, attr = path.partition(":")
     if not module_name or not attr:
         raise ModelError(f"Model path {path!r} must look like `package.module:factory`.")
+    return module_name, attr
+
+
+def _import_factory(path: str, kwargs: dict[str, Any]) -> Callable[[], Any]:
+    module_name, attr = _split_path(path)
     try:
         module = import_module(module_name, f"model: {path}")
     except PaddlefitError as exc:
@@ -253,16 +263,22 @@ def published_config(config_class: type, name: Any) -> dict[str, Any]:
     return dict(known[name])
 
 
-def resolve_model(name: str, model_args: dict[str, Any] | None = None) -> ModelRef:
+def resolve_model(name: str, model_args: dict[str, Any] | None = None, *, import_now: bool = True) -> ModelRef:
     """Resolve a zoo name or ``pkg.mod:factory`` into a :class:`ModelRef` (does not build the model).
+    ``import_now=False``: a ``pkg.mod:factory`` is imported when the factory is first called, not here (the
+    planner's own process never calls it: the user's module runs in the probe's child only, under its limits).
 
     Raises:
         UnknownNameError: not a zoo name and not an import path; lists close names.
-        ModelError: the import path cannot be imported or is not callable.
+        ModelError: the import path cannot be imported or is not callable (with ``import_now=False``, raised by
+            the factory's first call instead).
     """
     kwargs = dict(model_args or {})
     key = name.strip()
     if ":" in key:
+        if not import_now:
+            _split_path(key)
+            return ModelRef(name=key, factory=lambda: _import_factory(key, kwargs)(), kwargs=kwargs)
         return ModelRef(name=key, factory=_import_factory(key, kwargs), kwargs=kwargs)
     low = key.lower()
     if low in VISION_MODELS:

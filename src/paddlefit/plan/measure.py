@@ -25,7 +25,7 @@ from paddlefit.isolation import ChildLimits
 from paddlefit.models.build import LazyFallback, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
-from paddlefit.probe.task import ProbeOutcome, ProbeTask, probe_child, probe_in_child, run_probe_task
+from paddlefit.probe.task import BUILDING, ProbeOutcome, ProbeTask, probe_child, probe_in_child, run_probe_task
 from paddlefit.spec import Precision
 
 
@@ -165,7 +165,9 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
             trainable parameters, or is too large to probe without an analytic model.
         InputSpecError: inputs the model cannot take (ids past its embeddings, a label_arg that is an input).
     """
-    ref = resolve_model(req.model, req.model_args)
+    # the child imports a user's module; here only when no --input is given, so that an import error is said
+    # before "no default input" (one fix at a time, the first one first)
+    ref = resolve_model(req.model, req.model_args, import_now=not req.inputs)
     specs = job_input_specs(ref, req.inputs)
     if req.label_arg and any(s.name == req.label_arg for s in specs):
         raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
@@ -228,8 +230,8 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
         InputSpecError: ids past its embeddings (:func:`check_id_ranges`).
     """
     task = job.task
+    say(f"{BUILDING}{task.name} under paddle.LazyGuard")  # first: importing the user's module is part of the build
     ref = resolve_model(task.model, task.model_args)
-    say(f"building {ref.name} under paddle.LazyGuard")
     info, fallback = param_inventory(ref)
     if info.trainable_params == 0:
         raise ModelError(

@@ -25,7 +25,7 @@ from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
 
-__all__ = ["PRELOAD", "ProbeOutcome", "ProbeTask", "probe_child", "probe_in_child", "run_probe_task"]
+__all__ = ["BUILDING", "PRELOAD", "ProbeOutcome", "ProbeTask", "probe_child", "probe_in_child", "run_probe_task"]
 
 #: What the probe's child imports before its call comes, while the planner resolves the model and its inputs (1.1-1.3 s
 #: for ``import paddle`` alone on the 2-core bench machine: ``bench/plan_speed.py``'s child-start row).
@@ -163,10 +163,17 @@ def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str
             and what :func:`run_probe_task` raises.
     """
     child = child or probe_child()
+    heard: list[str] = []  # the child's last progress message: what it was doing when it failed
+
+    def relay(message: str) -> None:
+        heard[:] = [message]
+        progress(message)
+
     try:
-        return child.call(task if job is None else job, limits, progress)
+        return child.call(task if job is None else job, limits, relay)
     except ChildFailed as exc:
-        raise ModelError(_child_failed(task, limits, exc)) from None
+        building = bool(heard) and heard[0].startswith(BUILDING)
+        raise ModelError(_build_failed(task, limits, exc) if building else _child_failed(task, limits, exc)) from None
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         child.close()
         raise ModelError(f"Model {task.name!r}: the probe's job (inputs {_specs(task)} and data.train's first sample) "
@@ -177,6 +184,21 @@ def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str
 #: Inputs that do not suit a model, as the failures name them: LeNet on a 1x1 to 4x4 image corrupts Paddle 3.3.1's
 #: heap (issue 40); ids past an embedding make its CPU kernel read out of bounds (:mod:`paddlefit.plan.measure`).
 _UNSUITED = "an image too small for its convolutions and poolings, ids past its embedding"
+
+
+#: How the probe's child starts the progress message it sends before it builds the model (the import of the user's
+#: module, its factory and ``__init__``): a failure after it is the build's (:func:`_build_failed`).
+BUILDING = "building "
+
+
+def _build_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
+    """The message of a probe child that gave no answer while it built the model: the model, what happened."""
+    said = f" Its last words: {' | '.join(exc.last_words.splitlines()[-3:])}." if exc.last_words else ""
+    what = (f"gave no answer in {limits.timeout_s:g} s (its time limit, `--probe-timeout`) and was killed"
+            if exc.how == "timeout" else exc.what())  # fmt: skip
+    return (f"Model {task.name!r}: the CPU probe's process {what} while building the model (importing its module, "
+            f"calling its factory and `__init__`).{said} Check that `{task.model}` builds outside paddlefit (it must "
+            "not wait, exit or crash when imported or constructed), or raise `--probe-timeout` if it is only slow.")
 
 
 def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
