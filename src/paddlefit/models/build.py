@@ -38,8 +38,9 @@ def missing_cpu_kernel(exc: BaseException) -> str | None:
     return k.group("name") if k and "Selected wrong DataType" not in text else None
 
 
-def build(factory: Any, lazy: bool = False) -> Any:
-    """``factory()`` under a fresh ``unique_name.guard()`` (and ``paddle.LazyGuard`` with ``lazy``).
+def build(factory: Any, lazy: bool = False, name: str | None = None) -> Any:
+    """``factory()`` under a fresh ``unique_name.guard()`` (and ``paddle.LazyGuard`` with ``lazy``); ``name``: the
+    model's name for the error.
 
     Raises:
         ModelError: the factory returned something that is not a ``paddle.nn.Layer``.
@@ -54,7 +55,9 @@ def build(factory: Any, lazy: bool = False) -> Any:
         else:
             model = factory()
     if not isinstance(model, paddle.nn.Layer):
-        raise ModelError(f"the model factory returned {type(model).__name__}, not a paddle.nn.Layer")
+        of = f" of model {name!r}" if name else ""
+        raise ModelError(f"the factory{of} returned {type(model).__name__}, not a paddle.nn.Layer: return the "
+                         "Layer itself (an instance, not its class or a tuple).")  # fmt: skip
     return model
 
 
@@ -156,7 +159,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, LazyFallback | None]:
     import gc
 
     try:
-        model = build(ref.factory, lazy=True)
+        model = build(ref.factory, lazy=True, name=ref.name)
         info = param_info(model)
         del model
         return info, None
@@ -168,7 +171,7 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, LazyFallback | None]:
         where = failing_layer(exc)
         detail = f"paddle.LazyGuard failed{' in ' + where if where else ''}: {short_error(exc, 400)}"
     try:
-        model = build(ref.factory)
+        model = build(ref.factory, name=ref.name)
     except ModelError:
         raise
     except KeyboardInterrupt:

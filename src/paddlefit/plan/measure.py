@@ -25,7 +25,15 @@ from paddlefit.isolation import ChildLimits
 from paddlefit.models.build import LazyFallback, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
-from paddlefit.probe.task import BUILDING, ProbeOutcome, ProbeTask, probe_child, probe_in_child, run_probe_task
+from paddlefit.probe.task import (
+    BUILDING,
+    ProbeOutcome,
+    ProbeTask,
+    out_of_memory,
+    probe_child,
+    probe_in_child,
+    run_probe_task,
+)
 from paddlefit.spec import Precision
 
 
@@ -232,7 +240,12 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
     task = job.task
     say(f"{BUILDING}{task.name} under paddle.LazyGuard")  # first: importing the user's module is part of the build
     ref = resolve_model(task.model, task.model_args)
-    info, fallback = param_inventory(ref)
+    try:
+        info, fallback = param_inventory(ref)
+    except ModelError as exc:
+        if isinstance(exc.__context__, MemoryError):  # past the child's memory limit: name it, and the flag
+            raise ModelError(out_of_memory(task, exc.__context__)) from None
+        raise
     if info.trainable_params == 0:
         raise ModelError(
             f"Model {ref.name!r} has no trainable parameters ({info.params:,} frozen); nothing to train. "

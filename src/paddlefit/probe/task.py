@@ -25,7 +25,8 @@ from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
 
-__all__ = ["BUILDING", "PRELOAD", "ProbeOutcome", "ProbeTask", "probe_child", "probe_in_child", "run_probe_task"]
+__all__ = ["BUILDING", "PRELOAD", "ProbeOutcome", "ProbeTask", "out_of_memory", "probe_child", "probe_in_child",
+           "run_probe_task"]
 
 #: What the probe's child imports before its call comes, while the planner resolves the model and its inputs (1.1-1.3 s
 #: for ``import paddle`` alone on the 2-core bench machine: ``bench/plan_speed.py``'s child-start row).
@@ -118,7 +119,7 @@ def run_probe_task(task: ProbeTask, progress: Callable[[str], None]) -> ProbeOut
             f"{exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations scale "
             "with them) or on a machine with more RAM.") from None  # fmt: skip
     except MemoryError as exc:
-        raise ModelError(_out_of_memory(task, exc)) from None
+        raise ModelError(out_of_memory(task, exc)) from None
     except (KeyboardInterrupt, PaddlefitError):
         raise
     except (Exception, SystemExit) as exc:
@@ -131,7 +132,7 @@ def _specs(task: ProbeTask) -> str:
     return " ".join(str(s) for s in task.specs)
 
 
-def _out_of_memory(task: ProbeTask, exc: BaseException) -> str:
+def out_of_memory(task: ProbeTask, exc: BaseException) -> str:
     """The message of an allocation that failed in the child (past its memory limit, or the machine's RAM); the
     limit is lifted first, so that the message itself can be made."""
     from paddlefit.models.build import short_error
@@ -139,7 +140,7 @@ def _out_of_memory(task: ProbeTask, exc: BaseException) -> str:
     used, allowance = end_memory_limit() or (0, 0)
     cap = f" of the {allowance / 1024**3:.2f} GiB it may (`--probe-memory-gib`)" if allowance else ""
     return (f"Model {task.name!r} with inputs {_specs(task)} ran out of host memory in the CPU probe after allocating "
-            f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('.')}. Plan with smaller per-sample inputs "
+            f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample inputs "
             "(activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
             "with more RAM.")  # fmt: skip
 
