@@ -434,6 +434,16 @@ def test_bad_checkpoints_and_export_targets_are_refused(tmp_path: Path, finished
     r = run([*cli, "--out", str(run_dir)])
     assert r.returncode == 2 and "would overwrite the run itself" in r.stderr
     assert (run_dir / "checkpoints" / "step-00000002" / "manifest.json").exists()
+    # a user's own file named like an export's is no earlier export
+    (tmp_path / "mine" / "thesis.txt").rename(tmp_path / "mine" / "model.json")
+    r = run([*cli, "--out", str(tmp_path / "mine")])
+    assert r.returncode == 2 and "holds model.json but no whole earlier export" in r.stderr, r.stderr
+    assert (tmp_path / "mine" / "model.json").read_text() == "keep me"
+    # the temporary folder of an export killed before its rename (its process gone) is removed by the next export
+    stale = run_dir / ".inference.tmp-999999999"
+    stale.mkdir()
+    (stale / "model.pdiparams").write_bytes(b"half")
+    assert run([*cli]).returncode == 0 and not stale.exists()
 
 
 def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path, finished_run: SharedRun) -> None:

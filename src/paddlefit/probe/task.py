@@ -140,8 +140,8 @@ def out_of_memory(task: ProbeTask, exc: BaseException) -> str:
     used, allowance = end_memory_limit() or (0, 0)
     cap = f" of the {allowance / 1024**3:.2f} GiB it may (`--probe-memory-gib`)" if allowance else ""
     return (f"Model {task.name!r} with inputs {_specs(task)} ran out of host memory in the CPU probe after allocating "
-            f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample inputs "
-            "(activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
+            f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample "
+            "inputs (activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
             "with more RAM.")  # fmt: skip
 
 

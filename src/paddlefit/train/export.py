@@ -61,11 +61,27 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
     if out_dir.exists():
         if not out_dir.is_dir():
             raise PaddlefitError(f"`--out {name_safe(out_dir)}` is a file; give a directory (it is created).")
-        others = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORT_FILES)
+        held = {p.name for p in out_dir.iterdir()}
+        others = sorted(held - EXPORT_FILES)
         if others:
             raise PaddlefitError(f"`--out {name_safe(out_dir)}` exists and holds other files "
                                  f"({', '.join(others[:3])}); give a new directory (only an earlier export is "
                                  "replaced).")  # fmt: skip
+        if held and not ("model.pdiparams" in held and held & {"model.json", "model.pdmodel"}):
+            raise PaddlefitError(f"`--out {name_safe(out_dir)}` holds {', '.join(sorted(held))} but no whole earlier "
+                                 "export (a program, model.json or model.pdmodel, with its model.pdiparams); give a "
+                                 "new directory (only an earlier export is replaced).")  # fmt: skip
+
+
+def _remove_stale_tmp(out_dir: Path) -> None:
+    """Remove the ``.NAME.tmp-PID`` folders an export killed before its rename left beside ``out_dir`` (their
+    process is gone; a running export's folder is left alone)."""
+    import psutil
+
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)) and tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def sample_batch(spec: Any, n: int = 8) -> Any:
@@ -266,6 +282,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
                   for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    _remove_stale_tmp(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
