@@ -127,7 +127,7 @@ class JobOptions(RequestModel):
 
     model: str | None = Field(None, description="Zoo name or ``package.module:factory``; None = the spec's.")
     config: Path | None = Field(None, description="Job spec YAML path.")
-    batch_size: int | None = Field(None, ge=1, description="Per-device micro-batch, samples.")
+    batch_size: int | None = Field(None, ge=1, le=10**7, description="Per-device micro-batch, samples.")
     inputs: list[str] | None = Field(None, description="Per-sample input spec strings (``float32[3,224,224]``).")
     model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
     optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.spec.OptimizerName`).")

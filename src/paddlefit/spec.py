@@ -177,8 +177,8 @@ class JobSpec(_SpecSection):
                               "null = data.train's, else generated from the loss and the output.")  # fmt: skip
     label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
         "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. `labels`)."))
-    batch_size: int = Field(default=32, ge=1, description="Per-device micro-batch (samples); the global batch is "
-                            "batch_size x devices x grad_accum_steps.")  # fmt: skip
+    batch_size: int = Field(default=32, ge=1, le=10**7, description="Per-device micro-batch (samples); the global "
+                            "batch is batch_size x devices x grad_accum_steps.")  # fmt: skip
     grad_accum_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
     epochs: float | None = Field(default=None, gt=0, le=1e6, description="Epochs; with `max_steps` both bound the "
                                  "run and the first reached ends it.")  # fmt: skip
