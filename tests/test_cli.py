@@ -58,7 +58,7 @@ def _bad_catalog(tmp_path):
         (["plan", "tinymodels:not_a_layer_factory", "--input", "float32[3]"], "could not be built"),
         (["plan", "resnet18", "--input", "float32[3,224"], "does not parse"),
         (["plan", "resnet18", "--input", "float32[5,5]", "-b", "2"], "could not train with inputs"),
-        (["plan", "resnet18", "--batch-size", "0"], "`--batch-size` must be >= 1"),
+        (["plan", "resnet18", "--batch-size", "0"], "`--batch-size` must be 1..10000000"),
         (["plan", "lenet", "--gpu", "A100-XYZ"], "Unknown GPU"),
         (["plan", "lenet", "--precision", "fp8"], "`--precision`"),
         (["plan", "lenet", "--dataset-size", "10"], "go together"),

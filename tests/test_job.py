@@ -118,7 +118,8 @@ def test_loader_queue_counts_prefetch_and_the_mid_epoch_eval():
 
 
 def test_job_options_check_themselves():
-    for kw, needle in [({"batch_size": 0}, "`--batch-size` must be 1..10000000 (got 0)"), ({"devices": 0}, "`--devices` must be"),
+    for kw, needle in [({"batch_size": 0}, "`--batch-size` must be 1..10000000 (got 0)"),
+                       ({"devices": 0}, "`--devices` must be"),
                        ({"label_arg": "1x"}, "forward() argument name"), ({"eval_batch_size": 0}, "1..10000000"),
                        ({"loss": " "}, "`--loss` is empty"), ({"label": "y=int64[]:10"}, "takes no name"),
                        ({"precision": ""}, "`--precision` is empty")]:  # fmt: skip

@@ -236,7 +236,7 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
                   show_edge=wide)  # fmt: skip
     cols = {
         "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: g.device_label,
-        "GiB": lambda g: f"{g.memory_gib:g}",
+        "mem GB": lambda g: f"{g.memory_gib:g}",
         "usable MiB": lambda g: f"{g.capacity_bytes / 1024**2:g}" + ("" if g.usable_memory_mib else " label"),
         "GB/s": lambda g: f(g.mem_bw_gb_s), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
         "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
@@ -251,7 +251,8 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     for g in gpus:
         table.add_row(*(fn(g) for fn in cols.values()))
     console.print(table)
-    console.print("TFLOPS are dense (no sparsity); memory bandwidth and NVLink (bidirectional) in GB/s; usable MiB: "
+    console.print("FP32 ... FP8: dense TFLOPS (no sparsity; INT8: TOPS); mem GB: the vendor's label (\"16 GB\"); "
+                  "memory bandwidth and NVLink (bidirectional) in GB/s; usable MiB: "
                   "what a process can use, measured by a cloud where published, else the label (`label`). "
                   "`--json` adds usable MiB, PCIe, TDP and each row's source document.")  # fmt: skip
 

@@ -108,9 +108,9 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
         console.print(f"[dim]  left out to fit {console.width} columns: {', '.join(dropped)} (--wide for all)[/]")
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {escape(n)}[/]")
-    console.print("[dim]  time = on-demand hours (with checkpoint writes); spot = expected spot cost (the same "
+    console.print("[dim]  time = on-demand wall time (with checkpoint writes); spot = expected spot cost (the same "
                   "writes + lost work and restarts)"
-                  + ("; spot time = expected spot hours (the ranking's)" if spot_time else "") + "; ckpt = "
+                  + ("; spot time = expected spot wall time (the ranking's)" if spot_time else "") + "; ckpt = "
                   + ("the spec's checkpoint interval" if a["checkpoint_interval"].startswith(SPEC_CADENCE)
                      else "Daly checkpoint interval")
                   + ". --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
