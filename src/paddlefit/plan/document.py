@@ -75,8 +75,8 @@ class PhaseFitDoc(Section):
 
 @dataclass(frozen=True)
 class CpuFp32Memory(Section):
-    """The memory section's ``cpu_fp32``: fp32 model states, activations per sample and the fixed rest of the CPU
-    peak (workspace and temporaries), bytes."""
+    """The memory section's ``cpu_fp32``: fp32 model states, activations per sample and the rest of the CPU peak at
+    the batch (workspace and temporaries, some of which grow with the batch: ``fixed_bytes``), bytes."""
 
     weights_bytes: int
     grads_bytes: int

@@ -143,7 +143,7 @@ def _plan_header(plan: Any, console: Console) -> None:
         f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
         f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {size(mem['weights_bytes'])}, "
         f"grads {size(mem['grads_bytes'])}, optimizer {size(mem['optimizer_bytes'])}, activations "
-        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, fixed {size(mem['fixed_bytes'])}"
+        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, rest {size(mem['fixed_bytes'])}"
     )
     phase_peaks = mem.get("phase_peak_bytes") or {}
     if phase_peaks:
