@@ -246,3 +246,13 @@ def test_the_command_line_imports_only_the_command_it_runs():
         ("paddlefit.plan", "paddlefit.catalog", "paddlefit.estimate", "paddlefit.train", "paddlefit.diagnose",
          "paddlefit.deploy", "paddlefit.report", "paddlefit.models", "paddlefit.tune"))}  # fmt: skip
     assert heavy == set()
+
+
+def test_an_option_that_does_not_parse_under_json_is_one_json_error_naming_it():
+    r = run("cost", "lenet", "-b", "abc", "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert err["type"] == "UsageError" and err["exit_code"] == 2
+    assert "Invalid value for '--batch-size' / '-b'" in err["message"], err
+    r = run("plan", "--bogus", "--json")
+    assert r.returncode == 2 and "No such option: --bogus" in json.loads(r.stdout)["error"]["message"]

@@ -85,8 +85,11 @@ def main() -> None:
         if exc.code == 2 and "--json" in sys.argv[1:] and not common.json_error_printed():
             import json
 
-            print(json.dumps({"error": {"type": "UsageError", "message": "the command line does not parse: see the "
-                                        "message on stderr and `--help`", "exit_code": 2}}), flush=True)  # fmt: skip
+            # typer exits inside its handler of click's UsageError, so the exit's context is that error
+            said = getattr(exc.__context__, "format_message", lambda: "")()
+            why = f": {said}" if said else ": see the message on stderr"
+            print(json.dumps({"error": {"type": "UsageError", "message": f"the command line does not parse{why} "
+                                        "(`--help` lists the options)", "exit_code": 2}}), flush=True)  # fmt: skip
         raise
 
 
