@@ -256,3 +256,12 @@ def test_an_option_that_does_not_parse_under_json_is_one_json_error_naming_it():
     assert "Invalid value for '--batch-size' / '-b'" in err["message"], err
     r = run("plan", "--bogus", "--json")
     assert r.returncode == 2 and "No such option: --bogus" in json.loads(r.stdout)["error"]["message"]
+
+
+def test_models_lists_the_zoo_and_the_built_in_large_transformers():
+    r = run("models", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert rows["resnet50"]["kind"] == "zoo" and rows["resnet50"]["default_inputs"] == ["float32[3,224,224]"]
+    assert rows["llama-2-7b"] == {"name": "llama-2-7b", "default_inputs": [], "kind": "llm"}
+    assert "llama-2-7b" in run("models").stdout
