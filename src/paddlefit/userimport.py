@@ -11,6 +11,7 @@ prediction subprocess) through the ``PADDLEFIT_IMPORT_DIRS`` environment variabl
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -33,8 +34,6 @@ _INHERITED = [p for p in os.environ.get(IMPORT_DIRS_ENV, "").split(os.pathsep) i
 
 def _inherited_what() -> dict[str, str]:
     """:data:`IMPORT_DIRS_WHAT_ENV` as this process started (empty when unset or not a JSON object of strings)."""
-    import json
-
     try:
         what = json.loads(os.environ.get(IMPORT_DIRS_WHAT_ENV) or "{}")
     except ValueError:
@@ -62,8 +61,6 @@ def _add(folder: str | Path, what: str) -> None:
     if path not in sys.path:
         sys.path.append(path)
     os.environ[IMPORT_DIRS_ENV] = os.pathsep.join(_USER_DIRS)
-    import json
-
     os.environ[IMPORT_DIRS_WHAT_ENV] = json.dumps(_USER_DIRS)
     importlib.invalidate_caches()
 
@@ -88,8 +85,6 @@ def add_recorded_dirs(path: Path) -> None:
     time), so ``export`` from another directory finds the modules the run was trained with. A missing, unreadable
     or malformed file (or a FIFO, a directory, over 1 MiB) adds nothing: an import that then fails names the folders
     searched."""
-    import json
-
     from paddlefit.fileio import read_text_limited
 
     if not path.exists():

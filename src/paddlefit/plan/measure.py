@@ -188,7 +188,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
                      cpu_threads=req.cpu_threads, time_threads=req.time_threads, eval_phase=req.eval_phase,
                      probe_requested=req.probe_requested, label=req.label, label_arg=req.label_arg, loss=req.loss,
                      strict=req.loss_strict, sample=req.sample)  # fmt: skip
-    job = ChildJob(task=task, optimizer=req.optimizer, analytic=ref.transformer is not None,
+    job = ChildJob(task=task, analytic=ref.transformer is not None,
                    limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else
                    min(total_ram // 4, 8 * 1024**3),
                    memory_bytes=req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available),
@@ -205,13 +205,13 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
 
 @dataclass(frozen=True)
 class ChildJob:
-    """What :func:`measure_model` sends the probe's child: the probe's ``task``, the job's ``optimizer`` (its fp32
-    states), whether an ``analytic`` model exists for a model too large to probe, the probe limit on fp32 Adam
-    states (``limit_bytes``: ``--max-probe-gib``, else a quarter of the RAM, at most 8 GiB) and the bytes the child
-    may allocate (``memory_bytes``; ``memory_given``: set by ``--probe-memory-gib``, else 90% of the RAM free)."""
+    """What :func:`measure_model` sends the probe's child: the probe's ``task`` (its optimizer sets the fp32 states
+    checked against the memory), whether an ``analytic`` model exists for a model too large to probe, the probe
+    limit on fp32 Adam states (``limit_bytes``: ``--max-probe-gib``, else a quarter of the RAM, at most 8 GiB) and
+    the bytes the child may allocate (``memory_bytes``; ``memory_given``: set by ``--probe-memory-gib``, else 90% of
+    the RAM free)."""
 
     task: ProbeTask
-    optimizer: Any
     analytic: bool
     limit_bytes: int
     memory_bytes: int
@@ -261,7 +261,7 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
             "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
             "with `--max-probe-gib`."
         )
-    states32 = model_state_bytes(info, job.optimizer, Precision.FP32)
+    states32 = model_state_bytes(info, task.optimizer.name, Precision.FP32)
     need = states32.total_bytes + max(task.batch_sizes) * sum(s.bytes_per_sample for s in task.specs)
     if need > job.memory_bytes:  # before the probe runs: its fp32 model states and inputs alone would not fit
         raise ModelError(

@@ -192,9 +192,14 @@ _UNSUITED = "an image too small for its convolutions and poolings, ids past its 
 BUILDING = "building "
 
 
+def _last_words(exc: ChildFailed) -> str:
+    """The last three lines the child wrote on stderr, as a sentence of a message ("" when it wrote none)."""
+    return f" Its last words: {' | '.join(exc.last_words.splitlines()[-3:])}." if exc.last_words else ""
+
+
 def _build_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
     """The message of a probe child that gave no answer while it built the model: the model, what happened."""
-    said = f" Its last words: {' | '.join(exc.last_words.splitlines()[-3:])}." if exc.last_words else ""
+    said = _last_words(exc)
     what = (f"gave no answer in {limits.timeout_s:g} s (its time limit, `--probe-timeout`) and was killed"
             if exc.how == "timeout" else exc.what())  # fmt: skip
     return (f"Model {task.name!r}: the CPU probe's process {what} while building the model (importing its module, "
@@ -204,7 +209,7 @@ def _build_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str
 
 def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
     """The message of a probe child that gave no answer: the model, its inputs, what happened, the limits."""
-    said = f" Its last words: {' | '.join(exc.last_words.splitlines()[-3:])}." if exc.last_words else ""
+    said = _last_words(exc)
     head = f"Model {task.name!r} with inputs {_specs(task)}"
     if exc.how == "timeout":
         return (

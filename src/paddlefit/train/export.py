@@ -73,12 +73,17 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
                                  "new directory (only an earlier export is replaced).")  # fmt: skip
 
 
+def _tmp_dir(out_dir: Path, pid: int | str) -> Path:
+    """The folder export ``pid`` writes beside ``out_dir`` before its rename: ``.NAME.tmp-PID`` (``"*"``: a glob)."""
+    return out_dir.parent / f".{out_dir.name}.tmp-{pid}"
+
+
 def _remove_stale_tmp(out_dir: Path) -> None:
-    """Remove the ``.NAME.tmp-PID`` folders an export killed before its rename left beside ``out_dir`` (their
+    """Remove the :func:`_tmp_dir` folders an export killed before its rename left beside ``out_dir`` (their
     process is gone; a running export's folder is left alone)."""
     import psutil
 
-    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+    for tmp in out_dir.parent.glob(_tmp_dir(out_dir, "*").name):
         pid = tmp.name.rsplit("-", 1)[1]
         if pid.isdigit() and not psutil.pid_exists(int(pid)) and tmp.is_dir() and not tmp.is_symlink():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -281,7 +286,7 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     xs = [*batch.args, *batch.kwargs.values()]
     input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
                   for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    tmp = _tmp_dir(out_dir, os.getpid())
     _remove_stale_tmp(out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
