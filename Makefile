@@ -32,6 +32,7 @@ demo: $(STAMP)
 # parts always run. `--durations` prints the 25 slowest tests, where the suite's time goes.
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/python -m compileall -q src tests/data
 	$(BIN)/python -m pytest -q -n 2 -m "not serial" --durations=25 tests; parallel=$$?; \
 	$(BIN)/python -m pytest -q -m serial $$(grep -rl --include='*.py' 'mark\.serial' tests); serial=$$?; \
@@ -39,6 +40,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 # every bench script in bench/run_all.py's BENCHES, each its own process; results -> docs/benchmarks.md (atomically)
 bench: $(STAMP)

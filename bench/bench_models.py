@@ -38,10 +38,20 @@ def _fuse(enc: Any, cfg: Any) -> None:
     from paddle import nn
     from paddle.incubate.nn import FusedTransformerEncoderLayer
 
-    enc.blocks = nn.LayerList([
-        FusedTransformerEncoderLayer(cfg.hidden_size, cfg.num_heads, cfg.ffn_size, dropout_rate=cfg.dropout,
-                                     activation="gelu", attn_dropout_rate=cfg.dropout, act_dropout_rate=0)
-        for _ in range(cfg.num_layers)])  # fmt: skip
+    enc.blocks = nn.LayerList(
+        [
+            FusedTransformerEncoderLayer(
+                cfg.hidden_size,
+                cfg.num_heads,
+                cfg.ffn_size,
+                dropout_rate=cfg.dropout,
+                activation="gelu",
+                attn_dropout_rate=cfg.dropout,
+                act_dropout_rate=0,
+            )
+            for _ in range(cfg.num_layers)
+        ]
+    )
 
 
 def bert_pretrain(size: str = "base", predictions: str | int = 80, fused: str = "") -> Any:

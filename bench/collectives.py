@@ -78,9 +78,10 @@ def payload_sweep(console: Console) -> bool:
         n = int(rows[0]["ranks"])
         fabric = co.node_fabric(gpu, n // nodes, network)
         plain_link = fabric.link_gb_s if nodes == 1 else network / (n // nodes)  # type: ignore[operator]
-        t = Table(title=f"{system}: {n} ranks on {nodes} node(s), {gpu.name} {fabric.link} "
-                        f"{fabric.link_gb_s:g} GB/s per direction"
-                        + (f", network {network:g} GB/s per node" if network else ""))  # fmt: skip
+        t = Table(
+            title=f"{system}: {n} ranks on {nodes} node(s), {gpu.name} {fabric.link} "
+            f"{fabric.link_gb_s:g} GB/s per direction" + (f", network {network:g} GB/s per node" if network else "")
+        )
         for c in ("payload", "measured us", "model us", "NCCL path (model)", "error", "plain us", "plain error"):
             t.add_column(c, justify="left" if c in ("payload", "NCCL path (model)") else "right")
         large, small, plain_large, plain_small, worst = [], [], [], [], (0.0, "")
@@ -98,14 +99,28 @@ def payload_sweep(console: Console) -> bool:
                 plain_small.append(_ratio(plain, meas))
             if _ratio(c.seconds, meas) > worst[0]:
                 worst = (_ratio(c.seconds, meas), f"{_size(p)} {err:+.0%}")
-            t.add_row(_size(p), f"{meas * 1e6:,.1f}", f"{c.seconds * 1e6:,.1f}", f"{c.algorithm} {c.protocol}",
-                      f"{err:+.1%}", f"{plain * 1e6:,.1f}", f"{plain_err:+.1%}")  # fmt: skip
+            t.add_row(
+                _size(p),
+                f"{meas * 1e6:,.1f}",
+                f"{c.seconds * 1e6:,.1f}",
+                f"{c.algorithm} {c.protocol}",
+                f"{err:+.1%}",
+                f"{plain * 1e6:,.1f}",
+                f"{plain_err:+.1%}",
+            )
         console.print(t)
         med_l, med_s = statistics.median(large), statistics.median(small)
         met = med_l <= TARGET_LARGE and med_s <= TARGET_SMALL
         ok &= met
-        summary.add_row(system, f"{med_l:.1%}", f"{med_s:.2f}x", worst[1], f"{statistics.median(plain_large):.1%}",
-                        f"{statistics.median(plain_small):.2f}x", "MET" if met else "MISSED")  # fmt: skip
+        summary.add_row(
+            system,
+            f"{med_l:.1%}",
+            f"{med_s:.2f}x",
+            worst[1],
+            f"{statistics.median(plain_large):.1%}",
+            f"{statistics.median(plain_small):.2f}x",
+            "MET" if met else "MISSED",
+        )
     console.print(summary)
     return ok
 
@@ -114,8 +129,17 @@ def by_gpu_count(console: Console) -> bool:
     """8 GiB all-reduces on 4-8 GPUs: the model's ring/NVLS pick and bus bandwidth against NCCL's; True when every
     pick is reproduced."""
     t = Table(title="8 GiB all-reduce by GPU count: NCCL's pick and busbw vs the model")
-    for c in ("node", "GPUs", "NCCL picks", "model picks", "busbw GB/s", "model GB/s", "error",
-              "busbw NVLS off", "model ring"):  # fmt: skip
+    for c in (
+        "node",
+        "GPUs",
+        "NCCL picks",
+        "model picks",
+        "busbw GB/s",
+        "model GB/s",
+        "error",
+        "busbw NVLS off",
+        "model ring",
+    ):
         t.add_column(c, justify="left" if c in ("node", "NCCL picks", "model picks") else "right")
     ok = True
     for r in _read("allreduce_by_gpu_count.csv"):
@@ -128,9 +152,17 @@ def by_gpu_count(console: Console) -> bool:
         bus_ring = 2 * (g - 1) / g * p / ring.seconds / 1e9
         same = c.algorithm.lower() == r["algorithm_nccl_picks"].lower()
         ok &= same
-        t.add_row(r["node"], str(g), r["algorithm_nccl_picks"], c.algorithm.upper() if c.algorithm == "nvls" else
-                  c.algorithm.capitalize(), r["busbw_gb_s"], f"{bus:,.1f}", f"{bus / float(r['busbw_gb_s']) - 1:+.1%}",
-                  r["busbw_gb_s_nvls_off"], f"{bus_ring:,.1f}")  # fmt: skip
+        t.add_row(
+            r["node"],
+            str(g),
+            r["algorithm_nccl_picks"],
+            c.algorithm.upper() if c.algorithm == "nvls" else c.algorithm.capitalize(),
+            r["busbw_gb_s"],
+            f"{bus:,.1f}",
+            f"{bus / float(r['busbw_gb_s']) - 1:+.1%}",
+            r["busbw_gb_s_nvls_off"],
+            f"{bus_ring:,.1f}",
+        )
     console.print(t)
     console.print(f"NCCL's ring/NVLS pick reproduced on every GPU count: {'MET' if ok else 'MISSED'}")
     return ok
@@ -143,9 +175,12 @@ def h200_collectives(console: Console) -> None:
     t = Table(title="8x H200, 16 GiB: busbw by collective (the ring rows are where RING_EFFICIENCY is fitted)")
     for c in ("collective", "measured GB/s", "model GB/s", "error"):
         t.add_column(c, justify="left" if c == "collective" else "right")
-    kinds = {"all-reduce (NCCL_NVLS_ENABLE=1)": ("allreduce", fabric),
-             "all-reduce (NCCL_NVLS_ENABLE=0)": ("allreduce", replace(fabric, nvswitch=False)),
-             "all-gather": ("allgather", fabric), "reduce-scatter": ("reduce_scatter", fabric)}  # fmt: skip
+    kinds = {
+        "all-reduce (NCCL_NVLS_ENABLE=1)": ("allreduce", fabric),
+        "all-reduce (NCCL_NVLS_ENABLE=0)": ("allreduce", replace(fabric, nvswitch=False)),
+        "all-gather": ("allgather", fabric),
+        "reduce-scatter": ("reduce_scatter", fabric),
+    }
     for r in _read("collectives_h200.csv"):
         kind, fab = kinds[r["collective"]]
         p, n = 16 * 1024**3, int(r["ranks"])
@@ -195,8 +230,10 @@ def fitted_constants(console: Console) -> bool:
     ok &= inside
     t.add_row("NVLS_PICK", f"{co.NVLS_PICK:g}", f"[{lo:.2f}, {hi:.2f})", "the picks of allreduce_by_gpu_count.csv")
     console.print(t)
-    console.print(f"fitted constants reproduced (within {TARGET_CONSTANTS:.1%}; NVLS_PICK inside its interval): "
-                  f"{'MET' if ok else 'MISSED'}")  # fmt: skip
+    console.print(
+        f"fitted constants reproduced (within {TARGET_CONSTANTS:.1%}; NVLS_PICK inside its interval): "
+        f"{'MET' if ok else 'MISSED'}"
+    )
     return ok
 
 
@@ -207,9 +244,11 @@ def main() -> int:
     ok &= by_gpu_count(console)
     h200_collectives(console)
     ok &= fitted_constants(console)
-    console.print(f"targets: median |error| <= {TARGET_LARGE:.0%} from 1 MiB up and median ratio <= "
-                  f"{TARGET_SMALL:g}x below 1 MiB on every system; NCCL's picks; fitted constants: "
-                  f"{'MET' if ok else 'MISSED'}")  # fmt: skip
+    console.print(
+        f"targets: median |error| <= {TARGET_LARGE:.0%} from 1 MiB up and median ratio <= "
+        f"{TARGET_SMALL:g}x below 1 MiB on every system; NCCL's picks; fitted constants: "
+        f"{'MET' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

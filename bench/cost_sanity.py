@@ -35,8 +35,7 @@ IMAGENET, MNLI = 1_281_167, 392_702
 DLE_8X_A100_AMP_IMG_S = 16_621.0
 
 
-def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[str] | None, size: int,
-          epochs: float):  # fmt: skip
+def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[str] | None, size: int, epochs: float):
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.catalog.prices import catalog_gpu, select_prices
     from paddlefit.inputspec import parse_input_spec
@@ -50,9 +49,17 @@ def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[s
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus)) is not None})
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):
-        plan = build_plan(PlanRequest(model=model, batch_size=batch, precision=Precision(precision),
-                                      optimizer=OptimizerName(optimizer), gpus=needed, devices=1,
-                                      inputs=[parse_input_spec(i) for i in inputs] if inputs else None))  # fmt: skip
+        plan = build_plan(
+            PlanRequest(
+                model=model,
+                batch_size=batch,
+                precision=Precision(precision),
+                optimizer=OptimizerName(optimizer),
+                gpus=needed,
+                devices=1,
+                inputs=[parse_input_spec(i) for i in inputs] if inputs else None,
+            )
+        )
     t1 = time.perf_counter()
     report = build_cost(plan, rows, gpus, dataset_size=size, epochs=epochs, price_source=source)
     t2 = time.perf_counter()
@@ -64,10 +71,19 @@ def _table(title: str, rows: list, console: Console) -> None:
     for c in ("instance", "GPUs", "hours", "on-demand USD", "spot exp. USD", "ckpt Daly/Young min"):
         t.add_column(c, justify="left" if c in ("instance", "GPUs") else "right")
     for r in rows:
-        ck = (f"{r.checkpoint_interval_s / 60:.0f}/{r.checkpoint_interval_young_s / 60:.0f}"
-              if r.checkpoint_interval_s else "-")  # fmt: skip
-        t.add_row(f"{r.cloud} {r.instance_type}", f"{r.gpu_count}x {r.gpu}", f"{r.hours:,.2f}",
-                  f"{r.on_demand_usd:,.2f}", f"{r.spot_expected_usd:,.2f}" if r.spot_expected_usd else "-", ck)
+        ck = (
+            f"{r.checkpoint_interval_s / 60:.0f}/{r.checkpoint_interval_young_s / 60:.0f}"
+            if r.checkpoint_interval_s
+            else "-"
+        )
+        t.add_row(
+            f"{r.cloud} {r.instance_type}",
+            f"{r.gpu_count}x {r.gpu}",
+            f"{r.hours:,.2f}",
+            f"{r.on_demand_usd:,.2f}",
+            f"{r.spot_expected_usd:,.2f}" if r.spot_expected_usd else "-",
+            ck,
+        )
     console.print(t)
 
 
@@ -83,26 +99,47 @@ def main() -> int:
     d, y = daly_interval_s(300, 6 * 3600) / 60, young_interval_s(300, 6 * 3600) / 60
     good = abs(d - 56.7) < 0.05 and abs(y - 60.0) < 1e-9
     ok &= good
-    console.print(f"checkpoint interval, delta 5 min, M 6 h: Daly {d:.2f} min (docs/sources.md: ~57), Young "
-                  f"{y:.2f} min (sqrt(2 x 300 x 21600) s = 60) -> {'OK' if good else 'MISMATCH'}")  # fmt: skip
+    console.print(
+        f"checkpoint interval, delta 5 min, M 6 h: Daly {d:.2f} min (docs/sources.md: ~57), Young "
+        f"{y:.2f} min (sqrt(2 x 300 x 21600) s = 60) -> {'OK' if good else 'MISMATCH'}"
+    )
 
     jobs = [
-        ("ResNet-50, ImageNet-1k 90 epochs, bs 256/GPU, bf16-o1, momentum", "resnet50", 256, "bf16-o1", "momentum",
-         None, IMAGENET, 90),
-        ("BERT-base fine-tune, MNLI 3 epochs, seq 128, bs 32/GPU, fp16-o1, adamw", "bert-base", 32, "fp16-o1",
-         "adamw", ["int64[128]"], MNLI, 3),
-    ]  # fmt: skip
+        (
+            "ResNet-50, ImageNet-1k 90 epochs, bs 256/GPU, bf16-o1, momentum",
+            "resnet50",
+            256,
+            "bf16-o1",
+            "momentum",
+            None,
+            IMAGENET,
+            90,
+        ),
+        (
+            "BERT-base fine-tune, MNLI 3 epochs, seq 128, bs 32/GPU, fp16-o1, adamw",
+            "bert-base",
+            32,
+            "fp16-o1",
+            "adamw",
+            ["int64[128]"],
+            MNLI,
+            3,
+        ),
+    ]
     for title, model, b, prec, opt, inputs, size, epochs in jobs:
         report, t_plan, t_cost = _cost(model, b, prec, opt, inputs, size, epochs)
         fit = [r for r in report.rows if r.fits]
-        console.print(f"\n[bold]{title}[/]: {len(fit)} of {len(report.rows)} priced instance types fit; "
-                      f"plan {t_plan:.1f} s, cost {t_cost * 1e3:.1f} ms")  # fmt: skip
+        console.print(
+            f"\n[bold]{title}[/]: {len(fit)} of {len(report.rows)} priced instance types fit; "
+            f"plan {t_plan:.1f} s, cost {t_cost * 1e3:.1f} ms"
+        )
         _table(f"cheapest {args.top} (on-demand)", fit[: args.top], console)
         _table(f"fastest {args.top}", sorted(fit, key=lambda r: (r.hours, r.on_demand_usd))[: args.top], console)
         spot = sorted((r for r in fit if r.spot_expected_usd), key=lambda r: r.spot_expected_usd)[: args.top]
         _table(f"cheapest {args.top} on spot (expected, 1 interruption / 24 h, 10 min restart)", spot, console)
-        console.print(f"cheapest: {report.cheapest}; fastest: {report.fastest}; Pareto front: "
-                      f"{', '.join(report.pareto)}")  # fmt: skip
+        console.print(
+            f"cheapest: {report.cheapest}; fastest: {report.fastest}; Pareto front: {', '.join(report.pareto)}"
+        )
         if model == "resnet50":
             rows = [r for r in report.rows if r.gpu == "A100-SXM4-80GB" and r.gpu_count == 8]
             measured_h = size * epochs / DLE_8X_A100_AMP_IMG_S / 3600
@@ -111,10 +148,12 @@ def main() -> int:
             within = 0.75 <= ratio <= 1.33
             ok &= within
             names = ", ".join(x.instance_type for x in rows)
-            console.print(f"sanity (row M23 of the GPU fit, NHWC there): 8x A100-SXM4-80GB ({names}) predicted "
-                          f"{r.hours:.2f} h ({size * epochs / r.hours / 3600:,.0f} img/s) vs DeepLearningExamples 8x "
-                          f"A100-80GB AMP {measured_h:.2f} h ({DLE_8X_A100_AMP_IMG_S:,.0f} img/s): predicted/measured "
-                          f"time {ratio:.2f}x; target 0.75-1.33x: {'MET' if within else 'MISSED'}")  # fmt: skip
+            console.print(
+                f"sanity (row M23 of the GPU fit, NHWC there): 8x A100-SXM4-80GB ({names}) predicted "
+                f"{r.hours:.2f} h ({size * epochs / r.hours / 3600:,.0f} img/s) vs DeepLearningExamples 8x "
+                f"A100-80GB AMP {measured_h:.2f} h ({DLE_8X_A100_AMP_IMG_S:,.0f} img/s): predicted/measured "
+                f"time {ratio:.2f}x; target 0.75-1.33x: {'MET' if within else 'MISSED'}"
+            )
     return 0 if ok else 1
 
 

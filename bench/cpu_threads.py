@@ -45,8 +45,11 @@ for n in sorted({1, cores}):
 print(json.dumps(out))
 """
 
-MODELS = [("resnet18", "float32[3,64,64]", 8), ("mobilenet_v2", "float32[3,64,64]", 8),
-          ("ernie-3.0-medium-zh", "int64[32]:40000", 4)]  # fmt: skip
+MODELS = [
+    ("resnet18", "float32[3,64,64]", 8),
+    ("mobilenet_v2", "float32[3,64,64]", 8),
+    ("ernie-3.0-medium-zh", "int64[32]:40000", 4),
+]
 POLICIES = ["", "PASSIVE", "ACTIVE"]
 
 
@@ -62,8 +65,14 @@ def main() -> int:
             env["GLOG_minloglevel"] = "2"
             if pol:
                 env["OMP_WAIT_POLICY"] = pol
-            r = subprocess.run([sys.executable, "-c", WORKER, name, spec, str(batch)], env=env, capture_output=True,
-                               text=True, timeout=600, check=False)  # fmt: skip
+            r = subprocess.run(
+                [sys.executable, "-c", WORKER, name, spec, str(batch)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             if r.returncode != 0:
                 print(f"{name} {pol or 'default'}: failed: {r.stderr.strip().splitlines()[-1:]}")
                 continue

@@ -39,9 +39,16 @@ sys.path.insert(0, str(ROOT / "src"))  # this checkout's paddlefit, here and in 
 
 from paddlefit.train.checkpoint import verify  # noqa: E402 (needs the path above; imports no Paddle)
 
-SPEC = {"model": "paddlefit.models.examples:digits_cnn", "data": {"train": "digits", "train_args": {"split": "train"}},
-        "batch_size": 16, "max_steps": 6, "optimizer": "adam", "lr": 0.003, "seed": 3,
-        "checkpoint": {"every_steps": 2, "every_minutes": 0, "keep_last": 1}}  # fmt: skip
+SPEC = {
+    "model": "paddlefit.models.examples:digits_cnn",
+    "data": {"train": "digits", "train_args": {"split": "train"}},
+    "batch_size": 16,
+    "max_steps": 6,
+    "optimizer": "adam",
+    "lr": 0.003,
+    "seed": 3,
+    "checkpoint": {"every_steps": 2, "every_minutes": 0, "keep_last": 1},
+}
 STEP, EVERY = 4, 2  # the traced save, and the checkpoint interval in steps
 RESUMED_RE = re.compile(r"resumed from \S+ \(step (\d+),")
 
@@ -165,8 +172,13 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 
 def _train(spec: Path, run_dir: Path, extra: dict[str, str], inject: bool) -> subprocess.CompletedProcess:
     head = [sys.executable, __file__, "--inject"] if inject else [sys.executable, "-m", "paddlefit.cli.main"]
-    return subprocess.run([*head, "train", str(spec), "--run-dir", str(run_dir)], capture_output=True, text=True,
-                          env=_env(extra), timeout=600)  # fmt: skip
+    return subprocess.run(
+        [*head, "train", str(spec), "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=_env(extra),
+        timeout=600,
+    )
 
 
 def _sha(run_dir: Path) -> str:
@@ -214,8 +226,16 @@ def table(points: list[Point]) -> str:
     """The crash-point table, one row per point (plain text, for the terminal and docs/benchmarks.md)."""
     rows = [("#", "operation just completed", "checkpoints left", "resumed from", "bit-exact", "ok")]
     for p in points:
-        rows.append((str(p.n), f"{p.op} {p.path}"[:78], p.left, "-" if p.resumed_from is None else str(p.resumed_from),
-                     "yes" if p.exact else "NO", "yes" if p.ok else f"NO: {p.problem or 'not killed there'}"))
+        rows.append(
+            (
+                str(p.n),
+                f"{p.op} {p.path}"[:78],
+                p.left,
+                "-" if p.resumed_from is None else str(p.resumed_from),
+                "yes" if p.exact else "NO",
+                "yes" if p.ok else f"NO: {p.problem or 'not killed there'}",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -235,8 +255,10 @@ def main() -> int:
                 points.append(crash_at(work, op, want))
                 if sys.stderr.isatty():  # progress on a terminal; the table says it all in a log
                     print(f"point {op['n']}/{len(ops)}: {'ok' if points[-1].ok else 'FAILED'}", file=sys.stderr)
-        print(f"{len(ops)} file-system operations in the save of step {STEP} (and the prune of step {STEP - EVERY}); "
-              f"SIGKILL after each, then `--resume auto`:\n")
+        print(
+            f"{len(ops)} file-system operations in the save of step {STEP} (and the prune of step {STEP - EVERY}); "
+            f"SIGKILL after each, then `--resume auto`:\n"
+        )
         print(table(points))
         good = sum(p.ok for p in points)
         print(f"\n{good}/{len(points)} points resumed bit-exact within one checkpoint interval")

@@ -49,8 +49,10 @@ def old_prediction(case: gpu_fit.Case) -> float:
 
 def _summary(name: str, ratios: list[float]) -> str:
     s = gpu_fit.stats(ratios)
-    return (f"{name:28s} median |error| {s['median_abs_error']:6.1%}   within 25% {s['within_25pct']:5.0%}   "
-            f"worst {s['worst_ratio']:.2f}x   ({s['rows']} rows)")  # fmt: skip
+    return (
+        f"{name:28s} median |error| {s['median_abs_error']:6.1%}   within 25% {s['within_25pct']:5.0%}   "
+        f"worst {s['worst_ratio']:.2f}x   ({s['rows']} rows)"
+    )
 
 
 def signed_by_gpu(title: str, pairs: list[tuple[str, float]]) -> None:
@@ -64,8 +66,10 @@ def signed_by_gpu(title: str, pairs: list[tuple[str, float]]) -> None:
     for g, rs in sorted(by.items()):
         a = np.array(rs)
         side = "all too fast" if (a < 1).all() else "all too slow" if (a > 1).all() else "both signs"
-        print(f"  {g:24s} rows {len(a):3d}   median {np.median(a):5.2f}   range {a.min():.2f}-{a.max():.2f}   "
-              f"median |error| {np.median(np.abs(a - 1)):6.1%}   {side}")
+        print(
+            f"  {g:24s} rows {len(a):3d}   median {np.median(a):5.2f}   range {a.min():.2f}-{a.max():.2f}   "
+            f"median |error| {np.median(np.abs(a - 1)):6.1%}   {side}"
+        )
 
 
 def same_job_across_sources(cases: list[gpu_fit.Case], fit_r: list[float]) -> None:
@@ -83,8 +87,9 @@ def same_job_across_sources(cases: list[gpu_fit.Case], fit_r: list[float]) -> No
     print("\nthe same job published by two sources (fit = predicted / published, full fit; spread = max / min fit):")
     for g in shown:
         fits = [f for _, f in g]
-        rows = ", ".join(f"{c.row['id']} {c.source.split()[0]} b{c.batch} {c.measured_per_gpu:,.1f}/s fit {f:.2f}"
-                         for c, f in g)  # fmt: skip
+        rows = ", ".join(
+            f"{c.row['id']} {c.source.split()[0]} b{c.batch} {c.measured_per_gpu:,.1f}/s fit {f:.2f}" for c, f in g
+        )
         c0 = g[0][0]
         print(f"  {c0.workload.key} {c0.gpu.name} {c0.precision}: {rows}; spread {max(fits) / min(fits):.2f}x")
 
@@ -97,13 +102,24 @@ def breakdown(key: str, gpu_name: str, batch: int, precision: str, optimizer: st
     from paddlefit.estimate.perf_params import load_perf_params
 
     e = traces[key]
-    est = estimate_step(OpTrace.from_dict(e["trace"]).at(batch), precision, get_gpu(gpu_name), optimizer,
-                        e["trainable_params"], e["trainable_tensors"], load_perf_params())  # fmt: skip
-    print(f"\n{key} on {gpu_name}, batch {batch}, {precision}: predicted step {est.device_s * 1e3:.1f} ms "
-          f"({batch / est.device_s:,.0f} samples/s)")  # fmt: skip
+    est = estimate_step(
+        OpTrace.from_dict(e["trace"]).at(batch),
+        precision,
+        get_gpu(gpu_name),
+        optimizer,
+        e["trainable_params"],
+        e["trainable_tensors"],
+        load_perf_params(),
+    )
+    print(
+        f"\n{key} on {gpu_name}, batch {batch}, {precision}: predicted step {est.device_s * 1e3:.1f} ms "
+        f"({batch / est.device_s:,.0f} samples/s)"
+    )
     for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"]):
-        print(f"  {c:12s} {v['seconds'] * 1e3:8.2f} ms  {v['seconds'] / est.device_s:5.1%}  {v['bound']:7s}  "
-              f"{v['kernels']:6,} kernels")  # fmt: skip
+        print(
+            f"  {c:12s} {v['seconds'] * 1e3:8.2f} ms  {v['seconds'] / est.device_s:5.1%}  {v['bound']:7s}  "
+            f"{v['kernels']:6,} kernels"
+        )
 
 
 #: NeuSight's e2e models as transformer shapes, read from the runs' own op traces (``e2e_traces/``: embedding width,
@@ -112,17 +128,57 @@ def breakdown(key: str, gpu_name: str, batch: int, precision: str, optimizer: st
 #: (Brown et al. 2020, table 2.1); NeuSight's "gpt3_xl" is not Brown's XL (d_model 2048): its trace runs width 3072,
 #: 24 heads of 128 and an MLP of 12288 over 24 layers.
 E2E_MODELS = {
-    "bert_large": dict(vocab_size=30522, hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096,
-                       max_position=512, type_vocab_size=2, causal=False),
-    "gpt2_large": dict(vocab_size=50257, hidden_size=1280, num_layers=36, num_heads=20, ffn_size=5120,
-                       max_position=1024, type_vocab_size=0, causal=True),
-    "gpt3_xl": dict(vocab_size=50257, hidden_size=3072, num_layers=24, num_heads=24, ffn_size=12288,
-                    max_position=2048, type_vocab_size=0, causal=True),
-    "gpt3_27": dict(vocab_size=50257, hidden_size=2560, num_layers=32, num_heads=32, ffn_size=10240,
-                    max_position=2048, type_vocab_size=0, causal=True),
-    "opt_13": dict(vocab_size=50272, hidden_size=2048, num_layers=24, num_heads=32, ffn_size=8192,
-                   max_position=2050, type_vocab_size=0, causal=True),
-}  # fmt: skip
+    "bert_large": dict(
+        vocab_size=30522,
+        hidden_size=1024,
+        num_layers=24,
+        num_heads=16,
+        ffn_size=4096,
+        max_position=512,
+        type_vocab_size=2,
+        causal=False,
+    ),
+    "gpt2_large": dict(
+        vocab_size=50257,
+        hidden_size=1280,
+        num_layers=36,
+        num_heads=20,
+        ffn_size=5120,
+        max_position=1024,
+        type_vocab_size=0,
+        causal=True,
+    ),
+    "gpt3_xl": dict(
+        vocab_size=50257,
+        hidden_size=3072,
+        num_layers=24,
+        num_heads=24,
+        ffn_size=12288,
+        max_position=2048,
+        type_vocab_size=0,
+        causal=True,
+    ),
+    "gpt3_27": dict(
+        vocab_size=50257,
+        hidden_size=2560,
+        num_layers=32,
+        num_heads=32,
+        ffn_size=10240,
+        max_position=2048,
+        type_vocab_size=0,
+        causal=True,
+    ),
+    "opt_13": dict(
+        vocab_size=50272,
+        hidden_size=2048,
+        num_layers=24,
+        num_heads=32,
+        ffn_size=8192,
+        max_position=2050,
+        type_vocab_size=0,
+        causal=True,
+    ),
+}
 
 
 def e2e_gpu(name: str) -> object:
@@ -173,8 +229,9 @@ def e2e_rows(params: object) -> list[tuple[dict[str, str], float]]:
                 continue
             train = r["mode"] == "train"  # eval mode (no dropout) under no_grad for inference
             shape = E2E_MODELS[r["model"]]
-            cfg = TransformerConfig(name=r["model"], num_kv_heads=shape["num_heads"], **shape,
-                                    dropout=0.1 if train else 0.0)  # fmt: skip
+            cfg = TransformerConfig(
+                name=r["model"], num_kv_heads=shape["num_heads"], **shape, dropout=0.1 if train else 0.0
+            )
             trace = transformer_trace(cfg, int(r["seq_len"]))
             ops = (trace if cfg.causal or train else classifier_trace(trace)).at(int(r["batch"]))
             gpu = e2e_gpu(r["gpu"])
@@ -194,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     traces = gpu_fit.load_traces(args.retrace)
     traces["mobilenet_v2"] = gpu_fit.trace_workload(
-        gpu_fit.Workload("mobilenet_v2", "zoo:mobilenet_v2", ("float32[3,224,224]",), "momentum"))
+        gpu_fit.Workload("mobilenet_v2", "zoo:mobilenet_v2", ("float32[3,224,224]",), "momentum")
+    )
     cases, skipped = gpu_fit.build_cases(gpu_fit.load_rows(), traces)
     shipped = load_perf_params()
     fit_r = [gpu_fit.predict(c, shipped) / c.measured_per_gpu for c in cases]
@@ -207,11 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         for i, c in enumerate(cases):
             if c.source == src:
                 loso_r[i] = gpu_fit.predict(c, p) / c.measured_per_gpu
-    print(f"{'row':4s} {'model':24s} {'gpu':15s} {'prec':8s} {'n':>2s} {'batch':>5s} {'published':>10s} "
-          f"{'old':>6s} {'fit':>6s} {'loso':>6s}  source")  # fmt: skip
+    print(
+        f"{'row':4s} {'model':24s} {'gpu':15s} {'prec':8s} {'n':>2s} {'batch':>5s} {'published':>10s} "
+        f"{'old':>6s} {'fit':>6s} {'loso':>6s}  source"
+    )
     for c, o, f, lo in zip(cases, old_r, fit_r, loso_r, strict=True):
-        print(f"{c.row['id']:4s} {c.workload.key:24s} {c.gpu.name:15s} {c.precision:8s} {c.row['gpus']:>2s} "
-              f"{c.batch:5d} {c.measured_per_gpu:10.1f} {o:6.2f} {f:6.2f} {lo:6.2f}  {c.source}")  # fmt: skip
+        print(
+            f"{c.row['id']:4s} {c.workload.key:24s} {c.gpu.name:15s} {c.precision:8s} {c.row['gpus']:>2s} "
+            f"{c.batch:5d} {c.measured_per_gpu:10.1f} {o:6.2f} {f:6.2f} {lo:6.2f}  {c.source}"
+        )
     print("(old/fit/loso = predicted / published samples/s per GPU)")
     for rid, why in skipped:
         print(f"left out {rid}: {why}")
@@ -220,12 +282,19 @@ def main(argv: list[str] | None = None) -> int:
     print(_summary("per-op model, full fit", fit_r))
     print(_summary("per-op, leave-one-source-out", loso_r))
     s_old, s_loso = gpu_fit.stats(old_r), gpu_fit.stats(loso_r)
-    ok = (s_loso["median_abs_error"] <= 0.10 and s_loso["within_25pct"] >= 0.85
-          and max(s_loso["worst_ratio"], 1 / s_loso["worst_ratio"]) <= 1.5)  # fmt: skip
-    print(f"ratio of median |error|, old / leave-one-source-out: "
-          f"{s_old['median_abs_error'] / max(s_loso['median_abs_error'], 1e-9):.1f}x")
-    print("target (leave-one-source-out: median <= 10%, >= 85% within 25%, worst <= 1.5x): "
-          + ("MET" if ok else "NOT MET"))
+    ok = (
+        s_loso["median_abs_error"] <= 0.10
+        and s_loso["within_25pct"] >= 0.85
+        and max(s_loso["worst_ratio"], 1 / s_loso["worst_ratio"]) <= 1.5
+    )
+    print(
+        f"ratio of median |error|, old / leave-one-source-out: "
+        f"{s_old['median_abs_error'] / max(s_loso['median_abs_error'], 1e-9):.1f}x"
+    )
+    print(
+        "target (leave-one-source-out: median <= 10%, >= 85% within 25%, worst <= 1.5x): "
+        + ("MET" if ok else "NOT MET")
+    )
     for src in sources:
         rs = [lo for c, lo in zip(cases, loso_r, strict=True) if c.source == src]
         print("  " + _summary(f"held out: {src}", rs))
@@ -233,8 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     e2e = e2e_rows(shipped)
     print(f"\n{'gpu':22s} {'model':11s} {'mode':5s} {'seq':>5s} {'batch':>5s} {'measured':>10s} {'predicted':>10s}")
     for r, ratio in e2e:
-        print(f"{r['gpu']:22s} {r['model']:11s} {r['mode']:5s} {r['seq_len']:>5s} {r['batch']:>5s} "
-              f"{float(r['e2e_ms']):8.1f}ms {float(r['e2e_ms']) * ratio:8.1f}ms  {ratio:.2f}")  # fmt: skip
+        print(
+            f"{r['gpu']:22s} {r['model']:11s} {r['mode']:5s} {r['seq_len']:>5s} {r['batch']:>5s} "
+            f"{float(r['e2e_ms']):8.1f}ms {float(r['e2e_ms']) * ratio:8.1f}ms  {ratio:.2f}"
+        )
     for mode in ("train", "inf"):
         rs = [x for r, x in e2e if r["mode"] == mode]
         print(_summary(f"NeuSight e2e {mode}", rs))
@@ -242,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     for mode, label in (("train", "training (forward + backward)"), ("inf", "inference (forward)")):
         signed_by_gpu(f"NeuSight e2e {label}", [(r["gpu"], x) for r, x in e2e if r["mode"] == mode])
     signed_by_gpu("published rows, full fit", [(c.gpu.name, 1 / f) for c, f in zip(cases, fit_r, strict=True)])
-    signed_by_gpu("published rows, leave-one-source-out", [(c.gpu.name, 1 / f) for c, f in zip(cases, loso_r,
-                                                                                               strict=True)])
+    signed_by_gpu(
+        "published rows, leave-one-source-out", [(c.gpu.name, 1 / f) for c, f in zip(cases, loso_r, strict=True)]
+    )
     breakdown("mobilenet_v2", "A100-SXM4-40GB", 256, "fp16-o1", "momentum", traces)
     breakdown("bert-large-squad-384", "A100-SXM4-40GB", 32, "fp16-o1", "adamw", traces)
     print(f"\n(bench wall time {time.perf_counter() - t0:.0f} s)")

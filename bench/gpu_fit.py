@@ -41,8 +41,7 @@ PARAMS_FILE = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "gpu_perf
 #: kernels the traces do not show). ``dwconv`` (depthwise convolutions on CUDA cores) is a guess that no row
 #: constrains: plan rows of models with depthwise convolutions say so, and ``paddlefit calibrate`` measures it.
 #: Every other key (GEMM tiles, FP32, memory-bound classes, L2, power, host) is held at the shipped file's value.
-START = {"gemm_half": 0.7, "gemm_tf32": 0.7, "conv_half": 0.6, "conv_tf32": 0.6, "dwconv": 0.3,
-         "kernel_s": 5e-6}  # fmt: skip
+START = {"gemm_half": 0.7, "gemm_tf32": 0.7, "conv_half": 0.6, "conv_tf32": 0.6, "dwconv": 0.3, "kernel_s": 5e-6}
 
 
 def half_bound() -> float:
@@ -94,27 +93,37 @@ TOKENS = 128  # per-sample source/target length for the translation rows (token 
 WORKLOADS = {
     "resnet50": Workload("resnet50", "zoo:resnet50", ("float32[3,224,224]",), "momentum"),
     # the Paddle Perf rows ran PaddleNLP with fuse_transformer=True (SOURCES.md, S1): Paddle's fused encoder layers
-    "bert-base-pretrain-p80-fused": Workload("bert-base-pretrain-p80-fused",
-                                             "bench_models:bert_pretrain:base:80:fused", ("int64[128]",), "adamw"),
-    "bert-large-pretrain-p20": Workload("bert-large-pretrain-p20", "bench_models:bert_pretrain:large:20",
-                                        ("int64[128]",), "adamw"),
-    "bert-large-squad-384": Workload("bert-large-squad-384", "bench_models:bert_squad:large", ("int64[384]",),
-                                     "adamw"),
-    "transformer-big": Workload("transformer-big", "published_models:transformer_big",
-                                (f"int64[{TOKENS}]", f"int64[{TOKENS}]"), "adam", TOKENS),
+    "bert-base-pretrain-p80-fused": Workload(
+        "bert-base-pretrain-p80-fused", "bench_models:bert_pretrain:base:80:fused", ("int64[128]",), "adamw"
+    ),
+    "bert-large-pretrain-p20": Workload(
+        "bert-large-pretrain-p20", "bench_models:bert_pretrain:large:20", ("int64[128]",), "adamw"
+    ),
+    "bert-large-squad-384": Workload("bert-large-squad-384", "bench_models:bert_squad:large", ("int64[384]",), "adamw"),
+    "transformer-big": Workload(
+        "transformer-big", "published_models:transformer_big", (f"int64[{TOKENS}]", f"int64[{TOKENS}]"), "adam", TOKENS
+    ),
     "ssd300": Workload("ssd300", "published_models:ssd300", ("float32[3,300,300]",), "momentum"),
     "unet": Workload("unet", "published_models:unet_medical", ("float32[1,572,572]",), "adam"),
     "hrnet-w18": Workload("hrnet-w18", "published_models:hrnet_w18_fcn", ("float32[3,512,1024]",), "momentum"),
-    "deeplabv3p": Workload("deeplabv3p", "published_models:deeplabv3p_resnet50_vd", ("float32[3,512,1024]",),
-                           "momentum"),
-}  # fmt: skip
+    "deeplabv3p": Workload(
+        "deeplabv3p", "published_models:deeplabv3p_resnet50_vd", ("float32[3,512,1024]",), "momentum"
+    ),
+}
 
 
 #: Leading words of the CSV's ``model`` column -> workload key.
-MODEL_PREFIXES = (("ResNet-50", "resnet50"), ("BERT-base pre", "bert-base-pretrain-p80-fused"),
-                  ("BERT-large pre", "bert-large-pretrain-p20"), ("BERT-large SQuAD", "bert-large-squad-384"),
-                  ("Transformer-big", "transformer-big"), ("SSD300", "ssd300"), ("U-Net", "unet"),
-                  ("FCN-HRNet", "hrnet-w18"), ("DeepLabV3+", "deeplabv3p"))  # fmt: skip
+MODEL_PREFIXES = (
+    ("ResNet-50", "resnet50"),
+    ("BERT-base pre", "bert-base-pretrain-p80-fused"),
+    ("BERT-large pre", "bert-large-pretrain-p20"),
+    ("BERT-large SQuAD", "bert-large-squad-384"),
+    ("Transformer-big", "transformer-big"),
+    ("SSD300", "ssd300"),
+    ("U-Net", "unet"),
+    ("FCN-HRNet", "hrnet-w18"),
+    ("DeepLabV3+", "deeplabv3p"),
+)
 
 
 def workload_for(row: dict[str, str]) -> Workload | None:
@@ -214,8 +223,12 @@ def trace_workload(w: Workload) -> dict[str, Any]:
     info = param_info(model)
     specs = [parse_input_spec(s) for s in w.inputs]
     trace = record_trace(model, make_inputs(specs, 1), make_inputs(specs, 2))
-    return {"trace": trace.to_dict(), "trainable_params": info.trainable_params,
-            "trainable_tensors": info.trainable_tensors, "inputs": list(w.inputs)}  # fmt: skip
+    return {
+        "trace": trace.to_dict(),
+        "trainable_params": info.trainable_params,
+        "trainable_tensors": info.trainable_tensors,
+        "inputs": list(w.inputs),
+    }
 
 
 def load_traces(retrace: bool = False, keys: list[str] | None = None) -> dict[str, Any]:
@@ -288,26 +301,57 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
         peak, _ = gpu.peak_flops(prec)
         share = per_gpu * sum(k.flops for k in kernels) / b / peak
         if per_gpu * flops / b > peak:
-            skipped.append((r["id"], f"published {per_gpu:,.1f} samples/s x {flops / b / 1e9:,.0f} GFLOP/sample "
-                                     f"exceeds the {gpu.name}'s dense peak {peak / 1e12:g} TFLOP/s: the model built "
-                                     "here does more work than the published run"))  # fmt: skip
+            skipped.append(
+                (
+                    r["id"],
+                    f"published {per_gpu:,.1f} samples/s x {flops / b / 1e9:,.0f} GFLOP/sample "
+                    f"exceeds the {gpu.name}'s dense peak {peak / 1e12:g} TFLOP/s: the model built "
+                    "here does more work than the published run",
+                )
+            )
             continue
         if share > MAX_IMPLIED_SHARE:
-            skipped.append((r["id"], f"published {per_gpu:,.1f} samples/s implies {share:.0%} of the {gpu.name}'s "
-                                     f"dense {prec} peak for the whole step built here (norms, softmax and "
-                                     f"optimizer included; above {MAX_IMPLIED_SHARE:.0%}): the run did less work "
-                                     "(unpadded or packed sequences, a head on the masked positions only, fused "
-                                     "kernels)"))  # fmt: skip
+            skipped.append(
+                (
+                    r["id"],
+                    f"published {per_gpu:,.1f} samples/s implies {share:.0%} of the {gpu.name}'s "
+                    f"dense {prec} peak for the whole step built here (norms, softmax and "
+                    f"optimizer included; above {MAX_IMPLIED_SHARE:.0%}): the run did less work "
+                    "(unpadded or packed sequences, a head on the masked positions only, fused "
+                    "kernels)",
+                )
+            )
             continue
         grads = (2 if prec.endswith("o2") else 4) * entry["trainable_params"]
-        cases.append(Case(r, w, prec, b, gpu, per_gpu, source_group(r), compile_step(kernels, gpu, prec), grads,
-                          sum(o.cls != "view" for o in ops), int(entry["trainable_tensors"])))  # fmt: skip
-    bad = {w.key for r in rows if (w := workload_for(r)) and any(rid == r["id"] and "exceeds" in why
-                                                                 for rid, why in skipped)}  # fmt: skip
+        cases.append(
+            Case(
+                r,
+                w,
+                prec,
+                b,
+                gpu,
+                per_gpu,
+                source_group(r),
+                compile_step(kernels, gpu, prec),
+                grads,
+                sum(o.cls != "view" for o in ops),
+                int(entry["trainable_tensors"]),
+            )
+        )
+    bad = {
+        w.key
+        for r in rows
+        if (w := workload_for(r)) and any(rid == r["id"] and "exceeds" in why for rid, why in skipped)
+    }
     for c in [c for c in cases if c.workload.key in bad]:  # the reconstruction is wrong for all its rows
         cases.remove(c)
-        skipped.append((c.row["id"], f"another row of {c.workload.key} is faster than the GPU's peak allows for "
-                                     "the model built here, so the model is not the published one"))  # fmt: skip
+        skipped.append(
+            (
+                c.row["id"],
+                f"another row of {c.workload.key} is faster than the GPU's peak allows for "
+                "the model built here, so the model is not the published one",
+            )
+        )
     return cases, skipped
 
 
@@ -352,8 +396,9 @@ def fit(cases: list[Case], keys: list[str] | None = None) -> Any:
         pred = np.log([predict(c, p) for c in cases])
         return np.concatenate([pred - meas, PRIOR_WEIGHT * (theta - x0)])
 
-    res = least_squares(residuals, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi), x_scale=1.0,
-                        diff_step=1e-3, max_nfev=400)  # fmt: skip
+    res = least_squares(
+        residuals, np.clip(x0, lo + 1e-9, hi - 1e-9), bounds=(lo, hi), x_scale=1.0, diff_step=1e-3, max_nfev=400
+    )
     return _params(res.x, keys, base)
 
 
@@ -377,8 +422,12 @@ def stats(ratios: list[float]) -> dict[str, float]:
     """median |error|, share within 25%, worst ratio (predicted / measured)."""
     errs = [abs(r - 1) for r in ratios]
     worst = max(ratios, key=lambda r: max(r, 1 / r))
-    return {"median_abs_error": float(np.median(errs)), "within_25pct": float(np.mean([e <= 0.25 for e in errs])),
-            "worst_ratio": float(worst), "rows": len(ratios)}  # fmt: skip
+    return {
+        "median_abs_error": float(np.median(errs)),
+        "within_25pct": float(np.mean([e <= 0.25 for e in errs])),
+        "worst_ratio": float(worst),
+        "rows": len(ratios),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,10 +446,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fitted on {len(cases)} rows ({len(skipped)} left out):")
     moved = sensitivity(cases, p)
     for k in START:
-        print(f"  {k:10s} {values[k]:.4g}   rows that constrain it: {moved[k]}"
-              + ("  (none: the prior)" if not moved[k] else ""))  # fmt: skip
-    print(f"full fit: median |error| {s['median_abs_error']:.1%}, within 25% {s['within_25pct']:.0%}, "
-          f"worst {s['worst_ratio']:.2f}x")  # fmt: skip
+        print(
+            f"  {k:10s} {values[k]:.4g}   rows that constrain it: {moved[k]}"
+            + ("  (none: the prior)" if not moved[k] else "")
+        )
+    print(
+        f"full fit: median |error| {s['median_abs_error']:.1%}, within 25% {s['within_25pct']:.0%}, "
+        f"worst {s['worst_ratio']:.2f}x"
+    )
     for rid, why in skipped:
         print(f"  left out {rid}: {why}")
     shipped_doc = json.loads(PARAMS_FILE.read_text(encoding="utf-8"))

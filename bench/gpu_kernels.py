@@ -78,11 +78,23 @@ class Device:
 
     def as_gpu(self, name: str) -> SimpleNamespace:
         """The figures as the catalog's GPU fields (what :func:`paddlefit.estimate.gpu_model.compile_step` reads)."""
-        return SimpleNamespace(name=name, architecture=self.arch, sm_count=self.sm, mem_bw_gb_s=self.bw / 1e9,
-                               l2_mib=self.l2 / MB, tdp_w=self.tdp, process_nm=self.nm, fp32_tflops=self.fp32 / 1e12,
-                               tf32_tflops=None, fp16_tflops=(self.half / 1e12) or None, bf16_tflops=None,
-                               compute_capability=self.cc, fp32_lanes_per_sm=self.lanes,
-                               base_clock_mhz=self.base or None, boost_clock_mhz=self.boost or None)  # fmt: skip
+        return SimpleNamespace(
+            name=name,
+            architecture=self.arch,
+            sm_count=self.sm,
+            mem_bw_gb_s=self.bw / 1e9,
+            l2_mib=self.l2 / MB,
+            tdp_w=self.tdp,
+            process_nm=self.nm,
+            fp32_tflops=self.fp32 / 1e12,
+            tf32_tflops=None,
+            fp16_tflops=(self.half / 1e12) or None,
+            bf16_tflops=None,
+            compute_capability=self.cc,
+            fp32_lanes_per_sm=self.lanes,
+            base_clock_mhz=self.base or None,
+            boost_clock_mhz=self.boost or None,
+        )
 
 
 MB = 1024**2
@@ -103,17 +115,51 @@ DEVICES = {
 }
 #: The five GPUs of the leave-one-GPU-out judgement (conv's A100 is the 80 GB card, judged as "A100").
 NEUSIGHT = ("Tesla_P4", "Tesla_P100-PCIE-16GB", "Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")
-SHORT = {"Tesla_P4": "P4", "Tesla_P100-PCIE-16GB": "P100", "Tesla_T4": "T4", "Tesla_V100-PCIE-32GB": "V100",
-         "NVIDIA_A100-PCIE-40GB": "A100", "NVIDIA_A100_80GB_PCIe": "A100", "V100-SXM2-16GB": "V100"}  # fmt: skip
+SHORT = {
+    "Tesla_P4": "P4",
+    "Tesla_P100-PCIE-16GB": "P100",
+    "Tesla_T4": "T4",
+    "Tesla_V100-PCIE-32GB": "V100",
+    "NVIDIA_A100-PCIE-40GB": "A100",
+    "NVIDIA_A100_80GB_PCIe": "A100",
+    "V100-SXM2-16GB": "V100",
+}
 #: Bytes per element moved by the memory-bound kernels as ``paddlefit.estimate.kernels`` counts them (fp32):
 #: binary elementwise reads two tensors and writes one; unary (and with a scalar) reads one and writes one;
 #: layer norm is a statistics pass then a normalise pass (reads x twice, writes y); softmax reads x, writes y.
-MEM_OPS = {"add": 12, "mul": 12, "div": 12, "pow": 12, "addu": 8, "mulu": 8, "divu": 8, "powu": 8, "gelu": 8,
-           "relu": 8, "tanh": 8, "ln": 12, "softmax": 8}  # fmt: skip
+MEM_OPS = {
+    "add": 12,
+    "mul": 12,
+    "div": 12,
+    "pow": 12,
+    "addu": 8,
+    "mulu": 8,
+    "divu": 8,
+    "powu": 8,
+    "gelu": 8,
+    "relu": 8,
+    "tanh": 8,
+    "ln": 12,
+    "softmax": 8,
+}
 #: Constants this script fits and writes (the rest of the parameter file is fitted by ``bench/gpu_fit.py``).
-KERNEL_KEYS = ("gemm_fp32", "conv_fp32", "winograd_fp32", "winograd_transform", "winograd_fused_fp32", "gemm_k0",
-               "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent", "bw_eff",
-               "norm_bw_eff", "softmax_bw_eff", "l2_gain", "kernel_s", "gemm_half")  # fmt: skip
+KERNEL_KEYS = (
+    "gemm_fp32",
+    "conv_fp32",
+    "winograd_fp32",
+    "winograd_transform",
+    "winograd_fused_fp32",
+    "gemm_k0",
+    "tile_h0",
+    "fp32_gflops_per_w",
+    "fp32_node_exponent",
+    "bw_eff",
+    "norm_bw_eff",
+    "softmax_bw_eff",
+    "l2_gain",
+    "kernel_s",
+    "gemm_half",
+)
 
 
 @dataclass
@@ -146,9 +192,19 @@ def _col(rows: list[dict[str, str]], key: str) -> np.ndarray:
 def _keep(rows: Rows, every: int) -> Rows:
     """Rows above 1.5x the floor (the others hide the GPU), every ``every``-th for speed."""
     s = np.flatnonzero(rows.t > 1.5 * rows.floor)[::every]
-    return Rows(rows.gpu, rows.g[s], rows.m[s], rows.n[s], rows.k[s], rows.nbytes[s], rows.t[s], rows.floor,
-                None if rows.op is None else rows.op[s], conv=None if rows.conv is None else [rows.conv[i] for i in s],
-                pre_key=rows.pre_key)  # fmt: skip
+    return Rows(
+        rows.gpu,
+        rows.g[s],
+        rows.m[s],
+        rows.n[s],
+        rows.k[s],
+        rows.nbytes[s],
+        rows.t[s],
+        rows.floor,
+        None if rows.op is None else rows.op[s],
+        conv=None if rows.conv is None else [rows.conv[i] for i in s],
+        pre_key=rows.pre_key,
+    )
 
 
 def load_gemm(gpu: str, every: int = 2) -> Rows:
@@ -228,12 +284,16 @@ def compile_rows(r: Rows, cls: str, unit: str) -> Rows:
     so the fit times them with the package's own code."""
     shapes = np.stack([r.g, r.m, r.n, r.k], axis=1)
     if unit == "memory":
-        ks = [Kernel(MEM_CLASS.get(op, "elementwise"), op, "forward", 0, b, "memory")
-              for op, b in zip(r.op, r.nbytes, strict=True)]  # fmt: skip
+        ks = [
+            Kernel(MEM_CLASS.get(op, "elementwise"), op, "forward", 0, b, "memory")
+            for op, b in zip(r.op, r.nbytes, strict=True)
+        ]
     else:
         geo = r.conv or [None] * len(r.nbytes)
-        ks = [Kernel(cls, cls, "forward", 2 * float(np.prod(s)), b, unit, tuple(int(x) for x in s), conv=c)
-              for s, b, c in zip(shapes, r.nbytes, geo, strict=True)]  # fmt: skip
+        ks = [
+            Kernel(cls, cls, "forward", 2 * float(np.prod(s)), b, unit, tuple(int(x) for x in s), conv=c)
+            for s, b, c in zip(shapes, r.nbytes, geo, strict=True)
+        ]
     r.step = compile_step(ks, DEVICES[r.gpu].as_gpu(r.gpu), "fp16-o1" if unit == "half" else "fp32")
     return r
 
@@ -271,33 +331,81 @@ class OpClass:
 
 
 CLASSES = (
-    OpClass("memory-bound", NEUSIGHT, load_memory,
-            ("bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "harness_pre"), "elementwise", "memory"),
-    OpClass("gemm fp32", NEUSIGHT, load_gemm,
-            ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"), "gemm", "fp32"),
-    OpClass("conv fp32", NEUSIGHT, load_conv,
-            ("conv_fp32", "winograd_fp32", "winograd_transform", "winograd_fused_fp32", "harness_pre_conv"),
-            "conv", "fp32"),
-    OpClass("gemm fp16 (tensor cores)", ("V100", "T4"), lambda gpu: load_deepbench(gpu, "FP16_ip_Mixed_math"),
-            ("gemm_half", "kernel_s"), "gemm", "half"),
-)  # fmt: skip
+    OpClass(
+        "memory-bound",
+        NEUSIGHT,
+        load_memory,
+        ("bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "harness_pre"),
+        "elementwise",
+        "memory",
+    ),
+    OpClass(
+        "gemm fp32",
+        NEUSIGHT,
+        load_gemm,
+        ("gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"),
+        "gemm",
+        "fp32",
+    ),
+    OpClass(
+        "conv fp32",
+        NEUSIGHT,
+        load_conv,
+        ("conv_fp32", "winograd_fp32", "winograd_transform", "winograd_fused_fp32", "harness_pre_conv"),
+        "conv",
+        "fp32",
+    ),
+    OpClass(
+        "gemm fp16 (tensor cores)",
+        ("V100", "T4"),
+        lambda gpu: load_deepbench(gpu, "FP16_ip_Mixed_math"),
+        ("gemm_half", "kernel_s"),
+        "gemm",
+        "half",
+    ),
+)
 
 #: Starting values and bounds of the fitted constants (efficiencies are fractions of a datasheet figure).
-START = {"gemm_fp32": 0.9, "conv_fp32": 0.9, "gemm_k0": 16.0, "tile_h0": 16.0, "fp32_gflops_per_w": 50.0,
-         "fp32_node_exponent": 0.5,
-         "bw_eff": 0.8, "norm_bw_eff": 0.6, "softmax_bw_eff": 0.7, "l2_gain": 1.5, "kernel_s": 4e-6,
-         "gemm_half": 0.7, "harness_pre": 0.55, "winograd_fp32": 0.7, "winograd_transform": 1.0,
-         "harness_pre_conv": 1.0, "winograd_fused_fp32": 0.7}  # fmt: skip
+START = {
+    "gemm_fp32": 0.9,
+    "conv_fp32": 0.9,
+    "gemm_k0": 16.0,
+    "tile_h0": 16.0,
+    "fp32_gflops_per_w": 50.0,
+    "fp32_node_exponent": 0.5,
+    "bw_eff": 0.8,
+    "norm_bw_eff": 0.6,
+    "softmax_bw_eff": 0.7,
+    "l2_gain": 1.5,
+    "kernel_s": 4e-6,
+    "gemm_half": 0.7,
+    "harness_pre": 0.55,
+    "winograd_fp32": 0.7,
+    "winograd_transform": 1.0,
+    "harness_pre_conv": 1.0,
+    "winograd_fused_fp32": 0.7,
+}
 # harness_pre_conv: a convolution call's host side before its kernels (cuDNN descriptors and the algorithm lookup
 # on top of PyTorch's dispatch) at most twice a GEMM call's
-BOUNDS = {"gemm_fp32": (0.2, 1.0), "conv_fp32": (0.2, 1.0), "winograd_fp32": (0.2, 1.0),
-          "winograd_fused_fp32": (0.2, 1.0),
-          "winograd_transform": (0.2, 5.0), "harness_pre_conv": (0.05, 2.0), "gemm_k0": (0.5, 4096),
-          "tile_h0": (0.5, 4096),
-          "fp32_gflops_per_w": (5, 1000), "fp32_node_exponent": (0.01, 5.0), "bw_eff": (0.3, 1.0),
-          "norm_bw_eff": (0.1, 1.0),
-          "softmax_bw_eff": (0.1, 1.0), "l2_gain": (1.0, 10.0), "kernel_s": (5e-7, 5e-5), "gemm_half": (0.1, 1.0),
-          "harness_pre": (0.05, 1.0)}  # fmt: skip
+BOUNDS = {
+    "gemm_fp32": (0.2, 1.0),
+    "conv_fp32": (0.2, 1.0),
+    "winograd_fp32": (0.2, 1.0),
+    "winograd_fused_fp32": (0.2, 1.0),
+    "winograd_transform": (0.2, 5.0),
+    "harness_pre_conv": (0.05, 2.0),
+    "gemm_k0": (0.5, 4096),
+    "tile_h0": (0.5, 4096),
+    "fp32_gflops_per_w": (5, 1000),
+    "fp32_node_exponent": (0.01, 5.0),
+    "bw_eff": (0.3, 1.0),
+    "norm_bw_eff": (0.1, 1.0),
+    "softmax_bw_eff": (0.1, 1.0),
+    "l2_gain": (1.0, 10.0),
+    "kernel_s": (5e-7, 5e-5),
+    "gemm_half": (0.1, 1.0),
+    "harness_pre": (0.05, 1.0),
+}
 
 
 def fit_class(c: OpClass, data: dict[str, Rows], gpus: list[str], base: dict[str, float]) -> dict[str, float]:
@@ -342,8 +450,10 @@ def family_tiles(gpus: list[str]) -> dict[str, dict[str, Any]]:
                 tile = (int(hit.group(2)), int(hit.group(3)))
                 seen.setdefault(fam, {})[tile] = seen.get(fam, {}).get(tile, 0) + 1
                 archs.setdefault(fam, {hit.group(1)}).add(DEVICES[gpu].arch)
-    return {fam: {"tile": list(max(t, key=t.get)), "architectures": sorted(archs[fam]), "calls": sum(t.values())}
-            for fam, t in seen.items()}  # fmt: skip
+    return {
+        fam: {"tile": list(max(t, key=t.get)), "architectures": sorted(archs[fam]), "calls": sum(t.values())}
+        for fam, t in seen.items()
+    }
 
 
 def use_tiles(data: dict[str, Rows], table: dict[str, dict[str, Any]]) -> None:
@@ -371,19 +481,35 @@ def run(write: bool) -> int:
             p = fit_class(c, data, [g for g in c.gpus if g != held], full)
             q, qr = ratios(c, p, data[held])
             e, er = np.abs(q - 1), np.abs(qr - 1)
-            tables.append((c.name, SHORT.get(held, held), len(e), np.median(e), np.percentile(e, 90),
-                           np.median(er), float(np.mean(e <= 0.25)), float(np.median(q))))  # fmt: skip
-    print(f"{'op class':26} {'held out':8} {'kernels':>8} {'median':>7} {'p90':>7} {'roofline':>9} {'<=25%':>6} "
-          f"{'pred/meas':>9}")
+            tables.append(
+                (
+                    c.name,
+                    SHORT.get(held, held),
+                    len(e),
+                    np.median(e),
+                    np.percentile(e, 90),
+                    np.median(er),
+                    float(np.mean(e <= 0.25)),
+                    float(np.median(q)),
+                )
+            )
+    print(
+        f"{'op class':26} {'held out':8} {'kernels':>8} {'median':>7} {'p90':>7} {'roofline':>9} {'<=25%':>6} "
+        f"{'pred/meas':>9}"
+    )
     for name, gpu, n, med, p90, roof, within, signed in tables:
         print(f"{name:26} {gpu:8} {n:8d} {med:7.1%} {p90:7.1%} {roof:9.1%} {within:6.0%} {signed:9.2f}")
-    print("(median, p90, roofline: |predicted / measured - 1| of the held-out GPU's kernels; pred/meas: their median"
-          " predicted / measured time, signed: < 1 predicted too fast)")
+    print(
+        "(median, p90, roofline: |predicted / measured - 1| of the held-out GPU's kernels; pred/meas: their median"
+        " predicted / measured time, signed: < 1 predicted too fast)"
+    )
     print()
     for c in CLASSES:
         meds = [t[3] for t in tables if t[0] == c.name]
-        print(f"{c.name:26} leave-one-GPU-out median |error| over held-out GPUs: {np.median(meds):.1%} "
-              f"(model) vs {np.median([t[5] for t in tables if t[0] == c.name]):.1%} (roofline)")  # fmt: skip
+        print(
+            f"{c.name:26} leave-one-GPU-out median |error| over held-out GPUs: {np.median(meds):.1%} "
+            f"(model) vs {np.median([t[5] for t in tables if t[0] == c.name]):.1%} (roofline)"
+        )
     shown = (*KERNEL_KEYS, "harness_pre", "harness_pre_conv")
     print("fitted on all GPUs: " + ", ".join(f"{k}={full[k]:.4g}" for k in shown))
     print(f"{time.perf_counter() - t0:.0f} s")
@@ -391,8 +517,10 @@ def run(write: bool) -> int:
         write_params(full, counts, family_tiles(list(NEUSIGHT)))
     med = {c.name: float(np.median([t[3] for t in tables if t[0] == c.name])) for c in CLASSES}
     ok = all(v <= (0.10 if name == "memory-bound" else 0.15) for name, v in med.items())
-    print("target (leave-one-GPU-out median |error|: <= 15% GEMM and conv, <= 10% memory-bound): "
-          + ("MET" if ok else "NOT MET"))
+    print(
+        "target (leave-one-GPU-out median |error|: <= 15% GEMM and conv, <= 10% memory-bound): "
+        + ("MET" if ok else "NOT MET")
+    )
     return 0 if ok else 1
 
 
@@ -408,15 +536,20 @@ def write_params(p: dict[str, float], counts: dict[str, dict[str, int]], tiles: 
     doc["values"].update({k: round(float(p[k]), 6) for k in KERNEL_FIT_KEYS})
     doc["batched_sgemm_tiles"] = tiles
     doc.setdefault("provenance", {})["kernels"] = {
-        "fitted_by": "bench/gpu_kernels.py", "date": dt.date.today().isoformat(),
+        "fitted_by": "bench/gpu_kernels.py",
+        "date": dt.date.today().isoformat(),
         "data": "bench/data/gpu-kernels (NeuSight ASPLOS 2025, MIT; DeepBench, Apache-2.0)",
-        "kernels_per_class_and_gpu": counts, "architectures": sorted({d.arch for d in DEVICES.values()}),
-        "gemm_half_bound": round(float(p["gemm_half"]), 6), "deepbench_kernel_s": round(float(p["kernel_s"]), 9),
-        "keys": {"memory-bound": ["bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain"],
-                 "gemm fp32": ["gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"],
-                 "conv fp32": ["conv_fp32", "winograd_fp32", "winograd_transform", "winograd_fused_fp32"],
-                 "gemm fp16 (tensor cores)": ["gemm_half (the bound of the end-to-end fit)", "kernel_s"]},
-    }  # fmt: skip
+        "kernels_per_class_and_gpu": counts,
+        "architectures": sorted({d.arch for d in DEVICES.values()}),
+        "gemm_half_bound": round(float(p["gemm_half"]), 6),
+        "deepbench_kernel_s": round(float(p["kernel_s"]), 9),
+        "keys": {
+            "memory-bound": ["bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain"],
+            "gemm fp32": ["gemm_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent"],
+            "conv fp32": ["conv_fp32", "winograd_fp32", "winograd_transform", "winograd_fused_fp32"],
+            "gemm fp16 (tensor cores)": ["gemm_half (the bound of the end-to-end fit)", "kernel_s"],
+        },
+    }
     atomic_write_text(PARAMS_FILE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {PARAMS_FILE.relative_to(HERE.parent)}")
 

@@ -51,22 +51,31 @@ def main() -> int:
 
     served = [measure_predictor_overhead() for _ in range(3)]
     call_s, pred_op_s = min(p.call_s for p in served), min(p.op_s for p in served)
-    print(f"host_op_s {op_s * 1e6:.2f} us; optimizer step per tensor (us): "
-          + ", ".join(f"{k} {v * 1e6:.2f}" for k, v in per_opt.items()) + f"; median {step * 1e6:.2f} us; "
-          f"fixed host work per step {fixed * 1e6:.1f} us; Paddle Inference request {call_s * 1e6:.1f} us + "
-          f"{pred_op_s * 1e6:.2f} us per op")
+    print(
+        f"host_op_s {op_s * 1e6:.2f} us; optimizer step per tensor (us): "
+        + ", ".join(f"{k} {v * 1e6:.2f}" for k, v in per_opt.items())
+        + f"; median {step * 1e6:.2f} us; "
+        f"fixed host work per step {fixed * 1e6:.1f} us; Paddle Inference request {call_s * 1e6:.1f} us + "
+        f"{pred_op_s * 1e6:.2f} us per op"
+    )
     if args.write:
         from paddlefit.fileio import atomic_write_text
 
         doc = json.loads(PARAMS_FILE.read_text(encoding="utf-8"))
-        doc["values"].update(host_op_s=round(op_s, 9), host_step_s_per_tensor=round(step, 9),
-                             host_step_s=round(fixed, 9), predictor_call_s=round(call_s, 9),
-                           predictor_op_s=round(pred_op_s, 9))
+        doc["values"].update(
+            host_op_s=round(op_s, 9),
+            host_step_s_per_tensor=round(step, 9),
+            host_step_s=round(fixed, 9),
+            predictor_call_s=round(call_s, 9),
+            predictor_op_s=round(pred_op_s, 9),
+        )
         doc["provenance"]["host"] = {
-            "measured_by": "bench/host_overhead.py", "date": dt.date.today().isoformat(),
+            "measured_by": "bench/host_overhead.py",
+            "date": dt.date.today().isoformat(),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, idle",
-            "paddle": paddle.__version__, "optimizer_step_s_per_tensor": {k: round(v, 9) for k, v in per_opt.items()},
-        }  # fmt: skip
+            "paddle": paddle.__version__,
+            "optimizer_step_s_per_tensor": {k: round(v, 9) for k, v in per_opt.items()},
+        }
         atomic_write_text(PARAMS_FILE, json.dumps(doc, indent=1, sort_keys=True) + "\n")
         print(f"wrote {PARAMS_FILE.relative_to(HERE.parent)}")
     return 0

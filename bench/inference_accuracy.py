@@ -59,8 +59,9 @@ def trace_clas(name: str, size: int) -> dict:
     """
     import subprocess
 
-    r = subprocess.run([sys.executable, __file__, "--trace-one", name, str(size)], capture_output=True, text=True,
-                       timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, __file__, "--trace-one", name, str(size)], capture_output=True, text=True, timeout=600
+    )
     if r.returncode != 0:
         raise RuntimeError((r.stderr.strip().splitlines() or ["no output"])[-1])
     return json.loads(r.stdout)
@@ -156,8 +157,9 @@ def e2e_errors() -> list[tuple[str, int, float, float]]:
             if not hasattr(gpu, "capacity_bytes"):  # P4 (8 GB, CC 6.1) / P100 PCIe (16 GB, CC 6.0): datasheets
                 gpu.capacity_bytes, gpu.compute_capability = P_CARDS[r["gpu"]]
             p = forward_point(trace, int(r["batch"]), gpu, setup)[0]
-            out.append((f"{r['model']} s{r['seq_len']} on {r['gpu']}", int(r["batch"]), float(r["e2e_ms"]),
-                        p.latency_s * 1e3))  # fmt: skip
+            out.append(
+                (f"{r['model']} s{r['seq_len']} on {r['gpu']}", int(r["batch"]), float(r["e2e_ms"]), p.latency_s * 1e3)
+            )
     return out
 
 
@@ -166,8 +168,10 @@ def summary(label: str, rows: list[tuple[str, int, float, float]]) -> tuple[floa
     errs = [abs(p / m - 1) for _, _, m, p in rows]
     worst = max(rows, key=lambda r: max(r[3] / r[2], r[2] / r[3]))
     med, within = statistics.median(errs), sum(e <= 0.25 for e in errs) / len(errs)
-    print(f"{label:38s} median |error| {med:6.1%}   within 25% {within:5.0%}   worst {worst[3] / worst[2]:.2f}x "
-          f"({worst[0]} b{worst[1]})   ({len(rows)} rows)")  # fmt: skip
+    print(
+        f"{label:38s} median |error| {med:6.1%}   within 25% {within:5.0%}   worst {worst[3] / worst[2]:.2f}x "
+        f"({worst[0]} b{worst[1]})   ({len(rows)} rows)"
+    )
     return med, within
 
 
@@ -189,16 +193,42 @@ def signed_groups(label: str, rows: list[tuple[str, int, float, float]], key: ob
     print(f"\n{label}: predicted / measured (signed; < 1 = predicted too fast)")
     for g, rs in sorted(groups.items()):
         if len(rs) >= least:
-            print(f"  {g:28s} rows {len(rs):4d}   median {statistics.median(rs):5.2f}   median |error| "
-                  f"{statistics.median(abs(x - 1) for x in rs):6.1%}")  # fmt: skip
+            print(
+                f"  {g:28s} rows {len(rs):4d}   median {statistics.median(rs):5.2f}   median |error| "
+                f"{statistics.median(abs(x - 1) for x in rs):6.1%}"
+            )
 
 
 #: ``plan --inference`` as a user runs it (block 3), with the wall-time target of each (seconds).
-TIMED = (("gpt2-xl s1024, eager fp32, H100", 20.0, ["gpt2-xl", "--input", "int64[1024]:50257", "-b", "2", "-b", "8",
-          "--engine", "eager", "--precision", "fp32", "--no-tf32", "--gpu", "H100-SXM", "--no-cpu"]),
-         ("bert-large s512, default", 20.0, ["bert-large", "--input", "int64[512]:30522"]),
-         ("resnet50 trt fp16 20 ms, CPU row", 30.0, ["resnet50", "--engine", "tensorrt", "--precision", "fp16",
-          "--latency-ms", "20"]))  # fmt: skip
+TIMED = (
+    (
+        "gpt2-xl s1024, eager fp32, H100",
+        20.0,
+        [
+            "gpt2-xl",
+            "--input",
+            "int64[1024]:50257",
+            "-b",
+            "2",
+            "-b",
+            "8",
+            "--engine",
+            "eager",
+            "--precision",
+            "fp32",
+            "--no-tf32",
+            "--gpu",
+            "H100-SXM",
+            "--no-cpu",
+        ],
+    ),
+    ("bert-large s512, default", 20.0, ["bert-large", "--input", "int64[512]:30522"]),
+    (
+        "resnet50 trt fp16 20 ms, CPU row",
+        30.0,
+        ["resnet50", "--engine", "tensorrt", "--precision", "fp16", "--latency-ms", "20"],
+    ),
+)
 
 
 def timing() -> bool:
@@ -210,8 +240,11 @@ def timing() -> bool:
     print(f"\n{'plan --inference':36s} {'wall s':>7s} {'target':>7s} {'peak RSS MiB':>13s} exit")
     for label, target, args in TIMED:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "paddlefit", "plan", "--inference", *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "paddlefit", "plan", "--inference", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
@@ -226,22 +259,31 @@ def write_accuracy(results: dict[str, tuple[float, float]], rows: dict[str, list
 
     from paddlefit.fileio import atomic_write_text
 
-    data = {"tensorrt/fp32": "PaddleClas's V100 TensorRT 8.0 FP32 table (batch 1, 4, 8)",
-            "eager/fp32": "NeuSight's eager FP32 forward rows (BERT-large, GPT-2 large, GPT-3 shapes, OPT-1.3B on "
-                          "P4, P100, T4, V100, A100)"}  # fmt: skip
+    data = {
+        "tensorrt/fp32": "PaddleClas's V100 TensorRT 8.0 FP32 table (batch 1, 4, 8)",
+        "eager/fp32": "NeuSight's eager FP32 forward rows (BERT-large, GPT-2 large, GPT-3 shapes, OPT-1.3B on "
+        "P4, P100, T4, V100, A100)",
+    }
     import gpu_accuracy as ga
     from paddlefit.catalog.gpus import get_gpu
 
     eager_gpus = {label.split(" on ", 1)[1] for label, *_ in rows.get("eager", [])}  # "<model> on <GPU>"
-    archs = {"tensorrt": [get_gpu(V100).architecture],
-             "eager": sorted({ga.e2e_gpu(g).architecture for g in eager_gpus})}
+    archs = {
+        "tensorrt": [get_gpu(V100).architecture],
+        "eager": sorted({ga.e2e_gpu(g).architecture for g in eager_gpus}),
+    }
     engines = {}
     for key, name in (("tensorrt/fp32", "tensorrt"), ("eager/fp32", "eager")):
         if name in results:
             med, within = results[name]
-            engines[key] = {"median_abs_error": round(med, 4), "within_25": round(within, 4),
-                            "signed_median": round(statistics.median(p / m for _, _, m, p in rows[name]), 4),
-                            "rows": len(rows[name]), "data": data[key], "architectures": archs[name]}  # fmt: skip
+            engines[key] = {
+                "median_abs_error": round(med, 4),
+                "within_25": round(within, 4),
+                "signed_median": round(statistics.median(p / m for _, _, m, p in rows[name]), 4),
+                "rows": len(rows[name]),
+                "data": data[key],
+                "architectures": archs[name],
+            }
     doc = {"measured_by": "bench/inference_accuracy.py", "date": dt.date.today().isoformat(), "engines": engines}
     path = HERE.parent / "src" / "paddlefit" / "catalog" / "data" / "serving_accuracy.json"
     atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -90,8 +90,9 @@ def write_spec(path: Path, steps: int, every: int, keep_last: int) -> Path:
     spec = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     spec.pop("epochs", None)
     spec.pop("run_dir", None)
-    spec.update(max_steps=steps, log_every=1,
-                checkpoint={"every_steps": every, "every_minutes": 0, "keep_last": keep_last})  # fmt: skip
+    spec.update(
+        max_steps=steps, log_every=1, checkpoint={"every_steps": every, "every_minutes": 0, "keep_last": keep_last}
+    )
     path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     return path
 
@@ -101,11 +102,27 @@ def start(spec: Path, run_dir: Path, log: Path) -> subprocess.Popen:
     stdout and stderr to ``log``, this checkout's src first on PYTHONPATH."""
     path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path, GLOG_minloglevel="2", PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--run-dir", str(run_dir),
-           "--resume", "auto"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "paddlefit.cli.main",
+        "train",
+        str(spec),
+        "--run-dir",
+        str(run_dir),
+        "--resume",
+        "auto",
+    ]
     with open(log, "wb") as out:
-        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=run_dir.parent, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=run_dir.parent,
+            start_new_session=True,
+        )
 
 
 def read_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -127,8 +144,10 @@ def read_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     train = [r["step"] for r in records if "loss" in r]
     if train != list(range(1, len(train) + 1)):
         bad = next(i for i, s in enumerate(train) if s != i + 1)
-        problems.append(f"metrics.jsonl train steps are not 1..n once each: {train[max(0, bad - 2) : bad + 3]} at "
-                        f"train line {bad + 1}")  # fmt: skip
+        problems.append(
+            f"metrics.jsonl train steps are not 1..n once each: {train[max(0, bad - 2) : bad + 3]} at "
+            f"train line {bad + 1}"
+        )
     dup = sorted(s for s, n in Counter(r["step"] for r in records if "eval_loss" in r).items() if n > 1)
     if dup:
         problems.append(f"metrics.jsonl has an eval line twice at step(s) {dup[:5]}")
@@ -175,24 +194,28 @@ def check_log(kill: Kill, log: str) -> bool:
         if not resumed and kill.start > 0:
             kill.problems.append(f"trained from step {steps[0]} without resuming checkpoint {kill.start}")
         if steps != list(range(kill.start + 1, steps[-1] + 1)):
-            kill.problems.append(f"its steps were {steps[0]}..{steps[-1]} ({len(steps)} lines) after checkpoint "
-                                 f"{kill.start}")  # fmt: skip
+            kill.problems.append(
+                f"its steps were {steps[0]}..{steps[-1]} ({len(steps)} lines) after checkpoint {kill.start}"
+            )
     for line in log.splitlines():
         if line.startswith("warning: skipping checkpoint") or line.startswith("Traceback"):
             kill.problems.append(f"log: {line.strip()[:160]}")
     return bool(resumed or steps)
 
 
-def soak_one(kill: Kill, spec: Path, run_dir: Path, log_path: Path, every: int, steps: int,
-             seen_tmps: set[str]) -> set[str]:  # fmt: skip
+def soak_one(
+    kill: Kill, spec: Path, run_dir: Path, log_path: Path, every: int, steps: int, seen_tmps: set[str]
+) -> set[str]:
     """Start a run, SIGKILL its process group after ``kill.delay_s``, then examine its log and the run directory.
     Returns the atomic-write temporaries there now (``seen_tmps``: the ones after the previous kill)."""
     proc = start(spec, run_dir, log_path)
     kill.pid = proc.pid
     try:
         code = proc.wait(timeout=kill.delay_s)
-        kill.problems.append(f"exited by itself with code {code} before the kill" + (" (the run finished: raise "
-                             "--steps)" if code == 0 else ""))  # fmt: skip
+        kill.problems.append(
+            f"exited by itself with code {code} before the kill"
+            + (" (the run finished: raise --steps)" if code == 0 else "")
+        )
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -222,8 +245,10 @@ def soak_one(kill: Kill, spec: Path, run_dir: Path, log_path: Path, every: int, 
     if kill.last is not None:
         kill.lost = kill.last - kill.resume_next
         if kill.lost > every:
-            kill.problems.append(f"lost {kill.lost} steps (reached {kill.last}, resumes from {kill.resume_next}): "
-                                 f"more than one checkpoint interval ({every})")  # fmt: skip
+            kill.problems.append(
+                f"lost {kill.lost} steps (reached {kill.last}, resumes from {kill.resume_next}): "
+                f"more than one checkpoint interval ({every})"
+            )
     return file_tmps
 
 
@@ -334,10 +359,18 @@ def main() -> int:
     ap.add_argument("--every", type=int, default=6, help="checkpoint every N optimizer steps: the interval [6]")
     ap.add_argument("--steps", type=int, default=None, help="max_steps of the job [20 x --kills, at least 300]")
     ap.add_argument("--keep-last", type=int, default=3, help="checkpoint.keep_last [3]")
-    ap.add_argument("--soak-fraction", type=float, default=0.8, help="steer the kill windows so the run is at about "
-                    "this fraction of its steps after the last kill [0.8]")  # fmt: skip
-    ap.add_argument("--window", type=float, default=None, help="kill delays uniform in [0, this] seconds for every "
-                    "kill, instead of steered windows")  # fmt: skip
+    ap.add_argument(
+        "--soak-fraction",
+        type=float,
+        default=0.8,
+        help="steer the kill windows so the run is at about this fraction of its steps after the last kill [0.8]",
+    )
+    ap.add_argument(
+        "--window",
+        type=float,
+        default=None,
+        help="kill delays uniform in [0, this] seconds for every kill, instead of steered windows",
+    )
     ap.add_argument("--workdir", type=Path, default=None, help="keep the runs and logs here [a temp dir, removed]")
     ap.add_argument("--verbose", action="store_true", help="a line per kill")
     args = ap.parse_args()
@@ -359,8 +392,11 @@ def soak(args: argparse.Namespace, steps: int, work: Path, console: Console, t_a
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir()
     every = args.every
-    console.print(f"job: examples/digits.yaml, {steps} steps, a checkpoint every {every} steps (keep_last "
-                  f"{args.keep_last}); {args.kills} kills, seed {args.seed}", highlight=False)  # fmt: skip
+    console.print(
+        f"job: examples/digits.yaml, {steps} steps, a checkpoint every {every} steps (keep_last "
+        f"{args.keep_last}); {args.kills} kills, seed {args.seed}",
+        highlight=False,
+    )
     t0 = time.monotonic()
     ref_start, code = wait_timed(start(spec, ref_dir, work / "logs" / "uninterrupted.log"), ref_dir, 3600)
     ref_s = time.monotonic() - t0
@@ -372,8 +408,10 @@ def soak(args: argparse.Namespace, steps: int, work: Path, console: Console, t_a
     # the share of that time in the steps themselves: a killed run's steps (their step_time_s) tell the rate now
     ref_train_s = sum(r.get("step_time_s", 0.0) for r in read_metrics(ref_dir)[0] if "loss" in r)
     in_steps = min(1.0, ref_train_s * rate / steps) if ref_train_s else 1.0
-    console.print(f"uninterrupted run: {ref_s:.0f} s, its first step after {ref_start:.1f} s, then {rate:.0f} steps/s",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"uninterrupted run: {ref_s:.0f} s, its first step after {ref_start:.1f} s, then {rate:.0f} steps/s",
+        highlight=False,
+    )
 
     rng = random.Random(args.seed)
     kills: list[Kill] = []
@@ -395,13 +433,19 @@ def soak(args: argparse.Namespace, steps: int, work: Path, console: Console, t_a
         if kill.last is not None and kill.last - kill.start >= 5 and kill.train_s > 0:  # follow the machine's load
             rate = 0.6 * rate + 0.4 * in_steps * (kill.last - kill.start) / kill.train_s
         if args.verbose or kill.problems:
-            console.print(f"kill {kill.index} after {kill.delay_s:.2f} s of [0, {window:.1f}] ({kill.phase}): from "
-                          f"step {kill.start} to {kill.last if kill.last is not None else '-'}, resumes from {at}, "
-                          f"lost {kill.lost}" + "".join(f"\n  PROBLEM: {p}" for p in kill.problems),
-                          highlight=False, markup=False)  # fmt: skip
+            console.print(
+                f"kill {kill.index} after {kill.delay_s:.2f} s of [0, {window:.1f}] ({kill.phase}): from "
+                f"step {kill.start} to {kill.last if kill.last is not None else '-'}, resumes from {at}, "
+                f"lost {kill.lost}" + "".join(f"\n  PROBLEM: {p}" for p in kill.problems),
+                highlight=False,
+                markup=False,
+            )
         elif kill.index % 10 == 0:
-            console.print(f"{kill.index}/{args.kills} kills in {time.monotonic() - t_soak:.0f} s; the run is at step "
-                          f"{at}/{steps}", highlight=False)  # fmt: skip
+            console.print(
+                f"{kill.index}/{args.kills} kills in {time.monotonic() - t_soak:.0f} s; the run is at step "
+                f"{at}/{steps}",
+                highlight=False,
+            )
         if any("exited by itself" in p for p in kill.problems):
             break  # a crash or a finished run: further kills would soak nothing
     soak_s = time.monotonic() - t_soak
@@ -433,26 +477,53 @@ def soak(args: argparse.Namespace, steps: int, work: Path, console: Console, t_a
     for name in ("model.pdparams", "optimizer.pdopt"):
         a, b = (d / "checkpoints" / f"step-{steps:08d}" / name for d in (ref_dir, run_dir))
         compared[name] = same_entries(a, b) if a.exists() and b.exists() else (0, 0, [f"{b} or {a} missing"])
-    return report(args, steps, kills, final, windows, (want, got), compared, metrics_eq,
-                  (time.monotonic() - t_all, ref_s, soak_s, final_s), console)  # fmt: skip
+    return report(
+        args,
+        steps,
+        kills,
+        final,
+        windows,
+        (want, got),
+        compared,
+        metrics_eq,
+        (time.monotonic() - t_all, ref_s, soak_s, final_s),
+        console,
+    )
 
 
-def report(args: argparse.Namespace, steps: int, kills: list[Kill], final: Kill, windows: list[float],
-           shas: tuple[str | None, str | None], compared: dict[str, tuple[int, int, list[str]]],
-           metrics_eq: tuple[int, int, list[str]], times: tuple[float, float, float, float],
-           console: Console) -> int:  # fmt: skip
+def report(
+    args: argparse.Namespace,
+    steps: int,
+    kills: list[Kill],
+    final: Kill,
+    windows: list[float],
+    shas: tuple[str | None, str | None],
+    compared: dict[str, tuple[int, int, list[str]]],
+    metrics_eq: tuple[int, int, list[str]],
+    times: tuple[float, float, float, float],
+    console: Console,
+) -> int:
     """Print the tables and the MET / NOT MET line; the exit code."""
     every = args.every
     lost_all = [k.lost for k in kills]
-    table = Table(title=f"{len(kills)} SIGKILLs of a digits run with a checkpoint every {every} steps: where they "
-                        "landed, steps lost per kill")  # fmt: skip
+    table = Table(
+        title=f"{len(kills)} SIGKILLs of a digits run with a checkpoint every {every} steps: where they "
+        "landed, steps lost per kill"
+    )
     for col in ("killed during", "kills", "lost min", "median", "p90", "max", "allowed"):
         table.add_column(col, justify="left" if col == "killed during" else "right")
     for phase in (*PHASES, "all"):
         lost = [k.lost for k in kills if phase in ("all", k.phase)]
         if lost:
-            table.add_row(phase, str(len(lost)), str(min(lost)), f"{statistics.median(lost):g}",
-                          str(percentile(lost, 90)), str(max(lost)), str(every))  # fmt: skip
+            table.add_row(
+                phase,
+                str(len(lost)),
+                str(min(lost)),
+                f"{statistics.median(lost):g}",
+                str(percentile(lost, 90)),
+                str(max(lost)),
+                str(every),
+            )
         else:
             table.add_row(phase, "0", "-", "-", "-", "-", str(every))
     console.print(table)
@@ -467,8 +538,11 @@ def report(args: argparse.Namespace, steps: int, kills: list[Kill], final: Kill,
     for b in range(top // width + 1):
         lo, hi = b * width, min(top, b * width + width - 1)
         n = counts.get(b, 0)
-        hist.add_row((str(lo) if lo == hi else f"{lo}-{hi}") + (" (> interval)" if lo > every else ""), str(n),
-                     "#" * round(40 * n / biggest))  # fmt: skip
+        hist.add_row(
+            (str(lo) if lo == hi else f"{lo}-{hi}") + (" (> interval)" if lo > every else ""),
+            str(n),
+            "#" * round(40 * n / biggest),
+        )
     console.print(hist)
 
     want, got = shas
@@ -477,18 +551,28 @@ def report(args: argparse.Namespace, steps: int, kills: list[Kill], final: Kill,
     checks = Table(title="checks")
     checks.add_column("check")
     checks.add_column("result")
-    checks.add_row("final params_sha256 (summary.json)", f"{'equal' if want and want == got else 'DIFFERENT'}: "
-                   f"{(got or '-')[:16]}, uninterrupted {(want or '-')[:16]}")  # fmt: skip
+    checks.add_row(
+        "final params_sha256 (summary.json)",
+        f"{'equal' if want and want == got else 'DIFFERENT'}: {(got or '-')[:16]}, uninterrupted {(want or '-')[:16]}",
+    )
     for name, (eq, n, differ) in compared.items():
-        checks.add_row(f"final checkpoint's {name}", f"{eq}/{n} entries bit-identical"
-                       + (f" (differ: {', '.join(differ[:3])})" if differ else ""))  # fmt: skip
+        checks.add_row(
+            f"final checkpoint's {name}",
+            f"{eq}/{n} entries bit-identical" + (f" (differ: {', '.join(differ[:3])})" if differ else ""),
+        )
     checks.add_row("metrics.jsonl vs uninterrupted", f"{metrics_eq[0]}/{metrics_eq[1]} records equal (loss, lr, eval)")
     bad = sum(1 for k in kills if k.problems)
     checks.add_row("run dir after each kill, resume", f"{len(kills) - bad}/{len(kills)} kills without a problem")
-    checks.add_row("kill windows L", f"{min(windows):.1f}-{max(windows):.1f} s (median "
-                   f"{statistics.median(windows):.1f}); at step {final.start}/{steps} after the last kill")  # fmt: skip
-    checks.add_row("time", f"{total_s:.0f} s: uninterrupted run {ref_s:.0f} s, {len(kills)} kills {soak_s:.0f} s "
-                   f"({soak_s / max(1, len(kills)):.1f} s each), final run {final_s:.0f} s")  # fmt: skip
+    checks.add_row(
+        "kill windows L",
+        f"{min(windows):.1f}-{max(windows):.1f} s (median "
+        f"{statistics.median(windows):.1f}); at step {final.start}/{steps} after the last kill",
+    )
+    checks.add_row(
+        "time",
+        f"{total_s:.0f} s: uninterrupted run {ref_s:.0f} s, {len(kills)} kills {soak_s:.0f} s "
+        f"({soak_s / max(1, len(kills)):.1f} s each), final run {final_s:.0f} s",
+    )
     console.print(checks)
     for where, p in problems[:30]:
         console.print(f"PROBLEM ({'kill ' if where.isdigit() else ''}{where}): {p}", highlight=False, markup=False)
@@ -498,10 +582,13 @@ def report(args: argparse.Namespace, steps: int, kills: list[Kill], final: Kill,
     identical = bool(want) and want == got and all(eq == n > 0 for eq, n, _ in compared.values())
     max_lost = max(lost_all)
     met = identical and max_lost <= every and not problems and len(kills) == args.kills
-    console.print(f"{len(kills)} kills: final params bit-identical to the uninterrupted run: "
-                  f"{'yes' if identical else 'NO'}; max lost {max_lost} steps, one checkpoint interval {every}: "
-                  f"{'within' if max_lost <= every else 'OVER'}; problems: {len(problems)}; target (bit-identical, "
-                  f"max lost <= {every}, no problems): {'MET' if met else 'NOT MET'}", highlight=False)  # fmt: skip
+    console.print(
+        f"{len(kills)} kills: final params bit-identical to the uninterrupted run: "
+        f"{'yes' if identical else 'NO'}; max lost {max_lost} steps, one checkpoint interval {every}: "
+        f"{'within' if max_lost <= every else 'OVER'}; problems: {len(problems)}; target (bit-identical, "
+        f"max lost <= {every}, no problems): {'MET' if met else 'NOT MET'}",
+        highlight=False,
+    )
     return 0 if met else 1
 
 

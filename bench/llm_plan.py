@@ -32,10 +32,14 @@ PUBLISHED_TOKENS = 2.0e12
 def main() -> int:
     """Run the 12 searches; exit 1 if any search is slower than the target."""
     setup = TrainSetup(SEQ_LEN)
-    print(f"seq {SEQ_LEN}, global batch {GLOBAL_BATCH} sequences ({GLOBAL_BATCH * SEQ_LEN / 1e6:.2f}M tokens), "
-          f"{setup.precision.value}, {setup.optimizer.value}, flash attention, 8 GPUs/node")  # fmt: skip
-    header = (f"{'model':<12} {'gpu':<15} {'N':>3} {'layouts':>7} {'fit':>5} {'search':>8}  {'dp':>3} {'shard':>6} "
-              f"{'tp':>2} {'pp':>2} {'mb x acc':>9} {'recomp':>9} {'sp':>3} {'GiB/GPU':>8} {'tokens/s':>10} {'MFU':>6}")
+    print(
+        f"seq {SEQ_LEN}, global batch {GLOBAL_BATCH} sequences ({GLOBAL_BATCH * SEQ_LEN / 1e6:.2f}M tokens), "
+        f"{setup.precision.value}, {setup.optimizer.value}, flash attention, 8 GPUs/node"
+    )
+    header = (
+        f"{'model':<12} {'gpu':<15} {'N':>3} {'layouts':>7} {'fit':>5} {'search':>8}  {'dp':>3} {'shard':>6} "
+        f"{'tp':>2} {'pp':>2} {'mb x acc':>9} {'recomp':>9} {'sp':>3} {'GiB/GPU':>8} {'tokens/s':>10} {'MFU':>6}"
+    )
     print(header)
     print("-" * len(header))
     slow = 0
@@ -51,22 +55,29 @@ def main() -> int:
                 head = f"{name:<12} {gpu.name:<15} {n:>3} {r.evaluated:>7} {len(r.fitting):>5} {wall:>7.2f}s"
                 if not r.fitting:
                     low = r.plans[0]
-                    print(f"{head}  no layout fits (smallest peak {low.memory.peak / 1024**3:.0f} GiB/GPU > "
-                          f"{low.memory.usable / 1024**3:.0f} usable)")  # fmt: skip
+                    print(
+                        f"{head}  no layout fits (smallest peak {low.memory.peak / 1024**3:.0f} GiB/GPU > "
+                        f"{low.memory.usable / 1024**3:.0f} usable)"
+                    )
                     continue
                 b = r.fitting[0]
                 if gpu_name == "A100-SXM4-80GB" and n == 64:
                     best64[name] = b.tokens_per_s / n
                 lay = b.layout
-                print(f"{head}  {lay.dp:>3} {('stage' + str(lay.sharding)) if lay.sharding else '-':>6} {lay.tp:>2} "
-                      f"{lay.pp:>2} {f'{lay.micro_batch} x {lay.accum}':>9} {lay.recompute:>9} "
-                      f"{'yes' if lay.sequence_parallel else '-':>3} {b.memory.peak / 1024**3:>8.1f} "
-                      f"{b.tokens_per_s:>10,.0f} {b.mfu:>6.1%}")  # fmt: skip
-    a100, h100 = (search(LLM_CONFIGS["llama-2-7b"], setup, get_gpu(g), 8, GLOBAL_BATCH) for g in
-                  ("A100-SXM4-80GB", "H100-SXM"))  # fmt: skip
+                print(
+                    f"{head}  {lay.dp:>3} {('stage' + str(lay.sharding)) if lay.sharding else '-':>6} {lay.tp:>2} "
+                    f"{lay.pp:>2} {f'{lay.micro_batch} x {lay.accum}':>9} {lay.recompute:>9} "
+                    f"{'yes' if lay.sequence_parallel else '-':>3} {b.memory.peak / 1024**3:>8.1f} "
+                    f"{b.tokens_per_s:>10,.0f} {b.mfu:>6.1%}"
+                )
+    a100, h100 = (
+        search(LLM_CONFIGS["llama-2-7b"], setup, get_gpu(g), 8, GLOBAL_BATCH) for g in ("A100-SXM4-80GB", "H100-SXM")
+    )
     for r in (a100, h100):
-        print(f"{r.gpu.name}: compute at {r.mfu:.1%} of dense peak ({r.mfu_source}); network {r.network_gbit_s:,.0f} "
-              f"Gbit/s per node ({r.network_source})")  # fmt: skip
+        print(
+            f"{r.gpu.name}: compute at {r.mfu:.1%} of dense peak ({r.mfu_source}); network {r.network_gbit_s:,.0f} "
+            f"Gbit/s per node ({r.network_source})"
+        )
     print(f"searches slower than {TARGET_S:.0f} s: {slow}")
     off = 0
     print("out-of-sample: predicted (best 64-GPU A100-80GB plan) vs Llama 2 paper (GPU-hours for 2.0T tokens)")
@@ -75,8 +86,10 @@ def main() -> int:
         ratio = best64[name] / published
         ok = 0.75 <= ratio <= 1.33
         off += not ok
-        print(f"  {name}: predicted {best64[name]:,.0f} tokens/s/GPU, published {published:,.0f} ({hours:,} GPU-hours) "
-              f"-> {ratio:.2f}x, target 0.75-1.33x {'MET' if ok else 'MISSED'}")  # fmt: skip
+        print(
+            f"  {name}: predicted {best64[name]:,.0f} tokens/s/GPU, published {published:,.0f} ({hours:,} GPU-hours) "
+            f"-> {ratio:.2f}x, target 0.75-1.33x {'MET' if ok else 'MISSED'}"
+        )
     return 1 if slow or off else 0
 
 

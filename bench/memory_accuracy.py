@@ -34,11 +34,20 @@ from paddlefit.spec import OptimizerName  # noqa: E402
 
 IMG = "float32[3,64,64]"
 MODELS = [
-    ("lenet", None), ("mobilenet_v3_small", IMG), ("mobilenet_v2", IMG), ("shufflenet_v2_x1_0", IMG),
-    ("squeezenet1_1", IMG), ("resnet18", IMG), ("resnet50", IMG), ("densenet121", IMG), ("vgg11", IMG),
-    ("mobilenet_v1", IMG), ("bert-base", "int64[32]"), ("ernie-3.0-medium-zh", "int64[32]"),
+    ("lenet", None),
+    ("mobilenet_v3_small", IMG),
+    ("mobilenet_v2", IMG),
+    ("shufflenet_v2_x1_0", IMG),
+    ("squeezenet1_1", IMG),
+    ("resnet18", IMG),
+    ("resnet50", IMG),
+    ("densenet121", IMG),
+    ("vgg11", IMG),
+    ("mobilenet_v1", IMG),
+    ("bert-base", "int64[32]"),
+    ("ernie-3.0-medium-zh", "int64[32]"),
     ("gpt2-small", "int64[32]"),
-]  # fmt: skip
+]
 BATCHES = (8, 16)
 
 
@@ -62,8 +71,7 @@ def summary_estimate(ref, specs, batch: int) -> float | None:
 def main() -> int:
     console = Console(width=170)
     table = Table(title="peak training memory, Adam, fp32, CPU allocator (MiB)", header_style="bold")
-    for c in ("model", "input", "batch", "measured", "paddlefit", "err", "4x weights", "err", "paddle.summary",
-              "err"):  # fmt: skip
+    for c in ("model", "input", "batch", "measured", "paddlefit", "err", "4x weights", "err", "paddle.summary", "err"):
         table.add_column(c, justify="left" if c in ("model", "input") else "right")
     errs: dict[str, list[float]] = {"paddlefit": [], "4x weights": [], "paddle.summary": []}
     t_start = time.time()
@@ -102,10 +110,12 @@ def main() -> int:
     console.print(summary)
     ok = statistics.median(errs["paddlefit"]) <= 0.03 and max(errs["paddlefit"]) <= 0.10
     mean = {k: statistics.fmean(v) for k, v in errs.items()}
-    console.print(f"mean |error|: paddlefit {mean['paddlefit']:.1%}, 4x weights {mean['4x weights']:.1%} "
-                  f"({mean['4x weights'] / mean['paddlefit']:.0f}x larger), paddle.summary "
-                  f"{mean['paddle.summary']:.1%} ({mean['paddle.summary'] / mean['paddlefit']:.0f}x larger); "
-                  f"target (median <= 3%, max <= 10%): {'MET' if ok else 'NOT MET'}")  # fmt: skip
+    console.print(
+        f"mean |error|: paddlefit {mean['paddlefit']:.1%}, 4x weights {mean['4x weights']:.1%} "
+        f"({mean['4x weights'] / mean['paddlefit']:.0f}x larger), paddle.summary "
+        f"{mean['paddle.summary']:.1%} ({mean['paddle.summary'] / mean['paddlefit']:.0f}x larger); "
+        f"target (median <= 3%, max <= 10%): {'MET' if ok else 'NOT MET'}"
+    )
     return 0 if ok else 1
 
 

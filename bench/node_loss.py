@@ -48,9 +48,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))  # this checkout's paddlefit, here and in the nodes started below
 
-SPEC = {"model": "paddlefit.models.examples:digits_cnn", "data": {"train": "digits", "train_args": {"split": "train"}},
-        "batch_size": 16, "max_steps": 16, "optimizer": "adam", "lr": 0.003, "seed": 3, "devices": 2, "cpu_threads": 1,
-        "checkpoint": {"every_steps": 5, "every_minutes": 0, "keep_last": 3}}  # fmt: skip
+SPEC = {
+    "model": "paddlefit.models.examples:digits_cnn",
+    "data": {"train": "digits", "train_args": {"split": "train"}},
+    "batch_size": 16,
+    "max_steps": 16,
+    "optimizer": "adam",
+    "lr": 0.003,
+    "seed": 3,
+    "devices": 2,
+    "cpu_threads": 1,
+    "checkpoint": {"every_steps": 5, "every_minutes": 0, "keep_last": 3},
+}
 MOMENTS = ("rendezvous", "start-up", "mid-step", "checkpoint", "silent")
 STARTUP_S = 20.0  # PADDLEFIT_PEER_STARTUP_S for these runs (the default, 600 s, would make a start-up row 10 min)
 PAUSE_STEP = 10  # the checkpoint the `checkpoint` moment kills during
@@ -60,7 +69,7 @@ RESUMED_RE = re.compile(r"resumed from \S+\s+\(step (\d+),")
 #: Imported by every Python process of the nodes (``sitecustomize`` on PYTHONPATH); in rank 0's worker of a
 #: ``checkpoint`` row, it pauses the save of step PAUSE_AT after its files are written (no manifest, no rename yet)
 #: and creates PAUSE_FILE, until the bench deletes it (at most 120 s).
-HOOK = '''
+HOOK = """
 import os, time
 if os.environ.get("PADDLE_TRAINER_ID") == "0" and os.environ.get("NODE_LOSS_PAUSE_AT"):
     from paddlefit.train.checkpoint import CheckpointStore
@@ -76,7 +85,7 @@ if os.environ.get("PADDLE_TRAINER_ID") == "0" and os.environ.get("NODE_LOSS_PAUS
                     time.sleep(0.02)
         return _real_save(self, step, paused, *a, **k)
     CheckpointStore.save = _save
-'''
+"""
 
 
 @dataclass
@@ -96,14 +105,27 @@ class Row:
     @property
     def ok(self) -> bool:
         """Stopped within the bound with exit 203, resumed bit-exact."""
-        return (self.code == 203 and self.stop_s is not None and self.bound_s is not None
-                and self.stop_s <= self.bound_s and self.exact and not self.problem)  # fmt: skip
+        return (
+            self.code == 203
+            and self.stop_s is not None
+            and self.bound_s is not None
+            and self.stop_s <= self.bound_s
+            and self.exact
+            and not self.problem
+        )
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     path = os.pathsep.join(p for p in [str(SRC), os.environ.get("PYTHONPATH", "")] if p)
-    return {**os.environ, "PYTHONPATH": path, "GLOG_minloglevel": "2", "PADDLEFIT_NO_PREDICT": "1",
-            "PADDLEFIT_PEER_STARTUP_S": str(STARTUP_S), "COLUMNS": "400", **(extra or {})}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "GLOG_minloglevel": "2",
+        "PADDLEFIT_NO_PREDICT": "1",
+        "PADDLEFIT_PEER_STARTUP_S": str(STARTUP_S),
+        "COLUMNS": "400",
+        **(extra or {}),
+    }
 
 
 def _free_port() -> int:
@@ -114,8 +136,13 @@ def _free_port() -> int:
 
 def train(spec: Path, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     """``paddlefit train SPEC --run-dir RUN_DIR`` on this node (the spec's 2 devices: 2 processes)."""
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--run-dir", str(run_dir),
-                           *extra], capture_output=True, text=True, env=_env(), timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--run-dir", str(run_dir), *extra],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
 
 
 def sha(run_dir: Path) -> str:
@@ -130,12 +157,41 @@ def start_nodes(work: Path, spec: Path, run_dir: Path, extra: dict[str, str]) ->
     worker = SRC / "paddlefit" / "train" / "worker.py"
     procs = []
     for r in (0, 1):
-        cmd = [sys.executable, "-P", "-m", "paddlefit.train.distlaunch", "--nnodes", "2", "--master", master,
-               "--rank", str(r), "--nproc_per_node", "1", "--log_dir", str(work / f"node{r}-logs"), "--job_id", "nl",
-               str(worker), "--spec", str(spec), "--run-dir", str(run_dir), "--resume", "auto"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-P",
+            "-m",
+            "paddlefit.train.distlaunch",
+            "--nnodes",
+            "2",
+            "--master",
+            master,
+            "--rank",
+            str(r),
+            "--nproc_per_node",
+            "1",
+            "--log_dir",
+            str(work / f"node{r}-logs"),
+            "--job_id",
+            "nl",
+            str(worker),
+            "--spec",
+            str(spec),
+            "--run-dir",
+            str(run_dir),
+            "--resume",
+            "auto",
+        ]
         out = open(work / f"node{r}.out", "w")  # noqa: SIM115 (the node writes it until it ends)
-        procs.append(subprocess.Popen(cmd, env=_env({"PYTHONSAFEPATH": "1", **extra}), stdout=out,
-                                      stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                env=_env({"PYTHONSAFEPATH": "1", **extra}),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     return procs
 
 
@@ -261,16 +317,38 @@ def lose_node(work: Path, spec: Path, moment: str, victim: int, want_sha: str) -
 
 def table(rows: list[Row]) -> str:
     """The node-loss table (plain text, for the terminal and docs/benchmarks.md)."""
+
     def f(x: float | None) -> str:
         return "-" if x is None else f"{x:.1f}"
 
-    out = [("moment", "node killed", "survivor stop (s)", "launcher exit (s)", "bound (s)", "survivor exit",
-            "resumed from", "bit-exact", "ok")]  # fmt: skip
+    out = [
+        (
+            "moment",
+            "node killed",
+            "survivor stop (s)",
+            "launcher exit (s)",
+            "bound (s)",
+            "survivor exit",
+            "resumed from",
+            "bit-exact",
+            "ok",
+        )
+    ]
     for r in rows:
         how = f"node {r.victim}" + (" (SIGSTOP)" if r.moment == "silent" else "")
-        out.append((r.moment, how, f(r.stop_s), f(r.launcher_s), f(r.bound_s), "-" if r.code is None else str(r.code),
-                    "start" if r.resumed_from is None else str(r.resumed_from), "yes" if r.exact else "NO",
-                    "yes" if r.ok else f"NO {r.problem}".strip()))  # fmt: skip
+        out.append(
+            (
+                r.moment,
+                how,
+                f(r.stop_s),
+                f(r.launcher_s),
+                f(r.bound_s),
+                "-" if r.code is None else str(r.code),
+                "start" if r.resumed_from is None else str(r.resumed_from),
+                "yes" if r.exact else "NO",
+                "yes" if r.ok else f"NO {r.problem}".strip(),
+            )
+        )
     widths = [max(len(x[i]) for x in out) for i in range(len(out[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(x, widths, strict=True)).rstrip() for x in out)
 
@@ -303,12 +381,16 @@ def main() -> int:
                 rows.append(lose_node(work, spec, moment, victim, want))
                 if sys.stderr.isatty():
                     print(f"{moment}, node {victim}: {'ok' if rows[-1].ok else 'FAILED'}", file=sys.stderr)
-    print(f"2-node job (gloo, one worker a node) losing one node; survivor bound: floor 10 s + 10x the longest step "
-          f"(start-up allowance {STARTUP_S:g} s here); resume: `train --resume auto` on one node:\n")
+    print(
+        f"2-node job (gloo, one worker a node) losing one node; survivor bound: floor 10 s + 10x the longest step "
+        f"(start-up allowance {STARTUP_S:g} s here); resume: `train --resume auto` on one node:\n"
+    )
     print(table(rows))
     good = sum(r.ok for r in rows)
-    print(f"\n{good}/{len(rows)} node losses: the survivor stopped within its bound with exit 203 and the run "
-          f"resumed bit-exact: target {'MET' if good == len(rows) else 'NOT MET'}")
+    print(
+        f"\n{good}/{len(rows)} node losses: the survivor stopped within its bound with exit 203 and the run "
+        f"resumed bit-exact: target {'MET' if good == len(rows) else 'NOT MET'}"
+    )
     return 0 if good == len(rows) else 1
 
 

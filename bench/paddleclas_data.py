@@ -41,24 +41,47 @@ HEADER = ["model", "ppcls_name", "input_size", "bs1_ms", "bs4_ms", "bs8_ms", "fl
 # Eval/Infer crop side where it is not 224, from PaddlePaddle/PaddleClas@d178931f ppcls/configs/ImageNet/*/*.yaml
 # (DataLoader.Eval transform_ops and Infer.transforms: CropImage size; both agree in every config read).
 INPUT_SIZE = {
-    "InceptionV3": 299, "InceptionV4": 299,
-    "Xception41": 299, "Xception41_deeplab": 299, "Xception65": 299, "Xception65_deeplab": 299, "Xception71": 299,
-    "EfficientNetB1": 240, "EfficientNetB2": 260, "EfficientNetB3": 300, "EfficientNetB4": 380,
-    "EfficientNetB5": 456, "EfficientNetB6": 528, "EfficientNetB7": 600,
-    "CSPDarkNet53": 256, "DarkNet53": 256,
-    "MobileViT_XXS": 256, "MobileViT_XS": 256, "MobileViT_S": 256,
-    "ViT_base_patch16_384": 384, "ViT_base_patch32_384": 384, "ViT_large_patch16_384": 384,
-    "ViT_large_patch32_384": 384, "DeiT_base_patch16_384": 384, "DeiT_base_distilled_patch16_384": 384,
-    "SwinTransformer_base_patch4_window12_384": 384, "SwinTransformer_large_patch4_window12_384": 384,
-    "SwinTransformerV2_tiny_patch4_window8_256": 256, "SwinTransformerV2_tiny_patch4_window16_256": 256,
-    "SwinTransformerV2_small_patch4_window8_256": 256, "SwinTransformerV2_small_patch4_window16_256": 256,
-    "SwinTransformerV2_base_patch4_window8_256": 256, "SwinTransformerV2_base_patch4_window16_256": 256,
-    "SwinTransformerV2_base_patch4_window24_384": 384, "SwinTransformerV2_large_patch4_window16_256": 256,
+    "InceptionV3": 299,
+    "InceptionV4": 299,
+    "Xception41": 299,
+    "Xception41_deeplab": 299,
+    "Xception65": 299,
+    "Xception65_deeplab": 299,
+    "Xception71": 299,
+    "EfficientNetB1": 240,
+    "EfficientNetB2": 260,
+    "EfficientNetB3": 300,
+    "EfficientNetB4": 380,
+    "EfficientNetB5": 456,
+    "EfficientNetB6": 528,
+    "EfficientNetB7": 600,
+    "CSPDarkNet53": 256,
+    "DarkNet53": 256,
+    "MobileViT_XXS": 256,
+    "MobileViT_XS": 256,
+    "MobileViT_S": 256,
+    "ViT_base_patch16_384": 384,
+    "ViT_base_patch32_384": 384,
+    "ViT_large_patch16_384": 384,
+    "ViT_large_patch32_384": 384,
+    "DeiT_base_patch16_384": 384,
+    "DeiT_base_distilled_patch16_384": 384,
+    "SwinTransformer_base_patch4_window12_384": 384,
+    "SwinTransformer_large_patch4_window12_384": 384,
+    "SwinTransformerV2_tiny_patch4_window8_256": 256,
+    "SwinTransformerV2_tiny_patch4_window16_256": 256,
+    "SwinTransformerV2_small_patch4_window8_256": 256,
+    "SwinTransformerV2_small_patch4_window16_256": 256,
+    "SwinTransformerV2_base_patch4_window8_256": 256,
+    "SwinTransformerV2_base_patch4_window16_256": 256,
+    "SwinTransformerV2_base_patch4_window24_384": 384,
+    "SwinTransformerV2_large_patch4_window16_256": 256,
     "SwinTransformerV2_large_patch4_window24_384": 384,
-    "CSWinTransformer_base_384": 384, "CSWinTransformer_large_384": 384,
+    "CSWinTransformer_base_384": 384,
+    "CSWinTransformer_large_384": 384,
     # no config at all; ResNeXt101_wsl.md's speed table lists it at 320 (FixRes: same net, higher resolution)
     "Fix_ResNeXt101_32x48d_wsl": 320,
-}  # fmt: skip
+}
 # Models with no config of their own at the commit read; the size used instead and where it comes from.
 NO_CONFIG = {
     "ResNet50_vc": "224: ppcls/configs/ResNet/ResNet50_vc.yaml as last present (deleted in 7b77835c, 2021-06-16)",
@@ -127,9 +150,18 @@ def parse_markdown(text: str) -> tuple[list[dict], list[str]]:
             flops = num(fcol)
             if flops and in_mflops:
                 flops = str(Decimal(flops).scaleb(-3))
-            rows.append({"model": name, "bs1_ms": num(tcol.get("1")), "bs4_ms": num(tcol.get("4")),
-                         "bs8_ms": num(tcol.get("8")), "flops_g": flops, "params_m": num(pcol),
-                         "section": section, "line": lineno})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "bs1_ms": num(tcol.get("1")),
+                    "bs4_ms": num(tcol.get("4")),
+                    "bs8_ms": num(tcol.get("8")),
+                    "flops_g": flops,
+                    "params_m": num(pcol),
+                    "section": section,
+                    "line": lineno,
+                }
+            )
     return rows, notes
 
 
@@ -143,10 +175,15 @@ def merge(rows: list[dict]) -> tuple[list[dict], list[str]]:
         if old is None:
             keep[r["model"]] = r
             continue
-        diff = [f"{f} {old[f] or '-'} (line {old['line']}) vs {r[f] or '-'} (line {r['line']})"
-                for f in fields if old[f] != r[f]]  # fmt: skip
-        notes.append(f"{r['model']}: in '{old['section']}' and '{r['section']}', kept the latter"
-                     + (f"; they differ: {'; '.join(diff)}" if diff else "; identical"))  # fmt: skip
+        diff = [
+            f"{f} {old[f] or '-'} (line {old['line']}) vs {r[f] or '-'} (line {r['line']})"
+            for f in fields
+            if old[f] != r[f]
+        ]
+        notes.append(
+            f"{r['model']}: in '{old['section']}' and '{r['section']}', kept the latter"
+            + (f"; they differ: {'; '.join(diff)}" if diff else "; identical")
+        )
         keep[r["model"]] = r
     return list(keep.values()), notes
 
@@ -213,8 +250,13 @@ def check_build(name: str, size: int, timeout: float) -> dict:
     """Build + one forward in a fresh process; 'ok' iff it finished within timeout seconds (import time excluded)."""
     code = WORKER.format(mod=BACKBONE)
     try:
-        p = subprocess.run([sys.executable, "-c", code, name, str(size)], capture_output=True, text=True,
-                           timeout=timeout + 60, check=False)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-c", code, name, str(size)],
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return {"ok": False, "why": f"timed out (> {timeout + 60:.0f} s including import)"}
     res = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -268,10 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         for job, fut in futs.items():
             results[job] = fut.result()
             r = results[job]
-            print(f"[{time.perf_counter() - t0:6.0f}s] {job[0]} @{job[1]}: "
-                  + ("ok" if r["ok"] else "FAIL " + r["why"])
-                  + (f" ({r['seconds']:.1f} s, {r['params'] / 1e6:.2f} M params)" if "params" in r else ""),
-                  flush=True)  # fmt: skip
+            print(
+                f"[{time.perf_counter() - t0:6.0f}s] {job[0]} @{job[1]}: "
+                + ("ok" if r["ok"] else "FAIL " + r["why"])
+                + (f" ({r['seconds']:.1f} s, {r['params'] / 1e6:.2f} M params)" if "params" in r else ""),
+                flush=True,
+            )
 
     mismatch = []
     for r in rows:
@@ -290,12 +334,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.log:
         args.log.write_text(json.dumps({f"{k[0]}@{k[1]}": v for k, v in results.items()}, indent=1))
 
-    print(f"\n{n_raw} GPU-table rows -> {len(rows)} models; {sum(bool(r['ppcls_name']) for r in rows)} with "
-          f"ppcls_name; {sum(r['builds_here'] for r in rows)} build here; wrote {args.out}")  # fmt: skip
-    for title, items in (("tables", notes), ("merged", merge_notes), ("params mismatch", mismatch),
-                         ("no ppcls_name", [r["model"] for r in rows if not r["ppcls_name"]]),
-                         ("build failures", [f"{k[0]}@{k[1]}: {v['why']}" for k, v in results.items()
-                                             if not v["ok"]])):  # fmt: skip
+    print(
+        f"\n{n_raw} GPU-table rows -> {len(rows)} models; {sum(bool(r['ppcls_name']) for r in rows)} with "
+        f"ppcls_name; {sum(r['builds_here'] for r in rows)} build here; wrote {args.out}"
+    )
+    for title, items in (
+        ("tables", notes),
+        ("merged", merge_notes),
+        ("params mismatch", mismatch),
+        ("no ppcls_name", [r["model"] for r in rows if not r["ppcls_name"]]),
+        ("build failures", [f"{k[0]}@{k[1]}: {v['why']}" for k, v in results.items() if not v["ok"]]),
+    ):
         if items:
             print(f"\n{title}:")
             for it in items:

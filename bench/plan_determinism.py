@@ -73,10 +73,14 @@ def main() -> int:
                 total += 1
                 same_printed += printed
                 same_exact += exact
-            print(f"{name:34} {target:16} {s_idle * 1e3:10.4g}ms {s_busy * 1e3:10.4g}ms {printed!s:>8} "
-                  f"{exact!s:>6}" + ("   (measured on this CPU)" if target == "cpu" else ""))  # fmt: skip
-    print(f"GPU rows identical idle vs all {os.cpu_count()} cores busy: {same_printed}/{total} as printed, "
-          f"{same_exact}/{total} exactly; {time.perf_counter() - t0:.0f} s")  # fmt: skip
+            print(
+                f"{name:34} {target:16} {s_idle * 1e3:10.4g}ms {s_busy * 1e3:10.4g}ms {printed!s:>8} "
+                f"{exact!s:>6}" + ("   (measured on this CPU)" if target == "cpu" else "")
+            )
+    print(
+        f"GPU rows identical idle vs all {os.cpu_count()} cores busy: {same_printed}/{total} as printed, "
+        f"{same_exact}/{total} exactly; {time.perf_counter() - t0:.0f} s"
+    )
     ok = same_printed == total
     print(f"target (every GPU row identical to the printed digit): {'MET' if ok else 'NOT MET'}")
     return 0 if ok else 1

@@ -28,9 +28,8 @@ from rich.table import Table
 
 CASES = [
     ("resnet50 batch 256 (probe)", ["resnet50", "--batch-size", "256"], 12.0, None),
-    ("gpt2-xl batch 8 seq 1024 (LazyGuard)", ["gpt2-xl", "--batch-size", "8", "--input", "int64[1024]"], 20.0,
-     3e9),
-]  # fmt: skip
+    ("gpt2-xl batch 8 seq 1024 (LazyGuard)", ["gpt2-xl", "--batch-size", "8", "--input", "int64[1024]"], 20.0, 3e9),
+]
 
 
 _CHILD = (
@@ -48,8 +47,9 @@ def run_case(args: list[str]) -> tuple[float, float, tuple[float, float], dict]:
     """Wall seconds, peak RSS bytes (ru_maxrss of `plan` and of the processes it waited for), CPU seconds (`plan`'s
     own, its children's) and its JSON plan."""
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", _CHILD, "plan", *args, "--json"], capture_output=True, text=True,
-                       env=dict(os.environ))  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", _CHILD, "plan", *args, "--json"], capture_output=True, text=True, env=dict(os.environ)
+    )
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(r.stderr)
@@ -80,8 +80,12 @@ def child_start() -> float:
     import statistics
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
-    runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", _START], capture_output=True, text=True, env=env,
-                           check=True).stdout.split()[-1] for _ in range(3)]  # fmt: skip
+    runs = [
+        subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", _START], capture_output=True, text=True, env=env, check=True
+        ).stdout.split()[-1]
+        for _ in range(3)
+    ]
     return statistics.median(float(x) for x in runs)
 
 
@@ -95,10 +99,18 @@ def main() -> int:
         wall, rss, (own, children), plan = run_case(args)
         ok = wall <= t_target and (rss_target is None or rss <= rss_target)
         ok_all &= ok
-        table.add_row(name, f"{plan['model']['params'] / 1e6:,.0f}M", plan["memory"]["method"], f"{wall:.1f} s",
-                      f"<= {t_target:.0f} s", f"{rss / 1e9:.2f} GB",
-                      "-" if rss_target is None else f"<= {rss_target / 1e9:.0f} GB", f"{own:.2f} s",
-                      f"{children:.2f} s", "yes" if ok else "NO")  # fmt: skip
+        table.add_row(
+            name,
+            f"{plan['model']['params'] / 1e6:,.0f}M",
+            plan["memory"]["method"],
+            f"{wall:.1f} s",
+            f"<= {t_target:.0f} s",
+            f"{rss / 1e9:.2f} GB",
+            "-" if rss_target is None else f"<= {rss_target / 1e9:.0f} GB",
+            f"{own:.2f} s",
+            f"{children:.2f} s",
+            "yes" if ok else "NO",
+        )
     console.print(table)
     cold = child_start()
     starts = Table(title="the CPU probe's child process: start cost (empty call, median of 3)", header_style="bold")

@@ -30,8 +30,20 @@ def run_example(name: str, steps: int, home: Path, out: Path) -> dict:
     """Train one example; its summary.json's comparison, or ``{"error": ...}``."""
     env = {k: v for k, v in os.environ.items() if k != "PADDLEFIT_NO_PREDICT"}
     env.update(PADDLEFIT_HOME=str(home), GLOG_minloglevel="2", PYTHONWARNINGS="ignore")
-    cmd = [sys.executable, "-m", "paddlefit.cli.main", "train", str(ROOT / "examples" / f"{name}.yaml"),
-           "--run-dir", str(out / name), "--resume", "never", "--max-steps", str(steps), "--json"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "paddlefit.cli.main",
+        "train",
+        str(ROOT / "examples" / f"{name}.yaml"),
+        "--run-dir",
+        str(out / name),
+        "--resume",
+        "never",
+        "--max-steps",
+        str(steps),
+        "--json",
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or ["?"])[-1][:200]}
@@ -45,8 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     step_r, peak_r = [], []
-    print(f"{'example':20s} {'status':14s} {'pred step':>10s} {'meas step':>10s} {'ratio':>6s} {'peak ratio':>10s} "
-          f"{'data wait':>9s} {'steps':>5s}")  # fmt: skip
+    print(
+        f"{'example':20s} {'status':14s} {'pred step':>10s} {'meas step':>10s} {'ratio':>6s} {'peak ratio':>10s} "
+        f"{'data wait':>9s} {'steps':>5s}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only or EXAMPLES:
             doc = run_example(name, args.steps, Path(tmp) / "home", Path(tmp))
@@ -67,13 +81,17 @@ def main(argv: list[str] | None = None) -> int:
             if pk["ratio"] is not None:
                 peak_r.append(pk["ratio"])
             wait = f["data_wait_fraction"]["measured"]
-            print(f"{name:20s} {doc['status']:14s} {ms(st['predicted']):>10s} {ms(st['measured']):>10s} "
-                  f"{r(st['ratio']):>6s} {r(pk['ratio']):>10s} {'-' if wait is None else f'{wait:.1%}':>9s} "
-                  f"{doc['measured_steps']:5d}")  # fmt: skip
+            print(
+                f"{name:20s} {doc['status']:14s} {ms(st['predicted']):>10s} {ms(st['measured']):>10s} "
+                f"{r(st['ratio']):>6s} {r(pk['ratio']):>10s} {'-' if wait is None else f'{wait:.1%}':>9s} "
+                f"{doc['measured_steps']:5d}"
+            )
     if step_r:
-        print(f"median |step ratio - 1| {statistics.median(abs(x - 1) for x in step_r):.1%} over {len(step_r)} "
-              f"examples; median |peak ratio - 1| {statistics.median(abs(x - 1) for x in peak_r):.1%}; "
-              f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+        print(
+            f"median |step ratio - 1| {statistics.median(abs(x - 1) for x in step_r):.1%} over {len(step_r)} "
+            f"examples; median |peak ratio - 1| {statistics.median(abs(x - 1) for x in peak_r):.1%}; "
+            f"{time.perf_counter() - t0:.0f} s"
+        )
     return 0
 
 

@@ -70,15 +70,32 @@ __all__ = [
 WMT14_ENDE_VOCAB = 33712
 
 
-def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, padding: int | None = None, dilation: int = 1,
-             groups: int = 1, bias: bool = False, act: bool = True) -> paddle.nn.Layer:
+def _conv_bn(
+    cin: int,
+    cout: int,
+    k: int,
+    stride: int = 1,
+    padding: int | None = None,
+    dilation: int = 1,
+    groups: int = 1,
+    bias: bool = False,
+    act: bool = True,
+) -> paddle.nn.Layer:
     """Conv2D -> BatchNorm2D (-> ReLU); ``padding`` defaults to ``k // 2``; ``bias`` adds a conv bias."""
     from paddle import nn
 
     pad = k // 2 if padding is None else padding
     layers: list[nn.Layer] = [
-        nn.Conv2D(cin, cout, k, stride=stride, padding=pad, dilation=dilation, groups=groups,
-                  bias_attr=None if bias else False),
+        nn.Conv2D(
+            cin,
+            cout,
+            k,
+            stride=stride,
+            padding=pad,
+            dilation=dilation,
+            groups=groups,
+            bias_attr=None if bias else False,
+        ),
         nn.BatchNorm2D(cout),
     ]
     if act:
@@ -131,10 +148,12 @@ def ssd300(num_classes: int = 81) -> paddle.nn.Layer:
                 stride, pad = (2, 1) if i < 3 else (1, 0)
                 blocks.append(nn.Sequential(_conv_bn(cin, mid, 1), _conv_bn(mid, cout, 3, stride=stride, padding=pad)))
             self.additional_blocks = nn.LayerList(blocks)
-            self.loc = nn.LayerList([nn.Conv2D(c, n * 4, 3, padding=1) for n, c in zip(num_defaults, out_channels,
-                                                                                       strict=True)])
-            self.conf = nn.LayerList([nn.Conv2D(c, n * num_classes, 3, padding=1)
-                                      for n, c in zip(num_defaults, out_channels, strict=True)])
+            self.loc = nn.LayerList(
+                [nn.Conv2D(c, n * 4, 3, padding=1) for n, c in zip(num_defaults, out_channels, strict=True)]
+            )
+            self.conf = nn.LayerList(
+                [nn.Conv2D(c, n * num_classes, 3, padding=1) for n, c in zip(num_defaults, out_channels, strict=True)]
+            )
 
         def forward(self, x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
             x = self.feature_extractor(x)
@@ -186,7 +205,7 @@ def unet_medical(n_classes: int = 2) -> paddle.nn.Layer:
     def crop_and_concat(x: paddle.Tensor, skip: paddle.Tensor) -> paddle.Tensor:
         h, w = x.shape[2], x.shape[3]
         top, left = (skip.shape[2] - h) // 2, (skip.shape[3] - w) // 2
-        return paddle.concat([x, skip[:, :, top:top + h, left:left + w]], axis=1)
+        return paddle.concat([x, skip[:, :, top : top + h, left : left + w]], axis=1)
 
     class UNet(nn.Layer):
         def __init__(self) -> None:
@@ -197,8 +216,9 @@ def unet_medical(n_classes: int = 2) -> paddle.nn.Layer:
             self.bottleneck = double_conv(512, 1024)
             self.dropout = nn.Dropout(0.5)
             self.bottleneck_up = up_conv(1024, 512)
-            self.up_blocks = nn.LayerList([nn.Sequential(double_conv(2 * c, c), up_conv(c, c // 2))
-                                           for c in (512, 256, 128)])
+            self.up_blocks = nn.LayerList(
+                [nn.Sequential(double_conv(2 * c, c), up_conv(c, c // 2)) for c in (512, 256, 128)]
+            )
             self.output_block = nn.Sequential(double_conv(128, 64), nn.Conv2D(64, n_classes, 1))
 
         def forward(self, x: paddle.Tensor) -> paddle.Tensor:
@@ -307,8 +327,9 @@ def hrnet_w18_fcn(num_classes: int = 19, head_bias: bool = False) -> paddle.nn.L
                     if j > i:
                         y = self.funcs[idx](xs[j])
                         idx += 1
-                        residual = residual + F.interpolate(y, size=residual.shape[-2:], mode="bilinear",
-                                                            align_corners=False)
+                        residual = residual + F.interpolate(
+                            y, size=residual.shape[-2:], mode="bilinear", align_corners=False
+                        )
                     elif j < i:
                         y = xs[j]
                         for _ in range(i - j):
@@ -321,8 +342,7 @@ def hrnet_w18_fcn(num_classes: int = 19, head_bias: bool = False) -> paddle.nn.L
     class HRModule(nn.Layer):
         def __init__(self, channels: tuple[int, ...], num_blocks: int = 4) -> None:
             super().__init__()
-            self.branches = nn.LayerList([nn.Sequential(*[BasicBlock(c) for _ in range(num_blocks)])
-                                          for c in channels])
+            self.branches = nn.LayerList([nn.Sequential(*[BasicBlock(c) for _ in range(num_blocks)]) for c in channels])
             self.fuse = FuseLayers(channels)
 
         def forward(self, xs: list[paddle.Tensor]) -> list[paddle.Tensor]:
@@ -407,8 +427,16 @@ def deeplabv3p_resnet50_vd(num_classes: int = 19) -> paddle.nn.Layer:
     from paddle import nn
 
     class ConvBNLayer(nn.Layer):
-        def __init__(self, cin: int, cout: int, k: int, stride: int = 1, dilation: int = 1,
-                     is_vd_mode: bool = False, act: bool = False) -> None:
+        def __init__(
+            self,
+            cin: int,
+            cout: int,
+            k: int,
+            stride: int = 1,
+            dilation: int = 1,
+            is_vd_mode: bool = False,
+            act: bool = False,
+        ) -> None:
             super().__init__()
             self.pool = nn.AvgPool2D(2, 2, padding=0, ceil_mode=True) if is_vd_mode else None
             pad = (k - 1) // 2 if dilation == 1 else dilation
@@ -418,14 +446,14 @@ def deeplabv3p_resnet50_vd(num_classes: int = 19) -> paddle.nn.Layer:
             return self.conv(self.pool(x) if self.pool is not None else x)
 
     class BottleneckVd(nn.Layer):
-        def __init__(self, cin: int, filters: int, stride: int, shortcut: bool, if_first: bool,
-                     dilation: int) -> None:
+        def __init__(self, cin: int, filters: int, stride: int, shortcut: bool, if_first: bool, dilation: int) -> None:
             super().__init__()
             self.conv0 = ConvBNLayer(cin, filters, 1, act=True)
             self.conv1 = ConvBNLayer(filters, filters, 3, stride=stride, dilation=dilation, act=True)
             self.conv2 = ConvBNLayer(filters, filters * 4, 1)
-            self.short = None if shortcut else ConvBNLayer(cin, filters * 4, 1,
-                                                           is_vd_mode=not (if_first or stride == 1))
+            self.short = (
+                None if shortcut else ConvBNLayer(cin, filters * 4, 1, is_vd_mode=not (if_first or stride == 1))
+            )
 
         def forward(self, x: paddle.Tensor) -> paddle.Tensor:
             y = self.conv2(self.conv1(self.conv0(x)))
@@ -446,9 +474,16 @@ def deeplabv3p_resnet50_vd(num_classes: int = 19) -> paddle.nn.Layer:
                 blocks = []
                 for i in range(depth[b]):
                     d = dilation_dict.get(b, 1) * (multi_grid[i] if b == 3 else 1)
-                    blocks.append(BottleneckVd(num_channels[b] if i == 0 else num_filters[b] * 4, num_filters[b],
-                                               stride=2 if i == 0 and b != 0 and d == 1 else 1, shortcut=i > 0,
-                                               if_first=b == i == 0, dilation=d))
+                    blocks.append(
+                        BottleneckVd(
+                            num_channels[b] if i == 0 else num_filters[b] * 4,
+                            num_filters[b],
+                            stride=2 if i == 0 and b != 0 and d == 1 else 1,
+                            shortcut=i > 0,
+                            if_first=b == i == 0,
+                            dilation=d,
+                        )
+                    )
                 stages.append(nn.Sequential(*blocks))
             self.stages = nn.LayerList(stages)
             self.feat_channels = [c * 4 for c in num_filters]
@@ -463,22 +498,26 @@ def deeplabv3p_resnet50_vd(num_classes: int = 19) -> paddle.nn.Layer:
 
     def sep_conv(cin: int, cout: int, dilation: int = 1) -> nn.Layer:
         # PaddleSeg SeparableConvBNReLU: depthwise ConvBN (bias) + pointwise ConvBNReLU (bias)
-        return nn.Sequential(_conv_bn(cin, cin, 3, padding=dilation, dilation=dilation, groups=cin, bias=True,
-                                      act=False), _conv_bn(cin, cout, 1, bias=True))
+        return nn.Sequential(
+            _conv_bn(cin, cin, 3, padding=dilation, dilation=dilation, groups=cin, bias=True, act=False),
+            _conv_bn(cin, cout, 1, bias=True),
+        )
 
     class ASPP(nn.Layer):
         def __init__(self, cin: int, cout: int = 256, ratios: tuple[int, ...] = (1, 12, 24, 36)) -> None:
             super().__init__()
-            self.aspp_blocks = nn.LayerList([_conv_bn(cin, cout, 1, bias=True) if r == 1 else sep_conv(cin, cout, r)
-                                             for r in ratios])
+            self.aspp_blocks = nn.LayerList(
+                [_conv_bn(cin, cout, 1, bias=True) if r == 1 else sep_conv(cin, cout, r) for r in ratios]
+            )
             self.global_avg_pool = nn.Sequential(nn.AdaptiveAvgPool2D(1), _conv_bn(cin, cout, 1))
             self.conv_bn_relu = _conv_bn(cout * (len(ratios) + 1), cout, 1, bias=True)
             self.dropout = nn.Dropout(0.1)
 
         def forward(self, x: paddle.Tensor) -> paddle.Tensor:
             size = x.shape[-2:]
-            outs = [F.interpolate(block(x), size=size, mode="bilinear", align_corners=False)
-                    for block in self.aspp_blocks]
+            outs = [
+                F.interpolate(block(x), size=size, mode="bilinear", align_corners=False) for block in self.aspp_blocks
+            ]
             outs.append(F.interpolate(self.global_avg_pool(x), size=size, mode="bilinear", align_corners=False))
             return self.dropout(self.conv_bn_relu(paddle.concat(outs, axis=1)))
 
@@ -512,9 +551,15 @@ def deeplabv3p_resnet50_vd(num_classes: int = 19) -> paddle.nn.Layer:
 
 
 # ---------------------------------------------------------------------------------------------- Transformer big
-def transformer_big(src_len: int = 128, tgt_len: int = 128, vocab_size: int = WMT14_ENDE_VOCAB,
-                    max_length: int = 1024, dropout: float = 0.1, normalize_before: bool = True,
-                    bos_id: int = 0) -> paddle.nn.Layer:
+def transformer_big(
+    src_len: int = 128,
+    tgt_len: int = 128,
+    vocab_size: int = WMT14_ENDE_VOCAB,
+    max_length: int = 1024,
+    dropout: float = 0.1,
+    normalize_before: bool = True,
+    bos_id: int = 0,
+) -> paddle.nn.Layer:
     """Transformer "big" encoder-decoder for WMT14 en-de, as PaddleNLP's ``TransformerModel`` runs it.
 
     Architecture: Vaswani et al. 2017 "Attention Is All You Need" (arXiv 1706.03762) table 3 "big": 6 encoder
@@ -623,8 +668,9 @@ def transformer_big(src_len: int = 128, tgt_len: int = 128, vocab_size: int = WM
             self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
             self.dropout1, self.dropout2, self.dropout3 = nn.Dropout(dropout), nn.Dropout(dropout), nn.Dropout(dropout)
 
-        def forward(self, x: paddle.Tensor, memory: paddle.Tensor, causal: paddle.Tensor,
-                    src_bias: paddle.Tensor) -> paddle.Tensor:
+        def forward(
+            self, x: paddle.Tensor, memory: paddle.Tensor, causal: paddle.Tensor, src_bias: paddle.Tensor
+        ) -> paddle.Tensor:
             if normalize_before:
                 h = self.norm1(x)
                 x = x + self.dropout1(self.self_attn(h, h, causal))
@@ -686,10 +732,16 @@ BENCH_MODELS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
 PUBLISHED_PARAMS: dict[str, tuple[int | None, str]] = {
     "ssd300": (None, "no count published by DLE"),
     "unet_medical": (31_030_000, "Ronneberger et al. 2015 U-Net with 2x2 up-convs (commonly quoted ~31.0M)"),
-    "hrnet_w18_fcn": (9_675_306, "paddle.flops 'Total Params' in PaddlePaddle/Perf HRNetW18/logs/paddle/"
-                                 "Hrnet_FP32_BS8-N1.log (includes BN running mean/var)"),
-    "deeplabv3p_resnet50_vd": (26_794_243, "paddle.flops 'Total Params' in PaddlePaddle/Perf DeepLabV3P/logs/"
-                                           "paddle/Deeplabv3_FP32_BS4-N1.log (includes BN running mean/var)"),
+    "hrnet_w18_fcn": (
+        9_675_306,
+        "paddle.flops 'Total Params' in PaddlePaddle/Perf HRNetW18/logs/paddle/"
+        "Hrnet_FP32_BS8-N1.log (includes BN running mean/var)",
+    ),
+    "deeplabv3p_resnet50_vd": (
+        26_794_243,
+        "paddle.flops 'Total Params' in PaddlePaddle/Perf DeepLabV3P/logs/"
+        "paddle/Deeplabv3_FP32_BS4-N1.log (includes BN running mean/var)",
+    ),
     "transformer_big": (213_000_000, "Vaswani et al. 2017 table 3 (37000-token vocabulary, post-norm)"),
 }
 

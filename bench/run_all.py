@@ -32,10 +32,28 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 
 #: The benches `make bench` runs, in this order (cheap and self-contained first).
-BENCHES = ["memory_accuracy", "plan_speed", "llm_plan", "collectives", "gpu_kernels", "gpu_fit", "plan_determinism",
-           "trainer_overhead", "kill_soak", "crash_points", "node_loss", "cost_sanity", "tune_gain", "real_models",
-           "cpu_threads", "mkl_path", "gpu_accuracy", "inference_accuracy", "runs_calibration",
-           "predicted_vs_measured"]  # fmt: skip
+BENCHES = [
+    "memory_accuracy",
+    "plan_speed",
+    "llm_plan",
+    "collectives",
+    "gpu_kernels",
+    "gpu_fit",
+    "plan_determinism",
+    "trainer_overhead",
+    "kill_soak",
+    "crash_points",
+    "node_loss",
+    "cost_sanity",
+    "tune_gain",
+    "real_models",
+    "cpu_threads",
+    "mkl_path",
+    "gpu_accuracy",
+    "inference_accuracy",
+    "runs_calibration",
+    "predicted_vs_measured",
+]
 #: Arguments `make bench` gives a bench (the others run with their defaults): kill_soak's default 100 kills take
 #: 10-15 minutes on 2 cores, 30 take 3-5.
 ARGS = {"kill_soak": ["--kills", "30"]}
@@ -83,12 +101,15 @@ def machine() -> str:
             continue
     gpu = "no GPU"
     if shutil.which("nvidia-smi"):
-        r = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                           text=True, timeout=30)  # fmt: skip
+        r = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=30
+        )
         names = [n.strip() for n in r.stdout.splitlines() if n.strip()]
         gpu = f"{len(names)}x {names[0]}" if r.returncode == 0 and names else gpu
-    return (f"{cpu}, {os.cpu_count()} cores, {ram}; Python {platform.python_version()}, {paddle}; {gpu}; "
-            f"{platform.system()} {platform.release()}")  # fmt: skip
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {ram}; Python {platform.python_version()}, {paddle}; {gpu}; "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
 #: A warning raised inside an installed package (``.../site-packages/paddle/...py:712: UserWarning: ...``): not the
@@ -122,8 +143,16 @@ def run_bench(name: str, args: list[str]) -> tuple[int, str, float]:
     env = dict(os.environ, COLUMNS=os.environ.get("COLUMNS", "120"), PYTHONUNBUFFERED="1")
     start = time.perf_counter()
     lines: list[str] = []
-    with subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          encoding="utf-8", errors="replace") as proc:  # fmt: skip
+    with subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -136,18 +165,22 @@ def block(name: str, code: int, output: str, seconds: float, when: str, where: s
     """The generated block for one bench run (markers included)."""
     fence = "````" if "```" in output else "```"
     command = " ".join(["python", f"bench/{name}.py", *args])
-    return "\n".join([
-        f"<!-- bench:{name}:start -->",
-        f"{first_sentence(ROOT / 'bench' / f'{name}.py')}",
-        "",
-        f"- run: {when}, exit code {code} ({'target met' if code == 0 else 'FAILED or target missed'}), "
-        f"wall time {seconds:.0f} s",
-        f"- machine: {where}",
-        f"- command: `{command}`",
-        "",
-        f"{fence}text", output.rstrip(), fence,
-        f"<!-- bench:{name}:end -->",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"<!-- bench:{name}:start -->",
+            f"{first_sentence(ROOT / 'bench' / f'{name}.py')}",
+            "",
+            f"- run: {when}, exit code {code} ({'target met' if code == 0 else 'FAILED or target missed'}), "
+            f"wall time {seconds:.0f} s",
+            f"- machine: {where}",
+            f"- command: `{command}`",
+            "",
+            f"{fence}text",
+            output.rstrip(),
+            fence,
+            f"<!-- bench:{name}:end -->",
+        ]
+    )
 
 
 def merge(doc: str, blocks: dict[str, str]) -> str:
@@ -164,8 +197,13 @@ def merge(doc: str, blocks: dict[str, str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", action="append", choices=BENCHES, metavar="NAME",
-                    help=f"run only this bench (repeatable): {', '.join(BENCHES)}")  # fmt: skip
+    ap.add_argument(
+        "--only",
+        action="append",
+        choices=BENCHES,
+        metavar="NAME",
+        help=f"run only this bench (repeatable): {', '.join(BENCHES)}",
+    )
     ap.add_argument("--doc", type=Path, default=DOC, help="the Markdown file to update [docs/benchmarks.md]")
     opts = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))

@@ -39,11 +39,20 @@ def recorded_rows() -> list[dict]:
         for c in cases:
             if c.gpu.name == dev:
                 src = c.source
-                rows.append({"id": len(rows) + 1, "row": c.row["id"], "model": c.workload.key,
-                             "device_name": c.gpu.name, "precision": c.precision, "micro_batch_size": c.batch,
-                             "device_count": int(c.row["gpus"]), "source": src,
-                             "predicted_step_s": c.batch / gpu_fit.predict(c, params),
-                             "measured_step_s": c.batch / c.measured_per_gpu})  # fmt: skip
+                rows.append(
+                    {
+                        "id": len(rows) + 1,
+                        "row": c.row["id"],
+                        "model": c.workload.key,
+                        "device_name": c.gpu.name,
+                        "precision": c.precision,
+                        "micro_batch_size": c.batch,
+                        "device_count": int(c.row["gpus"]),
+                        "source": src,
+                        "predicted_step_s": c.batch / gpu_fit.predict(c, params),
+                        "measured_step_s": c.batch / c.measured_per_gpu,
+                    }
+                )
     return sorted(rows, key=lambda r: r["row"])
 
 
@@ -84,13 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     for dev in sorted({r["device_name"] for r, _, _ in res}):
         sub = [(b, a) for r, b, a in res if r["device_name"] == dev]
         models = len({r["model"] for r, _, _ in res if r["device_name"] == dev})
-        print(f"{dev:16s} {len(sub):13d} {models:6d} {_median([b for b, _ in sub]):8.1%} "
-              f"{_median([a for _, a in sub]):8.1%}")  # fmt: skip
+        print(
+            f"{dev:16s} {len(sub):13d} {models:6d} {_median([b for b, _ in sub]):8.1%} "
+            f"{_median([a for _, a in sub]):8.1%}"
+        )
     before, after = _median([b for _, b, _ in res]), _median([a for _, _, a in res])
     better = sum(a < b for _, b, a in res)
     print(f"{'all':16s} {len(res):13d} {'':6s} {before:8.1%} {after:8.1%}")
-    print(f"median |predicted/measured - 1| of held-out runs: {before:.1%} before -> {after:.1%} after "
-          f"(ratio {after / before:.2f}); {better}/{len(res)} runs predicted better; {time.perf_counter() - t0:.0f} s")
+    print(
+        f"median |predicted/measured - 1| of held-out runs: {before:.1%} before -> {after:.1%} after "
+        f"(ratio {after / before:.2f}); {better}/{len(res)} runs predicted better; {time.perf_counter() - t0:.0f} s"
+    )
     met = after < before
     print(f"target (held-out runs predicted better after than before): {'MET' if met else 'NOT MET'}")
     return 0 if met else 1

@@ -84,16 +84,25 @@ def paddlefit_trainer(steps: int) -> float:
     from paddlefit.spec import JobSpec
     from paddlefit.train.loop import Trainer, TrainOptions
 
-    spec = JobSpec(model="paddlefit.models.examples:digits_cnn", data={"train": "digits"}, batch_size=BATCH,
-                   max_steps=steps, lr=LR, seed=SEED)  # fmt: skip
+    spec = JobSpec(
+        model="paddlefit.models.examples:digits_cnn",
+        data={"train": "digits"},
+        batch_size=BATCH,
+        max_steps=steps,
+        lr=LR,
+        seed=SEED,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         res = Trainer(spec, TrainOptions(run_dir=Path(tmp), resume="never", progress=False, log=lambda _m: None)).run()
         assert res.exit_code == 0
         return float(res.summary["final_loss"])
 
 
-COMPETITORS = [("hand-written loop", hand_written), ("paddle.Model.fit", model_fit),
-               ("paddlefit train", paddlefit_trainer)]  # fmt: skip
+COMPETITORS = [
+    ("hand-written loop", hand_written),
+    ("paddle.Model.fit", model_fit),
+    ("paddlefit train", paddlefit_trainer),
+]
 
 
 def main() -> int:
@@ -113,19 +122,24 @@ def main() -> int:
             t0 = time.perf_counter()
             fn(args.steps)
             times[name].append(time.perf_counter() - t0)
-        console.print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()),
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"round {r + 1}/{args.rounds}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()),
+            highlight=False,
+        )
     samples = args.steps * BATCH
-    table = Table(title=f"trainer overhead: digits_cnn, batch {BATCH}, {args.steps} steps, {cores} threads, "
-                        f"median of {args.rounds} interleaved rounds")  # fmt: skip
+    table = Table(
+        title=f"trainer overhead: digits_cnn, batch {BATCH}, {args.steps} steps, {cores} threads, "
+        f"median of {args.rounds} interleaved rounds"
+    )
     for col in ("loop", "median s", "min s", "max s", "samples/s", "vs hand-written (median of rounds)"):
         table.add_column(col, justify="left" if col == "loop" else "right")
     hand = times["hand-written loop"]
     ratios = {name: statistics.median(h / t for h, t in zip(hand, ts, strict=True)) for name, ts in times.items()}
     for name, ts in times.items():
         med = statistics.median(ts)
-        table.add_row(name, f"{med:.2f}", f"{min(ts):.2f}", f"{max(ts):.2f}", f"{samples / med:,.0f}",
-                      f"{ratios[name]:.3f}x")  # fmt: skip
+        table.add_row(
+            name, f"{med:.2f}", f"{min(ts):.2f}", f"{max(ts):.2f}", f"{samples / med:,.0f}", f"{ratios[name]:.3f}x"
+        )
     console.print(table)
     ratio = ratios["paddlefit train"]
     met = ratio >= 0.97

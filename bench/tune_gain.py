@@ -47,8 +47,10 @@ def main() -> int:
     with contextlib.redirect_stdout(sys.stderr):
         result = tune(spec, budget_s=args.budget_minutes * 60, steps=20, warmup=5, confirm=2)
     tuned = apply_settings(spec, result.best.settings)
-    console.print(f"tune: {len(result.trials)} candidates in {time.perf_counter() - t0:,.0f} s; winner "
-                  f"{result.best.label} ({result.best.settings}); tune's own ratio {result.ratio:.2f}x")  # fmt: skip
+    console.print(
+        f"tune: {len(result.trials)} candidates in {time.perf_counter() - t0:,.0f} s; winner "
+        f"{result.best.label} ({result.best.settings}); tune's own ratio {result.ratio:.2f}x"
+    )
     runs: dict[str, list[float]] = {"as written (num_workers 0)": [], "tuned": []}
     ratios = []
     for r in range(args.rounds):
@@ -58,14 +60,17 @@ def main() -> int:
         runs["tuned"].append(b)
         ratios.append(b / a)
         console.print(f"round {r + 1}/{args.rounds}: as written {a:,.0f} samples/s, tuned {b:,.0f} samples/s")
-    table = Table(title=f"tune gain: digits-warped, batch {spec.batch_size}, {args.steps} steps per run, median of "
-                        f"{args.rounds} interleaved rounds")  # fmt: skip
+    table = Table(
+        title=f"tune gain: digits-warped, batch {spec.batch_size}, {args.steps} steps per run, median of "
+        f"{args.rounds} interleaved rounds"
+    )
     for col in ("config", "median samples/s", "min", "max", "vs as written (median of rounds)"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for name, vals in runs.items():
         ratio = 1.0 if name.startswith("as written") else statistics.median(ratios)
-        table.add_row(name, f"{statistics.median(vals):,.0f}", f"{min(vals):,.0f}", f"{max(vals):,.0f}",
-                      f"{ratio:.3f}x")
+        table.add_row(
+            name, f"{statistics.median(vals):,.0f}", f"{min(vals):,.0f}", f"{max(vals):,.0f}", f"{ratio:.3f}x"
+        )
     console.print(table)
     gain = statistics.median(ratios)
     met = gain >= 1.5
@@ -79,10 +84,14 @@ def main() -> int:
         a = measure(text, args.steps, 5)["samples_per_s"]
         b = measure(fixed, args.steps, 5)["samples_per_s"]
         sr.append(b / a)
-        console.print(f"sentiment-zh round {r + 1}/3: as written {a:,.0f} samples/s, sparse embedding + lazy_mode "
-                      f"{b:,.0f} samples/s")  # fmt: skip
-    console.print(f"sentiment-zh sparse embedding + lazy_mode / as written: {statistics.median(sr):.2f}x "
-                  "(median of 3 interleaved rounds; informational)")  # fmt: skip
+        console.print(
+            f"sentiment-zh round {r + 1}/3: as written {a:,.0f} samples/s, sparse embedding + lazy_mode "
+            f"{b:,.0f} samples/s"
+        )
+    console.print(
+        f"sentiment-zh sparse embedding + lazy_mode / as written: {statistics.median(sr):.2f}x "
+        "(median of 3 interleaved rounds; informational)"
+    )
     return 0 if met else 1
 
 

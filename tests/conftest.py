@@ -32,10 +32,18 @@ from trainrun import DP_KILL_JOB, SLOW60_JOB, SharedRun, run, train_cmd, write_s
 # `long`: a local soak, `pytest tests/test_fuzz.py --hypothesis-profile=long` (random, 20x the examples, failures
 # kept in .hypothesis/ and replayed first next time). This module runs before hypothesis's pytest plugin reads
 # `--hypothesis-profile` (in pytest_configure), so the option wins over the default loaded here.
-settings.register_profile("ci", derandomize=True, database=None, max_examples=100, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
-settings.register_profile("long", max_examples=2000, deadline=None, print_blob=True,
-                          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    database=None,
+    max_examples=100,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long", max_examples=2000, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("ci")
 
 
@@ -112,11 +120,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     marked `serial` outside a file that names `mark.serial` fails collection: `make test` collects the serial part
     from the files that do (`grep -l`), and would run such a test in neither part."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-    hidden = sorted({str(item.path) for item in items if item.get_closest_marker("serial")
-                     and "mark.serial" not in item.path.read_text()})  # fmt: skip
+    hidden = sorted(
+        {
+            str(item.path)
+            for item in items
+            if item.get_closest_marker("serial") and "mark.serial" not in item.path.read_text()
+        }
+    )
     if hidden:
-        raise pytest.UsageError(f"tests marked serial in files without `mark.serial` (make test would skip them): "
-                                f"{', '.join(hidden)}")  # fmt: skip
+        raise pytest.UsageError(
+            f"tests marked serial in files without `mark.serial` (make test would skip them): {', '.join(hidden)}"
+        )
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items or _cuda_devices():
         return

@@ -15,8 +15,14 @@ DATA = Path(__file__).parent / "data"
 
 def run(*args, cwd=None):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=600,
+    )
 
 
 def test_gpus_json():
@@ -28,8 +34,19 @@ def test_gpus_json():
 
 
 def test_plan_json_for_user_multi_input_model():
-    r = run("plan", "tinymodels:TwoInput", "--input", "float32[3,16,16]", "--input", "int64[12]:100",
-            "--batch-size", "8", "--gpu", "L4", "--json")  # fmt: skip
+    r = run(
+        "plan",
+        "tinymodels:TwoInput",
+        "--input",
+        "float32[3,16,16]",
+        "--input",
+        "int64[12]:100",
+        "--batch-size",
+        "8",
+        "--gpu",
+        "L4",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["inputs"] == ["float32[3,16,16]", "int64[12]:100"]
@@ -85,10 +102,23 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     row = doc["rows"][0]
     assert abs(row["predicted_peak_bytes"] / row["peak_bytes"] - 1) < 0.05
     # a calibration measured on a T4 (rows written by hand here) marks that row calibrated and scales memory
-    t4 = {"device": "T4", "cuda_context_bytes": 400 * 2**20, "rows": [
-        {"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2_000_000,
-         "predicted_peak_bytes": 1_000_000, "step_time_s": 0.01, "train_flops_per_sample": 2.0e6,
-         "peak_flops": 8.1e12, "efficiency_class": "fp32"}]}  # fmt: skip
+    t4 = {
+        "device": "T4",
+        "cuda_context_bytes": 400 * 2**20,
+        "rows": [
+            {
+                "model": "lenet",
+                "batch_size": 8,
+                "precision": "fp32",
+                "peak_bytes": 2_000_000,
+                "predicted_peak_bytes": 1_000_000,
+                "step_time_s": 0.01,
+                "train_flops_per_sample": 2.0e6,
+                "peak_flops": 8.1e12,
+                "efficiency_class": "fp32",
+            }
+        ],
+    }
     cal = tmp_path / "t4.json"
     cal.write_text(json.dumps(t4))
     base = json.loads(run("plan", "lenet", "-b", "8", "--gpu", "T4", "--json").stdout)
@@ -108,8 +138,12 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     # with kernel timings (what `calibrate` writes on a GPU) the device's parameters replace the fit
     fitted = d["assumptions"]["gpu_model_params"]
     # efficiencies (fractions of a datasheet peak or bandwidth) / 4; shapes, L2, power and seconds as fitted
-    slow = {k: v / 4 if k.startswith(("gemm_half", "gemm_tf32", "gemm_fp32", "conv_", "dwconv")) or k.endswith("bw_eff")
-            else v for k, v in fitted.items()}  # fmt: skip
+    slow = {
+        k: v / 4
+        if k.startswith(("gemm_half", "gemm_tf32", "gemm_fp32", "conv_", "dwconv")) or k.endswith("bw_eff")
+        else v
+        for k, v in fitted.items()
+    }
     cal.write_text(json.dumps(dict(t4, perf_params={"values": slow})))
     d2 = json.loads(run("plan", "lenet", "-b", "8", "--gpu", "T4", "--calibration", str(cal), "--json").stdout)
     row_d = next(t for t in d2["targets"] if t["name"] == "T4")
@@ -152,10 +186,22 @@ def test_more_bad_input_exits_2(args, needle):
 def test_bad_calibration_values_and_special_out_paths(tmp_path):
     import os
 
-    row = {"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2e6, "predicted_peak_bytes": 1e6,
-           "step_time_s": 0.01, "train_flops_per_sample": 2e6, "peak_flops": 8.1e12, "efficiency_class": "fp32"}
-    for bad, needle in ((dict(row, step_time_s=0), "`step_time_s`"), (dict(row, efficiency_class="x"), "one of"),
-                        (dict(row, predicted_peak_bytes=1e-3), "outside [0.01, 100]")):  # fmt: skip
+    row = {
+        "model": "lenet",
+        "batch_size": 8,
+        "precision": "fp32",
+        "peak_bytes": 2e6,
+        "predicted_peak_bytes": 1e6,
+        "step_time_s": 0.01,
+        "train_flops_per_sample": 2e6,
+        "peak_flops": 8.1e12,
+        "efficiency_class": "fp32",
+    }
+    for bad, needle in (
+        (dict(row, step_time_s=0), "`step_time_s`"),
+        (dict(row, efficiency_class="x"), "one of"),
+        (dict(row, predicted_peak_bytes=1e-3), "outside [0.01, 100]"),
+    ):
         f = tmp_path / "c.json"
         f.write_text(json.dumps({"device": "T4", "rows": [bad]}))
         r = run("plan", "lenet", "-b", "2", "--gpu", "T4", "--calibration", str(f))
@@ -196,8 +242,18 @@ def test_an_mfu_above_100_percent_says_why():
     """FP32 3x3 convolutions on CUDA cores run as Winograd (fewer multiplies than the model's FLOPs): the model
     can then reach more than 100% MFU as MFU counts, and the row says so instead of looking like a bug."""
     # 8x8 maps (two 4x4 Winograd output tiles a side): MFU 1.09 here, and the CPU probe 3x faster than at 28x28
-    r = run("plan", "trainhelpers:conv3x3_stack", "-i", "float32[256,8,8]", "-b", "64", "--gpu", "A100-SXM4-40GB",
-            "--no-tf32", "--json")  # fmt: skip
+    r = run(
+        "plan",
+        "trainhelpers:conv3x3_stack",
+        "-i",
+        "float32[256,8,8]",
+        "-b",
+        "64",
+        "--gpu",
+        "A100-SXM4-40GB",
+        "--no-tf32",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     (gpu,) = [t for t in json.loads(r.stdout)["targets"] if t["kind"] == "gpu"]
     assert gpu["predicted_mfu"] > 1.0
@@ -229,22 +285,43 @@ def test_the_stop_message_names_the_command_that_resumes():
     from paddlefit.cli.train import resume_hint
 
     assert resume_hint("auto") == "run the same command to resume"
-    assert resume_hint("never") == ("resume with `--resume auto` (not `--resume never`, which deletes the "
-                                    "checkpoints and starts over)")  # fmt: skip
+    assert resume_hint("never") == (
+        "resume with `--resume auto` (not `--resume never`, which deletes the checkpoints and starts over)"
+    )
     assert resume_hint("runs/a/checkpoints/step-00000010").endswith("which goes back to that checkpoint)")
 
 
 def test_the_command_line_imports_only_the_command_it_runs():
     """Every `paddlefit` process imports the command table; what a command needs (the planner, the catalog, numpy,
     the trainer) is imported when that command runs, so `paddlefit runs` or `report` does not pay for the planner."""
-    code = ("import sys, paddlefit.cli.main; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numpy', 'paddle', 'paddlefit'))))")  # fmt: skip
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                timeout=60).stdout.split())  # fmt: skip
+    code = (
+        "import sys, paddlefit.cli.main; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'paddle', 'paddlefit'))))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.split()
+    )
     assert "paddlefit.cli.plan" in loaded and "paddlefit.cli.train" in loaded  # the command table is complete
-    heavy = {m for m in loaded if m.split(".")[0] in ("numpy", "paddle") or m.startswith(
-        ("paddlefit.plan", "paddlefit.catalog", "paddlefit.estimate", "paddlefit.train", "paddlefit.diagnose",
-         "paddlefit.deploy", "paddlefit.report", "paddlefit.models", "paddlefit.tune"))}  # fmt: skip
+    heavy = {
+        m
+        for m in loaded
+        if m.split(".")[0] in ("numpy", "paddle")
+        or m.startswith(
+            (
+                "paddlefit.plan",
+                "paddlefit.catalog",
+                "paddlefit.estimate",
+                "paddlefit.train",
+                "paddlefit.diagnose",
+                "paddlefit.deploy",
+                "paddlefit.report",
+                "paddlefit.models",
+                "paddlefit.tune",
+            )
+        )
+    }
     assert heavy == set()
 
 

@@ -25,9 +25,15 @@ def test_box_samples_are_padded_int64_boxes_inside_the_image():
     assert np.array_equal(a[1]["gt_bbox"], b[1]["gt_bbox"]) and np.array_equal(a[1]["image"], b[1]["image"])
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [({"n": 0}, "`data.*_args.n`"), ({"size": 128}, "`data.*_args.size`"),
-                                                 ({"size": 200}, "not a multiple of 64"),
-                                                 ({"boxes": True}, "`data.*_args.boxes`")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"n": 0}, "`data.*_args.n`"),
+        ({"size": 128}, "`data.*_args.size`"),
+        ({"size": 200}, "not a multiple of 64"),
+        ({"boxes": True}, "`data.*_args.boxes`"),
+    ],
+)
 def test_bad_dataset_arguments_name_the_field(kwargs, needle):
     with pytest.raises(PaddlefitError, match=needle.replace("*", r"\*").replace(".", r"\.")):
         box_images(**kwargs)

@@ -23,8 +23,9 @@ def _anchors(page: Path) -> set[str]:
     text = page.read_text(encoding="utf-8")
     found: set[str] = set(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
     seen: dict[str, int] = {}
-    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.sub(r"^(`{3,}).*?^\1`*\s*$", "", text,
-                                                                  flags=re.S | re.M), flags=re.M):  # fmt: skip
+    for heading in re.findall(
+        r"^#{1,6}\s+(.+?)\s*#*\s*$", re.sub(r"^(`{3,}).*?^\1`*\s*$", "", text, flags=re.S | re.M), flags=re.M
+    ):
         slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
         n = seen.get(slug, 0)
         seen[slug] = n + 1
@@ -37,7 +38,8 @@ def test_job_spec_doc_is_current():
 
     doc = ROOT / "docs" / "job-spec.md"
     assert doc.exists() and doc.read_text(encoding="utf-8") == job_spec_markdown(), (
-        "docs/job-spec.md is stale (a job-spec Field description in src/paddlefit/spec.py changed): run `make docs`")
+        "docs/job-spec.md is stale (a job-spec Field description in src/paddlefit/spec.py changed): run `make docs`"
+    )
 
 
 def test_every_relative_link_resolves():
@@ -61,8 +63,21 @@ def test_readme_is_a_front_door():
     assert lines[2:5] == ["```bash", lines[3], lines[4]] and lines[3].startswith("make demo")
     assert lines[4].startswith("make test")
     text = "\n".join(lines)
-    for verb in ("calibrate", "cost", "doctor", "export", "gpus", "image", "launch", "models", "plan", "profile",
-                 "report", "train", "tune"):  # fmt: skip
+    for verb in (
+        "calibrate",
+        "cost",
+        "doctor",
+        "export",
+        "gpus",
+        "image",
+        "launch",
+        "models",
+        "plan",
+        "profile",
+        "report",
+        "train",
+        "tune",
+    ):
         assert f"(docs/commands/{verb}.md)" in text, verb
         assert (ROOT / "docs" / "commands" / f"{verb}.md").exists(), verb
 
@@ -84,15 +99,26 @@ def test_bench_run_all_keeps_the_other_blocks():
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
-    doc = ("# B\n\n## a\n\nkept a\n<!-- bench:a:start -->\nold a\n<!-- bench:a:end -->\nnote a\n\n## b\n"
-           "<!-- bench:b:start -->\nold b\n<!-- bench:b:end -->\n")  # fmt: skip
-    new = run_all.merge(doc, {"b": "<!-- bench:b:start -->\nnew b \\1\n<!-- bench:b:end -->",
-                              "c": "<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->"})  # fmt: skip
+    doc = (
+        "# B\n\n## a\n\nkept a\n<!-- bench:a:start -->\nold a\n<!-- bench:a:end -->\nnote a\n\n## b\n"
+        "<!-- bench:b:start -->\nold b\n<!-- bench:b:end -->\n"
+    )
+    new = run_all.merge(
+        doc,
+        {
+            "b": "<!-- bench:b:start -->\nnew b \\1\n<!-- bench:b:end -->",
+            "c": "<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->",
+        },
+    )
     assert "old a" in new and "kept a" in new and "note a" in new and "old b" not in new
     assert "new b \\1" in new and new.rstrip().endswith("## c\n\n<!-- bench:c:start -->\nnew c\n<!-- bench:c:end -->")
     assert set(run_all.BENCHES) == {p.stem for p in (ROOT / "bench").glob("*.py")} - {
-        "run_all", "bench_models", "published_models", "host_overhead",  # host_overhead measures, it judges nothing
-        "paddleclas_data"}  # builds bench/data/paddleclas_v100_trt_fp32.csv from PaddleClas's model list
+        "run_all",
+        "bench_models",
+        "published_models",
+        "host_overhead",  # host_overhead measures, it judges nothing
+        "paddleclas_data",
+    }  # builds bench/data/paddleclas_v100_trt_fp32.csv from PaddleClas's model list
     assert run_all.first_sentence(ROOT / "bench" / "plan_speed.py").startswith("Plan speed: wall time")
 
 
@@ -120,16 +146,24 @@ def test_every_cli_option_is_in_its_command_page_and_no_page_names_a_gone_option
     from paddlefit.cli.main import app
 
     group = typer.main.get_command(app)
-    every = {o for cmd in group.commands.values() for p in cmd.params
-             for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}  # fmt: skip
+    every = {
+        o
+        for cmd in group.commands.values()
+        for p in cmd.params
+        for o in [*p.opts, *getattr(p, "secondary_opts", [])]
+        if o.startswith("--")
+    }
     missing, gone = [], []
     for verb, cmd in sorted(group.commands.items()):
         page = (ROOT / "docs" / "commands" / f"{verb}.md").read_text(encoding="utf-8")
         opts = {o for p in cmd.params for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}
         for p in cmd.params:
             names = [o for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("-")]
-            if names and p.name != "help" and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", page)
-                                                      for o in names):  # fmt: skip
+            if (
+                names
+                and p.name != "help"
+                and not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", page) for o in names)
+            ):
                 missing.append(f"{verb}: {names[0]}")
         section = page.split("## Options", 1)[-1].split("\n## ", 1)[0] if "## Options" in page else ""
         table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
@@ -161,14 +195,17 @@ def test_bench_output_keeps_the_benchmarks_own_lines_only():
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
     site = "/opt/venv/lib/python3.11/site-packages"
-    raw = (f"{site}/paddle/utils/cpp_extension/extension_utils.py:712: UserWarning: No ccache found.\n"
-           "  warnings.warn(warning_message)\n"
-           f"config {ROOT}/examples/digits.yaml T4   0.35ms\n"
-           f"{site}/paddle/nn/layer/norm.py:885: UserWarning: When training, we now always track\n"
-           "  warnings.warn(\n"
-           "  gemm_half  0.7935   rows that constrain it: 34\n")  # fmt: skip
-    assert run_all.clean_output(raw, [ROOT]) == ("config examples/digits.yaml T4   0.35ms\n"
-                                                 "  gemm_half  0.7935   rows that constrain it: 34")  # fmt: skip
+    raw = (
+        f"{site}/paddle/utils/cpp_extension/extension_utils.py:712: UserWarning: No ccache found.\n"
+        "  warnings.warn(warning_message)\n"
+        f"config {ROOT}/examples/digits.yaml T4   0.35ms\n"
+        f"{site}/paddle/nn/layer/norm.py:885: UserWarning: When training, we now always track\n"
+        "  warnings.warn(\n"
+        "  gemm_half  0.7935   rows that constrain it: 34\n"
+    )
+    assert run_all.clean_output(raw, [ROOT]) == (
+        "config examples/digits.yaml T4   0.35ms\n  gemm_half  0.7935   rows that constrain it: 34"
+    )
     text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "site-packages" not in text and "UserWarning" not in text and str(ROOT) not in text
     assert "/work/" not in text

@@ -31,7 +31,8 @@ DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", ["1", "0"])
 def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_exact(
-        tmp_path: Path, rank: str, dp_reference: SharedRun) -> None:  # fmt: skip
+    tmp_path: Path, rank: str, dp_reference: SharedRun
+) -> None:
     """SIGKILL of one rank of `train --devices 2` (the OOM killer, a node lost): Paddle's launcher exits with the
     worker's negative code, which wrapped to 8 bits is 247 (-9) or 241 (-15), codes Kubeflow's ExitCode policy
     retries and no doc lists. The run exits 1 (the job failed) naming the signal; resumed, it reaches the
@@ -40,8 +41,9 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     spec = write_spec(tmp_path / "s.yaml", **DP_KILL_JOB)
     run_dir = tmp_path / "killed"
     env = dict(ENV, **SECRETS)  # a failing rank's logs (Paddle's launcher prints their tails) carry none of them
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir, "--devices", "2"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     reached = wait_for_step(run_dir, 12, proc)
     launched_children(proc)[rank].send_signal(signal.SIGKILL)
     _, stderr = proc.communicate(timeout=180)
@@ -57,11 +59,27 @@ def test_a_sigkilled_rank_exits_with_a_documented_code_and_the_run_resumes_bit_e
     assert params_sha256(run_dir) == params_sha256(dp_reference.run_dir)
 
 
-@pytest.mark.parametrize(("launcher", "stopped_by", "want"), [
-    (0, None, 0), (None, None, 0), (2, None, 2), (3, None, 3), (4, None, 4), (143, None, 143), (130, None, 130),
-    (-9, None, 1), (-15, None, 1), (-1, None, 1), (137, None, 1), (255, None, 1), ("boom", None, 1),
-    (15, signal.SIGTERM, 143), (2, signal.SIGINT, 130), (6, signal.SIGABRT, 1),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("launcher", "stopped_by", "want"),
+    [
+        (0, None, 0),
+        (None, None, 0),
+        (2, None, 2),
+        (3, None, 3),
+        (4, None, 4),
+        (143, None, 143),
+        (130, None, 130),
+        (-9, None, 1),
+        (-15, None, 1),
+        (-1, None, 1),
+        (137, None, 1),
+        (255, None, 1),
+        ("boom", None, 1),
+        (15, signal.SIGTERM, 143),
+        (2, signal.SIGINT, 130),
+        (6, signal.SIGABRT, 1),
+    ],
+)
 def test_launcher_codes_map_to_documented_ones(launcher: object, stopped_by: int | None, want: int) -> None:
     """Paddle's launcher exits with a worker's negative code (-9 wraps to 247) or, stopped itself, the signal's
     number (SIGINT's 2 reads as bad input): each maps to a code docs/errors.md lists."""
@@ -91,19 +109,25 @@ FAULT = Path(__file__).parent / "data" / "faultwrite.py"
 
 
 def _faulty(tmp_path: Path, name: str, code: str, skip: int, *args: str) -> subprocess.CompletedProcess:
-    return run([sys.executable, str(FAULT), name, code, str(skip), "--", *args],
-               env=dict(ENV, PADDLEFIT_HOME=str(tmp_path / "home")))  # fmt: skip
+    return run(
+        [sys.executable, str(FAULT), name, code, str(skip), "--", *args],
+        env=dict(ENV, PADDLEFIT_HOME=str(tmp_path / "home")),
+    )
 
 
-@pytest.mark.parametrize(("name", "code", "skip", "at"), [
-    ("metrics.jsonl", "ENOSPC", 5, "at step 6"),  # mid-run: the 6th line
-    ("comparison.json", "EDQUOT", 0, "at step 4"),  # written after the first periodic checkpoint
-    ("status.json", "EROFS", 0, "at step 8"),  # the end (and so status.json cannot say it)
-    ("summary.json", "ENOSPC", 0, "at step 8"),  # the end
-    ("job.yaml", "ENOSPC", 0, "before the first step"),  # start-up
-])  # fmt: skip
-def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(tmp_path: Path, name: str, code: str,
-                                                                           skip: int, at: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "code", "skip", "at"),
+    [
+        ("metrics.jsonl", "ENOSPC", 5, "at step 6"),  # mid-run: the 6th line
+        ("comparison.json", "EDQUOT", 0, "at step 4"),  # written after the first periodic checkpoint
+        ("status.json", "EROFS", 0, "at step 8"),  # the end (and so status.json cannot say it)
+        ("summary.json", "ENOSPC", 0, "at step 8"),  # the end
+        ("job.yaml", "ENOSPC", 0, "before the first step"),  # start-up
+    ],
+)
+def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(
+    tmp_path: Path, name: str, code: str, skip: int, at: str
+) -> None:
     """A full disk outside the checkpoint write gave `OSError: [Errno 28]` from metrics.py's close, a traceback, exit
     1 and no status.json (issue 27). Each kind of write of a run now fails through one write path: exit 2, a message
     naming the file, the step and the last intact checkpoint, and status.json saying the same (or why it could not);
@@ -115,8 +139,11 @@ def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(tmp_p
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"error: {at}: cannot write {run_dir / name}" in r.stderr, r.stderr[-3000:]
     ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("step-*")) if at != "before the first step" else []
-    assert f"The last intact checkpoint is {run_dir / 'checkpoints' / ckpts[-1]}" in r.stderr if ckpts else \
-        "There is no intact checkpoint" in r.stderr  # fmt: skip
+    assert (
+        f"The last intact checkpoint is {run_dir / 'checkpoints' / ckpts[-1]}" in r.stderr
+        if ckpts
+        else "There is no intact checkpoint" in r.stderr
+    )
     if name == "status.json":
         assert "status.json could not be written either: the file system is read-only" in r.stderr
     else:
@@ -175,13 +202,20 @@ def test_a_disk_filled_mid_run_on_a_small_tmpfs_is_exit_2_and_resumes(tmp_path: 
     mnt.mkdir()
     out.mkdir()
     filler = mnt / "filler"
-    spec = write_spec(tmp_path / "s.yaml", max_steps=20, checkpoint={"every_steps": 5, "every_minutes": 0,
-                                                                     "keep_last": 1},
-                      data={"train": "trainhelpers:filling_digits",
-                            "train_args": {"split": "train", "at": 12 * 16, "path": str(filler)}})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        max_steps=20,
+        checkpoint={"every_steps": 5, "every_minutes": 0, "keep_last": 1},
+        data={
+            "train": "trainhelpers:filling_digits",
+            "train_args": {"split": "train", "at": 12 * 16, "path": str(filler)},
+        },
+    )
     train = " ".join(train_cmd(spec, mnt / "r", "--no-predict"))
-    body = (f"{train} >{out}/1.out 2>{out}/1.err; echo $? >{out}/1.rc; cp -a {mnt}/r {out}/r1; rm -f {filler}; "
-            f"touch {filler}; {train} >{out}/2.out 2>{out}/2.err; echo $? >{out}/2.rc; cp -a {mnt}/r {out}/r2")
+    body = (
+        f"{train} >{out}/1.out 2>{out}/1.err; echo $? >{out}/1.rc; cp -a {mnt}/r {out}/r1; rm -f {filler}; "
+        f"touch {filler}; {train} >{out}/2.out 2>{out}/2.err; echo $? >{out}/2.rc; cp -a {mnt}/r {out}/r2"
+    )
     subprocess.run(_tmpfs_script(mnt, 2048, body), env=ENV, timeout=600, check=True)
     err1 = (out / "1.err").read_text()
     assert (out / "1.rc").read_text().strip() == "2", err1[-3000:]
@@ -206,23 +240,30 @@ def test_a_run_dir_made_read_only_mid_run_names_the_file_step_and_checkpoint(tmp
     run_dir, out = tmp_path / "r", tmp_path / "out"
     run_dir.mkdir()
     out.mkdir()
-    spec = write_spec(tmp_path / "s.yaml", max_steps=20, checkpoint={"every_steps": 5, "every_minutes": 0},
-                      data={"train": "trainhelpers:readonly_digits",
-                            "train_args": {"split": "train", "at": 12 * 16, "path": str(run_dir)}})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        max_steps=20,
+        checkpoint={"every_steps": 5, "every_minutes": 0},
+        data={
+            "train": "trainhelpers:readonly_digits",
+            "train_args": {"split": "train", "at": 12 * 16, "path": str(run_dir)},
+        },
+    )
     train = " ".join(train_cmd(spec, run_dir, "--no-predict"))
     body = f"{train} >{out}/1.out 2>{out}/1.err; echo $? >{out}/1.rc"
     subprocess.run(["unshare", "-rm", "sh", "-c", body], env=ENV, timeout=600, check=True)
     err = (out / "1.err").read_text()
     assert (out / "1.rc").read_text().strip() == "2", err[-3000:]
     assert "Traceback" not in err and "error: at step " in err, err[-3000:]
-    assert (f"error: at step 10: `--run-dir {run_dir / 'comparison.json'}`: directory `{run_dir}` is not writable "
-            "(the file system is read-only)") in err, err[-3000:]
+    assert (
+        f"error: at step 10: `--run-dir {run_dir / 'comparison.json'}`: directory `{run_dir}` is not writable "
+        "(the file system is read-only)"
+    ) in err, err[-3000:]
     assert f"The last intact checkpoint is {run_dir / 'checkpoints' / 'step-00000010'}" in err, err[-3000:]
     assert "status.json could not be written either" in err, err[-3000:]
 
 
-def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path,
-                                                                       finished_run: SharedRun) -> None:
+def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path: Path, finished_run: SharedRun) -> None:
     """`train` on a file system with 8 KiB free, and `export --out` to one that fills during Paddle's save (its C++
     writer leaves a short file and says nothing; loading it back raised RuntimeError): exit 2 naming the path and
     the full disk, no traceback."""
@@ -235,9 +276,11 @@ def test_start_up_with_8_kib_free_and_export_to_a_full_disk_are_exit_2(tmp_path:
     out.mkdir()
     train = " ".join(train_cmd(spec, mnt / "r", "--no-predict"))
     export = f"{sys.executable} -m paddlefit.cli.main export {tmp_path / 'done'} --out {mnt / 'inference'}"
-    body = (f"head -c 56k /dev/zero >{mnt}/fill; {train} >/dev/null 2>{out}/1.err; echo $? >{out}/1.rc; "
-            f"rm -rf {mnt}/r; head -c 100k /dev/zero >>{mnt}/fill; {export} >/dev/null 2>{out}/2.err; "
-            f"echo $? >{out}/2.rc; ls -A {mnt} >{out}/ls")  # fmt: skip
+    body = (
+        f"head -c 56k /dev/zero >{mnt}/fill; {train} >/dev/null 2>{out}/1.err; echo $? >{out}/1.rc; "
+        f"rm -rf {mnt}/r; head -c 100k /dev/zero >>{mnt}/fill; {export} >/dev/null 2>{out}/2.err; "
+        f"echo $? >{out}/2.rc; ls -A {mnt} >{out}/ls"
+    )
     subprocess.run(_tmpfs_script(mnt, 192, body), env=ENV, timeout=600, check=True)
     err1, err2 = (out / "1.err").read_text(), (out / "2.err").read_text()
     assert (out / "1.rc").read_text().strip() == "2" and "Traceback" not in err1, err1[-3000:]

@@ -121,7 +121,7 @@ def test_the_temp_file_sits_next_to_the_target(tmp_path, monkeypatch):
     monkeypatch.setattr(fileio.os, "replace", lambda a, b: (seen.append((a, b)), real_replace(a, b)))
     out = tmp_path / "x.txt"
     atomic_write_text(out, "data")
-    (tmp, dst), = seen
+    ((tmp, dst),) = seen
     # same directory (a rename never crosses a file system), hidden, named after the target
     assert os.path.dirname(tmp) == str(tmp_path) and dst == out
     assert os.path.basename(tmp).startswith(".x.txt.") and tmp.endswith(".tmp")
@@ -143,17 +143,31 @@ def test_check_output_path_rejects_what_cannot_be_replaced_atomically(tmp_path, 
     (tmp_path / "file").write_text("x")
     cases = [
         (tmp_path, "--out", f"`--out {tmp_path}` is a directory; give a file path inside it."),
-        (tmp_path / "link", "--save", f"`--save {tmp_path / 'link'}` is a symlink; give the real file path (it is "
-                                      "replaced atomically)."),
-        (tmp_path / "fifo", "--out", f"`--out {tmp_path / 'fifo'}` is not a regular file (device, FIFO or socket); "
-                                     "give a file path."),
-        (tmp_path / "missing" / "a.json", "--out", f"`--out {tmp_path / 'missing' / 'a.json'}`: directory "
-                                                   f"`{tmp_path / 'missing'}` does not exist (or is a file); create "
-                                                   "it first."),
-        (tmp_path / "file" / "a.json", "--out", f"`--out {tmp_path / 'file' / 'a.json'}`: directory "
-                                                f"`{tmp_path / 'file'}` does not exist (or is a file); create it "
-                                                "first."),
-    ]  # fmt: skip
+        (
+            tmp_path / "link",
+            "--save",
+            f"`--save {tmp_path / 'link'}` is a symlink; give the real file path (it is replaced atomically).",
+        ),
+        (
+            tmp_path / "fifo",
+            "--out",
+            f"`--out {tmp_path / 'fifo'}` is not a regular file (device, FIFO or socket); give a file path.",
+        ),
+        (
+            tmp_path / "missing" / "a.json",
+            "--out",
+            f"`--out {tmp_path / 'missing' / 'a.json'}`: directory "
+            f"`{tmp_path / 'missing'}` does not exist (or is a file); create "
+            "it first.",
+        ),
+        (
+            tmp_path / "file" / "a.json",
+            "--out",
+            f"`--out {tmp_path / 'file' / 'a.json'}`: directory "
+            f"`{tmp_path / 'file'}` does not exist (or is a file); create it "
+            "first.",
+        ),
+    ]
     for path, option, message in cases:
         with pytest.raises(PaddlefitError) as err:
             check_output_path(path, option)
@@ -264,12 +278,18 @@ def test_read_text_limited_errors_name_the_option_and_file(tmp_path):
     cases = [
         (big, 2 * 1024**2, f"`--config {big}` is larger than 2 MiB; is it the right file?"),
         (bad, MAX_INPUT_BYTES, f"`--config {bad}` is not UTF-8 text."),
-        (fifo, MAX_INPUT_BYTES, f"`--config {fifo}` is a FIFO (reading it could block forever or never end); give "
-                                "a regular file."),
+        (
+            fifo,
+            MAX_INPUT_BYTES,
+            f"`--config {fifo}` is a FIFO (reading it could block forever or never end); give a regular file.",
+        ),
         (tmp_path, MAX_INPUT_BYTES, f"`--config {tmp_path}` is a directory; give a regular file."),
-        (tmp_path / "nope", MAX_INPUT_BYTES, f"`--config {tmp_path / 'nope'}` cannot be read (No such file or "
-                                             "directory)."),
-    ]  # fmt: skip
+        (
+            tmp_path / "nope",
+            MAX_INPUT_BYTES,
+            f"`--config {tmp_path / 'nope'}` cannot be read (No such file or directory).",
+        ),
+    ]
     for path, limit, message in cases:
         with pytest.raises(PaddlefitError) as err:
             read_text_limited(path, "--config", limit)
@@ -299,7 +319,6 @@ def test_an_output_path_that_holds_another_files_content_is_refused(tmp_path):
     assert check_output_path(old, "--out", ours="<title>paddlefit report") == old  # an earlier report: replaced
     assert check_output_path(tmp_path / "new.html", "--out", ours="<title>paddlefit report") == tmp_path / "new.html"
     assert check_output_path(weights, "--out") == weights  # without ``ours``: the old rule
-
 
 
 def test_append_file_creates_as_open_does_and_refuses_a_fifo(tmp_path):

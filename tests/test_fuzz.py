@@ -65,20 +65,105 @@ def examples(n: int) -> settings:
 
 #: Text parsers commonly mishandle: empty, blank, option-like, control characters, quotes, shell syntax,
 #: unicode line separators, a lone surrogate (argv decodes undecodable bytes to them), very long.
-TEXT_HAZARDS = ["", " ", "-", "-x", "--help", "a\nb", "a\tb", "a\rb", "\x7f", "é", "日本語", "\u2028", "\ufeff",
-                "\udcff", "$(touch pwned)", "`id`", "a;b", "'", '"', "\\", "..", "/", "~", "*", "%s", "{}", "[]",
-                "null", "~", "true", "a" * 300, "x" * 5000]  # fmt: skip
+TEXT_HAZARDS = [
+    "",
+    " ",
+    "-",
+    "-x",
+    "--help",
+    "a\nb",
+    "a\tb",
+    "a\rb",
+    "\x7f",
+    "é",
+    "日本語",
+    "\u2028",
+    "\ufeff",
+    "\udcff",
+    "$(touch pwned)",
+    "`id`",
+    "a;b",
+    "'",
+    '"',
+    "\\",
+    "..",
+    "/",
+    "~",
+    "*",
+    "%s",
+    "{}",
+    "[]",
+    "null",
+    "~",
+    "true",
+    "a" * 300,
+    "x" * 5000,
+]
 #: Numbers as text that are not plain numbers, or are too large or small for what they stand for.
-NUMBER_HAZARDS = ["0", "-0", "-1", "1.5", "1e308", "1e309", "-1e309", "1e-320", "nan", "NaN", "inf", "-inf",
-                  "Infinity", "1" + "0" * 30, "1" + "0" * 400, "9" * 5000, "0x10", "1_000", "٣", "1,5", "+1", "1e3",
-                  " 7 ", "007", "true", "2**31"]  # fmt: skip
+NUMBER_HAZARDS = [
+    "0",
+    "-0",
+    "-1",
+    "1.5",
+    "1e308",
+    "1e309",
+    "-1e309",
+    "1e-320",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1" + "0" * 30,
+    "1" + "0" * 400,
+    "9" * 5000,
+    "0x10",
+    "1_000",
+    "٣",
+    "1,5",
+    "+1",
+    "1e3",
+    " 7 ",
+    "007",
+    "true",
+    "2**31",
+]
 #: YAML that a safe loader must refuse or read as plain data: code tags, binary/set/timestamp tags, anchors,
 #: directives, several documents, complex keys, tabs, a key given twice, a NUL escape.
-YAML_HAZARDS = ["!!python/object/apply:os.system ['true']", "!!python/name:os.system", "!!binary /w==",
-                "!!set {a, b}", "!!timestamp 2001-12-14", "2001-12-14", "!!float nan", "!!int '1'", "!!str", "!foo x",
-                "&a [1, 2]", "*a", "{a: &b 1, c: *b}", "%YAML 1.1\n---\nx", "---\na: 1\n---\nb: 2", "? [1, 2]\n: x",
-                "\ta: 1", "{a: 1, a: 2}", '"\\0"', '"\\x00"', '"\\ud800"', "|\n  multi\n  line", ".inf", "0o17",
-                "{", "[", "]", "}", ":", "- - -", "@x", "`x`"]  # fmt: skip
+YAML_HAZARDS = [
+    "!!python/object/apply:os.system ['true']",
+    "!!python/name:os.system",
+    "!!binary /w==",
+    "!!set {a, b}",
+    "!!timestamp 2001-12-14",
+    "2001-12-14",
+    "!!float nan",
+    "!!int '1'",
+    "!!str",
+    "!foo x",
+    "&a [1, 2]",
+    "*a",
+    "{a: &b 1, c: *b}",
+    "%YAML 1.1\n---\nx",
+    "---\na: 1\n---\nb: 2",
+    "? [1, 2]\n: x",
+    "\ta: 1",
+    "{a: 1, a: 2}",
+    '"\\0"',
+    '"\\x00"',
+    '"\\ud800"',
+    "|\n  multi\n  line",
+    ".inf",
+    "0o17",
+    "{",
+    "[",
+    "]",
+    "}",
+    ":",
+    "- - -",
+    "@x",
+    "`x`",
+]
 
 
 def deep(depth: int, kind: str) -> str:
@@ -101,8 +186,9 @@ hazard_text = st.one_of(st.sampled_from(TEXT_HAZARDS + NUMBER_HAZARDS), st.text(
 deep_values = st.builds(
     deep, st.sampled_from([20, 40, 1100, 5000]), st.sampled_from(["flow-list", "flow-map", "block"])
 )
-yaml_scalar_text = one_in(10, deep_values, st.one_of(st.sampled_from(YAML_HAZARDS + NUMBER_HAZARDS + TEXT_HAZARDS),
-                                                     st.text(max_size=30)))  # fmt: skip
+yaml_scalar_text = one_in(
+    10, deep_values, st.one_of(st.sampled_from(YAML_HAZARDS + NUMBER_HAZARDS + TEXT_HAZARDS), st.text(max_size=30))
+)
 #: JSON-able values, huge and non-finite numbers included.
 plain_values = st.recursive(
     st.none()
@@ -248,8 +334,9 @@ MLP = ["tinymodels:mlp", "--input", "float32[30]", "-b", "4"]
 
 #: A spec `launch` and `train` accept (data.train and a length): tests/deploy/test_launch.py's.
 LAUNCHABLE = LAUNCH_SPEC
-VALID_SPECS = [yaml.safe_load(LAUNCHABLE)] + [yaml.safe_load(p.read_text(encoding="utf-8"))
-                                               for p in sorted((ROOT / "examples").glob("*.yaml"))]  # fmt: skip
+VALID_SPECS = [yaml.safe_load(LAUNCHABLE)] + [
+    yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted((ROOT / "examples").glob("*.yaml"))
+]
 SECTIONS = {
     n: f.annotation for n, f in JobSpec.model_fields.items() if n in ("schedule", "data", "checkpoint", "budget")
 }
@@ -266,8 +353,13 @@ def job_spec_text(draw: st.DrawFn) -> str:
         return draw(st.text(max_size=200))
     if kind == "hazard":
         key = draw(st.sampled_from(SPEC_KEYS))
-        return f"model: x\n{key.split('.')[0]}: " + ("{" + key.split(".")[1] + ": " if "." in key else "") + \
-            draw(yaml_scalar_text) + ("}" if "." in key else "") + "\n"  # fmt: skip
+        return (
+            f"model: x\n{key.split('.')[0]}: "
+            + ("{" + key.split(".")[1] + ": " if "." in key else "")
+            + draw(yaml_scalar_text)
+            + ("}" if "." in key else "")
+            + "\n"
+        )
     doc = copy.deepcopy(draw(st.sampled_from(VALID_SPECS)))
     raws: list[str] = []
     for _ in range(draw(st.integers(1, 4))):
@@ -323,10 +415,30 @@ def input_spec_text(draw: st.DrawFn) -> str:
     """``[name=]dtype[d1,...][:high]`` with each part valid, near-valid or junk; or plain junk."""
     if draw(st.integers(0, 4)) == 0:
         return draw(hazard_text)
-    name = draw(st.one_of(st.sampled_from(["", "", "x=", "input_ids=", "token_type_ids = ", "1x=", "a-b=", "é=", "="]),
-                          st.text(max_size=5).map(lambda s: s + "=")))  # fmt: skip
-    dtype = draw(st.sampled_from(["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "bool",
-                                  "Float32", "float", "", " float32 "]))  # fmt: skip
+    name = draw(
+        st.one_of(
+            st.sampled_from(["", "", "x=", "input_ids=", "token_type_ids = ", "1x=", "a-b=", "é=", "="]),
+            st.text(max_size=5).map(lambda s: s + "="),
+        )
+    )
+    dtype = draw(
+        st.sampled_from(
+            [
+                "float32",
+                "float64",
+                "float16",
+                "bfloat16",
+                "int64",
+                "int32",
+                "int8",
+                "bool",
+                "Float32",
+                "float",
+                "",
+                " float32 ",
+            ]
+        )
+    )
     dims = draw(st.lists(DIM, max_size=5))
     sep = draw(st.sampled_from([",", ", ", " ,", ";", ",,"]))
     highs = ["", "", ":10", ":0", ":2147483647", ":2147483648", ": 5", ":-1", ":x", ":" + "9" * 13]
@@ -353,20 +465,55 @@ def test_input_specs_parse_or_refuse(texts: list[str]) -> None:
 def test_plan_input_and_label_options(base: Path, spec: str, label: str | None) -> None:
     """``plan --input X [--label Y]`` on a real probe: exit 0 or 2, no traceback (few examples: a probe is slow)."""
     with workdir(base) as d:
-        cli(["plan", "tinymodels:mlp", f"--input={spec}", "-b", "2", "--gpu", "T4",
-             *([f"--label={label}"] if label is not None else [])], d)  # fmt: skip
+        cli(
+            [
+                "plan",
+                "tinymodels:mlp",
+                f"--input={spec}",
+                "-b",
+                "2",
+                "--gpu",
+                "T4",
+                *([f"--label={label}"] if label is not None else []),
+            ],
+            d,
+        )
 
 
 # ---- `--model-arg` ----------------------------------------------------------------------------------------------
 
 CONFIG_KEYS = list(TRANSFORMER_ARGS)
-model_arg_value = st.one_of(st.integers(-5, 10**6).map(str), yaml_scalar_text,
-                            st.sampled_from(["gelu", "swiglu", "rmsnorm", "layernorm", "learned", "none", "0.1",
-                                             "1.0", "0", "1", "2", "8", "64", "true", "false"]))  # fmt: skip
-model_arg = st.builds(lambda k, sep, v: f"{k}{sep}{v}",
-                      st.one_of(st.sampled_from(CONFIG_KEYS), st.sampled_from(["", " ", "a b", "hidden", "classes"]),
-                                st.text(max_size=8)),
-                      st.sampled_from(["=", "=", "=", "", " = ", "=="]), model_arg_value)  # fmt: skip
+model_arg_value = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    yaml_scalar_text,
+    st.sampled_from(
+        [
+            "gelu",
+            "swiglu",
+            "rmsnorm",
+            "layernorm",
+            "learned",
+            "none",
+            "0.1",
+            "1.0",
+            "0",
+            "1",
+            "2",
+            "8",
+            "64",
+            "true",
+            "false",
+        ]
+    ),
+)
+model_arg = st.builds(
+    lambda k, sep, v: f"{k}{sep}{v}",
+    st.one_of(
+        st.sampled_from(CONFIG_KEYS), st.sampled_from(["", " ", "a b", "hidden", "classes"]), st.text(max_size=8)
+    ),
+    st.sampled_from(["=", "=", "=", "", " = ", "=="]),
+    model_arg_value,
+)
 
 
 @given(items=st.lists(model_arg, max_size=5), name=st.sampled_from([*TRANSFORMER_CONFIGS, "resnet18", "lenet"]))
@@ -387,8 +534,15 @@ def test_model_args_parse_or_refuse(items: list[str], name: str) -> None:
         assert cfg.ffn_size <= 2**22 and cfg.max_position <= 2**24 and cfg.type_vocab_size <= 2**16, cfg
 
 
-TINY_BERT = ["vocab_size=50", "hidden_size=8", "num_heads=2", "ffn_size=8", "num_layers=1", "max_position=16",
-             "default_seq_len=8"]  # fmt: skip
+TINY_BERT = [
+    "vocab_size=50",
+    "hidden_size=8",
+    "num_heads=2",
+    "ffn_size=8",
+    "num_layers=1",
+    "max_position=16",
+    "default_seq_len=8",
+]
 
 
 @given(items=st.lists(model_arg, min_size=1, max_size=2), mlp=st.booleans())
@@ -410,8 +564,12 @@ PRICES_CSV = (CATALOG / "gpu_prices.csv").read_text(encoding="utf-8")
 #: A number as text: powers of ten at the edges (1e300: a product with GiB or 1e12 overflows; 1e-320 is subnormal),
 #: any float, any int, the hazards.
 EXPONENTS = [-320, -308, -30, -12, -6, -1, 0, 1, 3, 6, 9, 12, 15, 18, 30, 100, 200, 290, 299, 300, 305, 307, 308, 309]
-number_text = st.one_of(st.sampled_from(EXPONENTS).map(lambda e: f"1e{e}"), st.floats().map(repr),
-                        st.integers(-(10**12), 10**12).map(str), st.sampled_from(NUMBER_HAZARDS))  # fmt: skip
+number_text = st.one_of(
+    st.sampled_from(EXPONENTS).map(lambda e: f"1e{e}"),
+    st.floats().map(repr),
+    st.integers(-(10**12), 10**12).map(str),
+    st.sampled_from(NUMBER_HAZARDS),
+)
 cell_value = st.one_of(number_text, number_text, st.sampled_from(TEXT_HAZARDS), st.text(max_size=12))
 
 
@@ -435,8 +593,12 @@ def mutated_csv(draw: st.DrawFn, shipped: str, header_names: list[str]) -> str:
         csv.writer(buf, lineterminator="\n").writerows(rows)
         return buf.getvalue()
     for _ in range(draw(st.integers(0, 4))):
-        op = draw(st.sampled_from(["cell"] * 12 + ["header", "drop_col", "dup_col", "extra", "short", "swap",
-                                                   "dup_row", "rename", "rename"]))  # fmt: skip
+        op = draw(
+            st.sampled_from(
+                ["cell"] * 12
+                + ["header", "drop_col", "dup_col", "extra", "short", "swap", "dup_row", "rename", "rename"]
+            )
+        )
         width = len(rows[0])
         if op == "cell" and len(rows) > 1:
             r = draw(st.integers(1, len(rows) - 1))
@@ -500,8 +662,11 @@ def test_gpu_catalog_loads_or_refuses(base: Path, text: str, encoding: str) -> N
         assert load_gpus([write_text(d / "again.csv", catalog_csv(gpus))]) == gpus
 
 
-@given(text=mutated_csv(GPUS_CSV, GPU_COLUMNS), view=st.sampled_from(["table", "--json", "--csv"]),
-       planner=st.sampled_from(["probe", "parallel"]))  # fmt: skip
+@given(
+    text=mutated_csv(GPUS_CSV, GPU_COLUMNS),
+    view=st.sampled_from(["table", "--json", "--csv"]),
+    planner=st.sampled_from(["probe", "parallel"]),
+)
 @examples(30)
 def test_gpus_and_plan_with_a_catalog_file(base: Path, measured: None, text: str, view: str, planner: str) -> None:
     """``gpus --catalog`` and ``plan --catalog`` (probe and parallel planners, on the file's first GPUs): exit 0 or
@@ -539,8 +704,23 @@ def test_cost_with_a_price_file(base: Path, measured: None, text: str, spot: boo
     """``cost --prices FILE`` (the probe memoised): exit 0 or 2, no traceback."""
     with workdir(base) as d:
         write_text(d / "prices.csv", text)
-        cli(["cost", *MLP, "--dataset-size", "1000", "--epochs", "1", "--shipped-prices", "--prices", "prices.csv",
-             *gpu, *(["--spot"] if spot else []), "--json"], d)  # fmt: skip
+        cli(
+            [
+                "cost",
+                *MLP,
+                "--dataset-size",
+                "1000",
+                "--epochs",
+                "1",
+                "--shipped-prices",
+                "--prices",
+                "prices.csv",
+                *gpu,
+                *(["--spot"] if spot else []),
+                "--json",
+            ],
+            d,
+        )
 
 
 # ---- calibration files ------------------------------------------------------------------------------------------
@@ -548,10 +728,18 @@ def test_cost_with_a_price_file(base: Path, measured: None, text: str, spot: boo
 #: The file `paddlefit calibrate -m lenet -b 2 -b 4` wrote on this project's CPU machine, and the same rows as a
 #: GPU's (peak FLOP/s, efficiency class and the per-operator parameters as `calibrate` writes them on a GPU).
 CAL_CPU = json.loads((DATA / "calibration-cpu.json").read_text(encoding="utf-8"))
-CAL_GPU = {**copy.deepcopy(CAL_CPU), "device": "T4", "device_name": "Tesla T4", "cuda_context_bytes": 300 * 2**20,
-           "rows": [{**r, "peak_flops": 8.1e12, "efficiency_class": "fp32"} for r in CAL_CPU["rows"]],
-           "perf_params": {k: v for k, v in json.loads((CATALOG / "gpu_perf_params.json").read_text()).items()
-                           if k in ("values", "provenance")}}  # fmt: skip
+CAL_GPU = {
+    **copy.deepcopy(CAL_CPU),
+    "device": "T4",
+    "device_name": "Tesla T4",
+    "cuda_context_bytes": 300 * 2**20,
+    "rows": [{**r, "peak_flops": 8.1e12, "efficiency_class": "fp32"} for r in CAL_CPU["rows"]],
+    "perf_params": {
+        k: v
+        for k, v in json.loads((CATALOG / "gpu_perf_params.json").read_text()).items()
+        if k in ("values", "provenance")
+    },
+}
 
 
 def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
@@ -573,9 +761,12 @@ def get(doc: Any, path: tuple) -> Any:
 
 
 #: A JSON number: powers of ten at the edges (floats, and ints up to 10^400), any int, any float.
-json_number = st.one_of(st.sampled_from(EXPONENTS).map(lambda e: float(f"1e{e}")),
-                        st.sampled_from([12, 18, 30, 100, 300, 308, 309, 400]).map(lambda e: 10**e),
-                        st.integers(-(10**20), 10**20), st.floats())  # fmt: skip
+json_number = st.one_of(
+    st.sampled_from(EXPONENTS).map(lambda e: float(f"1e{e}")),
+    st.sampled_from([12, 18, 30, 100, 300, 308, 309, 400]).map(lambda e: 10**e),
+    st.integers(-(10**20), 10**20),
+    st.floats(),
+)
 
 
 @st.composite
@@ -642,13 +833,30 @@ def test_plan_and_cost_with_a_calibration_file(base: Path, measured: None, text:
 # ---- LLM model configs (`plan CONFIG.json|yaml --gpus N`) -----------------------------------------------------
 
 LLM_DOCS = [
-    {"model_type": "qwen2", "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
-     "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-     "tie_word_embeddings": False, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6},
-    {"model_type": "gpt2", "activation_function": "gelu_new", "n_embd": 768, "n_layer": 12, "n_head": 12,
-     "vocab_size": 50257, "n_positions": 1024},
+    {
+        "model_type": "qwen2",
+        "hidden_act": "silu",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_attention_heads": 28,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+    },
+    {
+        "model_type": "gpt2",
+        "activation_function": "gelu_new",
+        "n_embd": 768,
+        "n_layer": 12,
+        "n_head": 12,
+        "vocab_size": 50257,
+        "n_positions": 1024,
+    },
     {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000},
-]  # fmt: skip
+]
 
 
 @st.composite
@@ -711,8 +919,11 @@ def test_doctor_from_a_snapshot_file(base: Path, text: str, json_out: bool) -> N
     with workdir(base) as d:
         write_text(d / "snap.json", text)
         with chdir(d):
-            r = RUNNER.invoke(app, ["doctor", "--from", "snap.json", *(["--json"] if json_out else [])],
-                              env={"PADDLEFIT_DEBUG": None, "COLUMNS": "200"})  # fmt: skip
+            r = RUNNER.invoke(
+                app,
+                ["doctor", "--from", "snap.json", *(["--json"] if json_out else [])],
+                env={"PADDLEFIT_DEBUG": None, "COLUMNS": "200"},
+            )
         if r.exception is not None and not isinstance(r.exception, SystemExit):
             raise AssertionError(f"doctor raised {r.exception!r}") from r.exception
         assert r.exit_code in (0, 1, 2) and "Traceback" not in r.output, r.output[-2000:]
@@ -748,16 +959,30 @@ LAUNCH_OPTIONS = {
 }
 FLAGS = ["--spot", "--no-ib", "--json"]
 #: What may already be at `--out` (and in it) when `launch` runs.
-OUT_STATES = ["absent", "nested", "empty-dir", "file", "symlink-dir", "dangling-symlink", "old-files", "dir-named-file",
-              "symlink-named-file", "fifo-named-file", "fifo"]  # fmt: skip
+OUT_STATES = [
+    "absent",
+    "nested",
+    "empty-dir",
+    "file",
+    "symlink-dir",
+    "dangling-symlink",
+    "old-files",
+    "dir-named-file",
+    "symlink-named-file",
+    "fifo-named-file",
+    "fifo",
+]
 TARGET_FILES = ["launch-node0.sh", "launch-ssh.sh", "job.yaml", "task.yaml", "paddlejob.yaml"]
 
 
 #: Options every target takes, and the options only some do (a stray one must be refused).
 COMMON_OPTIONS = ["--nodes", "--gpus-per-node", "--name", "--nccl-ifname"]
-TARGET_ONLY = {"local": ["--master", "--run-dir"], "ssh": ["--hosts", "--workdir", "--run-dir", "--port"],
-               "skypilot": ["--gpu", "--bucket", "--cloud", "--setup", "--image", "--port"],
-               "kubeflow": ["--image", "--pvc", "--shm-gib"]}  # fmt: skip
+TARGET_ONLY = {
+    "local": ["--master", "--run-dir"],
+    "ssh": ["--hosts", "--workdir", "--run-dir", "--port"],
+    "skypilot": ["--gpu", "--bucket", "--cloud", "--setup", "--image", "--port"],
+    "kubeflow": ["--image", "--pvc", "--shm-gib"],
+}
 NEEDS = {"local": "--master", "ssh": "--hosts", "skypilot": "--gpu"}
 
 
@@ -828,12 +1053,17 @@ def check_written(d: Path, files: list[str]) -> None:
             (d / ".spec-from-heredoc.yaml").unlink()
 
 
-@given(args=launch_args(), spec=one_in(5, job_spec_text(), st.just(LAUNCHABLE)),
-       state=one_in(2, st.sampled_from(OUT_STATES), st.sampled_from(["absent", "nested", "empty-dir", "old-files"])),
-       name=st.sampled_from(TARGET_FILES), snapshot=one_in(4, mutated_json(SNAPSHOTS), st.none()))  # fmt: skip
+@given(
+    args=launch_args(),
+    spec=one_in(5, job_spec_text(), st.just(LAUNCHABLE)),
+    state=one_in(2, st.sampled_from(OUT_STATES), st.sampled_from(["absent", "nested", "empty-dir", "old-files"])),
+    name=st.sampled_from(TARGET_FILES),
+    snapshot=one_in(4, mutated_json(SNAPSHOTS), st.none()),
+)
 @examples(100)
-def test_launch_writes_all_or_nothing(base: Path, args: list[str], spec: str, state: str, name: str,
-                                      snapshot: str | None) -> None:  # fmt: skip
+def test_launch_writes_all_or_nothing(
+    base: Path, args: list[str], spec: str, state: str, name: str, snapshot: str | None
+) -> None:
     """``launch SPEC --out DIR ...``: exit 0 or 2, no traceback; exit 2 leaves the directory as it was; exit 0 writes
     complete files and no temp file."""
     with workdir(base) as d:
@@ -856,14 +1086,19 @@ def test_launch_writes_all_or_nothing(base: Path, args: list[str], spec: str, st
 # ---- what the fuzzing found: each input once more, with the message it gets now (docs/errors.md) ---------------
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("model: " + deep(5000, "flow-list"), "nests lists/mappings more than 32 levels deep (line 1)"),  # bug 1
-    ("model: x\nmodel_args:\n" + "".join(f"{'  ' * i}a{i}:\n" for i in range(40)) + "  " * 40 + "1\n",
-     "more than 32 levels deep"),  # bug 1, block style
-    ("model: x\nbatch_size: 1" + "0" * 5000, "an integer too long to read"),  # bug 2
-    ("model: x\nmodel_args: {a: !!binary /w==}", "line 2, column 17: `!!binary` is not plain data"),  # bug 3
-    ("model: x\nmodel_args: {a: !!set {b}}", "`!!set` is not plain data"),  # bug 3
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("model: " + deep(5000, "flow-list"), "nests lists/mappings more than 32 levels deep (line 1)"),  # bug 1
+        (
+            "model: x\nmodel_args:\n" + "".join(f"{'  ' * i}a{i}:\n" for i in range(40)) + "  " * 40 + "1\n",
+            "more than 32 levels deep",
+        ),  # bug 1, block style
+        ("model: x\nbatch_size: 1" + "0" * 5000, "an integer too long to read"),  # bug 2
+        ("model: x\nmodel_args: {a: !!binary /w==}", "line 2, column 17: `!!binary` is not plain data"),  # bug 3
+        ("model: x\nmodel_args: {a: !!set {b}}", "`!!set` is not plain data"),  # bug 3
+    ],
+)
 def test_found_job_specs_are_refused_naming_the_problem(base: Path, text: str, needle: str) -> None:
     """Bugs 1-3: a traceback (RecursionError, ValueError) or, for `!!binary`, a spec that loaded and then broke
     ``launch``'s write-back (UnicodeDecodeError in ``model_dump``); now exit 2 naming the file and the fix, and
@@ -886,11 +1121,20 @@ def test_found_dates_are_read_as_text_and_launch_writes_them_back(base: Path) ->
         check_written(d, ["out/paddlejob.yaml"])
 
 
-@pytest.mark.parametrize(("arg", "needle"), [
-    ("hidden_size=" + "[" * 3000, "`--model-arg hidden_size=...`: the value nests lists/mappings more than 32"),  # 4
-    ("hidden_size=1" + "0" * 5000, "`--model-arg hidden_size=...`: the value has an integer too long"),  # bug 4
-    ("num_layers=100000000", "`--model-arg num_layers=100000000` for bert-base: must be an integer >= 1 and <= 1,024"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("arg", "needle"),
+    [
+        (
+            "hidden_size=" + "[" * 3000,
+            "`--model-arg hidden_size=...`: the value nests lists/mappings more than 32",
+        ),  # 4
+        ("hidden_size=1" + "0" * 5000, "`--model-arg hidden_size=...`: the value has an integer too long"),  # bug 4
+        (
+            "num_layers=100000000",
+            "`--model-arg num_layers=100000000` for bert-base: must be an integer >= 1 and <= 1,024",
+        ),
+    ],
+)
 def test_found_model_args_are_refused_naming_the_option(base: Path, arg: str, needle: str) -> None:
     """Bugs 4-5: a traceback, or (10^8 layers) a plan that built layers until memory ran out; now exit 2 at once."""
     with workdir(base) as d:
@@ -910,15 +1154,34 @@ def test_found_price_files_with_cr_line_ends_parse(base: Path, measured: None) -
     with pytest.raises(PaddlefitError, match=r"SkyPilot catalog `vms\.csv`, line 1: field larger"):
         parse_skypilot_vms("x" * 200_000 + "\n", "aws", "vms.csv")
     with workdir(base) as d:
-        write_text(d / "p.csv", "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,"
-                   "spot_usd_per_hour,region\rmine,box,T4,1,4,16,0.5,,us-east-1\r")  # fmt: skip
-        r = cli(["cost", *MLP, "--dataset-size", "1000", "--epochs", "1", "--shipped-prices", "--prices", "p.csv",
-                 "--cloud", "mine", "--json"], d)  # fmt: skip
+        write_text(
+            d / "p.csv",
+            "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,"
+            "spot_usd_per_hour,region\rmine,box,T4,1,4,16,0.5,,us-east-1\r",
+        )
+        r = cli(
+            [
+                "cost",
+                *MLP,
+                "--dataset-size",
+                "1000",
+                "--epochs",
+                "1",
+                "--shipped-prices",
+                "--prices",
+                "p.csv",
+                "--cloud",
+                "mine",
+                "--json",
+            ],
+            d,
+        )
         assert r.exit_code == 0 and "box" in r.stdout, r.output
 
 
-@pytest.mark.parametrize(("memory", "needle"), [("1e300", "less than or equal to 1048576"),
-                                                ("1e-320", "greater than or equal to 0.0625")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("memory", "needle"), [("1e300", "less than or equal to 1048576"), ("1e-320", "greater than or equal to 0.0625")]
+)
 def test_found_gpu_rows_out_of_range_are_refused_naming_the_field(base: Path, memory: str, needle: str) -> None:
     """Bug 7: ``memory_gib`` 1e300 was an OverflowError in ``gpus --json`` and ``plan``; 1e-320 a GPU of 0 bytes."""
     with workdir(base) as d:

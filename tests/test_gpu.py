@@ -17,15 +17,18 @@ pytestmark = pytest.mark.gpu
 JOB = {
     "model": "paddlefit.models.examples:digits_cnn",
     "data": {"train": "digits", "train_args": {"split": "train"}, "eval": "digits", "eval_args": {"split": "test"}},
-    "batch_size": 32, "max_steps": 40, "optimizer": "adam", "lr": 0.003, "seed": 3,
+    "batch_size": 32,
+    "max_steps": 40,
+    "optimizer": "adam",
+    "lr": 0.003,
+    "seed": 3,
     "checkpoint": {"every_steps": 20, "every_minutes": 0, "keep_last": 3},
-}  # fmt: skip
+}
 
 
 def _train(tmp_path: Path, name: str, **overrides: object) -> dict:
     spec = JobSpec.model_validate({**JOB, **overrides})
-    res = Trainer(spec, TrainOptions(run_dir=tmp_path / name, resume="never", progress=False,
-                                     log=lambda m: None)).run()  # fmt: skip
+    res = Trainer(spec, TrainOptions(run_dir=tmp_path / name, resume="never", progress=False, log=lambda m: None)).run()
     assert res.exit_code == 0, res.reason
     return res.summary or {}
 
@@ -36,8 +39,9 @@ def test_amp_trains_on_the_gpu_and_checkpoints_the_grad_scaler(tmp_path: Path, p
     assert s["device"] == "gpu" and s["amp_active"] and s["precision"] == precision
     # the same job in fp32 on CPU: 91.98% (measured); AMP rounds, it must not break training
     assert np.isfinite(s["final_loss"]) and s["eval_accuracy"] > 0.8
-    state = json.loads(next(iter(sorted((tmp_path / precision / "checkpoints").glob("step-*"))))
-                       .joinpath("trainer.json").read_text())  # fmt: skip
+    state = json.loads(
+        next(iter(sorted((tmp_path / precision / "checkpoints").glob("step-*")))).joinpath("trainer.json").read_text()
+    )
     # fp16 trains through paddle.amp.GradScaler, whose loss scale is part of the resumable state; bf16 has none
     assert (state["scaler"] is not None) == precision.startswith("fp16")
     if precision.startswith("fp16"):
@@ -65,8 +69,23 @@ def test_two_gpus_over_nccl_equal_one_gpu_with_the_global_batch(tmp_path: Path) 
         pytest.skip("needs 2 GPUs")
     spec_dp = tmp_path / "dp.yaml"
     spec_dp.write_text(yaml.safe_dump({**JOB, "batch_size": 16, "max_steps": 6, "oom_backoff": False}))
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "train", str(spec_dp), "--devices", "0,1",
-                        "--run-dir", str(tmp_path / "dp"), "--json"], capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddlefit.cli.main",
+            "train",
+            str(spec_dp),
+            "--devices",
+            "0,1",
+            "--run-dir",
+            str(tmp_path / "dp"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     dp = json.loads(r.stdout)
     one = _train(tmp_path, "one", max_steps=6)

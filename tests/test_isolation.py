@@ -88,8 +88,10 @@ def test_an_allocation_past_the_memory_limit_fails_in_the_child():
     limit = 256 * 1024**2
     kind, figures = IsolatedCall("childfns:allocate").call(512 * 1024**2, ChildLimits(60.0, limit))
     assert kind == "MemoryError" and figures[1] == limit and figures[0] < limit
-    assert IsolatedCall("childfns:allocate").call(128 * 1024**2, ChildLimits(60.0, limit)) == \
-        ("allocated", 128 * 1024**2)  # fmt: skip
+    assert IsolatedCall("childfns:allocate").call(128 * 1024**2, ChildLimits(60.0, limit)) == (
+        "allocated",
+        128 * 1024**2,
+    )
 
 
 def test_the_child_dies_with_the_process_that_started_it():

@@ -38,8 +38,9 @@ def _spec(**kw):
 def test_batches_and_steps_match_the_trainers_sampler():
     from paddlefit.train.data import ResumableBatchSampler
 
-    for n, b, world, accum, drop_last in itertools.product((1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8),
-                                                           (1, 2, 3, 4), (1, 2, 3), (True, False)):  # fmt: skip
+    for n, b, world, accum, drop_last in itertools.product(
+        (1, 2, 5, 7, 9, 16, 31, 32, 33, 64, 100, 257), (1, 3, 8), (1, 2, 3, 4), (1, 2, 3), (True, False)
+    ):
         ranks = [ResumableBatchSampler(_Sized(n), b, world, r, True, drop_last, 0, accum) for r in range(world)]
         lengths = {len(s) for s in ranks} | {sum(1 for _ in s) for s in ranks}  # every rank draws the same count
         assert lengths == {batches_per_rank(n, b, world, accum, drop_last)}, (n, b, world, accum, drop_last)
@@ -57,7 +58,7 @@ def test_the_epochs_order_does_not_depend_on_the_layout():
             s.set_position(epoch, 0)
         batches = [list(s) for s in ranks]  # batches[rank][j]
         rounds = [list(itertools.chain(*(batches[r][j] for r in range(world)))) for j in range(len(batches[0]))]
-        return [list(itertools.chain(*rounds[i:i + accum])) for i in range(0, len(rounds), accum)]
+        return [list(itertools.chain(*rounds[i : i + accum])) for i in range(0, len(rounds), accum)]
 
     want = steps(24, 1, 1)
     assert len(want) == 4 and all(len(s) == 24 for s in want)
@@ -118,11 +119,15 @@ def test_loader_queue_counts_prefetch_and_the_mid_epoch_eval():
 
 
 def test_job_options_check_themselves():
-    for kw, needle in [({"batch_size": 0}, "`--batch-size` must be 1..10000000 (got 0)"),
-                       ({"devices": 0}, "`--devices` must be"),
-                       ({"label_arg": "1x"}, "forward() argument name"), ({"eval_batch_size": 0}, "1..10000000"),
-                       ({"loss": " "}, "`--loss` is empty"), ({"label": "y=int64[]:10"}, "takes no name"),
-                       ({"precision": ""}, "`--precision` is empty")]:  # fmt: skip
+    for kw, needle in [
+        ({"batch_size": 0}, "`--batch-size` must be 1..10000000 (got 0)"),
+        ({"devices": 0}, "`--devices` must be"),
+        ({"label_arg": "1x"}, "forward() argument name"),
+        ({"eval_batch_size": 0}, "1..10000000"),
+        ({"loss": " "}, "`--loss` is empty"),
+        ({"label": "y=int64[]:10"}, "takes no name"),
+        ({"precision": ""}, "`--precision` is empty"),
+    ]:
         with pytest.raises(PaddlefitError, match=re.escape(needle)):
             JobOptions(model="lenet", **kw)
     check_not_empty({"--optimizer": None, "--precision": "fp32"})
@@ -133,7 +138,13 @@ def test_resolve_job_without_data_and_with_a_foreign_model(tmp_path):
         resolve_job(JobOptions(command="cost"))
     job = resolve_job(JobOptions(model="lenet", batch_size=4))
     assert (job.model, job.batch_size, job.optimizer, job.precision, job.devices, job.notes) == (
-        "lenet", 4, "adam", "fp32", 1, [])
+        "lenet",
+        4,
+        "adam",
+        "fp32",
+        1,
+        [],
+    )
     cfg = tmp_path / "job.yaml"
     cfg.write_text("model: resnet18\nbatch_size: 8\ndevices: 2\nepochs: 1\n")
     other = resolve_job(JobOptions(model="lenet", config=cfg))
@@ -152,8 +163,10 @@ def test_a_dataset_module_not_on_this_machine_is_planned_from_inputs(tmp_path, m
     does not have; with `inputs:` given, plan and cost go on without it (and say so); without them, exit 2."""
     monkeypatch.chdir(tmp_path)
     cfg = tmp_path / "job.yaml"
-    cfg.write_text("model: lenet\ninputs: ['float32[1,28,28]']\nbatch_size: 8\nepochs: 1\n"
-                   "data: {train: nopkg_here.data:train_set, eval: nopkg_here.data:eval_set}\n")  # fmt: skip
+    cfg.write_text(
+        "model: lenet\ninputs: ['float32[1,28,28]']\nbatch_size: 8\nepochs: 1\n"
+        "data: {train: nopkg_here.data:train_set, eval: nopkg_here.data:eval_set}\n"
+    )
     job = resolve_job(JobOptions(config=cfg))
     assert job.inputs == ["float32[1,28,28]"] and job.train_size is None and job.length() == (None, None)
     assert [n.split(":")[0] for n in job.notes] == ["data.train", "data.eval"]

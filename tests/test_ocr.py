@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not "
-                    "installed")  # fmt: skip
+pytest.importorskip(
+    "unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not installed"
+)
 
 from paddlefit import ocr
 from paddlefit.errors import PaddlefitError
@@ -45,7 +46,7 @@ def test_text_boxes_maps_come_from_paddleocr_label_ops_on_the_polygons() -> None
         for box in json.loads(ds.labels[i]):
             (x0, y0), (x1, y1) = box["points"][0], box["points"][2]
             assert shrink[(y0 + y1) // 2, (x0 + x1) // 2]  # the box's centre is text
-            inside[y0:y1 + 1, x0:x1 + 1] = True
+            inside[y0 : y1 + 1, x0 : x1 + 1] = True
         assert not (shrink & ~inside).any()  # shrunk polygons stay inside their boxes
         assert maps["threshold_map"].min() == pytest.approx(0.3) and maps["threshold_map"].max() <= 0.7 + 1e-6
 
@@ -63,8 +64,10 @@ def test_losses_are_paddleocrs_on_our_labels_and_reject_other_labels() -> None:
     probs = paddle.nn.functional.softmax(logits, axis=-1)
     assert float(ocr.ctc_loss(probs, label)) == pytest.approx(float(loss), rel=1e-4)
 
-    maps = {k: paddle.to_tensor(rng.uniform(0, 1, (2, 64, 64)).astype("float32"))
-            for k in ("threshold_map", "threshold_mask", "shrink_map", "shrink_mask")}  # fmt: skip
+    maps = {
+        k: paddle.to_tensor(rng.uniform(0, 1, (2, 64, 64)).astype("float32"))
+        for k in ("threshold_map", "threshold_mask", "shrink_map", "shrink_mask")
+    }
     train = ocr.db_loss({"maps": paddle.to_tensor(rng.uniform(0, 1, (2, 3, 64, 64)).astype("float32"))}, maps)
     evaluation = ocr.db_loss({"maps": paddle.to_tensor(rng.uniform(0, 1, (2, 1, 64, 64)).astype("float32"))}, maps)
     assert train.shape == [] and evaluation.shape == [] and float(train) > 0 and float(evaluation) > 0
@@ -77,16 +80,19 @@ def test_losses_are_paddleocrs_on_our_labels_and_reject_other_labels() -> None:
         ocr.db_loss(logits, maps)
 
 
-@pytest.mark.parametrize(("fn", "args", "match"), [
-    ("text_lines", {"n": 0}, "n must be >= 1"),
-    ("text_lines", {"max_chars": 30}, r"need 1 <= min_chars <= max_chars <= max_text_length \(got 3, 30, 25\)"),
-    ("text_lines", {"min_chars": 0}, r"need 1 <= min_chars .* \(got 0, 10, 25\)"),
-    ("text_lines", {"image_shape": (1, 32, 100)}, r"image_shape must be \[3, H, W\]"),
-    ("text_lines", {"encoding": "png"}, "encoding must be one of .png, .jpg"),
-    ("text_boxes", {"size": 100}, "size must be a multiple of 32"),
-    ("text_boxes", {"max_boxes": 0}, "max_boxes must be >= 1"),
-    ("text_boxes", {"encoding": ".bmp"}, "encoding must be one of"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fn", "args", "match"),
+    [
+        ("text_lines", {"n": 0}, "n must be >= 1"),
+        ("text_lines", {"max_chars": 30}, r"need 1 <= min_chars <= max_chars <= max_text_length \(got 3, 30, 25\)"),
+        ("text_lines", {"min_chars": 0}, r"need 1 <= min_chars .* \(got 0, 10, 25\)"),
+        ("text_lines", {"image_shape": (1, 32, 100)}, r"image_shape must be \[3, H, W\]"),
+        ("text_lines", {"encoding": "png"}, "encoding must be one of .png, .jpg"),
+        ("text_boxes", {"size": 100}, "size must be a multiple of 32"),
+        ("text_boxes", {"max_boxes": 0}, "max_boxes must be >= 1"),
+        ("text_boxes", {"encoding": ".bmp"}, "encoding must be one of"),
+    ],
+)
 def test_bad_dataset_arguments_are_clear_errors(fn: str, args: dict, match: str) -> None:
     with pytest.raises(PaddlefitError, match=f"OCR dataset `{fn}`: {match}"):
         getattr(ocr, fn)(**args)
@@ -103,12 +109,16 @@ def test_a_sample_paddleocr_rejects_is_an_error_naming_it() -> None:
         boxes[0]
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"seed": -1}, "`seed` must be a whole number"), ({"n": True}, "`n` must be a whole number"),
-    ({"image_shape": "3,32,100"}, "`image_shape` must be [3, H, W]"),
-    ({"image_shape": [3, 32.5, 100]}, "`image_shape[1]` must be")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"seed": -1}, "`seed` must be a whole number"),
+        ({"n": True}, "`n` must be a whole number"),
+        ({"image_shape": "3,32,100"}, "`image_shape` must be [3, H, W]"),
+        ({"image_shape": [3, 32.5, 100]}, "`image_shape[1]` must be"),
+    ],
+)
 def test_text_line_arguments_of_the_wrong_type_name_the_field(kwargs, needle):
     with pytest.raises(PaddlefitError) as e:
         ocr.text_lines(**kwargs)
     assert needle in str(e.value)
-

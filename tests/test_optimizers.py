@@ -85,8 +85,9 @@ def test_the_planned_and_the_trained_optimizer_are_the_same(tmp_path: Path, job:
     per_param = {k: v / info.trainable_params for k, v in trained_bytes.items() if not k.endswith("pow_acc")}
     per_tensor = {k: v / info.trainable_tensors for k, v in trained_bytes.items() if k.endswith("pow_acc")}
     adam = spec.optimizer.value.startswith("adam")
-    assert per_param == ({"moment1": 4.0, "moment2": 4.0} if adam else {"velocity": 4.0}
-                         if spec.optimizer.value == "momentum" else {})  # fmt: skip
+    assert per_param == (
+        {"moment1": 4.0, "moment2": 4.0} if adam else {"velocity": 4.0} if spec.optimizer.value == "momentum" else {}
+    )
     assert per_tensor == ({"beta1_pow_acc": 4.0, "beta2_pow_acc": 4.0} if adam else {})
     # what the plan counts for them (fp32 on this CPU), with the optimizer's fp32 [1] learning-rate tensor
     assert sum(trained_bytes.values()) + 4 == model_state_bytes(info, spec.optimizer, Precision.FP32).optimizer_bytes

@@ -25,15 +25,21 @@ import yaml
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parent.parent / "examples"
-ENV = {**os.environ, "PYTHONPATH": f"{DATA}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-       "HF_HUB_OFFLINE": "1"}  # fmt: skip
+ENV = {**os.environ, "PYTHONPATH": f"{DATA}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "HF_HUB_OFFLINE": "1"}
 
 pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=900, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=900,
+        check=False,
+    )
 
 
 def _job(tmp_path: Path, spec: dict) -> Path:
@@ -53,8 +59,10 @@ def _plan_train_export(cfg: Path, run: Path, rel: float = 0.03) -> tuple[dict, d
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_loss"] is not None
     cpu = next(x for x in plan["targets"] if x["kind"] == "cpu")
-    assert cpu["peak_bytes"] == pytest.approx(summary["peak_memory_bytes"], rel=rel), \
-        (plan["memory"]["phase_peak_bytes"], summary["peak_memory_bytes"])  # fmt: skip
+    assert cpu["peak_bytes"] == pytest.approx(summary["peak_memory_bytes"], rel=rel), (
+        plan["memory"]["phase_peak_bytes"],
+        summary["peak_memory_bytes"],
+    )
     e = _cli("export", str(run))
     assert e.returncode == 0, e.stderr[-3000:]
     assert "max |diff|" in e.stdout + e.stderr
@@ -65,15 +73,33 @@ def test_paddlenlp_ernie_classifier_keyword_inputs_and_its_own_loss(tmp_path: Pa
     """PaddleNLP's ErnieForSequenceClassification built from its config class: dict samples (input_ids,
     token_type_ids, labels), the label passed as `labels=`, so the model returns (loss, logits)."""
     pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
-    cfg = _job(tmp_path, {
-        "model": "paddlenlp.transformers:ErnieForSequenceClassification",
-        "model_args": {"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                       "intermediate_size": 128, "max_position_embeddings": 64, "type_vocab_size": 2,
-                       "num_labels": 3},
-        "label_arg": "labels", "batch_size": 8, "max_steps": 4, "optimizer": "adamw",
-        "data": {"train": "trainhelpers:kw_tokens", "train_args": {"seq": 16, "vocab": 1000},
-                 "eval": "trainhelpers:kw_tokens", "eval_args": {"seq": 16, "vocab": 1000, "seed": 1},
-                 "eval_batch_size": 32}})  # fmt: skip
+    cfg = _job(
+        tmp_path,
+        {
+            "model": "paddlenlp.transformers:ErnieForSequenceClassification",
+            "model_args": {
+                "vocab_size": 1000,
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 128,
+                "max_position_embeddings": 64,
+                "type_vocab_size": 2,
+                "num_labels": 3,
+            },
+            "label_arg": "labels",
+            "batch_size": 8,
+            "max_steps": 4,
+            "optimizer": "adamw",
+            "data": {
+                "train": "trainhelpers:kw_tokens",
+                "train_args": {"seq": 16, "vocab": 1000},
+                "eval": "trainhelpers:kw_tokens",
+                "eval_args": {"seq": 16, "vocab": 1000, "seed": 1},
+                "eval_batch_size": 32,
+            },
+        },
+    )
     plan, _ = _plan_train_export(cfg, tmp_path / "run")
     assert plan["model"]["loss"] == "the model's own loss"
     ids, types = plan["inputs"]  # read off data.train: ids up to the largest seen + 1
@@ -97,11 +123,21 @@ def test_paddleseg_ppliteseg_auxiliary_heads_and_eval_batch(tmp_path: Path) -> N
     axis, summed over the heads (PaddleSeg's loss coefficients [1, 1, 1]); the eval pass at a larger batch is
     planned as its own phase."""
     pytest.importorskip("paddleseg", reason="the `real` extra (PaddleSeg 2.8.0) is not installed")
-    cfg = _job(tmp_path, {
-        "model": "reallibs:pp_liteseg", "batch_size": 2, "max_steps": 2,
-        "data": {"train": "trainhelpers:seg_images", "train_args": {"n": 8, "size": 64},
-                 "eval": "trainhelpers:seg_images", "eval_args": {"n": 8, "size": 64, "seed": 1},
-                 "eval_batch_size": 8}})  # fmt: skip
+    cfg = _job(
+        tmp_path,
+        {
+            "model": "reallibs:pp_liteseg",
+            "batch_size": 2,
+            "max_steps": 2,
+            "data": {
+                "train": "trainhelpers:seg_images",
+                "train_args": {"n": 8, "size": 64},
+                "eval": "trainhelpers:seg_images",
+                "eval_args": {"n": 8, "size": 64, "seed": 1},
+                "eval_batch_size": 8,
+            },
+        },
+    )
     plan, _ = _plan_train_export(cfg, tmp_path / "run")
     assert plan["model"]["loss"] == "cross_entropy summed over the model's 3 outputs"
     assert plan["model"]["label"] == "int64[64,64]:4" and plan["memory"]["eval_batch_size"] == 8
@@ -128,15 +164,18 @@ def test_paddledet_picodet_its_own_loss(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["final_loss"] > 0
     cpu = next(x for x in plan["targets"] if x["kind"] == "cpu")
-    assert cpu["peak_bytes"] == pytest.approx(summary["peak_memory_bytes"], rel=0.03), \
-        (plan["memory"]["phase_peak_bytes"], summary["peak_memory_bytes"])  # fmt: skip
+    assert cpu["peak_bytes"] == pytest.approx(summary["peak_memory_bytes"], rel=0.03), (
+        plan["memory"]["phase_peak_bytes"],
+        summary["peak_memory_bytes"],
+    )
 
 
 def _ocr_example(tmp_path: Path, name: str, train_args: dict, eval_args: dict, **over: object) -> Path:
     """The shipped ``examples/NAME.yaml`` made small: ``train_args``/``eval_args`` merged into the data's,
     one process for the DataLoader, ``over`` on top; the run goes to ``tmp_path/run``."""
-    pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is "
-                        "not installed")  # fmt: skip
+    pytest.importorskip(
+        "unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not installed"
+    )
     spec = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
     spec["data"]["train_args"].update(train_args)
     spec["data"]["eval_args"].update(eval_args)
@@ -163,8 +202,7 @@ def test_paddleocr_db_example_on_generated_boxes(tmp_path: Path) -> None:
     """The shipped OCR detection example (examples/ocr-det-db.yaml): PaddleOCR's DB detector of det_mv3_db.yml and
     its DBLoss, the shrink and threshold maps made by PaddleOCR's MakeShrinkMap/MakeBorderMap from JPEG bytes and
     JSON polygons; the eval pass (DBHead's one-channel map) has a loss; plan's CPU peak within 3% of train's."""
-    cfg = _ocr_example(tmp_path, "ocr-det-db", {"n": 8, "size": 64}, {"n": 4, "size": 64}, batch_size=2,
-                       max_steps=2)  # fmt: skip
+    cfg = _ocr_example(tmp_path, "ocr-det-db", {"n": 8, "size": 64}, {"n": 4, "size": 64}, batch_size=2, max_steps=2)
     plan, summary = _plan_train_export(cfg, tmp_path / "run")
     assert plan["inputs"] == ["x=float32[3,64,64]"] and plan["model"]["loss"] == "paddlefit.ocr:db_loss"
     assert summary["steps"] == 2 and summary["eval_loss"] > 0
@@ -174,19 +212,26 @@ def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_proces
     """PaddleOCR's rec_resnet_vd names its parameters (`ParamAttr(name="conv1_1_weights")`): a second build in one
     process used to fail with "parameter name [...] have be been used"; each build now has its own
     unique_name.guard, so two plans in one process agree."""
-    pytest.importorskip("unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is "
-                        "not installed")  # fmt: skip
+    pytest.importorskip(
+        "unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not installed"
+    )
     from paddlefit.inputspec import parse_input_spec
     from paddlefit.plan.planner import build_plan
     from paddlefit.plan.request import PlanRequest
 
-    req = PlanRequest(model="unstructured_paddleocr.ppocr.modeling.backbones.rec_resnet_vd:ResNet",
-                      model_args={"in_channels": 3, "layers": 18}, batch_size=2,
-                      inputs=[parse_input_spec("float32[3,32,64]")], gpus=["T4"], time_threads=False)  # fmt: skip
+    req = PlanRequest(
+        model="unstructured_paddleocr.ppocr.modeling.backbones.rec_resnet_vd:ResNet",
+        model_args={"in_channels": 3, "layers": 18},
+        batch_size=2,
+        inputs=[parse_input_spec("float32[3,32,64]")],
+        gpus=["T4"],
+        time_threads=False,
+    )
     first, second = build_plan(req), build_plan(req)
     assert first.model["params"] == second.model["params"] == 11_209_824
-    assert first.memory["phase_peak_bytes"]["forward"] == pytest.approx(second.memory["phase_peak_bytes"]["forward"],
-                                                                      rel=0.01)  # fmt: skip
+    assert first.memory["phase_peak_bytes"]["forward"] == pytest.approx(
+        second.memory["phase_peak_bytes"]["forward"], rel=0.01
+    )
 
 
 def test_paddlenlp_published_size_from_the_installed_config_class() -> None:
@@ -200,8 +245,9 @@ def test_paddlenlp_published_size_from_the_installed_config_class() -> None:
     from paddlefit.models import resolve_model
 
     c = ErnieConfig.pretrained_init_configuration["ernie-3.0-mini-zh"]
-    model = resolve_model("paddlenlp.transformers:ErnieForSequenceClassification",
-                          {"config": "ernie-3.0-mini-zh", "num_labels": 5}).factory()  # fmt: skip
+    model = resolve_model(
+        "paddlenlp.transformers:ErnieForSequenceClassification", {"config": "ernie-3.0-mini-zh", "num_labels": 5}
+    ).factory()
     h, i, n = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
     assert (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_labels) == (h, n, 5)
     # parameters by hand: word, position, token-type and task-type embeddings + their layer norm; per layer Q, K,

@@ -50,8 +50,9 @@ def test_python_command_leaves_the_current_directory_off_the_path(tmp_path: Path
     d = _shadowing_dir(tmp_path, "json")
     if boot == "this python":
         code = "import sys; print(sys.argv[1:])"
-        out = subprocess.run([*python_command(code=code), "a"], cwd=d, capture_output=True, text=True, check=True,
-                             env=ENV).stdout  # fmt: skip
+        out = subprocess.run(
+            [*python_command(code=code), "a"], cwd=d, capture_output=True, text=True, check=True, env=ENV
+        ).stdout
         assert out.strip() == "['a']"
         cmd = python_command(module="json.tool")
     else:
@@ -84,11 +85,18 @@ def test_train_and_its_prediction_child_launcher_and_workers_import_nothing_from
     spec = write_spec(tmp_path / "s.yaml", max_steps=2)
     env = {k: v for k, v in ENV.items() if k != "PADDLEFIT_NO_PREDICT"}
     train = [*python_command(module="paddlefit.cli.main"), "train", str(spec)]
-    r = subprocess.run([*train, "--run-dir", str(tmp_path / "r1")], cwd=d, capture_output=True, text=True,
-                       timeout=300, env=env)  # fmt: skip
+    r = subprocess.run(
+        [*train, "--run-dir", str(tmp_path / "r1")], cwd=d, capture_output=True, text=True, timeout=300, env=env
+    )
     assert r.returncode == 0 and "predicting this run" in r.stderr, r.stderr[-3000:]
-    r = subprocess.run([*train, "--run-dir", str(tmp_path / "r2"), "--devices", "2"], cwd=d, capture_output=True,
-                       text=True, timeout=300, env=env)  # fmt: skip
+    r = subprocess.run(
+        [*train, "--run-dir", str(tmp_path / "r2"), "--devices", "2"],
+        cwd=d,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert r.returncode == 0 and "launching 2 workers" in r.stderr, r.stderr[-3000:]
     assert _shadowed(d) == ""
 

@@ -154,18 +154,27 @@ def test_the_rule_names_credentials_not_settings() -> None:
         assert needle in str(exc.value) and "s3cr3t" not in str(exc.value), str(exc.value)
 
 
-@pytest.mark.parametrize("value", [
-    "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy==;EndpointSuffix=core.windows.net",
-    "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=Zm9vYmFy=",
-    "https://acct.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=Zm9vYmFy",
-    "Server=db;Database=app;User Id=u;Password=hunter2;",
-    "host=db user=app password=hunter2",
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
-    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=",
-    "ghp_" + "A1b2" * 9, "github_pat_" + "A1b2" * 10, "glpat-" + "x" * 20, "xoxb-1234-5678-abcdefgh",
-    "hf_" + "AbCd" * 9, "sk-proj-" + "Ab1" * 16, "npm_" + "a1B2" * 9, "pypi-AgEIcHlwaS5vcmc" + "x" * 40,
-    "https://ghp_" + "A1b2" * 9 + "@github.com/org/repo.git",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value",
+    [
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy==;EndpointSuffix=core.windows.net",
+        "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=Zm9vYmFy=",
+        "https://acct.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=Zm9vYmFy",
+        "Server=db;Database=app;User Id=u;Password=hunter2;",
+        "host=db user=app password=hunter2",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=",
+        "ghp_" + "A1b2" * 9,
+        "github_pat_" + "A1b2" * 10,
+        "glpat-" + "x" * 20,
+        "xoxb-1234-5678-abcdefgh",
+        "hf_" + "AbCd" * 9,
+        "sk-proj-" + "Ab1" * 16,
+        "npm_" + "a1B2" * 9,
+        "pypi-AgEIcHlwaS5vcmc" + "x" * 40,
+        "https://ghp_" + "A1b2" * 9 + "@github.com/org/repo.git",
+    ],
+)
 def test_a_credential_is_known_by_its_value_whatever_its_name(value: str) -> None:
     """Secrets under names with no credential word (`GIT_REMOTE`, `STORE`, an app's own variable), in the
     formats of detect-secrets' regex plugins; found, they stay out of launch-logs and doctor snapshots and are
@@ -176,10 +185,21 @@ def test_a_credential_is_known_by_its_value_whatever_its_name(value: str) -> Non
         parse_env_options([f"STORE={value}"] if "\n" not in value else ["STORE=" + value.split("\n")[0]])
 
 
-@pytest.mark.parametrize("value", [
-    "/usr/local/bin:/usr/bin", "127.0.0.1:6170,127.0.0.1:6171", "01;31:*.tsk=01;32", "task-" + "a" * 30,
-    "desk-" + "b" * 30, "https://proxy.internal:3128", "ghp_short", "hf_x", "fp16-o1", "eth0,ib0",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "value",
+    [
+        "/usr/local/bin:/usr/bin",
+        "127.0.0.1:6170,127.0.0.1:6171",
+        "01;31:*.tsk=01;32",
+        "task-" + "a" * 30,
+        "desk-" + "b" * 30,
+        "https://proxy.internal:3128",
+        "ghp_short",
+        "hf_x",
+        "fp16-o1",
+        "eth0,ib0",
+    ],
+)
 def test_settings_that_look_a_little_like_credentials_are_not_hidden(value: str) -> None:
     assert not is_secret("SETTING", value), value
 
@@ -198,8 +218,16 @@ def test_near_miss_secret_names_and_values_stay_out_of_the_launcher_environment(
         assert looks_like_credential_value(value), value
     for value in ("AKIA" + "x" * 16, "AKIA1234", "sk_live", "https://hooks.example.com/services/T0"):
         assert not looks_like_credential_value(value), value
-    env = {"DB_PW": "hunter2", "MY_CREDS": aws, "STRIPE_SK": stripe, "SLACK_HOOK": slack, "APP_A": aws,
-           "APP_B": stripe, "APP_C": slack, "NCCL_DEBUG": "INFO"}
+    env = {
+        "DB_PW": "hunter2",
+        "MY_CREDS": aws,
+        "STRIPE_SK": stripe,
+        "SLACK_HOOK": slack,
+        "APP_A": aws,
+        "APP_B": stripe,
+        "APP_C": slack,
+        "NCCL_DEBUG": "INFO",
+    }
     kept, hidden = split_launcher_env(env)
     assert kept == {"NCCL_DEBUG": "INFO"} and set(hidden) == set(env) - {"NCCL_DEBUG"}
     unnamed = {k: SECRETS[k] for k in UNNAMED}
@@ -210,8 +238,9 @@ def test_near_miss_secret_names_and_values_stay_out_of_the_launcher_environment(
 def test_the_launcher_wrapper_hands_secrets_to_the_processes_it_starts_only() -> None:
     popen = secret_env_popen(worker_secrets({"HF_TOKEN": "v1", "https_proxy": "http://u:p@proxy:1"}))
     code = "import os; print(os.environ.get('HF_TOKEN'), os.environ.get('https_proxy'), os.environ['KEEP'])"
-    with popen([sys.executable, "-c", code], env={"KEEP": "k", "PATH": os.environ["PATH"]},
-               stdout=subprocess.PIPE, text=True) as p:  # fmt: skip
+    with popen(
+        [sys.executable, "-c", code], env={"KEEP": "k", "PATH": os.environ["PATH"]}, stdout=subprocess.PIPE, text=True
+    ) as p:
         assert p.communicate()[0].split() == ["v1", "None", "k"]  # a proxy goes in as https_proxy_original
     assert worker_secrets({"https_proxy": "x"}) == {"https_proxy_original": "x"}
 
@@ -224,9 +253,11 @@ def test_every_launch_target_passes_named_variables_by_reference_and_writes_no_s
     snap = snapshot_with_secrets(tmp_path)
     common = ["--nodes", "2", "--gpus-per-node", "1", "--from-snapshot", str(snap), *ENV_ARGS]
     runs = {
-        "local": ["--master", "10.0.0.1:8090"], "ssh": ["--hosts", "h0,h1"], "skypilot": ["--gpu", "L4"],
+        "local": ["--master", "10.0.0.1:8090"],
+        "ssh": ["--hosts", "h0,h1"],
+        "skypilot": ["--gpu", "L4"],
         "kubeflow": ["--image", "reg/me/x:1"],
-    }  # fmt: skip
+    }
     out = {}
     for target, extra in runs.items():
         r = cli("launch", "job.yaml", "-t", target, *common, *extra, "--out", f"o/{target}", "--json")
@@ -258,9 +289,11 @@ def test_every_launch_target_passes_named_variables_by_reference_and_writes_no_s
         for name in ("HF_TOKEN", "DB_PASSWORD", "PLAIN_REF"):
             assert env[name] == {"name": name, "valueFrom": {"secretKeyRef": {"name": "job-env", "key": name}}}
         assert env["WANDB_MODE"] == {"name": "WANDB_MODE", "value": "offline"}
-    assert out["kubeflow"]["commands"][0] == ("kubectl create secret generic job-env --from-literal=HF_TOKEN="
-                                              '"$HF_TOKEN" --from-literal=DB_PASSWORD="$DB_PASSWORD" '
-                                              '--from-literal=PLAIN_REF="$PLAIN_REF"')  # fmt: skip
+    assert out["kubeflow"]["commands"][0] == (
+        "kubectl create secret generic job-env --from-literal=HF_TOKEN="
+        '"$HF_TOKEN" --from-literal=DB_PASSWORD="$DB_PASSWORD" '
+        '--from-literal=PLAIN_REF="$PLAIN_REF"'
+    )
 
 
 def test_a_secret_given_by_value_is_refused_and_nothing_is_written(secret_env: dict, tmp_path: Path) -> None:
@@ -282,17 +315,32 @@ def test_node_scripts_hand_a_reference_to_the_node_and_write_no_value(secret_env
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ssh").write_text('#!/usr/bin/env bash\n[ "$1" = -n ] && shift\nshift\nexec bash -c "$1"\n')
-    (bin_dir / "python").write_text('#!/usr/bin/env bash\n[ "$1" = -c ] && { echo worker.py; exit 0; }\n'
-                                    'printf %s "$HF_TOKEN" | sha256sum | cut -d" " -f1 > "$PWD/seen-$$"\n')  # fmt: skip
+    (bin_dir / "python").write_text(
+        '#!/usr/bin/env bash\n[ "$1" = -c ] && { echo worker.py; exit 0; }\n'
+        'printf %s "$HF_TOKEN" | sha256sum | cut -d" " -f1 > "$PWD/seen-$$"\n'
+    )
     for f in ("ssh", "python"):
         (bin_dir / f).chmod(0o755)
     for target, extra in (("local", []), ("ssh", ["--hosts", "127.0.0.1", "--workdir", str(tmp_path / "remote")])):
-        r = cli("launch", str(tmp_path / "job.yaml"), "-t", target, "--gpus-per-node", "0", "--env", "HF_TOKEN",
-                *extra, "--out", str(tmp_path / target))  # fmt: skip
+        r = cli(
+            "launch",
+            str(tmp_path / "job.yaml"),
+            "-t",
+            target,
+            "--gpus-per-node",
+            "0",
+            "--env",
+            "HF_TOKEN",
+            *extra,
+            "--out",
+            str(tmp_path / target),
+        )
         assert r.exit_code == 0, r.output
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    for script, cwd in ((tmp_path / "local" / "launch-node0.sh", tmp_path), (tmp_path / "ssh" / "launch-ssh.sh",
-                                                                              tmp_path)):  # fmt: skip
+    for script, cwd in (
+        (tmp_path / "local" / "launch-node0.sh", tmp_path),
+        (tmp_path / "ssh" / "launch-ssh.sh", tmp_path),
+    ):
         p = subprocess.run(["bash", str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
     want = hashlib.sha256(SECRETS["HF_TOKEN"].encode()).hexdigest()
@@ -300,8 +348,14 @@ def test_node_scripts_hand_a_reference_to_the_node_and_write_no_value(secret_env
     assert seen == [want, want]
     assert leaks(tmp_path) == []
     unset = {k: v for k, v in env.items() if k != "HF_TOKEN"}
-    p = subprocess.run(["bash", str(tmp_path / "local" / "launch-node0.sh")], cwd=tmp_path, env=unset,
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    p = subprocess.run(
+        ["bash", str(tmp_path / "local" / "launch-node0.sh")],
+        cwd=tmp_path,
+        env=unset,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode != 0 and "HF_TOKEN must be set in the environment" in p.stderr
 
 
@@ -321,8 +375,15 @@ def test_doctor_snapshots_record_secret_names_not_values(secret_env: dict, tmp_p
     env = json.loads((tmp_path / "here.json").read_text())["env"]
     assert env["PADDLE_AUTH_TOKEN"] == REDACTED and env["NCCL_DEBUG_SUBSYS"] == REDACTED
     # a snapshot file that carries values (an older paddlefit, another tool) is redacted when loaded
-    r = cli("doctor", "--from", str(snapshot_with_secrets(tmp_path)), "--snapshot", str(tmp_path / "again.json"),
-            "--json", "--all")  # fmt: skip
+    r = cli(
+        "doctor",
+        "--from",
+        str(snapshot_with_secrets(tmp_path)),
+        "--snapshot",
+        str(tmp_path / "again.json"),
+        "--json",
+        "--all",
+    )
     assert MARK not in r.output.encode(), r.output
     assert json.loads((tmp_path / "again.json").read_text())["env"]["PADDLE_AUTH_TOKEN"] == REDACTED
     assert leaks(tmp_path) == [str(tmp_path / "host-with-secrets.json")]  # only the input
@@ -334,15 +395,34 @@ def test_a_two_process_train_writes_no_secret_and_its_workers_see_them(secret_en
     load unless the worker's HF_TOKEN is the value set here."""
     spec = yaml.safe_load((ROOT / "examples" / "digits.yaml").read_text())
     spec["data"]["train"] = "trainhelpers:env_checked_digits"
-    spec["data"]["train_args"] = {"split": "train", "name": "HF_TOKEN",
-                                  "sha256": hashlib.sha256(SECRETS["HF_TOKEN"].encode()).hexdigest()}  # fmt: skip
+    spec["data"]["train_args"] = {
+        "split": "train",
+        "name": "HF_TOKEN",
+        "sha256": hashlib.sha256(SECRETS["HF_TOKEN"].encode()).hexdigest(),
+    }
     (tmp_path / "digits.yaml").write_text(yaml.safe_dump(spec))
     run_dir = tmp_path / "run"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
-               GLOG_minloglevel="2")  # fmt: skip
-    p = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "train", str(tmp_path / "digits.yaml"),
-                        "--run-dir", str(run_dir), "--devices", "2", "--max-steps", "3"], env=env, capture_output=True,
-                       timeout=240)  # fmt: skip
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]), GLOG_minloglevel="2"
+    )
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddlefit.cli.main",
+            "train",
+            str(tmp_path / "digits.yaml"),
+            "--run-dir",
+            str(run_dir),
+            "--devices",
+            "2",
+            "--max-steps",
+            "3",
+        ],
+        env=env,
+        capture_output=True,
+        timeout=240,
+    )
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:]
     assert MARK not in p.stdout + p.stderr
     logs = {f.name for f in (run_dir / "launch-logs").iterdir()}
@@ -361,14 +441,30 @@ def test_a_credential_typed_into_a_free_text_option_is_refused_not_written(tmp_p
     token = "ghp_" + "s3cr3tVALUE" * 4
     (tmp_path / "job.yaml").write_text(SPEC)
     for args in (
-        ["launch", str(tmp_path / "job.yaml"), "-t", "skypilot", "--gpu", "L4", "--setup",
-         f"pip install git+https://{token}@github.com/org/pkg.git"],
+        [
+            "launch",
+            str(tmp_path / "job.yaml"),
+            "-t",
+            "skypilot",
+            "--gpu",
+            "L4",
+            "--setup",
+            f"pip install git+https://{token}@github.com/org/pkg.git",
+        ],
         ["launch", str(tmp_path / "job.yaml"), "-t", "kubeflow", "--image", f"reg.io/x:1?sig={token}"],
-        ["launch", str(tmp_path / "job.yaml"), "-t", "local", "--master", "10.0.0.1:8090", "--run-dir",
-         f"https://u:{token}@share/runs"],
+        [
+            "launch",
+            str(tmp_path / "job.yaml"),
+            "-t",
+            "local",
+            "--master",
+            "10.0.0.1:8090",
+            "--run-dir",
+            f"https://u:{token}@share/runs",
+        ],
         ["image", "--cpu", "--command", f"python train.py --hub-token {token}"],
         ["image", "--cpu", "-r", f"pkg @ git+https://u:{token}@git.example.com/pkg.git"],
-    ):  # fmt: skip
+    ):
         r = cli(*args, "--out", str(tmp_path / "o"))
         assert r.exit_code == 2 and "looks like a credential" in r.output and "s3cr3t" not in r.output, r.output
         assert "`--env NAME`" in r.output and not (tmp_path / "o").exists()

@@ -22,8 +22,9 @@ def test_parse_specs():
     assert (u.shape, u.bytes_per_sample, str(u)) == ((), 4, "float32[]")
 
 
-@pytest.mark.parametrize("bad", ["", "float32", "float32[3,x]", "float32[0,2]", "complex64[3]",
-                                 "float32[3]:5", "[3,224]"])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad", ["", "float32", "float32[3,x]", "float32[0,2]", "complex64[3]", "float32[3]:5", "[3,224]"]
+)
 def test_bad_specs(bad):
     with pytest.raises(InputSpecError):
         parse_input_spec(bad)
@@ -34,6 +35,7 @@ def test_enums():
     assert Precision.FP16_O1.level == "O1" and Precision.FP32.level == "O0"
     with pytest.raises(UnknownNameError, match="adamw"):
         parse_enum(OptimizerName, "lamb", "--optimizer")
+
 
 GOOD = """model: lenet
 inputs: ["float32[1,28,28]"]
@@ -46,8 +48,13 @@ data: {num_workers: 3, prefetch_factor: 4}
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=dict(os.environ, COLUMNS="200"), timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=300,
+    )
 
 
 def test_load_good_spec(tmp_path):
@@ -55,18 +62,28 @@ def test_load_good_spec(tmp_path):
     f.write_text(GOOD)
     s = load_job_spec(f)
     assert (s.model, s.batch_size, s.optimizer, s.precision, s.devices) == (
-        "lenet", 16, OptimizerName.ADAMW, Precision.BF16_O1, 2)
+        "lenet",
+        16,
+        OptimizerName.ADAMW,
+        Precision.BF16_O1,
+        2,
+    )
     assert (s.data.num_workers, s.data.prefetch_factor, s.data.use_shared_memory) == (3, 4, True)
     assert [str(x) for x in s.input_specs()] == ["float32[1,28,28]"]
 
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("model: lenet\nbatch_sise: 3\n", "key `batch_sise`"), ("model: lenet\nbatch_size: -1\n", "key `batch_size`"),
-     ("model: lenet\ndata: {num_workers: many}\n", "key `data.num_workers`"),
-     ("model: lenet\nprecision: fp8\n", "key `precision`"), ("model: [\n", "not valid YAML"),
-     ("- a\n- b\n", "must be a YAML mapping"), ("model: lenet\ninputs: ['float32[3,']\n", "key `inputs`")],
-)  # fmt: skip
+    [
+        ("model: lenet\nbatch_sise: 3\n", "key `batch_sise`"),
+        ("model: lenet\nbatch_size: -1\n", "key `batch_size`"),
+        ("model: lenet\ndata: {num_workers: many}\n", "key `data.num_workers`"),
+        ("model: lenet\nprecision: fp8\n", "key `precision`"),
+        ("model: [\n", "not valid YAML"),
+        ("- a\n- b\n", "must be a YAML mapping"),
+        ("model: lenet\ninputs: ['float32[3,']\n", "key `inputs`"),
+    ],
+)
 def test_bad_specs_name_the_key(tmp_path, text, needle):
     f = tmp_path / "job.yaml"
     f.write_text(text)
@@ -81,7 +98,12 @@ def test_plan_doctor_image_read_the_spec(tmp_path):
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert (d["model"]["name"], d["batch_size"], d["devices"], d["optimizer"], d["precision"]) == (
-        "lenet", 16, 2, "adamw", "bf16-o1")
+        "lenet",
+        16,
+        2,
+        "adamw",
+        "bf16-o1",
+    )
     r = cli("plan", "--config", str(f), "-b", "8", "--gpu", "T4", "--json")
     assert json.loads(r.stdout)["batch_size"] == 8  # the command line overrides the spec
     # --no-measure: the OpenMP timing (10 processes, ~9 s) is tests/diagnose/test_doctor.py's
@@ -117,7 +139,11 @@ def test_training_keys_parse_and_examples_load():
     root = Path(__file__).parent.parent / "examples"
     digits = load_job_spec(root / "digits.yaml")
     assert (digits.data.train, digits.data.eval_args, digits.epochs, digits.schedule.name) == (
-        "digits", {"split": "test"}, 15, "cosine")
+        "digits",
+        {"split": "test"},
+        15,
+        "cosine",
+    )
     assert (digits.checkpoint.every_steps, digits.checkpoint.keep_last, digits.grad_accum_steps) == (200, 3, 1)
     senti = load_job_spec(root / "sentiment-zh.yaml")
     assert senti.data.train_args["ngrams"] == 2 and senti.model_args == {"vocab_size": 30000}
@@ -125,20 +151,22 @@ def test_training_keys_parse_and_examples_load():
 
 @pytest.mark.parametrize(
     ("text", "needle"),
-    [("model: m\ncheckpoint: {every_step: 5}\n", "key `checkpoint.every_step`"),
-     ("model: m\nschedule: {name: linear}\n", "key `schedule.name`"),
-     ("model: m\ngrad_accum_steps: 0\n", "key `grad_accum_steps`"),
-     ("model: m\nepochs: -1\n", "key `epochs`"),
-     ("model: m\ncheckpoint: {keep_last: 0}\n", "key `checkpoint.keep_last`"),
-     ("model: m\ndata: {train_args: [1, 2]}\n", "key `data.train_args`"),
-     ("model: m\nepochs: .inf\n", "key `epochs`"),
-     ("model: m\nepochs: 1e308\n", "key `epochs`"),
-     ("model: m\nschedule: {name: step, gamma: 1.0}\n", "key `schedule.gamma`"),
-     ("model: m\nlr: 0.01\nschedule: {min_lr: 0.1}\n", "min_lr 0.1 is above lr 0.01"),
-     ("model: m\nbatch_size: 3\nmodel: n\n", "line 3, column 1: key `model` is given twice"),
-     ("model: m\ndata: {num_workers: 1, num_workers: 2}\n", "key `num_workers` is given twice"),
-     ("model: m\nrun_dir: ''\n", "run_dir is empty"),
-     ("model: m\nrun_dir: '   '\n", "run_dir is empty")],
+    [
+        ("model: m\ncheckpoint: {every_step: 5}\n", "key `checkpoint.every_step`"),
+        ("model: m\nschedule: {name: linear}\n", "key `schedule.name`"),
+        ("model: m\ngrad_accum_steps: 0\n", "key `grad_accum_steps`"),
+        ("model: m\nepochs: -1\n", "key `epochs`"),
+        ("model: m\ncheckpoint: {keep_last: 0}\n", "key `checkpoint.keep_last`"),
+        ("model: m\ndata: {train_args: [1, 2]}\n", "key `data.train_args`"),
+        ("model: m\nepochs: .inf\n", "key `epochs`"),
+        ("model: m\nepochs: 1e308\n", "key `epochs`"),
+        ("model: m\nschedule: {name: step, gamma: 1.0}\n", "key `schedule.gamma`"),
+        ("model: m\nlr: 0.01\nschedule: {min_lr: 0.1}\n", "min_lr 0.1 is above lr 0.01"),
+        ("model: m\nbatch_size: 3\nmodel: n\n", "line 3, column 1: key `model` is given twice"),
+        ("model: m\ndata: {num_workers: 1, num_workers: 2}\n", "key `num_workers` is given twice"),
+        ("model: m\nrun_dir: ''\n", "run_dir is empty"),
+        ("model: m\nrun_dir: '   '\n", "run_dir is empty"),
+    ],
 )
 def test_bad_training_keys_name_the_key(tmp_path, text, needle):
     f = tmp_path / "job.yaml"
@@ -156,13 +184,19 @@ def test_train_cli_bad_input_exit_2(tmp_path):
     r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
     assert r.returncode == 2 and "neither `epochs` nor `max_steps`" in r.stderr
     f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits}\nmax_steps: 2\n")
-    for args, needle in ((["--devices", "0,0"], "must be a count"), (["--devices", "0,1"], "no GPU"),
-                         (["--resume", "nowhere"], "not `auto`, `never`"), (["--max-steps", "0"], ">= 1"),
-                         (["--devices", "99"], "CPU processes on"), (["--run-dir", ""], "`--run-dir` is empty")):
+    for args, needle in (
+        (["--devices", "0,0"], "must be a count"),
+        (["--devices", "0,1"], "no GPU"),
+        (["--resume", "nowhere"], "not `auto`, `never`"),
+        (["--max-steps", "0"], ">= 1"),
+        (["--devices", "99"], "CPU processes on"),
+        (["--run-dir", ""], "`--run-dir` is empty"),
+    ):
         r = cli("train", str(f), *(["--run-dir", str(tmp_path / "r")] if "--run-dir" not in args else []), *args)
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
-    f.write_text("model: paddlefit.models.examples:digits_cnn\ndata: {train: digits, train_args: {split: dev}}\n"
-                 "max_steps: 2\n")
+    f.write_text(
+        "model: paddlefit.models.examples:digits_cnn\ndata: {train: digits, train_args: {split: dev}}\nmax_steps: 2\n"
+    )
     r = cli("train", str(f), "--run-dir", str(tmp_path / "r"))
     assert r.returncode == 2 and "`split` must be `train` or `test`" in r.stderr
 
@@ -197,9 +231,14 @@ def test_budget_refuses_booleans_but_takes_integers(tmp_path):
     assert load_job_spec(f).budget.max_hours == 12.0
 
 
-@pytest.mark.parametrize(("yaml_text", "field"), [("batch_size: true", "batch_size"),
-                                                  ("checkpoint: {keep_last: false}", "checkpoint.keep_last"),
-                                                  ("data: {num_workers: true}", "data.num_workers")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("yaml_text", "field"),
+    [
+        ("batch_size: true", "batch_size"),
+        ("checkpoint: {keep_last: false}", "checkpoint.keep_last"),
+        ("data: {num_workers: true}", "data.num_workers"),
+    ],
+)
 def test_integer_fields_refuse_booleans(tmp_path, yaml_text, field):
     f = tmp_path / "b.yaml"
     f.write_text(f"model: resnet18\n{yaml_text}\n")

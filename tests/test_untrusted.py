@@ -76,11 +76,22 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
     page = (tmp_path / "a.html").read_text()
     assert "snapshot.json left out" in page and "`net`" in page  # the note that leaves it out names the field
     assert "comparison.json left out: `figures.0` has a predicted, measured or ratio" in page
-    for name in ("summary.json", "status.json", "comparison.json", "snapshot.json", ".lock.json",
-                 "checkpoints/step-00000004/manifest.json", "checkpoints/step-00000004/trainer.json"):  # fmt: skip
+    for name in (
+        "summary.json",
+        "status.json",
+        "comparison.json",
+        "snapshot.json",
+        ".lock.json",
+        "checkpoints/step-00000004/manifest.json",
+        "checkpoints/step-00000004/trainer.json",
+    ):
         (run_dir / name).write_text(DEEP)
-    (run_dir / "metrics.jsonl").write_text((src / "metrics.jsonl").read_text() + DEEP + "\n"
-                                           + '{"step": 5, "loss": "x"}\n{"step": 6, "loss": 1, "time": []}\n')
+    (run_dir / "metrics.jsonl").write_text(
+        (src / "metrics.jsonl").read_text()
+        + DEEP
+        + "\n"
+        + '{"step": 5, "loss": "x"}\n{"step": 6, "loss": 1, "time": []}\n'
+    )
     r = run(cli("report", str(run_dir), "--out", str(tmp_path / "b.html"), "--json"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert json.loads(r.stdout)["status"] == "lost"  # status.json left out: the run recorded no readable end
@@ -95,8 +106,16 @@ def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Pa
     spec, src = trained
     run_dir = copy_run(src, tmp_path / "r")
     (run_dir / "checkpoints" / "step-00000004" / MANIFEST).write_text(DEEP)
-    r = run(cli("export", str(run_dir), "--checkpoint", str(run_dir / "checkpoints" / "step-00000004"),
-                "--out", str(tmp_path / "inf")))  # fmt: skip
+    r = run(
+        cli(
+            "export",
+            str(run_dir),
+            "--checkpoint",
+            str(run_dir / "checkpoints" / "step-00000004"),
+            "--out",
+            str(tmp_path / "inf"),
+        )
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     r = run(train_cmd(spec, run_dir, "--resume", "auto"))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
@@ -193,9 +212,17 @@ def to_legacy(ckpt: Path, payload: object | None = None) -> None:
         s.__setstate__((device, seed, offset, list(text.encode("ascii"))))
         states.append(s)
     py, npy = doc["python"], doc["numpy"]
-    rng = {"python": (py["version"], tuple(py["state"]), py["gauss_next"]),
-           "numpy": (npy["name"], np.asarray(npy["keys"], dtype=np.uint32), npy["pos"], npy["has_gauss"],
-                     npy["cached_gaussian"]), "paddle": states}  # fmt: skip
+    rng = {
+        "python": (py["version"], tuple(py["state"]), py["gauss_next"]),
+        "numpy": (
+            npy["name"],
+            np.asarray(npy["keys"], dtype=np.uint32),
+            npy["pos"],
+            npy["has_gauss"],
+            npy["cached_gaussian"],
+        ),
+        "paddle": states,
+    }
     (ckpt / "rng.pkl").write_bytes(pickle.dumps(payload if payload is not None else rng))
     (ckpt / "rng.json").unlink()
     rehash(ckpt, "rng.pkl")

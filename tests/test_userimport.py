@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent("""
     import numpy as np
     import paddle
     from paddle import nn
@@ -37,7 +37,7 @@ MODULE = textwrap.dedent('''
 
     def loss(logits, label):
         return nn.functional.cross_entropy(logits, label)
-''')
+""")
 SPEC = textwrap.dedent("""
     model: ocrpkg.rec:model
     inputs: ["float32[16]"]
@@ -63,8 +63,14 @@ def _project(root: Path, module_in: str) -> Path:
 
 def _paddlefit(*args, cwd: Path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "paddlefit", *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(env, COLUMNS="200"), timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(env, COLUMNS="200"),
+        timeout=600,
+    )
 
 
 def test_a_module_in_the_current_directory_plans_and_trains(tmp_path):
@@ -112,8 +118,9 @@ def _console(*args, cwd: Path):
     """The installed console script (no current directory on sys.path, unlike `python -m`)."""
     script = Path(sys.executable).parent / "paddlefit"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PADDLEFIT_IMPORT_DIRS")}
-    return subprocess.run([str(script), *args], capture_output=True, text=True, cwd=cwd,
-                          env=dict(env, COLUMNS="200"), timeout=600)  # fmt: skip
+    return subprocess.run(
+        [str(script), *args], capture_output=True, text=True, cwd=cwd, env=dict(env, COLUMNS="200"), timeout=600
+    )
 
 
 def test_a_user_file_named_like_an_installed_module_neither_breaks_paddlefit_nor_is_imported_silently(tmp_path):
@@ -133,8 +140,13 @@ def test_a_user_file_named_like_an_installed_module_neither_breaks_paddlefit_nor
 def test_a_deleted_current_directory_is_said_not_a_traceback(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
-    proc = subprocess.run(f"cd {gone} && rmdir {gone} && {Path(sys.executable).parent / 'paddlefit'} gpus",
-                          shell=True, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        f"cd {gone} && rmdir {gone} && {Path(sys.executable).parent / 'paddlefit'} gpus",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "the current directory no longer exists" in proc.stderr
 
@@ -143,9 +155,21 @@ def test_a_misspelt_paddlenlp_config_field_is_refused_with_the_close_name(tmp_pa
     import pytest
 
     pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
-    r = _console("plan", "paddlenlp.transformers:ErnieForSequenceClassification", "--model-arg",
-                 "config=ernie-3.0-nano-zh", "--model-arg", "num_hidden_layer=1", "-i", "int64[16]:100", "-b", "2",
-                 "--gpu", "T4", cwd=tmp_path)  # fmt: skip
+    r = _console(
+        "plan",
+        "paddlenlp.transformers:ErnieForSequenceClassification",
+        "--model-arg",
+        "config=ernie-3.0-nano-zh",
+        "--model-arg",
+        "num_hidden_layer=1",
+        "-i",
+        "int64[16]:100",
+        "-b",
+        "2",
+        "--gpu",
+        "T4",
+        cwd=tmp_path,
+    )
     assert r.returncode == 2
     assert "ErnieConfig has no field `num_hidden_layer`; did you mean `num_hidden_layers`?" in r.stderr
 

@@ -31,18 +31,21 @@ class Req(RequestModel):
 Req.OPTIONS = {"n": "--n"}
 
 
-@pytest.mark.parametrize(("kw", "needle"), [
-    ({"n": True}, "`--n` must be int (got bool True)"),
-    ({"n": 2.5}, "`--n` must be int (got float 2.5)"),
-    ({"x": "0.5"}, "`Req.x` must be float (got str '0.5')"),
-    ({"names": "T4"}, "`Req.names` must be list[str] (got str 'T4')"),
-    ({"names": ["T4", 4]}, "`Req.names` must be list[str]"),
-    ({"where": "out"}, "`Req.where` must be Path | None"),
-    ({"prec": "fp32"}, "`Req.prec` must be"),
-    ({"shape": (1, "2")}, "`Req.shape` must be tuple[int, ...]"),
-    ({"args": {"a": "1"}}, "`Req.args` must be dict[str, int]"),
-    ({"flag": 1}, "`Req.flag` must be bool (got int 1)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"n": True}, "`--n` must be int (got bool True)"),
+        ({"n": 2.5}, "`--n` must be int (got float 2.5)"),
+        ({"x": "0.5"}, "`Req.x` must be float (got str '0.5')"),
+        ({"names": "T4"}, "`Req.names` must be list[str] (got str 'T4')"),
+        ({"names": ["T4", 4]}, "`Req.names` must be list[str]"),
+        ({"where": "out"}, "`Req.where` must be Path | None"),
+        ({"prec": "fp32"}, "`Req.prec` must be"),
+        ({"shape": (1, "2")}, "`Req.shape` must be tuple[int, ...]"),
+        ({"args": {"a": "1"}}, "`Req.args` must be dict[str, int]"),
+        ({"flag": 1}, "`Req.flag` must be bool (got int 1)"),
+    ],
+)
 def test_wrong_types_name_the_field(kw: dict, needle: str) -> None:
     with pytest.raises(PaddlefitError, match=re.escape(needle)):
         Req(**kw)
@@ -72,33 +75,38 @@ def test_the_core_requests_check_their_types() -> None:
     from paddlefit.plan.request import PlanRequest
     from paddlefit.train.request import TrainRequest
 
-    cases = [(lambda: PlanRequest(model="lenet", batch_size="8"), "`--batch-size` must be int"),
-             (lambda: PlanRequest(model="lenet", gpus="T4"), "`--gpu` must be list[str]"),
-             (lambda: PlanRequest(model="lenet", optimizer="bogus"), "`PlanRequest.optimizer` must be"),
-             (lambda: CostRequest(clouds="aws"), "`--cloud` must be list[str]"),
-             (lambda: CostRequest(dataset_size=100.5, epochs=1.0), "`--dataset-size` must be int | None"),
-             (lambda: JobOptions(model="lenet", batch_size=1.5), "`--batch-size` must be int | None"),
-             (lambda: TrainRequest(config=123), "`CONFIG` must be Path | str"),
-             (lambda: TrainRequest(config="j.yaml", devices=2), "`--devices` must be str | None"),
-             (lambda: DoctorRequest(config="j.yaml"), "`--config` must be Path | None"),
-             (lambda: ImageRequest(requirements="paddleocr==3.0.0"), "`--requirement` must be list[str]"),
-             (lambda: LaunchRequest(config=Path("j.yaml"), target="local", nodes="2"), "`--nodes` must be int")]
+    cases = [
+        (lambda: PlanRequest(model="lenet", batch_size="8"), "`--batch-size` must be int"),
+        (lambda: PlanRequest(model="lenet", gpus="T4"), "`--gpu` must be list[str]"),
+        (lambda: PlanRequest(model="lenet", optimizer="bogus"), "`PlanRequest.optimizer` must be"),
+        (lambda: CostRequest(clouds="aws"), "`--cloud` must be list[str]"),
+        (lambda: CostRequest(dataset_size=100.5, epochs=1.0), "`--dataset-size` must be int | None"),
+        (lambda: JobOptions(model="lenet", batch_size=1.5), "`--batch-size` must be int | None"),
+        (lambda: TrainRequest(config=123), "`CONFIG` must be Path | str"),
+        (lambda: TrainRequest(config="j.yaml", devices=2), "`--devices` must be str | None"),
+        (lambda: DoctorRequest(config="j.yaml"), "`--config` must be Path | None"),
+        (lambda: ImageRequest(requirements="paddleocr==3.0.0"), "`--requirement` must be list[str]"),
+        (lambda: LaunchRequest(config=Path("j.yaml"), target="local", nodes="2"), "`--nodes` must be int"),
+    ]
     for make, needle in cases:
         with pytest.raises(PaddlefitError, match=re.escape(needle)):
             make()
 
 
-@pytest.mark.parametrize(("cls", "kw", "needle"), [
-    ("train", {"config": "j.yaml", "max_steps": 0}, "`--max-steps` must be >= 1 (got 0)."),
-    ("train", {"config": "j.yaml", "max_hours": math.nan}, "`--max-hours` must be a finite number > 0 (got nan)."),
-    ("doctor", {"prefetch_factor": 0}, "`--prefetch-factor` must be >= 1 (got 0)."),
-    ("image", {"devices": 0}, "`--devices` must be >= 1 (got 0)."),
-    ("launch", {"config": Path("j"), "target": "local", "port": 70000}, "`--port` must be 1..65535 (got 70000)."),
-    ("inference", {"model": "lenet", "batch_sizes": [8, 0]}, "`--batch-size` must be 1..65536 (got [8, 0])."),
-    ("inference", {"model": "lenet", "batch_sizes": []}, "`--batch-size` is empty"),
-    ("inference", {"model": "lenet", "latency_ms": 0.0}, "`--latency-ms` must be in (0, 3600000] (got 0.0)."),
-    ("inference", {"model": "lenet", "safety_margin": math.inf}, "`--safety-margin` must be in (0, 1] (got inf)."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cls", "kw", "needle"),
+    [
+        ("train", {"config": "j.yaml", "max_steps": 0}, "`--max-steps` must be >= 1 (got 0)."),
+        ("train", {"config": "j.yaml", "max_hours": math.nan}, "`--max-hours` must be a finite number > 0 (got nan)."),
+        ("doctor", {"prefetch_factor": 0}, "`--prefetch-factor` must be >= 1 (got 0)."),
+        ("image", {"devices": 0}, "`--devices` must be >= 1 (got 0)."),
+        ("launch", {"config": Path("j"), "target": "local", "port": 70000}, "`--port` must be 1..65535 (got 70000)."),
+        ("inference", {"model": "lenet", "batch_sizes": [8, 0]}, "`--batch-size` must be 1..65536 (got [8, 0])."),
+        ("inference", {"model": "lenet", "batch_sizes": []}, "`--batch-size` is empty"),
+        ("inference", {"model": "lenet", "latency_ms": 0.0}, "`--latency-ms` must be in (0, 3600000] (got 0.0)."),
+        ("inference", {"model": "lenet", "safety_margin": math.inf}, "`--safety-margin` must be in (0, 1] (got inf)."),
+    ],
+)
 def test_ranges_are_field_constraints_named_by_option(cls: str, kw: dict, needle: str) -> None:
     from paddlefit.deploy.image import ImageRequest
     from paddlefit.deploy.targets import LaunchRequest
@@ -106,7 +114,12 @@ def test_ranges_are_field_constraints_named_by_option(cls: str, kw: dict, needle
     from paddlefit.plan.inference_job import InferenceRequest
     from paddlefit.train.request import TrainRequest
 
-    make = {"train": TrainRequest, "doctor": DoctorRequest, "image": ImageRequest, "launch": LaunchRequest,
-            "inference": InferenceRequest}[cls]
+    make = {
+        "train": TrainRequest,
+        "doctor": DoctorRequest,
+        "image": ImageRequest,
+        "launch": LaunchRequest,
+        "inference": InferenceRequest,
+    }[cls]
     with pytest.raises(PaddlefitError, match=re.escape(needle)):
         make(**kw)

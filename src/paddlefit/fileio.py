@@ -23,9 +23,13 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.run_layout import CHECKPOINTS_DIR
 
 #: What a failed write's errno means, in the message of :class:`FileWriteError` (others: the OS's strerror).
-DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-               errno.EROFS: "the file system is read-only", errno.EISDIR: "it is a directory",
-               errno.EFBIG: "the file size limit is reached"}  # fmt: skip
+DISK_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EISDIR: "it is a directory",
+    errno.EFBIG: "the file size limit is reached",
+}
 
 
 class FileWriteError(PaddlefitError, OSError):
@@ -166,12 +170,14 @@ def check_output_path(path: str | Path, option: str = "--out", ours: str | None 
     path = Path(path)
     try:
         if path.is_symlink():
-            raise PaddlefitError(f"`{option} {path}` is a symlink; give the real file path (it is replaced "
-                                 "atomically).")  # fmt: skip
+            raise PaddlefitError(
+                f"`{option} {path}` is a symlink; give the real file path (it is replaced atomically)."
+            )
         exists = path.exists()
     except OSError as exc:  # a name too long, a path through a file
-        raise PaddlefitError(f"`{option} {path}`: cannot create a file there ({exc.strerror or exc}); choose "
-                             "another path.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{option} {path}`: cannot create a file there ({exc.strerror or exc}); choose another path."
+        ) from None
     if exists:
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
@@ -179,16 +185,23 @@ def check_output_path(path: str | Path, option: str = "--out", ours: str | None 
         if not stat.S_ISREG(mode):
             raise PaddlefitError(f"`{option} {path}` is not a regular file (device, FIFO or socket); give a file path.")
         if ours is not None and not _holds(path, ours):
-            raise PaddlefitError(f"`{option} {path}` exists and is not a file this command wrote; give a new file "
-                                 "name, or remove that file first.")  # fmt: skip
+            raise PaddlefitError(
+                f"`{option} {path}` exists and is not a file this command wrote; give a new file "
+                "name, or remove that file first."
+            )
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise PaddlefitError(f"`{option} {path}`: directory `{parent}` does not exist (or is a file); create it first.")
     if not os.access(parent, os.W_OK | os.X_OK):
         ro = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
         cause = OSError(errno.EROFS if ro else errno.EACCES, os.strerror(errno.EROFS if ro else errno.EACCES))
-        raise FileWriteError(path, cause, option, f"`{option} {path}`: directory `{parent}` is not writable"
-                             f"{' (the file system is read-only)' if ro else ''}.")  # fmt: skip
+        raise FileWriteError(
+            path,
+            cause,
+            option,
+            f"`{option} {path}`: directory `{parent}` is not writable"
+            f"{' (the file system is read-only)' if ro else ''}.",
+        )
     return path
 
 
@@ -201,8 +214,9 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
-def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, instead: str | Path,
-                      file_suffix: str | None = None) -> None:
+def refuse_run_target(
+    target: str | Path, run_dir: str | Path, option: str, instead: str | Path, file_suffix: str | None = None
+) -> None:
     """The one check of an output path against the run directory it is made from (``export --out``, ``report
     --out``): refuse a ``target`` that is the run directory, holds it, or lies in its ``checkpoints/`` (compared by
     real path, so a symlink does not get round it); with ``file_suffix`` (a file output such as ``.html``), also
@@ -219,8 +233,10 @@ def refuse_run_target(target: str | Path, run_dir: str | Path, option: str, inst
     if own:
         from paddlefit.textsafe import name_safe
 
-        raise PaddlefitError(f"`{option} {name_safe(target)}` would overwrite the run itself; give a new "
-                             f"{'file' if file_suffix else 'directory'} such as {instead}.")
+        raise PaddlefitError(
+            f"`{option} {name_safe(target)}` would overwrite the run itself; give a new "
+            f"{'file' if file_suffix else 'directory'} such as {instead}."
+        )
 
 
 def fsync_path(path: str | Path) -> None:
@@ -258,8 +274,9 @@ def atomic_write_text(path: str | Path, text: str, option: str = "--out") -> Pat
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:  # a full or read-only file system, a pseudo one, no permission, a name too long
         said = exc.strerror or exc
-        raise FileWriteError(path, exc, option, f"`{option} {path}`: cannot create a file there ({said}); choose "
-                             "another path.") from None  # fmt: skip
+        raise FileWriteError(
+            path, exc, option, f"`{option} {path}`: cannot create a file there ({said}); choose another path."
+        ) from None
     with writing(path, option):
         try:
             os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; give the file the mode open() would
@@ -295,8 +312,10 @@ def atomic_write_many(files: dict[Path, str], option: str = "--out") -> list[Pat
         for tmp, _ in temps:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        raise PaddlefitError(f"`{option}`: cannot write {temps[-1][1] if temps else 'the files'} "
-                             f"({exc.strerror or exc}); nothing was written.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{option}`: cannot write {temps[-1][1] if temps else 'the files'} "
+            f"({exc.strerror or exc}); nothing was written."
+        ) from None
     except BaseException:
         for tmp, _ in temps:
             if os.path.exists(tmp):
@@ -325,8 +344,9 @@ def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTE
     except IsADirectoryError:
         raise PaddlefitError(f"`{option} {p}` is a directory; give a regular file.") from None
     except NotRegularFileError as exc:
-        raise PaddlefitError(f"`{option} {p}` is {exc.strerror} (reading it could block forever or never end); give "
-                             "a regular file.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{option} {p}` is {exc.strerror} (reading it could block forever or never end); give a regular file."
+        ) from None
     except OSError as exc:
         raise PaddlefitError(f"`{option} {p}` cannot be read ({exc.strerror or exc}).") from None
     if len(data) > limit:
@@ -376,13 +396,16 @@ def loads_limited(text: str, where: str, max_depth: int = MAX_JSON_DEPTH) -> obj
     else:
         depth = json_depth(doc)
     if depth > max_depth:
-        raise InputFileError(f"{where} nests deeper than {max_depth} levels; it is not a file paddlefit wrote (a "
-                             "damaged or hostile copy?). Remove or replace it.")  # fmt: skip
+        raise InputFileError(
+            f"{where} nests deeper than {max_depth} levels; it is not a file paddlefit wrote (a "
+            "damaged or hostile copy?). Remove or replace it."
+        )
     return doc
 
 
-def read_json_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTES,
-                      max_depth: int = MAX_JSON_DEPTH) -> object:  # fmt: skip
+def read_json_limited(
+    path: str | Path, option: str, limit: int = MAX_INPUT_BYTES, max_depth: int = MAX_JSON_DEPTH
+) -> object:
     """Read a JSON file bounded in size (``limit`` bytes, :func:`read_text_limited`) and depth (:func:`loads_limited`).
 
     Raises:

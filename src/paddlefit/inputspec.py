@@ -18,8 +18,10 @@ from paddlefit.errors import InputSpecError
 #: Bytes per element of each dtype an input spec may use.
 DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 
-_SPEC_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*"
-                      r"\[(?P<dims>[^\]]{0,200})\]\s*(?::\s*(?P<high>\d{1,12}))?\s*$")
+_SPEC_RE = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?(?P<dtype>[a-z0-9]+)\s*"
+    r"\[(?P<dims>[^\]]{0,200})\]\s*(?::\s*(?P<high>\d{1,12}))?\s*$"
+)
 
 
 class InputSpec(BaseModel):
@@ -28,12 +30,17 @@ class InputSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     dtype: str = Field(description="One of ``DTYPE_BYTES``.")
-    shape: tuple[int, ...] = Field(description="Per-sample shape, e.g. ``(3, 224, 224)``; every dim >= 1; ``()`` is "
-                                   "one scalar per sample.")  # fmt: skip
-    high: int | None = Field(default=None, ge=1, description="For integer inputs, ids are drawn from ``[0, high)`` "
-                             "(the vocabulary size for token ids).")  # fmt: skip
-    name: str | None = Field(default=None, description="The ``forward`` keyword argument that receives it; None = "
-                             "positional.")  # fmt: skip
+    shape: tuple[int, ...] = Field(
+        description="Per-sample shape, e.g. ``(3, 224, 224)``; every dim >= 1; ``()`` is one scalar per sample."
+    )
+    high: int | None = Field(
+        default=None,
+        ge=1,
+        description="For integer inputs, ids are drawn from ``[0, high)`` (the vocabulary size for token ids).",
+    )
+    name: str | None = Field(
+        default=None, description="The ``forward`` keyword argument that receives it; None = positional."
+    )
 
     @property
     def bytes_per_sample(self) -> int:
@@ -66,17 +73,13 @@ def parse_input_spec(text: str) -> InputSpec:
         )
     dtype = m.group("dtype")
     if dtype not in DTYPE_BYTES:
-        raise InputSpecError(
-            f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}."
-        )
+        raise InputSpecError(f"Input spec {text!r}: unknown dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}.")
     try:
         if any(len(d.strip()) > 12 for d in m.group("dims").split(",")):
             raise InputSpecError(f"Input spec {text!r}: a dimension has more than 12 digits.")
         dims = tuple(int(d) for d in m.group("dims").split(",")) if m.group("dims").strip() else ()
     except ValueError:
-        raise InputSpecError(
-            f"Input spec {text!r}: dimensions must be integers, e.g. `float32[3,224,224]`."
-        ) from None
+        raise InputSpecError(f"Input spec {text!r}: dimensions must be integers, e.g. `float32[3,224,224]`.") from None
     if any(d < 1 for d in dims):
         raise InputSpecError(
             f"Input spec {text!r}: every dimension must be >= 1 (the batch dimension is added by "
@@ -100,9 +103,11 @@ def parse_input_specs(texts: list[str], option: str = "--input") -> list[InputSp
     seen: set[str] = set()
     for i, s in enumerate(specs):
         if s.name is None and any(p.name for p in specs[:i]):
-            raise InputSpecError(f"`{option} {s}` is positional but follows the named `{option} "
-                                 f"{next(p for p in specs[:i] if p.name)}`; give positional inputs first, in "
-                                 "forward()'s order, then `name=SPEC` ones.")  # fmt: skip
+            raise InputSpecError(
+                f"`{option} {s}` is positional but follows the named `{option} "
+                f"{next(p for p in specs[:i] if p.name)}`; give positional inputs first, in "
+                "forward()'s order, then `name=SPEC` ones."
+            )
         if s.name is not None:
             if s.name in seen:
                 raise InputSpecError(f"`{option}` names `{s.name}` twice; give each keyword input once.")

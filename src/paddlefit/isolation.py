@@ -146,9 +146,14 @@ class IsolatedCall:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
         # no current directory first on the child's path, as the installed console script has none: a user's
         # `paddle.py` in the job's folder must not stand in for Paddle in the probe (paddlefit.safepath)
-        self.proc = subprocess.Popen([*python_command(module="paddlefit.isolation"), target, *preload],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     start_new_session=True, env=env)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [*python_command(module="paddlefit.isolation"), target, *preload],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            env=env,
+        )
         self._status: tuple[int, int] | None = None
         self._said = ""  # what the child wrote on stderr, read when it has ended
         pid = self.proc.pid
@@ -186,8 +191,13 @@ class IsolatedCall:
                 raise value
             return value
         status, rss = self._status or (0, 0)
-        how, code = (end, None) if end in ("timeout", "stalled") else ("signal", os.WTERMSIG(status)) \
-            if os.WIFSIGNALED(status) else ("exit", os.waitstatus_to_exitcode(status))  # fmt: skip
+        how, code = (
+            (end, None)
+            if end in ("timeout", "stalled")
+            else ("signal", os.WTERMSIG(status))
+            if os.WIFSIGNALED(status)
+            else ("exit", os.waitstatus_to_exitcode(status))
+        )
         raise ChildFailed(how, code, time.monotonic() - t0, rss, self._last_words())
 
     def _send(self, data: bytes, deadline: float) -> str | None:
@@ -298,8 +308,11 @@ class IsolatedCall:
 
     def _last_words(self, lines: int = 6) -> str:
         """The child's last ``lines`` non-blank stderr lines (Python warnings left out)."""
-        kept = [x.strip() for x in self._said.splitlines() if x.strip() and "warnings.warn(" not in x
-                and "Warning:" not in x]  # fmt: skip
+        kept = [
+            x.strip()
+            for x in self._said.splitlines()
+            if x.strip() and "warnings.warn(" not in x and "Warning:" not in x
+        ]
         return "\n".join(kept[-lines:])
 
     def _relay_stderr(self) -> None:

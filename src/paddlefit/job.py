@@ -28,8 +28,9 @@ from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.validation import RequestModel
 
 
-def steps_per_epoch(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
-                    drop_last: bool = True) -> int:  # fmt: skip
+def steps_per_epoch(
+    train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1, drop_last: bool = True
+) -> int:
     """Optimizer steps in one epoch of ``train_size`` samples at global batch ``G = batch_size x world x
     grad_accum_steps``: ``floor(train_size / G)`` with ``drop_last``, else ``ceil(train_size / G)`` (the last step
     filled up by repeating the epoch's order from its start). It depends on the layout only through ``G``, so a run
@@ -43,8 +44,9 @@ def steps_per_epoch(train_size: int, batch_size: int, world: int = 1, grad_accum
     return train_size // g if drop_last else math.ceil(train_size / g)
 
 
-def batches_per_rank(train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1,
-                     drop_last: bool = True) -> int:  # fmt: skip
+def batches_per_rank(
+    train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1, drop_last: bool = True
+) -> int:
     """Micro-batches of ``batch_size`` samples each rank's train loader yields per epoch: :func:`steps_per_epoch` x
     ``grad_accum_steps`` (``len()`` of the trainer's sampler)."""
     return steps_per_epoch(train_size, batch_size, world, grad_accum_steps, drop_last) * grad_accum_steps
@@ -61,8 +63,9 @@ def job_steps(per_epoch: int, epochs: float | None, max_steps: int | None) -> in
     return min(limits) if limits else None
 
 
-def total_steps(spec: JobSpec, train_size: int | None, batch_size: int | None = None,
-                world: int | None = None) -> int | None:  # fmt: skip
+def total_steps(
+    spec: JobSpec, train_size: int | None, batch_size: int | None = None, world: int | None = None
+) -> int | None:
     """Optimizer steps the trainer runs for ``spec`` (``epochs``/``max_steps``) over ``train_size`` samples.
 
     Args:
@@ -85,12 +88,14 @@ def total_steps(spec: JobSpec, train_size: int | None, batch_size: int | None = 
     if per_epoch < 1:
         raise PaddlefitError(
             f"`data.train` has {train_size} samples, fewer than one global batch ({batch} x {world} devices x "
-            f"{spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`.")  # fmt: skip
+            f"{spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`."
+        )
     return job_steps(per_epoch, spec.epochs, spec.max_steps)
 
 
-def plan_job_length(spec: JobSpec, train_size: int | None, batch_size: int,
-                    devices: int) -> tuple[int | None, float | None]:  # fmt: skip
+def plan_job_length(
+    spec: JobSpec, train_size: int | None, batch_size: int, devices: int
+) -> tuple[int | None, float | None]:
     """(samples per epoch, epochs) for :class:`~paddlefit.plan.request.PlanRequest` that make the planner's time
     to train cover :func:`total_steps` optimizer steps: that many global batches as one "epoch"; (None, None) when
     the length is unknown."""
@@ -108,8 +113,9 @@ def check_not_empty(values: dict[str, str | None]) -> None:
     """
     for opt, value in values.items():
         if value is not None and not value.strip():
-            raise PaddlefitError(f"`{opt}` is empty; give a value (see --help) or leave the option out for the "
-                                 "default.")  # fmt: skip
+            raise PaddlefitError(
+                f"`{opt}` is empty; give a value (see --help) or leave the option out for the default."
+            )
 
 
 def attention_option(flash: bool | None) -> str | None:
@@ -132,23 +138,36 @@ class JobOptions(RequestModel):
     model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
     optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.spec.OptimizerName`).")
     precision: str | None = Field(None, description="Precision name (:class:`~paddlefit.spec.Precision`).")
-    attention: str | None = Field(None, description="``eager`` or ``flash`` (``--flash-attention``); None = the "
-                                  "spec's, else eager.")  # fmt: skip
+    attention: str | None = Field(
+        None, description="``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager."
+    )
     label: str | None = Field(None, description="Per-sample label spec string (no name).")
     label_arg: str | None = Field(None, description="The forward() keyword that receives the label.")
     loss: str | None = Field(None, description="The loss (see :class:`~paddlefit.plan.request.PlanRequest`).")
     eval_batch_size: int | None = Field(None, ge=1, le=10**7, description="Samples per evaluation forward.")
     devices: int | None = Field(None, ge=1, description="Data-parallel devices; None = the spec's, else 1.")
-    tf32: bool | None = Field(None, description="``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 "
-                              "GEMMs/convs (None = the spec's ``tf32``).")  # fmt: skip
+    tf32: bool | None = Field(
+        None,
+        description="``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 "
+        "GEMMs/convs (None = the spec's ``tf32``).",
+    )
     command: str = Field("plan", description="The CLI verb, for messages.")
 
-    OPTIONS: ClassVar[dict[str, str]] = {"batch_size": "--batch-size", "inputs": "--input",
-                                          "model_args": "--model-arg", "optimizer": "--optimizer",
-                                          "precision": "--precision", "label": "--label", "label_arg": "--label-arg",
-                                          "loss": "--loss", "eval_batch_size": "--eval-batch-size",
-                                          "devices": "--devices", "config": "--config", "model": "MODEL",
-                                          "tf32": "--tf32/--no-tf32"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "batch_size": "--batch-size",
+        "inputs": "--input",
+        "model_args": "--model-arg",
+        "optimizer": "--optimizer",
+        "precision": "--precision",
+        "label": "--label",
+        "label_arg": "--label-arg",
+        "loss": "--loss",
+        "eval_batch_size": "--eval-batch-size",
+        "devices": "--devices",
+        "config": "--config",
+        "model": "MODEL",
+        "tf32": "--tf32/--no-tf32",
+    }
 
     @model_validator(mode="after")
     def _well_formed(self) -> JobOptions:
@@ -209,14 +228,17 @@ class ResolvedJob:
         return {
             "inputs": parse_input_specs(self.inputs) if self.inputs else None,
             "label": parse_input_spec(self.label) if self.label else None,
-            "label_arg": self.label_arg, "loss": self.loss,
+            "label_arg": self.label_arg,
+            "loss": self.loss,
             "loss_strict": self.loss is not None or self.own_job or self.label_arg is not None,
             "eval_batch_size": self.eval_batch_size,
             "cpu_threads": self.spec.cpu_threads if self.own_job and self.spec else None,
             "sample": self.sample,
             "eval_phase": self.evaluates,
-            "loader_prefetch": self.queued[0], "eval_prefetch": self.queued[1], "eval_held": self.queued[2],
-        }  # fmt: skip
+            "loader_prefetch": self.queued[0],
+            "eval_prefetch": self.queued[1],
+            "eval_held": self.queued[2],
+        }
 
     def length(self) -> tuple[int | None, float | None]:
         """(samples per epoch, epochs) of the spec's own job for the planner (:func:`plan_job_length`); (None,
@@ -237,8 +259,9 @@ def _planning_dataset(ref: str, args: dict[str, Any], key: str, inputs: list[str
     except ModuleMissingError:
         if not inputs:
             raise
-        notes.append(f"{key}: `{ref}` is not importable here: planned from `inputs:` (give `--dataset-size` for "
-                     "the job length)")  # fmt: skip
+        notes.append(
+            f"{key}: `{ref}` is not importable here: planned from `inputs:` (give `--dataset-size` for the job length)"
+        )
         return None
 
 
@@ -257,8 +280,9 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     o = options
     spec = load_job_spec(o.config) if o.config is not None else None
     if spec is None and o.model is None:
-        raise PaddlefitError(f"Give a MODEL (e.g. `paddlefit {o.command} resnet50`) or a job spec with "
-                             "`--config FILE`.")  # fmt: skip
+        raise PaddlefitError(
+            f"Give a MODEL (e.g. `paddlefit {o.command} resnet50`) or a job spec with `--config FILE`."
+        )
     model = o.model or spec.model  # type: ignore[union-attr]
     batch_size = o.batch_size if o.batch_size is not None else (spec.batch_size if spec else 32)
     optimizer = o.optimizer or (spec.optimizer.value if spec else "adam")
@@ -303,15 +327,39 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     queued = (0, 0, 0)
     if own_job:  # the train queue counts only for a single-process loader (workers' batches live in shared memory)
         single = spec.data.num_workers == 0 and train_ds is not None  # type: ignore[union-attr]
-        queued = loader_queue(spec, len(train_ds) if single else None, n_eval, batch_size,  # type: ignore
-                              devices, eval_batch_size)  # fmt: skip
+        queued = loader_queue(
+            spec,
+            len(train_ds) if single else None,
+            n_eval,
+            batch_size,  # type: ignore
+            devices,
+            eval_batch_size,
+        )
     model_args = parse_model_args(o.model_args) if o.model_args else (dict(spec.model_args) if spec else {})
-    return ResolvedJob(spec, model, batch_size, list(inputs) if inputs else None, model_args, optimizer, precision,
-                       own_job, len(train_ds) if train_ds is not None else None, label, label_arg, loss,
-                       eval_batch_size,
-                       # the probe's batches are copies of data.train's first sample unless --input overrides them
-                       train_ds[0] if train_ds is not None and not cli_inputs else None, evaluates, queued,
-                       devices, attention, notes, tf32, *_optimizer_fields(spec))  # fmt: skip
+    return ResolvedJob(
+        spec,
+        model,
+        batch_size,
+        list(inputs) if inputs else None,
+        model_args,
+        optimizer,
+        precision,
+        own_job,
+        len(train_ds) if train_ds is not None else None,
+        label,
+        label_arg,
+        loss,
+        eval_batch_size,
+        # the probe's batches are copies of data.train's first sample unless --input overrides them
+        train_ds[0] if train_ds is not None and not cli_inputs else None,
+        evaluates,
+        queued,
+        devices,
+        attention,
+        notes,
+        tf32,
+        *_optimizer_fields(spec),
+    )
 
 
 def _optimizer_fields(spec: JobSpec | None) -> tuple[float, float | None, bool]:
@@ -320,8 +368,14 @@ def _optimizer_fields(spec: JobSpec | None) -> tuple[float, float | None, bool]:
     return s.lr, s.weight_decay, s.lazy_mode
 
 
-def loader_queue(spec: JobSpec, train_size: int | None, eval_size: int | None, batch_size: int, devices: int,
-                 eval_batch_size: int | None) -> tuple[int, int, int]:  # fmt: skip
+def loader_queue(
+    spec: JobSpec,
+    train_size: int | None,
+    eval_size: int | None,
+    batch_size: int,
+    devices: int,
+    eval_batch_size: int | None,
+) -> tuple[int, int, int]:
     """Batches Paddle's single-process DataLoader holds besides the one in use (``PlanRequest.loader_prefetch``,
     ``eval_prefetch``, ``eval_held``): its blocking queue (``prefetch_factor``) + the BufferedReader's 2, never more
     than the loader has left. The train loader has :func:`batches_per_rank` batches an epoch.
@@ -356,10 +410,14 @@ def check_inputs_match_data(given: list[str], found: list[str], dataset: str) ->
     def key(s: Any) -> tuple:
         return (s.name if dict_samples else None, s.dtype, s.shape)
 
-    same = sorted(map(key, g)) == sorted(map(key, f)) if dict_samples else \
-        [(s.dtype, s.shape) for s in g] == [(s.dtype, s.shape) for s in f]  # fmt: skip
+    same = (
+        sorted(map(key, g)) == sorted(map(key, f))
+        if dict_samples
+        else [(s.dtype, s.shape) for s in g] == [(s.dtype, s.shape) for s in f]
+    )
     if not same:
         raise PaddlefitError(
             f"`inputs: {' '.join(given)}` does not describe data.train ({dataset}), whose first sample has "
             f"{' '.join(found)}; train calls the model with the data, so fix `inputs:` or remove it (plan reads "
-            "the data's).")  # fmt: skip
+            "the data's)."
+        )

@@ -74,7 +74,11 @@ def mkl_path_note() -> str | None:
     have = os.environ.get(name)
     if have == value:
         who = "set by paddlefit for its processes" if os.environ.get(SET_MARK_ENV) == "1" else "yours"
-        return (f"MKL's AVX2 kernels on this AMD CPU ({name}={value}, {who}): Paddle's MKL 2019 takes its SSE kernels "
-                "on AMD otherwise")  # fmt: skip
-    return (f"MKL's SSE kernels on this AMD CPU (your {name}={have!r} is kept): {name}={value} ran a ResNet-50 CPU "
-            "training step 8.6x faster here (bench/mkl_path.py; `paddlefit doctor` PF124)")  # fmt: skip
+        return (
+            f"MKL's AVX2 kernels on this AMD CPU ({name}={value}, {who}): Paddle's MKL 2019 takes its SSE kernels "
+            "on AMD otherwise"
+        )
+    return (
+        f"MKL's SSE kernels on this AMD CPU (your {name}={have!r} is kept): {name}={value} ran a ResNet-50 CPU "
+        "training step 8.6x faster here (bench/mkl_path.py; `paddlefit doctor` PF124)"
+    )

@@ -45,17 +45,25 @@ CHARSET = "0123456789abcdefghijklmnopqrstuvwxyz"
 #: PaddleOCR's ``Architecture`` of ``configs/rec/rec_mv3_none_bilstm_ctc.yml`` (CRNN: MobileNetV3-large x0.5
 #: backbone, a BiLSTM ``SequenceEncoder`` of hidden size 96, a CTC head), with the head's ``out_channels`` that
 #: PaddleOCR's ``tools/train.py`` fills in from the character set (36 + blank)
-CRNN = {"model_type": "rec", "algorithm": "CRNN", "Transform": None,
-        "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "large"},
-        "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 96},
-        "Head": {"name": "CTCHead", "fc_decay": 0, "out_channels": len(CHARSET) + 1}}  # fmt: skip
+CRNN = {
+    "model_type": "rec",
+    "algorithm": "CRNN",
+    "Transform": None,
+    "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "large"},
+    "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 96},
+    "Head": {"name": "CTCHead", "fc_decay": 0, "out_channels": len(CHARSET) + 1},
+}
 
 #: PaddleOCR's ``Architecture`` of ``configs/det/det_mv3_db.yml`` (DB: MobileNetV3-large x0.5 backbone, DBFPN of
 #: 256 channels, DBHead with the binarisation steepness k = 50)
-DB = {"model_type": "det", "algorithm": "DB", "Transform": None,
-      "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "large"},
-      "Neck": {"name": "DBFPN", "out_channels": 256},
-      "Head": {"name": "DBHead", "k": 50}}  # fmt: skip
+DB = {
+    "model_type": "det",
+    "algorithm": "DB",
+    "Transform": None,
+    "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "large"},
+    "Neck": {"name": "DBFPN", "out_channels": 256},
+    "Head": {"name": "DBHead", "k": 50},
+}
 
 #: ``DBLoss`` settings of ``configs/det/det_mv3_db.yml``
 DB_LOSS = {"balance_loss": True, "main_loss_type": "DiceLoss", "alpha": 5, "beta": 10, "ohem_ratio": 3}
@@ -73,9 +81,11 @@ def _need_ocr() -> Any:
         import cv2  # noqa: F401
         from unstructured_paddleocr.ppocr.data import imaug
     except ImportError as exc:
-        raise PaddlefitError(f"the OCR examples need PaddleOCR's training code and OpenCV ({exc}): install the "
-                             "`real` extra and `pip install --no-deps unstructured-paddleocr==2.10.0 "
-                             "albumentations==2.0.8 albucore==0.0.24` (what `make test` does).") from None
+        raise PaddlefitError(
+            f"the OCR examples need PaddleOCR's training code and OpenCV ({exc}): install the "
+            "`real` extra and `pip install --no-deps unstructured-paddleocr==2.10.0 "
+            "albumentations==2.0.8 albucore==0.0.24` (what `make test` does)."
+        ) from None
     return imaug
 
 
@@ -87,8 +97,11 @@ def _check(name: str, ok: bool, what: str) -> None:
 def _whole(name: str, **values: Any) -> None:
     """Each keyword is a whole number (not a bool) between 0 and 2^32 - 1 (seeds included), or the error names it."""
     for key, v in values.items():
-        _check(name, isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32,
-               f"`{key}` must be a whole number >= 0 (got {v!r}).")  # fmt: skip
+        _check(
+            name,
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**32,
+            f"`{key}` must be a whole number >= 0 (got {v!r}).",
+        )
 
 
 def _noisy_background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
@@ -122,8 +135,12 @@ def _run(name: str, ops: list[Any], data: dict[str, Any], i: int) -> list[Any]:
     from unstructured_paddleocr.ppocr.data.imaug import transform
 
     out = transform(data, ops)
-    _check(name, out is not None, f"PaddleOCR's transforms rejected sample {i} (an operator returned None: the "
-                                  "image does not decode or its label has no usable text).")  # fmt: skip
+    _check(
+        name,
+        out is not None,
+        f"PaddleOCR's transforms rejected sample {i} (an operator returned None: the "
+        "image does not decode or its label has no usable text).",
+    )
     return out
 
 
@@ -140,8 +157,9 @@ class TextLines(paddle.io.Dataset):
         ops: PaddleOCR's operators (``create_operators`` of the config's transform list).
     """
 
-    def __init__(self, images: list[bytes], texts: list[str], image_shape: tuple[int, int, int],
-                 max_text_length: int) -> None:  # fmt: skip
+    def __init__(
+        self, images: list[bytes], texts: list[str], image_shape: tuple[int, int, int], max_text_length: int
+    ) -> None:
         super().__init__()
         imaug = _need_ocr()
         self.images, self.texts = images, texts
@@ -157,12 +175,14 @@ class TextLines(paddle.io.Dataset):
     @staticmethod
     def _operators(imaug: Any, image_shape: tuple[int, int, int], max_text_length: int) -> list[Any]:
         """``create_operators`` of ``Train.dataset.transforms`` in ``configs/rec/rec_mv3_none_bilstm_ctc.yml``."""
-        return imaug.create_operators([
-            {"DecodeImage": {"img_mode": "BGR", "channel_first": False}},
-            {"CTCLabelEncode": {"max_text_length": max_text_length}},
-            {"RecResizeImg": {"image_shape": list(image_shape)}},
-            {"KeepKeys": {"keep_keys": ["image", "label", "length"]}},
-        ])  # fmt: skip
+        return imaug.create_operators(
+            [
+                {"DecodeImage": {"img_mode": "BGR", "channel_first": False}},
+                {"CTCLabelEncode": {"max_text_length": max_text_length}},
+                {"RecResizeImg": {"image_shape": list(image_shape)}},
+                {"KeepKeys": {"keep_keys": ["image", "label", "length"]}},
+            ]
+        )
 
     def __len__(self) -> int:
         return len(self.images)
@@ -172,8 +192,15 @@ class TextLines(paddle.io.Dataset):
         return {"x": image, "label": {"text": text.astype("int64"), "length": np.int64(length)}}
 
 
-def text_lines(n: int = 512, min_chars: int = 3, max_chars: int = 10, image_shape: tuple[int, int, int] = (3, 32, 100),
-               max_text_length: int = 25, encoding: str = ".png", seed: int = 0) -> TextLines:  # fmt: skip
+def text_lines(
+    n: int = 512,
+    min_chars: int = 3,
+    max_chars: int = 10,
+    image_shape: tuple[int, int, int] = (3, 32, 100),
+    max_text_length: int = 25,
+    encoding: str = ".png",
+    seed: int = 0,
+) -> TextLines:
     """Generated text lines for a CTC recogniser: ``n`` images of ``min_chars..max_chars`` random characters of
     :data:`CHARSET`, each drawn in a random Hershey font, scale and colour on a noisy gradient background, encoded
     as ``encoding`` bytes; decoded and transformed by PaddleOCR in ``__getitem__`` (:class:`TextLines`).
@@ -193,14 +220,23 @@ def text_lines(n: int = 512, min_chars: int = 3, max_chars: int = 10, image_shap
     """
     name = "text_lines"
     _whole(name, n=n, min_chars=min_chars, max_chars=max_chars, max_text_length=max_text_length, seed=seed)
-    _check(name, isinstance(image_shape, list | tuple) and len(image_shape) == 3,
-           f"`image_shape` must be [3, H, W] (got {image_shape!r}).")  # fmt: skip
+    _check(
+        name,
+        isinstance(image_shape, list | tuple) and len(image_shape) == 3,
+        f"`image_shape` must be [3, H, W] (got {image_shape!r}).",
+    )
     _whole(name, **{f"image_shape[{i}]": v for i, v in enumerate(image_shape)})
     _check(name, n >= 1, f"n must be >= 1 (got {n}).")
-    _check(name, 1 <= min_chars <= max_chars <= max_text_length,
-           f"need 1 <= min_chars <= max_chars <= max_text_length (got {min_chars}, {max_chars}, {max_text_length}).")
-    _check(name, len(image_shape) == 3 and image_shape[0] == 3 and image_shape[1] >= 8 and image_shape[2] >= 8,
-           f"image_shape must be [3, H, W] with H, W >= 8 (got {list(image_shape)}).")  # fmt: skip
+    _check(
+        name,
+        1 <= min_chars <= max_chars <= max_text_length,
+        f"need 1 <= min_chars <= max_chars <= max_text_length (got {min_chars}, {max_chars}, {max_text_length}).",
+    )
+    _check(
+        name,
+        len(image_shape) == 3 and image_shape[0] == 3 and image_shape[1] >= 8 and image_shape[2] >= 8,
+        f"image_shape must be [3, H, W] with H, W >= 8 (got {list(image_shape)}).",
+    )
     _check(name, encoding in _ENCODINGS, f"encoding must be one of {', '.join(_ENCODINGS)} (got {encoding!r}).")
     _need_ocr()
     import cv2
@@ -213,8 +249,16 @@ def text_lines(n: int = 512, min_chars: int = 3, max_chars: int = 10, image_shap
         (tw, th), base = cv2.getTextSize(text, font, scale, thick)
         h, w = th + base + int(rng.integers(6, 16)), tw + int(rng.integers(6, 20))
         img = _noisy_background(rng, h, w)
-        cv2.putText(img, text, (int(rng.integers(2, w - tw + 1)), h - base - int(rng.integers(1, 4))), font, scale,
-                    _ink(rng, img), thick, cv2.LINE_AA)  # fmt: skip
+        cv2.putText(
+            img,
+            text,
+            (int(rng.integers(2, w - tw + 1)), h - base - int(rng.integers(1, 4))),
+            font,
+            scale,
+            _ink(rng, img),
+            thick,
+            cv2.LINE_AA,
+        )
         images.append(_encode(name, img, encoding))
         texts.append(text)
     return TextLines(images, texts, tuple(image_shape), max_text_length)
@@ -238,29 +282,44 @@ class TextBoxes(paddle.io.Dataset):
         super().__init__()
         imaug = _need_ocr()
         self.images, self.labels = images, labels
-        self.ops = imaug.create_operators([
-            {"DecodeImage": {"img_mode": "BGR", "channel_first": False}},
-            {"DetLabelEncode": None},
-            {"MakeBorderMap": {"shrink_ratio": 0.4, "thresh_min": 0.3, "thresh_max": 0.7}},
-            {"MakeShrinkMap": {"shrink_ratio": 0.4, "min_text_size": 8}},
-            {"NormalizeImage": {"scale": "1./255.", "mean": list(IMAGENET_MEAN), "std": list(IMAGENET_STD),
-                                "order": "hwc"}},
-            {"ToCHWImage": None},
-            {"KeepKeys": {"keep_keys": ["image", "threshold_map", "threshold_mask", "shrink_map", "shrink_mask"]}},
-        ])  # fmt: skip
+        self.ops = imaug.create_operators(
+            [
+                {"DecodeImage": {"img_mode": "BGR", "channel_first": False}},
+                {"DetLabelEncode": None},
+                {"MakeBorderMap": {"shrink_ratio": 0.4, "thresh_min": 0.3, "thresh_max": 0.7}},
+                {"MakeShrinkMap": {"shrink_ratio": 0.4, "min_text_size": 8}},
+                {
+                    "NormalizeImage": {
+                        "scale": "1./255.",
+                        "mean": list(IMAGENET_MEAN),
+                        "std": list(IMAGENET_STD),
+                        "order": "hwc",
+                    }
+                },
+                {"ToCHWImage": None},
+                {"KeepKeys": {"keep_keys": ["image", "threshold_map", "threshold_mask", "shrink_map", "shrink_mask"]}},
+            ]
+        )
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        image, tmap, tmask, smap, smask = _run("text_boxes", self.ops,
-                                               {"image": self.images[i], "label": self.labels[i]}, i)  # fmt: skip
-        return {"x": image, "label": {"threshold_map": tmap, "threshold_mask": tmask,
-                                      "shrink_map": smap.astype("float32"), "shrink_mask": smask}}  # fmt: skip
+        image, tmap, tmask, smap, smask = _run(
+            "text_boxes", self.ops, {"image": self.images[i], "label": self.labels[i]}, i
+        )
+        return {
+            "x": image,
+            "label": {
+                "threshold_map": tmap,
+                "threshold_mask": tmask,
+                "shrink_map": smap.astype("float32"),
+                "shrink_mask": smask,
+            },
+        }
 
 
-def text_boxes(n: int = 128, size: int = 160, max_boxes: int = 4, encoding: str = ".jpg",
-               seed: int = 0) -> TextBoxes:  # fmt: skip
+def text_boxes(n: int = 128, size: int = 160, max_boxes: int = 4, encoding: str = ".jpg", seed: int = 0) -> TextBoxes:
     """Generated scene images for a DB detector: ``n`` square images of side ``size`` on noisy gradient backgrounds,
     each with 1..``max_boxes`` words of :data:`CHARSET` drawn (Hershey fonts) inside a filled box whose corners are
     the word's polygon, boxes not overlapping; encoded as ``encoding`` bytes with the polygons as a PaddleOCR
@@ -303,11 +362,11 @@ def text_boxes(n: int = 128, size: int = 160, max_boxes: int = 4, encoding: str 
             if bw >= size - 4 or bh >= size - 4:
                 continue
             x0, y0 = int(rng.integers(2, size - bw - 1)), int(rng.integers(2, size - bh - 1))
-            if taken[max(y0 - 3, 0):y0 + bh + 3, max(x0 - 3, 0):x0 + bw + 3].any():
+            if taken[max(y0 - 3, 0) : y0 + bh + 3, max(x0 - 3, 0) : x0 + bw + 3].any():
                 continue
-            taken[y0:y0 + bh, x0:x0 + bw] = True
+            taken[y0 : y0 + bh, x0 : x0 + bw] = True
             fill = _noisy_background(rng, bh, bw)
-            img[y0:y0 + bh, x0:x0 + bw] = fill
+            img[y0 : y0 + bh, x0 : x0 + bw] = fill
             cv2.putText(img, text, (x0 + pad, y0 + pad + th), font, scale, _ink(rng, fill), thick, cv2.LINE_AA)
             x1, y1 = x0 + bw - 1, y0 + bh - 1
             boxes.append({"transcription": text, "points": [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]})
@@ -344,8 +403,12 @@ def ctc_loss(out: Any, label: Any) -> Any:
     from unstructured_paddleocr.ppocr.losses import build_loss
 
     text, length = _label_part(label, "text", "ctc_loss"), _label_part(label, "length", "ctc_loss")
-    if isinstance(out, paddle.Tensor) and out.ndim == 3 and bool(out.min() >= 0) \
-            and bool(((out.sum(axis=-1) - 1).abs() < 1e-4).all()):  # fmt: skip
+    if (
+        isinstance(out, paddle.Tensor)
+        and out.ndim == 3
+        and bool(out.min() >= 0)
+        and bool(((out.sum(axis=-1) - 1).abs() < 1e-4).all())
+    ):
         out = paddle.log(out.clip(min=1e-30))
     return build_loss({"name": "CTCLoss"})(out, [None, text, length])["loss"]
 

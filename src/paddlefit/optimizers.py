@@ -15,8 +15,7 @@ from typing import Any
 
 from paddlefit.spec import JobSpec, OptimizerName
 
-__all__ = ["ADAMW_WEIGHT_DECAY", "MOMENTUM", "OptimizerSettings", "as_settings", "make_optimizer",
-           "optimizer_settings"]  # fmt: skip
+__all__ = ["ADAMW_WEIGHT_DECAY", "MOMENTUM", "OptimizerSettings", "as_settings", "make_optimizer", "optimizer_settings"]
 
 #: Momentum's momentum factor: Paddle's own default (``python/paddle/optimizer/momentum.py``, ``momentum=0.9``).
 MOMENTUM = 0.9

@@ -108,8 +108,11 @@ def install() -> None:
     when embedded: a host's own handlers stay), and the Paddle import guard. Main thread only; elsewhere nothing."""
     if threading.current_thread() is not threading.main_thread():
         return
-    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
-                signal.SIGHUP: signal.SIG_DFL}  # fmt: skip
+    defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGTERM: signal.SIG_DFL,
+        signal.SIGHUP: signal.SIG_DFL,
+    }
     for sig, default in defaults.items():
         if signal.getsignal(sig) is default:
             signal.signal(sig, exit_on_signal)

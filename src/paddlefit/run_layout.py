@@ -57,4 +57,3 @@ MANIFEST_FILE = "manifest.json"
 
 #: Names whose presence makes a folder a run directory (``train`` refuses to nest a run inside another).
 RUN_MARKERS = (LOCK_INFO_FILE, SPEC_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE, SNAPSHOT_FILE, CHECKPOINTS_DIR)
-

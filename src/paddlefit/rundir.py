@@ -206,8 +206,16 @@ def write_status(run_dir: Path, exit_code: int, reason: str, step: int) -> None:
     """
     token = os.environ.get("PADDLEFIT_RUN_TOKEN", "")
     kept = failed_starts(read_status(run_dir) or {})  # the starts refused before this run: still on record
-    rewrite_status(run_dir, {"exit_code": exit_code, "reason": reason, "step": step, "token": token,
-                             **({"failed_starts": kept} if kept else {})})  # fmt: skip
+    rewrite_status(
+        run_dir,
+        {
+            "exit_code": exit_code,
+            "reason": reason,
+            "step": step,
+            "token": token,
+            **({"failed_starts": kept} if kept else {}),
+        },
+    )
 
 
 def forget_ending(run_dir: Path) -> None:
@@ -275,8 +283,13 @@ def record_failed_start(run_dir: Path, exit_code: int, reason: str) -> None:
     """
     from paddlefit.runs.registry import utc_now
 
-    entry = {"exit_code": exit_code, "reason": reason, "step": -1, "at": utc_now(),
-             "token": os.environ.get("PADDLEFIT_RUN_TOKEN", "")}  # fmt: skip
+    entry = {
+        "exit_code": exit_code,
+        "reason": reason,
+        "step": -1,
+        "at": utc_now(),
+        "token": os.environ.get("PADDLEFIT_RUN_TOKEN", ""),
+    }
     doc = read_status(run_dir)
     if doc is None or "exit_code" not in doc:
         rewrite_status(run_dir, entry)

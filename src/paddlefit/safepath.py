@@ -25,8 +25,10 @@ __all__ = ["SAFE_PATH_ENV", "python_command", "safe_env"]
 SAFE_PATH_ENV = "PYTHONSAFEPATH"
 
 #: Python 3.10's stand-in for ``-P -m MODULE``: drop the current directory ``-c`` put first, run the module.
-_BOOT_310 = ("import sys, runpy; sys.path.pop(0); m = sys.argv[1]; del sys.argv[1]; "
-             "runpy.run_module(m, run_name='__main__', alter_sys=True)")
+_BOOT_310 = (
+    "import sys, runpy; sys.path.pop(0); m = sys.argv[1]; del sys.argv[1]; "
+    "runpy.run_module(m, run_name='__main__', alter_sys=True)"
+)
 
 
 def python_command(*, module: str | None = None, code: str | None = None) -> list[str]:

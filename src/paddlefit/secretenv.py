@@ -63,26 +63,55 @@ from dataclasses import dataclass
 
 from paddlefit.errors import PaddlefitError
 
-__all__ = ["REDACTED", "EnvVar", "is_secret", "looks_like_credential_value", "looks_like_secret", "parse_env_options",
-           "redact_env", "refuse_credentials_in", "refuse_secret_values", "split_launcher_env"]  # fmt: skip
+__all__ = [
+    "REDACTED",
+    "EnvVar",
+    "is_secret",
+    "looks_like_credential_value",
+    "looks_like_secret",
+    "parse_env_options",
+    "redact_env",
+    "refuse_credentials_in",
+    "refuse_secret_values",
+    "split_launcher_env",
+]
 
 #: What a redacted value is replaced by (doctor snapshots).
 REDACTED = "<redacted>"
 #: Rule 1: substrings of the upper-cased name.
-SECRET_SUBSTRINGS = ("SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE_KEY", "PRIVATEKEY",
-                     "API_KEY", "APIKEY", "ACCESS_KEY", "ACCESSKEY", "AUTHORIZATION", "COOKIE", "CONNECTION_STRING",
-                     "CONNECTIONSTRING", "WEBHOOK")  # fmt: skip
+SECRET_SUBSTRINGS = (
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASSPHRASE",
+    "CREDENTIAL",
+    "PRIVATE_KEY",
+    "PRIVATEKEY",
+    "API_KEY",
+    "APIKEY",
+    "ACCESS_KEY",
+    "ACCESSKEY",
+    "AUTHORIZATION",
+    "COOKIE",
+    "CONNECTION_STRING",
+    "CONNECTIONSTRING",
+    "WEBHOOK",
+)
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]+@")
 #: Credentials recognisable by their value (the module docstring's list).
-_CREDENTIAL_VALUES = re.compile("|".join((
-    r"(?i:(?:^|[;&?\s])(?:password|passwd|pwd|accountkey|sharedaccesskey|sig)=[^;&\s])",
-    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.",
-    r"-----BEGIN [A-Z ]*PRIVATE KEY",
-    r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}"
-    r"|pypi-[A-Za-z0-9_-]{50,}|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])|[sr]k_(?:live|test)_[A-Za-z0-9]{10,})",
-    r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]",
-)))  # fmt: skip
+_CREDENTIAL_VALUES = re.compile(
+    "|".join(
+        (
+            r"(?i:(?:^|[;&?\s])(?:password|passwd|pwd|accountkey|sharedaccesskey|sig)=[^;&\s])",
+            r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.",
+            r"-----BEGIN [A-Z ]*PRIVATE KEY",
+            r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
+            r"|xox[abposr]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|npm_[A-Za-z0-9]{36}"
+            r"|pypi-[A-Za-z0-9_-]{50,}|(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])|[sr]k_(?:live|test)_[A-Za-z0-9]{10,})",
+            r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]",
+        )
+    )
+)
 #: A variable name as POSIX shells, SkyPilot's ``envs`` schema and Kubernetes ``env[].name`` all accept it.
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -129,10 +158,41 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 #: (:mod:`paddlefit.train.distlaunch`): the variables Paddle, its collectives (NCCL, gloo, BKCL), the CUDA and XPU
 #: runtimes, OpenMP/MKL, glog, Python and paddlefit read, by prefix, and a few of the system's by name. An
 #: allow-list: a name nobody foresaw (``SSHPASS``, ``BW_SESSION``, ``GIT_CONFIG_VALUE_0``) stays out of every file.
-LAUNCHER_VISIBLE_PREFIXES = ("PADDLE", "FLAGS_", "NCCL_", "GLOO_", "BKCL_", "CUDA_", "NVIDIA_", "XPU_", "HIP_",
-                             "GLOG_", "OMP_", "KMP_", "MKL_", "PYTHON", "LC_", "POD_")  # fmt: skip
-LAUNCHER_VISIBLE_NAMES = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER", "HOSTNAME", "LD_LIBRARY_PATH",
-                                    "VIRTUAL_ENV", "CONDA_PREFIX", "http_proxy", "https_proxy", "no_proxy"})
+LAUNCHER_VISIBLE_PREFIXES = (
+    "PADDLE",
+    "FLAGS_",
+    "NCCL_",
+    "GLOO_",
+    "BKCL_",
+    "CUDA_",
+    "NVIDIA_",
+    "XPU_",
+    "HIP_",
+    "GLOG_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "PYTHON",
+    "LC_",
+    "POD_",
+)
+LAUNCHER_VISIBLE_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "TZ",
+        "TMPDIR",
+        "USER",
+        "HOSTNAME",
+        "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+    }
+)
 
 
 def split_launcher_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -155,8 +215,10 @@ def refuse_secret_values(env: Mapping[str, str], what: str) -> None:
     """
     bad = sorted(k for k, v in env.items() if is_secret(k, v))
     if bad:
-        raise PaddlefitError(f"{what}: {', '.join(bad)} look{'s' if len(bad) == 1 else ''} like a secret and would "
-                             "be written by value; pass it by reference (`--env NAME`) instead.")  # fmt: skip
+        raise PaddlefitError(
+            f"{what}: {', '.join(bad)} look{'s' if len(bad) == 1 else ''} like a secret and would "
+            "be written by value; pass it by reference (`--env NAME`) instead."
+        )
 
 
 def refuse_credentials_in(values: Mapping[str, str | None], where: str) -> None:
@@ -170,9 +232,11 @@ def refuse_credentials_in(values: Mapping[str, str | None], where: str) -> None:
     """
     for option, text in values.items():
         if isinstance(text, str) and looks_like_credential_value(text):
-            raise PaddlefitError(f"`{option}` holds what looks like a credential (a password in a URL, a token) and "
-                                 f"would be written into {where} as typed; put it in a variable, pass that with "
-                                 "`--env NAME` (by reference) and write `$NAME` instead.")  # fmt: skip
+            raise PaddlefitError(
+                f"`{option}` holds what looks like a credential (a password in a URL, a token) and "
+                f"would be written into {where} as typed; put it in a variable, pass that with "
+                "`--env NAME` (by reference) and write `$NAME` instead."
+            )
 
 
 @dataclass(frozen=True)
@@ -202,8 +266,10 @@ def parse_env_options(items: Iterable[str], option: str = "--env") -> list[EnvVa
     for item in items:
         name, eq, value = item.partition("=")
         if not ENV_NAME.fullmatch(name):
-            raise PaddlefitError(f"`{option} {name[:60]}`: a variable name is letters, digits and '_', not starting "
-                                 "with a digit (give NAME or NAME=value).")  # fmt: skip
+            raise PaddlefitError(
+                f"`{option} {name[:60]}`: a variable name is letters, digits and '_', not starting "
+                "with a digit (give NAME or NAME=value)."
+            )
         if name in seen:
             raise PaddlefitError(f"`{option} {name}` is given twice; give each variable once.")
         seen.add(name)
@@ -211,9 +277,11 @@ def parse_env_options(items: Iterable[str], option: str = "--env") -> list[EnvVa
             out.append(EnvVar(name))
             continue
         if is_secret(name, value):
-            raise PaddlefitError(f"`{option} {name}=...` gives a secret by value, which would be written into the "
-                                 f"files; pass `{option} {name}` to forward it by reference (the value then comes "
-                                 "from the environment where the job starts).")  # fmt: skip
+            raise PaddlefitError(
+                f"`{option} {name}=...` gives a secret by value, which would be written into the "
+                f"files; pass `{option} {name}` to forward it by reference (the value then comes "
+                "from the environment where the job starts)."
+            )
         if any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise PaddlefitError(f"`{option} {name}=...`: the value contains a control character (newline, tab...).")
         out.append(EnvVar(name, value))

@@ -18,9 +18,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
 
-__all__ = ["DATASETS", "BudgetSpec", "CheckpointSpec", "DataSpec", "JobSpec", "LoaderOptions", "OptimizerName",
-           "Precision", "ScheduleSpec", "field_help", "load_job_spec", "load_plain_yaml",
-           "merge_loader_options", "parse_enum", "unique_key_loader"]  # fmt: skip
+__all__ = [
+    "DATASETS",
+    "BudgetSpec",
+    "CheckpointSpec",
+    "DataSpec",
+    "JobSpec",
+    "LoaderOptions",
+    "OptimizerName",
+    "Precision",
+    "ScheduleSpec",
+    "field_help",
+    "load_job_spec",
+    "load_plain_yaml",
+    "merge_loader_options",
+    "parse_enum",
+    "unique_key_loader",
+]
 
 
 class Precision(str, Enum):
@@ -62,8 +76,12 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
 
 
 #: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.datasets`).
-DATASETS = {"digits": "paddlefit.datasets:digits", "digits-warped": "paddlefit.datasets:digits_warped",
-            "sentiment-zh": "paddlefit.datasets:sentiment_zh", "shapes": "paddlefit.datasets:shapes"}
+DATASETS = {
+    "digits": "paddlefit.datasets:digits",
+    "digits-warped": "paddlefit.datasets:digits_warped",
+    "sentiment-zh": "paddlefit.datasets:sentiment_zh",
+    "shapes": "paddlefit.datasets:shapes",
+}
 
 
 class _SpecSection(BaseModel):
@@ -85,26 +103,42 @@ class DataSpec(_SpecSection):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    train: str | None = Field(default=None, description=(
-        "Dataset factory `package.module:function` (called with `train_args`) returning a `paddle.io.Dataset`, or a "
-        "shipped name: digits, digits-warped, sentiment-zh, shapes. Samples are tuples `(input..., label)` (the last "
-        "element is the label; the inputs go to forward() in the order of `inputs`, named ones as keyword "
-        "arguments) or dicts of keyword inputs (the label is the value under `label_arg`, else under `label` or "
-        "`labels`, which is then not passed). `train` needs it."))
+    train: str | None = Field(
+        default=None,
+        description=(
+            "Dataset factory `package.module:function` (called with `train_args`) returning a `paddle.io.Dataset`, or "
+            "a shipped name: digits, digits-warped, sentiment-zh, shapes. Samples are tuples `(input..., label)` (the "
+            "last element is the label; the inputs go to forward() in the order of `inputs`, named ones as keyword "
+            "arguments) or dicts of keyword inputs (the label is the value under `label_arg`, else under `label` or "
+            "`labels`, which is then not passed). `train` needs it."
+        ),
+    )
     train_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `data.train`.")
-    eval: str | None = Field(default=None, description="Evaluation dataset factory, as `data.train`; accuracy is "
-                             "reported for cross_entropy.")  # fmt: skip
+    eval: str | None = Field(
+        default=None, description="Evaluation dataset factory, as `data.train`; accuracy is reported for cross_entropy."
+    )
     eval_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for `data.eval`.")
-    eval_batch_size: int | None = Field(default=None, ge=1, le=10**7, strict=True, description=(
-        "Samples per evaluation forward (null = `batch_size`); `plan` measures that pass as phase `eval`."))
+    eval_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**7,
+        strict=True,
+        description=(
+            "Samples per evaluation forward (null = `batch_size`); `plan` measures that pass as phase `eval`."
+        ),
+    )
     shuffle: bool = Field(default=True, description="Shuffle every epoch; the order comes from `(seed, epoch)`.")
-    drop_last: bool = Field(default=True, description="Drop the last incomplete global batch: an epoch is "
-                            "floor(samples / global batch) optimizer steps.")  # fmt: skip
-    num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes (0 = load in the training "
-                             "process).")  # fmt: skip
+    drop_last: bool = Field(
+        default=True,
+        description="Drop the last incomplete global batch: an epoch is floor(samples / global batch) optimizer steps.",
+    )
+    num_workers: int = Field(
+        default=0, ge=0, description="DataLoader worker processes (0 = load in the training process)."
+    )
     prefetch_factor: int = Field(default=2, ge=1, description="Batches each DataLoader worker prepares ahead.")
-    use_shared_memory: bool = Field(default=True, description="Workers hand batches over through /dev/shm; false "
-                                    "also turns doctor's shm check off.")  # fmt: skip
+    use_shared_memory: bool = Field(
+        default=True, description="Workers hand batches over through /dev/shm; false also turns doctor's shm check off."
+    )
     persistent_workers: bool = Field(default=False, description="Keep the DataLoader workers alive between epochs.")
 
 
@@ -113,11 +147,19 @@ class ScheduleSpec(_SpecSection):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: Literal["constant", "cosine", "step"] = Field(default="constant", description=(
-        "constant; cosine (`CosineAnnealingDecay` from `lr` to `min_lr` over the steps after warm-up); step "
-        "(`StepDecay`: multiply by `gamma` every `step_size` steps)."))
-    warmup_steps: int = Field(default=0, ge=0, le=10**9, description="> 0 wraps the schedule in `LinearWarmup` "
-                              "from 0 to `lr` over this many optimizer steps.")  # fmt: skip
+    name: Literal["constant", "cosine", "step"] = Field(
+        default="constant",
+        description=(
+            "constant; cosine (`CosineAnnealingDecay` from `lr` to `min_lr` over the steps after warm-up); step "
+            "(`StepDecay`: multiply by `gamma` every `step_size` steps)."
+        ),
+    )
+    warmup_steps: int = Field(
+        default=0,
+        ge=0,
+        le=10**9,
+        description="> 0 wraps the schedule in `LinearWarmup` from 0 to `lr` over this many optimizer steps.",
+    )
     min_lr: float = Field(default=0.0, ge=0, description="cosine: the last learning rate (at most `lr`).")
     step_size: int = Field(default=1000, ge=1, description="step: optimizer steps between decays.")
     gamma: float = Field(default=0.1, gt=0, lt=1, description="step: the factor applied at each decay.")
@@ -132,12 +174,20 @@ class CheckpointSpec(_SpecSection):
     every_steps: int = Field(default=500, ge=0, description="Checkpoint every N optimizer steps (0 = off).")
     every_minutes: float = Field(default=10.0, ge=0, description="Checkpoint every N minutes of wall time (0 = off).")
     keep_last: int = Field(default=3, ge=1, description="How many of the newest checkpoints are kept.")
-    auto_interval: bool = Field(default=False, description=(
-        "Checkpoint after the first step, then every Daly-optimal interval for the measured write time and "
-        "`interruptions_per_hour` (`every_steps`/`every_minutes` are not used); `train --checkpoint-interval auto` "
-        "sets it."))
-    interruptions_per_hour: float = Field(default=1.0 / 24.0, ge=1e-6, le=3600, description=(
-        "Spot interruptions per hour assumed by `auto_interval` (default one per 24 h)."))
+    auto_interval: bool = Field(
+        default=False,
+        description=(
+            "Checkpoint after the first step, then every Daly-optimal interval for the measured write time and "
+            "`interruptions_per_hour` (`every_steps`/`every_minutes` are not used); `train --checkpoint-interval auto` "
+            "sets it."
+        ),
+    )
+    interruptions_per_hour: float = Field(
+        default=1.0 / 24.0,
+        ge=1e-6,
+        le=3600,
+        description=("Spot interruptions per hour assumed by `auto_interval` (default one per 24 h)."),
+    )
 
 
 class BudgetSpec(_SpecSection):
@@ -147,12 +197,25 @@ class BudgetSpec(_SpecSection):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # strict: a YAML `true` is not 1 hour (strict floats still take integers)
-    max_hours: float | None = Field(default=None, gt=0, le=1e6, strict=True, description=(
-        "Stop once the run's wall time reaches this many hours."))
-    max_cost_usd: float | None = Field(default=None, gt=0, le=1e9, strict=True, description=(
-        "Stop once wall time x `price_usd_per_hour` reaches this many USD; refused without a price."))
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=1e6, strict=True, description=(
-        "The whole job's rate, USD per hour (all nodes); `train --price-per-hour` or `--instance` can supply it."))
+    max_hours: float | None = Field(
+        default=None, gt=0, le=1e6, strict=True, description=("Stop once the run's wall time reaches this many hours.")
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e9,
+        strict=True,
+        description=("Stop once wall time x `price_usd_per_hour` reaches this many USD; refused without a price."),
+    )
+    price_usd_per_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        strict=True,
+        description=(
+            "The whole job's rate, USD per hour (all nodes); `train --price-per-hour` or `--instance` can supply it."
+        ),
+    )
 
 
 class JobSpec(_SpecSection):
@@ -164,78 +227,147 @@ class JobSpec(_SpecSection):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    model: str = Field(min_length=1, description="Zoo name (`paddlefit models`) or `package.module:factory` (a "
-                       "class or function returning a `paddle.nn.Layer`). Required.")  # fmt: skip
-    model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the factory; for zoo "
-                                       "transformers they override config fields (`num_layers: 6`).")  # fmt: skip
-    inputs: list[str] = Field(default_factory=list, description=(
-        "Per-sample forward() inputs, without the batch dimension: `float32[3,224,224]`, `int64[128]:40000` (token "
-        "ids in [0, 40000)), `int64[]` (one scalar). `name=SPEC` items, or a mapping `{input_ids: SPEC}`, are "
-        "keyword arguments, after the positional ones; tuple samples' inputs are matched to these in order. "
-        "Empty = data.train's first sample, else the zoo model's default."))
-    label: str | None = Field(default=None, description="Per-sample label spec for `plan` (`int64[]:10`). "
-                              "null = data.train's, else generated from the loss and the output.")  # fmt: skip
-    label_arg: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
-        "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. `labels`)."))
-    batch_size: int = Field(default=32, ge=1, le=10**7, description="Per-device micro-batch (samples); the global "
-                            "batch is batch_size x devices x grad_accum_steps.")  # fmt: skip
+    model: str = Field(
+        min_length=1,
+        description="Zoo name (`paddlefit models`) or `package.module:factory` (a "
+        "class or function returning a `paddle.nn.Layer`). Required.",
+    )
+    model_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for the factory; for zoo "
+        "transformers they override config fields (`num_layers: 6`).",
+    )
+    inputs: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Per-sample forward() inputs, without the batch dimension: `float32[3,224,224]`, `int64[128]:40000` (token "
+            "ids in [0, 40000)), `int64[]` (one scalar). `name=SPEC` items, or a mapping `{input_ids: SPEC}`, are "
+            "keyword arguments, after the positional ones; tuple samples' inputs are matched to these in order. "
+            "Empty = data.train's first sample, else the zoo model's default."
+        ),
+    )
+    label: str | None = Field(
+        default=None,
+        description="Per-sample label spec for `plan` (`int64[]:10`). "
+        "null = data.train's, else generated from the loss and the output.",
+    )
+    label_arg: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
+            "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. `labels`)."
+        ),
+    )
+    batch_size: int = Field(
+        default=32,
+        ge=1,
+        le=10**7,
+        description="Per-device micro-batch (samples); the global batch is batch_size x devices x grad_accum_steps.",
+    )
     grad_accum_steps: int = Field(default=1, ge=1, description="Micro-batches per optimizer step.")
-    epochs: float | None = Field(default=None, gt=0, le=1e6, description="Epochs; with `max_steps` both bound the "
-                                 "run and the first reached ends it.")  # fmt: skip
-    max_steps: int | None = Field(default=None, ge=1, le=10**12, description="Optimizer steps in total; with "
-                                  "`epochs` the first reached ends the run.")  # fmt: skip
-    loss: str | None = Field(default=None, description=(
-        "Used when the model returns no loss of its own (a 0-d tensor, a `loss` key or attribute, or the first "
-        "element of a tuple when `label_arg` passed the label): `cross_entropy` (class axis from the shapes: last, "
-        "or 1 for NCHW maps; summed over a list of outputs such as auxiliary heads; the `logits` of a dict), `mse`, "
-        "or `package.module:function(output, label) -> scalar` (gets the output as the model returns it). "
-        "null = cross_entropy."))
+    epochs: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        description="Epochs; with `max_steps` both bound the run and the first reached ends it.",
+    )
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**12,
+        description="Optimizer steps in total; with `epochs` the first reached ends the run.",
+    )
+    loss: str | None = Field(
+        default=None,
+        description=(
+            "Used when the model returns no loss of its own (a 0-d tensor, a `loss` key or attribute, or the first "
+            "element of a tuple when `label_arg` passed the label): `cross_entropy` (class axis from the shapes: last, "
+            "or 1 for NCHW maps; summed over a list of outputs such as auxiliary heads; the `logits` of a dict), "
+            "`mse`, or `package.module:function(output, label) -> scalar` (gets the output as the model returns it). "
+            "null = cross_entropy."
+        ),
+    )
     optimizer: OptimizerName = Field(default=OptimizerName.ADAM, description="sgd, momentum, adam or adamw.")
     lr: float = Field(default=1e-3, gt=0, description="Learning rate (the schedule's peak).")
-    weight_decay: float | None = Field(default=None, ge=0, description="null = the optimizer's default (AdamW 0.01, "
-                                       "the others none); 0 = off.")  # fmt: skip
+    weight_decay: float | None = Field(
+        default=None, ge=0, description="null = the optimizer's default (AdamW 0.01, the others none); 0 = off."
+    )
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Learning-rate schedule.")
-    precision: Precision = Field(default=Precision.FP32, description=(
-        "fp32, fp16-o1, bf16-o1, fp16-o2 or bf16-o2 (Paddle AMP levels O1/O2; AMP acts on GPUs only: a CPU run "
-        "trains fp32 and warns)."))
-    attention: Literal["eager", "flash"] = Field(default="eager", description=(
-        "How `plan`/`cost` time the model's attention on GPUs: eager (as the model is written) or flash (each "
-        "matmul -> softmax -> matmul attention core as one FlashAttention-2 kernel on CC 8.0+ GPUs in fp16/bf16: "
-        "no S x S probabilities kept for the backward). `train` runs the model as written; models that call "
-        "`F.scaled_dot_product_attention` are fused either way."))
-    tf32: bool | None = Field(default=None, strict=True, description=(
-        "fp32 matmuls and convolutions on TF32 tensor cores (Ampere and later GPUs): null = Paddle's default, on "
-        "(`allow_tf32_cublas`/`allow_tf32_cudnn` in Paddle `paddle/phi/backends/context_pool.cc`); false runs them on "
-        "the FP32 CUDA cores with full fp32 inputs (TF32 keeps 10 mantissa bits), for reproducibility, at 1/8 of the "
-        "FLOP/s on an A100 (19.5 vs 156 TFLOPS, its datasheet). `train` sets Paddle's switches "
-        "(`paddle.base.core.set_cublas_switch`/`set_cudnn_switch`) when it is given; `plan` and `cost` time the fp32 "
-        "GEMMs on the unit it selects (`--no-tf32`). No effect on CPU, before Ampere, or on what AMP runs in "
-        "fp16/bf16. `NVIDIA_TF32_OVERRIDE=0` in the environment turns TF32 off whatever this says (`doctor` reports "
-        "it)."))
-    devices: int = Field(default=1, ge=1, description="Data-parallel trainers: GPUs, or processes on a CPU-only "
-                         "machine.")  # fmt: skip
+    precision: Precision = Field(
+        default=Precision.FP32,
+        description=(
+            "fp32, fp16-o1, bf16-o1, fp16-o2 or bf16-o2 (Paddle AMP levels O1/O2; AMP acts on GPUs only: a CPU run "
+            "trains fp32 and warns)."
+        ),
+    )
+    attention: Literal["eager", "flash"] = Field(
+        default="eager",
+        description=(
+            "How `plan`/`cost` time the model's attention on GPUs: eager (as the model is written) or flash (each "
+            "matmul -> softmax -> matmul attention core as one FlashAttention-2 kernel on CC 8.0+ GPUs in fp16/bf16: "
+            "no S x S probabilities kept for the backward). `train` runs the model as written; models that call "
+            "`F.scaled_dot_product_attention` are fused either way."
+        ),
+    )
+    tf32: bool | None = Field(
+        default=None,
+        strict=True,
+        description=(
+            "fp32 matmuls and convolutions on TF32 tensor cores (Ampere and later GPUs): null = Paddle's default, on "
+            "(`allow_tf32_cublas`/`allow_tf32_cudnn` in Paddle `paddle/phi/backends/context_pool.cc`); false runs them "
+            "on the FP32 CUDA cores with full fp32 inputs (TF32 keeps 10 mantissa bits), for reproducibility, at 1/8 "
+            "of the FLOP/s on an A100 (19.5 vs 156 TFLOPS, its datasheet). `train` sets Paddle's switches "
+            "(`paddle.base.core.set_cublas_switch`/`set_cudnn_switch`) when it is given; `plan` and `cost` time the "
+            "fp32 GEMMs on the unit it selects (`--no-tf32`). No effect on CPU, before Ampere, or on what AMP runs in "
+            "fp16/bf16. `NVIDIA_TF32_OVERRIDE=0` in the environment turns TF32 off whatever this says (`doctor` "
+            "reports it)."
+        ),
+    )
+    devices: int = Field(
+        default=1, ge=1, description="Data-parallel trainers: GPUs, or processes on a CPU-only machine."
+    )
     seed: int = Field(default=0, ge=0, lt=2**31, description="Seed of every rank's RNGs and of each epoch's order.")
     data: DataSpec = Field(default_factory=DataSpec, description="Datasets and DataLoader settings.")
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoint policy.")
     budget: BudgetSpec = Field(default_factory=BudgetSpec, description="Wall-time and cost limits.")
     log_every: int = Field(default=10, ge=1, description="A log line every N steps when stderr is not a terminal.")
-    oom_backoff: bool = Field(default=True, description=(
-        "On out of memory in a step, every device halves its micro-batch and doubles accumulation (global batch "
-        "unchanged) and redoes the step, down to micro-batch 1. On several devices the gradients are then "
-        "all-reduced after the backward pass instead of overlapped with it; false keeps the overlap and makes out "
-        "of memory fatal."))
-    lazy_mode: bool = Field(default=False, strict=True, description=(
-        "Adam/AdamW update only the rows that have a gradient in the batch (Paddle's `lazy_mode`); it pays off with "
-        "sparse embedding gradients (`paddle.nn.Embedding(sparse=True)`, e.g. `model_args: {sparse: true}` for the "
-        "text examples)."))
-    cpu_threads: int | None = Field(default=None, ge=1, le=4096, strict=True, description=(
-        "Paddle's CPU math threads per training process (null = this node's cores / its training processes); with "
-        "DataLoader workers on a CPU run, fewer threads leave cores to the workers (`paddlefit tune` measures it; "
-        "`plan` times 1, cores/2 and all cores and names the fastest in the cpu row's notes)."))
-    visualdl: bool = Field(default=False, description="Also log scalars to RUN_DIR/visualdl (`visualdl --logdir "
-                           "RUN_DIR/visualdl`; needs `pip install 'paddlefit[visualdl]'`).")  # fmt: skip
-    run_dir: str = Field(default="runs/job", description="Checkpoints, metrics.jsonl, summary.json and the job.yaml "
-                         "as run go here.")  # fmt: skip
+    oom_backoff: bool = Field(
+        default=True,
+        description=(
+            "On out of memory in a step, every device halves its micro-batch and doubles accumulation (global batch "
+            "unchanged) and redoes the step, down to micro-batch 1. On several devices the gradients are then "
+            "all-reduced after the backward pass instead of overlapped with it; false keeps the overlap and makes out "
+            "of memory fatal."
+        ),
+    )
+    lazy_mode: bool = Field(
+        default=False,
+        strict=True,
+        description=(
+            "Adam/AdamW update only the rows that have a gradient in the batch (Paddle's `lazy_mode`); it pays off "
+            "with sparse embedding gradients (`paddle.nn.Embedding(sparse=True)`, e.g. `model_args: {sparse: true}` "
+            "for the text examples)."
+        ),
+    )
+    cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        strict=True,
+        description=(
+            "Paddle's CPU math threads per training process (null = this node's cores / its training processes); with "
+            "DataLoader workers on a CPU run, fewer threads leave cores to the workers (`paddlefit tune` measures it; "
+            "`plan` times 1, cores/2 and all cores and names the fastest in the cpu row's notes)."
+        ),
+    )
+    visualdl: bool = Field(
+        default=False,
+        description="Also log scalars to RUN_DIR/visualdl (`visualdl --logdir "
+        "RUN_DIR/visualdl`; needs `pip install 'paddlefit[visualdl]'`).",
+    )
+    run_dir: str = Field(
+        default="runs/job", description="Checkpoints, metrics.jsonl, summary.json and the job.yaml as run go here."
+    )
 
     @field_validator("inputs", mode="before")
     @classmethod
@@ -261,8 +393,10 @@ class JobSpec(_SpecSection):
         if self.schedule.min_lr > self.lr:
             raise ValueError(f"schedule.min_lr {self.schedule.min_lr} is above lr {self.lr}; make it <= lr")
         if self.lazy_mode and self.optimizer not in (OptimizerName.ADAM, OptimizerName.ADAMW):
-            raise ValueError(f"lazy_mode is an Adam/AdamW option; optimizer is {self.optimizer.value} (SGD updates "
-                             "sparse gradients row by row already)")  # fmt: skip
+            raise ValueError(
+                f"lazy_mode is an Adam/AdamW option; optimizer is {self.optimizer.value} (SGD updates "
+                "sparse gradients row by row already)"
+            )
         return self
 
     def input_specs(self) -> list[InputSpec]:
@@ -300,16 +434,21 @@ def unique_key_loader() -> type:
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"key `{key}` is given twice",
-                                                            key_node.start_mark)  # fmt: skip
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key `{key}` is given twice", key_node.start_mark
+                    )
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
     def not_plain(loader: Any, node: Any) -> Any:
         tag = node.tag.replace("tag:yaml.org,2002:", "!!")
-        raise yaml.constructor.ConstructorError(None, None, f"`{tag}` is not plain data (text, number, true/false, "
-                                                "null, list or mapping); write the value as one of those",
-                                                node.start_mark)  # fmt: skip
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"`{tag}` is not plain data (text, number, true/false, "
+            "null, list or mapping); write the value as one of those",
+            node.start_mark,
+        )
 
     Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
     for tag in ("binary", "set", "omap", "pairs"):
@@ -336,12 +475,19 @@ def load_plain_yaml(text: str) -> Any:
     for token in yaml.scan(text):
         if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
             raise ValueError("uses YAML anchors/aliases (`&`/`*`); write the values out")
-        if isinstance(token, yaml.BlockSequenceStartToken | yaml.BlockMappingStartToken | yaml.FlowSequenceStartToken
-                      | yaml.FlowMappingStartToken):  # fmt: skip
+        if isinstance(
+            token,
+            yaml.BlockSequenceStartToken
+            | yaml.BlockMappingStartToken
+            | yaml.FlowSequenceStartToken
+            | yaml.FlowMappingStartToken,
+        ):
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                raise ValueError(f"nests lists/mappings more than {MAX_YAML_DEPTH} levels deep (line "
-                                 f"{token.start_mark.line + 1}); flatten it")  # fmt: skip
+                raise ValueError(
+                    f"nests lists/mappings more than {MAX_YAML_DEPTH} levels deep (line "
+                    f"{token.start_mark.line + 1}); flatten it"
+                )
         elif isinstance(token, yaml.BlockEndToken | yaml.FlowSequenceEndToken | yaml.FlowMappingEndToken):
             depth -= 1
     try:
@@ -411,9 +557,15 @@ class LoaderOptions:
     use_shared_memory: bool
 
 
-def merge_loader_options(spec: JobSpec | None, *, num_workers: int | None = None, prefetch_factor: int | None = None,
-                         batch_size: int | None = None, inputs: list[str] | None = None,
-                         devices: int | None = None) -> LoaderOptions:  # fmt: skip
+def merge_loader_options(
+    spec: JobSpec | None,
+    *,
+    num_workers: int | None = None,
+    prefetch_factor: int | None = None,
+    batch_size: int | None = None,
+    inputs: list[str] | None = None,
+    devices: int | None = None,
+) -> LoaderOptions:
     """Options given on the command line win; then the job spec; then Paddle's DataLoader defaults
     (num_workers 0, prefetch_factor 2, use_shared_memory True; ``python/paddle/io/reader.py``) and 1 device."""
 

@@ -65,8 +65,12 @@ def _default_text(f: Any) -> str:
 def field_row(path: str, f: Any, link: bool = False) -> str:
     """One Markdown table row ``| key | type | default | description |`` for pydantic ``FieldInfo`` ``f`` at the
     dotted ``path``; ``link`` makes the key a link to the section heading of the same name."""
-    bounds = [f"{sym} {_num(getattr(m, attr))}" for m in f.metadata
-              for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if hasattr(m, attr)]  # fmt: skip
+    bounds = [
+        f"{sym} {_num(getattr(m, attr))}"
+        for m in f.metadata
+        for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+        if hasattr(m, attr)
+    ]
     kind = _type_text(f.annotation) + (f" ({', '.join(bounds)})" if bounds else "")
     key = f"[`{path}`](#{path})" if link else f"`{path}`"
     cells = [kind, f"`{_default_text(f)}`", " ".join((f.description or "").split())]
@@ -76,8 +80,10 @@ def field_row(path: str, f: Any, link: bool = False) -> str:
 def render_model_markdown(model: type[BaseModel], *, title: str, source: str, generator: str, intro: str = "") -> str:
     """The Markdown reference of ``model``: a generated-file banner naming ``source`` and ``generator``, ``title``,
     the model's docstring, ``intro``, a table of its own keys, then one section per nested model field."""
-    head = (f"<!-- Generated from {source} by `make docs` ({generator}). Edit the Field descriptions there, "
-            "not this file. -->")  # fmt: skip
+    head = (
+        f"<!-- Generated from {source} by `make docs` ({generator}). Edit the Field descriptions there, "
+        "not this file. -->"
+    )
     lines = [head, "", f"# {title}", "", " ".join(inspect.cleandoc(model.__doc__ or "").split()), ""]
     if intro:
         lines += [intro, ""]
@@ -101,16 +107,23 @@ def job_spec_markdown() -> str:
     (``make docs`` writes it; ``tests/test_docs.py`` fails when the file is stale)."""
     from paddlefit.spec import JobSpec
 
-    intro = ("Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
-             "[README](../README.md#commands).\n\n"
-             "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and a command's MODEL "
-             "argument) are found in the current directory and then the job spec's folder, after the installed "
-             "packages and `PYTHONPATH` (so a file of yours named like one of them, `paddle.py` or `datasets.py`, "
-             "cannot replace it; paddlefit says so and asks you to rename it); the processes `train` starts "
-             "search the same folders. A module found nowhere stops with the folders searched. "
-             "A PaddleNLP model class takes a published "
-             "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
-             "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
-             "override its fields.")  # fmt: skip
-    return render_model_markdown(JobSpec, title="The job spec (`--config FILE`)", source="src/paddlefit/spec.py",
-                                 generator="paddlefit.specdoc.job_spec_markdown", intro=intro)  # fmt: skip
+    intro = (
+        "Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
+        "[README](../README.md#commands).\n\n"
+        "Your own modules (`model`, `data.*`, `loss` as `package.module:function`, and a command's MODEL "
+        "argument) are found in the current directory and then the job spec's folder, after the installed "
+        "packages and `PYTHONPATH` (so a file of yours named like one of them, `paddle.py` or `datasets.py`, "
+        "cannot replace it; paddlefit says so and asks you to rename it); the processes `train` starts "
+        "search the same folders. A module found nowhere stops with the folders searched. "
+        "A PaddleNLP model class takes a published "
+        "size without downloading anything: `model_args: {config: ernie-3.0-base-zh, num_labels: 2}` (the "
+        "sizes its config class ships, e.g. `ErnieConfig.pretrained_init_configuration`), other `model_args` "
+        "override its fields."
+    )
+    return render_model_markdown(
+        JobSpec,
+        title="The job spec (`--config FILE`)",
+        source="src/paddlefit/spec.py",
+        generator="paddlefit.specdoc.job_spec_markdown",
+        intro=intro,
+    )

@@ -132,25 +132,36 @@ def import_module(name: str, label: str) -> ModuleType:
     """
     _inherited_dirs()
     if not name or name.startswith(".") or any(not part.isidentifier() for part in name.split(".")):
-        raise PaddlefitError(f"`{label}`: `{name}` is not a module name (dotted Python identifiers, no leading "
-                             "dot: relative imports have no package here); write it as `package.module`.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}`: `{name}` is not a module name (dotted Python identifiers, no leading "
+            "dot: relative imports have no package here); write it as `package.module`."
+        )
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
         root = name.split(".")[0]
         ours = bool(exc.name) and root == str(exc.name).split(".")[0]  # the module itself, not one it imports
-        fix = (f"put the folder that holds `{root}/` (or `{root}.py`) in one of them, run from that folder, or add "
-               "it to PYTHONPATH") if ours else f"install `{exc.name}`, which it imports"  # fmt: skip
+        fix = (
+            (
+                f"put the folder that holds `{root}/` (or `{root}.py`) in one of them, run from that folder, or add "
+                "it to PYTHONPATH"
+            )
+            if ours
+            else f"install `{exc.name}`, which it imports"
+        )
         kind = ModuleMissingError if ours else PaddlefitError
-        raise kind(f"`{label}` cannot be imported (ModuleNotFoundError: {exc}); searched {searched()}: "
-                   f"{fix}.") from None  # fmt: skip
+        raise kind(
+            f"`{label}` cannot be imported (ModuleNotFoundError: {exc}); searched {searched()}: {fix}."
+        ) from None
     except (Exception, SystemExit) as exc:  # the module's own error at import
         raise PaddlefitError(f"`{label}` cannot be imported ({type(exc).__name__}: {exc}).") from None
     hidden = _hidden_by(name, module)
     if hidden:
-        raise PaddlefitError(f"`{label}`: `{name.split('.')[0]}` is `{getattr(module, '__file__', None) or name}`, "
-                             f"an installed or standard module, not your `{hidden}`, which it hides: rename "
-                             "yours (and the import path) to a name no installed package uses.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}`: `{name.split('.')[0]}` is `{getattr(module, '__file__', None) or name}`, "
+            f"an installed or standard module, not your `{hidden}`, which it hides: rename "
+            "yours (and the import path) to a name no installed package uses."
+        )
     return module
 
 
@@ -168,14 +179,16 @@ def import_callable(path: str, label: str, hint: str) -> Callable[..., Any]:
     """
     mod, sep, fn = path.partition(":")
     if not sep or not mod.strip() or not fn.strip() or mod.startswith("."):
-        raise PaddlefitError(f"`{label}` cannot be imported (not of the form `package.module:function`, no "
-                             f"leading dot); {hint}.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}` cannot be imported (not of the form `package.module:function`, no leading dot); {hint}."
+        )
     module = import_module(mod, label)
     try:
         obj = getattr(module, fn)
     except AttributeError:
-        raise PaddlefitError(f"`{label}` cannot be imported (module `{mod}` has no attribute `{fn}`); "
-                             f"{hint}.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{label}` cannot be imported (module `{mod}` has no attribute `{fn}`); {hint}."
+        ) from None
     if not callable(obj):
         raise PaddlefitError(f"`{label}` is a {type(obj).__name__}, not a function.")
     return obj

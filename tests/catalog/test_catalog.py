@@ -8,9 +8,28 @@ from paddlefit.catalog.units import TRAINING_UNITS, compute_unit, unit_of_label,
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.jsondoc import to_json
 
-REQUIRED = ["T4", "A10", "A10G", "L4", "L40S", "A40", "V100-SXM2-16GB", "V100-SXM2-32GB", "V100-PCIe-16GB",
-            "V100-PCIe-32GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "A100-PCIe-40GB", "A100-PCIe-80GB",
-            "H100-SXM", "H100-PCIe", "H200", "B200", "RTX-3090", "RTX-4090"]  # fmt: skip
+REQUIRED = [
+    "T4",
+    "A10",
+    "A10G",
+    "L4",
+    "L40S",
+    "A40",
+    "V100-SXM2-16GB",
+    "V100-SXM2-32GB",
+    "V100-PCIe-16GB",
+    "V100-PCIe-32GB",
+    "A100-SXM4-40GB",
+    "A100-SXM4-80GB",
+    "A100-PCIe-40GB",
+    "A100-PCIe-80GB",
+    "H100-SXM",
+    "H100-PCIe",
+    "H200",
+    "B200",
+    "RTX-3090",
+    "RTX-4090",
+]
 
 
 def test_catalog_has_required_gpus_with_sources_and_positive_numbers():
@@ -44,12 +63,38 @@ def test_unknown_gpu_lists_close_names():
 
 
 def _row(**over):
-    base = dict(name="MyGPU", aliases="", architecture="ada", compute_capability="8.9", memory_gib="20",
-                usable_memory_mib="", mem_bw_gb_s="500", fp32_tflops="40", tf32_tflops="80", fp16_tflops="160",
-                bf16_tflops="160", int8_tops="", fp8_tflops="", nvlink_gb_s="", nvlink_gpus="", pcie_gen="4",
-                pcie_gb_s="31.5", tdp_w="200", sm_count="", l2_mib="", process_nm="", paddle_device="gpu",
-                verified="datasheet", source="https://example.com/ds.pdf", retrieved="2026-11-30", base_clock_mhz="",
-                boost_clock_mhz="", memory_type="", fp32_lanes_per_sm="", fp16_acc16_tflops="")  # fmt: skip
+    base = dict(
+        name="MyGPU",
+        aliases="",
+        architecture="ada",
+        compute_capability="8.9",
+        memory_gib="20",
+        usable_memory_mib="",
+        mem_bw_gb_s="500",
+        fp32_tflops="40",
+        tf32_tflops="80",
+        fp16_tflops="160",
+        bf16_tflops="160",
+        int8_tops="",
+        fp8_tflops="",
+        nvlink_gb_s="",
+        nvlink_gpus="",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        tdp_w="200",
+        sm_count="",
+        l2_mib="",
+        process_nm="",
+        paddle_device="gpu",
+        verified="datasheet",
+        source="https://example.com/ds.pdf",
+        retrieved="2026-11-30",
+        base_clock_mhz="",
+        boost_clock_mhz="",
+        memory_type="",
+        fp32_lanes_per_sm="",
+        fp16_acc16_tflops="",
+    )
     base.update(over)
     return ",".join(base[c] for c in COLUMNS)
 
@@ -66,8 +111,10 @@ def test_user_catalog_adds_and_overrides(tmp_path):
 def test_catalog_files_with_the_old_gbps_column_names_still_load(tmp_path):
     """`mem_bw_gbps`/`nvlink_gbps`/`pcie_gbps` (GB/s, easy to read as Gbit/s) were renamed `_gb_s`; a file written
     with the old header reads the same, for one release."""
-    old = [{"mem_bw_gb_s": "mem_bw_gbps", "nvlink_gb_s": "nvlink_gbps", "pcie_gb_s": "pcie_gbps"}.get(c, c)
-           for c in COLUMNS]  # fmt: skip
+    old = [
+        {"mem_bw_gb_s": "mem_bw_gbps", "nvlink_gb_s": "nvlink_gbps", "pcie_gb_s": "pcie_gbps"}.get(c, c)
+        for c in COLUMNS
+    ]
     f = tmp_path / "old.csv"
     f.write_text(",".join(old) + "\n" + _row(mem_bw_gb_s="1234") + "\n" + _row(mem_bw_gb_s="x", name="Bad") + "\n")
     with pytest.raises(CatalogError, match="line 3 \\(Bad\\), field `mem_bw_gb_s`"):
@@ -81,11 +128,13 @@ def test_catalog_files_with_the_old_gbps_column_names_still_load(tmp_path):
 
 @pytest.mark.parametrize(
     ("row", "needle"),
-    [(_row(mem_bw_gb_s="fast"), "line 2 (MyGPU), field `mem_bw_gb_s`"),
-     (_row(memory_gib="-4"), "field `memory_gib`"),
-     (_row(name=""), "field `name`"),
-     (_row() + ",extra", "line 2: expected")],
-)  # fmt: skip
+    [
+        (_row(mem_bw_gb_s="fast"), "line 2 (MyGPU), field `mem_bw_gb_s`"),
+        (_row(memory_gib="-4"), "field `memory_gib`"),
+        (_row(name=""), "field `name`"),
+        (_row() + ",extra", "line 2: expected"),
+    ],
+)
 def test_malformed_catalog_row_names_file_line_field(tmp_path, row, needle):
     f = tmp_path / "bad.csv"
     f.write_text(",".join(COLUMNS) + "\n" + row + "\n")
@@ -133,8 +182,9 @@ def test_resolve_gpus_matches_names_and_aliases_once_each():
 def no_tensor_peaks(name: str = "L20"):
     """A shipped row with its tensor-core peaks removed, as a user catalog that lacks them (every shipped CUDA row has
     them since issue 39; the L20 had none before)."""
-    return get_gpu(name).model_copy(update={"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None,
-                                            "int8_tops": None, "fp8_tflops": None})  # fmt: skip
+    return get_gpu(name).model_copy(
+        update={"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None}
+    )
 
 
 def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
@@ -147,8 +197,10 @@ def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
 
     l20, a100 = no_tensor_peaks(), get_gpu("A100-SXM4-80GB")
     assert l20.peak_flops("bf16-o1") == (59.35e12, "fp32")
-    assert get_gpu("L20").peak_flops("bf16-o1") == (119.5e12, "bf16 tensor") and get_gpu("L20").missing_peak(
-        "bf16-o1") is None  # the shipped row has it now  # fmt: skip
+    assert (
+        get_gpu("L20").peak_flops("bf16-o1") == (119.5e12, "bf16 tensor")
+        and get_gpu("L20").missing_peak("bf16-o1") is None
+    )  # the shipped row has it now
     note = "no bf16 peak in the catalog: timed at the FP32 peak, a lower bound (the card is faster)"
     assert l20.missing_peak("bf16-o1") == note
     tf32_note = "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"
@@ -187,8 +239,12 @@ def test_efficiency_class_of_every_unit_the_catalog_reports():
     catalog.units.unit_of_label.)"""
     units = {g.peak_flops(p)[1] for g in load_gpus() for p in ("fp32", "fp16-o1", "bf16-o2")}
     assert units == {"fp32", "tf32 tensor", "fp16 tensor", "bf16 tensor"}
-    assert {u: unit_of_label(u) for u in units} == {"fp32": "fp32", "tf32 tensor": "tf32", "fp16 tensor": "half",
-                                                    "bf16 tensor": "half"}  # fmt: skip
+    assert {u: unit_of_label(u) for u in units} == {
+        "fp32": "fp32",
+        "tf32 tensor": "tf32",
+        "fp16 tensor": "half",
+        "bf16 tensor": "half",
+    }
     assert unit_of_label("something else") == "fp32"
 
 

@@ -29,7 +29,8 @@ def test_every_row_has_a_source_and_a_retrieved_date(name: str) -> None:
 def test_cuda_driver_rows_are_sane_and_loaded_as_written() -> None:
     file_rows = rows("cuda_drivers.csv")
     assert [(r.cuda, r.rule, r.min_linux_driver_version) for r in load_cuda_drivers()] == [
-        (r["cuda"], r["rule"], r["min_linux_driver_version"]) for r in file_rows]
+        (r["cuda"], r["rule"], r["min_linux_driver_version"]) for r in file_rows
+    ]
     keys = [(r["cuda"], r["rule"]) for r in file_rows]
     assert len(keys) == len(set(keys))
     toolkit = [r for r in file_rows if r["rule"] == "toolkit"]

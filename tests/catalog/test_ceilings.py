@@ -14,8 +14,15 @@ from paddlefit.estimate.kernels import Kernel
 from paddlefit.estimate.perf_params import load_perf_params
 
 MAMF = Path(__file__).resolve().parents[2] / "bench" / "data" / "gpu-ceilings" / "mamf.csv"
-ARCH = {"A100": "ampere", "H100": "hopper", "H200": "hopper", "GH200": "hopper", "B200": "blackwell",
-        "B300": "blackwell", "GB200": "blackwell"}  # fmt: skip
+ARCH = {
+    "A100": "ampere",
+    "H100": "hopper",
+    "H200": "hopper",
+    "GH200": "hopper",
+    "B200": "blackwell",
+    "B300": "blackwell",
+    "GB200": "blackwell",
+}
 
 
 def test_each_ceiling_is_the_best_measured_row_of_its_architecture() -> None:

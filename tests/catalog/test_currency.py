@@ -75,8 +75,20 @@ def test_the_shipped_template_parses_and_the_unpriced_cards_point_to_it():
 def test_cost_prints_cny_and_its_json_keeps_usd_with_the_rate(tmp_path):
     prices = tmp_path / "cny.csv"
     prices.write_text(CNY_FILE)
-    base = [sys.executable, "-m", "paddlefit", "cost", "--config", str(Path("examples/digits.yaml").resolve()),
-            "--gpu", "H20", "--prices", str(prices), "--fx-rate", "CNY=7.1"]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "paddlefit",
+        "cost",
+        "--config",
+        str(Path("examples/digits.yaml").resolve()),
+        "--gpu",
+        "H20",
+        "--prices",
+        str(prices),
+        "--fx-rate",
+        "CNY=7.1",
+    ]
     env = dict(os.environ, COLUMNS="200", PADDLEFIT_HOME=str(tmp_path / "home"))
     r = subprocess.run([*base, "--currency", "CNY", "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-1500:]

@@ -104,28 +104,53 @@ def test_derived_and_newly_sourced_peaks() -> None:
     """Figures filled in issue 39 (dense TFLOPS), each with its arithmetic in the row's source."""
     l20 = get_gpu("L20")  # verl / LLM-Prof: 119.5 FP16, 239 INT8; TF32 = FP16 / 2, FP8 = INT8 (derived)
     assert (l20.fp16_tflops, l20.bf16_tflops, l20.tf32_tflops, l20.int8_tops, l20.fp8_tflops) == (
-        119.5, 119.5, 59.75, 239, 239)  # fmt: skip
+        119.5,
+        119.5,
+        59.75,
+        239,
+        239,
+    )
     assert l20.peak_flops("fp16-o1") == (119.5e12, "fp16 tensor") and "derived: TF32 = FP16 / 2" in l20.source
     s = get_gpu("RTX-4080-SUPER")  # 80 SMs x Ada GeForce rates x 2.55 GHz
     assert (s.fp16_tflops, s.fp16_acc16_tflops, s.tf32_tflops, s.int8_tops, s.fp8_tflops) == (
-        104.46, 208.9, 52.22, 417.79, 208.9)  # fmt: skip
+        104.46,
+        208.9,
+        52.22,
+        417.79,
+        208.9,
+    )
     assert "80 x 512 x 2.55 GHz = 104.46" in s.source
     r = get_gpu("RTX-4080")
     assert (r.tf32_tflops, r.int8_tops, r.fp8_tflops, r.fp16_acc16_tflops) == (48.74, 389.9, 194.95, 194.95)
-    assert get_gpu("RTX-A6000").tf32_tflops == 77.41 and "84 SMs x 512 TF32 FLOPs/clk/SM x 1.8 GHz" in get_gpu(
-        "RTX-A6000").source  # fmt: skip
+    assert (
+        get_gpu("RTX-A6000").tf32_tflops == 77.41
+        and "84 SMs x 512 TF32 FLOPs/clk/SM x 1.8 GHz" in get_gpu("RTX-A6000").source
+    )
     ada6000 = get_gpu("RTX-6000-Ada")
     assert (ada6000.fp16_tflops, ada6000.tf32_tflops, ada6000.int8_tops, ada6000.fp8_tflops) == (
-        364.25, 182.12, 728.5, 728.5)  # fmt: skip
+        364.25,
+        182.12,
+        728.5,
+        728.5,
+    )
     assert (get_gpu("B200").sm_count, get_gpu("L40").l2_mib) == (148, 96)
 
 
 def test_memory_type_is_checked_and_names_the_field(tmp_path) -> None:
     header = ",".join(COLUMNS)
     base = {c: "" for c in COLUMNS}
-    base.update(name="MyGPU", architecture="ada", compute_capability="8.9", memory_gib="20", mem_bw_gb_s="500",
-                fp32_tflops="40", pcie_gen="4", pcie_gb_s="31.5", verified="datasheet",
-                source="https://example.com/ds.pdf")  # fmt: skip
+    base.update(
+        name="MyGPU",
+        architecture="ada",
+        compute_capability="8.9",
+        memory_gib="20",
+        mem_bw_gb_s="500",
+        fp32_tflops="40",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        verified="datasheet",
+        source="https://example.com/ds.pdf",
+    )
     f = tmp_path / "m.csv"
     f.write_text(header + "\n" + ",".join({**base, "memory_type": "hbm3E"}[c] for c in COLUMNS) + "\n")
     assert get_gpu("mygpu", load_gpus([f])).memory_type == "HBM3e"  # case-insensitive, NVIDIA's spelling kept
@@ -147,9 +172,19 @@ def test_a_user_file_written_before_the_new_columns_still_loads(tmp_path) -> Non
     assert set(NEW_COLUMNS) <= set(OPTIONAL_COLUMNS) and COLUMNS[-len(NEW_COLUMNS) :] == NEW_COLUMNS
     cols = [c for c in COLUMNS if c not in NEW_COLUMNS]
     row = {c: "" for c in cols}
-    row.update(name="Older", architecture="ampere", compute_capability="8.6", memory_gib="24", mem_bw_gb_s="900",
-               fp32_tflops="30", pcie_gen="4", pcie_gb_s="31.5", verified="datasheet", source="https://e.com/o",
-               paddle_device="gpu")  # fmt: skip
+    row.update(
+        name="Older",
+        architecture="ampere",
+        compute_capability="8.6",
+        memory_gib="24",
+        mem_bw_gb_s="900",
+        fp32_tflops="30",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        verified="datasheet",
+        source="https://e.com/o",
+        paddle_device="gpu",
+    )
     f = tmp_path / "older.csv"
     f.write_text(",".join(cols) + "\n" + ",".join(row[c] for c in cols) + "\n")
     g = get_gpu("older", load_gpus([f]))
@@ -160,9 +195,20 @@ def test_a_user_file_written_before_the_new_columns_still_loads(tmp_path) -> Non
 def test_a_base_clock_above_the_boost_clock_is_refused(tmp_path) -> None:
     header = ",".join(COLUMNS)
     base = {c: "" for c in COLUMNS}
-    base.update(name="MyGPU", architecture="ampere", compute_capability="8.6", memory_gib="24", mem_bw_gb_s="600",
-                fp32_tflops="31.2", pcie_gen="4", pcie_gb_s="31.5", verified="datasheet",
-                source="https://example.com/ds.pdf", base_clock_mhz="1900", boost_clock_mhz="1695")  # fmt: skip
+    base.update(
+        name="MyGPU",
+        architecture="ampere",
+        compute_capability="8.6",
+        memory_gib="24",
+        mem_bw_gb_s="600",
+        fp32_tflops="31.2",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        verified="datasheet",
+        source="https://example.com/ds.pdf",
+        base_clock_mhz="1900",
+        boost_clock_mhz="1695",
+    )
     f = tmp_path / "c.csv"
     f.write_text(header + "\n" + ",".join(base[c] for c in COLUMNS) + "\n")
     with pytest.raises(CatalogError, match=r"base_clock_mhz 1900 is above boost_clock_mhz 1695"):

@@ -70,4 +70,3 @@ def fork_and_exit(arg, progress):
 
     subprocess.Popen(["sleep", "987"])
     os._exit(3)
-

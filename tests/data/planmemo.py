@@ -23,8 +23,16 @@ def memoised_probe() -> Iterator[None]:
     seen: dict[tuple, Any] = {}
 
     def measure(req: Any, say: Any) -> Any:
-        key = (req.model, req.batch_size, tuple(map(str, req.inputs or ())), req.optimizer, req.precision,
-               repr(req.model_args), req.label, req.loss)  # fmt: skip
+        key = (
+            req.model,
+            req.batch_size,
+            tuple(map(str, req.inputs or ())),
+            req.optimizer,
+            req.precision,
+            repr(req.model_args),
+            req.label,
+            req.loss,
+        )
         if key not in seen:
             seen[key] = real_measure(req, say)
         return seen[key]

@@ -7,10 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 #: PaddleOCR CRNN recogniser: MobileNetV3-small, BiLSTM neck (nn.LSTM), CTC head over 36 characters + blank
-CRNN = {"model_type": "rec", "algorithm": "CRNN", "Transform": None,
-        "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "small", "small_stride": [1, 2, 2, 2]},
-        "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 48},
-        "Head": {"name": "CTCHead", "out_channels": 37, "fc_decay": 0.00001}}  # fmt: skip
+CRNN = {
+    "model_type": "rec",
+    "algorithm": "CRNN",
+    "Transform": None,
+    "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "small", "small_stride": [1, 2, 2, 2]},
+    "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 48},
+    "Head": {"name": "CTCHead", "out_channels": 37, "fc_decay": 0.00001},
+}
 
 
 def pp_liteseg(num_classes: int = 4):
@@ -40,7 +44,7 @@ class TextLines:
         self.x = rng.standard_normal((n, 3, 32, 100)).astype("float32") * 0.1
         for i in range(n):
             for j in range(self.length[i]):
-                self.x[i, :, :, 10 * j: 10 * j + 6] += self.text[i, j] / 37.0
+                self.x[i, :, :, 10 * j : 10 * j + 6] += self.text[i, j] / 37.0
 
     def __len__(self) -> int:
         return len(self.x)
@@ -68,8 +72,7 @@ def token_tags(n: int = 64, seq: int = 32, vocab: int = 500, tags: int = 5, seed
     """Token-classification samples ``{input_ids, token_type_ids, labels: int64[seq]}`` (tag = id mod tags)."""
     from trainhelpers import SyntheticSamples
 
-    s = SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 1)}, True,
-                         seed)  # fmt: skip
+    s = SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 1)}, True, seed)
     s.names.append("labels")
     s.cols.append(s.cols[0] % tags)
     return s

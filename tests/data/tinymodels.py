@@ -213,9 +213,17 @@ def paddlenlp_bert(fuse: bool = False) -> nn.Layer:
     transformer layers (``BertConfig(fuse=True)``, as ``run_pretrain.py --fuse_transformer`` does)."""
     from paddlenlp.transformers import BertConfig, BertForSequenceClassification
 
-    return BertForSequenceClassification(BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2,
-                                                    num_attention_heads=4, intermediate_size=256, num_labels=2,
-                                                    fuse=fuse))  # fmt: skip
+    return BertForSequenceClassification(
+        BertConfig(
+            vocab_size=1000,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=256,
+            num_labels=2,
+            fuse=fuse,
+        )
+    )
 
 
 def paddlenlp_fused_bert() -> nn.Layer:

@@ -169,15 +169,25 @@ class SyntheticSamples:
 
 def seg_images(n: int = 48, size: int = 16, classes: int = 4, seed: int = 0) -> SyntheticSamples:
     """(float32[3,size,size] image, int64[size,size] mask) samples."""
-    return SyntheticSamples(n, {"x": ("float32", (3, size, size), 0), "y": ("int64", (size, size), classes)}, False,
-                            seed)
+    return SyntheticSamples(
+        n, {"x": ("float32", (3, size, size), 0), "y": ("int64", (size, size), classes)}, False, seed
+    )
 
 
-def kw_tokens(n: int = 48, seq: int = 10, vocab: int = 40, classes: int = 3, as_dict: bool = True,
-              seed: int = 0) -> SyntheticSamples:
+def kw_tokens(
+    n: int = 48, seq: int = 10, vocab: int = 40, classes: int = 3, as_dict: bool = True, seed: int = 0
+) -> SyntheticSamples:
     """ERNIE-style samples: input_ids, token_type_ids and a per-sample class id under ``labels``."""
-    return SyntheticSamples(n, {"input_ids": ("int64", (seq,), vocab), "token_type_ids": ("int64", (seq,), 2),
-                                "labels": ("int64", (), classes)}, as_dict, seed)
+    return SyntheticSamples(
+        n,
+        {
+            "input_ids": ("int64", (seq,), vocab),
+            "token_type_ids": ("int64", (seq,), 2),
+            "labels": ("int64", (), classes),
+        },
+        as_dict,
+        seed,
+    )
 
 
 def failing_digits_cnn(when: str = "eval", how: str = "raise"):
@@ -249,7 +259,6 @@ def index_logging_cnn():
     return Logging()
 
 
-
 def conv3x3_stack(c: int = 256, n: int = 4):
     """``n`` bias-free 3x3 stride-1 convolutions of ``c`` channels, then the mean: FP32 Winograd's best case."""
     import paddle
@@ -257,8 +266,7 @@ def conv3x3_stack(c: int = 256, n: int = 4):
     class Conv3x3Stack(paddle.nn.Layer):
         def __init__(self) -> None:
             super().__init__()
-            self.convs = paddle.nn.LayerList([paddle.nn.Conv2D(c, c, 3, padding=1, bias_attr=False)
-                                              for _ in range(n)])  # fmt: skip
+            self.convs = paddle.nn.LayerList([paddle.nn.Conv2D(c, c, 3, padding=1, bias_attr=False) for _ in range(n)])
 
         def forward(self, x):
             for conv in self.convs:

@@ -16,8 +16,11 @@ import yaml
 
 DATA = Path(__file__).resolve().parent
 # no empty entry: Python reads one in PYTHONPATH as the current directory
-ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(DATA), os.environ.get("PYTHONPATH", "")] if p),
-           GLOG_minloglevel="2")  # fmt: skip
+ENV = dict(
+    os.environ,
+    PYTHONPATH=os.pathsep.join(p for p in [str(DATA), os.environ.get("PYTHONPATH", "")] if p),
+    GLOG_minloglevel="2",
+)
 
 
 class SharedRun(NamedTuple):
@@ -36,9 +39,13 @@ def write_spec(path: Path, **overrides) -> Path:
     spec = {
         "model": "paddlefit.models.examples:digits_cnn",
         "data": {"train": "digits", "train_args": {"split": "train"}},
-        "batch_size": 16, "max_steps": 6, "optimizer": "adam", "lr": 0.003, "seed": 3,
+        "batch_size": 16,
+        "max_steps": 6,
+        "optimizer": "adam",
+        "lr": 0.003,
+        "seed": 3,
         "checkpoint": {"every_steps": 0, "every_minutes": 0, "keep_last": 3},
-    }  # fmt: skip
+    }
     for k, v in overrides.items():
         if isinstance(v, dict) and isinstance(spec.get(k), dict):
             spec[k] = {**spec[k], **v}
@@ -94,14 +101,21 @@ def launched_children(proc: subprocess.Popen) -> dict[str, object]:
 #: The job of the two-process kill-and-resume tests (tests/test_faults.py, tests/train/test_train.py): 30 steps,
 #: a checkpoint every 5, 2 ms a sample so a kill lands mid-run; their uninterrupted `--devices 2` run is the session
 #: fixture ``dp_reference`` (tests/conftest.py).
-DP_KILL_JOB = {"max_steps": 30, "checkpoint": {"every_steps": 5, "every_minutes": 0},
-               "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}}}
+DP_KILL_JOB = {
+    "max_steps": 30,
+    "checkpoint": {"every_steps": 5, "every_minutes": 0},
+    "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+}
 #: The one-process job that crosses an epoch boundary (42 steps an epoch at batch 32) at 1.5 ms a sample, for the
 #: SIGTERM and budget resume tests; no periodic checkpoint (the parameters do not depend on when checkpoints are
 #: written: a run stopped by either and resumed reaches the uninterrupted run's bits). Its uninterrupted run is the
 #: session fixture ``slow60_reference``.
-SLOW60_JOB = {"batch_size": 32, "max_steps": 60, "checkpoint": {"every_steps": 0, "every_minutes": 0},
-              "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}}}
+SLOW60_JOB = {
+    "batch_size": 32,
+    "max_steps": 60,
+    "checkpoint": {"every_steps": 0, "every_minutes": 0},
+    "data": {"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.0015}},
+}
 
 
 def params_sha256(run_dir: Path) -> str:

@@ -19,8 +19,13 @@ SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
 
 def image(*args):
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "image", *args], capture_output=True,
-                          text=True, env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "image", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=120,
+    )
 
 
 def parse(path):
@@ -29,9 +34,23 @@ def parse(path):
 
 
 def test_gpu_image_for_healthy_host(tmp_path):
-    r = image("--from-snapshot", str(SNAPS / "healthy_8xa100.json"), "--num-workers", "8", "-b", "64",
-              "-i", "float32[3,224,224]", "--devices", "8", "--fixed-shape-cnn", "-r", "numpy==1.26.4",
-              "--out", str(tmp_path))  # fmt: skip
+    r = image(
+        "--from-snapshot",
+        str(SNAPS / "healthy_8xa100.json"),
+        "--num-workers",
+        "8",
+        "-b",
+        "64",
+        "-i",
+        "float32[3,224,224]",
+        "--devices",
+        "8",
+        "--fixed-shape-cnn",
+        "-r",
+        "numpy==1.26.4",
+        "--out",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr
     steps = parse(tmp_path / "Dockerfile")
     instr = [s["instruction"] for s in steps]
@@ -69,17 +88,22 @@ def test_no_image_for_ancient_driver():
         choose_build(snapshot=s)
 
 
-@pytest.mark.parametrize(("args", "needle"), [(["-r", "numpy"], "must be pinned"),
-                                              (["-r", "numpy==1.0\nRUN rm -rf /"], "must be pinned"),
-                                              (["-r", "numpy==1.0", "-r", "numpy==2.0"], "more than once"),
-                                              (["-r", "paddlepaddle-gpu==2.4.0"], "base image provides Paddle"),
-                                              (["--command", 'python -c "1\nRUN touch /x"'], "control characters"),
-                                              (["--paddle", ""], "is empty"),
-                                              (["-r", "x[/]==1"], "must be pinned"),
-                                              (["--paddle", "9.9.9"], "No official Paddle image"),
-                                              (["--command", "'unclosed"], "does not parse"),
-                                              (["--cpu", "--cuda", "12.6"], "`--cuda` does not apply"),
-                                              (["--cpu", "--fixed-shape-cnn"], "does not apply to a")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-r", "numpy"], "must be pinned"),
+        (["-r", "numpy==1.0\nRUN rm -rf /"], "must be pinned"),
+        (["-r", "numpy==1.0", "-r", "numpy==2.0"], "more than once"),
+        (["-r", "paddlepaddle-gpu==2.4.0"], "base image provides Paddle"),
+        (["--command", 'python -c "1\nRUN touch /x"'], "control characters"),
+        (["--paddle", ""], "is empty"),
+        (["-r", "x[/]==1"], "must be pinned"),
+        (["--paddle", "9.9.9"], "No official Paddle image"),
+        (["--command", "'unclosed"], "does not parse"),
+        (["--cpu", "--cuda", "12.6"], "`--cuda` does not apply"),
+        (["--cpu", "--fixed-shape-cnn"], "does not apply to a"),
+    ],
+)
 def test_bad_image_input(tmp_path, args, needle):
     r = image(*args, "--out", str(tmp_path / "new" / "dir"))
     assert r.returncode == 2 and needle in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
@@ -101,6 +125,8 @@ def test_cmd_is_json_and_b200_needs_cuda_12_8(tmp_path):
 
 def test_build_table_has_sources():
     rows = load_builds()
-    assert {b.docker_image for b in rows} >= {"paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6",
-                                              "paddlepaddle/paddle:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5"}  # fmt: skip
+    assert {b.docker_image for b in rows} >= {
+        "paddlepaddle/paddle:3.0.0-gpu-cuda11.8-cudnn8.9-trt8.6",
+        "paddlepaddle/paddle:3.0.0-gpu-cuda12.6-cudnn9.5-trt10.5",
+    }
     assert all(b.source.startswith("http") for b in rows)

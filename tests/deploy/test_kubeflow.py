@@ -15,9 +15,14 @@ from paddlefit.errors import PaddlefitError
 
 
 def _req(**kw) -> PaddleJobRequest:
-    base = {"name": "digits-dp", "image": "registry.example/paddlefit:3.0.0-cu126",
-            "command": ["paddlefit", "train", "job.yaml", "--resume", "auto"], "nodes": 3, "gpus_per_node": 8,
-            "checkpoint_claim": "ckpt"}  # fmt: skip
+    base = {
+        "name": "digits-dp",
+        "image": "registry.example/paddlefit:3.0.0-cu126",
+        "command": ["paddlefit", "train", "job.yaml", "--resume", "auto"],
+        "nodes": 3,
+        "gpus_per_node": 8,
+        "checkpoint_claim": "ckpt",
+    }
     return PaddleJobRequest(**{**base, **kw})
 
 
@@ -58,8 +63,14 @@ def test_broken_manifests_are_reported_with_their_path():
     assert len(problems) == 4
 
 
-@pytest.mark.parametrize(("kw", "needle"), [({"nodes": 0}, "nodes >= 1"), ({"restart_policy": "Sometimes"},
-                                             "not one of"), ({"name": "Digits_DP"}, "DNS-1123")])
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"nodes": 0}, "nodes >= 1"),
+        ({"restart_policy": "Sometimes"}, "not one of"),
+        ({"name": "Digits_DP"}, "DNS-1123"),
+    ],
+)
 def test_bad_requests_are_refused(kw, needle):
     with pytest.raises(PaddlefitError, match=needle):
         render_paddlejob(_req(**kw))

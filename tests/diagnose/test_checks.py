@@ -17,10 +17,19 @@ FLAGS = ["FLAGS_check_nan_inf", "FLAGS_cudnn_exhaustive_search", "FLAGS_allocato
 
 
 def healthy_gpu(**over) -> Snapshot:
-    base = dict(os="Linux", python="3.11.7", paddle_version="3.3.1", paddle_cuda="12.6", paddle_cudnn="9.5",
-                paddle_flags=FLAGS, driver_version="560.35.03", cuda_driver_version="12.6",
-                gpus=[GPUInfo(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")],
-                net=[NetInterface("eth0", "up", 25000), NetInterface("lo", "unknown", None)], env={})  # fmt: skip
+    base = dict(
+        os="Linux",
+        python="3.11.7",
+        paddle_version="3.3.1",
+        paddle_cuda="12.6",
+        paddle_cudnn="9.5",
+        paddle_flags=FLAGS,
+        driver_version="560.35.03",
+        cuda_driver_version="12.6",
+        gpus=[GPUInfo(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0")],
+        net=[NetInterface("eth0", "up", 25000), NetInterface("lo", "unknown", None)],
+        env={},
+    )
     base.update(over)
     return Snapshot(**base)
 
@@ -45,8 +54,11 @@ def test_driver_too_old_for_cuda_build():
 
 
 def test_cuda13_on_volta():
-    s = healthy_gpu(paddle_cuda="13.0", driver_version="580.65.06",
-                    gpus=[GPUInfo(index=0, name="Tesla V100-SXM2-16GB", compute_capability="7.0")])
+    s = healthy_gpu(
+        paddle_cuda="13.0",
+        driver_version="580.65.06",
+        gpus=[GPUInfo(index=0, name="Tesla V100-SXM2-16GB", compute_capability="7.0")],
+    )
     assert ("PF103", "error") in bad(run_checks(s))
 
 
@@ -56,8 +68,9 @@ def test_gpu_build_without_gpu_and_cpu_build_with_gpu():
 
 
 def test_blog_post_flag_and_typo():
-    s = healthy_gpu(env={"FLAGS_enable_parallel_graph": "1", "FLAGS_cudnn_exhaustive_serch": "1",
-                         "FLAGS_check_nan_inf": "1"})  # fmt: skip
+    s = healthy_gpu(
+        env={"FLAGS_enable_parallel_graph": "1", "FLAGS_cudnn_exhaustive_serch": "1", "FLAGS_check_nan_inf": "1"}
+    )
     f = [x for x in run_checks(s) if x.check_id == "PF110"]
     assert [x.title.split()[0] for x in f] == ["FLAGS_cudnn_exhaustive_serch", "FLAGS_enable_parallel_graph"]
     assert "did you mean FLAGS_cudnn_exhaustive_search" in f[0].detail and f[0].fix == "unset " + f[0].title.split()[0]
@@ -86,11 +99,13 @@ def test_omp_wait_policy_is_judged_on_its_measured_step() -> None:
     slow = check_omp_wait_policy(healthy_gpu(cpu_cores=2, omp={"user": "", "step_s": rounds}))
     assert [(f.severity, f.fix) for f in slow] == [("warn", "export OMP_WAIT_POLICY=PASSIVE")]
     assert "1.34x slower" in slow[0].title and "95%" in slow[0].detail and "4 interleaved rounds" in slow[0].detail
-    back = check_omp_wait_policy(healthy_gpu(omp={"user": "PASSIVE", "step_s": {"PASSIVE": [0.02, 0.021, 0.019],
-                                                                                 "": [0.01, 0.0101, 0.0099]}}))
+    back = check_omp_wait_policy(
+        healthy_gpu(omp={"user": "PASSIVE", "step_s": {"PASSIVE": [0.02, 0.021, 0.019], "": [0.01, 0.0101, 0.0099]}})
+    )
     assert [(f.severity, f.fix) for f in back] == [("warn", "unset OMP_WAIT_POLICY")]
-    fine = check_omp_wait_policy(healthy_gpu(omp={"user": "", "step_s": {"": [0.0100, 0.0101, 0.0099],
-                                                                         "PASSIVE": [0.0095, 0.0097, 0.0096]}}))
+    fine = check_omp_wait_policy(
+        healthy_gpu(omp={"user": "", "step_s": {"": [0.0100, 0.0101, 0.0099], "PASSIVE": [0.0095, 0.0097, 0.0096]}})
+    )
     assert [f.severity for f in fine] == ["ok"] and "within 10%" in fine[0].title
     junk = check_omp_wait_policy(healthy_gpu(omp={"user": "garbage"}))
     assert [(f.severity, f.title) for f in junk] == [("warn", "OMP_WAIT_POLICY=garbage is not a policy")]
@@ -135,9 +150,18 @@ def test_device_and_nvml_checks():
     assert ("PF113", "warn") in bad(run_checks(s))
     s = _snap(infiniband=[], env={})
     assert ("PF113", "warn") in bad(run_checks(s))
-    sick = GPUInfo(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability="8.0", ecc_uncorrected_errors=3,
-                   pcie_gen_current=3, pcie_gen_max=4, pcie_width_current=8, pcie_width_max=16,
-                   throttle_reasons=0x20, processes=[{"pid": 4242, "used_bytes": 8 * 1024**3}])  # fmt: skip
+    sick = GPUInfo(
+        index=0,
+        name="NVIDIA A100-SXM4-80GB",
+        compute_capability="8.0",
+        ecc_uncorrected_errors=3,
+        pcie_gen_current=3,
+        pcie_gen_max=4,
+        pcie_width_current=8,
+        pcie_width_max=16,
+        throttle_reasons=0x20,
+        processes=[{"pid": 4242, "used_bytes": 8 * 1024**3}],
+    )
     found = [f for f in run_checks(_snap(gpus=[sick])) if f.check_id == "PF120"]
     assert sorted(f.severity for f in found) == ["error", "warn", "warn", "warn"]
     idle = GPUInfo(index=0, name="A100", compute_capability="8.0", throttle_reasons=0x1)
@@ -145,14 +169,24 @@ def test_device_and_nvml_checks():
 
 
 def test_flag_values():
-    s = _snap(env={"FLAGS_cudnn_exhaustive_search": "yes", "FLAGS_allocator_strategy": "best",
-                   "FLAGS_conv_workspace_size_limit": "4096"})  # fmt: skip
+    s = _snap(
+        env={
+            "FLAGS_cudnn_exhaustive_search": "yes",
+            "FLAGS_allocator_strategy": "best",
+            "FLAGS_conv_workspace_size_limit": "4096",
+        }
+    )
     found = [f for f in run_checks(s) if f.check_id == "PF109"]
     assert [f.title.split("=")[0] for f in found] == ["FLAGS_allocator_strategy", "FLAGS_cudnn_exhaustive_search"]
     s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5"})
     assert ("PF109", "warn") in bad(run_checks(s))
-    s = _snap(env={"FLAGS_fraction_of_gpu_memory_to_use": "0.5", "FLAGS_allocator_strategy": "naive_best_fit",
-                   "FLAGS_cudnn_exhaustive_search": "1"})  # fmt: skip
+    s = _snap(
+        env={
+            "FLAGS_fraction_of_gpu_memory_to_use": "0.5",
+            "FLAGS_allocator_strategy": "naive_best_fit",
+            "FLAGS_cudnn_exhaustive_search": "1",
+        }
+    )
     assert bad(run_checks(s)) == []
 
 
@@ -200,8 +234,9 @@ def test_run_doctor_in_process() -> None:
     from paddlefit.diagnose.doctor import DoctorRequest, run_doctor
     from paddlefit.errors import PaddlefitError
 
-    req = DoctorRequest(from_file=SNAPS / "docker_shm_64mb.json", num_workers=4, batch_size=64,
-                        inputs=["float32[3,224,224]"])  # fmt: skip
+    req = DoctorRequest(
+        from_file=SNAPS / "docker_shm_64mb.json", num_workers=4, batch_size=64, inputs=["float32[3,224,224]"]
+    )
     report = run_doctor(req)
     assert [(f.check_id, f.severity) for f in report.errors] == [("PF106", "error")]
     assert report.to_dict()["findings"][0].keys() >= {"check_id", "slug", "fix", "env", "unset"}

@@ -15,8 +15,13 @@ SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 def doctor(*args):
     env = dict(os.environ, COLUMNS="200")
     env.pop("FLAGS_enable_parallel_graph", None)
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", *args], capture_output=True,
-                          text=True, env=env, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def problems(r):
@@ -65,9 +70,15 @@ def test_this_machine_reports_cpu_build_and_passes(tmp_path):
     assert again.returncode == 0 and json.loads(again.stdout)["snapshot"]["paddle_cuda"] is None
 
 
-@pytest.mark.parametrize(("content", "needle"), [("{", "not valid JSON"), ('{"x": 1}', "not a paddlefit"),
-                                                 ('{"os": "Linux", "python": "3", "gpus": [1]}', "`gpus.0`"),
-                                                 (None, "cannot be read")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{", "not valid JSON"),
+        ('{"x": 1}', "not a paddlefit"),
+        ('{"os": "Linux", "python": "3", "gpus": [1]}', "`gpus.0`"),
+        (None, "cannot be read"),
+    ],
+)
 def test_bad_snapshot_file(tmp_path, content, needle):
     f = tmp_path / "s.json"
     if content is not None:
@@ -98,13 +109,16 @@ def test_markup_in_user_values_is_printed_not_parsed(tmp_path):
 
 def test_spec_without_shared_memory_and_cli_overrides(tmp_path):
     spec = tmp_path / "job.yaml"
-    spec.write_text("model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 256\ndevices: 8\n"
-                    "data: {num_workers: 8, use_shared_memory: false}\n")  # fmt: skip
+    spec.write_text(
+        "model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 256\ndevices: 8\n"
+        "data: {num_workers: 8, use_shared_memory: false}\n"
+    )
     r = doctor("--from", str(SNAPS / "docker_shm_64mb.json"), "--config", str(spec), "--json")
     found = {f["check_id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
     assert found["PF106"] == "ok"
-    spec.write_text("model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 64\ndevices: 8\n"
-                    "data: {num_workers: 1}\n")  # fmt: skip
+    spec.write_text(
+        "model: lenet\ninputs: ['float32[3,224,224]']\nbatch_size: 64\ndevices: 8\ndata: {num_workers: 1}\n"
+    )
     r = doctor("--from", str(SNAPS / "docker_shm_64mb.json"), "--config", str(spec), "--devices", "1", "--json")
     pf106 = next(f for f in json.loads(r.stdout)["findings"] if f["check_id"] == "PF106")
     assert "1 x 1 workers" in pf106["detail"]  # --devices 1 overrode the spec's 8
@@ -114,17 +128,25 @@ def test_doctor_table_at_80_columns_gives_the_finding_the_width():
     """Issue 26: at 80 columns the finding and the fix shared the width: 31-character columns, four lines a finding.
     Narrow terminals put the fix under its finding, so the finding reads as a line."""
     env = dict(os.environ, COLUMNS="80")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from",
-                        str(SNAPS / "docker_shm_64mb.json")], capture_output=True, text=True, env=env,
-                       timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from", str(SNAPS / "docker_shm_64mb.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     lines = r.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines)
     row = next(line for line in lines if line.startswith("PF106"))
     assert "/dev/shm is 64 MiB in a container (DataLoader workers" in row
     assert any("fix: docker run --shm-size=8g" in line for line in lines)
-    wide = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from",
-                           str(SNAPS / "docker_shm_64mb.json")], capture_output=True, text=True,
-                          env=dict(env, COLUMNS="200"), timeout=300).stdout  # fmt: skip
+    wide = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--from", str(SNAPS / "docker_shm_64mb.json")],
+        capture_output=True,
+        text=True,
+        env=dict(env, COLUMNS="200"),
+        timeout=300,
+    ).stdout
     assert "fix" in wide.splitlines()[0]  # wide terminals keep the fix column
 
 
@@ -140,9 +162,13 @@ def test_inconclusive_timing_is_not_called_ok(tmp_path):
     findings = json.loads(r.stdout)["findings"]
     assert [f["severity"] for f in findings if f["check_id"] == "PF121"] == ["inconclusive"]
     n_ok = sum(f["severity"] == "ok" for f in findings)
-    narrow = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--all", "--from",
-                             str(tmp_path / "s.json")], capture_output=True, text=True,
-                            env=dict(os.environ, COLUMNS="80"), timeout=300)  # fmt: skip
+    narrow = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--all", "--from", str(tmp_path / "s.json")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="80"),
+        timeout=300,
+    )
     assert narrow.returncode == 0, narrow.stderr
     lines = narrow.stdout.splitlines()
     assert lines[-1] == f"0 error(s), 0 warning(s), {n_ok} ok, 1 inconclusive"
@@ -153,14 +179,26 @@ def test_inconclusive_timing_is_not_called_ok(tmp_path):
 def test_doctor_snapshot_refuses_to_replace_a_job_spec(tmp_path):
     spec = tmp_path / "job.yaml"
     spec.write_text("model: lenet\n")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(spec)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2 and "`--snapshot" in r.stderr and "is not a file this command wrote" in r.stderr, r.stderr
     assert spec.read_text() == "model: lenet\n"
     snap = tmp_path / "me.json"
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(snap)],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(snap)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode in (0, 1) and '"shm_total_bytes"' in snap.read_text()
-    again = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot",
-                            str(snap)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    again = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "doctor", "--no-measure", "--snapshot", str(snap)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode in (0, 1), again.stderr  # its own earlier snapshot is replaced

@@ -23,8 +23,22 @@ from paddlefit.plan.rows import effective_precision, flash_runs, gpu_notes, reco
 from paddlefit.report.render import render_gpus
 from paddlefit.spec import Precision
 
-NEW = ["A800-SXM4-80GB", "A800-PCIe-80GB", "A800-PCIe-40GB", "H800-SXM", "H800-PCIe", "H20", "L20", "L40",
-       "RTX-4090D", "RTX-4080", "RTX-4080-SUPER", "RTX-A6000", "RTX-6000-Ada", "Kunlunxin-K200"]  # fmt: skip
+NEW = [
+    "A800-SXM4-80GB",
+    "A800-PCIe-80GB",
+    "A800-PCIe-40GB",
+    "H800-SXM",
+    "H800-PCIe",
+    "H20",
+    "L20",
+    "L40",
+    "RTX-4090D",
+    "RTX-4080",
+    "RTX-4080-SUPER",
+    "RTX-A6000",
+    "RTX-6000-Ada",
+    "Kunlunxin-K200",
+]
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -38,8 +52,18 @@ def test_every_new_row_has_a_source_url_and_a_retrieved_date(name: str) -> None:
 def test_new_rows_hold_their_sources_figures() -> None:
     """Figures as the cited pages print them (dense tensor peaks)."""
     h20 = get_gpu("h20")  # zangshuxian.com / willitrunai.com / 1cnz.cn
-    assert (h20.memory_gib, h20.mem_bw_gb_s, h20.fp32_tflops, h20.tf32_tflops, h20.fp16_tflops, h20.int8_tops,
-            h20.fp8_tflops, h20.nvlink_gb_s, h20.tdp_w, h20.sm_count) == (96, 4000, 44, 74, 148, 296, 296, 900, 400, 78)
+    assert (
+        h20.memory_gib,
+        h20.mem_bw_gb_s,
+        h20.fp32_tflops,
+        h20.tf32_tflops,
+        h20.fp16_tflops,
+        h20.int8_tops,
+        h20.fp8_tflops,
+        h20.nvlink_gb_s,
+        h20.tdp_w,
+        h20.sm_count,
+    ) == (96, 4000, 44, 74, 148, 296, 296, 900, 400, 78)
     a800 = get_gpu("a800")  # tweakers.net: the A100 with NVLink cut to 400 GB/s
     a100 = get_gpu("A100-SXM4-80GB")
     assert a800.nvlink_gb_s == 400 and a100.nvlink_gb_s == 600
@@ -47,18 +71,34 @@ def test_new_rows_hold_their_sources_figures() -> None:
     assert get_gpu("h800").nvlink_gb_s == 400 and get_gpu("h800").fp16_tflops == get_gpu("h100").fp16_tflops
     assert get_gpu("h800-pcie").nvlink_gb_s is None  # the bridge figure was not found: left empty
     l40 = get_gpu("L40")  # NVIDIA's L40 datasheet table as the reseller copies it
-    assert (l40.fp32_tflops, l40.tf32_tflops, l40.bf16_tflops, l40.fp8_tflops, l40.tdp_w) == (90.5, 90.5, 181.05,
-                                                                                             362, 300)  # fmt: skip
+    assert (l40.fp32_tflops, l40.tf32_tflops, l40.bf16_tflops, l40.fp8_tflops, l40.tdp_w) == (
+        90.5,
+        90.5,
+        181.05,
+        362,
+        300,
+    )
     d = get_gpu("4090d")  # hmc-tech.com, hardwaredb.net
     assert (d.sm_count, d.fp32_tflops, d.fp16_tflops, d.l2_mib, d.tdp_w) == (114, 73.54, 147.09, 72, 425)
     a6000 = get_gpu("a6000")  # servethehome (NVIDIA's table), llmperf.net (Microway)
     assert (a6000.mem_bw_gb_s, a6000.fp16_tflops, a6000.nvlink_gb_s) == (768, 154.8, 112.5)
     # issue 39: the tensor peaks not found in issue 24, sourced or derived (tests/catalog/test_gpu_columns.py)
-    assert (a6000.tf32_tflops, get_gpu("L20").fp16_tflops, get_gpu("RTX-6000-Ada").fp16_tflops) == (77.41, 119.5,
-                                                                                                   364.25)  # fmt: skip
+    assert (a6000.tf32_tflops, get_gpu("L20").fp16_tflops, get_gpu("RTX-6000-Ada").fp16_tflops) == (
+        77.41,
+        119.5,
+        364.25,
+    )
     k = get_gpu("k200")  # Linley Group (Hot Chips 2020) + tomshw.it: press figures
-    assert (k.memory_gib, k.mem_bw_gb_s, k.fp32_tflops, k.fp16_tflops, k.int8_tops, k.tdp_w, k.pcie_gb_s,
-            k.verified) == (16, 512, 16, 64, 256, 150, 15.75, "press")  # fmt: skip
+    assert (
+        k.memory_gib,
+        k.mem_bw_gb_s,
+        k.fp32_tflops,
+        k.fp16_tflops,
+        k.int8_tops,
+        k.tdp_w,
+        k.pcie_gb_s,
+        k.verified,
+    ) == (16, 512, 16, 64, 256, 150, 15.75, "press")
 
 
 def test_xpu_row_is_not_a_cuda_gpu() -> None:
@@ -76,9 +116,20 @@ def test_xpu_row_is_not_a_cuda_gpu() -> None:
 def test_xpu_generation_rules_follow_paddle_auto_cast(tmp_path) -> None:
     """fp16 AMP on XPU2+, bf16 on XPU3 (Paddle ``_is_xpu_float16_supported``/``_is_xpu_bfloat16_supported``)."""
     row = dict.fromkeys(COLUMNS, "")
-    row.update(name="MyXPU", architecture="xpu2", memory_gib="32", mem_bw_gb_s="512", fp32_tflops="32",
-               fp16_tflops="128", pcie_gen="4", pcie_gb_s="31.5", paddle_device="xpu", verified="press",
-               source="https://example.com/x", retrieved="2026-12-01")  # fmt: skip
+    row.update(
+        name="MyXPU",
+        architecture="xpu2",
+        memory_gib="32",
+        mem_bw_gb_s="512",
+        fp32_tflops="32",
+        fp16_tflops="128",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        paddle_device="xpu",
+        verified="press",
+        source="https://example.com/x",
+        retrieved="2026-12-01",
+    )
     f = tmp_path / "x.csv"
     f.write_text(",".join(COLUMNS) + "\n" + ",".join(row[c] for c in COLUMNS) + "\n")
     x2 = get_gpu("myxpu", load_gpus([f]))
@@ -87,16 +138,29 @@ def test_xpu_generation_rules_follow_paddle_auto_cast(tmp_path) -> None:
     assert effective_precision(x2, Precision.BF16_O1) is Precision.FP32
 
 
-@pytest.mark.parametrize(("over", "msg"), [
-    ({"compute_capability": "8.0"}, "leave it empty on a `paddle_device: xpu` row"),
-    ({"architecture": "kunlun"}, "xpu1, xpu2 or xpu3"),
-    ({"paddle_device": "npu"}, "must be one of gpu, xpu"),
-    ({"paddle_device": "gpu"}, "compute_capability is required"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("over", "msg"),
+    [
+        ({"compute_capability": "8.0"}, "leave it empty on a `paddle_device: xpu` row"),
+        ({"architecture": "kunlun"}, "xpu1, xpu2 or xpu3"),
+        ({"paddle_device": "npu"}, "must be one of gpu, xpu"),
+        ({"paddle_device": "gpu"}, "compute_capability is required"),
+    ],
+)
 def test_bad_xpu_rows_stop_with_the_field(tmp_path, over, msg) -> None:
     row = dict.fromkeys(COLUMNS, "")
-    row.update(name="Bad", architecture="xpu2", memory_gib="32", mem_bw_gb_s="512", fp32_tflops="32",
-               pcie_gen="4", pcie_gb_s="31.5", paddle_device="xpu", verified="press", source="https://e.com/x")
+    row.update(
+        name="Bad",
+        architecture="xpu2",
+        memory_gib="32",
+        mem_bw_gb_s="512",
+        fp32_tflops="32",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        paddle_device="xpu",
+        verified="press",
+        source="https://e.com/x",
+    )
     row.update(over)
     f = tmp_path / "bad.csv"
     f.write_text(",".join(COLUMNS) + "\n" + ",".join(row[c] for c in COLUMNS) + "\n")
@@ -114,8 +178,18 @@ def test_catalog_csv_round_trips_xpu_rows(tmp_path) -> None:
 def test_old_user_catalog_without_paddle_device_is_a_cuda_row(tmp_path) -> None:
     cols = [c for c in COLUMNS if c != "paddle_device"]
     row = {c: "" for c in cols}
-    row.update(name="Old", architecture="ampere", compute_capability="8.6", memory_gib="24", mem_bw_gb_s="900",
-               fp32_tflops="30", pcie_gen="4", pcie_gb_s="31.5", verified="datasheet", source="https://e.com/o")
+    row.update(
+        name="Old",
+        architecture="ampere",
+        compute_capability="8.6",
+        memory_gib="24",
+        mem_bw_gb_s="900",
+        fp32_tflops="30",
+        pcie_gen="4",
+        pcie_gb_s="31.5",
+        verified="datasheet",
+        source="https://e.com/o",
+    )
     f = tmp_path / "old.csv"
     f.write_text(",".join(cols) + "\n" + ",".join(row[c] for c in cols) + "\n")
     assert get_gpu("old", load_gpus([f])).paddle_device == "gpu"
@@ -141,14 +215,24 @@ def test_missing_tensor_peak_is_said_not_hidden() -> None:
     a6000 = get_gpu("RTX-A6000").model_copy(update={"tf32_tflops": None})
     _, unit = a6000.peak_flops("fp32")
     assert a6000.missing_peak("fp32") is not None
-    assert a6000.missing_peak("fp32") in gpu_notes(a6000, Precision.FP32,
-                                                                                Precision.FP32, unit)  # fmt: skip
+    assert a6000.missing_peak("fp32") in gpu_notes(a6000, Precision.FP32, Precision.FP32, unit)
 
 
 def _target(name: str, cap_gib: int, sps: float, calibration: str) -> Target:
-    return Target(name=name, kind="gpu", fits=True, peak_bytes=1, capacity_bytes=cap_gib * 1024**3,
-                  max_batch_size=8, step_time_s=1.0, samples_per_s=sps, calibrated=False, notes=[], bound=None,
-                  calibration=calibration)  # fmt: skip
+    return Target(
+        name=name,
+        kind="gpu",
+        fits=True,
+        peak_bytes=1,
+        capacity_bytes=cap_gib * 1024**3,
+        max_batch_size=8,
+        step_time_s=1.0,
+        samples_per_s=sps,
+        calibrated=False,
+        notes=[],
+        bound=None,
+        calibration=calibration,
+    )
 
 
 def test_recommendation_prefers_rows_a_measurement_grounds() -> None:
@@ -205,9 +289,19 @@ def _xpu_snapshot(**over):
     from paddlefit.diagnose.xpu import parse_xpu_smi
 
     drv, rt, xpus = parse_xpu_smi((XPU_DATA / "xpu" / "xpu_smi_2xr300.txt").read_text())
-    base = dict(os="Linux", python="3.10.12", paddle_version="2.6.1", paddle_cuda=None, paddle_xpu=True,
-                xpu_smi="/usr/local/bin/xpu-smi", xpu_driver_version=drv, xpu_runtime_version=rt, xpus=xpus,
-                device_runs={"cpu": "ok", "xpu:0": "ok", "xpu:1": "ok"}, env={})  # fmt: skip
+    base = dict(
+        os="Linux",
+        python="3.10.12",
+        paddle_version="2.6.1",
+        paddle_cuda=None,
+        paddle_xpu=True,
+        xpu_smi="/usr/local/bin/xpu-smi",
+        xpu_driver_version=drv,
+        xpu_runtime_version=rt,
+        xpus=xpus,
+        device_runs={"cpu": "ok", "xpu:0": "ok", "xpu:1": "ok"},
+        env={},
+    )
     base.update(over)
     return Snapshot(**base)
 
@@ -224,7 +318,9 @@ def test_parse_xpu_smi_reads_the_devices_table_only() -> None:
     drv, rt, xpus = parse_xpu_smi((XPU_DATA / "xpu" / "xpu_smi_2xr300.txt").read_text())
     assert (drv, rt) == ("4.0", "4.31")
     assert [(x.index, x.model, x.memory_total_bytes, x.memory_used_bytes) for x in xpus] == [
-        (0, "R300", 32768 * 1024**2, 0), (1, "R300", 32768 * 1024**2, 0)]  # VIDEO/PROCESSES rows are not XPUs
+        (0, "R300", 32768 * 1024**2, 0),
+        (1, "R300", 32768 * 1024**2, 0),
+    ]  # VIDEO/PROCESSES rows are not XPUs
     assert parse_xpu_smi("") == (None, None, [])
 
 
@@ -239,13 +335,16 @@ def test_xpu_build_is_not_flagged_for_having_no_cuda() -> None:
     assert titles["PF123"] == "2 Kunlunxin XPU(s): R300 x2"
 
 
-@pytest.mark.parametrize(("over", "expected"), [
-    ({"xpus": []}, [("PF104", "error")]),  # xpu-smi ran and lists nothing
-    ({"xpus": [], "xpu_smi": None, "device_runs": {"cpu": "ok"}}, [("PF104", "warn")]),  # nothing to ask
-    ({"xpus": [], "xpu_smi": None}, []),  # no xpu-smi, but Paddle ran on both XPUs
-    ({"paddle_xpu": False}, [("PF104", "warn"), ("PF123", "warn")]),  # CPU wheel on an XPU host
-    ({"device_runs": {"cpu": "ok", "xpu:0": "XPUError: no device"}}, [("PF100", "error")]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        ({"xpus": []}, [("PF104", "error")]),  # xpu-smi ran and lists nothing
+        ({"xpus": [], "xpu_smi": None, "device_runs": {"cpu": "ok"}}, [("PF104", "warn")]),  # nothing to ask
+        ({"xpus": [], "xpu_smi": None}, []),  # no xpu-smi, but Paddle ran on both XPUs
+        ({"paddle_xpu": False}, [("PF104", "warn"), ("PF123", "warn")]),  # CPU wheel on an XPU host
+        ({"device_runs": {"cpu": "ok", "xpu:0": "XPUError: no device"}}, [("PF100", "error")]),
+    ],
+)
 def test_xpu_build_problems(over, expected) -> None:
     assert _problems(_xpu_snapshot(**over)) == expected
 
@@ -266,8 +365,7 @@ def test_gpu_build_on_an_xpu_host_names_the_xpu_wheel() -> None:
 
 
 def test_recorded_xpu_snapshot_round_trips_through_doctor() -> None:
-    res = CliRunner().invoke(app, ["doctor", "--from", str(XPU_DATA / "snapshots" / "xpu_build_2xr300.json"),
-                                   "--json"])  # fmt: skip
+    res = CliRunner().invoke(app, ["doctor", "--from", str(XPU_DATA / "snapshots" / "xpu_build_2xr300.json"), "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["snapshot"]["paddle_xpu"] is True and len(doc["snapshot"]["xpus"]) == 2
@@ -280,8 +378,9 @@ def test_recorded_xpu_snapshot_round_trips_through_doctor() -> None:
 def test_image_for_an_xpu_host_uses_paddles_published_xpu_image(tmp_path) -> None:
     from dockerfile_parse import DockerfileParser
 
-    res = CliRunner().invoke(app, ["image", "--from-snapshot", str(XPU_DATA / "snapshots" / "xpu_build_2xr300.json"),
-                                   "--out", str(tmp_path)])  # fmt: skip
+    res = CliRunner().invoke(
+        app, ["image", "--from-snapshot", str(XPU_DATA / "snapshots" / "xpu_build_2xr300.json"), "--out", str(tmp_path)]
+    )
     assert res.exit_code == 0, res.output
     df = DockerfileParser(path=str(tmp_path / "Dockerfile"))
     assert df.baseimage == "registry.baidubce.com/device/paddle-xpu:ubuntu20-x86_64-gcc84-py310"
@@ -301,12 +400,15 @@ def test_image_xpu_picks_the_p800_image_for_p800_hosts(tmp_path) -> None:
     assert choose_xpu_build(None, None).paddle == "3.2.0"  # newest without a host to match
 
 
-@pytest.mark.parametrize(("args", "msg"), [
-    (["--xpu", "--paddle", "3.0.0"], "No published Paddle XPU image"),
-    (["--xpu", "--cuda", "12.6"], "does not apply to a `--xpu` image"),
-    (["--xpu", "--cpu"], "give one"),
-    (["--xpu", "--fixed-shape-cnn"], "does not apply to a `--xpu` image"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["--xpu", "--paddle", "3.0.0"], "No published Paddle XPU image"),
+        (["--xpu", "--cuda", "12.6"], "does not apply to a `--xpu` image"),
+        (["--xpu", "--cpu"], "give one"),
+        (["--xpu", "--fixed-shape-cnn"], "does not apply to a `--xpu` image"),
+    ],
+)
 def test_image_xpu_bad_input_exits_2(tmp_path, args, msg) -> None:
     res = CliRunner().invoke(app, ["image", *args, "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and msg in res.output

@@ -145,18 +145,23 @@ def test_buckets_pay_their_latency_each():
     assert dp.seconds > allreduce_s(100 * MIB, 8, fab)  # more than one message of all the gradients
     fused = train_gradient_allreduce(gpu, 300 * MIB, 8)  # 2 x 128 MiB + 44 MiB, none smaller last
     assert fused.buckets == 3
-    assert fused.seconds == pytest.approx(2 * allreduce_s(128 * MIB, 8, fab) + allreduce_s(44 * MIB, 8, fab),
-                                          rel=1e-12)  # fmt: skip
+    assert fused.seconds == pytest.approx(2 * allreduce_s(128 * MIB, 8, fab) + allreduce_s(44 * MIB, 8, fab), rel=1e-12)
     assert fused.last_bucket_s == allreduce_s(44 * MIB, 8, fab)
     small = dataparallel_gradient_allreduce(gpu, 0.5 * MIB, 8)  # fewer gradients than the last bucket
-    assert (small.buckets, small.seconds, small.last_bucket_s) == (1, allreduce_s(0.5 * MIB, 8, fab),
-                                                                   allreduce_s(0.5 * MIB, 8, fab))  # fmt: skip
+    assert (small.buckets, small.seconds, small.last_bucket_s) == (
+        1,
+        allreduce_s(0.5 * MIB, 8, fab),
+        allreduce_s(0.5 * MIB, 8, fab),
+    )
     assert train_gradient_allreduce(gpu, 100 * MIB, 1) == BucketedCollective(0.0, 0.0, 0, "nvlink", "none")
     rs = bucketed_collective("reduce_scatter", 50 * MIB, 8, fab, DATA_PARALLEL_BUCKETS)
-    assert rs.seconds == pytest.approx(reduce_scatter_s(25 * MIB, 8, fab) + reduce_scatter_s(24 * MIB, 8, fab)
-                                       + reduce_scatter_s(MIB, 8, fab), rel=1e-12)  # fmt: skip
-    across = bucketed_collective("allreduce", 50 * MIB, 16, node_fabric(get_gpu("B200"), 8, 400.0),
-                                 DATA_PARALLEL_BUCKETS, nodes=2)  # fmt: skip
+    assert rs.seconds == pytest.approx(
+        reduce_scatter_s(25 * MIB, 8, fab) + reduce_scatter_s(24 * MIB, 8, fab) + reduce_scatter_s(MIB, 8, fab),
+        rel=1e-12,
+    )
+    across = bucketed_collective(
+        "allreduce", 50 * MIB, 16, node_fabric(get_gpu("B200"), 8, 400.0), DATA_PARALLEL_BUCKETS, nodes=2
+    )
     assert across.link == "nvlink + network" and across.algorithm == "hierarchical Simple"
 
 
@@ -167,15 +172,18 @@ def _measured(system: str, payload: int) -> tuple[float, int]:
     return payload * 2 * (n - 1) / n / (float(row["busbw_gb_s"]) * 1e9), n
 
 
-@pytest.mark.parametrize(("system", "gpu", "nodes", "network", "payload", "tol"), [
-    # bench/collectives.py's errors at these rows: -4.5%, -2.4%, +1.0%, -4.1%, +3.3%, -2.5%
-    ("8x A100 (one node)", "A100-SXM4-80GB", 1, None, GIB, 0.05),
-    ("8x H200 (one node)", "H200", 1, None, GIB, 0.03),
-    ("8x B200 (one node, AWS p6-b200.48xlarge)", "B200", 1, None, 16 * GIB, 0.02),
-    ("4 nodes x 8x B200 (AWS p6-b200.48xlarge)", "B200", 4, 400.0, 16 * GIB, 0.05),
-    ("4 nodes x 8x B200 (AWS p6-b200.48xlarge)", "B200", 4, 400.0, 4 * MIB, 0.04),
-    ("8x B200 (one node, AWS p6-b200.48xlarge)", "B200", 1, None, MIB, 0.03),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("system", "gpu", "nodes", "network", "payload", "tol"),
+    [
+        # bench/collectives.py's errors at these rows: -4.5%, -2.4%, +1.0%, -4.1%, +3.3%, -2.5%
+        ("8x A100 (one node)", "A100-SXM4-80GB", 1, None, GIB, 0.05),
+        ("8x H200 (one node)", "H200", 1, None, GIB, 0.03),
+        ("8x B200 (one node, AWS p6-b200.48xlarge)", "B200", 1, None, 16 * GIB, 0.02),
+        ("4 nodes x 8x B200 (AWS p6-b200.48xlarge)", "B200", 4, 400.0, 16 * GIB, 0.05),
+        ("4 nodes x 8x B200 (AWS p6-b200.48xlarge)", "B200", 4, 400.0, 4 * MIB, 0.04),
+        ("8x B200 (one node, AWS p6-b200.48xlarge)", "B200", 1, None, MIB, 0.03),
+    ],
+)
 def test_model_against_measured_allreduces(system, gpu, nodes, network, payload, tol):
     meas, n = _measured(system, payload)
     pred = allreduce_s(payload, n, node_fabric(get_gpu(gpu), n // nodes, network), nodes)

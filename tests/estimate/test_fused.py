@@ -122,14 +122,23 @@ def test_paddlenlp_fused_transformer_layer_runs_on_cpu_and_traces_the_gpu_ops_ke
     ops = [o for o in record_trace(layer, [paddle.randn([b, s, e])]).ops1 if o.cls not in ("view", "move")]
     t, d = b * s, e // h
     assert [(o.op, o.gemm) for o in ops if o.cls == "gemm"] == [
-        ("matmul", (1, t, 3 * e, e)), ("matmul", (b * h, s, s, d)), ("matmul", (b * h, s, d, s)),
-        ("matmul", (1, t, e, e)), ("matmul", (1, t, f, e)), ("matmul", (1, t, e, f))]  # fmt: skip
+        ("matmul", (1, t, 3 * e, e)),
+        ("matmul", (b * h, s, s, d)),
+        ("matmul", (b * h, s, d, s)),
+        ("matmul", (1, t, e, e)),
+        ("matmul", (1, t, f, e)),
+        ("matmul", (1, t, e, f)),
+    ]
     rest = [(o.op, o.cls, o.flops) for o in ops if o.cls != "gemm"]
-    assert rest == [("add", "elementwise", t * 3 * e), ("multiply", "elementwise", t * e),
-                    ("softmax", "softmax", 3 * b * h * s * s), ("dropout", "elementwise", 0),
-                    ("fused_bias_residual_layernorm", "norm", 8 * t * e),
-                    ("fused_bias_act", "elementwise", (5 + 1) * t * f),  # gelu (5) + bias add (1) per element
-                    ("fused_bias_residual_layernorm", "norm", 8 * t * e)]  # fmt: skip
+    assert rest == [
+        ("add", "elementwise", t * 3 * e),
+        ("multiply", "elementwise", t * e),
+        ("softmax", "softmax", 3 * b * h * s * s),
+        ("dropout", "elementwise", 0),
+        ("fused_bias_residual_layernorm", "norm", 8 * t * e),
+        ("fused_bias_act", "elementwise", (5 + 1) * t * f),  # gelu (5) + bias add (1) per element
+        ("fused_bias_residual_layernorm", "norm", 8 * t * e),
+    ]
     # fused_attention and fused_feedforward are on Paddle's FP16 white list: under AMP every kernel inside runs in
     # half, the LayerNorm and softmax too (the unfused layer keeps those in fp32, black list)
     from paddlefit.estimate.amp import assign_dtypes
@@ -185,8 +194,10 @@ def test_fused_functions_imported_by_name_keep_paddles_checks_and_kernel_limits(
     err = AttributeError("module 'paddle.base.libpaddle.eager.ops.legacy' has no attribute 'fused_attention'")
     assert "Paddle has no CPU kernel for `fused_attention`" in failure_message("m:f", err, "train")
     # a kernel the CPU has in other dtypes: the model was cast to half precision, not a fused op
-    half = RuntimeError("(NotFound) The kernel with key (CPU, Undefined(AnyLayout), float16) of kernel `matmul` is "
-                        "not registered. Selected wrong DataType `float16`.")  # Paddle 3.3.1's text
+    half = RuntimeError(
+        "(NotFound) The kernel with key (CPU, Undefined(AnyLayout), float16) of kernel `matmul` is "
+        "not registered. Selected wrong DataType `float16`."
+    )  # Paddle 3.3.1's text
     said = failure_message("m:f", half, "train")
     assert "no CPU kernel for `matmul` in float16" in said and "--precision" in said and "fused" not in said
 
@@ -197,10 +208,18 @@ def test_paddlenlp_bert_with_fuse_true_is_planned_and_its_fused_epilogues_are_fa
     pytest.importorskip("paddlenlp", reason="the `real` extra (PaddleNLP 2.8.1) is not installed")
 
     def plan(model):
-        return build_plan(PlanRequest(model=f"tinymodels:{model}", batch_size=8,
-                                      inputs=[parse_input_spec("int64[64]:1000")], precision=Precision.FP16_O1,
-                                      gpus=["A100-SXM4-40GB"], probe_budget_s=1.0, use_runs=False,
-                                      time_threads=False))  # fmt: skip
+        return build_plan(
+            PlanRequest(
+                model=f"tinymodels:{model}",
+                batch_size=8,
+                inputs=[parse_input_spec("int64[64]:1000")],
+                precision=Precision.FP16_O1,
+                gpus=["A100-SXM4-40GB"],
+                probe_budget_s=1.0,
+                use_runs=False,
+                time_threads=False,
+            )
+        )
 
     plans = {m: plan(m) for m in ("paddlenlp_fused_bert", "paddlenlp_bert")}
     fused, plain = (next(t for t in p.targets if t.name == "A100-SXM4-40GB") for p in plans.values())
@@ -240,14 +259,25 @@ def test_eager_attention_rewritten_to_one_flash_kernel():
 @pytest.mark.slow
 def test_flash_attention_plan_is_faster_and_smaller_on_a100_only():
     def plan(attention):
-        return build_plan(PlanRequest(model="tinymodels:EagerAttention", batch_size=4,
-                                      inputs=[parse_input_spec("float32[1024,64]")], precision=Precision.BF16_O1,
-                                      gpus=["A100-SXM4-40GB", "T4"], attention=attention, explain=["A100-SXM4-40GB"],
-                                      probe_budget_s=1.0, use_runs=False, time_threads=False))  # fmt: skip
+        return build_plan(
+            PlanRequest(
+                model="tinymodels:EagerAttention",
+                batch_size=4,
+                inputs=[parse_input_spec("float32[1024,64]")],
+                precision=Precision.BF16_O1,
+                gpus=["A100-SXM4-40GB", "T4"],
+                attention=attention,
+                explain=["A100-SXM4-40GB"],
+                probe_budget_s=1.0,
+                use_runs=False,
+                time_threads=False,
+            )
+        )
 
     eager, flash = plan("eager"), plan("flash")
     rows = {(p.assumptions["attention"], t.name): t for p in (eager, flash) for t in p.targets}
     e, f = rows["eager", "A100-SXM4-40GB"], rows["flash", "A100-SXM4-40GB"]
+
     def device_s(t):  # the kernels' sum (the step is never below the host floor measured here, which is noisy)
         return sum(v["seconds"] for v in t.time_breakdown.values())
 
@@ -279,8 +309,13 @@ def test_attention_round_trips_through_the_spec_and_the_option_wins(tmp_path):
 def test_bad_attention_value_exits_2_naming_the_key(tmp_path):
     f = tmp_path / "job.yaml"
     f.write_text("model: lenet\nattention: fast\n")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "plan", "--config", str(f)], capture_output=True,
-                       text=True, env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "plan", "--config", str(f)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=120,
+    )
     assert r.returncode == 2 and "key `attention`" in r.stderr and "'eager' or 'flash'" in r.stderr, r.stderr
 
 
@@ -289,12 +324,19 @@ def test_training_a_fused_model_on_a_cpu_is_refused_naming_the_op_and_the_way_ou
     probe's stand-ins) and then failed at step 1 with Paddle's AttributeError. The prediction now says why there is
     none, and the step names the op, that it is GPU-only, and the way out (exit 2: the model cannot run here)."""
     spec = tmp_path / "job.yaml"
-    spec.write_text(f"model: tinymodels:fused_ffn_digits\ninputs: ['float32[1,8,8]']\ndata: {{train: digits}}\n"
-                    f"batch_size: 16\nmax_steps: 2\nrun_dir: {tmp_path / 'run'}\n")  # fmt: skip
+    spec.write_text(
+        f"model: tinymodels:fused_ffn_digits\ninputs: ['float32[1,8,8]']\ndata: {{train: digits}}\n"
+        f"batch_size: 16\nmax_steps: 2\nrun_dir: {tmp_path / 'run'}\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PADDLEFIT_NO_PREDICT"}
     env.update(PYTHONPATH=str(data_dir), COLUMNS="300")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--resume", "never"],
-                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "train", str(spec), "--resume", "never"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     said = " ".join(r.stderr.split())
     assert "not predicted: Paddle has no CPU kernel for fused_feedforward: this model trains on a GPU only" in said

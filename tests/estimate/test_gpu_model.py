@@ -274,7 +274,8 @@ def test_two_fp32_paths_per_partition_issue_a_share_of_the_peak():
     t, _ = kernel_time_s(big, rtx, p, "fp32")
     assert t == pytest.approx(2 * 8192**3 / (35.6e12 * FFMA_ISSUE_SHARE) + p.values["kernel_s"])
     assert sustained_fp32_flops(35.6e12, FFMA_ISSUE_SHARE, 350, 8, 1395, 1695, 1e6, 1.0) == pytest.approx(
-        35.6e12 * FFMA_ISSUE_SHARE)
+        35.6e12 * FFMA_ISSUE_SHARE
+    )
     # power-limited: the clock falls until the issued FLOPs fit in the TDP (350 W x 50 GFLOP/W x (12/8))
     assert sustained_fp32_flops(35.6e12, FFMA_ISSUE_SHARE, 350, 8, 0, 0, 50.0, 1.0) == pytest.approx(350 * 75e9)
 
@@ -286,8 +287,7 @@ def test_fused_winograd_blocks_waves_and_filter_transform_by_hand():
     t4 = get_gpu("T4")
     peak, sm, bw = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9
     cin, cout, pix = 64, 100, 4 * 20 * 20
-    t, comp = winograd_fused_s(24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, 0.0,
-                               1.0)  # fmt: skip
+    t, comp = winograd_fused_s(24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, 0.0, 1.0)
     main = 3 * (2 * 16 * 32 * 32 * 64) / (peak * 0.5 / sm)
     filt = 4 * (9 + 16) * cin * cout / (bw * 0.8)
     assert bool(comp) and float(t) == pytest.approx(main + filt)
@@ -302,18 +302,35 @@ def test_fused_winograd_blocks_waves_and_filter_transform_by_hand():
     geo = (3, 3, 1, 1, 1, 1, 20, 20)
     io = 4 * (pix * cin + cout * cin * 9 + pix * cout)
     k = Kernel("conv", "conv2d", "forward", 2 * pix * cout * cin * 9, io, "fp32", (1, pix, cout, cin * 9), conv=geo)
-    p = _params(conv_fp32=0.01, winograd_fp32=0.01, winograd_fused_fp32=0.5, kernel_s=5e-6, gemm_k0=0.0, bw_eff=0.8,
-                l2_gain=1.0, fp32_gflops_per_w=1e6)  # fmt: skip
+    p = _params(
+        conv_fp32=0.01,
+        winograd_fp32=0.01,
+        winograd_fused_fp32=0.5,
+        kernel_s=5e-6,
+        gemm_k0=0.0,
+        bw_eff=0.8,
+        l2_gain=1.0,
+        fp32_gflops_per_w=1e6,
+    )
     t_step, bound = kernel_time_s(k, t4, p, "fp32")
-    ref = winograd_fused_s(24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8,
-                           t4.l2_mib * 2**20, 1.0)[0]  # fmt: skip
+    ref = winograd_fused_s(
+        24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, t4.l2_mib * 2**20, 1.0
+    )[0]
     assert bound == "compute" and t_step == pytest.approx(float(ref) + 2 * 5e-6)
 
 
 def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
     t4 = get_gpu("T4")
-    p = _params(conv_fp32=0.7, winograd_fp32=0.7, winograd_transform=1.0, kernel_s=5e-6, gemm_k0=0.0,
-                bw_eff=0.8, l2_gain=1.0, fp32_gflops_per_w=1e6)  # fmt: skip  # no power cap: the peak decides
+    p = _params(
+        conv_fp32=0.7,
+        winograd_fp32=0.7,
+        winograd_transform=1.0,
+        kernel_s=5e-6,
+        gemm_k0=0.0,
+        bw_eff=0.8,
+        l2_gain=1.0,
+        fp32_gflops_per_w=1e6,
+    )  # no power cap: the peak decides
     # 32 samples, 256 -> 256 channels, 3x3 stride 1 on a 16 x 16 output: implicit GEMM M = 32 x 256, N = 256,
     # K = 256 x 9; Winograd F(4x4, 3x3): 32 x 4 x 4 = 512 tiles, 36 GEMMs of 512 x 256 over 256
     m, cin, cout = 32 * 256, 256, 256
@@ -322,17 +339,21 @@ def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
     k = Kernel("conv", "conv2d", "forward", 2 * m * cout * cin * 9, io, "fp32", (1, m, cout, cin * 9), conv=geo)
     peak, sm, bw, l2 = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9, t4.l2_mib * 2**20
     h0 = p.values["tile_h0"]
-    implicit = max(gemm_compute_s(1, m, cout, cin * 9, peak, sm, 0.7, 0.0, h0),
-                   float(memory_s(io, bw, 0.8, l2, 1.0))) + 5e-6  # fmt: skip
+    implicit = (
+        max(gemm_compute_s(1, m, cout, cin * 9, peak, sm, 0.7, 0.0, h0), float(memory_s(io, bw, 0.8, l2, 1.0))) + 5e-6
+    )
     # the 36 GEMMs are a batched SGEMM: Turing runs Volta's family, 64 x 64 tiles (the shipped table)
     bt = batched_sgemm_tile(t4.architecture, batched_sgemm_tiles())
     assert bt == (64.0, 64.0)
-    wino, _ = winograd_s(512.0, cin, cout, m * cin, m * cout, peak, sm, 0.7, 0.0, h0, math.inf, bw, 0.8, l2, 1.0, 1.0,
-                         bt)  # fmt: skip
+    wino, _ = winograd_s(
+        512.0, cin, cout, m * cin, m * cout, peak, sm, 0.7, 0.0, h0, math.inf, bw, 0.8, l2, 1.0, 1.0, bt
+    )
     # by hand: the 36 GEMMs (or their operands' bytes), then the input transform (read x, write 36 x tiles x cin),
     # the output transform (read 36 x tiles x cout, write y) and the filter's (read 9, write 36 per channel pair)
-    gemm36 = max(gemm_compute_s(36, 512, cout, cin, peak, sm, 0.7, 0.0, h0, math.inf, bt),
-                 float(memory_s(4 * 36 * (512 * cin + cin * cout + 512 * cout), bw, 0.8, l2, 1.0)))  # fmt: skip
+    gemm36 = max(
+        gemm_compute_s(36, 512, cout, cin, peak, sm, 0.7, 0.0, h0, math.inf, bt),
+        float(memory_s(4 * 36 * (512 * cin + cin * cout + 512 * cout), bw, 0.8, l2, 1.0)),
+    )
     passes = [m * cin + 36 * 512 * cin, 36 * 512 * cout + m * cout, 45 * cin * cout]
     assert float(wino) == pytest.approx(gemm36 + sum(float(memory_s(4 * b, bw, 0.8, l2, 1.0)) for b in passes))
     t, _ = kernel_time_s(k, t4, p, "fp32")
@@ -345,10 +366,19 @@ def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
     dgrad = Kernel("conv", "conv2d.dgrad", "backward", k.flops, io, "fp32", (1, m, cin * 9, cout), conv=geo)
     assert kernel_time_s(dgrad, t4, p, "fp32")[0] == pytest.approx(t)
     # a 1x1 convolution is a GEMM: it takes gemm_fp32, not conv_fp32
-    one = Kernel("conv", "conv2d", "forward", 2 * m * cout * cin, 4 * (2 * m * cin + cin * cout), "fp32",
-                 (1, m, cout, cin), conv=(1, 1, 1, 1, 1, 1, 16, 16))  # fmt: skip
+    one = Kernel(
+        "conv",
+        "conv2d",
+        "forward",
+        2 * m * cout * cin,
+        4 * (2 * m * cin + cin * cout),
+        "fp32",
+        (1, m, cout, cin),
+        conv=(1, 1, 1, 1, 1, 1, 16, 16),
+    )
     assert kernel_time_s(one, t4, _params(gemm_fp32=0.5, conv_fp32=1.0), "fp32")[0] == pytest.approx(
-        kernel_time_s(replace(one, cls="gemm", conv=None), t4, _params(gemm_fp32=0.5), "fp32")[0])
+        kernel_time_s(replace(one, cls="gemm", conv=None), t4, _params(gemm_fp32=0.5), "fp32")[0]
+    )
 
 
 def test_dataparallel_overlap():
@@ -393,8 +423,11 @@ def test_param_file_loads_and_bad_values_name_the_key():
     assert p.calibration == "published-fit" and set(p.values) >= {"gemm_half", "bw_eff", "kernel_s"}
     assert p.provenance["fitted_by"] == "bench/gpu_fit.py" and p.provenance["rows"]
     doc = {"values": dict(p.values)}
-    for key, bad, needle in (("bw_eff", 1.5, "outside"), ("kernel_s", "x", "expected a finite number"),
-                             ("gemm_half", float("nan"), "expected a finite number")):  # fmt: skip
+    for key, bad, needle in (
+        ("bw_eff", 1.5, "outside"),
+        ("kernel_s", "x", "expected a finite number"),
+        ("gemm_half", float("nan"), "expected a finite number"),
+    ):
         with pytest.raises(CatalogError, match=rf"`{key}`.*{needle}"):
             parse_perf_params({"values": dict(doc["values"], **{key: bad})}, "f.json")
     with pytest.raises(CatalogError, match=r"`bw_eff`.*outside \[0.001, 1\]"):
@@ -438,9 +471,24 @@ def test_calibrate_times_kernels_on_this_gpu():
     perf = time_kernels(gpu, reps=5)
     p = parse_perf_params(dict(perf, calibration="device"), "measured")
     assert 0.05 < p.values["bw_eff"] <= 1 and 0.05 < p.values["gemm_half"] <= 1 and p.values["kernel_s"] < 1e-3
-    cal = parse_calibration({"device": gpu.name, "rows": [{"model": "lenet", "batch_size": 8, "precision": "fp32",
-                             "peak_bytes": 1e6, "predicted_peak_bytes": 1e6, "step_time_s": 0.01,
-                             "train_flops_per_sample": 1e6}], "perf_params": perf}, "measured")  # fmt: skip
+    cal = parse_calibration(
+        {
+            "device": gpu.name,
+            "rows": [
+                {
+                    "model": "lenet",
+                    "batch_size": 8,
+                    "precision": "fp32",
+                    "peak_bytes": 1e6,
+                    "predicted_peak_bytes": 1e6,
+                    "step_time_s": 0.01,
+                    "train_flops_per_sample": 1e6,
+                }
+            ],
+            "perf_params": perf,
+        },
+        "measured",
+    )
     assert cal.perf_params is not None and cal.perf_params.calibration == "device"
 
 
@@ -467,8 +515,9 @@ def test_gpu_fit_reproduces_the_shipped_parameters_and_the_trace_cache_is_curren
     assert refit.by_generation.keys() == shipped.by_generation.keys()
     assert shipped.provenance["rows"] == [c.row["id"] for c in cases]
     ratios = [gpu_fit.predict(c, shipped) / c.measured_per_gpu for c in cases]
-    assert gpu_fit.stats(ratios)["median_abs_error"] == pytest.approx(shipped.provenance["summary"]["median_abs_error"],
-                                                                     abs=1e-3)
+    assert gpu_fit.stats(ratios)["median_abs_error"] == pytest.approx(
+        shipped.provenance["summary"]["median_abs_error"], abs=1e-3
+    )
 
 
 def test_kernel_timing_path_runs_here_and_gives_a_valid_parameter_file():
@@ -522,9 +571,23 @@ def test_a_calibration_of_an_earlier_release_keeps_its_measurements():
     shipped = load_perf_params()
     old = {k: v for k, v in shipped.values.items() if k in DEVICE_MEASURED_KEYS and not k.startswith("host_")}
     old["bw_eff"] = 0.5
-    doc = {"device": "T4", "rows": [{"model": "lenet", "batch_size": 8, "precision": "fp32", "peak_bytes": 2_000_000,
-           "predicted_peak_bytes": 1_000_000, "step_time_s": 0.01, "train_flops_per_sample": 2.0e6,
-           "peak_flops": 8.1e12, "efficiency_class": "fp32"}], "perf_params": {"values": old}}  # fmt: skip
+    doc = {
+        "device": "T4",
+        "rows": [
+            {
+                "model": "lenet",
+                "batch_size": 8,
+                "precision": "fp32",
+                "peak_bytes": 2_000_000,
+                "predicted_peak_bytes": 1_000_000,
+                "step_time_s": 0.01,
+                "train_flops_per_sample": 2.0e6,
+                "peak_flops": 8.1e12,
+                "efficiency_class": "fp32",
+            }
+        ],
+        "perf_params": {"values": old},
+    }
     cal = parse_calibration(doc, "old.json")
     assert cal.perf_params.values["bw_eff"] == 0.5 and cal.perf_params.calibration == "device"
     for k in (*SHIPPED_ONLY_KEYS, *HOST_KEYS):
@@ -543,16 +606,32 @@ def test_tensorrt_runs_a_grouped_convolution_one_group_at_a_time_and_winograd_as
     def grouped(batch: int) -> Kernel:
         m, n, k = batch * 56 * 56, 4, 4 * 9
         conv = (3, 3, 1, 1, 1, 1, 56, 56)
-        return Kernel("conv", "conv2d", "forward", 2 * 64 * m * n * k, 4 * (2 * 64 * m * 4 + 64 * n * k), "fp32",
-                      (64, m, n, k), conv=conv)  # fmt: skip
+        return Kernel(
+            "conv",
+            "conv2d",
+            "forward",
+            2 * 64 * m * n * k,
+            4 * (2 * 64 * m * 4 + 64 * n * k),
+            "fp32",
+            (64, m, n, k),
+            conv=conv,
+        )
 
     assert group_launches(grouped(1)) == 64 and group_launches(replace(grouped(1), unit="dwconv")) == 1
     one, trt = (compile_step([grouped(1)], gpu, "fp32", t).times(params)[0][0] for t in (False, True))
     assert one < 64 * kernel_s and trt == pytest.approx(64 * kernel_s, rel=1e-12)
     big, big_trt = (compile_step([grouped(64)], gpu, "fp32", t).times(params)[0][0] for t in (False, True))
     assert big > 64 * kernel_s and big_trt == big
-    dense = Kernel("conv", "conv2d", "forward", 2 * 3136 * 64 * 576, 4 * 3136 * 128, "fp32", (1, 3136, 64, 576),
-                   conv=(3, 3, 1, 1, 1, 1, 56, 56))  # fmt: skip
+    dense = Kernel(
+        "conv",
+        "conv2d",
+        "forward",
+        2 * 3136 * 64 * 576,
+        4 * 3136 * 128,
+        "fp32",
+        (1, 3136, 64, 576),
+        conv=(3, 3, 1, 1, 1, 1, 56, 56),
+    )
     cudnn, tensorrt = (compile_step([dense], gpu, "fp32", t) for t in (False, True))
     assert (cudnn.winograd_kernels, tensorrt.winograd_kernels) == ((4, 2), (1, 1))
     assert tensorrt.times(params)[0][0] <= cudnn.times(params)[0][0]

@@ -41,13 +41,35 @@ PUBLISHED_PARAMS = {
 #: Small configs built in Paddle: a Llama-style decoder (GQA 8/2, SwiGLU, untied, no biases, no dropout; LayerNorm
 #: because Paddle 3.3.1 has no CPU rms_norm kernel and the fused GPU one saves the same input) and a GPT-style one
 #: (multi-head, GELU, tied, learned positions, dropout 0.1, no biases).
-LLAMA_SMALL = TransformerConfig(name="llama-small", hidden_size=256, num_layers=2, num_heads=8, num_kv_heads=2,
-                                ffn_size=688, ffn_type="swiglu", vocab_size=1000, tie_embeddings=False,
-                                norm="layernorm", qkv_bias=False, linear_bias=False, position="rope",
-                                max_position=128)  # fmt: skip
-GPT_SMALL = TransformerConfig(name="gpt-small", hidden_size=256, num_layers=3, num_heads=4, num_kv_heads=4,
-                              ffn_size=1024, vocab_size=1000, qkv_bias=False, linear_bias=False, max_position=128,
-                              dropout=0.1)  # fmt: skip
+LLAMA_SMALL = TransformerConfig(
+    name="llama-small",
+    hidden_size=256,
+    num_layers=2,
+    num_heads=8,
+    num_kv_heads=2,
+    ffn_size=688,
+    ffn_type="swiglu",
+    vocab_size=1000,
+    tie_embeddings=False,
+    norm="layernorm",
+    qkv_bias=False,
+    linear_bias=False,
+    position="rope",
+    max_position=128,
+)
+GPT_SMALL = TransformerConfig(
+    name="gpt-small",
+    hidden_size=256,
+    num_layers=3,
+    num_heads=4,
+    num_kv_heads=4,
+    ffn_size=1024,
+    vocab_size=1000,
+    qkv_bias=False,
+    linear_bias=False,
+    max_position=128,
+    dropout=0.1,
+)
 
 
 def test_builtin_configs_match_published_parameter_counts():
@@ -56,8 +78,15 @@ def test_builtin_configs_match_published_parameter_counts():
     assert all(c.source for c in LLM_CONFIGS.values())
 
 
-@pytest.mark.parametrize("cfg", [LLAMA_SMALL, GPT_SMALL, LLAMA_SMALL.model_copy(update={"norm": "rmsnorm"}),
-                                 LLM_CONFIGS["bert-base"].model_copy(update={"num_layers": 2})])  # fmt: skip
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LLAMA_SMALL,
+        GPT_SMALL,
+        LLAMA_SMALL.model_copy(update={"norm": "rmsnorm"}),
+        LLM_CONFIGS["bert-base"].model_copy(update={"num_layers": 2}),
+    ],
+)
 def test_params_equal_the_built_paddle_model(cfg):
     with paddle.LazyGuard():
         m = build_transformer(to_transformer_config(cfg))
@@ -65,9 +94,19 @@ def test_params_equal_the_built_paddle_model(cfg):
 
 
 def test_hf_config_json(tmp_path):
-    raw = {"model_type": "qwen2", "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
-           "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-           "tie_word_embeddings": False, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6}  # fmt: skip
+    raw = {
+        "model_type": "qwen2",
+        "hidden_act": "silu",
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_attention_heads": 28,
+        "num_hidden_layers": 28,
+        "num_key_value_heads": 4,
+        "vocab_size": 152064,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+    }
     d = tmp_path / "Qwen2-7B"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(raw))
@@ -147,20 +186,28 @@ def _with_loss(cfg):
 @pytest.mark.parametrize("cfg", [LLAMA_SMALL, GPT_SMALL])
 def test_analytic_memory_matches_cpu_probe_within_10pct(cfg):
     seq = 128
-    probe, _ = probe_memory(_with_loss(cfg), [parse_input_spec(f"int64[{seq}]:{cfg.vocab_size}")],
-                            OptimizerName.ADAM, count=False)  # fmt: skip
+    probe, _ = probe_memory(
+        _with_loss(cfg), [parse_input_spec(f"int64[{seq}]:{cfg.vocab_size}")], OptimizerName.ADAM, count=False
+    )
     e = 4  # fp32
-    per_sample = (cfg.num_layers * layer_activation_bytes(cfg, seq, 1, e) + embedding_activation_bytes(cfg, seq, 1, e)
-                  + head_activation_bytes(cfg, seq, 1, e))  # fmt: skip
+    per_sample = (
+        cfg.num_layers * layer_activation_bytes(cfg, seq, 1, e)
+        + embedding_activation_bytes(cfg, seq, 1, e)
+        + head_activation_bytes(cfg, seq, 1, e)
+    )
     measured = probe.fits["forward"].per_sample_bytes
-    print(f"{cfg.name}: activations/sample analytic {per_sample:,.0f} B, probe {measured:,.0f} B, "
-          f"{per_sample / measured - 1:+.1%}")  # fmt: skip
+    print(
+        f"{cfg.name}: activations/sample analytic {per_sample:,.0f} B, probe {measured:,.0f} B, "
+        f"{per_sample / measured - 1:+.1%}"
+    )
     assert per_sample == pytest.approx(measured, rel=0.10)
     setup = TrainSetup(seq, Precision.FP32, OptimizerName.ADAM, flash_attention=False)
     for b in (4, 8):
         peak = gpu_memory(cfg, setup, Layout(1, 0, 1, 1, b, 1)).peak
-        print(f"{cfg.name}: peak at batch {b} analytic {peak:,.0f} B, probe {probe.peak_bytes(b):,.0f} B, "
-              f"{peak / probe.peak_bytes(b) - 1:+.1%}")  # fmt: skip
+        print(
+            f"{cfg.name}: peak at batch {b} analytic {peak:,.0f} B, probe {probe.peak_bytes(b):,.0f} B, "
+            f"{peak / probe.peak_bytes(b) - 1:+.1%}"
+        )
         assert peak == pytest.approx(probe.peak_bytes(b), rel=0.10)
 
 
@@ -176,7 +223,8 @@ def test_search_finds_fitting_layouts_fast_and_respects_the_rules():
         assert not (lay.pp > 1 and lay.sharding > 1)  # PaddleNLP: pipeline only with sharding stage 1
     best = r.fitting[0]
     assert best.tokens_per_s == max(p.tokens_per_s for p in r.fitting) or best.tokens_per_s * 1.006 > max(
-        p.tokens_per_s for p in r.fitting)
+        p.tokens_per_s for p in r.fitting
+    )
     args = best.paddlenlp_args(Precision.BF16_O2, True)
     assert args["bf16"] is True and args["fp16_opt_level"] == "O2"
     assert args["sharding"] in ("", "stage1", "stage2", "stage3") and isinstance(args["recompute"], bool)
@@ -186,9 +234,13 @@ def test_search_finds_fitting_layouts_fast_and_respects_the_rules():
 
 
 def test_plan_llm_rejects_bad_input():
-    for kw, msg in [({"seq_len": 5000}, "max_position"), ({"gpus": 12}, "whole number of nodes"),
-                    ({"mfu": 1.5}, "--mfu"), ({"gpu_names": ["XYZ"]}, "Unknown GPU"),
-                    ({"model": "llama-9"}, "Unknown model")]:  # fmt: skip
+    for kw, msg in [
+        ({"seq_len": 5000}, "max_position"),
+        ({"gpus": 12}, "whole number of nodes"),
+        ({"mfu": 1.5}, "--mfu"),
+        ({"gpu_names": ["XYZ"]}, "Unknown GPU"),
+        ({"model": "llama-9"}, "Unknown model"),
+    ]:
         with pytest.raises(PaddlefitError, match=msg):
             plan_llm(LLMPlanRequest(**{"model": "llama-2-7b", **kw}))
 
@@ -198,41 +250,79 @@ def _cli(*args):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=dict(os.environ, COLUMNS="200"), timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=120,
+    )
 
 
 def test_cli_plan_parallel_json_and_table(tmp_path):
-    r = _cli("plan", "llama-2-7b", "--seq-len", "4096", "--global-batch", "1024", "--gpus", "8", "--gpu",
-             "A100-SXM4-80GB", "--json")  # fmt: skip
+    r = _cli(
+        "plan",
+        "llama-2-7b",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "1024",
+        "--gpus",
+        "8",
+        "--gpu",
+        "A100-SXM4-80GB",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     rows = doc["parallel_plans"]
     assert rows and rows[0]["fits"] and rows[0]["gpus"] == 8
-    assert {"tensor_parallel_degree", "pipeline_parallel_degree", "sharding", "sharding_parallel_degree", "recompute",
-            "per_device_train_batch_size", "gradient_accumulation_steps", "bf16",
-            "fp16_opt_level"} <= set(rows[0]["paddlenlp_args"])  # fmt: skip
+    assert {
+        "tensor_parallel_degree",
+        "pipeline_parallel_degree",
+        "sharding",
+        "sharding_parallel_degree",
+        "recompute",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "bf16",
+        "fp16_opt_level",
+    } <= set(rows[0]["paddlenlp_args"])
     assert doc["model"]["params"] == PUBLISHED_PARAMS["llama-2-7b"] and doc["searches"][0]["seconds"] < 5
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
-                               "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 1376,
-                               "vocab_size": 32000, "max_position_embeddings": 2048}))  # fmt: skip
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 512,
+                "num_hidden_layers": 4,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 2,
+                "intermediate_size": 1376,
+                "vocab_size": 32000,
+                "max_position_embeddings": 2048,
+            }
+        )
+    )
     r = _cli("plan", str(cfg), "--gpus", "2", "--gpu", "L4")
     assert r.returncode == 0, r.stderr
     assert "PaddleNLP TrainingArguments: --tensor_parallel_degree" in r.stdout and "assumption:" in r.stdout
     assert "model arguments: --use_flash_attention true" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "msg"), [
-    (["llama-2-7b", "--gpus", "0"], "`--gpus` must be between"),
-    (["llama-2-7b", "--seq-len", "9000"], "max_position 4096"),
-    (["llama-2-7b", "--gpus", "8", "--batch-size", "4"], "`--batch-size` not used by the parallel planner"),
-    (["llama-2-7b", "--gpus", "6", "--global-batch", "7"], "No valid parallel layout"),
-    (["nosuch.json", "--gpus", "8"], "Model config"),
-    (["llama-2-7b", "--precision", "fp8"], "`--precision`"),
-    (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be a number of Gbit/s"),
-    (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbps` is deprecated"),  # and refused, 2
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["llama-2-7b", "--gpus", "0"], "`--gpus` must be between"),
+        (["llama-2-7b", "--seq-len", "9000"], "max_position 4096"),
+        (["llama-2-7b", "--gpus", "8", "--batch-size", "4"], "`--batch-size` not used by the parallel planner"),
+        (["llama-2-7b", "--gpus", "6", "--global-batch", "7"], "No valid parallel layout"),
+        (["nosuch.json", "--gpus", "8"], "Model config"),
+        (["llama-2-7b", "--precision", "fp8"], "`--precision`"),
+        (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be a number of Gbit/s"),
+        (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbps` is deprecated"),  # and refused, 2
+    ],
+)
 def test_cli_plan_parallel_bad_input_exit_2(args, msg):
     r = _cli("plan", *args)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -242,23 +332,32 @@ def test_cli_plan_parallel_bad_input_exit_2(args, msg):
 BASE = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
 
 
-@pytest.mark.parametrize(("text", "suffix", "msg"), [
-    (json.dumps({**BASE, "hidden_size": "abc"}), ".json", "`hidden_size`: Input should be a valid integer"),
-    (json.dumps({**BASE, "hidden_size": True}), ".json", "`hidden_size`: Input should be a valid integer"),
-    (json.dumps({**BASE, "model_type": "llama", "mlp_bias": "false"}), ".json", "`mlp_bias`: Input should be"),
-    (json.dumps({**BASE, "hidden_dropout_prob": "x"}), ".json", "`hidden_dropout_prob`: Input should be"),
-    (json.dumps({**BASE, "hidden_act": "relu6_quantum"}), ".json", "is not an activation the planner knows"),
-    (json.dumps({**BASE, "hidden_act": ["silu"]}), ".json", "`hidden_act` must be a string"),
-    (json.dumps({**BASE, "num_hidden_layers": 10**400}), ".json", "`num_hidden_layers`: Input should be less"),
-    ('{"hidden_size": 256, "hidden_size": 512}', ".json", "key `hidden_size` is given twice"),
-    ("[" * 100_000 + "]" * 100_000, ".json", "nested too deeply"),
-    ("a: &a [1, 2]\nb: *a\n", ".yaml", "anchors/aliases"),
-    ("hidden_size: 2024-01-01\nnum_hidden_layers: 2\nnum_attention_heads: 4\nvocab_size: 10\n", ".yaml",
-     "`hidden_size`: Input should be a valid integer"),
-    ("model: resnet50\ndata: {train: digits}\n", ".yaml", "is a job spec, not a model config"),
-    (json.dumps({k: v for k, v in BASE.items() if k != "num_hidden_layers"}), ".json",
-     "`num_hidden_layers`: Field required."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "suffix", "msg"),
+    [
+        (json.dumps({**BASE, "hidden_size": "abc"}), ".json", "`hidden_size`: Input should be a valid integer"),
+        (json.dumps({**BASE, "hidden_size": True}), ".json", "`hidden_size`: Input should be a valid integer"),
+        (json.dumps({**BASE, "model_type": "llama", "mlp_bias": "false"}), ".json", "`mlp_bias`: Input should be"),
+        (json.dumps({**BASE, "hidden_dropout_prob": "x"}), ".json", "`hidden_dropout_prob`: Input should be"),
+        (json.dumps({**BASE, "hidden_act": "relu6_quantum"}), ".json", "is not an activation the planner knows"),
+        (json.dumps({**BASE, "hidden_act": ["silu"]}), ".json", "`hidden_act` must be a string"),
+        (json.dumps({**BASE, "num_hidden_layers": 10**400}), ".json", "`num_hidden_layers`: Input should be less"),
+        ('{"hidden_size": 256, "hidden_size": 512}', ".json", "key `hidden_size` is given twice"),
+        ("[" * 100_000 + "]" * 100_000, ".json", "nested too deeply"),
+        ("a: &a [1, 2]\nb: *a\n", ".yaml", "anchors/aliases"),
+        (
+            "hidden_size: 2024-01-01\nnum_hidden_layers: 2\nnum_attention_heads: 4\nvocab_size: 10\n",
+            ".yaml",
+            "`hidden_size`: Input should be a valid integer",
+        ),
+        ("model: resnet50\ndata: {train: digits}\n", ".yaml", "is a job spec, not a model config"),
+        (
+            json.dumps({k: v for k, v in BASE.items() if k != "num_hidden_layers"}),
+            ".json",
+            "`num_hidden_layers`: Field required.",
+        ),
+    ],
+)
 def test_bad_model_configs_name_the_key(tmp_path, text, suffix, msg):
     """Malformed user configs fail with the key as the file spells it (adversarial review findings)."""
     path = tmp_path / f"cfg{suffix}"
@@ -318,8 +417,9 @@ def test_llm_collectives_are_the_nccl_model():
     t = step_time(cfg, st, tp, gpu, net, 0.4)
     assert t.tp_comm == pytest.approx(4 * cfg.num_layers * 4 * allreduce_s(s * h * e, 8, fab8), rel=1e-12)
     assert t.tp_link == "nvlink"
-    sp = step_time(cfg, st, Layout(dp=1, sharding=0, tp=8, pp=1, micro_batch=1, accum=4, sequence_parallel=True),
-                   gpu, net, 0.4)  # fmt: skip
+    sp = step_time(
+        cfg, st, Layout(dp=1, sharding=0, tp=8, pp=1, micro_batch=1, accum=4, sequence_parallel=True), gpu, net, 0.4
+    )
     pair = reduce_scatter_s(s * h * e, 8, fab8) + allgather_s(s * h * e, 8, fab8)
     assert sp.tp_comm == pytest.approx(4 * cfg.num_layers * 4 * pair, rel=1e-12)
     # plain DP over 16 GPUs on 2 nodes: hierarchical, each node's 3,200 Gbit/s; DataParallel's buckets overlap the

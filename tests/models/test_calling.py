@@ -30,14 +30,26 @@ sys.path.insert(0, str(DATA))
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=600, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=cwd,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_input_specs_names_scalars_and_order() -> None:
     s = parse_input_spec("token_type_ids=int64[128]:2")
-    assert (s.name, s.dtype, s.shape, s.high, str(s)) == ("token_type_ids", "int64", (128,), 2,
-                                                          "token_type_ids=int64[128]:2")
+    assert (s.name, s.dtype, s.shape, s.high, str(s)) == (
+        "token_type_ids",
+        "int64",
+        (128,),
+        2,
+        "token_type_ids=int64[128]:2",
+    )
     assert parse_input_spec("int64[]:10").shape == ()
     with pytest.raises(InputSpecError, match="positional but follows the named"):
         parse_input_specs(["a=int64[4]", "float32[3]"])
@@ -54,8 +66,10 @@ def test_lstm_flops_are_the_gate_gemms() -> None:
     expect = sum(2 * (2 * b * t * 4 * h * (i + h) + 2 * 2 * b * t * 4 * h + 9 * b * t * h) for i in (8, 2 * h))
     assert c.forward_flops == expect == 420_672
     gru = paddle.nn.GRU(8, 16)
-    assert count_flops(gru, [paddle.randn([3, 7, 8])]).forward_flops == 2 * b * t * 3 * h * (8 + h) + \
-        2 * 2 * b * t * 3 * h + 8 * b * t * h
+    assert (
+        count_flops(gru, [paddle.randn([3, 7, 8])]).forward_flops
+        == 2 * b * t * 3 * h * (8 + h) + 2 * 2 * b * t * 3 * h + 8 * b * t * h
+    )
 
 
 def test_cross_entropy_axis_from_shapes_and_generated_labels() -> None:
@@ -104,22 +118,39 @@ def test_lazy_build_fallback_and_fixed_names_twice() -> None:
     """nn.LSTM fails under LazyGuard: the plan builds it for real and says so; a layer with fixed ParamAttr names
     plans twice in one process (every build under its own unique_name.guard)."""
     ref = "tinymodels:BiLSTMClassifier"
-    p = build_plan(PlanRequest(model=ref, batch_size=4, inputs=[parse_input_spec("int64[12]:50")], gpus=["T4"],
-                               time_threads=False))  # fmt: skip
+    p = build_plan(
+        PlanRequest(model=ref, batch_size=4, inputs=[parse_input_spec("int64[12]:50")], gpus=["T4"], time_threads=False)
+    )
     # issue 26 (new user): the note was Paddle's error ("built for real (paddle.LazyGuard failed in ...: ValueError:
     # (InvalidArgument) The attribute(concated_ranks) ..."); it says what it means, the error is in --json only
     params = p.model["params"]
-    assert f"the model was built with its real weights ({params:,} parameters) because paddle.LazyGuard cannot " \
-           "build BiLSTMClassifier; planning is unaffected" in p.memory["notes"]  # fmt: skip
+    assert (
+        f"the model was built with its real weights ({params:,} parameters) because paddle.LazyGuard cannot "
+        "build BiLSTMClassifier; planning is unaffected" in p.memory["notes"]
+    )
     assert not any("Error" in n or "failed" in n for n in p.memory["notes"]), p.memory["notes"]
     assert p.memory["lazy_build_failure"].startswith("paddle.LazyGuard failed in BiLSTMClassifier.__init__ (")
     assert p.model["forward_flops_per_sample"] > 50_000  # the LSTM is counted (it was 0 before)
     for _ in range(2):
-        q = build_plan(PlanRequest(model="tinymodels:FixedNames", batch_size=2,
-                                   inputs=[parse_input_spec("float32[1,8,8]")], gpus=["T4"], time_threads=False))
+        q = build_plan(
+            PlanRequest(
+                model="tinymodels:FixedNames",
+                batch_size=2,
+                inputs=[parse_input_spec("float32[1,8,8]")],
+                gpus=["T4"],
+                time_threads=False,
+            )
+        )
         assert q.model["params"] == 4 * 9 + 4 * 3 + 3
-    r = build_plan(PlanRequest(model="tinymodels:InitCompute", batch_size=2, inputs=[parse_input_spec("float32[6]")],
-                               gpus=["T4"], time_threads=False))  # fmt: skip
+    r = build_plan(
+        PlanRequest(
+            model="tinymodels:InitCompute",
+            batch_size=2,
+            inputs=[parse_input_spec("float32[6]")],
+            gpus=["T4"],
+            time_threads=False,
+        )
+    )
     assert any("built with its real weights" in n for n in r.memory["notes"]) and r.memory["lazy_build_failure"]
 
 
@@ -128,8 +159,9 @@ def test_plan_peak_matches_measurement_with_the_job_loss_and_eval() -> None:
     allocator peak of real steps at a larger batch (within 3%)."""
     ref = resolve_model("tinymodels:SegNet")
     specs = [parse_input_spec("float32[3,32,32]")]
-    p = build_plan(PlanRequest(model=ref.name, batch_size=12, inputs=specs, gpus=["T4"], time_threads=False,
-                               eval_batch_size=40))  # fmt: skip
+    p = build_plan(
+        PlanRequest(model=ref.name, batch_size=12, inputs=specs, gpus=["T4"], time_threads=False, eval_batch_size=40)
+    )
     assert p.model["loss"] == "cross_entropy summed over the model's 2 outputs"
     assert p.model["label"] == "int64[32,32]:4"
     call = JobCall(specs, parse_input_spec("int64[32,32]:4"))
@@ -154,11 +186,22 @@ def test_keyword_job_trains_evaluates_and_exports(tmp_path: Path) -> None:
     model's own loss; plan's peak is within 3% of train's measured peak; export traces the keyword inputs."""
     # a 4,000-row embedding: the model states (~1 MB) dominate the few KB of batches whose presence in the
     # DataLoader's queue at the peak moment depends on its reader thread's timing
-    spec = {"model": "tinymodels:KeywordModel", "model_args": {"vocab": 4000}, "label_arg": "labels",
-            "batch_size": 8, "max_steps": 6,
-            "data": {"train": "trainhelpers:kw_tokens", "train_args": {"vocab": 4000}, "eval": "trainhelpers:kw_tokens",
-                     "eval_args": {"seed": 1, "vocab": 4000}, "eval_batch_size": 16},
-            "checkpoint": {"every_steps": 0, "every_minutes": 0}, "run_dir": str(tmp_path / "run")}  # fmt: skip
+    spec = {
+        "model": "tinymodels:KeywordModel",
+        "model_args": {"vocab": 4000},
+        "label_arg": "labels",
+        "batch_size": 8,
+        "max_steps": 6,
+        "data": {
+            "train": "trainhelpers:kw_tokens",
+            "train_args": {"vocab": 4000},
+            "eval": "trainhelpers:kw_tokens",
+            "eval_args": {"seed": 1, "vocab": 4000},
+            "eval_batch_size": 16,
+        },
+        "checkpoint": {"every_steps": 0, "every_minutes": 0},
+        "run_dir": str(tmp_path / "run"),
+    }
     cfg = tmp_path / "job.yaml"
     cfg.write_text(yaml.safe_dump(spec))
     r = _cli("plan", "--config", str(cfg), "--gpu", "T4", "--json")

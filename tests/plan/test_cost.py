@@ -26,8 +26,9 @@ from paddlefit.plan.cost import (
 )
 from paddlefit.plan.request import Plan, Target
 
-HEADER = ("cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,"
-          "region")  # fmt: skip
+HEADER = (
+    "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,region"
+)
 
 
 def _simulate(work, tau, delta, m, restart, runs, rng):
@@ -93,14 +94,34 @@ DELTA = 1_200_000_000 / (125 * 1024**2)
 
 
 def _target(name, step, peak=10 * 1024**3, cap=16 * 1024**3, fits=True):
-    return Target(name=name, kind="gpu", fits=fits, peak_bytes=peak, capacity_bytes=cap, max_batch_size=64,
-                  step_time_s=step, samples_per_s=32 / step, calibrated=False, grads_bytes=400_000_000,
-                  checkpoint_bytes=1_200_000_000)  # fmt: skip
+    return Target(
+        name=name,
+        kind="gpu",
+        fits=fits,
+        peak_bytes=peak,
+        capacity_bytes=cap,
+        max_batch_size=64,
+        step_time_s=step,
+        samples_per_s=32 / step,
+        calibrated=False,
+        grads_bytes=400_000_000,
+        checkpoint_bytes=1_200_000_000,
+    )
 
 
 def _plan(targets):
-    return Plan(model={"name": "m"}, batch_size=32, precision="fp32", optimizer="adam", devices=1, inputs=[],
-                memory={}, targets=targets, recommendation={}, assumptions={"default_efficiency": {"fp32": 0.5}})
+    return Plan(
+        model={"name": "m"},
+        batch_size=32,
+        precision="fp32",
+        optimizer="adam",
+        devices=1,
+        inputs=[],
+        memory={},
+        targets=targets,
+        recommendation={},
+        assumptions={"default_efficiency": {"fp32": 0.5}},
+    )
 
 
 def _prices(text):
@@ -109,16 +130,25 @@ def _prices(text):
 
 def test_build_cost_arithmetic_ranking_and_pareto():
     gpus = load_gpus()
-    plan = _plan([_target("T4", 0.5), _target("L4", 0.2), _target("A100-SXM4-40GB", 0.05),
-                  _target("V100-PCIe-16GB", 0.3, fits=False)])  # fmt: skip
-    prices = _prices("c,t4x1,T4,1,4,16,0.50,0.20,r,\n"
-                     "c,l4x1,L4,1,4,16,0.80,0.30,r,\n"
-                     "c,a100x8,A100,8,96,1152,30.0,,r,A100-SXM4-40GB\n"
-                     "c,v100x1,V100,1,8,60,0.10,0.05,r,\n"
-                     "c,odd,A6000,1,8,60,0.10,,r,\n")  # fmt: skip
+    plan = _plan(
+        [
+            _target("T4", 0.5),
+            _target("L4", 0.2),
+            _target("A100-SXM4-40GB", 0.05),
+            _target("V100-PCIe-16GB", 0.3, fits=False),
+        ]
+    )
+    prices = _prices(
+        "c,t4x1,T4,1,4,16,0.50,0.20,r,\n"
+        "c,l4x1,L4,1,4,16,0.80,0.30,r,\n"
+        "c,a100x8,A100,8,96,1152,30.0,,r,A100-SXM4-40GB\n"
+        "c,v100x1,V100,1,8,60,0.10,0.05,r,\n"
+        "c,odd,A6000,1,8,60,0.10,,r,\n"
+    )
     rate = InterruptionRate(0.1, "test")
-    rep = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, disk_bytes_per_s=100e6,
-                     restart_s=300)  # fmt: skip
+    rep = build_cost(
+        plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, disk_bytes_per_s=100e6, restart_s=300
+    )
     rows = {r.instance_type: r for r in rep.rows}
     t4 = rows["t4x1"]
     steps = math.ceil(10_000 / 32) * 3
@@ -146,13 +176,18 @@ def test_build_cost_arithmetic_ranking_and_pareto():
     assert rep.cheapest == "c/" + min(fit, key=lambda r: r.cost_usd).instance_type
     assert rep.fastest == "c/a100x8"
     for r in fit:  # Pareto: nobody is both faster and cheaper
-        dominated = any(o.cost_hours <= r.cost_hours and o.cost_usd <= r.cost_usd and
-                        (o.cost_hours, o.cost_usd) != (r.cost_hours, r.cost_usd) for o in fit)  # fmt: skip
+        dominated = any(
+            o.cost_hours <= r.cost_hours
+            and o.cost_usd <= r.cost_usd
+            and (o.cost_hours, o.cost_usd) != (r.cost_hours, r.cost_usd)
+            for o in fit
+        )
         assert r.pareto == (not dominated)
     small = build_cost(plan, prices, gpus, dataset_size=100, epochs=1, rate=rate, drop_last=True)
     assert {r.instance_type: r.hours for r in small.rows}["t4x1"] == pytest.approx((100 // 32 * 0.5 + DELTA) / 3600)
-    assert "global batch 256 exceeds the 100 samples" in {s["instance_type"]: s["reason"]
-                                                          for s in small.skipped}["a100x8"]  # fmt: skip
+    assert (
+        "global batch 256 exceeds the 100 samples" in {s["instance_type"]: s["reason"] for s in small.skipped}["a100x8"]
+    )
     spot = build_cost(plan, prices, gpus, dataset_size=10_000, epochs=3, rate=rate, use_spot=True)
     srows = {r.instance_type: r for r in spot.rows}
     assert srows["t4x1"].cost_basis == "spot (expected)" and srows["a100x8"].cost_basis == "on-demand"
@@ -208,8 +243,7 @@ def test_skypilot_cache_newest_version_zone_minimum_and_gcp_sums(tmp_path):
     aws = {r.instance_type: r for r in found["aws"]}
     assert set(aws) == {"g5.xlarge", "p5.48xlarge"}  # no CPU-only rows, no fractional GPUs
     g5 = aws["g5.xlarge"]
-    assert (g5.on_demand_usd_per_hour, g5.spot_usd_per_hour, g5.gpu_count, g5.region) == (1.006, 0.4591, 1,
-                                                                                          "us-east-1")  # fmt: skip
+    assert (g5.on_demand_usd_per_hour, g5.spot_usd_per_hour, g5.gpu_count, g5.region) == (1.006, 0.4591, 1, "us-east-1")
     assert aws["p5.48xlarge"].spot_usd_per_hour is None  # 55.04 = on-demand: a placeholder
     gcp = {(r.instance_type, r.accelerator, r.gpu_count): r for r in found["gcp"]}
     a2 = gcp[("a2-highgpu-1g", "A100", 1)]
@@ -220,8 +254,13 @@ def test_skypilot_cache_newest_version_zone_minimum_and_gcp_sums(tmp_path):
     west = load_skypilot_cache(root, region="us-west-2")
     assert [r.on_demand_usd_per_hour for r in west["aws"]] == [1.212]
     rows, source = select_prices(skypilot_root=root)
-    assert "SkyPilot's cached catalog" in source and {r.cloud for r in rows} == {"aws", "gcp", "azure", "lambda",
-                                                                                   "runpod"}
+    assert "SkyPilot's cached catalog" in source and {r.cloud for r in rows} == {
+        "aws",
+        "gcp",
+        "azure",
+        "lambda",
+        "runpod",
+    }
     assert sum(r.cloud == "aws" for r in rows) == 2  # the cache replaced the shipped AWS rows
 
 
@@ -251,20 +290,36 @@ def run(*args, home=None):
     env = dict(os.environ, COLUMNS="200")
     if home:
         env["HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     root = Path(__file__).resolve().parents[2]
-    r = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--json", "--spot", "--spot-bucket", "<5%",
-            "--cloud", "aws", "--cloud", "gcp", home=tmp_path)  # fmt: skip
+    r = run(
+        "cost",
+        "--config",
+        str(root / "examples" / "digits.yaml"),
+        "--json",
+        "--spot",
+        "--spot-bucket",
+        "<5%",
+        "--cloud",
+        "aws",
+        "--cloud",
+        "gcp",
+        home=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"assumptions", "rows", "cheapest", "fastest", "pareto", "skipped"} <= set(d)
     assert "bucket <5%" in d["assumptions"]["interruption_rate_basis"]
-    assert all(row["interruption_rate_source"] == "--spot-bucket <5%" for row in d["rows"]
-               if row["spot_usd_per_hour"] is not None)  # the option wins over the published buckets
+    assert all(
+        row["interruption_rate_source"] == "--spot-bucket <5%"
+        for row in d["rows"]
+        if row["spot_usd_per_hour"] is not None
+    )  # the option wins over the published buckets
     assert "15 epochs" in d["assumptions"]["job"] and "1,348 samples" in d["assumptions"]["job"]
     rows = d["rows"]
     assert len(rows) == 16 + 11 and all(row["fits"] for row in rows)  # a 10k-parameter CNN fits every GPU
@@ -289,16 +344,31 @@ def test_cost_cli_ranks_real_instances_for_the_digits_example(tmp_path):
     assert "cheapest:" in table.stdout and "default 0.0417/h" in table.stdout and "GH200" in table.stdout
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["resnet18"], "Give the job length"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "<5%", "--interruptions-per-hour", "1"],
-     "not both"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "sometimes"], "Spot Instance Advisor"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mib-s", "0"], "--disk-mib-s"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mbps", "0"], "--disk-mib-s"),  # deprecated alias
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--cloud", "oracle"], "no prices for that cloud"),
-    (["resnet18", "--dataset-size", "10", "--epochs", "1", "--gpu", "H900"], "Unknown GPU"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["resnet18"], "Give the job length"),
+        (
+            [
+                "resnet18",
+                "--dataset-size",
+                "10",
+                "--epochs",
+                "1",
+                "--spot-bucket",
+                "<5%",
+                "--interruptions-per-hour",
+                "1",
+            ],
+            "not both",
+        ),
+        (["resnet18", "--dataset-size", "10", "--epochs", "1", "--spot-bucket", "sometimes"], "Spot Instance Advisor"),
+        (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mib-s", "0"], "--disk-mib-s"),
+        (["resnet18", "--dataset-size", "10", "--epochs", "1", "--disk-mbps", "0"], "--disk-mib-s"),  # deprecated alias
+        (["resnet18", "--dataset-size", "10", "--epochs", "1", "--cloud", "oracle"], "no prices for that cloud"),
+        (["resnet18", "--dataset-size", "10", "--epochs", "1", "--gpu", "H900"], "Unknown GPU"),
+    ],
+)
 def test_cost_cli_bad_input_exits_2(args, msg, tmp_path):
     r = run("cost", *args, home=tmp_path)
     assert r.returncode == 2, r.stderr
@@ -314,18 +384,19 @@ def _prices_file(tmp_path, body, header=HEADER):
 def test_cost_cli_survives_hostile_price_files_and_extreme_rates(tmp_path):
     cfg = str(Path(__file__).resolve().parents[2] / "examples" / "digits.yaml")
     base = ["cost", "--config", cfg]
-    r = run(*base, "--prices", _prices_file(tmp_path, "x,big[/]1,T4,1,4,16,0.5,,r1\n"), "--cloud", "x",
-            home=tmp_path)  # fmt: skip
+    r = run(*base, "--prices", _prices_file(tmp_path, "x,big[/]1,T4,1,4,16,0.5,,r1\n"), "--cloud", "x", home=tmp_path)
     assert r.returncode == 0 and "x big[/]1" in r.stdout, r.stderr  # shown literally, not parsed as rich markup
     cases = [
         (["--interruptions-per-hour", "10000"], "outside 1e-06..3600"),
         (["--prices", _prices_file(tmp_path, "x,a,T4\n")], "line 2, column `region`: empty"),
         (["--prices", _prices_file(tmp_path, "x,a,T4,1,4,16," + "9" * 200_000 + ",,r\n")], "line 2:"),
-        (["--prices", _prices_file(tmp_path, "x,a,T4,1,4,16,0.5,,r,Z9000\n", HEADER + ",gpu"), "--cloud", "x"],
-         "names gpu 'Z9000'"),
+        (
+            ["--prices", _prices_file(tmp_path, "x,a,T4,1,4,16,0.5,,r,Z9000\n", HEADER + ",gpu"), "--cloud", "x"],
+            "names gpu 'Z9000'",
+        ),
         (["--prices", _prices_file(tmp_path, "x,a,T4,100000,4,16,0.5,,r\n")], "between 0 and 1024"),
         (["--epochs", "1e300", "--dataset-size", "10"], "`--epochs` a number in (0, 1e6]"),
-    ]  # fmt: skip
+    ]
     fifo = tmp_path / "fifo.csv"
     os.mkfifo(fifo)
     cases.append((["--prices", str(fifo)], "FIFO"))
@@ -359,17 +430,20 @@ def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
         build_cost(plan, prices, gpus, dataset_size=None, epochs=None, rate=rate)
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"safety_margin": 0}, "`--safety-margin` must be in (0, 1]"),
-    ({"top": 0}, "`--top` must be >= 1"),
-    ({"disk_mib_s": 0}, "`--disk-mib-s` must be a finite number > 0"),
-    ({"restart_minutes": -1}, "`--restart-minutes` must be a finite number >= 0"),
-    ({"interruptions_per_hour": 10_000}, "outside 1e-06..3600"),
-    ({"region": " "}, "`--region` is empty"),
-    ({"interruptions_per_hour": 1, "spot_bucket": "<5%"}, "not both"),
-    ({"spot_bucket": "sometimes"}, "Spot Instance Advisor"),
-    ({"dataset_size": 10, "epochs": 1e300}, "`--epochs` a number in (0, 1e6]"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"safety_margin": 0}, "`--safety-margin` must be in (0, 1]"),
+        ({"top": 0}, "`--top` must be >= 1"),
+        ({"disk_mib_s": 0}, "`--disk-mib-s` must be a finite number > 0"),
+        ({"restart_minutes": -1}, "`--restart-minutes` must be a finite number >= 0"),
+        ({"interruptions_per_hour": 10_000}, "outside 1e-06..3600"),
+        ({"region": " "}, "`--region` is empty"),
+        ({"interruptions_per_hour": 1, "spot_bucket": "<5%"}, "not both"),
+        ({"spot_bucket": "sometimes"}, "Spot Instance Advisor"),
+        ({"dataset_size": 10, "epochs": 1e300}, "`--epochs` a number in (0, 1e6]"),
+    ],
+)
 def test_cost_request_checks_itself_with_the_cli_messages(kw, needle):
     from paddlefit.plan.cost_request import CostRequest
 
@@ -377,8 +451,10 @@ def test_cost_request_checks_itself_with_the_cli_messages(kw, needle):
         CostRequest(**kw)
     assert needle in str(exc.value)
     req = CostRequest(spot_bucket="<5%", disk_mib_s=100, restart_minutes=0)
-    assert "bucket <5%" in req.rate().basis and req.cost_overrides() == {"disk_bytes_per_s": 100 * 1024**2,
-                                                                         "restart_s": 0}  # fmt: skip
+    assert "bucket <5%" in req.rate().basis and req.cost_overrides() == {
+        "disk_bytes_per_s": 100 * 1024**2,
+        "restart_s": 0,
+    }
     assert CostRequest(interruptions_per_hour=0.5).rate().per_hour == 0.5 and CostRequest().rate() is None
 
 
@@ -401,14 +477,42 @@ def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
     from paddlefit.catalog.gpus import catalog_csv, get_gpu
 
     catalog = tmp_path / "mine.csv"
-    catalog.write_text(catalog_csv([get_gpu("L20").model_copy(update={
-        "name": "MyL20", "aliases": (), "tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None,
-        "int8_tops": None, "fp8_tflops": None})]))  # fmt: skip
+    catalog.write_text(
+        catalog_csv(
+            [
+                get_gpu("L20").model_copy(
+                    update={
+                        "name": "MyL20",
+                        "aliases": (),
+                        "tf32_tflops": None,
+                        "fp16_tflops": None,
+                        "bf16_tflops": None,
+                        "int8_tops": None,
+                        "fp8_tflops": None,
+                    }
+                )
+            ]
+        )
+    )
     prices = tmp_path / "p.csv"
     prices.write_text(HEADER + "\nbaidu,k200-1,Kunlunxin-K200,1,8,32,1.0,,cn\nrunpod,l20x1,MyL20,1,8,32,1.0,,us\n")
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
-    r = run("cost", "--config", str(digits), "--prices", str(prices), "--catalog", str(catalog), "--gpu",
-            "Kunlunxin-K200", "--gpu", "MyL20", "--precision", "bf16-o1", "--json")  # fmt: skip
+    r = run(
+        "cost",
+        "--config",
+        str(digits),
+        "--prices",
+        str(prices),
+        "--catalog",
+        str(catalog),
+        "--gpu",
+        "Kunlunxin-K200",
+        "--gpu",
+        "MyL20",
+        "--precision",
+        "bf16-o1",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     notes = {row["gpu"]: row["notes"] for row in json.loads(r.stdout)["rows"]}
     assert "uncalibrated: no measured kernels or published runs for Kunlunxin XPUs" in notes["Kunlunxin-K200"]
@@ -418,16 +522,39 @@ def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
 def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_so():
     """Issue 26, item 4: 2x T4 at 0.6% less than 1x T4 is a tie; the single GPU (no all-reduce, simpler) wins and
     the report says which tie-break applied."""
-    t4 = Target(name="T4", kind="gpu", fits=True, peak_bytes=4 * 1024**3, capacity_bytes=16 * 1024**3,
-                max_batch_size=64, step_time_s=0.5, samples_per_s=64.0, calibrated=False, grads_bytes=1000,
-                checkpoint_bytes=1_000_000)  # fmt: skip
-    a10 = Target(name="A10", kind="gpu", fits=True, peak_bytes=4 * 1024**3, capacity_bytes=24 * 1024**3,
-                 max_batch_size=64, step_time_s=0.2, samples_per_s=160.0, calibrated=False, grads_bytes=1000,
-                 checkpoint_bytes=1_000_000)  # fmt: skip
-    prices = _prices("c,t4x1,T4,1,4,16,0.50,,r,\nc,t4x2,T4,2,8,32,0.994,,r,\n"
-                     "c,a10x1,A10,1,4,16,1.40,,r,\nc,a10x2,A10,2,8,32,2.80,,r,\n")  # fmt: skip
-    rep = build_cost(_plan([t4, a10]), prices, load_gpus(), dataset_size=64_000, epochs=1,
-                     rate=InterruptionRate(0.1, "test"))  # fmt: skip
+    t4 = Target(
+        name="T4",
+        kind="gpu",
+        fits=True,
+        peak_bytes=4 * 1024**3,
+        capacity_bytes=16 * 1024**3,
+        max_batch_size=64,
+        step_time_s=0.5,
+        samples_per_s=64.0,
+        calibrated=False,
+        grads_bytes=1000,
+        checkpoint_bytes=1_000_000,
+    )
+    a10 = Target(
+        name="A10",
+        kind="gpu",
+        fits=True,
+        peak_bytes=4 * 1024**3,
+        capacity_bytes=24 * 1024**3,
+        max_batch_size=64,
+        step_time_s=0.2,
+        samples_per_s=160.0,
+        calibrated=False,
+        grads_bytes=1000,
+        checkpoint_bytes=1_000_000,
+    )
+    prices = _prices(
+        "c,t4x1,T4,1,4,16,0.50,,r,\nc,t4x2,T4,2,8,32,0.994,,r,\n"
+        "c,a10x1,A10,1,4,16,1.40,,r,\nc,a10x2,A10,2,8,32,2.80,,r,\n"
+    )
+    rep = build_cost(
+        _plan([t4, a10]), prices, load_gpus(), dataset_size=64_000, epochs=1, rate=InterruptionRate(0.1, "test")
+    )
     rows = {r.instance_type: r for r in rep.rows}
     assert rows["t4x2"].cost_usd < rows["t4x1"].cost_usd < rows["t4x2"].cost_usd * 1.01  # a tie, 2x cheaper by cents
     assert rep.cheapest == "c/t4x1" and rows["t4x1"].cheapest and rep.rows[0].instance_type == "t4x1"
@@ -449,8 +576,13 @@ def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path)
     clouds = ", ".join(sorted({p.cloud for p in load_prices()}))
     from paddlefit.catalog.prices import price_template
 
-    assert d["skipped"] == [{"gpu": "L20", "reason": f"no priced instance in the price table (clouds: {clouds}); add "
-                             f"your provider's with --prices FILE (a template in CNY: {price_template()})"}]
+    assert d["skipped"] == [
+        {
+            "gpu": "L20",
+            "reason": f"no priced instance in the price table (clouds: {clouds}); add "
+            f"your provider's with --prices FILE (a template in CNY: {price_template()})",
+        }
+    ]
     table = run(*args, home=tmp_path)
     assert table.returncode == 0, table.stderr
     assert f"L20: no priced instance in the price table (clouds: {clouds})" in table.stdout
@@ -464,8 +596,9 @@ def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
     plan = _plan([_target("T4", 0.5)])
     prices = _prices("c,t4x1,T4,1,4,16,0.50,0.20,r,\nc,t4od,T4,1,4,16,0.50,,r,\n")
     rate = InterruptionRate(0.1, "test")
-    rep = build_cost(plan, prices, gpus, dataset_size=100_000, epochs=3, rate=rate, disk_bytes_per_s=100e6,
-                     restart_s=300)  # fmt: skip
+    rep = build_cost(
+        plan, prices, gpus, dataset_size=100_000, epochs=3, rate=rate, disk_bytes_per_s=100e6, restart_s=300
+    )
     rows = {r.instance_type: r for r in rep.rows}
     t4 = rows["t4x1"]
     work, m = math.ceil(100_000 / 32) * 3 * 0.5, 3600 / 0.1
@@ -481,14 +614,21 @@ def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
     tau_od = daly_interval_s(12.0, 3600 / 0.1)
     assert od.hours == pytest.approx((work + work / tau_od * 12.0) / 3600, rel=1e-12)
     # no interruptions: spot time is the on-demand time (the same writes), and spot at a lower price costs less
-    calm = build_cost(plan, prices, gpus, dataset_size=100_000, epochs=3, rate=InterruptionRate(1e-9, "calm"),
-                      disk_bytes_per_s=100e6, restart_s=300)  # fmt: skip
+    calm = build_cost(
+        plan,
+        prices,
+        gpus,
+        dataset_size=100_000,
+        epochs=3,
+        rate=InterruptionRate(1e-9, "calm"),
+        disk_bytes_per_s=100e6,
+        restart_s=300,
+    )
     c = {r.instance_type: r for r in calm.rows}["t4x1"]
     assert c.spot_hours == pytest.approx(c.hours, rel=1e-6)
     assert c.spot_expected_usd == pytest.approx(c.hours * 0.20, rel=1e-6) and c.spot_expected_usd < c.on_demand_usd
     # a job shorter than one interval writes one (final) checkpoint either way
-    short = build_cost(plan, prices, gpus, dataset_size=64, epochs=1, rate=rate, disk_bytes_per_s=100e6,
-                       restart_s=300)  # fmt: skip
+    short = build_cost(plan, prices, gpus, dataset_size=64, epochs=1, rate=rate, disk_bytes_per_s=100e6, restart_s=300)
     s = {r.instance_type: r for r in short.rows}["t4x1"]
     assert s.hours == pytest.approx((2 * 0.5 + 12.0) / 3600, rel=1e-12)
 
@@ -499,8 +639,13 @@ def test_cost_output_fits_80_columns(args, tmp_path):
     and the assumption lines up to 634 characters: every line now fits, nothing is cut to '…'."""
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     env = dict(os.environ, COLUMNS="80", HOME=str(tmp_path))
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "cost", "--config", str(digits), *args],
-                       capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "cost", "--config", str(digits), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
@@ -513,14 +658,32 @@ def test_cost_takes_the_label_options_plan_takes_and_times_the_job_as_plan_does(
     """A new user's finding: `cost` had no --label/--label-arg/--loss, so a model that computes its own loss from
     `labels=` was costed on another loss than `plan` timed. Both now probe the same job: the one-GPU T4 row's step
     time is plan's T4 step time."""
-    job = ["tinymodels:KeywordModel", "-i", "input_ids=int64[10]:40", "--label", "int64[]:3", "--label-arg", "labels",
-           "-b", "8", "--gpu", "T4", "--json"]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(data_dir), os.environ.get("PYTHONPATH", "")]),
-               HOME=str(tmp_path))  # fmt: skip
+    job = [
+        "tinymodels:KeywordModel",
+        "-i",
+        "input_ids=int64[10]:40",
+        "--label",
+        "int64[]:3",
+        "--label-arg",
+        "labels",
+        "-b",
+        "8",
+        "--gpu",
+        "T4",
+        "--json",
+    ]
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(data_dir), os.environ.get("PYTHONPATH", "")]), HOME=str(tmp_path)
+    )
     cli = [sys.executable, "-m", "paddlefit.cli.main"]
     p = subprocess.run([*cli, "plan", *job], capture_output=True, text=True, env=env, timeout=300)
-    c = subprocess.run([*cli, "cost", *job, "--dataset-size", "800", "--epochs", "1"], capture_output=True, text=True,
-                       env=env, timeout=300)  # fmt: skip
+    c = subprocess.run(
+        [*cli, "cost", *job, "--dataset-size", "800", "--epochs", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 0 and c.returncode == 0, (p.stderr, c.stderr)
     plan = json.loads(p.stdout)
     assert plan["model"]["loss"] == "the model's own loss"
@@ -537,8 +700,9 @@ def test_cost_writes_checkpoints_at_the_specs_cadence_as_train_does(tmp_path):
     root = Path(__file__).resolve().parents[2]
     spec = (root / "examples" / "digits.yaml").read_text()  # checkpoint: every_steps 200, every_minutes 10
     auto = tmp_path / "auto.yaml"
-    auto.write_text(spec.replace("checkpoint: {every_steps: 200,", "checkpoint: {auto_interval: true, "
-                                                                   "every_steps: 200,"))  # fmt: skip
+    auto.write_text(
+        spec.replace("checkpoint: {every_steps: 200,", "checkpoint: {auto_interval: true, every_steps: 200,")
+    )
     assert "auto_interval: true" in auto.read_text()
     docs = {}
     for name, path in (("cadence", root / "examples" / "digits.yaml"), ("auto", auto)):

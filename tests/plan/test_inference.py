@@ -44,8 +44,10 @@ def par(tid, n):
 def conv_block(act_op="relu", cls="conv", residual=False):
     """x(1x3x8x8) -> conv 3x3 16 -> batch_norm -> [add residual] -> act: the ops as the recorder writes them."""
     x, w, y = act(0, 192), par(1, 16 * 3 * 9), act(2, 1024)
-    ops = [TracedOp("conv2d", cls, 2 * 1024 * 27, (x, w), (y,), (1, 64, 16, 27), "NCHW", (3, 3, 1, 1, 1, 1, 8, 8)),
-           TracedOp("batch_norm", "norm", 4 * 1024, (y, par(3, 16), par(4, 16)), (act(5, 1024),))]
+    ops = [
+        TracedOp("conv2d", cls, 2 * 1024 * 27, (x, w), (y,), (1, 64, 16, 27), "NCHW", (3, 3, 1, 1, 1, 1, 8, 8)),
+        TracedOp("batch_norm", "norm", 4 * 1024, (y, par(3, 16), par(4, 16)), (act(5, 1024),)),
+    ]
     last = ops[-1].outputs[0]
     if residual:
         ops.append(TracedOp("add", "elementwise", 1024, (last, act(9, 1024)), (act(6, 1024),)))
@@ -61,8 +63,10 @@ def fused_names(ops, engine, precision="fp32", gpu=A100):
 
 def test_eval_mode_drops_dropout_and_makes_batch_norm_one_affine_pass():
     x, y, z = act(0, 10), act(1, 10), act(2, 10)
-    ops = [TracedOp("dropout", "elementwise", 0, (x,), (y,)),
-           TracedOp("batch_norm", "norm", 40, (y, par(5, 2), par(6, 2)), (z,))]
+    ops = [
+        TracedOp("dropout", "elementwise", 0, (x,), (y,)),
+        TracedOp("batch_norm", "norm", 40, (y, par(5, 2), par(6, 2)), (z,)),
+    ]
     out = eval_ops(ops)
     assert [o.op for o in out] == ["batch_norm"]
     assert out[0].cls == "elementwise" and out[0].flops == 2 * 10  # y = x * scale + shift
@@ -99,8 +103,10 @@ def test_residual_add_joins_the_conv_only_when_relu_follows_on_paddle_inference(
 
 def linear_act(act_op, base=0):
     x, w, b, y = act(base, 64), par(base + 1, 64 * 32), par(base + 2, 32), act(base + 3, 32)
-    return [TracedOp("linear", "gemm", 2 * 64 * 32, (x, w, b), (y,), (1, 1, 32, 64)),
-            TracedOp(act_op, "elementwise", 32, (y,), (act(base + 4, 32),))]
+    return [
+        TracedOp("linear", "gemm", 2 * 64 * 32, (x, w, b), (y,), (1, 1, 32, 64)),
+        TracedOp(act_op, "elementwise", 32, (y,), (act(base + 4, 32),)),
+    ]
 
 
 def test_matmul_add_act_fuses_relu_not_gelu_tensorrt_fuses_gelu_in_half_precision_only():
@@ -115,8 +121,11 @@ def test_tensorrt_times_a_batch_one_fully_connected_layer_by_its_fastest_tactic(
     # VGG's fc6 at batch 1: [1, 25088] x [25088, 4096], a GEMV; cuBLAS's rule runs 128 32x32 tiles over the whole
     # k, TensorRT's builder keeps the fastest tile/split-K, which the weights' read (411 MB) bounds
     w = 25088 * 4096
-    ops = [TracedOp("linear", "gemm", 2 * w, (act(0, 25088), par(1, w), par(2, 4096)), (act(3, 4096),),
-                    (1, 1, 4096, 25088))]  # fmt: skip
+    ops = [
+        TracedOp(
+            "linear", "gemm", 2 * w, (act(0, 25088), par(1, w), par(2, 4096)), (act(3, 4096),), (1, 1, 4096, 25088)
+        )
+    ]
     tr = OpTrace(ops, [], 1, 2)
     rule = forward_point(tr, 1, V100, setup("paddle-inference"))[0].device_s
     tuned = forward_point(tr, 1, V100, setup("tensorrt"))[0].device_s
@@ -131,10 +140,12 @@ def test_an_intermediate_read_twice_is_never_fused_away():
 
 def test_residual_add_into_layer_norm_and_mask_add_into_softmax():
     x, r, s, ln = act(0, 8), act(1, 8), act(2, 8), act(3, 8)
-    ops = [TracedOp("add", "elementwise", 8, (x, r), (s,)),
-           TracedOp("layer_norm", "norm", 64, (s, par(4, 8), par(5, 8)), (ln,)),
-           TracedOp("add", "elementwise", 8, (ln, act(6, 8)), (act(7, 8),)),
-           TracedOp("softmax", "softmax", 24, (act(7, 8),), (act(8, 8),))]
+    ops = [
+        TracedOp("add", "elementwise", 8, (x, r), (s,)),
+        TracedOp("layer_norm", "norm", 64, (s, par(4, 8), par(5, 8)), (ln,)),
+        TracedOp("add", "elementwise", 8, (ln, act(6, 8)), (act(7, 8),)),
+        TracedOp("softmax", "softmax", 24, (act(7, 8),), (act(8, 8),)),
+    ]
     assert fused_names(ops, "eager")[0] == ["add", "layer_norm", "add", "softmax"]
     names, count = fused_names(ops, "paddle-inference")
     assert names == ["layer_norm", "softmax"]
@@ -144,8 +155,11 @@ def test_residual_add_into_layer_norm_and_mask_add_into_softmax():
 
 def test_tensorrt_fuses_a_pointwise_chain_into_one_kernel():
     x, a, b, c = act(0, 8), act(1, 8), act(2, 8), act(3, 8)
-    ops = [TracedOp("sigmoid", "elementwise", 4 * 8, (x,), (a,)), TracedOp("multiply", "elementwise", 8, (a, x), (b,)),
-           TracedOp("tanh", "elementwise", 8, (b,), (c,))]
+    ops = [
+        TracedOp("sigmoid", "elementwise", 4 * 8, (x,), (a,)),
+        TracedOp("multiply", "elementwise", 8, (a, x), (b,)),
+        TracedOp("tanh", "elementwise", 8, (b,), (c,)),
+    ]
     assert fused_names(ops, "tensorrt")[0] == ["sigmoid"]
     assert fused_names(ops, "paddle-inference") == (["sigmoid", "tanh"], {"silu_fuse_pass": 1})
 
@@ -153,14 +167,19 @@ def test_tensorrt_fuses_a_pointwise_chain_into_one_kernel():
 def test_peak_activation_bytes_by_liveness():
     # x(100) -> a(200); x, a -> b(50) ; b -> c(10): live sets while each op runs
     x, a, b, c = act(0, 100), act(1, 200), act(2, 50), act(3, 10)
-    ops = [TracedOp("relu", "elementwise", 0, (x,), (a,)), TracedOp("add", "elementwise", 0, (x, a), (b,)),
-           TracedOp("relu", "elementwise", 0, (b,), (c,))]
+    ops = [
+        TracedOp("relu", "elementwise", 0, (x,), (a,)),
+        TracedOp("add", "elementwise", 0, (x, a), (b,)),
+        TracedOp("relu", "elementwise", 0, (b,), (c,)),
+    ]
     # op0: x + a = 300; op1: x + a + b = 350; op2: b + c = 60 elements
     assert peak_activation_bytes(ops, "fp32") == 350 * 4
     assert peak_activation_bytes(ops, "fp16") == 350 * 2
     ids = TensorRef(9, 100, "int64")
-    assert peak_activation_bytes([TracedOp("embedding", "embedding", 0, (ids, par(8, 1000)), (act(10, 400),))],
-                                 "fp16") == 100 * 8 + 400 * 2  # fmt: skip
+    assert (
+        peak_activation_bytes([TracedOp("embedding", "embedding", 0, (ids, par(8, 1000)), (act(10, 400),))], "fp16")
+        == 100 * 8 + 400 * 2
+    )
 
 
 def test_weight_bytes_per_precision():
@@ -185,6 +204,7 @@ def one_gemm_trace(m=4096, k=4096, n=4096):
     def build(b):
         x, w, y = act(0, b * m * k), par(1, k * n), act(2, b * m * n)
         return [TracedOp("linear", "gemm", 2 * b * m * k * n, (x, w), (y,), (1, b * m, n, k))]
+
     return OpTrace(build(1), build(2), 1, 2)
 
 
@@ -200,8 +220,11 @@ def test_point_latency_is_copy_plus_the_slower_of_kernels_and_host_per_engine():
     t, _ = compile_step(ks, A100, "fp32").times(s.params)
     copy = (3 * 64 * 64 * 4 + 3 * 64 * 64 * 4) / (A100.pcie_gb_s * 1e9)  # request in, the result back
     host = s.params.get("predictor_call_s") + 1 * s.params.get("predictor_op_s")
-    assert (p.device_s, p.copy_s, p.host_s) == (pytest.approx(float(t.sum()), rel=1e-12), pytest.approx(copy),
-                                                pytest.approx(host))  # fmt: skip
+    assert (p.device_s, p.copy_s, p.host_s) == (
+        pytest.approx(float(t.sum()), rel=1e-12),
+        pytest.approx(copy),
+        pytest.approx(host),
+    )
     assert p.latency_s == pytest.approx(copy + max(float(t.sum()), host), rel=1e-12)
     assert p.bound == ("host" if host > t.sum() else "device")
     assert w == 64 * 64 * 4 and p.build_peak_bytes is None
@@ -242,8 +265,10 @@ def test_cost_per_million_requests_arithmetic():
 
     point = InferencePoint(8, 0.008, 1000.0, 1, None, True)
     t = InferenceTarget("T4", "gpu", 1, 1, 1, [point], serving=point)
-    rows = [InstancePrice("aws", "g4dn.xlarge", "T4", 1, 4, 16, 3.6, 1.8, "us-east-1", "test"),
-            InstancePrice("gcp", "four", "T4", 4, 8, 32, 7.2, None, "us", "test")]
+    rows = [
+        InstancePrice("aws", "g4dn.xlarge", "T4", 1, 4, 16, 3.6, 1.8, "us-east-1", "test"),
+        InstancePrice("gcp", "four", "T4", 4, 8, 32, 7.2, None, "us", "test"),
+    ]
     out = cost_per_million([t], rows, [get_gpu("T4")])
     assert [r["instance_type"] for r in out] == ["four", "g4dn.xlarge"]
     # 7.2 USD/h / (4 x 1000 req/s x 3600 s) x 1e6 = 0.5 USD; 3.6 / (1000 x 3600) x 1e6 = 1.0
@@ -256,21 +281,54 @@ def cli(*args):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          timeout=600, env=dict(os.environ, COLUMNS="200"))  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, COLUMNS="200"),
+    )
 
 
 def test_plan_inference_json_and_cost_inference_give_one_answer():
-    common = ["lenet", "--inference", "--gpu", "T4", "--gpu", "V100-PCIe-32GB", "--engine", "tensorrt",
-              "--precision", "int8", "-b", "1", "-b", "4", "--latency-ms", "1", "--json"]  # fmt: skip
+    common = [
+        "lenet",
+        "--inference",
+        "--gpu",
+        "T4",
+        "--gpu",
+        "V100-PCIe-32GB",
+        "--engine",
+        "tensorrt",
+        "--precision",
+        "int8",
+        "-b",
+        "1",
+        "-b",
+        "4",
+        "--latency-ms",
+        "1",
+        "--json",
+    ]
     r = cli("plan", *common, "--no-cpu")
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["kind"] == "inference" and d["model"]["kind"] == "zoo" and d["batch_sizes"] == [1, 4]
     t4, v100 = d["targets"]
-    assert [set(p) for p in t4["inference"]] == [{"batch_size", "latency_s", "samples_per_s", "peak_bytes",
-                                                 "build_peak_bytes", "fits", "device_s", "host_s", "copy_s",
-                                                 "bound"}] * 2  # fmt: skip
+    assert [set(p) for p in t4["inference"]] == [
+        {
+            "batch_size",
+            "latency_s",
+            "samples_per_s",
+            "peak_bytes",
+            "build_peak_bytes",
+            "fits",
+            "device_s",
+            "host_s",
+            "copy_s",
+            "bound",
+        }
+    ] * 2
     assert all(p["latency_s"] == pytest.approx(p["copy_s"] + max(p["device_s"], p["host_s"])) for p in t4["inference"])
     assert t4["measured_error"] is None and "not checked against any measurement" in d["assumptions"]["measured_error"]
     assert all(p["build_peak_bytes"] > p["peak_bytes"] for p in t4["inference"])
@@ -286,26 +344,32 @@ def test_plan_inference_json_and_cost_inference_give_one_answer():
     assert json.loads(c.stdout)["cost_per_million_requests"] == rows
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--inference", "--precision", "int8"], "--engine tensorrt"),
-    (["--inference", "--engine", "onnx"], "--engine onnx"),
-    (["--inference", "-b", "0"], "--batch-size"),
-    (["--inference", "--precision", "fp16-o1"], "serving takes one of"),
-    (["--inference", "--optimizer", "adam"], "--optimizer"),
-    (["--latency-ms", "5"], "add `--inference`"),
-    (["-b", "1", "-b", "2"], "a training plan takes one micro-batch"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--inference", "--precision", "int8"], "--engine tensorrt"),
+        (["--inference", "--engine", "onnx"], "--engine onnx"),
+        (["--inference", "-b", "0"], "--batch-size"),
+        (["--inference", "--precision", "fp16-o1"], "serving takes one of"),
+        (["--inference", "--optimizer", "adam"], "--optimizer"),
+        (["--latency-ms", "5"], "add `--inference`"),
+        (["-b", "1", "-b", "2"], "a training plan takes one micro-batch"),
+    ],
+)
 def test_plan_inference_bad_options_exit_2_naming_the_option(args, says):
     r = cli("plan", "lenet", "--no-cpu" if "--inference" in args else "--gpu=T4", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert says in r.stderr and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--epochs", "3", "--loss", "mse"], "`--loss`, `--epochs` do not apply to `--inference`"),
-    (["--spot"], "`--spot` does not apply to `--inference`"),
-    (["--engine", " "], "`--engine` is empty"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--epochs", "3", "--loss", "mse"], "`--loss`, `--epochs` do not apply to `--inference`"),
+        (["--spot"], "`--spot` does not apply to `--inference`"),
+        (["--engine", " "], "`--engine` is empty"),
+    ],
+)
 def test_cost_inference_refuses_training_options_like_plan(args, says):
     r = cli("cost", "lenet", "--inference", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -334,9 +398,26 @@ def test_sigterm_during_the_cpu_measurement_leaves_no_child_and_no_model_copy(tm
     import psutil
 
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    p = subprocess.Popen([sys.executable, "-m", "paddlefit.cli.main", "plan", "resnet18", "--inference", "--gpu", "T4",
-                          "-b", "16", "--threads", "1"], env=env, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "paddlefit.cli.main",
+            "plan",
+            "resnet18",
+            "--inference",
+            "--gpu",
+            "T4",
+            "-b",
+            "16",
+            "--threads",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     child, deadline = None, time.monotonic() + 300
     while child is None and time.monotonic() < deadline and p.poll() is None:
         for c in psutil.Process(p.pid).children(recursive=True):

@@ -21,10 +21,21 @@ def lenet_plan():
 
 def test_plan_document_shape(lenet_plan):
     d = json.loads(json.dumps(lenet_plan.to_dict(), default=str))
-    assert set(d["model"]) >= {"name", "params", "trainable_params", "forward_flops_per_sample",
-                               "train_flops_per_sample"}  # fmt: skip
-    assert set(d["memory"]) >= {"method", "weights_bytes", "grads_bytes", "optimizer_bytes",
-                                "activation_bytes_per_sample", "fixed_bytes"}  # fmt: skip
+    assert set(d["model"]) >= {
+        "name",
+        "params",
+        "trainable_params",
+        "forward_flops_per_sample",
+        "train_flops_per_sample",
+    }
+    assert set(d["memory"]) >= {
+        "method",
+        "weights_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "activation_bytes_per_sample",
+        "fixed_bytes",
+    }
     names = [t["name"] for t in d["targets"]]
     assert "cpu" in names and "A100-SXM4-40GB" in names and len(names) == len(load_gpus()) + 1
     assert d["recommendation"]["target"] == d["targets"][0]["name"]
@@ -46,13 +57,15 @@ def test_targets_consistent(lenet_plan):
     # one fused bucket of 241 KiB: latency-bound, NCCL's LL protocol (base 6.6 us + 2(n-1) x 0.6 us over NVLink) at
     # Ampere's LL ceiling 87.7 GB/s bus bandwidth, + the call's overhead
     assert a100.allreduce_s == train_gradient_allreduce(get_gpu("A100-SXM4-40GB"), grads, 4).seconds
-    assert a100.allreduce_s == pytest.approx(CALL_OVERHEAD_S + (6.6 + 6 * 0.6) * 1e-6 + 2 * 3 / 4 * grads / 87.7e9,
-                                             rel=1e-12)  # fmt: skip
+    assert a100.allreduce_s == pytest.approx(
+        CALL_OVERHEAD_S + (6.6 + 6 * 0.6) * 1e-6 + 2 * 3 / 4 * grads / 87.7e9, rel=1e-12
+    )
     # a 4-GPU ring of bridged PCIe cards crosses PCIe, not the 2-GPU NVLink bridge: PCIe hops (1.0 us), LL at half
     # the ring's PCIe ceiling
     a100p = next(t for t in p.targets if t.name == "A100-PCIe-40GB")
-    assert a100p.allreduce_s == pytest.approx(CALL_OVERHEAD_S + (6.6 + 6 * 1.0) * 1e-6 + 2 * 3 / 4 * grads
-                                              / (0.5 * RING_EFFICIENCY * 31.5e9), rel=1e-12)  # fmt: skip
+    assert a100p.allreduce_s == pytest.approx(
+        CALL_OVERHEAD_S + (6.6 + 6 * 1.0) * 1e-6 + 2 * 3 / 4 * grads / (0.5 * RING_EFFICIENCY * 31.5e9), rel=1e-12
+    )
     # the step is paddlefit train's (oom_backoff: true): the whole all-reduce after the backward, as `cost` prices it
     for t in (a100, a100p):
         assert t.allreduce_exposed_s == t.allreduce_s == t.time_breakdown["allreduce_exposed"]["seconds"]
@@ -67,9 +80,17 @@ def test_targets_consistent(lenet_plan):
 def test_max_batch_is_the_boundary():
     """With the memory limit set halfway between the T4 peaks at batch 20 and 21, the largest batch is 20: it fits,
     and 21 does not (the limit was 15 MB here before, max batch 0, and the check compared False with False)."""
+
     def t4_row(batch: int, margin: float = 0.9):
-        p = build_plan(PlanRequest(model="mobilenet_v3_small", batch_size=batch, safety_margin=margin,
-                                   inputs=[parse_input_spec("float32[3,64,64]")], gpus=["T4"]))  # fmt: skip
+        p = build_plan(
+            PlanRequest(
+                model="mobilenet_v3_small",
+                batch_size=batch,
+                safety_margin=margin,
+                inputs=[parse_input_spec("float32[3,64,64]")],
+                gpus=["T4"],
+            )
+        )
         return next(t for t in p.targets if t.name == "T4"), p.assumptions["cuda_context_bytes"]
 
     with memoised_probe():  # one probe per batch: the margin only changes what comes after it
@@ -151,8 +172,15 @@ def test_probe_refuses_inputs_that_would_exhaust_ram(monkeypatch):
 def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_path):
     from paddlefit.errors import CatalogError
 
-    row = {"model": "lenet", "batch_size": 4, "precision": "fp32", "peak_bytes": 2e6, "predicted_peak_bytes": 1e6,
-           "step_time_s": 0.01, "train_flops_per_sample": 2e6}
+    row = {
+        "model": "lenet",
+        "batch_size": 4,
+        "precision": "fp32",
+        "peak_bytes": 2e6,
+        "predicted_peak_bytes": 1e6,
+        "step_time_s": 0.01,
+        "train_flops_per_sample": 2e6,
+    }
     f = tmp_path / "c.json"
     f.write_text(json.dumps({"device": "a100", "rows": [row]}))
     base = build_plan(PlanRequest(model="lenet", batch_size=4, gpus=["A100-SXM4-40GB"]))
@@ -164,19 +192,22 @@ def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_pat
         build_plan(PlanRequest(model="lenet", batch_size=4, calibration_files=[str(f)]))
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"batch_size": 0}, "`--batch-size` must be >= 1 (got 0)"),
-    ({"devices": 0}, "`--devices` must be >= 1 (got 0)"),
-    ({"safety_margin": 1.5}, "`--safety-margin` must be in (0, 1]"),
-    ({"dataset_size": 10}, "go together"),
-    ({"dataset_size": 10, "epochs": float("inf")}, "a finite number > 0"),
-    ({"max_probe_bytes": 0}, "`--max-probe-gib` must be a finite number > 0"),
-    ({"probe_memory_bytes": 0}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576 (got 0)"),
-    ({"probe_memory_bytes": 10**30}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576"),
-    ({"explain": [" "]}, "`--explain` is empty"),
-    ({"explain": ["H900"]}, "`--explain H900`: Unknown GPU"),
-    ({"explain": ["L4"], "gpus": ["T4"]}, "is not among the planned GPUs (`--gpu T4`); add `--gpu L4`"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"batch_size": 0}, "`--batch-size` must be >= 1 (got 0)"),
+        ({"devices": 0}, "`--devices` must be >= 1 (got 0)"),
+        ({"safety_margin": 1.5}, "`--safety-margin` must be in (0, 1]"),
+        ({"dataset_size": 10}, "go together"),
+        ({"dataset_size": 10, "epochs": float("inf")}, "a finite number > 0"),
+        ({"max_probe_bytes": 0}, "`--max-probe-gib` must be a finite number > 0"),
+        ({"probe_memory_bytes": 0}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576 (got 0)"),
+        ({"probe_memory_bytes": 10**30}, "`--probe-memory-gib` must be a finite number > 0 and at most 1,048,576"),
+        ({"explain": [" "]}, "`--explain` is empty"),
+        ({"explain": ["H900"]}, "`--explain H900`: Unknown GPU"),
+        ({"explain": ["L4"], "gpus": ["T4"]}, "is not among the planned GPUs (`--gpu T4`); add `--gpu L4`"),
+    ],
+)
 def test_plan_request_checks_itself_with_the_cli_messages(kw, needle):
     from paddlefit.errors import PaddlefitError
 
@@ -204,8 +235,17 @@ def bare_l20_catalog(tmp_path):
     issue 39 sourced them)."""
     from paddlefit.catalog.gpus import catalog_csv
 
-    bare = get_gpu("L20").model_copy(update={"name": "MyL20", "aliases": (), "tf32_tflops": None, "fp16_tflops": None,
-                                             "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None})  # fmt: skip
+    bare = get_gpu("L20").model_copy(
+        update={
+            "name": "MyL20",
+            "aliases": (),
+            "tf32_tflops": None,
+            "fp16_tflops": None,
+            "bf16_tflops": None,
+            "int8_tops": None,
+            "fp8_tflops": None,
+        }
+    )
     f = tmp_path / "mine.csv"
     f.write_text(catalog_csv([bare]))
     return f
@@ -217,8 +257,13 @@ def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked(tmp_pa
     another GPU fits; alone, it still is. (The shipped L20 has its peaks now: a user row without them stands in.)"""
     from paddlefit.plan.rows import recommend
 
-    req = PlanRequest(model="lenet", batch_size=8, precision=Precision.FP16_O1, gpus=["MyL20", "RTX-4090"],
-                      catalog_files=[str(bare_l20_catalog(tmp_path))])  # fmt: skip
+    req = PlanRequest(
+        model="lenet",
+        batch_size=8,
+        precision=Precision.FP16_O1,
+        gpus=["MyL20", "RTX-4090"],
+        catalog_files=[str(bare_l20_catalog(tmp_path))],
+    )
     d = build_plan(req).to_dict()
     rows = {t["name"]: t for t in d["targets"] if t["kind"] == "gpu"}
     assert rows["MyL20"]["speed_lower_bound"] is True and rows["MyL20"]["predicted_mfu"] is None
@@ -237,9 +282,20 @@ def test_a_row_timed_below_its_cards_peak_is_a_lower_bound_and_not_ranked(tmp_pa
 def _gpu_row(name: str, cap_gib: float, sps: float):
     from paddlefit.plan.request import Target
 
-    return Target(name=name, kind="gpu", fits=True, peak_bytes=1024**3, capacity_bytes=int(cap_gib * 1024**3),
-                  max_batch_size=64, step_time_s=64 / sps, samples_per_s=sps, calibrated=False, notes=[],
-                  bound="host", calibration="published-fit")  # fmt: skip
+    return Target(
+        name=name,
+        kind="gpu",
+        fits=True,
+        peak_bytes=1024**3,
+        capacity_bytes=int(cap_gib * 1024**3),
+        max_batch_size=64,
+        step_time_s=64 / sps,
+        samples_per_s=sps,
+        calibrated=False,
+        notes=[],
+        bound="host",
+        calibration="published-fit",
+    )
 
 
 def test_gpus_within_one_percent_of_the_fastest_tie_and_the_tie_goes_to_the_smallest_card():
@@ -251,9 +307,11 @@ def test_gpus_within_one_percent_of_the_fastest_tie_and_the_tie_goes_to_the_smal
     a100, t4, l4 = _gpu_row("A100-SXM4-80GB", 80, 1000.0), _gpu_row("T4", 16, 995.0), _gpu_row("L4", 24, 999.0)
     rec = recommend([a100, l4, t4], 64)
     assert rec["target"] == "T4" and rec["smallest_fit"] == "T4"
-    assert rec["tie_break"] == ("3 GPUs within 1% of the fastest samples/s tie (below the model's resolution); the "
-                                "tie goes to the smallest card that fits (the least memory), then the faster: T4 "
-                                "(16 GiB) over A100-SXM4-80GB (80 GiB, 0.5% faster)")  # fmt: skip
+    assert rec["tie_break"] == (
+        "3 GPUs within 1% of the fastest samples/s tie (below the model's resolution); the "
+        "tie goes to the smallest card that fits (the least memory), then the faster: T4 "
+        "(16 GiB) over A100-SXM4-80GB (80 GiB, 0.5% faster)"
+    )
     assert rec["reason"].startswith("fastest GPU that fits, within 1% (tie-break below): 995 samples/s")
     # a usable capacity is said as the table prints it, never rounded up (the L40S's 44.7 GiB read 45 here)
     l40s = _gpu_row("L40S", 45776 / 1024, 999.0)
@@ -331,10 +389,19 @@ def test_the_depthwise_prior_note_appears_where_explain_says_the_prior_times_the
 
     said = "depthwise conv compute-bound at an efficiency no published run constrains (a prior)"
     for k, compute in ((3, False), (7, True)):
-        p = build_plan(PlanRequest(model="tinymodels:depthwise", model_args={"kernel": k, "frozen": compute},
-                                   batch_size=64,
-                                   inputs=[parse_input_spec("float32[64,56,56]")], gpus=["T4"], explain=["T4"],
-                                   probe_budget_s=1.0, use_runs=False, time_threads=False))  # fmt: skip
+        p = build_plan(
+            PlanRequest(
+                model="tinymodels:depthwise",
+                model_args={"kernel": k, "frozen": compute},
+                batch_size=64,
+                inputs=[parse_input_spec("float32[64,56,56]")],
+                gpus=["T4"],
+                explain=["T4"],
+                probe_budget_s=1.0,
+                use_runs=False,
+                time_threads=False,
+            )
+        )
         (t4,) = [t for t in p.targets if t.name == "T4"]
         assert (t4.time_breakdown["dwconv"]["bound"] == "compute") is compute and (said in t4.notes) is compute
         dw = [g for g in p.explain["T4"] if g["cls"] == "dwconv"]
@@ -365,9 +432,14 @@ def test_an_l20_plans_fp16_on_its_tensor_peak_and_outruns_an_a10(tmp_path):
     A10 for ERNIE in fp16. With its FP16 peak (119.5 dense, verl/LLM-Prof) it plans on the FP16 tensor cores and,
     with 864 vs 600 GB/s and a near-equal peak (119.5 vs 125), outruns the A10 (analytic transformer trace: no
     probe)."""
-    req = PlanRequest(model="ernie-3.0-medium-zh", batch_size=32, precision=Precision.FP16_O1,
-                      gpus=["L20", "A10", "MyL20"], max_probe_bytes=1,
-                      catalog_files=[str(bare_l20_catalog(tmp_path))])  # fmt: skip
+    req = PlanRequest(
+        model="ernie-3.0-medium-zh",
+        batch_size=32,
+        precision=Precision.FP16_O1,
+        gpus=["L20", "A10", "MyL20"],
+        max_probe_bytes=1,
+        catalog_files=[str(bare_l20_catalog(tmp_path))],
+    )
     plan = build_plan(req)
     assert plan.memory["method"] == "analytic-transformer"
     rows = {t.name: t for t in plan.targets}

@@ -18,33 +18,44 @@ ROWS = json.loads((Path(__file__).parents[1] / "data" / "recorded-runs.json").re
 
 
 def test_the_factor_is_the_geometric_mean_of_measured_over_predicted() -> None:
-    rows = [{"id": 1, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.2},
-            {"id": 2, "model": "b", "predicted_step_s": 0.1, "measured_step_s": 0.05},
-            {"id": 3, "model": "b", "predicted_step_s": 0.3, "measured_step_s": 0.6}]  # fmt: skip
+    rows = [
+        {"id": 1, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.2},
+        {"id": 2, "model": "b", "predicted_step_s": 0.1, "measured_step_s": 0.05},
+        {"id": 3, "model": "b", "predicted_step_s": 0.3, "measured_step_s": 0.6},
+    ]
     c = fit_correction(rows, "c", "L4")  # no run of model c: every run of the device
     assert c is not None and not c.same_model and c.n == 3 and c.run_ids == [1, 2, 3]
     assert c.factor == pytest.approx(math.exp((math.log(2) + math.log(0.5) + math.log(2)) / 3), rel=1e-12)
     assert c.residuals_before == pytest.approx([-0.5, 1.0, -0.5])
-    assert c.residuals_after == pytest.approx([0.1 * c.factor / 0.2 - 1, 0.1 * c.factor / 0.05 - 1,
-                                               0.3 * c.factor / 0.6 - 1])  # fmt: skip
+    assert c.residuals_after == pytest.approx(
+        [0.1 * c.factor / 0.2 - 1, 0.1 * c.factor / 0.05 - 1, 0.3 * c.factor / 0.6 - 1]
+    )
     same = fit_correction(rows, "b", "L4")  # runs of the planned model: only those
     assert same is not None and same.same_model and same.n == 2 and same.factor == pytest.approx(1.0)
     assert same.label == "runs (n=2)"
 
 
 def test_rows_without_both_step_times_are_left_out() -> None:
-    rows = [{"id": 1, "model": "a", "predicted_step_s": None, "measured_step_s": 0.2},
-            {"id": 2, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.0},
-            {"id": 3, "model": "a", "predicted_step_s": float("nan"), "measured_step_s": 0.1}]  # fmt: skip
+    rows = [
+        {"id": 1, "model": "a", "predicted_step_s": None, "measured_step_s": 0.2},
+        {"id": 2, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.0},
+        {"id": 3, "model": "a", "predicted_step_s": float("nan"), "measured_step_s": 0.1},
+    ]
     assert fit_correction(rows, "a", "L4") is None
-    assert fit_correction([*rows, {"id": 4, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.15}],
-                          "a", "L4").factor == pytest.approx(1.5)  # fmt: skip
+    assert fit_correction(
+        [*rows, {"id": 4, "model": "a", "predicted_step_s": 0.1, "measured_step_s": 0.15}], "a", "L4"
+    ).factor == pytest.approx(1.5)
 
 
 def test_a_run_of_few_measured_steps_does_not_calibrate() -> None:
     def row(i: int, measured: float, steps: int) -> dict:
-        return {"id": i, "model": "a", "predicted_step_s": 0.03, "measured_step_s": measured,
-                "comparison_json": {"measured_steps": steps}}  # fmt: skip
+        return {
+            "id": i,
+            "model": "a",
+            "predicted_step_s": 0.03,
+            "measured_step_s": measured,
+            "comparison_json": {"measured_steps": steps},
+        }
 
     # a resumed run that measured 5 steps on a busy machine (8x the prediction) is left out; 20 steps count
     assert fit_correction([row(1, 0.24, 5)], "a", "cpu") is None
@@ -69,9 +80,20 @@ def test_recorded_runs_of_other_models_improve_the_held_out_models_prediction_on
 
 
 def _t4(**over) -> Target:
-    base = dict(name="T4", kind="gpu", fits=True, peak_bytes=1, capacity_bytes=2, max_batch_size=8, step_time_s=0.02,
-                samples_per_s=400.0, calibrated=False, notes=("host-bound",), calibration="published-fit",
-                predicted_mfu=0.3)  # fmt: skip
+    base = dict(
+        name="T4",
+        kind="gpu",
+        fits=True,
+        peak_bytes=1,
+        capacity_bytes=2,
+        max_batch_size=8,
+        step_time_s=0.02,
+        samples_per_s=400.0,
+        calibrated=False,
+        notes=("host-bound",),
+        calibration="published-fit",
+        predicted_mfu=0.3,
+    )
     return Target(**{**base, **over})
 
 
@@ -89,16 +111,32 @@ def test_runs_passed_in_correct_a_new_row_and_leave_the_old_one() -> None:
     assert new.step_time_s == pytest.approx(0.02 * factor) and new.samples_per_s == pytest.approx(400 / factor)
     assert new.predicted_mfu == pytest.approx(0.3 / factor) and new.calibration == "runs (n=2)"
     assert new.runs_calibration is not None and new.runs_calibration["run_ids"] == [1, 2]
-    assert list(new.to_dict()["runs_calibration"]) == ["device", "n", "factor", "same_model", "residuals_before",
-                                                       "residuals_after", "run_ids", "uncalibrated_step_s"]
-    assert new.runs_calibration.to_dict() == {"device": "T4", "n": 2, "factor": pytest.approx(factor),
-                                              "same_model": True,
-                                    "residuals_before": pytest.approx([1 / 1.5 - 1, 1 / 1.2 - 1]),
-                                    "residuals_after": pytest.approx([factor / 1.5 - 1, factor / 1.2 - 1]),
-                                    "run_ids": [1, 2], "uncalibrated_step_s": 0.02}  # fmt: skip
+    assert list(new.to_dict()["runs_calibration"]) == [
+        "device",
+        "n",
+        "factor",
+        "same_model",
+        "residuals_before",
+        "residuals_after",
+        "run_ids",
+        "uncalibrated_step_s",
+    ]
+    assert new.runs_calibration.to_dict() == {
+        "device": "T4",
+        "n": 2,
+        "factor": pytest.approx(factor),
+        "same_model": True,
+        "residuals_before": pytest.approx([1 / 1.5 - 1, 1 / 1.2 - 1]),
+        "residuals_after": pytest.approx([factor / 1.5 - 1, factor / 1.2 - 1]),
+        "run_ids": [1, 2],
+        "uncalibrated_step_s": 0.02,
+    }
     # median |residual| before: |1/1.5 - 1| = 0.333, |1/1.2 - 1| = 0.167 -> 25%; after: 0.106, 0.118 -> 11%
-    assert new.notes == ("host-bound", "calibration: runs (n=2, same model): step time x 1.342; median "
-                         "|predicted/measured - 1| over those runs 25% -> 11% (`--no-runs` turns it off)")  # fmt: skip
+    assert new.notes == (
+        "host-bound",
+        "calibration: runs (n=2, same model): step time x 1.342; median "
+        "|predicted/measured - 1| over those runs 25% -> 11% (`--no-runs` turns it off)",
+    )
 
 
 def test_rows_runs_do_not_correct() -> None:

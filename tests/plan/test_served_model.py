@@ -19,9 +19,14 @@ from paddlefit.plan.served_model import resolve_served
 def test_a_missing_path_says_it_does_not_exist_and_what_an_export_holds(tmp_path):
     with pytest.raises(ModelError, match=r"no such file or folder.*model\.pdiparams"):
         resolve_served(str(tmp_path / "nope" / "inference"), None, None, None)
-    r = subprocess.run([sys.executable, "-m", "paddlefit", "plan", "runs/nope/inference", "--inference"],
-                       capture_output=True, text=True, cwd=tmp_path, env=dict(os.environ, COLUMNS="200"),
-                       timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit", "plan", "runs/nope/inference", "--inference"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, COLUMNS="200"),
+        timeout=300,
+    )
     assert r.returncode == 2 and "runs/nope/inference: no such file or folder" in r.stderr
     assert "Unknown model" not in r.stderr
 
@@ -30,8 +35,16 @@ def test_builtin_llms_and_config_files_are_planned_from_their_shape(tmp_path):
     served = resolve_served("llama-2-7b", None, ["int64[2048]"], None)
     assert served.kind == "config" and served.trace.source == "analytic" and served.layer is None
     assert served.params == 6_738_415_616 and str(served.specs[0]) == "int64[2048]"
-    raw = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 128, "hidden_act": "gelu"}
+    raw = {
+        "model_type": "bert",
+        "hidden_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "max_position_embeddings": 128,
+        "hidden_act": "gelu",
+    }
     (tmp_path / "config.json").write_text(json.dumps(raw))
     from_dir = resolve_served(str(tmp_path), None, ["int64[128]"], None)
     assert from_dir.kind == "config" and from_dir.trace.source == "analytic"
@@ -124,7 +137,10 @@ def test_inputs_a_transformer_cannot_take_and_paths_that_are_not_there(tmp_path)
 
 
 def test_a_config_says_why_it_has_no_cpu_row():
-    plan = plan_inference(InferenceRequest(model="llama-2-7b", inputs=["int64[128]"], gpus=["A100-SXM4-80GB"],
-                                           batch_sizes=[1], cpu_budget_s=30.0))  # fmt: skip
+    plan = plan_inference(
+        InferenceRequest(
+            model="llama-2-7b", inputs=["int64[128]"], gpus=["A100-SXM4-80GB"], batch_sizes=[1], cpu_budget_s=30.0
+        )
+    )
     assert [t.kind for t in plan.targets] == ["gpu"]
     assert any("planned from its shape, with no code here to build it" in n for n in plan.notes)

@@ -50,11 +50,14 @@ def test_shipped_advisor_extract_is_read_and_sane():
     assert aws_bucket("us-east-1", "m5.large") is None  # GPU families only
 
 
-@pytest.mark.parametrize(("body", "needle"), [
-    ("us-east-1,g5.xlarge,sometimes\n", "line 2, column `interruption_bucket`: 'sometimes' is not one of"),
-    ("us-east-1,,<5%\n", "line 2, column `instance_type`: empty"),
-    ("us-east-1,g5.xlarge,<5%\nus-east-1,g5.xlarge,>20%\n", "line 3: us-east-1 g5.xlarge is listed twice"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ("us-east-1,g5.xlarge,sometimes\n", "line 2, column `interruption_bucket`: 'sometimes' is not one of"),
+        ("us-east-1,,<5%\n", "line 2, column `instance_type`: empty"),
+        ("us-east-1,g5.xlarge,<5%\nus-east-1,g5.xlarge,>20%\n", "line 3: us-east-1 g5.xlarge is listed twice"),
+    ],
+)
 def test_bad_advisor_rows_name_line_and_column(body, needle):
     with pytest.raises(CatalogError, match=needle.replace("(", r"\(")):
         parse_advisor_csv("region,instance_type,interruption_bucket\n" + body, "adv.csv")
@@ -65,9 +68,11 @@ def test_each_instance_gets_its_published_bucket_or_the_default():
     assert aws.per_hour == pytest.approx(-math.log(0.8) / 730, rel=1e-15)
     assert "spot-advisor-data.json" in aws.source and "5eedf20a" in aws.source
     assert "us-east-1 g4dn.xlarge: AWS Spot Instance Advisor bucket 15-20%" in aws.basis
-    for cloud, itype, why in [("gcp", "g2-standard-4", GCP_SPOT_DOCS),
-                              ("azure", "Standard_NC4as_T4_v3", "Resource Graph"),
-                              ("runpod", "1x_RTX4090_SECURE", "RunPod publishes no")]:  # fmt: skip
+    for cloud, itype, why in [
+        ("gcp", "g2-standard-4", GCP_SPOT_DOCS),
+        ("azure", "Standard_NC4as_T4_v3", "Resource Graph"),
+        ("runpod", "1x_RTX4090_SECURE", "RunPod publishes no"),
+    ]:
         d = spot_rate(_row(cloud, itype))
         assert (d.per_hour, d.source) == (1 / 24, DEFAULT_SOURCE) and why in d.basis
     mine = InterruptionRate(0.5, "--interruptions-per-hour 0.5", "--interruptions-per-hour 0.5")
@@ -76,26 +81,46 @@ def test_each_instance_gets_its_published_bucket_or_the_default():
 
 def run(*args, home):
     env = dict(os.environ, COLUMNS="200", HOME=str(home))  # HOME: no SkyPilot cache, the shipped prices
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=env, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True, env=env, timeout=600
+    )
 
 
 def test_cost_prices_an_rtx_4090_and_json_carries_each_rows_rate_source(tmp_path):
     root = Path(__file__).resolve().parents[2]
-    r = run("cost", "--config", str(root / "examples" / "digits.yaml"), "--gpu", "RTX-4090", "--gpu", "L4",
-            "--spot", "--json", home=tmp_path)  # fmt: skip
+    r = run(
+        "cost",
+        "--config",
+        str(root / "examples" / "digits.yaml"),
+        "--gpu",
+        "RTX-4090",
+        "--gpu",
+        "L4",
+        "--spot",
+        "--json",
+        home=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     rows = {(row["cloud"], row["instance_type"]): row for row in json.loads(r.stdout)["rows"]}
     rtx = rows[("runpod", "1x_RTX4090_SECURE")]  # skypilot-catalog v8 runpod @46062acb: 0.59 on-demand, 0.29 spot
     assert (rtx["gpu"], rtx["gpu_count"], rtx["on_demand_usd_per_hour"], rtx["spot_usd_per_hour"]) == (
-        "RTX-4090", 1, 0.59, 0.29)
+        "RTX-4090",
+        1,
+        0.59,
+        0.29,
+    )
     assert rtx["on_demand_usd"] == pytest.approx(rtx["hours"] * 0.59, rel=1e-12)
     assert rtx["interruption_rate_source"] == DEFAULT_SOURCE and rtx["interruptions_per_hour"] == 1 / 24
-    assert {k[1] for k in rows if k[0] == "runpod"} == {"1x_RTX4090_SECURE", "2x_RTX4090_SECURE",
-                                                         "4x_RTX4090_SECURE", "8x_RTX4090_SECURE"}  # fmt: skip
+    assert {k[1] for k in rows if k[0] == "runpod"} == {
+        "1x_RTX4090_SECURE",
+        "2x_RTX4090_SECURE",
+        "4x_RTX4090_SECURE",
+        "8x_RTX4090_SECURE",
+    }
     g6 = rows[("aws", "g6.xlarge")]  # us-east-1 advisor bucket >20%
     assert "spot-advisor-data.json" in g6["interruption_rate_source"] and "bucket >20%" in g6["interruption_rate_basis"]
     assert g6["mean_time_between_interruptions_h"] == pytest.approx(730 / math.log(1 / 0.8), rel=1e-12)
     assert g6["checkpoint_interval_daly_s"] == pytest.approx(
-        daly_interval_s(g6["checkpoint_write_s"], g6["mean_time_between_interruptions_h"] * 3600), rel=1e-12)
+        daly_interval_s(g6["checkpoint_write_s"], g6["mean_time_between_interruptions_h"] * 3600), rel=1e-12
+    )
     assert rows[("gcp", "g2-standard-4")]["interruption_rate_source"] == DEFAULT_SOURCE

@@ -20,6 +20,7 @@ def test_linear_exact_forward_and_backward():
 
 def test_functional_matmul_softmax_and_reused_layer_counted():
     orig = paddle.matmul
+
     class M(nn.Layer):
         def __init__(self):
             super().__init__()
@@ -100,7 +101,14 @@ def test_one_table_of_per_element_flops_feeds_the_counter_and_the_program_reader
     from paddlefit.probe.program_trace import _PER_ELEMENT
 
     assert [per_element(o) for o in ("gelu", "softmax", "layer_norm", "relu", "batch_norm", "swiglu", "geglu")] == [
-        5, 3, 8, 1, 4, 3, 6]
+        5,
+        3,
+        8,
+        1,
+        4,
+        3,
+        6,
+    ]
     assert all(_PER_ELEMENT[op][:2] == v for op, v in ELEMENT_FLOPS.items())
     x = paddle.randn([4, 6])
     x.stop_gradient = False

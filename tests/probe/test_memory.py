@@ -46,8 +46,9 @@ def test_probe_times_each_thread_count_once_reusing_its_own_measured_step():
     import os
 
     ref, cores = resolve_model("lenet"), len(os.sched_getaffinity(0))
-    probe, _ = probe_memory(ref.factory, list(ref.default_inputs), OptimizerName.ADAM, count=False,
-                            time_threads=True, cpu_threads=cores)  # fmt: skip
+    probe, _ = probe_memory(
+        ref.factory, list(ref.default_inputs), OptimizerName.ADAM, count=False, time_threads=True, cpu_threads=cores
+    )
     if cores == 1:
         assert probe.thread_step_s == {}
         return
@@ -59,8 +60,9 @@ def test_probe_times_each_thread_count_once_reusing_its_own_measured_step():
 
 @pytest.mark.slow
 def test_analytic_transformer_activations_vs_probe():
-    ref = resolve_model("bert-base", {"num_layers": 2, "hidden_size": 256, "num_heads": 4, "ffn_size": 1024,
-                                      "vocab_size": 2000})  # fmt: skip
+    ref = resolve_model(
+        "bert-base", {"num_layers": 2, "hidden_size": 256, "num_heads": 4, "ffn_size": 1024, "vocab_size": 2000}
+    )
     seq = 64
     specs = [parse_input_spec(f"int64[{seq}]:2000")]
     probe, _ = probe_memory(ref.factory, specs, OptimizerName.ADAM, count=False)

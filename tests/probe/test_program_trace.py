@@ -56,8 +56,7 @@ def _ids(b: int) -> list:
     return [paddle.randint(0, 100, [b, 12])]
 
 
-CASES = {"cnn": (SmallCNN, [None, 3, 16, 16], "float32", _image),
-         "encoder": (SmallEncoder, [None, 12], "int64", _ids)}  # fmt: skip
+CASES = {"cnn": (SmallCNN, [None, 3, 16, 16], "float32", _image), "encoder": (SmallEncoder, [None, 12], "int64", _ids)}
 
 
 @pytest.fixture(scope="module")
@@ -128,21 +127,34 @@ def test_dynamic_sequence_needs_and_takes_shapes(exported, tmp_path):
     pt = trace_program(dyn, 1, 4, shapes={"ids": [12]})
     _compare(pt.trace, dy)
     fixed = trace_program(prefix, 1, 4)
-    assert [(o.op, o.outputs[0].numel) for o in pt.trace.ops2] == [(o.op, o.outputs[0].numel)
-                                                                  for o in fixed.trace.ops2]  # fmt: skip
+    assert [(o.op, o.outputs[0].numel) for o in pt.trace.ops2] == [(o.op, o.outputs[0].numel) for o in fixed.trace.ops2]
 
 
 def test_legacy_pdmodel(exported, tmp_path):
     """A legacy ProgramDesc export (model.pdmodel, written with FLAGS_enable_pir_api=0) traces the same."""
     model, _, dy = exported["cnn"]
     paddle.save(model.state_dict(), str(tmp_path / "w.pdparams"))
-    script = ("import sys, paddle; sys.path.insert(0, sys.argv[1]); from test_program_trace import SmallCNN\n"
-              "m = SmallCNN(); m.set_state_dict(paddle.load(sys.argv[2])); m.eval()\n"
-              "paddle.jit.save(m, sys.argv[3], input_spec=[paddle.static.InputSpec([None, 3, 16, 16], 'float32', "
-              "'x')])\n")  # fmt: skip
+    script = (
+        "import sys, paddle; sys.path.insert(0, sys.argv[1]); from test_program_trace import SmallCNN\n"
+        "m = SmallCNN(); m.set_state_dict(paddle.load(sys.argv[2])); m.eval()\n"
+        "paddle.jit.save(m, sys.argv[3], input_spec=[paddle.static.InputSpec([None, 3, 16, 16], 'float32', "
+        "'x')])\n"
+    )
     env = {**os.environ, "FLAGS_enable_pir_api": "0"}
-    subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(tmp_path / "w.pdparams"),
-                    str(tmp_path / "legacy" / "model")], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            str(Path(__file__).parent),
+            str(tmp_path / "w.pdparams"),
+            str(tmp_path / "legacy" / "model"),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert (tmp_path / "legacy" / "model.pdmodel").is_file()
     pt = trace_program(tmp_path / "legacy" / "model", 1, 4)
     _compare(pt.trace, dy)

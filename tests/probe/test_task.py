@@ -25,8 +25,13 @@ SRC = Path(paddlefit.__file__).parents[1]  # the paddlefit under test, also in t
 def plan(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(DATA)]), COLUMNS="200")
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "plan", *args], capture_output=True, text=True,
-                       env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "plan", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     return r, time.monotonic() - t0
 
 
@@ -56,8 +61,18 @@ def test_lenet_on_a_tiny_image_exits_2_within_the_probes_time_limit(side):
 
 @pytest.mark.slow
 def test_a_forward_that_allocates_past_the_memory_limit_exits_2_naming_it():
-    r, _ = plan("tinymodels:Hungry", "--input", "float32[8]", "--model-arg", "gib=2", "--probe-memory-gib", "1",
-                "--gpu", "T4", "--json")  # fmt: skip
+    r, _ = plan(
+        "tinymodels:Hungry",
+        "--input",
+        "float32[8]",
+        "--model-arg",
+        "gib=2",
+        "--probe-memory-gib",
+        "1",
+        "--gpu",
+        "T4",
+        "--json",
+    )
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = " ".join(r.stderr.split())
     said = "Model 'tinymodels:Hungry' with inputs float32[8] ran out of host memory in the CPU probe after allocating"
@@ -73,13 +88,21 @@ def test_the_probe_in_its_child_measures_what_the_in_process_probe_measures():
     from tinymodels import mlp
 
     here, flops = probe_memory(mlp, specs, OptimizerName.ADAM, (1, 2, 3), time_threads=False)
-    task = ProbeTask(name="tinymodels:mlp", model="tinymodels:mlp", model_args={}, specs=specs,
-                     optimizer=OptimizerSettings(OptimizerName.ADAM), batch_sizes=(1, 2, 3), extend_to=0,
-                     budget_s=6.0)  # fmt: skip
+    task = ProbeTask(
+        name="tinymodels:mlp",
+        model="tinymodels:mlp",
+        model_args={},
+        specs=specs,
+        optimizer=OptimizerSettings(OptimizerName.ADAM),
+        batch_sizes=(1, 2, 3),
+        extend_to=0,
+        budget_s=6.0,
+    )
     there = probe_in_child(task, ChildLimits(120.0, 2 * 1024**3), lambda message: None)
     assert [m.phase_peak_bytes for m in there.probe.measurements] == [m.phase_peak_bytes for m in here.measurements]
-    assert [m.states_bytes_after_step for m in there.probe.measurements] == \
-        [m.states_bytes_after_step for m in here.measurements]  # fmt: skip
+    assert [m.states_bytes_after_step for m in there.probe.measurements] == [
+        m.states_bytes_after_step for m in here.measurements
+    ]
     assert there.probe.fits == here.fits and there.flops.forward_flops == flops.forward_flops > 0
     assert there.flops.trace.ops1 == flops.trace.ops1 and there.flops.trace.ops2 == flops.trace.ops2
     assert there.loss_doc == "cross_entropy" and there.label is not None and not there.proxy
@@ -93,15 +116,19 @@ def test_a_model_whose_init_hangs_exits_2_within_the_probes_time_limit():
     assert r.returncode == 2, (r.returncode, r.stderr[-800:])
     err = " ".join(r.stderr.split())
     assert "Model 'tinymodels:SlowInit'" in err and "Traceback" not in err, err
-    assert ("the CPU probe's process gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed while "
-            "building the model (importing its module, calling its factory and `__init__`)") in err, err
+    assert (
+        "the CPU probe's process gave no answer in 5 s (its time limit, `--probe-timeout`) and was killed while "
+        "building the model (importing its module, calling its factory and `__init__`)"
+    ) in err, err
     assert took <= 5 + KILL_GRACE_S + 20, took
 
 
 def test_a_zoo_models_plan_imports_paddle_only_in_the_probes_child():
-    code = ("import sys\nfrom paddlefit.cli.main import main\nsys.argv = ['paddlefit', 'plan', 'lenet', '-b', '2', "
-            "'--gpu', 'T4', '--json']\ntry:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc\n"
-            "print('paddle' in sys.modules, file=sys.stderr)")  # fmt: skip
+    code = (
+        "import sys\nfrom paddlefit.cli.main import main\nsys.argv = ['paddlefit', 'plan', 'lenet', '-b', '2', "
+        "'--gpu', 'T4', '--json']\ntry:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc\n"
+        "print('paddle' in sys.modules, file=sys.stderr)"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(DATA)]))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-800:]

@@ -55,10 +55,29 @@ def test_wide_cnn_on_cheap_data_is_compute_bound() -> None:
 def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
     png = tmp_path / "p.png"
     env = dict(os.environ, GLOG_minloglevel="2")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
-                        "--steps", "3", "--warmup", "1", "--json", "--plot", str(png), "--ops", "4"],
-                       capture_output=True, text=True, cwd=tmp_path,
-                       env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddlefit.cli.main",
+            "profile",
+            str(EXAMPLES / "digits-wide.yaml"),
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--json",
+            "--plot",
+            str(png),
+            "--ops",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"verdict", "evidence", "fixes", "breakdown"} <= set(d)
@@ -69,8 +88,13 @@ def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
     assert len(ops) == 4 and [o["ms_per_step"] for o in ops] == sorted((o["ms_per_step"] for o in ops), reverse=True)
     assert "conv2d" in ops[0]["name"].lower() and ops[0]["calls"] == 2 and 0 < ops[0]["share"] <= 1
     assert sorted(x.name for x in tmp_path.iterdir()) == ["p.png"]  # no ./profiler_log trace left behind
-    bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"),
-                          "--steps", "1"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    bad = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "profile", str(EXAMPLES / "digits-wide.yaml"), "--steps", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "`--steps` must be 3..100000" in bad.stderr
 
 
@@ -119,15 +143,37 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     # a ring Simple all-reduce over PCIe (base 8.4 us + 14 x 5.7 us) at the ring's ceiling on PCIe gen4 (31.5 GB/s)
     pcie = get_gpu("A100-PCIe-40GB")
     bw, link = pcie.interconnect_gb_s(8)
-    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-PCIE-40GB", 1e12, _sampler(), 0.0, peak_bytes=2**30,
-                   grads_bytes=1e9, devices=8)  # fmt: skip
+    r = _summarise(
+        spec,
+        _gpu_rows(),
+        1,
+        "gpu",
+        "NVIDIA A100-PCIE-40GB",
+        1e12,
+        _sampler(),
+        0.0,
+        peak_bytes=2**30,
+        grads_bytes=1e9,
+        devices=8,
+    )
     want = 8 * (CALL_OVERHEAD_S + (8.4 + 14 * 5.7) * 1e-6) + 2 * 7 / 8 * 1e9 / (RING_EFFICIENCY * bw * 1e9)
     assert link.startswith("pcie") and r.breakdown["allreduce"]["mean_s"] == pytest.approx(want, rel=1e-12)
     assert r.breakdown["allreduce"]["share"] == pytest.approx(want / (0.092 + want))
     assert r.verdict == "communication-bound" and r.fixes[0]["fix"].startswith("grad_accum_steps: 2")
     # the same job on 2 GPUs: a quarter of the traffic over the same link, below the 25% rule
-    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-PCIE-40GB", 1e12, _sampler(), 0.0, peak_bytes=2**30,
-                   grads_bytes=1e8, devices=2)  # fmt: skip
+    r = _summarise(
+        spec,
+        _gpu_rows(),
+        1,
+        "gpu",
+        "NVIDIA A100-PCIE-40GB",
+        1e12,
+        _sampler(),
+        0.0,
+        peak_bytes=2**30,
+        grads_bytes=1e8,
+        devices=2,
+    )
     assert r.verdict == "compute-bound" and r.breakdown["allreduce"]["share"] < 0.25
     # an idle GPU is host-overhead-bound whatever else
     r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(20.0), 0.0, peak_bytes=2**30)
@@ -146,8 +192,9 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     assert r.verdict == "overhead-bound" and share >= 0.2, (share, r.evidence)
     # the fix is offered when the optimizer's share reaches OPTIMIZER_HEAVY (this machine measures 29-31%, either
     # side of it: issue 26's "same verdict twice" is about such flips); its rank follows the measured shares
-    sparse = [f for f in r.fixes if f["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: "
-                                                        "true}`")]  # fmt: skip
+    sparse = [
+        f for f in r.fixes if f["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: true}`")
+    ]
     assert len(sparse) == (1 if share >= OPTIMIZER_HEAVY else 0), (share, [f["fix"] for f in r.fixes])
     if sparse:
         assert f"up to {1 / (1 - share):.2f}x" in sparse[0]["expected_gain"]
@@ -163,8 +210,15 @@ def test_data_wait_and_batch_production_are_named_apart() -> None:
     from paddlefit.profiling.verdict import summarise
 
     spec = load_job_spec(EXAMPLES / "digits-warped.yaml")
-    row = {"data": 0.055, "h2d": 0.0, "forward": 0.020, "loss": 0.005, "backward": 0.015, "optimizer": 0.005,
-           "step": 0.100}  # fmt: skip
+    row = {
+        "data": 0.055,
+        "h2d": 0.0,
+        "forward": 0.020,
+        "loss": 0.005,
+        "backward": 0.015,
+        "optimizer": 0.005,
+        "step": 0.100,
+    }
     rows = [{**row, "warmup": float(i == 0)} for i in range(4)]
     r = summarise(spec, rows, 1, "cpu", None, 1e6, _sampler(), 0.150)  # producing a batch: 150 ms > a 100 ms step
     assert r.verdict == "input-bound"
@@ -175,6 +229,9 @@ def test_data_wait_and_batch_production_are_named_apart() -> None:
     assert "d = batch production, 100% of a step's time (the workers must overlap it)" in r.fixes[0]["expected_gain"]
     console = Console(width=100, record=True)
     render_breakdown(r, console)
-    table = {line.split()[0] + " " + line.split()[1]: line.split()[-1] for line in console.export_text().splitlines()
-             if line.strip().startswith("data")}  # fmt: skip
+    table = {
+        line.split()[0] + " " + line.split()[1]: line.split()[-1]
+        for line in console.export_text().splitlines()
+        if line.strip().startswith("data")
+    }
     assert table == {"data wait": "55%"}

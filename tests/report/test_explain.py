@@ -33,8 +33,9 @@ def bare_catalog(tmp_path_factory):
 def test_explain_renders_for_every_catalog_row(bare_catalog, precision):
     pool = load_gpus([bare_catalog])
     names = [g.name for g in pool]
-    plan = build_plan(PlanRequest(model="lenet", batch_size=8, precision=precision, explain=names,
-                                  catalog_files=[str(bare_catalog)]))  # fmt: skip
+    plan = build_plan(
+        PlanRequest(model="lenet", batch_size=8, precision=precision, explain=names, catalog_files=[str(bare_catalog)])
+    )
     assert sorted(plan.explain) == sorted(names)
     for g in pool:
         t = next(x for x in plan.targets if x.name == g.name)
@@ -66,7 +67,10 @@ def test_the_targets_peak_is_the_catalogs_and_says_its_unit():
     assert unit_label("half", "bf16-o1") == "bf16 tensor"
     assert (pct(None), pct(float("nan")), pct(0.354)) == ("-", "-", "35%")
     assert (peak_text(None, 1e12), peak_text("fp32", None), peak_text("fp16 tensor", 119.5e12)) == (
-        "-", "-", "fp16 tensor 119.5 TFLOPS")  # fmt: skip
+        "-",
+        "-",
+        "fp16 tensor 119.5 TFLOPS",
+    )
 
 
 def test_the_explain_table_names_units_as_plans_do():

@@ -19,8 +19,9 @@ def _render(fn, obj, width):
 
 
 def test_plan_table_at_80_columns_keeps_names_and_units():
-    plan = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["A100-SXM4-40GB", "T4"], devices=2,
-                                  dataset_size=1000, epochs=1))  # fmt: skip
+    plan = build_plan(
+        PlanRequest(model="lenet", batch_size=8, gpus=["A100-SXM4-40GB", "T4"], devices=2, dataset_size=1000, epochs=1)
+    )
     text = _render(render_plan, plan, 80)
     assert all(len(line) <= 80 for line in text.splitlines())
     for name in ("A100-SXM4-40GB", "T4", "cpu", "to train", "ms"):
@@ -37,8 +38,12 @@ def test_gpu_table_at_80_columns():
 
 
 def test_formatters_and_host_floor():
-    assert (duration(0.00123), duration(0.5), duration(12.0), duration(7200)) == ("1.23 ms", "500 ms", "12.0 s",
-                                                                                  "2.0 h")  # fmt: skip
+    assert (duration(0.00123), duration(0.5), duration(12.0), duration(7200)) == (
+        "1.23 ms",
+        "500 ms",
+        "12.0 s",
+        "2.0 h",
+    )
     assert (flops(8.24e9), flops(2.0e6)) == ("8.24 GFLOPs", "2.00 MFLOPs")
     assert HostOverhead(op_s=1e-5, optimizer_s_per_tensor=1e-4).step_s(100, 10) == 3 * 100 * 1e-5 + 10 * 1e-4
 
@@ -47,11 +52,14 @@ def _cells(text, header):
     """The cells (number and unit) of the right-justified column ``header`` of a rich table rendered as text."""
     lines = text.splitlines()
     word = re.compile(rf"(^|[\s│┃]){re.escape(header)}([\s│┃]|$)")
-    head = next(i for i, line in enumerate(lines)  # the table's header row (a note above may say "step" too)
-                if ("target" in line or "instance" in line) and word.search(line))
+    head = next(
+        i
+        for i, line in enumerate(lines)  # the table's header row (a note above may say "step" too)
+        if ("target" in line or "instance" in line) and word.search(line)
+    )
     end = lines[head].index(header) + len(header)
     out = []
-    for line in lines[head + 2:]:
+    for line in lines[head + 2 :]:
         if not line.strip() or line.lstrip()[0] in "└─━":
             break
         cell = " ".join(line[:end].replace("│", " ").split()[-2:])
@@ -68,24 +76,62 @@ def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
     from paddlefit.report.render_cost import render_cost
 
     def target(name, step):
-        return Target(name=name, kind="gpu", fits=True, peak_bytes=1e9, capacity_bytes=16 * 1024**3,
-                      max_batch_size=64, step_time_s=step, samples_per_s=32 / step, calibrated=False,
-                      grads_bytes=4e8, checkpoint_bytes=1.2e9)  # fmt: skip
+        return Target(
+            name=name,
+            kind="gpu",
+            fits=True,
+            peak_bytes=1e9,
+            capacity_bytes=16 * 1024**3,
+            max_batch_size=64,
+            step_time_s=step,
+            samples_per_s=32 / step,
+            calibrated=False,
+            grads_bytes=4e8,
+            checkpoint_bytes=1.2e9,
+        )
 
-    plan = Plan(model={"name": "m"}, batch_size=32, precision="fp32", optimizer="adam", devices=1, inputs=[],
-                memory={}, targets=[target("T4", 1.0), target("A100-SXM4-40GB", 0.03)], recommendation={},
-                assumptions={})  # fmt: skip
-    header = "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour," \
-             "spot_usd_per_hour,region,gpu\n"
-    prices = parse_price_csv(header + "c,t4x1,T4,1,4,16,0.05,0.02,r,\nc,a100x1,A100,1,12,85,3.0,1.2,r,"
-                             "A100-SXM4-40GB\n", "test.csv")  # fmt: skip
-    rep = build_cost(plan, prices, load_gpus(), dataset_size=32 * 30_000, epochs=1,
-                     rate=InterruptionRate(0.2, "test"), use_spot=True)  # fmt: skip
-    rep.assumptions.update({"job": "m", "ranking": "spot", "step_time": "", "memory": "", "global_batch": "",
-                            "prices": "", "interruption_rate_basis": "", "interruptions_per_hour": 0.2,
-                            "mean_time_between_interruptions_h": 5.0, "disk_bytes_per_s": 1e8, "disk_basis": "",
-                            "restart_s": 600, "restart_basis": "", "checkpoint_interval": "", "spot_model": "",
-                            "not_included": ""})  # fmt: skip
+    plan = Plan(
+        model={"name": "m"},
+        batch_size=32,
+        precision="fp32",
+        optimizer="adam",
+        devices=1,
+        inputs=[],
+        memory={},
+        targets=[target("T4", 1.0), target("A100-SXM4-40GB", 0.03)],
+        recommendation={},
+        assumptions={},
+    )
+    header = (
+        "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,"
+        "spot_usd_per_hour,region,gpu\n"
+    )
+    prices = parse_price_csv(
+        header + "c,t4x1,T4,1,4,16,0.05,0.02,r,\nc,a100x1,A100,1,12,85,3.0,1.2,r,A100-SXM4-40GB\n", "test.csv"
+    )
+    rep = build_cost(
+        plan, prices, load_gpus(), dataset_size=32 * 30_000, epochs=1, rate=InterruptionRate(0.2, "test"), use_spot=True
+    )
+    rep.assumptions.update(
+        {
+            "job": "m",
+            "ranking": "spot",
+            "step_time": "",
+            "memory": "",
+            "global_batch": "",
+            "prices": "",
+            "interruption_rate_basis": "",
+            "interruptions_per_hour": 0.2,
+            "mean_time_between_interruptions_h": 5.0,
+            "disk_bytes_per_s": 1e8,
+            "disk_basis": "",
+            "restart_s": 600,
+            "restart_basis": "",
+            "checkpoint_interval": "",
+            "spot_model": "",
+            "not_included": "",
+        }
+    )
     text = _render(render_cost, rep, 160)
     times = _cells(text, "time")
     assert len(times) == 2 and len({t.split()[-1] for t in times}) == 1, times  # 15 min and 8.3 h: one unit
@@ -98,8 +144,11 @@ def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
 
 
 def test_plan_step_and_time_to_train_columns_have_one_unit_each():
-    plan = build_plan(PlanRequest(model="lenet", batch_size=8, gpus=["A100-SXM4-40GB", "T4"], devices=1,
-                                  dataset_size=60_000_000, epochs=1))  # fmt: skip
+    plan = build_plan(
+        PlanRequest(
+            model="lenet", batch_size=8, gpus=["A100-SXM4-40GB", "T4"], devices=1, dataset_size=60_000_000, epochs=1
+        )
+    )
     assert max(t.time_to_train_s for t in plan.targets) > 3600 > min(t.time_to_train_s for t in plan.targets)
     text = _render(render_plan, plan, 200)
     for col in ("step", "to train"):
@@ -115,7 +164,12 @@ def test_a_capacity_is_never_printed_above_what_the_device_has():
     from paddlefit.catalog.gpus import GIB, MIB, capacity_gib
 
     assert [capacity_gib(b) for b in (23.5 * GIB, 23.99 * GIB, 16 * GIB, 22888 * MIB, 0.95 * GIB)] == [
-        "23.5", "23.9", "16", "22.3", "0.9"]
+        "23.5",
+        "23.9",
+        "16",
+        "22.3",
+        "0.9",
+    ]
 
 
 def test_a_duration_column_takes_its_unit_from_its_largest_value():

@@ -25,17 +25,39 @@ from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 COMPARISON = {
-    "device": {"kind": "cpu", "name": "this CPU", "count": 1}, "status": "predicted", "reason": None,
+    "device": {"kind": "cpu", "name": "this CPU", "count": 1},
+    "status": "predicted",
+    "reason": None,
     "calibration": "published-fit",
     "figures": [
-        {"name": "step_time_s", "label": "step time (median)", "unit": "s", "predicted": 0.012, "measured": 0.015,
-         "ratio": 0.8},
-        {"name": "step_time_p95_s", "label": "step time (p95)", "unit": "s", "predicted": None, "measured": 0.02,
-         "ratio": None},
-        {"name": "samples_per_s", "label": "samples/s <fast>", "unit": "1/s", "predicted": 2666.0,
-         "measured": 2133.0, "ratio": 1.25}],
-    "warmup_steps": 5, "measured_steps": 300,
-}  # fmt: skip
+        {
+            "name": "step_time_s",
+            "label": "step time (median)",
+            "unit": "s",
+            "predicted": 0.012,
+            "measured": 0.015,
+            "ratio": 0.8,
+        },
+        {
+            "name": "step_time_p95_s",
+            "label": "step time (p95)",
+            "unit": "s",
+            "predicted": None,
+            "measured": 0.02,
+            "ratio": None,
+        },
+        {
+            "name": "samples_per_s",
+            "label": "samples/s <fast>",
+            "unit": "1/s",
+            "predicted": 2666.0,
+            "measured": 2133.0,
+            "ratio": 1.25,
+        },
+    ],
+    "warmup_steps": 5,
+    "measured_steps": 300,
+}
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -43,10 +65,19 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def _train_runs(tmp: Path) -> None:
-    spec = write_spec(tmp / "job.yaml", batch_size=16, max_steps=30, seed=0,
-                      data={"train_args": {"split": "train", "test_fraction": 0.9}, "eval": "digits",
-                            "eval_args": {"split": "test", "test_fraction": 0.9}, "eval_batch_size": 512},
-                      checkpoint={"every_steps": 10, "keep_last": 10})  # fmt: skip
+    spec = write_spec(
+        tmp / "job.yaml",
+        batch_size=16,
+        max_steps=30,
+        seed=0,
+        data={
+            "train_args": {"split": "train", "test_fraction": 0.9},
+            "eval": "digits",
+            "eval_args": {"split": "test", "test_fraction": 0.9},
+            "eval_batch_size": 512,
+        },
+        checkpoint={"every_steps": 10, "keep_last": 10},
+    )
     resumed = tmp / "resumed"
     predict_env = {k: v for k, v in ENV.items() if k != "PADDLEFIT_NO_PREDICT"}
     r = run(train_cmd(spec, resumed, "--resume", "never"), env=predict_env)
@@ -54,8 +85,10 @@ def _train_runs(tmp: Path) -> None:
     shutil.copytree(resumed, tmp / "plain")
     r = run(train_cmd(spec, resumed, "--resume", "auto", "--max-steps", "50"))
     assert r.returncode == 0, r.stderr
-    r = run([sys.executable, "-m", "paddlefit.cli.main", "profile", str(spec), "--steps", "3", "--warmup", "1",
-             "--json"], timeout=300)  # fmt: skip
+    r = run(
+        [sys.executable, "-m", "paddlefit.cli.main", "profile", str(spec), "--steps", "3", "--warmup", "1", "--json"],
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     (resumed / "profile.json").write_text(r.stdout)
 
@@ -105,7 +138,16 @@ def parse(page: str) -> Cells:
 
 def test_number_rule() -> None:
     assert [fmt_num(v) for v in (None, True, 0, 20160, 2474.440699, 0.008805816, 1581032.0, float("nan"), 1e-7)] == [
-        "-", "true", "0", "20,160", "2474", "0.008806", "1.581e+06", "-", "1e-07"]  # fmt: skip
+        "-",
+        "true",
+        "0",
+        "20,160",
+        "2474",
+        "0.008806",
+        "1.581e+06",
+        "-",
+        "1e-07",
+    ]
 
 
 def test_page_numbers_are_summary_json_and_every_plot_has_an_svg(runs: dict[str, Path]) -> None:
@@ -114,8 +156,17 @@ def test_page_numbers_are_summary_json_and_every_plot_has_an_svg(runs: dict[str,
         page = render_html(data)
         summary = json.loads((runs[name] / "summary.json").read_text())
         cells = parse(page)
-        for key in ("steps", "final_loss", "eval_loss", "eval_accuracy", "samples_per_s", "peak_memory_bytes",
-                    "data_wait_fraction", "wall_seconds", "samples"):  # fmt: skip
+        for key in (
+            "steps",
+            "final_loss",
+            "eval_loss",
+            "eval_accuracy",
+            "samples_per_s",
+            "peak_memory_bytes",
+            "data_wait_fraction",
+            "wall_seconds",
+            "samples",
+        ):
             text, value = cells.by_key[key]
             as_terminal = fmt(summary[key], "1/s") if key == "samples_per_s" else None  # as `train` prints it
             assert text == (as_terminal or fmt_num(summary[key])), key
@@ -148,8 +199,9 @@ def assert_comparison_shown(run_dir: Path, page: str) -> None:
         assert len(cells) == 3, rows[fig["name"]]
         unit = comparison_unit(fig)  # the rule `train` and `runs show` print with: ms, MiB, %
         shown = (fmt(fig["predicted"], unit), fmt(fig["measured"], unit), fmt_ratio(fig["ratio"]))
-        for (value, text), expect, want in zip(cells, (fig["predicted"], fig["measured"], fig["ratio"]), shown,
-                                               strict=True):  # fmt: skip
+        for (value, text), expect, want in zip(
+            cells, (fig["predicted"], fig["measured"], fig["ratio"]), shown, strict=True
+        ):
             assert text == want, fig
             assert (json.loads(value) if value else None) == expect, fig
     step = comparison["figures"][0]
@@ -172,8 +224,10 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp
     # a hand-written comparison: escaping and the `-` of a figure with no prediction
     run_dir = tmp_path / "copy"
     shutil.copytree(runs["resumed"], run_dir)
-    breakdown = {"conv": {"seconds": 0.004, "bound": "compute", "kernels": 12},
-                 "optimizer": {"seconds": 0.0015, "bound": "memory", "kernels": 3}}  # fmt: skip
+    breakdown = {
+        "conv": {"seconds": 0.004, "bound": "compute", "kernels": 12},
+        "optimizer": {"seconds": 0.0015, "bound": "memory", "kernels": 3},
+    }
     (run_dir / "comparison.json").write_text(json.dumps({**COMPARISON, "time_breakdown": breakdown}))
     page = render_html(build_report(run_dir))
     ops = re.findall(r'<tr data-op-class="(\w+)"><td>\w+</td><td class="num" data-value="([\d.e-]+)"', page)
@@ -181,7 +235,7 @@ def test_the_resume_is_found_and_the_comparison_shown(runs: dict[str, Path], tmp
     rows = dict(re.findall(r'<tr data-figure="(\w+)">(.*?)</tr>', page))
     assert set(rows) == {"step_time_s", "step_time_p95_s", "samples_per_s"}
     assert "samples/s &lt;fast&gt;" in rows["samples_per_s"] and 'data-value="1.25"' in rows["samples_per_s"]
-    assert "<td class=\"num\">-</td>" in rows["step_time_p95_s"]
+    assert '<td class="num">-</td>' in rows["step_time_p95_s"]
     c = {**COMPARISON, "status": "not predicted", "reason": "no calibration for <this> device", "figures": []}
     (run_dir / "comparison.json").write_text(json.dumps(c))
     assert "not predicted: no calibration for &lt;this&gt; device" in render_html(build_report(run_dir))
@@ -197,8 +251,9 @@ def test_metrics_without_times_fall_back_to_the_checkpoints(runs: dict[str, Path
     run_dir = tmp_path / "old"
     shutil.copytree(runs["resumed"], run_dir)
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "time"}) + "\n"
-                                                   for r in recs if "event" not in r))  # fmt: skip
+    (run_dir / "metrics.jsonl").write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "time"}) + "\n" for r in recs if "event" not in r)
+    )
     data = build_report(run_dir)
     assert [r.step for r in data.resumes] == [30] and data.resumes[0].gap_unix is None
     assert "wall clock" in data.resumes[0].evidence
@@ -226,11 +281,17 @@ def test_resumes_from_metrics_times() -> None:
 def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     """SIGKILL mid-run, 6 s down, ``--resume auto``: the report has the resume at the checkpoint it continued from
     (as the run registry counts it), down >= 5 s, and the plot over time with the gap."""
-    spec = write_spec(tmp_path / "job.yaml", batch_size=16, max_steps=150, seed=0,
-                      checkpoint={"every_steps": 20, "keep_last": 30})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "job.yaml", batch_size=16, max_steps=150, seed=0, checkpoint={"every_steps": 20, "keep_last": 30}
+    )
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--max-steps", "150"), env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir, "--max-steps", "150"),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_step(run_dir, 70, proc)  # mid-interval: after the checkpoint of step 60
     finally:
@@ -266,8 +327,10 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     assert r.returncode == 0 and line in r.stdout.replace("\n", " ").replace("  ", " "), r.stdout
     registry = Registry()
     assert registry.get_run(registry.find_latest_for_run_dir(run_dir))["resumes"] == 1
-    show = run([sys.executable, "-m", "paddlefit.cli.main", "runs", "show",
-                str(registry.find_latest_for_run_dir(run_dir))], env={**ENV, "COLUMNS": "250"})  # fmt: skip
+    show = run(
+        [sys.executable, "-m", "paddlefit.cli.main", "runs", "show", str(registry.find_latest_for_run_dir(run_dir))],
+        env={**ENV, "COLUMNS": "250"},
+    )
     assert show.returncode == 0 and line in show.stdout.replace("\n", " "), show.stdout[-2000:]
     page = render_html(data)
     assert plot_ids(page) == ["plot-loss", "plot-throughput", "plot-time"]
@@ -335,8 +398,11 @@ def test_cli_writes_out_prints_json_and_refuses_a_non_run_dir(runs: dict[str, Pa
     doc = json.loads(r.stdout)
     (resume,) = doc.pop("resumes")  # the finished run resumed at its last checkpoint: nothing lost
     assert re.fullmatch(r"resumed at step 30 \(from step-00000030\): down [\d.]+ s; no step lost", resume), resume
-    assert doc == {"out": str(out), "plots": ["plot-loss", "plot-throughput", "plot-time", "plot-profile"],
-                   "status": "finished"}
+    assert doc == {
+        "out": str(out),
+        "plots": ["plot-loss", "plot-throughput", "plot-time", "plot-profile"],
+        "status": "finished",
+    }
     assert out.read_text().startswith("<!DOCTYPE html>")
     r = cli(str(runs["plain"]))
     assert r.returncode == 0 and r.stdout.strip() == str(runs["plain"] / "report.html")
@@ -360,9 +426,18 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
     opts = webdriver.ChromeOptions()
     opts.binary_location = str(CHROMIUM)
     profile = tempfile.mkdtemp(dir=tmp_path)
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                f"--user-data-dir={profile}", "--window-size=1200,900"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,900",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
@@ -370,8 +445,7 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
         driver.get("file://" + str(path))
         assert driver.title == "paddlefit report: resumed"
         figures = driver.find_elements(By.CSS_SELECTOR, "figure.plot")
-        assert [f.get_attribute("id") for f in figures] == ["plot-loss", "plot-throughput", "plot-time",
-                                                             "plot-profile"]
+        assert [f.get_attribute("id") for f in figures] == ["plot-loss", "plot-throughput", "plot-time", "plot-profile"]
         for fig in figures:
             svg = fig.find_element(By.TAG_NAME, "svg")
             assert svg.size["width"] > 100 and svg.size["height"] > 50, (fig.get_attribute("id"), svg.size)
@@ -386,17 +460,39 @@ def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
     plan said 2 Paddle threads, with nothing saying which the run used."""
     from paddlefit.report.reading import ReportData
 
-    summary = {"steps": 630, "eval_accuracy": 0.9866, "samples_per_s": 6539.7, "data_wait_fraction": 0.0264,
-               "peak_memory_bytes": 1581032, "wall_seconds": 4.41, "devices": 1, "device": "cpu"}
-    data = ReportData(run_dir=tmp_path, model="m", status="finished", status_detail="", steps=630,
-                      total_steps=630, device="cpu", summary=summary, job_yaml="model: m\nbatch_size: 32\n",
-                      snapshot={"cpu_cores": 2, "env": {"OMP_NUM_THREADS": "1"}})  # fmt: skip
+    summary = {
+        "steps": 630,
+        "eval_accuracy": 0.9866,
+        "samples_per_s": 6539.7,
+        "data_wait_fraction": 0.0264,
+        "peak_memory_bytes": 1581032,
+        "wall_seconds": 4.41,
+        "devices": 1,
+        "device": "cpu",
+    }
+    data = ReportData(
+        run_dir=tmp_path,
+        model="m",
+        status="finished",
+        status_detail="",
+        steps=630,
+        total_steps=630,
+        device="cpu",
+        summary=summary,
+        job_yaml="model: m\nbatch_size: 32\n",
+        snapshot={"cpu_cores": 2, "env": {"OMP_NUM_THREADS": "1"}},
+    )
     page = render_html(data)
     table = re.search(r'<table id="summary">(.*?)</table>', page, flags=re.S).group(1)
     labels = re.findall(r"<th>(.*?)</th>", table)
     assert "peak_memory_bytes" not in labels and "samples_per_s" not in labels
-    assert {"peak memory (B)", "throughput (whole run, samples/s)", "eval accuracy", "data wait (whole run)",
-            "wall time (s)"} <= set(labels)
+    assert {
+        "peak memory (B)",
+        "throughput (whole run, samples/s)",
+        "eval accuracy",
+        "data wait (whole run)",
+        "wall time (s)",
+    } <= set(labels)
     assert "1.5 MiB" in table and "98.7 %" in table and "2.6 %" in table
     cells = parse(page)
     assert cells.by_key["peak_memory_bytes"] == ("1,581,032", "1581032")  # the number rule and value, unchanged
@@ -414,19 +510,42 @@ def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_
     run_dir.mkdir()
     (run_dir / "job.yaml").write_text("model: lenet\n")
     lines = [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1000.0 + 0.1 * s} for s in range(1, 11)]
-    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": [11, 14], "lost_step_count": 4,
-                  "lost_compute_s": 0.42, "down_s": 30.5, "time": 1031.9})
-    lines.append({"event": "resume", "step": 10, "from_step": 10, "lost_steps": None, "lost_step_count": 0,
-                  "lost_compute_s": 0.0, "down_s": 7.25, "time": 1040.0})
+    lines.append(
+        {
+            "event": "resume",
+            "step": 10,
+            "from_step": 10,
+            "lost_steps": [11, 14],
+            "lost_step_count": 4,
+            "lost_compute_s": 0.42,
+            "down_s": 30.5,
+            "time": 1031.9,
+        }
+    )
+    lines.append(
+        {
+            "event": "resume",
+            "step": 10,
+            "from_step": 10,
+            "lost_steps": None,
+            "lost_step_count": 0,
+            "lost_compute_s": 0.0,
+            "down_s": 7.25,
+            "time": 1040.0,
+        }
+    )
     lines += [{"step": s, "loss": 1.0, "step_time_s": 0.1, "time": 1040.0 + 0.1 * s} for s in range(11, 21)]
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     data = build_report(run_dir)
     assert [(r.step, r.lost_steps, r.lost_compute_s, r.downtime_s) for r in data.resumes] == [
-        (10, (11, 14), 0.42, 30.5), (10, None, 0.0, 7.25)]
+        (10, (11, 14), 0.42, 30.5),
+        (10, None, 0.0, 7.25),
+    ]
     assert (data.resumes[0].gap_unix, data.resumes[1].gap_unix) == (None, (1001.0, 1041.1)) and len(data.train) == 20
     assert [resume_line(r) for r in data.resumes] == [
         "resumed at step 10 (from step-00000010): down 30.5 s; steps 11-14 (4) lost and run again, 0.4 s of compute",
-        "resumed at step 10 (from step-00000010): down 7.2 s; no step lost"]
+        "resumed at step 10 (from step-00000010): down 7.2 s; no step lost",
+    ]
     row = re.search(r'<table id="resumes">.*?</table>', render_html(data), flags=re.S).group(0)
     assert "steps 11-14 (4) lost and run again, 0.4 s of compute" in row and 'data-value="0.42"' in row
     data.resumes[0].lost_steps = (11, 11)
@@ -442,19 +561,44 @@ def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: P
     from paddlefit.cli.train import render_summary
     from paddlefit.report.reading import ReportData
 
-    summary = {"steps": 630, "epochs": 5.0, "global_batch": 32, "devices": 1, "device": "cpu", "precision": "fp32",
-               "amp_active": False, "final_loss": 0.1, "eval_accuracy": 0.9866, "samples_per_s": 1648.12,
-               "data_wait_fraction": 0.02849, "peak_memory_bytes": 1581032, "peak_memory_kind": "cpu",
-               "params_sha256": "ab" * 32, "last_checkpoint": "step-630"}  # fmt: skip
+    summary = {
+        "steps": 630,
+        "epochs": 5.0,
+        "global_batch": 32,
+        "devices": 1,
+        "device": "cpu",
+        "precision": "fp32",
+        "amp_active": False,
+        "final_loss": 0.1,
+        "eval_accuracy": 0.9866,
+        "samples_per_s": 1648.12,
+        "data_wait_fraction": 0.02849,
+        "peak_memory_bytes": 1581032,
+        "peak_memory_kind": "cpu",
+        "params_sha256": "ab" * 32,
+        "last_checkpoint": "step-630",
+    }
     with out.capture() as cap:
         render_summary(summary)
-    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in cap.get().splitlines() if "whole run" in line
-            and "data wait" not in line}
+    rows = {
+        " ".join(line.split()[:-1]): line.split()[-1]
+        for line in cap.get().splitlines()
+        if "whole run" in line and "data wait" not in line
+    }
     assert rows == {"throughput (whole run, samples/s)": "1,648.1"}
     wait = next(line for line in cap.get().splitlines() if line.strip().startswith("data wait"))
     assert " ".join(wait.split()) == "data wait (whole run) 2.8 % of step time"
-    data = ReportData(run_dir=tmp_path, model="m", status="finished", status_detail="", steps=630, total_steps=630,
-                      device="cpu", summary=summary, job_yaml="model: m\n")  # fmt: skip
+    data = ReportData(
+        run_dir=tmp_path,
+        model="m",
+        status="finished",
+        status_detail="",
+        steps=630,
+        total_steps=630,
+        device="cpu",
+        summary=summary,
+        job_yaml="model: m\n",
+    )
     table = re.search(r'<table id="summary">(.*?)</table>', render_html(data), flags=re.S).group(1)
     throughput = re.search(r"<th>throughput \(whole run, samples/s\)</th>(.*?)</tr>", table).group(1)
     assert ">1,648.1<" in throughput and "1648<" not in throughput
@@ -469,8 +613,16 @@ def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path, finished
     run_dir = finished_run.copy(tmp_path / "r")
     (ckpt,) = sorted((run_dir / "checkpoints").glob("step-*"))
     (tmp_path / "link").symlink_to(run_dir / "checkpoints")
-    own = [run_dir / "metrics.jsonl", ckpt / "model.pdparams", ckpt / "new.html", run_dir / "status.json",
-           run_dir / "notes.txt", run_dir, tmp_path, tmp_path / "link" / ckpt.name / "x.html"]
+    own = [
+        run_dir / "metrics.jsonl",
+        ckpt / "model.pdparams",
+        ckpt / "new.html",
+        run_dir / "status.json",
+        run_dir / "notes.txt",
+        run_dir,
+        tmp_path,
+        tmp_path / "link" / ckpt.name / "x.html",
+    ]
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     for target in own:
         r = cli(str(run_dir), "--out", str(target))

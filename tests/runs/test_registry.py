@@ -21,12 +21,43 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: the columns of schema v1 as released: a released migration is never edited (a change is a new migration)
 V1_COLUMNS = [
-    "id", "run_dir", "host", "pid", "started_at", "ended_at", "status", "exit_code", "reason", "resumes", "spec_json",
-    "spec_sha256", "model", "params", "device_kind", "device_name", "device_count", "precision", "micro_batch_size",
-    "grad_accum_steps", "global_batch", "paddle_version", "cuda_version", "driver_version", "predicted_step_s",
-    "measured_step_s", "predicted_samples_per_s", "measured_samples_per_s", "predicted_peak_bytes",
-    "measured_peak_bytes", "predicted_mfu", "measured_mfu", "final_loss", "eval_loss", "eval_accuracy", "steps",
-]  # fmt: skip
+    "id",
+    "run_dir",
+    "host",
+    "pid",
+    "started_at",
+    "ended_at",
+    "status",
+    "exit_code",
+    "reason",
+    "resumes",
+    "spec_json",
+    "spec_sha256",
+    "model",
+    "params",
+    "device_kind",
+    "device_name",
+    "device_count",
+    "precision",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "global_batch",
+    "paddle_version",
+    "cuda_version",
+    "driver_version",
+    "predicted_step_s",
+    "measured_step_s",
+    "predicted_samples_per_s",
+    "measured_samples_per_s",
+    "predicted_peak_bytes",
+    "measured_peak_bytes",
+    "predicted_mfu",
+    "measured_mfu",
+    "final_loss",
+    "eval_loss",
+    "eval_accuracy",
+    "steps",
+]
 V2_ADDED = ["measured_step_p95_s", "data_wait_fraction", "comparison_json"]
 
 
@@ -75,17 +106,46 @@ def test_round_trip_start_update_list_get_measured(reg, tmp_path, monkeypatch):
     warn = Warnings()
     monkeypatch.chdir(tmp_path)
     spec = {"model": {"name": "resnet50"}}
-    a = reg.start_run({"run_dir": "runs/a", "model": "resnet50", "device_kind": "gpu", "device_name": "L4",
-                       "device_count": 1, "precision": "fp16", "spec_json": spec}, warn)  # fmt: skip
-    b = reg.start_run({"run_dir": "runs/b", "model": "ernie-3.0-medium", "device_kind": "cpu", "device_name": "cpu",
-                       "device_count": 2}, warn)  # fmt: skip
-    c = reg.start_run({"run_dir": "runs/c", "model": "resnet50", "device_kind": "gpu", "device_name": "L4",
-                       "device_count": 1}, warn)  # fmt: skip
+    a = reg.start_run(
+        {
+            "run_dir": "runs/a",
+            "model": "resnet50",
+            "device_kind": "gpu",
+            "device_name": "L4",
+            "device_count": 1,
+            "precision": "fp16",
+            "spec_json": spec,
+        },
+        warn,
+    )
+    b = reg.start_run(
+        {
+            "run_dir": "runs/b",
+            "model": "ernie-3.0-medium",
+            "device_kind": "cpu",
+            "device_name": "cpu",
+            "device_count": 2,
+        },
+        warn,
+    )
+    c = reg.start_run(
+        {"run_dir": "runs/c", "model": "resnet50", "device_kind": "gpu", "device_name": "L4", "device_count": 1}, warn
+    )
     assert warn == [] and (a, b, c) == (1, 2, 3)
     assert reg.path.is_file()  # its directory was created
-    assert reg.update_run(a, {"status": "finished", "steps": 300, "predicted_step_s": 0.012,
-                              "measured_step_s": 0.015, "final_loss": 0.25, "ended_at": "2025-05-01T12:00:00+00:00",
-                              "exit_code": 0}, warn)  # fmt: skip
+    assert reg.update_run(
+        a,
+        {
+            "status": "finished",
+            "steps": 300,
+            "predicted_step_s": 0.012,
+            "measured_step_s": 0.015,
+            "final_loss": 0.25,
+            "ended_at": "2025-05-01T12:00:00+00:00",
+            "exit_code": 0,
+        },
+        warn,
+    )
     assert reg.update_run(b, {"status": "failed", "reason": "loss is NaN", "exit_code": 1}, warn)
     assert reg.update_run(c, {"status": "finished", "measured_step_s": 0.02}, warn)  # no prediction: not calibration
     assert warn == []
@@ -114,11 +174,14 @@ def test_resume_finds_the_run_dir_and_counts_resumes(reg, tmp_path):
     warn = Warnings()
     run_dir = tmp_path / "runs" / "x"
     first = reg.start_run({"run_dir": str(run_dir), "model": "m"}, warn)
-    assert reg.update_run(first, {"status": "stopped", "exit_code": 143, "reason": "SIGTERM",
-                                  "ended_at": "2025-05-01T12:00:00+00:00"}, warn)  # fmt: skip
+    assert reg.update_run(
+        first,
+        {"status": "stopped", "exit_code": 143, "reason": "SIGTERM", "ended_at": "2025-05-01T12:00:00+00:00"},
+        warn,
+    )
     reg.start_run({"run_dir": str(tmp_path / "other"), "model": "m"}, warn)
     assert reg.find_latest_for_run_dir(str(run_dir)) == first
-    assert reg.find_latest_for_run_dir(run_dir / "." ) == first  # compared as an absolute path
+    assert reg.find_latest_for_run_dir(run_dir / ".") == first  # compared as an absolute path
     assert reg.find_latest_for_run_dir(str(tmp_path / "never")) is None
     assert reg.resume_run(first, {"steps": 10}, warn) and reg.resume_run(first, {}, warn)
     run = reg.get_run(first)
@@ -207,9 +270,16 @@ def test_concurrent_writers_in_separate_processes_lose_nothing(tmp_path):
     db, barrier = tmp_path / "home" / "runs.db", tmp_path / "barrier"
     barrier.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(barrier), str(n), str(me), str(updates)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for me in range(n)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(db), str(barrier), str(n), str(me), str(updates)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for me in range(n)
+    ]
     deadline = time.time() + 120
     while len(list(barrier.glob("started-*"))) < n and time.time() < deadline and all(p.poll() is None for p in procs):
         time.sleep(0.01)
@@ -282,8 +352,10 @@ def _v1_database(path: Path) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(MIGRATIONS[0])
     conn.execute("PRAGMA user_version = 1")
-    conn.execute("INSERT INTO runs (run_dir, host, pid, status, model, measured_step_s) VALUES "
-                 "('/runs/old', 'elsewhere', 1, 'finished', 'resnet18', 0.5)")  # fmt: skip
+    conn.execute(
+        "INSERT INTO runs (run_dir, host, pid, status, model, measured_step_s) VALUES "
+        "('/runs/old', 'elsewhere', 1, 'finished', 'resnet18', 0.5)"
+    )
     conn.commit()
     conn.close()
 
@@ -295,8 +367,9 @@ def test_v1_database_is_migrated_forward_keeping_its_rows(reg):
     assert [r["model"] for r in old] == ["resnet18"] and old[0]["comparison_json"] is None
     assert _user_version(reg.path) == 1
     warn = Warnings()
-    new = reg.start_run({"model": "resnet50", "data_wait_fraction": 0.05, "comparison_json": {"status": "predicted"}},
-                        warn)  # fmt: skip
+    new = reg.start_run(
+        {"model": "resnet50", "data_wait_fraction": 0.05, "comparison_json": {"status": "predicted"}}, warn
+    )
     assert warn == [] and new == 2
     assert _user_version(reg.path) == SCHEMA_VERSION == 2
     assert _columns(reg.path) == V1_COLUMNS + V2_ADDED
@@ -348,5 +421,7 @@ def test_a_running_row_whose_process_is_gone_shows_lost(reg):
 
 def test_migration_scripts_split_into_statements():
     assert statements("CREATE TABLE t (a);\n\nALTER TABLE t ADD COLUMN b;\n") == [
-        "CREATE TABLE t (a);", "ALTER TABLE t ADD COLUMN b;"]
+        "CREATE TABLE t (a);",
+        "ALTER TABLE t ADD COLUMN b;",
+    ]
     assert len(statements(MIGRATIONS[1])) == 3 and len(statements(MIGRATIONS[0])) == 3

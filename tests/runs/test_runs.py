@@ -19,41 +19,120 @@ from paddlefit.runs import SCHEMA_VERSION, Registry
 ROOT = Path(__file__).resolve().parents[2]
 
 COMPARISON = {
-    "device": {"kind": "gpu", "name": "L4", "count": 1}, "status": "predicted", "reason": None,
-    "calibration": "published-fit", "warmup_steps": 5, "measured_steps": 300,
+    "device": {"kind": "gpu", "name": "L4", "count": 1},
+    "status": "predicted",
+    "reason": None,
+    "calibration": "published-fit",
+    "warmup_steps": 5,
+    "measured_steps": 300,
     "figures": [
-        {"name": "step_time_s", "label": "step time (median)", "unit": "s", "predicted": 0.012, "measured": 0.015,
-         "ratio": 0.8},
-        {"name": "step_time_p95_s", "label": "step time (p95)", "unit": "s", "predicted": None, "measured": 0.02,
-         "ratio": None},
-        {"name": "samples_per_s", "label": "samples/s", "unit": "1/s", "predicted": 2666.0, "measured": 2133.0,
-         "ratio": 1.25},
-        {"name": "peak_memory_bytes", "label": "peak allocated memory", "unit": "B", "predicted": 5.1e8,
-         "measured": 4.0e8, "ratio": 1.27},
+        {
+            "name": "step_time_s",
+            "label": "step time (median)",
+            "unit": "s",
+            "predicted": 0.012,
+            "measured": 0.015,
+            "ratio": 0.8,
+        },
+        {
+            "name": "step_time_p95_s",
+            "label": "step time (p95)",
+            "unit": "s",
+            "predicted": None,
+            "measured": 0.02,
+            "ratio": None,
+        },
+        {
+            "name": "samples_per_s",
+            "label": "samples/s",
+            "unit": "1/s",
+            "predicted": 2666.0,
+            "measured": 2133.0,
+            "ratio": 1.25,
+        },
+        {
+            "name": "peak_memory_bytes",
+            "label": "peak allocated memory",
+            "unit": "B",
+            "predicted": 5.1e8,
+            "measured": 4.0e8,
+            "ratio": 1.27,
+        },
         {"name": "mfu", "label": "MFU", "unit": "", "predicted": 0.3, "measured": 0.24, "ratio": 1.25},
-        {"name": "data_wait_fraction", "label": "data wait", "unit": "", "predicted": None, "measured": 0.05,
-         "ratio": None},
+        {
+            "name": "data_wait_fraction",
+            "label": "data wait",
+            "unit": "",
+            "predicted": None,
+            "measured": 0.05,
+            "ratio": None,
+        },
     ],
-}  # fmt: skip
+}
 
 
 def _fill(home: Path) -> None:
     """Run 1: resnet50 on one L4, finished, with the comparison document; run 2: the same model on 2 CPUs, AMP off,
     a bigger micro-batch, stopped."""
     reg, warnings = Registry(home / "runs.db"), []
-    a = reg.start_run({"run_dir": "/runs/l4", "model": "resnet50", "device_kind": "gpu", "device_name": "L4",
-                       "device_count": 1, "precision": "amp-o1", "micro_batch_size": 32, "grad_accum_steps": 2,
-                       "global_batch": 64, "spec_sha256": "aa11", "paddle_version": "3.3.1"}, warnings.append)
-    reg.update_run(a, {"status": "finished", "steps": 300, "predicted_step_s": 0.012, "measured_step_s": 0.015,
-                       "measured_step_p95_s": 0.02, "predicted_samples_per_s": 2666.0, "measured_samples_per_s": 2133.0,
-                       "predicted_peak_bytes": 5.1e8, "measured_peak_bytes": 4.0e8, "predicted_mfu": 0.3,
-                       "measured_mfu": 0.24, "data_wait_fraction": 0.05, "final_loss": 0.4321, "eval_accuracy": 0.912,
-                       "comparison_json": COMPARISON}, warnings.append)  # fmt: skip
-    b = reg.start_run({"run_dir": "/runs/cpu", "model": "resnet50", "device_kind": "cpu", "device_name": "cpu",
-                       "device_count": 2, "precision": "fp32", "micro_batch_size": 64, "grad_accum_steps": 2,
-                       "global_batch": 256, "spec_sha256": "bb22", "paddle_version": "3.3.1"}, warnings.append)
-    reg.update_run(b, {"status": "stopped", "steps": 40, "measured_step_s": 1.5, "final_loss": 1.25,
-                       "reason": "SIGTERM"}, warnings.append)  # fmt: skip
+    a = reg.start_run(
+        {
+            "run_dir": "/runs/l4",
+            "model": "resnet50",
+            "device_kind": "gpu",
+            "device_name": "L4",
+            "device_count": 1,
+            "precision": "amp-o1",
+            "micro_batch_size": 32,
+            "grad_accum_steps": 2,
+            "global_batch": 64,
+            "spec_sha256": "aa11",
+            "paddle_version": "3.3.1",
+        },
+        warnings.append,
+    )
+    reg.update_run(
+        a,
+        {
+            "status": "finished",
+            "steps": 300,
+            "predicted_step_s": 0.012,
+            "measured_step_s": 0.015,
+            "measured_step_p95_s": 0.02,
+            "predicted_samples_per_s": 2666.0,
+            "measured_samples_per_s": 2133.0,
+            "predicted_peak_bytes": 5.1e8,
+            "measured_peak_bytes": 4.0e8,
+            "predicted_mfu": 0.3,
+            "measured_mfu": 0.24,
+            "data_wait_fraction": 0.05,
+            "final_loss": 0.4321,
+            "eval_accuracy": 0.912,
+            "comparison_json": COMPARISON,
+        },
+        warnings.append,
+    )
+    b = reg.start_run(
+        {
+            "run_dir": "/runs/cpu",
+            "model": "resnet50",
+            "device_kind": "cpu",
+            "device_name": "cpu",
+            "device_count": 2,
+            "precision": "fp32",
+            "micro_batch_size": 64,
+            "grad_accum_steps": 2,
+            "global_batch": 256,
+            "spec_sha256": "bb22",
+            "paddle_version": "3.3.1",
+        },
+        warnings.append,
+    )
+    reg.update_run(
+        b,
+        {"status": "stopped", "steps": 40, "measured_step_s": 1.5, "final_loss": 1.25, "reason": "SIGTERM"},
+        warnings.append,
+    )
     assert warnings == []
 
 
@@ -105,8 +184,19 @@ def test_show_renders_the_comparison_document(home):
     res = _run(home, "show", "1")
     assert res.exit_code == 0, res.output
     text = res.stdout
-    for value in ("run 1", "/runs/l4", "aa11", "12.0 ms", "15.0 ms", "381.5 MiB", "24.0 %", "91.2 %",
-                  "predicted vs measured", "published-fit", "300 measured steps after 5 warm-up"):  # fmt: skip
+    for value in (
+        "run 1",
+        "/runs/l4",
+        "aa11",
+        "12.0 ms",
+        "15.0 ms",
+        "381.5 MiB",
+        "24.0 %",
+        "91.2 %",
+        "predicted vs measured",
+        "published-fit",
+        "300 measured steps after 5 warm-up",
+    ):
         assert value in text, value
     mem = next(line for line in text.splitlines() if "peak allocated memory" in line)
     assert "486.4 MiB" in mem and "381.5 MiB" in mem and "1.27x" in mem
@@ -160,8 +250,13 @@ def test_empty_registry_is_a_friendly_line(tmp_path):
 
 def _paddlefit(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PADDLEFIT_HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-c", "from paddlefit.cli.main import main; main()", *args],
-                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", "from paddlefit.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_corrupt_registry_exits_2_without_a_traceback(tmp_path):
@@ -194,8 +289,10 @@ def test_a_model_matches_by_its_whole_string_or_its_name_after_the_module(tmp_pa
     from paddlefit.runs.registry import Registry
 
     reg = Registry(tmp_path / "runs.db")
-    ids = {m: reg.start_run({"model": m}, warn=lambda msg: None)
-           for m in ("paddlefit.models.examples:digits_cnn", "resnet50", "my.pkg.digits_cnn", "digitsXcnn_v2")}
+    ids = {
+        m: reg.start_run({"model": m}, warn=lambda msg: None)
+        for m in ("paddlefit.models.examples:digits_cnn", "resnet50", "my.pkg.digits_cnn", "digitsXcnn_v2")
+    }
     got = lambda m: sorted(r["model"] for r in reg.list_runs(model=m))  # noqa: E731
     assert got("DIGITS_CNN") == ["my.pkg.digits_cnn", "paddlefit.models.examples:digits_cnn"]
     assert got("paddlefit.models.examples:digits_cnn") == ["paddlefit.models.examples:digits_cnn"]
@@ -223,17 +320,30 @@ def test_list_here_keeps_the_runs_under_this_directory_and_the_table_fits(tmp_pa
     reg, said = Registry(tmp_path / "runs.db"), []
     proj = tmp_path / "proj"
     for run_dir in (proj / "runs" / "a", tmp_path / "other" / "b", proj / "runs" / "c"):
-        reg.start_run({"run_dir": str(run_dir), "model": "paddlefit.models.examples:digits_cnn",
-                       "device_kind": "cpu", "device_name": "cpu", "device_count": 1, "precision": "fp32",
-                       "micro_batch_size": 32, "grad_accum_steps": 1, "global_batch": 32}, said.append)
+        reg.start_run(
+            {
+                "run_dir": str(run_dir),
+                "model": "paddlefit.models.examples:digits_cnn",
+                "device_kind": "cpu",
+                "device_name": "cpu",
+                "device_count": 1,
+                "precision": "fp32",
+                "micro_batch_size": 32,
+                "grad_accum_steps": 1,
+                "global_batch": 32,
+            },
+            said.append,
+        )
     (proj / "runs").mkdir(parents=True)
     monkeypatch.chdir(proj)
     env = {"PADDLEFIT_HOME": str(tmp_path), "COLUMNS": "100"}
     res = CliRunner().invoke(app, ["runs", "--here", "--json"], env=env)
     assert res.exit_code == 0, res.output
     assert [r["run_dir"] for r in json.loads(res.stdout)] == [str(proj / "runs" / "c"), str(proj / "runs" / "a")]
-    assert [r["id"] for r in json.loads(CliRunner().invoke(app, ["runs", "--here", "--last", "1", "--json"],
-                                                           env=env).stdout)] == [3]  # fmt: skip
+    assert [
+        r["id"]
+        for r in json.loads(CliRunner().invoke(app, ["runs", "--here", "--last", "1", "--json"], env=env).stdout)
+    ] == [3]
     text = CliRunner().invoke(app, ["runs"], env=env).stdout
     assert all(len(line) <= 100 for line in text.splitlines()), text
     assert "--wide" in text and str(tmp_path / "other" / "b") in "".join(text.split())  # folded, not cut
@@ -248,12 +358,33 @@ def test_control_characters_in_names_and_paths_are_shown_escaped(tmp_path: Path)
     """A run directory or model named with `\\e[2J` cleared the screen through `runs` (issue 27): every table shows
     names and paths from the registry with control characters escaped, as `\\x1b`."""
     reg, warnings = Registry(tmp_path / "runs.db"), []
-    a = reg.start_run({"run_dir": f"/runs/a{HOSTILE}", "model": f"m{HOSTILE}", "device_kind": "cpu",
-                       "device_name": f"cpu{HOSTILE}", "device_count": 1, "precision": "fp32"}, warnings.append)
-    reg.update_run(a, {"status": "failed", "reason": f"boom{HOSTILE}",
-                       "comparison_json": {**COMPARISON, "reason": HOSTILE}}, warnings.append)  # fmt: skip
-    b = reg.start_run({"run_dir": "/runs/b", "model": "m", "device_kind": "cpu", "device_name": "cpu",
-                       "device_count": 1, "precision": f"fp32{HOSTILE}"}, warnings.append)  # fmt: skip
+    a = reg.start_run(
+        {
+            "run_dir": f"/runs/a{HOSTILE}",
+            "model": f"m{HOSTILE}",
+            "device_kind": "cpu",
+            "device_name": f"cpu{HOSTILE}",
+            "device_count": 1,
+            "precision": "fp32",
+        },
+        warnings.append,
+    )
+    reg.update_run(
+        a,
+        {"status": "failed", "reason": f"boom{HOSTILE}", "comparison_json": {**COMPARISON, "reason": HOSTILE}},
+        warnings.append,
+    )
+    b = reg.start_run(
+        {
+            "run_dir": "/runs/b",
+            "model": "m",
+            "device_kind": "cpu",
+            "device_name": "cpu",
+            "device_count": 1,
+            "precision": f"fp32{HOSTILE}",
+        },
+        warnings.append,
+    )
     for args in ([], ["show", str(a)], ["compare", str(a), str(b)]):
         res = _run(tmp_path, *args)
         assert res.exit_code == 0, res.output
@@ -268,8 +399,11 @@ def test_show_and_list_say_what_each_figure_is(home):
     text = _run(home, "show", "1").stdout
     for key in ("predicted_step_s", "measured_peak_bytes", "device_kind", "spec_sha256", "data_wait_fraction"):
         assert key not in text, key
-    rows = {" ".join(line.split()[:-1]): line.split()[-1] for line in text.split("predicted vs measured")[0]
-            .splitlines() if len(line.split()) > 1}  # fmt: skip
+    rows = {
+        " ".join(line.split()[:-1]): line.split()[-1]
+        for line in text.split("predicted vs measured")[0].splitlines()
+        if len(line.split()) > 1
+    }
     assert rows["predicted step time 12.0"] == "ms" and rows["measured peak memory 381.5"] == "MiB"
     assert rows["device kind"] == "gpu" and rows["job spec SHA-256"] == "aa11"
     assert rows["measured samples/s (after warm-up)"] == "2,133.0" and rows["data wait (after warm-up) 5.0"] == "%"
@@ -294,10 +428,14 @@ def test_runs_reads_a_healthy_registry_on_a_read_only_or_full_disk(tmp_path: Pat
     if disk == "read-only":
         body = f"cp -a {saved}/. {home} && mount --bind {home} {home} && mount -o remount,bind,ro {home} && {cmd}"
     else:
-        body = (f"mount -t tmpfs -o size=256k tmpfs {home} && cp -a {saved}/. {home} && "
-                f"(dd if=/dev/zero of={home}/filler bs=4k 2>/dev/null; true) && {cmd}")
+        body = (
+            f"mount -t tmpfs -o size=256k tmpfs {home} && cp -a {saved}/. {home} && "
+            f"(dd if=/dev/zero of={home}/filler bs=4k 2>/dev/null; true) && {cmd}"
+        )
     env = {**os.environ, "PADDLEFIT_HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
     r = subprocess.run(["unshare", "-rm", "sh", "-c", body], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert [(row["id"], row["run_dir"], row["status"]) for row in json.loads(r.stdout)] == [
-        (2, "/runs/cpu", "stopped"), (1, "/runs/l4", "finished")]
+        (2, "/runs/cpu", "stopped"),
+        (1, "/runs/l4", "finished"),
+    ]

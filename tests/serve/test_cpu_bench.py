@@ -69,8 +69,15 @@ def test_benchmark_measures_each_batch_size_in_one_serving_process(saved: tuple[
         assert 5 <= r.runs <= 12
         assert r.peak_rss_bytes > params_bytes
         assert r.samples_per_s == pytest.approx(r.batch_size / r.median_s)
-        assert set(r.to_dict()) == {"batch_size", "threads", "median_s", "p95_s", "runs", "peak_rss_bytes",
-                                    "samples_per_s"}  # fmt: skip
+        assert set(r.to_dict()) == {
+            "batch_size",
+            "threads",
+            "median_s",
+            "p95_s",
+            "runs",
+            "peak_rss_bytes",
+            "samples_per_s",
+        }
     # one process: the peak after batch 4 includes the one after batch 1; Paddle itself is > 100 MiB, yet not the
     # parent's memory (pytest with Paddle imported), which ru_maxrss would report after execve
     assert rows[0].peak_rss_bytes <= rows[1].peak_rss_bytes
@@ -109,11 +116,18 @@ def test_keyword_int_inputs_and_the_legacy_pdmodel_format(tmp_path: Path) -> Non
     (got,) = predict_cpu(tmp_path / "kw" / "model", specs, xs)
     np.testing.assert_allclose(got, dygraph(model, xs, [None, "token_ids"]), rtol=1e-5, atol=1e-5)
 
-    code = ("import sys, paddle; sys.path.insert(0, sys.argv[2]); from test_cpu_bench import SPECS, conv_net; "
-            "from paddlefit.serve.program import save_inference_model; "
-            "print(','.join(save_inference_model(conv_net(), SPECS, __import__('pathlib').Path(sys.argv[1]))))")
-    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "legacy" / "model"), str(Path(__file__).parent)],
-                       capture_output=True, text=True, timeout=120, env=dict(ENV, FLAGS_enable_pir_api="0"))
+    code = (
+        "import sys, paddle; sys.path.insert(0, sys.argv[2]); from test_cpu_bench import SPECS, conv_net; "
+        "from paddlefit.serve.program import save_inference_model; "
+        "print(','.join(save_inference_model(conv_net(), SPECS, __import__('pathlib').Path(sys.argv[1]))))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "legacy" / "model"), str(Path(__file__).parent)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(ENV, FLAGS_enable_pir_api="0"),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[-1] == "model.pdiparams,model.pdiparams.info,model.pdmodel"
     assert model_files(tmp_path / "legacy" / "model")[0].name == "model.pdmodel"
@@ -135,8 +149,11 @@ def test_bad_arguments_name_the_option_and_the_missing_file(saved: tuple[object,
             benchmark_cpu(prefix, SPECS, [1], [threads])
     with pytest.raises(PaddlefitError, match="runs >= 5"):
         benchmark_cpu(prefix, SPECS, [1], [1], runs=2)
-    with pytest.raises(PaddlefitError, match=r"nope/model` is not a saved inference model: model.json \(or "
-                                             r"\.pdmodel\) and model.pdiparams missing"):  # fmt: skip
+    with pytest.raises(
+        PaddlefitError,
+        match=r"nope/model` is not a saved inference model: model.json \(or "
+        r"\.pdmodel\) and model.pdiparams missing",
+    ):
         benchmark_cpu(tmp_path / "nope" / "model", SPECS, [1], [1])
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "model.json").write_text("{}")
@@ -183,8 +200,21 @@ def test_export_benchmark_json_and_its_bad_options(tmp_path: Path, finished_run:
     assert r.returncode == 0, r.stderr[-2000:]
     assert "measured on this CPU (Paddle Inference, oneDNN)" in r.stdout and "peak RSS MiB" in r.stdout
     # the exported run planned for serving gives the same GPU rows as its job spec (two references, one answer)
-    plan = [sys.executable, "-m", "paddlefit.cli.main", "plan", "--inference", "--no-cpu", "--gpu", "T4", "-b", "1",
-            "-b", "16", "--json"]  # fmt: skip
+    plan = [
+        sys.executable,
+        "-m",
+        "paddlefit.cli.main",
+        "plan",
+        "--inference",
+        "--no-cpu",
+        "--gpu",
+        "T4",
+        "-b",
+        "1",
+        "-b",
+        "16",
+        "--json",
+    ]
     by_export = run([*plan[:4], str(tmp_path / "run"), *plan[4:]])
     by_spec = run([*plan, "--config", str(spec)])
     assert by_export.returncode == 0 and by_spec.returncode == 0, by_export.stderr[-2000:] + by_spec.stderr[-2000:]
@@ -192,5 +222,6 @@ def test_export_benchmark_json_and_its_bad_options(tmp_path: Path, finished_run:
     assert ex["model"]["kind"] == "exported" and sp["model"]["kind"] == "spec"
     assert ex["model"]["params"] == sp["model"]["params"]
     (t_ex,), (t_sp,) = ex["targets"], sp["targets"]
-    assert [p["latency_s"] for p in t_ex["inference"]] == pytest.approx([p["latency_s"] for p in t_sp["inference"]],
-                                                                        rel=1e-9)  # fmt: skip
+    assert [p["latency_s"] for p in t_ex["inference"]] == pytest.approx(
+        [p["latency_s"] for p in t_sp["inference"]], rel=1e-9
+    )

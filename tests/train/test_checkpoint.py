@@ -69,8 +69,9 @@ def test_temporaries_of_killed_writers_are_never_read_and_are_cleaned(tmp_path: 
         CheckpointStore(tmp_path, keep_last=0)
 
 
-def test_a_kill_while_pruning_leaves_no_half_deleted_checkpoint(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_kill_while_pruning_leaves_no_half_deleted_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Pruning renames a checkpoint to a ``.tmp-*`` name before deleting it: a kill mid-delete (here the delete never
     runs) leaves a temporary the next run cleans, not a ``step-*`` directory with files missing."""
     import paddlefit.train.checkpoint as ck

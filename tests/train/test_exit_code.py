@@ -28,8 +28,9 @@ def test_a_second_signal_changes_neither_the_exit_code_nor_the_reason(tmp_path: 
     spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=100000, checkpoint={"every_steps": 50}, data=SLOW)
     run_dir = tmp_path / "r"
     rng = random.Random(sum(signals))
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+    )
     wait_for_step(run_dir, 2, proc)
     delays = []
     for sig in signals:

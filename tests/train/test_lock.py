@@ -22,8 +22,11 @@ from paddlefit.train.lock import RunDirInUseError, RunDirLock
 
 def _tree(root: Path) -> dict[str, str]:
     """Every file under ``root`` (relative path -> sha256 of its bytes, plus its mtime)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() + f"@{p.stat().st_mtime_ns}"
-            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() + f"@{p.stat().st_mtime_ns}"
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_a_second_lock_is_refused_with_the_holder_named_until_released(tmp_path: Path) -> None:
@@ -42,10 +45,13 @@ def test_a_second_lock_is_refused_with_the_holder_named_until_released(tmp_path:
 
 
 def test_the_kernel_releases_the_lock_of_a_sigkilled_holder(tmp_path: Path) -> None:
-    code = ("import sys, time; from paddlefit.train.lock import RunDirLock; lock = RunDirLock(sys.argv[1]).acquire(); "
-            "print('locked', flush=True); time.sleep(600)")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r")], stdout=subprocess.PIPE, text=True,
-                            env=ENV)  # fmt: skip
+    code = (
+        "import sys, time; from paddlefit.train.lock import RunDirLock; lock = RunDirLock(sys.argv[1]).acquire(); "
+        "print('locked', flush=True); time.sleep(600)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "r")], stdout=subprocess.PIPE, text=True, env=ENV
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         with pytest.raises(RunDirInUseError, match=f"pid {proc.pid} "):
@@ -69,8 +75,15 @@ def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path, f
         assert _tree(run_dir) == before  # not even --resume never's clean-up ran
         # a worker started without paddlefit's launcher (the multi-node targets) locks from rank 0 itself
         (tmp_path / "w.yaml").write_text(spec.read_text())
-        worker = [sys.executable, "-m", "paddlefit.train.worker", "--spec", str(tmp_path / "w.yaml"), "--run-dir",
-                  str(run_dir)]  # fmt: skip
+        worker = [
+            sys.executable,
+            "-m",
+            "paddlefit.train.worker",
+            "--spec",
+            str(tmp_path / "w.yaml"),
+            "--run-dir",
+            str(run_dir),
+        ]
         w = run(worker)
         assert w.returncode == 2 and "is in use by" in w.stderr, w.stderr[-2000:]
         assert _tree(run_dir) == before  # no status.json written into another run's directory
@@ -84,18 +97,25 @@ def test_train_on_a_locked_run_dir_exits_2_and_touches_nothing(tmp_path: Path, f
 def test_two_trains_on_one_run_dir_one_runs_one_refused(tmp_path: Path) -> None:
     """The issue's case: a second `train` a moment after the first is refused; `export` reads the run meanwhile;
     the first goes on alone (stopped here by SIGTERM) and its metrics.jsonl has each of its steps once."""
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=2000, checkpoint={"every_steps": 2},
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        batch_size=32,
+        max_steps=2000,
+        checkpoint={"every_steps": 2},
+        data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+    )
     run_dir = tmp_path / "r"
-    first = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)  # fmt: skip
+    first = subprocess.Popen(
+        train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for_step(run_dir, 3, first)
     second = run(train_cmd(spec, run_dir))
     assert second.returncode == 2 and f"in use by pid {first.pid} " in second.stderr, second.stderr[-2000:]
     assert f"train {spec} --run-dir {run_dir}" in second.stderr  # the holder's command
     # a reader needs no lock: export takes the newest complete checkpoint while the run writes more
-    exported = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(run_dir), "--out", str(tmp_path / "x"),
-                    "--json"])  # fmt: skip
+    exported = run(
+        [sys.executable, "-m", "paddlefit.cli.main", "export", str(run_dir), "--out", str(tmp_path / "x"), "--json"]
+    )
     assert exported.returncode == 0, exported.stderr[-2000:]
     assert json.loads(exported.stdout)["max_abs_diff"] <= 1e-5
     assert first.poll() is None
@@ -117,10 +137,17 @@ def test_a_lock_handed_to_a_child_lasts_until_the_child_exits(tmp_path: Path) ->
     env = lock.share()
     fd = int(env[LOCK_FD_ENV])
     assert env[LOCK_ENV] == str(run_dir.resolve())
-    code = ("import os, sys, time; from paddlefit.train.lock import held_by_parent; "
-            "print(held_by_parent(sys.argv[1]), flush=True); time.sleep(600)")  # fmt: skip
-    child = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True,
-                             env={**ENV, **env}, pass_fds=(fd,))  # fmt: skip
+    code = (
+        "import os, sys, time; from paddlefit.train.lock import held_by_parent; "
+        "print(held_by_parent(sys.argv[1]), flush=True); time.sleep(600)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(run_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**ENV, **env},
+        pass_fds=(fd,),
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "True"
         lock.release()  # as if the launcher exited and left a worker behind
@@ -156,12 +183,16 @@ def test_the_launcher_hands_the_lock_on_and_stops_when_train_dies(tmp_path: Path
         assert p.communicate(timeout=30)[0].strip() == "True"
     lock.release()
     # a middle process (`train`) starts a launcher that asks for SIGTERM on its parent's death, then is SIGKILLed
-    launcher = ("import os, signal, sys, time; os.environ['PADDLEFIT_LOCK_PID'] = str(os.getppid()); "
-                "from paddlefit.train.distlaunch import stop_with_parent; stop_with_parent(); "
-                "signal.signal(signal.SIGTERM, lambda *a: (print('sigterm', flush=True), sys.exit(0))); "
-                "print('ready', flush=True); time.sleep(600)")  # fmt: skip
-    train = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]]); "
-             "print(p.pid, flush=True); time.sleep(600)")  # fmt: skip
+    launcher = (
+        "import os, signal, sys, time; os.environ['PADDLEFIT_LOCK_PID'] = str(os.getppid()); "
+        "from paddlefit.train.distlaunch import stop_with_parent; stop_with_parent(); "
+        "signal.signal(signal.SIGTERM, lambda *a: (print('sigterm', flush=True), sys.exit(0))); "
+        "print('ready', flush=True); time.sleep(600)"
+    )
+    train = (
+        "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]]); "
+        "print(p.pid, flush=True); time.sleep(600)"
+    )
     out = tmp_path / "launcher.out"
     with open(out, "w") as f:
         middle = subprocess.Popen([sys.executable, "-c", train, launcher], stdout=f, env=ENV)
@@ -193,7 +224,8 @@ def test_run_job_in_threads_one_runs_the_other_is_refused(tmp_path: Path, monkey
     from paddlefit.train.guards import StopFlag
 
     spec = load_job_spec(write_spec(tmp_path / "s.yaml", max_steps=2)).model_copy(
-        update={"run_dir": str(tmp_path / "a")})
+        update={"run_dir": str(tmp_path / "a")}
+    )
     result: dict[str, object] = {}
     flag = StopFlag()
     t = threading.Thread(target=flag.install)  # signal.signal would raise ValueError outside the main thread
@@ -214,7 +246,8 @@ def test_run_job_in_threads_one_runs_the_other_is_refused(tmp_path: Path, monkey
 
 
 def test_export_of_a_run_in_training_takes_another_checkpoint_when_its_choice_is_pruned(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A training run prunes old checkpoints as it writes (keep_last): export's newest could vanish between
     choosing and reading it ("model.pdparams cannot be loaded", "no checkpoint that verifies" in 6 of 60 exports
     of a run checkpointing every step). It reads the weights once, checked against the manifest, and chooses
@@ -227,7 +260,8 @@ def test_export_of_a_run_in_training_takes_another_checkpoint_when_its_choice_is
 
     run_dir = tmp_path / "r"
     spec = load_job_spec(write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 1})).model_copy(
-        update={"run_dir": str(run_dir), "inputs": ["float32[1,8,8]"]})
+        update={"run_dir": str(run_dir), "inputs": ["float32[1,8,8]"]}
+    )
     assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
     real = export_mod._read_weights
     pruned: list[str] = []

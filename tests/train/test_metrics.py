@@ -25,8 +25,13 @@ def test_metrics_log_truncation_drops_the_eval_at_the_resumed_step(tmp_path: Pat
     """The resumed run evaluates at the checkpoint's step again (an epoch's end, or a finished run): its earlier eval
     line goes, the train line of that step stays."""
     log = MetricsLog(tmp_path, visualdl=False)
-    for rec in ({"step": 1, "loss": 2.0}, {"step": 1, "eval_loss": 1.5}, {"step": 2, "loss": 1.0},
-                {"step": 2, "eval_loss": 0.5}, {"step": 3, "loss": 0.5}):  # fmt: skip
+    for rec in (
+        {"step": 1, "loss": 2.0},
+        {"step": 1, "eval_loss": 1.5},
+        {"step": 2, "loss": 1.0},
+        {"step": 2, "eval_loss": 0.5},
+        {"step": 3, "loss": 0.5},
+    ):
         log.write(rec)
     log.close()
     MetricsLog.truncate_after(tmp_path, 2)
@@ -41,9 +46,11 @@ def test_log_lines_report_every_n_steps_with_the_rate_since_the_last_line() -> N
     p.start(0, 5)
     for step, secs in zip(range(1, 6), (1.0, 3.0, 1.0, 1.0, 2.0), strict=True):
         p.update(step, step / 5, 0.25, 64, secs)
-    assert out == ["step 2/5 (epoch 0.40): loss 0.2500  32 samples/s over the last 2 step(s), 32 since step 0",
-                   "step 4/5 (epoch 0.80): loss 0.2500  64 samples/s over the last 2 step(s), 43 since step 0",
-                   "step 5/5 (epoch 1.00): loss 0.2500  32 samples/s over the last 1 step(s), 40 since step 0"]
+    assert out == [
+        "step 2/5 (epoch 0.40): loss 0.2500  32 samples/s over the last 2 step(s), 32 since step 0",
+        "step 4/5 (epoch 0.80): loss 0.2500  64 samples/s over the last 2 step(s), 43 since step 0",
+        "step 5/5 (epoch 1.00): loss 0.2500  32 samples/s over the last 1 step(s), 40 since step 0",
+    ]
 
 
 def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
@@ -55,8 +62,9 @@ def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
     p.start(200, 630)
     for step in range(201, 241):
         p.update(step, step / 42, 0.1, 32, 32 / (2428 if step <= 210 else 1000))
-    assert out[0] == ("step 210/630 (epoch 5.00): loss 0.1000  2,428 samples/s over the last 10 step(s), 2,428 since "
-                      "step 200")  # fmt: skip
+    assert out[0] == (
+        "step 210/630 (epoch 5.00): loss 0.1000  2,428 samples/s over the last 10 step(s), 2,428 since step 200"
+    )
     assert out[-1].endswith("1,000 samples/s over the last 10 step(s), 1,172 since step 200")
 
 

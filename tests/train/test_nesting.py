@@ -101,8 +101,11 @@ def test_pruning_and_resume_never_delete_nothing_but_a_checkpoints_own_files(tmp
     store.save(3, _files)  # keep_last 1 would prune steps 1 and 2
     assert (store.path_for(1) / "inner" / "job.yaml").read_text() == "x\n"
     assert (store.path_for(2) / "notes.txt").read_text() == "mine\n"
-    with pytest.raises(CheckpointError, match=r"holds .*step-00000001/inner, which is not a checkpoint's file; "
-                                              "nothing was deleted"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=r"holds .*step-00000001/inner, which is not a checkpoint's file; "
+        "nothing was deleted",
+    ):
         store.remove_all()
     assert [p.name for p in store.list()] == ["step-00000003", "step-00000002", "step-00000001"]
     assert store.drop_after(1, "--resume x", lambda _m: None) == [store.path_for(3)]  # only what went is named
@@ -139,10 +142,13 @@ def test_a_checkpoints_dir_that_is_a_symlink_is_refused_naming_both(tmp_path: Pa
     CheckpointStore(tmp_path / "sa" / "checkpoints").save(4, _files)
     (tmp_path / "sb").mkdir()
     (tmp_path / "sb" / "checkpoints").symlink_to(tmp_path / "sa" / "checkpoints")
-    with pytest.raises(PaddlefitError, match=rf"`--run-dir {tmp_path / 'sb'}`: its checkpoints "
-                                             rf"{tmp_path / 'sb' / 'checkpoints'} resolve to "
-                                             rf"{tmp_path / 'sa' / 'checkpoints'} \(the run directory "
-                                             rf"{tmp_path / 'sa'}'s\)"):  # fmt: skip
+    with pytest.raises(
+        PaddlefitError,
+        match=rf"`--run-dir {tmp_path / 'sb'}`: its checkpoints "
+        rf"{tmp_path / 'sb' / 'checkpoints'} resolve to "
+        rf"{tmp_path / 'sa' / 'checkpoints'} \(the run directory "
+        rf"{tmp_path / 'sa'}'s\)",
+    ):
         RunDirLock(tmp_path / "sb").acquire()
     assert not (tmp_path / "sb" / ".lock").exists()
     sa.release()

@@ -39,18 +39,29 @@ def test_split_halves_down_to_one_sample() -> None:
     assert seen == [32, 16, 8, 4, 2, 1] and s.ways == 32 and s.backoffs == 5
     odd = Split(batch_size=5)
     assert [odd.size, odd.halve(), odd.halve(), odd.halve()] == [5, 3, 2, 1] and not odd.can_halve()
-    assert [Split.valid_ways(w, 8) for w in (1, 2, 16, 32, 3, 0, True, 2.0)] == [True, True, True, False, False,
-                                                                                 False, False, False]
+    assert [Split.valid_ways(w, 8) for w in (1, 2, 16, 32, 3, 0, True, 2.0)] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+    ]
 
 
 def test_out_of_memory_recognised_in_both_forms() -> None:
     direct = MemoryError("(ResourceExhausted) Fail to alloc memory of 4096 size, error code is 12.")
-    wrapped = OSError("(External) Error in PyLayer backward\n  MemoryError: (ResourceExhausted) Out of memory error "
-                      "on GPU 0. Cannot allocate 2.0GiB.")
+    wrapped = OSError(
+        "(External) Error in PyLayer backward\n  MemoryError: (ResourceExhausted) Out of memory error "
+        "on GPU 0. Cannot allocate 2.0GiB."
+    )
     assert is_out_of_memory(direct) and is_out_of_memory(wrapped) and not is_out_of_memory(ValueError("shape"))
     assert oom_line(direct) == "MemoryError: (ResourceExhausted) Fail to alloc memory of 4096 size, error code is 12"
-    assert oom_line(wrapped) == ("OSError: MemoryError: (ResourceExhausted) Out of memory error on GPU 0. Cannot "
-                                 "allocate 2.0GiB")
+    assert oom_line(wrapped) == (
+        "OSError: MemoryError: (ResourceExhausted) Out of memory error on GPU 0. Cannot allocate 2.0GiB"
+    )
     assert JobFailedError("x").exit_code == 1 and PaddlefitError("x").exit_code == 2
 
 
@@ -62,8 +73,12 @@ def test_a_micro_batch_cuts_nested_labels_too() -> None:
     from paddlefit.models.calling import Batch
 
     x = paddle.arange(8 * 3, dtype="float32").reshape([8, 3])
-    label = {"text": paddle.arange(8 * 5).reshape([8, 5]), "length": paddle.arange(8),
-             "maps": [paddle.ones([8, 4, 4]), paddle.zeros([8, 4, 4])], "name": "kept"}  # fmt: skip
+    label = {
+        "text": paddle.arange(8 * 5).reshape([8, 5]),
+        "length": paddle.arange(8),
+        "maps": [paddle.ones([8, 4, 4]), paddle.zeros([8, 4, 4])],
+        "name": "kept",
+    }
     part = Batch([x], {}, label).slice(2, 5)
     assert part.args[0].shape == [3, 3] and part.args[0][0, 0].item() == 6.0
     assert part.label["text"].shape == [3, 5] and part.label["length"].tolist() == [2, 3, 4]

@@ -17,12 +17,29 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_comparison_puts_the_prediction_for_the_trainer_step_beside_the_measured_figures() -> None:
-    pred = {"status": "predicted", "device": {"kind": "gpu", "name": "L4", "count": 2}, "calibration": "published-fit",
-            "micro_step_s": 0.010, "optimizer_s": 0.002, "peak_memory_bytes": 1000, "mfu": 0.25,
-            "train_flops_per_sample": 3e9, "peak_flops": 1e14}  # fmt: skip
+    pred = {
+        "status": "predicted",
+        "device": {"kind": "gpu", "name": "L4", "count": 2},
+        "calibration": "published-fit",
+        "micro_step_s": 0.010,
+        "optimizer_s": 0.002,
+        "peak_memory_bytes": 1000,
+        "mfu": 0.25,
+        "train_flops_per_sample": 3e9,
+        "peak_flops": 1e14,
+    }
     step_s, wait_s = [0.03, 0.04, 0.05, 0.10], [0.0, 0.01, 0.0, 0.02]
-    doc = comparison(pred, step_s=step_s, wait_s=wait_s, global_batch=96, batch_size=16, grad_accum_steps=3,
-                     devices=2, peak_memory_bytes=800, warmup_steps=5)  # fmt: skip
+    doc = comparison(
+        pred,
+        step_s=step_s,
+        wait_s=wait_s,
+        global_batch=96,
+        batch_size=16,
+        grad_accum_steps=3,
+        devices=2,
+        peak_memory_bytes=800,
+        warmup_steps=5,
+    )
     fig = {f["name"]: f for f in doc["figures"]}
     predicted_step = 3 * (0.010 - 0.002) + 0.002  # three forward+backward passes, one optimizer update
     assert trainer_step_s(pred, 3) == pytest.approx(predicted_step)
@@ -39,8 +56,17 @@ def test_comparison_puts_the_prediction_for_the_trainer_step_beside_the_measured
     assert doc["measured_steps"] == 4 and doc["device"]["name"] == "L4"
     # the CPU probe has no optimizer share: A x the plan step
     assert trainer_step_s({"micro_step_s": 0.01, "optimizer_s": None}, 3) == pytest.approx(0.03)
-    none = comparison(None, step_s=step_s, wait_s=wait_s, global_batch=96, batch_size=16, grad_accum_steps=3,
-                      devices=2, peak_memory_bytes=800, warmup_steps=5)  # fmt: skip
+    none = comparison(
+        None,
+        step_s=step_s,
+        wait_s=wait_s,
+        global_batch=96,
+        batch_size=16,
+        grad_accum_steps=3,
+        devices=2,
+        peak_memory_bytes=800,
+        warmup_steps=5,
+    )
     assert none["status"] == "not predicted" and all(f["predicted"] is None for f in none["figures"])
     assert none["figures"][0]["measured"] == pytest.approx(np.median(compute))
 
@@ -57,7 +83,8 @@ def test_what_cannot_be_predicted_says_why_without_running_the_planner(tmp_path:
 
 @pytest.mark.slow
 def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from paddlefit.job import JobOptions
     from paddlefit.plan.jobs import plan_job
     from paddlefit.runs.registry import Registry
@@ -108,18 +135,31 @@ def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
     # GPU rows are: two recorded runs of the model on a T4 (as a T4 run records them) correct the T4 row by the
     # geometric mean of measured / predicted
     for i, (pred_s, meas_s) in enumerate(((0.010, 0.015), (0.020, 0.024))):
-        reg.start_run({"run_dir": str(tmp_path / f"t4-{i}"), "model": spec.model, "device_kind": "gpu",
-                       "device_name": "T4", "status": "finished", "predicted_step_s": pred_s,
-                       "measured_step_s": meas_s, "comparison_json": {"measured_steps": 100}},
-                      warn=pytest.fail)  # fmt: skip
-    (t4,) = [t for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"]).plan.targets
-             if t.kind == "gpu"]  # fmt: skip
+        reg.start_run(
+            {
+                "run_dir": str(tmp_path / f"t4-{i}"),
+                "model": spec.model,
+                "device_kind": "gpu",
+                "device_name": "T4",
+                "status": "finished",
+                "predicted_step_s": pred_s,
+                "measured_step_s": meas_s,
+                "comparison_json": {"measured_steps": 100},
+            },
+            warn=pytest.fail,
+        )
+    (t4,) = [
+        t for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"]).plan.targets if t.kind == "gpu"
+    ]
     factor = (1.5 * 1.2) ** 0.5
     assert t4.calibration == "runs (n=2)" and t4.runs_calibration["factor"] == pytest.approx(factor)
     assert t4.step_time_s == pytest.approx(t4.runs_calibration["uncalibrated_step_s"] * factor, rel=1e-12)
     assert any(n.startswith("calibration: runs (n=2, same model): step time x 1.342") for n in t4.notes)
-    (t4_off,) = [t for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"],
-                                     use_runs=False).plan.targets if t.kind == "gpu"]  # fmt: skip
+    (t4_off,) = [
+        t
+        for t in plan_job(JobOptions(config=EXAMPLES / "digits.yaml"), gpus=["T4"], use_runs=False).plan.targets
+        if t.kind == "gpu"
+    ]
     assert t4_off.calibration == "published-fit" and t4_off.runs_calibration is None
 
 
@@ -143,16 +183,18 @@ def test_a_corrupt_registry_warns_and_the_run_trains_on(tmp_path: Path, monkeypa
 
 
 @pytest.mark.slow
-def test_a_two_process_run_is_one_registry_row_written_by_rank_0(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_two_process_run_is_one_registry_row_written_by_rank_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from paddlefit.runs.registry import Registry
     from paddlefit.train.run import run_job
 
     monkeypatch.delenv("PADDLEFIT_NO_PREDICT", raising=False)
     monkeypatch.setenv("PADDLEFIT_HOME", str(tmp_path / "home"))
     run_dir = tmp_path / "dp2"
-    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"run_dir": str(run_dir), "max_steps": 12,
-                                                                       "devices": 2, "batch_size": 16})  # fmt: skip
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(
+        update={"run_dir": str(run_dir), "max_steps": 12, "devices": 2, "batch_size": 16}
+    )
     out = run_job(spec, resume="never", log=lambda msg: None)
     assert out.exit_code == 0
     (row,) = Registry().list_runs()  # one row: the workers' rank 1 wrote none
@@ -169,17 +211,34 @@ def test_a_step_time_that_is_no_measurement_is_said_so() -> None:
     a prediction is `not predicted` with the reason, in the log line and in the comparison."""
     from paddlefit.train.predict import prediction_line
 
-    good = {"status": "predicted", "calibration": "device", "micro_step_s": 0.004, "optimizer_s": None,
-            "peak_memory_bytes": 3 * 1024**2, "mfu": None, "device": {"kind": "cpu", "name": "cpu", "count": 1}}
+    good = {
+        "status": "predicted",
+        "calibration": "device",
+        "micro_step_s": 0.004,
+        "optimizer_s": None,
+        "peak_memory_bytes": 3 * 1024**2,
+        "mfu": None,
+        "device": {"kind": "cpu", "name": "cpu", "count": 1},
+    }
     assert prediction_line(good, 2, 64) == "predicted (device): step 8.0 ms, 8,000 samples/s, peak 3.0 MiB"
     floored = {**good, "micro_step_s": 1e-9}
     line = prediction_line(floored, 1, 32)
     assert line.startswith("not predicted: the planner's step time (1e-09 s) is no measurement"), line
     assert "samples/s" not in line and "ms" not in line
-    doc = comparison(floored, step_s=[0.01, 0.01], wait_s=[0.0, 0.0], global_batch=32, batch_size=32,
-                     grad_accum_steps=1, devices=1, peak_memory_bytes=100, warmup_steps=5)  # fmt: skip
+    doc = comparison(
+        floored,
+        step_s=[0.01, 0.01],
+        wait_s=[0.0, 0.0],
+        global_batch=32,
+        batch_size=32,
+        grad_accum_steps=1,
+        devices=1,
+        peak_memory_bytes=100,
+        warmup_steps=5,
+    )
     fig = {f["name"]: f for f in doc["figures"]}
     assert doc["status"] == "not predicted" and "no measurement" in doc["reason"]
     assert fig["samples_per_s"]["predicted"] is None and fig["step_time_s"]["predicted"] is None
     assert prediction_line({**good, "micro_step_s": float("nan")}, 1, 32) == (
-        "not predicted: the planner gave no step time")
+        "not predicted: the planner gave no step time"
+    )

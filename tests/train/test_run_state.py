@@ -28,8 +28,11 @@ def registry_status(run_dir: Path) -> str:
 
 def test_a_run_that_failed_with_exit_2_is_failed_in_report_and_runs(tmp_path: Path) -> None:
     """Before: no status.json after an in-process failure, so `report` said "killed" while `runs` said "failed"."""
-    spec = write_spec(tmp_path / "s.yaml", max_steps=20,
-                      data={"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        max_steps=20,
+        data={"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False},
+    )
     run_dir = tmp_path / "r"
     r = run(train_cmd(spec, run_dir), timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]
@@ -47,8 +50,16 @@ def test_report_names_each_ending_as_runs_does(tmp_path: Path) -> None:
     run_dir = tmp_path / "r"
     run_dir.mkdir()
     (run_dir / "job.yaml").write_text("model: x\n")
-    for code, want in ((0, "finished"), (143, "stopped"), (130, "stopped"), (4, "budget"), (3, "nonfinite"),
-                       (2, "failed"), (1, "failed"), (247, "failed")):  # fmt: skip
+    for code, want in (
+        (0, "finished"),
+        (143, "stopped"),
+        (130, "stopped"),
+        (4, "budget"),
+        (3, "nonfinite"),
+        (2, "failed"),
+        (1, "failed"),
+        (247, "failed"),
+    ):
         (run_dir / "status.json").write_text(json.dumps({"exit_code": code, "reason": "r", "step": 0}))
         assert build_report(run_dir).status == want == status_name(code)
     (run_dir / "status.json").unlink()
@@ -88,9 +99,15 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_130_without_a_traceback(tmp_path
         # a terminal's foreground job has SIGINT at its default: an ignored SIGINT is inherited across exec (a
         # background job's, or one a library set at the C level in this pytest worker), and paddlefit then leaves
         # it ignored, as it should; the test is about the terminal's case
-        p = subprocess.Popen(train_cmd(spec, tmp_path / f"r{i}"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=ENV, start_new_session=True,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        p = subprocess.Popen(
+            train_cmd(spec, tmp_path / f"r{i}"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         _wait_for_exec(p.pid)
         ignored = _sig_ignored(p.pid)
         time.sleep(delay)

@@ -26,14 +26,16 @@ def _default_stop_signals() -> None:
 
 
 def _popen(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                            preexec_fn=_default_stop_signals)  # fmt: skip
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=_default_stop_signals
+    )
 
 
 @pytest.mark.parametrize("when", ["lock", 0.5, 1.2])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_a_stop_signal_during_train_start_up_exits_quietly_and_leaves_no_lock_record(
-        tmp_path: Path, when: object, sig: signal.Signals) -> None:  # fmt: skip
+    tmp_path: Path, when: object, sig: signal.Signals
+) -> None:
     """SIGTERM (or SIGHUP: a closed terminal) while `train` starts up: Paddle's import installs a C++ handler
     that printed a "FatalError: `Termination signal` is detected ... Aborted" block and left RUN_DIR/.lock.json
     naming a dead pid. Now: exit 128 + the signal, one line, no record (``lock``: the moment the lock is taken;
@@ -81,8 +83,9 @@ def test_a_nohup_run_trains_through_sighup_and_still_stops_on_sigterm(tmp_path: 
         _default_stop_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    proc = subprocess.Popen(train_cmd(spec, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV, preexec_fn=nohup)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=nohup
+    )
     step = wait_for_step(run_dir, 3, proc)
     proc.send_signal(signal.SIGHUP)
     later = wait_for_step(run_dir, step + 20, proc)
@@ -94,8 +97,12 @@ def test_a_nohup_run_trains_through_sighup_and_still_stops_on_sigterm(tmp_path: 
 
 
 def _slow_spec(tmp_path: Path, steps: int) -> Path:
-    return write_spec(tmp_path / "s.yaml", max_steps=steps, checkpoint={"every_steps": 0, "every_minutes": 0},
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    return write_spec(
+        tmp_path / "s.yaml",
+        max_steps=steps,
+        checkpoint={"every_steps": 0, "every_minutes": 0},
+        data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+    )
 
 
 @pytest.mark.slow
@@ -154,9 +161,15 @@ def test_a_sigkilled_rank_1_leaves_a_status_a_failed_registry_row_and_no_traceba
     assert "rank 1 ended by signal SIGKILL" in err and "paddlefit: rank " in err, err[-3000:]
     status = json.loads((run_dir / "status.json").read_text())
     assert status["exit_code"] == 1 and status["step"] >= reached, status
-    assert "another rank was killed or lost" in status["reason"] and "rank 1 ended by signal SIGKILL" in status[
-        "reason"], status  # fmt: skip
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "runs", "--json"], capture_output=True,
-                       text=True, env=ENV, timeout=60)  # fmt: skip
+    assert (
+        "another rank was killed or lost" in status["reason"] and "rank 1 ended by signal SIGKILL" in status["reason"]
+    ), status
+    r = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "runs", "--json"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
     rows = [x for x in json.loads(r.stdout) if Path(x["run_dir"]).resolve() == run_dir.resolve()]
     assert rows and rows[-1]["status"] == "failed" and rows[-1]["exit_code"] == 1, rows

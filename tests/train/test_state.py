@@ -16,48 +16,98 @@ def _state(**kw: object) -> TrainerState:
 
 
 def test_trainer_state_round_trips_and_reads_old_checkpoints() -> None:
-    st = _state(step=12, epoch=1, batch_in_epoch=4, micro_batch_split=2, total_steps=40, last_loss=0.5,
-                scheduler={"last_epoch": 12}, totals={"train_s": 1.5, "wait_s": 0.1, "samples": 768.0})
+    st = _state(
+        step=12,
+        epoch=1,
+        batch_in_epoch=4,
+        micro_batch_split=2,
+        total_steps=40,
+        last_loss=0.5,
+        scheduler={"last_epoch": 12},
+        totals={"train_s": 1.5, "wait_s": 0.1, "samples": 768.0},
+    )
     doc = json.loads(json.dumps(st.to_json()))
     assert TrainerState.from_json(doc, "ck") == st
-    assert set(doc) == {"global_batch", "batch_size", "devices", "grad_accum_steps", "seed", "step", "epoch",
-                        "batch_in_epoch", "micro_batch_split", "total_steps", "scheduler", "scaler", "totals",
-                        "last_loss"}
+    assert set(doc) == {
+        "global_batch",
+        "batch_size",
+        "devices",
+        "grad_accum_steps",
+        "seed",
+        "step",
+        "epoch",
+        "batch_in_epoch",
+        "micro_batch_split",
+        "total_steps",
+        "scheduler",
+        "scaler",
+        "totals",
+        "last_loss",
+    }
     old = {k: v for k, v in doc.items() if k not in ("micro_batch_split", "total_steps")} | {"extra": 1}
     read = TrainerState.from_json(old, "ck")
     assert read.micro_batch_split == 1 and read.total_steps is None and read.step == 12
 
 
-@pytest.mark.parametrize(("doc", "needle"), [
-    ([], "not a JSON object"),
-    ({"step": 1}, "lacks global_batch"),
-    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "step": "3"},
-     "`step` is '3', not an integer"),
-    ({"global_batch": 64.0, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0}, "`global_batch`"),
-    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0,
-      "totals": {"train_s": "x"}}, "`totals.train_s` is 'x'"),
-    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0,
-      "totals": {"wall_s": -1e9}}, "`totals.wall_s` is -1000000000.0"),
-    ({"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "last_loss": "x"},
-     "`last_loss` is 'x'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ([], "not a JSON object"),
+        ({"step": 1}, "lacks global_batch"),
+        (
+            {"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "step": "3"},
+            "`step` is '3', not an integer",
+        ),
+        ({"global_batch": 64.0, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0}, "`global_batch`"),
+        (
+            {
+                "global_batch": 64,
+                "batch_size": 32,
+                "devices": 1,
+                "grad_accum_steps": 2,
+                "seed": 0,
+                "totals": {"train_s": "x"},
+            },
+            "`totals.train_s` is 'x'",
+        ),
+        (
+            {
+                "global_batch": 64,
+                "batch_size": 32,
+                "devices": 1,
+                "grad_accum_steps": 2,
+                "seed": 0,
+                "totals": {"wall_s": -1e9},
+            },
+            "`totals.wall_s` is -1000000000.0",
+        ),
+        (
+            {"global_batch": 64, "batch_size": 32, "devices": 1, "grad_accum_steps": 2, "seed": 0, "last_loss": "x"},
+            "`last_loss` is 'x'",
+        ),
+    ],
+)
 def test_trainer_state_refuses_malformed_json(doc: object, needle: str) -> None:
     with pytest.raises(PaddlefitError, match=needle):
         TrainerState.from_json(doc, "runs/x/checkpoints/step-00000003")
 
 
-@pytest.mark.parametrize(("state", "needle"), [
-    (_state(global_batch=128), "global batch 128"),
-    (_state(batch_in_epoch=23), "position"),
-    (_state(step=-1), "position"),
-    (_state(micro_batch_split=3), "micro_batch_split 3"),
-    (_state(micro_batch_split=128), "micro_batch_split 128"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("state", "needle"),
+    [
+        (_state(global_batch=128), "global batch 128"),
+        (_state(batch_in_epoch=23), "position"),
+        (_state(step=-1), "position"),
+        (_state(micro_batch_split=3), "micro_batch_split 3"),
+        (_state(micro_batch_split=128), "micro_batch_split 128"),
+    ],
+)
 def test_trainer_state_must_fit_the_job(state: TrainerState, needle: str) -> None:
     with pytest.raises(PaddlefitError, match=needle):
         state.check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
-    _state(step=11, batch_in_epoch=22, micro_batch_split=64).check_fits("ck", global_batch=64, batch_size=32,
-                                                                        steps_per_epoch=11)  # fmt: skip
+    _state(step=11, batch_in_epoch=22, micro_batch_split=64).check_fits(
+        "ck", global_batch=64, batch_size=32, steps_per_epoch=11
+    )
     _state(step=25, epoch=2, batch_in_epoch=6).check_fits("ck", global_batch=64, batch_size=32, steps_per_epoch=11)
 
 
@@ -66,7 +116,8 @@ def test_a_position_the_steps_cannot_reach_is_refused(step: int, epoch: int, bat
     """step = epoch x steps_per_epoch + batch_in_epoch / grad_accum_steps for a checkpoint of this job's layout."""
     with pytest.raises(PaddlefitError, match="impossible for this job"):
         _state(step=step, epoch=epoch, batch_in_epoch=batch_in_epoch).check_fits(
-            "ck", global_batch=64, batch_size=32, steps_per_epoch=11)
+            "ck", global_batch=64, batch_size=32, steps_per_epoch=11
+        )
 
 
 def test_the_global_batch_is_kept_by_accumulation_on_another_device_count() -> None:

@@ -40,16 +40,23 @@ def _fp32_over_tf32(p, gpu, gemm=None) -> float:
     cap = compile_step([], gpu, "fp32").sustained_fp32_flops(p)
     if gemm is None:
         return tile * max(1.0, gpu.fp32_tflops * 1e12 * p.get("gemm_fp32", a) / cap)
-    t32 = gemm_compute_s(*gemm, gpu.tf32_tflops * 1e12, gpu.sm_count, p.get("gemm_tf32", a), p.get("gemm_k0", a),
-                         p.get("tile_h0", a))  # fmt: skip
+    t32 = gemm_compute_s(
+        *gemm, gpu.tf32_tflops * 1e12, gpu.sm_count, p.get("gemm_tf32", a), p.get("gemm_k0", a), p.get("tile_h0", a)
+    )
     return float(max(tile * t32, 2 * math.prod(gemm) / cap) / t32)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]), COLUMNS="200",
-                GLOG_minloglevel="2", **(env or {}))  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True,
-                          env=full, timeout=600)  # fmt: skip
+    full = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(DATA), os.environ.get("PYTHONPATH", "")]),
+        COLUMNS="200",
+        GLOG_minloglevel="2",
+        **(env or {}),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", *args], capture_output=True, text=True, env=full, timeout=600
+    )
 
 
 def _linear_step(batch: int) -> tuple[list, int, int]:
@@ -92,12 +99,16 @@ def test_no_tf32_puts_fp32_gemms_on_the_cuda_cores_at_the_datasheet_ratio():
 def test_no_tf32_changes_nothing_before_ampere_or_under_amp():
     ops, n, k = _linear_step(512)
     p = load_perf_params()
-    assert estimate_step(ops, "fp32", V100, "sgd", n, k, p, tf32=False).device_s == \
-        estimate_step(ops, "fp32", V100, "sgd", n, k, p).device_s  # fmt: skip
+    assert (
+        estimate_step(ops, "fp32", V100, "sgd", n, k, p, tf32=False).device_s
+        == estimate_step(ops, "fp32", V100, "sgd", n, k, p).device_s
+    )
     half = step_kernels(ops, "fp16-o1", A100, "sgd", n, k, tf32=False)
     assert {x.unit for x in half if x.cls == "gemm"} == {"half"}
-    assert estimate_step(ops, "fp16-o1", A100, "sgd", n, k, p, tf32=False).device_s == \
-        estimate_step(ops, "fp16-o1", A100, "sgd", n, k, p).device_s  # fmt: skip
+    assert (
+        estimate_step(ops, "fp16-o1", A100, "sgd", n, k, p, tf32=False).device_s
+        == estimate_step(ops, "fp16-o1", A100, "sgd", n, k, p).device_s
+    )
 
 
 def _write(path: Path, **keys: object) -> Path:
@@ -130,8 +141,18 @@ def test_plan_from_the_spec_and_the_option_on_a100(tmp_path):
     efficiency ratio longer, the step grows, the row's note and MFU peak follow. (`--max-probe-gib 0.01` skips the
     CPU probe for the analytic transformer trace, ~3 s a plan: the GPU rows time it with the same kernel model.)"""
     spec = _write(tmp_path / "job.yaml", tf32=False)
-    args = ("plan", "--config", str(spec), "--gpu", "A100-SXM4-40GB", "--explain", "A100-SXM4-40GB", "--json",
-            "--max-probe-gib", "0.01")  # fmt: skip
+    args = (
+        "plan",
+        "--config",
+        str(spec),
+        "--gpu",
+        "A100-SXM4-40GB",
+        "--explain",
+        "A100-SXM4-40GB",
+        "--json",
+        "--max-probe-gib",
+        "0.01",
+    )
     r_off, r_on = run(*args), run(*args, "--tf32")
     assert r_off.returncode == 0, r_off.stderr
     assert r_on.returncode == 0, r_on.stderr
@@ -148,8 +169,11 @@ def test_plan_from_the_spec_and_the_option_on_a100(tmp_path):
     p = load_perf_params()
     fixed = p.get("kernel_s", "ampere")
     expect = _fp32_over_tf32(p, get_gpu("A100-SXM4-40GB"))
-    ratio = {key: (ex_off[key]["seconds"] - fixed * ex_off[key]["kernels"])
-             / (ex_on[key]["seconds"] - fixed * ex_on[key]["kernels"]) for key in gemms}  # fmt: skip
+    ratio = {
+        key: (ex_off[key]["seconds"] - fixed * ex_off[key]["kernels"])
+        / (ex_on[key]["seconds"] - fixed * ex_on[key]["kernels"])
+        for key in gemms
+    }
     # a group's kernels that are memory-bound (attention's small matmuls at seq 128) grow less than 8x x efficiency;
     # the dense layers (2048 tokens x 768) are compute-bound on both units: exactly that. The weight gradient
     # (768 x 768 outputs over 2048 tokens: 144 tiles of 64 x 64 on 108 SMs) is quantized differently: the tensor
@@ -175,9 +199,14 @@ def test_train_on_cpu_with_tf32_false_sets_paddles_switches_and_records_it(tmp_p
 
     from paddlefit.train.loop import Trainer, TrainOptions
 
-    base = {"model": "paddlefit.models.examples:digits_cnn", "data": {"train": "digits", "train_args": {"split":
-            "train"}}, "batch_size": 16, "max_steps": 3, "seed": 3, "checkpoint": {"every_steps": 0,
-            "every_minutes": 0}}  # fmt: skip
+    base = {
+        "model": "paddlefit.models.examples:digits_cnn",
+        "data": {"train": "digits", "train_args": {"split": "train"}},
+        "batch_size": 16,
+        "max_steps": 3,
+        "seed": 3,
+        "checkpoint": {"every_steps": 0, "every_minutes": 0},
+    }
     before = core.get_cublas_switch(), core.get_cudnn_switch()
     summaries = {}
     try:
@@ -200,8 +229,10 @@ def test_train_on_cpu_with_tf32_false_sets_paddles_switches_and_records_it(tmp_p
     assert math.isfinite(summaries[False]["final_loss"])
 
 
-@pytest.mark.parametrize(("value", "needle"), [("0", "NVIDIA_TF32_OVERRIDE=0: TF32 is off"),
-                                               ("1", "NVIDIA_TF32_OVERRIDE=1 is not a documented value")])
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [("0", "NVIDIA_TF32_OVERRIDE=0: TF32 is off"), ("1", "NVIDIA_TF32_OVERRIDE=1 is not a documented value")],
+)
 def test_doctor_reports_nvidia_tf32_override(tmp_path, value, needle):
     snap = tmp_path / "s.json"
     r = run("doctor", "--no-measure", "--json", "--snapshot", str(snap), env={"NVIDIA_TF32_OVERRIDE": value})
@@ -218,8 +249,22 @@ def test_doctor_reports_nvidia_tf32_override(tmp_path, value, needle):
 def test_cost_prices_fp32_on_the_cuda_cores_with_no_tf32():
     """The same job on A100 instances: --no-tf32 takes longer and costs more; the assumptions say which. (GPT-2
     large is beyond the CPU probe's default limit, so the plan under the cost is analytic: ~4 s a run.)"""
-    args = ("cost", "gpt2-large", "-b", "4", "--input", "int64[256]:50257", "--gpu", "A100-SXM4-80GB",
-            "--dataset-size", "100000", "--epochs", "1", "--shipped-prices", "--json")
+    args = (
+        "cost",
+        "gpt2-large",
+        "-b",
+        "4",
+        "--input",
+        "int64[256]:50257",
+        "--gpu",
+        "A100-SXM4-80GB",
+        "--dataset-size",
+        "100000",
+        "--epochs",
+        "1",
+        "--shipped-prices",
+        "--json",
+    )
     docs = {}
     for flag in ("--tf32", "--no-tf32"):
         r = run(*args, flag)

@@ -55,9 +55,13 @@ def test_two_processes_equal_one_process_and_accumulation(tmp_path: Path) -> Non
         "1x16xacc2": (write_spec(tmp_path / "c.yaml", grad_accum_steps=2), []),
         # ... and the back-off path, where rank 1 alone runs out of memory above 8 samples (Paddle's own
         # ResourceExhausted error): both ranks redo step 1 at micro-batch 8 x 2, gradients all-reduced after backward
-        "dp2x16oom": (write_spec(tmp_path / "d.yaml", model="trainhelpers:oom_digits_cnn",
-                                 model_args={"max_batch": 8, "rank": 1}), ["--devices", "2"]),
-    }  # fmt: skip
+        "dp2x16oom": (
+            write_spec(
+                tmp_path / "d.yaml", model="trainhelpers:oom_digits_cnn", model_args={"max_batch": 8, "rank": 1}
+            ),
+            ["--devices", "2"],
+        ),
+    }
     params = {}
     for name, (spec, extra) in runs.items():
         r = run(train_cmd(spec, tmp_path / name, *extra, "--json"))
@@ -99,8 +103,9 @@ def test_sigterm_mid_epoch_then_resume_is_bit_identical(tmp_path: Path, slow60_r
     spec = write_spec(tmp_path / "s.yaml", **{**SLOW60_JOB, "checkpoint": {"every_steps": 25, "every_minutes": 0}})
     want = params_sha256(slow60_reference.run_dir)
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for_step(run_dir, 10, proc)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
@@ -123,8 +128,9 @@ def test_two_process_job_killed_and_resumed(tmp_path: Path, dp_reference: Shared
     spec = write_spec(tmp_path / "s.yaml", **DP_KILL_JOB)
     want = params_sha256(dp_reference.run_dir)  # the same job, uninterrupted
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for_step(run_dir, 8, proc)
     proc.send_signal(signal.SIGTERM)  # what a scheduler sends: to paddlefit, forwarded to the launcher
     _, stderr = proc.communicate(timeout=120)
@@ -157,10 +163,19 @@ def test_resume_on_another_device_count_uses_each_sample_once_and_keeps_the_sche
     from paddlefit.train.build import build_schedule
     from paddlefit.train.data import ResumableBatchSampler
 
-    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:index_logging_cnn", batch_size=16, max_steps=60,
-                      schedule={"name": "cosine", "warmup_steps": 5},
-                      data={"train": "trainhelpers:indexed_digits", "train_args": {"split": "train", "delay": 0.002},
-                            "eval": "trainhelpers:indexed_digits", "eval_args": {"split": "test"}})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        model="trainhelpers:index_logging_cnn",
+        batch_size=16,
+        max_steps=60,
+        schedule={"name": "cosine", "warmup_steps": 5},
+        data={
+            "train": "trainhelpers:indexed_digits",
+            "train_args": {"split": "train", "delay": 0.002},
+            "eval": "trainhelpers:indexed_digits",
+            "eval_args": {"split": "test"},
+        },
+    )
     run_dir, log = tmp_path / "r", tmp_path / "samples"
     env = dict(ENV, SAMPLE_LOG=str(log))
     _sigterm_at(train_cmd(spec, run_dir, "--devices", "2"), run_dir, 8, env)
@@ -175,7 +190,7 @@ def test_resume_on_another_device_count_uses_each_sample_once_and_keeps_the_sche
 
     used = Counter(int(i) for f in tmp_path.glob("samples.*") for i in f.read_text().split())
     order = ResumableBatchSampler(range(1348), 16, 2, 0, True, True, 3)  # the spec's seed; 42 steps an epoch
-    want = Counter([*order.order(0).tolist(), *order.order(1)[:18 * 32].tolist()])
+    want = Counter([*order.order(0).tolist(), *order.order(1)[: 18 * 32].tolist()])
     assert order.steps == 42 and sum(used.values()) == 60 * 32
     assert used == want  # every sample of epoch 0 once, and epoch 1's first 18 global batches
 
@@ -195,11 +210,15 @@ def test_sigterm_to_one_worker_stops_all_ranks(tmp_path: Path) -> None:
     """A signal that reaches only rank 1 still stops both ranks at the same step, with a checkpoint."""
     import psutil
 
-    spec = write_spec(tmp_path / "s.yaml", max_steps=200,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        max_steps=200,
+        data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+    )
     run_dir = tmp_path / "r"
-    proc = subprocess.Popen(train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        train_cmd(spec, run_dir, "--devices", "2"), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_for_step(run_dir, 5, proc)
     workers = [p for p in psutil.Process(proc.pid).children(recursive=True) if "PADDLE_TRAINER_ID" in p.environ()]
     rank1 = [p for p in workers if p.environ().get("PADDLE_TRAINER_ID") == "1"]
@@ -261,9 +280,13 @@ def test_resume_at_an_epoch_end_logs_its_eval_once(tmp_path: Path) -> None:
     """The checkpoint of an epoch's last step is written before that epoch's eval and the resumed run evaluates there
     again, as does a resumed finished run: metrics.jsonl keeps one eval line per step (found by bench/kill_soak.py)."""
     # 1,348 train images / 32 = 42 steps per epoch: the periodic checkpoint at step 42 ends epoch 1
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=50,
-                      data={"eval": "digits", "eval_args": {"split": "test"}},
-                      checkpoint={"every_steps": 42, "every_minutes": 0})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        batch_size=32,
+        max_steps=50,
+        data={"eval": "digits", "eval_args": {"split": "test"}},
+        checkpoint={"every_steps": 42, "every_minutes": 0},
+    )
     run_dir = tmp_path / "r"
 
     def records() -> list[tuple[int, bool]]:
@@ -304,9 +327,13 @@ def test_temporary_files_of_killed_atomic_writes_are_removed(tmp_path: Path) -> 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
     # shuffle off, batch 16: samples 160.. are NaN, so step 11 is the first with a non-finite loss
-    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:linear_digits", max_steps=30,
-                      checkpoint={"every_steps": 4, "every_minutes": 0},
-                      data={"train": "trainhelpers:nan_digits", "train_args": {"bad_from": 160}, "shuffle": False})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        model="trainhelpers:linear_digits",
+        max_steps=30,
+        checkpoint={"every_steps": 4, "every_minutes": 0},
+        data={"train": "trainhelpers:nan_digits", "train_args": {"bad_from": 160}, "shuffle": False},
+    )
     run_dir = tmp_path / "r"
     r = run(train_cmd(spec, run_dir))
     assert r.returncode == 3, r.stderr
@@ -382,9 +409,13 @@ def test_examples_reach_their_accuracy_and_export(tmp_path: Path) -> None:
 
 def test_time_triggered_checkpoints_and_keep_last(tmp_path: Path) -> None:
     # 32 samples x 2 ms = ~64 ms per step; a checkpoint every 0.12 s of wall time, step trigger off
-    spec = write_spec(tmp_path / "s.yaml", batch_size=32, max_steps=20,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
-                      checkpoint={"every_steps": 0, "every_minutes": 0.002, "keep_last": 3})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        batch_size=32,
+        max_steps=20,
+        data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+        checkpoint={"every_steps": 0, "every_minutes": 0.002, "keep_last": 3},
+    )
     r = run(train_cmd(spec, tmp_path / "r"))
     assert r.returncode == 0, r.stderr
     names = sorted(p.name for p in (tmp_path / "r" / "checkpoints").iterdir())
@@ -394,12 +425,18 @@ def test_time_triggered_checkpoints_and_keep_last(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("overrides", "needle"),
-    [({"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False}},
-      "reading `data.train` failed: sample 100: IndexError: bad index 100"),
-     ({"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False, "num_workers": 1}},
-      "the DataLoader failed: SystemError"),
-     ({"loss": "trainhelpers:per_sample_loss"}, "must return a scalar tensor; got [16]"),
-     ({"model_args": {"nope": 1}}, "could not be built with model_args {'nope': 1}")],
+    [
+        (
+            {"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False}},
+            "reading `data.train` failed: sample 100: IndexError: bad index 100",
+        ),
+        (
+            {"data": {"train": "trainhelpers:raising_digits", "train_args": {}, "shuffle": False, "num_workers": 1}},
+            "the DataLoader failed: SystemError",
+        ),
+        ({"loss": "trainhelpers:per_sample_loss"}, "must return a scalar tensor; got [16]"),
+        ({"model_args": {"nope": 1}}, "could not be built with model_args {'nope': 1}"),
+    ],
 )
 def test_user_code_errors_are_clear_and_do_not_hang(tmp_path: Path, overrides: dict, needle: str) -> None:
     # batch 16, in order: samples 96..111 make step 7's batch; the reader runs ahead of training, so the error
@@ -458,8 +495,9 @@ def test_amp_on_cpu_warns_once_and_trains_fp32(tmp_path: Path, finished_run: Sha
 
 
 @pytest.mark.slow
-def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(tmp_path: Path,
-                                                                     slow60_reference: SharedRun) -> None:
+def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(
+    tmp_path: Path, slow60_reference: SharedRun
+) -> None:
     spec = write_spec(tmp_path / "s.yaml", **SLOW60_JOB)
     want = params_sha256(slow60_reference.run_dir)  # the same job, uninterrupted
     run_dir = tmp_path / "budget"
@@ -488,11 +526,13 @@ def test_budget_stops_with_a_checkpoint_and_resume_is_bit_identical(tmp_path: Pa
 
 @pytest.mark.slow
 def test_budget_stops_every_rank_of_a_two_process_job(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "s.yaml", max_steps=200,
-                      data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}})
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        max_steps=200,
+        data={"train": "trainhelpers:slow_digits", "train_args": {"split": "train", "delay": 0.002}},
+    )
     run_dir = tmp_path / "dp2"
-    r = run(train_cmd(spec, run_dir, "--devices", "2", "--max-cost", f"{3 / 3600 * 2:.8f}", "--price-per-hour",
-                      "2"))  # fmt: skip
+    r = run(train_cmd(spec, run_dir, "--devices", "2", "--max-cost", f"{3 / 3600 * 2:.8f}", "--price-per-hour", "2"))
     assert r.returncode == 4, r.stderr[-3000:]
     ckpts = sorted((run_dir / "checkpoints").glob("step-*"))
     assert len(ckpts) == 1 and 1 <= int(ckpts[0].name.split("-")[1]) < 200
@@ -501,17 +541,20 @@ def test_budget_stops_every_rank_of_a_two_process_job(tmp_path: Path) -> None:
     assert "reached max_cost_usd" in reason or "budget reached on another rank (max_cost_usd 0.00166667)" in reason
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["--max-cost", "3"], "needs the price"),
-    (["--max-hours", "-1"], "--max-hours"),
-    (["--max-cost", "3", "--instance", "g5.xlargee"], "Did you mean: g5.xlarge"),
-    (["--max-cost", "3", "--instance", "n1-standard-8"], "several prices"),
-    (["--max-cost", "3", "--instance", "gpu_1x_a10", "--spot"], "no spot price"),
-    (["--max-cost", "3", "--price-per-hour", "1", "--instance", "g5.xlarge"], "not both"),
-    (["--checkpoint-interval", "soon"], "`auto` or minutes"),
-    (["--spot-bucket", "<5%"], "go with `--checkpoint-interval auto`"),
-    (["--spot"], "go with `--instance`"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--max-cost", "3"], "needs the price"),
+        (["--max-hours", "-1"], "--max-hours"),
+        (["--max-cost", "3", "--instance", "g5.xlargee"], "Did you mean: g5.xlarge"),
+        (["--max-cost", "3", "--instance", "n1-standard-8"], "several prices"),
+        (["--max-cost", "3", "--instance", "gpu_1x_a10", "--spot"], "no spot price"),
+        (["--max-cost", "3", "--price-per-hour", "1", "--instance", "g5.xlarge"], "not both"),
+        (["--checkpoint-interval", "soon"], "`auto` or minutes"),
+        (["--spot-bucket", "<5%"], "go with `--checkpoint-interval auto`"),
+        (["--spot"], "go with `--instance`"),
+    ],
+)
 def test_budget_and_interval_options_are_checked(tmp_path: Path, extra: list, needle: str) -> None:
     r = run(train_cmd(write_spec(tmp_path / "s.yaml"), tmp_path / "r", *extra), timeout=120)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
@@ -521,16 +564,22 @@ def test_budget_and_interval_options_are_checked(tmp_path: Path, extra: list, ne
 def test_instance_price_comes_from_the_catalog(tmp_path: Path) -> None:
     env = dict(ENV, HOME=str(tmp_path))  # no SkyPilot cache: the shipped snapshot
     spec = write_spec(tmp_path / "s.yaml", max_steps=2)
-    r = subprocess.run(train_cmd(spec, tmp_path / "r", "--max-cost", "100", "--instance", "g5.xlarge", "--spot",
-                                 "--json"), capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        train_cmd(spec, tmp_path / "r", "--max-cost", "100", "--instance", "g5.xlarge", "--spot", "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "g5.xlarge spot 0.4591 USD/hour" in r.stderr
     s = json.loads(r.stdout)
     assert s["cost_usd"] == pytest.approx(s["wall_seconds"] / 3600 * 0.4591)
 
 
-def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tmp_path: Path,
-                                                                              finished_run: SharedRun) -> None:
+def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(
+    tmp_path: Path, finished_run: SharedRun
+) -> None:
     spec, run_dir = finished_run.spec, finished_run.copy(tmp_path / "r")
     before = (run_dir / "job.yaml").read_text()
     r = run(train_cmd(spec, run_dir, "--max-steps", "999", "--devices", "64"), timeout=120)
@@ -545,24 +594,35 @@ def test_refused_devices_leave_the_run_dir_alone_and_json_reports_early_stops(tm
 
 
 @pytest.mark.parametrize(("when", "how"), [("eval", "raise"), ("train", "exit")])
-def test_a_model_failing_mid_run_is_a_job_failure_exit_1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          when: str, how: str) -> None:
+def test_a_model_failing_mid_run_is_a_job_failure_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str, how: str
+) -> None:
     """A model that raises (here: in its eval pass) or calls sys.exit() during a training step is a failed job
     (JobFailedError, exit 1), not bad input and not a clean exit."""
     from paddlefit.errors import JobFailedError
 
     monkeypatch.syspath_prepend(str(DATA))
-    spec = write_spec(tmp_path / "s.yaml", model="trainhelpers:failing_digits_cnn", model_args={"when": when,
-                      "how": how}, data={"eval": "digits", "eval_args": {"split": "test"}}, max_steps=4)  # fmt: skip
-    with pytest.raises(JobFailedError, match="eval at step 4: the model or loss raised RuntimeError" if when == "eval"
-                       else "step 3: the model or loss raised SystemExit") as e:  # fmt: skip
+    spec = write_spec(
+        tmp_path / "s.yaml",
+        model="trainhelpers:failing_digits_cnn",
+        model_args={"when": when, "how": how},
+        data={"eval": "digits", "eval_args": {"split": "test"}},
+        max_steps=4,
+    )
+    with pytest.raises(
+        JobFailedError,
+        match="eval at step 4: the model or loss raised RuntimeError"
+        if when == "eval"
+        else "step 3: the model or loss raised SystemExit",
+    ) as e:
         _train_here(spec, tmp_path / "r")
     assert e.value.exit_code == 1
 
 
 def _oom_spec(path: Path, max_batch: int, where: str = "forward", **overrides) -> Path:
-    return write_spec(path, model="trainhelpers:oom_digits_cnn", model_args={"max_batch": max_batch, "where": where},
-                      **overrides)  # fmt: skip
+    return write_spec(
+        path, model="trainhelpers:oom_digits_cnn", model_args={"max_batch": max_batch, "where": where}, **overrides
+    )
 
 
 def _train_here(spec_path: Path, run_dir: Path) -> tuple[object, list[str]]:
@@ -571,18 +631,21 @@ def _train_here(spec_path: Path, run_dir: Path) -> tuple[object, list[str]]:
     from paddlefit.train.loop import Trainer, TrainOptions
 
     lines: list[str] = []
-    result = Trainer(load_job_spec(spec_path), TrainOptions(run_dir=run_dir, resume="never", progress=False,
-                                                            log=lines.append)).run()  # fmt: skip
+    result = Trainer(
+        load_job_spec(spec_path), TrainOptions(run_dir=run_dir, resume="never", progress=False, log=lines.append)
+    ).run()
     return result, lines
 
 
-def test_oom_backoff_halves_the_micro_batch_and_keeps_the_global_batch(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oom_backoff_halves_the_micro_batch_and_keeps_the_global_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch of 32 that runs out of memory (Paddle's own ResourceExhausted MemoryError, in forward or in backward
     after later layers have gradients) trains exactly as batch 16 x accumulation 2: the same bits."""
     monkeypatch.syspath_prepend(str(DATA))
-    plain, _ = _train_here(_oom_spec(tmp_path / "p.yaml", 1000, "backward", batch_size=16, grad_accum_steps=2),
-                           tmp_path / "plain")  # fmt: skip
+    plain, _ = _train_here(
+        _oom_spec(tmp_path / "p.yaml", 1000, "backward", batch_size=16, grad_accum_steps=2), tmp_path / "plain"
+    )
     want = plain.summary
     assert plain.exit_code == 0 and want["oom_backoffs"] == 0 and want["micro_batch_size"] == 16
     for where in ("forward", "backward"):
@@ -617,7 +680,8 @@ def test_resuming_an_older_checkpoint_in_one_process_drops_the_abandoned_later_o
 
     run_dir = tmp_path / "r"
     spec = load_job_spec(write_spec(tmp_path / "s.yaml", max_steps=6, checkpoint={"every_steps": 2})).model_copy(
-        update={"run_dir": str(run_dir)})
+        update={"run_dir": str(run_dir)}
+    )
     assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
     old = {p.name: (p / "manifest.json").read_text() for p in (run_dir / "checkpoints").iterdir()}
     assert sorted(old) == ["step-00000002", "step-00000004", "step-00000006"]
@@ -646,10 +710,15 @@ def test_a_kept_global_batch_larger_than_the_data_names_the_checkpoint(tmp_path:
 
     run_dir = tmp_path / "r"
     spec = load_job_spec(write_spec(tmp_path / "s.yaml", batch_size=8, max_steps=2)).model_copy(
-        update={"run_dir": str(run_dir)})
+        update={"run_dir": str(run_dir)}
+    )
     assert run_job(spec, resume="never", log=lambda m: None).exit_code == 0
-    small = spec.model_copy(update={"batch_size": 4, "data": spec.data.model_copy(
-        update={"train_args": {"split": "train", "test_fraction": 0.9965}})})  # 6 samples: < 8, > 4
+    small = spec.model_copy(
+        update={
+            "batch_size": 4,
+            "data": spec.data.model_copy(update={"train_args": {"split": "train", "test_fraction": 0.9965}}),
+        }
+    )  # 6 samples: < 8, > 4
     with pytest.raises(PaddlefitError) as err:
         run_job(small, log=lambda m: None)
     msg = str(err.value)

@@ -67,8 +67,10 @@ def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> 
     spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={"batch_size": 8, "grad_accum_steps": 4})
     search = _batch_stage(spec, memory_limit_bytes(False))
     batch = search.trials
-    assert [t.label.split(", ")[-2:] for t in batch] == [["batch_size=16", "grad_accum_steps=2"],
-                                                        ["batch_size=32", "grad_accum_steps=1"]]  # fmt: skip
+    assert [t.label.split(", ")[-2:] for t in batch] == [
+        ["batch_size=16", "grad_accum_steps=2"],
+        ["batch_size=32", "grad_accum_steps=1"],
+    ]
     assert all(t.global_batch == 32 and t.samples_per_s for t in [search.baseline, *batch])
     # measured peaks grow with the micro-batch (Paddle's host allocator, reset per trial)
     assert batch[0].peak_memory_bytes < batch[1].peak_memory_bytes
@@ -82,8 +84,9 @@ def test_batch_search_keeps_the_global_batch_and_respects_the_memory_limit() -> 
 
 def test_a_candidate_that_runs_out_of_memory_is_discarded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "data"))
-    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(update={
-        "model": "trainhelpers:oom_digits_cnn", "model_args": {"max_batch": 16}, "batch_size": 16})
+    spec = load_job_spec(EXAMPLES / "digits.yaml").model_copy(
+        update={"model": "trainhelpers:oom_digits_cnn", "model_args": {"max_batch": 16}, "batch_size": 16}
+    )
     r = tune(spec, budget_s=1e-3, steps=3, warmup=0, confirm=1, global_batch="free", max_batch_factor=2)
     assert r.trials == []  # the budget stops the search stages before the batch stage; run that stage itself
     # (the stages before it, workers and prefetch, are the other tests'; they took 20-45 s here)
@@ -106,9 +109,30 @@ def test_budget_keeps_only_the_baseline_and_apply_settings() -> None:
 def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     out = tmp_path / "best.yaml"
     env = dict(os.environ, GLOG_minloglevel="2")
-    r = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"), "--steps",
-                        "3", "--warmup", "0", "--confirm", "1", "--budget-minutes", "0.0001", "--write", str(out),
-                        "--json"], capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "paddlefit.cli.main",
+            "tune",
+            str(EXAMPLES / "digits.yaml"),
+            "--steps",
+            "3",
+            "--warmup",
+            "0",
+            "--confirm",
+            "1",
+            "--budget-minutes",
+            "0.0001",
+            "--write",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"baseline", "best", "ratio", "trials"} <= set(d) and d["ratio"] == 1.0
@@ -121,10 +145,18 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     assert "not runs/digits" in " ".join(r.stderr.split())
     from paddlefit.cli.tune import tuned_run_dir
 
-    assert [tuned_run_dir(d) for d in ("runs/x/", "runs/x-tuned", "runs/x-tuned-2")] == \
-        ["runs/x-tuned", "runs/x-tuned-2", "runs/x-tuned-3"]  # fmt: skip
-    bad = subprocess.run([sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"),
-                          "--budget-minutes", "0"], capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert [tuned_run_dir(d) for d in ("runs/x/", "runs/x-tuned", "runs/x-tuned-2")] == [
+        "runs/x-tuned",
+        "runs/x-tuned-2",
+        "runs/x-tuned-3",
+    ]
+    bad = subprocess.run(
+        [sys.executable, "-m", "paddlefit.cli.main", "tune", str(EXAMPLES / "digits.yaml"), "--budget-minutes", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "--budget-minutes" in bad.stderr
 
 
@@ -139,7 +171,8 @@ def test_sparse_embedding_candidate_for_text_models(tmp_path: Path) -> None:
     assert cands == {"baseline, sparse embedding + lazy_mode": {"model_args.sparse": True, "lazy_mode": True}}
     assert _refinements(Trial("baseline", {}), load_job_spec(EXAMPLES / "digits.yaml"), False, None) == []
     tuned = apply_settings(text, cands["baseline, sparse embedding + lazy_mode"]).model_copy(
-        update={"max_steps": 20, "epochs": None})
+        update={"max_steps": 20, "epochs": None}
+    )
     assert tuned.model_args == {"vocab_size": 30000, "sparse": True} and tuned.lazy_mode
     res = Trainer(tuned, TrainOptions(run_dir=tmp_path / "r", resume="never", progress=False, log=lambda m: None)).run()
     assert res.exit_code == 0 and res.summary["steps"] == 20 and 0 < res.summary["final_loss"] < 1.0
@@ -176,16 +209,29 @@ def _result():
     from paddlefit.tune.trials import Trial, TuneResult
 
     def trial(label, settings, sps):
-        return Trial(label, settings, samples_per_s=[sps, sps], step_s=[0.13, 0.13], data_wait_fraction=[0.4, 0.4],
-                     peak_memory_bytes=40 * 1024**2, global_batch=32)  # fmt: skip
+        return Trial(
+            label,
+            settings,
+            samples_per_s=[sps, sps],
+            step_s=[0.13, 0.13],
+            data_wait_fraction=[0.4, 0.4],
+            peak_memory_bytes=40 * 1024**2,
+            global_batch=32,
+        )
 
     base = trial("baseline", {}, 120.0)
     fix = trial("profile fix 1: data.num_workers: 2, cpu_threads=1", {"data.num_workers": 2, "cpu_threads": 1}, 243)
-    shm = trial("num_workers=2, use_shared_memory=False, prefetch_factor=4, persistent_workers",
-                {"data.num_workers": 2, "data.use_shared_memory": False, "data.prefetch_factor": 4,
-                 "data.persistent_workers": True}, 200.0)  # fmt: skip
-    return TuneResult(baseline=base, trials=[fix, shm], best=fix, ratio=243 / 120, elapsed_s=61.0, steps=30,
-                      warmup=5)  # fmt: skip
+    shm = trial(
+        "num_workers=2, use_shared_memory=False, prefetch_factor=4, persistent_workers",
+        {
+            "data.num_workers": 2,
+            "data.use_shared_memory": False,
+            "data.prefetch_factor": 4,
+            "data.persistent_workers": True,
+        },
+        200.0,
+    )
+    return TuneResult(baseline=base, trials=[fix, shm], best=fix, ratio=243 / 120, elapsed_s=61.0, steps=30, warmup=5)
 
 
 @pytest.mark.parametrize("width", [110, 80])
@@ -197,8 +243,9 @@ def test_tune_output_says_each_setting_once_and_cuts_no_label(width: int) -> Non
     from paddlefit.cli.tune import render_tune
 
     console = Console(width=width, record=True, color_system=None)
-    render_tune(_result(), load_job_spec(EXAMPLES / "digits-warped.yaml"), EXAMPLES / "digits-warped.yaml", None,
-                console)  # fmt: skip
+    render_tune(
+        _result(), load_job_spec(EXAMPLES / "digits-warped.yaml"), EXAMPLES / "digits-warped.yaml", None, console
+    )
     text = console.export_text()
     assert "…" not in text and "..." not in text
     assert max(len(line) for line in text.splitlines()) <= width  # item 5: 107-110 columns at 80

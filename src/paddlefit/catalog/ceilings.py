@@ -39,8 +39,10 @@ def gemm_ceilings() -> dict[tuple[str, str], float]:
         except (KeyError, TypeError, ValueError):
             raise CatalogError(f"gemm_ceilings.csv line {i}, column `efficiency`: not a number.") from None
         if not 0 < eff <= 1 or row.get("dtype") not in CEILING_DTYPES or not row.get("source"):
-            raise CatalogError(f"gemm_ceilings.csv line {i}: needs an efficiency in (0, 1], a dtype in "
-                               f"{', '.join(CEILING_DTYPES)} and a source.")  # fmt: skip
+            raise CatalogError(
+                f"gemm_ceilings.csv line {i}: needs an efficiency in (0, 1], a dtype in "
+                f"{', '.join(CEILING_DTYPES)} and a source."
+            )
         out[(row["architecture"].lower(), row["dtype"])] = eff
     return out
 

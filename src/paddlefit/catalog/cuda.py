@@ -56,9 +56,13 @@ def load_cuda_drivers() -> tuple[CudaDriverRow, ...]:
     rows = []
     for i, r in enumerate(csv.DictReader(text.splitlines()), start=2):
         row = CudaDriverRow(**r)
-        if (row.rule not in RULES or not re.fullmatch(r"\d+(\.\d+)*", row.cuda)
-                or not re.fullmatch(r"\d+(\.\d+)*", row.min_linux_driver_version)
-                or not row.source or not re.fullmatch(r"\d{4}-\d\d-\d\d", row.retrieved)):  # fmt: skip
+        if (
+            row.rule not in RULES
+            or not re.fullmatch(r"\d+(\.\d+)*", row.cuda)
+            or not re.fullmatch(r"\d+(\.\d+)*", row.min_linux_driver_version)
+            or not row.source
+            or not re.fullmatch(r"\d{4}-\d\d-\d\d", row.retrieved)
+        ):
             raise CatalogError(f"catalog/data/cuda_drivers.csv line {i}: malformed row {r}.")
         rows.append(row)
     return tuple(rows)

@@ -88,8 +88,10 @@ def parse_fx_rates(items: list[str] | tuple[str, ...] | None) -> dict[str, float
         code, text = code.strip().upper(), text.strip()
         rate = float(text) if RATE_TEXT.match(text) else float("nan")
         if not sep or not CODE.match(code) or not RATE_RANGE[0] <= rate <= RATE_RANGE[1]:
-            raise PaddlefitError(f"`--fx-rate {item}`: give CODE=RATE, the units of an ISO 4217 currency per USD "
-                                 f"between {RATE_RANGE[0]:g} and {RATE_RANGE[1]:g}, e.g. `--fx-rate CNY=7.10`.")
+            raise PaddlefitError(
+                f"`--fx-rate {item}`: give CODE=RATE, the units of an ISO 4217 currency per USD "
+                f"between {RATE_RANGE[0]:g} and {RATE_RANGE[1]:g}, e.g. `--fx-rate CNY=7.10`."
+            )
         if code == "USD" and rate != 1.0:
             raise PaddlefitError(f"`--fx-rate {item}`: USD is 1 USD per USD; give the other currency's rate.")
         if code in rates and rates[code] != rate:
@@ -110,8 +112,10 @@ def display_currency(code: str | None, rates: dict[str, float]) -> Currency:
     if not CODE.match(c):
         raise PaddlefitError(f"`--currency {code}`: give an ISO 4217 code such as CNY or EUR.")
     if c not in rates:
-        raise PaddlefitError(f"`--currency {c}` needs its rate: add `--fx-rate {c}=RATE` ({c} per USD, from your "
-                             "bank or the rate you budget with; none is shipped, it would be stale).")  # fmt: skip
+        raise PaddlefitError(
+            f"`--currency {c}` needs its rate: add `--fx-rate {c}=RATE` ({c} per USD, from your "
+            "bank or the rate you budget with; none is shipped, it would be stale)."
+        )
     return Currency(c, rates[c], f"--fx-rate {c}={rates[c]:g}")
 
 
@@ -122,10 +126,14 @@ class MoneyOptions(RequestModel):
         PaddlefitError: (on construction) see :func:`parse_fx_rates` and :func:`display_currency`.
     """
 
-    currency: str | None = Field(None, description="Print amounts in this ISO 4217 currency (needs its "
-                                 "``--fx-rate``); None: USD.")  # fmt: skip
-    fx_rates: list[str] = Field(default_factory=list, description="``CODE=RATE``: units of a currency per USD, for "
-                                "price files in that currency and for ``--currency``.")  # fmt: skip
+    currency: str | None = Field(
+        None, description="Print amounts in this ISO 4217 currency (needs its ``--fx-rate``); None: USD."
+    )
+    fx_rates: list[str] = Field(
+        default_factory=list,
+        description="``CODE=RATE``: units of a currency per USD, for "
+        "price files in that currency and for ``--currency``.",
+    )
 
     @model_validator(mode="after")
     def _money(self) -> MoneyOptions:

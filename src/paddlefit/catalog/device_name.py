@@ -20,6 +20,7 @@ def match_gpu(raw_name: str, gpus: list[GPU], family: bool = False) -> GPU:
     try:
         return get_gpu(key.replace(" ", "-"), gpus)
     except UnknownNameError:
+
         def norm(x: str) -> str:
             return x.lower().replace(" ", "").replace("-", "")
 

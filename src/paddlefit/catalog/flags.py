@@ -78,11 +78,19 @@ def load_flags() -> tuple[PaddleFlag, ...]:
     out = []
     for i, r in enumerate(csv.DictReader(text.splitlines()), start=2):
         try:
-            flag = PaddleFlag(name=r["name"], status=r["status"], value_type=r["value_type"] or None,
-                              min_value=_num(r["min_value"]), max_value=_num(r["max_value"]),
-                              choices=tuple(c for c in r["choices"].split("|") if c), allowed=r["allowed"],
-                              default=r["default"], meaning=r["meaning"], source=r["source"],
-                              retrieved=r["retrieved"])  # fmt: skip
+            flag = PaddleFlag(
+                name=r["name"],
+                status=r["status"],
+                value_type=r["value_type"] or None,
+                min_value=_num(r["min_value"]),
+                max_value=_num(r["max_value"]),
+                choices=tuple(c for c in r["choices"].split("|") if c),
+                allowed=r["allowed"],
+                default=r["default"],
+                meaning=r["meaning"],
+                source=r["source"],
+                retrieved=r["retrieved"],
+            )
         except (KeyError, ValueError) as exc:
             raise CatalogError(f"catalog/data/paddle_flags.csv line {i}: {exc}.") from None
         ok = flag.status == "removed" or (flag.status == "current" and flag.value_type in VALUE_TYPES)

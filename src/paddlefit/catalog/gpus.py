@@ -43,18 +43,53 @@ def capacity_gib(nbytes: float) -> str:
     shown as ``24`` was one)."""
     return f"{math.floor(nbytes / GIB * 10) / 10:g}"
 
+
 #: Columns every catalog file must have (units in the names; see docs/commands/gpus.md#gpu-catalog-format).
 COLUMNS = (
-    "name", "aliases", "architecture", "compute_capability", "memory_gib", "usable_memory_mib",
-    "mem_bw_gb_s", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "int8_tops", "fp8_tflops",
-    "nvlink_gb_s", "nvlink_gpus", "pcie_gen", "pcie_gb_s", "tdp_w", "sm_count", "l2_mib", "process_nm",
-    "paddle_device", "verified", "source", "retrieved", "base_clock_mhz", "boost_clock_mhz", "memory_type",
-    "fp32_lanes_per_sm", "fp16_acc16_tflops",
-)  # fmt: skip
+    "name",
+    "aliases",
+    "architecture",
+    "compute_capability",
+    "memory_gib",
+    "usable_memory_mib",
+    "mem_bw_gb_s",
+    "fp32_tflops",
+    "tf32_tflops",
+    "fp16_tflops",
+    "bf16_tflops",
+    "int8_tops",
+    "fp8_tflops",
+    "nvlink_gb_s",
+    "nvlink_gpus",
+    "pcie_gen",
+    "pcie_gb_s",
+    "tdp_w",
+    "sm_count",
+    "l2_mib",
+    "process_nm",
+    "paddle_device",
+    "verified",
+    "source",
+    "retrieved",
+    "base_clock_mhz",
+    "boost_clock_mhz",
+    "memory_type",
+    "fp32_lanes_per_sm",
+    "fp16_acc16_tflops",
+)
 
 #: Columns a user catalog may leave out (files written before they existed stay valid; ``paddle_device`` = gpu).
-OPTIONAL_COLUMNS = ("sm_count", "l2_mib", "process_nm", "paddle_device", "base_clock_mhz", "boost_clock_mhz",
-                    "memory_type", "fp32_lanes_per_sm", "fp16_acc16_tflops")  # fmt: skip
+OPTIONAL_COLUMNS = (
+    "sm_count",
+    "l2_mib",
+    "process_nm",
+    "paddle_device",
+    "base_clock_mhz",
+    "boost_clock_mhz",
+    "memory_type",
+    "fp32_lanes_per_sm",
+    "fp16_acc16_tflops",
+)
 #: ``memory_type`` values (the DRAM generation on the board), spelled as NVIDIA's datasheets spell them.
 MEMORY_TYPES = ("HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5", "GDDR6", "GDDR6X", "GDDR7")
 #: ``paddle_device`` values: the ``paddle.set_device`` type that drives the card.
@@ -164,19 +199,26 @@ class GPU(BaseModel):
     @model_validator(mode="after")
     def _check_cuda_fields(self) -> GPU:
         if self.paddle_device == "gpu" and self.compute_capability is None:
-            raise ValueError("compute_capability is required on a `paddle_device: gpu` row (CUDA compute "
-                             "capability, e.g. 8.0); leave it empty only on `xpu` rows")
+            raise ValueError(
+                "compute_capability is required on a `paddle_device: gpu` row (CUDA compute "
+                "capability, e.g. 8.0); leave it empty only on `xpu` rows"
+            )
         if self.paddle_device == "xpu" and self.compute_capability is not None:
             raise ValueError("compute_capability is a CUDA figure: leave it empty on a `paddle_device: xpu` row")
         if self.paddle_device == "xpu" and self.tf32_tflops is not None:
-            raise ValueError("tf32_tflops is an NVIDIA tensor-core figure (TF32): leave it empty on a "
-                             "`paddle_device: xpu` row")
+            raise ValueError(
+                "tf32_tflops is an NVIDIA tensor-core figure (TF32): leave it empty on a `paddle_device: xpu` row"
+            )
         if self.paddle_device == "xpu" and self.xpu_generation is None:
-            raise ValueError("an XPU row's architecture must be its generation, xpu1, xpu2 or xpu3 (Paddle's "
-                             f"core.XPUVersion), got {self.architecture!r}")
+            raise ValueError(
+                "an XPU row's architecture must be its generation, xpu1, xpu2 or xpu3 (Paddle's "
+                f"core.XPUVersion), got {self.architecture!r}"
+            )
         if self.base_clock_mhz and self.boost_clock_mhz and self.base_clock_mhz > self.boost_clock_mhz:
-            raise ValueError(f"base_clock_mhz {self.base_clock_mhz:g} is above boost_clock_mhz "
-                             f"{self.boost_clock_mhz:g}: the base clock is the lower one (the datasheet's two clocks)")
+            raise ValueError(
+                f"base_clock_mhz {self.base_clock_mhz:g} is above boost_clock_mhz "
+                f"{self.boost_clock_mhz:g}: the base clock is the lower one (the datasheet's two clocks)"
+            )
         return self
 
     @property
@@ -265,8 +307,9 @@ class GPU(BaseModel):
         unit = compute_unit(self, precision, tf32)
         half = precision.split("-")[0]
         if half in ("fp16", "bf16") and not self.amp_blocked(precision) and unit != "half":
-            return (f"no {half} peak in the catalog: timed at the {unit.upper()} peak, a lower bound (the "
-                    "card is faster)")  # fmt: skip
+            return (
+                f"no {half} peak in the catalog: timed at the {unit.upper()} peak, a lower bound (the card is faster)"
+            )
         if half == "fp32" and tf32 and not self.is_xpu and (self.compute_capability or 0) >= 8.0 and unit == "fp32":
             return "no TF32 peak in the catalog: fp32 timed on CUDA cores, a lower bound (the card is faster)"
         return None
@@ -293,8 +336,10 @@ def _parse_rows(text: str, origin: str) -> list[GPU]:
     renamed = [DEPRECATED_COLUMNS.get(c, c) for c in header]
     twice = sorted({c for c in renamed if renamed.count(c) > 1})
     if twice:
-        raise CatalogError(f"GPU catalog `{origin}`: column(s) {', '.join(twice)} given twice (an old `_gbps` name "
-                           "and its `_gb_s` name count as the same column); keep one.")  # fmt: skip
+        raise CatalogError(
+            f"GPU catalog `{origin}`: column(s) {', '.join(twice)} given twice (an old `_gbps` name "
+            "and its `_gb_s` name count as the same column); keep one."
+        )
     if any(c in DEPRECATED_COLUMNS for c in header):
         renamed = [DEPRECATED_COLUMNS.get(c, c) for c in header]
         reader = csv.DictReader(text.splitlines()[1:], fieldnames=renamed)
@@ -374,8 +419,9 @@ def load_gpus(extra_files: Iterable[str | Path] = ()) -> list[GPU]:
         try:
             text = read_text_limited(path, "--catalog")
         except PaddlefitError as exc:
-            raise CatalogError(f"GPU catalog: {exc} Check the `--catalog` path (a UTF-8 CSV, see "
-                               "`paddlefit gpus --csv`).") from None  # fmt: skip
+            raise CatalogError(
+                f"GPU catalog: {exc} Check the `--catalog` path (a UTF-8 CSV, see `paddlefit gpus --csv`)."
+            ) from None
         for g in _parse_rows(text, str(path)):
             by_name[g.name.lower()] = g
         owner: dict[str, str] = {}
@@ -437,6 +483,12 @@ def catalog_docs(gpus: Iterable[GPU]) -> list[dict]:
     ``usable_memory_mib`` on every row: the MiB a process can use, as the planner does (:attr:`GPU.capacity_bytes`),
     and ``usable_memory_basis``: ``measured`` (a cloud's published process-visible figure, the CSV column) or
     ``label`` (no such figure: ``memory_gib`` x 1024, a few hundred MiB above what ``nvidia-smi`` shows)."""
-    return [{**g.model_dump(), "usable_memory_mib": g.capacity_bytes / MIB,
-             "usable_memory_basis": "label" if g.usable_memory_mib is None else "measured",
-             "capacity_bytes": g.capacity_bytes} for g in gpus]  # fmt: skip
+    return [
+        {
+            **g.model_dump(),
+            "usable_memory_mib": g.capacity_bytes / MIB,
+            "usable_memory_basis": "label" if g.usable_memory_mib is None else "measured",
+            "capacity_bytes": g.capacity_bytes,
+        }
+        for g in gpus
+    ]

@@ -17,8 +17,17 @@ from typing import Any
 from paddlefit.catalog.currency import CODE
 from paddlefit.errors import CatalogError
 
-REQUIRED_COLUMNS = ("cloud", "instance_type", "accelerator", "accelerator_count", "vcpus", "memory_gib",
-                    "price_usd_per_hour", "spot_usd_per_hour", "region")  # fmt: skip
+REQUIRED_COLUMNS = (
+    "cloud",
+    "instance_type",
+    "accelerator",
+    "accelerator_count",
+    "vcpus",
+    "memory_gib",
+    "price_usd_per_hour",
+    "spot_usd_per_hour",
+    "region",
+)
 #: A file in another currency has a ``currency`` column (ISO 4217, per row) and names its prices without ``usd``.
 CURRENCY_PRICE_COLUMNS = ("price_per_hour", "spot_per_hour")
 #: The price file template shipped for the cards rented in China (no public, dated price page found to copy).
@@ -31,10 +40,10 @@ GPU_COUNT_FIXES = {
 #: (cloud, instance_type) -> caution shown with the row.
 PRICE_NOTES = {
     ("gcp", "a3-highgpu-8g"): "GCP's H100 accelerator price differs by region (4.20 to 12.7 USD/GPU-hour); "
-                              "this us-central1 total looks far below the list price",
+    "this us-central1 total looks far below the list price",
     ("gcp", "a2-ultragpu-1g"): "the catalog's A100-80GB accelerator spot price is above its on-demand price",
     ("gcp", "a2-ultragpu-8g"): "the catalog's A100-80GB accelerator spot price is above its on-demand price",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -70,8 +79,9 @@ class InstancePrice:
     gpu: str = ""
 
 
-def parse_number(text: str | None, where: str, column: str, *, integer: bool = False, optional: bool = False,
-                 maximum: float = 1e9) -> float | None:  # fmt: skip
+def parse_number(
+    text: str | None, where: str, column: str, *, integer: bool = False, optional: bool = False, maximum: float = 1e9
+) -> float | None:
     """``text`` as a number >= 0 and <= ``maximum`` (whole with ``integer``); None when empty and ``optional``.
 
     Raises:
@@ -92,9 +102,20 @@ def parse_number(text: str | None, where: str, column: str, *, integer: bool = F
     return value
 
 
-def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: float, memory_gib: float,
-                   on_demand: float, spot: float | None, region: str, source: str, gpu: str = "",
-                   extra_note: str | None = None) -> InstancePrice:  # fmt: skip
+def make_price_row(
+    cloud: str,
+    itype: str,
+    accelerator: str,
+    count: int,
+    vcpus: float,
+    memory_gib: float,
+    on_demand: float,
+    spot: float | None,
+    region: str,
+    source: str,
+    gpu: str = "",
+    extra_note: str | None = None,
+) -> InstancePrice:
     """One row with the known catalog defects handled (GPU count fixes, spot >= on-demand, doubtful prices);
     ``extra_note`` is added to its notes (a currency conversion)."""
     notes = [extra_note] if extra_note else []
@@ -102,14 +123,24 @@ def make_price_row(cloud: str, itype: str, accelerator: str, count: int, vcpus: 
         count, why = GPU_COUNT_FIXES[(cloud, itype)]
         notes.append(why)
     if spot is not None and spot >= on_demand:
-        notes.append(f"spot {spot:g} >= on-demand {on_demand:g} USD/h in the price table: a placeholder, spot "
-                     "unknown")
+        notes.append(f"spot {spot:g} >= on-demand {on_demand:g} USD/h in the price table: a placeholder, spot unknown")
         spot = None
     if (cloud, itype) in PRICE_NOTES:
         notes.append(PRICE_NOTES[(cloud, itype)])
-    return InstancePrice(cloud=cloud, instance_type=itype, accelerator=accelerator, gpu_count=count, vcpus=vcpus,
-                         memory_gib=memory_gib, on_demand_usd_per_hour=on_demand, spot_usd_per_hour=spot,
-                         region=region, source=source, notes=tuple(notes), gpu=gpu)  # fmt: skip
+    return InstancePrice(
+        cloud=cloud,
+        instance_type=itype,
+        accelerator=accelerator,
+        gpu_count=count,
+        vcpus=vcpus,
+        memory_gib=memory_gib,
+        on_demand_usd_per_hour=on_demand,
+        spot_usd_per_hour=spot,
+        region=region,
+        source=source,
+        notes=tuple(notes),
+        gpu=gpu,
+    )
 
 
 def dict_reader(text: str, what: str) -> csv.DictReader:
@@ -163,8 +194,10 @@ def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = Non
     for row in csv_rows(reader, f"price catalog `{origin}`"):
         where = f"price catalog `{origin}`, line {reader.line_num + offset}"
         if None in row:  # csv.DictReader keeps fields beyond the header under the key None
-            raise CatalogError(f"{where}: {len(row[None])} field(s) more than the header's {len(row) - 1}; remove them "
-                               "or name them in the header.")  # fmt: skip
+            raise CatalogError(
+                f"{where}: {len(row[None])} field(s) more than the header's {len(row) - 1}; remove them "
+                "or name them in the header."
+            )
         for col in ("cloud", "instance_type", "accelerator", "region"):
             if not (row.get(col) or "").strip():
                 raise CatalogError(f"{where}, column `{col}`: empty.")
@@ -175,20 +208,36 @@ def parse_price_csv(text: str, origin: str, rates: dict[str, float] | None = Non
         accelerator, region = (row.get("accelerator") or "").strip(), (row.get("region") or "").strip()
         key = (cloud, itype, accelerator, count, region)
         if key in seen:
-            raise CatalogError(f"{where}: {cloud} {itype} in region {region} is also on line {seen[key]}; one price "
-                               "per instance and region (remove one of the two rows).")  # fmt: skip
+            raise CatalogError(
+                f"{where}: {cloud} {itype} in region {region} is also on line {seen[key]}; one price "
+                "per instance and region (remove one of the two rows)."
+            )
         seen[key] = reader.line_num + offset
         on_demand = parse_number(row[price_col], where, price_col)
         spot = parse_number(row[spot_col], where, spot_col, optional=True)
         per_usd, fx_note = _row_rate(row, where, rates) if priced_in else (1.0, None)
         on_demand, spot = (on_demand or 0.0) / per_usd, None if spot is None else spot / per_usd
-        src = f"{row['source_path']}@{str(row['source_commit'])[:12]}" if row.get("source_path") and \
-            row.get("source_commit") else origin  # fmt: skip
-        rows.append(make_price_row(
-            cloud, itype, accelerator, count,
-            parse_number(row["vcpus"], where, "vcpus") or 0.0,
-            parse_number(row["memory_gib"], where, "memory_gib") or 0.0, float(on_demand), spot,
-            region, src, gpu=(row.get("gpu") or "").strip(), extra_note=fx_note))  # fmt: skip
+        src = (
+            f"{row['source_path']}@{str(row['source_commit'])[:12]}"
+            if row.get("source_path") and row.get("source_commit")
+            else origin
+        )
+        rows.append(
+            make_price_row(
+                cloud,
+                itype,
+                accelerator,
+                count,
+                parse_number(row["vcpus"], where, "vcpus") or 0.0,
+                parse_number(row["memory_gib"], where, "memory_gib") or 0.0,
+                float(on_demand),
+                spot,
+                region,
+                src,
+                gpu=(row.get("gpu") or "").strip(),
+                extra_note=fx_note,
+            )
+        )
     return rows
 
 
@@ -201,8 +250,7 @@ def uncommented(text: str) -> tuple[str, int]:
     header: comments and blank lines before it go, later comments become blank lines (which the csv reader skips),
     so ``reader.line_num + offset`` is the file's own line number."""
     lines = LINE_BREAK.split(text)
-    offset = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
-                  len(lines))  # fmt: skip
+    offset = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), len(lines))
     return "\n".join("" if line.lstrip().startswith("#") else line for line in lines[offset:]), offset
 
 
@@ -213,16 +261,19 @@ def _price_columns(header: list[str], what: str, offset: int) -> tuple[str, str,
         CatalogError: no header at all, or a missing column (names it and the layout).
     """
     if not header:
-        raise CatalogError(f"{what}: no header line (an empty file, or every line is a comment); the header is "
-                           f"{','.join(REQUIRED_COLUMNS)}.")  # fmt: skip
+        raise CatalogError(
+            f"{what}: no header line (an empty file, or every line is a comment); the header is "
+            f"{','.join(REQUIRED_COLUMNS)}."
+        )
     priced_in = "currency" in header
     price_col, spot_col = CURRENCY_PRICE_COLUMNS if priced_in else ("price_usd_per_hour", "spot_usd_per_hour")
     needed = [c for c in REQUIRED_COLUMNS if c not in ("price_usd_per_hour", "spot_usd_per_hour")]
     missing = [c for c in (*needed, price_col, spot_col) if c not in header]
     if missing:
         layout = ",".join((*needed, *CURRENCY_PRICE_COLUMNS, "currency")) if priced_in else ",".join(REQUIRED_COLUMNS)
-        raise CatalogError(f"{what}, line {offset + 1}: missing column(s) {', '.join(missing)}; the header needs "
-                           f"{layout}.")  # fmt: skip
+        raise CatalogError(
+            f"{what}, line {offset + 1}: missing column(s) {', '.join(missing)}; the header needs {layout}."
+        )
     return price_col, spot_col, priced_in
 
 
@@ -238,8 +289,8 @@ def _row_rate(row: dict[str, Any], where: str, rates: dict[str, float] | None) -
     if not CODE.match(code):
         raise CatalogError(f"{where}, column `currency`: {code or 'empty'!s}; give an ISO 4217 code (USD, CNY...).")
     if not rates or code not in rates:
-        raise CatalogError(f"{where}: prices in {code}; add `--fx-rate {code}=RATE` ({code} per USD) so they compare "
-                           "with the USD rows.")  # fmt: skip
+        raise CatalogError(
+            f"{where}: prices in {code}; add `--fx-rate {code}=RATE` ({code} per USD) so they compare "
+            "with the USD rows."
+        )
     return rates[code], f"priced in {code}, at {rates[code]:g} {code} per USD (--fx-rate)"
-
-

@@ -43,8 +43,17 @@ from paddlefit.errors import CatalogError, PaddlefitError, UnknownNameError
 from paddlefit.fileio import read_text_limited
 
 # names of paddlefit.catalog.price_csv and .skypilot importable from here, as before they moved there
-__all__ = ["InstanceGpu", "catalog_gpu", "check_price_gpus", "gpu_for_instance", "instance_price", "load_prices",
-           "rows_with_gpus", "select_prices", "unpriced_gpus"]  # fmt: skip
+__all__ = [
+    "InstanceGpu",
+    "catalog_gpu",
+    "check_price_gpus",
+    "gpu_for_instance",
+    "instance_price",
+    "load_prices",
+    "rows_with_gpus",
+    "select_prices",
+    "unpriced_gpus",
+]
 
 
 def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstancePrice]:
@@ -54,13 +63,13 @@ def load_prices(extra_files: list[str] | tuple[str, ...] = ()) -> list[InstanceP
     Raises:
         CatalogError: see :func:`parse_price_csv`; PaddlefitError for an unreadable file.
     """
-    shipped = (importlib.resources.files("paddlefit.catalog") / "data" / "gpu_prices.csv").read_text(
-        encoding="utf-8")  # fmt: skip
+    shipped = (importlib.resources.files("paddlefit.catalog") / "data" / "gpu_prices.csv").read_text(encoding="utf-8")
     return merge_price_files(parse_price_csv(shipped, "paddlefit/catalog/data/gpu_prices.csv"), extra_files)
 
 
-def merge_price_files(rows: list[InstancePrice], extra_files: list[str] | tuple[str, ...],
-                      rates: dict[str, float] | None = None) -> list[InstancePrice]:  # fmt: skip
+def merge_price_files(
+    rows: list[InstancePrice], extra_files: list[str] | tuple[str, ...], rates: dict[str, float] | None = None
+) -> list[InstancePrice]:
     """``rows`` plus each user CSV's rows (other currencies at ``rates``, see :func:`parse_price_csv`); a user row
     replaces one with the same (cloud, instance_type, accelerator, gpu_count, region).
 
@@ -71,8 +80,10 @@ def merge_price_files(rows: list[InstancePrice], extra_files: list[str] | tuple[
     for f in extra_files:
         added = parse_price_csv(read_text_limited(Path(f), "--prices"), str(f), rates)
         if not added:
-            raise CatalogError(f"`--prices {f}` has a header but no price rows (every row commented out?); fill in at "
-                               "least one row, without its leading #.")  # fmt: skip
+            raise CatalogError(
+                f"`--prices {f}` has a header but no price rows (every row commented out?); fill in at "
+                "least one row, without its leading #."
+            )
         for r in added:
             by_key[(r.cloud, r.instance_type, r.accelerator, r.gpu_count, r.region)] = r
     return list(by_key.values())
@@ -83,15 +94,22 @@ def merge_price_files(rows: list[InstancePrice], extra_files: list[str] | tuple[
 #: SkyPilot accelerator name -> GPU catalog name, for instance types not in ``instance_gpus.csv``. Where the name
 #: does not tell the form factor, the PCIe variant (slower interconnect, lower TDP) is assumed and said so.
 ACCELERATOR_DEFAULTS = {
-    "T4": ("T4", ""), "A10G": ("A10G", ""), "A10": ("A10", ""), "L4": ("L4", ""), "L40S": ("L40S", ""),
-    "A40": ("A40", ""), "H200": ("H200", ""), "B200": ("B200", ""),
+    "T4": ("T4", ""),
+    "A10G": ("A10G", ""),
+    "A10": ("A10", ""),
+    "L4": ("L4", ""),
+    "L40S": ("L40S", ""),
+    "A40": ("A40", ""),
+    "H200": ("H200", ""),
+    "B200": ("B200", ""),
     "V100": ("V100-PCIe-16GB", "V100 form factor unknown: 16 GB PCIe assumed"),
     "V100-32GB": ("V100-PCIe-32GB", "V100 form factor unknown: PCIe assumed"),
     "A100": ("A100-PCIe-40GB", "A100 form factor unknown: PCIe assumed"),
     "A100-80GB": ("A100-PCIe-80GB", "A100-80GB form factor unknown: PCIe assumed"),
     "H100": ("H100-PCIe", "H100 form factor unknown: PCIe assumed"),
-    "RTX4090": ("RTX-4090", ""), "RTX3090": ("RTX-3090", ""),
-}  # fmt: skip
+    "RTX4090": ("RTX-4090", ""),
+    "RTX3090": ("RTX-3090", ""),
+}
 
 
 @dataclass(frozen=True)
@@ -106,8 +124,10 @@ class InstanceGpu:
 @lru_cache(maxsize=1)
 def _instance_table() -> dict[tuple[str, str], tuple[str, str]]:
     text = (importlib.resources.files("paddlefit.catalog") / "data" / "instance_gpus.csv").read_text(encoding="utf-8")
-    return {(r["cloud"], r["instance_type"]): (r["gpu"], f"{r['basis']} ({r['source']})")
-            for r in csv.DictReader(io.StringIO(text))}  # fmt: skip
+    return {
+        (r["cloud"], r["instance_type"]): (r["gpu"], f"{r['basis']} ({r['source']})")
+        for r in csv.DictReader(io.StringIO(text))
+    }
 
 
 def gpu_for_instance(row: InstancePrice) -> InstanceGpu:
@@ -126,13 +146,20 @@ def gpu_for_instance(row: InstancePrice) -> InstanceGpu:
     return InstanceGpu(row.accelerator, f"accelerator name {row.accelerator}")
 
 
-SHIPPED_SOURCE = ("shipped SkyPilot catalog extract (skypilot-org/skypilot-catalog, read 2026-11-30, RunPod rows "
-                  "2026-12-02; paddlefit/catalog/data/gpu_prices.csv)")  # fmt: skip
+SHIPPED_SOURCE = (
+    "shipped SkyPilot catalog extract (skypilot-org/skypilot-catalog, read 2026-11-30, RunPod rows "
+    "2026-12-02; paddlefit/catalog/data/gpu_prices.csv)"
+)
 
 
-def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_root: Path | str | None = SKYPILOT_CACHE,
-                  region: str | None = None, clouds: list[str] | tuple[str, ...] = (),
-                  rates: dict[str, float] | None = None) -> tuple[list[InstancePrice], str]:  # fmt: skip
+def select_prices(
+    extra_files: list[str] | tuple[str, ...] = (),
+    *,
+    skypilot_root: Path | str | None = SKYPILOT_CACHE,
+    region: str | None = None,
+    clouds: list[str] | tuple[str, ...] = (),
+    rates: dict[str, float] | None = None,
+) -> tuple[list[InstancePrice], str]:
     """The price rows ``paddlefit cost`` uses and a sentence saying where they came from.
 
     Clouds found in SkyPilot's cache (``skypilot_root``; None = do not look) replace the shipped rows of that cloud;
@@ -148,8 +175,10 @@ def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_roo
     cache = load_skypilot_cache(skypilot_root, region, clouds) if skypilot_root is not None else {}
     if cache:
         rows = [r for r in rows if r.cloud not in cache] + [r for c in sorted(cache) for r in cache[c]]
-        source = (f"SkyPilot's cached catalog ({Path(skypilot_root).expanduser()}) for {', '.join(sorted(cache))}"  # type: ignore[arg-type]
-                  + ("; shipped extract for the rest" if {r.cloud for r in rows} - set(cache) else ""))
+        source = (
+            f"SkyPilot's cached catalog ({Path(skypilot_root).expanduser()}) for {', '.join(sorted(cache))}"  # type: ignore[arg-type]
+            + ("; shipped extract for the rest" if {r.cloud for r in rows} - set(cache) else "")
+        )
     rows = merge_price_files(rows, extra_files, rates)
     if extra_files:
         source += "; user prices " + ", ".join(str(f) for f in extra_files)
@@ -158,16 +187,20 @@ def select_prices(extra_files: list[str] | tuple[str, ...] = (), *, skypilot_roo
         want = {c.strip().lower() for c in clouds}
         unknown = want - set(have_clouds)
         if unknown:
-            raise CatalogError(f"`--cloud {', '.join(sorted(unknown))}`: no prices for that cloud; known: "
-                               f"{', '.join(have_clouds)} (add your own with `--prices FILE`).")  # fmt: skip
+            raise CatalogError(
+                f"`--cloud {', '.join(sorted(unknown))}`: no prices for that cloud; known: "
+                f"{', '.join(have_clouds)} (add your own with `--prices FILE`)."
+            )
         rows = [r for r in rows if r.cloud in want]
     if region:
         kept = [r for r in rows if r.region == region]
         if not kept:
             regions = sorted({f"{r.cloud}:{r.region}" for r in rows})
-            raise CatalogError(f"`--region {region}`: no prices in that region; the rows have {', '.join(regions)}. "
-                               "Other regions need SkyPilot's catalog cache (`sky show-gpus` fills it) or "
-                               "`--prices FILE`.")  # fmt: skip
+            raise CatalogError(
+                f"`--region {region}`: no prices in that region; the rows have {', '.join(regions)}. "
+                "Other regions need SkyPilot's catalog cache (`sky show-gpus` fills it) or "
+                "`--prices FILE`."
+            )
         rows = kept
     return rows, source
 
@@ -191,8 +224,10 @@ def rows_with_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[G
     wanted = {g.name for g in resolve_gpus(names, gpus)}
     kept = [r for r in rows if (g := catalog_gpu(r, gpus)) is not None and g.name in wanted]
     if not kept:
-        raise CatalogError(f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
-                           f"`--prices FILE` (a template in CNY: {price_template()}).")  # fmt: skip
+        raise CatalogError(
+            f"No priced instance has {', '.join(sorted(wanted))}; drop `--gpu` or add prices with "
+            f"`--prices FILE` (a template in CNY: {price_template()})."
+        )
     return kept
 
 
@@ -206,9 +241,15 @@ def unpriced_gpus(rows: list[InstancePrice], names: Iterable[str], gpus: list[GP
     """
     have = {g.name for r in rows if (g := catalog_gpu(r, gpus)) is not None}
     clouds = ", ".join(sorted({r.cloud for r in rows}))
-    return [{"gpu": g.name, "reason": f"no priced instance in the price table (clouds: {clouds}); add your "
-                                      f"provider's with --prices FILE (a template in CNY: {price_template()})"}
-            for g in resolve_gpus(names, gpus) if g.name not in have]
+    return [
+        {
+            "gpu": g.name,
+            "reason": f"no priced instance in the price table (clouds: {clouds}); add your "
+            f"provider's with --prices FILE (a template in CNY: {price_template()})",
+        }
+        for g in resolve_gpus(names, gpus)
+        if g.name not in have
+    ]
 
 
 def price_template() -> str:
@@ -224,8 +265,10 @@ def check_price_gpus(rows: list[InstancePrice], gpus: list[GPU]) -> None:
     """
     for r in rows:
         if r.gpu and catalog_gpu(r, gpus) is None:
-            raise CatalogError(f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not "
-                               "in the GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog.")
+            raise CatalogError(
+                f"price file {r.source}: instance {r.instance_type} names gpu {r.gpu!r}, which is not "
+                "in the GPU catalog (`paddlefit gpus`); fix the name or add the GPU with --catalog."
+            )
 
 
 def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
@@ -239,8 +282,10 @@ def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
     if not match:
         close = difflib.get_close_matches(instance, sorted({r.instance_type for r in rows}), n=4, cutoff=0.5)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
-        raise PaddlefitError(f"`--instance {instance}` is not in the price catalog.{hint} Give `--price-per-hour` "
-                             "instead, or see `paddlefit cost` for the priced instance types.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--instance {instance}` is not in the price catalog.{hint} Give `--price-per-hour` "
+            "instead, or see `paddlefit cost` for the priced instance types."
+        )
     prices = {(r.on_demand_usd_per_hour, r.spot_usd_per_hour) for r in match}
     if len(prices) > 1:
         where = ", ".join(f"{r.cloud} {r.gpu_count}x{r.accelerator}" for r in match)
@@ -249,7 +294,9 @@ def instance_price(instance: str, cloud: str | None, spot: bool) -> float:
     row = match[0]
     if spot:
         if row.spot_usd_per_hour is None:
-            raise PaddlefitError(f"`--instance {instance} --spot`: the catalog has no spot price for it "
-                                 f"({row.cloud}); give `--price-per-hour`.")  # fmt: skip
+            raise PaddlefitError(
+                f"`--instance {instance} --spot`: the catalog has no spot price for it "
+                f"({row.cloud}); give `--price-per-hour`."
+            )
         return row.spot_usd_per_hour
     return row.on_demand_usd_per_hour

@@ -34,8 +34,9 @@ def serving_accuracy() -> dict[str, dict[str, Any]]:
         doc = json.loads(text)
         entries = doc["engines"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise CatalogError(f"catalog/data/serving_accuracy.json: {exc}; rewrite it with "
-                           "`python bench/inference_accuracy.py --write`.") from None  # fmt: skip
+        raise CatalogError(
+            f"catalog/data/serving_accuracy.json: {exc}; rewrite it with `python bench/inference_accuracy.py --write`."
+        ) from None
     out = {}
     for key, e in entries.items():
         missing = [f for f in ENTRY_FIELDS if f not in e]
@@ -60,10 +61,14 @@ def serving_error_text(engine: str, precision: str) -> str:
     e = serving_error(engine, precision)
     if e is None:
         known = "; ".join(f"{k} {v['median_abs_error']:.0%}" for k, v in sorted(serving_accuracy().items()))
-        return (f"{engine} {precision} rows: not checked against any measurement (measured median |error| of the "
-                f"engines that are: {known})")
+        return (
+            f"{engine} {precision} rows: not checked against any measurement (measured median |error| of the "
+            f"engines that are: {known})"
+        )
     side = "too fast" if e["signed_median"] < 1 else "too slow"
-    return (f"{engine} {precision} rows: median {e['median_abs_error']:.0%} off, {e['within_25']:.0%} within 25%, "
-            f"median predicted/measured {e['signed_median']:.2f} ({side}) on {e['data']} ({e['rows']} rows; "
-            f"{e['measured_by']}, {e['date']}); measured on {', '.join(e['architectures'])} GPUs only: rows of "
-            "other architectures are the same model, unchecked there")
+    return (
+        f"{engine} {precision} rows: median {e['median_abs_error']:.0%} off, {e['within_25']:.0%} within 25%, "
+        f"median predicted/measured {e['signed_median']:.2f} ({side}) on {e['data']} ({e['rows']} rows; "
+        f"{e['measured_by']}, {e['date']}); measured on {', '.join(e['architectures'])} GPUs only: rows of "
+        "other architectures are the same model, unchecked there"
+    )

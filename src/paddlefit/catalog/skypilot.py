@@ -49,12 +49,12 @@ def parse_skypilot_vms(text: str, cloud: str, origin: str, region: str | None = 
     """
     region = region or DEFAULT_REGIONS.get(cloud, "")
     reader = dict_reader(text, f"SkyPilot catalog `{origin}`")
-    need = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice",
-            "Region")  # fmt: skip
+    need = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "SpotPrice", "Region")
     missing = [c for c in need if c not in (reader.fieldnames or [])]
     if missing:
-        raise CatalogError(f"SkyPilot catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; is this a "
-                           "SkyPilot vms.csv?")  # fmt: skip
+        raise CatalogError(
+            f"SkyPilot catalog `{origin}`, line 1: missing column(s) {', '.join(missing)}; is this a SkyPilot vms.csv?"
+        )
     hosts: dict[str, dict[str, Any]] = {}
     accels: dict[tuple[str, int], dict[str, Any]] = {}
     for row in csv_rows(reader, f"SkyPilot catalog `{origin}`"):
@@ -75,8 +75,9 @@ def parse_skypilot_vms(text: str, cloud: str, origin: str, region: str | None = 
             continue
         vcpus = parse_number(row["vCPUs"], where, "vCPUs", optional=True) or 0.0
         mem = parse_number(row["MemoryGiB"], where, "MemoryGiB", optional=True) or 0.0
-        slot = hosts.setdefault(itype, {"acc": acc, "count": count, "price": None, "spot": None, "vcpus": vcpus,
-                                        "mem": mem})
+        slot = hosts.setdefault(
+            itype, {"acc": acc, "count": count, "price": None, "spot": None, "vcpus": vcpus, "mem": mem}
+        )
         keep_zone_price(slot, price, spot)
     out: list[InstancePrice] = []
 
@@ -113,8 +114,9 @@ def keep_zone_price(slot: dict[str, Any], price: float | None, spot: float | Non
         slot["spot"] = spot
 
 
-def load_skypilot_cache(root: Path | str = SKYPILOT_CACHE, region: str | None = None,
-                        clouds: list[str] | tuple[str, ...] = ()) -> dict[str, list[InstancePrice]]:  # fmt: skip
+def load_skypilot_cache(
+    root: Path | str = SKYPILOT_CACHE, region: str | None = None, clouds: list[str] | tuple[str, ...] = ()
+) -> dict[str, list[InstancePrice]]:
     """cloud -> GPU instance rows from SkyPilot's cached catalogs (``~/.sky/catalogs/<version>/<cloud>/vms.csv``,
     the newest version per cloud), or an empty dict when SkyPilot has cached none.
 
@@ -135,9 +137,10 @@ def load_skypilot_cache(root: Path | str = SKYPILOT_CACHE, region: str | None = 
             text = read_text_limited(f, "SkyPilot catalog", limit=256 * 1024**2)
             rows = parse_skypilot_vms(text, cloud, str(f), region)
         except PaddlefitError as exc:
-            raise CatalogError(f"{exc} This file is SkyPilot's cache: refresh it (`sky show-gpus`), delete it, or "
-                               "use `--shipped-prices`.") from None  # fmt: skip
+            raise CatalogError(
+                f"{exc} This file is SkyPilot's cache: refresh it (`sky show-gpus`), delete it, or "
+                "use `--shipped-prices`."
+            ) from None
         if rows:
             found[cloud] = rows
     return found
-

@@ -21,9 +21,11 @@ from paddlefit.errors import CatalogError
 #: The advisor's bucket labels, in its own order (its ``ranges`` list, ``index`` 0..4).
 BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 #: Where the shipped buckets come from (one line, shown with every AWS spot row that uses one).
-ADVISOR_SOURCE = ("AWS Spot Instance Advisor feed https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json "
-                  "as copied in github.com/alexei-led/spotinfo internal/spot/data/spot-advisor-data.json @5eedf20a "
-                  "(2025-06-28), Linux; shipped as paddlefit/catalog/data/aws_spot_advisor.csv")  # fmt: skip
+ADVISOR_SOURCE = (
+    "AWS Spot Instance Advisor feed https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json "
+    "as copied in github.com/alexei-led/spotinfo internal/spot/data/spot-advisor-data.json @5eedf20a "
+    "(2025-06-28), Linux; shipped as paddlefit/catalog/data/aws_spot_advisor.csv"
+)
 FILE = "paddlefit/catalog/data/aws_spot_advisor.csv"
 
 
@@ -47,8 +49,7 @@ def parse_advisor_csv(text: str, origin: str = FILE) -> dict[tuple[str, str], st
             if not val:
                 raise CatalogError(f"{where}, column `{col}`: empty.")
         if bucket not in BUCKETS:
-            raise CatalogError(f"{where}, column `interruption_bucket`: {bucket!r} is not one of "
-                               f"{', '.join(BUCKETS)}.")  # fmt: skip
+            raise CatalogError(f"{where}, column `interruption_bucket`: {bucket!r} is not one of {', '.join(BUCKETS)}.")
         if (region, itype) in out:
             raise CatalogError(f"{where}: {region} {itype} is listed twice.")
         out[(region, itype)] = bucket
@@ -59,7 +60,8 @@ def parse_advisor_csv(text: str, origin: str = FILE) -> dict[tuple[str, str], st
 def advisor_buckets() -> dict[tuple[str, str], str]:
     """The shipped (region, instance_type) -> bucket table (:func:`parse_advisor_csv` of the package file)."""
     text = (importlib.resources.files("paddlefit.catalog") / "data" / "aws_spot_advisor.csv").read_text(
-        encoding="utf-8")  # fmt: skip
+        encoding="utf-8"
+    )
     return parse_advisor_csv(text)
 
 

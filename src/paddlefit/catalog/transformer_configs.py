@@ -27,24 +27,44 @@ LLM_CONFIGS: dict[str, TransformerConfig] = {n: published_transformers()[n] for 
 
 #: Hugging Face / PaddleNLP ``config.json`` keys -> TransformerConfig fields.
 _HF_KEYS = {
-    "hidden_size": "hidden_size", "n_embd": "hidden_size", "d_model": "hidden_size",
-    "num_hidden_layers": "num_layers", "n_layer": "num_layers", "num_layers": "num_layers",
-    "num_attention_heads": "num_heads", "n_head": "num_heads", "num_heads": "num_heads",
-    "num_key_value_heads": "num_kv_heads", "num_kv_heads": "num_kv_heads",
-    "intermediate_size": "ffn_size", "n_inner": "ffn_size", "ffn_size": "ffn_size",
-    "vocab_size": "vocab_size", "tie_word_embeddings": "tie_embeddings", "tie_embeddings": "tie_embeddings",
-    "max_position_embeddings": "max_position", "n_positions": "max_position", "max_position": "max_position",
+    "hidden_size": "hidden_size",
+    "n_embd": "hidden_size",
+    "d_model": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "n_layer": "num_layers",
+    "num_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "n_head": "num_heads",
+    "num_heads": "num_heads",
+    "num_key_value_heads": "num_kv_heads",
+    "num_kv_heads": "num_kv_heads",
+    "intermediate_size": "ffn_size",
+    "n_inner": "ffn_size",
+    "ffn_size": "ffn_size",
+    "vocab_size": "vocab_size",
+    "tie_word_embeddings": "tie_embeddings",
+    "tie_embeddings": "tie_embeddings",
+    "max_position_embeddings": "max_position",
+    "n_positions": "max_position",
+    "max_position": "max_position",
     "type_vocab_size": "type_vocab_size",
-}  # fmt: skip
+}
 #: ``hidden_act`` values: gated (SwiGLU MLP, 3 matrices) and plain (2-matrix MLP), as Hugging Face's ACT2FN spells them.
 _GATED_ACTS = ("silu", "swiglu", "swish")
 _PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "quick_gelu", "relu", "tanh")
 _LLAMA_LIKE = ("llama", "qwen2", "mistral", "qwen", "internlm", "baichuan", "yi")
 #: our field -> the key a Hugging Face config.json uses for it (for error messages)
-_HF_NAME = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
-            "num_kv_heads": "num_key_value_heads", "ffn_size": "intermediate_size",
-            "tie_embeddings": "tie_word_embeddings", "max_position": "max_position_embeddings",
-            "dropout": "hidden_dropout_prob", "linear_bias": "mlp_bias", "qkv_bias": "attention_bias"}  # fmt: skip
+_HF_NAME = {
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "num_kv_heads": "num_key_value_heads",
+    "ffn_size": "intermediate_size",
+    "tie_embeddings": "tie_word_embeddings",
+    "max_position": "max_position_embeddings",
+    "dropout": "hidden_dropout_prob",
+    "linear_bias": "mlp_bias",
+    "qkv_bias": "attention_bias",
+}
 
 
 def _string_key(raw: dict[str, Any], key: str, name: str, default: str) -> str:
@@ -74,8 +94,10 @@ def config_from_dict(raw: dict[str, Any], name: str) -> TransformerConfig:
         ModelError: a field is missing or invalid (names the key as the file spells it), or the file is a job spec.
     """
     if "model" in raw and ({"data", "batch_size", "epochs", "max_steps"} & set(raw)):
-        raise ModelError(f"{name} is a job spec, not a model config: pass it as `--config FILE` (the parallel "
-                         "planner takes a built-in LLM name or a Hugging Face config.json).")  # fmt: skip
+        raise ModelError(
+            f"{name} is a job spec, not a model config: pass it as `--config FILE` (the parallel "
+            "planner takes a built-in LLM name or a Hugging Face config.json)."
+        )
     ours = set(TransformerConfig.model_fields)
     hf = not set(raw) <= ours
     if not hf:
@@ -89,9 +111,11 @@ def config_from_dict(raw: dict[str, Any], name: str) -> TransformerConfig:
         act_key = "hidden_act" if "hidden_act" in raw else "activation_function"
         act = _string_key(raw, act_key, name, "gelu")
         if act not in _GATED_ACTS + _PLAIN_ACTS:
-            raise ModelError(f"Model config {name}: `{act_key}: {act}` is not an activation the planner knows; "
-                             f"use one of {', '.join(_GATED_ACTS + _PLAIN_ACTS)} (gated ones mean a 3-matrix "
-                             "SwiGLU MLP).")  # fmt: skip
+            raise ModelError(
+                f"Model config {name}: `{act_key}: {act}` is not an activation the planner knows; "
+                f"use one of {', '.join(_GATED_ACTS + _PLAIN_ACTS)} (gated ones mean a 3-matrix "
+                "SwiGLU MLP)."
+            )
         llama_like = mtype in _LLAMA_LIKE or "rms_norm_eps" in raw
         if act in _GATED_ACTS or llama_like:
             fields.setdefault("ffn_type", "swiglu")
@@ -120,9 +144,11 @@ def config_from_dict(raw: dict[str, Any], name: str) -> TransformerConfig:
         key = _HF_NAME.get(field, field) if hf else field
         got = "" if e["type"] == "missing" else f" (got {e.get('input')!r:.80})"
         what = f"`{key}`" if key else "config"
-        raise ModelError(f"Model config {name}: {what}: {e['msg']}{got}. A config needs hidden_size, "
-                         f"{'num_hidden_layers, num_attention_heads' if hf else 'num_layers, num_heads'} and "
-                         "vocab_size (a Hugging Face config.json has them).") from None  # fmt: skip
+        raise ModelError(
+            f"Model config {name}: {what}: {e['msg']}{got}. A config needs hidden_size, "
+            f"{'num_hidden_layers, num_attention_heads' if hf else 'num_layers, num_heads'} and "
+            "vocab_size (a Hugging Face config.json has them)."
+        ) from None
 
 
 def load_llm_config(path: str | Path) -> TransformerConfig:
@@ -165,8 +191,9 @@ def load_llm_config(path: str | Path) -> TransformerConfig:
     except RecursionError:
         raise ModelError(f"Model config {p}: nested too deeply to be a model config.") from None
     if not isinstance(raw, dict):
-        raise ModelError(f"Model config {p}: expected a mapping of fields (hidden_size, ...), got "
-                         f"{type(raw).__name__}.")  # fmt: skip
+        raise ModelError(
+            f"Model config {p}: expected a mapping of fields (hidden_size, ...), got {type(raw).__name__}."
+        )
     return config_from_dict(raw, p.stem if p.name != "config.json" else p.parent.name or "config")
 
 
@@ -195,8 +222,10 @@ def resolve_llm(model: str) -> TransformerConfig:
         return published[key]
     close = difflib.get_close_matches(key, [*LLM_CONFIGS, *zoo_transformer_names()], n=4, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise UnknownNameError(f"Unknown model {model!r} for the parallel planner.{hint} Built in: "
-                           f"{', '.join(LLM_CONFIGS)}; or give a config.json / YAML path.")  # fmt: skip
+    raise UnknownNameError(
+        f"Unknown model {model!r} for the parallel planner.{hint} Built in: "
+        f"{', '.join(LLM_CONFIGS)}; or give a config.json / YAML path."
+    )
 
 
 def to_transformer_config(cfg: TransformerConfig) -> TransformerConfig:

@@ -15,13 +15,20 @@ from paddlefit.jsondoc import to_json
 
 @handle_errors
 def calibrate_command(
-    model: list[str] = typer.Option(None, "--model", "-m", help="Zoo model to measure (repeatable). "
-                                    "Default: lenet, mobilenet_v3_small, resnet18."),
+    model: list[str] = typer.Option(
+        None, "--model", "-m", help="Zoo model to measure (repeatable). Default: lenet, mobilenet_v3_small, resnet18."
+    ),
     batch_size: list[int] = typer.Option(None, "--batch-size", "-b", help="Batch sizes (repeatable). Default 4, 8."),
-    precision: list[str] = typer.Option(None, "--precision", help="Precisions (repeatable). Default: fp32 "
-                                        "on CPU; fp32 + bf16-o1 (fp16-o1 before Ampere) on GPU."),
-    device_name: str = typer.Option(None, "--device-name", help="Catalog GPU name to file results under "
-                                    "(default: matched from the CUDA device name)."),
+    precision: list[str] = typer.Option(
+        None,
+        "--precision",
+        help="Precisions (repeatable). Default: fp32 on CPU; fp32 + bf16-o1 (fp16-o1 before Ampere) on GPU.",
+    ),
+    device_name: str = typer.Option(
+        None,
+        "--device-name",
+        help="Catalog GPU name to file results under (default: matched from the CUDA device name).",
+    ),
     out_file: Path = typer.Option(Path("calibration.json"), "--out", "-o", help="Calibration file to write."),
     json_out: bool = typer.Option(False, "--json", help="Print the calibration document on stdout."),
 ) -> None:
@@ -46,8 +53,13 @@ def calibrate_command(
     precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None
     check_output_path(out_file)
     with err.status("calibrating...") as status, stdout_to_stderr():
-        doc = run_calibration(models=model or None, batch_sizes=sizes, precisions=precs,  # type: ignore[arg-type]
-                              device_name=device_name, progress=lambda m: status.update(m))  # fmt: skip
+        doc = run_calibration(
+            models=model or None,
+            batch_sizes=sizes,
+            precisions=precs,  # type: ignore[arg-type]
+            device_name=device_name,
+            progress=lambda m: status.update(m),
+        )
     try:
         atomic_write_text(out_file, to_json(doc) + "\n")
     except OSError as exc:
@@ -62,8 +74,15 @@ def calibrate_command(
     for r in doc["rows"]:
         e = r["predicted_peak_bytes"] / r["peak_bytes"] - 1
         errs.append(abs(e))
-        table.add_row(r["model"], str(r["batch_size"]), r["precision"], gib(r["peak_bytes"]),
-                      gib(r["predicted_peak_bytes"]), f"{e:+.1%}", f"{r['step_time_s']:.3f} s",
-                      f"{r['predicted_step_time_s']:.3f} s")  # fmt: skip
+        table.add_row(
+            r["model"],
+            str(r["batch_size"]),
+            r["precision"],
+            gib(r["peak_bytes"]),
+            gib(r["predicted_peak_bytes"]),
+            f"{e:+.1%}",
+            f"{r['step_time_s']:.3f} s",
+            f"{r['predicted_step_time_s']:.3f} s",
+        )
     out.print(table)
     out.print(f"median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}; wrote {out_file}")

@@ -30,8 +30,12 @@ def doctor_command(
     model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
     run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
     config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
-    measure: bool = typer.Option(True, "--measure/--no-measure", help="Time a small CPU training step under your "
-                                 "OpenMP wait policy, the default and PASSIVE (fresh processes, a few seconds)."),
+    measure: bool = typer.Option(
+        True,
+        "--measure/--no-measure",
+        help="Time a small CPU training step under your "
+        "OpenMP wait policy, the default and PASSIVE (fresh processes, a few seconds).",
+    ),
 ) -> None:
     """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
 
@@ -50,9 +54,19 @@ def doctor_command(
     quiet_paddle()
     if json_out and fix_script:
         raise fail("`--json` and `--fix-script` print different things; use one.")
-    req = DoctorRequest(from_file=from_file, snapshot_file=snapshot_file, config=config, num_workers=num_workers,
-                        prefetch_factor=prefetch_factor, batch_size=batch_size, inputs=list(inputs or []),
-                        devices=devices, model=model, run_dir=run_dir, measure=measure)  # fmt: skip
+    req = DoctorRequest(
+        from_file=from_file,
+        snapshot_file=snapshot_file,
+        config=config,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor,
+        batch_size=batch_size,
+        inputs=list(inputs or []),
+        devices=devices,
+        model=model,
+        run_dir=run_dir,
+        measure=measure,
+    )
     collecting = err.status("collecting the environment...") if from_file is None else contextlib.nullcontext()
     with collecting, stdout_to_stderr():  # user model code and Paddle may print while the snapshot is taken
         report = run_doctor(req)
@@ -75,9 +89,11 @@ def summary_line(findings: list, show_all: bool) -> str:
     """``N error(s), N warning(s), N ok`` and, when any, ``, N inconclusive`` (a timed check that could not tell:
     counted apart from ok, never a failure)."""
     n = {s: sum(f.severity == s for f in findings) for s in ("error", "warn", "ok", "inconclusive")}
-    return (f"{n['error']} error(s), {n['warn']} warning(s), {n['ok']} ok"
-            + (f", {n['inconclusive']} inconclusive" if n["inconclusive"] else "")
-            + ("" if show_all else " (--all lists the ok ones)"))  # fmt: skip
+    return (
+        f"{n['error']} error(s), {n['warn']} warning(s), {n['ok']} ok"
+        + (f", {n['inconclusive']} inconclusive" if n["inconclusive"] else "")
+        + ("" if show_all else " (--all lists the ok ones)")
+    )
 
 
 #: Below this terminal width the fix goes under its finding instead of in a column beside it.

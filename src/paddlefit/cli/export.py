@@ -17,15 +17,26 @@ DEFAULT_BATCH_SIZES = (1, 8)
 @handle_errors
 def export_command(
     run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run."),
-    checkpoint: Path = typer.Option(None, "--checkpoint", help="A checkpoint directory "
-                                    "(RUN_DIR/checkpoints/step-...). Default: the newest that verifies."),
+    checkpoint: Path = typer.Option(
+        None,
+        "--checkpoint",
+        help="A checkpoint directory (RUN_DIR/checkpoints/step-...). Default: the newest that verifies.",
+    ),
     out_dir: Path = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/inference)."),
-    benchmark: bool = typer.Option(False, "--benchmark", help="Then measure the exported model's latency on this "
-                                   "CPU with Paddle Inference (oneDNN), in a child process."),
-    batch_sizes: list[int] = typer.Option(None, "--batch-size", "-b", help="With --benchmark: samples per request; "
-                                          "repeatable (default: 1 and 8)."),
-    threads: list[int] = typer.Option(None, "--threads", help="With --benchmark: CPU math threads; repeatable "
-                                      "(default: 1 and the physical core count)."),
+    benchmark: bool = typer.Option(
+        False,
+        "--benchmark",
+        help="Then measure the exported model's latency on this "
+        "CPU with Paddle Inference (oneDNN), in a child process.",
+    ),
+    batch_sizes: list[int] = typer.Option(
+        None, "--batch-size", "-b", help="With --benchmark: samples per request; repeatable (default: 1 and 8)."
+    ),
+    threads: list[int] = typer.Option(
+        None,
+        "--threads",
+        help="With --benchmark: CPU math threads; repeatable (default: 1 and the physical core count).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Export a checkpoint with paddle.jit.save, reload it with paddle.jit.load and check its outputs against the
@@ -57,8 +68,14 @@ def export_command(
         bench_args = check_bench_args(batch_sizes or list(DEFAULT_BATCH_SIZES), threads or default_threads())
     with err.status("exporting..."), stdout_to_stderr():
         res = export_run(run_dir, checkpoint, out_dir)
-    doc = {"out_dir": str(res.out_dir), "prefix": str(res.out_dir / "model"), "checkpoint": str(res.checkpoint),
-           "files": res.files, "max_abs_diff": res.max_abs_diff, "sample_batch": res.sample_batch}  # fmt: skip
+    doc = {
+        "out_dir": str(res.out_dir),
+        "prefix": str(res.out_dir / "model"),
+        "checkpoint": str(res.checkpoint),
+        "files": res.files,
+        "max_abs_diff": res.max_abs_diff,
+        "sample_batch": res.sample_batch,
+    }
     if bench_args is not None:
         from paddlefit.serve.cpu_bench import benchmark_cpu
         from paddlefit.train.export import input_specs_of_run
@@ -80,11 +97,19 @@ def export_command(
     if json_out:
         print(to_json(doc))
         return
-    out.print(f"exported {shown(name_safe(res.checkpoint))} -> {shown(name_safe(res.out_dir / 'model'))} "
-              f"({', '.join(res.files)})", soft_wrap=True)  # fmt: skip
+    out.print(
+        f"exported {shown(name_safe(res.checkpoint))} -> {shown(name_safe(res.out_dir / 'model'))} "
+        f"({', '.join(res.files)})",
+        soft_wrap=True,
+    )
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")
     if "benchmark" in doc:
         from paddlefit.report.render_inference import render_cpu
 
-        render_cpu(points, doc["benchmark_notes"], out, title="latency measured on this CPU (Paddle Inference, "
-                   "oneDNN), inputs " + shown(", ".join(doc["benchmark_inputs"])))  # fmt: skip
+        render_cpu(
+            points,
+            doc["benchmark_notes"],
+            out,
+            title="latency measured on this CPU (Paddle Inference, "
+            "oneDNN), inputs " + shown(", ".join(doc["benchmark_inputs"])),
+        )

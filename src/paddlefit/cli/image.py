@@ -15,8 +15,12 @@ def image_command(
     paddle_version: str = typer.Option(None, "--paddle", help="Paddle version of the base image (default newest)."),
     cuda: str = typer.Option(None, "--cuda", help="CUDA X.Y of the base image (default: newest the driver runs)."),
     cpu: bool = typer.Option(False, "--cpu", help="CPU image (no --gpus)."),
-    xpu: bool = typer.Option(False, "--xpu", help="Kunlunxin XPU image: Paddle's published XPU image + the "
-                             "paddlepaddle-xpu wheel (chosen by itself for a snapshot of an XPU host)."),
+    xpu: bool = typer.Option(
+        False,
+        "--xpu",
+        help="Kunlunxin XPU image: Paddle's published XPU image + the "
+        "paddlepaddle-xpu wheel (chosen by itself for a snapshot of an XPU host).",
+    ),
     from_snapshot: Path = typer.Option(None, "--from-snapshot", help="`paddlefit doctor --snapshot` of the host."),
     out_dir: Path = typer.Option(Path("."), "--out", help="Directory for Dockerfile and requirements.txt."),
     requirement: list[str] = typer.Option(None, "--requirement", "-r", help="Pinned dependency `name==version`."),
@@ -26,12 +30,17 @@ def image_command(
     batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (sizes /dev/shm)."),
     inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec (sizes /dev/shm)."),
     devices: int = typer.Option(None, "--devices", help="Trainer processes in the container [1]."),
-    fixed_shape_cnn: bool = typer.Option(False, "--fixed-shape-cnn",
-                                         help="Bake in FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)."),
+    fixed_shape_cnn: bool = typer.Option(
+        False, "--fixed-shape-cnn", help="Bake in FLAGS_cudnn_exhaustive_search=1 (fixed input shapes only)."
+    ),
     ipc_host: bool = typer.Option(False, "--ipc-host", help="Share the host IPC namespace instead of --shm-size."),
-    env: list[str] = typer.Option(None, "--env", help="A container variable, repeatable: NAME=value (baked in as "
-                                  "ENV), or NAME to pass it by reference (`docker run -e NAME`, never in the "
-                                  "image: the way to pass a secret; a secret-looking NAME=value is refused)."),
+    env: list[str] = typer.Option(
+        None,
+        "--env",
+        help="A container variable, repeatable: NAME=value (baked in as "
+        "ENV), or NAME to pass it by reference (`docker run -e NAME`, never in the "
+        "image: the way to pass a secret; a secret-looking NAME=value is refused).",
+    ),
 ) -> None:
     """Write OUT/Dockerfile and OUT/requirements.txt and print the matching `docker build` + `docker run` line.
 
@@ -53,11 +62,30 @@ def image_command(
     """
     from paddlefit.deploy.image import ImageRequest, build_image
 
-    result = build_image(ImageRequest(
-        config=config, paddle_version=paddle_version, cuda=cuda, cpu=cpu, xpu=xpu, from_snapshot=from_snapshot,
-        out_dir=out_dir, requirements=list(requirement or []), command=command, num_workers=num_workers,
-        prefetch_factor=prefetch_factor, batch_size=batch_size, inputs=list(inputs or []), devices=devices,
-        fixed_shape_cnn=fixed_shape_cnn, ipc_host=ipc_host, env=list(env or [])))  # fmt: skip
-    err.print(f"wrote {shown(str(out_dir / 'Dockerfile'))} (FROM {result.plan.build.docker_image}), requirements.txt "
-              "and .dockerignore", highlight=False)  # fmt: skip
+    result = build_image(
+        ImageRequest(
+            config=config,
+            paddle_version=paddle_version,
+            cuda=cuda,
+            cpu=cpu,
+            xpu=xpu,
+            from_snapshot=from_snapshot,
+            out_dir=out_dir,
+            requirements=list(requirement or []),
+            command=command,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            batch_size=batch_size,
+            inputs=list(inputs or []),
+            devices=devices,
+            fixed_shape_cnn=fixed_shape_cnn,
+            ipc_host=ipc_host,
+            env=list(env or []),
+        )
+    )
+    err.print(
+        f"wrote {shown(str(out_dir / 'Dockerfile'))} (FROM {result.plan.build.docker_image}), requirements.txt "
+        "and .dockerignore",
+        highlight=False,
+    )
     print(result.plan.run_command)

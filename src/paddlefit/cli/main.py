@@ -53,16 +53,22 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:  # fmt: skip
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Make PaddlePaddle training fit its hardware."""
     from paddlefit.userimport import add_import_dir
 
     try:
         cwd = Path.cwd()
     except OSError:  # Paddle's own import opens log files relative to it and fails with a traceback
-        print("error: the current directory no longer exists (deleted or unmounted); cd to an existing folder and "
-              "run the command again.", file=sys.stderr)  # fmt: skip
+        print(
+            "error: the current directory no longer exists (deleted or unmounted); cd to an existing folder and "
+            "run the command again.",
+            file=sys.stderr,
+        )
         raise typer.Exit(2) from None
     add_import_dir(cwd, "the current directory")  # the user's own modules, after the installed packages
 
@@ -88,8 +94,18 @@ def main() -> None:
             # typer exits inside its handler of click's UsageError, so the exit's context is that error
             said = getattr(exc.__context__, "format_message", lambda: "")()
             why = f": {said}" if said else ": see the message on stderr"
-            print(json.dumps({"error": {"type": "UsageError", "message": f"the command line does not parse{why} "
-                                        "(`--help` lists the options)", "exit_code": 2}}), flush=True)  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "error": {
+                            "type": "UsageError",
+                            "message": f"the command line does not parse{why} (`--help` lists the options)",
+                            "exit_code": 2,
+                        }
+                    }
+                ),
+                flush=True,
+            )
         raise
 
 

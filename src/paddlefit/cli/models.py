@@ -24,8 +24,11 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Print on
     rows = zoo_rows()
     llms = list(llm_transformer_names())
     if json_out:
-        out.print_json(to_json([{**r, "kind": "zoo"} for r in rows] +
-                               [{"name": n, "default_inputs": [], "kind": "llm"} for n in llms]))  # fmt: skip
+        out.print_json(
+            to_json(
+                [{**r, "kind": "zoo"} for r in rows] + [{"name": n, "default_inputs": [], "kind": "llm"} for n in llms]
+            )
+        )
         return
     for r in rows:
         out.print(f"{r['name']:<24} {' '.join(r['default_inputs'])}", highlight=False)

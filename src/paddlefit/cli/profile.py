@@ -19,8 +19,12 @@ def profile_command(
     steps: int = typer.Option(30, "--steps", help="Measured optimizer steps (after the warm-up)."),
     warmup: int = typer.Option(5, "--warmup", help="Steps run first and left out of the statistics."),
     plot: Path = typer.Option(None, "--plot", help="Write a PNG of each step's components to this file."),
-    ops: int = typer.Option(0, "--ops", help="Also list the K operators with the most time (paddle.profiler, a few "
-                            "extra steps after the timed ones; 0 = off)."),
+    ops: int = typer.Option(
+        0,
+        "--ops",
+        help="Also list the K operators with the most time (paddle.profiler, a few "
+        "extra steps after the timed ones; 0 = off).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a few steps of the job on one device, time data wait, host-to-device copy, forward, backward and
@@ -43,8 +47,13 @@ def profile_command(
 
         check_output_path(plot, "--plot")
     with err.status("profiling...") as status, stdout_to_stderr():
-        result = profile_job(spec, steps=steps, warmup=warmup,
-                             progress=lambda d, n: status.update(f"profiling: step {d}/{n}"), top_ops=ops)  # fmt: skip
+        result = profile_job(
+            spec,
+            steps=steps,
+            warmup=warmup,
+            progress=lambda d, n: status.update(f"profiling: step {d}/{n}"),
+            top_ops=ops,
+        )
     if plot is not None:
         plot_profile(result, str(plot))
         err.print(f"wrote {shown(str(plot))}", highlight=False)
@@ -58,25 +67,31 @@ def profile_command(
     for e in result.evidence:
         out.print(f"  - {shown(e)}")
     if result.operators:
-        table = Table(title="operators with the most time (paddle.profiler; nested events overlap)", box=None,
-                      padding=(0, 2))  # fmt: skip
+        table = Table(
+            title="operators with the most time (paddle.profiler; nested events overlap)", box=None, padding=(0, 2)
+        )
         for col in ("operator", "calls/step", "ms/step", "share of step"):
             table.add_column(col, justify="left" if col == "operator" else "right")
         for o in result.operators:
             table.add_row(shown(o["name"]), f"{o['calls']:,.0f}", f"{o['ms_per_step']:,.2f}", f"{o['share']:.0%}")
         out.print(table)
         slow = result.operators[0]["profiled_step_s"] / result.step_mean_s - 1 if result.step_mean_s else 0.0
-        out.print(f"[dim]profiled steps took {result.operators[0]['profiled_step_s'] * 1e3:,.1f} ms, {slow:+.0%} vs "
-                  "the timed ones (profiler overhead); shares are of the profiled step[/]")  # fmt: skip
+        out.print(
+            f"[dim]profiled steps took {result.operators[0]['profiled_step_s'] * 1e3:,.1f} ms, {slow:+.0%} vs "
+            "the timed ones (profiler overhead); shares are of the profiled step[/]"
+        )
     if result.fixes:
         out.print("fixes, most promising first:")
         for i, f in enumerate(result.fixes, 1):
             gain = str(f["expected_gain"])
             basis = "" if gain.startswith(f.get("basis", "hypothesis")) else f"{f.get('basis', 'hypothesis')}: "
             out.print(f"  {i}. {shown(f['fix'])}: {shown(f['why'])} ({shown(basis + gain)})")
-        out.print(f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(config))} "
-                  f"--json > profile.json; paddlefit tune {shown(str(config))} --profile profile.json` measures "
-                  "them first and says which hold.[/]", soft_wrap=True)
+        out.print(
+            f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(config))} "
+            f"--json > profile.json; paddlefit tune {shown(str(config))} --profile profile.json` measures "
+            "them first and says which hold.[/]",
+            soft_wrap=True,
+        )
 
 
 def render_breakdown(result: Any, console: Console) -> None:
@@ -85,8 +100,10 @@ def render_breakdown(result: Any, console: Console) -> None:
     production time the evidence gives apart)."""
     from paddlefit.profiling.verdict import COMPONENT_LABELS
 
-    console.print(f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
-                  f"{result.warmup} warm-up, batch {result.global_batch}")  # fmt: skip
+    console.print(
+        f"[bold]{shown(result.model)}[/] on {shown(result.device)}: {result.steps} steps measured after "
+        f"{result.warmup} warm-up, batch {result.global_batch}"
+    )
     table = Table(box=None, padding=(0, 2))
     for col in ("component", "mean", "p95", "share of step"):
         table.add_column(col, justify="left" if col == "component" else "right")

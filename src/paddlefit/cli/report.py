@@ -14,8 +14,7 @@ from paddlefit.rundir import report_file
 
 @handle_errors
 def report_command(
-    run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run (finished, running or "
-                                   "killed)."),
+    run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run (finished, running or killed)."),
     out_file: Path = typer.Option(None, "--out", help="HTML file to write (default: RUN_DIR/report.html)."),
     json_out: bool = typer.Option(False, "--json", help="Print {out, plots, status} as JSON."),
 ) -> None:
@@ -38,8 +37,10 @@ def report_command(
     from paddlefit.textsafe import name_safe
 
     if not is_run_dir(run_dir):
-        raise PaddlefitError(f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
-                             "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(
+            f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
+            "metrics.jsonl); give the --run-dir of a `paddlefit train` run."
+        )
     target = out_file if out_file is not None else report_file(run_dir)
     refuse_run_target(target, run_dir, "--out", report_file(run_dir), file_suffix=".html")
     check_output_path(target, "--out", ours="<title>paddlefit report")
@@ -48,8 +49,16 @@ def report_command(
         page = render_html(data)
         path = atomic_write_text(target, page, option="--out")
     if json_out:
-        print(to_json({"out": str(path), "plots": plot_ids(page), "status": data.status,
-                       "resumes": [resume_line(r) for r in data.resumes]}))  # fmt: skip
+        print(
+            to_json(
+                {
+                    "out": str(path),
+                    "plots": plot_ids(page),
+                    "status": data.status,
+                    "resumes": [resume_line(r) for r in data.resumes],
+                }
+            )
+        )
         return
     out.print(shown(name_safe(path)), highlight=False, soft_wrap=True)  # one line, to copy whole
     for r in data.resumes:

@@ -22,16 +22,23 @@ runs_app = typer.Typer(
 def runs_command(
     ctx: typer.Context,
     json_out: bool = typer.Option(False, "--json", help="Print the runs as one JSON list (every field)."),
-    model: str = typer.Option(None, "--model", help="Only runs of this model: the spec's `model` string or its name "
-                              "after the module (`digits_cnn` for `paddlefit.models.examples:digits_cnn`), "
-                              "case-insensitive."),
-    device: str = typer.Option(None, "--device", help="Only runs on this device name (L4, A100-SXM4-80GB, cpu) "
-                               "or kind (gpu, cpu)."),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="Only runs of this model: the spec's `model` string or its name "
+        "after the module (`digits_cnn` for `paddlefit.models.examples:digits_cnn`), "
+        "case-insensitive.",
+    ),
+    device: str = typer.Option(
+        None, "--device", help="Only runs on this device name (L4, A100-SXM4-80GB, cpu) or kind (gpu, cpu)."
+    ),
     last: int = typer.Option(None, "--last", help="Only the newest N runs (N >= 1)."),
-    here: bool = typer.Option(False, "--here", help="Only the runs whose run directory is under the current "
-                              "directory (this project's)."),
-    wide: bool = typer.Option(False, "--wide", help="Every column at its full width (default: the columns that fit "
-                              "the terminal)."),
+    here: bool = typer.Option(
+        False, "--here", help="Only the runs whose run directory is under the current directory (this project's)."
+    ),
+    wide: bool = typer.Option(
+        False, "--wide", help="Every column at its full width (default: the columns that fit the terminal)."
+    ),
 ) -> None:
     """List the runs `paddlefit train` recorded; `show` one, `compare` two.
 
@@ -63,14 +70,18 @@ def runs_command(
         return
     if not rows:
         if here:
-            out.print(f"no recorded run has its run directory under {shown(str(Path.cwd()))}; `paddlefit runs` "
-                      "lists every run of the registry.")  # fmt: skip
+            out.print(
+                f"no recorded run has its run directory under {shown(str(Path.cwd()))}; `paddlefit runs` "
+                "lists every run of the registry."
+            )
         elif model is None and device is None:
             out.print(f"no runs recorded yet in {shown(str(registry.path))}; `paddlefit train` records each run.")
         else:
             chosen = " ".join(f"{o} {v}" for o, v in (("--model", model), ("--device", device)) if v is not None)
-            out.print(f"no recorded run matches {shown(chosen)} in {shown(str(registry.path))}; `paddlefit runs` "
-                      "lists them all.")  # fmt: skip
+            out.print(
+                f"no recorded run matches {shown(chosen)} in {shown(str(registry.path))}; `paddlefit runs` "
+                "lists them all."
+            )
         return
     render_runs(rows, out, wide=wide)
 

@@ -31,8 +31,14 @@ class RichProgress:
 
         self.log_every = log_every
         self.samples = self.seconds = self.all_samples = self.all_seconds = 0.0
-        self.bar = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                            TimeRemainingColumn(), console=err)  # fmt: skip
+        self.bar = Progress(
+            TextColumn("train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeRemainingColumn(),
+            console=err,
+        )
         self.task: Any = None
 
     def start(self, step: int, total_steps: int) -> None:
@@ -46,8 +52,9 @@ class RichProgress:
         self.all_seconds += seconds
         rate = self.samples / self.seconds if self.seconds else 0.0
         overall = self.all_samples / self.all_seconds if self.all_seconds else 0.0
-        self.bar.update(self.task, completed=step, info=f"loss {loss:.4f}  {rate:,.0f} samples/s ({overall:,.0f} "
-                        "since start)")
+        self.bar.update(
+            self.task, completed=step, info=f"loss {loss:.4f}  {rate:,.0f} samples/s ({overall:,.0f} since start)"
+        )
         if step % self.log_every == 0:
             self.samples = self.seconds = 0.0
 
@@ -66,17 +73,23 @@ def render_summary(summary: dict) -> None:
     acc = summary.get("eval_accuracy")
     rows = [
         ("steps", f"{summary['steps']:,} ({summary['epochs']:.2f} epochs, global batch {summary['global_batch']})"),
-        ("devices", f"{summary['devices']} x {summary['device']}, {summary['precision']}"
-                    + ("" if summary["amp_active"] or summary["precision"] == "fp32" else " (AMP inactive on CPU)")),
+        (
+            "devices",
+            f"{summary['devices']} x {summary['device']}, {summary['precision']}"
+            + ("" if summary["amp_active"] or summary["precision"] == "fp32" else " (AMP inactive on CPU)"),
+        ),
         ("final loss", f"{summary['final_loss']:.4f}" if summary["final_loss"] is not None else "-"),
         ("eval accuracy", fmt(acc, "%")),
         (summary_label("samples_per_s")[0], fmt(summary["samples_per_s"] or None, "1/s")),
-        (summary_label("data_wait_fraction")[0], fmt(summary["data_wait_fraction"], "%")
-         + (" of step time" if summary["data_wait_fraction"] is not None else "")),
+        (
+            summary_label("data_wait_fraction")[0],
+            fmt(summary["data_wait_fraction"], "%")
+            + (" of step time" if summary["data_wait_fraction"] is not None else ""),
+        ),
         ("peak memory", f"{fmt(summary['peak_memory_bytes'], 'B')} ({summary['peak_memory_kind']})"),
         ("params sha256", summary["params_sha256"][:16] + "..."),
         ("last checkpoint", str(summary.get("last_checkpoint"))),
-    ]  # fmt: skip
+    ]
     for k, v in rows:
         table.add_row(k, shown(v))
     out.print(table)
@@ -96,45 +109,89 @@ def resume_hint(resume: str) -> str:
 @handle_errors
 def train_command(
     config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
-    devices: str = typer.Option(None, "--devices", help=f"{field_help('devices')} A count (2) or GPU ids (0,1). "
-                                "Default: the spec's `devices`."),
+    devices: str = typer.Option(
+        None, "--devices", help=f"{field_help('devices')} A count (2) or GPU ids (0,1). Default: the spec's `devices`."
+    ),
     run_dir: str = typer.Option(None, "--run-dir", help=f"{field_help('run_dir')} Default: the spec's `run_dir`."),
-    resume: str = typer.Option("auto", "--resume", help="auto (newest checkpoint that verifies; exit 2 when there "
-                               "are checkpoints and none can be resumed), never (start over: on a finished run only "
-                               "with --overwrite), or a checkpoint directory."),
-    max_steps: int = typer.Option(None, "--max-steps", help=f"Replaces the spec's max_steps: {field_help('max_steps')} "
-                                  "The LR schedule spans the run's length."),
-    max_hours: float = typer.Option(None, "--max-hours", help=f"budget.max_hours: {field_help('budget.max_hours')} "
-                                    "Checkpoint, exit 4; wall time counts across resumes of the run."),
-    max_cost: float = typer.Option(None, "--max-cost", help=f"budget.max_cost_usd: {field_help('budget.max_cost_usd')}"
-                                   " Checkpoint, exit 4; needs --price-per-hour or --instance."),
-    price_per_hour: float = typer.Option(None, "--price-per-hour",
-                                         help=f"budget.price_usd_per_hour: {field_help('budget.price_usd_per_hour')}"),
-    instance: str = typer.Option(None, "--instance", help="Take the price from the catalog (`paddlefit cost`): "
-                                 "an instance type such as g5.xlarge; with --cloud, --spot."),
+    resume: str = typer.Option(
+        "auto",
+        "--resume",
+        help="auto (newest checkpoint that verifies; exit 2 when there "
+        "are checkpoints and none can be resumed), never (start over: on a finished run only "
+        "with --overwrite), or a checkpoint directory.",
+    ),
+    max_steps: int = typer.Option(
+        None,
+        "--max-steps",
+        help=f"Replaces the spec's max_steps: {field_help('max_steps')} The LR schedule spans the run's length.",
+    ),
+    max_hours: float = typer.Option(
+        None,
+        "--max-hours",
+        help=f"budget.max_hours: {field_help('budget.max_hours')} "
+        "Checkpoint, exit 4; wall time counts across resumes of the run.",
+    ),
+    max_cost: float = typer.Option(
+        None,
+        "--max-cost",
+        help=f"budget.max_cost_usd: {field_help('budget.max_cost_usd')}"
+        " Checkpoint, exit 4; needs --price-per-hour or --instance.",
+    ),
+    price_per_hour: float = typer.Option(
+        None, "--price-per-hour", help=f"budget.price_usd_per_hour: {field_help('budget.price_usd_per_hour')}"
+    ),
+    instance: str = typer.Option(
+        None,
+        "--instance",
+        help="Take the price from the catalog (`paddlefit cost`): "
+        "an instance type such as g5.xlarge; with --cloud, --spot.",
+    ),
     cloud: str = typer.Option(None, "--cloud", help="Cloud of --instance when the name is ambiguous."),
     spot: bool = typer.Option(False, "--spot", help="Use the spot price of --instance."),
-    checkpoint_interval: str = typer.Option(None, "--checkpoint-interval", help="`auto` (Daly optimum for the "
-                                            "measured write time and the interruption rate) or minutes."),
+    checkpoint_interval: str = typer.Option(
+        None,
+        "--checkpoint-interval",
+        help="`auto` (Daly optimum for the measured write time and the interruption rate) or minutes.",
+    ),
     interruptions_per_hour: float = typer.Option(
-        None, "--interruptions-per-hour",
+        None,
+        "--interruptions-per-hour",
         help=f"checkpoint.interruptions_per_hour: {field_help('checkpoint.interruptions_per_hour')} For "
-        "--checkpoint-interval auto."),
-    spot_bucket: str = typer.Option(None, "--spot-bucket", help="Or an AWS Spot Instance Advisor bucket, e.g. "
-                                    "'5-10%', for --checkpoint-interval auto."),
-    predict: bool = typer.Option(True, "--predict/--no-predict", help="First ask the planner what this run will "
-                                 "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
-                                 "the measured figures beside it (comparison.json, summary.json). Also off with "
-                                 "PADDLEFIT_NO_PREDICT=1."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="With `--resume never`: replace a finished run in the "
-                                   "run directory (its checkpoints are deleted once the new job is accepted). "
-                                   "Without it, `--resume never` on a finished run is refused (exit 2)."),
-    trust_checkpoint: bool = typer.Option(False, "--trust-checkpoint", help="Load a checkpoint from outside the run "
-                                          "directory (`--resume PATH`), or one of an earlier paddlefit with a pickled "
-                                          "rng.pkl: loading a checkpoint runs code from it (Paddle's .pdparams are "
-                                          "pickles), so only for checkpoints you trust (docs/errors.md)."),
-    json_out: bool = typer.Option(False, "--json", help="Print summary.json on stdout at the end ({exit_code, reason, "
-                                  "run_dir} when the run stops early)."),
+        "--checkpoint-interval auto.",
+    ),
+    spot_bucket: str = typer.Option(
+        None,
+        "--spot-bucket",
+        help="Or an AWS Spot Instance Advisor bucket, e.g. '5-10%', for --checkpoint-interval auto.",
+    ),
+    predict: bool = typer.Option(
+        True,
+        "--predict/--no-predict",
+        help="First ask the planner what this run will "
+        "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
+        "the measured figures beside it (comparison.json, summary.json). Also off with "
+        "PADDLEFIT_NO_PREDICT=1.",
+    ),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="With `--resume never`: replace a finished run in the "
+        "run directory (its checkpoints are deleted once the new job is accepted). "
+        "Without it, `--resume never` on a finished run is refused (exit 2).",
+    ),
+    trust_checkpoint: bool = typer.Option(
+        False,
+        "--trust-checkpoint",
+        help="Load a checkpoint from outside the run "
+        "directory (`--resume PATH`), or one of an earlier paddlefit with a pickled "
+        "rng.pkl: loading a checkpoint runs code from it (Paddle's .pdparams are "
+        "pickles), so only for checkpoints you trust (docs/errors.md).",
+    ),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print summary.json on stdout at the end ({exit_code, reason, run_dir} when the run stops early).",
+    ),
 ) -> None:
     """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
     accumulation, atomic checkpoints and exact resume.
@@ -158,18 +215,37 @@ def train_command(
     from paddlefit.train.run import run_job
 
     quiet_paddle()
-    job = TrainRequest(config=config, devices=devices, run_dir=run_dir, resume=resume, max_steps=max_steps,
-                       max_hours=max_hours, max_cost=max_cost, price_per_hour=price_per_hour, instance=instance,
-                       cloud=cloud, spot=spot, checkpoint_interval=checkpoint_interval,
-                       interruptions_per_hour=interruptions_per_hour, spot_bucket=spot_bucket).resolve()  # fmt: skip
+    job = TrainRequest(
+        config=config,
+        devices=devices,
+        run_dir=run_dir,
+        resume=resume,
+        max_steps=max_steps,
+        max_hours=max_hours,
+        max_cost=max_cost,
+        price_per_hour=price_per_hour,
+        instance=instance,
+        cloud=cloud,
+        spot=spot,
+        checkpoint_interval=checkpoint_interval,
+        interruptions_per_hour=interruptions_per_hour,
+        spot_bucket=spot_bucket,
+    ).resolve()
     for note in job.notes:
         err.print(f"[dim]{shown(note)}[/]")
     spec, run_dir = job.spec, job.spec.run_dir
     bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
-        outcome = run_job(spec, gpu_ids=job.gpu_ids, resume=job.resume, progress_bar=bar, predict=predict,
-                          relay=lambda line: err.print(shown(line), highlight=False),
-                          trust_checkpoint=trust_checkpoint, overwrite=overwrite)  # fmt: skip
+        outcome = run_job(
+            spec,
+            gpu_ids=job.gpu_ids,
+            resume=job.resume,
+            progress_bar=bar,
+            predict=predict,
+            relay=lambda line: err.print(shown(line), highlight=False),
+            trust_checkpoint=trust_checkpoint,
+            overwrite=overwrite,
+        )
     ignore_stop_signals()  # the outcome is recorded: the exit code below is the recorded one, whatever comes now
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:
@@ -185,11 +261,15 @@ def train_command(
     if code == EXIT_REQUEUE and not reason.startswith("stopped by signal"):  # before the first step: nothing was saved
         err.print(f"{shown(reason)} Exit {EXIT_REQUEUE}.", highlight=False)
     elif code == EXIT_REQUEUE:
-        err.print(f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: {resume_hint(str(job.resume))}.",
-                  highlight=False)  # fmt: skip
+        err.print(
+            f"stopped by a signal; checkpoint saved. Exit {EXIT_REQUEUE}: {resume_hint(str(job.resume))}.",
+            highlight=False,
+        )
     elif code == EXIT_BUDGET:
-        err.print(f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}. To continue, run again with a higher "
-                  "limit (e.g. a larger --max-hours): --resume auto picks up the checkpoint.")
+        err.print(
+            f"stopped at the budget; checkpoint saved. Exit {EXIT_BUDGET}. To continue, run again with a higher "
+            "limit (e.g. a larger --max-hours): --resume auto picks up the checkpoint."
+        )
     else:  # EXIT_NONFINITE, bad input found by a worker, or a crash
         err.print(f"[bold red]error:[/] {shown(reason)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)

@@ -66,31 +66,53 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
     try:
         atomic_write_text(write, text, option="--write")
     except OSError as exc:
-        raise fail(f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
-                   f"winner was {best.label}: {best.settings}.") from None
-    err.print(f"wrote {shown(str(write))} with run_dir: {shown(run_dir)} (its own, not {shown(spec.run_dir)}, "
-              "whose checkpoints are the original spec's)", highlight=False, soft_wrap=True)
+        raise fail(
+            f"`--write {write}` cannot be written ({exc.strerror or exc}); nothing was written. The "
+            f"winner was {best.label}: {best.settings}."
+        ) from None
+    err.print(
+        f"wrote {shown(str(write))} with run_dir: {shown(run_dir)} (its own, not {shown(spec.run_dir)}, "
+        "whose checkpoints are the original spec's)",
+        highlight=False,
+        soft_wrap=True,
+    )
     if Path(run_dir).exists():
-        err.print(f"[yellow]note:[/] {shown(run_dir)} already exists: `paddlefit train {shown(str(write))}` resumes "
-                  "from its checkpoints; delete it or pass `--resume never`.", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]note:[/] {shown(run_dir)} already exists: `paddlefit train {shown(str(write))}` resumes "
+            "from its checkpoints; delete it or pass `--resume never`.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @handle_errors
 def tune_command(
     config: Path = typer.Argument(..., help="Job spec YAML."),
-    budget_minutes: float = typer.Option(5.0, "--budget-minutes", help="Stop starting new trials after this long "
-                                         "(the baseline and the confirmation runs always run)."),
+    budget_minutes: float = typer.Option(
+        5.0,
+        "--budget-minutes",
+        help="Stop starting new trials after this long (the baseline and the confirmation runs always run).",
+    ),
     steps: int = typer.Option(30, "--steps", help="Timed optimizer steps per trial."),
     warmup: int = typer.Option(5, "--warmup", help="Untimed steps before each trial's timing."),
     confirm: int = typer.Option(2, "--confirm", help="Extra interleaved runs of the baseline and the two best."),
-    global_batch: str = typer.Option("keep", "--global-batch", help="Batch-size candidates (x2, x4, x8 under the "
-                                     "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
-                                     "that accumulate get candidates), `free` lets the global batch grow (changes "
-                                     "the optimisation), `off` skips them."),
-    write: Path = typer.Option(None, "--write", help="Write the winning job spec (YAML) here, with its "
-                         "own `run_dir` (`<run_dir>-tuned`)."),
-    profile: Path = typer.Option(None, "--profile", help="`paddlefit profile CONFIG --json` output: its fixes are "
-                                 "tried first and each is said confirmed or refuted by the measurement."),
+    global_batch: str = typer.Option(
+        "keep",
+        "--global-batch",
+        help="Batch-size candidates (x2, x4, x8 under the "
+        "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
+        "that accumulate get candidates), `free` lets the global batch grow (changes "
+        "the optimisation), `off` skips them.",
+    ),
+    write: Path = typer.Option(
+        None, "--write", help="Write the winning job spec (YAML) here, with its own `run_dir` (`<run_dir>-tuned`)."
+    ),
+    profile: Path = typer.Option(
+        None,
+        "--profile",
+        help="`paddlefit profile CONFIG --json` output: its fixes are "
+        "tried first and each is said confirmed or refuted by the measurement.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run short measured trials of the job under candidate settings (num_workers 0..cores, then shared memory,
@@ -115,9 +137,16 @@ def tune_command(
 
         check_output_path(write, "--write")
     with err.status("tuning...") as status, stdout_to_stderr():
-        result = tune(spec, budget_s=budget_minutes * 60, steps=steps, warmup=warmup, confirm=confirm,
-                      progress=lambda msg: status.update(f"tuning: {msg}"), global_batch=global_batch,
-                      hypotheses=fixes)  # fmt: skip
+        result = tune(
+            spec,
+            budget_s=budget_minutes * 60,
+            steps=steps,
+            warmup=warmup,
+            confirm=confirm,
+            progress=lambda msg: status.update(f"tuning: {msg}"),
+            global_batch=global_batch,
+            hypotheses=fixes,
+        )
     if write is not None:
         write_tuned(config, spec, result.best, write)
     if json_out:
@@ -138,8 +167,9 @@ def settings_text(trial: Trial) -> str:
 def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path | None, console: Console) -> None:
     """Print ``tune``'s table of trials (settings folded to the console width, never cut to "..."), the
     before/after lines, profile's fixes as judged, and notes. Raises nothing."""
-    table = Table(title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None,
-                  padding=(0, 1))  # fmt: skip
+    table = Table(
+        title=f"trials ({result.steps} timed steps each, {result.elapsed_s:,.0f} s in all)", box=None, padding=(0, 1)
+    )
     table.add_column("settings", overflow="fold")  # narrowed to fit the console: a long label folds, never "…"
     for col in ("runs", "median samples/s", "step", "data wait", "peak memory", "global batch"):
         table.add_column(col.replace(" ", "\n"), justify="right", no_wrap=True)  # numbers whole, headers 2 lines
@@ -148,31 +178,44 @@ def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path |
             table.add_row(shown(t.label), shown(t.note or "failed"), "-", "-", "-", "-", str(t.global_batch or "-"))
             continue
         mark = " (best)" if t is result.best else ""
-        table.add_row(shown(t.label) + mark, str(len(t.samples_per_s)), f"{t.median:,.0f}",
-                      f"{statistics.median(t.step_s) * 1e3:,.1f} ms", f"{statistics.median(t.data_wait_fraction):.0%}",
-                      f"{t.peak_memory_bytes / 1024**2:,.1f} MiB", str(t.global_batch))
+        table.add_row(
+            shown(t.label) + mark,
+            str(len(t.samples_per_s)),
+            f"{t.median:,.0f}",
+            f"{statistics.median(t.step_s) * 1e3:,.1f} ms",
+            f"{statistics.median(t.data_wait_fraction):.0%}",
+            f"{t.peak_memory_bytes / 1024**2:,.1f} MiB",
+            str(t.global_batch),
+        )
     console.print(table)  # fits the console: the settings column folds
     b, w = result.baseline, result.best
     console.print(f"before: {b.median:,.0f} samples/s ({shown(str(config))} as written)")
     console.print(f"after:  {w.median:,.0f} samples/s ({shown(settings_text(w))})")
     console.print(f"measured ratio: [bold]{result.ratio:.2f}x[/] (medians of the interleaved confirmation runs)")
     if profile is not None:
-        console.print(f"profile's fixes ({shown(str(profile))}), tried first:" if result.hypotheses else
-                      f"profile's fixes ({shown(str(profile))}): none is a setting tune can try")  # fmt: skip
+        console.print(
+            f"profile's fixes ({shown(str(profile))}), tried first:"
+            if result.hypotheses
+            else f"profile's fixes ({shown(str(profile))}): none is a setting tune can try"
+        )
         for i, h in enumerate(result.hypotheses, 1):
-            console.print(f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; "
-                          f"[bold]{shown(h['said'])}[/]")
+            console.print(
+                f"  {i}. {shown(str(h['fix']))}: {shown(str(h['expected_gain']))}; [bold]{shown(h['said'])}[/]"
+            )
     else:
-        console.print("[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile "
-                      "profile.json` tries profile's fixes first and says which the measurement confirms.[/]")
+        console.print(
+            "[dim]`paddlefit profile CONFIG --json > profile.json` then `tune CONFIG --profile "
+            "profile.json` tries profile's fixes first and says which the measurement confirms.[/]"
+        )
     if not result.trials:
         console.print("[yellow]note:[/] the budget ran out before any candidate ran; raise `--budget-minutes`.")
     if spec.devices > 1:
-        console.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's "
-                      f"{spec.devices}.")
+        console.print(f"[yellow]note:[/] trials run one device; samples/s are per device, of the job's {spec.devices}.")
     if w.global_batch != b.global_batch:
-        console.print(f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
-                      f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy).")
+        console.print(
+            f"[yellow]note:[/] the winner trains with global batch {w.global_batch} instead of "
+            f"{b.global_batch}: the optimisation changes (rescale `lr` and re-check accuracy)."
+        )
 
 
 def profile_fixes(path: Path) -> list[dict]:
@@ -186,8 +229,9 @@ def profile_fixes(path: Path) -> list[dict]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise fail(f"`--profile {path}` cannot be read as JSON ({exc}); pass the output of `paddlefit profile "
-                   "CONFIG --json`.") from None
+        raise fail(
+            f"`--profile {path}` cannot be read as JSON ({exc}); pass the output of `paddlefit profile CONFIG --json`."
+        ) from None
     fixes = doc.get("fixes") if isinstance(doc, dict) else None
     if not isinstance(fixes, list) or not all(isinstance(f, dict) and "fix" in f for f in fixes):
         raise fail(f"`--profile {path}` has no `fixes` list: pass the output of `paddlefit profile CONFIG --json`.")

@@ -37,8 +37,13 @@ def min_driver(build: PaddleBuild) -> str:
     return max(docs, cuda, key=_ver)
 
 
-def choose_build(paddle: str | None = None, cuda: str | None = None, snapshot: Snapshot | None = None,
-                 gpu: bool = True, xpu: bool = False) -> PaddleBuild:  # fmt: skip
+def choose_build(
+    paddle: str | None = None,
+    cuda: str | None = None,
+    snapshot: Snapshot | None = None,
+    gpu: bool = True,
+    xpu: bool = False,
+) -> PaddleBuild:
     """Pick the official image: the requested Paddle version (default: newest with an image) and CUDA, else
     the newest CUDA whose minimum driver the snapshot's driver meets (strict CUDA minimum first, then the
     minor-version-compatibility minimum the image docs print), that compiles for every GPU's architecture
@@ -68,8 +73,12 @@ def choose_build(paddle: str | None = None, cuda: str | None = None, snapshot: S
         need = max((_ver(v) for cc in ccs for arch, v in ARCH_MIN_CUDA.items() if cc[:2] >= arch), default=())
         pool = [b for b in pool if b.cuda and _ver(b.cuda) >= need]
     if not pool:
-        have = ", ".join(f"{b.paddle} {b.device}{' CUDA ' + b.cuda if b.cuda else ''} (driver >= {b.min_driver})"
-                         for b in builds) or "none"  # fmt: skip
+        have = (
+            ", ".join(
+                f"{b.paddle} {b.device}{' CUDA ' + b.cuda if b.cuda else ''} (driver >= {b.min_driver})" for b in builds
+            )
+            or "none"
+        )
         drv = f" with driver {snapshot.driver_version}" if snapshot and snapshot.driver_version else ""
         raise PaddlefitError(
             f"No official Paddle image for paddle={want!r}{' cuda=' + cuda if cuda else ''}{drv}. "
@@ -94,9 +103,11 @@ def choose_xpu_build(paddle: str | None = None, snapshot: Snapshot | None = None
         pool = [b for b in pool if all(any(m.upper().startswith(c.upper()) for c in b.chip_list) for m in models)]
     if not pool:
         what = (f"paddle={paddle!r} " if paddle else "") + (f"on {', '.join(models)}" if models else "")
-        raise PaddlefitError(f"No published Paddle XPU image {what.strip()}: Paddle publishes {have}. Pick one with "
-                             "`--paddle`, or build Paddle for your chip from source (Paddle's XPU install guide); "
-                             "paddlefit does not write a CUDA image for an XPU host.")  # fmt: skip
+        raise PaddlefitError(
+            f"No published Paddle XPU image {what.strip()}: Paddle publishes {have}. Pick one with "
+            "`--paddle`, or build Paddle for your chip from source (Paddle's XPU install guide); "
+            "paddlefit does not write a CUDA image for an XPU host."
+        )
     return max(pool, key=lambda b: _ver(b.paddle))
 
 
@@ -111,10 +122,19 @@ class ImagePlan:
     shm_bytes: int
 
 
-def render_image(build: PaddleBuild, requirements: list[str], command: list[str], *, shm_need_bytes: int = 0,
-                 flags: dict[str, str] | None = None, known_flags: list[str] | None = None,
-                 ipc_host: bool = False, tag: str = "paddlefit-job", env: dict[str, str] | None = None,
-                 env_refs: tuple[str, ...] = ()) -> ImagePlan:  # fmt: skip
+def render_image(
+    build: PaddleBuild,
+    requirements: list[str],
+    command: list[str],
+    *,
+    shm_need_bytes: int = 0,
+    flags: dict[str, str] | None = None,
+    known_flags: list[str] | None = None,
+    ipc_host: bool = False,
+    tag: str = "paddlefit-job",
+    env: dict[str, str] | None = None,
+    env_refs: tuple[str, ...] = (),
+) -> ImagePlan:
     """Render the Dockerfile, requirements.txt and `docker run` line.
 
     Args:
@@ -138,8 +158,10 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
     env = env or {}
     refuse_secret_values(env, "the Dockerfile's ENV")
     if any("\\" in v for v in env.values()):  # Docker versions disagree on \\ inside double quotes
-        raise PaddlefitError("`--env NAME=value`: a backslash in an image ENV value reads differently across Docker "
-                             "versions; leave it out or pass the variable at run time.")  # fmt: skip
+        raise PaddlefitError(
+            "`--env NAME=value`: a backslash in an image ENV value reads differently across Docker "
+            "versions; leave it out or pass the variable at run time."
+        )
     bad = [r for r in requirements if not _PINNED.match(r.strip())]
     if bad:
         raise PaddlefitError(f"Requirements must be pinned as `name==version`; fix: {', '.join(map(repr, bad))}.")
@@ -148,16 +170,23 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
     if dup:
         raise PaddlefitError(f"Requirement {dup[0]!r} is pinned more than once; keep one version.")
     if any(n.startswith("paddlepaddle") for n in names):
-        raise PaddlefitError("Do not pin paddlepaddle/paddlepaddle-gpu: the base image provides Paddle; choose its "
-                             "version with `--paddle`.")  # fmt: skip
+        raise PaddlefitError(
+            "Do not pin paddlepaddle/paddlepaddle-gpu: the base image provides Paddle; choose its "
+            "version with `--paddle`."
+        )
     if any(not a or any(ord(c) < 32 for c in a) for a in command):
         raise PaddlefitError("`--command` arguments must be non-empty and contain no control characters.")
     flags = flags or {}
     unknown = [f for f in flags if known_flags is not None and f not in known_flags]
     if unknown:
         raise PaddlefitError(f"{', '.join(unknown)} is not a flag of this Paddle build; drop it.")
-    what = (f"(CUDA {build.cuda}, cuDNN {build.cudnn}, TensorRT {build.trt})" if build.cuda
-            else f"(Kunlunxin XPU: {', '.join(build.chip_list)})" if build.device == "xpu" else "(CPU)")  # fmt: skip
+    what = (
+        f"(CUDA {build.cuda}, cuDNN {build.cudnn}, TensorRT {build.trt})"
+        if build.cuda
+        else f"(Kunlunxin XPU: {', '.join(build.chip_list)})"
+        if build.device == "xpu"
+        else "(CPU)"
+    )
     lines = [
         f"# Generated by paddlefit for Paddle {build.paddle} {what}",
         f"# Base image source: {build.source}",
@@ -189,7 +218,10 @@ def render_image(build: PaddleBuild, requirements: list[str], command: list[str]
     mem = "--ipc=host" if ipc_host else f"--shm-size={shm_g}g"
     # the container runs as the calling user so checkpoints in the bind-mounted runs/ belong to them
     refs = "".join(f"-e {k} " for k in env_refs)
-    run = (f"docker build -t {tag} . && mkdir -p runs && docker run --rm {gpus}{mem} "
-           f"--user \"$(id -u):$(id -g)\" {refs}-v \"$PWD/runs:/workspace/runs\" {tag}")  # fmt: skip
-    return ImagePlan(build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run,
-                     shm_g * 1024**3)  # fmt: skip
+    run = (
+        f"docker build -t {tag} . && mkdir -p runs && docker run --rm {gpus}{mem} "
+        f'--user "$(id -u):$(id -g)" {refs}-v "$PWD/runs:/workspace/runs" {tag}'
+    )
+    return ImagePlan(
+        build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run, shm_g * 1024**3
+    )

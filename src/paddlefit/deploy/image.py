@@ -31,15 +31,20 @@ class ImageRequest(RequestModel):
 
     model_config = ConfigDict(frozen=True)
 
-    config: Path | None = Field(None, description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes "
-                                "``/dev/shm``.")  # fmt: skip
+    config: Path | None = Field(
+        None, description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``."
+    )
     paddle_version: str | None = Field(None, description="Paddle version of the base image (None: newest).")
     cuda: str | None = Field(None, description="CUDA ``X.Y`` (None: newest the host driver runs).")
     cpu: bool = Field(False, description="A CPU image.")
-    xpu: bool = Field(False, description="Paddle's published Kunlunxin XPU image (also chosen when the snapshot "
-                      "shows an XPU build or XPUs).")  # fmt: skip
-    from_snapshot: Path | None = Field(None, description="``paddlefit doctor --snapshot`` file of the host (driver, "
-                                       "GPUs).")  # fmt: skip
+    xpu: bool = Field(
+        False,
+        description="Paddle's published Kunlunxin XPU image (also chosen when the snapshot "
+        "shows an XPU build or XPUs).",
+    )
+    from_snapshot: Path | None = Field(
+        None, description="``paddlefit doctor --snapshot`` file of the host (driver, GPUs)."
+    )
     out_dir: Path = Field(Path("."), description="Directory for Dockerfile, requirements.txt and .dockerignore.")
     requirements: list[str] = Field(default_factory=list, description="Pinned ``name==version`` dependencies.")
     command: str = Field("python train.py", description="The container's command line.")
@@ -48,17 +53,29 @@ class ImageRequest(RequestModel):
     batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
     inputs: list[str] = Field(default_factory=list, description="Per-sample input specs.")
     devices: int | None = Field(None, ge=1, description="Trainer processes in the container.")
-    fixed_shape_cnn: bool = Field(False, description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; "
-                                  "fixed input shapes only).")  # fmt: skip
+    fixed_shape_cnn: bool = Field(
+        False, description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only)."
+    )
     ipc_host: bool = Field(False, description="``--ipc=host`` instead of ``--shm-size``.")
-    env: list[str] = Field(default_factory=list, description="``--env`` options: ``NAME=value`` baked in as "
-                           "``ENV`` (a secret-looking one is refused), ``NAME`` passed by reference as ``docker run "
-                           "-e NAME`` (:mod:`paddlefit.secretenv`).")  # fmt: skip
+    env: list[str] = Field(
+        default_factory=list,
+        description="``--env`` options: ``NAME=value`` baked in as "
+        "``ENV`` (a secret-looking one is refused), ``NAME`` passed by reference as ``docker run "
+        "-e NAME`` (:mod:`paddlefit.secretenv`).",
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "out_dir": "--out", "requirements": "--requirement",
-                                          "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
-                                          "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
-                                          "command": "--command", "env": "--env"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "config": "CONFIG",
+        "out_dir": "--out",
+        "requirements": "--requirement",
+        "num_workers": "--num-workers",
+        "prefetch_factor": "--prefetch-factor",
+        "batch_size": "--batch-size",
+        "inputs": "--input",
+        "devices": "--devices",
+        "command": "--command",
+        "env": "--env",
+    }
 
     @model_validator(mode="after")
     def _one_image(self) -> ImageRequest:
@@ -70,8 +87,9 @@ class ImageRequest(RequestModel):
             raise PaddlefitError("`--cpu` and `--xpu` ask for different images; give one.")
         if (self.cpu or self.xpu) and (self.cuda is not None or self.fixed_shape_cnn):
             given = "`--cuda`" if self.cuda is not None else "`--fixed-shape-cnn` (a cuDNN setting)"
-            raise PaddlefitError(f"{given} does not apply to a `--{'cpu' if self.cpu else 'xpu'}` image; drop one "
-                                 "of them.")  # fmt: skip
+            raise PaddlefitError(
+                f"{given} does not apply to a `--{'cpu' if self.cpu else 'xpu'}` image; drop one of them."
+            )
         return self
 
 
@@ -97,11 +115,19 @@ def build_image(req: ImageRequest) -> ImageResult:
     from paddlefit.spec import load_job_spec, merge_loader_options
 
     evars = parse_env_options(req.env)
-    refuse_credentials_in({"--command": req.command, **{f"--requirement #{i + 1}": r for i, r in
-                                                        enumerate(req.requirements)}}, "the Dockerfile")  # fmt: skip
+    refuse_credentials_in(
+        {"--command": req.command, **{f"--requirement #{i + 1}": r for i, r in enumerate(req.requirements)}},
+        "the Dockerfile",
+    )
     spec = load_job_spec(req.config) if req.config is not None else None
-    opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
-                                batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
+    opts = merge_loader_options(
+        spec,
+        num_workers=req.num_workers,
+        prefetch_factor=req.prefetch_factor,
+        batch_size=req.batch_size,
+        inputs=req.inputs,
+        devices=req.devices,
+    )
     specs = [parse_input_spec(x) for x in opts.inputs or []]
     snap = load_snapshot(req.from_snapshot, "--from-snapshot") if req.from_snapshot is not None else None
     out_dir = req.out_dir
@@ -109,19 +135,30 @@ def build_image(req: ImageRequest) -> ImageResult:
         raise PaddlefitError(f"`--out {out_dir}` is a file or a symlink; give a directory.")
     # a snapshot with a GPU build but no visible GPU is a host set up wrong (doctor PF104), not a CPU host
     # an XPU host (XPU build of Paddle, or xpu-smi lists XPUs and there is no NVIDIA GPU) gets Paddle's XPU image
-    xpu = req.xpu or (not req.cpu and req.cuda is None and snap is not None
-                      and (bool(snap.paddle_xpu) or (bool(snap.xpus) and not snap.gpus)))  # fmt: skip
+    xpu = req.xpu or (
+        not req.cpu
+        and req.cuda is None
+        and snap is not None
+        and (bool(snap.paddle_xpu) or (bool(snap.xpus) and not snap.gpus))
+    )
     if xpu and req.fixed_shape_cnn:
         raise PaddlefitError("`--fixed-shape-cnn` (a cuDNN setting) does not apply to a Kunlunxin XPU image.")
     gpu = not req.cpu and not xpu and (snap is None or bool(snap.gpus) or bool(snap.paddle_cuda))
     build = choose_build(req.paddle_version, req.cuda, snap, gpu=gpu, xpu=xpu)
     need = 0
     if opts.use_shared_memory and opts.batch_size and specs:
-        need = (opts.devices * opts.num_workers * opts.prefetch_factor * opts.batch_size
-                * sum(s.bytes_per_sample for s in specs))  # fmt: skip
+        need = (
+            opts.devices
+            * opts.num_workers
+            * opts.prefetch_factor
+            * opts.batch_size
+            * sum(s.bytes_per_sample for s in specs)
+        )
     if need > 1024**4:
-        raise PaddlefitError(f"The DataLoader would need {need / 1024**4:,.0f} TiB of /dev/shm; check --num-workers, "
-                             "--batch-size and --input (or set use_shared_memory: false).")  # fmt: skip
+        raise PaddlefitError(
+            f"The DataLoader would need {need / 1024**4:,.0f} TiB of /dev/shm; check --num-workers, "
+            "--batch-size and --input (or set use_shared_memory: false)."
+        )
     flags = {"FLAGS_cudnn_exhaustive_search": "1"} if req.fixed_shape_cnn and build.device == "gpu" else {}
     try:
         argv = shlex.split(req.command)
@@ -129,10 +166,17 @@ def build_image(req: ImageRequest) -> ImageResult:
         raise PaddlefitError(f"`--command` does not parse as a shell command: {exc}.") from None
     if not argv:
         raise PaddlefitError("`--command` is empty.")
-    plan = render_image(build, list(req.requirements), argv, shm_need_bytes=need, flags=flags,
-                        known_flags=current_flags(), ipc_host=req.ipc_host,
-                        env={v.name: v.value for v in evars if v.value is not None},
-                        env_refs=tuple(v.name for v in evars if v.value is None))  # fmt: skip
+    plan = render_image(
+        build,
+        list(req.requirements),
+        argv,
+        shm_need_bytes=need,
+        flags=flags,
+        known_flags=current_flags(),
+        ipc_host=req.ipc_host,
+        env={v.name: v.value for v in evars if v.value is not None},
+        env_refs=tuple(v.name for v in evars if v.value is None),
+    )
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -27,7 +27,8 @@ def paddlejob_schema() -> dict[str, Any]:
     import yaml
 
     text = (importlib.resources.files("paddlefit.deploy") / "data" / "kubeflow.org_paddlejobs.yaml").read_text(
-        encoding="utf-8")  # fmt: skip
+        encoding="utf-8"
+    )
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crd = yaml.load(text, Loader=loader)  # a SafeLoader (C or Python)
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
@@ -55,8 +56,9 @@ def validate_paddlejob(manifest: dict[str, Any]) -> list[str]:
     for role, rs in specs.items() if isinstance(specs, dict) else []:
         policy = rs.get("restartPolicy") if isinstance(rs, dict) else None
         if policy is not None and policy not in RESTART_POLICIES:
-            problems.append(f"spec.paddleReplicaSpecs.{role}.restartPolicy: {policy!r} is not one of "
-                            f"{', '.join(RESTART_POLICIES)}")  # fmt: skip
+            problems.append(
+                f"spec.paddleReplicaSpecs.{role}.restartPolicy: {policy!r} is not one of {', '.join(RESTART_POLICIES)}"
+            )
     return problems
 
 
@@ -112,14 +114,20 @@ def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", req.name):
         raise PaddlefitError(f"PaddleJob name {req.name!r} must be lower-case letters, digits and '-' (DNS-1123).")
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
-    volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory",
-                                                                   "sizeLimit": f"{req.shm_gib}Gi"}}]  # fmt: skip
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{req.shm_gib}Gi"}}
+    ]
     if req.checkpoint_claim:
         mounts.append({"name": "checkpoints", "mountPath": req.checkpoint_mount})
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": req.checkpoint_claim}})
     resources = {"limits": {"nvidia.com/gpu": req.gpus_per_node}} if req.gpus_per_node else {}
-    container: dict[str, Any] = {"name": "paddle", "image": req.image, "command": list(req.command),
-                                 "volumeMounts": mounts, "resources": resources}  # fmt: skip
+    container: dict[str, Any] = {
+        "name": "paddle",
+        "image": req.image,
+        "command": list(req.command),
+        "volumeMounts": mounts,
+        "resources": resources,
+    }
     refuse_secret_values(req.env, "the PaddleJob's env")
     if req.env_refs and not req.secret_name:
         raise PaddlefitError("variables passed by reference need the Kubernetes Secret that holds them.")
@@ -129,14 +137,21 @@ def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
         container["env"] = env
 
     def replica(count: int) -> dict[str, Any]:  # deep copies: no shared objects, so no YAML anchors when dumped
-        return {"replicas": count, "restartPolicy": req.restart_policy,
-                "template": {"spec": {"containers": [copy.deepcopy(container)], "volumes": copy.deepcopy(volumes)}}}
+        return {
+            "replicas": count,
+            "restartPolicy": req.restart_policy,
+            "template": {"spec": {"containers": [copy.deepcopy(container)], "volumes": copy.deepcopy(volumes)}},
+        }
 
     specs = {"Master": replica(1)}
     if req.nodes > 1:
         specs["Worker"] = replica(req.nodes - 1)
-    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": req.name},
-                "spec": {"paddleReplicaSpecs": specs, "runPolicy": {"cleanPodPolicy": "None"}}}  # fmt: skip
+    manifest = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": req.name},
+        "spec": {"paddleReplicaSpecs": specs, "runPolicy": {"cleanPodPolicy": "None"}},
+    }
     problems = validate_paddlejob(manifest)
     if problems:
         raise PaddlefitError("the rendered PaddleJob does not validate: " + "; ".join(problems[:5]))

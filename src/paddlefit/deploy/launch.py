@@ -64,8 +64,10 @@ def parse_hosts(text: str) -> list[str]:
     hosts = [h.strip() for h in text.split(",")]
     for h in hosts:
         if not re.fullmatch(rf"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?{_HOST}", h):
-            raise PaddlefitError(f"`--hosts`: {h!r} is not [user@]host (empty entries, ports and names starting "
-                                 "with '-' are refused; put ports and options in ~/.ssh/config).")  # fmt: skip
+            raise PaddlefitError(
+                f"`--hosts`: {h!r} is not [user@]host (empty entries, ports and names starting "
+                "with '-' are refused; put ports and options in ~/.ssh/config)."
+            )
     return hosts
 
 
@@ -98,13 +100,19 @@ class NodeLaunch:
         refuse_secret_values(self.env, "the node environment")
         bad = [n for n in (*self.env, *self.env_refs) if not ENV_NAME.fullmatch(n)]
         if bad or set(self.env) & set(self.env_refs):
-            raise PaddlefitError(f"environment variable names must be [A-Za-z_][A-Za-z0-9_]* and given once "
-                                 f"(got {', '.join(map(repr, bad or sorted(set(self.env) & set(self.env_refs))))}).")
+            raise PaddlefitError(
+                f"environment variable names must be [A-Za-z_][A-Za-z0-9_]* and given once "
+                f"(got {', '.join(map(repr, bad or sorted(set(self.env) & set(self.env_refs))))})."
+            )
         if self.nodes < 1 or self.gpus_per_node < 0:
             raise PaddlefitError(f"nodes must be >= 1 and gpus per node >= 0 (got {self.nodes}, {self.gpus_per_node}).")
-        for what, value in (("the spec path", self.spec_path), ("the run directory", self.run_dir),
-                            ("the job id", self.job_id), ("the log directory", self.log_dir),
-                            *((f"NCCL setting {k}", f"{k}={v}") for k, v in self.env.items())):  # fmt: skip
+        for what, value in (
+            ("the spec path", self.spec_path),
+            ("the run directory", self.run_dir),
+            ("the job id", self.job_id),
+            ("the log directory", self.log_dir),
+            *((f"NCCL setting {k}", f"{k}={v}") for k, v in self.env.items()),
+        ):
             _no_control(value, what)
 
     def devices_args(self) -> list[str]:
@@ -114,8 +122,14 @@ class NodeLaunch:
         return ["--nproc_per_node", "1"]
 
 
-def node_command(n: NodeLaunch, rank: int | str | None, master: str | None, nnodes: str | None = None,
-                 devices: list[str] | None = None, from_env: bool = False) -> str:  # fmt: skip
+def node_command(
+    n: NodeLaunch,
+    rank: int | str | None,
+    master: str | None,
+    nnodes: str | None = None,
+    devices: list[str] | None = None,
+    from_env: bool = False,
+) -> str:
     """The shell command one node runs. ``rank``/``master``/``nnodes`` may be shell expressions such as
     ``"$SKYPILOT_NODE_RANK"``; ``from_env`` leaves all three to ``PADDLE_RANK``/``PADDLE_MASTER``/``PADDLE_NNODES``
     (set by Kubeflow's training-operator)."""
@@ -137,8 +151,10 @@ def _exports(env: dict[str, str], refs: tuple[str, ...] = ()) -> str:
     """``export`` lines: by value (shell-quoted), then by reference: the variable must be set where the script runs
     (``${NAME:?...}`` stops the script with a message otherwise); its value is never in the script."""
     lines = [f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items())]
-    lines += [f'export {n}="${{{n}:?{n} must be set in the environment: passed by reference, not written here}}"\n'
-              for n in refs]  # fmt: skip
+    lines += [
+        f'export {n}="${{{n}:?{n} must be set in the environment: passed by reference, not written here}}"\n'
+        for n in refs
+    ]
     return "".join(lines)
 
 
@@ -159,8 +175,9 @@ def _ssh_env_lines(refs: tuple[str, ...]) -> list[str]:
     :data:`SSH_ENV_FUNCTION`; so no value is in a file or on a command line."""
     if not refs:
         return []
-    checks = [f': "${{{n}:?{n} must be set in this shell: passed to the nodes by reference, not written here}}"'
-              for n in refs]  # fmt: skip
+    checks = [
+        f': "${{{n}:?{n} must be set in this shell: passed to the nodes by reference, not written here}}"' for n in refs
+    ]
     return [*checks, SSH_ENV_FUNCTION.replace("NAMES", " ".join(refs))]
 
 
@@ -172,8 +189,10 @@ def local_scripts(n: NodeLaunch, master: str | None) -> dict[str, str]:
         PaddlefitError: several nodes without ``master`` (``host:port`` of node 0).
     """
     if n.nodes > 1 and not master:
-        raise PaddlefitError("several nodes need `--master HOST:PORT`: node 0's address the others can reach "
-                             f"(e.g. 10.0.0.1:{DEFAULT_PORT}).")  # fmt: skip
+        raise PaddlefitError(
+            "several nodes need `--master HOST:PORT`: node 0's address the others can reach "
+            f"(e.g. 10.0.0.1:{DEFAULT_PORT})."
+        )
     out = {}
     for r in range(n.nodes):
         out[f"launch-node{r}.sh"] = (
@@ -200,19 +219,31 @@ def ssh_script(n: NodeLaunch, hosts: list[str], port: int, workdir: str) -> str:
     _no_control(workdir, "`--workdir`")
     master_host = hosts[0].split("@")[-1]
     master = f"{master_host}:{port}"
-    lines = ["#!/usr/bin/env bash", f"# {n.nodes} node(s) over ssh; every host needs paddlefit + Paddle, passwordless "
-             f"ssh, and {shlex.quote(n.run_dir)} on shared storage.", "set -uo pipefail",
-             'here="$(cd "$(dirname "$0")" && pwd)"', "pids=()", *_ssh_env_lines(n.env_refs)]  # fmt: skip
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# {n.nodes} node(s) over ssh; every host needs paddlefit + Paddle, passwordless "
+        f"ssh, and {shlex.quote(n.run_dir)} on shared storage.",
+        "set -uo pipefail",
+        'here="$(cd "$(dirname "$0")" && pwd)"',
+        "pids=()",
+        *_ssh_env_lines(n.env_refs),
+    ]
     for r, h in enumerate(hosts):
         remote = f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)} && cat > {shlex.quote(n.spec_path)}"
         lines.append(f'ssh {shlex.quote(h)} {shlex.quote(remote)} < "$here/job.yaml" || exit 1')
         cmd = f"cd {shlex.quote(workdir)} && " + " && ".join(
-            (['eval "$(cat)"'] if n.env_refs else []) + [f"export {k}={shlex.quote(v)}" for k, v in
-                                                          sorted(n.env.items())] + [node_command(n, r, master)])
+            (['eval "$(cat)"'] if n.env_refs else [])
+            + [f"export {k}={shlex.quote(v)}" for k, v in sorted(n.env.items())]
+            + [node_command(n, r, master)]
+        )
         start = "pf_env | ssh" if n.env_refs else "ssh -n"
         lines.append(f'{start} {shlex.quote(h)} {shlex.quote(cmd)} > "$here/node{r}.log" 2>&1 & pids+=($!)')
-    lines += ["rc=0", 'for p in "${pids[@]}"; do wait "$p" || rc=$?; done',
-              'echo "nodes finished, exit $rc (logs: $here/node*.log)"', "exit $rc"]  # fmt: skip
+    lines += [
+        "rc=0",
+        'for p in "${pids[@]}"; do wait "$p" || rc=$?; done',
+        'echo "nodes finished, exit $rc (logs: $here/node*.log)"',
+        "exit $rc",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -242,10 +273,19 @@ def spec_heredoc(spec_text: str, path: str) -> str:
 
 #: GPU catalog name -> SkyPilot accelerator name (SkyPilot catalog spelling, see ``catalog/data/gpu_prices.csv``).
 SKYPILOT_ACCELERATORS = {
-    "A100-SXM4-40GB": "A100", "A100-PCIe-40GB": "A100", "A100-SXM4-80GB": "A100-80GB", "A100-PCIe-80GB": "A100-80GB",
-    "H100-SXM": "H100", "H100-PCIe": "H100", "V100-SXM2-16GB": "V100", "V100-PCIe-16GB": "V100",
-    "V100-SXM2-32GB": "V100-32GB", "V100-PCIe-32GB": "V100-32GB", "RTX-4090": "RTX4090", "RTX-3090": "RTX3090",
-}  # fmt: skip
+    "A100-SXM4-40GB": "A100",
+    "A100-PCIe-40GB": "A100",
+    "A100-SXM4-80GB": "A100-80GB",
+    "A100-PCIe-80GB": "A100-80GB",
+    "H100-SXM": "H100",
+    "H100-PCIe": "H100",
+    "V100-SXM2-16GB": "V100",
+    "V100-PCIe-16GB": "V100",
+    "V100-SXM2-32GB": "V100-32GB",
+    "V100-PCIe-32GB": "V100-32GB",
+    "RTX-4090": "RTX4090",
+    "RTX-3090": "RTX3090",
+}
 
 
 @dataclass(frozen=True)
@@ -284,25 +324,42 @@ def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:
     """
     if req.gpus_per_node < 1 or req.nodes < 1:
         raise PaddlefitError("a SkyPilot task needs --gpus-per-node >= 1 and --nodes >= 1.")
-    refuse_credentials_in({"--setup": req.setup, "--bucket": req.bucket, "--image": req.image_id},
-                          "the SkyPilot task")  # fmt: skip
+    refuse_credentials_in({"--setup": req.setup, "--bucket": req.bucket, "--image": req.image_id}, "the SkyPilot task")
     ckpt = "/checkpoints"
-    n = NodeLaunch(spec_path="/tmp/paddlefit-job.yaml", run_dir=f"{ckpt}/{req.name}", nodes=req.nodes,
-                   gpus_per_node=req.gpus_per_node, job_id=req.name, log_dir="/tmp/paddlefit-logs")  # fmt: skip
-    launch = node_command(n, '"$SKYPILOT_NODE_RANK"', f'"$MASTER_ADDR:{req.port}"', nnodes='"$SKYPILOT_NUM_NODES"',
-                          devices=["--devices", '"$DEVICES"'])  # fmt: skip
+    n = NodeLaunch(
+        spec_path="/tmp/paddlefit-job.yaml",
+        run_dir=f"{ckpt}/{req.name}",
+        nodes=req.nodes,
+        gpus_per_node=req.gpus_per_node,
+        job_id=req.name,
+        log_dir="/tmp/paddlefit-logs",
+    )
+    launch = node_command(
+        n,
+        '"$SKYPILOT_NODE_RANK"',
+        f'"$MASTER_ADDR:{req.port}"',
+        nnodes='"$SKYPILOT_NUM_NODES"',
+        devices=["--devices", '"$DEVICES"'],
+    )
     run = (
-        "set -euo pipefail\n" + spec_heredoc(req.spec_text, n.spec_path)
+        "set -euo pipefail\n"
+        + spec_heredoc(req.spec_text, n.spec_path)
         + 'MASTER_ADDR=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
-        + 'DEVICES=$(seq -s, 0 $((SKYPILOT_NUM_GPUS_PER_NODE - 1)))\n' + launch + "\n"
-    )  # fmt: skip
+        + "DEVICES=$(seq -s, 0 $((SKYPILOT_NUM_GPUS_PER_NODE - 1)))\n"
+        + launch
+        + "\n"
+    )
     resources: dict[str, Any] = {
-        "accelerators": f"{req.accelerator}:{req.gpus_per_node}", "use_spot": req.spot,
+        "accelerators": f"{req.accelerator}:{req.gpus_per_node}",
+        "use_spot": req.spot,
         # preemptions are always recovered; a run that exits 143 (SIGTERM, checkpoint saved) or 203 (a node lost,
         # paddlefit.train.peers) is retried too
-        "job_recovery": {"strategy": "EAGER_NEXT_REGION", "max_restarts_on_errors": 0,
-                         "recover_on_exit_codes": [143, 203]},
-    }  # fmt: skip
+        "job_recovery": {
+            "strategy": "EAGER_NEXT_REGION",
+            "max_restarts_on_errors": 0,
+            "recover_on_exit_codes": [143, 203],
+        },
+    }
     if req.image_id:
         resources["image_id"] = req.image_id
     if req.cloud:
@@ -341,7 +398,8 @@ def skypilot_schema(kind: str) -> dict[str, Any]:
     """SkyPilot's own JSON schema for ``task``, ``resources`` or ``storage`` (generated by skypilot 0.14.1,
     ``sky.utils.schemas``; see ``deploy/data/SOURCES.md``)."""
     text = (importlib.resources.files("paddlefit.deploy") / "data" / f"skypilot_{kind}_schema.json").read_text(
-        encoding="utf-8")  # fmt: skip
+        encoding="utf-8"
+    )
     return json.loads(text)
 
 

@@ -45,9 +45,18 @@ from paddlefit.validation import RequestModel
 Target = Literal["local", "ssh", "skypilot", "kubeflow"]
 TARGETS: tuple[str, ...] = get_args(Target)
 #: Options that apply to some targets only (a stray one is refused, not ignored).
-TARGET_OPTIONS = {"--master": ("local",), "--hosts": ("ssh",), "--workdir": ("ssh",), "--run-dir": ("local", "ssh"),
-                  "--gpu": ("skypilot",), "--spot": ("skypilot",), "--bucket": ("skypilot",),
-                  "--cloud": ("skypilot",), "--pvc": ("kubeflow",), "--image": ("skypilot", "kubeflow")}  # fmt: skip
+TARGET_OPTIONS = {
+    "--master": ("local",),
+    "--hosts": ("ssh",),
+    "--workdir": ("ssh",),
+    "--run-dir": ("local", "ssh"),
+    "--gpu": ("skypilot",),
+    "--spot": ("skypilot",),
+    "--bucket": ("skypilot",),
+    "--cloud": ("skypilot",),
+    "--pvc": ("kubeflow",),
+    "--image": ("skypilot", "kubeflow"),
+}
 _IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"
 
 
@@ -79,18 +88,30 @@ class LaunchRequest(RequestModel):
     image: str | None = Field(None, description="skypilot/kubeflow: the container image.")
     pvc: str | None = Field(None, description="kubeflow: PersistentVolumeClaim for checkpoints.")
     shm_gib: int = Field(8, description="kubeflow: ``/dev/shm`` per pod, GiB.")
-    from_snapshot: Path | None = Field(None, description="A node's ``paddlefit doctor --snapshot`` file: doctor's "
-                                       "NCCL fixes go into the environment.")  # fmt: skip
+    from_snapshot: Path | None = Field(
+        None, description="A node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment."
+    )
     nccl_ifname: str | None = Field(None, description="``NCCL_SOCKET_IFNAME`` (wins over the snapshot's).")
     no_ib: bool = Field(False, description="``NCCL_IB_DISABLE=1`` (wins over the snapshot's).")
-    env: list[str] = Field(default_factory=list, description="``--env`` options, ``NAME=value`` (by value; a "
-                           "secret-looking one is refused) or ``NAME`` (by reference: the value is read where the "
-                           "job starts, never written; :mod:`paddlefit.secretenv`). They win over the snapshot's NCCL "
-                           "fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.")  # fmt: skip
+    env: list[str] = Field(
+        default_factory=list,
+        description="``--env`` options, ``NAME=value`` (by value; a "
+        "secret-looking one is refused) or ``NAME`` (by reference: the value is read where the "
+        "job starts, never written; :mod:`paddlefit.secretenv`). They win over the snapshot's NCCL "
+        "fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.",
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"config": "CONFIG", "target": "--target", "nodes": "--nodes",
-                                          "gpus_per_node": "--gpus-per-node", "out_dir": "--out", "port": "--port",
-                                          "hosts": "--hosts", "master": "--master", "env": "--env"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "config": "CONFIG",
+        "target": "--target",
+        "nodes": "--nodes",
+        "gpus_per_node": "--gpus-per-node",
+        "out_dir": "--out",
+        "port": "--port",
+        "hosts": "--hosts",
+        "master": "--master",
+        "env": "--env",
+    }
 
 
 @dataclass(frozen=True)
@@ -127,25 +148,39 @@ def check_request(req: LaunchRequest) -> None:
     Raises:
         PaddlefitError: the first problem, naming the option.
     """
-    given = {"--master": req.master, "--hosts": req.hosts, "--workdir": req.workdir, "--run-dir": req.run_dir,
-             "--gpu": req.gpu, "--spot": req.spot or None, "--bucket": req.bucket, "--cloud": req.cloud,
-             "--pvc": req.pvc, "--name": req.name, "--image": req.image, "--out": str(req.out_dir),
-             "--nccl-ifname": req.nccl_ifname}  # fmt: skip
+    given = {
+        "--master": req.master,
+        "--hosts": req.hosts,
+        "--workdir": req.workdir,
+        "--run-dir": req.run_dir,
+        "--gpu": req.gpu,
+        "--spot": req.spot or None,
+        "--bucket": req.bucket,
+        "--cloud": req.cloud,
+        "--pvc": req.pvc,
+        "--name": req.name,
+        "--image": req.image,
+        "--out": str(req.out_dir),
+        "--nccl-ifname": req.nccl_ifname,
+    }
     for opt, value in given.items():
         if isinstance(value, str) and not value.strip():
             raise PaddlefitError(f"`{opt}` is empty; give a value or leave the option out.")
     stray = [opt for opt, targets in TARGET_OPTIONS.items() if given[opt] is not None and req.target not in targets]
     if stray:
         many = len(stray) > 1
-        raise PaddlefitError(f"{', '.join(f'`{o}`' for o in stray)} {'do' if many else 'does'} not apply to "
-                             f"`--target {req.target}`; leave {'them' if many else 'it'} out.")  # fmt: skip
+        raise PaddlefitError(
+            f"{', '.join(f'`{o}`' for o in stray)} {'do' if many else 'does'} not apply to "
+            f"`--target {req.target}`; leave {'them' if many else 'it'} out."
+        )
     ifname = req.nccl_ifname
     if ifname is not None and not re.fullmatch(r"\^?=?[A-Za-z0-9_.:-]+(,\^?=?[A-Za-z0-9_.:-]+)*", ifname):
-        raise PaddlefitError(f"`--nccl-ifname {ifname}` must be interface names or prefixes such as eth0 or "
-                             "^lo,docker (NCCL_SOCKET_IFNAME syntax).")  # fmt: skip
+        raise PaddlefitError(
+            f"`--nccl-ifname {ifname}` must be interface names or prefixes such as eth0 or "
+            "^lo,docker (NCCL_SOCKET_IFNAME syntax)."
+        )
     named = {v.name for v in parse_env_options(req.env)}
-    for var, opt, given in (("NCCL_SOCKET_IFNAME", "--nccl-ifname", ifname), ("NCCL_IB_DISABLE", "--no-ib",
-                                                                            req.no_ib)):  # fmt: skip
+    for var, opt, given in (("NCCL_SOCKET_IFNAME", "--nccl-ifname", ifname), ("NCCL_IB_DISABLE", "--no-ib", req.no_ib)):
         if given and var in named:
             raise PaddlefitError(f"`--env {var}` and `{opt}` both set {var}; give one of them.")
 
@@ -172,13 +207,25 @@ def launch(req: LaunchRequest) -> LaunchResult:
     from paddlefit.spec import load_job_spec
 
     check_request(req)
-    refuse_credentials_in({"--master": req.master, "--hosts": req.hosts, "--workdir": req.workdir,
-                           "--run-dir": req.run_dir, "--bucket": req.bucket, "--setup": req.setup,
-                           "--image": req.image, "--pvc": req.pvc}, "the launch files")  # fmt: skip
+    refuse_credentials_in(
+        {
+            "--master": req.master,
+            "--hosts": req.hosts,
+            "--workdir": req.workdir,
+            "--run-dir": req.run_dir,
+            "--bucket": req.bucket,
+            "--setup": req.setup,
+            "--image": req.image,
+            "--pvc": req.pvc,
+        },
+        "the launch files",
+    )
     spec = load_job_spec(req.config, option="CONFIG")
     if spec.data.train is None or (spec.epochs is None and spec.max_steps is None):
-        raise PaddlefitError(f"CONFIG {req.config}: `train` needs `data.train` and `epochs` or `max_steps`; every "
-                             "node would stop on this spec. Add them first.")  # fmt: skip
+        raise PaddlefitError(
+            f"CONFIG {req.config}: `train` needs `data.train` and `epochs` or `max_steps`; every "
+            "node would stop on this spec. Add them first."
+        )
     name = req.name
     if name is None:
         name = re.sub(r"[^a-z0-9-]+", "-", req.config.stem.lower()).strip("-")[:42].strip("-") or "paddlefit-job"
@@ -189,21 +236,32 @@ def launch(req: LaunchRequest) -> LaunchResult:
     env, refs = node_env(req)
     out_dir, notes = req.out_dir, []
     if req.target in ("local", "ssh"):
-        n = NodeLaunch(spec_path="job.yaml" if req.target == "ssh" else str(req.config),
-                       run_dir=req.run_dir or spec.run_dir, nodes=req.nodes, gpus_per_node=req.gpus_per_node,
-                       job_id=name, env=env, env_refs=refs)  # fmt: skip
+        n = NodeLaunch(
+            spec_path="job.yaml" if req.target == "ssh" else str(req.config),
+            run_dir=req.run_dir or spec.run_dir,
+            nodes=req.nodes,
+            gpus_per_node=req.gpus_per_node,
+            job_id=name,
+            env=env,
+            env_refs=refs,
+        )
         if req.target == "local":
             files = local_scripts(n, parse_master(req.master) if req.master is not None else None)
             commands = [f"bash {out_dir / f}" for f in files]
         else:
             if not req.hosts:
                 raise PaddlefitError("`--target ssh` needs `--hosts host0,host1,...` (node 0 first).")
-            files = {"job.yaml": spec_text,
-                     "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), req.port, req.workdir or str(Path.cwd()))}
+            files = {
+                "job.yaml": spec_text,
+                "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), req.port, req.workdir or str(Path.cwd())),
+            }
             commands = [f"bash {out_dir / 'launch-ssh.sh'}"]
         if refs:
-            where = "on every node before its script runs" if req.target == "local" else \
-                "in the shell that runs launch-ssh.sh (sent to the hosts on ssh's stdin)"  # fmt: skip
+            where = (
+                "on every node before its script runs"
+                if req.target == "local"
+                else "in the shell that runs launch-ssh.sh (sent to the hosts on ssh's stdin)"
+            )
             notes.append(f"passed by reference, not written: set {', '.join(refs)} {where}.")
     elif req.target == "skypilot":
         files = {"task.yaml": skypilot_task(req, name, spec_text, env, refs)}
@@ -232,8 +290,7 @@ def write_files(out_dir: Path, files: dict[str, str]) -> None:
         raise PaddlefitError(f"`--out {out_dir}` is a file or a symlink; give a directory.")
     for f in files:
         if (out_dir / f).is_dir():
-            raise PaddlefitError(f"`--out {out_dir}` holds a directory named {f}; remove it or choose another "
-                                 "`--out`.")  # fmt: skip
+            raise PaddlefitError(f"`--out {out_dir}` holds a directory named {f}; remove it or choose another `--out`.")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -248,8 +305,9 @@ def secret_name(name: str) -> str:
     return f"{name}-env"
 
 
-def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str],
-                  refs: tuple[str, ...] = ()) -> str:  # fmt: skip
+def skypilot_task(
+    req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], refs: tuple[str, ...] = ()
+) -> str:
     """The SkyPilot task file (a comment header, then the task YAML) for ``req``, named ``name``; ``env`` by value,
     ``refs`` by reference (``secrets``/``envs`` with null values).
 
@@ -260,14 +318,18 @@ def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, 
 
     gpu, bucket, image, nodes, gpus_per_node = req.gpu, req.bucket, req.image, req.nodes, req.gpus_per_node
     if not gpu:
-        raise PaddlefitError("`--target skypilot` needs `--gpu NAME` (e.g. A100-SXM4-80GB or L4; `paddlefit cost` "
-                             "ranks them).")  # fmt: skip
+        raise PaddlefitError(
+            "`--target skypilot` needs `--gpu NAME` (e.g. A100-SXM4-80GB or L4; `paddlefit cost` ranks them)."
+        )
     if gpus_per_node < 1:
         raise PaddlefitError("`--target skypilot` needs `--gpus-per-node` >= 1.")
-    if bucket is not None and not re.fullmatch(r"(s3|gs|r2|cos|oci)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[\w./-]*)?",
-                                               bucket):  # fmt: skip
-        raise PaddlefitError(f"`--bucket {bucket}` must be a bucket URL such as s3://my-bucket/ckpt or gs://b/p "
-                             "(lower-case bucket name, then an optional path).")  # fmt: skip
+    if bucket is not None and not re.fullmatch(
+        r"(s3|gs|r2|cos|oci)://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[\w./-]*)?", bucket
+    ):
+        raise PaddlefitError(
+            f"`--bucket {bucket}` must be a bucket URL such as s3://my-bucket/ckpt or gs://b/p "
+            "(lower-case bucket name, then an optional path)."
+        )
     if image is not None and not re.fullmatch(_IMAGE, image):
         raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
     if gpu in set(SKYPILOT_ACCELERATORS.values()):
@@ -278,23 +340,42 @@ def skypilot_task(req: LaunchRequest, name: str, spec_text: str, env: dict[str, 
     # bucket names are global per cloud: a random suffix keeps two users' "train" jobs apart; the task file keeps it,
     # so a recovered or relaunched job finds its checkpoints
     bucket_name = f"{name}-ckpt-{secrets.token_hex(4)}"
-    task = render_skypilot(SkyPilotRequest(
-        name=name, accelerator=acc, nodes=nodes, gpus_per_node=gpus_per_node, spot=req.spot, spec_text=spec_text,
-        bucket=bucket, bucket_name=bucket_name, setup=req.setup, image_id=f"docker:{image}" if image else None,
-        cloud=req.cloud, env=env, port=req.port, env_refs=refs))  # fmt: skip
-    head = (f"# SkyPilot task written by paddlefit launch: {nodes} node(s) x {gpus_per_node} {acc}"
-            f"{', spot' if req.spot else ''}.\n# Run from your project directory (synced as workdir; setup installs "
-            "from it): sky jobs launch <this file>.\n# Managed jobs replace preempted nodes and the run resumes from "
-            "the newest checkpoint on /checkpoints\n# (a bucket: a directory rename there is not atomic, so resume "
-            "verifies each checkpoint's sha256 manifest and skips incomplete ones).\n")  # fmt: skip
+    task = render_skypilot(
+        SkyPilotRequest(
+            name=name,
+            accelerator=acc,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            spot=req.spot,
+            spec_text=spec_text,
+            bucket=bucket,
+            bucket_name=bucket_name,
+            setup=req.setup,
+            image_id=f"docker:{image}" if image else None,
+            cloud=req.cloud,
+            env=env,
+            port=req.port,
+            env_refs=refs,
+        )
+    )
+    head = (
+        f"# SkyPilot task written by paddlefit launch: {nodes} node(s) x {gpus_per_node} {acc}"
+        f"{', spot' if req.spot else ''}.\n# Run from your project directory (synced as workdir; setup installs "
+        "from it): sky jobs launch <this file>.\n# Managed jobs replace preempted nodes and the run resumes from "
+        "the newest checkpoint on /checkpoints\n# (a bucket: a directory rename there is not atomic, so resume "
+        "verifies each checkpoint's sha256 manifest and skips incomplete ones).\n"
+    )
     if refs:
-        head += (f"# Passed by reference (values never in this file): {' '.join(skypilot_env_args(refs))} on the "
-                 "sky command line reads them from your environment.\n")  # fmt: skip
+        head += (
+            f"# Passed by reference (values never in this file): {' '.join(skypilot_env_args(refs))} on the "
+            "sky command line reads them from your environment.\n"
+        )
     return head + dump_yaml(task)
 
 
-def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], notes: list[str],
-                      refs: tuple[str, ...] = ()) -> str:  # fmt: skip
+def kubeflow_manifest(
+    req: LaunchRequest, name: str, spec_text: str, env: dict[str, str], notes: list[str], refs: tuple[str, ...] = ()
+) -> str:
     """The Kubeflow PaddleJob file (a comment header, then the manifest) for ``req``, named ``name``; a warning
     for the user goes to ``notes`` (no ``--image``: Paddle's base image, which lacks paddlefit). ``env`` by value,
     ``refs`` by reference (``secretKeyRef`` into the Secret :func:`secret_name`).
@@ -314,20 +395,44 @@ def kubeflow_manifest(req: LaunchRequest, name: str, spec_text: str, env: dict[s
         raise PaddlefitError(f"`--pvc {pvc}` is not a PersistentVolumeClaim name (lower case, digits, '-', '.').")
     if image is None:
         image = choose_build(gpu=gpus_per_node > 0).docker_image
-        notes.append(f"--image not given: using the Paddle base image {image}, which lacks paddlefit and your code; "
-                     "build one with `paddlefit image` and pass --image.")  # fmt: skip
+        notes.append(
+            f"--image not given: using the Paddle base image {image}, which lacks paddlefit and your code; "
+            "build one with `paddlefit image` and pass --image."
+        )
     claim = pvc or f"{name}-checkpoints"
-    n = NodeLaunch(spec_path="/tmp/paddlefit-job.yaml", run_dir=f"/ckpt/{name}", nodes=nodes,
-                   gpus_per_node=gpus_per_node, job_id=name, log_dir="/tmp/paddlefit-logs")  # fmt: skip
+    n = NodeLaunch(
+        spec_path="/tmp/paddlefit-job.yaml",
+        run_dir=f"/ckpt/{name}",
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        job_id=name,
+        log_dir="/tmp/paddlefit-logs",
+    )
     # --nnodes/--master/--rank come from PADDLE_NNODES/PADDLE_MASTER set by the training-operator
     script = "set -eu\n" + spec_heredoc(spec_text, n.spec_path) + node_command(n, None, None, from_env=True) + "\n"
-    manifest = render_paddlejob(PaddleJobRequest(
-        name=name, image=image, command=["bash", "-c", script], nodes=nodes, gpus_per_node=gpus_per_node,
-        shm_gib=req.shm_gib, checkpoint_claim=claim, checkpoint_mount="/ckpt", restart_policy="ExitCode", env=env,
-        env_refs=refs, secret_name=secret_name(name)))  # fmt: skip
-    head = (f"# Kubeflow PaddleJob written by paddlefit launch: {nodes} pod(s) x {gpus_per_node} GPU(s).\n"
-            f"# Needs the PersistentVolumeClaim {claim!r} (ReadWriteMany when pods are on several nodes).\n")
+    manifest = render_paddlejob(
+        PaddleJobRequest(
+            name=name,
+            image=image,
+            command=["bash", "-c", script],
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            shm_gib=req.shm_gib,
+            checkpoint_claim=claim,
+            checkpoint_mount="/ckpt",
+            restart_policy="ExitCode",
+            env=env,
+            env_refs=refs,
+            secret_name=secret_name(name),
+        )
+    )
+    head = (
+        f"# Kubeflow PaddleJob written by paddlefit launch: {nodes} pod(s) x {gpus_per_node} GPU(s).\n"
+        f"# Needs the PersistentVolumeClaim {claim!r} (ReadWriteMany when pods are on several nodes).\n"
+    )
     if refs:
-        head += (f"# Needs the Secret {secret_name(name)!r} with the keys {', '.join(refs)} (passed by reference, "
-                 "values never in this file).\n")  # fmt: skip
+        head += (
+            f"# Needs the Secret {secret_name(name)!r} with the keys {', '.join(refs)} (passed by reference, "
+            "values never in this file).\n"
+        )
     return head + dump_yaml(manifest)

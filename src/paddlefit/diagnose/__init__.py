@@ -16,5 +16,13 @@ from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext, fix_env, fix_script
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
 
-__all__ = ["Finding", "JobContext", "Snapshot", "collect_snapshot", "fix_env", "fix_script", "load_snapshot",
-           "run_checks"]  # fmt: skip
+__all__ = [
+    "Finding",
+    "JobContext",
+    "Snapshot",
+    "collect_snapshot",
+    "fix_env",
+    "fix_script",
+    "load_snapshot",
+    "run_checks",
+]

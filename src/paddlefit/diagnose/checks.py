@@ -33,8 +33,13 @@ __all__ = ["run_checks"]
 def check_paddle_import(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """Paddle must import (the `paddle.utils.run_check()` idea, reported instead of raised)."""
     if s.paddle_version is None:
-        return [found("error", "Paddle does not import",
-                      fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index")]
+        return [
+            found(
+                "error",
+                "Paddle does not import",
+                fix="pip install paddlepaddle==3.3.1  (CPU)  or paddlepaddle-gpu from Paddle's index",
+            )
+        ]
     build = f"CUDA {s.paddle_cuda}" if s.paddle_cuda else "Kunlunxin XPU" if s.paddle_xpu else "CPU"
     return [found("ok", f"Paddle {s.paddle_version} ({build} build) imports")]
 
@@ -52,16 +57,23 @@ def check_cuda_driver(s: Snapshot, job: JobContext | None = None) -> list[Findin
     need = toolkit_min_driver(cuda)
     drv = version_tuple(s.driver_version)
     if floor and drv < version_tuple(floor):
-        return [found("error",
-                      f"driver {s.driver_version} is too old for Paddle's CUDA {cuda} build",
-                      f"CUDA {cuda.split('.')[0]}.x needs driver >= {floor} (minor-version compatibility)",
-                      f"upgrade the NVIDIA driver to >= {need or floor}, or install a Paddle wheel built for an "
-                      "older CUDA")]  # fmt: skip
+        return [
+            found(
+                "error",
+                f"driver {s.driver_version} is too old for Paddle's CUDA {cuda} build",
+                f"CUDA {cuda.split('.')[0]}.x needs driver >= {floor} (minor-version compatibility)",
+                f"upgrade the NVIDIA driver to >= {need or floor}, or install a Paddle wheel built for an older CUDA",
+            )
+        ]
     if need and drv < version_tuple(need):
-        return [found("warn",
-                      f"driver {s.driver_version} is below CUDA {cuda}'s own minimum {need}",
-                      "runs through minor-version compatibility; PTX JIT of newer kernels can fail",
-                      f"upgrade the NVIDIA driver to >= {need}")]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"driver {s.driver_version} is below CUDA {cuda}'s own minimum {need}",
+                "runs through minor-version compatibility; PTX JIT of newer kernels can fail",
+                f"upgrade the NVIDIA driver to >= {need}",
+            )
+        ]
     return [found("ok", f"driver {s.driver_version} runs CUDA {cuda}")]
 
 
@@ -72,11 +84,14 @@ def check_cuda13_arch(s: Snapshot, job: JobContext | None = None) -> list[Findin
         return []
     old = [g for g in s.gpus if g.compute_capability and version_tuple(g.compute_capability) < (7, 5)]
     if old:
-        return [found("error",
-                      f"Paddle CUDA {s.paddle_cuda} build cannot run on {old[0].name} "
-                      f"(CC {old[0].compute_capability})",
-                      "CUDA 13 supports compute capability 7.5 and newer",
-                      "install the cu126 or cu129 paddlepaddle-gpu wheel")]  # fmt: skip
+        return [
+            found(
+                "error",
+                f"Paddle CUDA {s.paddle_cuda} build cannot run on {old[0].name} (CC {old[0].compute_capability})",
+                "CUDA 13 supports compute capability 7.5 and newer",
+                "install the cu126 or cu129 paddlepaddle-gpu wheel",
+            )
+        ]
     return []
 
 
@@ -89,16 +104,30 @@ def check_build_vs_gpu(s: Snapshot, job: JobContext | None = None) -> list[Findi
         return xpu_build_vs_devices(s)
     if s.paddle_cuda and not s.gpus:
         extra = f"; this machine has {len(s.xpus)} Kunlunxin XPU(s): install paddlepaddle-xpu" if s.xpus else ""
-        return [found("error", "GPU build of Paddle but no NVIDIA GPU is visible",
-                      "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)" + extra,
-                      "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel")]  # fmt: skip
+        return [
+            found(
+                "error",
+                "GPU build of Paddle but no NVIDIA GPU is visible",
+                "NVML found no GPU (no NVIDIA driver, or a container started without --gpus)" + extra,
+                "start the container with `--gpus all`, check `nvidia-smi`, or use the CPU wheel",
+            )
+        ]
     if s.paddle_version and not s.paddle_cuda and s.gpus:
-        return [found("warn",
-                      f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
-                      fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)")]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"CPU build of Paddle on a machine with {len(s.gpus)} GPU(s)",
+                fix="pip uninstall paddlepaddle && pip install paddlepaddle-gpu (Paddle's index)",
+            )
+        ]
     if s.paddle_version and not s.paddle_cuda and s.xpus:
-        return [found("warn", f"CPU build of Paddle on a machine with {len(s.xpus)} Kunlunxin XPU(s)",
-                      fix=f"pip uninstall paddlepaddle && {XPU_WHEEL}")]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"CPU build of Paddle on a machine with {len(s.xpus)} Kunlunxin XPU(s)",
+                fix=f"pip uninstall paddlepaddle && {XPU_WHEEL}",
+            )
+        ]
     if s.paddle_version:
         what = f"GPU build with {len(s.gpus)} GPU(s)" if s.paddle_cuda else "CPU build, no GPU"
         return [found("ok", f"Paddle build matches the devices ({what})")]
@@ -120,8 +149,7 @@ def check_flags(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         if why is None:
             close = difflib.get_close_matches(name, s.paddle_flags, n=1, cutoff=0.75)
             why = "Paddle ignores it" + (f"; did you mean {close[0]}?" if close else "")
-        out.append(found("error", f"{name} is not a flag of Paddle {s.paddle_version}",
-                         why, unset=[name]))  # fmt: skip
+        out.append(found("error", f"{name} is not a flag of Paddle {s.paddle_version}", why, unset=[name]))
     if not out:
         n = sum(k.startswith("FLAGS_") for k in s.env)
         out.append(found("ok", f"{n} FLAGS_* set, all known to this Paddle build"))
@@ -137,12 +165,16 @@ def check_flag_values(s: Snapshot, job: JobContext | None = None) -> list[Findin
     for name, value in sorted(s.env.items()):
         flag = get_flag(name)
         if flag and not flag.accepts(value):
-            out.append(found("error", f"{name}={value!r} is out of range", f"allowed: {flag.allowed}",
-                             unset=[name]))  # fmt: skip
+            out.append(found("error", f"{name}={value!r} is out of range", f"allowed: {flag.allowed}", unset=[name]))
     if "FLAGS_fraction_of_gpu_memory_to_use" in s.env and s.env.get("FLAGS_allocator_strategy") != "naive_best_fit":
-        out.append(found("warn", "FLAGS_fraction_of_gpu_memory_to_use has no effect",
-                         "it only sizes the first chunk of allocator_strategy=naive_best_fit; the default is "
-                         "auto_growth", unset=["FLAGS_fraction_of_gpu_memory_to_use"]))  # fmt: skip
+        out.append(
+            found(
+                "warn",
+                "FLAGS_fraction_of_gpu_memory_to_use has no effect",
+                "it only sizes the first chunk of allocator_strategy=naive_best_fit; the default is auto_growth",
+                unset=["FLAGS_fraction_of_gpu_memory_to_use"],
+            )
+        )
     return out
 
 
@@ -150,9 +182,14 @@ def check_flag_values(s: Snapshot, job: JobContext | None = None) -> list[Findin
 def check_paddle_dist_type(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """``PADDLE_DIST_TYPE`` is not read by Paddle (blog-post folklore); NCCL is already the GPU default."""
     if "PADDLE_DIST_TYPE" in s.env:
-        return [found("warn", "PADDLE_DIST_TYPE is not a Paddle variable",
-                      "Paddle never reads it; NCCL is already the default backend on GPU",
-                      unset=["PADDLE_DIST_TYPE"])]  # fmt: skip
+        return [
+            found(
+                "warn",
+                "PADDLE_DIST_TYPE is not a Paddle variable",
+                "Paddle never reads it; NCCL is already the default backend on GPU",
+                unset=["PADDLE_DIST_TYPE"],
+            )
+        ]
     return []
 
 
@@ -177,17 +214,26 @@ def check_nccl_ifname(s: Snapshot, job: JobContext | None = None) -> list[Findin
     matched = [n for n in live if _ifname_matches(spec, n.name)]  # `lo` is legitimate on one node
     if not matched:
         names = ", ".join(n.name for n in up) or "none"
-        return [found("error", f"NCCL_SOCKET_IFNAME={spec} matches no interface "
-                      "that is up", f"interfaces up: {names}",
-                      env={"NCCL_SOCKET_IFNAME": up[0].name} if up else None,
-                      unset=[] if up else ["NCCL_SOCKET_IFNAME"])]  # fmt: skip
+        return [
+            found(
+                "error",
+                f"NCCL_SOCKET_IFNAME={spec} matches no interface that is up",
+                f"interfaces up: {names}",
+                env={"NCCL_SOCKET_IFNAME": up[0].name} if up else None,
+                unset=[] if up else ["NCCL_SOCKET_IFNAME"],
+            )
+        ]
     fastest = max((n.speed_mbps or 0 for n in up), default=0)
     chosen = max((n.speed_mbps or 0 for n in matched if n.name != "lo"), default=0)
     if fastest and chosen and chosen < fastest:
         best = next(n.name for n in up if (n.speed_mbps or 0) == fastest)
-        return [found("warn",
-                      f"NCCL_SOCKET_IFNAME={spec} picks a {chosen} Mb/s interface; {best} runs at {fastest} Mb/s",
-                      env={"NCCL_SOCKET_IFNAME": best})]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"NCCL_SOCKET_IFNAME={spec} picks a {chosen} Mb/s interface; {best} runs at {fastest} Mb/s",
+                env={"NCCL_SOCKET_IFNAME": best},
+            )
+        ]
     return []
 
 
@@ -200,9 +246,15 @@ def check_device_runs(s: Snapshot, job: JobContext | None = None) -> list[Findin
         if result == "ok":
             out.append(found("ok", f"forward/backward runs on {dev}"))
         else:
-            out.append(found("error", f"forward/backward fails on {dev}", result,
-                             "run `python -c 'import paddle; paddle.utils.run_check()'` and fix the error it "
-                             "shows (driver, CUDA libraries)"))  # fmt: skip
+            out.append(
+                found(
+                    "error",
+                    f"forward/backward fails on {dev}",
+                    result,
+                    "run `python -c 'import paddle; paddle.utils.run_check()'` and fix the error it "
+                    "shows (driver, CUDA libraries)",
+                )
+            )
     return out
 
 
@@ -214,15 +266,23 @@ def check_visible_devices(s: Snapshot, job: JobContext | None = None) -> list[Fi
         return []
     items = [i.strip() for i in spec.split(",") if i.strip()]
     if items and items[0].startswith("-"):
-        return [found("warn",
-                      f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU from Paddle",
-                      env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)})]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU from Paddle",
+                env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)},
+            )
+        ]
     missing = [i for i in items if i.isdigit() and int(i) >= len(s.gpus)]
     if not items or missing:
         what = f"names GPU {', '.join(missing)}" if missing else "is empty"
-        return [found("error",
-                      f"CUDA_VISIBLE_DEVICES={spec!r} {what}; this machine has {len(s.gpus)} GPU(s)",
-                      env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)})]  # fmt: skip
+        return [
+            found(
+                "error",
+                f"CUDA_VISIBLE_DEVICES={spec!r} {what}; this machine has {len(s.gpus)} GPU(s)",
+                env={"CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in s.gpus)},
+            )
+        ]
     return []
 
 
@@ -240,18 +300,25 @@ def check_shm(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         free = s.shm_free_bytes if s.shm_free_bytes is not None else s.shm_total_bytes
         if need > free:
             gib = -(-need * 2 // 1024**3)  # ceil, x2 headroom
-            return [found("error",
-                          f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs "
-                          f"{need / 1024**2:,.0f} MiB", f"{job.devices} x {job.num_workers} workers x "
-                          f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
-                          f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), "
-                          "or use_shared_memory=False")]  # fmt: skip
+            return [
+                found(
+                    "error",
+                    f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs {need / 1024**2:,.0f} MiB",
+                    f"{job.devices} x {job.num_workers} workers x "
+                    f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
+                    f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), or use_shared_memory=False",
+                )
+            ]
         return [found("ok", f"/dev/shm fits the DataLoader ({need / 1024**2:,.0f} MiB)")]
     if s.in_container and s.shm_total_bytes < 1024**3:
-        return [found("warn",
-                      f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
-                      "DataLoader workers with shared memory need more than Docker's 64 MB default",
-                      "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host")]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
+                "DataLoader workers with shared memory need more than Docker's 64 MB default",
+                "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host",
+            )
+        ]
     return []
 
 
@@ -263,9 +330,13 @@ def check_workers(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     total = job.num_workers * job.devices
     if total > s.cpu_cores:
         per = max(s.cpu_cores // job.devices - 1, 0)
-        return [found("warn",
-                      f"{total} DataLoader workers ({job.devices} x {job.num_workers}) on {s.cpu_cores} cores",
-                      fix=f"num_workers={per} per trainer")]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"{total} DataLoader workers ({job.devices} x {job.num_workers}) on {s.cpu_cores} cores",
+                fix=f"num_workers={per} per trainer",
+            )
+        ]
     return []
 
 
@@ -276,10 +347,14 @@ def check_disk(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         return []
     need = 3 * job.checkpoint_bytes
     if s.disk_free_bytes < need:
-        return [found("error",
-                      f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
-                      f"{need / 1024**3:,.1f} GiB",
-                      fix="free disk space or point --run-dir at a larger disk")]  # fmt: skip
+        return [
+            found(
+                "error",
+                f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
+                f"{need / 1024**3:,.1f} GiB",
+                fix="free disk space or point --run-dir at a larger disk",
+            )
+        ]
     return []
 
 
@@ -291,12 +366,22 @@ def check_nccl_ib(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         return []
     disabled = s.env.get("NCCL_IB_DISABLE") == "1"
     if s.infiniband and disabled:
-        return [found("warn",
-                      f"NCCL_IB_DISABLE=1 but InfiniBand devices exist ({', '.join(s.infiniband)})",
-                      unset=["NCCL_IB_DISABLE"])]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"NCCL_IB_DISABLE=1 but InfiniBand devices exist ({', '.join(s.infiniband)})",
+                unset=["NCCL_IB_DISABLE"],
+            )
+        ]
     if not s.infiniband and "NCCL_IB_DISABLE" not in s.env:
-        return [found("warn", "no InfiniBand device and NCCL_IB_DISABLE unset",
-                      "NCCL looks for IB/RoCE first", env={"NCCL_IB_DISABLE": "1"})]  # fmt: skip
+        return [
+            found(
+                "warn",
+                "no InfiniBand device and NCCL_IB_DISABLE unset",
+                "NCCL looks for IB/RoCE first",
+                env={"NCCL_IB_DISABLE": "1"},
+            )
+        ]
     return []
 
 
@@ -310,25 +395,42 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
     for g in s.gpus:
         tag = f"GPU {g.index} ({g.name})"
         if g.ecc_uncorrected_errors:
-            out.append(found("error", f"{tag}: {g.ecc_uncorrected_errors} uncorrected "
-                             "ECC errors", fix="drain the node and ask the provider to replace the GPU"))  # fmt: skip
+            out.append(
+                found(
+                    "error",
+                    f"{tag}: {g.ecc_uncorrected_errors} uncorrected ECC errors",
+                    fix="drain the node and ask the provider to replace the GPU",
+                )
+            )
         if (g.pcie_gen_current and g.pcie_gen_max and g.pcie_gen_current < g.pcie_gen_max) or (
             g.pcie_width_current and g.pcie_width_max and g.pcie_width_current < g.pcie_width_max
         ):
-            out.append(found("warn",
-                             f"{tag}: PCIe link gen{g.pcie_gen_current} x{g.pcie_width_current}, max "
-                             f"gen{g.pcie_gen_max} x{g.pcie_width_max}",
-                             "an idle GPU downclocks its link; check again under load",
-                             "reseat the card or check the slot/riser if it stays low under load"))  # fmt: skip
+            out.append(
+                found(
+                    "warn",
+                    f"{tag}: PCIe link gen{g.pcie_gen_current} x{g.pcie_width_current}, max "
+                    f"gen{g.pcie_gen_max} x{g.pcie_width_max}",
+                    "an idle GPU downclocks its link; check again under load",
+                    "reseat the card or check the slot/riser if it stays low under load",
+                )
+            )
         if g.throttle_reasons and g.throttle_reasons & ~idle_mask:
-            out.append(found("warn", f"{tag}: clocks throttled "
-                             f"(NVML reasons 0x{g.throttle_reasons:x})", fix="check cooling and power limits "
-                             "(`nvidia-smi -q -d PERFORMANCE`)"))  # fmt: skip
+            out.append(
+                found(
+                    "warn",
+                    f"{tag}: clocks throttled (NVML reasons 0x{g.throttle_reasons:x})",
+                    fix="check cooling and power limits (`nvidia-smi -q -d PERFORMANCE`)",
+                )
+            )
         if g.processes:
             used = sum(p.get("used_bytes") or 0 for p in g.processes)
-            out.append(found("warn", f"{tag}: {len(g.processes)} other process(es) hold "
-                             f"{used / 1024**3:,.1f} GiB",
-                             fix="stop them (`nvidia-smi` lists the PIDs)"))  # fmt: skip
+            out.append(
+                found(
+                    "warn",
+                    f"{tag}: {len(g.processes)} other process(es) hold {used / 1024**3:,.1f} GiB",
+                    fix="stop them (`nvidia-smi` lists the PIDs)",
+                )
+            )
         if not any(f.title.startswith(tag) for f in out):
             out.append(found("ok", f"{tag}: no ECC errors, full PCIe link, no throttling"))
     return out
@@ -356,9 +458,15 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
     times = omp_rounds(omp.get("step_s") or {})
     user = omp.get("user", "")
     if user and user.upper() not in ("ACTIVE", "PASSIVE"):
-        return [found("warn", f"OMP_WAIT_POLICY={user} is not a policy",
-                      "OpenMP takes ACTIVE or PASSIVE and ignores other values with a warning (the OpenMP 5.2 "
-                      "specification, section 21.2.5)", unset=["OMP_WAIT_POLICY"])]  # fmt: skip
+        return [
+            found(
+                "warn",
+                f"OMP_WAIT_POLICY={user} is not a policy",
+                "OpenMP takes ACTIVE or PASSIVE and ignores other values with a warning (the OpenMP 5.2 "
+                "specification, section 21.2.5)",
+                unset=["OMP_WAIT_POLICY"],
+            )
+        ]
     mine = times.get(user.upper())
     others = {p: v for p, v in times.items() if p != user.upper() and len(v) == len(mine or [])}
     if not mine or not others:
@@ -369,23 +477,39 @@ def check_omp_wait_policy(s: Snapshot, job: JobContext | None = None) -> list[Fi
 
     bounds = {p: ratio_bound(mine, v, OMP_SLOW_RATIO) for p, v in others.items()}
     n = len(mine)
-    detail = (f"a small CPU training step on {s.cpu_cores} cores, a fresh process per policy in each of {n} "
-              "interleaved rounds (median ms: " + ", ".join(
-                  f"{name(p)} {statistics.median(v) * 1e3:,.1f}" for p, v in times.items()) + "); " + "; ".join(
-                  f"vs {name(p)}: {b.ratio:.2f}x, 95% interval {b.low:.2f}-{b.high:.2f}x" for p, b in bounds.items())
-              + f". Rule: warn only when the interval lies above {OMP_SLOW_RATIO:.2f}x, ok when below, else "
-              "inconclusive")  # fmt: skip
+    detail = (
+        f"a small CPU training step on {s.cpu_cores} cores, a fresh process per policy in each of {n} "
+        "interleaved rounds (median ms: "
+        + ", ".join(f"{name(p)} {statistics.median(v) * 1e3:,.1f}" for p, v in times.items())
+        + "); "
+        + "; ".join(f"vs {name(p)}: {b.ratio:.2f}x, 95% interval {b.low:.2f}-{b.high:.2f}x" for p, b in bounds.items())
+        + f". Rule: warn only when the interval lies above {OMP_SLOW_RATIO:.2f}x, ok when below, else "
+        "inconclusive"
+    )
     slower = [p for p, b in bounds.items() if b.verdict == "slower"]
     if slower:
         best = max(slower, key=lambda p: bounds[p].low)
-        return [found("warn", f"{name(user)} is {bounds[best].ratio:.2f}x slower than {name(best)} here", detail,
-                      env={"OMP_WAIT_POLICY": best} if best else None, unset=[] if best else ["OMP_WAIT_POLICY"])]
+        return [
+            found(
+                "warn",
+                f"{name(user)} is {bounds[best].ratio:.2f}x slower than {name(best)} here",
+                detail,
+                env={"OMP_WAIT_POLICY": best} if best else None,
+                unset=[] if best else ["OMP_WAIT_POLICY"],
+            )
+        ]
     if all(b.verdict == "not slower" for b in bounds.values()):
         return [found("ok", f"{name(user)}: within {OMP_SLOW_RATIO - 1:.0%} of the other policies here", detail)]
     noise = max(b.noise for b in bounds.values())
     said = "one run each" if n < MIN_ROUNDS else f"noise {noise:.0%}"
-    return [found("inconclusive", f"{name(user)}: inconclusive ({said})", detail + "; no fix: the difference is not "
-                  "clear of this machine's noise (run `paddlefit doctor` again when it is idle)")]
+    return [
+        found(
+            "inconclusive",
+            f"{name(user)}: inconclusive ({said})",
+            detail + "; no fix: the difference is not "
+            "clear of this machine's noise (run `paddlefit doctor` again when it is idle)",
+        )
+    ]
 
 
 #: Where ``NVIDIA_TF32_OVERRIDE`` is documented: NVIDIA's developer blog "Accelerating AI Training with NVIDIA TF32
@@ -406,16 +530,26 @@ def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Find
     if value is None:
         return []
     if value.strip() == "0":
-        return [found("warn", "NVIDIA_TF32_OVERRIDE=0: TF32 is off in cuBLAS/cuDNN for every framework",
-                      "fp32 matmuls and convolutions run on the FP32 CUDA cores on Ampere and later (an A100 does "
-                      "19.5 instead of 156 TFLOPS), whatever Paddle's TF32 switches say (NVIDIA's override, from its "
-                      "TF32 developer blog)",
-                      "keep it for full-precision fp32 and put `tf32: false` in the job spec (`plan`/`cost --no-tf32`) "
-                      "so the plan times fp32 on CUDA cores; or `unset NVIDIA_TF32_OVERRIDE` for TF32 speed")]
-    return [found("warn", f"NVIDIA_TF32_OVERRIDE={value} is not a documented value",
-                  "NVIDIA documents NVIDIA_TF32_OVERRIDE=0 (TF32 off in cuBLAS/cuDNN); with another value Paddle's "
-                  "TF32 switches (the job's `tf32`) decide",
-                  "`export NVIDIA_TF32_OVERRIDE=0` to turn TF32 off everywhere, or `unset NVIDIA_TF32_OVERRIDE`")]
+        return [
+            found(
+                "warn",
+                "NVIDIA_TF32_OVERRIDE=0: TF32 is off in cuBLAS/cuDNN for every framework",
+                "fp32 matmuls and convolutions run on the FP32 CUDA cores on Ampere and later (an A100 does "
+                "19.5 instead of 156 TFLOPS), whatever Paddle's TF32 switches say (NVIDIA's override, from its "
+                "TF32 developer blog)",
+                "keep it for full-precision fp32 and put `tf32: false` in the job spec (`plan`/`cost --no-tf32`) "
+                "so the plan times fp32 on CUDA cores; or `unset NVIDIA_TF32_OVERRIDE` for TF32 speed",
+            )
+        ]
+    return [
+        found(
+            "warn",
+            f"NVIDIA_TF32_OVERRIDE={value} is not a documented value",
+            "NVIDIA documents NVIDIA_TF32_OVERRIDE=0 (TF32 off in cuBLAS/cuDNN); with another value Paddle's "
+            "TF32 switches (the job's `tf32`) decide",
+            "`export NVIDIA_TF32_OVERRIDE=0` to turn TF32 off everywhere, or `unset NVIDIA_TF32_OVERRIDE`",
+        )
+    ]
 
 
 @check("PF124", "mkl-code-path")
@@ -432,12 +566,17 @@ def check_mkl_code_path(s: Snapshot, job: JobContext | None = None) -> list[Find
         return [found("ok", f"{name}={value}: MKL's AVX2 kernels on this AMD CPU")]
     said = f"{name}={have}" if have is not None and not ours else f"{name} unset"
     mine = "paddlefit's own processes set it themselves; " if ours else "paddlefit keeps your value; "
-    return [found("warn", f"{said}: Paddle's MKL runs its SSE kernels on this AMD CPU",
-                  "MKL 2019 (Paddle's CPU wheels) takes generic SSE kernels on non-Intel CPUs; measured on a 2-core "
-                  "AMD EPYC (`bench/mkl_path.py`): a ResNet-50 CPU training step 8.6x slower than on the AVX2 path, "
-                  "sgemm 2.3x slower, 12x after an Adam step (Paddle's AVX-512 Adam kernel leaves the vector "
-                  f"registers dirty for SSE code). {mine}your own Paddle scripts run with what your shell sets",
-                  env={name: value})]  # fmt: skip
+    return [
+        found(
+            "warn",
+            f"{said}: Paddle's MKL runs its SSE kernels on this AMD CPU",
+            "MKL 2019 (Paddle's CPU wheels) takes generic SSE kernels on non-Intel CPUs; measured on a 2-core "
+            "AMD EPYC (`bench/mkl_path.py`): a ResNet-50 CPU training step 8.6x slower than on the AVX2 path, "
+            "sgemm 2.3x slower, 12x after an Adam step (Paddle's AVX-512 Adam kernel leaves the vector "
+            f"registers dirty for SSE code). {mine}your own Paddle scripts run with what your shell sets",
+            env={name: value},
+        )
+    ]
 
 
 def run_checks(s: Snapshot, job: JobContext | None = None) -> list[Finding]:

@@ -38,17 +38,28 @@ class DoctorRequest(RequestModel):
     batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
     inputs: list[str] = Field(default_factory=list, description="Per-sample input specs (``float32[3,224,224]``).")
     devices: int | None = Field(None, ge=1, description="Trainer processes on this machine.")
-    model: str | None = Field(None, description="Zoo model or ``pkg.mod:factory`` whose checkpoint size the disk "
-                              "check uses.")  # fmt: skip
-    run_dir: Path | None = Field(None, description="Where checkpoints will be written (disk check; default the "
-                                 "spec's run_dir, else ``.``).")  # fmt: skip
-    measure: bool = Field(True, description="Time a small CPU step under each OpenMP wait policy (PF121; fresh "
-                          "processes, a few seconds).")  # fmt: skip
+    model: str | None = Field(
+        None, description="Zoo model or ``pkg.mod:factory`` whose checkpoint size the disk check uses."
+    )
+    run_dir: Path | None = Field(
+        None, description="Where checkpoints will be written (disk check; default the spec's run_dir, else ``.``)."
+    )
+    measure: bool = Field(
+        True, description="Time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds)."
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"from_file": "--from", "snapshot_file": "--snapshot", "config": "--config",
-                                          "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
-                                          "batch_size": "--batch-size", "inputs": "--input", "devices": "--devices",
-                                          "model": "--model", "run_dir": "--run-dir"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "from_file": "--from",
+        "snapshot_file": "--snapshot",
+        "config": "--config",
+        "num_workers": "--num-workers",
+        "prefetch_factor": "--prefetch-factor",
+        "batch_size": "--batch-size",
+        "inputs": "--input",
+        "devices": "--devices",
+        "model": "--model",
+        "run_dir": "--run-dir",
+    }
 
 
 @dataclass(frozen=True)
@@ -102,8 +113,14 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
     from paddlefit.spec import load_job_spec, merge_loader_options
 
     spec = load_job_spec(req.config) if req.config is not None else None
-    opts = merge_loader_options(spec, num_workers=req.num_workers, prefetch_factor=req.prefetch_factor,
-                                batch_size=req.batch_size, inputs=req.inputs, devices=req.devices)  # fmt: skip
+    opts = merge_loader_options(
+        spec,
+        num_workers=req.num_workers,
+        prefetch_factor=req.prefetch_factor,
+        batch_size=req.batch_size,
+        inputs=req.inputs,
+        devices=req.devices,
+    )
     model, run_dir = req.model, req.run_dir
     if spec is not None:
         model = model or spec.model
@@ -121,9 +138,14 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
         ckpt = checkpoint_bytes(model, dict(spec.model_args) if spec is not None and model == spec.model else None)
     batch = opts.batch_size
     batch_bytes = batch * sum(s.bytes_per_sample for s in specs) if batch and specs else None
-    job = JobContext(num_workers=opts.num_workers or None, prefetch_factor=opts.prefetch_factor,
-                     batch_bytes=batch_bytes, devices=opts.devices, checkpoint_bytes=ckpt,
-                     use_shared_memory=opts.use_shared_memory)  # fmt: skip
+    job = JobContext(
+        num_workers=opts.num_workers or None,
+        prefetch_factor=opts.prefetch_factor,
+        batch_bytes=batch_bytes,
+        devices=opts.devices,
+        checkpoint_bytes=ckpt,
+        use_shared_memory=opts.use_shared_memory,
+    )
     findings = run_checks(snap, job)
     if req.snapshot_file is not None:
         # as jsondoc.to_json writes it (a snapshot holds no NaN)

@@ -58,8 +58,15 @@ class Finding:
         return d
 
 
-def found(severity: str, title: str, detail: str = "", fix: str = "", *, env: dict[str, str] | None = None,
-          unset: Iterable[str] = ()) -> Finding:  # fmt: skip
+def found(
+    severity: str,
+    title: str,
+    detail: str = "",
+    fix: str = "",
+    *,
+    env: dict[str, str] | None = None,
+    unset: Iterable[str] = (),
+) -> Finding:
     """A finding for the check that returns it (its ID and slug are filled in by :class:`Check`). Without
     ``fix``, a fix that only sets/unsets variables gets the shell lines as its text.
 

@@ -23,8 +23,16 @@ from paddlefit.safepath import python_command, safe_env
 
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
-ENV_PREFIXES = ("FLAGS_", "NCCL_", "PADDLE_", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "NVIDIA_TF32_OVERRIDE",
-                "MKL_DEBUG_CPU_TYPE", "PADDLEFIT_SET_MKL")
+ENV_PREFIXES = (
+    "FLAGS_",
+    "NCCL_",
+    "PADDLE_",
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "NVIDIA_TF32_OVERRIDE",
+    "MKL_DEBUG_CPU_TYPE",
+    "PADDLEFIT_SET_MKL",
+)
 
 
 @dataclass
@@ -184,8 +192,9 @@ def load_snapshot(path: str | Path, option: str = "--from") -> Snapshot:
         raise PaddlefitError(f"`{option} {p}` is not valid JSON ({str(exc)[:150]}).") from None
     problem = _structure_problem(doc)
     if problem:
-        raise PaddlefitError(f"`{option} {p}` is not a paddlefit snapshot: {problem}. "
-                             "Make one with `paddlefit doctor --snapshot FILE`.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{option} {p}` is not a paddlefit snapshot: {problem}. Make one with `paddlefit doctor --snapshot FILE`."
+        )
     try:
         return Snapshot.from_dict(doc)
     except ValidationError as exc:
@@ -240,8 +249,10 @@ def _in_container() -> bool:
 
 def _nvlink_links(pynvml: Any, handle: Any, safe: Any) -> int | None:
     """Active NVLink links of a GPU (nvmlDeviceGetNvLinkState per link); None when NVML has no NVLink data."""
-    states = [safe(pynvml.nvmlDeviceGetNvLinkState, handle, link)
-              for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))]  # fmt: skip
+    states = [
+        safe(pynvml.nvmlDeviceGetNvLinkState, handle, link)
+        for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))
+    ]
     known = [s for s in states if s is not None]
     return sum(1 for s in known if s) if known else None
 
@@ -270,21 +281,31 @@ def _gpus() -> tuple[str | None, str | None, list[GPUInfo]]:
         mem = safe(pynvml.nvmlDeviceGetMemoryInfo, h)
         cc = safe(pynvml.nvmlDeviceGetCudaComputeCapability, h)
         procs = safe(pynvml.nvmlDeviceGetComputeRunningProcesses, h) or []
-        gpus.append(GPUInfo(
-            index=i, name=safe(pynvml.nvmlDeviceGetName, h) or f"gpu{i}",
-            memory_total_bytes=getattr(mem, "total", None), memory_used_bytes=getattr(mem, "used", None),
-            compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
-            ecc_uncorrected_errors=safe(pynvml.nvmlDeviceGetTotalEccErrors, h,
-                                        pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC),
-            pcie_gen_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-            pcie_gen_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-            pcie_width_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-            pcie_width_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-            throttle_reasons=safe(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
-            persistence_mode=(lambda m: None if m is None else bool(m))(safe(pynvml.nvmlDeviceGetPersistenceMode, h)),
-            nvlink_active_links=_nvlink_links(pynvml, h, safe),
-            processes=[{"pid": p.pid, "used_bytes": getattr(p, "usedGpuMemory", None)} for p in procs],
-        ))  # fmt: skip
+        gpus.append(
+            GPUInfo(
+                index=i,
+                name=safe(pynvml.nvmlDeviceGetName, h) or f"gpu{i}",
+                memory_total_bytes=getattr(mem, "total", None),
+                memory_used_bytes=getattr(mem, "used", None),
+                compute_capability=f"{cc[0]}.{cc[1]}" if cc else None,
+                ecc_uncorrected_errors=safe(
+                    pynvml.nvmlDeviceGetTotalEccErrors,
+                    h,
+                    pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                    pynvml.NVML_VOLATILE_ECC,
+                ),
+                pcie_gen_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                pcie_gen_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                pcie_width_current=safe(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                pcie_width_max=safe(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+                throttle_reasons=safe(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h),
+                persistence_mode=(lambda m: None if m is None else bool(m))(
+                    safe(pynvml.nvmlDeviceGetPersistenceMode, h)
+                ),
+                nvlink_active_links=_nvlink_links(pynvml, h, safe),
+                processes=[{"pid": p.pid, "used_bytes": getattr(p, "usedGpuMemory", None)} for p in procs],
+            )
+        )
     return driver, cuda_s, gpus
 
 
@@ -348,8 +369,9 @@ def _omp_step(pol: str) -> float | None:
         env["OMP_WAIT_POLICY"] = pol
     env["GLOG_minloglevel"] = "2"
     try:
-        r = subprocess.run(python_command(code=_OMP_BENCH), env=env, capture_output=True, text=True,
-                           timeout=120, check=False)  # fmt: skip
+        r = subprocess.run(
+            python_command(code=_OMP_BENCH), env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         return float(r.stdout.strip().splitlines()[-1])
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
         return None
@@ -368,7 +390,7 @@ def measure_omp_policies(policies: tuple[str, ...]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {p: [] for p in policies}
     for r in range(MAX_ROUNDS):
         live = [p for p in policies if p in out]
-        for pol in live[r % len(live):] + live[: r % len(live)]:
+        for pol in live[r % len(live) :] + live[: r % len(live)]:
             t = _omp_step(pol)
             if t is None:
                 if pol == policies[0]:
@@ -377,8 +399,9 @@ def measure_omp_policies(policies: tuple[str, ...]) -> dict[str, list[float]]:
             else:
                 out[pol].append(t)
         mine = out[policies[0]]
-        if r + 1 >= MIN_ROUNDS and settled([ratio_bound(mine, v, OMP_SLOW_RATIO).verdict
-                                            for p, v in out.items() if p != policies[0]]):  # fmt: skip
+        if r + 1 >= MIN_ROUNDS and settled(
+            [ratio_bound(mine, v, OMP_SLOW_RATIO).verdict for p, v in out.items() if p != policies[0]]
+        ):
             break
     return out
 
@@ -419,7 +442,8 @@ def collect_snapshot(run_dir: str | Path = ".", run_devices: bool = True, measur
         paddle_cudnn=cudnn,
         paddle_flags=flags,
         cpu_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        cpu_amd_avx2=amd_avx2_cpu(), memory_total_bytes=psutil.virtual_memory().total,
+        cpu_amd_avx2=amd_avx2_cpu(),
+        memory_total_bytes=psutil.virtual_memory().total,
         shm_total_bytes=shm_total,
         shm_free_bytes=shm_free,
         disk_free_bytes=disk_free,

@@ -19,7 +19,6 @@ class XPUInfo:
     memory_used_bytes: int | None = None
 
 
-
 def paddle_xpu() -> bool | None:
     """``paddle.device.is_compiled_with_xpu()`` (Paddle API docs: True for a ``WITH_XPU=ON`` build, Baidu Kunlun);
     None when Paddle does not import."""
@@ -46,8 +45,14 @@ def parse_xpu_smi(text: str) -> tuple[str | None, str | None, list[XPUInfo]]:
     for line in text.splitlines():
         m = _XPU_ROW.match(line.strip())
         if m:
-            xpus.append(XPUInfo(index=int(m[1]), model=m[2], memory_used_bytes=int(m[3]) * 1024**2,
-                                memory_total_bytes=int(m[4]) * 1024**2))  # fmt: skip
+            xpus.append(
+                XPUInfo(
+                    index=int(m[1]),
+                    model=m[2],
+                    memory_used_bytes=int(m[3]) * 1024**2,
+                    memory_total_bytes=int(m[4]) * 1024**2,
+                )
+            )
     return versions.get("Driver"), versions.get("Runtime"), xpus
 
 

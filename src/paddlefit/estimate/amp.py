@@ -16,8 +16,18 @@ from importlib import resources
 
 from paddlefit.estimate.optrace import TensorRef, TracedOp
 
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2,
-                "int8": 1, "uint8": 1, "bool": 1}  # fmt: skip
+_DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -163,11 +173,27 @@ def assign_dtypes(ops: list[TracedOp], precision: str) -> list[AmpOp]:
 #: leaky_relu, elu, multiply, divide...), "none" (add, subtract, concat, transpose, interpolate, reductions:
 #: shapes only, ``no_need_buffer``), "x_out" (pool2d, max and avg alike; silu; flash_attn: q, k, v, mask and out,
 #: plus its small softmax_lse), fused_dropout_add "none" (its grad regenerates the mask from the seed).
-SAVED_FOR_GRAD = {"relu": "out", "relu6": "out", "sigmoid": "out", "tanh": "out", "softmax": "out",
-                  "log_softmax": "out", "exp": "out", "add": "none", "subtract": "none", "concat": "none",
-                  "transpose": "none", "interpolate": "none", "reduce_mean": "none", "reduce_sum": "none",
-                  "avg_pool": "x_out", "max_pool": "x_out", "silu": "x_out", "flash_attn": "x_out",
-                  "fused_dropout_add": "none"}  # fmt: skip
+SAVED_FOR_GRAD = {
+    "relu": "out",
+    "relu6": "out",
+    "sigmoid": "out",
+    "tanh": "out",
+    "softmax": "out",
+    "log_softmax": "out",
+    "exp": "out",
+    "add": "none",
+    "subtract": "none",
+    "concat": "none",
+    "transpose": "none",
+    "interpolate": "none",
+    "reduce_mean": "none",
+    "reduce_sum": "none",
+    "avg_pool": "x_out",
+    "max_pool": "x_out",
+    "silu": "x_out",
+    "flash_attn": "x_out",
+    "fused_dropout_add": "none",
+}
 
 
 def saved_activation_bytes(ops: list[TracedOp], precision: str) -> tuple[float, float]:

@@ -199,8 +199,11 @@ def _hierarchical_s(kind: str, nbytes: float, ranks: int, nodes: int, fabric: Fa
     steps = (2 if kind == "allreduce" else 1) * (ranks - 1)
     inter_steps = (2 if kind == "allreduce" else 1) * (nodes - 1)
     hop = RING_HOP_LATENCY_US["nvlink" if fabric.nvlink else "pcie"]["Simple"]
-    latency = (RING_BASE_LATENCY_US["Simple"] + (steps - inter_steps) * max(hop, 3 * NET_OVERHEAD_US)
-               + inter_steps * RING_HOP_LATENCY_US["net"]["Simple"])  # fmt: skip
+    latency = (
+        RING_BASE_LATENCY_US["Simple"]
+        + (steps - inter_steps) * max(hop, 3 * NET_OVERHEAD_US)
+        + inter_steps * RING_HOP_LATENCY_US["net"]["Simple"]
+    )
     if kind == "allreduce":
         latency *= RING_PLATEAU[fabric.compute_capability >= 8.0]
     inter = _volume(kind, ranks) * nbytes / (fabric.network_gb_s * 1e9)  # type: ignore[operator]
@@ -228,8 +231,9 @@ def collective(kind: str, nbytes: float, ranks: int, fabric: Fabric, nodes: int 
     if kind not in KINDS:
         raise ValueError(f"unknown collective {kind!r}; one of {', '.join(KINDS)}")
     if nbytes < 0 or nodes < 1 or ranks % nodes:
-        raise ValueError(f"need bytes >= 0, nodes >= 1 and ranks a multiple of nodes (got {nbytes}, {ranks} ranks on "
-                         f"{nodes} nodes)")  # fmt: skip
+        raise ValueError(
+            f"need bytes >= 0, nodes >= 1 and ranks a multiple of nodes (got {nbytes}, {ranks} ranks on {nodes} nodes)"
+        )
     if ranks <= 1 or nbytes == 0:
         return CollectiveTime(0.0, "none", "-")
     if nodes > 1:
@@ -240,8 +244,9 @@ def collective(kind: str, nbytes: float, ranks: int, fabric: Fabric, nodes: int 
         protocols = PROTOCOLS if fabric.nvlink and fabric.compute_capability >= 7.0 else ("LL", "Simple")
         options = [CollectiveTime(_ring_s(kind, nbytes, ranks, fabric, p), "ring", p) for p in protocols]
         if kind == "allreduce" and nvls_picked(fabric, ranks):
-            options.append(CollectiveTime(NVLS_LATENCY_US * 1e-6 + nbytes / _nvls_bytes_per_s(fabric, ranks),
-                                          "nvls", "Simple"))  # fmt: skip
+            options.append(
+                CollectiveTime(NVLS_LATENCY_US * 1e-6 + nbytes / _nvls_bytes_per_s(fabric, ranks), "nvls", "Simple")
+            )
         best = min(options, key=lambda c: c.seconds)
     return replace(best, seconds=best.seconds + CALL_OVERHEAD_S)
 
@@ -293,13 +298,19 @@ class Buckets:
 #: groups are assigned in parameter order, the first capped at the last size, and reversed for the reducer
 #: (``core.EagerReducer(..., list(reversed(self.group_indices)), ...)``), so the first layers' gradients, ready last
 #: in the backward, go last in a 1 MB bucket. PyTorch DDP's defaults are the same (25 MB, first bucket 1 MB).
-DATA_PARALLEL_BUCKETS = Buckets(25 * MIB, 1 * MIB, "paddle.DataParallel comm_buffer_size 25 MB, last_comm_buffer_size "
-                                "1 MB (python/paddle/distributed/parallel.py)")  # fmt: skip
+DATA_PARALLEL_BUCKETS = Buckets(
+    25 * MIB,
+    1 * MIB,
+    "paddle.DataParallel comm_buffer_size 25 MB, last_comm_buffer_size 1 MB (python/paddle/distributed/parallel.py)",
+)
 #: ``fused_allreduce_gradients``' groups, which ``paddlefit train`` all-reduces after the backward when several
 #: devices train with ``oom_backoff: true`` (its default): ``bucket_size=128 * 1024 * 1024``, no smaller last group
 #: (``python/paddle/distributed/fleet/utils/hybrid_parallel_util.py``, Paddle 3.3.1).
-FUSED_ALLREDUCE_BUCKETS = Buckets(128 * MIB, 0, "fused_allreduce_gradients bucket_size 128 MiB "
-                                  "(python/paddle/distributed/fleet/utils/hybrid_parallel_util.py)")  # fmt: skip
+FUSED_ALLREDUCE_BUCKETS = Buckets(
+    128 * MIB,
+    0,
+    "fused_allreduce_gradients bucket_size 128 MiB (python/paddle/distributed/fleet/utils/hybrid_parallel_util.py)",
+)
 
 
 @dataclass(frozen=True)
@@ -321,8 +332,14 @@ class BucketedCollective:
     algorithm: str
 
 
-def bucketed_collective(kind: str, nbytes: float, ranks: int, fabric: Fabric, buckets: Buckets, nodes: int = 1,
-                        ) -> BucketedCollective:  # fmt: skip
+def bucketed_collective(
+    kind: str,
+    nbytes: float,
+    ranks: int,
+    fabric: Fabric,
+    buckets: Buckets,
+    nodes: int = 1,
+) -> BucketedCollective:
     """``nbytes`` bytes of gradients all-reduced (or reduce-scattered, ``kind``) over ``ranks`` GPUs on ``nodes``
     nodes as ``buckets`` sends them: a ``last_bytes`` bucket (or all the bytes, if fewer), the rest in ``size_bytes``
     buckets, the final one partial; each bucket is one :func:`collective` with its own latency. Gradients are taken

@@ -24,9 +24,18 @@ def needs_grad(t: Any) -> bool:
 
 def op_name(layer_type: str) -> str:
     """Paddle op name of an activation/norm layer class (``ReLU6`` -> ``relu6``, ``LayerNorm`` -> ``layer_norm``)."""
-    names = {"LayerNorm": "layer_norm", "GroupNorm": "group_norm", "SiLU": "silu", "Swish": "swish",
-             "LeakyReLU": "leaky_relu", "InstanceNorm1D": "instance_norm", "InstanceNorm2D": "instance_norm",
-             "InstanceNorm3D": "instance_norm", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid"}
+    names = {
+        "LayerNorm": "layer_norm",
+        "GroupNorm": "group_norm",
+        "SiLU": "silu",
+        "Swish": "swish",
+        "LeakyReLU": "leaky_relu",
+        "InstanceNorm1D": "instance_norm",
+        "InstanceNorm2D": "instance_norm",
+        "InstanceNorm3D": "instance_norm",
+        "Hardswish": "hardswish",
+        "Hardsigmoid": "hardsigmoid",
+    }
     return names.get(layer_type, layer_type.lower())
 
 
@@ -73,8 +82,9 @@ def conv_gemm(weight: Any, out: Any, x: Any, groups: int, transposed: bool) -> t
     return groups, numel(out) // max(cout, 1), cout // groups, wshape[1] * kernel
 
 
-def conv_geometry(weight: Any, out: Any, stride: Any, dilation: Any, data_format: str,
-                  transposed: bool) -> tuple[int, int, int, int, int, int, int, int] | None:  # fmt: skip
+def conv_geometry(
+    weight: Any, out: Any, stride: Any, dilation: Any, data_format: str, transposed: bool
+) -> tuple[int, int, int, int, int, int, int, int] | None:
     """(kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, out_h, out_w) of a 2-D convolution, what
     decides whether cuDNN can run it as Winograd (:func:`~paddlefit.estimate.kernel_model.winograd_s`); None for
     transposed and non-2-D convolutions. ``stride``/``dilation``: an int or a pair, as Paddle's ``Conv2D`` takes."""

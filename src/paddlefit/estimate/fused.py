@@ -36,8 +36,9 @@ from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
 FLASH_BWD_FACTOR = 2.5
 
 
-def flash_attention_flops(batch_heads: int, seq_q: int, seq_k: int, head_dim: int, head_dim_v: int | None = None,
-                          causal: bool = False) -> int:  # fmt: skip
+def flash_attention_flops(
+    batch_heads: int, seq_q: int, seq_k: int, head_dim: int, head_dim_v: int | None = None, causal: bool = False
+) -> int:
     """Forward FLOPs of flash attention: the two GEMMs S = Q·Kᵀ and O = P·V, 2·BH·Sq·Sk·(D + Dv) = 4·B·H·Sq·Sk·D,
     halved under a causal mask (Dao 2023, arXiv 2307.08691, §4.1's FLOPs formula; softmax not counted).
 
@@ -62,8 +63,9 @@ def attention_gemm(batch_heads: int, seq_q: int, seq_k: int, head_dim: int) -> t
 _SCORE_OPS = ("add", "subtract", "multiply", "divide", "view")
 
 
-def _attention_core(ops: list[TracedOp], i: int, producer: dict[int, int],
-                    consumers: dict[int, list[int]]) -> tuple[list[int], TracedOp] | None:  # fmt: skip
+def _attention_core(
+    ops: list[TracedOp], i: int, producer: dict[int, int], consumers: dict[int, list[int]]
+) -> tuple[list[int], TracedOp] | None:
     """The eager attention core around the softmax ``ops[i]`` and the flash-attention op that replaces it:
     (indices of the core's ops, the new op), or None when ``ops[i]`` is not one.
 
@@ -120,8 +122,14 @@ def _attention_core(ops: list[TracedOp], i: int, producer: dict[int, int],
             qkv[n] = ops[j].inputs[0]
     g, sq, sk, d = qk.gemm  # type: ignore[misc]
     dv = pv.gemm[2]  # type: ignore[index]
-    new = TracedOp("flash_attn", "attention", flash_attention_flops(g, sq, sk, d, dv),
-                   (*qkv, pv.inputs[1], *masks), pv.outputs, attention_gemm(g, sq, sk, d))  # fmt: skip
+    new = TracedOp(
+        "flash_attn",
+        "attention",
+        flash_attention_flops(g, sq, sk, d, dv),
+        (*qkv, pv.inputs[1], *masks),
+        pv.outputs,
+        attention_gemm(g, sq, sk, d),
+    )
     return core, new
 
 
@@ -162,14 +170,18 @@ def attention_note(blocks: int, trace: OpTrace) -> str:
     """The plan's note on ``attention: flash``: how many eager attention cores :func:`flash_rewrite` replaced, or
     why none (the model already calls a fused attention, or has no matmul -> softmax -> matmul core)."""
     if blocks:
-        return (f"attention: flash: {blocks} eager attention core{'s' if blocks > 1 else ''} (matmul -> softmax -> "
-                "matmul) planned as one flash-attention kernel each on GPUs that run it (CC 8.0+, fp16/bf16); the "
-                "cpu row runs the model as written")  # fmt: skip
+        return (
+            f"attention: flash: {blocks} eager attention core{'s' if blocks > 1 else ''} (matmul -> softmax -> "
+            "matmul) planned as one flash-attention kernel each on GPUs that run it (CC 8.0+, fp16/bf16); the "
+            "cpu row runs the model as written"
+        )
     if any(o.cls == "attention" for o in trace.ops1):
         return "attention: flash: the model already calls a fused attention; nothing to replace"
     if any(o.scope == "fused_attention" for o in trace.ops1):
-        return ("attention: flash: the model calls Paddle's fused_attention (paddle.incubate.nn."
-                "FusedMultiHeadAttention), whose GPU kernel has no flash path; planned as written")  # fmt: skip
+        return (
+            "attention: flash: the model calls Paddle's fused_attention (paddle.incubate.nn."
+            "FusedMultiHeadAttention), whose GPU kernel has no flash path; planned as written"
+        )
     return "attention: flash: no eager attention core (matmul -> softmax -> matmul) in the trace; planned as written"
 
 
@@ -180,5 +192,7 @@ def fused_amp_note(trace: OpTrace, precision: str) -> str:
     scopes = sorted({o.scope for o in trace.ops1 if o.scope})
     if not scopes or not precision.startswith("bf16"):
         return ""
-    return (f"{' and '.join(scopes)} are on Paddle's fp16 AMP white list only: under {precision} they run promoted "
-            "(fp32 when an input or parameter is fp32, as at O1); fp16 AMP runs them in half")
+    return (
+        f"{' and '.join(scopes)} are on Paddle's fp16 AMP white list only: under {precision} they run promoted "
+        "(fp32 when an input or parameter is fp32, as at O1); fp16 AMP runs them in half"
+    )

@@ -157,12 +157,20 @@ class CompiledStep:
         """FP32 FLOP/s this GPU's CUDA cores sustain in a long GEMM: its clock under the board power and its
         FFMA issue share (:func:`~paddlefit.estimate.kernel_model.sustained_fp32_flops`)."""
         get = lambda k: params.get(k, self.architecture)  # noqa: E731
-        return sustained_fp32_flops(self.fp32_peak, self.issue_share, self.tdp_w, self.process_nm,
-                                    self.base_clock_mhz, self.boost_clock_mhz, get("fp32_gflops_per_w"),
-                                    get("fp32_node_exponent"))  # fmt: skip
+        return sustained_fp32_flops(
+            self.fp32_peak,
+            self.issue_share,
+            self.tdp_w,
+            self.process_nm,
+            self.base_clock_mhz,
+            self.boost_clock_mhz,
+            get("fp32_gflops_per_w"),
+            get("fp32_node_exponent"),
+        )
 
-    def compute_s(self, params: PerfParams, values: np.ndarray | None = None,
-                  sustained: float | None = None) -> np.ndarray:  # fmt: skip
+    def compute_s(
+        self, params: PerfParams, values: np.ndarray | None = None, sustained: float | None = None
+    ) -> np.ndarray:
         """Compute seconds per kernel (0 for memory-bound kernels); see :mod:`~paddlefit.estimate.kernel_model`.
         ``values``: ``params`` for this architecture in :data:`PARAM_KEYS` order, ``sustained``: its
         :meth:`sustained_fp32_flops` (computed when not given)."""
@@ -179,12 +187,25 @@ class CompiledStep:
             tuned = self.autotuned[tiled] if self.autotuned is not None else np.zeros(len(g), dtype=bool)
             t = np.empty(len(g))  # each kernel timed once: by cuBLAS's rule, or as the engine's tuner picks
             r = ~tuned
-            t[r] = gemm_compute_s(g[r], m[r], n[r], k[r], peak[r], self.sm, e[r], get("gemm_k0"), get("tile_h0"),
-                                  c[r], self.batched_tile, simt[r])  # fmt: skip
+            t[r] = gemm_compute_s(
+                g[r],
+                m[r],
+                n[r],
+                k[r],
+                peak[r],
+                self.sm,
+                e[r],
+                get("gemm_k0"),
+                get("tile_h0"),
+                c[r],
+                self.batched_tile,
+                simt[r],
+            )
             if tuned.any():
                 u = tuned
-                t[u] = tuned_gemm_compute_s(g[u], m[u], n[u], k[u], peak[u], self.sm, e[u], get("gemm_k0"),
-                                            get("tile_h0"), c[u], simt[u])  # fmt: skip
+                t[u] = tuned_gemm_compute_s(
+                    g[u], m[u], n[u], k[u], peak[u], self.sm, e[u], get("gemm_k0"), get("tile_h0"), c[u], simt[u]
+                )
             out[tiled] = per_shape * t
         flat = (self.key >= 0) & ~tiled
         out[flat] = np.maximum(self.flops[flat] / (self.peak[flat] * eff[flat]), self.flops[flat] / cap[flat])
@@ -206,11 +227,35 @@ class CompiledStep:
             # the convolution keeps its implicit-GEMM time instead of a division by zero
             tiles, cin, cout, x, y, blocks = self.winograd[:, w]
             mem = (self.bandwidth, get("bw_eff"), self.l2_bytes, get("l2_gain"))
-            tw, cw = winograd_s(tiles, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fp32"), get("gemm_k0"),
-                                get("tile_h0"), sustained, *mem, get("winograd_transform"),
-                                self.batched_tile)  # fmt: skip
-            tf, cf = winograd_fused_s(blocks, cin, cout, x, y, self.peak[w], self.sm, get("winograd_fused_fp32"),
-                                      get("gemm_k0"), sustained, *mem)  # fmt: skip
+            tw, cw = winograd_s(
+                tiles,
+                cin,
+                cout,
+                x,
+                y,
+                self.peak[w],
+                self.sm,
+                get("winograd_fp32"),
+                get("gemm_k0"),
+                get("tile_h0"),
+                sustained,
+                *mem,
+                get("winograd_transform"),
+                self.batched_tile,
+            )
+            tf, cf = winograd_fused_s(
+                blocks,
+                cin,
+                cout,
+                x,
+                y,
+                self.peak[w],
+                self.sm,
+                get("winograd_fused_fp32"),
+                get("gemm_k0"),
+                sustained,
+                *mem,
+            )
             for tc, cc, n in ((tw, cw, self.winograd_kernels[0]), (tf, cf, self.winograd_kernels[1])):
                 tc = per[w] * tc + self.count[w] * n * get("kernel_s")
                 faster = tc < t[w]
@@ -273,8 +318,12 @@ def compile_step(kernels: list[Kernel], gpu: Any, precision: str, tensorrt: bool
         flops=np.array([float(k.flops) for k in kernels]),
         nbytes=np.array([float(k.bytes) for k in kernels]),
         count=np.array([float(k.count) for k in kernels]),
-        peak=np.array([0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
-                       for k, key in pairs]),
+        peak=np.array(
+            [
+                0.0 if key is None else unit_peak(gpu, "fp32" if k.unit == "dwconv" else k.unit, precision)
+                for k, key in pairs
+            ]
+        ),
         key=np.array([-1 if key is None else PARAM_KEYS.index(key) for key in keys], dtype=int),
         mem_key=np.array([PARAM_KEYS.index(MEMORY_KEYS.get(k.cls, "bw_eff")) for k in kernels], dtype=int),
         gemm=gemm.reshape(-1, 4).T,
@@ -323,8 +372,16 @@ class StepEstimate:
     kernels: list[tuple[Kernel, float, str]]
 
 
-def estimate_step(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, trainable_params: int,
-                  trainable_tensors: int, params: PerfParams, tf32: bool = True) -> StepEstimate:  # fmt: skip
+def estimate_step(
+    ops: list[TracedOp],
+    precision: str,
+    gpu: Any,
+    optimizer: str,
+    trainable_params: int,
+    trainable_tensors: int,
+    params: PerfParams,
+    tf32: bool = True,
+) -> StepEstimate:
     """Predicted device seconds of one training step of ``ops`` on ``gpu`` (see the module docstring); ``tf32``:
     Paddle's TF32 switches (:func:`~paddlefit.estimate.kernels.step_kernels`)."""
     kernels = step_kernels(ops, precision, gpu, optimizer, trainable_params, trainable_tensors, tf32)

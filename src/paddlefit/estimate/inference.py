@@ -50,8 +50,26 @@ from paddlefit.estimate.optrace import TensorRef, TracedOp, with_layout
 ENGINES = ("eager", "paddle-inference", "tensorrt")
 PRECISIONS = ("fp32", "fp16", "int8")
 #: Element-wise ops that are activations (one input): what an epilogue may fuse.
-ACTIVATIONS = frozenset({"relu", "relu6", "gelu", "sigmoid", "tanh", "silu", "swish", "hardswish", "hard_swish",
-                         "hardsigmoid", "hard_sigmoid", "leaky_relu", "elu", "mish", "softplus", "prelu"})  # fmt: skip
+ACTIVATIONS = frozenset(
+    {
+        "relu",
+        "relu6",
+        "gelu",
+        "sigmoid",
+        "tanh",
+        "silu",
+        "swish",
+        "hardswish",
+        "hard_swish",
+        "hardsigmoid",
+        "hard_sigmoid",
+        "leaky_relu",
+        "elu",
+        "mish",
+        "softplus",
+        "prelu",
+    }
+)
 #: Activations TensorRT computes inside a convolution or matrix multiply kernel (NVIDIA TensorRT Developer Guide,
 #: "Types of Fusions": "Convolution and ReLU Activation", "Convolution and Clip Activation" (ReLU6 and hard tanh are
 #: clips), and "Convolution and GELU Activation" only with fp16 or int8 input and output on Turing or later, see
@@ -113,8 +131,9 @@ class _Fused:
     bn: bool = False
 
 
-def _epilogue_rule(engine: str, p: _Fused, x: TracedOp, others: list[TensorRef], relu_next: bool,
-                   half: bool = False) -> str | None:  # fmt: skip
+def _epilogue_rule(
+    engine: str, p: _Fused, x: TracedOp, others: list[TensorRef], relu_next: bool, half: bool = False
+) -> str | None:
     """The pass that fuses element-wise ``x`` into the producer ``p`` of its input on ``engine``, or None
     (``half``: the engine runs fp16 or int8, where TensorRT also fuses GELU into the layer)."""
     pc, xo = p.op.cls, x.op
@@ -131,8 +150,14 @@ def _epilogue_rule(engine: str, p: _Fused, x: TracedOp, others: list[TensorRef],
             return "matmul_add_act_fuse_pass"
         if pc == "gemm" and p.op.op == "matmul" and xo in SCALES and not others and not (p.act or p.residual):
             return "matmul_scale_fuse_pass"
-        if pc == "elementwise" and p.op.op == "sigmoid" and xo == "multiply" and others and \
-                p.op.inputs and others[0].tid == p.op.inputs[0].tid:  # fmt: skip
+        if (
+            pc == "elementwise"
+            and p.op.op == "sigmoid"
+            and xo == "multiply"
+            and others
+            and p.op.inputs
+            and others[0].tid == p.op.inputs[0].tid
+        ):
             return "silu_fuse_pass"
         return None
     if engine == "tensorrt":
@@ -209,8 +234,11 @@ def fuse_into_norm_and_softmax(ops: list[TracedOp], engine: str) -> tuple[list[T
         j = producer.get(o.inputs[0].tid)
         if j is None or ops[j].op != "add" or readers.get(o.inputs[0].tid) != 1 or j in drop:
             continue
-        rule = ("add_norm_fuse_pass" if engine == "paddle-inference" else "trt_skip_layernorm_fuse_pass") \
-            if o.op == "layer_norm" else "multihead_matmul_fuse_pass (masked softmax)"  # fmt: skip
+        rule = (
+            ("add_norm_fuse_pass" if engine == "paddle-inference" else "trt_skip_layernorm_fuse_pass")
+            if o.op == "layer_norm"
+            else "multihead_matmul_fuse_pass (masked softmax)"
+        )
         drop.add(j)
         new[i] = replace(o, inputs=ops[j].inputs + o.inputs[1:], flops=o.flops + ops[j].flops)
         count[rule] = count.get(rule, 0) + 1
@@ -262,11 +290,12 @@ def forward_kernels(ops: list[TracedOp], precision: str, gpu: Any, tf32: bool = 
     :func:`~paddlefit.estimate.kernels.step_kernels` with no gradient and no optimizer. Under ``int8`` the
     half-precision GEMMs and convolutions move to the ``int8`` unit and read and write 1-byte elements (their bytes
     halved from fp16)."""
-    ks = [k for k in step_kernels(ops, engine_precision(precision), gpu, "sgd", 0, 0, tf32)
-          if k.phase == "forward"]  # fmt: skip
+    ks = [k for k in step_kernels(ops, engine_precision(precision), gpu, "sgd", 0, 0, tf32) if k.phase == "forward"]
     if precision == "int8":
-        ks = [replace(k, unit="int8", bytes=k.bytes / 2) if k.unit == "half" and k.cls in ("gemm", "conv") else k
-              for k in ks]  # fmt: skip
+        ks = [
+            replace(k, unit="int8", bytes=k.bytes / 2) if k.unit == "half" and k.cls in ("gemm", "conv") else k
+            for k in ks
+        ]
     return ks
 
 

@@ -72,9 +72,15 @@ RESIDENT_OUTPUTS = 128 * 128
 MAX_BLOCKS_PER_SM = 8
 
 
-def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: float,
-                batched_tile: tuple[float, float] | None = None,
-                simt: np.ndarray | bool = True) -> tuple[np.ndarray, ...]:  # fmt: skip
+def gemm_tiling(
+    g: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    sm: float,
+    batched_tile: tuple[float, float] | None = None,
+    simt: np.ndarray | bool = True,
+) -> tuple[np.ndarray, ...]:
     """Tile, waves and k per tile of GEMMs (arrays of one shape; ``g`` batched GEMMs of m x n outputs, reduction k).
 
     The tile is the largest of :data:`TILES` whose count still fills every SM, its long edge along the longer
@@ -112,8 +118,9 @@ def gemm_tiling(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, sm: 
         a, b = batched_tile
         tm, tn = np.where(fixed, np.where(m >= n, a, b), tm), np.where(fixed, np.where(m >= n, b, a), tn)
     tiles = g * np.ceil(m / tm) * np.ceil(n / tn)
-    split = np.where((tiles < sm) & ~fixed,
-                     np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0)  # fmt: skip
+    split = np.where(
+        (tiles < sm) & ~fixed, np.maximum(1.0, np.minimum(np.ceil(sm / tiles), np.floor(k / SPLIT_K_MIN))), 1.0
+    )
     per_sm = np.where(simt, np.clip(RESIDENT_OUTPUTS / (tm * tn), 1.0, MAX_BLOCKS_PER_SM), 1.0)
     long_k = np.minimum(np.ceil(sm * per_sm / tiles), np.floor(k / SPLIT_K_LONG))
     split = np.where(~fixed, np.maximum(split, long_k), split)
@@ -166,9 +173,16 @@ def fp32_issue_share(fp32_lanes_per_sm: float | None, compute_capability: float 
     return FFMA_ISSUE_SHARE if fp32_lanes_per_sm / PARTITIONS_PER_SM > SINGLE_PATH_LANES else 1.0
 
 
-def sustained_fp32_flops(fp32_peak_flops: float, issue_share: float, tdp_w: float | None,
-                         process_nm: float | None, base_clock_mhz: float | None, boost_clock_mhz: float | None,
-                         gflops_per_w: float, node_exponent: float) -> float:  # fmt: skip
+def sustained_fp32_flops(
+    fp32_peak_flops: float,
+    issue_share: float,
+    tdp_w: float | None,
+    process_nm: float | None,
+    base_clock_mhz: float | None,
+    boost_clock_mhz: float | None,
+    gflops_per_w: float,
+    node_exponent: float,
+) -> float:
     """FP32 FLOP/s a GPU's CUDA cores sustain in a long GEMM (inf without a peak).
 
     The datasheet FP32 peak is 2 x SMs x FP32 lanes per SM x boost clock; SGEMM issues ``issue_share`` of it
@@ -196,10 +210,20 @@ def tile_rate(tm: np.ndarray, tn: np.ndarray, tile_h0: float) -> np.ndarray:
     return (h / (h + tile_h0)) / (64.0 / (64.0 + tile_h0))
 
 
-def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, peak_flops: np.ndarray | float,
-                   sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float,
-                   sustained_flops: np.ndarray | float = np.inf, batched_tile: tuple[float, float] | None = None,
-                   simt: np.ndarray | bool = True) -> np.ndarray:  # fmt: skip
+def gemm_compute_s(
+    g: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    peak_flops: np.ndarray | float,
+    sm: float,
+    eff: np.ndarray | float,
+    gemm_k0: float,
+    tile_h0: float,
+    sustained_flops: np.ndarray | float = np.inf,
+    batched_tile: tuple[float, float] | None = None,
+    simt: np.ndarray | bool = True,
+) -> np.ndarray:
     """Compute seconds of GEMMs (see the module docstring).
 
     Args:
@@ -217,17 +241,35 @@ def gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray, p
     return np.maximum(t, flops / sustained_flops)
 
 
-def _tiles_s(tm: np.ndarray, tn: np.ndarray, waves: np.ndarray, kt: np.ndarray, peak_flops: np.ndarray | float,
-             sm: float, eff: np.ndarray | float, gemm_k0: float, tile_h0: float) -> np.ndarray:  # fmt: skip
+def _tiles_s(
+    tm: np.ndarray,
+    tn: np.ndarray,
+    waves: np.ndarray,
+    kt: np.ndarray,
+    peak_flops: np.ndarray | float,
+    sm: float,
+    eff: np.ndarray | float,
+    gemm_k0: float,
+    tile_h0: float,
+) -> np.ndarray:
     """Seconds of ``waves`` tile times of tm x tn tiles over ``kt`` k steps (the module docstring's formula)."""
     rate_sm = np.asarray(peak_flops) * eff * tile_rate(tm, tn, tile_h0) / sm
     return waves * 2.0 * tm * tn * (kt + gemm_k0) / rate_sm
 
 
-def tuned_gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndarray,
-                         peak_flops: np.ndarray | float, sm: float, eff: np.ndarray | float, gemm_k0: float,
-                         tile_h0: float, sustained_flops: np.ndarray | float = np.inf,
-                         simt: np.ndarray | bool = True) -> np.ndarray:  # fmt: skip
+def tuned_gemm_compute_s(
+    g: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    k: np.ndarray,
+    peak_flops: np.ndarray | float,
+    sm: float,
+    eff: np.ndarray | float,
+    gemm_k0: float,
+    tile_h0: float,
+    sustained_flops: np.ndarray | float = np.inf,
+    simt: np.ndarray | bool = True,
+) -> np.ndarray:
     """Compute seconds of GEMMs whose kernel was chosen by timing the candidates, as TensorRT's builder does ("the
     builder times each candidate kernel (tactic) of a layer and keeps the fastest", NVIDIA TensorRT Developer
     Guide, "Optimizing Builder Performance"): the fastest of every tile of :data:`TILES` (long edge along the
@@ -250,8 +292,9 @@ def tuned_gemm_compute_s(g: np.ndarray, m: np.ndarray, n: np.ndarray, k: np.ndar
     return np.maximum(best, 2.0 * g * m * n * k / sustained_flops)
 
 
-def memory_s(nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l2_bytes: float,
-             l2_gain: float) -> np.ndarray:  # fmt: skip
+def memory_s(
+    nbytes: np.ndarray, bandwidth: float, bw_eff: np.ndarray | float, l2_bytes: float, l2_gain: float
+) -> np.ndarray:
     """Seconds to move ``nbytes`` (bytes): the first ``l2_bytes`` at ``l2_gain`` x the DRAM rate, the rest at
     ``bw_eff`` x the datasheet DRAM ``bandwidth`` (bytes/s)."""
     nbytes = np.asarray(nbytes, dtype=float)
@@ -270,11 +313,25 @@ def winograd_eligible(conv: tuple[int, ...] | None) -> bool:
     return conv is not None and tuple(conv[:6]) == (3, 3, 1, 1, 1, 1)
 
 
-def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray, y_elems: np.ndarray,
-               peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float, tile_h0: float,
-               sustained_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float, l2_gain: float,
-               transform: float,
-               batched_tile: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def winograd_s(
+    tiles: np.ndarray,
+    cin: np.ndarray,
+    cout: np.ndarray,
+    x_elems: np.ndarray,
+    y_elems: np.ndarray,
+    peak_flops: np.ndarray | float,
+    sm: float,
+    eff: float,
+    gemm_k0: float,
+    tile_h0: float,
+    sustained_flops: float,
+    bandwidth: float,
+    bw_eff: float,
+    l2_bytes: float,
+    l2_gain: float,
+    transform: float,
+    batched_tile: tuple[float, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of an FP32 convolution as Winograd F(4x4, 3x3), without the fixed per-kernel costs (4 kernels).
 
     Args:
@@ -293,8 +350,9 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
     """
     a2 = WINOGRAD_ALPHA**2
     ones = np.ones_like(np.asarray(tiles, dtype=float))
-    comp = gemm_compute_s(a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, sustained_flops,
-                          batched_tile)  # fmt: skip
+    comp = gemm_compute_s(
+        a2 * ones, tiles, cout, cin, peak_flops, sm, eff, gemm_k0, tile_h0, sustained_flops, batched_tile
+    )
     mem = memory_s(4.0 * a2 * (tiles * cin + cin * cout + tiles * cout), bandwidth, bw_eff, l2_bytes, l2_gain)
     passes = (x_elems + a2 * tiles * cin, a2 * tiles * cout + y_elems, (9 + a2) * cin * cout)
     trans = sum(memory_s(4.0 * np.asarray(b, dtype=float), bandwidth, bw_eff, l2_bytes, l2_gain) for b in passes)
@@ -306,10 +364,22 @@ def winograd_s(tiles: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np
 FUSED_BLOCK_CO, FUSED_BLOCK_H, FUSED_BLOCK_W, FUSED_ALPHA2, FUSED_TILES = 32, 8, 16, 16, 32
 
 
-def winograd_fused_s(blocks: np.ndarray, cin: np.ndarray, cout: np.ndarray, x_elems: np.ndarray,
-                     y_elems: np.ndarray, peak_flops: np.ndarray | float, sm: float, eff: float, gemm_k0: float,
-                     sustained_flops: float, bandwidth: float, bw_eff: float, l2_bytes: float,
-                     l2_gain: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def winograd_fused_s(
+    blocks: np.ndarray,
+    cin: np.ndarray,
+    cout: np.ndarray,
+    x_elems: np.ndarray,
+    y_elems: np.ndarray,
+    peak_flops: np.ndarray | float,
+    sm: float,
+    eff: float,
+    gemm_k0: float,
+    sustained_flops: float,
+    bandwidth: float,
+    bw_eff: float,
+    l2_bytes: float,
+    l2_gain: float,
+) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of an FP32 3x3 convolution as cuDNN's fused Winograd F(2x2, 3x3) kernel plus its filter transform,
     without the fixed per-kernel costs (2 kernels).
 

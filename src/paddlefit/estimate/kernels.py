@@ -100,8 +100,15 @@ def _gemm_unit(compute: str, gpu: Any, cls: str, tf32: bool = True) -> str:
     return "tf32" if tf32 and getattr(gpu, "tf32_tflops", None) else "fp32"
 
 
-def step_kernels(ops: list[TracedOp], precision: str, gpu: Any, optimizer: str, trainable_params: int,
-                 trainable_tensors: int, tf32: bool = True) -> list[Kernel]:  # fmt: skip
+def step_kernels(
+    ops: list[TracedOp],
+    precision: str,
+    gpu: Any,
+    optimizer: str,
+    trainable_params: int,
+    trainable_tensors: int,
+    tf32: bool = True,
+) -> list[Kernel]:
     """The kernels of one training step (forward, backward, AMP casts, optimizer) of ``ops`` on ``gpu``.
 
     Args:
@@ -157,20 +164,50 @@ def _gemm_kernels(a: AmpOp, unit: str, in_b: int, out_b: int) -> list[Kernel]:
         # (NVIDIA Deep Learning Performance Guide, "Convolutional Layers User's Guide", Tensor Layouts in
         # Memory: NCHW vs NHWC): x and y in the forward; dy, dx and x (for the weight gradient) after
         xn = x.numel if x is not None else 0
-        ks.append(Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory",
-                         count=2))  # x in, y out  # fmt: skip
-        ks.append(Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel),
-                         "memory", count=3))  # dy in (dgrad and wgrad), dx out, x in (wgrad)  # fmt: skip
+        ks.append(
+            Kernel("move", "nchw_transpose", "forward", 0, 2 * eb * (xn + act_out.numel), "memory", count=2)
+        )  # x in, y out
+        ks.append(
+            Kernel("move", "nchw_transpose", "backward", 0, 2 * eb * (2 * xn + act_out.numel), "memory", count=3)
+        )  # dy in (dgrad and wgrad), dx out, x in (wgrad)
     gemm_flops = 2 * g * m * n * k
     if x is not None and x.grad:  # dX = dY . W^T : (M, K) from (M, N) x (N, K)
-        ks.append(Kernel(o.cls, o.op + ".dgrad", "backward", gemm_flops,
-                         eb * g * (m * n + n * k + m * k), unit, (g, m, k, n), conv=geo))  # fmt: skip
+        ks.append(
+            Kernel(
+                o.cls,
+                o.op + ".dgrad",
+                "backward",
+                gemm_flops,
+                eb * g * (m * n + n * k + m * k),
+                unit,
+                (g, m, k, n),
+                conv=geo,
+            )
+        )
     if w is not None and w.grad:  # dW = X^T . dY : (K, N) reduced over M
-        ks.append(Kernel(o.cls, o.op + ".wgrad", "backward", gemm_flops,
-                         eb * g * (m * k + m * n + k * n), unit, (g, k, n, m), conv=geo))  # fmt: skip
+        ks.append(
+            Kernel(
+                o.cls,
+                o.op + ".wgrad",
+                "backward",
+                gemm_flops,
+                eb * g * (m * k + m * n + k * n),
+                unit,
+                (g, k, n, m),
+                conv=geo,
+            )
+        )
     if len(o.inputs) > 2 and o.inputs[2].grad and act_out is not None:  # bias: reduce dY
-        ks.append(Kernel("reduce", o.op + ".bias_grad", "backward", act_out.numel,
-                         act_out.numel * eb + o.inputs[2].numel * 4, "memory"))  # fmt: skip
+        ks.append(
+            Kernel(
+                "reduce",
+                o.op + ".bias_grad",
+                "backward",
+                act_out.numel,
+                act_out.numel * eb + o.inputs[2].numel * 4,
+                "memory",
+            )
+        )
     return ks
 
 
@@ -185,12 +222,28 @@ def _memory_kernels(a: AmpOp, in_b: int, out_b: int) -> list[Kernel]:
         xb = _nbytes(o.inputs[0], a.in_dtypes[0])
         ks = [Kernel(o.cls, o.op, "forward", o.flops, in_b + xb + out_b, "memory")]  # statistics + normalise
         if needs:
-            ks.append(Kernel(o.cls, o.op + ".grad", "backward", o.flops, 2 * (xb + dy) + xb
-                             + sum(t.numel * 4 for t in o.inputs[1:] if t.param), "memory"))  # fmt: skip
+            ks.append(
+                Kernel(
+                    o.cls,
+                    o.op + ".grad",
+                    "backward",
+                    o.flops,
+                    2 * (xb + dy) + xb + sum(t.numel * 4 for t in o.inputs[1:] if t.param),
+                    "memory",
+                )
+            )
         return ks
     if o.cls == "embedding":
-        ks = [Kernel(o.cls, o.op, "forward", 0, 2 * out_b + in_b - sum(_nbytes(t, "float32") for t in o.inputs
-                                                                        if t.param), "memory")]  # fmt: skip
+        ks = [
+            Kernel(
+                o.cls,
+                o.op,
+                "forward",
+                0,
+                2 * out_b + in_b - sum(_nbytes(t, "float32") for t in o.inputs if t.param),
+                "memory",
+            )
+        ]
         w = next((t for t in o.inputs if t.param), None)
         if w is not None and w.grad:
             ks.append(Kernel(o.cls, "embedding.grad", "backward", 0, w.numel * 4 + 2 * dy, "memory"))
@@ -210,12 +263,30 @@ def _optimizer_kernels(precision: str, optimizer: str, trainable_params: int, tr
     """The optimizer update, gradient zeroing and (fp16) loss-scale check: one kernel per parameter tensor each."""
     grad_b = 2 if precision.endswith("o2") else 4
     tensors = max(trainable_tensors, 1)
-    ks = [Kernel("optimizer", optimizer, "optimizer", 0, OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
-                 "memory", count=tensors),
-          Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors)]
+    ks = [
+        Kernel(
+            "optimizer",
+            optimizer,
+            "optimizer",
+            0,
+            OPTIMIZER_BYTES_PER_PARAM[optimizer] * trainable_params,
+            "memory",
+            count=tensors,
+        ),
+        Kernel("optimizer", "clear_grad", "optimizer", 0, grad_b * trainable_params, "memory", count=tensors),
+    ]
     if precision.startswith("fp16"):  # GradScaler: check_finite_and_unscale reads and writes every gradient
-        ks.append(Kernel("optimizer", "check_finite_and_unscale", "optimizer", 0, 2 * grad_b * trainable_params,
-                         "memory", count=tensors))  # fmt: skip
+        ks.append(
+            Kernel(
+                "optimizer",
+                "check_finite_and_unscale",
+                "optimizer",
+                0,
+                2 * grad_b * trainable_params,
+                "memory",
+                count=tensors,
+            )
+        )
     return ks
 
 
@@ -237,8 +308,17 @@ def attention_kernels(o: TracedOp, a: AmpOp, unit: str, in_b: int, out_b: int) -
     ks = [Kernel("attention", o.op, "forward", o.flops, in_b + out_b + lse, unit, o.gemm)]
     grads = sum(_nbytes(t, dt) for t, dt in zip(o.inputs, a.in_dtypes, strict=True) if t.grad and t.floating)
     if grads:
-        ks.append(Kernel("attention", o.op + ".grad", "backward", FLASH_BWD_FACTOR * o.flops,
-                         in_b + 2 * out_b + lse + grads, unit, (g, sk, d, sq)))  # fmt: skip
+        ks.append(
+            Kernel(
+                "attention",
+                o.op + ".grad",
+                "backward",
+                FLASH_BWD_FACTOR * o.flops,
+                in_b + 2 * out_b + lse + grads,
+                unit,
+                (g, sk, d, sq),
+            )
+        )
     return ks
 
 

@@ -22,8 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-OP_CLASSES = ("gemm", "conv", "dwconv", "elementwise", "norm", "softmax", "reduce", "embedding", "move", "view",
-              "attention")
+OP_CLASSES = (
+    "gemm",
+    "conv",
+    "dwconv",
+    "elementwise",
+    "norm",
+    "softmax",
+    "reduce",
+    "embedding",
+    "move",
+    "view",
+    "attention",
+)
 
 
 @dataclass(frozen=True)
@@ -85,23 +96,31 @@ class TracedOp:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict (tensors as [tid, numel, dtype, param, grad])."""
         return {
-            "op": self.op, "cls": self.cls, "flops": self.flops,
+            "op": self.op,
+            "cls": self.cls,
+            "flops": self.flops,
             "inputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.inputs],
             "outputs": [[t.tid, t.numel, t.dtype, t.param, t.grad] for t in self.outputs],
-            "gemm": list(self.gemm) if self.gemm else None, "layout": self.layout,
-            "conv": list(self.conv) if self.conv else None, **({"scope": self.scope} if self.scope else {}),
-        }  # fmt: skip
+            "gemm": list(self.gemm) if self.gemm else None,
+            "layout": self.layout,
+            "conv": list(self.conv) if self.conv else None,
+            **({"scope": self.scope} if self.scope else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TracedOp:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            op=d["op"], cls=d["cls"], flops=int(d["flops"]),
+            op=d["op"],
+            cls=d["cls"],
+            flops=int(d["flops"]),
             inputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["inputs"]),
             outputs=tuple(TensorRef(int(a), int(b), str(c), bool(e), bool(f)) for a, b, c, e, f in d["outputs"]),
-            gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None, layout=str(d.get("layout", "")),
-            conv=tuple(int(x) for x in d["conv"]) if d.get("conv") else None, scope=str(d.get("scope", "")),
-        )  # fmt: skip
+            gemm=tuple(int(x) for x in d["gemm"]) if d.get("gemm") else None,
+            layout=str(d.get("layout", "")),
+            conv=tuple(int(x) for x in d["conv"]) if d.get("conv") else None,
+            scope=str(d.get("scope", "")),
+        )
 
 
 def _lerp(a: int, b: int, b1: int, b2: int, batch: int) -> int:
@@ -143,9 +162,14 @@ class OpTrace:
     @property
     def aligned(self) -> bool:
         """True when both traces have the same ops in the same order (the batch is read off them)."""
-        return bool(self.ops2) and len(self.ops1) == len(self.ops2) and all(
-            a.op == b.op and len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs)
-            for a, b in zip(self.ops1, self.ops2, strict=True))  # fmt: skip
+        return (
+            bool(self.ops2)
+            and len(self.ops1) == len(self.ops2)
+            and all(
+                a.op == b.op and len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs)
+                for a, b in zip(self.ops1, self.ops2, strict=True)
+            )
+        )
 
     def at(self, batch: int) -> list[TracedOp]:
         """The forward ops at ``batch`` samples (sizes linear in the batch between/after the two traces)."""
@@ -155,15 +179,22 @@ class OpTrace:
             b1, b2 = self.batch1, self.batch2
             out = []
             for a, b in zip(self.ops1, self.ops2, strict=True):
-                ins = tuple(replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
-                            for t, u in zip(a.inputs, b.inputs, strict=True))  # fmt: skip
-                outs = tuple(replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
-                             for t, u in zip(a.outputs, b.outputs, strict=True))  # fmt: skip
+                ins = tuple(
+                    replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
+                    for t, u in zip(a.inputs, b.inputs, strict=True)
+                )
+                outs = tuple(
+                    replace(t, numel=_lerp(t.numel, u.numel, b1, b2, batch))
+                    for t, u in zip(a.outputs, b.outputs, strict=True)
+                )
                 gemm = None
                 if a.gemm and b.gemm:
                     gemm = tuple(_lerp(x, y, b1, b2, batch) for x, y in zip(a.gemm, b.gemm, strict=True))
-                out.append(TracedOp(a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout,
-                                    a.conv, a.scope))  # fmt: skip
+                out.append(
+                    TracedOp(
+                        a.op, a.cls, _lerp(a.flops, b.flops, b1, b2, batch), ins, outs, gemm, a.layout, a.conv, a.scope
+                    )
+                )
             return out
         base, b0 = (self.ops2, self.batch2) if self.ops2 else (self.ops1, self.batch1)
         r = batch / b0
@@ -182,16 +213,27 @@ class OpTrace:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (for caching traces of the bench models)."""
-        return {"batch1": self.batch1, "batch2": self.batch2, "source": self.source,
-                "ops1": [o.to_dict() for o in self.ops1], "ops2": [o.to_dict() for o in self.ops2],
-                **({"returned": list(self.returned)} if self.returned else {})}  # fmt: skip
+        return {
+            "batch1": self.batch1,
+            "batch2": self.batch2,
+            "source": self.source,
+            "ops1": [o.to_dict() for o in self.ops1],
+            "ops2": [o.to_dict() for o in self.ops2],
+            **({"returned": list(self.returned)} if self.returned else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpTrace:
         """Inverse of :meth:`to_dict`."""
         returned = tuple(int(x) for x in d["returned"]) if d.get("returned") else None
-        return cls([TracedOp.from_dict(o) for o in d["ops1"]], [TracedOp.from_dict(o) for o in d["ops2"]],
-                   int(d["batch1"]), int(d["batch2"]), str(d.get("source", "probe")), returned)  # fmt: skip
+        return cls(
+            [TracedOp.from_dict(o) for o in d["ops1"]],
+            [TracedOp.from_dict(o) for o in d["ops2"]],
+            int(d["batch1"]),
+            int(d["batch2"]),
+            str(d.get("source", "probe")),
+            returned,
+        )
 
 
 def with_layout(ops: list[TracedOp], layout: str) -> list[TracedOp]:

@@ -18,17 +18,50 @@ from paddlefit.errors import CatalogError
 
 #: The parameters of the per-kernel model (:mod:`paddlefit.estimate.kernel_model`) and the host floor.
 #: Efficiencies are fractions of a unit's datasheet peak; see :class:`PerfParams` for each key.
-PARAM_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv", "bw_eff",
-              "kernel_s", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "norm_bw_eff", "softmax_bw_eff", "l2_gain",
-              "host_op_s", "host_step_s_per_tensor", "fp32_node_exponent", "winograd_fp32",
-              "winograd_transform", "host_step_s", "winograd_fused_fp32", "predictor_call_s",
-              "predictor_op_s")  # fmt: skip
+PARAM_KEYS = (
+    "gemm_half",
+    "gemm_tf32",
+    "gemm_fp32",
+    "conv_half",
+    "conv_tf32",
+    "conv_fp32",
+    "dwconv",
+    "bw_eff",
+    "kernel_s",
+    "gemm_k0",
+    "tile_h0",
+    "fp32_gflops_per_w",
+    "norm_bw_eff",
+    "softmax_bw_eff",
+    "l2_gain",
+    "host_op_s",
+    "host_step_s_per_tensor",
+    "fp32_node_exponent",
+    "winograd_fp32",
+    "winograd_transform",
+    "host_step_s",
+    "winograd_fused_fp32",
+    "predictor_call_s",
+    "predictor_op_s",
+)
 #: Keys fitted on measured kernels by ``bench/gpu_kernels.py``; the others (tensor-core efficiencies that no
 #: kernel here measures, depthwise convolutions, the fixed cost per kernel) by ``bench/gpu_fit.py`` on published
 #: end-to-end runs; ``host_*`` measured by ``bench/host_overhead.py`` (or by ``paddlefit calibrate`` on the host).
-KERNEL_FIT_KEYS = ("gemm_fp32", "conv_fp32", "gemm_k0", "tile_h0", "fp32_gflops_per_w", "fp32_node_exponent",
-                   "bw_eff", "norm_bw_eff", "softmax_bw_eff", "l2_gain", "winograd_fp32",
-                   "winograd_transform", "winograd_fused_fp32")  # fmt: skip
+KERNEL_FIT_KEYS = (
+    "gemm_fp32",
+    "conv_fp32",
+    "gemm_k0",
+    "tile_h0",
+    "fp32_gflops_per_w",
+    "fp32_node_exponent",
+    "bw_eff",
+    "norm_bw_eff",
+    "softmax_bw_eff",
+    "l2_gain",
+    "winograd_fp32",
+    "winograd_transform",
+    "winograd_fused_fp32",
+)
 
 
 @dataclass(frozen=True)
@@ -78,12 +111,24 @@ class PerfParams:
 #: tensor (a busy or slow host measured by ``calibrate``: 1.4 ms per tensor was seen on a loaded 2-core machine),
 #: 100 ms of fixed host work per step or per Paddle Inference request, 10 ms per predictor op; L2
 #: at most 10x the DRAM rate (the fit's bound: GPUs' L2 bandwidth is 2-5x their DRAM's).
-PARAM_RANGE = ({k: (1e-3, 1.0) for k in PARAM_KEYS} | {k: (1e-3, 2.25) for k in ("conv_half", "conv_tf32", "conv_fp32")}
-               | {"kernel_s": (0.0, 1e-3), "host_op_s": (0.0, 1e-2), "host_step_s_per_tensor": (0.0, 1e-2),
-                  "host_step_s": (0.0, 1e-1), "predictor_call_s": (0.0, 1e-1), "predictor_op_s": (0.0, 1e-2),
-                  "gemm_k0": (0.0, 1e5), "tile_h0": (0.0, 1e5), "fp32_gflops_per_w": (1e-3, 1e6),
-                  "l2_gain": (1.0, 10.0), "fp32_node_exponent": (0.0, 5.0),
-                  "winograd_transform": (0.0, 10.0)})  # fmt: skip
+PARAM_RANGE = (
+    {k: (1e-3, 1.0) for k in PARAM_KEYS}
+    | {k: (1e-3, 2.25) for k in ("conv_half", "conv_tf32", "conv_fp32")}
+    | {
+        "kernel_s": (0.0, 1e-3),
+        "host_op_s": (0.0, 1e-2),
+        "host_step_s_per_tensor": (0.0, 1e-2),
+        "host_step_s": (0.0, 1e-1),
+        "predictor_call_s": (0.0, 1e-1),
+        "predictor_op_s": (0.0, 1e-2),
+        "gemm_k0": (0.0, 1e5),
+        "tile_h0": (0.0, 1e5),
+        "fp32_gflops_per_w": (1e-3, 1e6),
+        "l2_gain": (1.0, 10.0),
+        "fp32_node_exponent": (0.0, 5.0),
+        "winograd_transform": (0.0, 10.0),
+    }
+)
 #: Seconds that must be above 0 (their range's lower end is exclusive).
 POSITIVE_SECONDS = ("kernel_s", "host_op_s", "host_step_s_per_tensor")
 
@@ -99,22 +144,35 @@ def is_finite_number(value: Any) -> bool:
 
 def _check_value(key: str, v: Any, origin: str, where: str) -> float:
     if not is_finite_number(v):
-        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got "
-                           f"{str(v)[:40]!r}.")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, {where}, key `{key}`: expected a finite number, got {str(v)[:40]!r}."
+        )
     lo, hi = PARAM_RANGE[key]
     strict = key in POSITIVE_SECONDS
     if not (lo < v <= hi if strict else lo <= v <= hi):
-        raise CatalogError(f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside "
-                           f"{'(' if strict else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
-                           "`python bench/gpu_fit.py --write`).")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, {where}, key `{key}`: {v!r} is outside "
+            f"{'(' if strict else '['}{lo:g}, {hi:g}]; rerun `paddlefit calibrate` (or refit with "
+            "`python bench/gpu_fit.py --write`)."
+        )
     return float(v)
 
 
 #: The host side of a step (:func:`paddlefit.estimate.timing.host_floor_s`), measured on the host.
 HOST_KEYS = ("host_op_s", "host_step_s_per_tensor", "host_step_s", "predictor_call_s", "predictor_op_s")
 #: Keys ``paddlefit calibrate`` measures on the device (``plan --explain`` says ``device`` for these only).
-DEVICE_MEASURED_KEYS = ("gemm_half", "gemm_tf32", "gemm_fp32", "conv_half", "conv_tf32", "conv_fp32", "dwconv",
-                        "bw_eff", "kernel_s", *HOST_KEYS)  # fmt: skip
+DEVICE_MEASURED_KEYS = (
+    "gemm_half",
+    "gemm_tf32",
+    "gemm_fp32",
+    "conv_half",
+    "conv_tf32",
+    "conv_fp32",
+    "dwconv",
+    "bw_eff",
+    "kernel_s",
+    *HOST_KEYS,
+)
 #: Keys of the kernel model that ``paddlefit calibrate`` does not time (it copies the shipped fit's values), and
 #: that files written before they existed lack; :func:`with_shipped_model_keys` fills them in.
 SHIPPED_ONLY_KEYS = tuple(k for k in PARAM_KEYS if k not in DEVICE_MEASURED_KEYS)
@@ -144,30 +202,38 @@ def parse_perf_params(doc: Any, origin: str) -> PerfParams:
     missing = [k for k in PARAM_KEYS if k not in vals]
     unknown = [k for k in vals if k not in PARAM_KEYS]
     if missing or unknown:
-        raise CatalogError(f"GPU model parameters `{origin}`, `values`: missing {missing or 'none'}, unknown "
-                           f"{unknown or 'none'}; the keys are {', '.join(PARAM_KEYS)}.")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, `values`: missing {missing or 'none'}, unknown "
+            f"{unknown or 'none'}; the keys are {', '.join(PARAM_KEYS)}."
+        )
     values = {k: _check_value(k, vals[k], origin, "`values`") for k in PARAM_KEYS}
     gens: dict[str, dict[str, float]] = {}
     by_gen = doc.get("by_generation") or {}
     if not isinstance(by_gen, dict):
-        raise CatalogError(f"GPU model parameters `{origin}`, key `by_generation`: expected an object of "
-                           "architecture -> {key: value}, got " + type(by_gen).__name__ + ".")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, key `by_generation`: expected an object of "
+            "architecture -> {key: value}, got " + type(by_gen).__name__ + "."
+        )
     prov = doc.get("provenance") or {}
     if not isinstance(prov, dict):
-        raise CatalogError(f"GPU model parameters `{origin}`, key `provenance`: expected an object, got "
-                           f"{type(prov).__name__}.")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, key `provenance`: expected an object, got {type(prov).__name__}."
+        )
     for arch, over in by_gen.items():
         if not isinstance(over, dict):
             raise CatalogError(f"GPU model parameters `{origin}`, `by_generation.{arch}`: expected an object.")
         bad = [k for k in over if k not in PARAM_KEYS]
         if bad:
-            raise CatalogError(f"GPU model parameters `{origin}`, `by_generation.{arch}`: unknown key(s) "
-                               f"{', '.join(bad)}; the keys are {', '.join(PARAM_KEYS)}.")  # fmt: skip
+            raise CatalogError(
+                f"GPU model parameters `{origin}`, `by_generation.{arch}`: unknown key(s) "
+                f"{', '.join(bad)}; the keys are {', '.join(PARAM_KEYS)}."
+            )
         gens[str(arch).lower()] = {k: _check_value(k, v, origin, f"`by_generation.{arch}`") for k, v in over.items()}
     cal = doc.get("calibration", "published-fit")
     if cal not in ("published-fit", "device"):
-        raise CatalogError(f"GPU model parameters `{origin}`, key `calibration`: {cal!r} is not `published-fit` "
-                           "or `device`.")  # fmt: skip
+        raise CatalogError(
+            f"GPU model parameters `{origin}`, key `calibration`: {cal!r} is not `published-fit` or `device`."
+        )
     return PerfParams(values, gens, cal, dict(prov))
 
 
@@ -209,8 +275,14 @@ def batched_sgemm_tiles() -> dict[str, Any]:
     table = _shipped_doc().get("batched_sgemm_tiles") or {}
     for fam, v in table.items():
         tile = v.get("tile") if isinstance(v, dict) else None
-        if not (isinstance(tile, list) and len(tile) == 2 and all(isinstance(x, int) and x > 0 for x in tile)
-                and isinstance(v.get("architectures"), list)):  # fmt: skip
-            raise CatalogError(f"GPU model parameters: `batched_sgemm_tiles.{fam}` needs a `tile` of two positive "
-                               "integers and a list of `architectures`.")  # fmt: skip
+        if not (
+            isinstance(tile, list)
+            and len(tile) == 2
+            and all(isinstance(x, int) and x > 0 for x in tile)
+            and isinstance(v.get("architectures"), list)
+        ):
+            raise CatalogError(
+                f"GPU model parameters: `batched_sgemm_tiles.{fam}` needs a `tile` of two positive "
+                "integers and a list of `architectures`."
+            )
     return table

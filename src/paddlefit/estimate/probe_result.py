@@ -114,8 +114,9 @@ class ProbeTooLargeError(MemoryError):
     """
 
     def __init__(self, need_bytes: float, free_bytes: float, batch: int) -> None:
-        super().__init__(f"probe needs ~{need_bytes / 1024**3:.1f} GiB at batch {batch}, "
-                         f"{free_bytes / 1024**3:.1f} GiB free")  # fmt: skip
+        super().__init__(
+            f"probe needs ~{need_bytes / 1024**3:.1f} GiB at batch {batch}, {free_bytes / 1024**3:.1f} GiB free"
+        )
         self.need_bytes, self.free_bytes, self.batch = need_bytes, free_bytes, batch
 
 

@@ -31,9 +31,7 @@ _DLE_RESNET50 = {
 }
 
 #: Fraction of peak FLOP/s reached per compute-unit class (derived above; ~0.57, ~0.15, ~0.19).
-DEFAULT_EFFICIENCY = {
-    k: ips * RESNET50_TRAIN_FLOPS_PER_IMAGE / peak for k, (ips, peak) in _DLE_RESNET50.items()
-}
+DEFAULT_EFFICIENCY = {k: ips * RESNET50_TRAIN_FLOPS_PER_IMAGE / peak for k, (ips, peak) in _DLE_RESNET50.items()}
 
 
 @dataclass(frozen=True)
@@ -65,5 +63,8 @@ def host_floor_s(params: Any, forward_ops: int, trainable_tensors: int, architec
     over parameter tensors, and the step's fixed host work: 3 x ``forward_ops`` x ``host_op_s`` +
     ``trainable_tensors`` x ``host_step_s_per_tensor`` + ``host_step_s`` (a
     :class:`~paddlefit.estimate.perf_params.PerfParams`' constants, :class:`HostOverhead`)."""
-    return HostOverhead(params.get("host_op_s", architecture), params.get("host_step_s_per_tensor", architecture),
-                        params.get("host_step_s", architecture)).step_s(forward_ops, trainable_tensors)
+    return HostOverhead(
+        params.get("host_op_s", architecture),
+        params.get("host_step_s_per_tensor", architecture),
+        params.get("host_step_s", architecture),
+    ).step_s(forward_ops, trainable_tensors)

@@ -50,8 +50,11 @@ class _Writer:
         m = x.numel // n_in
         y = self.act(m * n_out)
         ins = (x, self.par(n_in * n_out)) + ((self.par(n_out),) if bias else ())
-        self.ops.append(TracedOp("linear", "gemm", 2 * m * n_in * n_out + (m * n_out if bias else 0), ins, (y,),
-                                 (1, m, n_out, n_in)))  # fmt: skip
+        self.ops.append(
+            TracedOp(
+                "linear", "gemm", 2 * m * n_in * n_out + (m * n_out if bias else 0), ins, (y,), (1, m, n_out, n_in)
+            )
+        )
         return y
 
     def ew(self, name: str, x: TensorRef, per: int = 1, other: TensorRef | None = None) -> TensorRef:
@@ -182,5 +185,10 @@ def transformer_trace(cfg: TransformerConfig, seq_len: int, batch: int = 1) -> O
     """The operator trace of a transformer (:func:`transformer_ops` at ``batch`` and ``2 x batch`` sequences of
     ``seq_len`` tokens; ``source="analytic"``), written from its shape for models too large to run here. The
     returned trace scales linearly with the batch (:meth:`~paddlefit.estimate.optrace.OpTrace.at`)."""
-    return OpTrace(transformer_ops(cfg, seq_len, batch), transformer_ops(cfg, seq_len, 2 * batch), batch, 2 * batch,
-                   source="analytic")  # fmt: skip
+    return OpTrace(
+        transformer_ops(cfg, seq_len, batch),
+        transformer_ops(cfg, seq_len, 2 * batch),
+        batch,
+        2 * batch,
+        source="analytic",
+    )

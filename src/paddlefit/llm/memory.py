@@ -101,9 +101,16 @@ def state_bytes_per_param(precision: Precision, optimizer: OptimizerName) -> tup
     return 4, 4, opt
 
 
-def layer_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
-                           sequence_parallel: bool = False, recompute: str = "none",
-                           flash_attention: bool = False) -> float:  # fmt: skip
+def layer_activation_bytes(
+    cfg: TransformerConfig,
+    seq_len: int,
+    micro_batch: int,
+    act_bytes: int,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    flash_attention: bool = False,
+) -> float:
     """Bytes of activations one transformer layer keeps for its backward, per GPU, for one micro-batch.
 
     Derivation (Korthikanti et al. 2022 §4.1, per saved tensor; e = ``act_bytes``, masks 1 byte/element and only
@@ -143,16 +150,18 @@ def layer_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: in
     return replicated / sp_div + (attention + scores + mlp) / t
 
 
-def embedding_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
-                               sequence_parallel: bool = False) -> float:  # fmt: skip
+def embedding_activation_bytes(
+    cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1, sequence_parallel: bool = False
+) -> float:
     """First pipeline stage, per micro-batch: the embedding dropout mask (1 byte/element, when dropout > 0),
     not split unless sequence parallel (Korthikanti §4.3 "input embeddings")."""
     mask = 1 if cfg.dropout > 0 else 0
     return mask * seq_len * micro_batch * cfg.hidden_size / (tp if sequence_parallel else 1)
 
 
-def head_activation_bytes(cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1,
-                          sequence_parallel: bool = False) -> float:  # fmt: skip
+def head_activation_bytes(
+    cfg: TransformerConfig, seq_len: int, micro_batch: int, act_bytes: int, tp: int = 1, sequence_parallel: bool = False
+) -> float:
     """Last pipeline stage, per micro-batch: the output head and the loss.
 
     Decoder: final-norm input and output (2·e·sbh); encoder MLM head: dense input, GELU input, LayerNorm input and
@@ -240,8 +249,9 @@ def stage_memory(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, stage: 
     gather = 2 * wb * cfg.layer_matrix_params / lay.tp if lay.sharding >= 3 and d > 1 else 0.0
     in_flight = min(lay.pp, lay.accum) if lay.pp > 1 and stage == "first" else 1
     e, s, b = setup.act_bytes, setup.seq_len, lay.micro_batch
-    per_layer = layer_activation_bytes(cfg, s, b, e, lay.tp, lay.sequence_parallel, lay.recompute,
-                                       setup.flash_attention)  # fmt: skip
+    per_layer = layer_activation_bytes(
+        cfg, s, b, e, lay.tp, lay.sequence_parallel, lay.recompute, setup.flash_attention
+    )
     acts = per_layer * cfg.num_layers / lay.pp * in_flight
     extra = 0.0
     if lay.pp == 1 or stage == "first":
@@ -253,12 +263,19 @@ def stage_memory(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, stage: 
     return MemoryBreakdown(name, n, weights, grads, optimizer, gather, acts, extra, in_flight, peak)
 
 
-def gpu_memory(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, capacity: float = 0.0, cuda_context: float = 0.0,
-               safety_margin: float = 1.0) -> MemoryBreakdown:  # fmt: skip
+def gpu_memory(
+    cfg: TransformerConfig,
+    setup: TrainSetup,
+    lay: Layout,
+    capacity: float = 0.0,
+    cuda_context: float = 0.0,
+    safety_margin: float = 1.0,
+) -> MemoryBreakdown:
     """Peak memory per GPU: the larger of the first and last pipeline stages, with the reserved lines:
     ``cuda_context`` bytes and a fragmentation allowance of (1 - safety_margin) x (capacity - cuda_context)."""
     first = stage_memory(cfg, setup, lay, "first")
     worst = first if lay.pp == 1 else max(first, stage_memory(cfg, setup, lay, "last"), key=lambda m: m.peak)
     frag = (1 - safety_margin) * max(capacity - cuda_context, 0.0)
-    return MemoryBreakdown(**{**asdict(worst), "cuda_context": cuda_context, "fragmentation_allowance": frag,
-                              "capacity": capacity})  # fmt: skip
+    return MemoryBreakdown(
+        **{**asdict(worst), "cuda_context": cuda_context, "fragmentation_allowance": frag, "capacity": capacity}
+    )

@@ -42,10 +42,15 @@ from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_p
 #: which this model adds itself, so the best published figure is used as the compute-phase efficiency; smaller
 #: models (h = 4096) reach less. Override with ``mfu=`` / ``--mfu``.
 DEFAULT_MFU: dict[str, tuple[float, str]] = {
-    "ampere": (0.563, "Megatron-LM on A100-80GB, 41.5-56.3% MFU for 22B-1T (Korthikanti et al. 2022, as in "
-                       "docs/sources.md#published-mfu)"),
-    "hopper": (0.43, "Llama 3 405B on H100, 38-43% BF16 MFU (Llama 3 paper, Dubey et al. 2024, as in "
-                      "docs/sources.md#published-mfu)"),
+    "ampere": (
+        0.563,
+        "Megatron-LM on A100-80GB, 41.5-56.3% MFU for 22B-1T (Korthikanti et al. 2022, as in "
+        "docs/sources.md#published-mfu)",
+    ),
+    "hopper": (
+        0.43,
+        "Llama 3 405B on H100, 38-43% BF16 MFU (Llama 3 paper, Dubey et al. 2024, as in docs/sources.md#published-mfu)",
+    ),
 }
 
 #: Inter-node network bandwidth per node by architecture, Gbit/s: (value, source).
@@ -53,6 +58,7 @@ DEFAULT_NETWORK_GBPS: dict[str, tuple[float, str]] = {
     "ampere": (400.0, "AWS p4d.24xlarge, 8x A100: 400 Gbps EFA (AWS 'Amazon EC2 P4d instances deep dive' blog)"),
     "hopper": (3200.0, "AWS p5.48xlarge, 8x H100: up to 3,200 Gbps EFA (AWS EC2 user guide, EFA on P5)"),
 }
+
 
 def default_mfu(gpu: GPU) -> tuple[float, str]:
     """The :data:`DEFAULT_MFU` figure for the GPU's architecture (Ampere's, labelled as such, for others; for a
@@ -108,8 +114,9 @@ class Flops:
     hardware: float
 
 
-def step_flops(cfg: TransformerConfig, seq_len: int, global_batch: int, recompute: str = "none",
-               flash_attention: bool = False) -> Flops:  # fmt: skip
+def step_flops(
+    cfg: TransformerConfig, seq_len: int, global_batch: int, recompute: str = "none", flash_attention: bool = False
+) -> Flops:
     """:class:`Flops` for ``global_batch`` sequences of ``seq_len`` tokens."""
     s, b, h, n = seq_len, global_batch, cfg.hidden_size, cfg.num_layers
     layer = layer_forward_flops(cfg, s, b)
@@ -241,11 +248,23 @@ def step_time(cfg: TransformerConfig, setup: TrainSetup, lay: Layout, gpu: GPU, 
     elif d > 1:
         gathers = 3 if lay.recompute == "full" else 2
         n_layers = max(1, round(layers))
-        per_mb = n_layers * (gathers * allgather_s(weights / n_layers, d, dp_fabric, dp_nodes)
-                             + reduce_scatter_s(grads / n_layers, d, dp_fabric, dp_nodes))  # fmt: skip
+        per_mb = n_layers * (
+            gathers * allgather_s(weights / n_layers, d, dp_fabric, dp_nodes)
+            + reduce_scatter_s(grads / n_layers, d, dp_fabric, dp_nodes)
+        )
         dp = m * max(0.0, per_mb - compute_mb)
     opt_params = n_params / (d if lay.sharding else 1)
     optimizer = opt_params * (2 * ob + gb + wb) / (gpu.mem_bw_gb_s * 1e9)
     step = m * mb + bubble + dp + optimizer
-    return StepTime(m * compute_mb, m * tp_mb, m * pp_mb, bubble, dp, optimizer, step,
-                    tp_link if t > 1 else "-", dp_link if d > 1 else "-", pp_link if p > 1 else "-")  # fmt: skip
+    return StepTime(
+        m * compute_mb,
+        m * tp_mb,
+        m * pp_mb,
+        bubble,
+        dp,
+        optimizer,
+        step,
+        tp_link if t > 1 else "-",
+        dp_link if d > 1 else "-",
+        pp_link if p > 1 else "-",
+    )

@@ -91,16 +91,22 @@ class ParallelPlan:
         return {
             "gpu": self.gpu,
             "gpus": lay.gpus,
-            "dp": lay.dp, "sharding_stage": lay.sharding, "tp": lay.tp, "pp": lay.pp,
-            "micro_batch": lay.micro_batch, "accum": lay.accum, "global_batch": lay.global_batch,
-            "recompute": lay.recompute, "sequence_parallel": lay.sequence_parallel,
+            "dp": lay.dp,
+            "sharding_stage": lay.sharding,
+            "tp": lay.tp,
+            "pp": lay.pp,
+            "micro_batch": lay.micro_batch,
+            "accum": lay.accum,
+            "global_batch": lay.global_batch,
+            "recompute": lay.recompute,
+            "sequence_parallel": lay.sequence_parallel,
             "fits": self.fits,
             "memory": self.memory.to_dict(),
             "time": self.time.to_dict(),
             "tokens_per_s": self.tokens_per_s,
             "mfu": self.mfu,
             "paddlenlp_args": self.paddlenlp_args(precision, flash_attention),
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -150,8 +156,17 @@ def _rank_key(x: ParallelPlan, best_tps: float) -> tuple:
     if x.tokens_per_s * HEADROOM_TIE >= best_tps:
         return (0, 0, lay.tp * lay.pp, x.memory.peak)
     tier = max(0, math.floor(math.log(best_tps / x.tokens_per_s) / math.log(TIE_FACTOR)))
-    return (0, 1, tier, lay.tp * lay.pp, lay.sharding, RECOMPUTE.index(lay.recompute), lay.sequence_parallel,
-            -lay.micro_batch, x.memory.peak)  # fmt: skip
+    return (
+        0,
+        1,
+        tier,
+        lay.tp * lay.pp,
+        lay.sharding,
+        RECOMPUTE.index(lay.recompute),
+        lay.sequence_parallel,
+        -lay.micro_batch,
+        x.memory.peak,
+    )
 
 
 def tie_break(plans: list[ParallelPlan], best_tps: float) -> str:
@@ -163,22 +178,36 @@ def tie_break(plans: list[ParallelPlan], best_tps: float) -> str:
     first, fastest = ties[0], max(ties, key=lambda p: (p.tokens_per_s, -p.memory.peak))
     gib = 1024**3
     free = (first.memory.usable - first.memory.peak) / gib
-    said = (f"the fastest ({fastest.tokens_per_s:,.0f} tokens/s, {fastest.memory.peak / gib:,.1f} GiB peak) is "
-            "#1" if first is fastest else f"#1 runs at {first.tokens_per_s / fastest.tokens_per_s:.1%} of the "
-            f"fastest ({fastest.tokens_per_s:,.0f} tokens/s) with "
-            f"{(fastest.memory.peak - first.memory.peak) / gib:,.1f} GiB less peak")  # fmt: skip
-    return (f"{len(ties)} layouts within 1% of the fastest tokens/s tie (below the model's resolution); the tie goes "
-            f"to headroom: fewest TP x PP ranks, then the most free memory (#1: {free:,.1f} GiB free of "
-            f"{first.memory.usable / gib:,.1f} usable); {said}")
+    said = (
+        f"the fastest ({fastest.tokens_per_s:,.0f} tokens/s, {fastest.memory.peak / gib:,.1f} GiB peak) is #1"
+        if first is fastest
+        else f"#1 runs at {first.tokens_per_s / fastest.tokens_per_s:.1%} of the "
+        f"fastest ({fastest.tokens_per_s:,.0f} tokens/s) with "
+        f"{(fastest.memory.peak - first.memory.peak) / gib:,.1f} GiB less peak"
+    )
+    return (
+        f"{len(ties)} layouts within 1% of the fastest tokens/s tie (below the model's resolution); the tie goes "
+        f"to headroom: fewest TP x PP ranks, then the most free memory (#1: {free:,.1f} GiB free of "
+        f"{first.memory.usable / gib:,.1f} usable); {said}"
+    )
 
 
 def _divisors(n: int) -> list[int]:
     return [k for k in range(1, n + 1) if n % k == 0]
 
 
-def search(cfg: TransformerConfig, setup: TrainSetup, gpu: GPU, gpus: int, global_batch: int, gpus_per_node: int = 8,
-           mfu: float | None = None, network_gbit_s: float | None = None,
-           safety_margin: float = DEFAULT_SAFETY_MARGIN, max_micro_batch: int = 64) -> SearchResult:  # fmt: skip
+def search(
+    cfg: TransformerConfig,
+    setup: TrainSetup,
+    gpu: GPU,
+    gpus: int,
+    global_batch: int,
+    gpus_per_node: int = 8,
+    mfu: float | None = None,
+    network_gbit_s: float | None = None,
+    safety_margin: float = DEFAULT_SAFETY_MARGIN,
+    max_micro_batch: int = 64,
+) -> SearchResult:
     """Enumerate valid layouts (module doc) of ``gpus`` GPUs for ``global_batch`` sequences and rank them.
 
     Args:
@@ -226,15 +255,16 @@ def search(cfg: TransformerConfig, setup: TrainSetup, gpu: GPU, gpus: int, globa
                 for mb in micro:
                     accum = global_batch // (d * mb)
                     for rc in recomputes:
-                        for sp in ((False, True) if t > 1 else (False,)):
+                        for sp in (False, True) if t > 1 else (False,):
                             lay = Layout(d, z, t, p, mb, accum, rc, sp)
                             evaluated += 1
                             mem = gpu_memory(cfg, setup, lay, capacity, CUDA_CONTEXT_BYTES, safety_margin)
                             st = step_time(cfg, setup, lay, gpu, net, mfu_v)
                             peak, _ = gpu.peak_flops(setup.precision.value)
                             model = step_flops(cfg, setup.seq_len, global_batch).model
-                            plans.append(ParallelPlan(gpu.name, lay, mem, st, tokens / st.step,
-                                                      model / (st.step * gpus * peak)))  # fmt: skip
+                            plans.append(
+                                ParallelPlan(gpu.name, lay, mem, st, tokens / st.step, model / (st.step * gpus * peak))
+                            )
     if not plans:
         raise PaddlefitError(
             f"No valid parallel layout of {cfg.name} on {gpus} GPUs with global batch {global_batch}: "
@@ -243,8 +273,19 @@ def search(cfg: TransformerConfig, setup: TrainSetup, gpu: GPU, gpus: int, globa
         )
     best_tps = max((q.tokens_per_s for q in plans if q.fits), default=1.0)
     plans.sort(key=lambda q: _rank_key(q, best_tps))
-    return SearchResult(gpu, plans, evaluated, time.perf_counter() - t0, mfu_v, mfu_src, net_v, net_src, rejected,
-                        setup, tie_break=tie_break(plans, best_tps))  # fmt: skip
+    return SearchResult(
+        gpu,
+        plans,
+        evaluated,
+        time.perf_counter() - t0,
+        mfu_v,
+        mfu_src,
+        net_v,
+        net_src,
+        rejected,
+        setup,
+        tie_break=tie_break(plans, best_tps),
+    )
 
 
 #: Default global batch, tokens: Llama 2 trained with 4M-token batches (Touvron et al. 2023, arXiv 2307.09288 §2.2).
@@ -293,24 +334,44 @@ class LLMPlan:
     def to_dict(self) -> dict[str, Any]:
         """JSON document: model, job, assumptions, per-GPU search summaries and ``parallel_plans`` rows."""
         req, st = self.request, self.setup
-        rows = [p.to_dict((r.setup or st).precision, (r.setup or st).flash_attention)
-                for r in self.results for p in r.plans[: req.top]]  # fmt: skip
+        rows = [
+            p.to_dict((r.setup or st).precision, (r.setup or st).flash_attention)
+            for r in self.results
+            for p in r.plans[: req.top]
+        ]
         return {
             "model": {**self.config.model_dump(), "params": self.config.params},
-            "job": {"seq_len": st.seq_len, "global_batch": self.global_batch,
-                    "tokens_per_step": self.global_batch * st.seq_len, "gpus": req.gpus,
-                    "gpus_per_node": req.gpus_per_node, "precision": st.precision.value,
-                    "optimizer": st.optimizer.value, "flash_attention": st.flash_attention},
-            "searches": [{"gpu": r.gpu.name, "evaluated": r.evaluated, "fitting": len(r.fitting),
-                          "seconds": r.seconds, "mfu": r.mfu, "mfu_source": r.mfu_source,
-                          "network_gbit_s": r.network_gbit_s, "network_source": r.network_source,
-                          "precision": (r.setup or st).precision.value,
-                          "flash_attention": (r.setup or st).flash_attention, "notes": r.notes,
-                          "tie_break": r.tie_break,
-                          "rejected": r.rejected} for r in self.results],
+            "job": {
+                "seq_len": st.seq_len,
+                "global_batch": self.global_batch,
+                "tokens_per_step": self.global_batch * st.seq_len,
+                "gpus": req.gpus,
+                "gpus_per_node": req.gpus_per_node,
+                "precision": st.precision.value,
+                "optimizer": st.optimizer.value,
+                "flash_attention": st.flash_attention,
+            },
+            "searches": [
+                {
+                    "gpu": r.gpu.name,
+                    "evaluated": r.evaluated,
+                    "fitting": len(r.fitting),
+                    "seconds": r.seconds,
+                    "mfu": r.mfu,
+                    "mfu_source": r.mfu_source,
+                    "network_gbit_s": r.network_gbit_s,
+                    "network_source": r.network_source,
+                    "precision": (r.setup or st).precision.value,
+                    "flash_attention": (r.setup or st).flash_attention,
+                    "notes": r.notes,
+                    "tie_break": r.tie_break,
+                    "rejected": r.rejected,
+                }
+                for r in self.results
+            ],
             "assumptions": ASSUMPTIONS,
             "parallel_plans": rows,
-        }  # fmt: skip
+        }
 
 
 #: What every parallel plan assumes, printed under the table and put in the JSON.
@@ -344,8 +405,9 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     cfg = resolve_llm(req.model)
     seq = req.seq_len if req.seq_len is not None else min(cfg.max_position, 4096)
     if seq < 1 or seq > cfg.max_position:
-        raise PaddlefitError(f"`--seq-len` must be between 1 and {cfg.name}'s max_position {cfg.max_position} "
-                             f"(got {seq}).")  # fmt: skip
+        raise PaddlefitError(
+            f"`--seq-len` must be between 1 and {cfg.name}'s max_position {cfg.max_position} (got {seq})."
+        )
     if req.global_batch is not None:
         gb = req.global_batch
     else:
@@ -357,8 +419,9 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     if not 1 <= req.gpus_per_node <= 64:
         raise PaddlefitError(f"`--gpus-per-node` must be between 1 and 64 (got {req.gpus_per_node}).")
     if req.gpus > req.gpus_per_node and req.gpus % req.gpus_per_node:
-        raise PaddlefitError(f"`--gpus` {req.gpus} is not a whole number of nodes of `--gpus-per-node` "
-                             f"{req.gpus_per_node}.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--gpus` {req.gpus} is not a whole number of nodes of `--gpus-per-node` {req.gpus_per_node}."
+        )
     if req.mfu is not None and not (math.isfinite(req.mfu) and 0.01 <= req.mfu <= 1):
         raise PaddlefitError(f"`--mfu` must be a fraction in [0.01, 1] (got {req.mfu}).")
     if req.network_gbit_s is not None and not (math.isfinite(req.network_gbit_s) and 1 <= req.network_gbit_s <= 1e6):
@@ -380,8 +443,10 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
         except PaddlefitError as exc:
             fit = math.ceil(gb / req.gpus) * req.gpus
             default = " (the default: 4M tokens / seq-len)" if req.global_batch is None else ""
-            raise PaddlefitError(f"{exc} With data parallel over all {req.gpus} GPUs, `--global-batch {fit}` "
-                                 f"would divide; the global batch was {gb}{default}.") from None  # fmt: skip
+            raise PaddlefitError(
+                f"{exc} With data parallel over all {req.gpus} GPUs, `--global-batch {fit}` "
+                f"would divide; the global batch was {gb}{default}."
+            ) from None
         r.notes = notes
         results.append(r)
     return LLMPlan(cfg, setup, req, gb, results)
@@ -400,7 +465,7 @@ def gpu_setup(setup: TrainSetup, gpu: GPU) -> tuple[TrainSetup, list[str]]:
     prec, flash = setup.precision, setup.flash_attention
     if prec.value.startswith("bf16") and gpu.amp_blocked(prec.value):
         prec = Precision(prec.value.replace("bf16", "fp16"))
-        what = (f"{gpu.device_label}" if gpu.is_xpu else f"compute capability {gpu.compute_capability:g}")
+        what = f"{gpu.device_label}" if gpu.is_xpu else f"compute capability {gpu.compute_capability:g}"
         notes.append(f"{gpu.name} ({what}) has no bf16: planned as {prec.value}")
     if prec.is_amp and gpu.amp_blocked(prec.value):
         notes.append(f"{gpu.name}: {gpu.amp_blocked(prec.value)}")

@@ -56,8 +56,10 @@ def build(factory: Any, lazy: bool = False, name: str | None = None) -> Any:
             model = factory()
     if not isinstance(model, paddle.nn.Layer):
         of = f" of model {name!r}" if name else ""
-        raise ModelError(f"the factory{of} returned {type(model).__name__}, not a paddle.nn.Layer: return the "
-                         "Layer itself (an instance, not its class or a tuple).")  # fmt: skip
+        raise ModelError(
+            f"the factory{of} returned {type(model).__name__}, not a paddle.nn.Layer: return the "
+            "Layer itself (an instance, not its class or a tuple)."
+        )
     return model
 
 
@@ -69,8 +71,9 @@ def failing_layer(exc: BaseException) -> str | None:
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         me = frame.f_locals.get("self")
         if isinstance(me, paddle.nn.Layer) and not type(me).__module__.startswith("paddle.nn"):
-            found = f"{type(me).__name__}.{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:" \
-                    f"{lineno})"  # fmt: skip
+            found = (
+                f"{type(me).__name__}.{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{lineno})"
+            )
         elif isinstance(me, paddle.nn.Layer) and found is None:
             found = f"{type(me).__name__}.{frame.f_code.co_name}"
     return found
@@ -85,14 +88,18 @@ def short_error(exc: BaseException, limit: int = 400) -> str:
     text = re.sub(r"\s*\[Hint: .*", "", str(exc).strip(), flags=re.S)  # Paddle's "[Hint: Expected ...]" tail
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # Paddle's C++ errors put the summary after a C++ traceback; keep the lines that say what happened
-    keep = [ln for ln in lines if not ln.startswith(("---", "C++ Traceback", "Error Message Summary"))
-            and not re.match(r"^\d+\s+\w", ln)]  # fmt: skip
+    keep = [
+        ln
+        for ln in lines
+        if not ln.startswith(("---", "C++ Traceback", "Error Message Summary")) and not re.match(r"^\d+\s+\w", ln)
+    ]
     text = " ".join(keep or lines)
     return f"{type(exc).__name__}: {text[:limit]}"
 
 
-def failure_message(name: str, exc: BaseException, what: str, inputs: str | None = None,
-                    label_arg: str | None = None) -> str:  # fmt: skip
+def failure_message(
+    name: str, exc: BaseException, what: str, inputs: str | None = None, label_arg: str | None = None
+) -> str:
     """One paragraph saying what failed when model ``name`` was asked to ``what`` (``be built``, ``train``...).
 
     Names the layer (:func:`failing_layer`) and the way out:
@@ -110,30 +117,40 @@ def failure_message(name: str, exc: BaseException, what: str, inputs: str | None
     k = _KERNEL_RE.search(text)
     dtype = re.search(r"Selected wrong DataType `(\w+)`", text)
     if k and dtype:  # the kernel exists on CPU, not in this dtype (a model built or cast in half precision)
-        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}` in "
-                f"{dtype.group(1)}{at}, and the plan's probe runs on this CPU. Build the model in float32 (as "
-                "training with AMP does) and choose the GPU precision with `--precision` (fp16-o1, bf16-o2...).")
+        return (
+            f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{k.group('name')}` in "
+            f"{dtype.group(1)}{at}, and the plan's probe runs on this CPU. Build the model in float32 (as "
+            "training with AMP does) and choose the GPU precision with `--precision` (fp16-o1, bf16-o2...)."
+        )
     if op := missing_cpu_kernel(exc):
-        return (f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{op}`{at} (a GPU-only "
-                "fused kernel, and the plan's probe runs on this CPU). Turn the fused op off in the model's config "
-                "for planning (the config flag that selects it; the unfused layers have the same parameters and "
-                "activations), or plan a large transformer with the parallel planner, which needs no probe: "
-                "`paddlefit plan CONFIG.json --gpus N`.")  # fmt: skip
+        return (
+            f"Model {name!r} could not {what}: Paddle has no CPU kernel for `{op}`{at} (a GPU-only "
+            "fused kernel, and the plan's probe runs on this CPU). Turn the fused op off in the model's config "
+            "for planning (the config flag that selects it; the unfused layers have the same parameters and "
+            "activations), or plan a large transformer with the parallel planner, which needs no probe: "
+            "`paddlefit plan CONFIG.json --gpus N`."
+        )
     if isinstance(exc, TypeError) and label_arg and re.search(rf"forward\(\).*'{re.escape(label_arg)}'", text):
-        return (f"Model {name!r} could not {what}{at}: {short_error(exc)}. The label is passed to forward() as "
-                f"`{label_arg}=` (`label_arg:` / `--label-arg`), and this forward() does not take it: name its label "
-                "argument, or drop label_arg to use the job's `loss:` on the output.")  # fmt: skip
+        return (
+            f"Model {name!r} could not {what}{at}: {short_error(exc)}. The label is passed to forward() as "
+            f"`{label_arg}=` (`label_arg:` / `--label-arg`), and this forward() does not take it: name its label "
+            "argument, or drop label_arg to use the job's `loss:` on the output."
+        )
     if isinstance(exc, TypeError) and what != "be built" and "forward()" in text:
         shown = f" ({inputs})" if inputs else ""
-        return (f"Model {name!r} could not {what}{at}: {short_error(exc)}. Its forward() does not take the inputs "
-                f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
-                "name=SPEC` (or `inputs: {name: SPEC}` in the job spec) for keyword arguments.")  # fmt: skip
+        return (
+            f"Model {name!r} could not {what}{at}: {short_error(exc)}. Its forward() does not take the inputs "
+            f"given{shown}: give one `--input` per positional argument in forward()'s order, and `--input "
+            "name=SPEC` (or `inputs: {name: SPEC}` in the job spec) for keyword arguments."
+        )
     shown = f" with inputs {inputs}" if inputs and what != "be built" else ""
     hint = ""
     if shown and re.search(r"shape|dimension|dims|rank|dtype|data type", text, re.I):
-        hint = (" If the inputs or the label are the cause: one `--input` per positional forward() argument in order, "
-                "with the per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments), and "
-                "`--label SPEC` / `label:` with the shape the loss expects.")
+        hint = (
+            " If the inputs or the label are the cause: one `--input` per positional forward() argument in order, "
+            "with the per-sample shape and dtype the model expects (`name=SPEC` for keyword arguments), and "
+            "`--label SPEC` / `label:` with the shape the loss expects."
+        )
     return f"Model {name!r} could not {what}{shown}{at}: {short_error(exc)}.{hint}"
 
 
@@ -177,14 +194,18 @@ def param_inventory(ref: Any) -> tuple[ParamInfo, LazyFallback | None]:
     except KeyboardInterrupt:
         raise
     except (Exception, SystemExit) as exc:
-        raise ModelError(failure_message(ref.name, exc, "be built") + " Check the factory and its `--model-arg` "
-                         "values (`model_args:`); it must return a `paddle.nn.Layer`.") from None
+        raise ModelError(
+            failure_message(ref.name, exc, "be built") + " Check the factory and its `--model-arg` "
+            "values (`model_args:`); it must return a `paddle.nn.Layer`."
+        ) from None
     info = param_info(model)
     del model
     gc.collect()
     layer = where.split(".", 1)[0] if where else "it"
-    note = (f"the model was built with its real weights ({info.params:,} parameters) because paddle.LazyGuard "
-            f"cannot build {layer}; planning is unaffected")
+    note = (
+        f"the model was built with its real weights ({info.params:,} parameters) because paddle.LazyGuard "
+        f"cannot build {layer}; planning is unaffected"
+    )
     return info, LazyFallback(note, detail)
 
 
@@ -200,6 +221,8 @@ def param_info(model: Any) -> ParamInfo:
             tensors += 1
     import paddle
 
-    rows = max((int(m.weight.shape[0]) for m in model.sublayers(include_self=True)
-                if isinstance(m, paddle.nn.Embedding)), default=0)  # fmt: skip
+    rows = max(
+        (int(m.weight.shape[0]) for m in model.sublayers(include_self=True) if isinstance(m, paddle.nn.Embedding)),
+        default=0,
+    )
     return ParamInfo(params, trainable, tensors, nbytes, rows)

@@ -64,8 +64,11 @@ class Batch:
                 return type(t)(cut(v) for v in t)
             return t[a:b] if hasattr(t, "shape") and len(t.shape) else t
 
-        return Batch([cut(x) for x in self.args], {k: cut(v) for k, v in self.kwargs.items()},
-                     cut(self.label) if self.label is not None else None)  # fmt: skip
+        return Batch(
+            [cut(x) for x in self.args],
+            {k: cut(v) for k, v in self.kwargs.items()},
+            cut(self.label) if self.label is not None else None,
+        )
 
     def tensors(self) -> list[Any]:
         """Every input tensor, positional then keyword (for the FLOPs counter and error messages)."""
@@ -78,8 +81,11 @@ class Batch:
 
 
 def _describe(x: Any) -> str:
-    return f"{list(x.shape)} {x.dtype}".replace("paddle.", "") if hasattr(x, "shape") and hasattr(x, "dtype") \
-        else type(x).__name__  # fmt: skip
+    return (
+        f"{list(x.shape)} {x.dtype}".replace("paddle.", "")
+        if hasattr(x, "shape") and hasattr(x, "dtype")
+        else type(x).__name__
+    )
 
 
 def label_key(sample: Mapping[str, Any], label_arg: str | None) -> str | None:
@@ -108,15 +114,19 @@ def batch_from_loader(data: Any, specs: list[InputSpec] | None, label_arg: str |
         label = kwargs.pop(key) if key is not None else None
         return Batch([], kwargs, label)
     if not isinstance(data, list | tuple) or len(data) < 2:
-        raise PaddlefitError("a batch must be (input..., label) or a dict of keyword inputs; got "
-                             f"{type(data).__name__} of {len(data) if hasattr(data, '__len__') else 1}.")
+        raise PaddlefitError(
+            "a batch must be (input..., label) or a dict of keyword inputs; got "
+            f"{type(data).__name__} of {len(data) if hasattr(data, '__len__') else 1}."
+        )
     *xs, y = data
     named = [s.name for s in specs or []]
     if not any(named):
         return Batch(list(xs), {}, y)
     if len(named) != len(xs):
-        raise PaddlefitError(f"the job's `inputs` name {len(named)} inputs ({', '.join(str(s) for s in specs or [])})"
-                             f" but each sample has {len(xs)} before its label; give one spec per sample input.")
+        raise PaddlefitError(
+            f"the job's `inputs` name {len(named)} inputs ({', '.join(str(s) for s in specs or [])})"
+            f" but each sample has {len(xs)} before its label; give one spec per sample input."
+        )
     args = [x for x, n in zip(xs, named, strict=True) if n is None]
     kwargs = {n: x for x, n in zip(xs, named, strict=True) if n is not None}
     return Batch(args, kwargs, y)
@@ -226,9 +236,11 @@ def cross_entropy(out: Any, y: Any) -> Any:
         return F.cross_entropy(out, y if len(lab) == len(o) else y.unsqueeze(1), axis=1)
     if len(o) == 2 and int(np.prod(lab)) == o[0]:
         return F.cross_entropy(out, y.reshape([-1]))
-    raise PaddlefitError(f"`loss: cross_entropy` cannot pair logits {o} with labels {lab}: the labels must be the "
-                         "logits' shape without the class axis (last, or axis 1 for NCHW maps); check the label, or "
-                         "write `loss: package.module:function(output, label)`.")  # fmt: skip
+    raise PaddlefitError(
+        f"`loss: cross_entropy` cannot pair logits {o} with labels {lab}: the labels must be the "
+        "logits' shape without the class axis (last, or axis 1 for NCHW maps); check the label, or "
+        "write `loss: package.module:function(output, label)`."
+    )
 
 
 def resolve_loss(name: str | None) -> Callable[[Any, Any], Any]:
@@ -287,16 +299,19 @@ class JobLoss:
             return own
         shown = self.name or "cross_entropy"
         if batch.label is None:
-            raise PaddlefitError(f"the model returned {describe_output(out)}, no loss of its own, and the job has no "
-                                 f"label for `loss: {shown}`: give samples a label (the last tuple element, or a "
-                                 "`label`/`labels` key), or pass it to forward with `label_arg:`.")  # fmt: skip
+            raise PaddlefitError(
+                f"the model returned {describe_output(out)}, no loss of its own, and the job has no "
+                f"label for `loss: {shown}`: give samples a label (the last tuple element, or a "
+                "`label`/`labels` key), or pass it to forward with `label_arg:`."
+            )
         if self.builtin:
             x = logits_of(out)
             if x is None:
                 raise PaddlefitError(
                     f"the model returned {describe_output(out)}; `loss: {shown}` takes one tensor of logits. Write "
                     "your loss as `loss: package.module:function` taking (output, label) and returning a scalar, "
-                    "e.g. `def loss(out, label): return paddle.nn.functional.cross_entropy(out['seg'], label)`.")
+                    "e.g. `def loss(out, label): return paddle.nn.functional.cross_entropy(out['seg'], label)`."
+                )
         else:
             x = out
         try:
@@ -314,9 +329,11 @@ class JobLoss:
             if "(ResourceExhausted)" in str(exc) or isinstance(exc, MemoryError):
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise PaddlefitError(f"`loss: {shown}` raised {type(exc).__name__}: {first} on the model's output "
-                                 f"({describe_output(out)}) and the label ({describe_label(batch.label)}). Check "
-                                 "the loss and the label (`label:` / `--label`, or data.train's labels).") from None
+            raise PaddlefitError(
+                f"`loss: {shown}` raised {type(exc).__name__}: {first} on the model's output "
+                f"({describe_output(out)}) and the label ({describe_label(batch.label)}). Check "
+                "the loss and the label (`label:` / `--label`, or data.train's labels)."
+            ) from None
         if not _is_tensor(loss) or int(np.prod(loss.shape)) != 1:
             got = list(loss.shape) if hasattr(loss, "shape") else type(loss).__name__
             raise PaddlefitError(f"`loss: {shown}` must return a scalar tensor; got {got}.")
@@ -409,9 +426,13 @@ def check_label_spec(label: InputSpec | None, loss: str | None, label_arg: str |
     if label is not None:
         return
     if label_arg:
-        raise InputSpecError(f"`label_arg: {label_arg}` passes the label to forward, but the job gives no label spec "
-                             "and no data.train to read one from; add `label: int64[]:10` (job spec) or "
-                             "`--label int64[]:10` with the label's per-sample shape.")  # fmt: skip
+        raise InputSpecError(
+            f"`label_arg: {label_arg}` passes the label to forward, but the job gives no label spec "
+            "and no data.train to read one from; add `label: int64[]:10` (job spec) or "
+            "`--label int64[]:10` with the label's per-sample shape."
+        )
     if loss and loss not in BUILTIN_LOSSES:
-        raise InputSpecError(f"`loss: {loss}` needs labels, and the job gives no label spec and no data.train to read "
-                             "one from; add `label: SPEC` (job spec) or `--label SPEC`, e.g. `int64[]:10`.")
+        raise InputSpecError(
+            f"`loss: {loss}` needs labels, and the job gives no label spec and no data.train to read "
+            "one from; add `label: SPEC` (job spec) or `--label SPEC`, e.g. `int64[]:10`."
+        )

@@ -17,16 +17,26 @@ def digits_cnn(num_classes: int = 10, width: int = 16) -> Any:
     import paddle.nn as nn
 
     return nn.Sequential(
-        nn.Conv2D(1, width, 3, padding=1), nn.ReLU(),
-        nn.Conv2D(width, 2 * width, 3, padding=1), nn.ReLU(),
-        nn.MaxPool2D(2), nn.Flatten(),
-        nn.Linear(2 * width * 4 * 4, 64), nn.ReLU(),
+        nn.Conv2D(1, width, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2D(width, 2 * width, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2D(2),
+        nn.Flatten(),
+        nn.Linear(2 * width * 4 * 4, 64),
+        nn.ReLU(),
         nn.Linear(64, num_classes),
-    )  # fmt: skip
+    )
 
 
-def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, kernel_size: int = 3,
-             num_classes: int = 2, sparse: bool = False) -> Any:  # fmt: skip
+def text_cnn(
+    vocab_size: int = 6000,
+    embed_dim: int = 64,
+    channels: int = 128,
+    kernel_size: int = 3,
+    num_classes: int = 2,
+    sparse: bool = False,
+) -> Any:
     """Character CNN (Kim 2014, one kernel width): embedding -> Conv1D -> ReLU -> max over time -> linear.
 
     Input ``int64[N, L]`` character ids (0 = padding), output logits ``[N, num_classes]``. ``sparse``: the
@@ -51,8 +61,9 @@ def text_cnn(vocab_size: int = 6000, embed_dim: int = 64, channels: int = 128, k
     return TextCNN()
 
 
-def text_bag(vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_classes: int = 2,
-             sparse: bool = False) -> Any:  # fmt: skip
+def text_bag(
+    vocab_size: int = 6000, embed_dim: int = 64, hidden: int = 64, num_classes: int = 2, sparse: bool = False
+) -> Any:
     """fastText-style classifier (Joulin et al. 2016, "Bag of Tricks for Efficient Text Classification"): mean of
     the character embeddings (padding id 0 masked out) -> Linear -> ReLU -> Linear. ``sparse``: as in
     :func:`text_cnn`.

@@ -31,8 +31,9 @@ def positional_layer(model: Any, names: list[str | None]) -> Any:
     import paddle
 
     params = [n or f"input_{i}" for i, n in enumerate(names)]
-    call_args = ", ".join([p for p, n in zip(params, names, strict=True) if n is None]
-                          + [f"{n}={n}" for n in names if n is not None])  # fmt: skip
+    call_args = ", ".join(
+        [p for p, n in zip(params, names, strict=True) if n is None] + [f"{n}={n}" for n in names if n is not None]
+    )
     src = f"def forward(self, {', '.join(params)}):\n    return tuple(flatten(self.model({call_args})))\n"
     import linecache
 

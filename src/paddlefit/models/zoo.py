@@ -28,16 +28,46 @@ from paddlefit.userimport import import_module
 
 #: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
 VISION_MODELS = (
-    "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-    "resnext50_32x4d", "resnext50_64x4d", "resnext101_32x4d", "resnext101_64x4d",
-    "resnext152_32x4d", "resnext152_64x4d", "wide_resnet50_2", "wide_resnet101_2",
-    "vgg11", "vgg13", "vgg16", "vgg19",
-    "mobilenet_v1", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
-    "densenet121", "densenet161", "densenet169", "densenet201", "densenet264",
-    "shufflenet_v2_x0_25", "shufflenet_v2_x0_33", "shufflenet_v2_x0_5", "shufflenet_v2_x1_0",
-    "shufflenet_v2_x1_5", "shufflenet_v2_x2_0", "shufflenet_v2_swish",
-    "squeezenet1_0", "squeezenet1_1", "googlenet", "inception_v3", "alexnet", "lenet",
-)  # fmt: skip
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "resnext50_32x4d",
+    "resnext50_64x4d",
+    "resnext101_32x4d",
+    "resnext101_64x4d",
+    "resnext152_32x4d",
+    "resnext152_64x4d",
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+    "vgg11",
+    "vgg13",
+    "vgg16",
+    "vgg19",
+    "mobilenet_v1",
+    "mobilenet_v2",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "densenet121",
+    "densenet161",
+    "densenet169",
+    "densenet201",
+    "densenet264",
+    "shufflenet_v2_x0_25",
+    "shufflenet_v2_x0_33",
+    "shufflenet_v2_x0_5",
+    "shufflenet_v2_x1_0",
+    "shufflenet_v2_x1_5",
+    "shufflenet_v2_x2_0",
+    "shufflenet_v2_swish",
+    "squeezenet1_0",
+    "squeezenet1_1",
+    "googlenet",
+    "inception_v3",
+    "alexnet",
+    "lenet",
+)
 
 _VISION_INPUT = {"inception_v3": (3, 299, 299), "lenet": (1, 28, 28)}
 
@@ -100,16 +130,38 @@ def parse_model_args(items: list[str] | None) -> dict[str, Any]:
 #: (:class:`paddlefit.catalog.transformers.TransformerConfig`): well above every published model (the largest dense
 #: ones have ~128 layers, hidden 18,432, vocabularies of 256k), and low enough that the plan's lazy build of the
 #: layers takes seconds (1,024 layers: ~3 s; 10^8 layers ran until memory was exhausted).
-TRANSFORMER_MAX = {"vocab_size": 2**24, "hidden_size": 2**20, "num_layers": 1024, "num_heads": 2**16,
-                   "ffn_size": 2**22, "max_position": 2**24, "default_seq_len": 2**24,
-                   "type_vocab_size": 2**16}  # fmt: skip
+TRANSFORMER_MAX = {
+    "vocab_size": 2**24,
+    "hidden_size": 2**20,
+    "num_layers": 1024,
+    "num_heads": 2**16,
+    "ffn_size": 2**22,
+    "max_position": 2**24,
+    "default_seq_len": 2**24,
+    "type_vocab_size": 2**16,
+}
 #: A zoo transformer's ``--model-arg`` keys: the fields of its config (``catalog.transformers.TransformerConfig``)
 #: with ``num_kv_heads`` 0 for multi-head attention, one ``bias`` switch (q/k/v and the other linear layers
 #: together) and ``position`` ``learned`` or ``none`` (RoPE), plus ``default_seq_len``: the length of the default
 #: input (:data:`DEFAULT_SEQ_LEN`).
-TRANSFORMER_ARGS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
-                    "type_vocab_size", "causal", "default_seq_len", "dropout", "num_kv_heads", "ffn_type", "norm",
-                    "tie_embeddings", "bias", "position")  # fmt: skip
+TRANSFORMER_ARGS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "ffn_size",
+    "max_position",
+    "type_vocab_size",
+    "causal",
+    "default_seq_len",
+    "dropout",
+    "num_kv_heads",
+    "ffn_type",
+    "norm",
+    "tie_embeddings",
+    "bias",
+    "position",
+)
 #: Tokens of a zoo transformer's default input (``int64[128]``).
 DEFAULT_SEQ_LEN = 128
 
@@ -118,19 +170,31 @@ def _transformer_args(cfg: TransformerConfig) -> dict[str, Any]:
     """The ``--model-arg`` view (:data:`TRANSFORMER_ARGS`) of a published zoo config."""
     kv = 0 if cfg.num_kv_heads == cfg.num_heads else cfg.num_kv_heads
     return {k: getattr(cfg, k) for k in TRANSFORMER_ARGS if k in type(cfg).model_fields} | {
-        "default_seq_len": DEFAULT_SEQ_LEN, "num_kv_heads": kv, "bias": cfg.qkv_bias,
-        "position": "learned" if cfg.position == "learned" else "none"}  # fmt: skip
+        "default_seq_len": DEFAULT_SEQ_LEN,
+        "num_kv_heads": kv,
+        "bias": cfg.qkv_bias,
+        "position": "learned" if cfg.position == "learned" else "none",
+    }
 
 
 def _check_transformer_args(name: str, f: dict[str, Any]) -> None:
     """Raise ModelError naming the first `--model-arg` field of a zoo transformer that is out of range."""
-    for key in ("vocab_size", "hidden_size", "num_layers", "num_heads", "ffn_size", "max_position",
-                "default_seq_len", "type_vocab_size"):  # fmt: skip
+    for key in (
+        "vocab_size",
+        "hidden_size",
+        "num_layers",
+        "num_heads",
+        "ffn_size",
+        "max_position",
+        "default_seq_len",
+        "type_vocab_size",
+    ):
         v, low = f[key], 0 if key == "type_vocab_size" else 1
         if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= TRANSFORMER_MAX[key]:
             shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
-            raise ModelError(f"`--model-arg {key}={shown}` for {name}: must be an integer >= {low} and <= "
-                             f"{TRANSFORMER_MAX[key]:,}.")  # fmt: skip
+            raise ModelError(
+                f"`--model-arg {key}={shown}` for {name}: must be an integer >= {low} and <= {TRANSFORMER_MAX[key]:,}."
+            )
     if not isinstance(f["causal"], bool):
         raise ModelError(f"`--model-arg causal={f['causal']!r}` for {name}: must be true or false.")
     if not isinstance(f["dropout"], int | float) or not 0 <= f["dropout"] < 1:
@@ -138,8 +202,11 @@ def _check_transformer_args(name: str, f: dict[str, Any]) -> None:
     kv = f["num_kv_heads"]
     if not isinstance(kv, int) or isinstance(kv, bool) or kv < 0:
         raise ModelError(f"`--model-arg num_kv_heads={kv!r}` for {name}: must be an integer >= 0.")
-    for key, allowed in (("ffn_type", ("gelu", "swiglu")), ("norm", ("layernorm", "rmsnorm")),
-                         ("position", ("learned", "none"))):  # fmt: skip
+    for key, allowed in (
+        ("ffn_type", ("gelu", "swiglu")),
+        ("norm", ("layernorm", "rmsnorm")),
+        ("position", ("learned", "none")),
+    ):
         if f[key] not in allowed:
             raise ModelError(f"`--model-arg {key}={f[key]!r}` for {name}: must be one of {', '.join(allowed)}.")
     for key in ("tie_embeddings", "bias"):
@@ -162,14 +229,22 @@ def transformer_with_args(name: str, cfg: TransformerConfig, kwargs: dict[str, A
     """
     unknown = next((k for k in kwargs if k not in TRANSFORMER_ARGS), None)
     if unknown is not None:  # the words the zoo's former dataclass config raised with
-        raise ModelError(f"Bad `--model-arg` for {name}: TransformerConfig.__init__() got an unexpected keyword "
-                         f"argument '{unknown}'.")  # fmt: skip
+        raise ModelError(
+            f"Bad `--model-arg` for {name}: TransformerConfig.__init__() got an unexpected keyword "
+            f"argument '{unknown}'."
+        )
     f = {**_transformer_args(cfg), **kwargs}
     _check_transformer_args(name, f)
     fields = {k: f[k] for k in TRANSFORMER_ARGS if k in type(cfg).model_fields}
-    fields.update(name=cfg.name, source=f"{cfg.source}; changed by --model-arg {', '.join(kwargs)}",
-                  num_kv_heads=f["num_kv_heads"] or f["num_heads"], qkv_bias=f["bias"], linear_bias=f["bias"],
-                  position="learned" if f["position"] == "learned" else "rope", dropout=float(f["dropout"]))
+    fields.update(
+        name=cfg.name,
+        source=f"{cfg.source}; changed by --model-arg {', '.join(kwargs)}",
+        num_kv_heads=f["num_kv_heads"] or f["num_heads"],
+        qkv_bias=f["bias"],
+        linear_bias=f["bias"],
+        position="learned" if f["position"] == "learned" else "rope",
+        dropout=float(f["dropout"]),
+    )
     try:
         return TransformerConfig(**fields), f["default_seq_len"]
     except ValidationError as exc:
@@ -256,10 +331,14 @@ def published_config(config_class: type, name: Any) -> dict[str, Any]:
         lower = {k.lower(): k for k in known}
         close = [lower[k] for k in difflib.get_close_matches(str(name).lower(), list(lower), n=5, cutoff=0.5)]
         close = close or list(known)[:8]
-        what = f"one of {', '.join(close)}" if known else ("nothing: it ships no published sizes; give its fields "
-                                                            "as model_args instead")
-        raise ModelError(f"`--model-arg config={name}`: {config_class.__name__} has no published size of that name; "
-                         f"it knows {what}.")  # fmt: skip
+        what = (
+            f"one of {', '.join(close)}"
+            if known
+            else ("nothing: it ships no published sizes; give its fields as model_args instead")
+        )
+        raise ModelError(
+            f"`--model-arg config={name}`: {config_class.__name__} has no published size of that name; it knows {what}."
+        )
     return dict(known[name])
 
 

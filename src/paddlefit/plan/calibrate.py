@@ -69,8 +69,16 @@ def _timed_s(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float
     return (time.perf_counter() - t0) / reps
 
 
-def _time_gemm_and_conv(scale: Callable[..., None], measured: dict[str, float], sizes: tuple[int, ...], reps: int,
-                        wait: Callable[[], Any], tf32: bool, half: bool, say: Callable[[str], None]) -> None:
+def _time_gemm_and_conv(
+    scale: Callable[..., None],
+    measured: dict[str, float],
+    sizes: tuple[int, ...],
+    reps: int,
+    wait: Callable[[], Any],
+    tf32: bool,
+    half: bool,
+    say: Callable[[str], None],
+) -> None:
     """Time :func:`time_kernels`' reference matmuls (float32, float16) and 3x3 convolutions (float32 NCHW, float16
     NHWC), each passed to ``scale(key, kernel, precision, seconds)`` and recorded in ``measured``."""
     import paddle
@@ -98,15 +106,21 @@ def _time_gemm_and_conv(scale: Callable[..., None], measured: dict[str, float], 
         unit = "half" if dtype == "float16" else ("tf32" if tf32 else "fp32")
         eb = 2 if dtype == "float16" else 4
         pix = nb * hw * hw
-        k = Kernel("conv", "conv2d", "forward", 2 * pix * c * c * 9, eb * (2 * pix * c + c * c * 9), unit,
-                   (1, pix, c, c * 9))  # fmt: skip
+        k = Kernel(
+            "conv", "conv2d", "forward", 2 * pix * c * c * 9, eb * (2 * pix * c + c * c * 9), unit, (1, pix, c, c * 9)
+        )
         scale(f"conv_{unit}", k, "fp16-o1" if dtype == "float16" else "fp32", t)
         measured[f"conv2d_{dtype}_{fmt}_s"] = t
 
 
-def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | None = None,
-                 sizes: tuple[int, int, int, int, int] = (4096, 32, 256, 56, 1 << 26),
-                 sync: Callable[[], Any] | None = None, half: bool = True) -> dict[str, Any]:  # fmt: skip
+def time_kernels(
+    gpu: GPU,
+    reps: int = 20,
+    progress: Callable[[str], None] | None = None,
+    sizes: tuple[int, int, int, int, int] = (4096, 32, 256, 56, 1 << 26),
+    sync: Callable[[], Any] | None = None,
+    half: bool = True,
+) -> dict[str, Any]:
     """Time a handful of Paddle kernels on this GPU and derive the per-operator model's parameters for it.
 
     Reference kernels (large enough to fill any catalog GPU): ``paddle.matmul`` 4096^3 in float32 (TF32
@@ -176,28 +190,51 @@ def time_kernels(gpu: GPU, reps: int = 20, progress: Callable[[str], None] | Non
     w = paddle.randn([c, 1, 3, 3])
     t = _timed_s(lambda: F.conv2d(x, w, padding=1, groups=c), reps, wait)
     pix = nb * hw * hw
-    scale("dwconv", Kernel("dwconv", "depthwise_conv2d", "forward", 2 * pix * c * 9, 4 * (2 * pix * c + c * 9),
-                           "dwconv", (c, pix, 1, 9)), "fp32", t)  # fmt: skip
+    scale(
+        "dwconv",
+        Kernel(
+            "dwconv",
+            "depthwise_conv2d",
+            "forward",
+            2 * pix * c * 9,
+            4 * (2 * pix * c + c * 9),
+            "dwconv",
+            (c, pix, 1, 9),
+        ),
+        "fp32",
+        t,
+    )
     measured["depthwise_conv2d_s"] = t
     values["kernel_s"] = kernel_s
     say("timing the host: eager dispatch and the optimizer's loop")
     host = measure_host_overhead(lambda ps: make_optimizer(OptimizerName.ADAMW, ps))
     say("timing the host: a Paddle Inference request and its executor's per-op cost")
     served = measure_predictor_overhead()
-    host_values = {"host_op_s": host.op_s, "host_step_s_per_tensor": host.optimizer_s_per_tensor,
-                   "host_step_s": host.step_s_fixed, "predictor_call_s": served.call_s,
-                   "predictor_op_s": served.op_s}  # fmt: skip
+    host_values = {
+        "host_op_s": host.op_s,
+        "host_step_s_per_tensor": host.optimizer_s_per_tensor,
+        "host_step_s": host.step_s_fixed,
+        "predictor_call_s": served.call_s,
+        "predictor_op_s": served.op_s,
+    }
     values.update(host_values)
     measured.update(host_values)
-    return {"values": values, "by_generation": {},
-            "provenance": {"measured": measured, "device": gpu.name,
-                           "ratios_predicted_over_measured": {k: (None if v != v else v) for k, v in ratios.items()},
-                           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                           "method": "paddlefit calibrate: plan.calibrate.time_kernels (published fit x ratio)"}}
+    return {
+        "values": values,
+        "by_generation": {},
+        "provenance": {
+            "measured": measured,
+            "device": gpu.name,
+            "ratios_predicted_over_measured": {k: (None if v != v else v) for k, v in ratios.items()},
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "method": "paddlefit calibrate: plan.calibrate.time_kernels (published fit x ratio)",
+        },
+    }
 
 
-def measure_gpu_steps(factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName,
-                      precision: Precision, steps: int = 2) -> dict[str, float]:  # fmt: skip
+def measure_gpu_steps(
+    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName, precision: Precision, steps: int = 2
+) -> dict[str, float]:
     """Two fresh training steps on GPU 0 with ``paddle.amp``; peak allocated bytes and last-step seconds."""
     import paddle
 
@@ -254,8 +291,16 @@ def _cuda_context_bytes(reserved: float) -> int | None:
         return None
 
 
-def _calibration_row(ref: Any, specs: list[Any], b: int, precision: Precision, optimizer: OptimizerName, kind: str,
-                     gpu: Any, context: float | None) -> tuple[dict[str, Any], float | None]:  # fmt: skip
+def _calibration_row(
+    ref: Any,
+    specs: list[Any],
+    b: int,
+    precision: Precision,
+    optimizer: OptimizerName,
+    kind: str,
+    gpu: Any,
+    context: float | None,
+) -> tuple[dict[str, Any], float | None]:
     """One measured row of the calibration document beside ``build_plan``'s prediction for it, and the CUDA
     context bytes (the first GPU measurement's, kept after).
 
@@ -266,8 +311,11 @@ def _calibration_row(ref: Any, specs: list[Any], b: int, precision: Precision, o
     import paddle
 
     paddle.set_device("cpu")
-    plan = build_plan(PlanRequest(model=ref.name, batch_size=b, optimizer=optimizer,
-                                  precision=precision, gpus=[gpu.name] if gpu else []))  # fmt: skip
+    plan = build_plan(
+        PlanRequest(
+            model=ref.name, batch_size=b, optimizer=optimizer, precision=precision, gpus=[gpu.name] if gpu else []
+        )
+    )
     if plan.memory["method"] != "cpu-probe":
         raise PaddlefitError(
             f"{ref.name} is too large to calibrate on this machine (its plan is analytic); "
@@ -297,12 +345,17 @@ def _calibration_row(ref: Any, specs: list[Any], b: int, precision: Precision, o
         m = {"peak_bytes": float(meas.peak_bytes), "step_time_s": meas.step_time_s}
         peak_flops, eclass = None, None
     return {
-        "model": ref.name, "batch_size": b, "precision": precision.value,
-        "peak_bytes": int(m["peak_bytes"]), "predicted_peak_bytes": int(row_t.peak_bytes),
-        "step_time_s": m["step_time_s"], "predicted_step_time_s": row_t.step_time_s,
+        "model": ref.name,
+        "batch_size": b,
+        "precision": precision.value,
+        "peak_bytes": int(m["peak_bytes"]),
+        "predicted_peak_bytes": int(row_t.peak_bytes),
+        "step_time_s": m["step_time_s"],
+        "predicted_step_time_s": row_t.step_time_s,
         "train_flops_per_sample": plan.model["train_flops_per_sample"],
-        "peak_flops": peak_flops, "efficiency_class": eclass,
-    }, context  # fmt: skip
+        "peak_flops": peak_flops,
+        "efficiency_class": eclass,
+    }, context
 
 
 def run_calibration(
@@ -335,8 +388,10 @@ def run_calibration(
     kind, raw, driver = current_device()
     gpu = None
     if kind != "gpu" and device_name:
-        raise PaddlefitError(f"`--device-name {device_name}` files GPU measurements under a catalog GPU, but this "
-                             "Paddle sees no GPU; run calibrate on the GPU machine, or leave it out for a CPU file.")
+        raise PaddlefitError(
+            f"`--device-name {device_name}` files GPU measurements under a catalog GPU, but this "
+            "Paddle sees no GPU; run calibrate on the GPU machine, or leave it out for a CPU file."
+        )
     if kind == "gpu":
         gpu = get_gpu(device_name, load_gpus()) if device_name else match_gpu(raw, load_gpus())
     if precisions is None:

@@ -28,8 +28,15 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-_ROW_KEYS = ("model", "batch_size", "precision", "peak_bytes", "predicted_peak_bytes", "step_time_s",
-             "train_flops_per_sample")  # fmt: skip
+_ROW_KEYS = (
+    "model",
+    "batch_size",
+    "precision",
+    "peak_bytes",
+    "predicted_peak_bytes",
+    "step_time_s",
+    "train_flops_per_sample",
+)
 
 
 @dataclass
@@ -115,9 +122,12 @@ def parse_calibration(doc: dict[str, Any], origin: str) -> Calibration:
     if doc.get("perf_params") is not None:
         from paddlefit.estimate.perf_params import parse_perf_params, with_shipped_model_keys
 
-        perf = parse_perf_params({**with_shipped_model_keys(doc["perf_params"]), "calibration": "device"}
-                                 if isinstance(doc["perf_params"], dict) else doc["perf_params"],
-                                 f"{origin}` key `perf_params")  # fmt: skip
+        perf = parse_perf_params(
+            {**with_shipped_model_keys(doc["perf_params"]), "calibration": "device"}
+            if isinstance(doc["perf_params"], dict)
+            else doc["perf_params"],
+            f"{origin}` key `perf_params",
+        )
     return Calibration(
         device=doc["device"],
         memory_ratio=statistics.median(ratios),

@@ -17,8 +17,10 @@ import math
 
 def _check(delta_s: float, mtbi_s: float) -> None:
     if not (math.isfinite(delta_s) and math.isfinite(mtbi_s)) or delta_s <= 0 or mtbi_s <= 0:
-        raise ValueError(f"checkpoint write time and mean time between interruptions must be finite and > 0 "
-                         f"(got {delta_s}, {mtbi_s})")  # fmt: skip
+        raise ValueError(
+            f"checkpoint write time and mean time between interruptions must be finite and > 0 "
+            f"(got {delta_s}, {mtbi_s})"
+        )
 
 
 def young_interval_s(delta_s: float, mtbi_s: float) -> float:

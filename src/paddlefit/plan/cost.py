@@ -71,8 +71,14 @@ def expected_spot_wall_s(work_s: float, interval_s: float, delta_s: float, mtbi_
         ValueError: a non-finite or out-of-range argument.
     """
     vals = (work_s, interval_s, delta_s, mtbi_s, restart_s)
-    if not all(math.isfinite(v) for v in vals) or work_s <= 0 or interval_s <= 0 or mtbi_s <= 0 or \
-            delta_s < 0 or restart_s < 0:  # fmt: skip
+    if (
+        not all(math.isfinite(v) for v in vals)
+        or work_s <= 0
+        or interval_s <= 0
+        or mtbi_s <= 0
+        or delta_s < 0
+        or restart_s < 0
+    ):
         raise ValueError(f"expected_spot_wall_s: bad arguments {vals}")
     tau = _segment_s(work_s, interval_s)
     m = mtbi_s
@@ -171,23 +177,41 @@ class CostReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
-        return {"assumptions": self.assumptions, "rows": [asdict(r) for r in self.rows], "skipped": self.skipped,
-                "cheapest": self.cheapest, "fastest": self.fastest, "pareto": self.pareto,
-                "tie_breaks": self.tie_breaks}  # fmt: skip
+        return {
+            "assumptions": self.assumptions,
+            "rows": [asdict(r) for r in self.rows],
+            "skipped": self.skipped,
+            "cheapest": self.cheapest,
+            "fastest": self.fastest,
+            "pareto": self.pareto,
+            "tie_breaks": self.tie_breaks,
+        }
 
 
 def row_key(row: CostRow) -> str:
     """``cloud/instance_type`` plus ``:<n>x<accelerator>`` where one type carries several GPU options (GCP n1)."""
-    return f"{row.cloud}/{row.instance_type}" + (f":{row.gpu_count}x{row.gpu}" if row.instance_type.startswith("n1-")
-                                                 else "")  # fmt: skip
+    return f"{row.cloud}/{row.instance_type}" + (
+        f":{row.gpu_count}x{row.gpu}" if row.instance_type.startswith("n1-") else ""
+    )
 
 
-def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, dataset_size: int | None,
-               epochs: float | None, grad_accum_steps: int = 1, rate: InterruptionRate | None = None,
-               disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S, restart_s: float = DEFAULT_RESTART_S,
-               use_spot: bool = False, price_source: str = "", drop_last: bool = False,
-               max_steps: int | None = None,
-               checkpoint_every: tuple[int, float] | None = None) -> CostReport:  # fmt: skip
+def build_cost(
+    plan: Plan,
+    prices: list[InstancePrice],
+    gpus: list[GPU],
+    *,
+    dataset_size: int | None,
+    epochs: float | None,
+    grad_accum_steps: int = 1,
+    rate: InterruptionRate | None = None,
+    disk_bytes_per_s: float = DEFAULT_DISK_BYTES_PER_S,
+    restart_s: float = DEFAULT_RESTART_S,
+    use_spot: bool = False,
+    price_source: str = "",
+    drop_last: bool = False,
+    max_steps: int | None = None,
+    checkpoint_every: tuple[int, float] | None = None,
+) -> CostReport:
     """Time and cost of ``plan``'s job on every instance in ``prices``.
 
     Args:
@@ -227,8 +251,9 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         raise ValueError("dataset_size and epochs must be positive")
     if grad_accum_steps < 1 or (max_steps is not None and max_steps < 1):
         raise ValueError("grad_accum_steps and max_steps must be positive")
-    if not (math.isfinite(disk_bytes_per_s) and disk_bytes_per_s > 0) or not (math.isfinite(restart_s) and
-                                                                              restart_s >= 0):  # fmt: skip
+    if not (math.isfinite(disk_bytes_per_s) and disk_bytes_per_s > 0) or not (
+        math.isfinite(restart_s) and restart_s >= 0
+    ):
         raise ValueError("disk_bytes_per_s must be > 0 and restart_s >= 0")
     targets: dict[str, Target] = {t.name: t for t in plan.targets if t.kind == "gpu"}
     b = plan.batch_size
@@ -238,27 +263,59 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         ig = gpu_for_instance(p)
         gpu = catalog_gpu(p, gpus)
         if gpu is None:
-            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
-                            "reason": f"GPU {ig.gpu!r} is not in the GPU catalog (`paddlefit gpus`); add it with "
-                                      "--catalog to price this instance"})  # fmt: skip
+            skipped.append(
+                {
+                    "cloud": p.cloud,
+                    "instance_type": p.instance_type,
+                    "accelerator": p.accelerator,
+                    "reason": f"GPU {ig.gpu!r} is not in the GPU catalog (`paddlefit gpus`); add it with "
+                    "--catalog to price this instance",
+                }
+            )
             continue
         t = targets.get(gpu.name)
         if t is None:
-            skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
-                            "reason": f"GPU {gpu.name} was not planned"})  # fmt: skip
+            skipped.append(
+                {
+                    "cloud": p.cloud,
+                    "instance_type": p.instance_type,
+                    "accelerator": p.accelerator,
+                    "reason": f"GPU {gpu.name} was not planned",
+                }
+            )
             continue
         global_batch = b * p.gpu_count * grad_accum_steps
         steps = max_steps
         if dataset_size is not None:
             per_epoch = steps_per_epoch(dataset_size, b, p.gpu_count, grad_accum_steps, drop_last)
             if per_epoch < 1:
-                skipped.append({"cloud": p.cloud, "instance_type": p.instance_type, "accelerator": p.accelerator,
-                                "reason": f"global batch {global_batch} exceeds the {dataset_size} samples"
-                                          + (" (drop_last)" if drop_last else "")})  # fmt: skip
+                skipped.append(
+                    {
+                        "cloud": p.cloud,
+                        "instance_type": p.instance_type,
+                        "accelerator": p.accelerator,
+                        "reason": f"global batch {global_batch} exceeds the {dataset_size} samples"
+                        + (" (drop_last)" if drop_last else ""),
+                    }
+                )
                 continue
             steps = job_steps(per_epoch, epochs, max_steps)
-        rows.append(_row(p, ig.basis, gpu, t, b, steps, grad_accum_steps, rate, disk_bytes_per_s,  # type: ignore
-                         restart_s, use_spot, checkpoint_every))  # fmt: skip
+        rows.append(
+            _row(
+                p,
+                ig.basis,
+                gpu,
+                t,
+                b,
+                steps,
+                grad_accum_steps,
+                rate,
+                disk_bytes_per_s,  # type: ignore
+                restart_s,
+                use_spot,
+                checkpoint_every,
+            )
+        )
     fit = [r for r in rows if r.fits]
     ties: list[str] = []
     cheapest = tie_to_headroom(fit, lambda r: r.cost_usd, "cheapest", ties)
@@ -271,15 +328,33 @@ def build_cost(plan: Plan, prices: list[InstancePrice], gpus: list[GPU], *, data
         cheapest.cheapest = True
     if fastest:
         fastest.fastest = True
-    doc = assumptions(plan, rate, disk_bytes_per_s, restart_s, use_spot, dataset_size, epochs, grad_accum_steps,
-                      price_source, max_steps, checkpoint_every)
-    return CostReport(assumptions=doc, rows=rows, skipped=skipped, cheapest=row_key(cheapest) if cheapest else None,
-                      fastest=row_key(fastest) if fastest else None, pareto=[row_key(r) for r in front],
-                      tie_breaks=ties)
+    doc = assumptions(
+        plan,
+        rate,
+        disk_bytes_per_s,
+        restart_s,
+        use_spot,
+        dataset_size,
+        epochs,
+        grad_accum_steps,
+        price_source,
+        max_steps,
+        checkpoint_every,
+    )
+    return CostReport(
+        assumptions=doc,
+        rows=rows,
+        skipped=skipped,
+        cheapest=row_key(cheapest) if cheapest else None,
+        fastest=row_key(fastest) if fastest else None,
+        pareto=[row_key(r) for r in front],
+        tie_breaks=ties,
+    )
 
 
-def tie_to_headroom(fit: list[CostRow], value: Callable[[CostRow], float], what: str,
-                    said: list[str]) -> CostRow | None:
+def tie_to_headroom(
+    fit: list[CostRow], value: Callable[[CostRow], float], what: str, said: list[str]
+) -> CostRow | None:
     """The row with the lowest ``value`` (USD or hours), except that rows within 1% of it (:data:`TIE_FACTOR`) tie
     and the tie goes to headroom: fewer GPUs, then more free memory per GPU (capacity - peak, bytes), then the lower
     value. Appends to ``said`` what the tie-break decided when it chose another row than the lowest value."""
@@ -290,17 +365,21 @@ def tie_to_headroom(fit: list[CostRow], value: Callable[[CostRow], float], what:
     best = min(ties, key=lambda r: (r.gpu_count, r.peak_bytes - r.capacity_bytes, value(r)))
     if best is not low:
         why = "fewer GPUs" if best.gpu_count < low.gpu_count else "more free memory per GPU"
-        said.append(f"{what}: {len(ties)} instances within 1% of the lowest {'cost' if what == 'cheapest' else 'time'}"
-                    f" tie; the tie goes to headroom (fewer GPUs, then more free memory per GPU): {row_key(best)} "
-                    f"({why}) over {row_key(low)}"
-                    + (f" ({1 - value(low) / value(best):.2%} lower)" if value(best) > 0 else ""))
+        said.append(
+            f"{what}: {len(ties)} instances within 1% of the lowest {'cost' if what == 'cheapest' else 'time'}"
+            f" tie; the tie goes to headroom (fewer GPUs, then more free memory per GPU): {row_key(best)} "
+            f"({why}) over {row_key(low)}" + (f" ({1 - value(low) / value(best):.2%} lower)" if value(best) > 0 else "")
+        )
     return best
 
 
 def _dominates(o: CostRow, r: CostRow) -> bool:
     """``o`` is at least as fast and as cheap as ``r`` and strictly better in one."""
-    return o.cost_hours <= r.cost_hours and o.cost_usd <= r.cost_usd and (o.cost_hours < r.cost_hours or
-                                                                          o.cost_usd < r.cost_usd)
+    return (
+        o.cost_hours <= r.cost_hours
+        and o.cost_usd <= r.cost_usd
+        and (o.cost_hours < r.cost_hours or o.cost_usd < r.cost_usd)
+    )
 
 
 #: The plan row notes a cost row repeats (what the GPU's specs and its time rest on): the spec source, AMP that
@@ -308,9 +387,20 @@ def _dominates(o: CostRow, r: CostRow) -> bool:
 COST_NOTES = ("specs ", "fp16 AMP", "bf16 AMP", "uncalibrated:", "no fp16 peak", "no bf16 peak", "no TF32 peak")
 
 
-def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, accum: int,
-         override: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
-         every: tuple[int, float] | None = None) -> CostRow:  # fmt: skip
+def _row(
+    p: InstancePrice,
+    basis: str,
+    gpu: GPU,
+    t: Target,
+    b: int,
+    steps: int,
+    accum: int,
+    override: InterruptionRate | None,
+    disk_bps: float,
+    restart_s: float,
+    use_spot: bool,
+    every: tuple[int, float] | None = None,
+) -> CostRow:
     n = p.gpu_count
     train_ar = train_gradient_allreduce(gpu, t.grads_bytes, n)  # the figure `plan --devices n` charges
     ar, link = train_ar.seconds, train_ar.link
@@ -318,8 +408,11 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
     step = accum * micro + ar  # paddlefit train (oom_backoff: true) all-reduces after the backward
     work_s = steps * step
     delta = t.checkpoint_bytes / disk_bps
-    notes = list(p.notes) + [f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
-                             for n in t.notes if n.startswith(COST_NOTES)]
+    notes = list(p.notes) + [
+        f"GPU {n} (not checked against the datasheet)" if n.startswith("specs ") else n
+        for n in t.notes
+        if n.startswith(COST_NOTES)
+    ]
     if basis and ("assumed" in basis or "column" in basis):
         notes.append(basis.split(" (")[0])
     spot_hours = spot_usd = interruptions = rate = None
@@ -343,20 +436,41 @@ def _row(p: InstancePrice, basis: str, gpu: GPU, t: Target, b: int, steps: int, 
     if use_spot and spot_usd is None:
         notes.append("priced on-demand" if p.spot_usd_per_hour is not None else "no spot price: on-demand")
     return CostRow(
-        cloud=p.cloud, instance_type=p.instance_type, region=p.region, gpu=gpu.name, gpu_basis=basis, gpu_count=n,
-        fits=t.fits, peak_bytes=t.peak_bytes, capacity_bytes=t.capacity_bytes, max_batch_size=t.max_batch_size,
-        step_time_s=step, allreduce_s=ar, interconnect=link if n > 1 else "-", samples_per_s=b * n * accum / step,
-        hours=hours, on_demand_usd_per_hour=p.on_demand_usd_per_hour, on_demand_usd=on_demand,
-        spot_usd_per_hour=p.spot_usd_per_hour, spot_hours=spot_hours, spot_expected_usd=spot_usd,
-        expected_interruptions=interruptions, checkpoint_write_s=delta, checkpoint_interval_s=interval,
-        checkpoint_interval_young_s=young, checkpoint_interval_daly_s=daly,
+        cloud=p.cloud,
+        instance_type=p.instance_type,
+        region=p.region,
+        gpu=gpu.name,
+        gpu_basis=basis,
+        gpu_count=n,
+        fits=t.fits,
+        peak_bytes=t.peak_bytes,
+        capacity_bytes=t.capacity_bytes,
+        max_batch_size=t.max_batch_size,
+        step_time_s=step,
+        allreduce_s=ar,
+        interconnect=link if n > 1 else "-",
+        samples_per_s=b * n * accum / step,
+        hours=hours,
+        on_demand_usd_per_hour=p.on_demand_usd_per_hour,
+        on_demand_usd=on_demand,
+        spot_usd_per_hour=p.spot_usd_per_hour,
+        spot_hours=spot_hours,
+        spot_expected_usd=spot_usd,
+        expected_interruptions=interruptions,
+        checkpoint_write_s=delta,
+        checkpoint_interval_s=interval,
+        checkpoint_interval_young_s=young,
+        checkpoint_interval_daly_s=daly,
         cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
         cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
-        cost_basis="spot (expected)" if by_spot else "on-demand", source=p.source, notes=notes,
-        interruptions_per_hour=rate.per_hour if rate else None, mean_time_between_interruptions_h=rate.mtbi_h
-        if rate else None, interruption_rate_source=rate.source if rate else None,
+        cost_basis="spot (expected)" if by_spot else "on-demand",
+        source=p.source,
+        notes=notes,
+        interruptions_per_hour=rate.per_hour if rate else None,
+        mean_time_between_interruptions_h=rate.mtbi_h if rate else None,
+        interruption_rate_source=rate.source if rate else None,
         interruption_rate_basis=rate.basis if rate else None,
-    )  # fmt: skip
+    )
 
 
 #: How the assumptions' ``checkpoint_interval`` starts when the job spec's cadence is used (the cost table's legend
@@ -367,19 +481,35 @@ SPEC_CADENCE = "the job spec's checkpoint cadence"
 def _cadence_text(every: tuple[int, float] | None) -> str:
     """What ``checkpoint_interval_s`` is, for the assumptions."""
     if every is None:
-        return ("Daly (2006) higher-order optimum for each instance's interruption rate, used (as `train "
-                "--checkpoint-interval auto` writes); Young (1974) shown beside it")
-    due = [f"every {every[0]:,} optimizer steps" if every[0] > 0 else "", f"every {every[1]:g} minutes"
-           if every[1] > 0 else ""]  # fmt: skip
+        return (
+            "Daly (2006) higher-order optimum for each instance's interruption rate, used (as `train "
+            "--checkpoint-interval auto` writes); Young (1974) shown beside it"
+        )
+    due = [
+        f"every {every[0]:,} optimizer steps" if every[0] > 0 else "",
+        f"every {every[1]:g} minutes" if every[1] > 0 else "",
+    ]
     said = " or ".join(d for d in due if d) or "at the end only"
-    return (f"{SPEC_CADENCE}, used: {said}, whichever comes first (as train writes them); the "
-            "Daly (2006) optimum is checkpoint_interval_daly_s (`checkpoint: {auto_interval: true}` or `train "
-            "--checkpoint-interval auto` writes at it), Young (1974) beside it")
+    return (
+        f"{SPEC_CADENCE}, used: {said}, whichever comes first (as train writes them); the "
+        "Daly (2006) optimum is checkpoint_interval_daly_s (`checkpoint: {auto_interval: true}` or `train "
+        "--checkpoint-interval auto` writes at it), Young (1974) beside it"
+    )
 
 
-def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, restart_s: float, use_spot: bool,
-                dataset_size: int | None, epochs: float | None, accum: int, price_source: str,
-                max_steps: int | None = None, every: tuple[int, float] | None = None) -> dict[str, Any]:  # fmt: skip
+def assumptions(
+    plan: Plan,
+    rate: InterruptionRate | None,
+    disk_bps: float,
+    restart_s: float,
+    use_spot: bool,
+    dataset_size: int | None,
+    epochs: float | None,
+    accum: int,
+    price_source: str,
+    max_steps: int | None = None,
+    every: tuple[int, float] | None = None,
+) -> dict[str, Any]:
     """Every assumption behind the numbers, as printed with the result (``every``: as ``build_cost``'s
     ``checkpoint_every``).
 
@@ -388,24 +518,26 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
     ``mean_time_between_interruptions_h`` are then the default of rows with no published rate.
     """
     shown = rate or InterruptionRate(DEFAULT_INTERRUPTIONS_PER_HOUR, "", DEFAULT_SOURCE)
-    policy = (f"every instance: {rate.basis}" if rate else
-              "per instance (each spot row's interruption_rate_source): the AWS Spot Instance Advisor bucket of its "
-              "region and type where published (share of instances reclaimed per month f, upper edge; "
-              f"r = -ln(1 - f) / {HOURS_PER_MONTH:g} h), else {DEFAULT_SOURCE}: one per 24 h (an assumption; "
-              "no other cloud publishes a rate this package can ship; set --interruptions-per-hour or "
-              "--spot-bucket)")  # fmt: skip
-    length = f"{dataset_size:,} samples x {epochs:g} epochs" if dataset_size is not None and epochs is not None \
-        else ""  # fmt: skip
+    policy = (
+        f"every instance: {rate.basis}"
+        if rate
+        else "per instance (each spot row's interruption_rate_source): the AWS Spot Instance Advisor bucket of its "
+        "region and type where published (share of instances reclaimed per month f, upper edge; "
+        f"r = -ln(1 - f) / {HOURS_PER_MONTH:g} h), else {DEFAULT_SOURCE}: one per 24 h (an assumption; "
+        "no other cloud publishes a rate this package can ship; set --interruptions-per-hour or "
+        "--spot-bucket)"
+    )
+    length = f"{dataset_size:,} samples x {epochs:g} epochs" if dataset_size is not None and epochs is not None else ""
     if max_steps is not None:
         length += (", at most " if length else "") + f"{max_steps:,} optimizer steps (max_steps)"
     return {
         "job": f"{plan.model['name']}, micro-batch {plan.batch_size} per GPU, {plan.precision}, {plan.optimizer}, "
-               f"{length}; loss: {plan.model.get('loss')}",
+        f"{length}; loss: {plan.model.get('loss')}",
         "global_batch": f"micro-batch x GPUs in the instance x {accum} accumulation (it changes with the instance)",
         "step_time": "plan's per-GPU step (per-operator model, published-fit unless a calibration was given) + the "
-                     "gradient all-reduce per optimizer step in 128 MiB fused buckets, not overlapped (paddlefit "
-                     "train's default oom_backoff: true all-reduces after the backward; NCCL model of "
-                     "paddlefit.estimate.collectives: latency per bucket, protocols, ring ceiling, NVLS)",
+        "gradient all-reduce per optimizer step in 128 MiB fused buckets, not overlapped (paddlefit "
+        "train's default oom_backoff: true all-reduces after the backward; NCCL model of "
+        "paddlefit.estimate.collectives: latency per bucket, protocols, ring ceiling, NVLS)",
         "tf32": plan.assumptions.get("tf32"),
         "tf32_means": plan.assumptions.get("tf32_means"),
         "gpu_model_params": plan.assumptions.get("gpu_model_params"),
@@ -419,15 +551,19 @@ def assumptions(plan: Plan, rate: InterruptionRate | None, disk_bps: float, rest
         "mean_time_between_interruptions_h": shown.mtbi_h,
         "checkpoint_bytes": "weights + optimizer states (fp32 master weights under O2) of one replica",
         "disk_bytes_per_s": disk_bps,
-        "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mib-s" if disk_bps == DEFAULT_DISK_BYTES_PER_S
+        "disk_basis": "AWS EBS gp3 baseline throughput; set --disk-mib-s"
+        if disk_bps == DEFAULT_DISK_BYTES_PER_S
         else "--disk-mib-s",
         "restart_s": restart_s,
-        "restart_basis": ("an assumption: new instance + container start + checkpoint load; set --restart-minutes"
-                          if restart_s == DEFAULT_RESTART_S else "--restart-minutes"),
+        "restart_basis": (
+            "an assumption: new instance + container start + checkpoint load; set --restart-minutes"
+            if restart_s == DEFAULT_RESTART_S
+            else "--restart-minutes"
+        ),
         "checkpoint_interval": _cadence_text(every),
         "checkpoint_writes": "on-demand and spot hours both include one checkpoint write per checkpoint interval of "
-                             "work (train writes them either way); spot adds only lost work and restarts",
+        "work (train writes them either way); spot adds only lost work and restarts",
         "spot_model": "exponential interruptions; an interruption loses the work since the last checkpoint and "
-                      "costs a restart (Daly 2006 complete model)",
+        "costs a restart (Daly 2006 complete model)",
         "not_included": "storage, egress, data download, instance start-up before training, evaluation time",
     }

@@ -25,41 +25,60 @@ class CostRequest(MoneyOptions):
             other, naming the option.
     """
 
-    dataset_size: int | None = Field(None, ge=1, description="Samples per epoch; None = from the job spec "
-                                     "(``data.train``).")  # fmt: skip
-    epochs: float | None = Field(None, gt=0, description="Epochs; None = from the job spec (``epochs``, "
-                                 "``max_steps``).")  # fmt: skip
+    dataset_size: int | None = Field(
+        None, ge=1, description="Samples per epoch; None = from the job spec (``data.train``)."
+    )
+    epochs: float | None = Field(
+        None, gt=0, description="Epochs; None = from the job spec (``epochs``, ``max_steps``)."
+    )
     clouds: list[str] = Field(default_factory=list, description="Only these clouds (empty = all).")
     gpus: list[str] = Field(default_factory=list, description="Only instances with these GPUs (names or aliases).")
     region: str | None = Field(None, description="One region for every cloud; None = each cloud's default.")
     spot: bool = Field(False, description="Rank by spot expected cost (on-demand where no spot price).")
     interruptions_per_hour: Annotated[float | None, plausible(1e-6, 3600)] = Field(
-        None, gt=0, description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
+        None,
+        gt=0,
+        description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
         "both); neither = each instance's own rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS "
-        "bucket, else 1/24 h as ``default (no published rate)``).")  # fmt: skip
+        "bucket, else 1/24 h as ``default (no published rate)``).",
+    )
     spot_bucket: str | None = Field(None, description="An AWS Spot Instance Advisor bucket for every instance.")
     disk_mib_s: Annotated[float | None, plausible(1e-3, 1e7)] = Field(
-        None, gt=0, description="Checkpoint write bandwidth, MiB/s (None = 125, EBS gp3).")
+        None, gt=0, description="Checkpoint write bandwidth, MiB/s (None = 125, EBS gp3)."
+    )
     restart_minutes: Annotated[float | None, plausible(0, 1e5)] = Field(
-        None, ge=0, description="Minutes lost per interruption besides the lost work (None = 10).")
+        None, ge=0, description="Minutes lost per interruption besides the lost work (None = 10)."
+    )
     price_files: list[str] = Field(default_factory=list, description="Extra price CSVs.")
     shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
     catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
     calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
-    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of GPU memory a peak may "
-                                 "use.")  # fmt: skip
+    safety_margin: float = Field(
+        DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of GPU memory a peak may use."
+    )
     top: int = Field(15, ge=1, description="Table rows to show.")
-    use_runs: bool = Field(True, description="Correct each GPU's step time by the run registry's recorded runs "
-                           "(``--no-runs``: off).")  # fmt: skip
+    use_runs: bool = Field(
+        True, description="Correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off)."
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"dataset_size": "--dataset-size", "epochs": "--epochs", "clouds": "--cloud",
-                                          "gpus": "--gpu", "region": "--region", "spot_bucket": "--spot-bucket",
-                                          "interruptions_per_hour": "--interruptions-per-hour",
-                                          "disk_mib_s": "--disk-mib-s", "restart_minutes": "--restart-minutes",
-                                          "price_files": "--prices", "catalog_files": "--catalog",
-                                          "calibration_files": "--calibration", "safety_margin": "--safety-margin",
-                                          "top": "--top", "currency": "--currency",
-                                          "fx_rates": "--fx-rate"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "dataset_size": "--dataset-size",
+        "epochs": "--epochs",
+        "clouds": "--cloud",
+        "gpus": "--gpu",
+        "region": "--region",
+        "spot_bucket": "--spot-bucket",
+        "interruptions_per_hour": "--interruptions-per-hour",
+        "disk_mib_s": "--disk-mib-s",
+        "restart_minutes": "--restart-minutes",
+        "price_files": "--prices",
+        "catalog_files": "--catalog",
+        "calibration_files": "--calibration",
+        "safety_margin": "--safety-margin",
+        "top": "--top",
+        "currency": "--currency",
+        "fx_rates": "--fx-rate",
+    }
 
     @model_validator(mode="after")
     def _consistent(self) -> CostRequest:

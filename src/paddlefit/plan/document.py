@@ -13,8 +13,16 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["CpuFp32Memory", "MemorySection", "ModelSection", "PhaseFitDoc", "PlanAssumptions", "Recommendation",
-           "RunsCorrection", "Section"]
+__all__ = [
+    "CpuFp32Memory",
+    "MemorySection",
+    "ModelSection",
+    "PhaseFitDoc",
+    "PlanAssumptions",
+    "Recommendation",
+    "RunsCorrection",
+    "Section",
+]
 
 
 def as_document(value: Any) -> Any:
@@ -196,9 +204,11 @@ class RunsCorrection(Section):
     def note(self) -> str:
         """One line for the plan's notes: factor, which runs, median |residual| before -> after."""
         med = _median_abs
-        return (f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
-                f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
-                f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)")
+        return (
+            f"calibration: runs (n={self.n}{', same model' if self.same_model else ', other models'}): step "
+            f"time x {self.factor:.3f}; median |predicted/measured - 1| over those runs "
+            f"{med(self.residuals_before):.0%} -> {med(self.residuals_after):.0%} (`--no-runs` turns it off)"
+        )
 
 
 def _median_abs(values: list[float]) -> float:

@@ -32,16 +32,29 @@ def efficiency_source(key: str, params: PerfParams, architecture: str) -> str:
     return "published-fit" + (f"+{architecture}" if key in params.by_generation.get(architecture, {}) else "")
 
 
-def explain_rows(est: StepEstimate, gpu: GPU, params: PerfParams, precision: str,
-                 top: int = 15) -> list[dict[str, Any]]:  # fmt: skip
+def explain_rows(
+    est: StepEstimate, gpu: GPU, params: PerfParams, precision: str, top: int = 15
+) -> list[dict[str, Any]]:
     """The ``top`` kernel groups of a predicted step (kernels of one op name and phase summed), slowest first, each
     with its bound, the efficiency it reaches (compute-bound: FLOPs / (time x the unit's peak); memory-bound:
     bytes / (time x DRAM bandwidth)) and the source of that efficiency (:func:`efficiency_source`)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for k, t, bound in est.kernels:
-        g = groups.setdefault((k.op, k.phase), {"op": k.op, "cls": k.cls, "phase": k.phase, "seconds": 0.0,
-                                                "flops": 0.0, "bytes": 0.0, "kernels": 0, "compute_s": 0.0,
-                                                "unit": k.unit, "param": None})  # fmt: skip
+        g = groups.setdefault(
+            (k.op, k.phase),
+            {
+                "op": k.op,
+                "cls": k.cls,
+                "phase": k.phase,
+                "seconds": 0.0,
+                "flops": 0.0,
+                "bytes": 0.0,
+                "kernels": 0,
+                "compute_s": 0.0,
+                "unit": k.unit,
+                "param": None,
+            },
+        )
         g["seconds"] += t
         g["flops"] += k.flops
         g["bytes"] += k.bytes

@@ -89,9 +89,14 @@ class InferencePoint:
     def to_dict(self) -> dict[str, Any]:
         """JSON fields (``p95_s``/``threads``/``runs`` only where measured, the latency's parts only where
         predicted)."""
-        d: dict[str, Any] = {"batch_size": self.batch_size, "latency_s": self.latency_s,
-                             "samples_per_s": self.samples_per_s, "peak_bytes": self.peak_bytes,
-                             "build_peak_bytes": self.build_peak_bytes, "fits": self.fits}  # fmt: skip
+        d: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "latency_s": self.latency_s,
+            "samples_per_s": self.samples_per_s,
+            "peak_bytes": self.peak_bytes,
+            "build_peak_bytes": self.build_peak_bytes,
+            "fits": self.fits,
+        }
         if self.p95_s is not None:
             d.update(p95_s=self.p95_s, threads=self.threads, runs=self.runs)
         if self.bound is not None:
@@ -133,13 +138,20 @@ class InferenceTarget:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON fields."""
-        return {"name": self.name, "kind": self.kind, "capacity_bytes": self.capacity_bytes,
-                "usable_bytes": self.usable_bytes, "weights_bytes": self.weights_bytes,
-                "inference": [p.to_dict() for p in self.inference],
-                "max_batch_within_latency": self.max_batch_within_latency, "fusions": self.fusions,
-                "notes": self.notes, "measured": self.measured,
-                "serving": self.serving.to_dict() if self.serving else None,
-                "measured_error": self.measured_error}  # fmt: skip
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "capacity_bytes": self.capacity_bytes,
+            "usable_bytes": self.usable_bytes,
+            "weights_bytes": self.weights_bytes,
+            "inference": [p.to_dict() for p in self.inference],
+            "max_batch_within_latency": self.max_batch_within_latency,
+            "fusions": self.fusions,
+            "notes": self.notes,
+            "measured": self.measured,
+            "serving": self.serving.to_dict() if self.serving else None,
+            "measured_error": self.measured_error,
+        }
 
 
 @dataclass(frozen=True)
@@ -183,8 +195,13 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
     weights = weight_bytes(ops, setup.precision)
     acts = peak_activation_bytes(ops, setup.precision)
     has_conv = any(o.cls in ("conv", "dwconv") for o in ops)
-    work = 0 if not has_conv or setup.engine == "tensorrt" else \
-        FUSED_CONV_WORKSPACE_BYTES if setup.engine == "paddle-inference" else CONV_WORKSPACE_BYTES  # fmt: skip
+    work = (
+        0
+        if not has_conv or setup.engine == "tensorrt"
+        else FUSED_CONV_WORKSPACE_BYTES
+        if setup.engine == "paddle-inference"
+        else CONV_WORKSPACE_BYTES
+    )
     peak = weights + acts + work
     build = None
     if setup.engine == "tensorrt":
@@ -192,8 +209,18 @@ def forward_point(trace: OpTrace, batch: int, gpu: Any, setup: ServingSetup) -> 
         build = fp32_w + weights + TRT_WORKSPACE_BYTES + acts
     usable = usable_bytes(gpu, setup)
     fits = peak <= usable and (build is None or build <= usable)
-    point = InferencePoint(batch, latency, batch / latency, int(peak), build, fits, device_s=device_s, host_s=host_s,
-                           copy_s=copy_s, bound=bound)  # fmt: skip
+    point = InferencePoint(
+        batch,
+        latency,
+        batch / latency,
+        int(peak),
+        build,
+        fits,
+        device_s=device_s,
+        host_s=host_s,
+        copy_s=copy_s,
+        bound=bound,
+    )
     return point, fusions, weights
 
 
@@ -205,8 +232,9 @@ def result_bytes(ops: list[TracedOp]) -> int:
     return sum(t.numel * dtype_bytes(t.dtype) for t in ops[-1].outputs) if ops else 0
 
 
-def request_floor(ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup,
-                  returned: int | None = None) -> tuple[float, float]:  # fmt: skip
+def request_floor(
+    ops: list[TracedOp], batch: int, gpu: Any, setup: ServingSetup, returned: int | None = None
+) -> tuple[float, float]:
     """(copy seconds, host seconds) of one request of ``batch`` samples through the fused ``ops`` on ``gpu``.
 
     Copy: ``setup.request_bytes`` x batch to the card and the result back (``returned`` bytes, what the recorded
@@ -270,33 +298,56 @@ def gpu_inference_target(trace: OpTrace, gpu: Any, batches: list[int], setup: Se
         p, fusions, weights = forward_point(trace, b, gpu, setup)
         points.append(p)
     notes = []
-    if setup.engine == "tensorrt" and points and not all(p.fits for p in points) and \
-            any(p.peak_bytes <= usable for p in points):  # fmt: skip
-        notes.append("the TensorRT engine build does not fit where serving would: build elsewhere on the same GPU "
-                     "model with less workspace, or lower `workspace_size`")
-    if setup.engine == "eager" and setup.precision != "fp32" and \
-            any(o.cls == "conv" and o.layout.upper().startswith("NC") for o in trace.ops1):  # fmt: skip
-        notes.append("eager fp16 convolutions on NCHW tensors pay cuDNN's NCHW<->NHWC transposes around each "
-                     "(tensor cores run channels-last); layers built with data_format='NHWC', or Paddle Inference / "
-                     "TensorRT (which convert the layout), avoid them")  # fmt: skip
+    if (
+        setup.engine == "tensorrt"
+        and points
+        and not all(p.fits for p in points)
+        and any(p.peak_bytes <= usable for p in points)
+    ):
+        notes.append(
+            "the TensorRT engine build does not fit where serving would: build elsewhere on the same GPU "
+            "model with less workspace, or lower `workspace_size`"
+        )
+    if (
+        setup.engine == "eager"
+        and setup.precision != "fp32"
+        and any(o.cls == "conv" and o.layout.upper().startswith("NC") for o in trace.ops1)
+    ):
+        notes.append(
+            "eager fp16 convolutions on NCHW tensors pay cuDNN's NCHW<->NHWC transposes around each "
+            "(tensor cores run channels-last); layers built with data_format='NHWC', or Paddle Inference / "
+            "TensorRT (which convert the layout), avoid them"
+        )
     slow = gpu.missing_peak("fp32" if setup.precision == "fp32" else "fp16-o2", setup.tf32)
     if slow:
         notes.append(slow)
     if setup.precision == "int8":
-        notes.append("int8 GEMMs/convs timed at the FP16 kernels' fitted efficiency on the INT8 peak (no INT8 "
-                     "kernel measured)")
+        notes.append(
+            "int8 GEMMs/convs timed at the FP16 kernels' fitted efficiency on the INT8 peak (no INT8 kernel measured)"
+        )
     if getattr(gpu, "is_xpu", False):
-        notes.append("a Kunlunxin XPU: timed with the CUDA engines' fusions and kernel model (Paddle Inference's XPU "
-                     "passes and kernels are not modelled), a rough guess")
-    target = InferenceTarget(gpu.name, "gpu", gpu.capacity_bytes, usable, weights, points, fusions=fusions,
-                             notes=notes,
-                             measured_error=serving_error(setup.engine, setup.precision, gpu.architecture))  # fmt: skip
+        notes.append(
+            "a Kunlunxin XPU: timed with the CUDA engines' fusions and kernel model (Paddle Inference's XPU "
+            "passes and kernels are not modelled), a rough guess"
+        )
+    target = InferenceTarget(
+        gpu.name,
+        "gpu",
+        gpu.capacity_bytes,
+        usable,
+        weights,
+        points,
+        fusions=fusions,
+        notes=notes,
+        measured_error=serving_error(setup.engine, setup.precision, gpu.architecture),
+    )
     best = largest_batch_within(trace, gpu, setup)
     target.max_batch_within_latency = best
     fitting = [p for p in points if p.fits]
     if best is not None:
-        target.serving = next((p for p in points if p.batch_size == best), None) or \
-            forward_point(trace, best, gpu, setup)[0]  # fmt: skip
+        target.serving = (
+            next((p for p in points if p.batch_size == best), None) or forward_point(trace, best, gpu, setup)[0]
+        )
     elif setup.latency_s is None and fitting:
         target.serving = max(fitting, key=lambda p: p.samples_per_s)
     return target
@@ -317,12 +368,22 @@ def cost_per_million(targets: list[InferenceTarget], prices: list[Any], gpus: li
         if t is None or t.serving is None:
             continue
         rps = p.gpu_count * t.serving.samples_per_s
-        rows.append({"cloud": p.cloud, "instance_type": p.instance_type, "region": p.region, "gpu": t.name,
-                     "gpus": p.gpu_count, "batch_size": t.serving.batch_size, "latency_s": t.serving.latency_s,
-                     "requests_per_s": rps, "on_demand_usd_per_hour": p.on_demand_usd_per_hour,
-                     "spot_usd_per_hour": p.spot_usd_per_hour,
-                     "usd_per_million": _per_million(p.on_demand_usd_per_hour, rps),
-                     "spot_usd_per_million": _per_million(p.spot_usd_per_hour, rps)})  # fmt: skip
+        rows.append(
+            {
+                "cloud": p.cloud,
+                "instance_type": p.instance_type,
+                "region": p.region,
+                "gpu": t.name,
+                "gpus": p.gpu_count,
+                "batch_size": t.serving.batch_size,
+                "latency_s": t.serving.latency_s,
+                "requests_per_s": rps,
+                "on_demand_usd_per_hour": p.on_demand_usd_per_hour,
+                "spot_usd_per_hour": p.spot_usd_per_hour,
+                "usd_per_million": _per_million(p.on_demand_usd_per_hour, rps),
+                "spot_usd_per_million": _per_million(p.spot_usd_per_hour, rps),
+            }
+        )
     return sorted(rows, key=lambda r: r["usd_per_million"])
 
 
@@ -349,24 +410,45 @@ class InferencePlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON fields (``kind: inference``)."""
-        return {"kind": "inference", "model": self.model, "engine": self.engine, "precision": self.precision,
-                "batch_sizes": self.batch_sizes, "latency_ms": self.latency_ms,
-                "targets": [t.to_dict() for t in self.targets], "cost_per_million_requests": self.cost,
-                "prices_source": self.prices_source, "assumptions": self.assumptions, "notes": self.notes}  # fmt: skip
+        return {
+            "kind": "inference",
+            "model": self.model,
+            "engine": self.engine,
+            "precision": self.precision,
+            "batch_sizes": self.batch_sizes,
+            "latency_ms": self.latency_ms,
+            "targets": [t.to_dict() for t in self.targets],
+            "cost_per_million_requests": self.cost,
+            "prices_source": self.prices_source,
+            "assumptions": self.assumptions,
+            "notes": self.notes,
+        }
 
 
 def assumptions(setup: ServingSetup) -> dict[str, Any]:
     """What every GPU row assumes, with the constants' values (for ``--json`` and the table's legend)."""
-    return {"engine": setup.engine, "precision": setup.precision, "tf32": setup.tf32,
-            "safety_margin": setup.safety_margin, "cuda_context_bytes": setup.context_bytes,
-            "conv_workspace_bytes": {"eager": CONV_WORKSPACE_BYTES, "paddle-inference": FUSED_CONV_WORKSPACE_BYTES,
-                                     "tensorrt": 0}[setup.engine],
-            "tensorrt_workspace_bytes": TRT_WORKSPACE_BYTES if setup.engine == "tensorrt" else None,
-            "host": "eager: one Python dispatch (host_op_s) per launched op, the input and the result" if
-                    setup.engine == "eager" else "Paddle Inference: predictor_call_s per request + predictor_op_s "
-                    "per executed op" + (" (the TensorRT engine is one op)" if setup.engine == "tensorrt" else ""),
-            "host_op_s": setup.params.get("host_op_s"), "predictor_call_s": setup.params.get("predictor_call_s"),
-            "predictor_op_s": setup.params.get("predictor_op_s"), "request_bytes_per_sample": setup.request_bytes,
-            "copy": "inputs to the card and results back at the catalog's per-direction pcie_gb_s",
-            "measured_error": serving_error_text(setup.engine, setup.precision),
-            "calibration": setup.params.calibration, "latency_search_max_batch": MAX_SEARCH_BATCH}  # fmt: skip
+    return {
+        "engine": setup.engine,
+        "precision": setup.precision,
+        "tf32": setup.tf32,
+        "safety_margin": setup.safety_margin,
+        "cuda_context_bytes": setup.context_bytes,
+        "conv_workspace_bytes": {
+            "eager": CONV_WORKSPACE_BYTES,
+            "paddle-inference": FUSED_CONV_WORKSPACE_BYTES,
+            "tensorrt": 0,
+        }[setup.engine],
+        "tensorrt_workspace_bytes": TRT_WORKSPACE_BYTES if setup.engine == "tensorrt" else None,
+        "host": "eager: one Python dispatch (host_op_s) per launched op, the input and the result"
+        if setup.engine == "eager"
+        else "Paddle Inference: predictor_call_s per request + predictor_op_s "
+        "per executed op" + (" (the TensorRT engine is one op)" if setup.engine == "tensorrt" else ""),
+        "host_op_s": setup.params.get("host_op_s"),
+        "predictor_call_s": setup.params.get("predictor_call_s"),
+        "predictor_op_s": setup.params.get("predictor_op_s"),
+        "request_bytes_per_sample": setup.request_bytes,
+        "copy": "inputs to the card and results back at the catalog's per-direction pcie_gb_s",
+        "measured_error": serving_error_text(setup.engine, setup.precision),
+        "calibration": setup.params.calibration,
+        "latency_search_max_batch": MAX_SEARCH_BATCH,
+    }

@@ -51,21 +51,28 @@ class InferenceRequest(MoneyOptions):
     inputs: list[str] | None = Field(None, description="Per-sample input specs.")
     model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
     batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
-        default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, description="Samples per forward.")
-    precision: str = Field("fp32", description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference."
-                           "PRECISIONS`).")  # fmt: skip
-    engine: str = Field("paddle-inference", description="eager | paddle-inference | tensorrt "
-                        "(:data:`~paddlefit.estimate.inference.ENGINES`).")  # fmt: skip
-    latency_ms: float | None = Field(None, gt=0, le=3_600_000, description="The latency target per batch, ms "
-                                     "(at most an hour).")  # fmt: skip
+        default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, description="Samples per forward."
+    )
+    precision: str = Field("fp32", description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference.PRECISIONS`).")
+    engine: str = Field(
+        "paddle-inference",
+        description="eager | paddle-inference | tensorrt (:data:`~paddlefit.estimate.inference.ENGINES`).",
+    )
+    latency_ms: float | None = Field(
+        None, gt=0, le=3_600_000, description="The latency target per batch, ms (at most an hour)."
+    )
     gpus: list[str] = Field(default_factory=list, description="GPU names (default: the whole catalog).")
     catalog_files: list[str] = Field(default_factory=list, description="Extra GPU CSVs.")
     cpu: bool = Field(True, description="Measure the CPU row (Paddle Inference on this machine).")
-    threads: list[int] | None = Field(None, description="The CPU row's thread counts (None: 1 and the physical "
-                                      "cores).")  # fmt: skip
-    cpu_budget_s: float | None = Field(None, gt=0, le=86_400, description="Wall seconds the CPU row may take: "
-                                       "building and exporting the model, then measuring; batches it leaves are "
-                                       "listed (None: :data:`DEFAULT_CPU_BUDGET_S`).")  # fmt: skip
+    threads: list[int] | None = Field(None, description="The CPU row's thread counts (None: 1 and the physical cores).")
+    cpu_budget_s: float | None = Field(
+        None,
+        gt=0,
+        le=86_400,
+        description="Wall seconds the CPU row may take: "
+        "building and exporting the model, then measuring; batches it leaves are "
+        "listed (None: :data:`DEFAULT_CPU_BUDGET_S`).",
+    )
     prices: list[str] = Field(default_factory=list, description="Price CSVs, as ``cost`` takes them.")
     shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
     clouds: list[str] = Field(default_factory=list, description="Only these clouds.")
@@ -73,30 +80,47 @@ class InferenceRequest(MoneyOptions):
     safety_margin: float = Field(0.9, gt=0, le=1, description="Share of (capacity - CUDA context) a peak may use.")
     tf32: bool = Field(True, description="Paddle's TF32 switches.")
 
-    OPTIONS: ClassVar[dict[str, str]] = {"model": "MODEL", "config": "--config", "inputs": "--input",
-                                          "model_args": "--model-arg", "batch_sizes": "--batch-size",
-                                          "precision": "--precision", "engine": "--engine",
-                                          "latency_ms": "--latency-ms", "gpus": "--gpu", "catalog_files": "--catalog",
-                                          "threads": "--threads", "cpu_budget_s": "--cpu-budget-s",
-                                          "prices": "--prices", "clouds": "--cloud",
-                                          "region": "--region", "safety_margin": "--safety-margin",
-                                          "currency": "--currency", "fx_rates": "--fx-rate"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "model": "MODEL",
+        "config": "--config",
+        "inputs": "--input",
+        "model_args": "--model-arg",
+        "batch_sizes": "--batch-size",
+        "precision": "--precision",
+        "engine": "--engine",
+        "latency_ms": "--latency-ms",
+        "gpus": "--gpu",
+        "catalog_files": "--catalog",
+        "threads": "--threads",
+        "cpu_budget_s": "--cpu-budget-s",
+        "prices": "--prices",
+        "clouds": "--cloud",
+        "region": "--region",
+        "safety_margin": "--safety-margin",
+        "currency": "--currency",
+        "fx_rates": "--fx-rate",
+    }
 
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:
         """A model or a spec; an engine and a serving precision that go together; the CPU row's ``--threads`` from
         1 to this machine's logical CPUs (:func:`~paddlefit.serve.cpu_bench.check_bench_args`)."""
         if self.model is None and self.config is None:
-            raise PaddlefitError("Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or "
-                                 "`--config job.yaml`.")  # fmt: skip
+            raise PaddlefitError(
+                "Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or `--config job.yaml`."
+            )
         if self.engine not in ENGINES:
             raise PaddlefitError(f"`--engine {self.engine}`: one of {', '.join(ENGINES)}.")
         if self.precision not in PRECISIONS:
-            raise PaddlefitError(f"`--precision {self.precision}`: serving takes one of {', '.join(PRECISIONS)} "
-                                 "(training's fp16-o1/bf16-o2 are for `plan` without --inference).")  # fmt: skip
+            raise PaddlefitError(
+                f"`--precision {self.precision}`: serving takes one of {', '.join(PRECISIONS)} "
+                "(training's fp16-o1/bf16-o2 are for `plan` without --inference)."
+            )
         if self.precision == "int8" and self.engine != "tensorrt":
-            raise PaddlefitError("`--precision int8` runs on TensorRT only (Paddle Inference's int8 GPU path is "
-                                 "TensorRT's): add `--engine tensorrt`.")  # fmt: skip
+            raise PaddlefitError(
+                "`--precision int8` runs on TensorRT only (Paddle Inference's int8 GPU path is "
+                "TensorRT's): add `--engine tensorrt`."
+            )
         if self.cpu and self.threads is not None:  # the CPU row's thread counts, refused before any work
             from paddlefit.serve.cpu_bench import check_bench_args
 
@@ -104,8 +128,13 @@ class InferenceRequest(MoneyOptions):
         return self
 
 
-def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | None,
-               progress: Callable[[str], None], deadline: float | None = None) -> InferenceTarget:  # fmt: skip
+def cpu_target(
+    served: ServedModel,
+    batches: list[int],
+    threads: list[int] | None,
+    progress: Callable[[str], None],
+    deadline: float | None = None,
+) -> InferenceTarget:
     """The CPU row, measured: the model built (a zoo transformer planned from its shape) and exported
     (``paddle.jit.save``) when it is not already, then run by Paddle Inference with oneDNN on this machine
     (:func:`~paddlefit.serve.cpu_bench.benchmark_cpu`, until ``deadline``, ``time.time()`` seconds): median and p95
@@ -124,8 +153,15 @@ def cpu_target(served: ServedModel, batches: list[int], threads: list[int] | Non
             forget()
 
 
-def _measure(served: ServedModel, batches: list[int], threads: list[int], ram: int, tmp: Path,
-             progress: Callable[[str], None], deadline: float | None) -> InferenceTarget:  # fmt: skip
+def _measure(
+    served: ServedModel,
+    batches: list[int],
+    threads: list[int],
+    ram: int,
+    tmp: Path,
+    progress: Callable[[str], None],
+    deadline: float | None,
+) -> InferenceTarget:
     """:func:`cpu_target`'s work inside its temporary folder ``tmp`` (the model exported there when it is not yet;
     Paddle's native CPU kernels when oneDNN has none for one of its ops)."""
     from paddlefit.serve.cpu_bench import benchmark_cpu
@@ -140,18 +176,23 @@ def _measure(served: ServedModel, batches: list[int], threads: list[int], ram: i
         progress("exporting the model for Paddle Inference (paddle.jit.save)")
         prefix = tmp / "model"
         save_inference_model(layer, served.specs, prefix)
-    notes = ["measured here: Paddle Inference in fp32 with oneDNN (a CPU serves fp32 whatever the GPU engine and "
-             "precision); peak = the serving process's RSS"]
+    notes = [
+        "measured here: Paddle Inference in fp32 with oneDNN (a CPU serves fp32 whatever the GPU engine and "
+        "precision); peak = the serving process's RSS"
+    ]
     try:
         rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, deadline=deadline)
     except JobFailedError as exc:  # an op oneDNN cannot run (Paddle 3.3.1: the DB detector's interpolation)
         if not onednn_unimplemented(str(exc)):
             raise
         progress("oneDNN failed on this model: measuring with Paddle's native CPU kernels")
-        rows = benchmark_cpu(prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False,
-                             deadline=deadline)  # fmt: skip
-        notes = ["measured here: Paddle Inference in fp32 WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
-                 f"model ({_last_line(str(exc))}); peak = the serving process's RSS"]  # fmt: skip
+        rows = benchmark_cpu(
+            prefix, served.specs, sorted(batches), threads, progress=progress, onednn=False, deadline=deadline
+        )
+        notes = [
+            "measured here: Paddle Inference in fp32 WITHOUT oneDNN (disable_mkldnn): oneDNN failed on this "
+            f"model ({_last_line(str(exc))}); peak = the serving process's RSS"
+        ]
     points = cpu_points(rows)
     notes += thread_notes(points)
     return InferenceTarget("this CPU", "cpu", ram, ram, 4 * served.params, points, measured=True, notes=notes)
@@ -167,8 +208,12 @@ def onednn_unimplemented(message: str) -> bool:
 def cpu_points(rows: list[Any]) -> list[InferencePoint]:
     """Measured :class:`~paddlefit.serve.cpu_bench.CpuLatency` rows as the plan's points (latency = the median),
     the one form ``plan --inference`` and ``export --benchmark`` print and write."""
-    return [InferencePoint(r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s,
-                           r.threads, r.runs) for r in rows]  # fmt: skip
+    return [
+        InferencePoint(
+            r.batch_size, r.median_s, r.samples_per_s, r.peak_rss_bytes, None, True, r.p95_s, r.threads, r.runs
+        )
+        for r in rows
+    ]
 
 
 def thread_notes(points: list[InferencePoint]) -> list[str]:
@@ -179,8 +224,10 @@ def thread_notes(points: list[InferencePoint]) -> list[str]:
         by_t = {p.threads: p.latency_s for p in points if p.batch_size == b}
         most = max(by_t)
         if 1 in by_t and most > 1 and by_t[most] > 1.1 * by_t[1]:
-            out.append(f"batch {b}: {most} threads {by_t[most] / by_t[1]:.1f}x slower than 1 (shared or busy cores "
-                       "here; serve with the thread count that measured fastest)")  # fmt: skip
+            out.append(
+                f"batch {b}: {most} threads {by_t[most] / by_t[1]:.1f}x slower than 1 (shared or busy cores "
+                "here; serve with the thread count that measured fastest)"
+            )
     return out
 
 
@@ -206,40 +253,83 @@ def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None
     say("tracing the model's forward (its code on this CPU, or its exported program)")
     served = resolve_served(req.model, req.config, req.inputs, req.model_args)
     if served.kind == "exported" and req.engine == "eager":
-        raise PaddlefitError("`--engine eager` times the model's dygraph code, and an exported program has none: "
-                             "give the model (zoo name, `package.module:factory` or `--config`), or use "
-                             "`--engine paddle-inference` / `tensorrt` for the export.")  # fmt: skip
+        raise PaddlefitError(
+            "`--engine eager` times the model's dygraph code, and an exported program has none: "
+            "give the model (zoo name, `package.module:factory` or `--config`), or use "
+            "`--engine paddle-inference` / `tensorrt` for the export."
+        )
     all_gpus = load_gpus(req.catalog_files)
     gpus = resolve_gpus(req.gpus, all_gpus) if req.gpus else [g for g in all_gpus if not g.is_xpu]
-    setup = ServingSetup(req.engine, req.precision, req.latency_ms / 1e3 if req.latency_ms else None,
-                         load_perf_params(), req.safety_margin, CUDA_CONTEXT_BYTES, req.tf32,
-                         sum(x.bytes_per_sample for x in served.specs))  # fmt: skip
+    setup = ServingSetup(
+        req.engine,
+        req.precision,
+        req.latency_ms / 1e3 if req.latency_ms else None,
+        load_perf_params(),
+        req.safety_margin,
+        CUDA_CONTEXT_BYTES,
+        req.tf32,
+        sum(x.bytes_per_sample for x in served.specs),
+    )
     batches = sorted(set(req.batch_sizes))
     targets = [gpu_inference_target(served.trace, g, batches, setup) for g in gpus]
     asked = req.threads is not None or req.cpu_budget_s is not None
     if req.cpu and served.layer is None and served.builder is not None and not asked:
-        cpu, notes = None, [f"no CPU row: {served.name} is planned from its shape; building, exporting and timing it "
-                            "here takes longer than the default budget: ask for it with `--cpu-budget-s 120` (or "
-                            "`--threads`)"]  # fmt: skip
+        cpu, notes = (
+            None,
+            [
+                f"no CPU row: {served.name} is planned from its shape; building, exporting and timing it "
+                "here takes longer than the default budget: ask for it with `--cpu-budget-s 120` (or "
+                "`--threads`)"
+            ],
+        )
     else:
-        cpu, notes = cpu_row(served, batches, req.threads, say, req.cpu_budget_s or DEFAULT_CPU_BUDGET_S) \
-            if req.cpu else (None, [])  # fmt: skip
+        cpu, notes = (
+            cpu_row(served, batches, req.threads, say, req.cpu_budget_s or DEFAULT_CPU_BUDGET_S)
+            if req.cpu
+            else (None, [])
+        )
     if cpu is not None:
         targets.insert(0, cpu)
-    prices, source = select_prices(req.prices, skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
-                                   region=req.region, clouds=req.clouds, rates=req.rates())  # fmt: skip
+    prices, source = select_prices(
+        req.prices,
+        skypilot_root=None if req.shipped_prices else SKYPILOT_CACHE,
+        region=req.region,
+        clouds=req.clouds,
+        rates=req.rates(),
+    )
     if served.unmapped:
-        notes.append("program ops not timed (no rule for them): " + ", ".join(f"{k} x{v}" for k, v in
-                                                                                sorted(served.unmapped.items())))
-    model = {"name": served.name, "kind": served.kind, "params": served.params,
-             "inputs": [str(s) for s in served.specs],
-             "forward_ops": len(eval_ops(served.trace.ops1))}  # fmt: skip
-    return InferencePlan(model, req.engine, req.precision, batches, req.latency_ms, targets,
-                         cost_per_million(targets, prices, all_gpus), source, assumptions(setup), notes)  # fmt: skip
+        notes.append(
+            "program ops not timed (no rule for them): "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(served.unmapped.items()))
+        )
+    model = {
+        "name": served.name,
+        "kind": served.kind,
+        "params": served.params,
+        "inputs": [str(s) for s in served.specs],
+        "forward_ops": len(eval_ops(served.trace.ops1)),
+    }
+    return InferencePlan(
+        model,
+        req.engine,
+        req.precision,
+        batches,
+        req.latency_ms,
+        targets,
+        cost_per_million(targets, prices, all_gpus),
+        source,
+        assumptions(setup),
+        notes,
+    )
 
 
-def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None, say: Callable[[str], None],
-            budget_s: float = DEFAULT_CPU_BUDGET_S) -> tuple[InferenceTarget | None, list[str]]:  # fmt: skip
+def cpu_row(
+    served: ServedModel,
+    batches: list[int],
+    threads: list[int] | None,
+    say: Callable[[str], None],
+    budget_s: float = DEFAULT_CPU_BUDGET_S,
+) -> tuple[InferenceTarget | None, list[str]]:
     """The measured CPU row (:func:`cpu_target`, within ``budget_s`` wall seconds from now) and the plan's notes
     about it. Not measured, with a note saying why: a model too large to build here or above
     :data:`CPU_MEASURE_MAX_WEIGHT_BYTES`, batches whose fp32 weights + live activations exceed half the available
@@ -252,20 +342,33 @@ def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None, 
     deadline = time.time() + budget_s
     if served.layer is None and served.prefix is None and served.builder is None:
         if served.kind == "config":
-            return None, ["no CPU row: a config file or built-in LLM is planned from its shape, with no code here to "
-                          "build it; export the model (paddle.jit.save) and plan the export for a CPU row"]
-        return None, ["no CPU row: the model is too large to build on this machine (its trace is written from its "
-                      "shape); export it where it fits and plan the export"]  # fmt: skip
+            return None, [
+                "no CPU row: a config file or built-in LLM is planned from its shape, with no code here to "
+                "build it; export the model (paddle.jit.save) and plan the export for a CPU row"
+            ]
+        return None, [
+            "no CPU row: the model is too large to build on this machine (its trace is written from its "
+            "shape); export it where it fits and plan the export"
+        ]
     if 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
-        return None, [f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
-                      f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
-                      "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving CPU"]
+        return None, [
+            f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
+            f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
+            "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving CPU"
+        ]
     free = psutil.virtual_memory().available
-    need = {b: weight_bytes(ops, "fp32") + peak_activation_bytes(ops, "fp32")
-            for b in batches for ops in [eval_ops(served.trace.at(b))]}  # fmt: skip
+    need = {
+        b: weight_bytes(ops, "fp32") + peak_activation_bytes(ops, "fp32")
+        for b in batches
+        for ops in [eval_ops(served.trace.at(b))]
+    }
     fit = [b for b in batches if need[b] <= free / 2]
-    notes = [f"CPU row: batch {b} not measured ({need[b] / 1024**3:.1f} GiB of fp32 weights and activations, more "
-             f"than half of the {free / 1024**3:.1f} GiB RAM available)" for b in batches if b not in fit]
+    notes = [
+        f"CPU row: batch {b} not measured ({need[b] / 1024**3:.1f} GiB of fp32 weights and activations, more "
+        f"than half of the {free / 1024**3:.1f} GiB RAM available)"
+        for b in batches
+        if b not in fit
+    ]
     if not fit:
         return None, notes
     from paddlefit.serve import default_threads
@@ -274,9 +377,12 @@ def cpu_row(served: ServedModel, batches: list[int], threads: list[int] | None, 
     try:
         target = cpu_target(served, fit, threads, say, deadline)
     except Exception as exc:  # the export (the model's own code) or Paddle Inference failed: the GPU rows stand
-        return None, [*notes, f"no CPU row: {_last_line(str(exc)) or type(exc).__name__} (`--no-cpu` skips the "
-                               "measurement; if paddle.jit.save failed, Paddle Inference and TensorRT cannot serve "
-                               "the model as written either)"]
+        return None, [
+            *notes,
+            f"no CPU row: {_last_line(str(exc)) or type(exc).__name__} (`--no-cpu` skips the "
+            "measurement; if paddle.jit.save failed, Paddle Inference and TensorRT cannot serve "
+            "the model as written either)",
+        ]
     return (target if target.inference else None), [*notes, *budget_notes(target, fit, threads, budget_s)]
 
 
@@ -286,6 +392,7 @@ def budget_notes(target: InferenceTarget, batches: list[int], threads: list[int]
     left = [f"batch {b} ({t} thread{'s' * (t != 1)})" for t in threads for b in batches if (b, t) not in have]
     if not left:
         return []
-    return [f"CPU row: {', '.join(left)} not measured within the {budget_s:g} s budget (`--cpu-budget-s` gives it "
-            "more; `paddlefit export RUN --benchmark` measures an export without one)"]
-
+    return [
+        f"CPU row: {', '.join(left)} not measured within the {budget_s:g} s budget (`--cpu-budget-s` gives it "
+        "more; `paddlefit export RUN --benchmark` measures an export without one)"
+    ]

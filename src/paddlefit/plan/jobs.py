@@ -51,20 +51,39 @@ def plan_request(job: ResolvedJob, **fields: object) -> PlanRequest:
         PaddlefitError: a bad ``--optimizer``/``--precision`` value or a field out of range (the request's checks).
     """
     base: dict[str, object] = {
-        "model": job.model, "batch_size": job.batch_size, **job.call_fields(), "model_args": job.model_args,
+        "model": job.model,
+        "batch_size": job.batch_size,
+        **job.call_fields(),
+        "model_args": job.model_args,
         "optimizer": parse_enum(OptimizerName, job.optimizer, "--optimizer"),
-        "precision": parse_enum(Precision, job.precision, "--precision"), "devices": job.devices, "tf32": job.tf32,
-        "attention": job.attention, "lr": job.lr, "weight_decay": job.weight_decay, "lazy_mode": job.lazy_mode,
-    }  # fmt: skip
+        "precision": parse_enum(Precision, job.precision, "--precision"),
+        "devices": job.devices,
+        "tf32": job.tf32,
+        "attention": job.attention,
+        "lr": job.lr,
+        "weight_decay": job.weight_decay,
+        "lazy_mode": job.lazy_mode,
+    }
     return PlanRequest(**{**base, **fields})  # type: ignore[arg-type]
 
 
-def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int | None = None,
-             epochs: float | None = None, catalog_files: Iterable[str] = (), calibration_files: Iterable[str] = (),
-             safety_margin: float = DEFAULT_SAFETY_MARGIN, max_probe_gib: float | None = None,
-             explain: Iterable[str] = (), progress: Callable[[str], None] | None = None,
-             cpu_only: bool = False, use_runs: bool = True, probe_timeout_s: float | None = None,
-             probe_memory_gib: float | None = None) -> JobPlan:  # fmt: skip
+def plan_job(
+    options: JobOptions,
+    *,
+    gpus: Iterable[str] = (),
+    dataset_size: int | None = None,
+    epochs: float | None = None,
+    catalog_files: Iterable[str] = (),
+    calibration_files: Iterable[str] = (),
+    safety_margin: float = DEFAULT_SAFETY_MARGIN,
+    max_probe_gib: float | None = None,
+    explain: Iterable[str] = (),
+    progress: Callable[[str], None] | None = None,
+    cpu_only: bool = False,
+    use_runs: bool = True,
+    probe_timeout_s: float | None = None,
+    probe_memory_gib: float | None = None,
+) -> JobPlan:
     """``paddlefit plan`` without the rendering: resolve the job, take its length from the spec when neither
     ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.ResolvedJob.length`, the trainer's steps),
     then :func:`~paddlefit.plan.planner.build_plan`.
@@ -94,16 +113,23 @@ def plan_job(options: JobOptions, *, gpus: Iterable[str] = (), dataset_size: int
     if dataset_size is None and epochs is None:
         dataset_size, epochs = job.length()
     req = plan_request(
-        job, gpus=list(gpus), dataset_size=dataset_size, epochs=epochs, catalog_files=[str(p) for p in catalog_files],
-        calibration_files=[str(p) for p in calibration_files], safety_margin=safety_margin,
-        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None, explain=list(explain),
-        cpu_only=cpu_only, use_runs=use_runs, **limits,
-    )  # fmt: skip
+        job,
+        gpus=list(gpus),
+        dataset_size=dataset_size,
+        epochs=epochs,
+        catalog_files=[str(p) for p in catalog_files],
+        calibration_files=[str(p) for p in calibration_files],
+        safety_margin=safety_margin,
+        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None,
+        explain=list(explain),
+        cpu_only=cpu_only,
+        use_runs=use_runs,
+        **limits,
+    )
     return JobPlan(build_plan(req, progress=progress), job, list(job.notes))
 
 
-def cost_job(options: JobOptions, request: CostRequest,
-             progress: Callable[[str], None] | None = None) -> JobCost:  # fmt: skip
+def cost_job(options: JobOptions, request: CostRequest, progress: Callable[[str], None] | None = None) -> JobCost:
     """``paddlefit cost`` without the rendering: prices first (a bad price file fails before the model is built),
     then the job and its length (the options', else the spec's ``data.train``, ``epochs`` and ``max_steps``), a
     one-device plan of every GPU the instances have, and :func:`~paddlefit.plan.cost.build_cost`.
@@ -113,9 +139,13 @@ def cost_job(options: JobOptions, request: CostRequest,
             :func:`plan_job`.
     """
     gpus_all = load_gpus(request.catalog_files)
-    rows, source = select_prices(request.price_files, region=request.region, clouds=list(request.clouds),
-                                 skypilot_root=None if request.shipped_prices else SKYPILOT_CACHE,
-                                 rates=request.rates())  # fmt: skip
+    rows, source = select_prices(
+        request.price_files,
+        region=request.region,
+        clouds=list(request.clouds),
+        skypilot_root=None if request.shipped_prices else SKYPILOT_CACHE,
+        rates=request.rates(),
+    )
     unpriced = unpriced_gpus(rows, request.gpus, gpus_all)  # said in the report, not dropped silently
     if request.gpus:
         rows = rows_with_gpus(rows, request.gpus, gpus_all)
@@ -136,21 +166,43 @@ def cost_job(options: JobOptions, request: CostRequest,
         job.call_fields()  # a bad `--input` or model name is said first: one fix at a time, the first one first
         resolve_model(job.model, job.model_args)
         if job.spec is not None and not job.own_job:
-            raise PaddlefitError(f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data "
-                                 "and epochs do not apply: give `--dataset-size N --epochs E`.")  # fmt: skip
-        raise PaddlefitError("Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
-                             "epochs/max_steps give it).")  # fmt: skip
+            raise PaddlefitError(
+                f"MODEL {job.model} is not the spec's model ({job.spec.model}), so the spec's data "
+                "and epochs do not apply: give `--dataset-size N --epochs E`."
+            )
+        raise PaddlefitError(
+            "Give the job length: `--dataset-size N --epochs E` (or a --config whose data.train and "
+            "epochs/max_steps give it)."
+        )
     if dataset_size is not None:
         check_job_length(dataset_size, epochs)  # type: ignore[arg-type]
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
-    req = plan_request(job, gpus=needed, devices=1, catalog_files=list(request.catalog_files),
-                       calibration_files=list(request.calibration_files), safety_margin=request.safety_margin,
-                       use_runs=request.use_runs)  # fmt: skip
+    req = plan_request(
+        job,
+        gpus=needed,
+        devices=1,
+        catalog_files=list(request.catalog_files),
+        calibration_files=list(request.calibration_files),
+        safety_margin=request.safety_margin,
+        use_runs=request.use_runs,
+    )
     plan = build_plan(req, progress=progress)
     ck = spec.checkpoint if spec else None
     every = None if ck is None or ck.auto_interval else (ck.every_steps, ck.every_minutes)
-    report = build_cost(plan, rows, gpus_all, dataset_size=dataset_size, epochs=epochs, grad_accum_steps=accum,
-                        rate=request.rate(), use_spot=request.spot, price_source=source, drop_last=drop_last,
-                        max_steps=max_steps, checkpoint_every=every, **request.cost_overrides())  # fmt: skip
+    report = build_cost(
+        plan,
+        rows,
+        gpus_all,
+        dataset_size=dataset_size,
+        epochs=epochs,
+        grad_accum_steps=accum,
+        rate=request.rate(),
+        use_spot=request.spot,
+        price_source=source,
+        drop_last=drop_last,
+        max_steps=max_steps,
+        checkpoint_every=every,
+        **request.cost_overrides(),
+    )
     report.skipped[:0] = unpriced
     return JobCost(report, plan, job, list(job.notes))

@@ -102,7 +102,8 @@ def cpu_time_line(probe: Any) -> tuple[tuple[float, float], str | None]:
     last = max(timed, key=lambda m: m.batch_size)
     return (0.0, last.step_time_s / last.batch_size), (
         f"the probe's CPU step times fell with the batch (timed on a loaded machine): the CPU row scales batch "
-        f"{last.batch_size}'s {last.step_time_s * 1e3:,.0f} ms in proportion to the batch (an upper bound)")
+        f"{last.batch_size}'s {last.step_time_s * 1e3:,.0f} ms in proportion to the batch (an upper bound)"
+    )
 
 
 def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[InputSpec]:
@@ -120,8 +121,7 @@ def job_input_specs(ref: ModelRef, inputs: list[InputSpec] | None) -> list[Input
         )
     if ref.transformer is not None:
         vocab = ref.transformer.vocab_size
-        specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s
-                 for s in specs]  # fmt: skip
+        specs = [s.model_copy(update={"high": vocab}) if s.dtype.startswith("int") and not s.high else s for s in specs]
     return specs
 
 
@@ -137,13 +137,18 @@ def check_id_ranges(ref: ModelRef, specs: list[InputSpec], info: ParamInfo) -> N
     if not info.embedding_rows:
         return
     for s in specs:
-        if s.dtype.startswith("int") and s.high and s.high > info.embedding_rows and \
-                (s.name is None or "id" in s.name.lower()):  # fmt: skip
+        if (
+            s.dtype.startswith("int")
+            and s.high
+            and s.high > info.embedding_rows
+            and (s.name is None or "id" in s.name.lower())
+        ):
             raise InputSpecError(
                 f"`--input {s}` draws ids up to {s.high - 1}, but the largest embedding of {ref.name!r} has "
                 f"{info.embedding_rows} rows (ids 0..{info.embedding_rows - 1}); Paddle's CPU kernel would read past "
                 f"it. Use `:{info.embedding_rows}` or less (`{s.dtype}[{','.join(map(str, s.shape))}]:"
-                f"{info.embedding_rows}`), or raise the model's vocabulary size.")
+                f"{info.embedding_rows}`), or raise the model's vocabulary size."
+            )
 
 
 def dataset_sample_bytes(sample: Any) -> int:
@@ -158,7 +163,6 @@ def dataset_sample_bytes(sample: Any) -> int:
         return int(np.asarray(sample).nbytes)
     except (TypeError, ValueError):
         return 0
-
 
 
 def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
@@ -178,26 +182,51 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     ref = resolve_model(req.model, req.model_args, import_now=not req.inputs)
     specs = job_input_specs(ref, req.inputs)
     if req.label_arg and any(s.name == req.label_arg for s in specs):
-        raise InputSpecError(f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
-                             f"an input (`{req.label_arg}=...`); use another name for one of them.")
+        raise InputSpecError(
+            f"`label_arg: {req.label_arg}` would pass the label as `{req.label_arg}=`, which is also "
+            f"an input (`{req.label_arg}=...`); use another name for one of them."
+        )
     total_ram = psutil.virtual_memory().total
     eval_b = req.eval_batch_size or req.batch_size
-    task = ProbeTask(name=ref.name, model=req.model, model_args=dict(req.model_args), specs=list(specs),
-                     optimizer=req.optimizer_settings(), batch_sizes=req.probe_batch_sizes,
-                     extend_to=max(req.batch_size, eval_b), budget_s=req.probe_budget_s,
-                     cpu_threads=req.cpu_threads, time_threads=req.time_threads, eval_phase=req.eval_phase,
-                     probe_requested=req.probe_requested, label=req.label, label_arg=req.label_arg, loss=req.loss,
-                     strict=req.loss_strict, sample=req.sample)  # fmt: skip
-    job = ChildJob(task=task, analytic=ref.transformer is not None,
-                   limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else
-                   min(total_ram // 4, 8 * 1024**3),
-                   memory_bytes=req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available),
-                   memory_given=req.probe_memory_bytes is not None)  # fmt: skip
+    task = ProbeTask(
+        name=ref.name,
+        model=req.model,
+        model_args=dict(req.model_args),
+        specs=list(specs),
+        optimizer=req.optimizer_settings(),
+        batch_sizes=req.probe_batch_sizes,
+        extend_to=max(req.batch_size, eval_b),
+        budget_s=req.probe_budget_s,
+        cpu_threads=req.cpu_threads,
+        time_threads=req.time_threads,
+        eval_phase=req.eval_phase,
+        probe_requested=req.probe_requested,
+        label=req.label,
+        label_arg=req.label_arg,
+        loss=req.loss,
+        strict=req.loss_strict,
+        sample=req.sample,
+    )
+    job = ChildJob(
+        task=task,
+        analytic=ref.transformer is not None,
+        limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3),
+        memory_bytes=req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available),
+        memory_given=req.probe_memory_bytes is not None,
+    )
     with probe_child("paddlefit.plan.measure:inventory_and_probe", ("paddlefit.plan.measure",)) as child:
         answer = probe_in_child(task, ChildLimits(req.probe_timeout_s, job.memory_bytes), say, child, job)
     info, fallback = answer.info, answer.fallback
-    base = _Base(ref, specs, info, model_state_bytes(info, req.optimizer, Precision.FP32), eval_b, total_ram,
-                 (fallback.note,) if fallback else (), fallback.detail if fallback else None)  # fmt: skip
+    base = _Base(
+        ref,
+        specs,
+        info,
+        model_state_bytes(info, req.optimizer, Precision.FP32),
+        eval_b,
+        total_ram,
+        (fallback.note,) if fallback else (),
+        fallback.detail if fallback else None,
+    )
     if answer.outcome is None:
         return _analytic(base, say)
     return _probed(req, base, answer.outcome, say)
@@ -269,7 +298,8 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
             f"machine: the CPU probe needs more than {need / 1024**3:.2f} GiB at batch {max(task.batch_sizes)} "
             f"(its fp32 model states and inputs alone) and may allocate {job.memory_bytes / 1024**3:.2f} GiB ("
             f"{'`--probe-memory-gib`' if job.memory_given else '90% of the RAM available'}). Plan on a machine "
-            "with more free RAM, or raise `--probe-memory-gib` up to the free RAM.")  # fmt: skip
+            "with more free RAM, or raise `--probe-memory-gib` up to the free RAM."
+        )
     say(f"CPU probe: {len(task.batch_sizes) + 1} training steps at batch {task.batch_sizes}")
     return ChildAnswer(info, fallback, run_probe_task(task, say))
 
@@ -289,23 +319,33 @@ class _Base:
     lazy_build_failure: str | None
 
 
-def _queued_lines(req: PlanRequest, probe: ProbeResult, sample_bytes: float, eval_b: int,
-                  notes: list[str]) -> list[tuple[str, tuple[float, float]]]:  # fmt: skip
+def _queued_lines(
+    req: PlanRequest, probe: ProbeResult, sample_bytes: float, eval_b: int, notes: list[str]
+) -> list[tuple[str, tuple[float, float]]]:
     """The probe's phase segments with the batches Paddle's single-process DataLoader holds beside the step's
     (``loader_prefetch`` in training, ``eval_prefetch`` + ``eval_held`` in eval; a note says how much). With its
     own ``eval_batch_size`` the eval phase is a constant of the training batch."""
     b = req.batch_size
     queued, queued_eval = req.loader_prefetch * sample_bytes, req.eval_prefetch * sample_bytes
     if queued or queued_eval:
-        notes.append(f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
-                     f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
-                     f"({queued_eval * eval_b / 1024**2:,.2f} MiB)")
+        notes.append(
+            f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
+            f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
+            f"({queued_eval * eval_b / 1024**2:,.2f} MiB)"
+        )
     held = req.eval_held * sample_bytes  # what the train loader still holds when the run stops mid-epoch
-    return [(p, (seg[0], seg[1] + queued) if p != "eval" else
-             (seg[0], seg[1] + queued_eval + held) if req.eval_batch_size is None else
-             (seg[0] + (seg[1] + queued_eval) * eval_b, held))
-            for p, f in probe.fits.items()
-            for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))]  # fmt: skip
+    return [
+        (
+            p,
+            (seg[0], seg[1] + queued)
+            if p != "eval"
+            else (seg[0], seg[1] + queued_eval + held)
+            if req.eval_batch_size is None
+            else (seg[0] + (seg[1] + queued_eval) * eval_b, held),
+        )
+        for p, f in probe.fits.items()
+        for seg in (f.segments or ((f.fixed_bytes, f.per_sample_bytes),))
+    ]
 
 
 def _probed(req: PlanRequest, base: _Base, out: ProbeOutcome, say: Callable[[str], None]) -> ModelMeasure:
@@ -317,30 +357,47 @@ def _probed(req: PlanRequest, base: _Base, out: ProbeOutcome, say: Callable[[str
     elif out.loss_how:
         on = f" on labels {out.label}" if out.label is not None else ""
         notes.append(f"loss: {out.loss_doc}{on}")
-    sample_bytes = dataset_sample_bytes(req.sample) if req.sample is not None else \
-        sum(sp.bytes_per_sample for sp in base.specs) + (out.label.bytes_per_sample if out.label else 0)  # fmt: skip
+    sample_bytes = (
+        dataset_sample_bytes(req.sample)
+        if req.sample is not None
+        else sum(sp.bytes_per_sample for sp in base.specs) + (out.label.bytes_per_sample if out.label else 0)
+    )
     phase_lines = _queued_lines(req, probe, sample_bytes, base.eval_batch_size, notes)
     trace = flops.trace
     if trace.ops2 and not trace.aligned:
-        notes.append(f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
-                     f"times use the batch-{trace.batch2} trace scaled linearly")
+        notes.append(
+            f"the forward's ops differ between batch {trace.batch1} and {trace.batch2}: GPU "
+            f"times use the batch-{trace.batch2} trace scaled linearly"
+        )
     cpu_time, why = cpu_time_line(probe)
     notes += [why] if why else []
     return ModelMeasure(
-        ref=base.ref, specs=base.specs, info=base.info, states32=base.states32, method="cpu-probe",
+        ref=base.ref,
+        specs=base.specs,
+        info=base.info,
+        states32=base.states32,
+        method="cpu-probe",
         loss_doc=out.loss_doc if not out.proxy else "mean(output) (proxy)",
         label_doc=str(out.label) if out.label is not None else None,
-        fwd_flops_per_sample=flops.forward_flops_per_sample, train_flops_per_sample=flops.train_flops_per_sample,
+        fwd_flops_per_sample=flops.forward_flops_per_sample,
+        train_flops_per_sample=flops.train_flops_per_sample,
         act_bytes_per_sample=probe.fits["forward"].per_sample_bytes,  # saved by the forward, per sample
-        fwd_ops=flops.forward_ops, trace=trace,
+        fwd_ops=flops.forward_ops,
+        trace=trace,
         phase_fit_bytes={p: (f.fixed_bytes, f.per_sample_bytes) for p, f in probe.fits.items()},
-        phase_lines_bytes=tuple(phase_lines), dominant_phase=probe.dominant_phase(req.batch_size, base.eval_batch_size),
-        has_conv=flops.forward_by_op.get("conv", 0) > 0, cpu_time_line_s=cpu_time,
+        phase_lines_bytes=tuple(phase_lines),
+        dominant_phase=probe.dominant_phase(req.batch_size, base.eval_batch_size),
+        has_conv=flops.forward_by_op.get("conv", 0) > 0,
+        cpu_time_line_s=cpu_time,
         max_rel_residual=max(f.max_rel_residual for f in probe.fits.values()),
-        probe_batch_sizes=tuple(m.batch_size for m in probe.measurements), probe=probe,
-        eval_batch_size=base.eval_batch_size, total_ram_bytes=base.total_ram_bytes, notes=tuple(notes),
+        probe_batch_sizes=tuple(m.batch_size for m in probe.measurements),
+        probe=probe,
+        eval_batch_size=base.eval_batch_size,
+        total_ram_bytes=base.total_ram_bytes,
+        notes=tuple(notes),
         stand_ins=stand_ins,
-        lazy_build_failure=base.lazy_build_failure)
+        lazy_build_failure=base.lazy_build_failure,
+    )
 
 
 def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
@@ -354,21 +411,46 @@ def _analytic(base: _Base, say: Callable[[str], None]) -> ModelMeasure:
     say("model too large to probe: analytic transformer estimate")
     if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1:
         seq0 = ref.default_inputs[0].shape[0]
-        raise InputSpecError(f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`; "
-                             f"got {' '.join(str(s) for s in specs)}.")
+        raise InputSpecError(
+            f"{ref.name} takes one input of token ids, e.g. `--input int64[{seq0}]`; "
+            f"got {' '.join(str(s) for s in specs)}."
+        )
     seq = specs[0].shape[0]
     if seq > cfg.max_position:
-        raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
-                             f"`--input int64[{cfg.max_position}]` or less.")
+        raise InputSpecError(
+            f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+            f"`--input int64[{cfg.max_position}]` or less."
+        )
     fwd_flops, act = analytic_transformer_flops(cfg, seq), analytic_transformer_activation_bytes(cfg, seq)
     forward = (base.states32.total_bytes, act)
-    notes = [*base.notes, f"{base.info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
-             "Korthikanti et al. 2022 (analytic), FLOPs from the closed form"]
+    notes = [
+        *base.notes,
+        f"{base.info.params / 1e9:.2f}e9 params: too large to probe on this CPU; activations from "
+        "Korthikanti et al. 2022 (analytic), FLOPs from the closed form",
+    ]
     return ModelMeasure(
-        ref=ref, specs=specs, info=base.info, states32=base.states32, method="analytic-transformer",
-        loss_doc="cross_entropy (analytic: the logits term)", label_doc=None, fwd_flops_per_sample=fwd_flops,
-        train_flops_per_sample=3 * fwd_flops, act_bytes_per_sample=act, fwd_ops=0, trace=transformer_trace(cfg, seq),
-        phase_fit_bytes={"forward": forward}, phase_lines_bytes=(("forward", forward),), dominant_phase="forward",
-        has_conv=False, cpu_time_line_s=None, max_rel_residual=None, probe_batch_sizes=(), probe=None,
-        eval_batch_size=base.eval_batch_size, total_ram_bytes=base.total_ram_bytes, notes=tuple(notes),
-        lazy_build_failure=base.lazy_build_failure)
+        ref=ref,
+        specs=specs,
+        info=base.info,
+        states32=base.states32,
+        method="analytic-transformer",
+        loss_doc="cross_entropy (analytic: the logits term)",
+        label_doc=None,
+        fwd_flops_per_sample=fwd_flops,
+        train_flops_per_sample=3 * fwd_flops,
+        act_bytes_per_sample=act,
+        fwd_ops=0,
+        trace=transformer_trace(cfg, seq),
+        phase_fit_bytes={"forward": forward},
+        phase_lines_bytes=(("forward", forward),),
+        dominant_phase="forward",
+        has_conv=False,
+        cpu_time_line_s=None,
+        max_rel_residual=None,
+        probe_batch_sizes=(),
+        probe=None,
+        eval_batch_size=base.eval_batch_size,
+        total_ram_bytes=base.total_ram_bytes,
+        notes=tuple(notes),
+        lazy_build_failure=base.lazy_build_failure,
+    )

@@ -112,10 +112,18 @@ def build_plan(req: PlanRequest, progress: Any = None, runs: Mapping[str, Device
     model_doc, memory_doc = _model_doc(m), _memory_doc(req, m, act_ratio, cast_bytes, rt.notes)
     assumptions = _assumptions(req, m, rt, act_ratio, cast_bytes)
     return Plan(
-        model=model_doc, batch_size=b, precision=req.precision.value, optimizer=req.optimizer.value,
-        devices=req.devices, inputs=[str(s) for s in m.specs], memory=memory_doc, targets=targets,
-        recommendation=recommendation, assumptions=assumptions, explain=explain,
-    )  # fmt: skip
+        model=model_doc,
+        batch_size=b,
+        precision=req.precision.value,
+        optimizer=req.optimizer.value,
+        devices=req.devices,
+        inputs=[str(s) for s in m.specs],
+        memory=memory_doc,
+        targets=targets,
+        recommendation=recommendation,
+        assumptions=assumptions,
+        explain=explain,
+    )
 
 
 def _calibrations(req: PlanRequest, gpus_all: list[GPU]) -> dict[str, Calibration]:
@@ -133,9 +141,11 @@ def _calibrations(req: PlanRequest, gpus_all: list[GPU]) -> dict[str, Calibratio
         try:  # an unknown device is an error, not ignored
             out[get_gpu(cal.device, gpus_all).name.lower()] = cal
         except UnknownNameError:
-            raise CatalogError(f"Calibration `{cal.source}`: device {cal.device!r} is not a GPU of the catalog; "
-                               "rerun `paddlefit calibrate --device-name NAME` with a name from `paddlefit gpus`, "
-                               "or add the GPU with `--catalog FILE`.") from None
+            raise CatalogError(
+                f"Calibration `{cal.source}`: device {cal.device!r} is not a GPU of the catalog; "
+                "rerun `paddlefit calibrate --device-name NAME` with a name from `paddlefit gpus`, "
+                "or add the GPU with `--catalog FILE`."
+            ) from None
     return out
 
 
@@ -165,12 +175,19 @@ def _row_trace(req: PlanRequest, m: ModelMeasure) -> _RowTrace:
     notes = [attention_note(blocks, m.trace)] if req.attention == "flash" else []
     if amp_note := fused_amp_note(m.trace, req.precision.value):
         notes.append(amp_note)
-    return _RowTrace(ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b),
-                     tuple(notes))
+    return _RowTrace(
+        ops_b, amp, flash_ops, flash_amp, blocks, m.fwd_ops or sum(o.cls != "view" for o in ops_b), tuple(notes)
+    )
 
 
-def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU], calibrations: dict[str, Calibration],
-              explain_for: set[str]) -> tuple[list[Target], dict[str, list[dict[str, Any]]]]:  # fmt: skip
+def _gpu_rows(
+    req: PlanRequest,
+    m: ModelMeasure,
+    rt: _RowTrace,
+    gpus: list[GPU],
+    calibrations: dict[str, Calibration],
+    explain_for: set[str],
+) -> tuple[list[Target], dict[str, list[dict[str, Any]]]]:
     """One row per GPU (flash attention where the card runs it, with ``req.attention == "flash"``) and the
     ``--explain`` tables."""
     blocks = rt.blocks
@@ -182,10 +199,19 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU],
         params = row_params(cal, published)
         why_not = flash_runs(gpu, effective_precision(gpu, req.precision)) if blocks else None
         use_flash = bool(blocks) and why_not is None
-        host_s = host_floor_s(params, rt.fwd_ops - (removed if use_flash else 0), m.info.trainable_tensors,
-                              gpu.architecture)  # fmt: skip
-        target, est = gpu_target(req, m, gpu, cal, published, host_s, rt.flash_amp if use_flash else rt.amp,
-                                 rt.flash_ops if use_flash else rt.ops)  # fmt: skip
+        host_s = host_floor_s(
+            params, rt.fwd_ops - (removed if use_flash else 0), m.info.trainable_tensors, gpu.architecture
+        )
+        target, est = gpu_target(
+            req,
+            m,
+            gpu,
+            cal,
+            published,
+            host_s,
+            rt.flash_amp if use_flash else rt.amp,
+            rt.flash_ops if use_flash else rt.ops,
+        )
         said = f"flash attention ({blocks} block{'s' if blocks > 1 else ''})" if use_flash else why_not
         if said:  # rows are frozen: a new row with the note
             target = replace(target, notes=(*target.notes, said))
@@ -198,73 +224,89 @@ def _gpu_rows(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, gpus: list[GPU],
 def _model_doc(m: ModelMeasure) -> ModelSection:
     """The plan document's ``model`` section."""
     return ModelSection(
-        name=m.ref.name, params=m.info.params, trainable_params=m.info.trainable_params,
-        forward_flops_per_sample=m.fwd_flops_per_sample, train_flops_per_sample=m.train_flops_per_sample,
-        loss=m.loss_doc, label=m.label_doc,
+        name=m.ref.name,
+        params=m.info.params,
+        trainable_params=m.info.trainable_params,
+        forward_flops_per_sample=m.fwd_flops_per_sample,
+        train_flops_per_sample=m.train_flops_per_sample,
+        loss=m.loss_doc,
+        label=m.label_doc,
         gpu_only_ops=m.stand_ins,  # no CPU kernel: the probe ran paddlefit's references (fused_ref.py)
-    )  # fmt: skip
+    )
 
 
-def _memory_doc(req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float,
-                row_notes: tuple[str, ...] = ()) -> MemorySection:  # fmt: skip
+def _memory_doc(
+    req: PlanRequest, m: ModelMeasure, act_ratio: float, cast_bytes: float, row_notes: tuple[str, ...] = ()
+) -> MemorySection:
     """The plan document's ``memory`` section: the request's precision's states and activations (bytes), the
     fp32 CPU figures, the phase fits and the probe's batches; its notes are ``m``'s, then ``row_notes``."""
     b = req.batch_size
     fixed = cpu_fixed_bytes(m, b)
     gpu_states = model_state_bytes(m.info, req.optimizer, req.precision)
-    cpu_fp32 = CpuFp32Memory(m.states32.weights_bytes, m.states32.grads_bytes, m.states32.optimizer_bytes,
-                             m.act_bytes_per_sample, fixed)  # fmt: skip
+    cpu_fp32 = CpuFp32Memory(
+        m.states32.weights_bytes, m.states32.grads_bytes, m.states32.optimizer_bytes, m.act_bytes_per_sample, fixed
+    )
     return MemorySection(
-        method=m.method, weights_bytes=gpu_states.weights_bytes, grads_bytes=gpu_states.grads_bytes,
-        optimizer_bytes=gpu_states.optimizer_bytes, activation_bytes_per_sample=m.act_bytes_per_sample * act_ratio,
+        method=m.method,
+        weights_bytes=gpu_states.weights_bytes,
+        grads_bytes=gpu_states.grads_bytes,
+        optimizer_bytes=gpu_states.optimizer_bytes,
+        activation_bytes_per_sample=m.act_bytes_per_sample * act_ratio,
         fixed_bytes=fixed * act_ratio + cast_bytes + (CONV_WORKSPACE_BYTES if m.has_conv else 0),
-        precision_of_breakdown=req.precision.value, cpu_fp32=cpu_fp32, dominant_phase=m.dominant_phase,
+        precision_of_breakdown=req.precision.value,
+        cpu_fp32=cpu_fp32,
+        dominant_phase=m.dominant_phase,
         phases={p: PhaseFitDoc(fx, sl) for p, (fx, sl) in m.phase_fit_bytes.items()},
-        phase_peak_bytes={p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p)
-                          for p in dict(m.phase_lines_bytes)},
-        eval_batch_size=m.eval_batch_size, probe_batch_sizes=m.probe_batch_sizes,
-        probe_max_rel_residual=m.max_rel_residual, notes=(*m.notes, *row_notes),
+        phase_peak_bytes={
+            p: max(fx + sl * b for q, (fx, sl) in m.phase_lines_bytes if q == p) for p in dict(m.phase_lines_bytes)
+        },
+        eval_batch_size=m.eval_batch_size,
+        probe_batch_sizes=m.probe_batch_sizes,
+        probe_max_rel_residual=m.max_rel_residual,
+        notes=(*m.notes, *row_notes),
         lazy_build_failure=m.lazy_build_failure,
-    )  # fmt: skip
+    )
 
 
-def _assumptions(req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float,
-                 cast_bytes: float) -> PlanAssumptions:  # fmt: skip
+def _assumptions(
+    req: PlanRequest, m: ModelMeasure, rt: _RowTrace, act_ratio: float, cast_bytes: float
+) -> PlanAssumptions:
     """The plan document's ``assumptions``: what every row took as given, with the GPU model's constants."""
     published = load_perf_params()
     return PlanAssumptions(
         safety_margin=req.safety_margin,
         tf32=req.tf32,
-        tf32_means="fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)" if req.tf32
-                   else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
+        tf32_means="fp32 matmul/conv on TF32 tensor cores where a GPU has them (Paddle's default)"
+        if req.tf32
+        else "fp32 matmul/conv on the FP32 CUDA cores (TF32 off: the job's `tf32: false`, --no-tf32)",
         amp_activation_factor=act_ratio,
         amp_cast_weight_bytes=cast_bytes,
         cuda_context_bytes=CUDA_CONTEXT_BYTES,
         conv_workspace_bytes=CONV_WORKSPACE_BYTES if m.has_conv else 0,
         gpu_model="per-kernel model (paddlefit.estimate.kernel_model): sum over kernels of max(GEMM tiles x "
-                  "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
-                  "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
-                  "runs (bench/gpu_fit.py)",
+        "waves / (unit peak x efficiency), bytes / (DRAM or L2 bandwidth x efficiency)) + kernel_s; "
+        "constants fitted per op class on measured kernels (bench/gpu_kernels.py) and end-to-end "
+        "runs (bench/gpu_fit.py)",
         gpu_model_params=dict(published.values),
         gpu_model_params_by_generation={g: dict(v) for g, v in published.by_generation.items()},
         gpu_model_params_source="paddlefit/catalog/data/gpu_perf_params.json ("
-                                f"{published.provenance.get('fitted_by', 'not fitted')}, "
-                                f"{published.provenance.get('date', '?')})",
+        f"{published.provenance.get('fitted_by', 'not fitted')}, "
+        f"{published.provenance.get('date', '?')})",
         trace_ops=len(rt.ops),
         attention=req.attention,
         flash_attention_blocks=rt.blocks,
         trace_source=m.trace.source,
         allreduce="NCCL model (paddlefit.estimate.collectives: per-step latency, LL/LL128/Simple ramp, ring at "
-                  f"{RING_EFFICIENCY:.1%} of the link, NVLS on NVSwitch) of paddlefit train's 128 MiB fused buckets "
-                  "after the backward; DataParallel overlaps its 25 MB buckets with the backward: exposed = "
-                  "max(last 1 MB bucket, all buckets - backward)",
+        f"{RING_EFFICIENCY:.1%} of the link, NVLS on NVSwitch) of paddlefit train's 128 MiB fused buckets "
+        "after the backward; DataParallel overlaps its 25 MB buckets with the backward: exposed = "
+        "max(last 1 MB bucket, all buckets - backward)",
         host_op_s=published.values["host_op_s"],
         host_optimizer_s_per_tensor=published.values["host_step_s_per_tensor"],
         host_step_s=published.values["host_step_s"],
         host_floor_s=host_floor_s(published, rt.fwd_ops, m.info.trainable_tensors),
         host_floor="3 x forward ops x host_op_s + trainable tensors x host_step_s_per_tensor + host_step_s: "
-                   "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
-                   "paddlefit calibrate",
+        "constants of the GPU model (bench/host_overhead.py), or measured on the training host by "
+        "paddlefit calibrate",
         cpu_threads=m.probe.threads if m.method == "cpu-probe" else None,
         cpu_thread_step_s={str(k): v for k, v in m.probe.thread_step_s.items()} if m.method == "cpu-probe" else {},
         omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),

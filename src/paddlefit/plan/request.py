@@ -58,88 +58,175 @@ class PlanRequest(RequestModel):
     inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
     optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.spec`.")
-    lr: float = Field(1e-3, gt=0, description="The job's learning rate (``lr``): the probe's optimizer is the job's "
-                      "(:meth:`optimizer_settings`).")  # fmt: skip
-    weight_decay: float | None = Field(None, ge=0, description="The job's ``weight_decay`` (None = the optimizer's "
-                                       "default: AdamW 0.01, the others none).")  # fmt: skip
+    lr: float = Field(
+        1e-3,
+        gt=0,
+        description="The job's learning rate (``lr``): the probe's optimizer is the job's "
+        "(:meth:`optimizer_settings`).",
+    )
+    weight_decay: float | None = Field(
+        None,
+        ge=0,
+        description="The job's ``weight_decay`` (None = the optimizer's default: AdamW 0.01, the others none).",
+    )
     lazy_mode: bool = Field(False, description="The job's ``lazy_mode`` (Adam/AdamW).")
     precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.spec`.")
-    attention: Literal["eager", "flash"] = Field("eager", description=(
-        "``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager attention "
-        "core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`), time and "
-        "activation memory; the CPU row stays the measurement. ``plan --flash-attention`` sets flash."))
-    tf32: bool = Field(True, description=(
-        "Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has "
-        "them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores."))
-    gpus: list[str] = Field(default_factory=list, description="Restrict GPU targets to these names (empty = the "
-                            "whole catalog, unless ``cpu_only``).")  # fmt: skip
+    attention: Literal["eager", "flash"] = Field(
+        "eager",
+        description=(
+            "``eager`` (the model as written) or ``flash``: GPU rows (CC 8.0+, fp16/bf16) run each eager attention "
+            "core of the trace as one flash-attention kernel (:func:`~paddlefit.estimate.fused.flash_trace`), time and "
+            "activation memory; the CPU row stays the measurement. ``plan --flash-attention`` sets flash."
+        ),
+    )
+    tf32: bool = Field(
+        True,
+        description=(
+            "Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has "
+            "them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores."
+        ),
+    )
+    gpus: list[str] = Field(
+        default_factory=list,
+        description="Restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).",
+    )
     devices: int = Field(1, ge=1, description="Data-parallel GPUs per target (all-reduce added when > 1).")
     dataset_size: int | None = Field(None, ge=1, description="Samples per epoch, for the time to train.")
     epochs: float | None = Field(None, gt=0, description="Epochs, for the time to train.")
     catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
     calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
-    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description=(
-        "Fraction of capacity a peak may use and still \"fit\" (policy, default 0.9, leaving 10% for allocator "
-        "fragmentation and the unmeasured)."))
-    probe_batch_sizes: tuple[int, ...] = Field((1, 2, 3), description=(
-        "The CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size`` while the estimated extra "
-        "probe time stays within ``probe_budget_s``."))
-    probe_budget_s: float = Field(6.0, description=(
-        "Extra probe time allowed, seconds: the larger batches it adds and the timing of other thread counts."))
-    max_probe_bytes: int | None = Field(None, description=(
-        "Probe only if fp32 Adam model states (16 B/param) stay under this, bytes; None = min(25% of RAM, 8 GiB)."))
-    probe_timeout_s: float = Field(DEFAULT_PROBE_TIMEOUT_S, gt=0, le=7 * 86400, description=(
-        "Wall-clock seconds the CPU probe's child process may take (``--probe-timeout``); past it the child is "
-        "killed and the plan fails naming the model and inputs (:mod:`paddlefit.probe.task`)."))
-    probe_memory_bytes: int | None = Field(None, description=(
-        "Private writable memory (``RLIMIT_DATA``, the child's VmData) the CPU probe's child process may use, "
-        "bytes (``--probe-memory-gib``); None = 90% of the RAM available when the probe starts."))
-    explain: list[str] = Field(default_factory=list, description=(
-        "GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a name that is "
-        "not among the planned GPUs is an error (checked on construction, before the probe)."))
+    safety_margin: float = Field(
+        DEFAULT_SAFETY_MARGIN,
+        gt=0,
+        le=1,
+        description=(
+            'Fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving 10% for allocator '
+            "fragmentation and the unmeasured)."
+        ),
+    )
+    probe_batch_sizes: tuple[int, ...] = Field(
+        (1, 2, 3),
+        description=(
+            "The CPU probe's first batch sizes; it adds 6, 12, 24... up to ``batch_size`` while the estimated extra "
+            "probe time stays within ``probe_budget_s``."
+        ),
+    )
+    probe_budget_s: float = Field(
+        6.0,
+        description=(
+            "Extra probe time allowed, seconds: the larger batches it adds and the timing of other thread counts."
+        ),
+    )
+    max_probe_bytes: int | None = Field(
+        None,
+        description=(
+            "Probe only if fp32 Adam model states (16 B/param) stay under this, bytes; None = min(25% of RAM, 8 GiB)."
+        ),
+    )
+    probe_timeout_s: float = Field(
+        DEFAULT_PROBE_TIMEOUT_S,
+        gt=0,
+        le=7 * 86400,
+        description=(
+            "Wall-clock seconds the CPU probe's child process may take (``--probe-timeout``); past it the child is "
+            "killed and the plan fails naming the model and inputs (:mod:`paddlefit.probe.task`)."
+        ),
+    )
+    probe_memory_bytes: int | None = Field(
+        None,
+        description=(
+            "Private writable memory (``RLIMIT_DATA``, the child's VmData) the CPU probe's child process may use, "
+            "bytes (``--probe-memory-gib``); None = 90% of the RAM available when the probe starts."
+        ),
+    )
+    explain: list[str] = Field(
+        default_factory=list,
+        description=(
+            "GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a name that is "
+            "not among the planned GPUs is an error (checked on construction, before the probe)."
+        ),
+    )
     label: InputSpec | None = Field(None, description="The job's label spec (None = from data or generated).")
-    label_arg: str | None = Field(None, description="The forward keyword that receives the label "
-                                  "(:mod:`paddlefit.models.calling`).")  # fmt: skip
+    label_arg: str | None = Field(
+        None, description="The forward keyword that receives the label (:mod:`paddlefit.models.calling`)."
+    )
     loss: str | None = Field(None, description="The job's loss (None = ``cross_entropy``).")
-    loss_strict: bool = Field(False, description="The loss is the job's (a job spec or ``--loss``): an output it "
-                              "cannot take is an error rather than planned with a proxy loss.")  # fmt: skip
+    loss_strict: bool = Field(
+        False,
+        description="The loss is the job's (a job spec or ``--loss``): an output it "
+        "cannot take is an error rather than planned with a proxy loss.",
+    )
     eval_batch_size: int | None = Field(None, description="Samples per evaluation forward (None = ``batch_size``).")
-    cpu_threads: int | None = Field(None, description="The job's Paddle CPU threads (None = every core, as "
-                                    "``train`` on one device); the CPU row's time is measured with it.")  # fmt: skip
+    cpu_threads: int | None = Field(
+        None,
+        description="The job's Paddle CPU threads (None = every core, as "
+        "``train`` on one device); the CPU row's time is measured with it.",
+    )
     time_threads: bool = Field(True, description="Also time 1, cores/2 and all cores and say which is fastest.")
-    loader_prefetch: int = Field(0, description=(
-        "Batches Paddle's single-process DataLoader holds besides the one in use: its blocking queue's capacity, "
-        "``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus the 2 of the "
-        "double-buffering ``BufferedReader`` behind ``use_buffer_reader=True`` (measured: train's peak for PP-LCNet "
-        "at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default prefetch_factor 2); "
-        "added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose batches "
-        "live in shared memory)."))
-    eval_prefetch: int = Field(0, description="The same as ``loader_prefetch`` for the eval loader, added to the "
-                               "eval phase at the eval batch.")  # fmt: skip
-    eval_held: int = Field(0, description=(
-        "Training batches the train loader still holds during an evaluation (a run stopped mid-epoch by "
-        "``max_steps`` evaluates with the train queue full, and its last batch; measured on PP-LCNet: 5), added to "
-        "the eval phase at the training batch."))
-    sample: Any = Field(None, description="The first sample of the job's ``data.train`` (probe batches are copies "
-                        "of it); None = synthetic.")  # fmt: skip
-    eval_phase: bool = Field(True, description="The job evaluates (a job spec without ``data.eval`` does not): the "
-                             "probe measures the eval forward and it counts in the peak.")  # fmt: skip
-    probe_requested: bool = Field(True, description="The probe may also run the requested batch when its time "
-                                  "budget allows (False keeps the plan's own row an extrapolation, as "
-                                  "``bench/memory_accuracy.py`` checks).")  # fmt: skip
-    cpu_only: bool = Field(False, description="Plan the CPU row only (no GPU targets; ``train``'s prediction for a "
-                           "CPU run).")  # fmt: skip
-    use_runs: bool = Field(True, description="Correct each device's step time by the run registry's measured runs "
-                           "(:mod:`paddlefit.plan.runs_calibration`; ``--no-runs`` turns it off).")  # fmt: skip
+    loader_prefetch: int = Field(
+        0,
+        description=(
+            "Batches Paddle's single-process DataLoader holds besides the one in use: its blocking queue's capacity, "
+            "``prefetch_factor`` x places (``python/paddle/io/dataloader/dataloader_iter.py``), plus the 2 of the "
+            "double-buffering ``BufferedReader`` behind ``use_buffer_reader=True`` (measured: train's peak for "
+            "PP-LCNet at batch 32 was 4.00 batches of 393,472 bytes above the probe's with the default prefetch_factor "
+            "2); added to every phase as input + label bytes x batch (0: no DataLoader, or worker processes, whose "
+            "batches live in shared memory)."
+        ),
+    )
+    eval_prefetch: int = Field(
+        0, description="The same as ``loader_prefetch`` for the eval loader, added to the eval phase at the eval batch."
+    )
+    eval_held: int = Field(
+        0,
+        description=(
+            "Training batches the train loader still holds during an evaluation (a run stopped mid-epoch by "
+            "``max_steps`` evaluates with the train queue full, and its last batch; measured on PP-LCNet: 5), added to "
+            "the eval phase at the training batch."
+        ),
+    )
+    sample: Any = Field(
+        None,
+        description="The first sample of the job's ``data.train`` (probe batches are copies of it); None = synthetic.",
+    )
+    eval_phase: bool = Field(
+        True,
+        description="The job evaluates (a job spec without ``data.eval`` does not): the "
+        "probe measures the eval forward and it counts in the peak.",
+    )
+    probe_requested: bool = Field(
+        True,
+        description="The probe may also run the requested batch when its time "
+        "budget allows (False keeps the plan's own row an extrapolation, as "
+        "``bench/memory_accuracy.py`` checks).",
+    )
+    cpu_only: bool = Field(
+        False, description="Plan the CPU row only (no GPU targets; ``train``'s prediction for a CPU run)."
+    )
+    use_runs: bool = Field(
+        True,
+        description="Correct each device's step time by the run registry's measured runs "
+        "(:mod:`paddlefit.plan.runs_calibration`; ``--no-runs`` turns it off).",
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"batch_size": "--batch-size", "devices": "--devices", "gpus": "--gpu",
-                                          "dataset_size": "--dataset-size", "epochs": "--epochs",
-                                          "catalog_files": "--catalog", "calibration_files": "--calibration",
-                                          "explain": "--explain", "safety_margin": "--safety-margin",
-                                          "tf32": "--tf32/--no-tf32", "eval_batch_size": "--eval-batch-size",
-                                          "attention": "attention", "probe_timeout_s": "--probe-timeout",
-                                          "lr": "lr", "weight_decay": "weight_decay",
-                                          "lazy_mode": "lazy_mode"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "batch_size": "--batch-size",
+        "devices": "--devices",
+        "gpus": "--gpu",
+        "dataset_size": "--dataset-size",
+        "epochs": "--epochs",
+        "catalog_files": "--catalog",
+        "calibration_files": "--calibration",
+        "explain": "--explain",
+        "safety_margin": "--safety-margin",
+        "tf32": "--tf32/--no-tf32",
+        "eval_batch_size": "--eval-batch-size",
+        "attention": "attention",
+        "probe_timeout_s": "--probe-timeout",
+        "lr": "lr",
+        "weight_decay": "weight_decay",
+        "lazy_mode": "lazy_mode",
+    }
 
     @field_validator("max_probe_bytes")
     @classmethod
@@ -189,8 +276,9 @@ def check_job_length(dataset_size: int, epochs: float) -> None:
         PaddlefitError: naming ``--dataset-size`` and ``--epochs``.
     """
     if not 1 <= dataset_size <= MAX_DATASET_SIZE or not math.isfinite(epochs) or not 0 < epochs <= MAX_EPOCHS:
-        raise PaddlefitError(f"`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6] (got "
-                             f"{dataset_size:g}, {epochs:g}).")  # fmt: skip
+        raise PaddlefitError(
+            f"`--dataset-size` must be 1..1e13 and `--epochs` a number in (0, 1e6] (got {dataset_size:g}, {epochs:g})."
+        )
 
 
 @dataclass(frozen=True)
@@ -275,7 +363,6 @@ class Plan:
         return d
 
 
-
 def check_explain(explain: Iterable[str], gpus: Iterable[str], pool: list[GPU]) -> None:
     """Every ``explain`` name must be a GPU of ``pool`` and, when ``gpus`` restricts the targets, among them.
 
@@ -286,13 +373,15 @@ def check_explain(explain: Iterable[str], gpus: Iterable[str], pool: list[GPU]) 
     chosen = {g.name for g in resolve_gpus(gpus, pool)}
     for name in explain:
         if not name.strip():
-            raise PaddlefitError("`--explain` is empty; give a GPU name from `paddlefit gpus`, e.g. "
-                                 "`--explain A100-SXM4-40GB`.")  # fmt: skip
+            raise PaddlefitError(
+                "`--explain` is empty; give a GPU name from `paddlefit gpus`, e.g. `--explain A100-SXM4-40GB`."
+            )
         try:
             g = get_gpu(name, pool)
         except UnknownNameError as exc:
             raise PaddlefitError(f"`--explain {name}`: {exc}") from None
         if chosen and g.name not in chosen:
             given = ", ".join(f"`--gpu {c}`" for c in sorted(chosen))
-            raise PaddlefitError(f"`--explain {name}` is not among the planned GPUs ({given}); add `--gpu {g.name}` "
-                                 "or drop `--explain`.")  # fmt: skip
+            raise PaddlefitError(
+                f"`--explain {name}` is not among the planned GPUs ({given}); add `--gpu {g.name}` or drop `--explain`."
+            )

@@ -52,9 +52,9 @@ def max_batch(phases: list[tuple[float, float]], limit: float) -> int | None:
     return None if best == math.inf else math.floor(best)
 
 
-
-def amp_activation_memory(trace: OpTrace, precision: Precision,
-                          gpu_trace: OpTrace | None = None) -> tuple[float, float]:  # fmt: skip
+def amp_activation_memory(
+    trace: OpTrace, precision: Precision, gpu_trace: OpTrace | None = None
+) -> tuple[float, float]:
     """(activation ratio, cast-weight bytes) of ``precision`` against fp32 for the traced model.
 
     The ratio is the per-sample growth of the bytes the forward keeps for the backward at the AMP dtypes
@@ -144,8 +144,10 @@ def phases_for(req: PlanRequest, m: ModelMeasure, precision: Precision, amp: Amp
     the forward and backward phases. (fixed bytes, bytes per sample) per segment."""
     st = model_state_bytes(m.info, req.optimizer, precision).total_bytes
     f, cast = amp(precision)
-    return [(st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
-            for p, (fx, sl) in m.phase_lines_bytes]  # fmt: skip
+    return [
+        (st + f * (fx - m.states32.total_bytes) + (cast if p != "optimizer_step" else 0.0), f * sl)
+        for p, (fx, sl) in m.phase_lines_bytes
+    ]
 
 
 def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
@@ -188,8 +190,10 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
     cpu_peak = max(fx + sl * b for fx, sl in lines)
     cpu_notes = [f"{os.cpu_count()} cores, {capacity_gib(total_ram)} GiB RAM"]
     if m.stand_ins:  # the probe's memory and time are those of the stand-ins (probe/fused_ref.py)
-        cpu_notes.append(f"Paddle cannot run {', '.join(m.stand_ins)} on a CPU (no CPU kernel or backward): `train` "
-                         "cannot run this model here; the row is the probe's CPU stand-ins for them")  # fmt: skip
+        cpu_notes.append(
+            f"Paddle cannot run {', '.join(m.stand_ins)} on a CPU (no CPU kernel or backward): `train` "
+            "cannot run this model here; the row is the probe's CPU stand-ins for them"
+        )
     if req.precision.is_amp:
         cpu_notes.append("AMP has no effect on CPU: fp32 planned")
     if req.devices > 1:
@@ -201,31 +205,50 @@ def cpu_target(req: PlanRequest, m: ModelMeasure) -> Target:
             cpu_notes.append(mkl)
         busy = machine_busy()
         if busy:
-            cpu_notes.append(f"measured while the machine was busy ({busy}): the CPU row is slower than this machine "
-                             "is idle; rerun `plan` on an idle machine for its time")  # fmt: skip
+            cpu_notes.append(
+                f"measured while the machine was busy ({busy}): the CPU row is slower than this machine "
+                "is idle; rerun `plan` on an idle machine for its time"
+            )
         ts = probe.thread_step_s
         if ts:
             best = min(ts, key=ts.__getitem__)
             if probe.threads in ts and ts[probe.threads] > 1.10 * ts[best]:
-                said = (f"measured at batch {max(req.probe_batch_sizes)}: "
-                        + ", ".join(f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items())))
-                cpu_notes.append(said + ("; under load, so no advice on `cpu_threads`" if busy else
-                                         f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)"))
+                said = f"measured at batch {max(req.probe_batch_sizes)}: " + ", ".join(
+                    f"{n} thread(s) {v * 1e3:,.0f} ms" for n, v in sorted(ts.items())
+                )
+                cpu_notes.append(
+                    said
+                    + (
+                        "; under load, so no advice on `cpu_threads`"
+                        if busy
+                        else f"; set `cpu_threads: {best}` ({ts[probe.threads] / ts[best]:.2f}x faster)"
+                    )
+                )
     cpu_step = cpu_step_s(m.cpu_time_line_s, b)
     cpu_calibrated = cpu_step == cpu_step
     if m.cpu_time_line_s is None:
         cpu_notes.append("no probe: CPU step time not measured")
     elif not cpu_calibrated:
-        cpu_notes.append(f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
-                         f"a line that reaches zero at batch {b}; rerun `plan` on an idle machine")  # fmt: skip
+        cpu_notes.append(
+            f"CPU step time not measured: the probe's step times (taken under this machine's load) fit "
+            f"a line that reaches zero at batch {b}; rerun `plan` on an idle machine"
+        )
     return Target(
-        name="cpu", kind="cpu", fits=cpu_peak <= req.safety_margin * cpu_cap, peak_bytes=int(cpu_peak),
-        capacity_bytes=cpu_cap, max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
-        step_time_s=cpu_step, samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
-        calibrated=cpu_calibrated, notes=tuple(cpu_notes), bound=None, grads_bytes=states32.grads_bytes,
+        name="cpu",
+        kind="cpu",
+        fits=cpu_peak <= req.safety_margin * cpu_cap,
+        peak_bytes=int(cpu_peak),
+        capacity_bytes=cpu_cap,
+        max_batch_size=max_batch(lines, req.safety_margin * cpu_cap),
+        step_time_s=cpu_step,
+        samples_per_s=b / cpu_step if cpu_step == cpu_step else float("nan"),
+        calibrated=cpu_calibrated,
+        notes=tuple(cpu_notes),
+        bound=None,
+        grads_bytes=states32.grads_bytes,
         checkpoint_bytes=states32.weights_bytes + states32.optimizer_bytes,
         calibration="device" if cpu_calibrated else "none",
-    )  # fmt: skip
+    )
 
 
 def row_params(cal: Calibration | None, published: PerfParams) -> PerfParams:
@@ -234,8 +257,16 @@ def row_params(cal: Calibration | None, published: PerfParams) -> PerfParams:
     return cal.perf_params if cal and cal.perf_params is not None else published
 
 
-def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | None, published: PerfParams,
-               host_s: float, amp: AmpMemory, ops_b: Any) -> tuple[Target, StepEstimate]:  # fmt: skip
+def gpu_target(
+    req: PlanRequest,
+    m: ModelMeasure,
+    gpu: GPU,
+    cal: Calibration | None,
+    published: PerfParams,
+    host_s: float,
+    amp: AmpMemory,
+    ops_b: Any,
+) -> tuple[Target, StepEstimate]:
     """One GPU row: memory rebased on the precision Paddle runs there, the per-operator step time (calibrated when
     ``cal`` has kernel timings, else ``published``), never below ``host_s``, + the exposed all-reduce; and the
     step estimate (for ``--explain``)."""
@@ -253,8 +284,9 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     peak = max(fx + sl * b for fx, sl in ph)
     peak_flops, unit = gpu.peak_flops(prec.value, req.tf32)
     params = row_params(cal, published)
-    est = estimate_step(ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params,
-                        info.trainable_tensors, params, req.tf32)  # fmt: skip
+    est = estimate_step(
+        ops_b, prec.value, gpu, req.optimizer.value, info.trainable_params, info.trainable_tensors, params, req.tf32
+    )
     train_ar = train_gradient_allreduce(gpu, g_states.grads_bytes, req.devices)
     ar = train_ar.seconds
     # paddlefit train (its default oom_backoff: true) all-reduces after the backward, as `cost` prices it; plain
@@ -264,31 +296,57 @@ def gpu_target(req: PlanRequest, m: ModelMeasure, gpu: GPU, cal: Calibration | N
     step = max(est.device_s, host_s) + ar
     bound, notes = _bound_and_notes(req, gpu, prec, unit, est, host_s, cal, params)
     if req.devices > 1:
-        notes.append(f"all-reduce {ar * 1e3:.1f} ms over {train_ar.link} ({train_ar.buckets} x <= 128 MiB, "
-                     f"{train_ar.algorithm}) after the backward, as paddlefit train runs it (oom_backoff: true); "
-                     f"DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms")  # fmt: skip
+        notes.append(
+            f"all-reduce {ar * 1e3:.1f} ms over {train_ar.link} ({train_ar.buckets} x <= 128 MiB, "
+            f"{train_ar.algorithm}) after the backward, as paddlefit train runs it (oom_backoff: true); "
+            f"DataParallel's overlap (oom_backoff: false) leaves {ar_dp * 1e3:.1f} ms"
+        )
     breakdown = time_breakdown(est, ar if req.devices > 1 else None)
     mfu = m.train_flops_per_sample * b / step / peak_flops
     if mfu > 1.0:  # only Winograd does fewer multiplies than the model counts
-        notes.append("MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
-                     "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)")
+        notes.append(
+            "MFU above 100%: its FP32 3x3 convolutions run as Winograd, which does up to 4x fewer "
+            "multiplies than the model's FLOPs count (MFU counts the model's FLOPs)"
+        )
     lower = gpu.missing_peak(prec.value, req.tf32) is not None  # timed at a slower unit's peak than the card's
     calibration = params.calibration  # "device" only with kernel timings measured on this GPU
     if gpu.is_xpu and calibration != "device":  # the CUDA kernel fit carried to an XPU: not grounded, say so
         calibration = "uncalibrated"
     return Target(
-        name=gpu.name, kind="gpu", fits=peak <= usable, peak_bytes=int(peak), capacity_bytes=cap,
-        max_batch_size=max_batch(ph, usable), step_time_s=step, samples_per_s=req.devices * b / step,
-        calibrated=calibration == "device", notes=tuple(notes), bound=bound, allreduce_s=ar,
-        grads_bytes=g_states.grads_bytes, checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
-        calibration=calibration, predicted_mfu=None if lower else mfu,
-        time_breakdown=breakdown, allreduce_exposed_s=ar, speed_lower_bound=lower, peak_unit=unit,
+        name=gpu.name,
+        kind="gpu",
+        fits=peak <= usable,
+        peak_bytes=int(peak),
+        capacity_bytes=cap,
+        max_batch_size=max_batch(ph, usable),
+        step_time_s=step,
+        samples_per_s=req.devices * b / step,
+        calibrated=calibration == "device",
+        notes=tuple(notes),
+        bound=bound,
+        allreduce_s=ar,
+        grads_bytes=g_states.grads_bytes,
+        checkpoint_bytes=g_states.weights_bytes + g_states.optimizer_bytes,
+        calibration=calibration,
+        predicted_mfu=None if lower else mfu,
+        time_breakdown=breakdown,
+        allreduce_exposed_s=ar,
+        speed_lower_bound=lower,
+        peak_unit=unit,
         peak_flops=peak_flops,
-    ), est  # fmt: skip
+    ), est
 
 
-def _bound_and_notes(req: PlanRequest, gpu: GPU, prec: Precision, unit: str, est: StepEstimate, host_s: float,
-                     cal: Calibration | None, params: PerfParams) -> tuple[str | None, list[str]]:  # fmt: skip
+def _bound_and_notes(
+    req: PlanRequest,
+    gpu: GPU,
+    prec: Precision,
+    unit: str,
+    est: StepEstimate,
+    host_s: float,
+    cal: Calibration | None,
+    params: PerfParams,
+) -> tuple[str | None, list[str]]:
     """What bounds the GPU row's step (``host``, else the costliest op class's ``compute``/``memory``) and the row's
     notes on the card, the bound and the GPU model's grounding (calibration, unfitted parameters, architecture)."""
     top_cls = max(est.by_class, key=lambda c: est.by_class[c]["seconds"]) if est.by_class else None
@@ -299,16 +357,22 @@ def _bound_and_notes(req: PlanRequest, gpu: GPU, prec: Precision, unit: str, est
     elif bound == "memory":
         notes.append(f"memory-bound ({top_cls})")
     if cal is not None and cal.perf_params is None:
-        notes.append("memory calibrated on this device; the calibration file has no kernel timings, so time "
-                     "is the published fit")
+        notes.append(
+            "memory calibrated on this device; the calibration file has no kernel timings, so time is the published fit"
+        )
     unfit = [k for k, n in (params.provenance.get("rows_constraining_each_parameter") or {}).items() if n == 0]
     dw = est.by_class.get("dwconv")
     if params.calibration == "published-fit" and "dwconv" in unfit and dw and dw["bound"] == "compute":
         # memory-bound depthwise kernels are timed by the kernel-fitted bandwidth; only compute-bound ones by the prior
         notes.append("depthwise conv compute-bound at an efficiency no published run constrains (a prior)")
     fitted_archs = params.provenance.get("architectures")
-    if (params.calibration == "published-fit" and fitted_archs and gpu.architecture not in fitted_archs
-            and gpu.architecture not in kernel_fit_architectures() and not gpu.is_xpu):  # fmt: skip
+    if (
+        params.calibration == "published-fit"
+        and fitted_archs
+        and gpu.architecture not in fitted_archs
+        and gpu.architecture not in kernel_fit_architectures()
+        and not gpu.is_xpu
+    ):
         notes.append(f"no measured kernel or published run on {gpu.architecture}: timed from its datasheet")
     return bound, notes
 
@@ -316,8 +380,10 @@ def _bound_and_notes(req: PlanRequest, gpu: GPU, prec: Precision, unit: str, est
 def time_breakdown(est: StepEstimate, allreduce_exposed_s: float | None) -> dict[str, Any]:
     """Op class -> predicted device ``seconds``, ``bound`` (compute or memory) and ``kernels``, slowest first;
     plus ``allreduce_exposed`` (communication) when given (data parallel)."""
-    breakdown = {c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}
-                 for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])}  # fmt: skip
+    breakdown = {
+        c: {"seconds": v["seconds"], "bound": v["bound"], "kernels": v["kernels"]}
+        for c, v in sorted(est.by_class.items(), key=lambda kv: -kv[1]["seconds"])
+    }
     if allreduce_exposed_s is not None:
         breakdown["allreduce_exposed"] = {"seconds": allreduce_exposed_s, "bound": "communication", "kernels": 0}
     return breakdown
@@ -343,18 +409,24 @@ def tied_fastest(gpu_fit: list[Target]) -> tuple[Target, str]:
     ties): those within 1% of the fastest samples/s (:data:`TIE_FACTOR`: host-bound rows at the host floor, or
     cards the model cannot tell apart) tie, and the tie goes to the smallest card that fits (the least memory: the
     cheaper class of card, leaving the larger ones for the jobs that need them), then the faster."""
-    fastest = max(gpu_fit, key=lambda t: (t.samples_per_s if t.samples_per_s == t.samples_per_s else -1.0,
-                                          -t.capacity_bytes))  # fmt: skip
+    fastest = max(
+        gpu_fit, key=lambda t: (t.samples_per_s if t.samples_per_s == t.samples_per_s else -1.0, -t.capacity_bytes)
+    )
     ties = [t for t in gpu_fit if t.samples_per_s * TIE_FACTOR >= fastest.samples_per_s] or [fastest]
     if len(ties) < 2:
         return fastest, ""
     best = min(ties, key=lambda t: (t.capacity_bytes, -t.samples_per_s))
-    said = (f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) is also the fastest" if best is fastest else
-            f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) over {fastest.name} "
-            f"({capacity_gib(fastest.capacity_bytes)} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} "
-            "faster)")
-    return best, (f"{len(ties)} GPUs within 1% of the fastest samples/s tie (below the model's resolution); the tie "
-                  f"goes to the smallest card that fits (the least memory), then the faster: {said}")  # fmt: skip
+    said = (
+        f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) is also the fastest"
+        if best is fastest
+        else f"{best.name} ({capacity_gib(best.capacity_bytes)} GiB) over {fastest.name} "
+        f"({capacity_gib(fastest.capacity_bytes)} GiB, {fastest.samples_per_s / best.samples_per_s - 1:.1%} "
+        "faster)"
+    )
+    return best, (
+        f"{len(ties)} GPUs within 1% of the fastest samples/s tie (below the model's resolution); the tie "
+        f"goes to the smallest card that fits (the least memory), then the faster: {said}"
+    )
 
 
 def recommend(targets: list[Target], batch: int) -> Recommendation:
@@ -380,8 +452,10 @@ def recommend(targets: list[Target], batch: int) -> Recommendation:
             )
         unranked = [t.name for t in fitting if t.speed_lower_bound and t not in gpu_fit]
         if unranked:
-            reason += (f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
-                       "the speed shown is a lower bound)")
+            reason += (
+                f"; not ranked: {', '.join(unranked)} (the catalog lacks the peak of the precision's unit: "
+                "the speed shown is a lower bound)"
+            )
         return Recommendation(best.name, reason, smallest.name, tie)
     gpus = [t for t in targets if t.kind == "gpu"]
     if not gpus:
@@ -397,4 +471,3 @@ def recommend(targets: list[Target], batch: int) -> Recommendation:
     else:
         reason = "model states alone exceed every GPU: use AMP O2, sharding or tensor/pipeline parallel"
     return Recommendation(None, reason, None, "")
-

@@ -63,8 +63,15 @@ def fit_correction(rows: list[dict[str, Any]], model: str | None, device: str) -
     factor = math.exp(sum(logs) / len(logs))
     before = [r["predicted_step_s"] / r["measured_step_s"] - 1 for r in use]
     after = [r["predicted_step_s"] * factor / r["measured_step_s"] - 1 for r in use]
-    return RunsCorrection(device=device, n=len(use), factor=factor, same_model=bool(same), residuals_before=before,
-                          residuals_after=after, run_ids=[int(r["id"]) for r in use if r.get("id") is not None])
+    return RunsCorrection(
+        device=device,
+        n=len(use),
+        factor=factor,
+        same_model=bool(same),
+        residuals_before=before,
+        residuals_after=after,
+        run_ids=[int(r["id"]) for r in use if r.get("id") is not None],
+    )
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,12 @@ def apply_runs(target: Target, runs: DeviceRuns | None, model: str) -> Target:
         return replace(target, notes=notes) if runs.warning else target
     corr = replace(corr, uncalibrated_step_s=target.step_time_s)
     mfu = target.predicted_mfu / corr.factor if target.predicted_mfu is not None else None
-    return replace(target, step_time_s=target.step_time_s * corr.factor,
-                   samples_per_s=target.samples_per_s / corr.factor, predicted_mfu=mfu, calibration=corr.label,
-                   runs_calibration=corr, notes=(*notes, corr.note()))  # fmt: skip
+    return replace(
+        target,
+        step_time_s=target.step_time_s * corr.factor,
+        samples_per_s=target.samples_per_s / corr.factor,
+        predicted_mfu=mfu,
+        calibration=corr.label,
+        runs_calibration=corr,
+        notes=(*notes, corr.note()),
+    )

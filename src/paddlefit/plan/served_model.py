@@ -71,29 +71,43 @@ def program_prefix(path: str) -> Path | None:
     if not p.exists() and not bare:
         return None
     if p.is_file() and p.suffix not in (*MODEL_SUFFIXES, PARAMS_SUFFIX):
-        raise ModelError(f"{path}: not an exported program; give a `paddle.jit.save` model (`model.json` or "
-                         "`model.pdmodel` beside `model.pdiparams`) or the folder holding it.")  # fmt: skip
+        raise ModelError(
+            f"{path}: not an exported program; give a `paddle.jit.save` model (`model.json` or "
+            "`model.pdmodel` beside `model.pdiparams`) or the folder holding it."
+        )
     if p.is_file() or bare:
         stem = p.parent / p.name[: -len(p.suffix)] if p.is_file() else p
         found = [c for s in MODEL_SUFFIXES if (c := stem.parent / (stem.name + s)).is_file()]
         if not found:
-            raise ModelError(f"{path}: no `{stem.name}.json` or `{stem.name}.pdmodel` beside it; an exported model is "
-                             "the program file and its .pdiparams, as `paddlefit export RUN_DIR` writes them.")
+            raise ModelError(
+                f"{path}: no `{stem.name}.json` or `{stem.name}.pdmodel` beside it; an exported model is "
+                "the program file and its .pdiparams, as `paddlefit export RUN_DIR` writes them."
+            )
     else:
         dirs = [d for d in (p / sub for sub in EXPORT_DIRS) if d.is_dir()]
-        found = [d / f.name for d in dirs for s in MODEL_SUFFIXES for f in sorted(d.glob("*" + s))
-                 if _params_file(d / f.name[: -len(s)]).exists()]  # fmt: skip
+        found = [
+            d / f.name
+            for d in dirs
+            for s in MODEL_SUFFIXES
+            for f in sorted(d.glob("*" + s))
+            if _params_file(d / f.name[: -len(s)]).exists()
+        ]
     if not found:
-        raise ModelError(f"{path}: no exported program found (looked for *.json / *.pdmodel with a .pdiparams "
-                         f"in {', '.join(str(p / s) if s else str(p) for s in EXPORT_DIRS)}); export a run "
-                         "with `paddlefit export RUN_DIR`.")  # fmt: skip
+        raise ModelError(
+            f"{path}: no exported program found (looked for *.json / *.pdmodel with a .pdiparams "
+            f"in {', '.join(str(p / s) if s else str(p) for s in EXPORT_DIRS)}); export a run "
+            "with `paddlefit export RUN_DIR`."
+        )
     if len(found) > 1:
-        raise ModelError(f"{path}: {len(found)} exported programs ({', '.join(str(f) for f in found)}); name the "
-                         "one to plan (its .json or .pdmodel file).")  # fmt: skip
+        raise ModelError(
+            f"{path}: {len(found)} exported programs ({', '.join(str(f) for f in found)}); name the "
+            "one to plan (its .json or .pdmodel file)."
+        )
     prefix = found[0].parent / found[0].name[: -len(found[0].suffix)]
     if not _params_file(prefix).exists():
-        raise ModelError(f"{path}: `{_params_file(prefix)}` is missing; an exported program needs its "
-                         "parameters file beside it.")  # fmt: skip
+        raise ModelError(
+            f"{path}: `{_params_file(prefix)}` is missing; an exported program needs its parameters file beside it."
+        )
     return prefix
 
 
@@ -133,10 +147,15 @@ def _from_transformer_config(cfg: Any, inputs: list[str] | None, model_args: lis
     if model_args:
         raise InputSpecError("`--model-arg` does not apply to a transformer config: it has no factory to call.")
     if not inputs:
-        raise InputSpecError(f"{cfg.name}: give the request's sequence length as `--input int64[S]`, e.g. "
-                             f"`--input int64[{min(cfg.max_position, 2048)}]`.")  # fmt: skip
-    ref = SimpleNamespace(name=cfg.name, transformer=to_transformer_config(cfg),
-                          default_inputs=parse_input_specs([f"int64[{min(cfg.max_position, 2048)}]"]))  # fmt: skip
+        raise InputSpecError(
+            f"{cfg.name}: give the request's sequence length as `--input int64[S]`, e.g. "
+            f"`--input int64[{min(cfg.max_position, 2048)}]`."
+        )
+    ref = SimpleNamespace(
+        name=cfg.name,
+        transformer=to_transformer_config(cfg),
+        default_inputs=parse_input_specs([f"int64[{min(cfg.max_position, 2048)}]"]),
+    )
     return _analytic(ref, parse_input_specs(inputs), "config")
 
 
@@ -144,8 +163,11 @@ def _looks_like_path(name: str) -> bool:
     """A name only a path has: a directory separator, a leading ``.`` or ``~``, or a program file's suffix (zoo
     names and ``package.module:factory`` have none of these)."""
     seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
-    return any(c in name for c in seps) or name.startswith((".", "~")) or \
-        name.endswith((*MODEL_SUFFIXES, PARAMS_SUFFIX, ".yaml", ".yml"))  # fmt: skip
+    return (
+        any(c in name for c in seps)
+        or name.startswith((".", "~"))
+        or name.endswith((*MODEL_SUFFIXES, PARAMS_SUFFIX, ".yaml", ".yml"))
+    )
 
 
 def _params_file(prefix: Path) -> Path:
@@ -153,8 +175,9 @@ def _params_file(prefix: Path) -> Path:
     return prefix.parent / (prefix.name + PARAMS_SUFFIX)
 
 
-def resolve_served(model: str | None, config: Path | None, inputs: list[str] | None,
-                   model_args: list[str] | None) -> ServedModel:  # fmt: skip
+def resolve_served(
+    model: str | None, config: Path | None, inputs: list[str] | None, model_args: list[str] | None
+) -> ServedModel:
     """The model MODEL / ``--config`` name, traced (see the module docstring).
 
     Raises:
@@ -165,18 +188,22 @@ def resolve_served(model: str | None, config: Path | None, inputs: list[str] | N
     from paddlefit.models.zoo import zoo_names
 
     if model is not None and not model.strip():
-        raise ModelError("MODEL is empty: give a zoo name, `package.module:factory`, an exported model folder, or "
-                         "`--config job.yaml`.")  # fmt: skip
+        raise ModelError(
+            "MODEL is empty: give a zoo name, `package.module:factory`, an exported model folder, or "
+            "`--config job.yaml`."
+        )
     code = model is None or config is not None or ":" in model or model.strip().lower() in zoo_names()
     llm = None if code else _llm_config(model)  # type: ignore[arg-type]
     if llm is not None:
         return _from_transformer_config(llm, inputs, model_args)
     prefix = None if code else program_prefix(model)  # type: ignore[arg-type]
     if prefix is None and not code and _looks_like_path(model):  # type: ignore[arg-type]
-        raise ModelError(f"{model}: no such file or folder. `plan --inference` takes a zoo name, "
-                         "`package.module:factory`, `--config job.yaml`, or an exported model: a folder holding "
-                         "`model.json` (or `model.pdmodel`) with `model.pdiparams`, as `paddlefit export RUN_DIR` "
-                         "writes into RUN_DIR/inference.")  # fmt: skip
+        raise ModelError(
+            f"{model}: no such file or folder. `plan --inference` takes a zoo name, "
+            "`package.module:factory`, `--config job.yaml`, or an exported model: a folder holding "
+            "`model.json` (or `model.pdmodel`) with `model.pdiparams`, as `paddlefit export RUN_DIR` "
+            "writes into RUN_DIR/inference."
+        )
     if prefix is None:
         return _from_code(model, config, inputs, model_args)
     if model_args:
@@ -200,15 +227,16 @@ def _from_program(prefix: Path, inputs: list[str] | None) -> ServedModel:
     pt = trace_program(prefix, 1, 2, shapes=shapes or None)
     size = _params_file(prefix).stat().st_size
     if size < pt.param_bytes:
-        raise ModelError(f"`{_params_file(prefix)}` holds {size:,} bytes, fewer than the {pt.param_bytes:,} bytes of "
-                         "parameters its program declares: it belongs to another model; export again.")  # fmt: skip
+        raise ModelError(
+            f"`{_params_file(prefix)}` holds {size:,} bytes, fewer than the {pt.param_bytes:,} bytes of "
+            "parameters its program declares: it belongs to another model; export again."
+        )
     specs = list(pt.inputs)
     for i, s in enumerate(specs):  # the ids' range from --input (the program does not know it)
         g = next((x for j, x in enumerate(given) if x.name == s.name or (x.name is None and j == i)), None)
         if g is not None and g.high:
             specs[i] = s.model_copy(update={"high": g.high})
-    return ServedModel(str(prefix), "exported", pt.trace, specs, pt.params, prefix=prefix,
-                       unmapped=dict(pt.unmapped))  # fmt: skip
+    return ServedModel(str(prefix), "exported", pt.trace, specs, pt.params, prefix=prefix, unmapped=dict(pt.unmapped))
 
 
 def too_large_to_run(params: int) -> bool:
@@ -231,17 +259,27 @@ def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:
 
     cfg = ref.transformer
     want = ref.default_inputs[0]
-    if len(specs) != 1 or not specs[0].dtype.startswith("int") or len(specs[0].shape) != 1 or \
-            specs[0].name not in (None, want.name):  # fmt: skip
-        raise InputSpecError(f"`--input`: {ref.name} takes one input of token ids, e.g. `--input "
-                             f"int64[{want.shape[0]}]`; got {' '.join(str(s) for s in specs)}.")  # fmt: skip
+    if (
+        len(specs) != 1
+        or not specs[0].dtype.startswith("int")
+        or len(specs[0].shape) != 1
+        or specs[0].name not in (None, want.name)
+    ):
+        raise InputSpecError(
+            f"`--input`: {ref.name} takes one input of token ids, e.g. `--input "
+            f"int64[{want.shape[0]}]`; got {' '.join(str(s) for s in specs)}."
+        )
     if specs[0].high and specs[0].high > cfg.vocab_size:
-        raise InputSpecError(f"`--input {specs[0]}`: token ids up to {specs[0].high} exceed {ref.name}'s vocabulary "
-                             f"of {cfg.vocab_size}; give `:{cfg.vocab_size}` or less.")  # fmt: skip
+        raise InputSpecError(
+            f"`--input {specs[0]}`: token ids up to {specs[0].high} exceed {ref.name}'s vocabulary "
+            f"of {cfg.vocab_size}; give `:{cfg.vocab_size}` or less."
+        )
     seq = specs[0].shape[0]
     if seq > cfg.max_position:
-        raise InputSpecError(f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
-                             f"`--input int64[{cfg.max_position}]` or less.")  # fmt: skip
+        raise InputSpecError(
+            f"{ref.name}: sequence length {seq} exceeds its max_position {cfg.max_position}; use "
+            f"`--input int64[{cfg.max_position}]` or less."
+        )
     return ServedModel(ref.name, kind, transformer_trace(cfg, seq), specs, cfg.params)
 
 
@@ -252,8 +290,9 @@ def _eval_layer(factory: Any, build: Callable[[Any], Any]) -> Any:
     return layer
 
 
-def _from_code(model: str | None, config: Path | None, inputs: list[str] | None,
-               model_args: list[str] | None) -> ServedModel:  # fmt: skip
+def _from_code(
+    model: str | None, config: Path | None, inputs: list[str] | None, model_args: list[str] | None
+) -> ServedModel:
     """Build the model from its code on this CPU and record its eval-mode forward at batch 1 and 2."""
     import paddle
 

@@ -41,11 +41,11 @@ DEFAULT_SOURCE = "default (no published rate)"
 NO_PUBLISHED_RATE = {
     "gcp": f"GCP publishes no preemption rate; Spot VMs have no 24 h limit, preemptible VMs had ({GCP_SPOT_DOCS})",
     "azure": "Azure shows eviction-rate ranges only in the signed-in portal and Azure Resource Graph (SpotResources, "
-             "needs a subscription): https://learn.microsoft.com/azure/virtual-machines/spot-vms",
+    "needs a subscription): https://learn.microsoft.com/azure/virtual-machines/spot-vms",
     "aws": "this instance type and region are not in the shipped AWS Spot Instance Advisor extract",
     "lambda": "Lambda has no spot market",
     "runpod": "RunPod publishes no interruption rate for spot pods (https://docs.runpod.io/pods/pricing)",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,17 @@ def rate_from_bucket(bucket: str, source: str = "") -> InterruptionRate:
     """
     key = bucket_key(bucket)
     if key not in SPOT_BUCKETS:
-        raise PaddlefitError(f"`--spot-bucket {bucket}` is not an AWS Spot Instance Advisor bucket; use one of "
-                             f"{', '.join(repr(b) for b in SPOT_BUCKETS)}.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--spot-bucket {bucket}` is not an AWS Spot Instance Advisor bucket; use one of "
+            f"{', '.join(repr(b) for b in SPOT_BUCKETS)}."
+        )
     f = SPOT_BUCKETS[key]
     r = -math.log(1.0 - f) / HOURS_PER_MONTH
     edge = "its lower bound: the rate may be higher" if key == ">20%" else "upper edge"
-    basis = (f"AWS Spot Instance Advisor bucket {key}: {f:.0%} of instances interrupted per month ({edge}); "
-             f"Poisson: r = -ln(1 - {f:g}) / {HOURS_PER_MONTH:g} h = {r:.3g}/h, MTBI {1 / r:,.0f} h")
+    basis = (
+        f"AWS Spot Instance Advisor bucket {key}: {f:.0%} of instances interrupted per month ({edge}); "
+        f"Poisson: r = -ln(1 - {f:g}) / {HOURS_PER_MONTH:g} h = {r:.3g}/h, MTBI {1 / r:,.0f} h"
+    )
     label = f"AWS Spot Instance Advisor {key}/month" + (" (at least: its lower edge)" if key == ">20%" else "")
     return InterruptionRate(r, basis, source or f"--spot-bucket {key}", label if source else "")
 
@@ -107,10 +111,13 @@ def rate_from_bucket(bucket: str, source: str = "") -> InterruptionRate:
 def default_rate(cloud: str) -> InterruptionRate:
     """:data:`DEFAULT_INTERRUPTIONS_PER_HOUR` for an instance of ``cloud`` with no published rate, saying why."""
     why = NO_PUBLISHED_RATE.get(cloud, f"{cloud} publishes no interruption rate")
-    return InterruptionRate(DEFAULT_INTERRUPTIONS_PER_HOUR,
-                            f"{DEFAULT_SOURCE}: one interruption per 24 h assumed, the longest a GCP preemptible VM "
-                            f"runs; {why}; give your rate with --interruptions-per-hour", DEFAULT_SOURCE,
-                            DEFAULT_SOURCE)  # fmt: skip
+    return InterruptionRate(
+        DEFAULT_INTERRUPTIONS_PER_HOUR,
+        f"{DEFAULT_SOURCE}: one interruption per 24 h assumed, the longest a GCP preemptible VM "
+        f"runs; {why}; give your rate with --interruptions-per-hour",
+        DEFAULT_SOURCE,
+        DEFAULT_SOURCE,
+    )
 
 
 def spot_rate(row: InstancePrice, override: InterruptionRate | None = None) -> InterruptionRate:
@@ -123,6 +130,7 @@ def spot_rate(row: InstancePrice, override: InterruptionRate | None = None) -> I
         bucket = aws_bucket(row.region, row.instance_type)
         if bucket is not None:
             rate = rate_from_bucket(bucket, ADVISOR_SOURCE)
-            return InterruptionRate(rate.per_hour, f"{row.region} {row.instance_type}: {rate.basis}", rate.source,
-                                    rate.label)
+            return InterruptionRate(
+                rate.per_hour, f"{row.region} {row.instance_type}: {rate.basis}", rate.source, rate.label
+            )
     return default_rate(row.cloud)

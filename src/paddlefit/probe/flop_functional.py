@@ -62,9 +62,19 @@ def _conv_rule(counter: FlopCounter, transposed: bool, name: str) -> Rule:
         fmt = str(kwargs.get("data_format", "NCHW"))
         # paddle.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups, data_format)
         stride, dilation = _arg(args, kwargs, 3, "stride", 1), _arg(args, kwargs, 5, "dilation", 1)
-        counter.emit_gemm("conv", conv_op(name, x, groups, fmt), x, w, out,
-                          conv_macs(w, out, transposed, x), b, conv_gemm(w, out, x, groups, transposed), groups,
-                          fmt, conv_geometry(w, out, stride, dilation, fmt, transposed))  # fmt: skip
+        counter.emit_gemm(
+            "conv",
+            conv_op(name, x, groups, fmt),
+            x,
+            w,
+            out,
+            conv_macs(w, out, transposed, x),
+            b,
+            conv_gemm(w, out, x, groups, transposed),
+            groups,
+            fmt,
+            conv_geometry(w, out, stride, dilation, fmt, transposed),
+        )
 
     return rule
 
@@ -108,8 +118,9 @@ def _loss_rule(counter: FlopCounter, op: str) -> Rule:
 
     def rule(args, kwargs, out):
         x = args[0] if args else next(iter(kwargs.values()), None)
-        counter.emit("loss", op, cls, per * numel(x), per * numel(x) if needs_grad(x) else 0,
-                     (*args, *kwargs.values()), out)  # fmt: skip
+        counter.emit(
+            "loss", op, cls, per * numel(x), per * numel(x) if needs_grad(x) else 0, (*args, *kwargs.values()), out
+        )
 
     return rule
 
@@ -117,8 +128,15 @@ def _loss_rule(counter: FlopCounter, op: str) -> Rule:
 def _wrap_gemms(counter: FlopCounter, paddle: Any, F: Any, ptensor: Any) -> None:
     """matmul (also ``paddle.tensor``'s, which paddle.nn's layers call: nn.MultiHeadAttention's P.V,
     python/paddle/nn/layer/transformer.py), linear, and the convolutions."""
-    for owner, name in ((paddle, "matmul"), (paddle, "bmm"), (paddle, "mm"), (paddle.Tensor, "matmul"),
-                        (paddle.Tensor, "__matmul__"), (paddle.Tensor, "bmm"), (ptensor, "matmul")):  # fmt: skip
+    for owner, name in (
+        (paddle, "matmul"),
+        (paddle, "bmm"),
+        (paddle, "mm"),
+        (paddle.Tensor, "matmul"),
+        (paddle.Tensor, "__matmul__"),
+        (paddle.Tensor, "bmm"),
+        (ptensor, "matmul"),
+    ):
         counter.wrap(owner, name, _matmul_rule(counter))
     counter.wrap(F, "linear", _linear_rule(counter))
     for name in ("conv1d", "conv2d", "conv3d"):
@@ -129,8 +147,21 @@ def _wrap_gemms(counter: FlopCounter, paddle: Any, F: Any, ptensor: Any) -> None
 
 def _wrap_elementwise(counter: FlopCounter, paddle: Any, F: Any) -> None:
     """Activations, softmax, norms, pooling, embedding and the elementwise ``+ - * /``."""
-    for name in ("relu", "relu6", "leaky_relu", "prelu", "elu", "silu", "swish", "sigmoid", "tanh",
-                 "hardswish", "hardsigmoid", "mish", "relu_"):  # fmt: skip
+    for name in (
+        "relu",
+        "relu6",
+        "leaky_relu",
+        "prelu",
+        "elu",
+        "silu",
+        "swish",
+        "sigmoid",
+        "tanh",
+        "hardswish",
+        "hardsigmoid",
+        "mish",
+        "relu_",
+    ):
         counter.wrap(F, name, _ew(counter, "activation", name.rstrip("_")))
     for owner, name in ((paddle, "tanh"), (paddle, "sigmoid"), (paddle, "exp")):
         counter.wrap(owner, name, _ew(counter, "activation", name))
@@ -141,12 +172,26 @@ def _wrap_elementwise(counter: FlopCounter, paddle: Any, F: Any) -> None:
     for name in ("layer_norm", "group_norm", "instance_norm", "batch_norm"):
         counter.wrap(F, name, _ew(counter, "norm", name, "norm"))
     for kind in ("max", "avg"):
-        for name in (f"{kind}_pool1d", f"{kind}_pool2d", f"{kind}_pool3d", f"adaptive_{kind}_pool1d",
-                     f"adaptive_{kind}_pool2d", f"adaptive_{kind}_pool3d"):  # fmt: skip
+        for name in (
+            f"{kind}_pool1d",
+            f"{kind}_pool2d",
+            f"{kind}_pool3d",
+            f"adaptive_{kind}_pool1d",
+            f"adaptive_{kind}_pool2d",
+            f"adaptive_{kind}_pool3d",
+        ):
             counter.wrap(F, name, _pool_rule(counter, f"{kind}_pool"))
     counter.wrap(F, "embedding", _embedding_rule(counter))
-    ops = {"__add__": "add", "__radd__": "add", "__sub__": "subtract", "__rsub__": "subtract",
-           "__mul__": "multiply", "__rmul__": "multiply", "__truediv__": "divide", "__rtruediv__": "divide"}
+    ops = {
+        "__add__": "add",
+        "__radd__": "add",
+        "__sub__": "subtract",
+        "__rsub__": "subtract",
+        "__mul__": "multiply",
+        "__rmul__": "multiply",
+        "__truediv__": "divide",
+        "__rtruediv__": "divide",
+    }
     for name, op in ops.items():
         counter.wrap(paddle.Tensor, name, _ew(counter, "elementwise", op))
     for name in ("add", "subtract", "multiply", "divide"):
@@ -155,16 +200,27 @@ def _wrap_elementwise(counter: FlopCounter, paddle: Any, F: Any) -> None:
 
 def _wrap_losses_and_moves(counter: FlopCounter, paddle: Any, F: Any, ptensor: Any) -> None:
     """The losses, then the zero-FLOP kernels (counted as ops, kernel launches, with no FLOPs)."""
-    for name, op in (("cross_entropy", "softmax_with_cross_entropy"),
-                     ("softmax_with_cross_entropy", "softmax_with_cross_entropy"), ("ctc_loss", "warpctc"),
-                     ("nll_loss", "nll_loss"),
-                     ("binary_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"),
-                     ("binary_cross_entropy", "bce_loss"), ("mse_loss", "mse_loss"), ("l1_loss", "l1_loss"),
-                     ("smooth_l1_loss", "huber_loss")):  # fmt: skip
+    for name, op in (
+        ("cross_entropy", "softmax_with_cross_entropy"),
+        ("softmax_with_cross_entropy", "softmax_with_cross_entropy"),
+        ("ctc_loss", "warpctc"),
+        ("nll_loss", "nll_loss"),
+        ("binary_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"),
+        ("binary_cross_entropy", "bce_loss"),
+        ("mse_loss", "mse_loss"),
+        ("l1_loss", "l1_loss"),
+        ("smooth_l1_loss", "huber_loss"),
+    ):
         counter.wrap(F, name, _loss_rule(counter, op))
     counter.wrap(F, "dropout", _move_rule(counter, "dropout", "elementwise"))
-    for owner, name in ((paddle, "transpose"), (paddle.Tensor, "transpose"), (paddle, "concat"),
-                        (paddle.Tensor, "t"), (ptensor, "transpose"), (ptensor, "concat")):  # fmt: skip
+    for owner, name in (
+        (paddle, "transpose"),
+        (paddle.Tensor, "transpose"),
+        (paddle, "concat"),
+        (paddle.Tensor, "t"),
+        (ptensor, "transpose"),
+        (ptensor, "concat"),
+    ):
         counter.wrap(owner, name, _move_rule(counter, "concat" if name == "concat" else "transpose"))
     for name in ("interpolate", "upsample"):
         counter.wrap(F, name, _move_rule(counter, "interpolate"))
@@ -191,9 +247,20 @@ def patch_functional(counter: FlopCounter) -> None:
     if counter.recorder is None:
         return
     # views launch no kernel: traced only when recording, so tensor identities and dtypes flow through
-    for owner, name in ((paddle, "reshape"), (paddle.Tensor, "reshape"), (ptensor, "reshape"), (paddle, "flatten"),
-                        (paddle.Tensor, "flatten"), (paddle, "squeeze"), (paddle.Tensor, "squeeze"),
-                        (paddle, "unsqueeze"), (paddle.Tensor, "unsqueeze"), (paddle, "split"),
-                        (paddle.Tensor, "split"), (paddle, "chunk"), (paddle.Tensor, "chunk"),
-                        (paddle.Tensor, "__getitem__")):  # fmt: skip
+    for owner, name in (
+        (paddle, "reshape"),
+        (paddle.Tensor, "reshape"),
+        (ptensor, "reshape"),
+        (paddle, "flatten"),
+        (paddle.Tensor, "flatten"),
+        (paddle, "squeeze"),
+        (paddle.Tensor, "squeeze"),
+        (paddle, "unsqueeze"),
+        (paddle.Tensor, "unsqueeze"),
+        (paddle, "split"),
+        (paddle.Tensor, "split"),
+        (paddle, "chunk"),
+        (paddle.Tensor, "chunk"),
+        (paddle.Tensor, "__getitem__"),
+    ):
         counter.wrap(owner, name, _move_rule(counter, "view", "view"))

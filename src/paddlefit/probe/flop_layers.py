@@ -30,17 +30,27 @@ def count_conv(counter: FlopCounter, layer: Any, x: Any, out: Any, transposed: b
     groups = int(getattr(layer, "_groups", 1) or 1)
     fmt = str(getattr(layer, "_data_format", "NCHW"))
     name = conv_op(type(layer).__name__.lower().replace("transpose", "_transpose"), x, groups, fmt)
-    counter.emit_gemm("conv", name, x, layer.weight, out, conv_macs(layer.weight, out, transposed, x), layer.bias,
-                      conv_gemm(layer.weight, out, x, groups, transposed), groups, fmt,
-                      conv_geometry(layer.weight, out, getattr(layer, "_stride", 1), getattr(layer, "_dilation", 1),
-                                    fmt, transposed))  # fmt: skip
+    counter.emit_gemm(
+        "conv",
+        name,
+        x,
+        layer.weight,
+        out,
+        conv_macs(layer.weight, out, transposed, x),
+        layer.bias,
+        conv_gemm(layer.weight, out, x, groups, transposed),
+        groups,
+        fmt,
+        conv_geometry(layer.weight, out, getattr(layer, "_stride", 1), getattr(layer, "_dilation", 1), fmt, transposed),
+    )
 
 
 def count_linear(counter: FlopCounter, layer: Any, x: Any, out: Any) -> None:
     """FLOPs and trace of one call of a ``paddle.nn.Linear`` (weight K x N) on input ``x``: 2·M·N·K + bias."""
     n, k = layer.weight.shape[1], layer.weight.shape[0]
-    counter.emit_gemm("linear", "linear", x, layer.weight, out, numel(out) * k, layer.bias,
-                      (1, numel(out) // max(n, 1), n, k))  # fmt: skip
+    counter.emit_gemm(
+        "linear", "linear", x, layer.weight, out, numel(out) * k, layer.bias, (1, numel(out) // max(n, 1), n, k)
+    )
 
 
 def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
@@ -52,12 +62,36 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
     conv_t = (nn.Conv1DTranspose, nn.Conv2DTranspose, nn.Conv3DTranspose)
     bn = (nn.BatchNorm, nn.BatchNorm1D, nn.BatchNorm2D, nn.BatchNorm3D, nn.SyncBatchNorm)
     ln = (nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm1D, nn.InstanceNorm2D, nn.InstanceNorm3D)
-    act1 = (nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.PReLU, nn.ELU, nn.SiLU, nn.Sigmoid, nn.Tanh,
-            nn.Hardswish, nn.Hardsigmoid, nn.Swish, nn.Mish)  # fmt: skip
-    maxpool = (nn.MaxPool1D, nn.MaxPool2D, nn.MaxPool3D, nn.AdaptiveMaxPool1D, nn.AdaptiveMaxPool2D,
-               nn.AdaptiveMaxPool3D)  # fmt: skip
-    avgpool = (nn.AvgPool1D, nn.AvgPool2D, nn.AvgPool3D, nn.AdaptiveAvgPool1D, nn.AdaptiveAvgPool2D,
-               nn.AdaptiveAvgPool3D)  # fmt: skip
+    act1 = (
+        nn.ReLU,
+        nn.ReLU6,
+        nn.LeakyReLU,
+        nn.PReLU,
+        nn.ELU,
+        nn.SiLU,
+        nn.Sigmoid,
+        nn.Tanh,
+        nn.Hardswish,
+        nn.Hardsigmoid,
+        nn.Swish,
+        nn.Mish,
+    )
+    maxpool = (
+        nn.MaxPool1D,
+        nn.MaxPool2D,
+        nn.MaxPool3D,
+        nn.AdaptiveMaxPool1D,
+        nn.AdaptiveMaxPool2D,
+        nn.AdaptiveMaxPool3D,
+    )
+    avgpool = (
+        nn.AvgPool1D,
+        nn.AvgPool2D,
+        nn.AvgPool3D,
+        nn.AdaptiveAvgPool1D,
+        nn.AdaptiveAvgPool2D,
+        nn.AdaptiveAvgPool3D,
+    )
 
     def on_params_elementwise(kind, per, op=None, cls="elementwise"):
         def rule(layer, inp, out):
@@ -77,8 +111,15 @@ def layer_rules(counter: FlopCounter) -> list[tuple[Any, Any]]:
         return rule
 
     def on_embedding(layer, inp, out):
-        counter.emit("embedding", "embedding", "embedding", 0, numel(out) if needs_grad(layer.weight) else 0,
-                     (inp[0], layer.weight), out)  # fmt: skip
+        counter.emit(
+            "embedding",
+            "embedding",
+            "embedding",
+            0,
+            numel(out) if needs_grad(layer.weight) else 0,
+            (inp[0], layer.weight),
+            out,
+        )
 
     def on_rnn(layer, inp, out):
         count_rnn(counter, layer, inp[0], out[0] if isinstance(out, list | tuple) else out)
@@ -124,8 +165,9 @@ def count_rnn(counter: FlopCounter, layer: Any, x: Any, out: Any) -> None:
             fwd_in = 2 * m * gates * h * size_in + 2 * m * gates * h
             first = lay == 0
             bwd_in = fwd_in * (2 if not first or needs_grad(x) else 1)
-            counter.emit("rnn", "rnn", "gemm", fwd_in, bwd_in, (x if first else out, w_ih), out,
-                         (1, m, gates * h, size_in))  # fmt: skip
+            counter.emit(
+                "rnn", "rnn", "gemm", fwd_in, bwd_in, (x if first else out, w_ih), out, (1, m, gates * h, size_in)
+            )
             fwd_rec = 2 * m * gates * h * r + 2 * m * gates * h + elem * m * h + (2 * m * h * r if proj else 0)
             counter.emit("rnn", "rnn", "gemm", fwd_rec, 2 * fwd_rec, (out, w_hh), out, (t, b, gates * h, r))
         size_in = dirs * r

@@ -111,9 +111,19 @@ class FlopCounter:
         self.handles: list[Any] = []
         self.patched: list[tuple[Any, str, Any]] = []
 
-    def emit(self, kind: str, op: str, cls: str, fwd: int, bwd: int, inputs: Any, out: Any,
-             gemm: tuple[int, int, int, int] | None = None, layout: str = "",
-             conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
+    def emit(
+        self,
+        kind: str,
+        op: str,
+        cls: str,
+        fwd: int,
+        bwd: int,
+        inputs: Any,
+        out: Any,
+        gemm: tuple[int, int, int, int] | None = None,
+        layout: str = "",
+        conv: tuple[int, ...] | None = None,
+    ) -> None:
         """Count one op (``kind`` is the FLOPs bucket) and record it in the trace when recording."""
         scope = current_scope()  # inside a fused Paddle op's reference: its kernels, one host dispatch
         name = scope[0] if scope else ""
@@ -126,9 +136,20 @@ class FlopCounter:
         if self.recorder is not None:
             self.recorder.record(op, cls, fwd, inputs, out, gemm, layout, conv, name)
 
-    def emit_gemm(self, kind: str, op: str, x: Any, w: Any, out: Any, macs: int, bias: Any,
-                  gemm: tuple[int, int, int, int], groups: int = 1, layout: str = "",
-                  conv: tuple[int, ...] | None = None) -> None:  # fmt: skip
+    def emit_gemm(
+        self,
+        kind: str,
+        op: str,
+        x: Any,
+        w: Any,
+        out: Any,
+        macs: int,
+        bias: Any,
+        gemm: tuple[int, int, int, int],
+        groups: int = 1,
+        layout: str = "",
+        conv: tuple[int, ...] | None = None,
+    ) -> None:
         """Count a GEMM-like op of ``macs`` multiply-accumulates (forward and backward by
         :func:`~paddlefit.estimate.flop_formulas.gemm_flops`); ``gemm`` is its (groups, M, N, K) shape, ``conv`` a
         convolution's geometry (:func:`~paddlefit.estimate.flop_formulas.conv_geometry`)."""
@@ -138,8 +159,9 @@ class FlopCounter:
         cls = "gemm" if kind != "conv" else ("dwconv" if op.startswith("depthwise") else "conv")
         self.emit(kind, op, cls, fwd, bwd, (x, w, bias), out, gemm, layout, conv)
 
-    def emit_elementwise(self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any,
-                         cls: str = "elementwise") -> None:  # fmt: skip
+    def emit_elementwise(
+        self, kind: str, op: str, per_elem: int, inputs: tuple, out: Any, cls: str = "elementwise"
+    ) -> None:
         """Count an op of ``per_elem`` FLOPs per output element; the backward repeats them when an input needs a
         gradient."""
         fwd = per_elem * numel(out)

@@ -36,8 +36,16 @@ def _record_attention(counter: FlopCounter, q: Any, k: Any, v: Any, mask: Any, c
     sq, sk, d, dv = qs[-3], ks[-3], qs[-1], vs[-1]
     fwd = flash_attention_flops(bh, sq, sk, d, dv, causal and sq == sk)
     grad = any(needs_grad(t) for t in (q, k, v))
-    counter.emit("attention", "flash_attn", "attention", fwd, round(FLASH_BWD_FACTOR * fwd) if grad else 0,
-                 (q, k, v, mask), _first(out), attention_gemm(bh, sq, sk, d))  # fmt: skip
+    counter.emit(
+        "attention",
+        "flash_attn",
+        "attention",
+        fwd,
+        round(FLASH_BWD_FACTOR * fwd) if grad else 0,
+        (q, k, v, mask),
+        _first(out),
+        attention_gemm(bh, sq, sk, d),
+    )
 
 
 def _sdpa_rule(counter: FlopCounter, bind: Any) -> Any:
@@ -71,14 +79,22 @@ def _rope_rule(counter: FlopCounter, bind: Any) -> Any:
         xs = [t for t in (a["q"], a.get("k"), a.get("v")) if t is not None]
         outs = [t for t in (out if isinstance(out, list | tuple) else (out,)) if t is not None]
         fwd = per_element("fused_rotary_position_embedding") * sum(map(numel, xs))
-        counter.emit("rope", "fused_rotary_position_embedding", "elementwise", fwd,
-                     fwd if any(map(needs_grad, xs)) else 0, (*xs, a.get("sin"), a.get("cos")), outs)  # fmt: skip
+        counter.emit(
+            "rope",
+            "fused_rotary_position_embedding",
+            "elementwise",
+            fwd,
+            fwd if any(map(needs_grad, xs)) else 0,
+            (*xs, a.get("sin"), a.get("cos")),
+            outs,
+        )
 
     return rule
 
 
 def _elementwise_rule(op: str, kind: str, per: Any, names: tuple[str, ...]) -> Any:
     """``per``: FLOPs per output element, or a callable of the bound arguments giving them."""
+
     def make(counter: FlopCounter, bind: Any) -> Any:
         def rule(args, kwargs, out):
             a = bind(args, kwargs)
@@ -91,13 +107,22 @@ def _elementwise_rule(op: str, kind: str, per: Any, names: tuple[str, ...]) -> A
 
 def _fused_linear_rule(counter: FlopCounter, bind: Any) -> Any:
     """y = x @ W + b: one GEMM with the bias (and activation) in its epilogue."""
+
     def rule(args, kwargs, out):
         a = bind(args, kwargs)
         w = a.get("weight", a.get("y"))
         tw = bool(a.get("transpose_weight") or a.get("transpose_y") or a.get("trans_y"))
         n, k = (w.shape[0], w.shape[1]) if tw else (w.shape[1], w.shape[0])
-        counter.emit_gemm("linear", "fused_gemm_epilogue", a["x"], w, out, numel(out) * k, a.get("bias"),
-                          (1, numel(out) // max(n, 1), n, k))  # fmt: skip
+        counter.emit_gemm(
+            "linear",
+            "fused_gemm_epilogue",
+            a["x"],
+            w,
+            out,
+            numel(out) * k,
+            a.get("bias"),
+            (1, numel(out) // max(n, 1), n, k),
+        )
 
     return rule
 
@@ -127,8 +152,13 @@ def patch_fused(counter: FlopCounter) -> None:
     wrap(IF, "fused_rms_norm", _norm_rule("rms_norm", per_element("rms_norm")))
     wrap(IF, "fused_layer_norm", _norm_rule("fused_bias_residual_layernorm", 8))
     wrap(IF, "fused_rotary_position_embedding", _rope_rule)
-    wrap(IF, "fused_bias_act", _elementwise_rule(
-        "fused_bias_act", "activation", lambda a: _bias_act_flops(str(a.get("act_method"))), ("x", "bias")))
+    wrap(
+        IF,
+        "fused_bias_act",
+        _elementwise_rule(
+            "fused_bias_act", "activation", lambda a: _bias_act_flops(str(a.get("act_method"))), ("x", "bias")
+        ),
+    )
     for name in ("fused_linear", "fused_matmul_bias", "fused_linear_activation"):
         wrap(IF, name, _fused_linear_rule)
     wrap(IF, "swiglu", _elementwise_rule("swiglu", "activation", 3, ("x", "y")))

@@ -37,8 +37,9 @@ def _rms_norm_ref(x, norm_weight, norm_bias, epsilon, begin_norm_axis=1, bias=No
     return (out + norm_bias if norm_bias is not None else out), x
 
 
-def _layer_norm_ref(x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, begin_norm_axis=1, bias=None,
-                    residual=None, **_):  # fmt: skip
+def _layer_norm_ref(
+    x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, begin_norm_axis=1, bias=None, residual=None, **_
+):
     """``fused_layer_norm``'s math: x (+ bias) (+ residual x alpha), then LayerNorm over the axes from
     ``begin_norm_axis`` (``python/paddle/incubate/nn/functional/fused_layer_norm.py``); returns (out, the summed
     input, None, None) in place of its (out, residual_out, mean, variance)."""
@@ -46,11 +47,21 @@ def _layer_norm_ref(x, norm_weight, norm_bias, epsilon, residual_alpha=1.0, begi
 
     x = x + bias if bias is not None else x
     x = x + residual * residual_alpha if residual is not None else x
-    return F.layer_norm(x, x.shape[begin_norm_axis % x.ndim:], norm_weight, norm_bias, epsilon), x, None, None
+    return F.layer_norm(x, x.shape[begin_norm_axis % x.ndim :], norm_weight, norm_bias, epsilon), x, None, None
 
 
-def _rope_ref(q, k=None, v=None, sin=None, cos=None, position_ids=None, use_neox_rotary_style=True,
-              time_major=False, rotary_emb_base=10000.0, **_):  # fmt: skip
+def _rope_ref(
+    q,
+    k=None,
+    v=None,
+    sin=None,
+    cos=None,
+    position_ids=None,
+    use_neox_rotary_style=True,
+    time_major=False,
+    rotary_emb_base=10000.0,
+    **_,
+):
     """``fused_rotary_position_embedding``'s math, x·cos + rotate(x)·sin on [B, S, H, D] (or [S, B, H, D] with
     ``time_major``); ``use_neox_rotary_style`` rotates adjacent pairs, else the two halves (Paddle's docstring,
     ``python/paddle/incubate/nn/functional/fused_rotary_position_embedding.py``); sin/cos from
@@ -60,7 +71,8 @@ def _rope_ref(q, k=None, v=None, sin=None, cos=None, position_ids=None, use_neox
     s, d = q.shape[0 if time_major else 1], q.shape[-1]
     if sin is None or cos is None:
         ang = paddle.arange(s, dtype="float32").unsqueeze(1) * rotary_emb_base ** (
-            -paddle.arange(0, d, 2, dtype="float32") / d).unsqueeze(0)  # fmt: skip
+            -paddle.arange(0, d, 2, dtype="float32") / d
+        ).unsqueeze(0)
         ang = paddle.repeat_interleave(ang, 2, axis=1) if use_neox_rotary_style else paddle.concat([ang, ang], 1)
         sin, cos = paddle.sin(ang), paddle.cos(ang)
     sin, cos = sin.reshape([-1, d]).astype(q.dtype), cos.reshape([-1, d]).astype(q.dtype)
@@ -74,7 +86,7 @@ def _rope_ref(q, k=None, v=None, sin=None, cos=None, position_ids=None, use_neox
     def rot(x):
         if use_neox_rotary_style:
             return paddle.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)
-        return paddle.concat([-x[..., d // 2:], x[..., : d // 2]], axis=-1)
+        return paddle.concat([-x[..., d // 2 :], x[..., : d // 2]], axis=-1)
 
     return tuple(x * cos + rot(x) * sin if x is not None else None for x in (q, k, v))
 
@@ -92,8 +104,19 @@ def _bias_act_ref(x, bias=None, act_method="gelu", **_):
     return {"gelu": F.gelu, "relu": F.relu, "silu": F.silu, "swish": F.silu}[act_method](x)
 
 
-def _linear_ref(x, weight=None, bias=None, transpose_weight=False, y=None, transpose_x=False, transpose_y=False,
-                trans_x=False, trans_y=False, activation=None, **_):  # fmt: skip
+def _linear_ref(
+    x,
+    weight=None,
+    bias=None,
+    transpose_weight=False,
+    y=None,
+    transpose_x=False,
+    transpose_y=False,
+    trans_x=False,
+    trans_y=False,
+    activation=None,
+    **_,
+):
     """``fused_linear`` / ``fused_matmul_bias`` / ``fused_linear_activation``: matmul + bias (+ gelu/relu), the GEMM
     with its epilogue (``python/paddle/incubate/nn/functional/fused_matmul_bias.py``)."""
     import paddle
@@ -138,8 +161,7 @@ def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training,
     res = residual if add_residual else None
     if norm:
         out = _kept_dropout(out, rate, training, mode)  # inside the fused kernel on the GPU; its mask is kept
-        return IF.fused_layer_norm(out, scale, shift, epsilon, begin_norm_axis=out.ndim - 1, bias=bias,
-                                   residual=res)[0]  # fmt: skip
+        return IF.fused_layer_norm(out, scale, shift, epsilon, begin_norm_axis=out.ndim - 1, bias=bias, residual=res)[0]
     out = out + bias if bias is not None else out
     if res is None:
         return F.dropout(out, rate, training=training, mode=mode)
@@ -148,10 +170,30 @@ def _residual_ln_ref(out, residual, bias, scale, shift, epsilon, rate, training,
         return IF.fused_dropout_add(out, res, p=rate, training=training, mode=mode)
 
 
-def _mha_ref(x, qkv_weight, linear_weight, pre_layer_norm=False, pre_ln_scale=None, pre_ln_bias=None,
-             ln_scale=None, ln_bias=None, pre_ln_epsilon=1e-5, qkv_bias=None, linear_bias=None, cache_kv=None,
-             attn_mask=None, dropout_rate=0.5, attn_dropout_rate=0.5, ln_epsilon=1e-5, training=True,
-             mode="upscale_in_train", add_residual=True, num_heads=-1, transpose_qkv_wb=False, **_):  # fmt: skip
+def _mha_ref(
+    x,
+    qkv_weight,
+    linear_weight,
+    pre_layer_norm=False,
+    pre_ln_scale=None,
+    pre_ln_bias=None,
+    ln_scale=None,
+    ln_bias=None,
+    pre_ln_epsilon=1e-5,
+    qkv_bias=None,
+    linear_bias=None,
+    cache_kv=None,
+    attn_mask=None,
+    dropout_rate=0.5,
+    attn_dropout_rate=0.5,
+    ln_epsilon=1e-5,
+    training=True,
+    mode="upscale_in_train",
+    add_residual=True,
+    num_heads=-1,
+    transpose_qkv_wb=False,
+    **_,
+):
     """``fused_multi_head_attention``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
     fused_attention_op.cu``, FusedAttentionOpKernel): [pre LayerNorm], the QKV GEMM + bias, the reference
     attention (FMHARef: Q·Kᵀ, mask add, softmax, dropout, P·V, transposes), the output GEMM, then bias + dropout +
@@ -174,14 +216,42 @@ def _mha_ref(x, qkv_weight, linear_weight, pre_layer_norm=False, pre_ln_scale=No
     att = F.softmax(_kept(att + attn_mask) if attn_mask is not None else att)
     att = F.dropout(att, attn_dropout_rate, training=training, mode=mode)
     out = paddle.matmul(att, v).transpose([0, 2, 1, 3]).reshape([b, s, -1])
-    return _residual_ln_ref(paddle.matmul(out, linear_weight), x, linear_bias, ln_scale, ln_bias, ln_epsilon,
-                            dropout_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
+    return _residual_ln_ref(
+        paddle.matmul(out, linear_weight),
+        x,
+        linear_bias,
+        ln_scale,
+        ln_bias,
+        ln_epsilon,
+        dropout_rate,
+        training,
+        mode,
+        add_residual,
+        not pre_layer_norm,
+    )
 
 
-def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=None, ln1_scale=None,
-             ln1_bias=None, ln2_scale=None, ln2_bias=None, dropout1_rate=0.5, dropout2_rate=0.5, activation="relu",
-             ln1_epsilon=1e-5, ln2_epsilon=1e-5, pre_layer_norm=False, training=True, mode="upscale_in_train",
-             add_residual=True, **_):  # fmt: skip
+def _ffn_ref(
+    x,
+    linear1_weight,
+    linear2_weight,
+    linear1_bias=None,
+    linear2_bias=None,
+    ln1_scale=None,
+    ln1_bias=None,
+    ln2_scale=None,
+    ln2_bias=None,
+    dropout1_rate=0.5,
+    dropout2_rate=0.5,
+    activation="relu",
+    ln1_epsilon=1e-5,
+    ln2_epsilon=1e-5,
+    pre_layer_norm=False,
+    training=True,
+    mode="upscale_in_train",
+    add_residual=True,
+    **_,
+):
     """``fused_feedforward``'s math in the kernels its GPU op runs (``paddle/fluid/operators/fused/
     fused_feedforward_op.cu``): [pre LayerNorm], linear1's GEMM, bias + activation + dropout as one kernel
     (``IF.fused_bias_act``, its dropout untraced: :func:`_kept_dropout`), linear2's GEMM,
@@ -191,14 +261,27 @@ def _ffn_ref(x, linear1_weight, linear2_weight, linear1_bias=None, linear2_bias=
     import paddle.nn.functional as F
 
     if activation not in ("gelu", "relu"):  # the GPU kernel's own check (fused_dropout_act_bias.h)
-        raise ValueError(f"fused_feedforward: activation {activation!r}: Paddle's GPU kernel only supports gelu or "
-                         "relu activation functions")  # fmt: skip
+        raise ValueError(
+            f"fused_feedforward: activation {activation!r}: Paddle's GPU kernel only supports gelu or "
+            "relu activation functions"
+        )
     e = x.shape[-1]
     h = F.layer_norm(x, [e], ln1_scale, ln1_bias, ln1_epsilon) if pre_layer_norm else x
     h = IF.fused_bias_act(paddle.matmul(h, linear1_weight), linear1_bias, act_method=activation)
     h = _kept_dropout(h, dropout1_rate, training, mode)  # DropoutActBias applies it in the same kernel
-    return _residual_ln_ref(paddle.matmul(h, linear2_weight), x, linear2_bias, ln2_scale, ln2_bias, ln2_epsilon,
-                            dropout2_rate, training, mode, add_residual, not pre_layer_norm)  # fmt: skip
+    return _residual_ln_ref(
+        paddle.matmul(h, linear2_weight),
+        x,
+        linear2_bias,
+        ln2_scale,
+        ln2_bias,
+        ln2_epsilon,
+        dropout2_rate,
+        training,
+        mode,
+        add_residual,
+        not pre_layer_norm,
+    )
 
 
 #: incubate function -> (reference, the argument that names the device, arguments whose use the reference lacks)
@@ -219,20 +302,63 @@ REFERENCES = {
 #: attribute -> reference keyword, reference, index of the output in the returned tuple, the tuple's length).
 LEGACY_OPS = {
     "fused_attention": (
-        ("x", "pre_ln_scale", "pre_ln_bias", "qkv_weight", "qkv_bias", "cache_kv", "attn_mask", "linear_weight",
-         "linear_bias", "ln_scale", "ln_bias"),
-        {"num_heads": "num_heads", "transpose_qkv_wb": "transpose_qkv_wb", "pre_layer_norm": "pre_layer_norm",
-         "epsilon": "pre_ln_epsilon", "dropout_rate": "dropout_rate", "attn_dropout_rate": "attn_dropout_rate",
-         "ln_epsilon": "ln_epsilon", "dropout_implementation": "mode", "add_residual": "add_residual"},
-        _mha_ref, 19, 20),
+        (
+            "x",
+            "pre_ln_scale",
+            "pre_ln_bias",
+            "qkv_weight",
+            "qkv_bias",
+            "cache_kv",
+            "attn_mask",
+            "linear_weight",
+            "linear_bias",
+            "ln_scale",
+            "ln_bias",
+        ),
+        {
+            "num_heads": "num_heads",
+            "transpose_qkv_wb": "transpose_qkv_wb",
+            "pre_layer_norm": "pre_layer_norm",
+            "epsilon": "pre_ln_epsilon",
+            "dropout_rate": "dropout_rate",
+            "attn_dropout_rate": "attn_dropout_rate",
+            "ln_epsilon": "ln_epsilon",
+            "dropout_implementation": "mode",
+            "add_residual": "add_residual",
+        },
+        _mha_ref,
+        19,
+        20,
+    ),
     "fused_feedforward": (
-        ("x", "dropout1_seed", "dropout2_seed", "linear1_weight", "linear1_bias", "linear2_weight", "linear2_bias",
-         "ln1_scale", "ln1_bias", "ln2_scale", "ln2_bias"),
-        {"pre_layer_norm": "pre_layer_norm", "ln1_epsilon": "ln1_epsilon", "ln2_epsilon": "ln2_epsilon",
-         "act_method": "activation", "dropout1_rate": "dropout1_rate", "dropout2_rate": "dropout2_rate",
-         "dropout1_implementation": "mode", "add_residual": "add_residual"},
-        _ffn_ref, 0, 11),
-}  # fmt: skip
+        (
+            "x",
+            "dropout1_seed",
+            "dropout2_seed",
+            "linear1_weight",
+            "linear1_bias",
+            "linear2_weight",
+            "linear2_bias",
+            "ln1_scale",
+            "ln1_bias",
+            "ln2_scale",
+            "ln2_bias",
+        ),
+        {
+            "pre_layer_norm": "pre_layer_norm",
+            "ln1_epsilon": "ln1_epsilon",
+            "ln2_epsilon": "ln2_epsilon",
+            "act_method": "activation",
+            "dropout1_rate": "dropout1_rate",
+            "dropout2_rate": "dropout2_rate",
+            "dropout1_implementation": "mode",
+            "add_residual": "add_residual",
+        },
+        _ffn_ref,
+        0,
+        11,
+    ),
+}
 
 #: The fused Paddle op whose reference is running, as (op name, call number), or None: the tracer marks each op it
 #: records with the name (:attr:`~paddlefit.estimate.optrace.TracedOp.scope`) and counts one dispatch per call.
@@ -249,8 +375,8 @@ def _run_legacy(name: str, real: Any, used: set[str], *args: Any) -> Any:
     """``_legacy_C_ops.<name>(*args)`` on CPU tensors through its reference (:data:`LEGACY_OPS`), after Paddle's own
     Python checks have run in the function that calls it; anything else (a GPU tensor, a KV cache) goes to Paddle."""
     names, attrs, ref, index, length = LEGACY_OPS[name]
-    tensors = dict(zip(names, args[:len(names)], strict=False))
-    given = dict(zip(args[len(names)::2], args[len(names) + 1::2], strict=False))  # 'attr', value pairs
+    tensors = dict(zip(names, args[: len(names)], strict=False))
+    given = dict(zip(args[len(names) :: 2], args[len(names) + 1 :: 2], strict=False))  # 'attr', value pairs
     kw = {attrs[k]: v for k, v in given.items() if k in attrs}
     kw["training"] = not given.get("is_test", False)
     if tensors.get("cache_kv") is not None or not tensors["x"].place.is_cpu_place():

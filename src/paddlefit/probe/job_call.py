@@ -97,9 +97,11 @@ class JobCall:
             if self.strict:
                 from paddlefit.errors import PaddlefitError
 
-                raise PaddlefitError(f"the model returns {describe_output(out)}; paddlefit cannot generate labels "
-                                     f"for `loss: {self.loss or 'cross_entropy'}` from it. Give the label's "
-                                     "per-sample spec (`label: SPEC` / `--label SPEC`, e.g. `int64[]:10`).")
+                raise PaddlefitError(
+                    f"the model returns {describe_output(out)}; paddlefit cannot generate labels "
+                    f"for `loss: {self.loss or 'cross_entropy'}` from it. Give the label's "
+                    "per-sample spec (`label: SPEC` / `--label SPEC`, e.g. `int64[]:10`)."
+                )
             self._use_proxy(out)
 
     def _use_proxy(self, out: Any) -> None:
@@ -107,8 +109,10 @@ class JobCall:
         from paddlefit.models.calling import describe_output
 
         self.proxy = True
-        self.note = (f"no job loss applies to the output ({describe_output(out)}): the probe backpropagated "
-                     "mean(output) as a proxy; give the job's loss and label (`plan --config`)")
+        self.note = (
+            f"no job loss applies to the output ({describe_output(out)}): the probe backpropagated "
+            "mean(output) as a proxy; give the job's loss and label (`plan --config`)"
+        )
 
     def batch(self, batch: int, seed: int = 0) -> Any:
         """A :class:`~paddlefit.models.calling.Batch` of ``batch`` samples: copies of ``sample`` when given, else

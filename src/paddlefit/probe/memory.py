@@ -54,8 +54,7 @@ def _alloc() -> tuple[Any, Any, Any]:
     )
 
 
-def _build_measured(build: Any, factory: Any, optimizer: Any,
-                    alloc: tuple[Any, Any, Any]) -> tuple[Any, Any, int, int]:  # fmt: skip
+def _build_measured(build: Any, factory: Any, optimizer: Any, alloc: tuple[Any, Any, Any]) -> tuple[Any, Any, int, int]:
     """Build the model (train mode) and its optimizer (``optimizer``: an
     :class:`~paddlefit.optimizers.OptimizerSettings` or a name, :func:`~paddlefit.optimizers.make_optimizer`, as
     ``train`` builds it) from a collected heap; returns (model, optimizer, allocated bytes before the build, peak
@@ -70,8 +69,9 @@ def _build_measured(build: Any, factory: Any, optimizer: Any,
     return model, opt, base, peak() - base
 
 
-def _measured_step(model: Any, opt: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any, Any], base: int,
-                   counter: Any = None) -> tuple[dict[str, int], float]:  # fmt: skip
+def _measured_step(
+    model: Any, opt: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any, Any], base: int, counter: Any = None
+) -> tuple[dict[str, int], float]:
     """One full training step; the allocator peak (bytes above ``base``) of each phase, and its seconds.
 
     The forward phase includes the job's loss. ``counter`` (a :class:`~paddlefit.probe.flops.FlopCounter`)
@@ -116,9 +116,11 @@ def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any,
                 from paddlefit.models.build import failing_layer, short_error
 
                 where = failing_layer(exc)
-                raise PaddlefitError(f"the evaluation forward (eval mode, no gradients, as `train` evaluates "
-                                     f"data.eval) raised{' in ' + where if where else ''}: "
-                                     f"{short_error(exc)}.") from None
+                raise PaddlefitError(
+                    f"the evaluation forward (eval mode, no gradients, as `train` evaluates "
+                    f"data.eval) raised{' in ' + where if where else ''}: "
+                    f"{short_error(exc)}."
+                ) from None
             if batch.label is not None and not call.proxy:
                 try:
                     loss = call.eval_loss(out, batch)
@@ -127,8 +129,9 @@ def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any,
                     if call.strict:  # train's evaluation would stop the same way
                         from paddlefit.errors import PaddlefitError
 
-                        raise PaddlefitError(f"in the evaluation pass (eval mode, as `train` evaluates data.eval): "
-                                             f"{exc}") from None
+                        raise PaddlefitError(
+                            f"in the evaluation pass (eval mode, as `train` evaluates data.eval): {exc}"
+                        ) from None
             del out
         return peak() - base
     finally:
@@ -136,8 +139,13 @@ def _measured_eval(model: Any, call: JobCall, batch: Any, alloc: tuple[Any, Any,
 
 
 def measure_training_steps(
-    factory: Any, specs: list[InputSpec], batch: int, optimizer: OptimizerName | OptimizerSettings, steps: int = 2,
-    call: JobCall | None = None, eval_batch: int | None = None,
+    factory: Any,
+    specs: list[InputSpec],
+    batch: int,
+    optimizer: OptimizerName | OptimizerSettings,
+    steps: int = 2,
+    call: JobCall | None = None,
+    eval_batch: int | None = None,
 ) -> StepMeasurement:
     """Build the model and optimizer from scratch and run ``steps`` full training steps on CPU (then, with
     ``eval_batch``, one evaluation forward at that batch as phase ``eval``).
@@ -174,9 +182,18 @@ def measure_training_steps(
     return StepMeasurement(batch, {k: int(v) for k, v in phase_peak.items()}, int(states), step_t)
 
 
-def _time_threads(model: Any, opt: Any, call: JobCall, alloc: tuple[Any, Any, Any], base: int,
-                  ms: list[StepMeasurement], batch: int, threads: int, cores: int,
-                  say: Callable[[str], None]) -> dict[int, float]:  # fmt: skip
+def _time_threads(
+    model: Any,
+    opt: Any,
+    call: JobCall,
+    alloc: tuple[Any, Any, Any],
+    base: int,
+    ms: list[StepMeasurement],
+    batch: int,
+    threads: int,
+    cores: int,
+    say: Callable[[str], None],
+) -> dict[int, float]:
     """Seconds of one steady-state training step at ``batch`` with 1, ``cores // 2`` and ``cores`` Paddle CPU
     threads: the probe's own ``threads`` took its measured step at that batch (in ``ms``), each other count is
     timed once, and ``threads`` is put back."""
@@ -304,25 +321,33 @@ def probe_memory(
         del data
         if i == 1:
             first_opt_peak = max(first_opt_peak, peaks["optimizer_step"])
-            _guard_ram(max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b, 0.8, max(batch_sizes),
-                       current() - base)  # fmt: skip
+            _guard_ram(
+                max(peaks["forward"], peaks["backward"]) * max(batch_sizes) / b, 0.8, max(batch_sizes), current() - base
+            )
             continue
         ms.append(StepMeasurement(b, peaks, current() - base, seconds))
         if i == len(batch_sizes) + 1:  # mandatory steps done: extend at their steady pace, within what the thread
             # timing leaves of the budget (the first step is not steady: it creates the optimizer states)
             left_s = budget_s - (_thread_timing_s(seconds, threads, cores) if time_threads else 0.0)
             sizes += _extra_sizes(max(batch_sizes), seconds / b, extend_to, left_s, probe_requested)
-    thread_step_s = _time_threads(model, opt, call, alloc, base, ms, max(batch_sizes), threads, cores,
-                                  say) if time_threads and cores > 1 else {}  # fmt: skip
+    thread_step_s = (
+        _time_threads(model, opt, call, alloc, base, ms, max(batch_sizes), threads, cores, say)
+        if time_threads and cores > 1
+        else {}
+    )
     del opt, model
     gc.collect()
     if flops is not None:
         (b1, r1), *rest = traces.items()
         flops.trace = OpTrace(r1.ops(), rest[0][1].ops() if rest else [], b1, rest[0][0] if rest else b1)
     xs = [m.batch_size for m in ms]
-    return ProbeResult(measurements=ms, fits=_phase_fits(ms, first_opt_peak),
-                       time_fit=fit_step_time(xs, [m.step_time_s for m in ms]), threads=threads,
-                       thread_step_s=thread_step_s), flops  # fmt: skip
+    return ProbeResult(
+        measurements=ms,
+        fits=_phase_fits(ms, first_opt_peak),
+        time_fit=fit_step_time(xs, [m.step_time_s for m in ms]),
+        threads=threads,
+        thread_step_s=thread_step_s,
+    ), flops
 
 
 def _guard_ram(need: float, share: float, batch: int, held: int = 0, reported: float | None = None) -> None:
@@ -338,8 +363,9 @@ def _guard_ram(need: float, share: float, batch: int, held: int = 0, reported: f
         raise ProbeTooLargeError(need if reported is None else reported, free, batch)
 
 
-def _extra_sizes(largest: int, per_sample_s: float, extend_to: int, budget_s: float,
-                 probe_requested: bool) -> list[int]:  # fmt: skip
+def _extra_sizes(
+    largest: int, per_sample_s: float, extend_to: int, budget_s: float, probe_requested: bool
+) -> list[int]:
     """Batch sizes to probe beyond ``largest``: 2x, 4x, ... up to ``extend_to`` while their estimated seconds
     (``per_sample_s`` x batch x 1.3) stay within ``budget_s``, then ``extend_to`` itself when still affordable and
     ``probe_requested`` (no extrapolation left for the plan's own row)."""

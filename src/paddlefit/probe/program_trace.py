@@ -46,30 +46,91 @@ from paddlefit.inputspec import DTYPE_BYTES, InputSpec
 
 #: Bytes per element of the dtypes a program's parameters may have.
 _ITEM_BYTES = {**DTYPE_BYTES, "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
-_SKIP = {"data", "feed", "fetch", "full", "full_int_array", "full_with_tensor", "assign_value", "arange", "shape",
-         "shape64", "memcpy_h2d", "memcpy_d2h", "print"}  # fmt: skip
+_SKIP = {
+    "data",
+    "feed",
+    "fetch",
+    "full",
+    "full_int_array",
+    "full_with_tensor",
+    "assign_value",
+    "arange",
+    "shape",
+    "shape64",
+    "memcpy_h2d",
+    "memcpy_d2h",
+    "print",
+}
 #: op -> (class, FLOPs per output element, traced name or None = the op's own): the FLOPs from
 #: :data:`~paddlefit.estimate.element_flops.ELEMENT_FLOPS`, with the names the dygraph recorder gives
 _RENAMED = {"scale": "multiply", "cross_entropy_with_softmax": "softmax_with_cross_entropy"}
 _PER_ELEMENT: dict[str, tuple[str, int, str | None]] = {
     **{op: (cls, per, _RENAMED.get(op)) for op, (cls, per) in ELEMENT_FLOPS.items()},
-    "mean": ("reduce", 0, "reduce_mean"), "sum": ("reduce", 0, "reduce_sum"), "max": ("reduce", 0, "reduce_max"),
-    "min": ("reduce", 0, "reduce_min"), "prod": ("reduce", 0, "reduce_prod"), "mean_all": ("reduce", 0, "reduce_mean"),
-    "argmax": ("reduce", 0, None), "argmin": ("reduce", 0, None), "logsumexp": ("reduce", 0, None),
-    "embedding": ("embedding", 0, None), "c_embedding": ("embedding", 0, "embedding"),
-    **{n: ("move", 0, None) for n in (
-        "transpose", "concat", "stack", "tile", "expand", "expand_as", "pad", "pad3d", "cast", "flip", "roll",
-        "gather", "gather_nd", "index_select", "take_along_axis", "put_along_axis", "scatter", "one_hot", "assign",
-        "tril", "triu", "full_like", "strided_slice", "meshgrid", "unstack")},
-    **{n: ("move", 0, "interpolate") for n in (
-        "bilinear_interp", "nearest_interp", "bicubic_interp", "linear_interp", "trilinear_interp")},
-    **{n: ("view", 0, "view") for n in (
-        "reshape", "flatten", "squeeze", "unsqueeze", "slice", "split", "split_with_num", "unbind", "view_shape",
-        "view_dtype", "as_strided", "contiguous")},
-}  # fmt: skip
+    "mean": ("reduce", 0, "reduce_mean"),
+    "sum": ("reduce", 0, "reduce_sum"),
+    "max": ("reduce", 0, "reduce_max"),
+    "min": ("reduce", 0, "reduce_min"),
+    "prod": ("reduce", 0, "reduce_prod"),
+    "mean_all": ("reduce", 0, "reduce_mean"),
+    "argmax": ("reduce", 0, None),
+    "argmin": ("reduce", 0, None),
+    "logsumexp": ("reduce", 0, None),
+    "embedding": ("embedding", 0, None),
+    "c_embedding": ("embedding", 0, "embedding"),
+    **{
+        n: ("move", 0, None)
+        for n in (
+            "transpose",
+            "concat",
+            "stack",
+            "tile",
+            "expand",
+            "expand_as",
+            "pad",
+            "pad3d",
+            "cast",
+            "flip",
+            "roll",
+            "gather",
+            "gather_nd",
+            "index_select",
+            "take_along_axis",
+            "put_along_axis",
+            "scatter",
+            "one_hot",
+            "assign",
+            "tril",
+            "triu",
+            "full_like",
+            "strided_slice",
+            "meshgrid",
+            "unstack",
+        )
+    },
+    **{
+        n: ("move", 0, "interpolate")
+        for n in ("bilinear_interp", "nearest_interp", "bicubic_interp", "linear_interp", "trilinear_interp")
+    },
+    **{
+        n: ("view", 0, "view")
+        for n in (
+            "reshape",
+            "flatten",
+            "squeeze",
+            "unsqueeze",
+            "slice",
+            "split",
+            "split_with_num",
+            "unbind",
+            "view_shape",
+            "view_dtype",
+            "as_strided",
+            "contiguous",
+        )
+    },
+}
 _NUMEL_OPS = {"reshape", "flatten", "squeeze", "unsqueeze", "view_shape", "contiguous", "assign", "cast"}
-_CONV = {"conv2d", "depthwise_conv2d", "conv3d", "conv2d_transpose", "depthwise_conv2d_transpose",
-         "conv3d_transpose"}  # fmt: skip
+_CONV = {"conv2d", "depthwise_conv2d", "conv3d", "conv2d_transpose", "depthwise_conv2d_transpose", "conv3d_transpose"}
 _GEMM = {"matmul", "bmm", "fc", "fused_gemm_epilogue"}
 _POOL = {"pool2d", "pool3d", "max_pool2d_with_index", "max_pool3d_with_index"}
 
@@ -106,8 +167,9 @@ class _Val:
         return TensorRef(self.tid, math.prod(self.shape), self.dtype, self.param, False)
 
 
-def trace_program(prefix: Path, batch1: int = 1, batch2: int = 2,
-                  shapes: dict[str, Sequence[int]] | None = None) -> ProgramTrace:  # fmt: skip
+def trace_program(
+    prefix: Path, batch1: int = 1, batch2: int = 2, shapes: dict[str, Sequence[int]] | None = None
+) -> ProgramTrace:
     """Trace the program ``paddle.jit.save`` wrote at ``prefix`` (``<prefix>.json`` or ``<prefix>.pdmodel``, with
     ``<prefix>.pdiparams``) at ``batch1`` and ``batch2`` samples; rules in the module docstring.
 
@@ -150,9 +212,11 @@ def _load(paddle: Any, prefix: Path) -> tuple[Any, list[str]]:
     """(PIR program, feed names) of the export at ``prefix``, loaded into a throw-away scope."""
     pir, legacy, weights = (prefix.with_name(prefix.name + s) for s in (".json", ".pdmodel", ".pdiparams"))
     if not pir.is_file() and not legacy.is_file():
-        raise ModelError(f"No exported Paddle program at {prefix}: neither {pir} nor {legacy} exists. Give the path "
-                         "prefix passed to paddle.jit.save (e.g. `out/model` for out/model.json + "
-                         "out/model.pdiparams).")  # fmt: skip
+        raise ModelError(
+            f"No exported Paddle program at {prefix}: neither {pir} nor {legacy} exists. Give the path "
+            "prefix passed to paddle.jit.save (e.g. `out/model` for out/model.json + "
+            "out/model.pdiparams)."
+        )
     exe = paddle.static.Executor(paddle.CPUPlace())
     try:
         with paddle.static.scope_guard(paddle.static.Scope()):
@@ -164,8 +228,10 @@ def _load(paddle: Any, prefix: Path) -> tuple[Any, list[str]]:
                     program = paddle.pir.translate_to_pir(old.desc)
     except Exception as e:  # Paddle raises ValueError/RuntimeError/its own C++ errors for a bad file
         hint = f" ({weights} is missing)" if not weights.is_file() else ""
-        raise ModelError(f"Cannot load the exported program {pir if pir.is_file() else legacy}{hint}: "
-                         f"{type(e).__name__}: {str(e).strip()[:400]}") from e  # fmt: skip
+        raise ModelError(
+            f"Cannot load the exported program {pir if pir.is_file() else legacy}{hint}: "
+            f"{type(e).__name__}: {str(e).strip()[:400]}"
+        ) from e
     return program, list(feeds)
 
 
@@ -193,16 +259,24 @@ def _feeds(ops: list[Any], names: list[str], shapes: dict[str, Sequence[int]], p
             raise ModelError(f"The program at {prefix} feeds {name!r} but has no data op of that name.")
         shape, dtype = list(v.shape), _dtype(v)
         if not shape or shape[0] != -1:
-            raise ModelError(f"Feed {name!r} of {prefix} has shape {shape} without a dynamic batch dimension; "
-                             "export with paddle.static.InputSpec([None, ...]) so the batch can vary.")  # fmt: skip
+            raise ModelError(
+                f"Feed {name!r} of {prefix} has shape {shape} without a dynamic batch dimension; "
+                "export with paddle.static.InputSpec([None, ...]) so the batch can vary."
+            )
         per = list(shapes.get(name, shapes.get(str(idx), shape[1:])))
-        if len(per) != len(shape) - 1 or any(d < 1 for d in per) or any(
-                s not in (-1, d) for s, d in zip(shape[1:], per, strict=False)):  # fmt: skip
-            raise ModelError(f"Feed {name!r} of {prefix} has shape {shape}: give its per-sample shape, every -1 fixed: "
-                             f"`--input {name}={dtype}[128]` (CLI), shapes={{{name!r}: [128]}} (Python).")  # fmt: skip
+        if (
+            len(per) != len(shape) - 1
+            or any(d < 1 for d in per)
+            or any(s not in (-1, d) for s, d in zip(shape[1:], per, strict=False))
+        ):
+            raise ModelError(
+                f"Feed {name!r} of {prefix} has shape {shape}: give its per-sample shape, every -1 fixed: "
+                f"`--input {name}={dtype}[128]` (CLI), shapes={{{name!r}: [128]}} (Python)."
+            )
         if dtype not in DTYPE_BYTES:
-            raise ModelError(f"Feed {name!r} of {prefix} has dtype {dtype}; paddlefit's inputs are "
-                             f"{', '.join(DTYPE_BYTES)}.")  # fmt: skip
+            raise ModelError(
+                f"Feed {name!r} of {prefix} has dtype {dtype}; paddlefit's inputs are {', '.join(DTYPE_BYTES)}."
+            )
         specs.append(InputSpec(dtype=dtype, shape=tuple(int(d) for d in per), name=name))
     return specs
 
@@ -272,10 +346,13 @@ class _Walker:
             ax = int(axis) % len(d)
             d[ax] = sum(v.shape[ax] for v in acts) if d[ax] == -1 else d[ax]
         for i in [i for i, x in enumerate(d) if x == -1 and not (by_numel and d.count(-1) == 1)]:
-            found = [v.shape[j] for align in ("same", "left", "right") for v in acts
-                     for j in [i - (len(d) - len(v.declared)) if align == "right" else i]
-                     if (align != "same" or len(v.declared) == len(d)) and 0 <= j < len(v.declared)
-                     and v.declared[j] == -1]  # fmt: skip
+            found = [
+                v.shape[j]
+                for align in ("same", "left", "right")
+                for v in acts
+                for j in [i - (len(d) - len(v.declared)) if align == "right" else i]
+                if (align != "same" or len(v.declared) == len(d)) and 0 <= j < len(v.declared) and v.declared[j] == -1
+            ]
             d[i] = found[0] if found else -1
         if by_numel and d.count(-1) == 1:
             d[d.index(-1)] = math.prod(acts[0].shape) // max(1, math.prod(x for x in d if x != -1))
@@ -284,8 +361,9 @@ class _Walker:
     def step(self, op: Any) -> None:
         """Trace one op (or register its values, or skip it)."""
         name, full = _name(op), op.name()
-        if full == "builtin.parameter" or (full == "builtin.constant" and _dense(op.result(0))
-                                           and op.result(0).persistable):  # fmt: skip
+        if full == "builtin.parameter" or (
+            full == "builtin.constant" and _dense(op.result(0)) and op.result(0).persistable
+        ):
             v = op.result(0)
             self.new(v, v.shape, param=True)
             return
@@ -296,8 +374,11 @@ class _Walker:
             v = op.result(0)
             self.new(v, self.feeds.get(str(op.attrs().get("name")), (self.batch, *list(v.shape)[1:])))
             return
-        if full.startswith("builtin.") or name in _SKIP or (op.num_results() and _dense(op.result(0))
-                                                              and op.result(0).id in self.folded):  # fmt: skip
+        if (
+            full.startswith("builtin.")
+            or name in _SKIP
+            or (op.num_results() and _dense(op.result(0)) and op.result(0).id in self.folded)
+        ):
             return
         ins = self.operands(op)
         if _aliasing(name) and len(ins) == 1 and ins[0].param:
@@ -314,8 +395,13 @@ class _Walker:
             self.attention(op, ins, outs)
         elif name in _PER_ELEMENT:
             cls, per, traced = _PER_ELEMENT[name]
-            self.emit(traced or name, cls, per * math.prod(outs[0].shape) if outs else 0, ins, outs[:1]
-                      if cls not in ("view", "move") else outs)  # fmt: skip
+            self.emit(
+                traced or name,
+                cls,
+                per * math.prod(outs[0].shape) if outs else 0,
+                ins,
+                outs[:1] if cls not in ("view", "move") else outs,
+            )
         else:
             self.unmapped[name] += 1
 
@@ -334,8 +420,10 @@ class _Walker:
             fmt = "NCHW" if fmt not in ("NCHW", "NHWC", "NCDHW", "NDHWC") else fmt
             macs, shape = conv_macs(w, y, transposed, x), conv_gemm(w, y, x, groups, transposed)
             channels = w.shape[1] * groups if transposed else w.shape[0]
-            kw = {"layout": fmt, "conv": conv_geometry(w, y, a.get("strides", 1), a.get("dilations", 1), fmt,
-                                                        transposed)}  # fmt: skip
+            kw = {
+                "layout": fmt,
+                "conv": conv_geometry(w, y, a.get("strides", 1), a.get("dilations", 1), fmt, transposed),
+            }
             cls, traced = ("dwconv" if name.startswith("depthwise") else "conv"), name
         else:
             if name == "fc":  # x flattened to 2-D at in_num_col_dims (paddle/phi/infermeta/fusion.cc FCInferMeta)

@@ -52,13 +52,32 @@ class TraceRecorder:
             grad=not bool(getattr(t, "stop_gradient", True)),
         )
 
-    def record(self, op: str, cls: str, flops: int, inputs: Any, outputs: Any,
-               gemm: tuple[int, int, int, int] | None = None, layout: str = "",
-               conv: tuple[int, ...] | None = None, scope: str = "") -> None:  # fmt: skip
+    def record(
+        self,
+        op: str,
+        cls: str,
+        flops: int,
+        inputs: Any,
+        outputs: Any,
+        gemm: tuple[int, int, int, int] | None = None,
+        layout: str = "",
+        conv: tuple[int, ...] | None = None,
+        scope: str = "",
+    ) -> None:
         """Record one op; ``inputs``/``outputs`` are tensors or (nested) lists of them (others are skipped)."""
-        self._ops.append(TracedOp(op, cls, int(flops), tuple(self._ref(t) for t in _tensors(inputs)),
-                                  tuple(self._ref(t) for t in _tensors(outputs)), gemm, layout, conv,
-                                  scope))  # fmt: skip
+        self._ops.append(
+            TracedOp(
+                op,
+                cls,
+                int(flops),
+                tuple(self._ref(t) for t in _tensors(inputs)),
+                tuple(self._ref(t) for t in _tensors(outputs)),
+                gemm,
+                layout,
+                conv,
+                scope,
+            )
+        )
 
     def ops(self) -> list[TracedOp]:
         """The recorded ops, in execution order."""
@@ -101,7 +120,7 @@ def record_trace(model: Any, inputs1: list[Any], inputs2: list[Any] | None = Non
         del out
         traces.append((batch, rec.ops(), returned))
     if len(traces) == 1:
-        (b, ops, r), = traces
+        ((b, ops, r),) = traces
         return OpTrace(ops, [], b, b, returned=(r, r))
     (b1, ops1, r1), (b2, ops2, r2) = traces
     return OpTrace(ops1, ops2, b1, b2, returned=(r1, r2))

@@ -25,13 +25,26 @@ from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
 
-__all__ = ["BUILDING", "PRELOAD", "ProbeOutcome", "ProbeTask", "out_of_memory", "probe_child", "probe_in_child",
-           "run_probe_task"]
+__all__ = [
+    "BUILDING",
+    "PRELOAD",
+    "ProbeOutcome",
+    "ProbeTask",
+    "out_of_memory",
+    "probe_child",
+    "probe_in_child",
+    "run_probe_task",
+]
 
 #: What the probe's child imports before its call comes, while the planner resolves the model and its inputs (1.1-1.3 s
 #: for ``import paddle`` alone on the 2-core bench machine: ``bench/plan_speed.py``'s child-start row).
-PRELOAD = ("paddle", "paddlefit.probe.memory", "paddlefit.probe.flops", "paddlefit.probe.fused_ref",
-           "paddlefit.models.zoo")  # fmt: skip
+PRELOAD = (
+    "paddle",
+    "paddlefit.probe.memory",
+    "paddlefit.probe.flops",
+    "paddlefit.probe.fused_ref",
+    "paddlefit.models.zoo",
+)
 
 
 @dataclass(frozen=True)
@@ -107,25 +120,43 @@ def run_probe_task(task: ProbeTask, progress: Callable[[str], None]) -> ProbeOut
     call = JobCall(list(task.specs), task.label, task.label_arg, task.loss, strict=task.strict, sample=task.sample)
     try:  # the incubate fused ops without CPU kernels run their reference math (estimate/fused.py)
         with cpu_reference_kernels() as stand_ins:
-            probe, flops = probe_memory(ref.factory, list(task.specs), task.optimizer, task.batch_sizes,
-                                        extend_to=task.extend_to, budget_s=task.budget_s, call=call,
-                                        cpu_threads=task.cpu_threads, time_threads=task.time_threads,
-                                        eval_phase=task.eval_phase, probe_requested=task.probe_requested,
-                                        progress=progress)  # fmt: skip
+            probe, flops = probe_memory(
+                ref.factory,
+                list(task.specs),
+                task.optimizer,
+                task.batch_sizes,
+                extend_to=task.extend_to,
+                budget_s=task.budget_s,
+                call=call,
+                cpu_threads=task.cpu_threads,
+                time_threads=task.time_threads,
+                eval_phase=task.eval_phase,
+                probe_requested=task.probe_requested,
+                progress=progress,
+            )
     except ProbeTooLargeError as exc:
         raise ModelError(
             f"Model {task.name!r} with inputs {_specs(task)} is too large to probe on this machine: the CPU probe "
             f"would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} and "
             f"{exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations scale "
-            "with them) or on a machine with more RAM.") from None  # fmt: skip
+            "with them) or on a machine with more RAM."
+        ) from None
     except MemoryError as exc:
         raise ModelError(out_of_memory(task, exc)) from None
     except (KeyboardInterrupt, PaddlefitError):
         raise
     except (Exception, SystemExit) as exc:
         raise ModelError(failure_message(ref.name, exc, "train", task.inputs, task.label_arg)) from None
-    return ProbeOutcome(probe, flops, tuple(sorted(stand_ins)), call.note, call.label, call.proxy, call.job_loss.how,
-                        call.job_loss.describe())  # fmt: skip
+    return ProbeOutcome(
+        probe,
+        flops,
+        tuple(sorted(stand_ins)),
+        call.note,
+        call.label,
+        call.proxy,
+        call.job_loss.how,
+        call.job_loss.describe(),
+    )
 
 
 def _specs(task: ProbeTask) -> str:
@@ -139,10 +170,12 @@ def out_of_memory(task: ProbeTask, exc: BaseException) -> str:
 
     used, allowance = end_memory_limit() or (0, 0)
     cap = f" of the {allowance / 1024**3:.2f} GiB it may (`--probe-memory-gib`)" if allowance else ""
-    return (f"Model {task.name!r} with inputs {_specs(task)} ran out of host memory in the CPU probe after allocating "
-            f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample "
-            "inputs (activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
-            "with more RAM.")  # fmt: skip
+    return (
+        f"Model {task.name!r} with inputs {_specs(task)} ran out of host memory in the CPU probe after allocating "
+        f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample "
+        "inputs (activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
+        "with more RAM."
+    )
 
 
 def probe_child(target: str = "paddlefit.probe.task:run_probe_task", preload: tuple[str, ...] = ()) -> IsolatedCall:
@@ -152,8 +185,13 @@ def probe_child(target: str = "paddlefit.probe.task:run_probe_task", preload: tu
     return IsolatedCall(target, PRELOAD + preload)
 
 
-def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str], None],
-                   child: IsolatedCall | None = None, job: Any = None) -> Any:  # fmt: skip
+def probe_in_child(
+    task: ProbeTask,
+    limits: ChildLimits,
+    progress: Callable[[str], None],
+    child: IsolatedCall | None = None,
+    job: Any = None,
+) -> Any:
     """:func:`run_probe_task` of ``task`` in ``child`` (default: a new :func:`probe_child`) under ``limits``, or
     the child's target on ``job`` when given (a job that holds ``task``: its failures are named after ``task``);
     the child is ended when this returns. Returns what the target returned (a :class:`ProbeOutcome` by default).
@@ -177,9 +215,11 @@ def probe_in_child(task: ProbeTask, limits: ChildLimits, progress: Callable[[str
         raise ModelError(_build_failed(task, limits, exc) if building else _child_failed(task, limits, exc)) from None
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         child.close()
-        raise ModelError(f"Model {task.name!r}: the probe's job (inputs {_specs(task)} and data.train's first sample) "
-                         f"cannot be sent to the probe's process: {type(exc).__name__}: {exc}. Return NumPy arrays, "
-                         "Paddle tensors, numbers or lists/dicts of them from the dataset.") from None  # fmt: skip
+        raise ModelError(
+            f"Model {task.name!r}: the probe's job (inputs {_specs(task)} and data.train's first sample) "
+            f"cannot be sent to the probe's process: {type(exc).__name__}: {exc}. Return NumPy arrays, "
+            "Paddle tensors, numbers or lists/dicts of them from the dataset."
+        ) from None
 
 
 #: Inputs that do not suit a model, as the failures name them: LeNet on a 1x1 to 4x4 image corrupts Paddle 3.3.1's
@@ -200,11 +240,16 @@ def _last_words(exc: ChildFailed) -> str:
 def _build_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
     """The message of a probe child that gave no answer while it built the model: the model, what happened."""
     said = _last_words(exc)
-    what = (f"gave no answer in {limits.timeout_s:g} s (its time limit, `--probe-timeout`) and was killed"
-            if exc.how == "timeout" else exc.what())  # fmt: skip
-    return (f"Model {task.name!r}: the CPU probe's process {what} while building the model (importing its module, "
-            f"calling its factory and `__init__`).{said} Check that `{task.model}` builds outside paddlefit (it must "
-            "not wait, exit or crash when imported or constructed), or raise `--probe-timeout` if it is only slow.")
+    what = (
+        f"gave no answer in {limits.timeout_s:g} s (its time limit, `--probe-timeout`) and was killed"
+        if exc.how == "timeout"
+        else exc.what()
+    )
+    return (
+        f"Model {task.name!r}: the CPU probe's process {what} while building the model (importing its module, "
+        f"calling its factory and `__init__`).{said} Check that `{task.model}` builds outside paddlefit (it must "
+        "not wait, exit or crash when imported or constructed), or raise `--probe-timeout` if it is only slow."
+    )
 
 
 def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str:
@@ -226,8 +271,14 @@ def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str
     if exc.how == "exit":  # a Python-level failure of the child (its traceback's last lines are the words)
         return f"{head}: the CPU probe's process {exc.what()}.{said}"
     near = exc.peak_rss_bytes >= 0.9 * limits.memory_bytes
-    oom = (f" It ran out of memory: its peak RSS reached the probe's memory limit ({limits.memory_bytes / 1024**3:.2f} "
-           "GiB, `--probe-memory-gib`)." if near else "")  # fmt: skip
-    return (f"{head}: the CPU probe's process {exc.what()}.{oom}{said} Paddle failed on these inputs (memory "
-            f"corrupted or exhausted): check that they suit the model ({_UNSUITED}) and that the model trains with "
-            "them outside paddlefit.")  # fmt: skip
+    oom = (
+        f" It ran out of memory: its peak RSS reached the probe's memory limit ({limits.memory_bytes / 1024**3:.2f} "
+        "GiB, `--probe-memory-gib`)."
+        if near
+        else ""
+    )
+    return (
+        f"{head}: the CPU probe's process {exc.what()}.{oom}{said} Paddle failed on these inputs (memory "
+        f"corrupted or exhausted): check that they suit the model ({_UNSUITED}) and that the model trains with "
+        "them outside paddlefit."
+    )

@@ -105,7 +105,8 @@ def _count_train_flops(job: Any, b: Any, spec: JobSpec) -> float:
     except Exception as exc:  # the model itself fails: say so as train does
         raise PaddlefitError(
             f"step 1: the model raised {type(exc).__name__}: {str(exc).strip()[:300]} (model "
-            f"`{spec.model}`). Set PADDLEFIT_DEBUG=1 for the traceback.") from None
+            f"`{spec.model}`). Set PADDLEFIT_DEBUG=1 for the traceback."
+        ) from None
     job.optimizer.clear_grad()
     return count.train_flops_per_sample
 
@@ -145,8 +146,13 @@ def _timed_step(r: Any, step_batches: Any, step: int, sync: Any, on_gpu: bool, f
         (job.scaler.scale(scaled) if job.scaler else scaled).backward()
         sync()
         t4 = time.perf_counter()
-        for key, seconds in (("data", t1 - t0), ("h2d", t2 - t1), ("forward", t2b - t2), ("loss", t3 - t2b),
-                             ("backward", t4 - t3)):  # fmt: skip
+        for key, seconds in (
+            ("data", t1 - t0),
+            ("h2d", t2 - t1),
+            ("forward", t2b - t2),
+            ("loss", t3 - t2b),
+            ("backward", t4 - t3),
+        ):
             row[key] += seconds
     t5 = time.perf_counter()
     r.optimizer_step()
@@ -165,13 +171,16 @@ def _gradient_facts(job: Any, spec: JobSpec) -> tuple[float, dict[str, Any]]:
     info = param_info(job.model)
     ran = spec.precision if job.amp else Precision.FP32
     grads = float(model_state_bytes(info, spec.optimizer, ran).grads_bytes)
-    largest, name, shape = max(((math.prod(q.shape), k, list(q.shape)) for k, q in job.model.named_parameters()
-                                if not q.stop_gradient), default=(0, "", []))  # fmt: skip
+    largest, name, shape = max(
+        ((math.prod(q.shape), k, list(q.shape)) for k, q in job.model.named_parameters() if not q.stop_gradient),
+        default=(0, "", []),
+    )
     return grads, {"count": info.trainable_params, "largest": name, "largest_shape": shape, "largest_count": largest}
 
 
-def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None,
-                top_ops: int = 0) -> ProfileResult:  # fmt: skip
+def profile_job(
+    spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None, top_ops: int = 0
+) -> ProfileResult:
     """Run ``warmup + steps`` optimizer steps of ``spec`` on one device and time every component.
 
     Args:
@@ -226,9 +235,21 @@ def profile_job(spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any =
         peak = peaks.peak()
         grads, params = _gradient_facts(job, spec)
         gemm = None if on_gpu else cpu_gemm_flops_per_s()
-    result = summarise(spec, rows, warmup, device, gpu_name, flops[0], sampler, produce_s,
-                        peak_bytes=peak, grads_bytes=grads, devices=spec_devices, params=params,
-                        cpu_gemm_flops_per_s=gemm)  # fmt: skip
+    result = summarise(
+        spec,
+        rows,
+        warmup,
+        device,
+        gpu_name,
+        flops[0],
+        sampler,
+        produce_s,
+        peak_bytes=peak,
+        grads_bytes=grads,
+        devices=spec_devices,
+        params=params,
+        cpu_gemm_flops_per_s=gemm,
+    )
     result.operators = operators
     return result
 
@@ -298,9 +319,16 @@ def _operator_top_k(r: Any, step_batches: Any, steps: int, k: int, on_gpu: bool)
         return float(it.general_gpu_time if on_gpu else it.cpu_time)
 
     top = sorted(items, key=lambda it: -busy_ns(it))[:k]
-    return [{"name": it.name, "calls": it.call / steps, "ms_per_step": busy_ns(it) / 1e6 / steps,
-             "share": busy_ns(it) / 1e9 / wall if wall else 0.0, "profiled_step_s": wall / steps}
-            for it in top]  # fmt: skip
+    return [
+        {
+            "name": it.name,
+            "calls": it.call / steps,
+            "ms_per_step": busy_ns(it) / 1e6 / steps,
+            "share": busy_ns(it) / 1e9 / wall if wall else 0.0,
+            "profiled_step_s": wall / steps,
+        }
+        for it in top
+    ]
 
 
 def _batch_production_s(dataset: Any, batch_size: int, batches: int = 5) -> float:

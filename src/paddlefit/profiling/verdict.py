@@ -133,8 +133,9 @@ def _breakdown(measured: list[dict[str, float]]) -> tuple[dict[str, dict[str, fl
     return breakdown, step_mean, step_p95
 
 
-def _device_figures(spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes: int, grads_bytes: float,
-                    devices: int) -> tuple[float | None, float | None, float | None, tuple[float, float, str] | None]:
+def _device_figures(
+    spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes: int, grads_bytes: float, devices: int
+) -> tuple[float | None, float | None, float | None, tuple[float, float, str] | None]:
     """From the catalog GPU ``entry``: its peak FLOP/s at the job's precision, the step's arithmetic intensity and
     the ridge point (FLOP/byte; DRAM traffic taken as 2 x peak allocated bytes, the roofline lower bound), and the
     estimated gradient all-reduce (seconds, the link's per-direction GB/s, link) for ``devices`` > 1. All None
@@ -155,8 +156,9 @@ def _device_figures(spec: JobSpec, entry: Any, flops_per_step: float, peak_bytes
     return peak_flops, intensity, ridge, allreduce
 
 
-def _evidence(f: StepFacts, sps: float, step_p95: float, produce_s: float, produce_raw: float, cpu: dict[str, float],
-              sampler: Any) -> list[str]:  # fmt: skip
+def _evidence(
+    f: StepFacts, sps: float, step_p95: float, produce_s: float, produce_raw: float, cpu: dict[str, float], sampler: Any
+) -> list[str]:
     """The sentences every verdict shows: the step, the data wait and batch production, compute's share, CPU and
     GPU use (GPU: ``f.gpu`` gains ``memory_busy_mean_percent``)."""
     spec, bd = f.spec, f.breakdown
@@ -171,19 +173,32 @@ def _evidence(f: StepFacts, sps: float, step_p95: float, produce_s: float, produ
         f"forward + loss + backward + optimizer {f.compute:.0%} of the step (loss alone {bd['loss']['share']:.0%})",
         f"CPU: main process {_pct(cpu['main_process_percent'])}, DataLoader workers {_pct(cpu['workers_percent'])} "
         f"(100% = one core; {f.cores} cores; n/a = the run was shorter than one 0.2 s sample)",
-    ]  # fmt: skip
+    ]
     if f.gpu is not None:
         busy = float(np.mean(sampler.gpu_mem_busy)) if sampler.gpu_mem_busy else float("nan")
         f.gpu["memory_busy_mean_percent"] = busy
-        evidence.append(f"GPU utilisation {_pct(f.gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of "
-                        "the time (NVML, means of 0.2 s samples)")  # fmt: skip
+        evidence.append(
+            f"GPU utilisation {_pct(f.gpu['util_mean_percent'])}, device memory busy {_pct(busy)} of "
+            "the time (NVML, means of 0.2 s samples)"
+        )
     return evidence
 
 
-def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: str, gpu_name: str | None,
-              flops_per_sample: float, sampler: Any, produce_s: float, peak_bytes: int = 0,
-              grads_bytes: float = 0.0, devices: int = 1, params: dict[str, Any] | None = None,
-              cpu_gemm_flops_per_s: float | None = None) -> ProfileResult:  # fmt: skip
+def summarise(
+    spec: JobSpec,
+    rows: list[dict[str, float]],
+    warmup: int,
+    device: str,
+    gpu_name: str | None,
+    flops_per_sample: float,
+    sampler: Any,
+    produce_s: float,
+    peak_bytes: int = 0,
+    grads_bytes: float = 0.0,
+    devices: int = 1,
+    params: dict[str, Any] | None = None,
+    cpu_gemm_flops_per_s: float | None = None,
+) -> ProfileResult:
     """Statistics, verdict, evidence and fixes from the measured ``rows`` (pure: no Paddle calls).
 
     ``sampler`` needs the lists ``main``, ``children``, ``gpu_util``, ``gpu_mem``, ``gpu_mem_busy`` (percent, bytes).
@@ -201,72 +216,148 @@ def summarise(spec: JobSpec, rows: list[dict[str, float]], warmup: int, device: 
     produce_raw = produce_s * spec.grad_accum_steps / step_mean if step_mean else 0.0
     produce = min(1.0, produce_raw)  # the share of the step it can take off the critical path
     cores = os.cpu_count() or 1
-    cpu = {"cores": float(cores),
-           "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
-           "workers_percent": float(np.mean(sampler.children)) if sampler.children else 0.0}  # fmt: skip
-    gpu = None if device != "gpu" else {
-        "util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
-        "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan")}  # fmt: skip
+    cpu = {
+        "cores": float(cores),
+        "main_process_percent": float(np.mean(sampler.main)) if sampler.main else float("nan"),
+        "workers_percent": float(np.mean(sampler.children)) if sampler.children else 0.0,
+    }
+    gpu = (
+        None
+        if device != "gpu"
+        else {
+            "util_mean_percent": float(np.mean(sampler.gpu_util)) if sampler.gpu_util else float("nan"),
+            "memory_used_max_bytes": float(max(sampler.gpu_mem)) if sampler.gpu_mem else float("nan"),
+        }
+    )
     achieved = flops_per_sample * sps
     entry = _catalog_gpu(gpu_name)
-    peak_flops, intensity, ridge, allreduce = _device_figures(spec, entry, flops_per_sample * gb, peak_bytes,
-                                                              grads_bytes, devices)  # fmt: skip
+    peak_flops, intensity, ridge, allreduce = _device_figures(
+        spec, entry, flops_per_sample * gb, peak_bytes, grads_bytes, devices
+    )
     if allreduce is not None:
-        breakdown["allreduce"] = {"mean_s": allreduce[0], "p95_s": allreduce[0],
-                                  "share": allreduce[0] / (step_mean + allreduce[0]), "estimated": 1.0}  # fmt: skip
+        breakdown["allreduce"] = {
+            "mean_s": allreduce[0],
+            "p95_s": allreduce[0],
+            "share": allreduce[0] / (step_mean + allreduce[0]),
+            "estimated": 1.0,
+        }
     compute = sum(breakdown[c]["share"] for c in ("forward", "loss", "backward", "optimizer"))
-    attainable = (entry.peak_flops(spec.precision.value if spec.precision.is_amp else "fp32")[0]
-                  if entry is not None else cpu_gemm_flops_per_s if device == "cpu" else None)  # fmt: skip
-    facts = StepFacts(spec, device, cores, step_mean, gb, breakdown, wait, produce, max(wait, produce), compute, gpu,
-                      achieved / attainable if attainable and flops_per_sample > 0 else None, intensity, ridge,
-                      breakdown["allreduce"]["share"] if allreduce else 0.0, grads_bytes, params, [])  # fmt: skip
+    attainable = (
+        entry.peak_flops(spec.precision.value if spec.precision.is_amp else "fp32")[0]
+        if entry is not None
+        else cpu_gemm_flops_per_s
+        if device == "cpu"
+        else None
+    )
+    facts = StepFacts(
+        spec,
+        device,
+        cores,
+        step_mean,
+        gb,
+        breakdown,
+        wait,
+        produce,
+        max(wait, produce),
+        compute,
+        gpu,
+        achieved / attainable if attainable and flops_per_sample > 0 else None,
+        intensity,
+        ridge,
+        breakdown["allreduce"]["share"] if allreduce else 0.0,
+        grads_bytes,
+        params,
+        [],
+    )
     facts.evidence += _evidence(facts, sps, step_p95, produce_s, produce_raw, cpu, sampler)
-    facts.evidence += _device_evidence(facts, entry, achieved, attainable, flops_per_sample * gb, peak_bytes,
-                                       allreduce, devices)  # fmt: skip
+    facts.evidence += _device_evidence(
+        facts, entry, achieved, attainable, flops_per_sample * gb, peak_bytes, allreduce, devices
+    )
     verdict, fixes = judge(facts)
     return ProfileResult(
-        model=spec.model, device=gpu_name or device, steps=len(measured), warmup=warmup, batch_size=spec.batch_size,
-        global_batch=gb, step_mean_s=step_mean, step_p95_s=step_p95, samples_per_s=sps, data_wait_fraction=wait,
-        data_production_s=produce_s, breakdown=breakdown, cpu=cpu, gpu=gpu, train_flops_per_sample=flops_per_sample,
-        achieved_flops_per_s=achieved, mfu=achieved / peak_flops if peak_flops else None, verdict=verdict,
-        evidence=facts.evidence, fixes=fixes, per_step=rows, assumptions=_assumptions(attainable),
-    )  # fmt: skip
+        model=spec.model,
+        device=gpu_name or device,
+        steps=len(measured),
+        warmup=warmup,
+        batch_size=spec.batch_size,
+        global_batch=gb,
+        step_mean_s=step_mean,
+        step_p95_s=step_p95,
+        samples_per_s=sps,
+        data_wait_fraction=wait,
+        data_production_s=produce_s,
+        breakdown=breakdown,
+        cpu=cpu,
+        gpu=gpu,
+        train_flops_per_sample=flops_per_sample,
+        achieved_flops_per_s=achieved,
+        mfu=achieved / peak_flops if peak_flops else None,
+        verdict=verdict,
+        evidence=facts.evidence,
+        fixes=fixes,
+        per_step=rows,
+        assumptions=_assumptions(attainable),
+    )
 
 
-def _device_evidence(f: StepFacts, entry: Any, achieved: float, attainable: float | None, flops_per_step: float,
-                     peak_bytes: int, allreduce: tuple[float, float, str] | None, devices: int) -> list[str]:
+def _device_evidence(
+    f: StepFacts,
+    entry: Any,
+    achieved: float,
+    attainable: float | None,
+    flops_per_step: float,
+    peak_bytes: int,
+    allreduce: tuple[float, float, str] | None,
+    devices: int,
+) -> list[str]:
     """The sentences on the step's FLOP/s against the attainable, its arithmetic intensity against the ridge
     point, and the estimated all-reduce."""
     out = []
     if f.efficiency is not None:
-        what = "a dense 1024^3 float32 matmul on this CPU at the same threads" if entry is None else \
-            f"the {entry.name} dense peak"  # fmt: skip
-        out.append(f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_step / 1e9:,.3g} GFLOPs per step / mean "
-                   f"step) = {f.efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}")  # type: ignore[operator]
+        what = (
+            "a dense 1024^3 float32 matmul on this CPU at the same threads"
+            if entry is None
+            else f"the {entry.name} dense peak"
+        )
+        out.append(
+            f"achieved {achieved / 1e9:,.2f} GFLOP/s ({flops_per_step / 1e9:,.3g} GFLOPs per step / mean "
+            f"step) = {f.efficiency:.1%} of {attainable / 1e9:,.1f} GFLOP/s, {what}"
+        )  # type: ignore[operator]
     if f.intensity is not None and f.ridge is not None:
-        out.append(f"arithmetic intensity {f.intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
-                   f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte")
+        out.append(
+            f"arithmetic intensity {f.intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
+            f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte"
+        )
     if allreduce is not None:
         seconds, bw, link = allreduce
-        out.append(f"gradient all-reduce over {devices} GPUs (estimated: NCCL all-reduce of "
-                   f"{f.grads_bytes / 1024**2:,.1f} MiB in 128 MiB buckets over {link}, {bw:,.0f} GB/s per "
-                   f"direction, not overlapped): {seconds * 1e3:,.1f} ms, "
-                   f"{f.comm_share:.0%} of the step")  # fmt: skip
+        out.append(
+            f"gradient all-reduce over {devices} GPUs (estimated: NCCL all-reduce of "
+            f"{f.grads_bytes / 1024**2:,.1f} MiB in 128 MiB buckets over {link}, {bw:,.0f} GB/s per "
+            f"direction, not overlapped): {seconds * 1e3:,.1f} ms, "
+            f"{f.comm_share:.0%} of the step"
+        )
     elif devices > 1:
-        out.append(f"the job runs on {devices} devices; the profile measured one, and the all-reduce is estimated "
-                   "only on a catalog GPU (no bandwidth is known for CPU/gloo)")  # fmt: skip
+        out.append(
+            f"the job runs on {devices} devices; the profile measured one, and the all-reduce is estimated "
+            "only on a catalog GPU (no bandwidth is known for CPU/gloo)"
+        )
     return out
 
 
 def _assumptions(attainable: float | None) -> dict[str, Any]:
     """The thresholds and conventions behind the verdict (the ``--json`` document's ``assumptions``)."""
-    return {"input_bound_wait_share": INPUT_BOUND_WAIT, "compute_bound_share": COMPUTE_SHARE,
-            "low_gpu_util_percent": LOW_GPU_UTIL, "communication_bound_share": COMM_BOUND_SHARE,
-            "optimizer_heavy_share": OPTIMIZER_HEAVY, "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
-            "loss_heavy_share": LOSS_HEAVY, "attainable_flops_per_s": attainable,
-            "allreduce": "estimated for devices > 1 on a catalog GPU: NCCL model of paddlefit train's 128 MiB "
-                         "fused buckets (paddlefit.estimate.collectives), no overlap",
-            "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
-            "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels are "
-                    "synchronous)",
-            "flops": "paddlefit's counter (forward + backward, optimizer not counted)"}  # fmt: skip
+    return {
+        "input_bound_wait_share": INPUT_BOUND_WAIT,
+        "compute_bound_share": COMPUTE_SHARE,
+        "low_gpu_util_percent": LOW_GPU_UTIL,
+        "communication_bound_share": COMM_BOUND_SHARE,
+        "optimizer_heavy_share": OPTIMIZER_HEAVY,
+        "min_compute_efficiency": MIN_COMPUTE_EFFICIENCY,
+        "loss_heavy_share": LOSS_HEAVY,
+        "attainable_flops_per_s": attainable,
+        "allreduce": "estimated for devices > 1 on a catalog GPU: NCCL model of paddlefit train's 128 MiB "
+        "fused buckets (paddlefit.estimate.collectives), no overlap",
+        "memory_traffic": "2 x peak allocated bytes per step (roofline lower bound, as `plan`)",
+        "sync": "paddle.device.synchronize() between phases on GPU; none on CPU (eager CPU kernels are synchronous)",
+        "flops": "paddlefit's counter (forward + backward, optimizer not counted)",
+    }

@@ -67,8 +67,13 @@ def mark_resumes(axes: Sequence[Any], steps: Sequence[int]) -> None:
     """A dashed vertical line at each resume step on every axis (labelled once, on the first)."""
     for ax in axes:
         for i, s in enumerate(steps):
-            ax.axvline(s, color=RESUME_COLOR, linestyle="--", linewidth=1.2,
-                       label="resumed" if ax is axes[0] and i == 0 else None)  # fmt: skip
+            ax.axvline(
+                s,
+                color=RESUME_COLOR,
+                linestyle="--",
+                linewidth=1.2,
+                label="resumed" if ax is axes[0] and i == 0 else None,
+            )
 
 
 def loss_plot(train: list[dict[str, Any]], evals: list[dict[str, Any]], resumes: Sequence[int]) -> str:
@@ -88,8 +93,9 @@ def loss_plot(train: list[dict[str, Any]], evals: list[dict[str, Any]], resumes:
     acc = [r for r in evals if isinstance(r.get("eval_accuracy"), int | float)]
     ax2 = ax.twinx() if acc else None
     if ax2 is not None:
-        ax2.plot([r["step"] for r in acc], [r["eval_accuracy"] for r in acc], "s--", color="#27ae60",
-                 label="eval accuracy")  # fmt: skip
+        ax2.plot(
+            [r["step"] for r in acc], [r["eval_accuracy"] for r in acc], "s--", color="#27ae60", label="eval accuracy"
+        )
         ax2.set_ylabel("eval accuracy")
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
@@ -155,10 +161,19 @@ def time_plot(train: list[dict[str, Any]], gaps: Sequence[tuple[float, float, fl
     top = max((y for y in ys if y == y), default=1.0)
     for i, (a, b, down) in enumerate(gaps):
         xa, xb = (a - t0) / scale, (b - t0) / scale
-        ax.axvspan(xa, xb, color=RESUME_COLOR, alpha=0.15, linewidth=0, label="down (stop/kill + resume)"
-                   if i == 0 else None)  # fmt: skip
-        ax.text((xa + xb) / 2, top * 0.5, f"down {down:.0f} s", color=RESUME_COLOR, ha="center", va="center",
-                rotation=90, fontsize=8)  # fmt: skip
+        ax.axvspan(
+            xa, xb, color=RESUME_COLOR, alpha=0.15, linewidth=0, label="down (stop/kill + resume)" if i == 0 else None
+        )
+        ax.text(
+            (xa + xb) / 2,
+            top * 0.5,
+            f"down {down:.0f} s",
+            color=RESUME_COLOR,
+            ha="center",
+            va="center",
+            rotation=90,
+            fontsize=8,
+        )
     ax.set_ylabel("samples/s")
     ax.set_xlabel(f"wall-clock {unit} since the first step")
     ax.set_ylim(bottom=0)
@@ -173,8 +188,12 @@ def memory_plot(train: list[dict[str, Any]], resumes: Sequence[int]) -> str | No
     if not rows:
         return None
     fig, (ax,) = figure()
-    ax.plot(*thin([r["step"] for r in rows], [r["peak_memory_bytes"] / 1024**2 for r in rows]), color="#d35400",
-            linewidth=1.0, label="peak allocated")  # fmt: skip
+    ax.plot(
+        *thin([r["step"] for r in rows], [r["peak_memory_bytes"] / 1024**2 for r in rows]),
+        color="#d35400",
+        linewidth=1.0,
+        label="peak allocated",
+    )
     ax.set_ylabel("peak allocated (MiB)")
     ax.set_xlabel("optimizer step")
     mark_resumes([ax], resumes)
@@ -189,14 +208,23 @@ def profile_plot(profile: dict[str, Any]) -> str | None:
     breakdown = profile.get("breakdown")
     if not isinstance(breakdown, dict):
         return None
-    rows = [(str(k), float(v["mean_s"]) * 1e3, float(v.get("p95_s") or v["mean_s"]) * 1e3)
-            for k, v in breakdown.items() if isinstance(v, dict) and isinstance(v.get("mean_s"), int | float)]
+    rows = [
+        (str(k), float(v["mean_s"]) * 1e3, float(v.get("p95_s") or v["mean_s"]) * 1e3)
+        for k, v in breakdown.items()
+        if isinstance(v, dict) and isinstance(v.get("mean_s"), int | float)
+    ]
     if not rows:
         return None
     fig, (ax,) = figure(height=0.5 + 0.35 * len(rows))
     names, means, p95 = zip(*rows, strict=True)
-    ax.barh(names, means, color="#3182bd", xerr=[[0] * len(rows), [max(p - m, 0) for p, m in zip(p95, means,
-            strict=True)]], capsize=3, label="mean (whisker: p95)")  # fmt: skip
+    ax.barh(
+        names,
+        means,
+        color="#3182bd",
+        xerr=[[0] * len(rows), [max(p - m, 0) for p, m in zip(p95, means, strict=True)]],
+        capsize=3,
+        label="mean (whisker: p95)",
+    )
     ax.invert_yaxis()
     ax.set_xlabel("ms per step")
     ax.grid(alpha=0.3, axis="x")

@@ -58,8 +58,16 @@ from paddlefit.textsafe import name_safe
 from paddlefit.train.lock import pid_alive
 from paddlefit.train.record import status_name
 
-__all__ = ["SNAPSHOT_FILES", "CheckpointInfo", "ReportData", "Resume",
-           "build_report", "find_time_resumes", "is_run_dir", "line_time"]  # fmt: skip
+__all__ = [
+    "SNAPSHOT_FILES",
+    "CheckpointInfo",
+    "ReportData",
+    "Resume",
+    "build_report",
+    "find_time_resumes",
+    "is_run_dir",
+    "line_time",
+]
 
 #: ``paddlefit profile JOB --json > RUN_DIR/profile.json``: the step-time breakdown (``profile`` writes no run dir)
 #: doctor's environment snapshot (``Snapshot.to_dict()``), written by ``train`` at the start of every run (or
@@ -73,7 +81,6 @@ TIME_GAP_STEPS = 10
 MIN_TIME_GAP_S = 5.0
 #: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
 MAX_METRICS_BYTES = 512 * 1024**2
-
 
 
 @dataclass
@@ -146,8 +153,9 @@ def read_snapshot(run_dir: Path, notes: list[str]) -> tuple[dict[str, Any] | Non
     return None, None
 
 
-def read_metrics(run_dir: Path, notes: list[str],
-                 events: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def read_metrics(
+    run_dir: Path, notes: list[str], events: list[dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """metrics.jsonl as (train lines, eval lines), each sorted by step; its resume records
     (:func:`~paddlefit.report.resumes.is_resume_record`) are appended to ``events`` in file order. Lines that do
     not parse (the last one of a running or killed run, cut mid-write), or whose numbers are not numbers
@@ -179,18 +187,31 @@ def read_metrics(run_dir: Path, notes: list[str],
         elif "loss" in rec:
             train.append(rec)
     if bad:
-        notes.append(f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer) or "
-                     "hold something else where a number goes; skipped.")  # fmt: skip
+        notes.append(
+            f"{bad} line(s) of metrics.jsonl do not parse (a line cut by a running or killed writer) or "
+            "hold something else where a number goes; skipped."
+        )
     return sorted(train, key=lambda r: r["step"]), sorted(evals, key=lambda r: r["step"])
 
 
 #: metrics-line fields that are numbers (or null) in every line the trainer writes
-NUMERIC_FIELDS = ("loss", "eval_loss", "eval_accuracy", "samples_per_s", "step_time_s", "data_wait_s", "time",
-                  "peak_memory_bytes", "epoch", "lr")  # fmt: skip
+NUMERIC_FIELDS = (
+    "loss",
+    "eval_loss",
+    "eval_accuracy",
+    "samples_per_s",
+    "step_time_s",
+    "data_wait_s",
+    "time",
+    "peak_memory_bytes",
+    "epoch",
+    "lr",
+)
 
 
 def _numbers_ok(rec: dict[str, Any]) -> bool:
     """Whether the line's :data:`NUMERIC_FIELDS` are numbers (or null), and a train line's ``loss`` a number."""
+
     def num(v: Any) -> bool:
         return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -217,8 +238,17 @@ def read_checkpoints(run_dir: Path) -> list[CheckpointInfo]:
             wall, total = float(trainer["totals"]["wall_s"]), trainer.get("total_steps")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
-        found.append(CheckpointInfo(p.name, int(p.name[5:]), size, created, wall, created is not None and
-                                    wall is not None, total if isinstance(total, int) else None))  # fmt: skip
+        found.append(
+            CheckpointInfo(
+                p.name,
+                int(p.name[5:]),
+                size,
+                created,
+                wall,
+                created is not None and wall is not None,
+                total if isinstance(total, int) else None,
+            )
+        )
     return sorted(found, key=lambda c: c.step)
 
 
@@ -233,9 +263,15 @@ def find_resumes(ckpts: list[CheckpointInfo]) -> list[Resume]:
             continue
         gap = (t_b - t_a) - (w_b - w_a)
         if gap > RESUME_GAP_S:
-            out.append(Resume(step_a, name_a, name_b, gap,
-                              f"{name_a} -> {name_b}: wall clock +{t_b - t_a:.1f} s, trainer's wall time "
-                              f"+{w_b - w_a:.1f} s"))  # fmt: skip
+            out.append(
+                Resume(
+                    step_a,
+                    name_a,
+                    name_b,
+                    gap,
+                    f"{name_a} -> {name_b}: wall clock +{t_b - t_a:.1f} s, trainer's wall time +{w_b - w_a:.1f} s",
+                )
+            )
     return out
 
 
@@ -268,9 +304,17 @@ def find_time_resumes(train: list[dict[str, Any]], evals: list[dict[str, Any]]) 
         if gap > limit and "loss" in rec_b:
             own = rec_b.get("step_time_s")
             down = gap - (float(own) if isinstance(own, int | float) else 0.0)
-            out.append(Resume(step_a, checkpoint_name(step_a), f"step {step_b:,d}", down,
-                              f"metrics.jsonl: {gap:.1f} s between the lines of step {step_a:,d} and step "
-                              f"{step_b:,d} (more than {limit:.1f} s)", (t_a, t_b)))  # fmt: skip
+            out.append(
+                Resume(
+                    step_a,
+                    checkpoint_name(step_a),
+                    f"step {step_b:,d}",
+                    down,
+                    f"metrics.jsonl: {gap:.1f} s between the lines of step {step_a:,d} and step "
+                    f"{step_b:,d} (more than {limit:.1f} s)",
+                    (t_a, t_b),
+                )
+            )
     return out
 
 
@@ -316,9 +360,16 @@ def writer_resume(ckpts: list[CheckpointInfo], record: dict[str, Any] | None) ->
     if since is None or not done or since <= (done[-1].created_unix or 0.0):
         return []
     last = done[-1]
-    return [Resume(last.step, last.name, "(the writer's process)", since - (last.created_unix or 0.0),
-                   f"the writer in .lock.json started at {record.get('since') if record else '?'}, after "
-                   f"{last.name} was written; its down time is at least the gap shown")]  # fmt: skip
+    return [
+        Resume(
+            last.step,
+            last.name,
+            "(the writer's process)",
+            since - (last.created_unix or 0.0),
+            f"the writer in .lock.json started at {record.get('since') if record else '?'}, after "
+            f"{last.name} was written; its down time is at least the gap shown",
+        )
+    ]
 
 
 def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
@@ -377,8 +428,10 @@ def build_report(run_dir: Path) -> ReportData:
     """
     run_dir = Path(run_dir)
     if not is_run_dir(run_dir):
-        raise PaddlefitError(f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
-                             "metrics.jsonl); give the --run-dir of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(
+            f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
+            "metrics.jsonl); give the --run-dir of a `paddlefit train` run."
+        )
     notes: list[str] = []
     events: list[dict[str, Any]] = []
     train, evals = read_metrics(run_dir, notes, events)
@@ -395,8 +448,11 @@ def build_report(run_dir: Path) -> ReportData:
     recorded = record_resumes(events, by_time)  # each resume its line (two at one step: two lines)
     # a run that writes resume records has them all: inferring from time gaps (for an older paddlefit's runs) would
     # read a pause of a loaded machine as one more resume
-    inferred = [] if recorded else merge_resumes(ckpts, by_time, find_resumes(ckpts),
-                                                 writer_resume(ckpts, lock_record(run_dir)))  # fmt: skip
+    inferred = (
+        []
+        if recorded
+        else merge_resumes(ckpts, by_time, find_resumes(ckpts), writer_resume(ckpts, lock_record(run_dir)))
+    )
     resumes = sorted(recorded + inferred, key=lambda r: r.step)
     comparison, source = read_json(run_dir, COMPARISON_FILE, notes), COMPARISON_FILE
     if not isinstance(comparison, dict) and summary is not None and isinstance(summary.get("comparison"), dict):
@@ -413,10 +469,23 @@ def build_report(run_dir: Path) -> ReportData:
     else:
         device = f"{spec.get('devices') or 'default'} device(s) (from job.yaml; no summary.json yet)"
     return ReportData(
-        run_dir=run_dir.resolve(), model=spec.get("model"), status=status, status_detail=detail, steps=steps,
-        total_steps=total if isinstance(total, int) else None, device=device, train=train, evals=evals,
-        summary=summary, comparison=comparison if isinstance(comparison, dict) else None,
-        comparison_source=source if isinstance(comparison, dict) else None, job_yaml=job_yaml, snapshot=snapshot,
-        snapshot_source=snap_source, profile=profile if isinstance(profile, dict) else None, checkpoints=ckpts,
-        resumes=resumes, notes=notes,
-    )  # fmt: skip
+        run_dir=run_dir.resolve(),
+        model=spec.get("model"),
+        status=status,
+        status_detail=detail,
+        steps=steps,
+        total_steps=total if isinstance(total, int) else None,
+        device=device,
+        train=train,
+        evals=evals,
+        summary=summary,
+        comparison=comparison if isinstance(comparison, dict) else None,
+        comparison_source=source if isinstance(comparison, dict) else None,
+        job_yaml=job_yaml,
+        snapshot=snapshot,
+        snapshot_source=snap_source,
+        profile=profile if isinstance(profile, dict) else None,
+        checkpoints=ckpts,
+        resumes=resumes,
+        notes=notes,
+    )

@@ -87,10 +87,24 @@ def render_plan(plan: Any, console: Console) -> None:
     """Print the plan: header, table sorted by recommendation, recommendation line."""
     _plan_header(plan, console)
     wide = console.width >= 140
-    table = Table(show_lines=False, header_style="bold", box=box.HEAVY_HEAD if wide else None,
-                  padding=(0, 1) if wide else (0, 1, 0, 0), pad_edge=wide, show_edge=wide)
-    cols = [("target", "left"), ("fits", "center"), ("GiB peak/cap", "right"), ("max batch", "right"),
-            ("step", "right"), ("samples/s", "right"), ("MFU", "right"), ("cal", "center")]  # fmt: skip
+    table = Table(
+        show_lines=False,
+        header_style="bold",
+        box=box.HEAVY_HEAD if wide else None,
+        padding=(0, 1) if wide else (0, 1, 0, 0),
+        pad_edge=wide,
+        show_edge=wide,
+    )
+    cols = [
+        ("target", "left"),
+        ("fits", "center"),
+        ("GiB peak/cap", "right"),
+        ("max batch", "right"),
+        ("step", "right"),
+        ("samples/s", "right"),
+        ("MFU", "right"),
+        ("cal", "center"),
+    ]
     if wide:
         cols.append(("notes", "left"))
     for col, just in cols:
@@ -109,8 +123,11 @@ def render_plan(plan: Any, console: Console) -> None:
             step_unit.fmt(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
             pct(t.predicted_mfu),
-            (t.calibration.replace("runs (n=", "runs n=").rstrip(")") if t.calibration.startswith("runs")
-             else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")),
+            (
+                t.calibration.replace("runs (n=", "runs n=").rstrip(")")
+                if t.calibration.startswith("runs")
+                else {"device": "device", "published-fit": "fit", "uncalibrated": "uncal"}.get(t.calibration, "none")
+            ),
         ]
         if wide:
             row.append("; ".join(t.notes))
@@ -147,11 +164,16 @@ def _plan_header(plan: Any, console: Console) -> None:
     )
     phase_peaks = mem.get("phase_peak_bytes") or {}
     if phase_peaks:
-        shown = ", ".join(f"{p.replace('optimizer_step', 'optimizer')}"
-                          + (f" (batch {mem['eval_batch_size']})" if p == "eval" else "") + f" {size(v)}"
-                          for p, v in phase_peaks.items())  # fmt: skip
-        console.print(f"CPU fp32 peak by phase at batch {plan.batch_size} ({m.get('loss') or 'loss'}): {shown}; "
-                      f"dominant: {mem['dominant_phase'].replace('optimizer_step', 'optimizer')}")  # fmt: skip
+        shown = ", ".join(
+            f"{p.replace('optimizer_step', 'optimizer')}"
+            + (f" (batch {mem['eval_batch_size']})" if p == "eval" else "")
+            + f" {size(v)}"
+            for p, v in phase_peaks.items()
+        )
+        console.print(
+            f"CPU fp32 peak by phase at batch {plan.batch_size} ({m.get('loss') or 'loss'}): {shown}; "
+            f"dominant: {mem['dominant_phase'].replace('optimizer_step', 'optimizer')}"
+        )
     for n in mem.get("notes", []):
         console.print(f"[yellow]note:[/] {n}")
 
@@ -162,12 +184,16 @@ def _plan_method_line(plan: Any, console: Console) -> None:
     a = plan.assumptions
     act = a["amp_activation_factor"] if plan.precision != "fp32" or a.get("flash_attention_blocks") else 1
     probed = mem.get("probe_batch_sizes") or []
-    cpu_line = (f"CPU row extrapolated from training steps measured here at batch {', '.join(map(str, probed))}."
-                if probed else "CPU row: no probe (model too large), memory analytic, no step time.")  # fmt: skip
+    cpu_line = (
+        f"CPU row extrapolated from training steps measured here at batch {', '.join(map(str, probed))}."
+        if probed
+        else "CPU row: no probe (model too large), memory analytic, no step time."
+    )
     cast = a.get("amp_cast_weight_bytes") or 0
     console.print(
         f"[dim]GPU rows: peak = model states + activations x {act:.2f} (AMP dtypes of the traced ops"
-        + (", flash attention where it runs" if a.get("flash_attention_blocks") else "") + ")"
+        + (", flash attention where it runs" if a.get("flash_attention_blocks") else "")
+        + ")"
         + (f" + {gib(cast)} AMP weight copies" if cast else "")
         + f" + conv workspace {gib(a['conv_workspace_bytes'])}; fits if peak <= {a['safety_margin']:.0%} of "
         f"(capacity - {gib(a['cuda_context_bytes'])} CUDA context). Step = sum over the "
@@ -196,33 +222,63 @@ def render_explain(plan: Any, gpu: str, rows: list[dict[str, Any]], console: Con
     # every figure through a formatter that prints "-" for None: a row timed at a slower unit's peak has no MFU
     # (Target.speed_lower_bound), and formatting that None crashed `plan --explain` after the whole probe
     lower = " (a lower bound: the catalog lacks the card's peak for this precision)" if t.speed_lower_bound else ""
-    table = Table(header_style="bold", title=f"predicted top operators on {gpu}: step {duration(t.step_time_s)}, "
-                  f"MFU {pct(t.predicted_mfu)}, {plan.precision} on {peak_text(t.peak_unit, t.peak_flops)} peak"
-                  f"{lower}, batch {plan.batch_size}", title_justify="left")  # fmt: skip
-    for c, just in (("op", "left"), ("phase", "left"), ("class", "left"), ("time", "right"), ("share", "right"),
-                    ("kernels", "right"), ("GFLOP", "right"), ("MB moved", "right"), ("bound", "left"),
-                    ("unit", "left"), ("eff", "right"), ("eff from", "left")):  # fmt: skip
+    table = Table(
+        header_style="bold",
+        title=f"predicted top operators on {gpu}: step {duration(t.step_time_s)}, "
+        f"MFU {pct(t.predicted_mfu)}, {plan.precision} on {peak_text(t.peak_unit, t.peak_flops)} peak"
+        f"{lower}, batch {plan.batch_size}",
+        title_justify="left",
+    )
+    for c, just in (
+        ("op", "left"),
+        ("phase", "left"),
+        ("class", "left"),
+        ("time", "right"),
+        ("share", "right"),
+        ("kernels", "right"),
+        ("GFLOP", "right"),
+        ("MB moved", "right"),
+        ("bound", "left"),
+        ("unit", "left"),
+        ("eff", "right"),
+        ("eff from", "left"),
+    ):
         table.add_column(c, justify=just, no_wrap=True)
     for r in rows:
-        table.add_row(r["op"], r["phase"], r["cls"], duration(r["seconds"]), pct(r["share"]), f"{r['kernels']:,}",
-                      f"{r['flops'] / 1e9:,.1f}", f"{r['bytes'] / 1e6:,.0f}", r["bound"],
-                      shown_unit(r["unit"], plan.precision), pct(r["efficiency"]), r["source"])  # fmt: skip
+        table.add_row(
+            r["op"],
+            r["phase"],
+            r["cls"],
+            duration(r["seconds"]),
+            pct(r["share"]),
+            f"{r['kernels']:,}",
+            f"{r['flops'] / 1e9:,.1f}",
+            f"{r['bytes'] / 1e6:,.0f}",
+            r["bound"],
+            shown_unit(r["unit"], plan.precision),
+            pct(r["efficiency"]),
+            r["source"],
+        )
     print_min_width(console, table, 150)
-    console.print("[dim]eff: FLOPs / (time x the unit's datasheet peak) for compute-bound ops, bytes / (time x DRAM "
-                  "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
-                  "(NeuSight, DeepBench; bench/gpu_kernels.py), kernels+datasheet = that fit carried to this "
-                  "architecture by its datasheet (no measured kernel on it), published-fit = fitted on published "
-                  "end-to-end runs (tensor cores; +arch: with a generation factor from a parameter file), mamf = held "
-                  "to the best GEMM measured on the architecture's cards (MAMF), device = timed on this GPU "
-                  "by paddlefit calibrate, prior = nothing measured constrains it.[/]")
+    console.print(
+        "[dim]eff: FLOPs / (time x the unit's datasheet peak) for compute-bound ops, bytes / (time x DRAM "
+        "bandwidth) for memory-bound ones. eff from: kernels = fitted on measured kernels of that class "
+        "(NeuSight, DeepBench; bench/gpu_kernels.py), kernels+datasheet = that fit carried to this "
+        "architecture by its datasheet (no measured kernel on it), published-fit = fitted on published "
+        "end-to-end runs (tensor cores; +arch: with a generation factor from a parameter file), mamf = held "
+        "to the best GEMM measured on the architecture's cards (MAMF), device = timed on this GPU "
+        "by paddlefit calibrate, prior = nothing measured constrains it.[/]"
+    )
     by = t.time_breakdown or {}
     parts = ", ".join(f"{c} {duration(v['seconds'])} ({v['bound']})" for c, v in by.items() if v["seconds"] > 0)
     host = plan.assumptions.get("host_floor_s") or 0.0
-    console.print(f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)}: Paddle's dispatch, a "
-                  "constant of the model) + the "
-                  f"all-reduce not hidden. Times are predictions of the per-kernel model (row: {t.calibration}; "
-                  "each op's efficiency source is in the table); "
-                  "`paddlefit profile` measures them on a card you have.[/]")
+    console.print(
+        f"[dim]by class: {parts}. Step = max(their sum, host floor {duration(host)}: Paddle's dispatch, a "
+        "constant of the model) + the "
+        f"all-reduce not hidden. Times are predictions of the per-kernel model (row: {t.calibration}; "
+        "each op's efficiency source is in the table); "
+        "`paddlefit profile` measures them on a card you have.[/]"
+    )
 
 
 def render_gpus(gpus: list[GPU], console: Console) -> None:
@@ -232,18 +288,27 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
         return "-" if v is None else f"{v:g}"
 
     wide = console.width >= 150
-    table = Table(header_style="bold", box=box.HEAVY_HEAD if wide else None, padding=(0, 1), pad_edge=wide,
-                  show_edge=wide)  # fmt: skip
+    table = Table(
+        header_style="bold", box=box.HEAVY_HEAD if wide else None, padding=(0, 1), pad_edge=wide, show_edge=wide
+    )
     cols = {
-        "name": lambda g: g.name, "arch": lambda g: g.architecture, "CC": lambda g: g.device_label,
+        "name": lambda g: g.name,
+        "arch": lambda g: g.architecture,
+        "CC": lambda g: g.device_label,
         "mem GB": lambda g: f"{g.memory_gib:g}",
         "usable MiB": lambda g: f"{g.capacity_bytes / 1024**2:g}" + ("" if g.usable_memory_mib else " label"),
-        "GB/s": lambda g: f(g.mem_bw_gb_s), "FP32": lambda g: f(g.fp32_tflops), "TF32": lambda g: f(g.tf32_tflops),
-        "FP16": lambda g: f(g.fp16_tflops), "BF16": lambda g: f(g.bf16_tflops), "INT8": lambda g: f(g.int8_tops),
-        "FP8": lambda g: f(g.fp8_tflops), "NVLink": lambda g: f(g.nvlink_gb_s),
-        "PCIe": lambda g: f"gen{g.pcie_gen} {g.pcie_gb_s:g}", "TDP W": lambda g: f(g.tdp_w),
+        "GB/s": lambda g: f(g.mem_bw_gb_s),
+        "FP32": lambda g: f(g.fp32_tflops),
+        "TF32": lambda g: f(g.tf32_tflops),
+        "FP16": lambda g: f(g.fp16_tflops),
+        "BF16": lambda g: f(g.bf16_tflops),
+        "INT8": lambda g: f(g.int8_tops),
+        "FP8": lambda g: f(g.fp8_tflops),
+        "NVLink": lambda g: f(g.nvlink_gb_s),
+        "PCIe": lambda g: f"gen{g.pcie_gen} {g.pcie_gb_s:g}",
+        "TDP W": lambda g: f(g.tdp_w),
         "checked": lambda g: g.verified,
-    }  # fmt: skip
+    }
     if not wide:
         cols = {k: v for k, v in cols.items() if k not in ("arch", "usable MiB", "INT8", "TDP W", "checked", "PCIe")}
     for c in cols:
@@ -251,10 +316,12 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
     for g in gpus:
         table.add_row(*(fn(g) for fn in cols.values()))
     console.print(table)
-    console.print("FP32 ... FP8: dense TFLOPS (no sparsity; INT8: TOPS); mem GB: the vendor's label (\"16 GB\"); "
-                  "memory bandwidth and NVLink (bidirectional) in GB/s; usable MiB: "
-                  "what a process can use, measured by a cloud where published, else the label (`label`). "
-                  "`--json` adds usable MiB, PCIe, TDP and each row's source document.")  # fmt: skip
+    console.print(
+        'FP32 ... FP8: dense TFLOPS (no sparsity; INT8: TOPS); mem GB: the vendor\'s label ("16 GB"); '
+        "memory bandwidth and NVLink (bidirectional) in GB/s; usable MiB: "
+        "what a process can use, measured by a cloud where published, else the label (`label`). "
+        "`--json` adds usable MiB, PCIe, TDP and each row's source document."
+    )
 
 
 def usd(value: float | None) -> str:
@@ -270,39 +337,62 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
     console.print(
         f"[bold]{escape(cfg.name)}[/]  {cfg.params / 1e9:,.2f}e9 params  h {cfg.hidden_size}, {cfg.num_layers} layers, "
         f"{cfg.num_heads} heads / {cfg.num_kv_heads} KV, FFN {cfg.ffn_size} {cfg.ffn_type}, vocab {cfg.vocab_size:,}"
-        f"  [dim](source: {escape(cfg.source or '-')})[/]", highlight=False,
-    )  # fmt: skip
+        f"  [dim](source: {escape(cfg.source or '-')})[/]",
+        highlight=False,
+    )
     console.print(
         f"seq {st.seq_len}, global batch {plan.global_batch} ({plan.global_batch * st.seq_len / 1e6:,.2f}M tokens), "
         f"{req.gpus} GPUs ({min(req.gpus_per_node, req.gpus)} per node), {st.precision.value}, {st.optimizer.value}, "
-        f"flash attention {'on' if st.flash_attention else 'off'}", highlight=False,
-    )  # fmt: skip
+        f"flash attention {'on' if st.flash_attention else 'off'}",
+        highlight=False,
+    )
     for r in plan.results:
         fitting = r.fitting
         console.print(
             f"\n[bold]{r.gpu.name}[/]: {r.evaluated:,} layouts in {r.seconds:.2f} s, {len(fitting):,} fit; compute at "
             f"{r.mfu:.1%} of dense peak ({escape(r.mfu_source)}); network {r.network_gbit_s:,.0f} Gbit/s per node "
-            f"({escape(r.network_source)})", highlight=False,
-        )  # fmt: skip
+            f"({escape(r.network_source)})",
+            highlight=False,
+        )
         for note in r.notes:
             console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
         shown = fitting[: req.top] if fitting else r.plans[: min(3, req.top)]
         if not fitting:
             console.print(f"[bold red]No layout fits[/] on {req.gpus} x {r.gpu.name}; the smallest peaks:")
         table = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-        for col in ("#", "dp", "shard", "tp", "pp", "micro x accum", "recompute", "sp", "GiB peak/usable",
-                    "step", "tokens/s", "MFU"):  # fmt: skip
+        for col in (
+            "#",
+            "dp",
+            "shard",
+            "tp",
+            "pp",
+            "micro x accum",
+            "recompute",
+            "sp",
+            "GiB peak/usable",
+            "step",
+            "tokens/s",
+            "MFU",
+        ):
             table.add_column(col, justify="left" if col in ("recompute",) else "right", no_wrap=True)
         step_unit = column_unit(p.time.step for p in shown)
         for i, p in enumerate(shown, 1):
             lay, m = p.layout, p.memory
             mem_cell = f"{m.peak / 1024**3:,.1f}/{m.usable / 1024**3:,.1f}"
             table.add_row(
-                str(i), str(lay.dp), f"stage{lay.sharding}" if lay.sharding else "-", str(lay.tp), str(lay.pp),
-                f"{lay.micro_batch} x {lay.accum}", lay.recompute, "yes" if lay.sequence_parallel else "-",
+                str(i),
+                str(lay.dp),
+                f"stage{lay.sharding}" if lay.sharding else "-",
+                str(lay.tp),
+                str(lay.pp),
+                f"{lay.micro_batch} x {lay.accum}",
+                lay.recompute,
+                "yes" if lay.sequence_parallel else "-",
                 mem_cell if p.fits else f"[red]{mem_cell}[/]",
-                step_unit.fmt(p.time.step), f"{p.tokens_per_s:,.0f}", f"{p.mfu:.1%}",
-            )  # fmt: skip
+                step_unit.fmt(p.time.step),
+                f"{p.tokens_per_s:,.0f}",
+                f"{p.mfu:.1%}",
+            )
         print_min_width(console, table, 110)
         if r.tie_break and fitting:
             console.print(f"[dim]tie-break: {escape(r.tie_break)}[/]", highlight=False)
@@ -310,6 +400,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
     console.print("")
     for a in plan.to_dict()["assumptions"]:
         console.print(f"[dim]assumption: {escape(a)}[/]", highlight=False)
+
 
 def _best_layout_lines(best: Any, own: Any, console: Console) -> None:
     """The best layout's memory per GPU, time per step and PaddleNLP flags (``own``: the setup it runs)."""
@@ -321,22 +412,28 @@ def _best_layout_lines(best: Any, own: Any, console: Console) -> None:
         f"{gib(m.optimizer)}, ZeRO-3 buffer {gib(m.gather_buffer)}, activations {gib(m.activations)} "
         f"({m.in_flight} micro-batch(es) in flight), embedding/logits {gib(m.embedding_head)} = peak "
         f"{gib(m.peak)}; reserved: CUDA context {gib(m.cuda_context)}, fragmentation allowance "
-        f"{gib(m.fragmentation_allowance)} of {gib(m.capacity)}", highlight=False,
-    )  # fmt: skip
+        f"{gib(m.fragmentation_allowance)} of {gib(m.capacity)}",
+        highlight=False,
+    )
     console.print(
         f"best, per step: compute {duration(t.compute)}, TP comm {duration(t.tp_comm)} ({t.tp_link}), PP send/recv "
         f"{duration(t.pp_comm)} ({t.pp_link}), bubble {duration(t.bubble)}, exposed DP/sharding comm "
         f"{duration(t.dp_comm)} ({t.dp_link}), optimizer {duration(t.optimizer)} = {duration(t.step)}",
         highlight=False,
-    )  # fmt: skip
+    )
     args = best.paddlenlp_args(own.precision, own.flash_attention)
 
     def flags(keys: Any, args: dict[str, Any] = args) -> str:
-        return " ".join(f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
-                        for k, v in args.items() if k in keys and v not in ("", -1))  # no sharding: left out
+        return " ".join(
+            f"--{k} {str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in args.items()
+            if k in keys and v not in ("", -1)
+        )  # no sharding: left out
 
     train_keys = [k for k in args if k not in LLM_SCRIPT_MODEL_ARGS]
-    console.print(f"PaddleNLP TrainingArguments: [cyan]{escape(flags(train_keys))}[/]", highlight=False,
-                  soft_wrap=True)  # fmt: skip
-    console.print(f"PaddleNLP llm/ scripts' model arguments: [cyan]{escape(flags(LLM_SCRIPT_MODEL_ARGS))}[/]",
-                  highlight=False, soft_wrap=True)  # fmt: skip
+    console.print(f"PaddleNLP TrainingArguments: [cyan]{escape(flags(train_keys))}[/]", highlight=False, soft_wrap=True)
+    console.print(
+        f"PaddleNLP llm/ scripts' model arguments: [cyan]{escape(flags(LLM_SCRIPT_MODEL_ARGS))}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )

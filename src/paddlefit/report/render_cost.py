@@ -25,15 +25,15 @@ def _cost_table(title: str, rows: list[dict[str, str]], columns: list[str]) -> T
     table = Table(box=box.SIMPLE_HEAD, title=title, padding=(0, 1), pad_edge=False)
     for c in columns:
         text = c in ("instance", "GPUs")  # wrap at the space, then fold; numbers are never cut
-        table.add_column(c, justify="left" if text or c in ("", "note") else "right", no_wrap=not text,
-                         overflow="fold")  # fmt: skip
+        table.add_column(c, justify="left" if text or c in ("", "note") else "right", no_wrap=not text, overflow="fold")
     for r in rows:
         table.add_row(*(r[c] for c in columns))
     return table
 
 
-def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str],
-               money: Currency = USD) -> list[dict[str, str]]:  # fmt: skip
+def _cost_rows(
+    fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str], money: Currency = USD
+) -> list[dict[str, str]]:
     """The cost table's cells per row, by column name; each row's notes are numbered into ``footnotes``."""
     rows = []
     for r in fit:
@@ -42,40 +42,55 @@ def _cost_rows(fit: list[Any], unit: Any, ckpt_unit: Any, footnotes: list[str],
             if n not in footnotes:
                 footnotes.append(n)
             refs.append(str(footnotes.index(n) + 1))
-        rows.append({"": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
-                     "instance": escape(f"{r.cloud} {r.instance_type}"), "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
-                     "time": unit.fmt(r.hours * 3600), "on-demand": money.fmt(r.on_demand_usd),
-                     "spot": money.fmt(r.spot_expected_usd), "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
-                     "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
-                     "note": ",".join(refs)})  # fmt: skip
+        rows.append(
+            {
+                "": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
+                "instance": escape(f"{r.cloud} {r.instance_type}"),
+                "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
+                "time": unit.fmt(r.hours * 3600),
+                "on-demand": money.fmt(r.on_demand_usd),
+                "spot": money.fmt(r.spot_expected_usd),
+                "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
+                "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
+                "note": ",".join(refs),
+            }
+        )
     return rows
 
 
 def _cost_assumption_lines(a: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, text) of each assumption printed under the cost table, from ``CostReport.assumptions``."""
     gm = a.get("gpu_model_params") or {}
-    gens = "".join(f"; {g}: " + ", ".join(f"{k} {v:.3g}" for k, v in o.items())
-                   for g, o in (a.get("gpu_model_params_by_generation") or {}).items())  # fmt: skip
+    gens = "".join(
+        f"; {g}: " + ", ".join(f"{k} {v:.3g}" for k, v in o.items())
+        for g, o in (a.get("gpu_model_params_by_generation") or {}).items()
+    )
     lines = [
         ("step time", a["step_time"]),
-        ("GPU model", ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + gens + " (efficiencies as fractions of "
-                      "peak, fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces "
-                      "them)"),
+        (
+            "GPU model",
+            ", ".join(f"{k} {v:.3g}" for k, v in gm.items()) + gens + " (efficiencies as fractions of "
+            "peak, fitted on published runs: bench/gpu_fit.py; `paddlefit calibrate` on a GPU replaces "
+            "them)",
+        ),
         ("memory", a["memory"]),
         ("global batch", a["global_batch"]),
         ("prices", a["prices"]),
-        ("interruptions", f"{a['interruption_rate_basis']} (default {a['interruptions_per_hour']:.3g}/h, mean time "
-                          f"between interruptions {a['mean_time_between_interruptions_h']:,.1f} h)"
-         if a.get("interruption_rate_source") == "per instance" else
-         f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
-         f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}"),
+        (
+            "interruptions",
+            f"{a['interruption_rate_basis']} (default {a['interruptions_per_hour']:.3g}/h, mean time "
+            f"between interruptions {a['mean_time_between_interruptions_h']:,.1f} h)"
+            if a.get("interruption_rate_source") == "per instance"
+            else f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
+            f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}",
+        ),
         ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
         ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
         ("checkpoint interval", a["checkpoint_interval"]),
         ("checkpoint writes", a["checkpoint_writes"]),
         ("spot model", a["spot_model"]),
         ("not included", a["not_included"]),
-    ]  # fmt: skip
+    ]
     return lines
 
 
@@ -88,8 +103,17 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
     console.print(f"[bold]{escape(a['job'])}[/]")
     fit = [r for r in report.rows if r.fits]
     spot_time = any(r.cost_basis.startswith("spot") for r in fit)  # ranked by spot hours: show them
-    columns = ["", "instance", "GPUs", "time", "on-demand", "spot", *(["spot time"] if spot_time else []), "ckpt",
-               "note"]  # fmt: skip
+    columns = [
+        "",
+        "instance",
+        "GPUs",
+        "time",
+        "on-demand",
+        "spot",
+        *(["spot time"] if spot_time else []),
+        "ckpt",
+        "note",
+    ]
     footnotes: list[str] = []
     named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
     unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
@@ -108,13 +132,19 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
         console.print(f"[dim]  left out to fit {console.width} columns: {', '.join(dropped)} (--wide for all)[/]")
     for i, n in enumerate(footnotes, 1):
         console.print(f"[dim]  note {i}: {escape(n)}[/]")
-    console.print("[dim]  time = on-demand wall time (with checkpoint writes); spot = expected spot cost (the same "
-                  "writes + lost work and restarts)"
-                  + ("; spot time = expected spot wall time (the ranking's)" if spot_time else "") + "; ckpt = "
-                  + ("the spec's checkpoint interval" if a["checkpoint_interval"].startswith(SPEC_CADENCE)
-                     else "Daly checkpoint interval")
-                  + ". --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
-                  "peak per GPU[/]")
+    console.print(
+        "[dim]  time = on-demand wall time (with checkpoint writes); spot = expected spot cost (the same "
+        "writes + lost work and restarts)"
+        + ("; spot time = expected spot wall time (the ranking's)" if spot_time else "")
+        + "; ckpt = "
+        + (
+            "the spec's checkpoint interval"
+            if a["checkpoint_interval"].startswith(SPEC_CADENCE)
+            else "Daly checkpoint interval"
+        )
+        + ". --json adds Young's interval, spot hours, step time, all-reduce, interconnect, "
+        "peak per GPU[/]"
+    )
     if hidden := len(fit) - min(top, len(fit)):
         console.print(f"[dim]{hidden} more fitting instance type(s): --top {len(fit)} or --json[/]")
     _cost_outcome(report, fit, unit, console, money)
@@ -130,8 +160,10 @@ def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console, mone
     nofit = [r for r in report.rows if not r.fits]
     if nofit:
         names = escape(", ".join(sorted({f"{r.gpu}" for r in nofit})))
-        console.print(f"does not fit: {len(nofit)} instance type(s) with {names} (peak per GPU above the usable "
-                      "memory): lower the micro-batch with accumulation, or use AMP")
+        console.print(
+            f"does not fit: {len(nofit)} instance type(s) with {names} (peak per GPU above the usable "
+            "memory): lower the micro-batch with accumulation, or use AMP"
+        )
     by_reason: dict[str, list[str]] = {}
     for sk in report.skipped:
         if "gpu" in sk:  # a requested --gpu no priced instance has
@@ -145,13 +177,15 @@ def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console, mone
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
         took = unit.fmt(c.cost_hours * 3600)
-        console.print(f"cheapest: [bold]{escape(report.cheapest)}[/] {money.fmt(c.cost_usd)} in {took} "
-                      f"({c.cost_basis})")
+        console.print(
+            f"cheapest: [bold]{escape(report.cheapest)}[/] {money.fmt(c.cost_usd)} in {took} ({c.cost_basis})"
+        )
     if report.fastest:
         f = next(r for r in fit if r.fastest)
         took = unit.fmt(f.cost_hours * 3600)
-        console.print(f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {money.fmt(f.cost_usd)} "
-                      f"({f.cost_basis})")
+        console.print(
+            f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {money.fmt(f.cost_usd)} ({f.cost_basis})"
+        )
     for tie in report.tie_breaks:
         console.print(f"[dim]tie-break: {escape(tie)}[/]")
     if money.rate_note():

@@ -84,10 +84,18 @@ def record_resumes(records: list[dict[str, Any]], inferred: list[Resume]) -> lis
     for i, rec in enumerate(records):
         step, lost = rec["step"], rec.get("lost_steps")
         down = rec.get("down_s")
-        out.append(Resume(step, checkpoint_name(step), "(resume record)", float(down) if down is not None else 0.0,
-                          "metrics.jsonl: the resume's record", gaps.get(step) if last[step] == i else None,
-                          (lost[0], lost[1]) if lost else None,
-                          float(rec["lost_compute_s"]) if rec.get("lost_compute_s") is not None else None))
+        out.append(
+            Resume(
+                step,
+                checkpoint_name(step),
+                "(resume record)",
+                float(down) if down is not None else 0.0,
+                "metrics.jsonl: the resume's record",
+                gaps.get(step) if last[step] == i else None,
+                (lost[0], lost[1]) if lost else None,
+                float(rec["lost_compute_s"]) if rec.get("lost_compute_s") is not None else None,
+            )
+        )
     return out
 
 
@@ -107,5 +115,6 @@ def resume_line(r: Resume) -> str:
     """The terminal's line for a resume: ``resumed at step 60 (from step-00000060): down 6.3 s; steps 61-75 (15)
     lost and run again, 1.2 s of compute``."""
     lost = lost_text(r)
-    return (f"resumed at step {r.step:,d} (from {r.from_checkpoint}): down {r.downtime_s:,.1f} s"
-            + (f"; {lost}" if lost != "-" else f" ({r.evidence})"))
+    return f"resumed at step {r.step:,d} (from {r.from_checkpoint}): down {r.downtime_s:,.1f} s" + (
+        f"; {lost}" if lost != "-" else f" ({r.evidence})"
+    )

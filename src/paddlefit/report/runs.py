@@ -17,8 +17,16 @@ from paddlefit.runs.labels import AFTER_WARMUP, run_label
 from paddlefit.runs.view import comparison_problem, comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
 from paddlefit.textsafe import terminal_safe
 
-STATUS_STYLE = {"running": "cyan", "finished": "green", "stopped": "yellow", "budget": "yellow",
-                "nonfinite": "red", "failed": "red", "lost": "magenta"}  # fmt: skip
+STATUS_STYLE = {
+    "running": "cyan",
+    "finished": "green",
+    "stopped": "yellow",
+    "budget": "yellow",
+    "nonfinite": "red",
+    "failed": "red",
+    "lost": "magenta",
+}
+
 
 def escape(text: str) -> str:
     """A registry value for a table cell: control characters escaped (:func:`~paddlefit.textsafe.terminal_safe`),
@@ -49,10 +57,21 @@ SAMPLES_COLUMN = f"samples/s\n({AFTER_WARMUP})"
 
 #: The list's columns (header, justify), widest last; without ``--wide`` the first of :data:`DROPPABLE` still in the
 #: table goes while it is wider than the terminal.
-RUN_COLUMNS = (("id", "right"), ("started (UTC)", "left"), ("status", "left"), ("device", "left"),
-               ("precision", "left"), ("global batch", "right"), ("steps", "right"), (SAMPLES_COLUMN, "right"),
-               ("pred/meas step", "right"), ("final loss", "right"), ("eval acc", "right"), ("model", "left"),
-               ("run dir", "left"))  # fmt: skip
+RUN_COLUMNS = (
+    ("id", "right"),
+    ("started (UTC)", "left"),
+    ("status", "left"),
+    ("device", "left"),
+    ("precision", "left"),
+    ("global batch", "right"),
+    ("steps", "right"),
+    (SAMPLES_COLUMN, "right"),
+    ("pred/meas step", "right"),
+    ("final loss", "right"),
+    ("eval acc", "right"),
+    ("model", "left"),
+    ("run dir", "left"),
+)
 DROPPABLE = ("precision", "global batch", "pred/meas step", "started (UTC)", "final loss", "steps", "model")
 
 
@@ -60,16 +79,28 @@ def _runs_table(rows: list[dict[str, Any]], columns: list[str], fold: bool) -> T
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", pad_edge=False)
     for name, justify in RUN_COLUMNS:
         if name in columns:
-            table.add_column(name, justify=justify, no_wrap=not (fold and name in ("model", "run dir")),  # type: ignore[arg-type]
-                             overflow="fold")
+            table.add_column(
+                name,
+                justify=justify,
+                no_wrap=not (fold and name in ("model", "run dir")),  # type: ignore[arg-type]
+                overflow="fold",
+            )
     for run in rows:
-        cells = {"id": str(run["id"]), "started (UTC)": started(run.get("started_at")),
-                 "status": status_cell(run.get("status")), "model": escape(fmt(run.get("model"))),
-                 "device": escape(device_cell(run)), "precision": escape(fmt(run.get("precision"))),
-                 "global batch": fmt(run.get("global_batch")), "steps": fmt(run.get("steps")),
-                 SAMPLES_COLUMN: fmt(run.get("measured_samples_per_s"), "1/s"),
-                 "pred/meas step": fmt_ratio(step_time_ratio(run)), "final loss": fmt(run.get("final_loss")),
-                 "eval acc": fmt(run.get("eval_accuracy"), "%"), "run dir": escape(fmt(run.get("run_dir")))}
+        cells = {
+            "id": str(run["id"]),
+            "started (UTC)": started(run.get("started_at")),
+            "status": status_cell(run.get("status")),
+            "model": escape(fmt(run.get("model"))),
+            "device": escape(device_cell(run)),
+            "precision": escape(fmt(run.get("precision"))),
+            "global batch": fmt(run.get("global_batch")),
+            "steps": fmt(run.get("steps")),
+            SAMPLES_COLUMN: fmt(run.get("measured_samples_per_s"), "1/s"),
+            "pred/meas step": fmt_ratio(step_time_ratio(run)),
+            "final loss": fmt(run.get("final_loss")),
+            "eval acc": fmt(run.get("eval_accuracy"), "%"),
+            "run dir": escape(fmt(run.get("run_dir"))),
+        }
         table.add_row(*(cells[c] for c in columns))
     return table
 
@@ -97,8 +128,7 @@ def render_runs(rows: list[dict[str, Any]], console: Console, wide: bool = False
         dropped.append(name)
     console.print(_runs_table(rows, columns, fold=True))
     if dropped:
-        console.print(f"[dim]not shown at {console.width} columns: {', '.join(dropped)} (--wide shows every "
-                      "column)[/]")
+        console.print(f"[dim]not shown at {console.width} columns: {', '.join(dropped)} (--wide shows every column)[/]")
 
 
 def render_run(run: dict[str, Any], console: Console) -> None:
@@ -152,14 +182,26 @@ def render_comparison_document(doc: dict[str, Any], console: Console) -> None:
         head.append(f"device: {device.get('name', '-')} x{device.get('count', '-')} ({device.get('kind', '-')})")
     if doc.get("measured_steps") is not None:
         head.append(f"{doc['measured_steps']} measured steps after {doc.get('warmup_steps', 0)} warm-up")
-    head.append("predicted/measured above 1: the plan said more time or memory than the run took, or more "
-                "samples/s or MFU than it reached")
+    head.append(
+        "predicted/measured above 1: the plan said more time or memory than the run took, or more "
+        "samples/s or MFU than it reached"
+    )
     if device.get("kind") == "cpu":
         head.append("MFU: GPUs only (a catalog peak)")
-    table = Table(box=box.SIMPLE_HEAD, header_style="bold", title="predicted vs measured", title_justify="left",
-                  caption=escape("; ".join(head)), caption_justify="left")  # fmt: skip
-    for name, justify in (("figure", "left"), ("predicted", "right"), ("measured", "right"),
-                          ("predicted/measured", "right")):  # fmt: skip
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+        title="predicted vs measured",
+        title_justify="left",
+        caption=escape("; ".join(head)),
+        caption_justify="left",
+    )
+    for name, justify in (
+        ("figure", "left"),
+        ("predicted", "right"),
+        ("measured", "right"),
+        ("predicted/measured", "right"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for figure in doc.get("figures") or []:
         if not isinstance(figure, dict):
@@ -168,8 +210,12 @@ def render_comparison_document(doc: dict[str, Any], console: Console) -> None:
         value = figure.get("ratio")
         if value is None:
             value = ratio(figure.get("predicted"), figure.get("measured"))
-        table.add_row(escape(str(figure.get("label") or figure.get("name") or "-")), fmt(figure.get("predicted"), unit),
-                      fmt(figure.get("measured"), unit), fmt_ratio(value))  # fmt: skip
+        table.add_row(
+            escape(str(figure.get("label") or figure.get("name") or "-")),
+            fmt(figure.get("predicted"), unit),
+            fmt(figure.get("measured"), unit),
+            fmt_ratio(value),
+        )
     print_min_width(console, table, 100)
 
 
@@ -178,14 +224,23 @@ def render_compare(doc: dict[str, Any], console: Console) -> None:
     ``*`` marks a row whose values differ."""
     a, b = doc["runs"]
     table = Table(box=box.SIMPLE_HEAD, header_style="bold")
-    for name, justify in (("", "left"), (f"run {a}", "right"), (f"run {b}", "right"),
-                          (f"{b}/{a}", "right"), ("differs", "center")):  # fmt: skip
+    for name, justify in (
+        ("", "left"),
+        (f"run {a}", "right"),
+        (f"run {b}", "right"),
+        (f"{b}/{a}", "right"),
+        ("differs", "center"),
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for section in ("config", "figures"):
         table.add_row(f"[bold]{section}[/]", "", "", "", "")
         for item in doc[section]:
             unit = "" if item["unit"] == "text" else item["unit"]
-            table.add_row(escape(item["label"]), escape(fmt(item["a"], unit)), escape(fmt(item["b"], unit)),
-                          fmt_ratio(item.get("ratio")) if section == "figures" else "",
-                          "[yellow]*[/]" if item["differs"] else "")  # fmt: skip
+            table.add_row(
+                escape(item["label"]),
+                escape(fmt(item["a"], unit)),
+                escape(fmt(item["b"], unit)),
+                fmt_ratio(item.get("ratio")) if section == "figures" else "",
+                "[yellow]*[/]" if item["differs"] else "",
+            )
     print_min_width(console, table, 100)

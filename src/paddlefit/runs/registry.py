@@ -154,8 +154,10 @@ class Registry:
 
         done = self._guarded(f"cannot update run {run_id}", update, warn, None)
         if done is False:
-            warn(f"run registry {self.path}: run {run_id} is not recorded there (moved or replaced registry?); "
-                 "this update is dropped, training goes on.")  # fmt: skip
+            warn(
+                f"run registry {self.path}: run {run_id} is not recorded there (moved or replaced registry?); "
+                "this update is dropped, training goes on."
+            )
         return bool(done)
 
     def find_latest_for_run_dir(self, run_dir: str | Path, warn: Warn | None = None) -> int | None:
@@ -165,8 +167,10 @@ class Registry:
             with self._reading() as conn:
                 if conn is None:
                     return None
-                row = conn.execute("SELECT id FROM runs WHERE run_dir = ? ORDER BY id DESC LIMIT 1",
-                                   (storable_text(os.path.abspath(str(run_dir))),)).fetchone()  # fmt: skip
+                row = conn.execute(
+                    "SELECT id FROM runs WHERE run_dir = ? ORDER BY id DESC LIMIT 1",
+                    (storable_text(os.path.abspath(str(run_dir))),),
+                ).fetchone()
                 return int(row[0]) if row else None
         except RegistryError as exc:
             if warn is not None:
@@ -175,8 +179,9 @@ class Registry:
 
     # ------------------------------------------------------------------ reads (raise RegistryError)
 
-    def list_runs(self, model: str | None = None, device: str | None = None,
-                  last: int | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def list_runs(
+        self, model: str | None = None, device: str | None = None, last: int | None = None
+    ) -> list[dict[str, Any]]:
         """The recorded runs, newest first, as dicts of every column (JSON columns parsed; a ``running`` row of this
         host whose process is gone shows ``status`` ``lost``). ``model`` matches the model name, ``device`` the
         device name (``L4``) or kind (``gpu``/``cpu``), both case-insensitive (a model also by its name after the
@@ -187,14 +192,16 @@ class Registry:
             RegistryError: ``last`` < 1, or the registry cannot be read (corrupt, locked, newer schema).
         """
         if last is not None and last < 1:
-            raise RegistryError(f"`--last {last}`: the number of runs to list must be at least 1 (or leave it out "
-                                "to list them all).")  # fmt: skip
+            raise RegistryError(
+                f"`--last {last}`: the number of runs to list must be at least 1 (or leave it out to list them all)."
+            )
         last = min(last, 2**63 - 1) if last is not None else None  # more than SQLite can count: all of them
         where, params = [], []
         if model is not None:  # the model string, or its name after the module (`digits_cnn` for `pkg.mod:digits_cnn`)
             tail = model.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            where.append("(model = ? COLLATE NOCASE OR lower(model) LIKE ? ESCAPE '\\' "
-                         "OR lower(model) LIKE ? ESCAPE '\\')")
+            where.append(
+                "(model = ? COLLATE NOCASE OR lower(model) LIKE ? ESCAPE '\\' OR lower(model) LIKE ? ESCAPE '\\')"
+            )
             params += [model, f"%:{tail}", f"%.{tail}"]
         if device is not None:
             where.append("(device_name = ? COLLATE NOCASE OR device_kind = ? COLLATE NOCASE)")
@@ -209,8 +216,9 @@ class Registry:
         """
         rows = self._select(["id = ?"], [int(run_id)], 1) if 0 < int(run_id) < 2**63 else []  # SQLite's INTEGER
         if not rows:
-            raise RegistryError(f"run {run_id} is not in the run registry {self.path}; `paddlefit runs` lists the "
-                                "recorded ids.")  # fmt: skip
+            raise RegistryError(
+                f"run {run_id} is not in the run registry {self.path}; `paddlefit runs` lists the recorded ids."
+            )
         return rows[0]
 
     def measured_runs(self, device_name: str) -> list[dict[str, Any]]:
@@ -220,8 +228,12 @@ class Registry:
         Raises:
             RegistryError: the registry cannot be read.
         """
-        where = ["status = 'finished'", "device_name = ? COLLATE NOCASE", "predicted_step_s IS NOT NULL",
-                 "measured_step_s IS NOT NULL"]  # fmt: skip
+        where = [
+            "status = 'finished'",
+            "device_name = ? COLLATE NOCASE",
+            "predicted_step_s IS NOT NULL",
+            "measured_step_s IS NOT NULL",
+        ]
         return self._select(where, [device_name], None)
 
     def _select(self, where: list[str], params: list[Any], limit: int | None) -> list[dict[str, Any]]:
@@ -229,8 +241,10 @@ class Registry:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         with self._reading() as conn:
-            if conn is None or not conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone():  # fmt: skip
+            if (
+                conn is None
+                or not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
+            ):
                 return []
             cur = conn.execute(sql, params)
             names = [d[0] for d in cur.description]
@@ -244,8 +258,12 @@ class Registry:
             if isinstance(row[name], str):
                 with contextlib.suppress(ValueError):  # not JSON (or nested too deeply): kept as the stored text
                     row[name] = loads_limited(row[name], f"registry column {name}")
-        if row["status"] == "running" and row["host"] == socket.gethostname() and row["pid"] \
-                and not pid_alive(int(row["pid"])):  # fmt: skip
+        if (
+            row["status"] == "running"
+            and row["host"] == socket.gethostname()
+            and row["pid"]
+            and not pid_alive(int(row["pid"]))
+        ):
             row["status"] = LOST
         return row
 
@@ -340,9 +358,11 @@ class Registry:
             with self._writing() as conn:
                 return fn(conn)
         except NewerSchemaError as exc:
-            warn(f"run registry {self.path}: {action}: it was written by a newer paddlefit (schema v{exc.version}, "
-                 f"this one writes v{SCHEMA_VERSION}); training goes on unrecorded. Fix: upgrade paddlefit, or set "
-                 "PADDLEFIT_HOME to another directory for a separate registry.")  # fmt: skip
+            warn(
+                f"run registry {self.path}: {action}: it was written by a newer paddlefit (schema v{exc.version}, "
+                f"this one writes v{SCHEMA_VERSION}); training goes on unrecorded. Fix: upgrade paddlefit, or set "
+                "PADDLEFIT_HOME to another directory for a separate registry."
+            )
         except (sqlite3.Error, OSError) as exc:
             warn(f"run registry {self.path}: {action} ({exc}); training goes on unrecorded. Fix: {self._fix(exc)}")
         return failed
@@ -352,9 +372,11 @@ class Registry:
         """A connection to read (None when the file does not exist); sqlite3 errors become :class:`RegistryError`."""
         home = next((p for p in self.path.parents if p.exists()), None)
         if home is not None and not home.is_dir():  # PADDLEFIT_HOME (or a directory above it) is a file
-            raise RegistryError(f"the run registry {self.path} cannot be there: {home} is a file, not a directory. "
-                                "Fix: set PADDLEFIT_HOME to a directory (the registry is then "
-                                "$PADDLEFIT_HOME/runs.db).")  # fmt: skip
+            raise RegistryError(
+                f"the run registry {self.path} cannot be there: {home} is a file, not a directory. "
+                "Fix: set PADDLEFIT_HOME to a directory (the registry is then "
+                "$PADDLEFIT_HOME/runs.db)."
+            )
         try:
             exists = self.path.exists()
             conn = self._connect_read_only() if exists else None
@@ -366,9 +388,11 @@ class Registry:
         try:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             if version > SCHEMA_VERSION:
-                raise RegistryError(f"the run registry {self.path} was written by a newer paddlefit (schema "
-                                    f"v{version}; this one reads up to v{SCHEMA_VERSION}); upgrade paddlefit, or set "
-                                    "PADDLEFIT_HOME to another directory for a separate registry.")  # fmt: skip
+                raise RegistryError(
+                    f"the run registry {self.path} was written by a newer paddlefit (schema "
+                    f"v{version}; this one reads up to v{SCHEMA_VERSION}); upgrade paddlefit, or set "
+                    "PADDLEFIT_HOME to another directory for a separate registry."
+                )
             yield conn
         except sqlite3.Error as exc:
             raise self._read_error(exc) from None
@@ -382,9 +406,10 @@ class Registry:
         """The fix for a registry failure, from the error's kind (one sentence, with the path)."""
         text = str(exc).lower()
         if "locked" in text or "busy" in text:
-            return (f"another process held it locked for more than {self.timeout_s:g} s; retry, and if no other "
-                    "paddlefit is running, look for a process holding the file (`fuser PATH`).").replace(
-                "PATH", str(self.path))  # fmt: skip
+            return (
+                f"another process held it locked for more than {self.timeout_s:g} s; retry, and if no other "
+                "paddlefit is running, look for a process holding the file (`fuser PATH`)."
+            ).replace("PATH", str(self.path))
         if "full" in text:
             return f"free disk space on the file system of {self.path.parent}."
         home = next((p for p in self.path.parents if p.exists()), None)
@@ -393,10 +418,17 @@ class Registry:
         if self.path.is_dir():
             return f"{self.path} is a directory: move it aside, or set PADDLEFIT_HOME to another directory."
         if isinstance(exc, OSError) or "unable to open" in text or "readonly" in text or "read-only" in text:
-            return (f"make {self.path} and its directory writable, or set PADDLEFIT_HOME to a writable directory "
-                    "(the registry is then $PADDLEFIT_HOME/runs.db).")  # fmt: skip
-        if (isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)) \
-                or "malformed" in text or "not a database" in text:  # fmt: skip
-            return (f"the file is corrupt (not a SQLite database); move it aside (`mv {self.path} "
-                    f"{self.path}.corrupt`) and the next `paddlefit train` starts a new registry.")  # fmt: skip
+            return (
+                f"make {self.path} and its directory writable, or set PADDLEFIT_HOME to a writable directory "
+                "(the registry is then $PADDLEFIT_HOME/runs.db)."
+            )
+        if (
+            (isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError))
+            or "malformed" in text
+            or "not a database" in text
+        ):
+            return (
+                f"the file is corrupt (not a SQLite database); move it aside (`mv {self.path} "
+                f"{self.path}.corrupt`) and the next `paddlefit train` starts a new registry."
+            )
         return f"check {self.path} (move it aside if it is damaged: the next `paddlefit train` starts a new one)."

@@ -73,17 +73,46 @@ _INT, _REAL, _TEXT = "INTEGER", "REAL", "TEXT"
 
 #: every column of the current version and its SQL type (``id`` is assigned by the database)
 COLUMNS: dict[str, str] = {
-    "id": _INT, "run_dir": _TEXT, "host": _TEXT, "pid": _INT, "started_at": _TEXT, "ended_at": _TEXT,
-    "status": _TEXT, "exit_code": _INT, "reason": _TEXT, "resumes": _INT, "spec_json": _TEXT, "spec_sha256": _TEXT,
-    "model": _TEXT, "params": _INT, "device_kind": _TEXT, "device_name": _TEXT, "device_count": _INT,
-    "precision": _TEXT, "micro_batch_size": _INT, "grad_accum_steps": _INT, "global_batch": _INT,
-    "paddle_version": _TEXT, "cuda_version": _TEXT, "driver_version": _TEXT,
-    "predicted_step_s": _REAL, "measured_step_s": _REAL, "measured_step_p95_s": _REAL,
-    "predicted_samples_per_s": _REAL, "measured_samples_per_s": _REAL,
-    "predicted_peak_bytes": _REAL, "measured_peak_bytes": _REAL, "predicted_mfu": _REAL, "measured_mfu": _REAL,
-    "data_wait_fraction": _REAL, "final_loss": _REAL, "eval_loss": _REAL, "eval_accuracy": _REAL, "steps": _INT,
+    "id": _INT,
+    "run_dir": _TEXT,
+    "host": _TEXT,
+    "pid": _INT,
+    "started_at": _TEXT,
+    "ended_at": _TEXT,
+    "status": _TEXT,
+    "exit_code": _INT,
+    "reason": _TEXT,
+    "resumes": _INT,
+    "spec_json": _TEXT,
+    "spec_sha256": _TEXT,
+    "model": _TEXT,
+    "params": _INT,
+    "device_kind": _TEXT,
+    "device_name": _TEXT,
+    "device_count": _INT,
+    "precision": _TEXT,
+    "micro_batch_size": _INT,
+    "grad_accum_steps": _INT,
+    "global_batch": _INT,
+    "paddle_version": _TEXT,
+    "cuda_version": _TEXT,
+    "driver_version": _TEXT,
+    "predicted_step_s": _REAL,
+    "measured_step_s": _REAL,
+    "measured_step_p95_s": _REAL,
+    "predicted_samples_per_s": _REAL,
+    "measured_samples_per_s": _REAL,
+    "predicted_peak_bytes": _REAL,
+    "measured_peak_bytes": _REAL,
+    "predicted_mfu": _REAL,
+    "measured_mfu": _REAL,
+    "data_wait_fraction": _REAL,
+    "final_loss": _REAL,
+    "eval_loss": _REAL,
+    "eval_accuracy": _REAL,
+    "steps": _INT,
     "comparison_json": _TEXT,
-}  # fmt: skip
+}
 
 #: the columns holding a JSON document (a dict or list given to the write API is serialised; reads parse them)
 JSON_COLUMNS = ("spec_json", "comparison_json")
@@ -131,8 +160,10 @@ def check_fields(fields: dict[str, object]) -> dict[str, object]:
         if isinstance(value, bool):
             value = int(value)
         if value is not None and not isinstance(value, int | float | str):
-            raise ValueError(f"run registry: field {key!r} has a {type(value).__name__} value {value!r}; "
-                             "give a number, a string or None")  # fmt: skip
+            raise ValueError(
+                f"run registry: field {key!r} has a {type(value).__name__} value {value!r}; "
+                "give a number, a string or None"
+            )
         if isinstance(value, str):  # a run dir not valid UTF-8 (surrogateescape): SQLite takes UTF-8 text only
             value = storable_text(value)
         if key == "status" and value not in STATUSES:

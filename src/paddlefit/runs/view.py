@@ -12,17 +12,40 @@ from paddlefit.runs.labels import run_label
 #: the configuration columns ``paddlefit runs compare`` sets side by side (labels:
 #: :data:`paddlefit.runs.labels.RUN_LABELS`)
 CONFIG_FIELDS: tuple[str, ...] = (
-    "model", "params", "device_kind", "device_name", "device_count", "precision", "micro_batch_size",
-    "grad_accum_steps", "global_batch", "spec_sha256", "paddle_version", "cuda_version", "driver_version",
-)  # fmt: skip
+    "model",
+    "params",
+    "device_kind",
+    "device_name",
+    "device_count",
+    "precision",
+    "micro_batch_size",
+    "grad_accum_steps",
+    "global_batch",
+    "spec_sha256",
+    "paddle_version",
+    "cuda_version",
+    "driver_version",
+)
 
 #: the figures it compares (labels and units: :data:`paddlefit.runs.labels.RUN_LABELS`; unit ``s`` seconds,
 #: ``B`` bytes, ``1/s`` a rate, ``%`` a fraction shown as percent, ``""`` a plain number)
 FIGURE_FIELDS: tuple[str, ...] = (
-    "status", "steps", "predicted_step_s", "measured_step_s", "measured_step_p95_s", "predicted_samples_per_s",
-    "measured_samples_per_s", "predicted_peak_bytes", "measured_peak_bytes", "predicted_mfu", "measured_mfu",
-    "data_wait_fraction", "final_loss", "eval_loss", "eval_accuracy",
-)  # fmt: skip
+    "status",
+    "steps",
+    "predicted_step_s",
+    "measured_step_s",
+    "measured_step_p95_s",
+    "predicted_samples_per_s",
+    "measured_samples_per_s",
+    "predicted_peak_bytes",
+    "measured_peak_bytes",
+    "predicted_mfu",
+    "measured_mfu",
+    "data_wait_fraction",
+    "final_loss",
+    "eval_loss",
+    "eval_accuracy",
+)
 
 #: the comparison document's figures whose unit ``""`` is a fraction (shown as percent)
 FRACTION_FIGURES = ("mfu", "data_wait_fraction")

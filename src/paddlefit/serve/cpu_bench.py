@@ -36,7 +36,6 @@ from paddlefit.textsafe import name_safe
 MIN_TIMED_RUNS = 5
 
 
-
 @dataclass(frozen=True)
 class CpuLatency:
     """One measured configuration of :func:`benchmark_cpu`.
@@ -75,8 +74,9 @@ def _shown(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values) or "none"
 
 
-def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warmup: int = 10, runs: int = 50,
-                     max_seconds: float = 20.0) -> tuple[list[int], list[int]]:
+def check_bench_args(
+    batch_sizes: Sequence[int], threads: Sequence[int], *, warmup: int = 10, runs: int = 50, max_seconds: float = 20.0
+) -> tuple[list[int], list[int]]:
     """(batch sizes ascending, thread counts in the order given), each once, after checking them.
 
     Raises:
@@ -86,21 +86,36 @@ def check_bench_args(batch_sizes: Sequence[int], threads: Sequence[int], *, warm
     """
     cores = os.cpu_count() or 1
     if not batch_sizes or any(not 1 <= int(b) <= 65536 for b in batch_sizes):
-        raise PaddlefitError(f"`--batch-size {_shown(batch_sizes)}`: give batch sizes from 1 to 65536, e.g. "
-                             "`-b 1 -b 8`.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--batch-size {_shown(batch_sizes)}`: give batch sizes from 1 to 65536, e.g. `-b 1 -b 8`."
+        )
     if not threads or any(not 1 <= int(t) <= cores for t in threads):
-        raise PaddlefitError(f"`--threads {_shown(threads)}`: give thread counts from 1 to {cores} (this machine's "
-                             "logical CPUs), e.g. `--threads 1`.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--threads {_shown(threads)}`: give thread counts from 1 to {cores} (this machine's "
+            "logical CPUs), e.g. `--threads 1`."
+        )
     if warmup < 0 or runs < MIN_TIMED_RUNS or not max_seconds > 0:
-        raise PaddlefitError(f"warmup={warmup}, runs={runs}, max_seconds={max_seconds}: give warmup >= 0, runs >= "
-                             f"{MIN_TIMED_RUNS} and max_seconds > 0.")  # fmt: skip
+        raise PaddlefitError(
+            f"warmup={warmup}, runs={runs}, max_seconds={max_seconds}: give warmup >= 0, runs >= "
+            f"{MIN_TIMED_RUNS} and max_seconds > 0."
+        )
     return sorted({int(b) for b in batch_sizes}), list(dict.fromkeys(int(t) for t in threads))
 
 
-def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[int], threads: list[int], *,
-                  warmup: int = 10, runs: int = 50, max_seconds: float = 20.0,
-                  progress: Callable[[str], None] | None = None, timeout_s: float | None = None,
-                  onednn: bool = True, deadline: float | None = None) -> list[CpuLatency]:
+def benchmark_cpu(
+    prefix: Path,
+    specs: Sequence[InputSpec],
+    batch_sizes: list[int],
+    threads: list[int],
+    *,
+    warmup: int = 10,
+    runs: int = 50,
+    max_seconds: float = 20.0,
+    progress: Callable[[str], None] | None = None,
+    timeout_s: float | None = None,
+    onednn: bool = True,
+    deadline: float | None = None,
+) -> list[CpuLatency]:
     """Latency of the saved model at ``prefix`` on this CPU with Paddle Inference: ``Config(program, params)``,
     ``disable_gpu()``, ``enable_mkldnn()`` (oneDNN; ``onednn=False``: ``disable_mkldnn()``),
     ``set_cpu_math_library_num_threads(n)``, IR optimisation on (the default), ``create_predictor`` (API:
@@ -143,9 +158,19 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
         if share is not None and share - time.time() <= first_result_s:
             break  # this child could not even start and measure one batch size in its share
         started, got = time.time(), len(results)
-        request = {"op": "bench", "program": str(program), "params": str(params), "threads": n, "runs": runs,
-                   "specs": [s.model_dump() for s in specs], "batch_sizes": batches, "warmup": warmup,
-                   "max_seconds": max_seconds, "onednn": onednn, "deadline": share}  # fmt: skip
+        request = {
+            "op": "bench",
+            "program": str(program),
+            "params": str(params),
+            "threads": n,
+            "runs": runs,
+            "specs": [s.model_dump() for s in specs],
+            "batch_sizes": batches,
+            "warmup": warmup,
+            "max_seconds": max_seconds,
+            "onednn": onednn,
+            "deadline": share,
+        }
 
         def on_line(doc: dict[str, Any], started: float = started, got: int = got) -> None:
             nonlocal first_result_s
@@ -154,15 +179,23 @@ def benchmark_cpu(prefix: Path, specs: Sequence[InputSpec], batch_sizes: list[in
             r = CpuLatency(**doc)
             results.append(r)
             if progress is not None:
-                progress(f"batch {r.batch_size}, {r.threads} thread(s): median {r.median_s * 1e3:.3f} ms, "
-                         f"p95 {r.p95_s * 1e3:.3f} ms ({r.runs} runs)")  # fmt: skip
+                progress(
+                    f"batch {r.batch_size}, {r.threads} thread(s): median {r.median_s * 1e3:.3f} ms, "
+                    f"p95 {r.p95_s * 1e3:.3f} ms ({r.runs} runs)"
+                )
 
         _run_child(request, program, timeout_s, on_line)
     return sorted(results, key=lambda r: (r.batch_size, r.threads))
 
 
-def predict_cpu(prefix: Path, specs: Sequence[InputSpec], inputs: Sequence[np.ndarray], *, threads: int = 1,
-                timeout_s: float = 300.0) -> list[np.ndarray]:
+def predict_cpu(
+    prefix: Path,
+    specs: Sequence[InputSpec],
+    inputs: Sequence[np.ndarray],
+    *,
+    threads: int = 1,
+    timeout_s: float = 300.0,
+) -> list[np.ndarray]:
     """The saved model's outputs (in ``predictor.get_output_names()`` order) for ``inputs`` (one array per spec,
     batch first), computed as :func:`benchmark_cpu` serves it (Paddle Inference, oneDNN, in a child process).
 
@@ -175,16 +208,23 @@ def predict_cpu(prefix: Path, specs: Sequence[InputSpec], inputs: Sequence[np.nd
         raise InputSpecError(f"predict_cpu: {len(inputs)} input arrays for {len(specs)} input specs; give one each.")
     with tempfile.TemporaryDirectory(prefix="paddlefit-predict-") as tmp:
         np.savez(Path(tmp) / "in.npz", *[np.asarray(a) for a in inputs])
-        request = {"op": "predict", "program": str(program), "params": str(params), "threads": threads,
-                   "specs": [s.model_dump() for s in specs], "inputs": str(Path(tmp) / "in.npz"),
-                   "outputs": str(Path(tmp) / "out.npz")}  # fmt: skip
+        request = {
+            "op": "predict",
+            "program": str(program),
+            "params": str(params),
+            "threads": threads,
+            "specs": [s.model_dump() for s in specs],
+            "inputs": str(Path(tmp) / "in.npz"),
+            "outputs": str(Path(tmp) / "out.npz"),
+        }
         _run_child(request, program, timeout_s, lambda doc: None)
         with np.load(Path(tmp) / "out.npz") as z:
             return [z[f"arr_{i}"] for i in range(len(z.files))]
 
 
-def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
-               on_line: Callable[[dict[str, Any]], None]) -> None:
+def _run_child(
+    request: dict[str, Any], program: Path, timeout_s: float, on_line: Callable[[dict[str, Any]], None]
+) -> None:
     """Run ``python -m paddlefit.serve.cpu_bench`` with ``request``; ``on_line`` gets each ``{"result": ...}``.
 
     Raises:
@@ -195,8 +235,14 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
     env = safe_env(os.environ)
     env.setdefault("GLOG_minloglevel", "2")  # glog's INFO lines off (glog reads this lower-case name)
     with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen(python_command(module="paddlefit.serve.cpu_bench"), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errf, env=env, preexec_fn=_die_with_parent)  # fmt: skip
+        proc = subprocess.Popen(
+            python_command(module="paddlefit.serve.cpu_bench"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errf,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
         forget = at_signal_exit(proc.kill)  # a Ctrl-C or SIGTERM of the parent ends the child too
         lines: queue.Queue[bytes | None] = queue.Queue()
 
@@ -222,9 +268,10 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
                 done, error = done or "done" in doc, error or doc.get("error")
             proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except (queue.Empty, subprocess.TimeoutExpired):
-            raise JobFailedError(f"benchmarking `{name_safe(program)}` took longer than {timeout_s:.0f} s and was "
-                                 "stopped (a busy machine, or batches too large for this CPU). Its last stderr lines: "
-                                 + _tail(errf)) from None  # fmt: skip
+            raise JobFailedError(
+                f"benchmarking `{name_safe(program)}` took longer than {timeout_s:.0f} s and was "
+                "stopped (a busy machine, or batches too large for this CPU). Its last stderr lines: " + _tail(errf)
+            ) from None
         except (OSError, ValueError) as exc:  # a broken pipe, a line that is not JSON: the child is killed
             error = error or f"{type(exc).__name__}: {exc}"
         finally:
@@ -235,18 +282,25 @@ def _run_child(request: dict[str, Any], program: Path, timeout_s: float,
         if error and proc.returncode == 2:
             raise InputSpecError(f"`{name_safe(program)}`: {error}")
         if proc.returncode != 0 or not done:
-            how = f"was killed by {signal.Signals(-proc.returncode).name}" if proc.returncode < 0 else \
-                f"exited with code {proc.returncode}"
-            raise JobFailedError(f"Paddle Inference on `{name_safe(program)}` failed: the benchmark process {how}"
-                                 + (f" ({error})" if error else "") + ". Its last stderr lines: "
-                                 + _tail(errf))  # fmt: skip
+            how = (
+                f"was killed by {signal.Signals(-proc.returncode).name}"
+                if proc.returncode < 0
+                else f"exited with code {proc.returncode}"
+            )
+            raise JobFailedError(
+                f"Paddle Inference on `{name_safe(program)}` failed: the benchmark process {how}"
+                + (f" ({error})" if error else "")
+                + ". Its last stderr lines: "
+                + _tail(errf)
+            )
 
 
 def _tail(errf: Any) -> str:
     """The child's last 8 stderr lines joined by `` | `` (no blank lines, no traceback carets), or ``(none)``."""
     errf.seek(0)
-    tail = [ln.strip()[:300] for ln in errf.read().decode(errors="replace").splitlines()
-            if set(ln.strip()) - set("^~ ")][-8:]  # fmt: skip
+    tail = [
+        ln.strip()[:300] for ln in errf.read().decode(errors="replace").splitlines() if set(ln.strip()) - set("^~ ")
+    ][-8:]
     return " | ".join(tail) or "(none)"
 
 
@@ -260,8 +314,9 @@ def _die_with_parent() -> None:
 
 
 # ---- the child process ---------------------------------------------------------------------------------------
-def cpu_predictor(program: str, params: str, specs: Sequence[InputSpec], threads: int,
-                  onednn: bool = True) -> tuple[Any, list[str]]:  # fmt: skip
+def cpu_predictor(
+    program: str, params: str, specs: Sequence[InputSpec], threads: int, onednn: bool = True
+) -> tuple[Any, list[str]]:
     """A Paddle Inference CPU predictor for the saved program (oneDNN on, or Paddle's native CPU kernels with
     ``onednn=False``; ``threads`` math-library threads; IR optimisation on, as served) and the model's feed names in
     the order of ``specs``.
@@ -283,14 +338,21 @@ def cpu_predictor(program: str, params: str, specs: Sequence[InputSpec], threads
         return pred, want
     if len(have) == len(want):  # feed names the specs do not know: by position
         return pred, have
-    raise InputSpecError(f"the model has {len(have)} input(s) {have}, the input specs give {len(want)} {want}; give "
-                         "one spec per model input.")  # fmt: skip
+    raise InputSpecError(
+        f"the model has {len(have)} input(s) {have}, the input specs give {len(want)} {want}; give "
+        "one spec per model input."
+    )
 
 
 def _child_predictor(req: dict[str, Any]) -> tuple[Any, list[str]]:
     """:func:`cpu_predictor` for a child's JSON request."""
-    return cpu_predictor(req["program"], req["params"], [InputSpec(**s) for s in req["specs"]], int(req["threads"]),
-                         req.get("onednn", True))  # fmt: skip
+    return cpu_predictor(
+        req["program"],
+        req["params"],
+        [InputSpec(**s) for s in req["specs"]],
+        int(req["threads"]),
+        req.get("onednn", True),
+    )
 
 
 def request(pred: Any, names: list[str], arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -349,9 +411,18 @@ def _bench(req: dict[str, Any], emit: Callable[[dict[str, Any]], None]) -> None:
             if len(times) >= MIN_TIMED_RUNS and end - t0 > budget:
                 break
         done = (batch, float(np.median(times)))
-        emit({"result": {"batch_size": batch, "threads": int(req["threads"]), "median_s": float(np.median(times)),
-                         "p95_s": float(np.percentile(times, 95, method="linear")), "runs": len(times),
-                         "peak_rss_bytes": _peak_rss_bytes()}})  # fmt: skip
+        emit(
+            {
+                "result": {
+                    "batch_size": batch,
+                    "threads": int(req["threads"]),
+                    "median_s": float(np.median(times)),
+                    "p95_s": float(np.percentile(times, 95, method="linear")),
+                    "runs": len(times),
+                    "peak_rss_bytes": _peak_rss_bytes(),
+                }
+            }
+        )
 
 
 def _predict(req: dict[str, Any]) -> None:

@@ -42,8 +42,10 @@ def random_inputs(specs: Sequence[InputSpec], batch: int, seed: int = 0) -> list
         try:
             dtype = np.dtype(s.dtype)
         except TypeError:
-            raise InputSpecError(f"input {i} (`{s}`): dtype {s.dtype} cannot be fed to Paddle Inference from numpy; "
-                                 "benchmark a float32 export.") from None  # fmt: skip
+            raise InputSpecError(
+                f"input {i} (`{s}`): dtype {s.dtype} cannot be fed to Paddle Inference from numpy; "
+                "benchmark a float32 export."
+            ) from None
         shape = (batch, *s.shape)
         if dtype.kind in "iu":
             arrays.append(rng.integers(0, s.high or 2, size=shape).astype(dtype))
@@ -82,17 +84,21 @@ def save_inference_model(model: Any, specs: Sequence[InputSpec], prefix: Path) -
         with paddle.no_grad():
             out = model(*args, **kwargs)
     except Exception as exc:
-        raise ModelError(f"the model rejects a batch of inputs {', '.join(map(str, specs))} ({type(exc).__name__}: "
-                         f"{str(exc)[:300]}); fix the input specs.") from None  # fmt: skip
+        raise ModelError(
+            f"the model rejects a batch of inputs {', '.join(map(str, specs))} ({type(exc).__name__}: "
+            f"{str(exc)[:300]}); fix the input specs."
+        ) from None
     target = jit_target(model, out, names)
-    spec = [paddle.static.InputSpec([None, *s.shape], s.dtype, n) for s, n in zip(specs, input_names(specs),
-                                                                                 strict=True)]  # fmt: skip
+    spec = [
+        paddle.static.InputSpec([None, *s.shape], s.dtype, n) for s, n in zip(specs, input_names(specs), strict=True)
+    ]
     prefix.parent.mkdir(parents=True, exist_ok=True)
     try:
         paddle.jit.save(target, str(prefix), input_spec=spec)
     except Exception as exc:
-        raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph ({type(exc).__name__}: "
-                             f"{str(exc)[-400:]}).") from None  # fmt: skip
+        raise JobFailedError(
+            f"paddle.jit.save could not convert the model to a static graph ({type(exc).__name__}: {str(exc)[-400:]})."
+        ) from None
     return sorted(prefix.name + s for s in _SAVED_SUFFIXES if prefix.with_name(prefix.name + s).is_file())
 
 
@@ -109,7 +115,9 @@ def model_files(prefix: Path) -> tuple[Path, Path]:
     program = next((p for s in MODEL_SUFFIXES if (p := prefix.with_name(prefix.name + s)).is_file()), None)
     missing = [f"{prefix.name}.json (or .pdmodel)"] * (program is None) + [params.name] * (not params.is_file())
     if program is None or missing:
-        raise PaddlefitError(f"`{name_safe(prefix)}` is not a saved inference model: {' and '.join(missing)} "
-                             f"missing in {name_safe(prefix.parent)}; give the prefix `paddle.jit.save` wrote (e.g. "
-                             "RUN_DIR/inference/model from `paddlefit export`).")  # fmt: skip
+        raise PaddlefitError(
+            f"`{name_safe(prefix)}` is not a saved inference model: {' and '.join(missing)} "
+            f"missing in {name_safe(prefix.parent)}; give the prefix `paddle.jit.save` wrote (e.g. "
+            "RUN_DIR/inference/model from `paddlefit export`)."
+        )
     return program, params

@@ -47,8 +47,10 @@ def setup_device(spec: JobSpec, world: int, log: Callable[[str], None]) -> bool:
     local_world = int(os.environ.get("PADDLE_LOCAL_SIZE", str(world)))
     cores = use_all_cores()
     if spec.cpu_threads and spec.cpu_threads * local_world > cores:
-        log(f"warning: cpu_threads {spec.cpu_threads} x {local_world} process(es) on this node exceeds its {cores} "
-            "cores; the threads will contend (leave it unset for cores / processes).")  # fmt: skip
+        log(
+            f"warning: cpu_threads {spec.cpu_threads} x {local_world} process(es) on this node exceeds its {cores} "
+            "cores; the threads will contend (leave it unset for cores / processes)."
+        )
     paddle.base.core.set_num_threads(spec.cpu_threads or max(1, cores // max(1, local_world)))
     return False
 
@@ -71,8 +73,10 @@ def apply_tf32(tf32: bool | None, on_gpu: bool, log: Callable[[str], None]) -> N
     setters = [getattr(core, name, None) for name in ("set_cublas_switch", "set_cudnn_switch")]
     if not all(setters):
         if on_gpu:
-            log(f"warning: this Paddle build has no core.set_cublas_switch/set_cudnn_switch, so `tf32: "
-                f"{str(tf32).lower()}` is not applied (export NVIDIA_TF32_OVERRIDE=0 turns TF32 off instead).")
+            log(
+                f"warning: this Paddle build has no core.set_cublas_switch/set_cudnn_switch, so `tf32: "
+                f"{str(tf32).lower()}` is not applied (export NVIDIA_TF32_OVERRIDE=0 turns TF32 off instead)."
+            )
         return
     for set_switch in setters:
         set_switch(tf32)  # type: ignore[misc]
@@ -158,8 +162,10 @@ def _build_model(spec: JobSpec) -> Any:
         raise ModelError(f"`model: {spec.model}`: {exc}.") from None
     except (Exception, SystemExit) as exc:
         where = failing_layer(exc)
-        raise ModelError(f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}"
-                         f"{' in ' + where if where else ''}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        raise ModelError(
+            f"`model: {spec.model}` could not be built with model_args {dict(spec.model_args)}"
+            f"{' in ' + where if where else ''}: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from None
     if not any(not p.stop_gradient for p in model.parameters()):
         raise ModelError(f"`model: {spec.model}` has no trainable parameters; nothing to train.")
     return model
@@ -180,28 +186,36 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     from paddlefit.models.calling import JobLoss
 
     if not spec.data.train:
-        raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
-                             "(e.g. `digits` or `package.module:function`).")  # fmt: skip
+        raise PaddlefitError(
+            "the job spec has no `data.train`; set it to a dataset factory "
+            "(e.g. `digits` or `package.module:function`)."
+        )
     train_ds = resolve_dataset(spec.data.train, spec.data.train_args, "data.train")
     eval_ds = resolve_dataset(spec.data.eval, spec.data.eval_args, "data.eval") if spec.data.eval else None
     model = _build_model(spec)
-    sampler = ResumableBatchSampler(train_ds, spec.batch_size, world, rank, spec.data.shuffle, spec.data.drop_last,
-                                    spec.seed, spec.grad_accum_steps)  # fmt: skip
+    sampler = ResumableBatchSampler(
+        train_ds, spec.batch_size, world, rank, spec.data.shuffle, spec.data.drop_last, spec.seed, spec.grad_accum_steps
+    )
     global_batch = sampler.global_batch
     steps_per_epoch = sampler.steps  # paddlefit.job.steps_per_epoch: it depends on the layout only by global_batch
     if steps_per_epoch < 1:
         raise PaddlefitError(
             f"`data.train` has {len(train_ds)} samples, fewer than one global batch ({spec.batch_size} x {world} "
-            f"devices x {spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`.")  # fmt: skip
+            f"devices x {spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`."
+        )
     steps = job_steps(steps_per_epoch, spec.epochs, spec.max_steps)
     if steps is None:
         raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
     cap = max(64, 8 * (os.cpu_count() or 1))
     if spec.data.num_workers > cap:
-        raise PaddlefitError(f"`data.num_workers: {spec.data.num_workers}` would start that many processes per "
-                             f"device on {os.cpu_count()} cores; use at most {cap} (usually <= cores).")
-    loader_kwargs: dict[str, Any] = {"num_workers": spec.data.num_workers,
-                                     "use_shared_memory": spec.data.use_shared_memory}  # fmt: skip
+        raise PaddlefitError(
+            f"`data.num_workers: {spec.data.num_workers}` would start that many processes per "
+            f"device on {os.cpu_count()} cores; use at most {cap} (usually <= cores)."
+        )
+    loader_kwargs: dict[str, Any] = {
+        "num_workers": spec.data.num_workers,
+        "use_shared_memory": spec.data.use_shared_memory,
+    }
     errors: list[str] = []
     dataset = train_ds
     if spec.data.num_workers > 0:
@@ -213,8 +227,10 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     optimizer = build_optimizer(spec, model.parameters(), schedule)
     amp = spec.precision.is_amp and on_gpu
     if spec.precision.is_amp and not on_gpu:
-        log(f"warning: precision {spec.precision.value} has no effect on CPU (paddle.amp.auto_cast only acts on "
-            "CUDA/XPU devices); training in fp32.")  # fmt: skip
+        log(
+            f"warning: precision {spec.precision.value} has no effect on CPU (paddle.amp.auto_cast only acts on "
+            "CUDA/XPU devices); training in fp32."
+        )
     amp_dtype = "bfloat16" if spec.precision in (Precision.BF16_O1, Precision.BF16_O2) else "float16"
     if amp and spec.precision.level == "O2":
         model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2", dtype=amp_dtype)
@@ -222,12 +238,28 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     if world > 1 and spec.oom_backoff and any(getattr(m, "_sparse", False) for m in model.sublayers()):
         # the back-off all-reduces with fused_allreduce_gradients, which refuses sparse gradients
         # (python/paddle/distributed/fleet/utils/hybrid_parallel_util.py: "doesn't support sparse parameters")
-        raise PaddlefitError("the model has sparse embedding gradients (Embedding(sparse=True)); on several "
-                             "devices set `oom_backoff: false` (DataParallel then all-reduces them itself).")
+        raise PaddlefitError(
+            "the model has sparse embedding gradients (Embedding(sparse=True)); on several "
+            "devices set `oom_backoff: false` (DataParallel then all-reduces them itself)."
+        )
     return BuiltJob(
-        on_gpu=on_gpu, model=model, dp_model=paddle.DataParallel(model) if world > 1 else model, train_ds=train_ds,
-        eval_ds=eval_ds, input_specs=spec.input_specs(), job_loss=JobLoss(spec.loss, spec.label_arg),
+        on_gpu=on_gpu,
+        model=model,
+        dp_model=paddle.DataParallel(model) if world > 1 else model,
+        train_ds=train_ds,
+        eval_ds=eval_ds,
+        input_specs=spec.input_specs(),
+        job_loss=JobLoss(spec.loss, spec.label_arg),
         eval_loss=JobLoss(spec.loss, spec.label_arg),  # eval outputs may differ (no auxiliary heads)
-        sampler=sampler, loader=loader, steps_per_epoch=steps_per_epoch, total_steps=steps,
-        global_batch=global_batch, schedule=schedule, optimizer=optimizer, amp=amp, amp_dtype=amp_dtype,
-        scaler=scaler, data_errors=errors)  # fmt: skip
+        sampler=sampler,
+        loader=loader,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=steps,
+        global_batch=global_batch,
+        schedule=schedule,
+        optimizer=optimizer,
+        amp=amp,
+        amp_dtype=amp_dtype,
+        scaler=scaler,
+        data_errors=errors,
+    )

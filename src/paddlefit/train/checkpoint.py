@@ -63,8 +63,18 @@ from paddlefit.train.oom import first_line
 from paddlefit.train.rngstate import capture_rng, read_rng, restore_rng
 from paddlefit.train.state import TrainerState, kept_accumulation
 
-__all__ = ["MANIFEST", "REQUIRED_FILES", "CheckpointError", "CheckpointStore", "load_checkpoint", "read_state",
-           "save_checkpoint", "sha256_file", "spec_keeping_global_batch", "verify"]
+__all__ = [
+    "MANIFEST",
+    "REQUIRED_FILES",
+    "CheckpointError",
+    "CheckpointStore",
+    "load_checkpoint",
+    "read_state",
+    "save_checkpoint",
+    "sha256_file",
+    "spec_keeping_global_batch",
+    "verify",
+]
 
 
 class CheckpointError(PaddlefitError):
@@ -135,13 +145,17 @@ class CheckpointStore:
         """
         old = self.list()
         if held := live_lock_under(self.root):
-            raise CheckpointError(f"`--resume never` would delete {self.root}, but another running `train` holds "
-                                  f"{held.parent} inside it; nothing was deleted. Stop that run (run directories "
-                                  "never nest) or choose another --run-dir.")  # fmt: skip
+            raise CheckpointError(
+                f"`--resume never` would delete {self.root}, but another running `train` holds "
+                f"{held.parent} inside it; nothing was deleted. Stop that run (run directories "
+                "never nest) or choose another --run-dir."
+            )
         if foreign := foreign_in_store(self.root):
-            raise CheckpointError(f"`--resume never` would delete {self.root}, but it holds {self.root / foreign}, "
-                                  "which is not a checkpoint's file; nothing was deleted. Move it out of "
-                                  f"{self.root} (run directories never nest) and run again.")  # fmt: skip
+            raise CheckpointError(
+                f"`--resume never` would delete {self.root}, but it holds {self.root / foreign}, "
+                "which is not a checkpoint's file; nothing was deleted. Move it out of "
+                f"{self.root} (run directories never nest) and run again."
+            )
         if self.root.is_dir():
             doomed = self.root.parent / f".{self.root.name}-old-{os.getpid()}"
             os.rename(self.root, doomed)
@@ -190,13 +204,16 @@ class CheckpointStore:
                 self.remove(path)
                 later.append(path)
         if later:
-            log(f"{why}: removed {len(later)} later checkpoint(s) of the run that went on from there "
+            log(
+                f"{why}: removed {len(later)} later checkpoint(s) of the run that went on from there "
                 f"({', '.join(p.name for p in later[:3])}{', ...' if len(later) > 3 else ''}); this run continues "
-                f"from step {step}")  # fmt: skip
+                f"from step {step}"
+            )
         return later
 
-    def save(self, step: int, write_files: Callable[[Path], None], meta: dict | None = None,
-             keep_existing: bool = True) -> Path:  # fmt: skip
+    def save(
+        self, step: int, write_files: Callable[[Path], None], meta: dict | None = None, keep_existing: bool = True
+    ) -> Path:
         """Write a checkpoint for ``step``: ``write_files(tmpdir)`` writes the payload, then this hashes and fsyncs
         every file, writes the manifest, fsyncs the directory and renames it into place, then prunes old ones.
 
@@ -221,8 +238,13 @@ class CheckpointStore:
             for f in sorted(tmp.iterdir()):
                 fsync_path(f)
                 files[f.name] = {"bytes": f.stat().st_size, "sha256": sha256_file(f)}
-            manifest = {"format": FORMAT_VERSION, "step": step, "created_unix": time.time(), "files": files,
-                        **(meta or {})}  # fmt: skip
+            manifest = {
+                "format": FORMAT_VERSION,
+                "step": step,
+                "created_unix": time.time(),
+                "files": files,
+                **(meta or {}),
+            }
             write_manifest(tmp, manifest)
             fsync_path(tmp)
             if final.exists():  # one a resume skipped (damaged, unreadable): kept aside, never deleted here
@@ -234,8 +256,10 @@ class CheckpointStore:
             why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
             previous = next((p.name for p in self.list() if p != final), None)
             kept = f"; the previous checkpoint {previous} is intact" if previous else ""
-            raise CheckpointError(f"checkpoint for step {step} could not be written to {self.root}: {why}{kept}. "
-                                  "Free space or choose another --run-dir.") from None  # fmt: skip
+            raise CheckpointError(
+                f"checkpoint for step {step} could not be written to {self.root}: {why}{kept}. "
+                "Free space or choose another --run-dir."
+            ) from None
         self.prune()
         return final
 
@@ -269,12 +293,17 @@ def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[
     accum = kept_accumulation(ckpt, str(path), world, spec.batch_size)
     if accum == spec.grad_accum_steps:
         return spec, False
-    log(f"resuming {path.name}: global batch {ckpt.global_batch} kept with {world} device(s) x micro-batch "
+    log(
+        f"resuming {path.name}: global batch {ckpt.global_batch} kept with {world} device(s) x micro-batch "
         f"{spec.batch_size} x gradient accumulation {accum} (the checkpoint's run: {ckpt.batch_size} x "
         f"{ckpt.devices} x {ckpt.grad_accum_steps}; this spec: {spec.grad_accum_steps})"
-        + ("; the epoch continues with the samples it has not seen, but a run resumed on another device count is "
-           "not bit-identical to an uninterrupted one (gradients are summed in another order)"
-           if ckpt.devices != world else ""))  # fmt: skip
+        + (
+            "; the epoch continues with the samples it has not seen, but a run resumed on another device count is "
+            "not bit-identical to an uninterrupted one (gradients are summed in another order)"
+            if ckpt.devices != world
+            else ""
+        )
+    )
     return spec.model_copy(update={"grad_accum_steps": accum}), True
 
 
@@ -288,14 +317,22 @@ def read_state(path: Path) -> TrainerState:
     try:
         data = read_trainer_json(path)
     except InputFileError as exc:
-        raise CheckpointError(f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never "
-                              "--overwrite`.") from None
+        raise CheckpointError(
+            f"checkpoint {path}: trainer.json cannot be read ({first_line(exc, 200)}); pass "
+            "another `--resume` checkpoint or start fresh with `--resume never "
+            "--overwrite`."
+        ) from None
     return TrainerState.from_json(data, str(path))
 
 
-def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, optimizer: Any,
-                    meta: dict[str, Any], keep_existing: bool = True) -> tuple[Path, float]:  # fmt: skip
+def save_checkpoint(
+    store: CheckpointStore,
+    state: TrainerState,
+    model: Any,
+    optimizer: Any,
+    meta: dict[str, Any],
+    keep_existing: bool = True,
+) -> tuple[Path, float]:
     """Write a checkpoint of ``state.step`` through ``store`` (atomic: a temporary directory, fsync'd, renamed);
     ``keep_existing``: see :meth:`CheckpointStore.save`.
 
@@ -318,8 +355,16 @@ def save_checkpoint(store: CheckpointStore, state: TrainerState, model: Any, opt
     return path, time.monotonic() - t0
 
 
-def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: Any, optimizer: Any, schedule: Any,
-                    scaler: Any, model_name: str, trust: bool = False) -> TrainerState:  # fmt: skip
+def load_checkpoint(
+    path: Path,
+    check: Callable[[TrainerState], None],
+    model: Any,
+    optimizer: Any,
+    schedule: Any,
+    scaler: Any,
+    model_name: str,
+    trust: bool = False,
+) -> TrainerState:
     """Read ``path``'s state, pass it to ``check`` (which raises if the job cannot continue from it), then restore
     the model, optimizer, LR schedule, GradScaler and RNG states in place. ``trust``: the user vouched for the
     checkpoint (``--trust-checkpoint``), so a pickled ``rng.pkl`` of an earlier version may be read.
@@ -337,8 +382,10 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
         rng = read_rng(path, trust)  # before paddle.load: of a refused checkpoint nothing is unpickled
         weights = paddle.load(str(path / MODEL_FILE))
         if mismatch := _weights_mismatch(model.state_dict(), weights):
-            raise PaddlefitError(f"checkpoint {path} does not match `model: {model_name}` ({mismatch}); pass another "
-                                 "`--resume` checkpoint or start fresh with `--resume never --overwrite`.")  # fmt: skip
+            raise PaddlefitError(
+                f"checkpoint {path} does not match `model: {model_name}` ({mismatch}); pass another "
+                "`--resume` checkpoint or start fresh with `--resume never --overwrite`."
+            )
         model.set_state_dict(weights)
         optimizer.set_state_dict(paddle.load(str(path / OPTIMIZER_FILE)))
         schedule.set_state_dict(state.scheduler)
@@ -348,18 +395,23 @@ def load_checkpoint(path: Path, check: Callable[[TrainerState], None], model: An
     except PaddlefitError:
         raise
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
-                              f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
-                              "another `--resume` checkpoint or start fresh with `--resume never "
-                              "--overwrite`.") from None
+        raise CheckpointError(
+            f"checkpoint {path} cannot be loaded into this job ({type(exc).__name__}: "
+            f"{first_line(exc, 200)}); is it from another model or paddlefit version? Pass "
+            "another `--resume` checkpoint or start fresh with `--resume never "
+            "--overwrite`."
+        ) from None
     return state
 
 
 def _weights_mismatch(want: dict[str, Any], have: dict[str, Any]) -> str | None:
     """What differs between the model's state dict ``want`` and a checkpoint's ``have``, as one list each: the
     keys of another shape (``name [checkpoint] vs [model]``), then the missing and the unexpected ones (3 each)."""
-    shapes = [f"{k} {list(have[k].shape)} vs {list(v.shape)}" for k, v in want.items()
-              if k in have and hasattr(have[k], "shape") and list(have[k].shape) != list(v.shape)]  # fmt: skip
+    shapes = [
+        f"{k} {list(have[k].shape)} vs {list(v.shape)}"
+        for k, v in want.items()
+        if k in have and hasattr(have[k], "shape") and list(have[k].shape) != list(v.shape)
+    ]
     missing, unexpected = [k for k in want if k not in have], [k for k in have if k not in want]
     parts = (("other shape (checkpoint vs model):", shapes), ("missing", missing), ("unexpected", unexpected))
     said = [f"{label} {items[:3]}" for label, items in parts if items]

@@ -19,9 +19,21 @@ from paddlefit.fileio import open_regular
 from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
 from paddlefit.rundir import CHECKPOINT_NAME_RE, checkpoint_step
 
-__all__ = ["FORMAT_VERSION", "MANIFEST", "OWN_FILES", "REQUIRED_FILES", "RNG_FILES", "SET_ASIDE_PREFIX",
-           "delete_renamed", "foreign_entry", "foreign_in_store", "looks_complete", "recorded_step", "sha256_file",
-           "verify"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MANIFEST",
+    "OWN_FILES",
+    "REQUIRED_FILES",
+    "RNG_FILES",
+    "SET_ASIDE_PREFIX",
+    "delete_renamed",
+    "foreign_entry",
+    "foreign_in_store",
+    "looks_complete",
+    "recorded_step",
+    "sha256_file",
+    "verify",
+]
 
 MANIFEST = MANIFEST_FILE
 #: Files every checkpoint written by the trainer has (a manifest listing fewer is not ours or was tampered with),

@@ -38,8 +38,17 @@ class ResumableBatchSampler:
     at the start of the next iteration (the ones consumed before the checkpoint).
     """
 
-    def __init__(self, dataset: Any, batch_size: int, num_replicas: int, rank: int, shuffle: bool,
-                 drop_last: bool, seed: int, grad_accum_steps: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int,
+        num_replicas: int,
+        rank: int,
+        shuffle: bool,
+        drop_last: bool,
+        seed: int,
+        grad_accum_steps: int = 1,
+    ) -> None:
         self.size = len(dataset)
         self.batch_size, self.num_replicas, self.rank = batch_size, num_replicas, rank
         self.shuffle, self.seed, self.grad_accum_steps = shuffle, seed, grad_accum_steps
@@ -66,7 +75,7 @@ class ResumableBatchSampler:
         round_size = self.batch_size * self.num_replicas
         for j in range(skip, len(self)):
             start = j * round_size + self.rank * self.batch_size
-            yield order[start:start + self.batch_size].tolist()
+            yield order[start : start + self.batch_size].tolist()
 
     def __len__(self) -> int:
         return self.steps * self.grad_accum_steps
@@ -108,8 +117,10 @@ def guard_single_process(dataset: Any, errors: list[str]) -> tuple[Any, Callable
         try:
             return default_collate_fn(batch)
         except Exception as exc:
-            errors.append(f"collating a batch: {type(exc).__name__}: {first_line(exc)} (do all samples have the "
-                          "same shapes and dtypes?)")  # fmt: skip
+            errors.append(
+                f"collating a batch: {type(exc).__name__}: {first_line(exc)} (do all samples have the "
+                "same shapes and dtypes?)"
+            )
             return None
 
     return Guarded(), collate
@@ -132,11 +143,15 @@ def next_batch(it: Iterator[Any], errors: list[str], step: int, expected: int) -
     except StopIteration:
         if errors:
             raise PaddlefitError(f"step {step}: reading `data.train` failed: {errors[0]}") from None
-        raise PaddlefitError(f"step {step}: `data.train` ended early: the DataLoader yielded fewer batches than its "
-                             f"sampler's {expected}.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"step {step}: `data.train` ended early: the DataLoader yielded fewer batches than its "
+            f"sampler's {expected}."
+        ) from None
     except Exception as exc:  # multi-process loader: Paddle re-raises the worker's error (printed above)
-        raise PaddlefitError(f"step {step}: the DataLoader failed: {type(exc).__name__}: {first_line(exc)} (the "
-                             "worker's traceback is printed above).") from None  # fmt: skip
+        raise PaddlefitError(
+            f"step {step}: the DataLoader failed: {type(exc).__name__}: {first_line(exc)} (the "
+            "worker's traceback is printed above)."
+        ) from None
     if errors:
         raise PaddlefitError(f"step {step}: reading `data.train` failed: {errors[0]}")
     return batch

@@ -69,6 +69,7 @@ PROXY_VARIABLES = ("http_proxy", "https_proxy")
 #: processes, so 0.1 s costs nothing and a run ends (or a failed worker is seen) up to 0.9 s sooner.
 POD_POLL_S = 0.1
 
+
 def worker_secrets(hidden: dict[str, str]) -> dict[str, str]:
     """What the workers get of the secrets taken out of the launcher's environment: each as it was, except a
     proxy variable with a password, which goes in as ``NAME_original`` as Paddle's launcher would hand it on
@@ -217,17 +218,21 @@ class LaunchWatch:
         ``launch/controllers/master.py``), and a dead node 0 takes the master's store with it."""
         from paddlefit.train.peers import peer_settings
 
-        nnodes = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--nnodes"),
-                      os.environ.get("PADDLE_NNODES", "1"))  # fmt: skip
+        nnodes = next(
+            (args[i + 1] for i, a in enumerate(args[:-1]) if a == "--nnodes"), os.environ.get("PADDLE_NNODES", "1")
+        )
         if nnodes.strip() in ("", "1"):
             return None
         allowance = peer_settings()[1]
 
         def watch() -> None:
             if not self.deployed.wait(max(0.0, self.started + allowance - time.monotonic())):
-                print(f"paddlefit: the other nodes did not meet at the rendezvous within {allowance:g} s (a node "
-                      f"lost or never started; PADDLEFIT_PEER_STARTUP_S): exit {PEER_LOST}", file=sys.stderr,
-                      flush=True)  # fmt: skip
+                print(
+                    f"paddlefit: the other nodes did not meet at the rendezvous within {allowance:g} s (a node "
+                    f"lost or never started; PADDLEFIT_PEER_STARTUP_S): exit {PEER_LOST}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 exit(PEER_LOST)
 
         thread = threading.Thread(target=watch, name="paddlefit-rendezvous-deadline", daemon=True)
@@ -241,16 +246,27 @@ class LaunchWatch:
         out = scheduler_exit_code(code, stop)
         codes = [*self.failed.values(), *(c.exit_code for c in getattr(self.pod, "containers", None) or [])]
         if out == 1 and (said := self.stuck_at_start_up()):
-            print(f"paddlefit: a worker of this node had no word from the other ranks at start-up ({said}): a peer "
-                  f"lost, exit {PEER_LOST}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"paddlefit: a worker of this node had no word from the other ranks at start-up ({said}): a peer "
+                f"lost, exit {PEER_LOST}",
+                file=sys.stderr,
+                flush=True,
+            )
             out = PEER_LOST
         if out == PEER_LOST and any(isinstance(c, int) and c < 0 for c in codes):
             out = 1
         if out != code or self.failed:
-            why = f"stopped by {signal.Signals(stop).name}" if stop is not None else ", ".join(
-                f"rank {r} ended by {describe_exit(c)}" for r, c in sorted(self.failed.items())) or "no rank named"
-            print(f"paddlefit: {why} (Paddle's launcher exit {code}): exit {out}, see docs/errors.md#exit-codes",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            why = (
+                f"stopped by {signal.Signals(stop).name}"
+                if stop is not None
+                else ", ".join(f"rank {r} ended by {describe_exit(c)}" for r, c in sorted(self.failed.items()))
+                or "no rank named"
+            )
+            print(
+                f"paddlefit: {why} (Paddle's launcher exit {code}): exit {out}, see docs/errors.md#exit-codes",
+                file=sys.stderr,
+                flush=True,
+            )
         return out
 
 

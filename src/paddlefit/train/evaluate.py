@@ -49,13 +49,15 @@ def evaluate(runner: StepRunner, step: int) -> dict[str, float | None]:
         except OutOfMemory as exc:
             current = split.size
             if not runner.spec.oom_backoff or not split.can_halve():
-                raise PaddlefitError(f"eval at step {step}: out of memory at eval batch {current}: {exc}. Lower "
-                                     "`data.eval_batch_size`; `paddlefit plan --config` predicts the eval peak.") \
-                    from None  # fmt: skip
+                raise PaddlefitError(
+                    f"eval at step {step}: out of memory at eval batch {current}: {exc}. Lower "
+                    "`data.eval_batch_size`; `paddlefit plan --config` predicts the eval peak."
+                ) from None
             split.halve()
             runner.free_cached()
-            runner.log(f"eval at step {step}: out of memory at eval batch {current} ({exc}); evaluating again at "
-                       f"{split.size}.")  # fmt: skip
+            runner.log(
+                f"eval at step {step}: out of memory at eval batch {current} ({exc}); evaluating again at {split.size}."
+            )
 
 
 def _evaluate_once(runner: StepRunner, step: int) -> dict[str, float | None]:
@@ -85,8 +87,9 @@ def _evaluate_once(runner: StepRunner, step: int) -> dict[str, float | None]:
                 y = batch.label
                 axis = class_axis(logits, y) if spec.loss_name == "cross_entropy" else None
                 if axis is not None:
-                    correct += int((logits.argmax(axis=axis).reshape([-1]) == y.reshape([-1])).astype("int64")
-                                   .sum().item())  # fmt: skip
+                    correct += int(
+                        (logits.argmax(axis=axis).reshape([-1]) == y.reshape([-1])).astype("int64").sum().item()
+                    )
                     scored += int(np.prod(y.shape))
                 total += n
                 # the next batch's forward must not run while this one's outputs are alive (two logit tensors)
@@ -96,11 +99,14 @@ def _evaluate_once(runner: StepRunner, step: int) -> dict[str, float | None]:
     except (Exception, SystemExit) as exc:
         if is_out_of_memory(exc):
             raise OutOfMemory(oom_line(exc)) from None
-        raise JobFailedError(f"eval at step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)} "
-                             f"(model `{spec.model}`, loss `{job.eval_loss.describe()}`, data.eval).") from None
+        raise JobFailedError(
+            f"eval at step {step}: the model or loss raised {type(exc).__name__}: {first_line(exc)} "
+            f"(model `{spec.model}`, loss `{job.eval_loss.describe()}`, data.eval)."
+        ) from None
     finally:
         job.model.train()
     if errors or total == 0:
-        raise PaddlefitError(f"eval at step {step}: reading `data.eval` failed: "
-                             f"{errors[0] if errors else 'no batches'}")  # fmt: skip
+        raise PaddlefitError(
+            f"eval at step {step}: reading `data.eval` failed: {errors[0] if errors else 'no batches'}"
+        )
     return {"eval_loss": loss_sum / total, "eval_accuracy": correct / scored if scored else None}

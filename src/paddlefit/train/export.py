@@ -64,13 +64,17 @@ def _check_out_dir(out_dir: Path, run_dir: Path) -> None:
         held = {p.name for p in out_dir.iterdir()}
         others = sorted(held - EXPORT_FILES)
         if others:
-            raise PaddlefitError(f"`--out {name_safe(out_dir)}` exists and holds other files "
-                                 f"({', '.join(others[:3])}); give a new directory (only an earlier export is "
-                                 "replaced).")  # fmt: skip
+            raise PaddlefitError(
+                f"`--out {name_safe(out_dir)}` exists and holds other files "
+                f"({', '.join(others[:3])}); give a new directory (only an earlier export is "
+                "replaced)."
+            )
         if held and not ("model.pdiparams" in held and held & {"model.json", "model.pdmodel"}):
-            raise PaddlefitError(f"`--out {name_safe(out_dir)}` holds {', '.join(sorted(held))} but no whole earlier "
-                                 "export (a program, model.json or model.pdmodel, with its model.pdiparams); give a "
-                                 "new directory (only an earlier export is replaced).")  # fmt: skip
+            raise PaddlefitError(
+                f"`--out {name_safe(out_dir)}` holds {', '.join(sorted(held))} but no whole earlier "
+                "export (a program, model.json or model.pdmodel, with its model.pdiparams); give a "
+                "new directory (only an earlier export is replaced)."
+            )
 
 
 def _tmp_dir(out_dir: Path, pid: int | str) -> Path:
@@ -97,8 +101,11 @@ def sample_batch(spec: Any, n: int = 8) -> Any:
     from paddlefit.datasets import resolve_dataset
     from paddlefit.models.calling import batch_from_loader, to_tensors
 
-    key, ref, args = (("data.eval", spec.data.eval, spec.data.eval_args) if spec.data.eval
-                      else ("data.train", spec.data.train, spec.data.train_args))  # fmt: skip
+    key, ref, args = (
+        ("data.eval", spec.data.eval, spec.data.eval_args)
+        if spec.data.eval
+        else ("data.train", spec.data.train, spec.data.train_args)
+    )
     if ref is None:
         raise PaddlefitError("the run's job spec has no dataset to take a sample batch from (`data.train`).")
     ds = resolve_dataset(ref, args, key)
@@ -165,9 +172,10 @@ def _chosen_checkpoint(run_dir: Path, checkpoint: Path | None) -> tuple[Path, di
     try:
         manifest, params = _read_weights(Path(checkpoint))
     except _Gone as exc:
-        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}`: {exc} (a run still training there "
-                             "deleted it? Pass a newer one, or leave --checkpoint out for the newest)."
-                             ) from None  # fmt: skip
+        raise PaddlefitError(
+            f"`--checkpoint {name_safe(checkpoint)}`: {exc} (a run still training there "
+            "deleted it? Pass a newer one, or leave --checkpoint out for the newest)."
+        ) from None
     return Path(checkpoint), manifest, params
 
 
@@ -194,12 +202,13 @@ def _jit_save(target: Any, tmp: Path, input_spec: list[Any], out_dir: Path) -> N
         # to_static's error is "In transformed code:" + the trace; the cause is its last `XxxError: ...` line
         causes = re.findall(r"^\s*(\w+(?:Error|Exception): .+)$", str(exc), re.M)
         why = causes[-1].strip()[:400] if causes else f"{type(exc).__name__}: {str(exc)[:400]}"
-        raise JobFailedError(f"paddle.jit.save could not convert the model to a static graph: {why}. Known "
-                             "causes: Python control flow on tensor values, which does not convert with a dynamic "
-                             "batch dimension (PaddleNLP's Llama checks its attention mask's shape this way); "
-                             "ops written for Paddle's legacy static graph (`LayerHelper.append_op`, e.g. "
-                             "ppdet 2.6.0's multiclass_nms), which Paddle 3's PIR refuses."
-                             ) from None  # fmt: skip
+        raise JobFailedError(
+            f"paddle.jit.save could not convert the model to a static graph: {why}. Known "
+            "causes: Python control flow on tensor values, which does not convert with a dynamic "
+            "batch dimension (PaddleNLP's Llama checks its attention mask's shape this way); "
+            "ops written for Paddle's legacy static graph (`LayerHelper.append_op`, e.g. "
+            "ppdet 2.6.0's multiclass_nms), which Paddle 3's PIR refuses."
+        ) from None
 
 
 def _reload_diff(tmp: Path, xs: list[Any], refs: list[Any]) -> float:
@@ -215,15 +224,18 @@ def _reload_diff(tmp: Path, xs: list[Any], refs: list[Any]) -> float:
     loaded.eval()
     gots = [t.numpy() for t in flatten_outputs(loaded(*xs))]
     if len(gots) != len(refs):
-        raise PaddlefitError(f"the exported model returns {len(gots)} tensors, the dynamic model {len(refs)}; "
-                             "not written.")  # fmt: skip
+        raise PaddlefitError(
+            f"the exported model returns {len(gots)} tensors, the dynamic model {len(refs)}; not written."
+        )
     diff = 0.0
     for i, (got, ref) in enumerate(zip(gots, refs, strict=True)):
         d = float(np.max(np.abs(got.astype("float64") - ref.astype("float64")))) if ref.size else 0.0
         diff = max(diff, d)
         if got.shape != ref.shape or not np.allclose(got, ref, rtol=RTOL, atol=ATOL):
-            raise PaddlefitError(f"the exported model's output {i} differs from the dynamic model's (max |diff| "
-                                 f"{d:g}, shapes {got.shape} vs {ref.shape}); not written.")  # fmt: skip
+            raise PaddlefitError(
+                f"the exported model's output {i} differs from the dynamic model's (max |diff| "
+                f"{d:g}, shapes {got.shape} vs {ref.shape}); not written."
+            )
     return diff
 
 
@@ -238,20 +250,25 @@ def _loaded_model(spec: Any, run_dir: Path, checkpoint: Path, manifest: dict[str
     from paddlefit.models.zoo import resolve_model
 
     if manifest.get("spec_model") not in (None, spec.model):
-        raise PaddlefitError(f"`--checkpoint {name_safe(checkpoint)}` was written for model "
-                             f"`{manifest['spec_model']}`, this run trains `{spec.model}`; pass a checkpoint of "
-                             f"{name_safe(run_dir)}.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--checkpoint {name_safe(checkpoint)}` was written for model "
+            f"`{manifest['spec_model']}`, this run trains `{spec.model}`; pass a checkpoint of "
+            f"{name_safe(run_dir)}."
+        )
     from paddlefit.models.build import build
 
     model = build(resolve_model(spec.model, dict(spec.model_args)).factory)
     try:
         missing, unexpected = model.set_state_dict(paddle.load(io.BytesIO(params)))
     except Exception as exc:
-        raise PaddlefitError(f"`{name_safe(checkpoint)}/model.pdparams` cannot be loaded ({type(exc).__name__}: "
-                             f"{str(exc)[:200]}).") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`{name_safe(checkpoint)}/model.pdparams` cannot be loaded ({type(exc).__name__}: {str(exc)[:200]})."
+        ) from None
     if missing or unexpected:
-        raise PaddlefitError(f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
-                             f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]}).")  # fmt: skip
+        raise PaddlefitError(
+            f"`{name_safe(checkpoint)}` does not match model `{spec.model}` (missing "
+            f"{list(missing)[:3]}, unexpected {list(unexpected)[:3]})."
+        )
     return model
 
 
@@ -270,8 +287,10 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     run_dir = Path(run_dir)
     spec_path = spec_file(run_dir)
     if not spec_path.is_file():  # the paths first: a wrong one is said before Paddle's import (a second)
-        raise PaddlefitError(f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}); give the "
-                             "--run-dir of a `paddlefit train` run.")  # fmt: skip
+        raise PaddlefitError(
+            f"`{name_safe(run_dir)}` is not a paddlefit run directory (no {SPEC_FILE}); give the "
+            "--run-dir of a `paddlefit train` run."
+        )
     out_dir = Path(out_dir) if out_dir is not None else export_dir(run_dir)
     _check_out_dir(out_dir, run_dir)
     import paddle
@@ -284,8 +303,10 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
     batch = sample_batch(spec)
     names: list[str | None] = [None] * len(batch.args) + list(batch.kwargs)
     xs = [*batch.args, *batch.kwargs.values()]
-    input_spec = [paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
-                  for i, (x, n) in enumerate(zip(xs, names, strict=True))]  # fmt: skip
+    input_spec = [
+        paddle.static.InputSpec([None, *x.shape[1:]], dtype=x.dtype, name=n or f"input_{i}")
+        for i, (x, n) in enumerate(zip(xs, names, strict=True))
+    ]
     tmp = _tmp_dir(out_dir, os.getpid())
     _remove_stale_tmp(out_dir)
     try:
@@ -295,8 +316,9 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
             out = model(*batch.args, **batch.kwargs)
         refs = [t.numpy() for t in flatten_outputs(out)]
         if not refs:
-            raise PaddlefitError(f"model `{spec.model}` returned no tensors in eval mode ({type(out).__name__}); "
-                                 "nothing to export.")  # fmt: skip
+            raise PaddlefitError(
+                f"model `{spec.model}` returned no tensors in eval mode ({type(out).__name__}); nothing to export."
+            )
         _jit_save(jit_target(model, out, names), tmp, input_spec, out_dir)
         diff = _reload_diff(tmp, xs, refs)
         files = sorted(p.name for p in tmp.iterdir())
@@ -308,8 +330,9 @@ def export_run(run_dir: Path, checkpoint: Path | None = None, out_dir: Path | No
         fsync_path(out_dir.parent)
     except OSError as exc:  # FileWriteError says why (a full disk...)
         why = getattr(exc, "why", None) or exc.strerror or exc
-        raise PaddlefitError(f"cannot write `{name_safe(out_dir)}` ({why}); nothing was written: free space or "
-                             "choose another --out.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"cannot write `{name_safe(out_dir)}` ({why}); nothing was written: free space or choose another --out."
+        ) from None
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)

@@ -16,8 +16,15 @@ from typing import Any
 from paddlefit.errors import PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
 
-__all__ = ["Budget", "CheckpointSchedule", "StopFlag", "as_lost_rank", "as_write_failure", "heeded",
-           "is_collective_failure"]
+__all__ = [
+    "Budget",
+    "CheckpointSchedule",
+    "StopFlag",
+    "as_lost_rank",
+    "as_write_failure",
+    "heeded",
+    "is_collective_failure",
+]
 
 Clock = Callable[[], float]
 #: The signals that stop a run gracefully (checkpoint, exit 143).
@@ -85,8 +92,11 @@ def heeded(signals: tuple[int, ...]) -> tuple[int, ...]:
 _COLLECTIVE_MARKS = ("gloo", "nccl", "NCCL")
 #: Paddle's files of collective calls (``all_reduce``, ``barrier``; ``fused_allreduce_gradients``), not
 #: ``paddle/distributed/parallel.py``, whose ``DataParallel.forward`` frames are in any data-parallel model's errors.
-_COLLECTIVE_FILES = ("paddle/distributed/communication/", "paddle/distributed/collective.py",
-                     "fleet/utils/hybrid_parallel_util.py")  # fmt: skip
+_COLLECTIVE_FILES = (
+    "paddle/distributed/communication/",
+    "paddle/distributed/collective.py",
+    "fleet/utils/hybrid_parallel_util.py",
+)
 
 
 def is_collective_failure(exc: BaseException) -> bool:
@@ -126,10 +136,13 @@ def as_lost_rank(exc: Exception, trainer: Any) -> PaddlefitError:
     step = state.step if state is not None else 0
     waited = trainer.peers.waited() if hasattr(trainer, "peers") else ""
     code = lost_code(trainer.world)
-    msg = (f"at step {step}: another rank was killed or lost (a collective operation failed after {waited}: "
-           f"{type(exc).__name__}: {first_line(exc, 200)}). " + (f"Exit {code}: a scheduler restarts the job; " if
-           code != 1 else "") + f"Run the same command again: `--resume auto` continues from "
-           f"{last_checkpoint(trainer)}.")  # fmt: skip
+    msg = (
+        f"at step {step}: another rank was killed or lost (a collective operation failed after {waited}: "
+        f"{type(exc).__name__}: {first_line(exc, 200)}). "
+        + (f"Exit {code}: a scheduler restarts the job; " if code != 1 else "")
+        + f"Run the same command again: `--resume auto` continues from "
+        f"{last_checkpoint(trainer)}."
+    )
     return PeerLostError(msg) if code != 1 else JobFailedError(msg)
 
 
@@ -154,9 +167,13 @@ def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
         return exc
     run_dir, state, last = trainer.run_dir, trainer.state, trainer.store.latest_valid()
     step = state.step if state is not None else 0
-    again = (f"The last intact checkpoint is {last}; free space (or fix the path) and run the same command again: "
-             "`--resume auto` continues from it." if last else "There is no intact checkpoint: run again once there "
-             "is space (or the path is fixed), and the run starts over.")  # fmt: skip
+    again = (
+        f"The last intact checkpoint is {last}; free space (or fix the path) and run the same command again: "
+        "`--resume auto` continues from it."
+        if last
+        else "There is no intact checkpoint: run again once there "
+        "is space (or the path is fixed), and the run starts over."
+    )
     msg = f"{f'at step {step}' if step else 'before the first step'}: {str(exc).rstrip('.')}. {again}"
     try:
         write_status(run_dir, 2, msg, step)
@@ -196,8 +213,12 @@ class Budget:
     def limits(self) -> str:
         """The limits set, e.g. ``max_cost_usd 0.5`` (for a rank stopped by another rank's clock)."""
         b = self.spec
-        return ", ".join(f"{k} {v:g}" for k, v in (("max_hours", b.max_hours), ("max_cost_usd", b.max_cost_usd))
-                         if v is not None) or "none"  # fmt: skip
+        return (
+            ", ".join(
+                f"{k} {v:g}" for k, v in (("max_hours", b.max_hours), ("max_cost_usd", b.max_cost_usd)) if v is not None
+            )
+            or "none"
+        )
 
     def exceeded(self) -> str | None:
         """Why the budget is used up (``max_hours`` reached, or ``max_cost_usd`` at ``price_usd_per_hour``), else
@@ -206,10 +227,15 @@ class Budget:
         hours = self.wall_s() / 3600
         if b.max_hours is not None and hours >= b.max_hours:
             return f"budget: {hours:.4g} h of wall time reached max_hours {b.max_hours:g}"
-        if b.max_cost_usd is not None and b.price_usd_per_hour is not None and \
-                hours * b.price_usd_per_hour >= b.max_cost_usd:  # fmt: skip
-            return (f"budget: {hours:.4g} h x {b.price_usd_per_hour:g} USD/h = {hours * b.price_usd_per_hour:.4g} USD "
-                    f"reached max_cost_usd {b.max_cost_usd:g}")  # fmt: skip
+        if (
+            b.max_cost_usd is not None
+            and b.price_usd_per_hour is not None
+            and hours * b.price_usd_per_hour >= b.max_cost_usd
+        ):
+            return (
+                f"budget: {hours:.4g} h x {b.price_usd_per_hour:g} USD/h = {hours * b.price_usd_per_hour:.4g} USD "
+                f"reached max_cost_usd {b.max_cost_usd:g}"
+            )
         return None
 
 
@@ -225,8 +251,9 @@ class CheckpointSchedule:
         clock: seconds, monotonic.
     """
 
-    def __init__(self, spec: CheckpointSpec, log: Callable[[str], None] = lambda m: None,
-                 clock: Clock = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, spec: CheckpointSpec, log: Callable[[str], None] = lambda m: None, clock: Clock = time.monotonic
+    ) -> None:
         self.spec = spec
         self.log = log
         self.clock = clock
@@ -260,8 +287,10 @@ class CheckpointSchedule:
             delta = max(write_s, 1e-3)
             new = daly_interval_s(delta, mtbi)
             if self.interval_s is None or abs(new - self.interval_s) > 0.25 * self.interval_s:
-                self.log(f"checkpoint interval (auto): writing took {write_s:.3f} s; Daly interval for one "
-                         f"interruption per {mtbi / 3600:,.1f} h = {new:.0f} s (Young "
-                         f"{young_interval_s(delta, mtbi):.0f} s)")  # fmt: skip
+                self.log(
+                    f"checkpoint interval (auto): writing took {write_s:.3f} s; Daly interval for one "
+                    f"interruption per {mtbi / 3600:,.1f} h = {new:.0f} s (Young "
+                    f"{young_interval_s(delta, mtbi):.0f} s)"
+                )
             self.interval_s = new
         self.reset(step)

@@ -38,13 +38,25 @@ WORKERS_STOP_S = 300.0
 _NOISE = ("LAUNCH INFO", "=====", "FLAGS(name=")
 
 
-def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[int] | None, resume: str,
-                   job_id: str, trust: bool = False) -> list[str]:  # fmt: skip
+def launch_command(
+    spec_file: Path,
+    run_dir: Path,
+    nprocs: int,
+    gpu_ids: list[int] | None,
+    resume: str,
+    job_id: str,
+    trust: bool = False,
+) -> list[str]:
     """The ``paddle.distributed.launch`` command line for this run, through :mod:`paddlefit.train.distlaunch`
     (arguments from Paddle's launch docs: ``--nproc_per_node``, ``--devices``, ``--log_dir``, ``--job_id``);
     ``trust``: the workers get ``--trust-checkpoint``."""
-    cmd = [*python_command(module="paddlefit.train.distlaunch"), "--log_dir", str(launch_log_dir(run_dir)),
-           "--job_id", job_id]  # fmt: skip
+    cmd = [
+        *python_command(module="paddlefit.train.distlaunch"),
+        "--log_dir",
+        str(launch_log_dir(run_dir)),
+        "--job_id",
+        job_id,
+    ]
     if gpu_ids:
         cmd += ["--devices", ",".join(str(i) for i in gpu_ids)]
     else:
@@ -53,9 +65,14 @@ def launch_command(spec_file: Path, run_dir: Path, nprocs: int, gpu_ids: list[in
     return cmd + (["--trust-checkpoint"] if trust else [])
 
 
-def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
-                 on_start: Callable[[subprocess.Popen], None] | None = None,
-                 env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> tuple[int, str]:  # fmt: skip
+def run_launched(
+    cmd: list[str],
+    run_dir: Path,
+    relay: Callable[[str], None],
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+    env: dict[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> tuple[int, str]:
     """Run the launcher, relay rank 0's log, forward SIGTERM/SIGINT; return (exit code, reason).
 
     The exit code and reason come from ``status.json`` written by rank 0 for this run (matched by a token);
@@ -77,11 +94,19 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
         rank0.unlink()  # the launcher appends: start this run's log empty
     alive_r, alive_w = os.pipe()  # the launcher and every worker hold alive_w: end-of-file when all have exited
     try:
-        env = safe_env(dict(os.environ, **(env or {}), PADDLEFIT_RUN_TOKEN=token, PYTHONUNBUFFERED="1",
-                            **{ALIVE_FD_ENV: str(alive_w)}))  # fmt: skip
+        env = safe_env(
+            dict(
+                os.environ,
+                **(env or {}),
+                PADDLEFIT_RUN_TOKEN=token,
+                PYTHONUNBUFFERED="1",
+                **{ALIVE_FD_ENV: str(alive_w)},
+            )
+        )
         with open(launcher_log(run_dir), "ab") as launcher_out:
-            proc = subprocess.Popen(cmd, env=env, stdout=launcher_out, stderr=subprocess.STDOUT,
-                                    pass_fds=(*pass_fds, alive_w))  # fmt: skip
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=launcher_out, stderr=subprocess.STDOUT, pass_fds=(*pass_fds, alive_w)
+            )
     except BaseException:
         os.close(alive_r)
         raise
@@ -93,8 +118,14 @@ def run_launched(cmd: list[str], run_dir: Path, relay: Callable[[str], None],
         os.close(alive_r)
 
 
-def _wait(proc: subprocess.Popen, token: str, run_dir: Path, relay: Callable[[str], None],
-          on_start: Callable[[subprocess.Popen], None] | None, alive_r: int) -> tuple[int, str]:  # fmt: skip
+def _wait(
+    proc: subprocess.Popen,
+    token: str,
+    run_dir: Path,
+    relay: Callable[[str], None],
+    on_start: Callable[[subprocess.Popen], None] | None,
+    alive_r: int,
+) -> tuple[int, str]:
     """:func:`run_launched` once the launcher is started: relay, forward signals, wait, read the outcome."""
     rank0 = rank0_log(run_dir)
     if on_start:
@@ -133,8 +164,9 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
         status: Any = run_status(run_dir, token)
         if status is not None:
             if rc < 0:
-                return int(status["exit_code"]), (f"Paddle's launcher ended by {describe_exit(rc)}; its workers "
-                                                  f"stopped ({status['reason']}).")  # fmt: skip
+                return int(status["exit_code"]), (
+                    f"Paddle's launcher ended by {describe_exit(rc)}; its workers stopped ({status['reason']})."
+                )
             said = [x for x in _read_lines(launcher_log(run_dir)) if x.startswith("paddlefit: ")][-1:]
             lost = int(status["exit_code"]) == PEER_LOST and rc == 1  # the lost rank was killed here: exit 1
             if (int(status["exit_code"]) == 1 or lost) and said:  # the launcher's line names the rank and how,
@@ -147,22 +179,29 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
         pass
     if forwarded:  # stopped before any rank could record a status: during start-up, nothing to save yet
         name = signal.Signals(forwarded[0]).name
-        return 128 + forwarded[0], (f"stopped by {name} during start-up, before the first step (nothing to save); "
-                                    "run the same command again.")  # fmt: skip
-    errors = [f"{log.name}: {line}" for log in sorted(log_dir.glob("workerlog.*"))
-              for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.startswith("error:")]
+        return 128 + forwarded[0], (
+            f"stopped by {name} during start-up, before the first step (nothing to save); run the same command again."
+        )
+    errors = [
+        f"{log.name}: {line}"
+        for log in sorted(log_dir.glob("workerlog.*"))
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+        if line.startswith("error:")
+    ]
     if errors:  # a rank other than 0 stopped on bad input (only rank 0 writes status.json)
         return 2, "\n".join(errors[:4])
     tail = rank0.read_text(encoding="utf-8", errors="replace").splitlines()[-15:] if rank0.exists() else []
     said = [line for line in _read_lines(launcher_log(run_dir)) if line.startswith("paddlefit: ")][-1:]
     if rc < 0:  # the launcher itself killed (SIGKILL, the OOM killer): no code of its own
         said.append(f"paddlefit: Paddle's launcher ended by {describe_exit(rc)}")
-    return scheduler_exit_code(rc) or 1, ("workers exited without a status (see " + str(log_dir) + "):\n"
-                                          + "\n".join([*tail, *said]))  # fmt: skip
+    return scheduler_exit_code(rc) or 1, (
+        "workers exited without a status (see " + str(log_dir) + "):\n" + "\n".join([*tail, *said])
+    )
 
 
-def _await_workers(alive_r: int, rank0_log: Path, offset: int, relay: Callable[[str], None],
-                   timeout_s: float = WORKERS_STOP_S) -> None:  # fmt: skip
+def _await_workers(
+    alive_r: int, rank0_log: Path, offset: int, relay: Callable[[str], None], timeout_s: float = WORKERS_STOP_S
+) -> None:
     """Relay rank 0's log until every process holding the pipe's write end has exited (end-of-file on
     ``alive_r``: nothing is ever written to it) or ``timeout_s`` seconds have passed."""
     deadline = time.monotonic() + timeout_s

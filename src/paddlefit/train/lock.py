@@ -46,7 +46,7 @@ __all__ = [
     "drop_lock_records",
     "held_by_parent",
     "pid_alive",
-]  # fmt: skip
+]
 
 #: set by the locking process for the workers it launches: the resolved run directory it holds
 LOCK_ENV = "PADDLEFIT_LOCKED_RUN_DIR"
@@ -133,8 +133,10 @@ class RunDirLock:
             if exc.errno in _HELD:
                 raise RunDirInUseError(self._in_use_message()) from None
             if exc.errno in _NO_LOCKS:
-                self.log(f"warning: the filesystem of {self.run_dir} cannot lock files ({exc.strerror}); nothing "
-                         "stops a second `train` on this run directory.")  # fmt: skip
+                self.log(
+                    f"warning: the filesystem of {self.run_dir} cannot lock files ({exc.strerror}); nothing "
+                    "stops a second `train` on this run directory."
+                )
                 return self
             raise _not_writable(self.run_dir, exc) from None
         except BaseException:  # KeyboardInterrupt: the descriptor must not outlive the attempt
@@ -142,8 +144,12 @@ class RunDirLock:
             raise
         self._fd, self.locked = fd, True
         _HOLDING.append(self)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "command": _command_line()}  # fmt: skip
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": _command_line(),
+        }
         try:
             write_lock_info(self.run_dir, info)
         except (PaddlefitError, OSError) as exc:
@@ -185,8 +191,10 @@ class RunDirLock:
             fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno in _HELD:
-                self.log(f"warning: processes this run started still hold {self.run_dir} (a worker whose launcher "
-                         "was killed?); a new `train` there is refused until they exit.")  # fmt: skip
+                self.log(
+                    f"warning: processes this run started still hold {self.run_dir} (a worker whose launcher "
+                    "was killed?); a new `train` there is refused until they exit."
+                )
         else:
             with contextlib.suppress(OSError):
                 remove_lock_info(self.run_dir)
@@ -201,8 +209,7 @@ class RunDirLock:
         while True:
             try:
                 info = read_lock_info(self.run_dir)
-                who = (f"pid {info['pid']} on host {info['host']} since {info['since']} (started by "
-                       f"`{info['command']}`)")  # fmt: skip
+                who = f"pid {info['pid']} on host {info['host']} since {info['since']} (started by `{info['command']}`)"
                 dead = info["host"] == socket.gethostname() and not pid_alive(info["pid"])
             except (OSError, ValueError, KeyError, TypeError):
                 dead = None
@@ -210,15 +217,18 @@ class RunDirLock:
                 break
             time.sleep(0.05)
         if dead:
-            who += (f"; pid {info['pid']} has exited, but processes it started (its launcher or workers) still "
-                    "hold the lock until they stop")  # fmt: skip
+            who += (
+                f"; pid {info['pid']} has exited, but processes it started (its launcher or workers) still "
+                "hold the lock until they stop"
+            )
         return f"run dir {self.run_dir} is in use by {who}; wait for it, or choose another --run-dir."
 
     def __enter__(self) -> RunDirLock:
         return self.acquire()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.release()
 
 

@@ -111,8 +111,10 @@ class Trainer:
 
     def __init__(self, spec: JobSpec, opts: TrainOptions, clock: Clock = time.monotonic) -> None:
         if spec.budget.max_cost_usd is not None and spec.budget.price_usd_per_hour is None:
-            raise PaddlefitError("budget.max_cost_usd needs the job's price: budget.price_usd_per_hour in the spec, or "
-                                 "`train --price-per-hour USD` / `--instance TYPE`.")  # fmt: skip
+            raise PaddlefitError(
+                "budget.max_cost_usd needs the job's price: budget.price_usd_per_hour in the spec, or "
+                "`train --price-per-hour USD` / `--instance TYPE`."
+            )
         self.spec = spec
         self.opts = opts
         self.run_dir = Path(opts.run_dir)
@@ -149,9 +151,14 @@ class Trainer:
         self.runner = StepRunner(self.spec, self.job, self.world, self.rank, self.log)
         self.peaks = PeakTracker(on_gpu)
         s = self.spec
-        self.state = TrainerState(global_batch=self.job.global_batch, batch_size=s.batch_size, devices=self.world,
-                                  grad_accum_steps=s.grad_accum_steps, seed=s.seed,
-                                  total_steps=self.job.total_steps)  # fmt: skip
+        self.state = TrainerState(
+            global_batch=self.job.global_batch,
+            batch_size=s.batch_size,
+            devices=self.world,
+            grad_accum_steps=s.grad_accum_steps,
+            seed=s.seed,
+            total_steps=self.job.total_steps,
+        )
 
     def run(self) -> RunResult:
         """Train until the step limit, a stop signal, the budget or a non-finite loss (exit codes: module docstring).
@@ -206,14 +213,18 @@ class Trainer:
         except PaddlefitError as exc:
             if resume is None or not kept:
                 raise
-            raise PaddlefitError(f"{exc} (Gradient accumulation {self.spec.grad_accum_steps} comes from {resume}: "
-                                 "it keeps that checkpoint's global batch on this run's devices; pass another "
-                                 "`--resume` checkpoint or `--resume never --overwrite`.)") from None  # fmt: skip
+            raise PaddlefitError(
+                f"{exc} (Gradient accumulation {self.spec.grad_accum_steps} comes from {resume}: "
+                "it keeps that checkpoint's global batch on this run's devices; pass another "
+                "`--resume` checkpoint or `--resume never --overwrite`.)"
+            ) from None
         if resume is not None:
             self._resume(resume)
             if (done := finished_already(self.run_dir, self.state.step, self.job.total_steps)) is not None:
-                self.log(f"the run finished at step {self.state.step} already: nothing to train, its records kept "
-                         "(`--max-steps` above it goes on; `--resume never --overwrite` starts over)")  # fmt: skip
+                self.log(
+                    f"the run finished at step {self.state.step} already: nothing to train, its records kept "
+                    "(`--max-steps` above it goes on; `--resume never --overwrite` starts over)"
+                )
                 if self.is_writer:  # the same ending, for this launch's token (the launcher reads it)
                     write_status(self.run_dir, EXIT_OK, "finished", self.state.step)
                 return RunResult(EXIT_OK, "finished", self.state.step, done)
@@ -224,8 +235,15 @@ class Trainer:
             if resume is not None and self.opts.resume not in ("auto", "never"):
                 self.store.drop_after(self.state.step, f"--resume {self.opts.resume}", self.log)
             self.record = RunRecord(self.run_dir, self.opts.prediction_key, self.log)
-            self.record.begin(self.spec, model=self.job.model, on_gpu=self.job.on_gpu, world=self.world,
-                              global_batch=self.job.global_batch, resumed=resume is not None, replaced=replaced)
+            self.record.begin(
+                self.spec,
+                model=self.job.model,
+                on_gpu=self.job.on_gpu,
+                world=self.world,
+                global_batch=self.job.global_batch,
+                resumed=resume is not None,
+                replaced=replaced,
+            )
         self.ckpt.reset(self.state.step)
         self.last_ckpt_step = self.state.step
         self.stop.install()
@@ -276,8 +294,9 @@ class Trainer:
         loss, wait = self.runner.train_step(it, st.step + 1)
         nonfinite_here = not math.isfinite(loss) and job.scaler is None  # fp16's GradScaler skips inf steps itself
         due = self.is_writer and st.step + 1 < job.total_steps and self.ckpt.due(st.step + 1)  # announced to all
-        stop, nonfinite, budget, save = self._agree(self.stop.set, nonfinite_here, self.budget.exceeded() is not None,
-                                                    save_next=due)  # fmt: skip
+        stop, nonfinite, budget, save = self._agree(
+            self.stop.set, nonfinite_here, self.budget.exceeded() is not None, save_next=due
+        )
         if nonfinite:
             job.optimizer.clear_grad()
             return self._end_nonfinite(loss)
@@ -292,9 +311,16 @@ class Trainer:
         st.totals["wait_s"] += wait
         st.totals["samples"] += job.global_batch
         if self.metrics is not None:
-            rec = {"step": st.step, "epoch": self.epochs_done(), "loss": loss, "lr": float(job.optimizer.get_lr()),
-                   "samples_per_s": job.global_batch / dt, "step_time_s": dt, "data_wait_s": wait,
-                   "micro_batch_size": self.runner.micro.size}  # fmt: skip
+            rec = {
+                "step": st.step,
+                "epoch": self.epochs_done(),
+                "loss": loss,
+                "lr": float(job.optimizer.get_lr()),
+                "samples_per_s": job.global_batch / dt,
+                "step_time_s": dt,
+                "data_wait_s": wait,
+                "micro_batch_size": self.runner.micro.size,
+            }
             if job.on_gpu:
                 rec["peak_memory_bytes"] = self.peaks.peak()
             self.metrics.write(rec, ("loss", "lr", "samples_per_s", "data_wait_s"))
@@ -333,8 +359,14 @@ class Trainer:
         st.scaler = to_jsonable(job.scaler.state_dict()) if job.scaler else None
         saved = dataclasses.replace(st, totals={**st.totals, "wall_s": self.budget.wall_s()})
         # a checkpoint already there for this step is this run's only at the step it resumed or last saved at
-        path, seconds = save_checkpoint(self.store, saved, job.model, job.optimizer, spec_meta(self.spec),
-                                        keep_existing=st.step == self.last_ckpt_step)  # fmt: skip
+        path, seconds = save_checkpoint(
+            self.store,
+            saved,
+            job.model,
+            job.optimizer,
+            spec_meta(self.spec),
+            keep_existing=st.step == self.last_ckpt_step,
+        )
         self.ckpt.written(st.step, seconds)
         self.last_ckpt_step = st.step
         return path
@@ -344,9 +376,14 @@ class Trainer:
         (at the end with the status, ``ended`` = exit code, reason, and the results)."""
         if self.record is None:
             return None
-        doc = self.record.write(global_batch=self.job.global_batch, batch_size=self.spec.batch_size,
-                                grad_accum_steps=self.spec.grad_accum_steps, devices=self.world,
-                                peak_memory_bytes=self.peaks.peak(), failed=bool(ended and ended[0]))  # fmt: skip
+        doc = self.record.write(
+            global_batch=self.job.global_batch,
+            batch_size=self.spec.batch_size,
+            grad_accum_steps=self.spec.grad_accum_steps,
+            devices=self.world,
+            peak_memory_bytes=self.peaks.peak(),
+            failed=bool(ended and ended[0]),
+        )
         results = {"steps": self.state.step, "final_loss": self.state.last_loss, **self.last_eval} if ended else None
         self.record.update(doc, ended=ended, results=results)
         return doc
@@ -355,24 +392,33 @@ class Trainer:
         job = self.job
 
         def check(state: TrainerState) -> None:
-            state.check_fits(str(path), global_batch=job.global_batch, batch_size=self.spec.batch_size,
-                             steps_per_epoch=job.steps_per_epoch)  # fmt: skip
+            state.check_fits(
+                str(path),
+                global_batch=job.global_batch,
+                batch_size=self.spec.batch_size,
+                steps_per_epoch=job.steps_per_epoch,
+            )
             check_same_job(path, self.spec, state.scheduler, job.schedule.state_dict())
             warn_changed_run(state, self.spec.seed, job.total_steps, self.log)
 
-        state = load_checkpoint(path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model,
-                                self.opts.trust_checkpoint)
+        state = load_checkpoint(
+            path, check, job.model, job.optimizer, job.schedule, job.scaler, self.spec.model, self.opts.trust_checkpoint
+        )
         state = state.in_layout(self.spec.batch_size, self.world, self.spec.grad_accum_steps)
         self.runner.micro.ways = state.micro_batch_split
         if state.micro_batch_split > 1:
-            self.log(f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "
-                     f"{self.runner.micro.size} x {self.spec.grad_accum_steps * state.micro_batch_split} accumulation")
+            self.log(
+                f"the checkpoint's run backed off after running out of memory: continuing with micro-batch "
+                f"{self.runner.micro.size} x {self.spec.grad_accum_steps * state.micro_batch_split} accumulation"
+            )
         self.budget.prior_s = float(state.totals.pop("wall_s", 0.0))
         state.totals = {**self.state.totals, **state.totals}
         state.total_steps = job.total_steps
         self.state = state
-        self.log(f"resumed from {path} (step {state.step}, epoch index {state.epoch}, micro-batch "
-                 f"{state.batch_in_epoch} of the epoch)")  # fmt: skip
+        self.log(
+            f"resumed from {path} (step {state.step}, epoch index {state.epoch}, micro-batch "
+            f"{state.batch_in_epoch} of the epoch)"
+        )
 
     # ---- evaluation and the end --------------------------------------------------------------------------
     def _evaluate(self) -> None:
@@ -381,11 +427,16 @@ class Trainer:
         self.peaks.checkpoint()
         self.last_eval = evaluate(self.runner, self.state.step)
         acc = self.last_eval["eval_accuracy"]
-        self.log(f"eval at step {self.state.step} (epoch {self.epochs_done():.2f}): loss "
-                 f"{self.last_eval['eval_loss']:.4f}" + (f", accuracy {acc:.2%}" if acc is not None else ""))
+        self.log(
+            f"eval at step {self.state.step} (epoch {self.epochs_done():.2f}): loss "
+            f"{self.last_eval['eval_loss']:.4f}" + (f", accuracy {acc:.2%}" if acc is not None else "")
+        )
         if self.metrics is not None:
-            self.metrics.write({"step": self.state.step, "epoch": self.epochs_done(), **self.last_eval},
-                               ("eval_loss", "eval_accuracy"), prefix="eval")  # fmt: skip
+            self.metrics.write(
+                {"step": self.state.step, "epoch": self.epochs_done(), **self.last_eval},
+                ("eval_loss", "eval_accuracy"),
+                prefix="eval",
+            )
 
     def summary(self, comparison: dict[str, Any] | None = None) -> dict[str, Any]:
         """summary.json: steps, losses, rates (samples/s), peak allocated bytes, params sha256, wall seconds, cost (USD
@@ -393,22 +444,34 @@ class Trainer:
         st, job, t = self.state, self.job, self.state.totals
         wall = self.budget.wall_s()  # once: wall_seconds and cost_usd must agree
         return {
-            "steps": st.step, "epochs": st.step / job.steps_per_epoch, "final_loss": st.last_loss,
-            "eval_loss": self.last_eval["eval_loss"], "eval_accuracy": self.last_eval["eval_accuracy"],
+            "steps": st.step,
+            "epochs": st.step / job.steps_per_epoch,
+            "final_loss": st.last_loss,
+            "eval_loss": self.last_eval["eval_loss"],
+            "eval_accuracy": self.last_eval["eval_accuracy"],
             "samples_per_s": t["samples"] / t["train_s"] if t["train_s"] else None,
             "data_wait_fraction": t["wait_s"] / t["train_s"] if t["train_s"] else None,
             "peak_memory_bytes": self.peaks.peak(),
             "peak_memory_kind": "gpu max_memory_allocated" if job.on_gpu else "cpu host allocator (rank 0)",
-            "params_sha256": params_sha256(job.model), "global_batch": job.global_batch,
-            "devices": self.world, "device": "gpu" if job.on_gpu else "cpu", "precision": self.spec.precision.value,
-            "tf32": self.spec.tf32, "amp_active": job.amp, "train_seconds": t["train_s"], "samples": int(t["samples"]),
+            "params_sha256": params_sha256(job.model),
+            "global_batch": job.global_batch,
+            "devices": self.world,
+            "device": "gpu" if job.on_gpu else "cpu",
+            "precision": self.spec.precision.value,
+            "tf32": self.spec.tf32,
+            "amp_active": job.amp,
+            "train_seconds": t["train_s"],
+            "samples": int(t["samples"]),
             "last_checkpoint": self.store.path_for(self.last_ckpt_step).name if self.store.list() else None,
-            "wall_seconds": wall, "checkpoint_write_s": self.ckpt.write_s,
-            "checkpoint_interval_s": self.ckpt.interval_s, "cost_usd": self.budget.cost_usd(wall),
+            "wall_seconds": wall,
+            "checkpoint_write_s": self.ckpt.write_s,
+            "checkpoint_interval_s": self.ckpt.interval_s,
+            "cost_usd": self.budget.cost_usd(wall),
             "micro_batch_size": self.runner.micro.size,
             "grad_accum_steps": self.spec.grad_accum_steps * self.runner.micro.ways,
-            "oom_backoffs": self.runner.micro.backoffs, "comparison": comparison,
-        }  # fmt: skip
+            "oom_backoffs": self.runner.micro.backoffs,
+            "comparison": comparison,
+        }
 
     def _end(self, code: int, reason: str, summary: dict[str, Any] | None = None) -> RunResult:
         if self.is_writer:
@@ -430,21 +493,27 @@ class Trainer:
     def _end_stopped(self) -> RunResult:
         if self.is_writer:
             path = self._save()
-            self.log(f"stop signal: saved {path} at step {self.state.step}; exit {EXIT_REQUEUE} (requeue); run again "
-                     "with --resume auto to continue.")  # fmt: skip
+            self.log(
+                f"stop signal: saved {path} at step {self.state.step}; exit {EXIT_REQUEUE} (requeue); run again "
+                "with --resume auto to continue."
+            )
         return self._end(EXIT_REQUEUE, self.stop.reason)
 
     def _end_budget(self) -> RunResult:
         reason = self.budget.exceeded() or f"budget reached on another rank ({self.budget.limits()})"
         if self.is_writer:
             path = self._save()
-            reason += (f"; saved {path} at step {self.state.step}. Raise the limit (wall time counts across resumes) "
-                       "and run again with --resume auto to continue.")  # fmt: skip
+            reason += (
+                f"; saved {path} at step {self.state.step}. Raise the limit (wall time counts across resumes) "
+                "and run again with --resume auto to continue."
+            )
             self.log(reason)
         return self._end(EXIT_BUDGET, reason)
 
     def _end_nonfinite(self, loss: float) -> RunResult:
         last = self.store.latest_valid() if self.is_writer else None
-        msg = (f"the loss is {loss} at step {self.state.step + 1} (not finite); stopped without updating or saving. "
-               f"Last good checkpoint: {last or 'none'}. Lower `lr`, add warm-up, or check the data.")  # fmt: skip
+        msg = (
+            f"the loss is {loss} at step {self.state.step + 1} (not finite); stopped without updating or saving. "
+            f"Last good checkpoint: {last or 'none'}. Lower `lr`, add warm-up, or check the data."
+        )
         return self._end(EXIT_NONFINITE, msg)  # the CLI prints msg (from status.json when launched)

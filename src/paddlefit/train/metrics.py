@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 
-
 def peak_memory_bytes(on_gpu: bool) -> int:
     """Peak allocated bytes of Paddle's allocator in this process since the last reset, as Paddle reports it:
     ``paddle.device.cuda.max_memory_allocated()`` on GPU (excludes the CUDA context), the host allocator's
@@ -135,11 +134,17 @@ def resume_record(step: int, cut: list[dict[str, Any]], last_time: float | None,
     steps took). ``down_s`` is ``now`` (Unix seconds, the resume) less ``last_time`` (the last line written before
     the stop or kill), None without times."""
     lost = sorted({int(r["step"]) for r in cut if "loss" in r and isinstance(r.get("step"), int)})
-    compute = sum(float(r["step_time_s"]) for r in cut if "loss" in r and isinstance(r.get("step_time_s"),
-                                                                                        int | float))  # fmt: skip
-    return {"event": RESUME_EVENT, "step": step, "from_step": step, "lost_steps": [lost[0], lost[-1]] if lost else None,
-            "lost_step_count": len(lost), "lost_compute_s": round(compute, 6),
-            "down_s": round(now - last_time, 3) if last_time is not None else None, "time": round(now, 3)}  # fmt: skip
+    compute = sum(float(r["step_time_s"]) for r in cut if "loss" in r and isinstance(r.get("step_time_s"), int | float))
+    return {
+        "event": RESUME_EVENT,
+        "step": step,
+        "from_step": step,
+        "lost_steps": [lost[0], lost[-1]] if lost else None,
+        "lost_step_count": len(lost),
+        "lost_compute_s": round(compute, 6),
+        "down_s": round(now - last_time, 3) if last_time is not None else None,
+        "time": round(now, 3),
+    }
 
 
 class MetricsLog:
@@ -159,8 +164,9 @@ class MetricsLog:
             try:
                 from visualdl import LogWriter
             except ImportError:
-                raise PaddlefitError("`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' "
-                                     "(or set `visualdl: false`).") from None  # fmt: skip
+                raise PaddlefitError(
+                    "`visualdl: true` needs VisualDL: pip install 'paddlefit[visualdl]' (or set `visualdl: false`)."
+                ) from None
             self.vdl = LogWriter(logdir=str(visualdl_dir(run_dir)))
         self.file = open_metrics(run_dir)
 
@@ -207,8 +213,7 @@ class MetricsLog:
         if self.vdl is not None:
             for k in scalars:
                 if record.get(k) is not None:
-                    self.vdl.add_scalar(tag=f"{prefix}/{k.removeprefix('eval_')}", value=record[k],
-                                        step=record["step"])  # fmt: skip
+                    self.vdl.add_scalar(tag=f"{prefix}/{k.removeprefix('eval_')}", value=record[k], step=record["step"])
 
     def close(self) -> None:
         """Close the file and the VisualDL writer. Called while an exception propagates (the loop's ``finally``),
@@ -267,8 +272,10 @@ class LogLines:
         if step % self.every == 0 or step == self.total:
             rate = self.samples / self.seconds if self.seconds else 0.0
             overall = self.all_samples / self.all_seconds if self.all_seconds else 0.0
-            self.log(f"step {step}/{self.total} (epoch {epoch:.2f}): loss {loss:.4f}  {rate:,.0f} samples/s over the "
-                     f"last {self.steps} step(s), {overall:,.0f} since step {self.first}")  # fmt: skip
+            self.log(
+                f"step {step}/{self.total} (epoch {epoch:.2f}): loss {loss:.4f}  {rate:,.0f} samples/s over the "
+                f"last {self.steps} step(s), {overall:,.0f} since step {self.first}"
+            )
             self.samples = self.seconds = 0.0
             self.steps = 0
 

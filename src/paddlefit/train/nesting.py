@@ -53,7 +53,8 @@ def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
             raise PaddlefitError(
                 f"`{option} {run_dir}` is inside the run directory {parent} (it has {marker}): run directories "
                 f"never nest (the outer run's checkpoint pruning or `--resume never` would delete {real}). Choose "
-                "a --run-dir outside it.")  # fmt: skip
+                "a --run-dir outside it."
+            )
     if not real.is_dir():
         return
     for seen, (top, dirs, _files) in enumerate(os.walk(real)):
@@ -62,12 +63,14 @@ def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
             raise PaddlefitError(
                 f"`{option} {run_dir}` holds more than {MAX_SCAN_DIRS} directories, too many to check that none is "
                 "another run directory (run directories never nest: this run's checkpoint pruning or `--resume "
-                "never` could delete it). Choose a new or smaller --run-dir.")  # fmt: skip
+                "never` could delete it). Choose a new or smaller --run-dir."
+            )
         if top != str(real) and (marker := run_marker(Path(top))):
             raise PaddlefitError(
                 f"`{option} {run_dir}` holds the run directory {top} (it has {marker}): run directories never "
                 f"nest (this run's checkpoint pruning or `--resume never` could delete it). Choose another "
-                "--run-dir, or move that run out first.")  # fmt: skip
+                "--run-dir, or move that run out first."
+            )
 
 
 def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
@@ -89,7 +92,8 @@ def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
         f"`{option} {run_dir}`: its checkpoints {store} resolve to {real} ({whose}): a run directory's checkpoints "
         "must be its own directory, or two runs would resume each other's state and prune each other's "
         "checkpoints. Remove the link (move the checkpoints in if they are this run's) or choose another "
-        f"{option}.")  # fmt: skip
+        f"{option}."
+    )
 
 
 def live_lock_under(tree: Path) -> Path | None:

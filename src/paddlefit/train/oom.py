@@ -98,5 +98,9 @@ class Split:
     def valid_ways(ways: object, batch_size: int) -> bool:
         """Whether ``ways`` (read from a checkpoint) is a split this back-off can reach: a power of 2 up to
         ``2 * batch_size``."""
-        return isinstance(ways, int) and not isinstance(ways, bool) and 1 <= ways <= 2 * batch_size \
-            and not ways & (ways - 1)  # fmt: skip
+        return (
+            isinstance(ways, int)
+            and not isinstance(ways, bool)
+            and 1 <= ways <= 2 * batch_size
+            and not ways & (ways - 1)
+        )

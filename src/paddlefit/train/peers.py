@@ -120,10 +120,17 @@ class PeerWatch:
         clock: seconds, monotonic; ``exit``: ends the process (``os._exit``: the main thread is blocked in C++).
     """
 
-    def __init__(self, world: int, rank: int, on_lost: Callable[[str], None] = lambda _r: None,
-                 floor_s: float | None = None, startup_s: float | None = None, factor: float = FACTOR,
-                 clock: Callable[[], float] = time.monotonic,
-                 exit: Callable[[int], Any] = os._exit) -> None:  # fmt: skip
+    def __init__(
+        self,
+        world: int,
+        rank: int,
+        on_lost: Callable[[str], None] = lambda _r: None,
+        floor_s: float | None = None,
+        startup_s: float | None = None,
+        factor: float = FACTOR,
+        clock: Callable[[], float] = time.monotonic,
+        exit: Callable[[int], Any] = os._exit,
+    ) -> None:
         floor, startup = peer_settings()
         self.world, self.rank, self.on_lost = world, rank, on_lost
         self.floor_s = floor if floor_s is None else floor_s
@@ -202,11 +209,11 @@ class PeerWatch:
         t = paddle.to_tensor([*flags, float(save_next), *gaps], dtype="float32")
         paddle.distributed.all_reduce(t, op=paddle.distributed.ReduceOp.MAX)
         got = t.numpy().tolist()
-        self._step_done(got[len(flags) + 1:])
+        self._step_done(got[len(flags) + 1 :])
         save = got[len(flags)] > 0
         if save:
             self._after = "save"
-        return [x > 0 for x in got[:len(flags)]], save
+        return [x > 0 for x in got[: len(flags)]], save
 
     def _step_done(self, gaps: list[float]) -> None:
         now = self.clock()
@@ -260,12 +267,17 @@ class PeerWatch:
                     continue
                 self._ended = True
             waited = self.clock() - armed[0]
-            reason = (f"{armed[2]}: no word from another rank for {waited:.1f} s (bound {armed[1]:.1f} s): a peer was "
-                      f"lost (its node killed, powered off or cut off). Exit {EXIT_PEER_LOST}: a scheduler restarts "
-                      "the job; `--resume auto` continues from the last complete checkpoint.")  # fmt: skip
+            reason = (
+                f"{armed[2]}: no word from another rank for {waited:.1f} s (bound {armed[1]:.1f} s): a peer was "
+                f"lost (its node killed, powered off or cut off). Exit {EXIT_PEER_LOST}: a scheduler restarts "
+                "the job; `--resume auto` continues from the last complete checkpoint."
+            )
             code = lost_code(self.world)
-            reason = reason if code == EXIT_PEER_LOST else reason.replace(f"Exit {EXIT_PEER_LOST}: a scheduler "
-                                                                          "restarts the job; ", "Exit 1: ")
+            reason = (
+                reason
+                if code == EXIT_PEER_LOST
+                else reason.replace(f"Exit {EXIT_PEER_LOST}: a scheduler restarts the job; ", "Exit 1: ")
+            )
             log_stderr(f"peer lost (rank {self.rank}): {reason}")
             with contextlib.suppress(Exception):
                 self.on_lost(reason)

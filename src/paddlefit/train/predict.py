@@ -51,7 +51,7 @@ __all__ = [
     "run_device",
     "trainer_step_s",
     "unmeasured",
-]  # fmt: skip
+]
 
 NO_PREDICT_ENV = "PADDLEFIT_NO_PREDICT"  # "1": as `train --no-predict`
 PREDICT_TIMEOUT_S = 300.0  # model build + dataset + the probe (its own budget: 6 s of steps) in the child
@@ -87,8 +87,11 @@ def _nvml_name(visible_index: int) -> str | None:
         pynvml.nvmlInit()
         vis = os.environ.get("CUDA_VISIBLE_DEVICES")
         ident = vis.split(",")[visible_index].strip() if vis else str(visible_index)
-        h = (pynvml.nvmlDeviceGetHandleByUUID(ident) if ident.startswith(("GPU-", "MIG-"))
-             else pynvml.nvmlDeviceGetHandleByIndex(int(ident)))  # fmt: skip
+        h = (
+            pynvml.nvmlDeviceGetHandleByUUID(ident)
+            if ident.startswith(("GPU-", "MIG-"))
+            else pynvml.nvmlDeviceGetHandleByIndex(int(ident))
+        )
         name = pynvml.nvmlDeviceGetName(h)
         return name.decode() if isinstance(name, bytes) else str(name)
     except Exception:  # no NVML, a MIG slice NVML does not name, an id that does not parse
@@ -127,8 +130,9 @@ def _device_doc(device: RunDevice) -> dict[str, Any]:
     return {"kind": device.kind, "name": device.name, "raw_name": device.raw_name, "count": device.count}
 
 
-def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[[str], None],
-                timeout_s: float = PREDICT_TIMEOUT_S) -> dict[str, Any]:  # fmt: skip
+def predict_run(
+    spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[[str], None], timeout_s: float = PREDICT_TIMEOUT_S
+) -> dict[str, Any]:
     """The plan's prediction of this run (module docstring), written to ``RUN_DIR/prediction.json`` (atomic) and
     returned; the one in the run directory when it was made for the same spec text, device and count.
 
@@ -154,24 +158,35 @@ def predict_run(spec_yaml: str, device: RunDevice, run_dir: Path, log: Callable[
 
 def _predict(spec_yaml: str, device: RunDevice, log: Callable[[str], None], timeout_s: float) -> dict[str, Any]:
     if device.kind == "gpu" and device.catalog_name is None:
-        return _not_predicted(device, f"the GPU {device.raw_name!r} is not in paddlefit's catalog (`paddlefit gpus` "
-                                      "lists it; a row can be added with `plan --catalog FILE`)")  # fmt: skip
+        return _not_predicted(
+            device,
+            f"the GPU {device.raw_name!r} is not in paddlefit's catalog (`paddlefit gpus` "
+            "lists it; a row can be added with `plan --catalog FILE`)",
+        )
     if device.kind == "cpu" and device.count > 1:
-        return _not_predicted(device, f"{device.count} CPU processes share this machine's cores; the planner's CPU "
-                                      "probe times one process")  # fmt: skip
-    log(f"predicting this run on {device.count} x {device.name} with the planner (as `paddlefit plan`; "
-        "`--no-predict` skips it) ...")
+        return _not_predicted(
+            device,
+            f"{device.count} CPU processes share this machine's cores; the planner's CPU probe times one process",
+        )
+    log(
+        f"predicting this run on {device.count} x {device.name} with the planner (as `paddlefit plan`; "
+        "`--no-predict` skips it) ..."
+    )
     cmd = [*python_command(module="paddlefit.train.predict"), "--devices", str(device.count)]
     if device.catalog_name:
         cmd += ["--gpu", device.catalog_name]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLE_TRAINER", "PADDLE_CURRENT", "FLAGS_sel"))}
     env = safe_env({**env, "CUDA_VISIBLE_DEVICES": "", "GLOG_minloglevel": "2", "PYTHONWARNINGS": "ignore"})
     try:
-        proc = subprocess.run(cmd, input=spec_yaml, capture_output=True, text=True, env=env, timeout=timeout_s,
-                              check=False)  # fmt: skip
+        proc = subprocess.run(
+            cmd, input=spec_yaml, capture_output=True, text=True, env=env, timeout=timeout_s, check=False
+        )
     except subprocess.TimeoutExpired:
-        return _not_predicted(device, f"the planner took longer than {timeout_s:.0f} s (run `paddlefit plan --config "
-                                      "RUN_DIR/job.yaml` for this job)")  # fmt: skip
+        return _not_predicted(
+            device,
+            f"the planner took longer than {timeout_s:.0f} s (run `paddlefit plan --config "
+            "RUN_DIR/job.yaml` for this job)",
+        )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no message"])[-1][:300]
         return _not_predicted(device, f"the planner failed: {last}")
@@ -186,22 +201,40 @@ def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
     from paddlefit.job import JobOptions
     from paddlefit.plan.jobs import plan_job
 
-    jp = plan_job(JobOptions(config=spec_path, devices=devices, command="train"), gpus=[gpu] if gpu else (),
-                  cpu_only=gpu is None, use_runs=False)  # fmt: skip
+    jp = plan_job(
+        JobOptions(config=spec_path, devices=devices, command="train"),
+        gpus=[gpu] if gpu else (),
+        cpu_only=gpu is None,
+        use_runs=False,
+    )
     gpu_only = jp.plan.model.get("gpu_only_ops") or []
     if gpu is None and gpu_only:
-        return {"status": "not predicted", "reason": f"Paddle has no CPU kernel for {', '.join(gpu_only)}: this "
-                                                     "model trains on a GPU only"}  # fmt: skip
+        return {
+            "status": "not predicted",
+            "reason": f"Paddle has no CPU kernel for {', '.join(gpu_only)}: this model trains on a GPU only",
+        }
     t = next(t for t in jp.plan.targets if t.kind == ("gpu" if gpu else "cpu"))
     peak_flops = get_gpu(gpu).peak_flops(jp.plan.precision, jp.job.tf32)[0] if gpu else None  # the spec's tf32
     opt = ((t.time_breakdown or {}).get("optimizer") or {}).get("seconds") if gpu else None
     if t.step_time_s != t.step_time_s:  # NaN: no probe
         return {"status": "not predicted", "reason": "; ".join(t.notes) or "no step time"}
-    return {"status": "predicted", "reason": None, "calibration": t.calibration, "micro_step_s": t.step_time_s,
-            "optimizer_s": opt, "peak_memory_bytes": t.peak_bytes, "mfu": t.predicted_mfu,
-            "time_breakdown": t.time_breakdown, "train_flops_per_sample": jp.plan.model["train_flops_per_sample"],
-            "peak_flops": peak_flops, "params": jp.plan.model["params"], "batch_size": jp.plan.batch_size,
-            "tf32": jp.job.tf32, "fits": t.fits, "notes": list(t.notes)}  # fmt: skip
+    return {
+        "status": "predicted",
+        "reason": None,
+        "calibration": t.calibration,
+        "micro_step_s": t.step_time_s,
+        "optimizer_s": opt,
+        "peak_memory_bytes": t.peak_bytes,
+        "mfu": t.predicted_mfu,
+        "time_breakdown": t.time_breakdown,
+        "train_flops_per_sample": jp.plan.model["train_flops_per_sample"],
+        "peak_flops": peak_flops,
+        "params": jp.plan.model["params"],
+        "batch_size": jp.plan.batch_size,
+        "tf32": jp.job.tf32,
+        "fits": t.fits,
+        "notes": list(t.notes),
+    }
 
 
 def unmeasured(prediction: dict[str, Any]) -> str | None:
@@ -211,9 +244,11 @@ def unmeasured(prediction: dict[str, Any]) -> str | None:
     if not isinstance(step, int | float) or isinstance(step, bool) or step != step:
         return "the planner gave no step time"
     if step < MIN_STEP_S:
-        return (f"the planner's step time ({step:.3g} s) is no measurement: its probe's times (micro-batches 1-3, "
-                "taken under this machine's load) fit a line that reaches zero at this batch; `paddlefit plan "
-                "--config RUN_DIR/job.yaml` on an idle machine measures it")  # fmt: skip
+        return (
+            f"the planner's step time ({step:.3g} s) is no measurement: its probe's times (micro-batches 1-3, "
+            "taken under this machine's load) fit a line that reaches zero at this batch; `paddlefit plan "
+            "--config RUN_DIR/job.yaml` on an idle machine measures it"
+        )
     return None
 
 
@@ -235,8 +270,10 @@ def prediction_line(prediction: dict[str, Any], grad_accum_steps: int, global_ba
     step = trainer_step_s(doc, grad_accum_steps)
     peak = doc.get("peak_memory_bytes")
     mib = f"{peak / 1024**2:,.1f} MiB" if isinstance(peak, int | float) else "-"
-    return (f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {global_batch / step:,.0f} "
-            f"samples/s, peak {mib}")
+    return (
+        f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {global_batch / step:,.0f} "
+        f"samples/s, peak {mib}"
+    )
 
 
 def trainer_step_s(prediction: dict[str, Any], grad_accum_steps: int) -> float:
@@ -249,9 +286,18 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s: list[float],
-               global_batch: int, batch_size: int, grad_accum_steps: int, devices: int, peak_memory_bytes: int,
-               warmup_steps: int) -> dict[str, Any]:  # fmt: skip
+def comparison(
+    prediction: dict[str, Any] | None,
+    *,
+    step_s: list[float],
+    wait_s: list[float],
+    global_batch: int,
+    batch_size: int,
+    grad_accum_steps: int,
+    devices: int,
+    peak_memory_bytes: int,
+    warmup_steps: int,
+) -> dict[str, Any]:
     """Predicted beside measured (the module docstring's document).
 
     Args:
@@ -265,9 +311,12 @@ def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s
         ``{"device", "status", "reason", "calibration", "figures": [{"name", "label", "unit", "predicted",
         "measured", "ratio"}], "warmup_steps", "measured_steps", "time_breakdown"}``; ratio = predicted / measured.
     """
-    p = prediction or {"status": "not predicted", "reason": "no prediction was made for this run (`train "
-                                                            "--no-predict`, PADDLEFIT_NO_PREDICT=1, or workers "
-                                                            "started without `paddlefit train`)"}
+    p = prediction or {
+        "status": "not predicted",
+        "reason": "no prediction was made for this run (`train "
+        "--no-predict`, PADDLEFIT_NO_PREDICT=1, or workers "
+        "started without `paddlefit train`)",
+    }
     p = checked(p)
     ok = p.get("status") == "predicted"
     compute = [s - w for s, w in zip(step_s, wait_s, strict=True)]
@@ -283,19 +332,46 @@ def comparison(prediction: dict[str, Any] | None, *, step_s: list[float], wait_s
     rows = [
         ("step_time_s", "step time (median, excl. data wait)", "s", pred_step, med),
         ("step_time_p95_s", "step time (p95, excl. data wait)", "s", None, _pct(compute, 95)),
-        ("samples_per_s", "samples/s (after warm-up, as run)", "1/s", global_batch / pred_step if pred_step else None,
-         len(step_s) * global_batch / total if total else None),
-        ("peak_memory_bytes", "peak allocated memory", "B", p.get("peak_memory_bytes") if ok else None,
-         peak_memory_bytes or None),
+        (
+            "samples_per_s",
+            "samples/s (after warm-up, as run)",
+            "1/s",
+            global_batch / pred_step if pred_step else None,
+            len(step_s) * global_batch / total if total else None,
+        ),
+        (
+            "peak_memory_bytes",
+            "peak allocated memory",
+            "B",
+            p.get("peak_memory_bytes") if ok else None,
+            peak_memory_bytes or None,
+        ),
         ("mfu", "MFU", "", pred_mfu, meas_mfu),
         ("data_wait_fraction", "data wait (after warm-up)", "", None, sum(wait_s) / total if total else None),
-    ]  # fmt: skip
-    figures = [{"name": n, "label": lab, "unit": u, "predicted": pr, "measured": me,
-                "ratio": pr / me if pr is not None and me else None} for n, lab, u, pr, me in rows]  # fmt: skip
-    return {"device": p.get("device"), "status": p.get("status"), "reason": p.get("reason"),
-            "calibration": p.get("calibration"), "batch_size": batch_size, "grad_accum_steps": grad_accum_steps,
-            "figures": figures, "warmup_steps": warmup_steps, "measured_steps": len(step_s),
-            "time_breakdown": p.get("time_breakdown") if ok else None}  # fmt: skip
+    ]
+    figures = [
+        {
+            "name": n,
+            "label": lab,
+            "unit": u,
+            "predicted": pr,
+            "measured": me,
+            "ratio": pr / me if pr is not None and me else None,
+        }
+        for n, lab, u, pr, me in rows
+    ]
+    return {
+        "device": p.get("device"),
+        "status": p.get("status"),
+        "reason": p.get("reason"),
+        "calibration": p.get("calibration"),
+        "batch_size": batch_size,
+        "grad_accum_steps": grad_accum_steps,
+        "figures": figures,
+        "warmup_steps": warmup_steps,
+        "measured_steps": len(step_s),
+        "time_breakdown": p.get("time_breakdown") if ok else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

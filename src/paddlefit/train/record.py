@@ -71,17 +71,33 @@ class RunRecord:
             self.step_s.append(seconds)
             self.wait_s.append(wait_seconds)
 
-    def write(self, *, global_batch: int, batch_size: int, grad_accum_steps: int, devices: int,
-              peak_memory_bytes: int, failed: bool = False) -> dict[str, Any]:  # fmt: skip
+    def write(
+        self,
+        *,
+        global_batch: int,
+        batch_size: int,
+        grad_accum_steps: int,
+        devices: int,
+        peak_memory_bytes: int,
+        failed: bool = False,
+    ) -> dict[str, Any]:
         """comparison.json now (atomic); the document (:func:`~paddlefit.train.predict.comparison`).
 
         Raises:
             FileWriteError: comparison.json cannot be written (a full disk...), unless the run has ``failed``
                 already: then a warning, and the document is still returned (for the registry row).
         """
-        doc = comparison(self.prediction, step_s=self.step_s, wait_s=self.wait_s, global_batch=global_batch,
-                         batch_size=batch_size, grad_accum_steps=grad_accum_steps, devices=devices,
-                         peak_memory_bytes=peak_memory_bytes, warmup_steps=WARMUP_STEPS)  # fmt: skip
+        doc = comparison(
+            self.prediction,
+            step_s=self.step_s,
+            wait_s=self.wait_s,
+            global_batch=global_batch,
+            batch_size=batch_size,
+            grad_accum_steps=grad_accum_steps,
+            devices=devices,
+            peak_memory_bytes=peak_memory_bytes,
+            warmup_steps=WARMUP_STEPS,
+        )
         if doc["device"] is None:  # not predicted: the device the registry row names
             dev = self.device or {}
             doc["device"] = {"kind": dev.get("device_kind"), "name": dev.get("device_name"), "count": devices}
@@ -116,29 +132,57 @@ class RunRecord:
             self.registry_ok = False
         return result
 
-    def begin(self, spec: Any, *, model: Any, on_gpu: bool, world: int, global_batch: int, resumed: bool,
-              replaced: bool = False) -> None:  # fmt: skip
+    def begin(
+        self,
+        spec: Any,
+        *,
+        model: Any,
+        on_gpu: bool,
+        world: int,
+        global_batch: int,
+        resumed: bool,
+        replaced: bool = False,
+    ) -> None:
         """Record the run in the registry (a resume takes over the run directory's newest row again; ``replaced``,
         a ``--resume never`` that deleted an earlier run's checkpoints: that run's row is marked ``replaced``)."""
         spec_doc = spec.model_dump(mode="json")
-        fields = {"run_dir": str(self.run_dir), "spec_json": spec_doc,
-                  "spec_sha256": hashlib.sha256(json.dumps(spec_doc, sort_keys=True).encode()).hexdigest(),
-                  "model": spec.model, "params": int(sum(int(np.prod(p.shape)) for p in model.parameters())),
-                  "precision": spec.precision.value, "micro_batch_size": spec.batch_size,
-                  "grad_accum_steps": spec.grad_accum_steps, "global_batch": global_batch, "device_count": world,
-                  **self._device_fields(on_gpu), **_versions(on_gpu)}  # fmt: skip
+        fields = {
+            "run_dir": str(self.run_dir),
+            "spec_json": spec_doc,
+            "spec_sha256": hashlib.sha256(json.dumps(spec_doc, sort_keys=True).encode()).hexdigest(),
+            "model": spec.model,
+            "params": int(sum(int(np.prod(p.shape)) for p in model.parameters())),
+            "precision": spec.precision.value,
+            "micro_batch_size": spec.batch_size,
+            "grad_accum_steps": spec.grad_accum_steps,
+            "global_batch": global_batch,
+            "device_count": world,
+            **self._device_fields(on_gpu),
+            **_versions(on_gpu),
+        }
         self.device = {k: fields[k] for k in ("device_kind", "device_name")}
         p = self.prediction
         if p and p.get("status") == "predicted":
             step = trainer_step_s(p, spec.grad_accum_steps)
-            fields.update(predicted_step_s=step, predicted_samples_per_s=global_batch / step,
-                          predicted_peak_bytes=p.get("peak_memory_bytes"), predicted_mfu=p.get("mfu"))  # fmt: skip
+            fields.update(
+                predicted_step_s=step,
+                predicted_samples_per_s=global_batch / step,
+                predicted_peak_bytes=p.get("peak_memory_bytes"),
+                predicted_mfu=p.get("mfu"),
+            )
 
         def record(reg_warn: tuple[Any, Callable[[str], None]]) -> int | None:
             reg, warn = reg_warn
             if replaced and (gone := reg.find_latest_for_run_dir(str(self.run_dir), warn)) is not None:
-                reg.update_run(gone, {"status": "replaced", "reason": f"replaced by a `--resume never` run started "
-                                      f"{utc_now()}; its checkpoints were deleted"}, warn)  # fmt: skip
+                reg.update_run(
+                    gone,
+                    {
+                        "status": "replaced",
+                        "reason": f"replaced by a `--resume never` run started "
+                        f"{utc_now()}; its checkpoints were deleted",
+                    },
+                    warn,
+                )
             old = reg.find_latest_for_run_dir(str(self.run_dir), warn) if resumed else None
             if old is not None and reg.resume_run(old, fields, warn):
                 return old
@@ -161,8 +205,9 @@ class RunRecord:
             name = None
         return {"device_kind": "gpu", "device_name": name or raw}  # unmatched: the driver's name
 
-    def update(self, doc: dict[str, Any], *, ended: tuple[int, str] | None = None,
-               results: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def update(
+        self, doc: dict[str, Any], *, ended: tuple[int, str] | None = None, results: dict[str, Any] | None = None
+    ) -> None:
         """The run's row: the measured figures of ``doc`` (:meth:`write`'s), and at the end (``ended`` = exit
         code, reason) its status and ``results`` (steps, final_loss, eval_loss, eval_accuracy)."""
         if self.registry_id is None:
@@ -172,13 +217,15 @@ class RunRecord:
             "measured_step_s": fig["step_time_s"]["measured"],
             "measured_step_p95_s": fig["step_time_p95_s"]["measured"],
             "measured_samples_per_s": fig["samples_per_s"]["measured"],
-            "measured_peak_bytes": fig["peak_memory_bytes"]["measured"], "measured_mfu": fig["mfu"]["measured"],
-            "data_wait_fraction": fig["data_wait_fraction"]["measured"], "comparison_json": doc, **(results or {}),
-        }  # fmt: skip
+            "measured_peak_bytes": fig["peak_memory_bytes"]["measured"],
+            "measured_mfu": fig["mfu"]["measured"],
+            "data_wait_fraction": fig["data_wait_fraction"]["measured"],
+            "comparison_json": doc,
+            **(results or {}),
+        }
         if ended is not None:
             code, reason = ended
-            fields.update(status=status_name(code), exit_code=code, reason=reason[:2000],
-                          ended_at=utc_now())  # fmt: skip
+            fields.update(status=status_name(code), exit_code=code, reason=reason[:2000], ended_at=utc_now())
         rid = self.registry_id
         self._registry(lambda rw: rw[0].update_run(rid, fields, rw[1]))
 
@@ -217,8 +264,9 @@ def newest_row(run_dir: Path) -> tuple[int, int | None] | None:
     return None if row is None else (row["id"], row["pid"])
 
 
-def settle_launched_row(run_dir: Path, code: int, reason: str, before: tuple[int, int | None] | None,
-                        log: Callable[[str], None]) -> None:  # fmt: skip
+def settle_launched_row(
+    run_dir: Path, code: int, reason: str, before: tuple[int, int | None] | None, log: Callable[[str], None]
+) -> None:
     """After a launched run's launcher exits: this run's registry row ends as the run did (exit ``code``,
     ``reason``), as ``status.json`` says, where rank 0 could not record that itself.
 
@@ -237,5 +285,8 @@ def settle_launched_row(run_dir: Path, code: int, reason: str, before: tuple[int
         return
     if row["status"] in ("running", LOST) or row["exit_code"] != code:
         with contextlib.suppress(RegistryError, OSError, ValueError):
-            Registry().update_run(row["id"], {"status": status_name(code), "exit_code": code, "reason": reason[:2000],
-                                              "ended_at": utc_now()}, lambda msg: log(f"warning: {msg}"))  # fmt: skip
+            Registry().update_run(
+                row["id"],
+                {"status": status_name(code), "exit_code": code, "reason": reason[:2000], "ended_at": utc_now()},
+                lambda msg: log(f"warning: {msg}"),
+            )

@@ -39,15 +39,19 @@ def parse_devices(text: str) -> tuple[int, list[int] | None]:
             ids = [int(x) for x in t.split(",") if x.strip()]
             twice = sorted({i for i in ids if ids.count(i) > 1})
             if twice:
-                raise PaddlefitError(f"`--devices {text}` names GPU {twice[0]} twice; it must be a count such as 2 "
-                                     "or distinct GPU ids such as 0,1.")  # fmt: skip
+                raise PaddlefitError(
+                    f"`--devices {text}` names GPU {twice[0]} twice; it must be a count such as 2 "
+                    "or distinct GPU ids such as 0,1."
+                )
             if not ids or min(ids) < 0:
                 raise ValueError
             return len(ids), ids
         n = int(t)
         if n < 1:
-            raise PaddlefitError(f"`--devices {text}` must be a count >= 1 (e.g. 2), or GPU ids with a comma (0,1; "
-                                 "one GPU: `--devices 0,`).")  # fmt: skip
+            raise PaddlefitError(
+                f"`--devices {text}` must be a count >= 1 (e.g. 2), or GPU ids with a comma (0,1; "
+                "one GPU: `--devices 0,`)."
+            )
         return n, None
     except ValueError:
         raise PaddlefitError(f"`--devices {text}` must be a count such as 2 or GPU ids such as 0,1.") from None
@@ -79,23 +83,36 @@ class TrainRequest(RequestModel):
     max_hours: float | None = Field(None, gt=0, description="``budget.max_hours``, hours.")
     max_cost: float | None = Field(None, gt=0, description="``budget.max_cost_usd``, USD.")
     price_per_hour: float | None = Field(None, gt=0, description="``budget.price_usd_per_hour``, USD/hour.")
-    instance: str | None = Field(None, description="Take the price from the price catalog (with ``cloud``, "
-                                 "``spot``) instead of ``price_per_hour``.")  # fmt: skip
+    instance: str | None = Field(
+        None,
+        description="Take the price from the price catalog (with ``cloud``, ``spot``) instead of ``price_per_hour``.",
+    )
     cloud: str | None = Field(None, description="Cloud of ``instance`` when the name is ambiguous.")
     spot: bool = Field(False, description="The spot price of ``instance``.")
     checkpoint_interval: str | None = Field(None, description="``auto`` (Daly) or minutes.")
-    interruptions_per_hour: float | None = Field(None, gt=0, description="Spot interruptions per instance-hour "
-                                                 "for ``checkpoint_interval: auto``.")  # fmt: skip
-    spot_bucket: str | None = Field(None, description="Or an AWS Spot Instance Advisor bucket such as ``5-10%`` "
-                                    "for ``auto``.")  # fmt: skip
+    interruptions_per_hour: float | None = Field(
+        None, gt=0, description="Spot interruptions per instance-hour for ``checkpoint_interval: auto``."
+    )
+    spot_bucket: str | None = Field(
+        None, description="Or an AWS Spot Instance Advisor bucket such as ``5-10%`` for ``auto``."
+    )
 
-    OPTIONS: ClassVar[dict[str, str]] = {"devices": "--devices", "run_dir": "--run-dir", "resume": "--resume",
-                                          "max_steps": "--max-steps", "max_hours": "--max-hours",
-                                          "max_cost": "--max-cost", "price_per_hour": "--price-per-hour",
-                                          "instance": "--instance", "cloud": "--cloud", "spot": "--spot",
-                                          "checkpoint_interval": "--checkpoint-interval",
-                                          "interruptions_per_hour": "--interruptions-per-hour",
-                                          "spot_bucket": "--spot-bucket", "config": "CONFIG"}  # fmt: skip
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "devices": "--devices",
+        "run_dir": "--run-dir",
+        "resume": "--resume",
+        "max_steps": "--max-steps",
+        "max_hours": "--max-hours",
+        "max_cost": "--max-cost",
+        "price_per_hour": "--price-per-hour",
+        "instance": "--instance",
+        "cloud": "--cloud",
+        "spot": "--spot",
+        "checkpoint_interval": "--checkpoint-interval",
+        "interruptions_per_hour": "--interruptions-per-hour",
+        "spot_bucket": "--spot-bucket",
+        "config": "CONFIG",
+    }
 
     def resolve(self) -> ResolvedTrain:
         """Load the spec and apply the options.
@@ -112,12 +129,15 @@ class TrainRequest(RequestModel):
         if self.run_dir is not None and not self.run_dir.strip():
             raise PaddlefitError("`--run-dir` is empty; give a directory such as runs/digits.")
         notes: list[str] = []
-        update: dict[str, Any] = {"devices": n, "run_dir": str(self.run_dir if self.run_dir is not None
-                                                                 else spec.run_dir)}  # fmt: skip
+        update: dict[str, Any] = {
+            "devices": n,
+            "run_dir": str(self.run_dir if self.run_dir is not None else spec.run_dir),
+        }
         if self.max_steps is not None:  # the command line replaces the spec's max_steps (epochs still bound the run)
             update["max_steps"] = self.max_steps
-        budget = _budget(spec, self.max_hours, self.max_cost, self.price_per_hour, self.instance, self.cloud,
-                         self.spot, notes)  # fmt: skip
+        budget = _budget(
+            spec, self.max_hours, self.max_cost, self.price_per_hour, self.instance, self.cloud, self.spot, notes
+        )
         if budget is not None:
             update["budget"] = budget
         ckpt = _checkpoint(spec, self.checkpoint_interval, self.interruptions_per_hour, self.spot_bucket)
@@ -126,8 +146,16 @@ class TrainRequest(RequestModel):
         return ResolvedTrain(_merged(spec, update), gpu_ids, self.resume, notes)
 
 
-def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, price: float | None,
-            instance: str | None, cloud: str | None, spot: bool, notes: list[str]) -> Any:  # fmt: skip
+def _budget(
+    spec: JobSpec,
+    max_hours: float | None,
+    max_cost: float | None,
+    price: float | None,
+    instance: str | None,
+    cloud: str | None,
+    spot: bool,
+    notes: list[str],
+) -> Any:
     """The spec's budget with the command-line limits applied, or None when no option was given."""
     if (spot or cloud) and instance is None:
         raise PaddlefitError("`--spot`/`--cloud` go with `--instance` (the price of a catalog instance type).")
@@ -136,12 +164,17 @@ def _budget(spec: JobSpec, max_hours: float | None, max_cost: float | None, pric
     if instance is not None:
         price = instance_price(instance, cloud, spot)
         notes.append(f"price: {instance}{' spot' if spot else ''} {price:g} USD/hour (catalog)")
-    upd = {k: v for k, v in (("max_hours", max_hours), ("max_cost_usd", max_cost), ("price_usd_per_hour", price))
-           if v is not None}  # fmt: skip
+    upd = {
+        k: v
+        for k, v in (("max_hours", max_hours), ("max_cost_usd", max_cost), ("price_usd_per_hour", price))
+        if v is not None
+    }
     merged = spec.budget.model_dump() | upd
     if merged["max_cost_usd"] is not None and merged["price_usd_per_hour"] is None:
-        raise PaddlefitError("a cost limit (`--max-cost` or budget.max_cost_usd) needs the price: `--price-per-hour "
-                             "USD`, `--instance TYPE` or budget.price_usd_per_hour.")  # fmt: skip
+        raise PaddlefitError(
+            "a cost limit (`--max-cost` or budget.max_cost_usd) needs the price: `--price-per-hour "
+            "USD`, `--instance TYPE` or budget.price_usd_per_hour."
+        )
     if not upd:
         return None
     return _validated(spec.budget, merged, "budget")

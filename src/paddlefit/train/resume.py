@@ -22,15 +22,26 @@ from paddlefit.train.ckptfiles import verify
 from paddlefit.train.oom import first_line
 from paddlefit.train.state import TrainerState
 
-__all__ = ["agree_on_resume", "check_resume_origin", "check_same_job", "choose_resume", "finished_already",
-           "replace_earlier_run", "spec_meta", "warn_changed_run"]
+__all__ = [
+    "agree_on_resume",
+    "check_resume_origin",
+    "check_same_job",
+    "choose_resume",
+    "finished_already",
+    "replace_earlier_run",
+    "spec_meta",
+    "warn_changed_run",
+]
 
 
 def spec_meta(spec: Any) -> dict[str, Any]:
     """What a checkpoint's manifest records of the job spec (:class:`~paddlefit.spec.JobSpec`) that wrote it, for
     :func:`check_same_job`: the model, the optimizer and the LR schedule."""
-    return {"spec_model": spec.model, "spec_optimizer": spec.optimizer.value,
-            "spec_schedule": spec.schedule.model_dump(mode="json")}  # fmt: skip
+    return {
+        "spec_model": spec.model,
+        "spec_optimizer": spec.optimizer.value,
+        "spec_schedule": spec.schedule.model_dump(mode="json"),
+    }
 
 
 def check_same_job(path: Path, spec: Any, saved_scheduler: dict[str, Any], scheduler: dict[str, Any]) -> None:
@@ -46,18 +57,23 @@ def check_same_job(path: Path, spec: Any, saved_scheduler: dict[str, Any], sched
     manifest, mine = read_manifest(path), spec_meta(spec)
     saved = manifest.get("spec_optimizer")
     if saved is not None and saved != mine["spec_optimizer"]:
-        raise CheckpointError(f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
-                              f"{mine['spec_optimizer']}`: its optimizer states cannot continue another optimizer; "
-                              f"{fix}")  # fmt: skip
+        raise CheckpointError(
+            f"checkpoint {path} was written by `optimizer: {saved}`, this spec says `optimizer: "
+            f"{mine['spec_optimizer']}`: its optimizer states cannot continue another optimizer; "
+            f"{fix}"
+        )
     was = manifest.get("spec_schedule")
     if isinstance(was, dict) and (changed := [k for k in sorted(was) if was[k] != mine["spec_schedule"].get(k)]):
         said = ", ".join(f"`schedule.{k}: {was[k]}` (this spec: {mine['spec_schedule'].get(k)})" for k in changed)
-        raise CheckpointError(f"checkpoint {path} was written with {said}: the learning rates from here would "
-                              f"follow another schedule than the run's; {fix}")
+        raise CheckpointError(
+            f"checkpoint {path} was written with {said}: the learning rates from here would "
+            f"follow another schedule than the run's; {fix}"
+        )
     if saved_scheduler and set(saved_scheduler) != set(scheduler):
-        raise CheckpointError(f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
-                             f"spec's `schedule` has {sorted(scheduler)} (a warmup added or removed?); {fix}")
-
+        raise CheckpointError(
+            f"checkpoint {path} holds an LR schedule with state {sorted(saved_scheduler)}, this "
+            f"spec's `schedule` has {sorted(scheduler)} (a warmup added or removed?); {fix}"
+        )
 
 
 def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None], trust: bool = False) -> Path | None:
@@ -81,8 +97,10 @@ def choose_resume(mode: str, store: CheckpointStore, log: Callable[[str], None],
         if skipped:  # never start over on top of checkpoints the user may still want (and pruning would delete)
             raise CheckpointError(
                 f"`--resume auto` found {len(skipped)} checkpoint(s) in {store.root} and none can be resumed:\n  "
-                + "\n  ".join(skipped) + "\nNothing was changed. Repair or move them, resume one with "
-                "`--resume PATH`, or start over with `--resume never --overwrite` (it deletes them).")  # fmt: skip
+                + "\n  ".join(skipped)
+                + "\nNothing was changed. Repair or move them, resume one with "
+                "`--resume PATH`, or start over with `--resume never --overwrite` (it deletes them)."
+            )
         return None
     path = Path(mode)
     problem = verify(path) if path.is_dir() else "not a directory"
@@ -99,8 +117,10 @@ def _unusable(path: Path, root: Path, trust: bool) -> str | None:
     if problem := verify(path):
         return problem
     if not trust and (outside := _outside(path, root)):
-        return (f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
-                f"it, pass `--resume {path} --trust-checkpoint`")  # fmt: skip
+        return (
+            f"{outside}, outside this run's checkpoints: loading a checkpoint runs code from it; if you trust "
+            f"it, pass `--resume {path} --trust-checkpoint`"
+        )
     try:
         TrainerState.from_json(read_trainer_json(path), str(path))
         if has_rng_json(path):
@@ -137,11 +157,13 @@ def check_resume_origin(mode: str, root: Path, trust: bool) -> None:
         f"`--resume {mode}` is outside this run's checkpoints ({root}; {outside}). Loading a checkpoint runs code "
         "from it (Paddle's .pdparams/.pdopt are pickles; its manifest proves it is intact, not who wrote it): if you "
         "trust where it came from, add `--trust-checkpoint`; else start fresh with `--resume never "
-        "--overwrite`.")  # fmt: skip
+        "--overwrite`."
+    )
 
 
-def agree_on_resume(mode: str, store: CheckpointStore, world: int, is_writer: bool,
-                    log: Callable[[str], None], trust: bool = False) -> Path | None:  # fmt: skip
+def agree_on_resume(
+    mode: str, store: CheckpointStore, world: int, is_writer: bool, log: Callable[[str], None], trust: bool = False
+) -> Path | None:
     """Rank 0 chooses (:func:`choose_resume`); its choice is broadcast so every rank loads the same checkpoint: the
     step of the store's ``step-N`` for ``auto``, else only whether to resume (a ``--resume PATH`` may have any
     directory name, ``best/``; every rank reads ``PATH``)."""
@@ -165,12 +187,16 @@ def warn_changed_run(state: TrainerState, seed: int, total_steps: int, log: Call
     """Warn (through ``log``) when the job resumed from ``state`` has another seed or another length than the
     checkpoint's run: it goes on, but is not the uninterrupted run of either."""
     if state.seed != seed:
-        log(f"warning: the checkpoint's run used seed {state.seed}, this job has {seed}: the data order from here "
-            "follows the new seed, so the run is not the uninterrupted one.")
+        log(
+            f"warning: the checkpoint's run used seed {state.seed}, this job has {seed}: the data order from here "
+            "follows the new seed, so the run is not the uninterrupted one."
+        )
     if state.total_steps not in (None, total_steps):
-        log(f"warning: this run is {total_steps} steps long, the checkpoint's run was {state.total_steps}: the LR "
+        log(
+            f"warning: this run is {total_steps} steps long, the checkpoint's run was {state.total_steps}: the LR "
             f"schedule now spans {total_steps} steps, so the result will differ from an uninterrupted run of either "
-            "length.")
+            "length."
+        )
 
 
 def finished_already(run_dir: Path, step: int, total_steps: int) -> dict[str, Any] | None:

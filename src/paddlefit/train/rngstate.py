@@ -33,10 +33,15 @@ def capture_rng() -> dict[str, Any]:
     return {
         "format": 1,
         "python": {"version": version, "state": list(words), "gauss_next": gauss},
-        "numpy": {"name": name, "keys": [int(k) for k in keys], "pos": int(pos), "has_gauss": int(has_gauss),
-                  "cached_gaussian": float(cached)},
+        "numpy": {
+            "name": name,
+            "keys": [int(k) for k in keys],
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "paddle": [_paddle_state(s) for s in paddle.get_rng_state()],
-    }  # fmt: skip
+    }
 
 
 def _paddle_state(state: Any) -> list[Any]:
@@ -57,8 +62,10 @@ def restore_rng(doc: Any, where: str) -> None:
     from paddle.base.core import GeneratorState
 
     def bad(key: str) -> PaddlefitError:
-        return PaddlefitError(f"checkpoint {where}: {RNG_FILE} `{key}` is malformed; pass another `--resume` "
-                              "checkpoint or start fresh with `--resume never --overwrite`.")  # fmt: skip
+        return PaddlefitError(
+            f"checkpoint {where}: {RNG_FILE} `{key}` is malformed; pass another `--resume` "
+            "checkpoint or start fresh with `--resume never --overwrite`."
+        )
 
     if not isinstance(doc, dict) or doc.get("format") != 1:
         raise bad("format")
@@ -68,8 +75,15 @@ def restore_rng(doc: Any, where: str) -> None:
     except (TypeError, KeyError, ValueError):
         raise bad("python") from None
     try:
-        np.random.set_state((npy["name"], np.asarray(npy["keys"], dtype=np.uint32), npy["pos"], npy["has_gauss"],
-                             npy["cached_gaussian"]))  # fmt: skip
+        np.random.set_state(
+            (
+                npy["name"],
+                np.asarray(npy["keys"], dtype=np.uint32),
+                npy["pos"],
+                npy["has_gauss"],
+                npy["cached_gaussian"],
+            )
+        )
     except (TypeError, KeyError, ValueError, OverflowError):
         raise bad("numpy") from None
     if not isinstance(pd, list) or not all(_paddle_entry_ok(e) for e in pd):
@@ -106,12 +120,16 @@ def read_rng(path: Path, trust: bool) -> Any:
             f"checkpoint {path} stores its RNG state in {LEGACY_RNG_FILE} (pickle, written by an earlier paddlefit); "
             "unpickling it can run code from the file. If you (or a job you trust) wrote this checkpoint, resume "
             "with `--trust-checkpoint` (the next checkpoints are written without pickle); otherwise start fresh "
-            "with `--resume never`.")  # fmt: skip
+            "with `--resume never`."
+        )
     with open_legacy_rng(path) as f:
         rng = pickle.load(f)  # the user vouched for this checkpoint (--trust-checkpoint)
-    doc = {"format": 1, "python": dict(zip(("version", "state", "gauss_next"), rng["python"], strict=True)),
-           "numpy": dict(zip(("name", "keys", "pos", "has_gauss", "cached_gaussian"), rng["numpy"], strict=True)),
-           "paddle": [_paddle_state(s) for s in rng["paddle"]]}  # fmt: skip
+    doc = {
+        "format": 1,
+        "python": dict(zip(("version", "state", "gauss_next"), rng["python"], strict=True)),
+        "numpy": dict(zip(("name", "keys", "pos", "has_gauss", "cached_gaussian"), rng["numpy"], strict=True)),
+        "paddle": [_paddle_state(s) for s in rng["paddle"]],
+    }
     doc["python"]["state"] = list(doc["python"]["state"])
     doc["numpy"]["keys"] = [int(k) for k in doc["numpy"]["keys"]]
     return doc

@@ -65,11 +65,14 @@ def preflight(spec: JobSpec) -> None:
     for key, ref in (("data.train", spec.data.train), ("data.eval", spec.data.eval)):
         if ref is None:
             if key == "data.train":
-                raise PaddlefitError("the job spec has no `data.train`; set it to a dataset factory "
-                                     f"({', '.join(DATASETS)} or `package.module:function`).")  # fmt: skip
+                raise PaddlefitError(
+                    "the job spec has no `data.train`; set it to a dataset factory "
+                    f"({', '.join(DATASETS)} or `package.module:function`)."
+                )
             continue
-        import_callable(DATASETS.get(ref, ref), f"{key}: {ref}",
-                        f"use one of {', '.join(DATASETS)} or `package.module:function`")  # fmt: skip
+        import_callable(
+            DATASETS.get(ref, ref), f"{key}: {ref}", f"use one of {', '.join(DATASETS)} or `package.module:function`"
+        )
     if spec.epochs is None and spec.max_steps is None:
         raise PaddlefitError("the job spec sets neither `epochs` nor `max_steps`; set one (or pass --max-steps).")
 
@@ -96,25 +99,37 @@ def select_gpus(n: int, gpu_ids: list[int] | None, gpus: int, cores: int) -> lis
     """
     asked = ",".join(str(i) for i in gpu_ids) if gpu_ids is not None else str(n)
     if gpu_ids is not None and gpus == 0:
-        raise PaddlefitError(f"`--devices {asked}` names GPU ids but this Paddle sees no GPU; use a count "
-                             f"(`--devices {n}`) for {n} CPU processes.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--devices {asked}` names GPU ids but this Paddle sees no GPU; use a count "
+            f"(`--devices {n}`) for {n} CPU processes."
+        )
     if gpu_ids is None and gpus:
         if n > gpus:
             raise PaddlefitError(f"`--devices {n}`: only {gpus} GPU(s) visible.")
         gpu_ids = list(range(n)) if n > 1 else None
     if gpu_ids is not None and gpus and max(gpu_ids) >= gpus:
-        raise PaddlefitError(f"`--devices {asked}`: GPU id {max(gpu_ids)} does not exist ({gpus} visible: "
-                             f"0..{gpus - 1}).")  # fmt: skip
+        raise PaddlefitError(
+            f"`--devices {asked}`: GPU id {max(gpu_ids)} does not exist ({gpus} visible: 0..{gpus - 1})."
+        )
     if not gpus and n > max(2, cores):
-        raise PaddlefitError(f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most "
-                             f"{max(2, cores)}.")  # fmt: skip
+        raise PaddlefitError(
+            f"`--devices {n}` would start {n} CPU processes on {cores} cores; use at most {max(2, cores)}."
+        )
     return gpu_ids
 
 
-def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "auto",
-            progress_bar: Progress | None = None, log: Callable[[str], None] = log_stderr,
-            relay: Callable[[str], None] | None = None, predict: bool = True,
-            trust_checkpoint: bool = False, overwrite: bool = False) -> JobOutcome:  # fmt: skip
+def run_job(
+    spec: JobSpec,
+    *,
+    gpu_ids: list[int] | None = None,
+    resume: str = "auto",
+    progress_bar: Progress | None = None,
+    log: Callable[[str], None] = log_stderr,
+    relay: Callable[[str], None] | None = None,
+    predict: bool = True,
+    trust_checkpoint: bool = False,
+    overwrite: bool = False,
+) -> JobOutcome:
     """Train ``spec`` on ``spec.devices`` devices into ``spec.run_dir``.
 
     One device: :class:`~paddlefit.train.loop.Trainer` in this process. More: ``python -m
@@ -161,8 +176,9 @@ def run_job(spec: JobSpec, *, gpu_ids: list[int] | None = None, resume: str = "a
                 refuse_replacing_finished(run_dir)
             _snapshot(run_dir, log)
             key = _prediction(spec, run_dir, n, gpu_ids, log) if predict else None
-            return _run_locked(spec, run_dir, n, gpu_ids, (resume, trust_checkpoint), progress_bar, log, relay, lock,
-                               key)  # fmt: skip
+            return _run_locked(
+                spec, run_dir, n, gpu_ids, (resume, trust_checkpoint), progress_bar, log, relay, lock, key
+            )
 
 
 def refuse_replacing_finished(run_dir: Path) -> None:
@@ -182,7 +198,8 @@ def refuse_replacing_finished(run_dir: Path) -> None:
         exc = CheckpointError(
             f"`--resume never` would delete the {len(held)} checkpoint(s) of the finished run in {run_dir} (its "
             f"status.json: exit 0, step {status.get('step')}); nothing was changed. Pass `--overwrite` to replace "
-            "it, or train into another `--run-dir`.")  # fmt: skip
+            "it, or train into another `--run-dir`."
+        )
         with contextlib.suppress(OSError):
             record_failed_start(run_dir, exc.exit_code, str(exc))
         raise exc
@@ -200,8 +217,9 @@ def _snapshot(run_dir: Path, log: Callable[[str], None]) -> None:
         log(f"warning: no environment snapshot in {run_dir} ({type(exc).__name__}: {str(exc)[:200]})")
 
 
-def _prediction(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
-                log: Callable[[str], None]) -> str | None:  # fmt: skip
+def _prediction(
+    spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, log: Callable[[str], None]
+) -> str | None:
     """The key of RUN_DIR/prediction.json made for this run (:func:`~paddlefit.train.predict.predict_run`), or
     None when ``PADDLEFIT_NO_PREDICT=1``. Never raises for a prediction that cannot be made (it says why)."""
     if os.environ.get(NO_PREDICT_ENV) == "1":
@@ -224,8 +242,10 @@ def _one_run_per_process(run_dir: Path) -> Iterator[None]:
     the first (seen on Paddle 3.3.1: tensors of the running job lost their dygraph type)."""
     if not _RUNNING.acquire(blocking=False):
         other = _running_dir[0] if _running_dir else "?"
-        raise PaddlefitError(f"another run_job (run dir {other}) is running in this process; Paddle's state is per "
-                             f"process, so run {run_dir} after it returns, or in another process.")  # fmt: skip
+        raise PaddlefitError(
+            f"another run_job (run dir {other}) is running in this process; Paddle's state is per "
+            f"process, so run {run_dir} after it returns, or in another process."
+        )
     _running_dir[:] = [run_dir]
     try:
         yield
@@ -234,9 +254,18 @@ def _one_run_per_process(run_dir: Path) -> Iterator[None]:
         _RUNNING.release()
 
 
-def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None, resuming: tuple[str, bool],
-                progress_bar: Progress | None, log: Callable[[str], None],
-                relay: Callable[[str], None] | None, lock: RunDirLock, key: str | None) -> JobOutcome:  # fmt: skip
+def _run_locked(
+    spec: JobSpec,
+    run_dir: Path,
+    n: int,
+    gpu_ids: list[int] | None,
+    resuming: tuple[str, bool],
+    progress_bar: Progress | None,
+    log: Callable[[str], None],
+    relay: Callable[[str], None] | None,
+    lock: RunDirLock,
+    key: str | None,
+) -> JobOutcome:
     resume, trust = resuming
     try:
         # the workers read the spec from here; rank 0 writes job.yaml once the run is accepted (not when refused)
@@ -245,13 +274,21 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
             launch_spec.unlink()
     except OSError as exc:  # FileWriteError says why (a full disk...)
         why = getattr(exc, "why", None) or exc.strerror or exc
-        raise PaddlefitError(f"`--run-dir {run_dir}` is not writable ({why}); free space or choose another "
-                             "directory.") from None  # fmt: skip
+        raise PaddlefitError(
+            f"`--run-dir {run_dir}` is not writable ({why}); free space or choose another directory."
+        ) from None
     if n == 1:
         from paddlefit.train.loop import Trainer, TrainOptions
 
-        opts = TrainOptions(run_dir=run_dir, resume=resume, progress_bar=progress_bar, log=log, lock_held=True,
-                            prediction_key=key, trust_checkpoint=trust)  # fmt: skip
+        opts = TrainOptions(
+            run_dir=run_dir,
+            resume=resume,
+            progress_bar=progress_bar,
+            log=log,
+            lock_held=True,
+            prediction_key=key,
+            trust_checkpoint=trust,
+        )
         result = Trainer(spec, opts).run()
         return JobOutcome(result.exit_code, result.reason, run_dir, result.summary)
     from paddlefit.train.launcher import launch_command, run_launched
@@ -262,8 +299,13 @@ def _run_locked(spec: JobSpec, run_dir: Path, n: int, gpu_ids: list[int] | None,
     held = lock.share()  # the launcher and its workers hold the lock with us, and on if this process is killed
     before = newest_row(run_dir)
     try:
-        code, reason = run_launched(cmd, run_dir, relay=relay, env={**held, PREDICTION_KEY_ENV: key or ""},
-                                    pass_fds=(int(held[LOCK_FD_ENV]),) if held else ())  # fmt: skip
+        code, reason = run_launched(
+            cmd,
+            run_dir,
+            relay=relay,
+            env={**held, PREDICTION_KEY_ENV: key or ""},
+            pass_fds=(int(held[LOCK_FD_ENV]),) if held else (),
+        )
     finally:
         launch_spec.unlink(missing_ok=True)
     settle_launched_row(run_dir, code, reason, before, log)

@@ -69,31 +69,47 @@ class TrainerState:
         if not isinstance(data, dict):
             raise PaddlefitError(f"{where}: trainer.json is not a JSON object; pass another checkpoint.")
         if not {"global_batch", "batch_size", "devices", "grad_accum_steps", "seed"} <= data.keys():
-            raise PaddlefitError(f"{where}: trainer.json lacks global_batch/batch_size/devices/grad_accum_steps/seed; "
-                                 "pass another checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json lacks global_batch/batch_size/devices/grad_accum_steps/seed; "
+                "pass another checkpoint."
+            )
         known = {f.name for f in fields(cls)}
         state = cls(**{k: v for k, v in data.items() if k in known})
-        for name in ("global_batch", "batch_size", "devices", "grad_accum_steps", "seed", "step", "epoch",
-                     "batch_in_epoch"):  # fmt: skip
+        for name in (
+            "global_batch",
+            "batch_size",
+            "devices",
+            "grad_accum_steps",
+            "seed",
+            "step",
+            "epoch",
+            "batch_in_epoch",
+        ):
             v = getattr(state, name)
             if not isinstance(v, int) or isinstance(v, bool):
-                raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer; pass another "
-                                     "checkpoint.")  # fmt: skip
+                raise PaddlefitError(
+                    f"{where}: trainer.json `{name}` is {v!r}, not an integer; pass another checkpoint."
+                )
         if not isinstance(state.totals, dict) or not isinstance(state.scheduler, dict):
-            raise PaddlefitError(f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another "
-                                 "checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json `totals`/`scheduler` are not objects; pass another checkpoint."
+            )
         _check_scheduler(state.scheduler, where)
         ts = state.total_steps
         if ts is not None and (not isinstance(ts, int) or isinstance(ts, bool) or ts < 0):
-            raise PaddlefitError(f"{where}: trainer.json `total_steps` is {ts!r}, not an integer >= 0; pass another "
-                                 "checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json `total_steps` is {ts!r}, not an integer >= 0; pass another checkpoint."
+            )
         for key, v in state.totals.items():
             if not is_finite_number(v) or v < 0:
-                raise PaddlefitError(f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass "
-                                     "another checkpoint.")  # fmt: skip
+                raise PaddlefitError(
+                    f"{where}: trainer.json `totals.{key}` is {v!r}, not a finite number >= 0; pass another checkpoint."
+                )
         if state.last_loss is not None and not is_finite_number(state.last_loss):
-            raise PaddlefitError(f"{where}: trainer.json `last_loss` is {state.last_loss!r}, not a finite number; "
-                                 "pass another checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json `last_loss` is {state.last_loss!r}, not a finite number; "
+                "pass another checkpoint."
+            )
         state.check_layout(where)
         return state
 
@@ -111,18 +127,27 @@ class TrainerState:
             raise PaddlefitError(
                 f"checkpoint {where} was trained with global batch {self.global_batch} ({self.batch_size} x "
                 f"{self.devices} devices x {self.grad_accum_steps} accumulation), this run has {global_batch}; keep "
-                "the global batch or start fresh with `--resume never --overwrite`.")  # fmt: skip
+                "the global batch or start fresh with `--resume never --overwrite`."
+            )
         self.check_layout(where)
         accum = self.grad_accum_steps
-        if (self.step < 0 or self.epoch < 0 or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
-                or self.batch_in_epoch % accum != 0
-                or self.step != self.epoch * steps_per_epoch + self.batch_in_epoch // accum):  # fmt: skip
-            raise PaddlefitError(f"checkpoint {where}: trainer.json position (step {self.step}, epoch {self.epoch}, "
-                                 f"micro-batch {self.batch_in_epoch}) is impossible for this job ({steps_per_epoch} "
-                                 "steps per epoch); pass another checkpoint.")  # fmt: skip
+        if (
+            self.step < 0
+            or self.epoch < 0
+            or not 0 <= self.batch_in_epoch <= steps_per_epoch * accum
+            or self.batch_in_epoch % accum != 0
+            or self.step != self.epoch * steps_per_epoch + self.batch_in_epoch // accum
+        ):
+            raise PaddlefitError(
+                f"checkpoint {where}: trainer.json position (step {self.step}, epoch {self.epoch}, "
+                f"micro-batch {self.batch_in_epoch}) is impossible for this job ({steps_per_epoch} "
+                "steps per epoch); pass another checkpoint."
+            )
         if not Split.valid_ways(self.micro_batch_split, self.batch_size):
-            raise PaddlefitError(f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
-                                 "not a power of 2 up to 2 x batch_size; pass another checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"checkpoint {where}: trainer.json micro_batch_split {self.micro_batch_split!r} is "
+                "not a power of 2 up to 2 x batch_size; pass another checkpoint."
+            )
 
     def check_layout(self, where: str) -> None:
         """``batch_size``, ``devices`` and ``grad_accum_steps`` are >= 1 and multiply to ``global_batch``.
@@ -132,8 +157,10 @@ class TrainerState:
         """
         layout = (self.batch_size, self.devices, self.grad_accum_steps)
         if min(layout) < 1 or math.prod(layout) != self.global_batch:
-            raise PaddlefitError(f"checkpoint {where}: trainer.json global_batch {self.global_batch} is not batch_size "
-                                 f"x devices x grad_accum_steps {layout}; pass another checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"checkpoint {where}: trainer.json global_batch {self.global_batch} is not batch_size "
+                f"x devices x grad_accum_steps {layout}; pass another checkpoint."
+            )
 
     def in_layout(self, batch_size: int, devices: int, grad_accum_steps: int) -> TrainerState:
         """This state (at a step boundary, :meth:`check_fits` passed) as a run of ``devices`` devices x
@@ -145,12 +172,19 @@ class TrainerState:
             PaddlefitError: the layout's global batch is not this state's.
         """
         if batch_size * devices * grad_accum_steps != self.global_batch:
-            raise PaddlefitError(f"{batch_size} x {devices} devices x {grad_accum_steps} accumulation is not the "
-                                 f"checkpoint's global batch {self.global_batch}.")  # fmt: skip
+            raise PaddlefitError(
+                f"{batch_size} x {devices} devices x {grad_accum_steps} accumulation is not the "
+                f"checkpoint's global batch {self.global_batch}."
+            )
         steps_in_epoch = self.batch_in_epoch // self.grad_accum_steps
-        return replace(self, batch_size=batch_size, devices=devices, grad_accum_steps=grad_accum_steps,
-                       batch_in_epoch=steps_in_epoch * grad_accum_steps,
-                       micro_batch_split=self.micro_batch_split if batch_size == self.batch_size else 1)  # fmt: skip
+        return replace(
+            self,
+            batch_size=batch_size,
+            devices=devices,
+            grad_accum_steps=grad_accum_steps,
+            batch_in_epoch=steps_in_epoch * grad_accum_steps,
+            micro_batch_split=self.micro_batch_split if batch_size == self.batch_size else 1,
+        )
 
 
 def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size: int) -> int:
@@ -177,7 +211,8 @@ def kept_accumulation(state: TrainerState, where: str, devices: int, batch_size:
         f"{state.grad_accum_steps} accumulation); {devices} device(s) x micro-batch {batch_size} cannot keep it ({b} "
         f"is not a multiple of {devices * batch_size}). Micro-batches (`batch_size` in the job spec) that keep it "
         f"on {devices} device(s): {micro}; device counts (`--devices`) that keep it at micro-batch {batch_size}: "
-        f"{counts}. Or start fresh with `--resume never --overwrite`.")  # fmt: skip
+        f"{counts}. Or start fresh with `--resume never --overwrite`."
+    )
 
 
 def _check_scheduler(doc: dict[str, Any], where: str, prefix: str = "scheduler") -> None:
@@ -192,8 +227,11 @@ def _check_scheduler(doc: dict[str, Any], where: str, prefix: str = "scheduler")
         if isinstance(v, dict) and prefix == "scheduler":
             _check_scheduler(v, where, name)
         elif key == "last_epoch" and (not isinstance(v, int) or isinstance(v, bool) or v < -1):
-            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not an integer >= -1 (Paddle's LR "
-                                 "schedulers start at -1); pass another checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json `{name}` is {v!r}, not an integer >= -1 (Paddle's LR "
+                "schedulers start at -1); pass another checkpoint."
+            )
         elif key != "last_epoch" and not is_finite_number(v):
-            raise PaddlefitError(f"{where}: trainer.json `{name}` is {v!r}, not a finite number; pass another "
-                                 "checkpoint.")  # fmt: skip
+            raise PaddlefitError(
+                f"{where}: trainer.json `{name}` is {v!r}, not a finite number; pass another checkpoint."
+            )

@@ -97,12 +97,12 @@ class StepRunner:
                         t = time.perf_counter()
                         batches.append(self.next_batch(it, step))
                         wait += time.perf_counter() - t
-                    weighted += self._backward(self.as_batch(batches[micro]), step, last=micro == accum - 1,
-                                               sync_after=sync_after)  # fmt: skip
+                    weighted += self._backward(
+                        self.as_batch(batches[micro]), step, last=micro == accum - 1, sync_after=sync_after
+                    )
             except OutOfMemory as exc:
                 failed = str(exc)
-            failed_rank = self._agree_failed_rank(failed is not None) if sync_after else \
-                (self.rank if failed else None)  # fmt: skip
+            failed_rank = self._agree_failed_rank(failed is not None) if sync_after else (self.rank if failed else None)
             if failed_rank is None:
                 if sync_after:
                     from paddle.distributed.fleet.utils.hybrid_parallel_util import fused_allreduce_gradients
@@ -196,21 +196,27 @@ class StepRunner:
         where = f"step {step}, rank {failed_rank}, micro-batch {current}"
         what = error if error is not None else "reported by that rank"
         if not self.spec.oom_backoff:
-            raise PaddlefitError(f"out of memory ({where}): {what}. Lower `batch_size` (raise `grad_accum_steps` to "
-                                 "keep the global batch), or set `oom_backoff: true` to let train do that itself. "
-                                 "`paddlefit plan --config` predicts the peak.")  # fmt: skip
+            raise PaddlefitError(
+                f"out of memory ({where}): {what}. Lower `batch_size` (raise `grad_accum_steps` to "
+                "keep the global batch), or set `oom_backoff: true` to let train do that itself. "
+                "`paddlefit plan --config` predicts the peak."
+            )
         if not self.micro.can_halve():
-            raise JobFailedError(f"out of memory at micro-batch 1 ({where}): {what}. There is nothing left to halve: "
-                                 "the model states and one sample's activations do not fit. Use AMP (`precision: "
-                                 "bf16-o1`/`fp16-o1`), a smaller model or a device with more memory; `paddlefit plan "
-                                 "--config` predicts the peak.")  # fmt: skip
+            raise JobFailedError(
+                f"out of memory at micro-batch 1 ({where}): {what}. There is nothing left to halve: "
+                "the model states and one sample's activations do not fit. Use AMP (`precision: "
+                "bf16-o1`/`fp16-o1`), a smaller model or a device with more memory; `paddlefit plan "
+                "--config` predicts the peak."
+            )
         self.job.optimizer.clear_grad(set_to_zero=False)  # release the gradient buffers, not just zero them
         self.free_cached()
         size = self.micro.halve()
         said = f": {error}" if error is not None else " (reported by that rank)"
-        self.log(f"out of memory ({where}){said}. Redoing the step with micro-batch {size} x "
-                 f"{self.spec.grad_accum_steps * self.micro.ways} accumulation per device; global batch "
-                 f"{self.job.global_batch} unchanged.")  # fmt: skip
+        self.log(
+            f"out of memory ({where}){said}. Redoing the step with micro-batch {size} x "
+            f"{self.spec.grad_accum_steps * self.micro.ways} accumulation per device; global batch "
+            f"{self.job.global_batch} unchanged."
+        )
 
     def free_cached(self) -> None:
         """Collect garbage and, on GPU, return the allocator's cached blocks (``paddle.device.cuda.empty_cache``)."""

@@ -52,9 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         spec = load_job_spec(args.spec)
-        opts = TrainOptions(run_dir=run_dir, resume=args.resume, progress=True, lock_held=held_by_parent(run_dir),
-                            prediction_key=os.environ.get(PREDICTION_KEY_ENV) or None,
-                            trust_checkpoint=args.trust_checkpoint)  # fmt: skip
+        opts = TrainOptions(
+            run_dir=run_dir,
+            resume=args.resume,
+            progress=True,
+            lock_held=held_by_parent(run_dir),
+            prediction_key=os.environ.get(PREDICTION_KEY_ENV) or None,
+            trust_checkpoint=args.trust_checkpoint,
+        )
         return Trainer(spec, opts).run().exit_code
     except PaddlefitError as exc:
         ignore_stop_signals()  # the outcome is known: Paddle's launcher stopping the pod (SIGTERM) must not change it

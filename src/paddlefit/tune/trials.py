@@ -62,10 +62,17 @@ class Trial:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"label": self.label, "settings": self.settings, "samples_per_s": self.samples_per_s,
-                "median_samples_per_s": self.median, "step_s": self.step_s,
-                "data_wait_fraction": self.data_wait_fraction, "peak_memory_bytes": self.peak_memory_bytes,
-                "global_batch": self.global_batch, "note": self.note}  # fmt: skip
+        return {
+            "label": self.label,
+            "settings": self.settings,
+            "samples_per_s": self.samples_per_s,
+            "median_samples_per_s": self.median,
+            "step_s": self.step_s,
+            "data_wait_fraction": self.data_wait_fraction,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "global_batch": self.global_batch,
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -84,10 +91,17 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document."""
-        return {"baseline": self.baseline.to_dict(), "best": self.best.to_dict(), "ratio": self.ratio,
-                "trials": [t.to_dict() for t in self.trials], "elapsed_s": self.elapsed_s, "steps": self.steps,
-                "warmup": self.warmup, "memory_limit_bytes": self.memory_limit_bytes,
-                "hypotheses": self.hypotheses}  # fmt: skip
+        return {
+            "baseline": self.baseline.to_dict(),
+            "best": self.best.to_dict(),
+            "ratio": self.ratio,
+            "trials": [t.to_dict() for t in self.trials],
+            "elapsed_s": self.elapsed_s,
+            "steps": self.steps,
+            "warmup": self.warmup,
+            "memory_limit_bytes": self.memory_limit_bytes,
+            "hypotheses": self.hypotheses,
+        }
 
 
 #: A profile fix is confirmed when its trial's median samples/s is at least this much above the baseline's median
@@ -103,13 +117,19 @@ def judge_fix(fix: dict[str, Any], trial: Trial, baseline: Trial) -> dict[str, A
     ``not measured`` (the trial failed), and ``said``: one sentence with the numbers."""
     doc = {"fix": fix.get("fix"), "settings": fix.get("settings"), "expected_gain": fix.get("expected_gain")}
     if not trial.samples_per_s or not baseline.median:
-        return {**doc, "measured_ratio": None, "verdict": "not measured",
-                "said": f"not measured ({trial.note or 'the trial did not run'})"}
+        return {
+            **doc,
+            "measured_ratio": None,
+            "verdict": "not measured",
+            "said": f"not measured ({trial.note or 'the trial did not run'})",
+        }
     ratio = trial.median / baseline.median
     verdict = "confirmed" if ratio >= CONFIRM_GAIN else "refuted"
     how = "faster" if ratio >= CONFIRM_GAIN else "no gain" if ratio >= 1 / CONFIRM_GAIN else "slower"
-    said = (f"{verdict}: measured {ratio:.2f}x ({how}; {trial.median:,.0f} vs {baseline.median:,.0f} samples/s, "
-            f"medians of {len(trial.samples_per_s)} and {len(baseline.samples_per_s)} interleaved runs)")
+    said = (
+        f"{verdict}: measured {ratio:.2f}x ({how}; {trial.median:,.0f} vs {baseline.median:,.0f} samples/s, "
+        f"medians of {len(trial.samples_per_s)} and {len(baseline.samples_per_s)} interleaved runs)"
+    )
     return {**doc, "measured_ratio": ratio, "verdict": verdict, "said": said}
 
 
@@ -164,24 +184,33 @@ def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, An
         peak = peaks.peak()
         backoffs = r.micro.backoffs
     gb = spec.batch_size * accum
-    return {"samples_per_s": gb * steps / elapsed, "step_s": elapsed / steps,
-            "data_wait_fraction": wait_total / elapsed, "peak_memory_bytes": float(peak),
-            "oom_backoffs": float(backoffs)}  # fmt: skip
+    return {
+        "samples_per_s": gb * steps / elapsed,
+        "step_s": elapsed / steps,
+        "data_wait_fraction": wait_total / elapsed,
+        "peak_memory_bytes": float(peak),
+        "oom_backoffs": float(backoffs),
+    }
 
 
 def candidates(spec: JobSpec, on_gpu: bool, compute_capability: float | None = None) -> list[tuple[str, dict]]:
     """Stage-2 candidates: ``data.num_workers`` values other than the spec's (0..min(cores, 8))."""
     cores = os.cpu_count() or 1
-    return [(f"num_workers={w}", {"data.num_workers": w}) for w in range(0, min(cores, 8) + 1)
-            if w != spec.data.num_workers]  # fmt: skip
+    return [
+        (f"num_workers={w}", {"data.num_workers": w}) for w in range(0, min(cores, 8) + 1) if w != spec.data.num_workers
+    ]
 
 
 def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> list[tuple[str, dict]]:
     out: list[tuple[str, dict]] = []
     cur = apply_settings(spec, best.settings)
     if cur.data.num_workers > 0:
-        out.append((f"{best.label}, use_shared_memory={not cur.data.use_shared_memory}",
-                    {**best.settings, "data.use_shared_memory": not cur.data.use_shared_memory}))  # fmt: skip
+        out.append(
+            (
+                f"{best.label}, use_shared_memory={not cur.data.use_shared_memory}",
+                {**best.settings, "data.use_shared_memory": not cur.data.use_shared_memory},
+            )
+        )
         if cur.data.prefetch_factor != 4:
             out.append((f"{best.label}, prefetch_factor=4", {**best.settings, "data.prefetch_factor": 4}))
         if not cur.data.persistent_workers:
@@ -198,8 +227,7 @@ def _refinements(best: Trial, spec: JobSpec, on_gpu: bool, cc: float | None) -> 
         if not cur.precision.is_amp:
             amp = "fp16-o1" if cuda_amp_blocked(cc, "bf16-o1") else "bf16-o1"
             out.append((f"{best.label}, {amp}", {**best.settings, "precision": amp}))
-        out.append((f"{best.label}, cudnn exhaustive search",
-                    {**best.settings, "FLAGS_cudnn_exhaustive_search": True}))  # fmt: skip
+        out.append((f"{best.label}, cudnn exhaustive search", {**best.settings, "FLAGS_cudnn_exhaustive_search": True}))
     return out
 
 
@@ -234,9 +262,18 @@ def memory_limit_bytes(on_gpu: bool) -> float:
     return DEFAULT_SAFETY_MARGIN * float(psutil.virtual_memory().available)
 
 
-def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 5, confirm: int = 2,
-         progress: Any = None, global_batch: str = "keep", max_batch_factor: int = 8,
-         memory_limit: float | None = None, hypotheses: list[dict[str, Any]] | None = None) -> TuneResult:  # fmt: skip
+def tune(
+    spec: JobSpec,
+    budget_s: float = 300.0,
+    steps: int = 30,
+    warmup: int = 5,
+    confirm: int = 2,
+    progress: Any = None,
+    global_batch: str = "keep",
+    max_batch_factor: int = 8,
+    memory_limit: float | None = None,
+    hypotheses: list[dict[str, Any]] | None = None,
+) -> TuneResult:
     """Search the settings of the module docstring within ``budget_s`` seconds (the baseline and the confirmation
     runs always run); returns every trial and the winner.
 
@@ -293,10 +330,17 @@ def tune(spec: JobSpec, budget_s: float = 300.0, steps: int = 30, warmup: int = 
             search.say(f"confirm {r + 1}/{confirm}: {trial.label}")
             search.run(trial)
     best = max(finalists, key=lambda x: x.median)
-    return TuneResult(baseline=baseline, trials=search.trials, best=best, ratio=best.median / baseline.median,
-                      elapsed_s=time.perf_counter() - search.t0, steps=steps, warmup=warmup, memory_limit_bytes=limit,
-                      hypotheses=[judge_fix(f, t, baseline) for f, t in zip(tested, profiled, strict=True)],
-                      )  # fmt: skip
+    return TuneResult(
+        baseline=baseline,
+        trials=search.trials,
+        best=best,
+        ratio=best.median / baseline.median,
+        elapsed_s=time.perf_counter() - search.t0,
+        steps=steps,
+        warmup=warmup,
+        memory_limit_bytes=limit,
+        hypotheses=[judge_fix(f, t, baseline) for f, t in zip(tested, profiled, strict=True)],
+    )
 
 
 class _Search:
@@ -377,8 +421,7 @@ class _Search:
             self.trials.append(trial)
             need = predicted_peak(points, b)
             if need > limit:
-                trial.note = (f"not run: predicted peak {need / 1024**2:,.0f} MiB > limit {limit / 1024**2:,.0f} "
-                              "MiB")  # fmt: skip
+                trial.note = f"not run: predicted peak {need / 1024**2:,.0f} MiB > limit {limit / 1024**2:,.0f} MiB"
                 trial.global_batch = b * accum * self.spec.devices
                 break
             self.say(label)
