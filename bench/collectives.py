@@ -31,9 +31,9 @@ from rich.table import Table
 
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.estimate import collectives as co
+from paddlefit.units import GIB, MIB
 
 DATA = Path(__file__).resolve().parent / "data" / "collectives"
-MIB = 1024**2
 TARGET_LARGE = 0.15  # median |error| from 1 MiB up
 TARGET_SMALL = 2.0  # median ratio below 1 MiB
 TARGET_CONSTANTS = 0.005
@@ -144,7 +144,7 @@ def by_gpu_count(console: Console) -> bool:
     ok = True
     for r in _read("allreduce_by_gpu_count.csv"):
         gpu = get_gpu(r["node"].split()[-1])
-        g, p = int(r["gpus_engaged"]), 8 * 1024**3
+        g, p = int(r["gpus_engaged"]), 8 * GIB
         fabric = co.node_fabric(gpu, g)
         c = co.collective("allreduce", p, g, fabric)
         ring = co.collective("allreduce", p, g, replace(fabric, nvswitch=False))  # NCCL_NVLS_ENABLE=0
@@ -183,7 +183,7 @@ def h200_collectives(console: Console) -> None:
     }
     for r in _read("collectives_h200.csv"):
         kind, fab = kinds[r["collective"]]
-        p, n = 16 * 1024**3, int(r["ranks"])
+        p, n = 16 * GIB, int(r["ranks"])
         s = co.collective(kind, p, n, fab).seconds
         bus = (2 if kind == "allreduce" else 1) * (n - 1) / n * p / s / 1e9
         t.add_row(r["collective"], r["busbw_gb_s"], f"{bus:,.1f}", f"{bus / float(r['busbw_gb_s']) - 1:+.1%}")

@@ -51,6 +51,7 @@ from paddlefit.estimate.gpu_model import compile_step  # noqa: E402
 from paddlefit.estimate.kernel_model import batched_sgemm_tile  # noqa: E402
 from paddlefit.estimate.kernels import Kernel  # noqa: E402
 from paddlefit.estimate.perf_params import PerfParams, load_perf_params  # noqa: E402
+from paddlefit.units import MIB  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Device:
             architecture=self.arch,
             sm_count=self.sm,
             mem_bw_gb_s=self.bw / 1e9,
-            l2_mib=self.l2 / MB,
+            l2_mib=self.l2 / MIB,
             tdp_w=self.tdp,
             process_nm=self.nm,
             fp32_tflops=self.fp32 / 1e12,
@@ -97,7 +98,6 @@ class Device:
         )
 
 
-MB = 1024**2
 #: P4 and P100 are not in the planning catalog: SMs, clock-derived FP32 peak, bandwidth and L2 from NeuSight's
 #: ``device_configs`` (its GPU spec files), board power from NVIDIA's Tesla P4 (75 W) and P100 PCIe (250 W)
 #: datasheets. The P4's SM count is not NeuSight's 40 (x 64 cores): its GP104 has 20 SMs of 128 FP32 cores (2,560
@@ -105,13 +105,13 @@ MB = 1024**2
 #: in every row). The others are the catalog's rows (T4, V100-PCIe-32GB, V100-SXM2-16GB for DeepBench's DGX-1,
 #: A100-PCIe-40GB/80GB).
 DEVICES = {
-    "Tesla_P4": Device(20, 5.699e12, 0.0, 192e9, 2 * MB, 75, "pascal", 16, 6.1, 128, 886, 1114),
-    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MB, 250, "pascal", 16, 6.0, 64, 1190, 1329),
-    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MB, 70, "turing", 12, 7.5, 64, 585, 1590),
-    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MB, 250, "volta", 12, 7.0, 64, 1245, 1380),
-    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MB, 300, "volta", 12, 7.0, 64, 0, 1530),
-    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MB, 250, "ampere", 7, 8.0, 64, 765, 1410),
-    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MB, 300, "ampere", 7, 8.0, 64, 1065, 1410),
+    "Tesla_P4": Device(20, 5.699e12, 0.0, 192e9, 2 * MIB, 75, "pascal", 16, 6.1, 128, 886, 1114),
+    "Tesla_P100-PCIE-16GB": Device(56, 9.519e12, 0.0, 732e9, 4 * MIB, 250, "pascal", 16, 6.0, 64, 1190, 1329),
+    "Tesla_T4": Device(40, 8.1e12, 65e12, 320e9, 4 * MIB, 70, "turing", 12, 7.5, 64, 585, 1590),
+    "Tesla_V100-PCIE-32GB": Device(80, 14.0e12, 112e12, 900e9, 6 * MIB, 250, "volta", 12, 7.0, 64, 1245, 1380),
+    "V100-SXM2-16GB": Device(80, 15.7e12, 125e12, 900e9, 6 * MIB, 300, "volta", 12, 7.0, 64, 0, 1530),
+    "NVIDIA_A100-PCIE-40GB": Device(108, 19.5e12, 312e12, 1555e9, 40 * MIB, 250, "ampere", 7, 8.0, 64, 765, 1410),
+    "NVIDIA_A100_80GB_PCIe": Device(108, 19.5e12, 312e12, 1935e9, 40 * MIB, 300, "ampere", 7, 8.0, 64, 1065, 1410),
 }
 #: The five GPUs of the leave-one-GPU-out judgement (conv's A100 is the 80 GB card, judged as "A100").
 NEUSIGHT = ("Tesla_P4", "Tesla_P100-PCIE-16GB", "Tesla_T4", "Tesla_V100-PCIE-32GB", "NVIDIA_A100-PCIE-40GB")

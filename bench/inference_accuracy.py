@@ -34,13 +34,15 @@ import sys
 import time
 from pathlib import Path
 
+from paddlefit.units import GIB
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 CLAS = HERE / "data" / "paddleclas_v100_trt_fp32.csv"
 CACHE = HERE / "data" / "paddleclas_traces.json.gz"
 V100 = "V100-SXM2-32GB"
 #: Memory and compute capability of the two e2e GPUs outside the catalog (NVIDIA Tesla P4 / P100 PCIe datasheets).
-P_CARDS = {"Tesla P4": (8 * 1024**3, 6.1), "Tesla P100-PCIE-16GB": (16 * 1024**3, 6.0)}
+P_CARDS = {"Tesla P4": (8 * GIB, 6.1), "Tesla P100-PCIE-16GB": (16 * GIB, 6.0)}
 
 
 def clas_rows() -> list[dict[str, str]]:

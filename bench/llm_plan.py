@@ -21,6 +21,7 @@ from paddlefit.catalog.gpus import get_gpu
 from paddlefit.catalog.transformer_configs import LLM_CONFIGS
 from paddlefit.llm.memory import TrainSetup
 from paddlefit.llm.search import search
+from paddlefit.units import GIB
 
 SEQ_LEN = 4096
 GLOBAL_BATCH = 1024
@@ -56,8 +57,8 @@ def main() -> int:
                 if not r.fitting:
                     low = r.plans[0]
                     print(
-                        f"{head}  no layout fits (smallest peak {low.memory.peak / 1024**3:.0f} GiB/GPU > "
-                        f"{low.memory.usable / 1024**3:.0f} usable)"
+                        f"{head}  no layout fits (smallest peak {low.memory.peak / GIB:.0f} GiB/GPU > "
+                        f"{low.memory.usable / GIB:.0f} usable)"
                     )
                     continue
                 b = r.fitting[0]
@@ -67,7 +68,7 @@ def main() -> int:
                 print(
                     f"{head}  {lay.dp:>3} {('stage' + str(lay.sharding)) if lay.sharding else '-':>6} {lay.tp:>2} "
                     f"{lay.pp:>2} {f'{lay.micro_batch} x {lay.accum}':>9} {lay.recompute:>9} "
-                    f"{'yes' if lay.sequence_parallel else '-':>3} {b.memory.peak / 1024**3:>8.1f} "
+                    f"{'yes' if lay.sequence_parallel else '-':>3} {b.memory.peak / GIB:>8.1f} "
                     f"{b.tokens_per_s:>10,.0f} {b.mfu:>6.1%}"
                 )
     a100, h100 = (

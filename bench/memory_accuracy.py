@@ -31,6 +31,7 @@ from paddlefit.models import resolve_model  # noqa: E402
 from paddlefit.plan import PlanRequest, build_plan  # noqa: E402
 from paddlefit.probe.memory import measure_training_steps  # noqa: E402
 from paddlefit.spec import OptimizerName  # noqa: E402
+from paddlefit.units import MIB  # noqa: E402
 
 IMG = "float32[3,64,64]"
 MODELS = [
@@ -65,7 +66,7 @@ def summary_estimate(ref, specs, batch: int) -> float | None:
     except Exception:
         return None
     m = re.search(r"Estimated Total Size \(MB\):\s*([\d.]+)", buf.getvalue())
-    return float(m.group(1)) * 1024**2 if m else None
+    return float(m.group(1)) * MIB if m else None
 
 
 def main() -> int:
@@ -91,14 +92,14 @@ def main() -> int:
             measured = measure_training_steps(ref.factory, specs, b, OptimizerName.ADAM).peak_bytes
             four = 16 * params
             summ = summary_estimate(ref, specs, b)
-            row = [name, " ".join(str(s) for s in specs), str(b), f"{measured / 2**20:,.1f}"]
+            row = [name, " ".join(str(s) for s in specs), str(b), f"{measured / MIB:,.1f}"]
             for key, v in (("paddlefit", pred), ("4x weights", four), ("paddle.summary", summ)):
                 if v is None:
                     row += ["n/a", ""]
                     continue
                 e = (v - measured) / measured
                 errs[key].append(abs(e))
-                row += [f"{v / 2**20:,.1f}", f"{e:+.1%}"]
+                row += [f"{v / MIB:,.1f}", f"{e:+.1%}"]
             table.add_row(*row)
         console.log(f"{name} done ({time.time() - t_start:.0f} s)")
     console.print(table)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from paddlefit.units import MIB
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 sys.path.insert(0, str(DATA))
@@ -259,8 +261,8 @@ def main() -> int:
     )
     for name, params, loss, dom, wall, pred, meas, t4 in rows:
         print(
-            f"{name:<40}{params:>10,}  {dom:<15}{wall:>7.1f}{pred / 2**20:>10.2f}{meas / 2**20:>10.2f}"
-            f"{pred / meas:>11.3f}{t4 / 2**20:>9.1f}  {loss}"
+            f"{name:<40}{params:>10,}  {dom:<15}{wall:>7.1f}{pred / MIB:>10.2f}{meas / MIB:>10.2f}"
+            f"{pred / meas:>11.3f}{t4 / MIB:>9.1f}  {loss}"
         )
     for s in skipped:
         print(f"skipped: {s}")

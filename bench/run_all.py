@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from paddlefit.units import GIB
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
 
@@ -89,7 +91,7 @@ def machine() -> str:
     try:
         import psutil
 
-        ram = f"{psutil.virtual_memory().total / 2**30:.1f} GiB RAM"
+        ram = f"{psutil.virtual_memory().total / GIB:.1f} GiB RAM"
     except ImportError:
         ram = "RAM unknown"
     paddle = "not installed"

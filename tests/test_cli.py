@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from paddlefit.catalog.gpus import COLUMNS
+from paddlefit.units import MIB
 
 DATA = Path(__file__).parent / "data"
 
@@ -104,7 +105,7 @@ def test_calibrate_on_cpu_then_plan_with_gpu_calibration(tmp_path):
     # a calibration measured on a T4 (rows written by hand here) marks that row calibrated and scales memory
     t4 = {
         "device": "T4",
-        "cuda_context_bytes": 400 * 2**20,
+        "cuda_context_bytes": 400 * MIB,
         "rows": [
             {
                 "model": "lenet",

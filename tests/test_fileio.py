@@ -18,6 +18,7 @@ from paddlefit.fileio import (
     fsync_path,
     read_text_limited,
 )
+from paddlefit.units import MIB
 
 
 def _names(directory):
@@ -267,16 +268,16 @@ def test_read_text_limited_reads_utf8_and_drops_a_bom(tmp_path):
     p = tmp_path / "spec.yaml"
     p.write_bytes(b"\xef\xbb\xbfmodel: lenet\n")
     assert read_text_limited(p, "--config") == "model: lenet\n"
-    assert MAX_INPUT_BYTES == 16 * 1024**2
+    assert MAX_INPUT_BYTES == 16 * MIB
 
 
 def test_read_text_limited_errors_name_the_option_and_file(tmp_path):
     big, bad, fifo = tmp_path / "big", tmp_path / "bad", tmp_path / "fifo"
-    big.write_bytes(b"x" * (2 * 1024**2 + 1))
+    big.write_bytes(b"x" * (2 * MIB + 1))
     bad.write_bytes(b"\xff\xfe\x00")
     os.mkfifo(fifo)  # must not block: opened without waiting for a writer, refused by its kind
     cases = [
-        (big, 2 * 1024**2, f"`--config {big}` is larger than 2 MiB; is it the right file?"),
+        (big, 2 * MIB, f"`--config {big}` is larger than 2 MiB; is it the right file?"),
         (bad, MAX_INPUT_BYTES, f"`--config {bad}` is not UTF-8 text."),
         (
             fifo,
@@ -294,7 +295,7 @@ def test_read_text_limited_errors_name_the_option_and_file(tmp_path):
         with pytest.raises(PaddlefitError) as err:
             read_text_limited(path, "--config", limit)
         assert str(err.value) == message
-    assert read_text_limited(big, "--config", 2 * 1024**2 + 1) == "x" * (2 * 1024**2 + 1)  # exactly the limit
+    assert read_text_limited(big, "--config", 2 * MIB + 1) == "x" * (2 * MIB + 1)  # exactly the limit
 
 
 @pytest.mark.parametrize("where", ["/proc/paddlefit-report.html", "/sys/paddlefit-report.html", "LONG"])

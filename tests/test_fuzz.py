@@ -47,6 +47,7 @@ from paddlefit.models.transformer import TRANSFORMER_CONFIGS
 from paddlefit.models.zoo import TRANSFORMER_ARGS, parse_model_args, resolve_model
 from paddlefit.plan.calibration import load_calibrations
 from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.units import MIB
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
@@ -530,7 +531,7 @@ def test_model_args_parse_or_refuse(items: list[str], name: str) -> None:
     ref = returns_or_refuses(resolve_model, name, args)
     if ref is not None and ref.transformer is not None:  # within the parallel planner's bounds (TransformerConfig)
         cfg = ref.transformer
-        assert cfg.num_layers <= 1024 and cfg.hidden_size <= 2**20 and cfg.vocab_size <= 2**24, cfg
+        assert cfg.num_layers <= 1024 and cfg.hidden_size <= MIB and cfg.vocab_size <= 2**24, cfg
         assert cfg.ffn_size <= 2**22 and cfg.max_position <= 2**24 and cfg.type_vocab_size <= 2**16, cfg
 
 
@@ -732,7 +733,7 @@ CAL_GPU = {
     **copy.deepcopy(CAL_CPU),
     "device": "T4",
     "device_name": "Tesla T4",
-    "cuda_context_bytes": 300 * 2**20,
+    "cuda_context_bytes": 300 * MIB,
     "rows": [{**r, "peak_flops": 8.1e12, "efficiency_class": "fp32"} for r in CAL_CPU["rows"]],
     "perf_params": {
         k: v

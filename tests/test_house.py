@@ -256,3 +256,22 @@ def test_estimate_is_arithmetic_that_never_imports_paddle() -> None:
         if n.split(".")[0] == "paddle" or n.startswith(("paddlefit.probe", "paddlefit.models"))
     ]
     assert found == []
+
+
+def test_byte_multiples_are_written_only_in_the_units_module() -> None:
+    """KiB/MiB/GiB/TiB come from :mod:`paddlefit.units`; no other module spells ``1024**3`` (code, not prose)."""
+    found = []
+    for path in _modules():
+        if path == PKG / "units.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Pow)
+                and isinstance(node.left, ast.Constant)
+                and node.left.value == 1024
+                and isinstance(node.right, ast.Constant)
+                and node.right.value in (2, 3, 4)
+            ):
+                found.append(f"{path.relative_to(PKG)}:{node.lineno} {ast.unparse(node)}")
+    assert found == []

@@ -11,8 +11,9 @@ import pytest
 
 from paddlefit.errors import InputSpecError
 from paddlefit.isolation import KILL_GRACE_S, ChildFailed, ChildLimits, IsolatedCall
+from paddlefit.units import GIB, MIB
 
-LIMITS = ChildLimits(timeout_s=60.0, memory_bytes=2 * 1024**3)
+LIMITS = ChildLimits(timeout_s=60.0, memory_bytes=2 * GIB)
 
 
 def _gone(pid: int, within_s: float = 10.0) -> bool:
@@ -85,12 +86,12 @@ def test_the_paddlefit_error_the_function_raises_is_raised_here():
 
 
 def test_an_allocation_past_the_memory_limit_fails_in_the_child():
-    limit = 256 * 1024**2
-    kind, figures = IsolatedCall("childfns:allocate").call(512 * 1024**2, ChildLimits(60.0, limit))
+    limit = 256 * MIB
+    kind, figures = IsolatedCall("childfns:allocate").call(512 * MIB, ChildLimits(60.0, limit))
     assert kind == "MemoryError" and figures[1] == limit and figures[0] < limit
-    assert IsolatedCall("childfns:allocate").call(128 * 1024**2, ChildLimits(60.0, limit)) == (
+    assert IsolatedCall("childfns:allocate").call(128 * MIB, ChildLimits(60.0, limit)) == (
         "allocated",
-        128 * 1024**2,
+        128 * MIB,
     )
 
 

@@ -21,6 +21,7 @@ from typing import IO
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.run_layout import CHECKPOINTS_DIR
+from paddlefit.units import MIB
 
 #: What a failed write's errno means, in the message of :class:`FileWriteError` (others: the OS's strerror).
 DISK_ERRORS = {
@@ -328,7 +329,7 @@ def atomic_write_many(files: dict[Path, str], option: str = "--out") -> list[Pat
     return [path for _, path in temps]
 
 
-MAX_INPUT_BYTES = 16 * 1024**2
+MAX_INPUT_BYTES = 16 * MIB
 
 
 def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTES) -> str:
@@ -350,7 +351,7 @@ def read_text_limited(path: str | Path, option: str, limit: int = MAX_INPUT_BYTE
     except OSError as exc:
         raise PaddlefitError(f"`{option} {p}` cannot be read ({exc.strerror or exc}).") from None
     if len(data) > limit:
-        raise PaddlefitError(f"`{option} {p}` is larger than {limit // 1024**2} MiB; is it the right file?")
+        raise PaddlefitError(f"`{option} {p}` is larger than {limit // MIB} MiB; is it the right file?")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:

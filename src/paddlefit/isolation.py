@@ -54,6 +54,7 @@ from typing import Any
 
 from paddlefit.memlimit import end_memory_limit, set_memory_limit
 from paddlefit.safepath import python_command, safe_env
+from paddlefit.units import GIB
 
 __all__ = [
     "KILL_GRACE_S",
@@ -119,7 +120,7 @@ class ChildFailed(Exception):
             head = f"was killed by signal {self.code} ({_signal_name(self.code)}) before it answered"
         else:
             head = f"exited with code {self.code} before it answered"
-        return f"{head} (after {self.seconds:.1f} s, at {self.peak_rss_bytes / 1024**3:.2f} GiB peak RSS)"
+        return f"{head} (after {self.seconds:.1f} s, at {self.peak_rss_bytes / GIB:.2f} GiB peak RSS)"
 
 
 def _signal_name(num: int | None) -> str:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
+from paddlefit.units import MIB
 
 __all__ = [
     "DATASETS",
@@ -515,7 +516,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
 
     p = Path(path)
     try:
-        text = read_text_limited(p, option, limit=1024**2)
+        text = read_text_limited(p, option, limit=MIB)
     except PaddlefitError as exc:
         raise JobSpecError(str(exc)) from None
     try:

@@ -7,6 +7,7 @@ from paddlefit.catalog.gpus import COLUMNS, catalog_docs, get_gpu, load_gpus
 from paddlefit.catalog.units import TRAINING_UNITS, compute_unit, unit_of_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
 from paddlefit.jsondoc import to_json
+from paddlefit.units import GIB, MIB
 
 REQUIRED = [
     "T4",
@@ -40,15 +41,15 @@ def test_catalog_has_required_gpus_with_sources_and_positive_numbers():
     for g in gpus:
         assert g.source.startswith("http"), g.name
         assert g.verified in ("datasheet", "facts-table", "third-party", "press")
-        assert g.capacity_bytes > 10 * 1024**3
+        assert g.capacity_bytes > 10 * GIB
         assert g.mem_bw_gb_s > 0 and g.fp32_tflops > 0 and g.pcie_gb_s > 0
 
 
 def test_datasheet_values_and_capacity():
     h100 = get_gpu("H100-SXM")
     assert (h100.fp16_tflops, h100.mem_bw_gb_s, h100.nvlink_gb_s) == (989.5, 3350, 900)
-    assert get_gpu("L4").capacity_bytes == 22888 * 1024**2  # AWS-reported usable MiB
-    assert get_gpu("A100-SXM4-40GB").capacity_bytes == 40 * 1024**3
+    assert get_gpu("L4").capacity_bytes == 22888 * MIB  # AWS-reported usable MiB
+    assert get_gpu("A100-SXM4-40GB").capacity_bytes == 40 * GIB
     assert get_gpu("t4").peak_flops("bf16-o1") == (8.1e12, "fp32")  # no BF16/TF32 on Turing
     assert get_gpu("a100").peak_flops("fp32") == (156e12, "tf32 tensor")
     assert get_gpu("a100").interconnect_gb_s(8) == (300.0, "nvlink")
@@ -216,7 +217,7 @@ def test_gpus_json_fills_usable_memory_on_every_row_by_one_rule():
     use (the planner's capacity), measured where a cloud publishes it, else the label, and which of the two."""
     rows = {g["name"]: g for g in json.loads(to_json(catalog_docs(load_gpus())))}
     for g in rows.values():
-        assert g["usable_memory_mib"] * 1024**2 == g["capacity_bytes"], g["name"]
+        assert g["usable_memory_mib"] * MIB == g["capacity_bytes"], g["name"]
         assert g["usable_memory_basis"] in ("measured", "label"), g["name"]
     assert (rows["A10"]["usable_memory_mib"], rows["A10"]["usable_memory_basis"]) == (24 * 1024, "label")
     assert (rows["A10G"]["usable_memory_mib"], rows["A10G"]["usable_memory_basis"]) == (22888, "measured")

@@ -14,6 +14,7 @@ from paddlefit.catalog.builds import load_builds
 from paddlefit.deploy.docker import choose_build
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
+from paddlefit.units import GIB
 
 SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
@@ -62,7 +63,7 @@ def test_gpu_image_for_healthy_host(tmp_path):
     assert (tmp_path / "requirements.txt").read_text() == "numpy==1.26.4\n"
     # 8 trainers x 8 workers x prefetch 2 x 64 x 602,112 B = 4.59 GiB; x2 headroom -> 10g
     need = 8 * 8 * 2 * 64 * 3 * 224 * 224 * 4
-    assert f"--shm-size={-(-2 * need // 1024**3)}g" in r.stdout and "--gpus all" in r.stdout
+    assert f"--shm-size={-(-2 * need // GIB)}g" in r.stdout and "--gpus all" in r.stdout
 
 
 def test_old_driver_gets_older_cuda_and_no_gpu_gets_cpu(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import JobContext
 from paddlefit.diagnose.snapshot import GPUInfo, NetInterface, Snapshot
+from paddlefit.units import GIB
 
 SNAPS = Path(__file__).resolve().parents[1] / "data" / "snapshots"
 
@@ -138,9 +139,9 @@ def test_job_checks_fire_and_stay_quiet():
     s = _snap(cpu_cores=8)
     assert ("PF107", "warn") in bad(run_checks(s, JobContext(num_workers=4, devices=8)))
     assert bad(run_checks(s, JobContext(num_workers=1, devices=8))) == []
-    s = _snap(disk_free_bytes=10 * 1024**3)
-    assert ("PF108", "error") in bad(run_checks(s, JobContext(checkpoint_bytes=4 * 1024**3)))
-    assert bad(run_checks(s, JobContext(checkpoint_bytes=1024**3))) == []
+    s = _snap(disk_free_bytes=10 * GIB)
+    assert ("PF108", "error") in bad(run_checks(s, JobContext(checkpoint_bytes=4 * GIB)))
+    assert bad(run_checks(s, JobContext(checkpoint_bytes=GIB))) == []
 
 
 def test_device_and_nvml_checks():
@@ -160,7 +161,7 @@ def test_device_and_nvml_checks():
         pcie_width_current=8,
         pcie_width_max=16,
         throttle_reasons=0x20,
-        processes=[{"pid": 4242, "used_bytes": 8 * 1024**3}],
+        processes=[{"pid": 4242, "used_bytes": 8 * GIB}],
     )
     found = [f for f in run_checks(_snap(gpus=[sick])) if f.check_id == "PF120"]
     assert sorted(f.severity for f in found) == ["error", "warn", "warn", "warn"]

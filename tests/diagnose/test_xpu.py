@@ -22,6 +22,7 @@ from paddlefit.plan.request import Target
 from paddlefit.plan.rows import effective_precision, flash_runs, gpu_notes, recommend
 from paddlefit.report.render import render_gpus
 from paddlefit.spec import Precision
+from paddlefit.units import GIB, MIB
 
 NEW = [
     "A800-SXM4-80GB",
@@ -224,7 +225,7 @@ def _target(name: str, cap_gib: int, sps: float, calibration: str) -> Target:
         kind="gpu",
         fits=True,
         peak_bytes=1,
-        capacity_bytes=cap_gib * 1024**3,
+        capacity_bytes=cap_gib * GIB,
         max_batch_size=8,
         step_time_s=1.0,
         samples_per_s=sps,
@@ -318,8 +319,8 @@ def test_parse_xpu_smi_reads_the_devices_table_only() -> None:
     drv, rt, xpus = parse_xpu_smi((XPU_DATA / "xpu" / "xpu_smi_2xr300.txt").read_text())
     assert (drv, rt) == ("4.0", "4.31")
     assert [(x.index, x.model, x.memory_total_bytes, x.memory_used_bytes) for x in xpus] == [
-        (0, "R300", 32768 * 1024**2, 0),
-        (1, "R300", 32768 * 1024**2, 0),
+        (0, "R300", 32768 * MIB, 0),
+        (1, "R300", 32768 * MIB, 0),
     ]  # VIDEO/PROCESSES rows are not XPUs
     assert parse_xpu_smi("") == (None, None, [])
 
@@ -352,7 +353,7 @@ def test_xpu_build_problems(over, expected) -> None:
 def test_xpu_memory_held_by_another_process_is_reported() -> None:
     from paddlefit.diagnose.xpu import XPUInfo
 
-    busy = [XPUInfo(index=0, model="R300", memory_total_bytes=32 * 1024**3, memory_used_bytes=30 * 1024**3)]
+    busy = [XPUInfo(index=0, model="R300", memory_total_bytes=32 * GIB, memory_used_bytes=30 * GIB)]
     assert _problems(_xpu_snapshot(xpus=busy)) == [("PF123", "warn")]
 
 

@@ -27,8 +27,8 @@ from paddlefit.estimate.collectives import (
     reduce_scatter_s,
     train_gradient_allreduce,
 )
+from paddlefit.units import GIB, MIB
 
-MIB, GIB = 2**20, 2**30
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data" / "collectives"
 
 

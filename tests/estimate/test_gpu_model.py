@@ -30,6 +30,7 @@ from paddlefit.estimate.perf_params import PerfParams, batched_sgemm_tiles, load
 from paddlefit.estimate.transformer_ops import transformer_trace
 from paddlefit.models import resolve_model
 from paddlefit.probe.recorder import record_trace
+from paddlefit.units import MIB
 
 A100 = get_gpu("A100-SXM4-40GB")
 V100 = get_gpu("V100-SXM2-16GB")
@@ -224,13 +225,13 @@ def test_bandwidth_bound_add_and_l2():
     n = 2**26  # 768 MiB moved: far beyond the A100's 40 MiB L2
     add = Kernel("elementwise", "add", "forward", n, 12 * n, "memory")
     p = _params(bw_eff=0.8, l2_gain=2.0, kernel_s=3e-6)
-    l2 = 40 * 2**20
+    l2 = 40 * MIB
     t, bound = kernel_time_s(add, A100, p, "fp32")
     assert bound == "memory"
     assert t == pytest.approx((12 * n - l2) / (1555e9 * 0.8) + l2 / (1555e9 * 0.8 * 2.0) + 3e-6)
     # within the L2 the bytes move twice as fast
-    small = Kernel("elementwise", "add", "forward", 2**20, 12 * 2**20, "memory")
-    assert kernel_time_s(small, A100, p, "fp32")[0] == pytest.approx(12 * 2**20 / (1555e9 * 0.8 * 2.0) + 3e-6)
+    small = Kernel("elementwise", "add", "forward", MIB, 12 * MIB, "memory")
+    assert kernel_time_s(small, A100, p, "fp32")[0] == pytest.approx(12 * MIB / (1555e9 * 0.8 * 2.0) + 3e-6)
     # layer norm and softmax have their own bandwidth efficiency
     ln = Kernel("norm", "layer_norm", "forward", 0, 12 * n, "memory")
     p2 = _params(bw_eff=0.8, norm_bw_eff=0.4, l2_gain=1.0, kernel_s=3e-6)
@@ -314,7 +315,7 @@ def test_fused_winograd_blocks_waves_and_filter_transform_by_hand():
     )
     t_step, bound = kernel_time_s(k, t4, p, "fp32")
     ref = winograd_fused_s(
-        24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, t4.l2_mib * 2**20, 1.0
+        24.0, cin, cout, pix * cin, pix * cout, peak, sm, 0.5, 0.0, math.inf, bw, 0.8, t4.l2_mib * MIB, 1.0
     )[0]
     assert bound == "compute" and t_step == pytest.approx(float(ref) + 2 * 5e-6)
 
@@ -337,7 +338,7 @@ def test_fp32_3x3_convolution_is_the_faster_of_implicit_gemm_and_winograd():
     geo = (3, 3, 1, 1, 1, 1, 16, 16)
     io = 4 * (m * cin + cout * cin * 9 + m * cout)
     k = Kernel("conv", "conv2d", "forward", 2 * m * cout * cin * 9, io, "fp32", (1, m, cout, cin * 9), conv=geo)
-    peak, sm, bw, l2 = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9, t4.l2_mib * 2**20
+    peak, sm, bw, l2 = t4.fp32_tflops * 1e12, t4.sm_count, t4.mem_bw_gb_s * 1e9, t4.l2_mib * MIB
     h0 = p.values["tile_h0"]
     implicit = (
         max(gemm_compute_s(1, m, cout, cin * 9, peak, sm, 0.7, 0.0, h0), float(memory_s(io, bw, 0.8, l2, 1.0))) + 5e-6

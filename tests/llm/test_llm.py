@@ -27,6 +27,7 @@ from paddlefit.models.transformer import build_transformer
 from paddlefit.probe.flops import count_flops
 from paddlefit.probe.memory import probe_memory
 from paddlefit.spec import OptimizerName, Precision
+from paddlefit.units import GIB, MIB
 
 # Published parameter counts (Hugging Face model cards / safetensors index totals).
 PUBLISHED_PARAMS = {
@@ -389,7 +390,7 @@ def test_layouts_within_one_percent_of_the_fastest_go_to_headroom_and_say_so():
     simplest = min(p.layout.tp * p.layout.pp for p in ties)
     assert best.layout.tp * best.layout.pp == simplest
     assert best.memory.peak == min(p.memory.peak for p in ties if p.layout.tp * p.layout.pp == simplest)
-    assert best.memory.peak < 45 * 1024**3  # not the 68.3 GiB layout
+    assert best.memory.peak < 45 * GIB  # not the 68.3 GiB layout
     assert r.tie_break and "within 1%" in r.tie_break and "free" in r.tie_break
     text = _cli("plan", "llama-2-7b", "--gpus", "8", "--gpu", "A100-SXM4-80GB").stdout
     assert "tie-break:" in text and "68.3/70.9" not in text.split("tie-break:")[0].splitlines()[-2]
@@ -431,7 +432,7 @@ def test_llm_collectives_are_the_nccl_model():
     sync = bucketed_collective("allreduce", grads, 16, fab, DATA_PARALLEL_BUCKETS, nodes=2)
     backward_last = t.compute / 64 * 2 / 3
     assert t.dp_comm == pytest.approx(dp_exposed_allreduce_s(sync, backward_last), rel=1e-12)
-    assert t.dp_link == "nvlink + network" and sync.buckets == math.ceil((grads - 2**20) / (25 * 2**20)) + 1
+    assert t.dp_link == "nvlink + network" and sync.buckets == math.ceil((grads - MIB) / (25 * MIB)) + 1
     # a group spread 2 per node (stride 4) gets its two GPUs' share of each node's network
     fabric, nodes, link = net.group(gpu, 8, 4)
     assert (nodes, fabric.network_gb_s, link) == (4, 3200.0 / 8 * 2 / 8, "nvlink + network")

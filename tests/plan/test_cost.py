@@ -25,6 +25,7 @@ from paddlefit.plan.cost import (
     rate_from_bucket,
 )
 from paddlefit.plan.request import Plan, Target
+from paddlefit.units import GIB, MIB
 
 HEADER = (
     "cloud,instance_type,accelerator,accelerator_count,vcpus,memory_gib,price_usd_per_hour,spot_usd_per_hour,region"
@@ -90,10 +91,10 @@ def test_spot_bucket_conversion():
 
 
 #: Seconds to write _target's 1.2e9-byte checkpoint at the default 125 MiB/s.
-DELTA = 1_200_000_000 / (125 * 1024**2)
+DELTA = 1_200_000_000 / (125 * MIB)
 
 
-def _target(name, step, peak=10 * 1024**3, cap=16 * 1024**3, fits=True):
+def _target(name, step, peak=10 * GIB, cap=16 * GIB, fits=True):
     return Target(
         name=name,
         kind="gpu",
@@ -452,7 +453,7 @@ def test_cost_request_checks_itself_with_the_cli_messages(kw, needle):
     assert needle in str(exc.value)
     req = CostRequest(spot_bucket="<5%", disk_mib_s=100, restart_minutes=0)
     assert "bucket <5%" in req.rate().basis and req.cost_overrides() == {
-        "disk_bytes_per_s": 100 * 1024**2,
+        "disk_bytes_per_s": 100 * MIB,
         "restart_s": 0,
     }
     assert CostRequest(interruptions_per_hour=0.5).rate().per_hour == 0.5 and CostRequest().rate() is None
@@ -526,8 +527,8 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
         name="T4",
         kind="gpu",
         fits=True,
-        peak_bytes=4 * 1024**3,
-        capacity_bytes=16 * 1024**3,
+        peak_bytes=4 * GIB,
+        capacity_bytes=16 * GIB,
         max_batch_size=64,
         step_time_s=0.5,
         samples_per_s=64.0,
@@ -539,8 +540,8 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
         name="A10",
         kind="gpu",
         fits=True,
-        peak_bytes=4 * 1024**3,
-        capacity_bytes=24 * 1024**3,
+        peak_bytes=4 * GIB,
+        capacity_bytes=24 * GIB,
         max_batch_size=64,
         step_time_s=0.2,
         samples_per_s=160.0,

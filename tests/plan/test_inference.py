@@ -28,6 +28,7 @@ from paddlefit.plan.inference import (
     largest_batch_within,
 )
 from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+from paddlefit.units import MIB
 
 A100 = get_gpu("A100-SXM4-40GB")
 V100 = get_gpu("V100-PCIe-32GB")
@@ -384,7 +385,7 @@ def test_plan_inference_cpu_row_is_measured():
     assert cpu["kind"] == "cpu" and cpu["measured"] is True
     assert [(p["batch_size"], p["threads"]) for p in cpu["inference"]] == [(1, 1), (4, 1)]
     for p in cpu["inference"]:
-        assert 0 < p["latency_s"] <= p["p95_s"] and p["peak_bytes"] > 100 * 2**20  # Paddle's own RSS
+        assert 0 < p["latency_s"] <= p["p95_s"] and p["peak_bytes"] > 100 * MIB  # Paddle's own RSS
 
 
 @pytest.mark.slow

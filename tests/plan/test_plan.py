@@ -12,6 +12,7 @@ from paddlefit.inputspec import parse_input_spec
 from paddlefit.models.build import param_info
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.spec import OptimizerName, Precision
+from paddlefit.units import GIB, MIB
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +147,10 @@ def test_fp32_gpu_peak_is_cpu_peak_plus_conv_workspace(lenet_plan):
     cpu = next(t for t in lenet_plan.targets if t.name == "cpu")
     for t in lenet_plan.targets:
         if t.kind == "gpu":
-            assert t.peak_bytes == pytest.approx(cpu.peak_bytes + 512 * 1024**2, abs=2)
+            assert t.peak_bytes == pytest.approx(cpu.peak_bytes + 512 * MIB, abs=2)
     m = lenet_plan.memory  # the breakdown adds up to the peak
     total = m["weights_bytes"] + m["grads_bytes"] + m["optimizer_bytes"] + m["activation_bytes_per_sample"] * 64
-    assert total + m["fixed_bytes"] == pytest.approx(cpu.peak_bytes + 512 * 1024**2, abs=2)
+    assert total + m["fixed_bytes"] == pytest.approx(cpu.peak_bytes + 512 * MIB, abs=2)
 
 
 def test_duplicate_gpu_names_give_one_row():
@@ -286,8 +287,8 @@ def _gpu_row(name: str, cap_gib: float, sps: float):
         name=name,
         kind="gpu",
         fits=True,
-        peak_bytes=1024**3,
-        capacity_bytes=int(cap_gib * 1024**3),
+        peak_bytes=GIB,
+        capacity_bytes=int(cap_gib * GIB),
         max_batch_size=64,
         step_time_s=64 / sps,
         samples_per_s=sps,

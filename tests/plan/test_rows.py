@@ -9,8 +9,7 @@ import pytest
 
 from paddlefit.plan.request import Target
 from paddlefit.plan.rows import cpu_step_s, max_batch, recommend
-
-GIB = 1024**3
+from paddlefit.units import GIB
 
 
 def test_max_batch_is_the_floor_over_the_tightest_phase() -> None:

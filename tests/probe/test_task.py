@@ -17,6 +17,7 @@ from paddlefit.optimizers import OptimizerSettings
 from paddlefit.probe.memory import probe_memory
 from paddlefit.probe.task import ProbeTask, probe_in_child
 from paddlefit.spec import OptimizerName
+from paddlefit.units import GIB
 
 DATA = Path(__file__).parents[1] / "data"
 SRC = Path(paddlefit.__file__).parents[1]  # the paddlefit under test, also in the `plan` processes started here
@@ -98,7 +99,7 @@ def test_the_probe_in_its_child_measures_what_the_in_process_probe_measures():
         extend_to=0,
         budget_s=6.0,
     )
-    there = probe_in_child(task, ChildLimits(120.0, 2 * 1024**3), lambda message: None)
+    there = probe_in_child(task, ChildLimits(120.0, 2 * GIB), lambda message: None)
     assert [m.phase_peak_bytes for m in there.probe.measurements] == [m.phase_peak_bytes for m in here.measurements]
     assert [m.states_bytes_after_step for m in there.probe.measurements] == [
         m.states_bytes_after_step for m in here.measurements

@@ -16,6 +16,7 @@ from paddlefit.profiling.profiler import profile_job
 from paddlefit.profiling.verdict import COMPONENTS
 from paddlefit.profiling.verdict_rules import OPTIMIZER_HEAVY
 from paddlefit.spec import load_job_spec
+from paddlefit.units import GIB
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -131,13 +132,13 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
     a100 = get_gpu("A100-SXM4-80GB")
     ridge = a100.peak_flops("fp32")[0] / (a100.mem_bw_gb_s * 1e9)
     # few FLOPs per byte: below the ridge point -> memory-bound
-    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e6, _sampler(), 0.0, peak_bytes=2**30)
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e6, _sampler(), 0.0, peak_bytes=GIB)
     assert r.verdict == "memory-bound"
     assert f"arithmetic intensity {1e6 * gb / 2**31:,.1f} FLOP/byte" in " ".join(r.evidence)
     assert f"ridge point {ridge:,.1f}" in " ".join(r.evidence)
     assert r.fixes[0]["fix"].startswith("precision: bf16-o1")
     # many FLOPs per byte -> compute-bound
-    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(), 0.0, peak_bytes=2**30)
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(), 0.0, peak_bytes=GIB)
     assert r.verdict == "compute-bound" and r.mfu == pytest.approx(1e12 * gb / 0.092 / a100.peak_flops("fp32")[0])
     # 8 PCIe A100s all-reducing 1 GB of gradients as paddlefit train does: 7 x 128 MiB + 57.7 MiB fused buckets, each
     # a ring Simple all-reduce over PCIe (base 8.4 us + 14 x 5.7 us) at the ring's ceiling on PCIe gen4 (31.5 GB/s)
@@ -152,7 +153,7 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
         1e12,
         _sampler(),
         0.0,
-        peak_bytes=2**30,
+        peak_bytes=GIB,
         grads_bytes=1e9,
         devices=8,
     )
@@ -170,13 +171,13 @@ def test_gpu_verdicts_memory_communication_compute() -> None:
         1e12,
         _sampler(),
         0.0,
-        peak_bytes=2**30,
+        peak_bytes=GIB,
         grads_bytes=1e8,
         devices=2,
     )
     assert r.verdict == "compute-bound" and r.breakdown["allreduce"]["share"] < 0.25
     # an idle GPU is host-overhead-bound whatever else
-    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(20.0), 0.0, peak_bytes=2**30)
+    r = _summarise(spec, _gpu_rows(), 1, "gpu", "NVIDIA A100-SXM4-80GB", 1e12, _sampler(20.0), 0.0, peak_bytes=GIB)
     assert r.verdict == "host-overhead-bound"
 
 

@@ -9,7 +9,8 @@ from rich.console import Console
 from paddlefit.catalog.gpus import load_gpus
 from paddlefit.estimate.timing import HostOverhead
 from paddlefit.plan import PlanRequest, build_plan
-from paddlefit.report.render import duration, flops, render_gpus, render_plan
+from paddlefit.report.render import flops, render_gpus, render_plan
+from paddlefit.units import GIB, duration
 
 
 def _render(fn, obj, width):
@@ -81,7 +82,7 @@ def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
             kind="gpu",
             fits=True,
             peak_bytes=1e9,
-            capacity_bytes=16 * 1024**3,
+            capacity_bytes=16 * GIB,
             max_batch_size=64,
             step_time_s=step,
             samples_per_s=32 / step,
@@ -161,7 +162,7 @@ def test_plan_step_and_time_to_train_columns_have_one_unit_each():
 
 
 def test_a_capacity_is_never_printed_above_what_the_device_has():
-    from paddlefit.catalog.gpus import GIB, MIB, capacity_gib
+    from paddlefit.units import GIB, MIB, capacity_gib
 
     assert [capacity_gib(b) for b in (23.5 * GIB, 23.99 * GIB, 16 * GIB, 22888 * MIB, 0.95 * GIB)] == [
         "23.5",
@@ -173,7 +174,7 @@ def test_a_capacity_is_never_printed_above_what_the_device_has():
 
 
 def test_a_duration_column_takes_its_unit_from_its_largest_value():
-    from paddlefit.report.units import duration_column
+    from paddlefit.units import duration_column
 
     assert duration_column([790.4, 1425.1, 8.3 * 3600, 1.5 * 3600]) == ["0.22 h", "0.40 h", "8.3 h", "1.5 h"]
     assert duration_column([0.026, 0.222, None, 0.00039]) == ["26 ms", "222 ms", "-", "0.39 ms"]

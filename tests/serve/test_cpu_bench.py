@@ -17,6 +17,7 @@ from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
 from paddlefit.serve.cpu_bench import CpuLatency, benchmark_cpu, predict_cpu
 from paddlefit.serve.program import model_files, random_inputs, save_inference_model
+from paddlefit.units import GIB, MIB
 
 SPECS = [parse_input_spec("float32[3,16,16]")]
 
@@ -81,7 +82,7 @@ def test_benchmark_measures_each_batch_size_in_one_serving_process(saved: tuple[
     # one process: the peak after batch 4 includes the one after batch 1; Paddle itself is > 100 MiB, yet not the
     # parent's memory (pytest with Paddle imported), which ru_maxrss would report after execve
     assert rows[0].peak_rss_bytes <= rows[1].peak_rss_bytes
-    assert 100 * 2**20 < rows[0].peak_rss_bytes < 4 * 2**30
+    assert 100 * MIB < rows[0].peak_rss_bytes < 4 * GIB
     assert len(lines) == 2 and lines[0].startswith("batch 1, 1 thread(s): median ")
     assert CpuLatency(**{k: v for k, v in rows[0].to_dict().items() if k != "samples_per_s"}) == rows[0]
 

@@ -12,6 +12,7 @@ import pytest
 
 from paddlefit.spec import load_job_spec
 from paddlefit.train.predict import RunDevice, comparison, predict_run, trainer_step_s
+from paddlefit.units import MIB
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -216,7 +217,7 @@ def test_a_step_time_that_is_no_measurement_is_said_so() -> None:
         "calibration": "device",
         "micro_step_s": 0.004,
         "optimizer_s": None,
-        "peak_memory_bytes": 3 * 1024**2,
+        "peak_memory_bytes": 3 * MIB,
         "mfu": None,
         "device": {"kind": "cpu", "name": "cpu", "count": 1},
     }

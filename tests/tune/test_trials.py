@@ -13,6 +13,7 @@ import yaml
 
 from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.tune.trials import _Search, apply_settings, memory_limit_bytes, predicted_peak, tune
+from paddlefit.units import MIB
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -215,7 +216,7 @@ def _result():
             samples_per_s=[sps, sps],
             step_s=[0.13, 0.13],
             data_wait_fraction=[0.4, 0.4],
-            peak_memory_bytes=40 * 1024**2,
+            peak_memory_bytes=40 * MIB,
             global_batch=32,
         )
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import difflib
 import io
-import math
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
@@ -31,18 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from paddlefit.catalog.units import AMP_MIN_CC, AMP_MIN_XPU, compute_unit, cuda_amp_blocked, unit_label, unit_peak
 from paddlefit.errors import CatalogError, UnknownNameError
+from paddlefit.units import GIB, MIB
 from paddlefit.validation import first_problem
-
-GIB = 1024**3
-MIB = 1024**2
-
-
-def capacity_gib(nbytes: float) -> str:
-    """A device's memory capacity (bytes) as GiB for display: rounded down to one decimal, ``.0`` dropped
-    (``23.5``, ``16``, ``22.3``), so a capacity is never printed above what the device has (a 23.5 GiB machine
-    shown as ``24`` was one)."""
-    return f"{math.floor(nbytes / GIB * 10) / 10:g}"
-
 
 #: Columns every catalog file must have (units in the names; see docs/commands/gpus.md#gpu-catalog-format).
 COLUMNS = (

@@ -11,6 +11,7 @@ from typing import Any
 from paddlefit.catalog.price_csv import InstancePrice, csv_rows, dict_reader, make_price_row, parse_number
 from paddlefit.errors import CatalogError, PaddlefitError
 from paddlefit.fileio import read_text_limited
+from paddlefit.units import MIB
 
 #: Region read from each cloud's catalog unless the user names one (the regions of the shipped extract).
 DEFAULT_REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "azure": "eastus", "lambda": "us-east-1"}
@@ -134,7 +135,7 @@ def load_skypilot_cache(
         if want and cloud not in want:
             continue
         try:
-            text = read_text_limited(f, "SkyPilot catalog", limit=256 * 1024**2)
+            text = read_text_limited(f, "SkyPilot catalog", limit=256 * MIB)
             rows = parse_skypilot_vms(text, cloud, str(f), region)
         except PaddlefitError as exc:
             raise CatalogError(

@@ -45,8 +45,8 @@ def calibrate_command(
       paddlefit plan resnet50 -b 256 --calibration a100.json
     """
     from paddlefit.plan.calibrate import run_calibration
-    from paddlefit.report.render import gib
     from paddlefit.spec import Precision, parse_enum
+    from paddlefit.units import gib
 
     quiet_paddle()
     sizes = tuple(batch_size) if batch_size else (4, 8)

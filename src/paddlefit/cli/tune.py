@@ -14,6 +14,7 @@ from rich.table import Table
 
 from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.jsondoc import to_json
+from paddlefit.units import MIB
 
 if TYPE_CHECKING:
     from paddlefit.spec import JobSpec
@@ -184,7 +185,7 @@ def render_tune(result: TuneResult, spec: JobSpec, config: Path, profile: Path |
             f"{t.median:,.0f}",
             f"{statistics.median(t.step_s) * 1e3:,.1f} ms",
             f"{statistics.median(t.data_wait_fraction):.0%}",
-            f"{t.peak_memory_bytes / 1024**2:,.1f} MiB",
+            f"{t.peak_memory_bytes / MIB:,.1f} MiB",
             str(t.global_batch),
         )
     console.print(table)  # fits the console: the settings column folds

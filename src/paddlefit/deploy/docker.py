@@ -13,6 +13,7 @@ from paddlefit.catalog.builds import PaddleBuild, load_builds
 from paddlefit.catalog.cuda import toolkit_min_driver
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
+from paddlefit.units import GIB
 
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]+\])?==([0-9][A-Za-z0-9.+!-]*)$")
 
@@ -211,8 +212,8 @@ def render_image(
         "USER trainer",
         "CMD " + json.dumps(list(command)),
     ]
-    shm = max(1024**3, 2 * shm_need_bytes)
-    shm_g = math.ceil(shm / 1024**3)
+    shm = max(GIB, 2 * shm_need_bytes)
+    shm_g = math.ceil(shm / GIB)
     # XPU containers: Paddle's XPU guide starts them with --privileged (the /dev/xpu* devices)
     gpus = {"gpu": "--gpus all ", "xpu": "--privileged "}.get(build.device, "")
     mem = "--ipc=host" if ipc_host else f"--shm-size={shm_g}g"
@@ -223,5 +224,5 @@ def render_image(
         f'--user "$(id -u):$(id -g)" {refs}-v "$PWD/runs:/workspace/runs" {tag}'
     )
     return ImagePlan(
-        build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run, shm_g * 1024**3
+        build, "\n".join(lines) + "\n", "\n".join(r.strip() for r in requirements) + "\n", run, shm_g * GIB
     )

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, model_validator
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
+from paddlefit.units import TIB
 from paddlefit.validation import RequestModel
 
 
@@ -154,9 +155,9 @@ def build_image(req: ImageRequest) -> ImageResult:
             * opts.batch_size
             * sum(s.bytes_per_sample for s in specs)
         )
-    if need > 1024**4:
+    if need > TIB:
         raise PaddlefitError(
-            f"The DataLoader would need {need / 1024**4:,.0f} TiB of /dev/shm; check --num-workers, "
+            f"The DataLoader would need {need / TIB:,.0f} TiB of /dev/shm; check --num-workers, "
             "--batch-size and --input (or set use_shared_memory: false)."
         )
     flags = {"FLAGS_cudnn_exhaustive_search": "1"} if req.fixed_shape_cnn and build.device == "gpu" else {}

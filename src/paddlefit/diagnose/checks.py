@@ -25,6 +25,7 @@ from paddlefit.diagnose.repeats import MIN_ROUNDS, ratio_bound
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.diagnose.xpu_checks import XPU_WHEEL, xpu_build_vs_devices
 from paddlefit.mklpath import MKL_AVX2_ENV, SET_MARK_ENV
+from paddlefit.units import GIB, MIB
 
 __all__ = ["run_checks"]
 
@@ -299,22 +300,22 @@ def check_shm(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         need = job.devices * job.num_workers * job.prefetch_factor * job.batch_bytes
         free = s.shm_free_bytes if s.shm_free_bytes is not None else s.shm_total_bytes
         if need > free:
-            gib = -(-need * 2 // 1024**3)  # ceil, x2 headroom
+            gib = -(-need * 2 // GIB)  # ceil, x2 headroom
             return [
                 found(
                     "error",
-                    f"/dev/shm has {free / 1024**2:,.0f} MiB free; the DataLoader needs {need / 1024**2:,.0f} MiB",
+                    f"/dev/shm has {free / MIB:,.0f} MiB free; the DataLoader needs {need / MIB:,.0f} MiB",
                     f"{job.devices} x {job.num_workers} workers x "
-                    f"prefetch {job.prefetch_factor} x {job.batch_bytes / 1024**2:,.1f} MiB per batch",
+                    f"prefetch {job.prefetch_factor} x {job.batch_bytes / MIB:,.1f} MiB per batch",
                     f"docker run --shm-size={max(gib, 1)}g ... (or --ipc=host), or use_shared_memory=False",
                 )
             ]
-        return [found("ok", f"/dev/shm fits the DataLoader ({need / 1024**2:,.0f} MiB)")]
-    if s.in_container and s.shm_total_bytes < 1024**3:
+        return [found("ok", f"/dev/shm fits the DataLoader ({need / MIB:,.0f} MiB)")]
+    if s.in_container and s.shm_total_bytes < GIB:
         return [
             found(
                 "warn",
-                f"/dev/shm is {s.shm_total_bytes / 1024**2:,.0f} MiB in a container",
+                f"/dev/shm is {s.shm_total_bytes / MIB:,.0f} MiB in a container",
                 "DataLoader workers with shared memory need more than Docker's 64 MB default",
                 "docker run --shm-size=8g ... (Paddle's own run examples) or --ipc=host",
             )
@@ -350,8 +351,8 @@ def check_disk(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
         return [
             found(
                 "error",
-                f"{s.disk_free_bytes / 1024**3:,.1f} GiB free where checkpoints go; 3 checkpoints need "
-                f"{need / 1024**3:,.1f} GiB",
+                f"{s.disk_free_bytes / GIB:,.1f} GiB free where checkpoints go; 3 checkpoints need "
+                f"{need / GIB:,.1f} GiB",
                 fix="free disk space or point --run-dir at a larger disk",
             )
         ]
@@ -427,7 +428,7 @@ def check_gpu_health(s: Snapshot, job: JobContext | None = None) -> list[Finding
             out.append(
                 found(
                     "warn",
-                    f"{tag}: {len(g.processes)} other process(es) hold {used / 1024**3:,.1f} GiB",
+                    f"{tag}: {len(g.processes)} other process(es) hold {used / GIB:,.1f} GiB",
                     fix="stop them (`nvidia-smi` lists the PIDs)",
                 )
             )

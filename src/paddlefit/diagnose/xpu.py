@@ -7,6 +7,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from paddlefit.units import MIB
+
 
 @dataclass
 class XPUInfo:
@@ -49,8 +51,8 @@ def parse_xpu_smi(text: str) -> tuple[str | None, str | None, list[XPUInfo]]:
                 XPUInfo(
                     index=int(m[1]),
                     model=m[2],
-                    memory_used_bytes=int(m[3]) * 1024**2,
-                    memory_total_bytes=int(m[4]) * 1024**2,
+                    memory_used_bytes=int(m[3]) * MIB,
+                    memory_total_bytes=int(m[4]) * MIB,
                 )
             )
     return versions.get("Driver"), versions.get("Runtime"), xpus

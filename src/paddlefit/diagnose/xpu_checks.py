@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from paddlefit.diagnose.registry import Finding, JobContext, check, found
 from paddlefit.diagnose.snapshot import Snapshot
+from paddlefit.units import GIB
 
 #: How to install Paddle's XPU wheel (Paddle's XPU install guide, docs/guides/hardware_support/xpu/install_cn.md,
 #: and the FastDeploy Kunlunxin guide for the P800 package index).
@@ -65,8 +66,8 @@ def check_xpu_devices(s: Snapshot, job: JobContext | None = None) -> list[Findin
             out.append(
                 found(
                     "warn",
-                    f"xpu:{x.index} ({x.model}) has {x.memory_used_bytes / 1024**3:.1f} of "
-                    f"{x.memory_total_bytes / 1024**3:.1f} GiB in use",
+                    f"xpu:{x.index} ({x.model}) has {x.memory_used_bytes / GIB:.1f} of "
+                    f"{x.memory_total_bytes / GIB:.1f} GiB in use",
                     "another process holds its memory",
                     "see the PROCESSES table of `xpu-smi`",
                 )

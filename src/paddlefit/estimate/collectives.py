@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-MIB = 1024**2
+from paddlefit.units import MIB
 
 #: Kinds of collective: all-reduce, all-gather, reduce-scatter. For the last two ``nbytes`` is the whole buffer of
 #: all n shards (the all-gather's output, the reduce-scatter's input), as nccl-tests counts them.

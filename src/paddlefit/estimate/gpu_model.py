@@ -47,8 +47,8 @@ from paddlefit.estimate.perf_params import (
     PerfParams,
     batched_sgemm_tiles,
 )
+from paddlefit.units import MIB
 
-MIB = 1024**2
 #: Memory-bound op classes with their own bandwidth efficiency (the rest use ``bw_eff``).
 MEMORY_KEYS = {"norm": "norm_bw_eff", "softmax": "softmax_bw_eff"}
 

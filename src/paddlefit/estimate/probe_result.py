@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from paddlefit.units import GIB
+
 
 @dataclass(frozen=True)
 class PhaseFit:
@@ -114,9 +116,7 @@ class ProbeTooLargeError(MemoryError):
     """
 
     def __init__(self, need_bytes: float, free_bytes: float, batch: int) -> None:
-        super().__init__(
-            f"probe needs ~{need_bytes / 1024**3:.1f} GiB at batch {batch}, {free_bytes / 1024**3:.1f} GiB free"
-        )
+        super().__init__(f"probe needs ~{need_bytes / GIB:.1f} GiB at batch {batch}, {free_bytes / GIB:.1f} GiB free")
         self.need_bytes, self.free_bytes, self.batch = need_bytes, free_bytes, batch
 
 

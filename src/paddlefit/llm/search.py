@@ -32,6 +32,7 @@ from paddlefit.plan.request import TIE_FACTOR as HEADROOM_TIE
 # memory anatomy" docs; peak <= 90% of the rest, 10% left to allocator fragmentation).
 from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 from paddlefit.spec import Precision
+from paddlefit.units import GIB, MIB
 
 #: Keys of :meth:`ParallelPlan.paddlenlp_args` that are model arguments of PaddleNLP's ``llm/`` scripts
 #: (``run_pretrain.py`` / ``run_finetune.py`` ModelArgument), not ``TrainingArguments``.
@@ -176,7 +177,7 @@ def tie_break(plans: list[ParallelPlan], best_tps: float) -> str:
     if len(ties) < 2:
         return ""
     first, fastest = ties[0], max(ties, key=lambda p: (p.tokens_per_s, -p.memory.peak))
-    gib = 1024**3
+    gib = GIB
     free = (first.memory.usable - first.memory.peak) / gib
     said = (
         f"the fastest ({fastest.tokens_per_s:,.0f} tokens/s, {fastest.memory.peak / gib:,.1f} GiB peak) is #1"
@@ -289,7 +290,7 @@ def search(
 
 
 #: Default global batch, tokens: Llama 2 trained with 4M-token batches (Touvron et al. 2023, arXiv 2307.09288 §2.2).
-DEFAULT_GLOBAL_TOKENS = 4 * 1024**2
+DEFAULT_GLOBAL_TOKENS = 4 * MIB
 #: GPUs planned when none is named: the two data-center training GPUs of the catalog.
 DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM")
 

@@ -31,6 +31,7 @@ from paddlefit.plan.request import PlanRequest
 from paddlefit.probe import memory as mem
 from paddlefit.probe.job_call import JobCall
 from paddlefit.spec import OptimizerName, Precision
+from paddlefit.units import GIB
 
 DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")
 
@@ -325,15 +326,15 @@ def _calibration_row(
     free = psutil.virtual_memory().available
     if kind == "cpu" and cpu_row.peak_bytes > 0.8 * free:
         raise PaddlefitError(
-            f"{ref.name} at batch {b} needs about {cpu_row.peak_bytes / 1024**3:.1f} GiB, more than "
-            f"80% of the {free / 1024**3:.1f} GiB free here; use smaller `--batch-size` values."
+            f"{ref.name} at batch {b} needs about {cpu_row.peak_bytes / GIB:.1f} GiB, more than "
+            f"80% of the {free / GIB:.1f} GiB free here; use smaller `--batch-size` values."
         )
     if kind == "gpu":
         row_t = next(t for t in plan.targets if t.kind == "gpu")
         if not row_t.fits:
             raise PaddlefitError(
                 f"{ref.name} at batch {b} ({precision.value}) is predicted not to fit this GPU "
-                f"({row_t.peak_bytes / 1024**3:.1f} GiB); use smaller `--batch-size` values."
+                f"({row_t.peak_bytes / GIB:.1f} GiB); use smaller `--batch-size` values."
             )
         m = measure_gpu_steps(ref.factory, specs, b, optimizer, precision)
         context = context or _cuda_context_bytes(m["reserved_bytes"])

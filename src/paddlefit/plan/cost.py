@@ -44,10 +44,11 @@ from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bu
     rate_from_bucket,
     spot_rate,
 )
+from paddlefit.units import MIB, cost_usd, hours
 
 #: Checkpoint write bandwidth: 125 MiB/s, AWS EBS gp3's baseline throughput (AWS EBS user guide, "General Purpose
 #: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mib-s.
-DEFAULT_DISK_BYTES_PER_S = 125 * 1024**2
+DEFAULT_DISK_BYTES_PER_S = 125 * MIB
 #: Restart time after an interruption: 10 min to get a replacement instance, start the container and load the
 #: checkpoint. An assumption, not a measurement (no published figure covers it); set with --restart-minutes.
 DEFAULT_RESTART_S = 600.0
@@ -425,13 +426,13 @@ def _row(
             notes.append(f"spot interruptions: {rate.label}, mean {rate.mtbi_h:,.0f} h between them")
         wall = expected_spot_wall_s(work_s, interval, delta, m, restart_s)
         if math.isfinite(wall):
-            spot_hours = wall / 3600
-            spot_usd = spot_hours * p.spot_usd_per_hour
+            spot_hours = hours(wall)
+            spot_usd = cost_usd(wall, p.spot_usd_per_hour)
             interruptions = wall / m
         else:
             notes.append("spot: would practically never finish at this interruption rate")
-    hours = (work_s + checkpoint_writes_s(work_s, interval, delta)) / 3600
-    on_demand = hours * p.on_demand_usd_per_hour
+    wall_s = work_s + checkpoint_writes_s(work_s, interval, delta)
+    on_demand_h, on_demand = hours(wall_s), cost_usd(wall_s, p.on_demand_usd_per_hour)
     by_spot = use_spot and spot_usd is not None
     if use_spot and spot_usd is None:
         notes.append("priced on-demand" if p.spot_usd_per_hour is not None else "no spot price: on-demand")
@@ -450,7 +451,7 @@ def _row(
         allreduce_s=ar,
         interconnect=link if n > 1 else "-",
         samples_per_s=b * n * accum / step,
-        hours=hours,
+        hours=on_demand_h,
         on_demand_usd_per_hour=p.on_demand_usd_per_hour,
         on_demand_usd=on_demand,
         spot_usd_per_hour=p.spot_usd_per_hour,
@@ -462,7 +463,7 @@ def _row(
         checkpoint_interval_young_s=young,
         checkpoint_interval_daly_s=daly,
         cost_usd=spot_usd if by_spot else on_demand,  # type: ignore[arg-type]
-        cost_hours=spot_hours if by_spot else hours,  # type: ignore[arg-type]
+        cost_hours=spot_hours if by_spot else on_demand_h,  # type: ignore[arg-type]
         cost_basis="spot (expected)" if by_spot else "on-demand",
         source=p.source,
         notes=notes,

@@ -14,6 +14,7 @@ from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import PaddlefitError
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, check_job_length
 from paddlefit.plan.spot_risk import InterruptionRate, rate_from_bucket
+from paddlefit.units import MIB
 from paddlefit.validation import plausible
 
 
@@ -111,7 +112,7 @@ class CostRequest(MoneyOptions):
         ``restart_s`` (seconds)."""
         kwargs: dict[str, Any] = {}
         if self.disk_mib_s is not None:
-            kwargs["disk_bytes_per_s"] = self.disk_mib_s * 1024**2
+            kwargs["disk_bytes_per_s"] = self.disk_mib_s * MIB
         if self.restart_minutes is not None:
             kwargs["restart_s"] = self.restart_minutes * 60
         return kwargs

@@ -42,8 +42,8 @@ from paddlefit.estimate.inference import (
 from paddlefit.estimate.optrace import OpTrace, TracedOp
 from paddlefit.estimate.perf_params import PerfParams
 from paddlefit.plan.rows import CONV_WORKSPACE_BYTES
+from paddlefit.units import MIB, SECONDS_PER_HOUR
 
-MIB = 1024**2
 #: Paddle Inference's fused conv workspace: ``workspace_size_MB`` = 32 set by ``conv2d_add_act_fuse_pass``
 #: (``paddle/fluid/pir/transforms/gpu/conv2d_add_act_fuse_pass.cc``).
 FUSED_CONV_WORKSPACE_BYTES = 32 * MIB
@@ -389,7 +389,7 @@ def cost_per_million(targets: list[InferenceTarget], prices: list[Any], gpus: li
 
 def _per_million(usd_per_hour: float | None, requests_per_s: float) -> float | None:
     """USD per 1e6 requests at ``usd_per_hour`` and ``requests_per_s`` (None when the price is unknown)."""
-    return None if usd_per_hour is None else usd_per_hour / (requests_per_s * 3600) * 1e6
+    return None if usd_per_hour is None else usd_per_hour / (requests_per_s * SECONDS_PER_HOUR) * 1e6
 
 
 @dataclass

@@ -25,13 +25,14 @@ from paddlefit.plan.inference import (
 )
 from paddlefit.plan.served_model import ServedModel, resolve_served
 from paddlefit.quietstart import at_signal_exit
+from paddlefit.units import GIB
 
 #: Batch sizes planned when none is given.
 DEFAULT_BATCHES = (1, 8, 32)
 #: The CPU row is measured for models whose fp32 weights are at most this (bytes): above it one forward takes
 #: seconds on a few cores (GPT-2 XL, 6 GB: 2.1 s at batch 1 on this project's 2-core CI machine), and the plan would
 #: spend minutes exporting and timing it.
-CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * 1024**3
+CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * GIB
 #: Seconds the CPU row may take by default (``--cpu-budget-s``): enough for a ResNet-50 at batches 1 and 8 on two
 #: cores; the GPU rows, which are predicted, take a second or two besides.
 DEFAULT_CPU_BUDGET_S = 20.0
@@ -352,8 +353,8 @@ def cpu_row(
         ]
     if 4 * served.params > CPU_MEASURE_MAX_WEIGHT_BYTES:
         return None, [
-            f"no CPU row: {4 * served.params / 1024**3:.1f} GiB of fp32 weights, above the "
-            f"{CPU_MEASURE_MAX_WEIGHT_BYTES / 1024**3:.0f} GiB the CPU measurement takes (a forward takes "
+            f"no CPU row: {4 * served.params / GIB:.1f} GiB of fp32 weights, above the "
+            f"{CPU_MEASURE_MAX_WEIGHT_BYTES / GIB:.0f} GiB the CPU measurement takes (a forward takes "
             "seconds here); measure it with `paddlefit export RUN --benchmark` on the serving CPU"
         ]
     free = psutil.virtual_memory().available
@@ -364,8 +365,8 @@ def cpu_row(
     }
     fit = [b for b in batches if need[b] <= free / 2]
     notes = [
-        f"CPU row: batch {b} not measured ({need[b] / 1024**3:.1f} GiB of fp32 weights and activations, more "
-        f"than half of the {free / 1024**3:.1f} GiB RAM available)"
+        f"CPU row: batch {b} not measured ({need[b] / GIB:.1f} GiB of fp32 weights and activations, more "
+        f"than half of the {free / GIB:.1f} GiB RAM available)"
         for b in batches
         if b not in fit
     ]

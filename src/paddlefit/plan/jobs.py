@@ -22,6 +22,7 @@ from paddlefit.plan.cost_request import CostRequest
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest, check_job_length
 from paddlefit.spec import OptimizerName, Precision, parse_enum
+from paddlefit.units import GIB
 
 
 @dataclass
@@ -104,11 +105,11 @@ def plan_job(
         PaddlefitError: see :func:`~paddlefit.job.resolve_job`, :class:`PlanRequest` and ``build_plan``.
     """
     for opt, gib in (("--max-probe-gib", max_probe_gib), ("--probe-memory-gib", probe_memory_gib)):
-        if gib is not None and (not math.isfinite(gib) or gib * 1024**3 < 1):
+        if gib is not None and (not math.isfinite(gib) or gib * GIB < 1):
             raise PaddlefitError(f"`{opt}` must be a finite number > 0 (got {gib}).")
     limits: dict[str, object] = {} if probe_timeout_s is None else {"probe_timeout_s": probe_timeout_s}
     if probe_memory_gib is not None:
-        limits["probe_memory_bytes"] = int(probe_memory_gib * 1024**3)
+        limits["probe_memory_bytes"] = int(probe_memory_gib * GIB)
     job = resolve_job(options)
     if dataset_size is None and epochs is None:
         dataset_size, epochs = job.length()
@@ -120,7 +121,7 @@ def plan_job(
         catalog_files=[str(p) for p in catalog_files],
         calibration_files=[str(p) for p in calibration_files],
         safety_margin=safety_margin,
-        max_probe_bytes=int(max_probe_gib * 1024**3) if max_probe_gib is not None else None,
+        max_probe_bytes=int(max_probe_gib * GIB) if max_probe_gib is not None else None,
         explain=list(explain),
         cpu_only=cpu_only,
         use_runs=use_runs,

@@ -35,6 +35,7 @@ from paddlefit.probe.task import (
     run_probe_task,
 )
 from paddlefit.spec import Precision
+from paddlefit.units import GIB, MIB
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     job = ChildJob(
         task=task,
         analytic=ref.transformer is not None,
-        limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * 1024**3),
+        limit_bytes=req.max_probe_bytes if req.max_probe_bytes is not None else min(total_ram // 4, 8 * GIB),
         memory_bytes=req.probe_memory_bytes or int(0.9 * psutil.virtual_memory().available),
         memory_given=req.probe_memory_bytes is not None,
     )
@@ -286,7 +287,7 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
             return ChildAnswer(info, fallback, None)
         raise ModelError(
             f"Model {ref.name!r} has {info.params:,} parameters: its fp32 Adam states "
-            f"({16 * info.params / 1024**3:.1f} GiB) exceed the probe limit ({job.limit_bytes / 1024**3:.1f} GiB) and "
+            f"({16 * info.params / GIB:.1f} GiB) exceed the probe limit ({job.limit_bytes / GIB:.1f} GiB) and "
             "paddlefit has no analytic activation model for it. Plan a smaller variant, or raise the limit "
             "with `--max-probe-gib`."
         )
@@ -295,8 +296,8 @@ def inventory_and_probe(job: ChildJob, say: Callable[[str], None]) -> ChildAnswe
     if need > job.memory_bytes:  # before the probe runs: its fp32 model states and inputs alone would not fit
         raise ModelError(
             f"Model {ref.name!r} with inputs {' '.join(str(s) for s in task.specs)} is too large to probe on this "
-            f"machine: the CPU probe needs more than {need / 1024**3:.2f} GiB at batch {max(task.batch_sizes)} "
-            f"(its fp32 model states and inputs alone) and may allocate {job.memory_bytes / 1024**3:.2f} GiB ("
+            f"machine: the CPU probe needs more than {need / GIB:.2f} GiB at batch {max(task.batch_sizes)} "
+            f"(its fp32 model states and inputs alone) and may allocate {job.memory_bytes / GIB:.2f} GiB ("
             f"{'`--probe-memory-gib`' if job.memory_given else '90% of the RAM available'}). Plan on a machine "
             "with more free RAM, or raise `--probe-memory-gib` up to the free RAM."
         )
@@ -330,8 +331,8 @@ def _queued_lines(
     if queued or queued_eval:
         notes.append(
             f"+ batches queued by the single-process DataLoader: {req.loader_prefetch} in training "
-            f"({queued * b / 1024**2:,.2f} MiB), {req.eval_prefetch} in eval "
-            f"({queued_eval * eval_b / 1024**2:,.2f} MiB)"
+            f"({queued * b / MIB:,.2f} MiB), {req.eval_prefetch} in eval "
+            f"({queued_eval * eval_b / MIB:,.2f} MiB)"
         )
     held = req.eval_held * sample_bytes  # what the train loader still holds when the run stops mid-epoch
     return [

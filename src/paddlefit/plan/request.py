@@ -23,6 +23,7 @@ from paddlefit.plan.document import (
     as_document,
 )
 from paddlefit.spec import OptimizerName, Precision
+from paddlefit.units import GIB
 from paddlefit.validation import RequestModel
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
@@ -233,7 +234,7 @@ class PlanRequest(RequestModel):
     def _probe_limit(cls, v: int | None) -> int | None:
         """A limit of at least one byte (the option is in GiB)."""
         if v is not None and v < 1:
-            raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got {v / 1024**3:g}).")
+            raise PaddlefitError(f"`--max-probe-gib` must be a finite number > 0 (got {v / GIB:g}).")
         return v
 
     @field_validator("probe_memory_bytes")
@@ -241,8 +242,8 @@ class PlanRequest(RequestModel):
     def _probe_memory(cls, v: int | None) -> int | None:
         """At least one byte and at most :data:`MAX_PROBE_MEMORY_BYTES` (the option is in GiB)."""
         if v is not None and not 1 <= v <= MAX_PROBE_MEMORY_BYTES:
-            bound = f"a finite number > 0 and at most {MAX_PROBE_MEMORY_BYTES // 1024**3:,}"
-            raise PaddlefitError(f"`--probe-memory-gib` must be {bound} (got {v / 1024**3:g}).")
+            bound = f"a finite number > 0 and at most {MAX_PROBE_MEMORY_BYTES // GIB:,}"
+            raise PaddlefitError(f"`--probe-memory-gib` must be {bound} (got {v / GIB:g}).")
         return v
 
     def optimizer_settings(self) -> OptimizerSettings:

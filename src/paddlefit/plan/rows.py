@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED, capacity_gib
+from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.estimate.amp import saved_activation_bytes
 from paddlefit.estimate.collectives import dataparallel_gradient_allreduce, train_gradient_allreduce
 from paddlefit.estimate.gpu_model import (
@@ -31,10 +31,11 @@ from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
 from paddlefit.plan.request import TIE_FACTOR, PlanRequest, Target
 from paddlefit.spec import Precision
+from paddlefit.units import GIB, MIB, capacity_gib
 
 #: cuDNN conv workspace limit, ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle ``paddle/phi/core/flags.cc``
 #: default), added for models with convolutions (an upper bound).
-CONV_WORKSPACE_BYTES = 512 * 1024**2
+CONV_WORKSPACE_BYTES = 512 * MIB
 #: CUDA context and kernel images, 1.3 GB (Hugging Face "Model training anatomy" docs, BERT-large on V100:
 #: nvidia-smi total minus allocator; a PyTorch figure, replaced by a calibration).
 CUDA_CONTEXT_BYTES = int(1.3e9)
@@ -443,12 +444,12 @@ def recommend(targets: list[Target], batch: int) -> Recommendation:
         reason = (
             f"{'fastest GPU that fits' if not tie else 'fastest GPU that fits, within 1% (tie-break below)'}: "
             f"{best.samples_per_s:,.0f} samples/s predicted, peak "
-            f"{best.peak_bytes / 1024**3:.1f} of {capacity_gib(best.capacity_bytes)} GiB"
+            f"{best.peak_bytes / GIB:.1f} of {capacity_gib(best.capacity_bytes)} GiB"
         )
         if smallest.name != best.name:
             reason += (
                 f"; smallest card that fits: {smallest.name} ({smallest.samples_per_s:,.0f} samples/s, "
-                f"peak {smallest.peak_bytes / 1024**3:.1f} of {capacity_gib(smallest.capacity_bytes)} GiB)"
+                f"peak {smallest.peak_bytes / GIB:.1f} of {capacity_gib(smallest.capacity_bytes)} GiB)"
             )
         unranked = [t.name for t in fitting if t.speed_lower_bound and t not in gpu_fit]
         if unranked:

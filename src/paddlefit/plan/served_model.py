@@ -24,6 +24,7 @@ from paddlefit.estimate.optrace import OpTrace
 from paddlefit.inputspec import InputSpec
 from paddlefit.run_layout import EXPORT_DIR
 from paddlefit.serve.program import MODEL_SUFFIXES, PARAMS_SUFFIX
+from paddlefit.units import GIB
 
 #: Where a ``paddle.jit.save`` program may sit under a folder the user names (a run's export folder first).
 EXPORT_DIRS = ("", EXPORT_DIR, "export")
@@ -244,7 +245,7 @@ def too_large_to_run(params: int) -> bool:
     probe limit, :func:`paddlefit.plan.measure.measure_model`)."""
     import psutil
 
-    return 4 * params > min(psutil.virtual_memory().total // 4, 8 * 1024**3)
+    return 4 * params > min(psutil.virtual_memory().total // 4, 8 * GIB)
 
 
 def _analytic(ref: Any, specs: list[InputSpec], kind: str) -> ServedModel:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from paddlefit.catalog.price_csv import InstancePrice
 from paddlefit.catalog.spot_advisor import ADVISOR_SOURCE, aws_bucket
 from paddlefit.errors import PaddlefitError
+from paddlefit.units import SECONDS_PER_HOUR
 
 #: Hours in an average month (365 x 24 / 12), for AWS Spot Instance Advisor's per-month interruption buckets.
 HOURS_PER_MONTH = 730.0
@@ -68,7 +69,7 @@ class InterruptionRate:
     @property
     def mtbi_s(self) -> float:
         """Mean time between interruptions, seconds (3600 / per_hour)."""
-        return 3600.0 / self.per_hour
+        return SECONDS_PER_HOUR / self.per_hour
 
     @property
     def mtbi_h(self) -> float:

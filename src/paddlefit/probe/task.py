@@ -24,6 +24,7 @@ from paddlefit.inputspec import InputSpec
 from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
+from paddlefit.units import GIB
 
 __all__ = [
     "BUILDING",
@@ -137,8 +138,8 @@ def run_probe_task(task: ProbeTask, progress: Callable[[str], None]) -> ProbeOut
     except ProbeTooLargeError as exc:
         raise ModelError(
             f"Model {task.name!r} with inputs {_specs(task)} is too large to probe on this machine: the CPU probe "
-            f"would need about {exc.need_bytes / 1024**3:.1f} GiB at batch {exc.batch} and "
-            f"{exc.free_bytes / 1024**3:.1f} GiB is free. Plan with smaller per-sample inputs (activations scale "
+            f"would need about {exc.need_bytes / GIB:.1f} GiB at batch {exc.batch} and "
+            f"{exc.free_bytes / GIB:.1f} GiB is free. Plan with smaller per-sample inputs (activations scale "
             "with them) or on a machine with more RAM."
         ) from None
     except MemoryError as exc:
@@ -169,10 +170,10 @@ def out_of_memory(task: ProbeTask, exc: BaseException) -> str:
     from paddlefit.models.build import short_error
 
     used, allowance = end_memory_limit() or (0, 0)
-    cap = f" of the {allowance / 1024**3:.2f} GiB it may (`--probe-memory-gib`)" if allowance else ""
+    cap = f" of the {allowance / GIB:.2f} GiB it may (`--probe-memory-gib`)" if allowance else ""
     return (
         f"Model {task.name!r} with inputs {_specs(task)} ran out of host memory in the CPU probe after allocating "
-        f"{used / 1024**3:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample "
+        f"{used / GIB:.2f} GiB{cap}: {short_error(exc, 200).rstrip('. :')}. Plan with smaller per-sample "
         "inputs (activations scale with them), raise `--probe-memory-gib` up to the free RAM, or plan on a machine "
         "with more RAM."
     )
@@ -272,7 +273,7 @@ def _child_failed(task: ProbeTask, limits: ChildLimits, exc: ChildFailed) -> str
         return f"{head}: the CPU probe's process {exc.what()}.{said}"
     near = exc.peak_rss_bytes >= 0.9 * limits.memory_bytes
     oom = (
-        f" It ran out of memory: its peak RSS reached the probe's memory limit ({limits.memory_bytes / 1024**3:.2f} "
+        f" It ran out of memory: its peak RSS reached the probe's memory limit ({limits.memory_bytes / GIB:.2f} "
         "GiB, `--probe-memory-gib`)."
         if near
         else ""

@@ -45,6 +45,7 @@ from paddlefit.profiling.verdict_rules import (
     judge,
 )
 from paddlefit.spec import JobSpec
+from paddlefit.units import MIB
 
 COMPONENTS = ("data", "h2d", "forward", "loss", "backward", "optimizer")
 #: how ``profile`` labels a component in its table (the rest by their key): ``data`` is the step's wait for a batch,
@@ -326,13 +327,13 @@ def _device_evidence(
     if f.intensity is not None and f.ridge is not None:
         out.append(
             f"arithmetic intensity {f.intensity:,.1f} FLOP/byte (FLOPs per step / 2 x peak allocated "
-            f"{peak_bytes / 1024**2:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte"
+            f"{peak_bytes / MIB:,.0f} MiB) vs the {entry.name} ridge point {f.ridge:,.1f} FLOP/byte"
         )
     if allreduce is not None:
         seconds, bw, link = allreduce
         out.append(
             f"gradient all-reduce over {devices} GPUs (estimated: NCCL all-reduce of "
-            f"{f.grads_bytes / 1024**2:,.1f} MiB in 128 MiB buckets over {link}, {bw:,.0f} GB/s per "
+            f"{f.grads_bytes / MIB:,.1f} MiB in 128 MiB buckets over {link}, {bw:,.0f} GB/s per "
             f"direction, not overlapped): {seconds * 1e3:,.1f} ms, "
             f"{f.comm_share:.0%} of the step"
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paddlefit.spec import JobSpec
+from paddlefit.units import MIB
 
 INPUT_BOUND_WAIT = 0.25
 COMPUTE_SHARE = 0.60
@@ -146,7 +147,7 @@ def _comm_fixes(f: StepFacts) -> list[Fix]:
         },
         {
             "fix": "GPUs joined by NVLink/NVSwitch (e.g. SXM boards) instead of PCIe",
-            "why": f"the ring all-reduce moves 2(n-1)/n x {f.grads_bytes / 1024**2:,.0f} MiB per step",
+            "why": f"the ring all-reduce moves 2(n-1)/n x {f.grads_bytes / MIB:,.0f} MiB per step",
             "expected_gain": "`paddlefit cost --config` compares the instance types",
         },
     ]

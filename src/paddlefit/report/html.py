@@ -23,6 +23,7 @@ from paddlefit.run_layout import COMPARISON_FILE, PROFILE_FILE
 from paddlefit.runs.labels import paddle_threads, readable, summary_label
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 from paddlefit.textsafe import terminal_safe
+from paddlefit.units import GIB, MIB
 
 __all__ = ["ReportData", "build_report", "fmt_num", "plot_ids", "render_html"]
 
@@ -83,14 +84,14 @@ def value_cell(value: Any, key: str | None = None) -> str:
 def mib(nbytes: Any) -> str:
     """`` (1.51 MiB)`` for a byte count, else empty."""
     if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
-        return f" ({fmt_num(nbytes / 1024**2)} MiB)"
+        return f" ({fmt_num(nbytes / MIB)} MiB)"
     return ""
 
 
 def gib(nbytes: Any) -> str:
     """`` (23.5 GiB)`` for a byte count, else empty."""
     if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
-        return f" ({nbytes / 1024**3:.1f} GiB)"
+        return f" ({nbytes / GIB:.1f} GiB)"
     return ""
 
 

@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from paddlefit.units import MIB
+
 #: at most this many points a line (longer series are strided, the last point kept)
 MAX_POINTS = 4000
 RESUME_COLOR = "#c0392b"
@@ -189,7 +191,7 @@ def memory_plot(train: list[dict[str, Any]], resumes: Sequence[int]) -> str | No
         return None
     fig, (ax,) = figure()
     ax.plot(
-        *thin([r["step"] for r in rows], [r["peak_memory_bytes"] / 1024**2 for r in rows]),
+        *thin([r["step"] for r in rows], [r["peak_memory_bytes"] / MIB for r in rows]),
         color="#d35400",
         linewidth=1.0,
         label="peak allocated",

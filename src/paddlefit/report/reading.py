@@ -57,6 +57,7 @@ from paddlefit.runs.view import comparison_problem
 from paddlefit.textsafe import name_safe
 from paddlefit.train.lock import pid_alive
 from paddlefit.train.record import status_name
+from paddlefit.units import MIB
 
 __all__ = [
     "SNAPSHOT_FILES",
@@ -80,7 +81,7 @@ RESUME_GAP_S = 0.5
 TIME_GAP_STEPS = 10
 MIN_TIME_GAP_S = 5.0
 #: metrics.jsonl is read up to this size (a run of millions of steps: the report reads the first 512 MiB)
-MAX_METRICS_BYTES = 512 * 1024**2
+MAX_METRICS_BYTES = 512 * MIB
 
 
 @dataclass

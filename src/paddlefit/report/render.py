@@ -12,23 +12,8 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from paddlefit.catalog.currency import USD
-from paddlefit.catalog.gpus import GPU, capacity_gib
-from paddlefit.report.units import column_unit
-
-
-def gib(nbytes: float | None) -> str:
-    """Bytes as GiB with one decimal (``1.5 GiB``); ``-`` for None/NaN."""
-    if nbytes is None or (isinstance(nbytes, float) and math.isnan(nbytes)):
-        return "-"
-    return f"{nbytes / 1024**3:,.1f} GiB"
-
-
-def size(nbytes: float | None) -> str:
-    """Bytes as GiB with one decimal from 1 GiB up (``1.5 GiB``), MiB below (``44.7 MiB``: a small model's weights
-    are no ``0.0 GiB``); ``-`` for None/NaN."""
-    if nbytes is None or (isinstance(nbytes, float) and math.isnan(nbytes)):
-        return "-"
-    return gib(nbytes) if nbytes >= 1024**3 else f"{nbytes / 1024**2:,.1f} MiB"
+from paddlefit.catalog.gpus import GPU
+from paddlefit.units import GIB, MIB, capacity_gib, column_unit, duration, gib, size
 
 
 def flops(n: float) -> str:
@@ -52,19 +37,6 @@ def peak_text(unit: str | None, peak_flops: float | None) -> str:
     if not unit or peak_flops is None or math.isnan(peak_flops) or peak_flops <= 0:
         return "-"
     return f"{unit} {peak_flops / 1e12:,.4g} TFLOPS"
-
-
-def duration(seconds: float | None) -> str:
-    """Seconds as ``812 ms``, ``3.2 s``, ``4.1 h``; ``-`` for None/NaN."""
-    if seconds is None or math.isnan(seconds):
-        return "-"
-    if seconds < 0.01:
-        return f"{seconds * 1e3:.2f} ms"
-    if seconds < 1:
-        return f"{seconds * 1e3:,.0f} ms"
-    if seconds < 3600:
-        return f"{seconds:,.1f} s"
-    return f"{seconds / 3600:,.1f} h"
 
 
 def print_min_width(console: Console, renderable: Any, min_width: int) -> None:
@@ -118,7 +90,7 @@ def render_plan(plan: Any, console: Console) -> None:
         row = [
             t.name,
             "[green]yes[/]" if t.fits else "[red]no[/]",
-            f"{t.peak_bytes / 1024**3:,.1f}/{capacity_gib(t.capacity_bytes)}",
+            f"{t.peak_bytes / GIB:,.1f}/{capacity_gib(t.capacity_bytes)}",
             "-" if t.max_batch_size is None else f"{t.max_batch_size:,}",
             step_unit.fmt(t.step_time_s),
             "-" if math.isnan(t.samples_per_s) else f"{t.samples_per_s:,.{0 if t.samples_per_s >= 100 else 1}f}",
@@ -160,7 +132,7 @@ def _plan_header(plan: Any, console: Console) -> None:
         f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
         f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {size(mem['weights_bytes'])}, "
         f"grads {size(mem['grads_bytes'])}, optimizer {size(mem['optimizer_bytes'])}, activations "
-        f"{mem['activation_bytes_per_sample'] / 1024**2:,.1f} MiB/sample, rest {size(mem['fixed_bytes'])}"
+        f"{mem['activation_bytes_per_sample'] / MIB:,.1f} MiB/sample, rest {size(mem['fixed_bytes'])}"
     )
     phase_peaks = mem.get("phase_peak_bytes") or {}
     if phase_peaks:
@@ -296,7 +268,7 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
         "arch": lambda g: g.architecture,
         "CC": lambda g: g.device_label,
         "mem GB": lambda g: f"{g.memory_gib:g}",
-        "usable MiB": lambda g: f"{g.capacity_bytes / 1024**2:g}" + ("" if g.usable_memory_mib else " label"),
+        "usable MiB": lambda g: f"{g.capacity_bytes / MIB:g}" + ("" if g.usable_memory_mib else " label"),
         "GB/s": lambda g: f(g.mem_bw_gb_s),
         "FP32": lambda g: f(g.fp32_tflops),
         "TF32": lambda g: f(g.tf32_tflops),
@@ -378,7 +350,7 @@ def render_parallel_plan(plan: Any, console: Console) -> None:
         step_unit = column_unit(p.time.step for p in shown)
         for i, p in enumerate(shown, 1):
             lay, m = p.layout, p.memory
-            mem_cell = f"{m.peak / 1024**3:,.1f}/{m.usable / 1024**3:,.1f}"
+            mem_cell = f"{m.peak / GIB:,.1f}/{m.usable / GIB:,.1f}"
             table.add_row(
                 str(i),
                 str(lay.dp),

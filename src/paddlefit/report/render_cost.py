@@ -13,7 +13,7 @@ from rich.table import Table
 from paddlefit.catalog.currency import USD, Currency
 from paddlefit.plan.cost import SPEC_CADENCE
 from paddlefit.report.render import print_min_width, table_width
-from paddlefit.report.units import column_unit
+from paddlefit.units import MIB, SECONDS_PER_HOUR, column_unit
 
 #: Columns of the cost table without ``--wide``, dropped in this order while the table is wider than the console:
 #: the checkpoint interval, on-demand hours, spot hours (the ``cheapest:``/``fastest:`` lines restate their row's
@@ -47,11 +47,11 @@ def _cost_rows(
                 "": ("*" if r.cheapest else "") + ("^" if r.fastest else "") + ("P" if r.pareto else ""),
                 "instance": escape(f"{r.cloud} {r.instance_type}"),
                 "GPUs": escape(f"{r.gpu_count}x {r.gpu}"),
-                "time": unit.fmt(r.hours * 3600),
+                "time": unit.fmt(r.hours * SECONDS_PER_HOUR),
                 "on-demand": money.fmt(r.on_demand_usd),
                 "spot": money.fmt(r.spot_expected_usd),
                 "ckpt": ckpt_unit.fmt(r.checkpoint_interval_s),
-                "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * 3600),
+                "spot time": unit.fmt(None if r.spot_hours is None else r.spot_hours * SECONDS_PER_HOUR),
                 "note": ",".join(refs),
             }
         )
@@ -84,7 +84,7 @@ def _cost_assumption_lines(a: dict[str, Any]) -> list[tuple[str, str]]:
             else f"{a['interruptions_per_hour']:.3g}/h per instance (mean time between interruptions "
             f"{a['mean_time_between_interruptions_h']:,.1f} h): {a['interruption_rate_basis']}",
         ),
-        ("checkpoint write", f"{a['disk_bytes_per_s'] / 1024**2:,.0f} MiB/s ({a['disk_basis']})"),
+        ("checkpoint write", f"{a['disk_bytes_per_s'] / MIB:,.0f} MiB/s ({a['disk_basis']})"),
         ("restart", f"{a['restart_s'] / 60:g} min per interruption ({a['restart_basis']})"),
         ("checkpoint interval", a["checkpoint_interval"]),
         ("checkpoint writes", a["checkpoint_writes"]),
@@ -116,7 +116,9 @@ def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False
     ]
     footnotes: list[str] = []
     named = fit[:top] + [r for r in fit if r.cheapest or r.fastest]  # the footer restates these rows
-    unit = column_unit([r.hours * 3600 for r in named] + [(r.spot_hours or 0) * 3600 for r in named])
+    unit = column_unit(
+        [r.hours * SECONDS_PER_HOUR for r in named] + [(r.spot_hours or 0) * SECONDS_PER_HOUR for r in named]
+    )
     ckpt_unit = column_unit(r.checkpoint_interval_s for r in fit[:top])
     rows = _cost_rows(fit[:top], unit, ckpt_unit, footnotes, money)
     title = f"ranked by {a['ranking']} (* cheapest, ^ fastest, P Pareto front)"
@@ -176,13 +178,13 @@ def _cost_outcome(report: Any, fit: list[Any], unit: Any, console: Console, mone
         console.print(f"[dim]not priced: {escape(shown)}: {escape(reason)}[/]")
     if report.cheapest:
         c = next(r for r in fit if r.cheapest)
-        took = unit.fmt(c.cost_hours * 3600)
+        took = unit.fmt(c.cost_hours * SECONDS_PER_HOUR)
         console.print(
             f"cheapest: [bold]{escape(report.cheapest)}[/] {money.fmt(c.cost_usd)} in {took} ({c.cost_basis})"
         )
     if report.fastest:
         f = next(r for r in fit if r.fastest)
-        took = unit.fmt(f.cost_hours * 3600)
+        took = unit.fmt(f.cost_hours * SECONDS_PER_HOUR)
         console.print(
             f"fastest:  [bold]{escape(report.fastest)}[/] {took} for {money.fmt(f.cost_usd)} ({f.cost_basis})"
         )

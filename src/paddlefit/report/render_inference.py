@@ -12,8 +12,7 @@ from rich.table import Table
 from paddlefit.catalog.currency import USD, Currency
 from paddlefit.catalog.prices import price_template
 from paddlefit.plan.inference import MAX_SEARCH_BATCH
-
-MIB = 1024**2
+from paddlefit.units import GIB, MIB
 
 
 def _ms(s: float | None) -> str:
@@ -23,7 +22,7 @@ def _ms(s: float | None) -> str:
 
 
 def _gib(b: float | None) -> str:
-    return "-" if b is None else f"{b / 1024**3:,.2f}"
+    return "-" if b is None else f"{b / GIB:,.2f}"
 
 
 def _usd(v: float | None, money: Currency = USD) -> str:
@@ -180,7 +179,7 @@ def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD)
             else ""
         )
         + f"; fits if peak{' and build' if trt else ''} <= {a['safety_margin']:.0%} "
-        f"of (capacity - {a['cuda_context_bytes'] / 1024**3:.1f} GiB CUDA context). Fusions: "
+        f"of (capacity - {a['cuda_context_bytes'] / GIB:.1f} GiB CUDA context). Fusions: "
         f"{escape(fused)}. Serve: the batch and what sets its latency "
         "(device: the kernels; host: dispatching the request and its ops; copy: inputs and results over "
         "the host link, added to the rest): "

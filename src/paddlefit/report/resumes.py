@@ -16,11 +16,12 @@ from typing import Any
 from paddlefit.fileio import loads_limited
 from paddlefit.rundir import checkpoint_name, metrics_file, read_metrics_bytes
 from paddlefit.train.metrics import RESUME_EVENT
+from paddlefit.units import MIB
 
 __all__ = ["Resume", "is_resume_record", "lost_text", "read_resume_records", "record_resumes", "resume_line"]
 
 #: metrics.jsonl is read up to this size for its resume records (``runs show``)
-MAX_READ_BYTES = 512 * 1024**2
+MAX_READ_BYTES = 512 * MIB
 
 
 @dataclass

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.runs.labels import run_label
+from paddlefit.units import size
 
 #: the configuration columns ``paddlefit runs compare`` sets side by side (labels:
 #: :data:`paddlefit.runs.labels.RUN_LABELS`)
@@ -57,8 +58,9 @@ def _number(value: Any) -> bool:
 
 def fmt(value: Any, unit: str = "") -> str:
     """``value`` for a table cell: ``-`` for None/NaN; seconds below 1 as ms (``12.0 ms``), above as ``3.20 s``;
-    bytes as MiB below 1 GiB, else GiB; ``%`` a fraction as percent (``24.0 %``); ``1/s`` with thousands separators;
-    other numbers with 4 significant digits (integers exact, with separators); ``text`` and strings as is."""
+    bytes as ``plan`` prints them (:func:`paddlefit.units.size`); ``%`` a fraction as percent (``24.0 %``); ``1/s``
+    with thousands separators; other numbers with 4 significant digits (integers exact, with separators); ``text``
+    and strings as is."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if not _number(value) or unit == "text":
@@ -66,7 +68,7 @@ def fmt(value: Any, unit: str = "") -> str:
     if unit == "s":
         return f"{value * 1e3:,.1f} ms" if abs(value) < 1 else f"{value:,.2f} s"
     if unit == "B":
-        return f"{value / 1024**2:,.1f} MiB" if abs(value) < 1024**3 else f"{value / 1024**3:,.2f} GiB"
+        return size(value)
     if unit == "%":
         return f"{value * 100:.1f} %"
     if unit == "1/s":

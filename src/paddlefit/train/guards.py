@@ -15,6 +15,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.spec import BudgetSpec, CheckpointSpec
+from paddlefit.units import SECONDS_PER_HOUR, cost_usd, hours
 
 __all__ = [
     "Budget",
@@ -208,7 +209,7 @@ class Budget:
         """USD at ``price_usd_per_hour`` for ``wall_s`` seconds (default: :meth:`wall_s` now), or None without a
         price."""
         price = self.spec.price_usd_per_hour
-        return (self.wall_s() if wall_s is None else wall_s) / 3600 * price if price else None
+        return cost_usd(self.wall_s() if wall_s is None else wall_s, price) if price else None
 
     def limits(self) -> str:
         """The limits set, e.g. ``max_cost_usd 0.5`` (for a rank stopped by another rank's clock)."""
@@ -224,16 +225,16 @@ class Budget:
         """Why the budget is used up (``max_hours`` reached, or ``max_cost_usd`` at ``price_usd_per_hour``), else
         None."""
         b = self.spec
-        hours = self.wall_s() / 3600
-        if b.max_hours is not None and hours >= b.max_hours:
-            return f"budget: {hours:.4g} h of wall time reached max_hours {b.max_hours:g}"
+        spent_h = hours(self.wall_s())
+        if b.max_hours is not None and spent_h >= b.max_hours:
+            return f"budget: {spent_h:.4g} h of wall time reached max_hours {b.max_hours:g}"
         if (
             b.max_cost_usd is not None
             and b.price_usd_per_hour is not None
-            and hours * b.price_usd_per_hour >= b.max_cost_usd
+            and spent_h * b.price_usd_per_hour >= b.max_cost_usd
         ):
             return (
-                f"budget: {hours:.4g} h x {b.price_usd_per_hour:g} USD/h = {hours * b.price_usd_per_hour:.4g} USD "
+                f"budget: {spent_h:.4g} h x {b.price_usd_per_hour:g} USD/h = {spent_h * b.price_usd_per_hour:.4g} USD "
                 f"reached max_cost_usd {b.max_cost_usd:g}"
             )
         return None
@@ -283,13 +284,13 @@ class CheckpointSchedule:
         if self.spec.auto_interval:
             from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
 
-            mtbi = 3600.0 / self.spec.interruptions_per_hour
+            mtbi = SECONDS_PER_HOUR / self.spec.interruptions_per_hour
             delta = max(write_s, 1e-3)
             new = daly_interval_s(delta, mtbi)
             if self.interval_s is None or abs(new - self.interval_s) > 0.25 * self.interval_s:
                 self.log(
                     f"checkpoint interval (auto): writing took {write_s:.3f} s; Daly interval for one "
-                    f"interruption per {mtbi / 3600:,.1f} h = {new:.0f} s (Young "
+                    f"interruption per {hours(mtbi):,.1f} h = {new:.0f} s (Young "
                     f"{young_interval_s(delta, mtbi):.0f} s)"
                 )
             self.interval_s = new

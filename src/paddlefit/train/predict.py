@@ -39,6 +39,7 @@ import numpy as np
 
 from paddlefit.rundir import read_prediction, write_prediction
 from paddlefit.safepath import python_command, safe_env
+from paddlefit.units import MIB
 
 __all__ = [
     "NO_PREDICT_ENV",
@@ -269,7 +270,7 @@ def prediction_line(prediction: dict[str, Any], grad_accum_steps: int, global_ba
         return f"not predicted: {doc.get('reason') or 'no reason recorded'}"
     step = trainer_step_s(doc, grad_accum_steps)
     peak = doc.get("peak_memory_bytes")
-    mib = f"{peak / 1024**2:,.1f} MiB" if isinstance(peak, int | float) else "-"
+    mib = f"{peak / MIB:,.1f} MiB" if isinstance(peak, int | float) else "-"
     return (
         f"predicted ({doc.get('calibration')}): step {step * 1e3:,.1f} ms, {global_batch / step:,.0f} "
         f"samples/s, peak {mib}"

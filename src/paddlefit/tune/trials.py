@@ -39,6 +39,7 @@ from typing import Any
 
 from paddlefit.catalog.units import cuda_amp_blocked
 from paddlefit.spec import JobSpec
+from paddlefit.units import MIB
 from paddlefit.userimport import factory_takes
 
 
@@ -421,7 +422,7 @@ class _Search:
             self.trials.append(trial)
             need = predicted_peak(points, b)
             if need > limit:
-                trial.note = f"not run: predicted peak {need / 1024**2:,.0f} MiB > limit {limit / 1024**2:,.0f} MiB"
+                trial.note = f"not run: predicted peak {need / MIB:,.0f} MiB > limit {limit / MIB:,.0f} MiB"
                 trial.global_batch = b * accum * self.spec.devices
                 break
             self.say(label)
