@@ -9,7 +9,7 @@ For every row of ``bench/data/gpu-training-measurements.csv`` that can be built 
 - ``fit``: the per-operator model with the shipped parameters (fitted on all rows);
 - ``loso``: leave-one-source-out: the parameters refitted without the row's source, then the row predicted.
 
-Then median |error|, the share of rows within 25% and the worst row, for each. Target (issue 23), under
+Then median |error|, the share of rows within 25% and the worst row, for each. Target, under
 leave-one-source-out: median |error| <= 10%, >= 85% of rows within 25%, no row off by more than 1.5x.
 
 Second block: NeuSight's whole-model timings (``bench/data/gpu-kernels/e2e_latency.csv``: BERT-large, GPT-2 large,

@@ -2,8 +2,8 @@
 
 Cases: `paddlefit plan resnet50 --batch-size 256` (CPU probe path) and `paddlefit plan gpt2-xl` (1.56e9
 parameters: built under paddle.LazyGuard, analytic path). Peak RSS is the largest ru_maxrss of the `plan` process
-and the processes it waited for (the CPU probe runs in a child process since issue 40).
-Targets on a 2-core machine: resnet50 <= 12 s (issue 28; 20 s before); the 1e9+ model <= 20 s and <= 3 GB peak RSS.
+and the processes it waited for (the CPU probe runs in a child process).
+Targets on a 2-core machine: resnet50 <= 12 s; the 1e9+ model <= 20 s and <= 3 GB peak RSS.
 
 CPU seconds: the `plan` process's own and its probe child's (user + system). The model is built (under
 paddle.LazyGuard, then probed) in the child only (`paddlefit.plan.measure.measure_model`): a zoo model's `plan` does

@@ -9,7 +9,7 @@ stores the rows in ``tests/data/recorded-runs.json``, which ``tests/test_runs_ca
 Then, for every device with runs of at least two models, and every model on it: the correction
 (:func:`paddlefit.plan.runs_calibration.fit_correction`) fitted on that device's runs of the *other* models, and
 the held-out model's runs predicted before and after it. Printed: per device, median |predicted / measured - 1|
-before and after, and overall. Target (issue 17): held-out runs predicted better after than before (overall
+before and after, and overall. Target: held-out runs predicted better after than before (overall
 median |error| lower).
 
     .venv/bin/python bench/runs_calibration.py [--write]

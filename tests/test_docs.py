@@ -187,7 +187,7 @@ def test_doctor_page_lists_exactly_the_registered_checks():
 
 
 def test_bench_output_keeps_the_benchmarks_own_lines_only():
-    """Issue 26: docs/benchmarks.md carried Paddle's import warnings with the absolute path of the machine that ran
+    """Docs/benchmarks.md carried Paddle's import warnings with the absolute path of the machine that ran
     it. run_all drops third-party warnings (and their source line) and writes paths relative to the repository."""
     import importlib.util
 

@@ -1,4 +1,4 @@
-"""Faults a scheduler and a user meet (issue 27): a rank of a 2-process run SIGKILLed, a full disk at each kind of
+"""Faults a scheduler and a user meet: a rank of a 2-process run SIGKILLed, a full disk at each kind of
 write, every crash point of a checkpoint save. Real CLI in subprocesses on the CPU, as in tests/train/test_train.py."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_launcher_codes_map_to_documented_ones(launcher: object, stopped_by: int
 
 def test_log_lines_and_errors_show_a_hostile_run_dir_escaped(tmp_path: Path) -> None:
     """`train` logs its run directory ("resumed from ...", the registry, the summary) and names it in errors: a name
-    with `\\e[2J` (clear screen), `\\r` or a C1 CSI reaches the terminal escaped, never raw (issue 27)."""
+    with `\\e[2J` (clear screen), `\\r` or a C1 CSI reaches the terminal escaped, never raw."""
     hostile = "r\x1b[2J\r\x9b31m"
     run_dir = tmp_path / hostile
     spec = write_spec(tmp_path / "s.yaml", max_steps=2, checkpoint={"every_steps": 1, "every_minutes": 0})
@@ -129,7 +129,7 @@ def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(
     tmp_path: Path, name: str, code: str, skip: int, at: str
 ) -> None:
     """A full disk outside the checkpoint write gave `OSError: [Errno 28]` from metrics.py's close, a traceback, exit
-    1 and no status.json (issue 27). Each kind of write of a run now fails through one write path: exit 2, a message
+    1 and no status.json. Each kind of write of a run now fails through one write path: exit 2, a message
     naming the file, the step and the last intact checkpoint, and status.json saying the same (or why it could not);
     the run resumes from that checkpoint."""
     spec = write_spec(tmp_path / "s.yaml", max_steps=8, checkpoint={"every_steps": 4, "every_minutes": 0})
@@ -161,7 +161,7 @@ def test_a_failed_write_anywhere_is_exit_2_naming_file_step_and_checkpoint(
 
 
 def test_metrics_file_that_is_a_directory_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
-    """`metrics.jsonl` made a directory gave `IsADirectoryError` and exit 1 (issue 27)."""
+    """`metrics.jsonl` made a directory gave `IsADirectoryError` and exit 1."""
     run_dir = tmp_path / "r"
     (run_dir / "metrics.jsonl").mkdir(parents=True)
     r = run(train_cmd(write_spec(tmp_path / "s.yaml", max_steps=2), run_dir))
@@ -230,7 +230,7 @@ def test_a_disk_filled_mid_run_on_a_small_tmpfs_is_exit_2_and_resumes(tmp_path: 
 
 
 def test_a_run_dir_made_read_only_mid_run_names_the_file_step_and_checkpoint(tmp_path: Path) -> None:
-    """Hostile round 2, finding 7: the run directory bind-remounted read-only during train gave exit 2 with only
+    """The run directory bind-remounted read-only during train gave exit 2 with only
     "`--run-dir .../status.json`: directory ... is not writable" (check_output_path's plain error was not a write
     failure): no step, no checkpoint. Here checkpoints/ stays writable, so comparison.json (written after the
     step-10 checkpoint) is the first write to fail. Now the message names the file, the step and the last intact

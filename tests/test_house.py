@@ -275,3 +275,15 @@ def test_byte_multiples_are_written_only_in_the_units_module() -> None:
             ):
                 found.append(f"{path.relative_to(PKG)}:{node.lineno} {ast.unparse(node)}")
     assert found == []
+
+
+def test_comments_say_why_not_which_issue_changed_the_code() -> None:
+    """No "issue 26" or "round 2" in the package or its tests: a comment says why the code is as it is. A public
+    project's issue (``NVIDIA/TensorRT issue 1090``) is a source, and is named with its repository."""
+    history = re.compile(r"(?:([\w.-]+/[\w.-]+) )?\b(?:issue|round) \d+\b", re.IGNORECASE)
+    found = []
+    for path in sorted([*PKG.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if any(not m.group(1) for m in history.finditer(line)) and path.name != "test_house.py":
+                found.append(f"{path.relative_to(ROOT)}:{n}")
+    assert found == []

@@ -1,4 +1,4 @@
-"""paddlefit.optimizers: the optimizer `plan`'s probe steps with is the one `train` steps with (issue 40, item 2).
+"""Paddlefit.optimizers: the optimizer `plan`'s probe steps with is the one `train` steps with.
 
 The probe builds ``make_optimizer(PlanRequest.optimizer_settings())`` from the plan request of a job spec
 (``plan --config``); train builds ``build_optimizer(spec, ...)`` (``build_job``) from the same spec. After one

@@ -51,14 +51,14 @@ SECRETS = {
     "GH_PAT": "s3cr3t-VALUE-pat",
     "DOCKER_AUTH_CONFIG": '{"auths": {"r.io": {"auth": "s3cr3t-VALUE-docker"}}}',
     "PADDLE_STORE_DSN_STRING": "Server=db;Uid=u;Pwd=s3cr3t-VALUE-pwd",  # kept prefix: a credential by its value
-    # near misses the launcher logs kept (hostile round 2, finding 11b)
+    # Near misses the launcher logs kept
     "DB_PW": "s3cr3t-VALUE-pw",
     "MY_CREDS": "AKIA0123456789ABCDEF s3cr3t-VALUE-aws",
     "STRIPE_SK": "sk_live_0123456789s3cr3t-VALUE-stripe",
     "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-hook",
     "APP_BILLING": "sk_live_0123456789s3cr3t-VALUE-billing",  # a credential by its value
     "APP_NOTIFY": "https://hooks.slack.com/services/T0/B0/s3cr3t-VALUE-notify",
-    # names no rule foresees (hostile round 3): only the launcher's allow-list keeps them out of launch-logs/
+    # Names no rule foresees: only the launcher's allow-list keeps them out of launch-logs/
     "SSHPASS": "s3cr3t-VALUE-sshpass",
     "BW_SESSION": "s3cr3t-VALUE-bitwarden",
     "MY_SVC": "s3cr3t-VALUE-svc",
@@ -205,7 +205,7 @@ def test_settings_that_look_a_little_like_credentials_are_not_hidden(value: str)
 
 
 def test_near_miss_secret_names_and_values_stay_out_of_the_launcher_environment() -> None:
-    """Hostile round 2, finding 11b: DB_PW, MY_CREDS=AKIA..., STRIPE_SK=sk_live_..., SLACK_HOOK=https://hooks...
+    """DB_PW, MY_CREDS=AKIA..., STRIPE_SK=sk_live_..., SLACK_HOOK=https://hooks...
     were written in plain text to launch-logs/ (the names and the AWS, Stripe and Slack formats were not known).
     The launcher's filter (distlaunch's ``split_secrets``) now takes each out, by its name and by its value."""
     aws, stripe = "AKIA" + "IOSFODNN7EXAMPL1", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"

@@ -1,4 +1,4 @@
-"""Issue 27 (items 5 and 6): files read from a run directory, a checkpoint or the registry are bounded (size, depth,
+"""Files read from a run directory, a checkpoint or the registry are bounded (size, depth,
 schema) and never a traceback; nothing is executed from a checkpoint without the user's word (no pickle for the
 RNG state, `--trust-checkpoint` for a checkpoint from elsewhere or an old `rng.pkl`); a checkpoint directory whose
 name disagrees with its manifest's step is never resumed and is pruned."""
@@ -101,7 +101,7 @@ def test_report_reads_deep_and_malformed_files_without_a_traceback(trained: tupl
 def test_train_and_export_refuse_deep_checkpoint_files_cleanly(trained: tuple[Path, Path], tmp_path: Path) -> None:
     """A deeply nested manifest.json: `train --resume auto` skips that checkpoint (warning) and resumes the one
     before; `export` names it. Before: RecursionError, exit 1. A deep trainer.json (manifest rehashed) is skipped by
-    `--resume auto` the same way (hostile round 2, finding 8: it was exit 2 naming `--resume PATH`), and is exit 2
+    `--resume auto` the same way (it was exit 2 naming `--resume PATH`), and is exit 2
     for `--resume PATH`."""
     spec, src = trained
     run_dir = copy_run(src, tmp_path / "r")
@@ -297,7 +297,7 @@ def test_a_checkpoint_named_for_another_step_is_never_resumed_and_is_pruned(tmp_
 
 
 def test_resume_auto_skips_a_checkpoint_resolving_outside_the_run(trained: tuple[Path, Path], tmp_path: Path) -> None:
-    """Hostile round 2, finding 3: `checkpoints/step-N` a symlink to a checkpoint elsewhere whose model.pdparams is a
+    """`checkpoints/step-N` a symlink to a checkpoint elsewhere whose model.pdparams is a
     hostile pickle: `--resume PATH` refused it, `--resume auto` loaded it and the payload ran. Now auto skips it
     (warning) for the one before it, unless `--trust-checkpoint`; a file in a checkpoint linked out is the same."""
     spec, src = trained

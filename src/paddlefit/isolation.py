@@ -1,7 +1,7 @@
 """One function run in a child process under a wall-clock limit and a memory limit.
 
 Why: the CPU probe (:mod:`paddlefit.probe.task`) runs a user's model on the user's inputs inside Paddle, and some
-inputs corrupt Paddle's heap: LeNet on a 1x1 image (issue 40) ends in ``malloc(): unsorted double linked list
+inputs corrupt Paddle's heap: LeNet on a 1x1 image ends in ``malloc(): unsorted double linked list
 corrupted`` and a futex wait that ignores SIGTERM, SIGINT and SIGHUP, or in an abort (exit 134); a model's forward
 can also loop or allocate without end. In a child process each of these is an outcome the caller reports
 (:class:`ChildFailed`), never a hang of the caller.
@@ -72,9 +72,9 @@ KILL_GRACE_S = 2.0
 EXIT_WAIT_S = 5.0
 #: Seconds without CPU progress after which a child that has not answered is taken as deadlocked and stopped, well
 #: before its time limit. A probe always computes (it builds and runs a model on generated data); the deadlock of
-#: issue 40 (LeNet on a 1x1 image: ``malloc(): unsorted double linked list corrupted``, then a futex wait) uses no
-#: CPU at all. Progress is the child's user + system CPU time (``/proc/PID/stat``, ``man 5 proc``), which grows by
-#: at least :data:`STALL_CPU_S` in any window of a working child.
+#: a corrupted heap (LeNet on a 1x1 image: ``malloc(): unsorted double linked list corrupted``, then a futex wait)
+#: uses no CPU at all. Progress is the child's user + system CPU time (``/proc/PID/stat``, ``man 5 proc``), which
+#: grows by at least :data:`STALL_CPU_S` in any window of a working child.
 STALL_S = 30.0
 #: CPU seconds a window of :data:`STALL_S` must add for the child to count as working (a futex wait adds none; a
 #: Python interpreter idling between imports adds milliseconds).

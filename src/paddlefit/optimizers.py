@@ -1,8 +1,8 @@
 """The one optimizer factory: the optimizer ``plan``'s CPU probe steps with is the one ``train`` steps with.
 
-Issue 40: the probe (``probe/job_call.py``) and ``train`` (``train/build.py``) each built their optimizer, with
-another learning rate, weight decay and ``lazy_mode``, so the plan measured a job the user does not run. Now both
-take an :class:`OptimizerSettings` (from the job spec: :func:`optimizer_settings`; from a plan request:
+Why one factory: an optimizer built twice drifts (another learning rate, weight decay or ``lazy_mode``), and then
+the plan measures a job the user does not run. The probe (``probe/job_call.py``) and ``train`` (``train/build.py``)
+both take an :class:`OptimizerSettings` (from the job spec: :func:`optimizer_settings`; from a plan request:
 :meth:`paddlefit.plan.request.PlanRequest.optimizer_settings`) and build through :func:`make_optimizer`.
 ``tests/test_optimizers.py`` checks that the planned and the trained optimizer hold the same state bytes per
 parameter.

@@ -1,6 +1,6 @@
 """Text a terminal can trust: names and paths from the run registry, run directories, job specs and logs are shown
 with their control characters escaped, so a run directory named ``runs/\\x1b[2J`` prints as that and does not
-clear the screen (issue 27).
+clear the screen.
 
 Escaped (:data:`UNSAFE`): the C0 controls but tab and newline (ESC starts every ANSI sequence; CR and backspace
 overwrite what a line shows), DEL, the C1 controls U+0080-U+009F (U+009B is a one-byte CSI to a terminal that reads

@@ -182,14 +182,14 @@ def test_resolve_gpus_matches_names_and_aliases_once_each():
 
 def no_tensor_peaks(name: str = "L20"):
     """A shipped row with its tensor-core peaks removed, as a user catalog that lacks them (every shipped CUDA row has
-    them since issue 39; the L20 had none before)."""
+    them now; a user's row may have none)."""
     return get_gpu(name).model_copy(
         update={"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None}
     )
 
 
 def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
-    """A catalog row without tensor-core peaks (the L20's before issue 39): fp16/bf16 are timed at its FP32 peak, and
+    """A catalog row without tensor-core peaks (a user catalog's): fp16/bf16 are timed at its FP32 peak, and
     the probe planner's row notes and the parallel planner's notes say so in the same words; bf16 stays bf16 (the
     card has it)."""
     from paddlefit.llm.memory import TrainSetup
@@ -213,7 +213,7 @@ def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
 
 
 def test_gpus_json_fills_usable_memory_on_every_row_by_one_rule():
-    """Issue 26: A10G and L4 had `usable_memory_mib`, the A10 none. One rule for all rows: the MiB a process can
+    """A10G and L4 had `usable_memory_mib`, the A10 none. One rule for all rows: the MiB a process can
     use (the planner's capacity), measured where a cloud publishes it, else the label, and which of the two."""
     rows = {g["name"]: g for g in json.loads(to_json(catalog_docs(load_gpus())))}
     for g in rows.values():

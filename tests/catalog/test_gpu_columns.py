@@ -1,4 +1,4 @@
-"""Issue 39: the catalog's clocks, memory type and FP32 lanes per SM, held against the FP32 peak they imply; a tensor
+"""The catalog's clocks, memory type and FP32 lanes per SM, held against the FP32 peak they imply; a tensor
 peak on every CUDA row the architecture has one for; GeForce rows' FP16-accumulate figure kept apart from the
 FP32-accumulate one Paddle's AMP runs at; and the new columns optional for user files written before them."""
 
@@ -101,7 +101,7 @@ def test_geforce_rows_keep_fp16_accumulate_apart() -> None:
 
 
 def test_derived_and_newly_sourced_peaks() -> None:
-    """Figures filled in issue 39 (dense TFLOPS), each with its arithmetic in the row's source."""
+    """Figures sourced for the catalog (dense TFLOPS), each with its arithmetic in the row's source."""
     l20 = get_gpu("L20")  # verl / LLM-Prof: 119.5 FP16, 239 INT8; TF32 = FP16 / 2, FP8 = INT8 (derived)
     assert (l20.fp16_tflops, l20.bf16_tflops, l20.tf32_tflops, l20.int8_tops, l20.fp8_tflops) == (
         119.5,

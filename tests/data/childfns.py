@@ -13,7 +13,7 @@ def echo(arg, progress):
 
 
 def deadlock(arg, progress):
-    """Ignores SIGTERM, SIGINT and SIGHUP and never returns, as Paddle's corrupted heap does (issue 40)."""
+    """Ignores SIGTERM, SIGINT and SIGHUP and never returns, as Paddle's corrupted heap does."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     progress(f"pid {os.getpid()}")

@@ -1,4 +1,4 @@
-"""Run paddlefit's CLI with one file's writes failing, as a full disk would fail them (tests of issue 27).
+"""Run paddlefit's CLI with one file's writes failing, as a full disk would fail them.
 
 ``python faultwrite.py NAME ERRNO SKIP -- paddlefit arguments``: the writes of paddlefit's one write path
 (:func:`paddlefit.fileio.write_through`) into a file called NAME (or the temporary file of its atomic write,

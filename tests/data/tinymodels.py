@@ -274,7 +274,7 @@ def huge_activation() -> nn.Layer:
 
 
 class Hungry(nn.Layer):
-    """Allocates ``gib`` GiB in its forward: a model whose forward exhausts the memory (issue 40)."""
+    """Allocates ``gib`` GiB in its forward: a model whose forward exhausts the memory."""
 
     def __init__(self, gib: float = 2.0) -> None:
         super().__init__()

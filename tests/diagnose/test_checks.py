@@ -114,14 +114,14 @@ def test_omp_wait_policy_is_judged_on_its_measured_step() -> None:
 
 
 def test_omp_wait_policy_does_not_warn_inside_its_own_noise() -> None:
-    """Issue 26: `warn ... 1.82x slower`, `ok` a minute later, `warn ... 1.21x slower` right after: one fresh process
+    """`warn ... 1.82x slower`, `ok` a minute later, `warn ... 1.21x slower` right after: one fresh process
     per policy, no repeats. The same rounds on a loaded machine (1.82x, 1.0x, 1.21x) are inconclusive with the
     noise said; a single measurement (an older snapshot) is too."""
     from paddlefit.diagnose.checks import check_omp_wait_policy
 
     noisy = {"": [0.0182, 0.0100, 0.0121], "PASSIVE": [0.0100, 0.0100, 0.0100]}
     got = check_omp_wait_policy(healthy_gpu(cpu_cores=2, omp={"user": "", "step_s": noisy}))
-    assert [f.severity for f in got] == ["inconclusive"]  # issue 26 (new user): it was labelled and counted `ok`
+    assert [f.severity for f in got] == ["inconclusive"]  # it was labelled and counted `ok`
     assert re.search(r"inconclusive \(noise \d+%\)", got[0].title) and "no fix" in got[0].detail
     once = check_omp_wait_policy(healthy_gpu(omp={"user": "", "step_s": {"": 0.012, "PASSIVE": 0.009}}))
     assert [f.severity for f in once] == ["inconclusive"] and "inconclusive" in once[0].title

@@ -125,7 +125,7 @@ def test_spec_without_shared_memory_and_cli_overrides(tmp_path):
 
 
 def test_doctor_table_at_80_columns_gives_the_finding_the_width():
-    """Issue 26: at 80 columns the finding and the fix shared the width: 31-character columns, four lines a finding.
+    """At 80 columns the finding and the fix shared the width: 31-character columns, four lines a finding.
     Narrow terminals put the fix under its finding, so the finding reads as a line."""
     env = dict(os.environ, COLUMNS="80")
     r = subprocess.run(
@@ -151,7 +151,7 @@ def test_doctor_table_at_80_columns_gives_the_finding_the_width():
 
 
 def test_inconclusive_timing_is_not_called_ok(tmp_path):
-    """Issue 26 (new user): PF121 printed `ok` with "inconclusive (noise 135%)" and the summary counted it among the
+    """PF121 printed `ok` with "inconclusive (noise 135%)" and the summary counted it among the
     ok; every ok row at 80 columns also printed an empty `fix:` line. An inconclusive check has its own label and
     count, does not fail doctor, and a finding without a fix prints no fix line."""
     snap = json.loads((SNAPS / "healthy_8xa100.json").read_text())

@@ -1,4 +1,4 @@
-"""GPUs added in issue 24 (A800, H800, H20, L20, L40, RTX 4080/4090D, RTX A6000, RTX 6000 Ada) and Kunlunxin XPU
+"""GPUs Chinese clouds rent (A800, H800, H20, L20, L40, RTX 4080/4090D, RTX A6000, RTX 6000 Ada) and Kunlunxin XPU
 rows: exact catalog values from their sources, every row sourced and dated, and nothing CUDA-only (compute
 capability, AMP rules, TF32, flash attention, NCCL) crashing or claiming a grounded speed on an XPU row."""
 
@@ -83,7 +83,7 @@ def test_new_rows_hold_their_sources_figures() -> None:
     assert (d.sm_count, d.fp32_tflops, d.fp16_tflops, d.l2_mib, d.tdp_w) == (114, 73.54, 147.09, 72, 425)
     a6000 = get_gpu("a6000")  # servethehome (NVIDIA's table), llmperf.net (Microway)
     assert (a6000.mem_bw_gb_s, a6000.fp16_tflops, a6000.nvlink_gb_s) == (768, 154.8, 112.5)
-    # issue 39: the tensor peaks not found in issue 24, sourced or derived (tests/catalog/test_gpu_columns.py)
+    # The tensor peaks, sourced or derived (tests/catalog/test_gpu_columns.py)
     assert (a6000.tf32_tflops, get_gpu("L20").fp16_tflops, get_gpu("RTX-6000-Ada").fp16_tflops) == (
         77.41,
         119.5,
@@ -207,7 +207,7 @@ def test_xpu_row_notes_say_uncalibrated_and_why_amp_is_off() -> None:
 
 
 def test_missing_tensor_peak_is_said_not_hidden() -> None:
-    """A row without tensor peaks (a user catalog's; the shipped L20 and RTX A6000 lacked them before issue 39)."""
+    """A row without tensor peaks (a user catalog's; the shipped L20 and RTX A6000 lacked them once)."""
     bare = {"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None}
     l20 = get_gpu("L20").model_copy(update=bare)
     _, unit = l20.peak_flops("fp16-o1")

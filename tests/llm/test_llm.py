@@ -1,4 +1,4 @@
-"""Analytic LLM planner (issue 7): configs, closed forms, and cross-checks against real training steps on CPU."""
+"""Analytic LLM planner: configs, closed forms, and cross-checks against real training steps on CPU."""
 
 import json
 import math
@@ -381,7 +381,7 @@ def test_gpus_without_bf16_or_flash_attention_are_planned_as_they_can_run():
 
 
 def test_layouts_within_one_percent_of_the_fastest_go_to_headroom_and_say_so():
-    """Issue 26: llama-2-7b on 8 GPUs recommended 68.3 of 70.9 GiB when a layout with the same step time (140.8 s)
+    """Llama-2-7b on 8 GPUs recommended 68.3 of 70.9 GiB when a layout with the same step time (140.8 s)
     needed 40.4 GiB, and nothing said why."""
     r = search(LLM_CONFIGS["llama-2-7b"], TrainSetup(4096), get_gpu("A100-SXM4-80GB"), 8, 1024)
     fastest = max(p.tokens_per_s for p in r.fitting)

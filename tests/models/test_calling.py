@@ -121,7 +121,7 @@ def test_lazy_build_fallback_and_fixed_names_twice() -> None:
     p = build_plan(
         PlanRequest(model=ref, batch_size=4, inputs=[parse_input_spec("int64[12]:50")], gpus=["T4"], time_threads=False)
     )
-    # issue 26 (new user): the note was Paddle's error ("built for real (paddle.LazyGuard failed in ...: ValueError:
+    # The note was Paddle's error ("built for real (paddle.LazyGuard failed in ...: ValueError:
     # (InvalidArgument) The attribute(concated_ranks) ..."); it says what it means, the error is in --json only
     params = p.model["params"]
     assert (

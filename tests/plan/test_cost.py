@@ -474,7 +474,7 @@ def test_rows_with_gpus_and_price_file_gpu_names():
 
 def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
     """An XPU's uncalibrated speed and a tensor peak the catalog lacks (a user row without the L20's tensor peaks:
-    the shipped L20 has them since issue 39) are said on cost rows as on plan rows."""
+    the shipped L20 has them) are said on cost rows as on plan rows."""
     from paddlefit.catalog.gpus import catalog_csv, get_gpu
 
     catalog = tmp_path / "mine.csv"
@@ -521,7 +521,7 @@ def test_a_cost_row_repeats_what_its_plan_row_says_the_time_rests_on(tmp_path):
 
 
 def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_so():
-    """Issue 26, item 4: 2x T4 at 0.6% less than 1x T4 is a tie; the single GPU (no all-reduce, simpler) wins and
+    """2x T4 at 0.6% less than 1x T4 is a tie; the single GPU (no all-reduce, simpler) wins and
     the report says which tie-break applied."""
     t4 = Target(
         name="T4",
@@ -567,7 +567,7 @@ def test_instances_within_one_percent_of_the_cheapest_go_to_fewer_gpus_and_say_s
 
 
 def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path):
-    """Issue 26 (fx1, item 1): `--gpu RTX-4090 --gpu L20` priced the RTX-4090 and dropped L20 silently."""
+    """`--gpu RTX-4090 --gpu L20` priced the RTX-4090 and dropped L20 silently."""
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     args = ("cost", "--config", str(digits), "--gpu", "RTX-4090", "--gpu", "L20", "--shipped-prices")
     r = run(*args, "--json", home=tmp_path)
@@ -590,7 +590,7 @@ def test_a_requested_gpu_without_a_priced_instance_is_said_not_dropped(tmp_path)
 
 
 def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
-    """Issue 26 (fx1, item 2): spot hours carried the checkpoint writes and on-demand hours did not, so a short job
+    """Spot hours carried the checkpoint writes and on-demand hours did not, so a short job
     cost more on spot at a lower price. `train` writes them either way: both count one write per Daly interval;
     spot adds only lost work and restarts."""
     gpus = load_gpus()
@@ -636,7 +636,7 @@ def test_on_demand_hours_count_the_same_checkpoint_writes_as_spot():
 
 @pytest.mark.parametrize("args", [("--gpu", "RTX-4090", "--spot"), ("--cloud", "aws", "--top", "5")])
 def test_cost_output_fits_80_columns(args, tmp_path):
-    """Issue 26 (fx1, item 5): at COLUMNS=80 the table was 104 (--spot) and 82 (--cloud aws --top 5) columns wide
+    """At COLUMNS=80 the table was 104 (--spot) and 82 (--cloud aws --top 5) columns wide
     and the assumption lines up to 634 characters: every line now fits, nothing is cut to '…'."""
     digits = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
     env = dict(os.environ, COLUMNS="80", HOME=str(tmp_path))

@@ -232,8 +232,8 @@ def test_the_plan_package_exports_the_planner_and_the_rows_helpers_behave():
 
 
 def bare_l20_catalog(tmp_path):
-    """A user catalog with `MyL20`: the shipped L20 without its tensor-core peaks (as the shipped row was before
-    issue 39 sourced them)."""
+    """A user catalog with `MyL20`: the shipped L20 without its tensor-core peaks (a user
+    catalog's row)."""
     from paddlefit.catalog.gpus import catalog_csv
 
     bare = get_gpu("L20").model_copy(
@@ -300,7 +300,7 @@ def _gpu_row(name: str, cap_gib: float, sps: float):
 
 
 def test_gpus_within_one_percent_of_the_fastest_tie_and_the_tie_goes_to_the_smallest_card():
-    """Issue 26: host-bound rows (the A100 and the T4 both at the host floor) differ by less than the model resolves,
+    """Host-bound rows (the A100 and the T4 both at the host floor) differ by less than the model resolves,
     and `plan` recommended the fastest by a hair with no word why. Within 1% the tie goes to the smallest card that
     fits, then the faster, and the recommendation says so in the planners' words."""
     from paddlefit.plan.rows import recommend
@@ -346,7 +346,7 @@ def test_the_plan_recommends_and_lists_first_the_card_its_tie_break_chose(lenet_
 
 
 def test_a_cpu_time_fit_that_falls_with_the_batch_is_not_extrapolated():
-    """Issue 26: under load the probe timed batch 3 faster than batch 2; the fit's last segment fell with the batch
+    """Under load the probe timed batch 3 faster than batch 2; the fit's last segment fell with the batch
     and reached zero at the run's batch: the planner floored the CPU step at 1e-9 s (`plan`'s CPU row said
     64,000,000,000 samples/s, `train` printed `step 0.0 ms`). Such a fit is replaced by the largest probed batch's
     time in proportion to the batch (an upper bound), with a note; a fit that rises is used as it is."""
@@ -429,7 +429,7 @@ def test_runs_passed_to_build_plan_correct_its_gpu_rows_without_the_registry(mon
 
 
 def test_an_l20_plans_fp16_on_its_tensor_peak_and_outruns_an_a10(tmp_path):
-    """Issue 39: the L20 had no tensor peaks, so its fp16 rows were timed on its FP32 units and an L20 ranked below an
+    """The L20 had no tensor peaks, so its fp16 rows were timed on its FP32 units and an L20 ranked below an
     A10 for ERNIE in fp16. With its FP16 peak (119.5 dense, verl/LLM-Prof) it plans on the FP16 tensor cores and,
     with 864 vs 600 GB/s and a near-equal peak (119.5 vs 125), outruns the A10 (analytic transformer trace: no
     probe)."""
@@ -447,7 +447,7 @@ def test_an_l20_plans_fp16_on_its_tensor_peak_and_outruns_an_a10(tmp_path):
     l20, a10, bare = rows["L20"], rows["A10"], rows["MyL20"]
     assert (l20.peak_unit, l20.peak_flops) == ("fp16 tensor", 119.5e12)
     assert not l20.speed_lower_bound and l20.predicted_mfu is not None and l20.bound == "compute"
-    assert l20.samples_per_s > a10.samples_per_s > bare.samples_per_s  # the peak-less row: below the A10, as before
+    assert l20.samples_per_s > a10.samples_per_s > bare.samples_per_s  # the peak-less row: below the A10
     assert bare.speed_lower_bound and (bare.peak_unit, bare.peak_flops) == ("fp32", 59.35e12)
     ranked = [t.name for t in plan.targets if t.kind == "gpu"]
     assert ranked.index("L20") < ranked.index("A10")

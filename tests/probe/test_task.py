@@ -1,4 +1,4 @@
-"""The CPU probe in its child process (paddlefit.probe.task, issue 40): inputs that deadlock or crash Paddle and a
+"""The CPU probe in its child process (paddlefit.probe.task): inputs that deadlock or crash Paddle and a
 forward that exhausts the memory end `plan` with exit 2 and a message, within the limits; what the child measures is
 what the probe measures in the planner's own process. Real `paddlefit plan` processes and real probe children."""
 
@@ -39,7 +39,7 @@ def plan(*args: str) -> tuple[subprocess.CompletedProcess, float]:
 @pytest.mark.slow
 @pytest.mark.parametrize("side", [1, 2, 3])
 def test_lenet_on_a_tiny_image_exits_2_within_the_probes_time_limit(side):
-    """Issue 40: LeNet on a 1x1 to 4x4 image corrupts Paddle's heap (`malloc(): unsorted double linked list
+    """LeNet on a 1x1 to 4x4 image corrupts Paddle's heap (`malloc(): unsorted double linked list
     corrupted`) and deadlocks in a futex wait that ignores SIGTERM, or aborts; `plan` hung for 11 minutes under
     `timeout 120`. Now the probe's child is killed at `--probe-timeout` (or its crash is reported) and `plan` exits
     2 naming the model, the input and what happened."""

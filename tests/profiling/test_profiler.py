@@ -192,7 +192,7 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
     # the update moves bytes, not FLOPs: the step reaches < 10% of this CPU's GEMM rate, so not compute-bound
     assert r.verdict == "overhead-bound" and share >= 0.2, (share, r.evidence)
     # the fix is offered when the optimizer's share reaches OPTIMIZER_HEAVY (this machine measures 29-31%, either
-    # side of it: issue 26's "same verdict twice" is about such flips); its rank follows the measured shares
+    # side of it: a verdict that flips between two runs of one job is no verdict); its rank follows the measured shares
     sparse = [
         f for f in r.fixes if f["fix"].startswith("sparse updates for embed.weight: `model_args: {sparse: true}`")
     ]
@@ -202,7 +202,7 @@ def test_sentiment_update_of_the_embedding_table_is_named() -> None:
 
 
 def test_data_wait_and_batch_production_are_named_apart() -> None:
-    """Issue 26 (new user): the table said `data 211.75 ms ... 55%` and the first fix "data d = 100% of the step" (the
+    """The table said `data 211.75 ms ... 55%` and the first fix "data d = 100% of the step" (the
     batch-production time, explained only further down): one label, two values. The wait and the production are
     named apart in the table, the evidence and the fix, each with its own figure."""
     from rich.console import Console

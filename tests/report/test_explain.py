@@ -1,4 +1,4 @@
-"""``plan --explain GPU`` on every catalog row (issue 39): `plan resnet18 ... --gpu L20 --explain L20` exited 1 with
+"""``plan --explain GPU`` on every catalog row: `plan resnet18 ... --gpu L20 --explain L20` exited 1 with
 ``TypeError: unsupported format string passed to NoneType.__format__`` after the whole probe, because the title
 formatted the MFU of a row timed at a slower unit's peak (None). One cheap plan (LeNet, every catalog GPU plus a user
 row without tensor peaks) and each row's explain block rendered by the function the CLI calls."""
@@ -22,7 +22,7 @@ BARE = {"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_top
 
 @pytest.fixture(scope="module")
 def bare_catalog(tmp_path_factory):
-    """A user catalog with `MyL20`: the L20 without tensor peaks (as the shipped row was before issue 39), so its
+    """A user catalog with `MyL20`: the L20 without tensor peaks (a user catalog's row), so its
     fp16 row is a lower bound with no MFU: the None that crashed the explain title."""
     f = tmp_path_factory.mktemp("catalog") / "mine.csv"
     f.write_text(catalog_csv([get_gpu("L20").model_copy(update={"name": "MyL20", "aliases": (), **BARE})]))

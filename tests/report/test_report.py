@@ -313,7 +313,7 @@ def test_a_sigkilled_run_resumed_shows_its_down_time(tmp_path: Path) -> None:
     (res,) = data.resumes
     assert res.step == resumed_at and res.from_checkpoint == f"step-{resumed_at:08d}"
     assert res.downtime_s >= 6.0 and res.gap_unix is not None and "metrics.jsonl" in res.evidence
-    # issue 26: the steps lost and run again, and the compute they cost (their measured step times)
+    # The steps lost and run again, and the compute they cost (their measured step times)
     lost = (resumed_at + 1, max(x["step"] for x in logged)) if logged else None  # None: killed at a checkpoint
     assert res.lost_steps == lost and (lost is None or lost[0] == resumed_at + 1 == logged[0]["step"])
     assert res.lost_compute_s is not None and abs(res.lost_compute_s - sum(x["step_time_s"] for x in logged)) < 1e-3
@@ -456,7 +456,7 @@ def test_the_page_renders_in_headless_chromium(runs: dict[str, Path], tmp_path: 
 
 
 def test_summary_and_environment_read_like_the_terminal(tmp_path: Path) -> None:
-    """Issue 26: the summary showed raw keys (`peak_memory_bytes`); the environment listed `OMP_NUM_THREADS 1` while
+    """The summary showed raw keys (`peak_memory_bytes`); the environment listed `OMP_NUM_THREADS 1` while
     plan said 2 Paddle threads, with nothing saying which the run used."""
     from paddlefit.report.reading import ReportData
 
@@ -553,7 +553,7 @@ def test_each_resume_record_is_a_line_with_the_steps_lost_and_their_compute(tmp_
 
 
 def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: Path) -> None:
-    """Issue 26 (new user, a resumed run): `throughput 1,648.1 samples/s` in train's summary, `1648` in report.html,
+    """`throughput 1,648.1 samples/s` in train's summary, `1648` in report.html,
     `1,658.7` in the predicted-vs-measured table and `paddlefit runs`, data wait `2.8%` beside `2.9 %`, nothing saying
     the first pair is the whole run and the second the steps after warm-up. Each place names its window, and the
     whole-run figures print alike in the terminal summary and the page."""
@@ -606,7 +606,7 @@ def test_one_window_prints_one_number_in_the_terminal_and_the_report(tmp_path: P
 
 
 def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path, finished_run: SharedRun) -> None:
-    """Hostile round 2, finding 4: `report RUN --out RUN/metrics.jsonl` (or a checkpoint's model.pdparams) wrote
+    """`report RUN --out RUN/metrics.jsonl` (or a checkpoint's model.pdparams) wrote
     the HTML over them with exit 0, and the next train started over. Like export, report now refuses any target
     that is the run's own (by real path): exit 2 naming the option, the files untouched; an .html beside them is
     fine."""
@@ -634,7 +634,7 @@ def test_report_out_never_overwrites_the_runs_own_files(tmp_path: Path, finished
 
 
 def test_run_dirs_named_with_undecodable_bytes_newlines_and_bidi_are_shown_escaped(tmp_path: Path) -> None:
-    """Hostile round 2, finding 10: `report $'runs/bell\\a\\x9bX'` (not UTF-8) was a UnicodeEncodeError traceback
+    """`report $'runs/bell\\a\\x9bX'` (not UTF-8) was a UnicodeEncodeError traceback
     and training there went unrecorded ("run registry: UnicodeEncodeError"); report and export printed
     `runs/nl\\nsecond` with a raw line feed (a name forging a line); report.html held U+202E raw. Now the bytes
     are `\\x9b` in the registry and on screen, the line feed is `\\n`, the override `\\u202e`."""

@@ -314,7 +314,7 @@ def test_a_paddlefit_home_that_is_a_file_is_named_not_an_empty_registry(tmp_path
 
 
 def test_list_here_keeps_the_runs_under_this_directory_and_the_table_fits(tmp_path, monkeypatch):
-    """Issue 26: the registry lists every run of the user on the machine, no way to see this project's; the table
+    """The registry lists every run of the user on the machine, no way to see this project's; the table
     was ~210 columns wide. `--here` keeps the runs whose run directory is under the current directory; the table
     fits the terminal (columns dropped, widest last) and `--wide` shows them all."""
     reg, said = Registry(tmp_path / "runs.db"), []
@@ -355,7 +355,7 @@ HOSTILE = "\x1b[2J\x1b]0;pwned\x07\r\x9b31m\u202e"  # clear screen, set title, c
 
 
 def test_control_characters_in_names_and_paths_are_shown_escaped(tmp_path: Path) -> None:
-    """A run directory or model named with `\\e[2J` cleared the screen through `runs` (issue 27): every table shows
+    """A run directory or model named with `\\e[2J` cleared the screen through `runs`: every table shows
     names and paths from the registry with control characters escaped, as `\\x1b`."""
     reg, warnings = Registry(tmp_path / "runs.db"), []
     a = reg.start_run(
@@ -393,7 +393,7 @@ def test_control_characters_in_names_and_paths_are_shown_escaped(tmp_path: Path)
 
 
 def test_show_and_list_say_what_each_figure_is(home):
-    """Issue 26 (new user): `runs show` printed registry keys (`predicted_step_s 43.1 ms`, `measured_peak_bytes
+    """`runs show` printed registry keys (`predicted_step_s 43.1 ms`, `measured_peak_bytes
     1.5 MiB`, `device_kind`, `spec_sha256`) whose `_s`/`_bytes` contradict the ms/MiB beside them, and the list's
     `samples/s` did not say it is the steps after warm-up (train's summary counts the whole run)."""
     text = _run(home, "show", "1").stdout
@@ -414,7 +414,7 @@ def test_show_and_list_say_what_each_figure_is(home):
 
 @pytest.mark.parametrize("disk", ["read-only", "full"])
 def test_runs_reads_a_healthy_registry_on_a_read_only_or_full_disk(tmp_path: Path, disk: str) -> None:
-    """Hostile round 2, finding 11a: with PADDLEFIT_HOME on a read-only mount or a full tmpfs, the read-only
+    """With PADDLEFIT_HOME on a read-only mount or a full tmpfs, the read-only
     `paddlefit runs` exited 2 "cannot be read (disk I/O error) ... move it aside if it is damaged" (SQLite opened the
     file read-write and could not make its WAL index). Reads now open it read-only and list the runs."""
     probe = tmp_path / "probe"

@@ -54,7 +54,7 @@ def test_log_lines_report_every_n_steps_with_the_rate_since_the_last_line() -> N
 
 
 def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
-    """Issue 26: `step 210/630 (epoch 5.00): ... 2,428 samples/s` between lines of about 1,000: the first 10 steps
+    """`step 210/630 (epoch 5.00): ... 2,428 samples/s` between lines of about 1,000: the first 10 steps
     after a resume at step 200, while the machine's other processes paused. The line says the window and gives the
     rate since the resume beside it."""
     out: list[str] = []
@@ -70,7 +70,7 @@ def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
 
 def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatch):
     """A launched rank 0 whose trainer recorded how the run ended (with the step reached) does not overwrite it
-    with its own step -1 record (issue 27 review): `run_status` tells this run's status.json from another's."""
+    with its own step -1 record: `run_status` tells this run's status.json from another's."""
     from paddlefit.run_layout import STATUS_FILE
     from paddlefit.rundir import run_status, write_status
 
@@ -85,7 +85,7 @@ def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatc
 
 
 def test_a_resume_leaves_a_record_of_the_steps_it_lost(tmp_path: Path) -> None:
-    """Issue 26: the cut of a resume deleted the lost steps' lines, so nothing could tell "steps 3-5 lost". The
+    """The cut of a resume deleted the lost steps' lines, so nothing could tell "steps 3-5 lost". The
     resume's record (steps lost and run again, their measured time, the time down) is written in the same rewrite,
     and an earlier resume's record survives a later resume."""
     log = MetricsLog(tmp_path, visualdl=False)

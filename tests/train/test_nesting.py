@@ -1,4 +1,4 @@
-"""Issue 27 item 1: run directories never nest (by real path), and pruning or `--resume never` never delete a
+"""Run directories never nest (by real path), and pruning or `--resume never` never delete a
 directory holding another run's live lock."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _finished_run_in(ckpt: Path) -> None:
 
 
 def test_pruning_and_resume_never_delete_nothing_but_a_checkpoints_own_files(tmp_path: Path) -> None:
-    """Hostile round 2, finding 1: before, a finished run inside a checkpoint (its lock no longer held) was deleted
+    """Before, a finished run inside a checkpoint (its lock no longer held) was deleted
     by pruning and `--resume never`, and so was any file of the user."""
     store = CheckpointStore(tmp_path / "run" / "checkpoints", keep_last=1)
     store.save(1, _files)
@@ -121,7 +121,7 @@ def test_pruning_and_resume_never_delete_nothing_but_a_checkpoints_own_files(tmp
 
 
 def test_a_run_dir_too_large_to_scan_is_refused_not_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hostile round 2, finding 1: before, a run dir holding more directories than the scan looks at was accepted
+    """Before, a run dir holding more directories than the scan looks at was accepted
     however many runs were below them."""
     from paddlefit.train import nesting
 
@@ -136,7 +136,7 @@ def test_a_run_dir_too_large_to_scan_is_refused_not_accepted(tmp_path: Path, mon
 
 
 def test_a_checkpoints_dir_that_is_a_symlink_is_refused_naming_both(tmp_path: Path) -> None:
-    """Hostile round 2, finding 2: before, runs/sb/checkpoints -> runs/sa/checkpoints was accepted, and both runs
+    """Before, runs/sb/checkpoints -> runs/sa/checkpoints was accepted, and both runs
     wrote, resumed and pruned one store."""
     sa = RunDirLock(tmp_path / "sa").acquire()  # a running train with its store
     CheckpointStore(tmp_path / "sa" / "checkpoints").save(4, _files)

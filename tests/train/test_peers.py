@@ -104,7 +104,7 @@ def test_the_launchers_rendezvous_has_a_deadline(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.slow
 def test_a_node_sigkilled_mid_run_stops_the_survivor_within_the_bound_and_resumes_bit_exact(tmp_path: Path) -> None:
-    """Issue 42, item 8: a 2-node job (two launchers, gloo) loses node 0 (rank 0, the master and the collective
+    """A 2-node job (two launchers, gloo) loses node 0 (rank 0, the master and the collective
     store) mid-run; the survivor stops within its bound with exit 203 (retried by schedulers), and `train --resume
     auto` on one node continues from the step-5 checkpoint to the uninterrupted run's parameters, bit for bit."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -207,7 +207,7 @@ def test_a_two_process_run_is_one_registry_row_written_by_rank_0(
 
 
 def test_a_step_time_that_is_no_measurement_is_said_so() -> None:
-    """Issue 26: on a resume under heavy CPU load `train` printed `predicted (device): step 0.0 ms, 32,000,000,000
+    """On a resume under heavy CPU load `train` printed `predicted (device): step 0.0 ms, 32,000,000,000
     samples/s`: the CPU probe's time fit reached zero at the run's batch and the planner floored it at 1e-9 s. Such
     a prediction is `not predicted` with the reason, in the log line and in the comparison."""
     from paddlefit.train.predict import prediction_line

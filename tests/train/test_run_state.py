@@ -1,4 +1,4 @@
-"""Issue 27 item 9: `report` and `runs` name a run's state alike; Ctrl-C at any moment of `train`'s start-up
+"""`report` and `runs` name a run's state alike; Ctrl-C at any moment of `train`'s start-up
 exits 130 without a traceback."""
 
 from __future__ import annotations

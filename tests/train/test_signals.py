@@ -1,4 +1,4 @@
-"""Signals a scheduler or a terminal sends paddlefit, end to end through the real CLI (issue 27): SIGTERM and
+"""Signals a scheduler or a terminal sends paddlefit, end to end through the real CLI: SIGTERM and
 SIGHUP during start-up exit quietly (no Paddle C++ "FatalError" block, no stale lock record); SIGHUP during
 training checkpoints and stops like SIGTERM; a killed launcher or rank leaves a status that agrees with the exit.
 """

@@ -137,7 +137,7 @@ def test_tune_cli_writes_the_winning_spec(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert {"baseline", "best", "ratio", "trials"} <= set(d) and d["ratio"] == 1.0
-    # issue 26 (fx1, item 3): the tuned spec kept `run_dir: runs/digits`, so training it resumed the original's
+    # The tuned spec kept `run_dir: runs/digits`, so training it resumed the original's
     # checkpoints; it gets its own run_dir, and tune says so
     written = JobSpec.model_validate(yaml.safe_load(out.read_text()))
     assert written.run_dir == "runs/digits-tuned"
@@ -184,7 +184,7 @@ def test_sparse_embedding_candidate_for_text_models(tmp_path: Path) -> None:
 @pytest.mark.serial
 @pytest.mark.slow
 def test_tune_tries_profiles_fixes_first_and_says_which_held() -> None:
-    """Issue 26: profile ranked `data.num_workers: 2 ... expected 1.0-2.00x` first; tune measured it slower than the
+    """Profile ranked `data.num_workers: 2 ... expected 1.0-2.00x` first; tune measured it slower than the
     baseline and kept the baseline without a word. Profile's gain is a stated hypothesis with its evidence and the
     setting to test; tune tries it first and says whether the measurement confirmed or refuted it."""
     from paddlefit.profiling.profiler import profile_job
@@ -237,7 +237,7 @@ def _result():
 
 @pytest.mark.parametrize("width", [110, 80])
 def test_tune_output_says_each_setting_once_and_cuts_no_label(width: int) -> None:
-    """Issue 26 (fx1, item 4): `use_shared_memory=Fal…` (a label cut to fit the column) and `after: 243 samples/s
+    """`use_shared_memory=Fal…` (a label cut to fit the column) and `after: 243 samples/s
     (profile fix 1: data.num_workers: 2, cpu_threads=1: data.num_workers=2, cpu_threads=1)` (each setting twice)."""
     from rich.console import Console
 

@@ -42,7 +42,7 @@ from paddlefit.catalog.skypilot import (
 from paddlefit.errors import CatalogError, PaddlefitError, UnknownNameError
 from paddlefit.fileio import read_text_limited
 
-# names of paddlefit.catalog.price_csv and .skypilot importable from here, as before they moved there
+# names of paddlefit.catalog.price_csv and .skypilot, importable from here: the catalog's one door to its prices
 __all__ = [
     "InstanceGpu",
     "catalog_gpu",

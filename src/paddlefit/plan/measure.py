@@ -94,7 +94,7 @@ def cpu_time_line(probe: Any) -> tuple[tuple[float, float], str | None]:
     """(fixed s, s per sample) of a CPU step from the probe (a
     :class:`~paddlefit.estimate.probe_result.ProbeResult`), and the note said when its fit is not used: a step
     cannot take less time for more samples, so a fit whose time falls with the batch (the probe's few steps timed
-    on a loaded machine; issue 26 saw a plan's CPU row at 64,000,000,000 samples/s) is replaced by the largest
+    on a loaded machine; a plan's CPU row was once put at 64,000,000,000 samples/s) is replaced by the largest
     probed batch's time scaled in proportion to the batch (an upper bound: it adds the fixed cost per sample)."""
     fit = (probe.time_fit.fixed_s, probe.time_fit.per_sample_s)
     timed = [m for m in probe.measurements if m.step_time_s > 0]

@@ -62,7 +62,7 @@ from paddlefit.plan.rows import (
 )
 from paddlefit.plan.runs_calibration import DeviceRuns, apply_runs, read_device_runs
 
-# the planner's public names, importable from here as before the split into request/measure/rows
+# the planner's public entry point; its request, measurement and rows live in request/measure/rows
 __all__ = ["build_plan"]
 
 

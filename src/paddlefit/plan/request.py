@@ -30,10 +30,10 @@ from paddlefit.validation import RequestModel
 #: what the model does not measure).
 DEFAULT_SAFETY_MARGIN = 0.9
 #: Default wall-clock limit of the CPU probe's child process, seconds (policy: a probe of a model near the probe's
-#: size limit, 0.5e9 parameters, runs for minutes on 2 cores; a probe deadlocked by its inputs (issue 40) is ended
+#: size limit, 0.5e9 parameters, runs for minutes on 2 cores; a probe deadlocked by its inputs is ended
 #: after this).
 DEFAULT_PROBE_TIMEOUT_S = 600.0
-#: Step times or costs within this factor of the best tie (issue 26: below the model's resolution), in every
+#: Step times or costs within this factor of the best tie (below the model's resolution), in every
 #: ranking that then prefers headroom or the smaller choice: plan's GPUs, cost's instances, the LLM planner's
 #: layouts.
 TIE_FACTOR = 1.01

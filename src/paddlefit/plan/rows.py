@@ -159,7 +159,7 @@ def cpu_fixed_bytes(m: ModelMeasure, batch: int) -> float:
 
 
 #: a CPU step the probe's time fit puts under this (seconds) is no measurement: the fit of a loaded machine's noisy
-#: times reached zero (issue 26: "64,000,000,000 samples/s" on the CPU row of a plan made under load)
+#: times reached zero ("64,000,000,000 samples/s" on the CPU row of a plan made under load)
 MIN_CPU_STEP_S = 1e-6
 
 

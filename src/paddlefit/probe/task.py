@@ -1,4 +1,4 @@
-"""The CPU probe of a plan, run in a child process under a time and a memory limit (issue 40).
+"""The CPU probe of a plan, run in a child process under a time and a memory limit.
 
 The probe runs the user's model on the user's inputs: some inputs corrupt Paddle's heap and deadlock the process
 (LeNet on a 1x1 to 4x4 image: ``malloc(): unsorted double linked list corrupted``, then a futex wait that ignores
@@ -224,7 +224,7 @@ def probe_in_child(
 
 
 #: Inputs that do not suit a model, as the failures name them: LeNet on a 1x1 to 4x4 image corrupts Paddle 3.3.1's
-#: heap (issue 40); ids past an embedding make its CPU kernel read out of bounds (:mod:`paddlefit.plan.measure`).
+#: heap; ids past an embedding make its CPU kernel read out of bounds (:mod:`paddlefit.plan.measure`).
 _UNSUITED = "an image too small for its convolutions and poolings, ids past its embedding"
 
 

@@ -297,9 +297,9 @@ def judge(facts: StepFacts) -> tuple[str, list[Fix]]:
 
 
 def _data_d(wait: float, produce: float) -> str:
-    """The ``d`` of the input-bound Amdahl bound, named by what it is (issue 26: "data d = 100% of the step" beside a
-    table's ``data wait 55%``): the data wait's share of the step, or batch production's (capped at 100%) when
-    larger."""
+    """The ``d`` of the input-bound Amdahl bound, named by what it is (a bare "data d = 100% of the step" beside a
+    table's ``data wait 55%`` reads as a contradiction): the data wait's share of the step, or batch production's
+    (capped at 100%) when larger."""
     if produce > wait:
         return f"batch production, {produce:.0%} of a step's time (the workers must overlap it)"
     return f"data wait, {wait:.0%} of the step"

@@ -1,5 +1,5 @@
 """What the report calls summary.json's keys and ``runs show``/``runs compare`` the run registry's columns: a label
-with its unit, as the terminal's run summary says it, instead of the raw key (issue 26); and the Paddle CPU threads a
+with its unit, as the terminal's run summary says it, instead of the raw key; and the Paddle CPU threads a
 run used, beside the environment's OMP_NUM_THREADS.
 
 Two windows of one run are named apart: summary.json's ``samples_per_s`` and ``data_wait_fraction`` are over the

@@ -40,7 +40,7 @@ MANIFEST = MANIFEST_FILE
 #: and one of :data:`RNG_FILES` (``rng.json``; ``rng.pkl`` in checkpoints of earlier versions)
 REQUIRED_FILES = frozenset({MODEL_FILE, OPTIMIZER_FILE, TRAINER_FILE})
 RNG_FILES = (RNG_FILE, LEGACY_RNG_FILE)
-#: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else (issue 27)
+#: all a checkpoint directory may hold: deleting one (pruning, ``--resume never``) takes nothing else
 OWN_FILES = REQUIRED_FILES | set(RNG_FILES) | {MANIFEST}
 FORMAT_VERSION = 1
 #: A checkpoint set aside (:meth:`~paddlefit.train.checkpoint.CheckpointStore.set_aside`) is named with this prefix.

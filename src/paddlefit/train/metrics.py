@@ -249,7 +249,7 @@ class LogLines:
     samples/s over the last N steps, A since step S0``: R the rate of the steps since the previous line, A the rate
     of every step since the run (or resume) started. On a shared machine a window of ``every`` steps (a fraction of
     a second for a small model) swings with the other processes' load (with two busy processes on a 2-core machine,
-    windows 2-4x the lines around them were measured; issue 26 saw 2.4x at step 210), so the line also gives the
+    windows 2-4x the lines around them were measured, 2.4x at step 210 of one run), so the line also gives the
     steady figure A."""
 
     def __init__(self, log: Callable[[str], None], every: int) -> None:

@@ -2,7 +2,7 @@
 nor hold one below it, compared by real path (symlinks resolved).
 
 Nested, the outer run's checkpoint pruning and ``--resume never`` delete the inner run's directory, lock and
-metrics included, while it runs (issue 27). A run directory is recognised by the lock file ``train`` makes in it at its
+metrics included, while it runs. A run directory is recognised by the lock file ``train`` makes in it at its
 first moment and keeps after the run (``.lock``) beside one more file of a run (``.lock.json`` from the same moment,
 ``job.yaml``, ``metrics.jsonl``, ``status.json``, ``checkpoints/``...), so a finished run, a running one and one
 that is only starting are all seen, and a project folder holding the job spec ``job.yaml`` is not taken for one.
@@ -76,7 +76,7 @@ def check_not_nested(run_dir: Path, option: str = "--run-dir") -> None:
 def check_own_store(run_dir: Path, option: str = "--run-dir") -> None:
     """``run_dir``'s ``checkpoints/`` (when there is one) must be its own: no symlink, and by real path the
     ``checkpoints`` right in ``run_dir``'s real path. Else two run directories could share one store, each resuming
-    the other's state and pruning its checkpoints (issue 27).
+    the other's state and pruning its checkpoints.
 
     Raises:
         PaddlefitError: naming ``run_dir``, its ``checkpoints`` and where that resolves (and the run directory it

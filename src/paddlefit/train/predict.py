@@ -59,7 +59,7 @@ PREDICT_TIMEOUT_S = 300.0  # model build + dataset + the probe (its own budget: 
 WARMUP_STEPS = 5  # as `paddlefit profile --warmup`'s default: DataLoader start, allocator growth, cuDNN search
 #: a predicted step (forward, backward and update) shorter than this is no measurement: the planner floors a CPU
 #: probe's time fit at 1e-9 s (``paddlefit.plan.rows.cpu_target``) when, under load, the times of micro-batches 1-3
-#: fit a line that reaches zero or below at the run's batch (issue 26: "step 0.0 ms, 32,000,000,000 samples/s")
+#: fit a line that reaches zero or below at the run's batch (which printed "step 0.0 ms, 32,000,000,000 samples/s")
 MIN_STEP_S = 1e-6
 
 

@@ -185,7 +185,7 @@ def refuse_replacing_finished(run_dir: Path) -> None:
     """``--resume never`` without ``--overwrite``: refuse when ``run_dir`` holds a finished run (its status.json
     records exit code 0) with checkpoints, before anything else is changed (the refusal is recorded as a failed
     start: :func:`~paddlefit.rundir.record_failed_start`). A stopped, failed or unrecorded run is
-    replaced as before (starting over is what ``--resume never`` is for).
+    replaced (starting over is what ``--resume never`` is for).
 
     Raises:
         CheckpointError: the finished run's checkpoints would be deleted (exit 2).
