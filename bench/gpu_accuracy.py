@@ -4,7 +4,7 @@ For every row of ``bench/data/gpu-training-measurements.csv`` that can be built 
 
 - published samples/s per GPU;
 - ``old``: the previous planner's GPU time, the step's counted training FLOPs at one efficiency per unit class
-  (``paddlefit.estimate.timing.DEFAULT_EFFICIENCY``, derived from ResNet-50 alone; its memory-traffic term of
+  (``paddlefit.estimate.timing.default_efficiency``, derived from ResNet-50 alone; its memory-traffic term of
   2 x activations + 2 x model states is below the compute term for every row here, so it is left out);
 - ``fit``: the per-operator model with the shipped parameters (fitted on all rows);
 - ``loso``: leave-one-source-out: the parameters refitted without the row's source, then the row predicted.
@@ -38,13 +38,13 @@ import gpu_fit
 
 
 def old_prediction(case: gpu_fit.Case) -> float:
-    """Samples/s of the previous model: training FLOPs / (unit peak x DEFAULT_EFFICIENCY[class])."""
+    """Samples/s of the previous model: training FLOPs / (unit peak x default_efficiency()[class])."""
     from paddlefit.catalog.units import compute_unit
-    from paddlefit.estimate.timing import DEFAULT_EFFICIENCY
+    from paddlefit.estimate.timing import default_efficiency
 
     flops = float(case.step.flops[np.array([k.phase != "optimizer" for k in case.step.kernels])].sum())
     peak = case.gpu.peak_flops(case.precision)[0]
-    return case.batch / (flops / (peak * DEFAULT_EFFICIENCY[compute_unit(case.gpu, case.precision)]))
+    return case.batch / (flops / (peak * default_efficiency()[compute_unit(case.gpu, case.precision)]))
 
 
 def _summary(name: str, ratios: list[float]) -> str:

@@ -35,6 +35,7 @@ from paddlefit.catalog.price_csv import (
     InstancePrice,
     parse_price_csv,
 )
+from paddlefit.catalog.published import gpu_for_skypilot_name
 from paddlefit.catalog.skypilot import (
     SKYPILOT_CACHE,
     load_skypilot_cache,
@@ -91,26 +92,6 @@ def merge_price_files(
 
 # ---- instance type -> GPU catalog entry ------------------------------------------------------------------------
 
-#: SkyPilot accelerator name -> GPU catalog name, for instance types not in ``instance_gpus.csv``. Where the name
-#: does not tell the form factor, the PCIe variant (slower interconnect, lower TDP) is assumed and said so.
-ACCELERATOR_DEFAULTS = {
-    "T4": ("T4", ""),
-    "A10G": ("A10G", ""),
-    "A10": ("A10", ""),
-    "L4": ("L4", ""),
-    "L40S": ("L40S", ""),
-    "A40": ("A40", ""),
-    "H200": ("H200", ""),
-    "B200": ("B200", ""),
-    "V100": ("V100-PCIe-16GB", "V100 form factor unknown: 16 GB PCIe assumed"),
-    "V100-32GB": ("V100-PCIe-32GB", "V100 form factor unknown: PCIe assumed"),
-    "A100": ("A100-PCIe-40GB", "A100 form factor unknown: PCIe assumed"),
-    "A100-80GB": ("A100-PCIe-80GB", "A100-80GB form factor unknown: PCIe assumed"),
-    "H100": ("H100-PCIe", "H100 form factor unknown: PCIe assumed"),
-    "RTX4090": ("RTX-4090", ""),
-    "RTX3090": ("RTX-3090", ""),
-}
-
 
 @dataclass(frozen=True)
 class InstanceGpu:
@@ -132,7 +113,8 @@ def _instance_table() -> dict[tuple[str, str], tuple[str, str]]:
 
 def gpu_for_instance(row: InstancePrice) -> InstanceGpu:
     """Which GPU catalog entry ``row``'s instance has: the price file's ``gpu`` column, else the shipped
-    ``catalog/data/instance_gpus.csv`` (cloud documentation per instance type), else :data:`ACCELERATOR_DEFAULTS`,
+    ``catalog/data/instance_gpus.csv`` (cloud documentation per instance type), else what the SkyPilot name is
+    taken to mean (:func:`~paddlefit.catalog.published.gpu_for_skypilot_name`),
     else the accelerator name itself (the caller resolves it against the GPU catalog, where it may be unknown)."""
     if row.gpu:
         return InstanceGpu(row.gpu, "price file `gpu` column")
@@ -140,8 +122,9 @@ def gpu_for_instance(row: InstancePrice) -> InstanceGpu:
     gpu, basis = table.get((row.cloud, row.instance_type), ("", ""))
     if gpu:
         return InstanceGpu(gpu, basis)
-    if row.accelerator in ACCELERATOR_DEFAULTS:
-        name, note = ACCELERATOR_DEFAULTS[row.accelerator]
+    assumed = gpu_for_skypilot_name(row.accelerator)
+    if assumed is not None:
+        name, note = assumed
         return InstanceGpu(name, note or f"accelerator name {row.accelerator}")
     return InstanceGpu(row.accelerator, f"accelerator name {row.accelerator}")
 

@@ -11,15 +11,19 @@ from dataclasses import dataclass
 
 from paddlefit.catalog.builds import PaddleBuild, load_builds
 from paddlefit.catalog.cuda import toolkit_min_driver
+from paddlefit.catalog.published import figures
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.errors import PaddlefitError
 from paddlefit.units import GIB
 
 _PINNED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]+\])?==([0-9][A-Za-z0-9.+!-]*)$")
 
-#: Oldest CUDA whose compiler targets each architecture (CUDA release notes: sm_89/sm_90 from 11.8,
-#: sm_100/sm_120 from 12.8).
-ARCH_MIN_CUDA = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
+#: Oldest CUDA whose compiler targets each compute capability (``min_cuda.ccX.Y`` rows of
+#: ``catalog/data/published_figures.csv``, from the CUDA release notes: sm_89/sm_90 from 11.8, sm_100/sm_120 from
+#: 12.8): (major, minor) -> CUDA version.
+ARCH_MIN_CUDA = {
+    tuple(int(p) for p in cc.removeprefix("cc").split(".")): f.text for cc, f in figures("min_cuda").items()
+}
 
 #: Files kept out of the build context (checkpoints, virtualenvs, VCS data, credentials).
 DOCKERIGNORE = "runs/\n.git/\n.venv/\n__pycache__/\n*.pyc\n.env\n*.env\n*.pem\n*.key\n.ssh/\n.aws/\n"

@@ -271,22 +271,6 @@ def spec_heredoc(spec_text: str, path: str) -> str:
 
 # ---- SkyPilot --------------------------------------------------------------------------------------------------
 
-#: GPU catalog name -> SkyPilot accelerator name (SkyPilot catalog spelling, see ``catalog/data/gpu_prices.csv``).
-SKYPILOT_ACCELERATORS = {
-    "A100-SXM4-40GB": "A100",
-    "A100-PCIe-40GB": "A100",
-    "A100-SXM4-80GB": "A100-80GB",
-    "A100-PCIe-80GB": "A100-80GB",
-    "H100-SXM": "H100",
-    "H100-PCIe": "H100",
-    "V100-SXM2-16GB": "V100",
-    "V100-PCIe-16GB": "V100",
-    "V100-SXM2-32GB": "V100-32GB",
-    "V100-PCIe-32GB": "V100-32GB",
-    "RTX-4090": "RTX4090",
-    "RTX-3090": "RTX3090",
-}
-
 
 @dataclass(frozen=True)
 class SkyPilotRequest:

@@ -22,10 +22,10 @@ from typing import ClassVar, Literal, get_args
 
 from pydantic import ConfigDict, Field
 
+from paddlefit.catalog.published import skypilot_accelerator, skypilot_names
 from paddlefit.deploy.launch import (
     DEFAULT_PORT,
     MAX_NODES,
-    SKYPILOT_ACCELERATORS,
     NodeLaunch,
     SkyPilotRequest,
     dump_yaml,
@@ -332,11 +332,11 @@ def skypilot_task(
         )
     if image is not None and not re.fullmatch(_IMAGE, image):
         raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
-    if gpu in set(SKYPILOT_ACCELERATORS.values()):
+    if gpu in {r.skypilot_name for r in skypilot_names()}:
         acc = gpu
     else:
         g = get_gpu(gpu)
-        acc = SKYPILOT_ACCELERATORS.get(g.name, g.name)
+        acc = skypilot_accelerator(g.name) or g.name
     # bucket names are global per cloud: a random suffix keeps two users' "train" jobs apart; the task file keeps it,
     # so a recovered or relaunched job finds its checkpoints
     bucket_name = f"{name}-ckpt-{secrets.token_hex(4)}"

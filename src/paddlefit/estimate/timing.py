@@ -6,10 +6,10 @@
 - :class:`HostOverhead`: those three figures, measured on this machine by
   :func:`~paddlefit.probe.host_overhead.measure_host_overhead` (by
   ``bench/host_overhead.py`` for the shipped constants and by ``paddlefit calibrate``).
-- :data:`DEFAULT_EFFICIENCY`: the single efficiency per unit class that GPU rows used before the per-operator
-  model: NVIDIA DeepLearningExamples ResNet-50 v1.5 throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP
-  2,470; 1x V100-16GB FP32 367) x paddlefit's counted ResNet-50 training FLOPs per image / the datasheet peak.
-  Kept as the baseline that ``bench/gpu_accuracy.py`` compares against.
+- :func:`default_efficiency`: one efficiency per unit class, from ResNet-50 alone: NVIDIA DeepLearningExamples
+  ResNet-50 v1.5 throughput (PyTorch, images/s: 1x A100-80GB TF32 938, AMP 2,470; 1x V100-16GB FP32 367) x
+  paddlefit's counted ResNet-50 training FLOPs per image / the datasheet peak. The baseline that
+  ``bench/gpu_accuracy.py`` compares the per-operator model against.
 
 Collectives (the gradient all-reduce, TP and sharding collectives) are timed in :mod:`paddlefit.estimate.collectives`.
 """
@@ -23,15 +23,23 @@ from typing import Any
 #: :func:`paddlefit.probe.flops.count_flops` (asserted in ``tests/probe/test_flops.py``).
 RESNET50_TRAIN_FLOPS_PER_IMAGE = 24_420_053_968
 
-#: (images/s, peak FLOP/s) of the DeepLearningExamples measurements behind each efficiency class.
-_DLE_RESNET50 = {
-    "fp32": (367.0, 15.7e12),  # V100-16GB FP32 on CUDA cores (V100 datasheet FP32 15.7 TFLOPS)
-    "tf32": (938.0, 156e12),  # A100-80GB TF32 (A100 datasheet dense TF32 156 TFLOPS)
-    "half": (2470.0, 312e12),  # A100-80GB AMP (A100 datasheet dense FP16 312 TFLOPS)
-}
 
-#: Fraction of peak FLOP/s reached per compute-unit class (derived above; ~0.57, ~0.15, ~0.19).
-DEFAULT_EFFICIENCY = {k: ips * RESNET50_TRAIN_FLOPS_PER_IMAGE / peak for k, (ips, peak) in _DLE_RESNET50.items()}
+def default_efficiency() -> dict[str, float]:
+    """Fraction of the dense peak FLOP/s reached per compute-unit class (``fp32``, ``tf32``, ``half``; ~0.57, ~0.15,
+    ~0.19): each ``resnet50_train_images_s.<GPU>.<precision>`` row of ``catalog/data/published_figures.csv``
+    (NVIDIA DeepLearningExamples) x :data:`RESNET50_TRAIN_FLOPS_PER_IMAGE` / that GPU's catalog peak for the unit
+    the precision runs on."""
+    from paddlefit.catalog.gpus import get_gpu
+    from paddlefit.catalog.published import figures
+    from paddlefit.catalog.units import compute_unit, unit_peak
+
+    out = {}
+    for key, f in figures("resnet50_train_images_s").items():
+        name, precision = key.rsplit(".", 1)
+        gpu = get_gpu(name)
+        unit = compute_unit(gpu, precision)
+        out[unit] = f.value * RESNET50_TRAIN_FLOPS_PER_IMAGE / unit_peak(gpu, unit, precision)
+    return out
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
+from paddlefit.catalog.published import figures
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.estimate.collectives import (
     DATA_PARALLEL_BUCKETS,
@@ -38,25 +39,13 @@ from paddlefit.estimate.transformer_ops import head_ops, layer_ops, matmul_flops
 from paddlefit.llm.memory import Layout, TrainSetup, stage_params, state_bytes_per_param
 
 #: Published end-to-end model-FLOPs utilisation used as the default fraction of dense peak that compute reaches,
-#: by GPU architecture: (fraction, source). An end-to-end MFU already pays communication and pipeline bubbles,
-#: which this model adds itself, so the best published figure is used as the compute-phase efficiency; smaller
-#: models (h = 4096) reach less. Override with ``mfu=`` / ``--mfu``.
-DEFAULT_MFU: dict[str, tuple[float, str]] = {
-    "ampere": (
-        0.563,
-        "Megatron-LM on A100-80GB, 41.5-56.3% MFU for 22B-1T (Korthikanti et al. 2022, as in "
-        "docs/sources.md#published-mfu)",
-    ),
-    "hopper": (
-        0.43,
-        "Llama 3 405B on H100, 38-43% BF16 MFU (Llama 3 paper, Dubey et al. 2024, as in docs/sources.md#published-mfu)",
-    ),
-}
-
-#: Inter-node network bandwidth per node by architecture, Gbit/s: (value, source).
+#: by GPU architecture: (fraction, source) from ``catalog/data/published_figures.csv``. An end-to-end MFU already
+#: pays communication and pipeline bubbles, which this model adds itself, so the best published figure is used as
+#: the compute-phase efficiency; smaller models (h = 4096) reach less. Override with ``mfu=`` / ``--mfu``.
+DEFAULT_MFU: dict[str, tuple[float, str]] = {a: (f.value, f.source) for a, f in figures("default_mfu").items()}
+#: Inter-node network bandwidth per node by architecture, Gbit/s: (value, source), from the same file.
 DEFAULT_NETWORK_GBPS: dict[str, tuple[float, str]] = {
-    "ampere": (400.0, "AWS p4d.24xlarge, 8x A100: 400 Gbps EFA (AWS 'Amazon EC2 P4d instances deep dive' blog)"),
-    "hopper": (3200.0, "AWS p5.48xlarge, 8x H100: up to 3,200 Gbps EFA (AWS EC2 user guide, EFA on P5)"),
+    a: (f.value, f.source) for a, f in figures("default_network_gbps").items()
 }
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.price_csv import InstancePrice
 from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
+from paddlefit.catalog.published import figure
 from paddlefit.estimate.collectives import train_gradient_allreduce
 from paddlefit.job import job_steps, steps_per_epoch
 from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
@@ -46,9 +47,10 @@ from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bu
 )
 from paddlefit.units import MIB, cost_usd, hours
 
-#: Checkpoint write bandwidth: 125 MiB/s, AWS EBS gp3's baseline throughput (AWS EBS user guide, "General Purpose
-#: SSD volumes"); a local NVMe disk is faster, a network bucket often slower. Set with --disk-mib-s.
-DEFAULT_DISK_BYTES_PER_S = 125 * MIB
+#: Checkpoint write bandwidth, bytes/s: ``checkpoint_disk_mib_s`` of ``catalog/data/published_figures.csv`` (125
+#: MiB/s, AWS EBS gp3's baseline throughput); a local NVMe disk is faster, a network bucket often slower. Set with
+#: --disk-mib-s.
+DEFAULT_DISK_BYTES_PER_S = int(figure("checkpoint_disk_mib_s").value * MIB)
 #: Restart time after an interruption: 10 min to get a replacement instance, start the container and load the
 #: checkpoint. An assumption, not a measurement (no published figure covers it); set with --restart-minutes.
 DEFAULT_RESTART_S = 600.0

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from paddlefit.catalog.price_csv import InstancePrice
+from paddlefit.catalog.published import figure
 from paddlefit.catalog.spot_advisor import ADVISOR_SOURCE, aws_bucket
 from paddlefit.errors import PaddlefitError
 from paddlefit.units import SECONDS_PER_HOUR
@@ -30,10 +31,11 @@ HOURS_PER_MONTH = 730.0
 #: AWS Spot Instance Advisor "frequency of interruption" buckets -> the share of instances interrupted in a month
 #: used here: the bucket's upper edge (the pessimistic end); ">20%" has no upper edge, 20% is its lower bound.
 SPOT_BUCKETS = {"<5%": 0.05, "5-10%": 0.10, "10-15%": 0.15, "15-20%": 0.20, ">20%": 0.20}
-#: Default interruption rate where no rate is published: one per 24 h, the longest a GCP *preemptible* VM runs
-#: (GCP docs). GCP *Spot* VMs have no maximum runtime (:data:`GCP_SPOT_DOCS`), so this is an assumption, not a
-#: measurement; give the rate you see with --interruptions-per-hour.
-DEFAULT_INTERRUPTIONS_PER_HOUR = 1.0 / 24.0
+#: Default interruption rate where no rate is published (``default_interruptions_per_hour`` in
+#: ``catalog/data/published_figures.csv``): one per 24 h, the longest a GCP *preemptible* VM runs (GCP docs). GCP
+#: *Spot* VMs have no maximum runtime (:data:`GCP_SPOT_DOCS`), so this is an assumption, not a measurement; give
+#: the rate you see with --interruptions-per-hour.
+DEFAULT_INTERRUPTIONS_PER_HOUR = figure("default_interruptions_per_hour").value
 #: GCP: "preemptible VMs can only run for up to 24 hours at a time, but Spot VMs don't have a maximum runtime".
 GCP_SPOT_DOCS = "https://cloud.google.com/compute/docs/instances/create-use-preemptible"
 #: What a row without a published rate says in ``interruption_rate_source``.
