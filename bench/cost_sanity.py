@@ -38,8 +38,8 @@ DLE_8X_A100_AMP_IMG_S = 16_621.0
 def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[str] | None, size: int, epochs: float):
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.catalog.prices import catalog_gpu, select_prices
+    from paddlefit.cost.instances import build_cost
     from paddlefit.inputspec import parse_input_spec
-    from paddlefit.plan.cost import build_cost
     from paddlefit.plan.planner import build_plan
     from paddlefit.plan.request import PlanRequest
     from paddlefit.spec import OptimizerName, Precision
@@ -94,7 +94,7 @@ def main() -> int:
     console = Console(width=120)
     ok = True
 
-    from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+    from paddlefit.cost.checkpoint_interval import daly_interval_s, young_interval_s
 
     d, y = daly_interval_s(300, 6 * 3600) / 60, young_interval_s(300, 6 * 3600) / 60
     good = abs(d - 56.7) < 0.05 and abs(y - 60.0) < 1e-9

@@ -2,14 +2,14 @@
 ship it as constants of the GPU model, so that a GPU row does not depend on the machine that plans it.
 
 ``host_op_s``: one eager op that records autograd (1-element ``paddle.add``); ``host_step_s_per_tensor``: one
-``optimizer.step()`` divided by its parameter tensors (20 one-element tensors), the median over SGD, Momentum, Adam
-and AdamW; ``host_step_s``: the rest of a step's host work (a ``Linear(1, 1)``'s whole step minus its ops and
-tensors), the median over the optimizers; ``predictor_call_s`` / ``predictor_op_s``: one Paddle Inference request of a
-1-op program and each further op of a 201-op one (:func:`paddlefit.probe.predictor_overhead.measure_predictor_overhead`;
-the serving rows' host floor). All are the minimum over repeats on an idle machine (``timeit``'s advice:
-load only ever adds time; :func:`paddlefit.probe.host_overhead.measure_host_overhead`). A GPU host also pays the CUDA
-launch per kernel, which is in ``kernel_s`` on the device side; ``paddlefit calibrate`` on the training host measures
-these figures there and its rows say ``calibration: device``.
+``optimizer.step()`` divided by its parameter tensors (20 one-element tensors), the median over SGD, Momentum, Adam and
+AdamW; ``host_step_s``: the rest of a step's host work (a ``Linear(1, 1)``'s whole step minus its ops and tensors), the
+median over the optimizers; ``predictor_call_s`` / ``predictor_op_s``: one Paddle Inference request of a 1-op program
+and each further op of a 201-op one (:func:`paddlefit.serving.predictor_overhead.measure_predictor_overhead`; the
+serving rows' host floor). All are the minimum over repeats on an idle machine (``timeit``'s advice: load only ever adds
+time; :func:`paddlefit.probe.host_overhead.measure_host_overhead`). A GPU host also pays the CUDA launch per kernel,
+which is in ``kernel_s`` on the device side; ``paddlefit calibrate`` on the training host measures these figures there
+and its rows say ``calibration: device``.
 
     .venv/bin/python bench/host_overhead.py           # measure, print
     .venv/bin/python bench/host_overhead.py --write   # also write them into the parameter file (idle machine!)
@@ -47,7 +47,7 @@ def main() -> int:
     per_opt = {o.value: min(h.optimizer_s_per_tensor for h in hs) for o, hs in runs.items()}
     step = statistics.median(per_opt.values())
     fixed = statistics.median(min(h.step_s_fixed for h in hs) for hs in runs.values())
-    from paddlefit.probe.predictor_overhead import measure_predictor_overhead
+    from paddlefit.serving.predictor_overhead import measure_predictor_overhead
 
     served = [measure_predictor_overhead() for _ in range(3)]
     call_s, pred_op_s = min(p.call_s for p in served), min(p.op_s for p in served)

@@ -117,8 +117,8 @@ def clas_errors(retrace: bool) -> list[tuple[str, int, float, float]]:
     """(model, batch, published ms, predicted ms) for every PaddleClas row and batch with a published time."""
     from paddlefit.catalog.gpus import get_gpu
     from paddlefit.estimate.perf_params import load_perf_params
-    from paddlefit.plan.inference import ServingSetup, forward_point
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+    from paddlefit.serving.plan import ServingSetup, forward_point
 
     rows = clas_rows()
     traces = clas_traces(rows, retrace)
@@ -142,8 +142,8 @@ def e2e_errors() -> list[tuple[str, int, float, float]]:
     from paddlefit.catalog.transformers import TransformerConfig
     from paddlefit.estimate.perf_params import load_perf_params
     from paddlefit.estimate.transformer_ops import transformer_trace
-    from paddlefit.plan.inference import ServingSetup, forward_point
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+    from paddlefit.serving.plan import ServingSetup, forward_point
 
     setup = ServingSetup("eager", "fp32", None, load_perf_params(), 0.9, CUDA_CONTEXT_BYTES, tf32=False)
     out = []

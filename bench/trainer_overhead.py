@@ -38,7 +38,7 @@ def hand_written(steps: int) -> float:
     """The loop a Paddle user writes by hand; returns the last loss."""
     import paddle
 
-    from paddlefit.datasets import digits
+    from paddlefit.examples.datasets import digits
     from paddlefit.models.examples import digits_cnn
 
     paddle.seed(SEED)
@@ -62,7 +62,7 @@ def model_fit(steps: int) -> float:
     """``paddle.Model(net).prepare(...).fit(...)`` (the high-level API); epochs chosen to give ``steps``."""
     import paddle
 
-    from paddlefit.datasets import digits
+    from paddlefit.examples.datasets import digits
     from paddlefit.models.examples import digits_cnn
 
     paddle.seed(SEED)

@@ -1,10 +1,11 @@
-"""paddlefit.det: the detection samples as ppdet's architectures take them, exactly; bad arguments name the field."""
+"""paddlefit.examples.det: the detection samples as ppdet's architectures take them, exactly; bad arguments name the
+field."""
 
 import numpy as np
 import pytest
 
-from paddlefit.det import box_images, picodet_s
 from paddlefit.errors import PaddlefitError
+from paddlefit.examples.det import box_images, picodet_s
 
 
 def test_box_samples_are_padded_int64_boxes_inside_the_image():

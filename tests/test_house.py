@@ -21,7 +21,10 @@ CORE = (
     "deploy",
     "llm",
     "runs",
-    "serve",
+    "serving",
+    "cost",
+    "calibrate",
+    "examples",
     "probe",
 )
 

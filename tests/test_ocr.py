@@ -1,5 +1,5 @@
-"""paddlefit.ocr: the OCR examples' datasets go through PaddleOCR's own operators from encoded bytes, their labels
-are what CTCLoss and DBLoss read, and bad arguments are clear errors. (Plan -> train -> export of the two shipped
+"""paddlefit.examples.ocr: the OCR examples' datasets go through PaddleOCR's own operators from encoded bytes, their
+labels are what CTCLoss and DBLoss read, and bad arguments are clear errors. (Plan -> train -> export of the two shipped
 examples: tests/test_real_models.py.)"""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ pytest.importorskip(
     "unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not installed"
 )
 
-from paddlefit import ocr
 from paddlefit.errors import PaddlefitError
+from paddlefit.examples import ocr
 
 
 def test_text_lines_are_encoded_bytes_decoded_by_paddleocr_into_ctc_labels() -> None:

@@ -145,7 +145,7 @@ def test_paddleseg_ppliteseg_auxiliary_heads_and_eval_batch(tmp_path: Path) -> N
 
 def test_paddledet_picodet_its_own_loss(tmp_path: Path) -> None:
     """`examples/det-picodet.yaml`: PaddleDetection's PicoDet-S (pip `paddledet` 2.6.0, installed without its
-    numpy < 1.24 pin; `paddlefit.det`) on generated
+    numpy < 1.24 pin; `paddlefit.examples.det`) on generated
     images of coloured rectangles: dict samples (image, gt_bbox, gt_class, pad_gt_mask, ...) reach ppdet's
     architecture as the one dict it takes, and training returns ppdet's loss dict (VFL + GIoU + DFL with the ATSS
     assigner), whose `loss` is backpropagated. Plan's CPU peak within 3% of train's. No eval (ppdet evaluates mAP,
@@ -193,7 +193,7 @@ def test_paddleocr_crnn_example_on_encoded_text_lines(tmp_path: Path) -> None:
     plan, summary = _plan_train_export(cfg, tmp_path / "run")
     assert any("built with its real weights (1,464,155 parameters)" in n for n in plan["memory"]["notes"])
     assert plan["memory"]["lazy_build_failure"].startswith("paddle.LazyGuard failed in ")
-    assert plan["inputs"] == ["x=float32[3,32,100]"] and plan["model"]["loss"] == "paddlefit.ocr:ctc_loss"
+    assert plan["inputs"] == ["x=float32[3,32,100]"] and plan["model"]["loss"] == "paddlefit.examples.ocr:ctc_loss"
     assert plan["model"]["params"] == 1_464_155  # rec_mv3_none_bilstm_ctc.yml's CRNN over 37 classes
     assert summary["steps"] == 2 and summary["eval_loss"] > 0
 
@@ -204,7 +204,7 @@ def test_paddleocr_db_example_on_generated_boxes(tmp_path: Path) -> None:
     JSON polygons; the eval pass (DBHead's one-channel map) has a loss; plan's CPU peak within 3% of train's."""
     cfg = _ocr_example(tmp_path, "ocr-det-db", {"n": 8, "size": 64}, {"n": 4, "size": 64}, batch_size=2, max_steps=2)
     plan, summary = _plan_train_export(cfg, tmp_path / "run")
-    assert plan["inputs"] == ["x=float32[3,64,64]"] and plan["model"]["loss"] == "paddlefit.ocr:db_loss"
+    assert plan["inputs"] == ["x=float32[3,64,64]"] and plan["model"]["loss"] == "paddlefit.examples.ocr:db_loss"
     assert summary["steps"] == 2 and summary["eval_loss"] > 0
 
 

@@ -67,11 +67,11 @@ def test_constraints_and_unknown_fields_are_user_errors() -> None:
 
 
 def test_the_core_requests_check_their_types() -> None:
+    from paddlefit.cost.request import CostRequest
     from paddlefit.deploy.image import ImageRequest
     from paddlefit.deploy.targets import LaunchRequest
     from paddlefit.diagnose.doctor import DoctorRequest
     from paddlefit.job import JobOptions
-    from paddlefit.plan.cost_request import CostRequest
     from paddlefit.plan.request import PlanRequest
     from paddlefit.train.request import TrainRequest
 
@@ -111,7 +111,7 @@ def test_ranges_are_field_constraints_named_by_option(cls: str, kw: dict, needle
     from paddlefit.deploy.image import ImageRequest
     from paddlefit.deploy.targets import LaunchRequest
     from paddlefit.diagnose.doctor import DoctorRequest
-    from paddlefit.plan.inference_job import InferenceRequest
+    from paddlefit.serving.job import InferenceRequest
     from paddlefit.train.request import TrainRequest
 
     make = {

@@ -251,7 +251,7 @@ class ResolvedJob:
 def _planning_dataset(ref: str, args: dict[str, Any], key: str, inputs: list[str] | None, notes: list[str]) -> Any:
     """The dataset ``ref`` (the spec's ``key``) for planning, or None (with a note) when its module is not on this
     machine and ``inputs`` describe the samples: a job planned before its data package is installed here."""
-    from paddlefit.datasets import resolve_dataset
+    from paddlefit.examples.datasets import resolve_dataset
     from paddlefit.userimport import ModuleMissingError
 
     try:
@@ -305,7 +305,7 @@ def resolve_job(options: JobOptions) -> ResolvedJob:
     if own_job and spec.data.train:  # type: ignore[union-attr]
         train_ds = _planning_dataset(spec.data.train, spec.data.train_args, "data.train", inputs, notes)  # type: ignore
     if train_ds is not None:
-        from paddlefit.datasets import infer_sample_specs
+        from paddlefit.examples.datasets import infer_sample_specs
 
         found, found_label = infer_sample_specs(train_ds, f"data.train: {spec.data.train}", label_arg)  # type: ignore
         if inputs and not cli_inputs:

@@ -76,12 +76,12 @@ def parse_enum(enum_cls: type[Enum], value: str, field: str) -> Enum:
         raise UnknownNameError(f"`{field}` {value!r} is not valid; choose one of: {choices}.") from None
 
 
-#: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.datasets`).
+#: Dataset names accepted in a job spec's ``data.train`` / ``data.eval`` (see :mod:`paddlefit.examples.datasets`).
 DATASETS = {
-    "digits": "paddlefit.datasets:digits",
-    "digits-warped": "paddlefit.datasets:digits_warped",
-    "sentiment-zh": "paddlefit.datasets:sentiment_zh",
-    "shapes": "paddlefit.datasets:shapes",
+    "digits": "paddlefit.examples.datasets:digits",
+    "digits-warped": "paddlefit.examples.datasets:digits_warped",
+    "sentiment-zh": "paddlefit.examples.datasets:sentiment_zh",
+    "shapes": "paddlefit.examples.datasets:shapes",
 }
 
 

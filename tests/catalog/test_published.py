@@ -5,11 +5,11 @@ import pytest
 from paddlefit.catalog import published
 from paddlefit.catalog.gpus import get_gpu
 from paddlefit.catalog.published import figure, figures, gpu_for_skypilot_name, skypilot_accelerator, skypilot_names
+from paddlefit.cost.instances import DEFAULT_DISK_BYTES_PER_S
+from paddlefit.cost.spot_risk import DEFAULT_INTERRUPTIONS_PER_HOUR
 from paddlefit.deploy.docker import ARCH_MIN_CUDA
 from paddlefit.errors import CatalogError
 from paddlefit.llm.perf import DEFAULT_MFU
-from paddlefit.plan.cost import DEFAULT_DISK_BYTES_PER_S
-from paddlefit.plan.spot_risk import DEFAULT_INTERRUPTIONS_PER_HOUR
 
 
 def test_every_figure_has_a_unit_a_source_and_a_date():

@@ -27,8 +27,8 @@ def pp_liteseg(num_classes: int = 4):
 
 def ctc_loss(out, label):
     """PaddleOCR's CTCLoss with its own batch convention ``[image, text ids, lengths]`` (the image is not read):
-    :func:`paddlefit.ocr.ctc_loss`, the loss of the shipped OCR example, under this module's name."""
-    from paddlefit.ocr import ctc_loss as ocr_ctc_loss
+    :func:`paddlefit.examples.ocr.ctc_loss`, the loss of the shipped OCR example, under this module's name."""
+    from paddlefit.examples.ocr import ctc_loss as ocr_ctc_loss
 
     return ocr_ctc_loss(out, label)
 

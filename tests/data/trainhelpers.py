@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from paddlefit.datasets import ArrayDataset, digits
+from paddlefit.examples.datasets import ArrayDataset, digits
 
 
 class SlowDataset:

@@ -464,8 +464,8 @@ def _has_cuda() -> bool:
 @pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU and paddlepaddle-gpu")
 def test_calibrate_times_kernels_on_this_gpu():
     """On a GPU: the kernel timings give parameters in range, and a plan with them says `calibration: device`."""
+    from paddlefit.calibrate.measure import current_device, time_kernels
     from paddlefit.catalog.device_name import match_gpu
-    from paddlefit.plan.calibrate import current_device, time_kernels
     from paddlefit.plan.calibration import parse_calibration
 
     gpu = match_gpu(current_device()[1], load_gpus())
@@ -524,8 +524,8 @@ def test_gpu_fit_reproduces_the_shipped_parameters_and_the_trace_cache_is_curren
 def test_kernel_timing_path_runs_here_and_gives_a_valid_parameter_file():
     """The calibrate kernel-timing code on this CPU (tiny shapes, no device sync, no fp16 kernels): the values
     it writes validate, and a kernel the model times as memory-bound does not move a compute parameter."""
+    from paddlefit.calibrate.measure import time_kernels
     from paddlefit.estimate.perf_params import PARAM_RANGE
-    from paddlefit.plan.calibrate import time_kernels
 
     d = time_kernels(get_gpu("T4"), reps=2, sizes=(256, 2, 32, 16, 1 << 20), sync=lambda: None, half=False)
     p = parse_perf_params(dict(d, calibration="device"), "cpu-run")

@@ -100,8 +100,8 @@ def test_profile_cli_json_and_plot(tmp_path: Path) -> None:
 
 
 def test_warped_digits_dataset() -> None:
-    from paddlefit.datasets import digits, digits_warped
     from paddlefit.errors import PaddlefitError
+    from paddlefit.examples.datasets import digits, digits_warped
 
     ds = digits_warped("train", upscale=4)
     x, y = ds[0]

@@ -31,7 +31,7 @@ def test_digits_are_scikit_learns_load_digits_read_without_importing_it() -> Non
     import numpy as np
     from sklearn.datasets import load_digits
 
-    from paddlefit.datasets import digits
+    from paddlefit.examples.datasets import digits
 
     bunch = load_digits()
     train, test = digits("train"), digits("test")
@@ -40,6 +40,6 @@ def test_digits_are_scikit_learns_load_digits_read_without_importing_it() -> Non
     for ds, idx in ((train, np.sort(perm[449:])), (test, np.sort(perm[:449]))):
         assert np.array_equal(ds.x, (bunch.images[idx] / 16.0).astype("float32")[:, None, :, :])
         assert np.array_equal(ds.y, bunch.target[idx].astype("int64")) and ds.y.dtype == np.int64
-    code = "import sys; from paddlefit.datasets import digits; digits(); print('sklearn' in sys.modules)"
+    code = "import sys; from paddlefit.examples.datasets import digits; digits(); print('sklearn' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert r.stdout.strip() == "False", r.stdout

@@ -41,7 +41,7 @@ def test_checkpoint_schedule_by_steps_minutes_and_daly() -> None:
     auto = CheckpointSchedule(CheckpointSpec(auto_interval=True, interruptions_per_hour=1.0), lines.append, clock)
     assert auto.due(1)  # the first checkpoint measures the write time
     auto.written(1, 2.0)
-    from paddlefit.plan.checkpoint_interval import daly_interval_s
+    from paddlefit.cost.checkpoint_interval import daly_interval_s
 
     assert auto.interval_s == daly_interval_s(2.0, 3600.0) and len(lines) == 1
     clock.t += auto.interval_s - 0.01

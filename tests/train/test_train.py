@@ -401,7 +401,7 @@ def test_examples_reach_their_accuracy_and_export(tmp_path: Path) -> None:
     import paddle
 
     loaded = paddle.jit.load(doc["prefix"])
-    from paddlefit.datasets import digits
+    from paddlefit.examples.datasets import digits
 
     x = digits("test").x[:4]
     assert list(loaded(paddle.to_tensor(x)).shape) == [4, 10]

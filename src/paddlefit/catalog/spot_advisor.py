@@ -7,7 +7,7 @@ https://aws.amazon.com/ec2/spot/instance-advisor/), read from the copy the ``ale
 ships (:data:`ADVISOR_SOURCE`; paddlefit cannot download the feed itself, and does not download at run time).
 AWS defines the bucket as "the rate at which Spot has reclaimed capacity during the trailing month", in ranges
 <5%, 5-10%, 10-15%, 15-20% and >20% (:data:`BUCKETS`). How a bucket becomes a rate per hour:
-:func:`paddlefit.plan.spot_risk.rate_from_bucket`. Provenance: ``catalog/data/SOURCES-prices.md``.
+:func:`paddlefit.cost.spot_risk.rate_from_bucket`. Provenance: ``catalog/data/SOURCES-prices.md``.
 """
 
 from __future__ import annotations

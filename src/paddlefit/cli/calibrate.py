@@ -44,7 +44,7 @@ def calibrate_command(
       paddlefit calibrate -m resnet50 -m bert-base -b 16 -b 32 --out a100.json   # on the GPU machine
       paddlefit plan resnet50 -b 256 --calibration a100.json
     """
-    from paddlefit.plan.calibrate import run_calibration
+    from paddlefit.calibrate.measure import run_calibration
     from paddlefit.spec import Precision, parse_enum
     from paddlefit.units import gib
 

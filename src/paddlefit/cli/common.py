@@ -51,7 +51,7 @@ LATENCY_HELP = "With --inference: latency target per batch, ms; each GPU gets th
 
 
 def serving_request(unused: dict[str, object], **fields: Any) -> Any:
-    """The :class:`~paddlefit.plan.inference_job.InferenceRequest` of `plan --inference` and `cost --inference`.
+    """The :class:`~paddlefit.serving.job.InferenceRequest` of `plan --inference` and `cost --inference`.
 
     Args:
         unused: training-only options by flag (``{"--loss": value}``); any given one is an error.
@@ -62,7 +62,7 @@ def serving_request(unused: dict[str, object], **fields: Any) -> Any:
             refuses (its own message names the option).
     """
     from paddlefit.job import check_not_empty
-    from paddlefit.plan.inference_job import InferenceRequest
+    from paddlefit.serving.job import InferenceRequest
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
     if given:

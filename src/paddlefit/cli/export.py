@@ -1,5 +1,5 @@
 """``paddlefit export``: a run's checkpoint as a ``paddle.jit.save`` inference model, checked after reload, and
-with ``--benchmark`` its latency on this CPU under Paddle Inference (:mod:`paddlefit.serve.cpu_bench`)."""
+with ``--benchmark`` its latency on this CPU under Paddle Inference (:mod:`paddlefit.serving.cpu_bench`)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def export_command(
       paddlefit export runs/digits --benchmark
       paddlefit export runs/digits --benchmark -b 1 -b 32 --threads 4 --json
     """
-    from paddlefit.serve import default_threads
+    from paddlefit.serving import default_threads
 
     quiet_paddle()
     from paddlefit.errors import PaddlefitError
@@ -63,7 +63,7 @@ def export_command(
         raise PaddlefitError("`--batch-size` and `--threads` apply only to the benchmark; add `--benchmark`.")
     bench_args: tuple[list[int], list[int]] | None = None
     if benchmark:  # bad values fail before the export, not after it
-        from paddlefit.serve.cpu_bench import check_bench_args
+        from paddlefit.serving.cpu_bench import check_bench_args
 
         bench_args = check_bench_args(batch_sizes or list(DEFAULT_BATCH_SIZES), threads or default_threads())
     with err.status("exporting..."), stdout_to_stderr():
@@ -77,7 +77,7 @@ def export_command(
         "sample_batch": res.sample_batch,
     }
     if bench_args is not None:
-        from paddlefit.serve.cpu_bench import benchmark_cpu
+        from paddlefit.serving.cpu_bench import benchmark_cpu
         from paddlefit.train.export import input_specs_of_run
 
         with err.status("benchmarking on this CPU (Paddle Inference, oneDNN)...") as status, stdout_to_stderr():
@@ -88,7 +88,7 @@ def export_command(
                 status.update(f"benchmarking on this CPU (Paddle Inference, oneDNN)... last: {shown(line)}")
 
             rows = benchmark_cpu(res.out_dir / "model", specs, *bench_args, progress=progress)
-        from paddlefit.plan.inference_job import cpu_points, thread_notes
+        from paddlefit.serving.job import cpu_points, thread_notes
 
         points = cpu_points(rows)
         doc["benchmark"] = [q.to_dict() for q in points]

@@ -468,9 +468,9 @@ def _plan_inference(
     fx_rate: list[str] | None,
     unused: dict,
 ) -> None:
-    """Parse -> :func:`paddlefit.plan.inference_job.plan_inference` -> render (tables or ``--json``)."""
-    from paddlefit.plan.inference_job import plan_inference
+    """Parse -> :func:`paddlefit.serving.job.plan_inference` -> render (tables or ``--json``)."""
     from paddlefit.report.render_inference import render_inference
+    from paddlefit.serving.job import plan_inference
 
     if no_cpu and (threads or cpu_budget_s is not None):
         raise fail(

@@ -86,7 +86,7 @@ class PerfParams:
             op), ``host_step_s_per_tensor`` (host seconds of ``optimizer.step()`` per parameter tensor) and
             ``host_step_s`` (the rest of a step's host work: :class:`~paddlefit.estimate.timing.HostOverhead`),
             ``predictor_call_s`` and ``predictor_op_s`` (host seconds of one Paddle Inference request and of each
-            op its executor runs: :class:`~paddlefit.probe.predictor_overhead.PredictorOverhead`).
+            op its executor runs: :class:`~paddlefit.serving.predictor_overhead.PredictorOverhead`).
             The formulas: :mod:`paddlefit.estimate.kernel_model`.
         by_generation: per GPU architecture (``volta``, ``ampere``...) overrides of any of those keys.
         calibration: ``published-fit`` (fitted on published measurements) or ``device`` (measured on this

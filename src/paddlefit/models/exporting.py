@@ -1,6 +1,6 @@
 """A model as ``paddle.jit.save`` can trace it: its outputs flattened to tensors, its inputs positional. Used by
 ``paddlefit export`` (:mod:`paddlefit.train.export`) and the CPU serving benchmark
-(:mod:`paddlefit.serve.cpu_bench`)."""
+(:mod:`paddlefit.serving.cpu_bench`)."""
 
 from __future__ import annotations
 

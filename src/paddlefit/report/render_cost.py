@@ -1,5 +1,5 @@
 """Render ``paddlefit cost``: the ranked instance table, the lines under it, and the assumptions. Pure
-formatting: the figures come from :func:`paddlefit.plan.cost.build_cost`."""
+formatting: the figures come from :func:`paddlefit.cost.instances.build_cost`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.currency import USD, Currency
-from paddlefit.plan.cost import SPEC_CADENCE
+from paddlefit.cost.instances import SPEC_CADENCE
 from paddlefit.report.render import print_min_width, table_width
 from paddlefit.units import MIB, SECONDS_PER_HOUR, column_unit
 

@@ -1,4 +1,4 @@
-"""Tables of ``plan --inference`` and ``cost --inference`` (:class:`~paddlefit.plan.inference.InferencePlan`)."""
+"""Tables of ``plan --inference`` and ``cost --inference`` (:class:`~paddlefit.serving.plan.InferencePlan`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.table import Table
 
 from paddlefit.catalog.currency import USD, Currency
 from paddlefit.catalog.prices import price_template
-from paddlefit.plan.inference import MAX_SEARCH_BATCH
+from paddlefit.serving.plan import MAX_SEARCH_BATCH
 from paddlefit.units import GIB, MIB
 
 

@@ -181,7 +181,7 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     """
     import paddle
 
-    from paddlefit.datasets import resolve_dataset
+    from paddlefit.examples.datasets import resolve_dataset
     from paddlefit.job import job_steps
     from paddlefit.models.calling import JobLoss
 

@@ -98,7 +98,7 @@ def sample_batch(spec: Any, n: int = 8) -> Any:
     :class:`~paddlefit.models.calling.Batch` (inputs by position and keyword, as ``train`` calls the model)."""
     from paddle.io.dataloader.collate import default_collate_fn
 
-    from paddlefit.datasets import resolve_dataset
+    from paddlefit.examples.datasets import resolve_dataset
     from paddlefit.models.calling import batch_from_loader, to_tensors
 
     key, ref, args = (

@@ -243,7 +243,7 @@ class Budget:
 class CheckpointSchedule:
     """When rank 0 writes a checkpoint: every ``every_steps`` optimizer steps and/or ``every_minutes``, or, with
     ``auto_interval``, at Daly's optimum interval for the measured write time and ``interruptions_per_hour``
-    (:func:`paddlefit.plan.checkpoint_interval.daly_interval_s`; the first checkpoint comes after one step and
+    (:func:`paddlefit.cost.checkpoint_interval.daly_interval_s`; the first checkpoint comes after one step and
     measures the write).
 
     Args:
@@ -282,7 +282,7 @@ class CheckpointSchedule:
         interval from it."""
         self.write_s = write_s
         if self.spec.auto_interval:
-            from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+            from paddlefit.cost.checkpoint_interval import daly_interval_s, young_interval_s
 
             mtbi = SECONDS_PER_HOUR / self.spec.interruptions_per_hour
             delta = max(write_s, 1e-3)

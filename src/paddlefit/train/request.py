@@ -191,7 +191,7 @@ def _checkpoint(spec: JobSpec, interval: str | None, rate: float | None, bucket:
         if rate is not None and bucket is not None:
             raise PaddlefitError("Give `--interruptions-per-hour` or `--spot-bucket`, not both.")
         if bucket is not None:
-            from paddlefit.plan.spot_risk import rate_from_bucket
+            from paddlefit.cost.spot_risk import rate_from_bucket
 
             rate = rate_from_bucket(bucket).per_hour
         upd: dict[str, Any] = {"auto_interval": True, **({"interruptions_per_hour": rate} if rate is not None else {})}

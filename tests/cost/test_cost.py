@@ -14,16 +14,16 @@ from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.catalog.price_csv import parse_price_csv
 from paddlefit.catalog.prices import gpu_for_instance, load_prices, select_prices
 from paddlefit.catalog.skypilot import load_skypilot_cache, parse_skypilot_vms
-from paddlefit.errors import CatalogError, PaddlefitError
-from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY, train_gradient_allreduce
-from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
-from paddlefit.plan.cost import (
+from paddlefit.cost.checkpoint_interval import daly_interval_s, young_interval_s
+from paddlefit.cost.instances import (
     HOURS_PER_MONTH,
     InterruptionRate,
     build_cost,
     expected_spot_wall_s,
     rate_from_bucket,
 )
+from paddlefit.errors import CatalogError, PaddlefitError
+from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY, train_gradient_allreduce
 from paddlefit.plan.request import Plan, Target
 from paddlefit.units import GIB, MIB
 
@@ -446,7 +446,7 @@ def test_build_cost_counts_the_trainers_steps_with_accumulation_and_max_steps():
     ],
 )
 def test_cost_request_checks_itself_with_the_cli_messages(kw, needle):
-    from paddlefit.plan.cost_request import CostRequest
+    from paddlefit.cost.request import CostRequest
 
     with pytest.raises(PaddlefitError) as exc:
         CostRequest(**kw)

@@ -1,5 +1,5 @@
 """An exported inference program: a ``paddle.nn.Layer`` saved as one (``paddle.jit.save``), its files, its feed
-names, and random requests for it. :mod:`paddlefit.serve.cpu_bench` serves it; ``plan --inference`` exports a model
+names, and random requests for it. :mod:`paddlefit.serving.cpu_bench` serves it; ``plan --inference`` exports a model
 with it before measuring the CPU row."""
 
 from __future__ import annotations

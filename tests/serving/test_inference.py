@@ -18,7 +18,8 @@ from paddlefit.estimate.inference import (
 )
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
 from paddlefit.estimate.perf_params import load_perf_params
-from paddlefit.plan.inference import (
+from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+from paddlefit.serving.plan import (
     TRT_WORKSPACE_BYTES,
     InferencePoint,
     InferenceTarget,
@@ -27,7 +28,6 @@ from paddlefit.plan.inference import (
     forward_point,
     largest_batch_within,
 )
-from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 from paddlefit.units import MIB
 
 A100 = get_gpu("A100-SXM4-40GB")
@@ -423,7 +423,7 @@ def test_sigterm_during_the_cpu_measurement_leaves_no_child_and_no_model_copy(tm
     while child is None and time.monotonic() < deadline and p.poll() is None:
         for c in psutil.Process(p.pid).children(recursive=True):
             try:
-                if "paddlefit.serve.cpu_bench" in " ".join(c.cmdline()):
+                if "paddlefit.serving.cpu_bench" in " ".join(c.cmdline()):
                     child = c
             except psutil.Error:  # a short-lived child (Paddle's `ldd --version` shell) gone or a zombie meanwhile
                 continue
@@ -441,7 +441,7 @@ def test_exported_program_references_dynamic_dims_and_ambiguous_folders(tmp_path
     from paddle.static import InputSpec
 
     from paddlefit.errors import ModelError
-    from paddlefit.plan.served_model import program_prefix, resolve_served
+    from paddlefit.serving.model import program_prefix, resolve_served
 
     class Enc(paddle.nn.Layer):
         def __init__(self, width):
@@ -473,7 +473,7 @@ def test_the_cpu_rows_thread_counts_are_refused_when_asked_not_after_the_gpu_row
     import os
 
     from paddlefit.errors import PaddlefitError
-    from paddlefit.plan.inference_job import InferenceRequest
+    from paddlefit.serving.job import InferenceRequest
 
     for bad in (0, -2, (os.cpu_count() or 1) + 1):
         with pytest.raises(PaddlefitError, match=f"`--threads {bad}`: give thread counts from 1 to"):

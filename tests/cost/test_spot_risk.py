@@ -13,15 +13,15 @@ import pytest
 
 from paddlefit.catalog.prices import load_prices
 from paddlefit.catalog.spot_advisor import BUCKETS, advisor_buckets, aws_bucket, parse_advisor_csv
-from paddlefit.errors import CatalogError
-from paddlefit.plan.checkpoint_interval import daly_interval_s
-from paddlefit.plan.spot_risk import (
+from paddlefit.cost.checkpoint_interval import daly_interval_s
+from paddlefit.cost.spot_risk import (
     DEFAULT_SOURCE,
     GCP_SPOT_DOCS,
     InterruptionRate,
     rate_from_bucket,
     spot_rate,
 )
+from paddlefit.errors import CatalogError
 
 
 def _row(cloud, itype):

@@ -1,6 +1,6 @@
 """The host cost of one Paddle Inference request, measured on this machine: :func:`measure_predictor_overhead`
 (``bench/host_overhead.py`` ships the figures as ``predictor_call_s`` and ``predictor_op_s``; the serving rows of
-``plan --inference`` add them to every request, :func:`paddlefit.plan.inference.request_floor`).
+``plan --inference`` add them to every request, :func:`paddlefit.serving.plan.request_floor`).
 
 A request through a Paddle Inference predictor is: ``get_input_handle(name).reshape`` + ``copy_from_cpu`` per
 input, ``run()`` (the C++ executor runs the program's ops one after another, launching each op's kernels), and
@@ -59,11 +59,11 @@ def _chain_layer(n: int) -> Any:
 
 def _request_s(prefix: Path, repeats: int, calls: int) -> float:
     """Minimum over ``repeats`` of the mean seconds of ``calls`` requests to the program at ``prefix`` (one thread,
-    Paddle's native CPU kernels, IR optimisation on as served: :func:`~paddlefit.serve.cpu_bench.cpu_predictor`)."""
+    Paddle's native CPU kernels, IR optimisation on as served: :func:`~paddlefit.serving.cpu_bench.cpu_predictor`)."""
     import numpy as np
 
-    from paddlefit.serve.cpu_bench import cpu_predictor, request
-    from paddlefit.serve.program import model_files
+    from paddlefit.serving.cpu_bench import cpu_predictor, request
+    from paddlefit.serving.program import model_files
 
     program, params = model_files(prefix)
     pred, names = cpu_predictor(str(program), str(params), SPEC, threads=1, onednn=False)
@@ -86,7 +86,7 @@ def measure_predictor_overhead(repeats: int = 5, calls: int = 500) -> PredictorO
     Raises:
         JobFailedError: ``paddle.jit.save`` could not export the test programs.
     """
-    from paddlefit.serve.program import save_inference_model
+    from paddlefit.serving.program import save_inference_model
 
     with tempfile.TemporaryDirectory(prefix="paddlefit-predictor-") as tmp:
         short, long = Path(tmp) / "one", Path(tmp) / "many"

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
+from paddlefit.cost.checkpoint_interval import daly_interval_s, young_interval_s
 
 
 def test_worked_example_5_min_write_6_h_mtbi():

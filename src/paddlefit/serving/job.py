@@ -1,5 +1,5 @@
 """``plan --inference`` / ``cost --inference`` without the rendering: options -> the served model -> GPU rows,
-the CPU row measured on this machine, and the cost per million requests (:mod:`paddlefit.plan.inference`)."""
+the CPU row measured on this machine, and the cost per million requests (:mod:`paddlefit.serving.plan`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from pydantic import ConfigDict, Field, model_validator
 from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
-from paddlefit.plan.inference import (
+from paddlefit.quietstart import at_signal_exit
+from paddlefit.serving.model import ServedModel, resolve_served
+from paddlefit.serving.plan import (
     InferencePlan,
     InferencePoint,
     InferenceTarget,
@@ -23,8 +25,6 @@ from paddlefit.plan.inference import (
     cost_per_million,
     gpu_inference_target,
 )
-from paddlefit.plan.served_model import ServedModel, resolve_served
-from paddlefit.quietstart import at_signal_exit
 from paddlefit.units import GIB
 
 #: Batch sizes planned when none is given.
@@ -105,7 +105,7 @@ class InferenceRequest(MoneyOptions):
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:
         """A model or a spec; an engine and a serving precision that go together; the CPU row's ``--threads`` from
-        1 to this machine's logical CPUs (:func:`~paddlefit.serve.cpu_bench.check_bench_args`)."""
+        1 to this machine's logical CPUs (:func:`~paddlefit.serving.cpu_bench.check_bench_args`)."""
         if self.model is None and self.config is None:
             raise PaddlefitError(
                 "Give a MODEL (zoo name, `package.module:factory`, or an exported model folder) or `--config job.yaml`."
@@ -123,7 +123,7 @@ class InferenceRequest(MoneyOptions):
                 "TensorRT's): add `--engine tensorrt`."
             )
         if self.cpu and self.threads is not None:  # the CPU row's thread counts, refused before any work
-            from paddlefit.serve.cpu_bench import check_bench_args
+            from paddlefit.serving.cpu_bench import check_bench_args
 
             check_bench_args(self.batch_sizes, self.threads)
         return self
@@ -138,11 +138,11 @@ def cpu_target(
 ) -> InferenceTarget:
     """The CPU row, measured: the model built (a zoo transformer planned from its shape) and exported
     (``paddle.jit.save``) when it is not already, then run by Paddle Inference with oneDNN on this machine
-    (:func:`~paddlefit.serve.cpu_bench.benchmark_cpu`, until ``deadline``, ``time.time()`` seconds): median and p95
+    (:func:`~paddlefit.serving.cpu_bench.benchmark_cpu`, until ``deadline``, ``time.time()`` seconds): median and p95
     per batch and thread count, the serving process's peak RSS."""
     import psutil
 
-    from paddlefit.serve import default_threads
+    from paddlefit.serving import default_threads
 
     threads = threads or default_threads()
     ram = psutil.virtual_memory().total
@@ -165,8 +165,8 @@ def _measure(
 ) -> InferenceTarget:
     """:func:`cpu_target`'s work inside its temporary folder ``tmp`` (the model exported there when it is not yet;
     Paddle's native CPU kernels when oneDNN has none for one of its ops)."""
-    from paddlefit.serve.cpu_bench import benchmark_cpu
-    from paddlefit.serve.program import save_inference_model
+    from paddlefit.serving.cpu_bench import benchmark_cpu
+    from paddlefit.serving.program import save_inference_model
 
     prefix = served.prefix
     if prefix is None:
@@ -207,7 +207,7 @@ def onednn_unimplemented(message: str) -> bool:
 
 
 def cpu_points(rows: list[Any]) -> list[InferencePoint]:
-    """Measured :class:`~paddlefit.serve.cpu_bench.CpuLatency` rows as the plan's points (latency = the median),
+    """Measured :class:`~paddlefit.serving.cpu_bench.CpuLatency` rows as the plan's points (latency = the median),
     the one form ``plan --inference`` and ``export --benchmark`` print and write."""
     return [
         InferencePoint(
@@ -239,7 +239,7 @@ def _last_line(text: str) -> str:
 
 
 def plan_inference(req: InferenceRequest, progress: Callable[[str], None] | None = None) -> InferencePlan:
-    """``plan --inference``: see :mod:`paddlefit.plan.inference`.
+    """``plan --inference``: see :mod:`paddlefit.serving.plan`.
 
     Raises:
         PaddlefitError: a bad model, GPU or price option (messages name the option).
@@ -372,7 +372,7 @@ def cpu_row(
     ]
     if not fit:
         return None, notes
-    from paddlefit.serve import default_threads
+    from paddlefit.serving import default_threads
 
     threads = threads or default_threads()
     try:

@@ -23,7 +23,7 @@ from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.inputspec import InputSpec
 from paddlefit.run_layout import EXPORT_DIR
-from paddlefit.serve.program import MODEL_SUFFIXES, PARAMS_SUFFIX
+from paddlefit.serving.program import MODEL_SUFFIXES, PARAMS_SUFFIX
 from paddlefit.units import GIB
 
 #: Where a ``paddle.jit.save`` program may sit under a folder the user names (a run's export folder first).

@@ -1,5 +1,5 @@
 """Inference latency of an exported model on this CPU, served as a service would serve it: Paddle Inference
-(``paddle.inference``) with oneDNN, measured in a child process (``python -m paddlefit.serve.cpu_bench``).
+(``paddle.inference``) with oneDNN, measured in a child process (``python -m paddlefit.serving.cpu_bench``).
 
 The child reads a JSON request on stdin, writes JSON lines on stdout (one per configuration, then ``{"done": ...}``)
 and all Paddle prints on stderr. One child per thread count: each peak RSS is that of one serving process with one
@@ -29,7 +29,7 @@ from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import InputSpec
 from paddlefit.quietstart import at_signal_exit
 from paddlefit.safepath import python_command, safe_env
-from paddlefit.serve.program import input_names, model_files, random_inputs
+from paddlefit.serving.program import input_names, model_files, random_inputs
 from paddlefit.textsafe import name_safe
 
 #: Timed runs kept per configuration however long they take (the median and p95 of fewer mean little).
@@ -225,7 +225,7 @@ def predict_cpu(
 def _run_child(
     request: dict[str, Any], program: Path, timeout_s: float, on_line: Callable[[dict[str, Any]], None]
 ) -> None:
-    """Run ``python -m paddlefit.serve.cpu_bench`` with ``request``; ``on_line`` gets each ``{"result": ...}``.
+    """Run ``python -m paddlefit.serving.cpu_bench`` with ``request``; ``on_line`` gets each ``{"result": ...}``.
 
     Raises:
         InputSpecError: the child reported a mismatch of specs and model inputs.
@@ -236,7 +236,7 @@ def _run_child(
     env.setdefault("GLOG_minloglevel", "2")  # glog's INFO lines off (glog reads this lower-case name)
     with tempfile.TemporaryFile() as errf:
         proc = subprocess.Popen(
-            python_command(module="paddlefit.serve.cpu_bench"),
+            python_command(module="paddlefit.serving.cpu_bench"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errf,

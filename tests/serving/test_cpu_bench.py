@@ -1,4 +1,4 @@
-"""paddlefit.serve.cpu_bench: an exported model served with Paddle Inference (oneDNN) on this CPU, in a child
+"""paddlefit.serving.cpu_bench: an exported model served with Paddle Inference (oneDNN) on this CPU, in a child
 process; and `paddlefit export --benchmark`."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from trainrun import ENV, SharedRun, run
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.inputspec import parse_input_spec, parse_input_specs
-from paddlefit.serve.cpu_bench import CpuLatency, benchmark_cpu, predict_cpu
-from paddlefit.serve.program import model_files, random_inputs, save_inference_model
+from paddlefit.serving.cpu_bench import CpuLatency, benchmark_cpu, predict_cpu
+from paddlefit.serving.program import model_files, random_inputs, save_inference_model
 from paddlefit.units import GIB, MIB
 
 SPECS = [parse_input_spec("float32[3,16,16]")]
@@ -119,7 +119,7 @@ def test_keyword_int_inputs_and_the_legacy_pdmodel_format(tmp_path: Path) -> Non
 
     code = (
         "import sys, paddle; sys.path.insert(0, sys.argv[2]); from test_cpu_bench import SPECS, conv_net; "
-        "from paddlefit.serve.program import save_inference_model; "
+        "from paddlefit.serving.program import save_inference_model; "
         "print(','.join(save_inference_model(conv_net(), SPECS, __import__('pathlib').Path(sys.argv[1]))))"
     )
     r = subprocess.run(

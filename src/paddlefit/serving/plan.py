@@ -244,7 +244,7 @@ def request_floor(
     Host: eager, (launched ops + 2) x ``host_op_s`` (the input's ``to_tensor`` and the result's ``numpy()`` are a
     dispatch each); Paddle Inference, ``predictor_call_s`` + launched ops x ``predictor_op_s``; TensorRT, the
     same with the engine as one op (``predictor_call_s`` + ``predictor_op_s``). The constants are measured
-    (:class:`~paddlefit.probe.predictor_overhead.PredictorOverhead`, ``bench/host_overhead.py``).
+    (:class:`~paddlefit.serving.predictor_overhead.PredictorOverhead`, ``bench/host_overhead.py``).
     """
     arch = getattr(gpu, "architecture", None)
     link = (getattr(gpu, "pcie_gb_s", None) or 0.0) * 1e9

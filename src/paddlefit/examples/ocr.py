@@ -379,7 +379,9 @@ def text_boxes(n: int = 128, size: int = 160, max_boxes: int = 4, encoding: str 
 def _label_part(label: Any, key: str, loss: str) -> Any:
     if not isinstance(label, dict) or key not in label:
         got = f"a dict with keys {sorted(label)}" if isinstance(label, dict) else type(label).__name__
-        raise PaddlefitError(f"`{loss}` needs the label dict of paddlefit.ocr's datasets (key {key!r}); got {got}.")
+        raise PaddlefitError(
+            f"`{loss}` needs the label dict of paddlefit.examples.ocr's datasets (key {key!r}); got {got}."
+        )
     return label[key]
 
 

@@ -156,7 +156,7 @@ def time_kernels(
     from paddlefit.estimate.kernels import Kernel
     from paddlefit.estimate.perf_params import PARAM_RANGE, PerfParams, load_perf_params
     from paddlefit.probe.host_overhead import measure_host_overhead
-    from paddlefit.probe.predictor_overhead import measure_predictor_overhead
+    from paddlefit.serving.predictor_overhead import measure_predictor_overhead
 
     say = progress or (lambda m: None)
     wait = sync or paddle.device.cuda.synchronize

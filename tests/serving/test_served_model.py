@@ -11,9 +11,9 @@ import pytest
 
 from paddlefit.catalog.serving_accuracy import serving_accuracy, serving_error, serving_error_text
 from paddlefit.errors import InputSpecError, ModelError
-from paddlefit.plan.inference import InferencePoint, InferenceTarget
-from paddlefit.plan.inference_job import InferenceRequest, budget_notes, plan_inference
-from paddlefit.plan.served_model import resolve_served
+from paddlefit.serving.job import InferenceRequest, budget_notes, plan_inference
+from paddlefit.serving.model import resolve_served
+from paddlefit.serving.plan import InferencePoint, InferenceTarget
 
 
 def test_a_missing_path_says_it_does_not_exist_and_what_an_export_holds(tmp_path):
@@ -72,7 +72,7 @@ def test_budget_notes_name_every_batch_and_thread_count_left_out():
 
 def test_a_deadline_already_past_starts_no_benchmark(tmp_path):
     from paddlefit.inputspec import parse_input_specs
-    from paddlefit.serve.cpu_bench import benchmark_cpu
+    from paddlefit.serving.cpu_bench import benchmark_cpu
 
     (tmp_path / "model.json").write_text("{}")
     (tmp_path / "model.pdiparams").write_bytes(b"")
@@ -97,8 +97,8 @@ def test_every_measured_engine_has_its_error_and_the_others_say_they_have_none()
 def test_what_a_request_returns_is_what_the_forward_returned(tmp_path):
     import paddle
 
-    from paddlefit.plan.inference import forward_point
     from paddlefit.probe.recorder import record_trace
+    from paddlefit.serving.plan import forward_point
 
     class TwoOut(paddle.nn.Layer):  # returns its 4096-wide features and their 10 logits
         def __init__(self):
@@ -113,8 +113,8 @@ def test_what_a_request_returns_is_what_the_forward_returned(tmp_path):
     assert tr.returned == (4 * (4096 + 10), 2 * 4 * (4096 + 10)) and tr.returned_bytes(8) == 8 * 4 * 4106
     from paddlefit.catalog.gpus import get_gpu
     from paddlefit.estimate.perf_params import load_perf_params
-    from paddlefit.plan.inference import ServingSetup
     from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
+    from paddlefit.serving.plan import ServingSetup
 
     t4 = get_gpu("T4")
     setup = ServingSetup("paddle-inference", "fp32", None, load_perf_params(), 0.9, CUDA_CONTEXT_BYTES, True, 4 * 64)

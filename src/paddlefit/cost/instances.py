@@ -15,7 +15,7 @@ catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of 
 - spot expected cost = expected wall time under exponential interruptions x spot USD/hour, where the wall time
   adds to the same work and writes only what interruptions cost: lost work and restarts
   (:func:`expected_spot_wall_s`, which tends to the on-demand hours as interruptions become rare), at the
-  instance's own interruption rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS Spot
+  instance's own interruption rate (:func:`paddlefit.cost.spot_risk.spot_rate`: the published AWS Spot
   Instance Advisor bucket where there is one, else ``default (no published rate)``), carried by the row.
 
 Every constant used is in :func:`assumptions` and printed with the result.
@@ -32,11 +32,8 @@ from paddlefit.catalog.gpus import GPU
 from paddlefit.catalog.price_csv import InstancePrice
 from paddlefit.catalog.prices import catalog_gpu, gpu_for_instance
 from paddlefit.catalog.published import figure
-from paddlefit.estimate.collectives import train_gradient_allreduce
-from paddlefit.job import job_steps, steps_per_epoch
-from paddlefit.plan.checkpoint_interval import daly_interval_s, young_interval_s
-from paddlefit.plan.request import TIE_FACTOR, Plan, Target
-from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bucket: importable from here too)
+from paddlefit.cost.checkpoint_interval import daly_interval_s, young_interval_s
+from paddlefit.cost.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bucket: importable from here too)
     DEFAULT_INTERRUPTIONS_PER_HOUR,
     DEFAULT_SOURCE,
     HOURS_PER_MONTH,
@@ -45,6 +42,9 @@ from paddlefit.plan.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bu
     rate_from_bucket,
     spot_rate,
 )
+from paddlefit.estimate.collectives import train_gradient_allreduce
+from paddlefit.job import job_steps, steps_per_epoch
+from paddlefit.plan.request import TIE_FACTOR, Plan, Target
 from paddlefit.units import MIB, cost_usd, hours
 
 #: Checkpoint write bandwidth, bytes/s: ``checkpoint_disk_mib_s`` of ``catalog/data/published_figures.csv`` (125
@@ -168,7 +168,7 @@ class CostRow:
 class CostReport:
     """The result of :func:`build_cost`; ``to_dict()`` is ``paddlefit cost --json``. ``skipped``: one
     ``{cloud, instance_type, accelerator, reason}`` per instance not priced, and (added by
-    :func:`paddlefit.plan.jobs.cost_job`) one ``{gpu, reason}`` per requested GPU no priced instance has."""
+    :func:`paddlefit.cost.job.cost_job`) one ``{gpu, reason}`` per requested GPU no priced instance has."""
 
     assumptions: dict[str, Any]
     rows: list[CostRow]
@@ -225,7 +225,7 @@ def build_cost(
         grad_accum_steps: micro-batches per optimizer step (one all-reduce per optimizer step).
         max_steps: the job's ``max_steps`` (the run stops there if it comes first), or None.
         rate: spot interruptions for every instance (a rate the user gave); None = each instance's own
-            (:func:`~paddlefit.plan.spot_risk.spot_rate`: published AWS bucket, else
+            (:func:`~paddlefit.cost.spot_risk.spot_rate`: published AWS bucket, else
             :data:`DEFAULT_INTERRUPTIONS_PER_HOUR` as ``default (no published rate)``).
         disk_bytes_per_s: checkpoint write bandwidth, bytes/s.
         restart_s: seconds lost per interruption besides the lost work.

@@ -11,9 +11,9 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, model_validator
 
 from paddlefit.catalog.currency import MoneyOptions
+from paddlefit.cost.spot_risk import InterruptionRate, rate_from_bucket
 from paddlefit.errors import PaddlefitError
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, check_job_length
-from paddlefit.plan.spot_risk import InterruptionRate, rate_from_bucket
 from paddlefit.units import MIB
 from paddlefit.validation import plausible
 
@@ -40,7 +40,7 @@ class CostRequest(MoneyOptions):
         None,
         gt=0,
         description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
-        "both); neither = each instance's own rate (:func:`paddlefit.plan.spot_risk.spot_rate`: the published AWS "
+        "both); neither = each instance's own rate (:func:`paddlefit.cost.spot_risk.spot_rate`: the published AWS "
         "bucket, else 1/24 h as ``default (no published rate)``).",
     )
     spot_bucket: str | None = Field(None, description="An AWS Spot Instance Advisor bucket for every instance.")
@@ -95,7 +95,7 @@ class CostRequest(MoneyOptions):
 
     def rate(self) -> InterruptionRate | None:
         """The spot interruption rate the options give for every instance; None = each instance's own
-        (:func:`~paddlefit.plan.spot_risk.spot_rate`).
+        (:func:`~paddlefit.cost.spot_risk.spot_rate`).
 
         Raises:
             PaddlefitError: an unknown ``spot_bucket``.
@@ -108,7 +108,7 @@ class CostRequest(MoneyOptions):
         return None
 
     def cost_overrides(self) -> dict[str, Any]:
-        """The :func:`~paddlefit.plan.cost.build_cost` keywords the options set: ``disk_bytes_per_s`` (bytes/s) and
+        """The :func:`~paddlefit.cost.instances.build_cost` keywords the options set: ``disk_bytes_per_s`` (bytes/s) and
         ``restart_s`` (seconds)."""
         kwargs: dict[str, Any] = {}
         if self.disk_mib_s is not None:
