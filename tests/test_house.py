@@ -290,3 +290,20 @@ def test_comments_say_why_not_which_issue_changed_the_code() -> None:
             if any(not m.group(1) for m in history.finditer(line)) and path.name != "test_house.py":
                 found.append(f"{path.relative_to(ROOT)}:{n}")
     assert found == []
+
+
+def test_report_reads_runs_through_the_run_directory_modules_never_through_train() -> None:
+    """``report`` reads a run as ``runs`` and ``export`` do: through :mod:`paddlefit.rundir` and
+    :mod:`paddlefit.run_layout`, never through the trainer's modules."""
+    found = []
+    for path in sorted((PKG / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{path.relative_to(PKG)}:{node.lineno} {n}" for n in names if n.startswith("paddlefit.train")]
+    assert found == []

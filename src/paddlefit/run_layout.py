@@ -57,3 +57,15 @@ MANIFEST_FILE = "manifest.json"
 
 #: Names whose presence makes a folder a run directory (``train`` refuses to nest a run inside another).
 RUN_MARKERS = (LOCK_INFO_FILE, SPEC_FILE, METRICS_FILE, STATUS_FILE, SUMMARY_FILE, SNAPSHOT_FILE, CHECKPOINTS_DIR)
+
+#: the ``event`` of metrics.jsonl's line for a resume (:func:`paddlefit.train.metrics.resume_record` writes it,
+#: ``report`` reads it)
+RESUME_EVENT = "resume"
+#: how a run that recorded its end ended, by exit code (any other code: ``failed``); ``runs`` and ``report`` both
+#: name a run's state from here (``report`` adds ``running``, and ``lost`` for a run that never recorded its end)
+STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 130: "stopped", 143: "stopped", 203: "stopped"}
+
+
+def status_name(code: object) -> str:
+    """The state of a run that ended with exit code ``code`` (:data:`STATUS_NAMES`; ``failed`` otherwise)."""
+    return STATUS_NAMES.get(code, "failed") if isinstance(code, int) and not isinstance(code, bool) else "failed"

@@ -424,3 +424,17 @@ def read_metrics_bytes(run_dir: Path, limit: int) -> bytes:
     """
     with open(open_regular(metrics_file(run_dir)), "rb") as f:  # a FIFO in its place: refused, never waited on
         return f.read(limit)
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
+    when it cannot be told: not a positive int, or no permission to signal it)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -39,12 +39,14 @@ from paddlefit.run_layout import (
     STATUS_FILE,
     SUMMARY_FILE,
     TRAINER_FILE,
+    status_name,
 )
 from paddlefit.rundir import (
     checkpoint_name,
     checkpoints_dir,
     failed_starts,
     metrics_file,
+    pid_alive,
     read_lock_info,
     read_metrics_bytes,
     read_run_json,
@@ -55,8 +57,6 @@ from paddlefit.rundir import (
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
 from paddlefit.textsafe import name_safe
-from paddlefit.train.lock import pid_alive
-from paddlefit.train.record import status_name
 from paddlefit.units import MIB
 
 __all__ = [
@@ -389,7 +389,7 @@ def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
 def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:
     """(status, detail): running while the lock holder lives; lost (``runs``' word) when its record outlives it, or
     when no status.json covers the last step; else status.json's ending, named as ``runs`` names it
-    (:func:`~paddlefit.train.record.status_name`: finished, stopped, budget, nonfinite, failed)."""
+    (:func:`~paddlefit.run_layout.status_name`: finished, stopped, budget, nonfinite, failed)."""
     alive, who = writer_alive(run_dir)
     if alive:
         return "running", f"the writer ({who}) is alive"

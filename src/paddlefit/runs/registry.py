@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
+from paddlefit.rundir import pid_alive
 from paddlefit.runs.schema import COLUMNS, JSON_COLUMNS, LOST, MIGRATIONS, SCHEMA_VERSION, check_fields, statements
 from paddlefit.textsafe import storable_text
 
@@ -67,13 +68,6 @@ def utc_now() -> str:
     """Now as an ISO-8601 UTC string to the second (``2025-05-01T12:03:44+00:00``), the form of ``started_at`` and
     ``ended_at``."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (psutil)."""
-    import psutil
-
-    return bool(psutil.pid_exists(pid))
 
 
 def _normalise_run_dir(fields: dict[str, object]) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import lock_file, read_lock_info, remove_lock_info, write_lock_info
+from paddlefit.rundir import lock_file, pid_alive, read_lock_info, remove_lock_info, write_lock_info
 from paddlefit.textsafe import log_stderr
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "RunDirLock",
     "drop_lock_records",
     "held_by_parent",
-    "pid_alive",
 ]
 
 #: set by the locking process for the workers it launches: the resolved run directory it holds
@@ -252,17 +251,3 @@ def _command_line() -> str:
     from paddlefit.secretenv import REDACTED, looks_like_credential_value
 
     return shlex.join(REDACTED if looks_like_credential_value(a) else a for a in sys.argv)[:500]
-
-
-def pid_alive(pid: object) -> bool:
-    """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
-    when it cannot be told: not a positive int, or no permission to signal it)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True

@@ -19,10 +19,10 @@ import numpy as np
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
+from paddlefit.run_layout import RESUME_EVENT
 from paddlefit.rundir import metrics_file, open_metrics, read_metrics_text, rewrite_metrics, visualdl_dir
 
 __all__ = [
-    "RESUME_EVENT",
     "LogLines",
     "MetricsLog",
     "PeakTracker",
@@ -107,10 +107,6 @@ def to_jsonable(obj: Any) -> Any:
     if hasattr(obj, "numpy"):
         return np.asarray(obj.numpy()).tolist()
     return obj
-
-
-#: the ``event`` of metrics.jsonl's line for a resume (:func:`resume_record`)
-RESUME_EVENT = "resume"
 
 
 def last_line_time(text: str) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.fileio import FileWriteError
+from paddlefit.run_layout import status_name
 from paddlefit.rundir import read_prediction, write_comparison
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
@@ -28,17 +29,9 @@ from paddlefit.train.predict import (
     trainer_step_s,
 )
 
-__all__ = ["PREDICTION_KEY_ENV", "STATUS_NAMES", "RunRecord", "status_name"]
+__all__ = ["PREDICTION_KEY_ENV", "RunRecord"]
 
 PREDICTION_KEY_ENV = "PADDLEFIT_PREDICTION_KEY"  # run_job -> launched workers: which prediction.json is this run's
-#: how a run that recorded its end ended, by exit code (any other code: ``failed``); ``runs`` and ``report`` both
-#: name a run's state from here (``report`` adds ``running``, and ``lost`` for a run that never recorded its end)
-STATUS_NAMES = {0: "finished", 3: "nonfinite", 4: "budget", 130: "stopped", 143: "stopped", 203: "stopped"}
-
-
-def status_name(code: object) -> str:
-    """The state of a run that ended with exit code ``code`` (:data:`STATUS_NAMES`; ``failed`` otherwise)."""
-    return STATUS_NAMES.get(code, "failed") if isinstance(code, int) and not isinstance(code, bool) else "failed"
 
 
 class RunRecord:
