@@ -238,7 +238,10 @@ def test_plan_llm_rejects_bad_input():
     for kw, msg in [
         ({"seq_len": 5000}, "max_position"),
         ({"gpus": 12}, "whole number of nodes"),
-        ({"mfu": 1.5}, "--mfu"),
+        ({"mfu": 1.5}, "`--mfu` must be in \\[0.01, 1\\] \\(got 1.5\\)"),
+        ({"gpus": 0}, "`--gpus` must be 1..65536 \\(got 0\\)"),
+        ({"top": 0}, "`--top` must be 1..1000"),
+        ({"safety_margin": float("nan")}, "`--safety-margin` must be in \\(0, 1\\] \\(got nan\\)"),
         ({"gpu_names": ["XYZ"]}, "Unknown GPU"),
         ({"model": "llama-9"}, "Unknown model"),
     ]:
@@ -314,13 +317,13 @@ def test_cli_plan_parallel_json_and_table(tmp_path):
 @pytest.mark.parametrize(
     ("args", "msg"),
     [
-        (["llama-2-7b", "--gpus", "0"], "`--gpus` must be between"),
+        (["llama-2-7b", "--gpus", "0"], "`--gpus` must be 1..65536 (got 0)"),
         (["llama-2-7b", "--seq-len", "9000"], "max_position 4096"),
         (["llama-2-7b", "--gpus", "8", "--batch-size", "4"], "`--batch-size` not used by the parallel planner"),
         (["llama-2-7b", "--gpus", "6", "--global-batch", "7"], "No valid parallel layout"),
         (["nosuch.json", "--gpus", "8"], "Model config"),
         (["llama-2-7b", "--precision", "fp8"], "`--precision`"),
-        (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be a number of Gbit/s"),
+        (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be in [1, 1e+06] (got 0.5)"),
         (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbps` is deprecated"),  # and refused, 2
     ],
 )
@@ -370,7 +373,7 @@ def test_bad_model_configs_name_the_key(tmp_path, text, suffix, msg):
 
 def test_gpus_without_bf16_or_flash_attention_are_planned_as_they_can_run():
     """T4 (compute capability 7.5): bf16-o2 becomes fp16-o2 and attention is eager, said in notes and flags."""
-    req = LLMPlanRequest("llama-2-7b", seq_len=2048, global_batch=64, gpus=16, gpu_names=["T4", "A100-SXM4-80GB"])
+    req = LLMPlanRequest(model="llama-2-7b", seq_len=2048, global_batch=64, gpus=16, gpu_names=["T4", "A100-SXM4-80GB"])
     plan = plan_llm(req)
     t4, a100 = plan.results
     assert t4.setup.precision is Precision.FP16_O2 and t4.setup.flash_attention is False and len(t4.notes) == 2

@@ -18,7 +18,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field
 
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.catalog.transformers import TransformerConfig
@@ -33,6 +35,7 @@ from paddlefit.plan.request import TIE_FACTOR as HEADROOM_TIE
 from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
 from paddlefit.spec import Precision
 from paddlefit.units import GIB, MIB
+from paddlefit.validation import RequestModel
 
 #: Keys of :meth:`ParallelPlan.paddlenlp_args` that are model arguments of PaddleNLP's ``llm/`` scripts
 #: (``run_pretrain.py`` / ``run_finetune.py`` ModelArgument), not ``TrainingArguments``.
@@ -295,9 +298,14 @@ DEFAULT_GLOBAL_TOKENS = 4 * MIB
 DEFAULT_GPUS = ("A100-SXM4-80GB", "H100-SXM")
 
 
-@dataclass
-class LLMPlanRequest:
-    """Everything ``paddlefit plan MODEL --gpus N ...`` takes for the parallel planner.
+#: Bounds of the parallel planner's job (policy: what a plan can mean, not what a cluster has): sequences per
+#: global batch, GPUs in a job, GPUs per node.
+MAX_GLOBAL_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE = 2**24, 65536, 64
+
+
+class LLMPlanRequest(RequestModel):
+    """Everything ``paddlefit plan MODEL --gpus N ...`` takes for the parallel planner, validated by its fields
+    (a bad value raises :class:`~paddlefit.errors.PaddlefitError` naming the option; :class:`RequestModel`).
 
     Attributes:
         model: built-in name or JSON/YAML config path.  seq_len: tokens per sequence (None = min(max_position,
@@ -306,20 +314,39 @@ class LLMPlanRequest:
         gpus_per_node, mfu, network_gbit_s: see :func:`search`.  top: plans kept per GPU type.
     """
 
-    model: str
-    seq_len: int | None = None
-    global_batch: int | None = None
-    gpus: int = 8
-    gpu_names: list[str] | None = None
-    gpus_per_node: int = 8
-    precision: Precision = Precision.BF16_O2
-    optimizer: str = "adamw"
-    flash_attention: bool = True
-    mfu: float | None = None
-    network_gbit_s: float | None = None
-    safety_margin: float = DEFAULT_SAFETY_MARGIN
-    top: int = 5
-    catalog_files: list[str] = field(default_factory=list)
+    OPTIONS: ClassVar[dict[str, str]] = {
+        "model": "MODEL",
+        "seq_len": "--seq-len",
+        "global_batch": "--global-batch",
+        "gpus": "--gpus",
+        "gpu_names": "--gpu",
+        "gpus_per_node": "--gpus-per-node",
+        "precision": "--precision",
+        "optimizer": "--optimizer",
+        "flash_attention": "--flash-attention/--no-flash-attention",
+        "mfu": "--mfu",
+        "network_gbit_s": "--network-gbit-s",
+        "safety_margin": "--safety-margin",
+        "top": "--top",
+        "catalog_files": "--catalog",
+    }
+
+    model: str = Field(description="Built-in LLM name, or a Hugging Face / PaddleNLP config.json or YAML path.")
+    seq_len: int | None = Field(None, ge=1, description="Tokens per sequence; None = min(max_position, 4096).")
+    global_batch: int | None = Field(
+        None, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per optimizer step; None = 4M tokens / seq_len."
+    )
+    gpus: int = Field(8, ge=1, le=MAX_GPUS, description="GPUs in the job.")
+    gpu_names: list[str] | None = Field(None, description="GPU types to plan; None = the default pair.")
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
+    precision: Precision = Field(Precision.BF16_O2, description="Training precision.")
+    optimizer: str = Field("adamw", description="Optimizer (its states set the memory).")
+    flash_attention: bool = Field(True, description="Time attention as FlashAttention-2 where it runs.")
+    mfu: float | None = Field(None, ge=0.01, le=1, description="Fraction of dense peak compute reaches.")
+    network_gbit_s: float | None = Field(None, ge=1, le=1e6, description="Inter-node bandwidth per node, Gbit/s.")
+    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of memory a peak may use.")
+    top: int = Field(5, ge=1, le=1000, description="Layouts kept per GPU type.")
+    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
 
 
 @dataclass
@@ -413,24 +440,12 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
         gb = req.global_batch
     else:
         gb = 2 ** max(0, round(math.log2(max(1, DEFAULT_GLOBAL_TOKENS // seq))))
-    if gb < 1 or gb > 2**24:
-        raise PaddlefitError(f"`--global-batch` must be between 1 and {2**24} sequences (got {gb}).")
-    if not 1 <= req.gpus <= 65536:
-        raise PaddlefitError(f"`--gpus` must be between 1 and 65536 (got {req.gpus}).")
-    if not 1 <= req.gpus_per_node <= 64:
-        raise PaddlefitError(f"`--gpus-per-node` must be between 1 and 64 (got {req.gpus_per_node}).")
+    if gb > MAX_GLOBAL_BATCH:
+        raise PaddlefitError(f"`--global-batch` must be between 1 and {MAX_GLOBAL_BATCH} sequences (got {gb}).")
     if req.gpus > req.gpus_per_node and req.gpus % req.gpus_per_node:
         raise PaddlefitError(
             f"`--gpus` {req.gpus} is not a whole number of nodes of `--gpus-per-node` {req.gpus_per_node}."
         )
-    if req.mfu is not None and not (math.isfinite(req.mfu) and 0.01 <= req.mfu <= 1):
-        raise PaddlefitError(f"`--mfu` must be a fraction in [0.01, 1] (got {req.mfu}).")
-    if req.network_gbit_s is not None and not (math.isfinite(req.network_gbit_s) and 1 <= req.network_gbit_s <= 1e6):
-        raise PaddlefitError(f"`--network-gbit-s` must be a number of Gbit/s in [1, 1e6] (got {req.network_gbit_s}).")
-    if not (math.isfinite(req.safety_margin) and 0 < req.safety_margin <= 1):
-        raise PaddlefitError(f"`--safety-margin` must be in (0, 1] (got {req.safety_margin}).")
-    if not 1 <= req.top <= 1000:
-        raise PaddlefitError(f"`--top` must be between 1 and 1000 (got {req.top}).")
     opt = parse_enum(OptimizerName, req.optimizer, "--optimizer")
     setup = TrainSetup(seq, req.precision, opt, req.flash_attention)  # type: ignore[arg-type]
     pool = load_gpus(req.catalog_files)
