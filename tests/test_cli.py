@@ -318,6 +318,7 @@ def test_the_command_line_imports_only_the_command_it_runs():
                 "paddlefit.diagnose",
                 "paddlefit.deploy",
                 "paddlefit.report",
+                "paddlefit.cli.render",
                 "paddlefit.models",
                 "paddlefit.tune",
             )

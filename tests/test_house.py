@@ -25,6 +25,7 @@ CORE = (
     "cost",
     "calibrate",
     "examples",
+    "report",
     "probe",
 )
 

@@ -323,7 +323,10 @@ def test_cli_plan_parallel_json_and_table(tmp_path):
         (["llama-2-7b", "--gpus", "6", "--global-batch", "7"], "No valid parallel layout"),
         (["nosuch.json", "--gpus", "8"], "Model config"),
         (["llama-2-7b", "--precision", "fp8"], "`--precision`"),
-        (["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"], "`--network-gbit-s` must be in [1, 1e+06] (got 0.5)"),
+        (
+            ["llama-2-7b", "--gpus", "8", "--network-gbit-s", "0.5"],
+            "`--network-gbit-s` must be in [1, 1e+06] (got 0.5)",
+        ),
         (["llama-2-7b", "--gpus", "8", "--network-gbps", "0.5"], "`--network-gbps` is deprecated"),  # and refused, 2
     ],
 )

@@ -331,7 +331,7 @@ def test_the_plan_recommends_and_lists_first_the_card_its_tie_break_chose(lenet_
 
     from rich.console import Console
 
-    from paddlefit.report.render import render_plan
+    from paddlefit.cli.render.tables import render_plan
 
     gpus = [t for t in lenet_plan.targets if t.kind == "gpu" and t.fits]
     fastest = max(t.samples_per_s for t in gpus)

@@ -146,10 +146,10 @@ def cost_command(
       paddlefit cost resnet50 --inference --engine tensorrt --precision fp16 --latency-ms 20 --cloud aws
       paddlefit cost --config job.yaml --prices autodl-cny.csv --fx-rate CNY=7.10 --currency CNY
     """
+    from paddlefit.cli.render.cost import render_cost
     from paddlefit.cost.job import cost_job
     from paddlefit.cost.request import CostRequest
     from paddlefit.job import JobOptions, attention_option
-    from paddlefit.report.render_cost import render_cost
 
     if inference:
         _cost_inference(
@@ -273,7 +273,7 @@ def _cost_inference(
     unused: dict,
 ) -> None:
     """``cost --inference``: the serving plan's cost per million requests (no CPU measurement)."""
-    from paddlefit.report.render_inference import render_inference_cost
+    from paddlefit.cli.render.serving import render_inference_cost
     from paddlefit.serving.job import plan_inference
 
     req = common.serving_request(

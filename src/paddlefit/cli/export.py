@@ -104,7 +104,7 @@ def export_command(
     )
     out.print(f"paddle.jit.load check on {res.sample_batch} samples: max |diff| = {res.max_abs_diff:.3g} (ok)")
     if "benchmark" in doc:
-        from paddlefit.report.render_inference import render_cpu
+        from paddlefit.cli.render.serving import render_cpu
 
         render_cpu(
             points,

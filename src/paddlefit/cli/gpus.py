@@ -25,7 +25,7 @@ def gpus_command(
       paddlefit gpus --csv > my_gpus.csv   # edit, then pass with --catalog
     """
     from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
-    from paddlefit.report.render import render_gpus
+    from paddlefit.cli.render.tables import render_gpus
 
     rows = load_gpus(catalog or [])
     if csv_out:

@@ -361,7 +361,7 @@ def plan_command(
 
 def _render(result: JobPlan, json_out: bool) -> None:
     """The plan's notes on stderr, then the plan: one JSON document (``--json``) or the tables."""
-    from paddlefit.report.render import render_explain, render_plan
+    from paddlefit.cli.render.tables import render_explain, render_plan
 
     for note in result.notes:
         err.print(f"[dim]{shown(note)}[/]")
@@ -406,8 +406,8 @@ def _plan_parallel(
     unused: dict,
 ) -> None:
     """Parse -> :func:`paddlefit.llm.search.plan_llm` -> render (table or ``--json``)."""
+    from paddlefit.cli.render.tables import render_parallel_plan
     from paddlefit.llm.search import LLMPlanRequest, plan_llm
-    from paddlefit.report.render import render_parallel_plan
     from paddlefit.spec import Precision, parse_enum
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
@@ -469,7 +469,7 @@ def _plan_inference(
     unused: dict,
 ) -> None:
     """Parse -> :func:`paddlefit.serving.job.plan_inference` -> render (tables or ``--json``)."""
-    from paddlefit.report.render_inference import render_inference
+    from paddlefit.cli.render.serving import render_inference
     from paddlefit.serving.job import plan_inference
 
     if no_cpu and (threads or cpu_budget_s is not None):

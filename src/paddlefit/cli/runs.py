@@ -57,7 +57,7 @@ def runs_command(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from paddlefit.report.runs import render_runs
+    from paddlefit.cli.render.runs import render_runs
     from paddlefit.runs import Registry
     from paddlefit.runs.view import runs_under
 
@@ -100,7 +100,7 @@ def show_command(
       paddlefit runs show 12
       paddlefit runs show 12 --json | jq .comparison_json.figures
     """
-    from paddlefit.report.runs import render_run
+    from paddlefit.cli.render.runs import render_run
     from paddlefit.runs import Registry
 
     run = Registry().get_run(run_id)
@@ -127,7 +127,7 @@ def compare_command(
       paddlefit runs compare 11 12
       paddlefit runs compare 11 12 --json | jq '.figures[] | select(.differs)'
     """
-    from paddlefit.report.runs import render_compare
+    from paddlefit.cli.render.runs import render_compare
     from paddlefit.runs import Registry
     from paddlefit.runs.view import compare_runs
 

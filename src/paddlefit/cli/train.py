@@ -65,7 +65,7 @@ class RichProgress:
 def render_summary(summary: dict) -> None:
     """The end-of-run table on stdout; figures by :func:`paddlefit.runs.view.fmt` and window-named labels
     (:mod:`paddlefit.runs.labels`), as the report and ``paddlefit runs`` print them."""
-    from paddlefit.report.runs import render_comparison_document
+    from paddlefit.cli.render.runs import render_comparison_document
     from paddlefit.runs.labels import summary_label
     from paddlefit.runs.view import fmt
 

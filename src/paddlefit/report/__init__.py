@@ -1,2 +1,2 @@
-"""Rendering for the CLI: rich tables and JSON documents of plans, catalogs and costs (:mod:`.render`); no
-computation here, the numbers come from the core. Not a core package: it imports rich."""
+"""``paddlefit report``: one run directory read (``reading``, ``resumes``) into a self-contained HTML page
+(``html``, with ``plots``' matplotlib figures). The terminal's tables are :mod:`paddlefit.cli.render`."""

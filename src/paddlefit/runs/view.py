@@ -1,5 +1,5 @@
 """What ``paddlefit runs`` shows, as plain data and strings: the comparison of two runs, the list's derived columns
-and value formatting by unit (milliseconds, MiB/GiB, percent). The rich tables are :mod:`paddlefit.report.runs`."""
+and value formatting by unit (milliseconds, MiB/GiB, percent). The rich tables are :mod:`paddlefit.cli.render.runs`."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import pytest
 from rich.console import Console
 
 from paddlefit.catalog.gpus import load_gpus
+from paddlefit.cli.render.tables import flops, render_gpus, render_plan
 from paddlefit.estimate.timing import HostOverhead
 from paddlefit.plan import PlanRequest, build_plan
-from paddlefit.report.render import flops, render_gpus, render_plan
 from paddlefit.units import GIB, duration
 
 
@@ -72,9 +72,9 @@ def _cells(text, header):
 def test_cost_time_column_has_one_unit_and_the_footer_restates_the_row():
     """`790.4 s` above `8.3 h` in one column, and `cheapest ... in 8.4 h` beside a row saying 8.3 h."""
     from paddlefit.catalog.price_csv import parse_price_csv
+    from paddlefit.cli.render.cost import render_cost
     from paddlefit.cost.instances import InterruptionRate, build_cost
     from paddlefit.plan.request import Plan, Target
-    from paddlefit.report.render_cost import render_cost
 
     def target(name, step):
         return Target(

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from paddlefit.catalog.gpus import catalog_csv, get_gpu, load_gpus
 from paddlefit.catalog.units import unit_label
+from paddlefit.cli.render.tables import pct, peak_text, render_explain
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.plan.rows import effective_precision
-from paddlefit.report.render import pct, peak_text, render_explain
 from paddlefit.spec import Precision
 
 BARE = {"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None}
@@ -74,7 +74,7 @@ def test_the_targets_peak_is_the_catalogs_and_says_its_unit():
 
 
 def test_the_explain_table_names_units_as_plans_do():
-    from paddlefit.report.render import shown_unit
+    from paddlefit.cli.render.tables import shown_unit
 
     assert shown_unit("half", "fp16-o1") == "fp16 tensor" and shown_unit("tf32", "fp32") == "tf32 tensor"
     assert shown_unit("fp32", "fp32") == "fp32" and shown_unit("memory", "fp16-o1") == "memory"

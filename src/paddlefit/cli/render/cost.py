@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from paddlefit.catalog.currency import USD, Currency
+from paddlefit.cli.render.tables import print_min_width, table_width
 from paddlefit.cost.instances import SPEC_CADENCE
-from paddlefit.report.render import print_min_width, table_width
 from paddlefit.units import MIB, SECONDS_PER_HOUR, column_unit
 
 #: Columns of the cost table without ``--wide``, dropped in this order while the table is wider than the console:

@@ -11,8 +11,8 @@ from rich.markup import escape as markup_escape
 from rich.measure import Measurement
 from rich.table import Table
 
+from paddlefit.cli.render.tables import print_min_width
 from paddlefit.jsondoc import to_json
-from paddlefit.report.render import print_min_width
 from paddlefit.runs.labels import AFTER_WARMUP, run_label
 from paddlefit.runs.view import comparison_problem, comparison_unit, fmt, fmt_ratio, ratio, step_time_ratio
 from paddlefit.textsafe import terminal_safe
