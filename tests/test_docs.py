@@ -209,3 +209,16 @@ def test_bench_output_keeps_the_benchmarks_own_lines_only():
     text = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert "site-packages" not in text and "UserWarning" not in text and str(ROOT) not in text
     assert "/work/" not in text
+
+
+def test_the_architecture_map_names_every_module() -> None:
+    """docs/architecture.md says "one line a module": every module of the package is named in it (its file name in
+    backticks, or its path under src/paddlefit)."""
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    pkg = ROOT / "src" / "paddlefit"
+    missing = [
+        str(p.relative_to(pkg))
+        for p in sorted(pkg.rglob("*.py"))
+        if p.name != "__init__.py" and f"`{p.name}`" not in doc and str(p.relative_to(pkg)) not in doc
+    ]
+    assert missing == []

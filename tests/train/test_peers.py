@@ -4,6 +4,7 @@ job on this machine losing a node (bench/node_loss.py's machinery)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -80,6 +81,21 @@ def test_exit_203_is_kept_unless_a_worker_of_this_node_was_killed() -> None:
     assert watch.exit_code(EXIT_PEER_LOST) == EXIT_PEER_LOST  # the lost rank was on another node: retried
     watch.failed = {0: EXIT_PEER_LOST, 1: -9}
     assert watch.exit_code(EXIT_PEER_LOST) == 1  # killed here (the OOM killer): the job failed
+
+
+def test_a_survivor_stopped_by_the_launcher_after_a_kill_is_a_failure_not_a_stop() -> None:
+    """Paddle's launcher SIGTERMs the surviving workers when one is killed; a survivor stopped before its next
+    collective failed exits 143, which is a failed job (1), not a user's stop, unless the launcher itself was
+    stopped."""
+    watch = LaunchWatch()
+    watch.failed = {0: 143, 1: -9}
+    assert watch.exit_code(143) == 1
+    watch.failed = {0: 143}
+    assert watch.exit_code(143) == 143  # no worker killed: a stop stays a stop
+    watch = LaunchWatch()
+    watch.signals.append(signal.SIGTERM)
+    watch.failed = {0: 143, 1: -9}
+    assert watch.exit_code(143) == 143  # the launcher was stopped: the kill came with the stop
 
 
 def test_the_launchers_rendezvous_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,7 +155,8 @@ def test_a_sigkilled_rank_1_leaves_a_status_a_failed_registry_row_and_no_traceba
             with contextlib.suppress(psutil.Error):
                 p.kill()
     assert proc.returncode == 1, (proc.returncode, err[-3000:])
-    assert "Traceback" not in err and err.count("pair.cc") == 1, err[-3000:]  # one line for it, not printed twice
+    # one line for gloo's error, never printed twice (none when the launcher stopped rank 0 before its collective)
+    assert "Traceback" not in err and err.count("pair.cc") <= 1, err[-3000:]
     assert "another rank was killed or lost" in err, err[-3000:]
     # the surviving rank 0 may be named first ("rank 0 ended by code 1, rank 1 ended by signal SIGKILL")
     assert "rank 1 ended by signal SIGKILL" in err and "paddlefit: rank " in err, err[-3000:]

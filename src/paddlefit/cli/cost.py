@@ -132,7 +132,7 @@ def cost_command(
     latency_ms: float = typer.Option(None, "--latency-ms", help=common.LATENCY_HELP),
 ) -> None:
     """Time and money to train a job on every priced cloud instance type: on-demand, and spot with lost work,
-    restarts and checkpoint writes at the optimal (Daly) checkpoint interval.
+    restarts and checkpoint writes at the job spec's checkpoint cadence, else at the optimal (Daly) interval.
 
     Prices: SkyPilot's cached catalogs when SkyPilot has fetched them (~/.sky/catalogs/<version>/<cloud>/vms.csv),
     else the shipped snapshot; `--prices FILE` adds rows (a Chinese cloud, an internal rate).

@@ -495,8 +495,8 @@ def _cadence_text(every: tuple[int, float] | None) -> str:
     said = " or ".join(d for d in due if d) or "at the end only"
     return (
         f"{SPEC_CADENCE}, used: {said}, whichever comes first (as train writes them); the "
-        "Daly (2006) optimum is checkpoint_interval_daly_s (`checkpoint: {auto_interval: true}` or `train "
-        "--checkpoint-interval auto` writes at it), Young (1974) beside it"
+        "Daly (2006) optimum is each row's own (`checkpoint_interval_daly_s` in --json; `checkpoint: "
+        "{auto_interval: true}` or `train --checkpoint-interval auto` writes at it), Young (1974) beside it"
     )
 
 

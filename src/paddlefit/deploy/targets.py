@@ -265,7 +265,8 @@ def launch(req: LaunchRequest) -> LaunchResult:
             notes.append(f"passed by reference, not written: set {', '.join(refs)} {where}.")
     elif req.target == "skypilot":
         files = {"task.yaml": skypilot_task(req, name, spec_text, env, refs)}
-        sky = f"sky jobs launch {out_dir / 'task.yaml'}" if req.spot else f"sky launch {out_dir / 'task.yaml'}"
+        # a managed job, spot or not: the task's job_recovery (a new node, the run resumed) applies only to one
+        sky = f"sky jobs launch {out_dir / 'task.yaml'}"
         commands = [" ".join([sky, *skypilot_env_args(refs)])]
     else:
         files = {"paddlejob.yaml": kubeflow_manifest(req, name, spec_text, env, notes, refs)}

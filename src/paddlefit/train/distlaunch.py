@@ -241,7 +241,10 @@ class LaunchWatch:
 
     def exit_code(self, code: object) -> int:
         """:func:`scheduler_exit_code` of the launcher's ``code``; says on stderr what it mapped and why. A peer lost
-        (203) because a worker of this node was killed by a signal (the OOM killer) is this node's failure: 1."""
+        (203) because a worker of this node was killed by a signal (the OOM killer) is this node's failure: 1. So is
+        a stop code (130, 143) when the launcher received no stop signal but a worker was killed by one: Paddle's
+        launcher then stops the surviving workers itself (``Pod.stop``, SIGTERM), and a survivor stopped before its
+        next collective failed exits as if the user had stopped it."""
         stop = self.signals[0] if self.signals else None
         out = scheduler_exit_code(code, stop)
         codes = [*self.failed.values(), *(c.exit_code for c in getattr(self.pod, "containers", None) or [])]
@@ -253,7 +256,8 @@ class LaunchWatch:
                 flush=True,
             )
             out = PEER_LOST
-        if out == PEER_LOST and any(isinstance(c, int) and c < 0 for c in codes):
+        killed = any(isinstance(c, int) and c < 0 for c in codes)
+        if killed and (out == PEER_LOST or (stop is None and out in STOP_CODES.values())):
             out = 1
         if out != code or self.failed:
             why = (

@@ -168,8 +168,15 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
                     f"Paddle's launcher ended by {describe_exit(rc)}; its workers stopped ({status['reason']})."
                 )
             said = [x for x in _read_lines(launcher_log(run_dir)) if x.startswith("paddlefit: ")][-1:]
-            lost = int(status["exit_code"]) == PEER_LOST and rc == 1  # the lost rank was killed here: exit 1
-            if (int(status["exit_code"]) == 1 or lost) and said:  # the launcher's line names the rank and how,
+            code = int(status["exit_code"])
+            lost = code == PEER_LOST and rc == 1  # the lost rank was killed here: exit 1
+            # rank 0 stopped by Paddle's launcher (not by the user: nothing forwarded) after another rank was killed
+            halted = code in (130, 143) and rc == 1 and not forwarded
+            if halted and said:
+                status["reason"] = (
+                    f"another rank was killed or lost; Paddle's launcher then stopped rank 0 ({status['reason']})"
+                )
+            if (code == 1 or lost or halted) and said:  # the launcher's line names the rank and how,
                 status["exit_code"], status["reason"] = 1, f"{status['reason']}\n{said[0]}"  # in status.json too
                 with contextlib.suppress(OSError, PaddlefitError):
                     rewrite_status(run_dir, status)

@@ -202,6 +202,6 @@ def _legend(plan: Any, gpus: list[Any], console: Console, money: Currency = USD)
     for n, names in by_note.items():
         who = "all GPUs" if len(names) == len(gpus) > 1 else ", ".join(names)
         console.print(f"[dim]{escape(who)}: {escape(n)}[/]", soft_wrap=True)
-    console.print(f"Error: {escape(a['measured_error'])}", soft_wrap=True)
+    console.print(f"Accuracy: {escape(a['measured_error'])}", soft_wrap=True)
     for n in plan.notes:
         console.print(f"[yellow]{escape(n)}[/]", soft_wrap=True)
