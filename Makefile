@@ -46,10 +46,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
-# docs/job-spec.md from the Field descriptions in src/paddlefit/spec.py (tests/test_docs.py fails when it is stale)
+# docs/job-spec.md from the Field descriptions in src/paddlefit/jobspec/spec.py (tests/test_docs.py fails when it is stale)
 docs: $(STAMP)
 	PYTHONPATH=src $(BIN)/python -c "from paddlefit.fileio import atomic_write_text; \
-	from paddlefit.specdoc import job_spec_markdown; atomic_write_text('docs/job-spec.md', job_spec_markdown())"
+	from paddlefit.jobspec.docs import job_spec_markdown; atomic_write_text('docs/job-spec.md', job_spec_markdown())"
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -39,10 +39,10 @@ def _cost(model: str, batch: int, precision: str, optimizer: str, inputs: list[s
     from paddlefit.catalog.gpus import load_gpus
     from paddlefit.catalog.prices import catalog_gpu, select_prices
     from paddlefit.cost.instances import build_cost
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
+    from paddlefit.jobspec.spec import OptimizerName, Precision
     from paddlefit.plan.planner import build_plan
     from paddlefit.plan.request import PlanRequest
-    from paddlefit.spec import OptimizerName, Precision
 
     gpus = load_gpus()
     rows, source = select_prices(skypilot_root=None)

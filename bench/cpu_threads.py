@@ -23,7 +23,7 @@ import paddle
 from paddlefit.models.zoo import resolve_model
 from paddlefit.optimizers import make_optimizer
 from paddlefit.probe.memory import JobCall
-from paddlefit.spec import OptimizerName, parse_input_spec
+from paddlefit.jobspec.spec import OptimizerName, parse_input_spec
 name, spec, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 cores = len(__import__("os").sched_getaffinity(0))
 ref = resolve_model(name)

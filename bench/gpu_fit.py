@@ -212,7 +212,7 @@ def trace_workload(w: Workload) -> dict[str, Any]:
     """Trace ``w``'s forward at batch 1 and 2 on this CPU; returns the cache entry."""
     import paddle
 
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
     from paddlefit.models.build import param_info
     from paddlefit.probe.job_call import make_inputs
     from paddlefit.probe.recorder import record_trace
@@ -272,8 +272,8 @@ def build_cases(rows: list[dict[str, str]], traces: dict[str, Any]) -> tuple[lis
     from paddlefit.estimate.gpu_model import compile_step
     from paddlefit.estimate.kernels import step_kernels
     from paddlefit.estimate.optrace import OpTrace, with_layout
+    from paddlefit.jobspec.spec import Precision
     from paddlefit.plan.rows import effective_precision
-    from paddlefit.spec import Precision
 
     cases, skipped = [], []
     for r in rows:

@@ -26,11 +26,11 @@ warnings.filterwarnings("ignore")
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from paddlefit.inputspec import parse_input_spec  # noqa: E402
+from paddlefit.jobspec.inputs import parse_input_spec  # noqa: E402
+from paddlefit.jobspec.spec import OptimizerName  # noqa: E402
 from paddlefit.models import resolve_model  # noqa: E402
 from paddlefit.plan import PlanRequest, build_plan  # noqa: E402
 from paddlefit.probe.memory import measure_training_steps  # noqa: E402
-from paddlefit.spec import OptimizerName  # noqa: E402
 from paddlefit.units import MIB  # noqa: E402
 
 IMG = "float32[3,64,64]"

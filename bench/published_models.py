@@ -761,7 +761,7 @@ def _random_inputs(specs: tuple[str, ...], batch: int) -> list[paddle.Tensor]:
     """Random tensors of ``batch`` samples for paddlefit input spec strings."""
     import paddle
 
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
 
     out = []
     for text in specs:

@@ -81,7 +81,7 @@ def model_fit(steps: int) -> float:
 
 def paddlefit_trainer(steps: int) -> float:
     """paddlefit's Trainer with the default checkpoint policy (every 500 steps / 10 minutes, and at the end)."""
-    from paddlefit.spec import JobSpec
+    from paddlefit.jobspec.spec import JobSpec
     from paddlefit.train.loop import Trainer, TrainOptions
 
     spec = JobSpec(

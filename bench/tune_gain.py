@@ -39,7 +39,7 @@ def main() -> int:
     args = ap.parse_args()
     console = Console(width=110)
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.tune.trials import apply_settings, measure, tune
 
     spec = load_job_spec(EXAMPLE)

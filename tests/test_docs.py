@@ -1,4 +1,4 @@
-"""The manual stays true: docs/job-spec.md is what spec.py renders, and every relative link in README.md and
+"""The manual stays true: docs/job-spec.md is what jobspec/spec.py renders, and every relative link in README.md and
 docs/**/*.md (and every ``docs/sources.md#...`` citation in the code) reaches an existing file and heading."""
 
 import re
@@ -34,11 +34,12 @@ def _anchors(page: Path) -> set[str]:
 
 
 def test_job_spec_doc_is_current():
-    from paddlefit.specdoc import job_spec_markdown
+    from paddlefit.jobspec.docs import job_spec_markdown
 
     doc = ROOT / "docs" / "job-spec.md"
     assert doc.exists() and doc.read_text(encoding="utf-8") == job_spec_markdown(), (
-        "docs/job-spec.md is stale (a job-spec Field description in src/paddlefit/spec.py changed): run `make docs`"
+        "docs/job-spec.md is stale (a job-spec Field description in src/paddlefit/jobspec/spec.py changed): "
+        "run `make docs`"
     )
 
 
@@ -125,7 +126,7 @@ def test_bench_run_all_keeps_the_other_blocks():
 def test_the_full_example_spec_in_the_guide_validates_and_names_every_key():
     import yaml
 
-    from paddlefit.spec import JobSpec
+    from paddlefit.jobspec.spec import JobSpec
 
     text = (ROOT / "docs" / "guides" / "examples.md").read_text(encoding="utf-8")
     doc = yaml.safe_load(re.search(r"```yaml\n(.*?)```", text, re.S).group(1))

@@ -42,11 +42,11 @@ from paddlefit.catalog.price_csv import parse_price_csv
 from paddlefit.cli.main import app
 from paddlefit.deploy.launch import SPEC_DELIMITER, validate_skypilot_task
 from paddlefit.errors import PaddlefitError
-from paddlefit.inputspec import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.spec import JobSpec, load_job_spec
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS
 from paddlefit.models.zoo import TRANSFORMER_ARGS, parse_model_args, resolve_model
 from paddlefit.plan.calibration import load_calibrations
-from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.units import MIB
 
 ROOT = Path(__file__).resolve().parents[1]

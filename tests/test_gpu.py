@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.train.loop import Trainer, TrainOptions
 
 pytestmark = pytest.mark.gpu

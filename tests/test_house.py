@@ -26,6 +26,7 @@ CORE = (
     "calibrate",
     "examples",
     "report",
+    "jobspec",
     "probe",
 )
 

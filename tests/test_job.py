@@ -18,7 +18,7 @@ from paddlefit.job import (
     steps_per_epoch,
     total_steps,
 )
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 
 
 class _Sized:

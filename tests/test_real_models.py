@@ -215,7 +215,7 @@ def test_paddleocr_backbone_with_fixed_parameter_names_plans_twice_in_one_proces
     pytest.importorskip(
         "unstructured_paddleocr", reason="PaddleOCR's training code (unstructured-paddleocr) is not installed"
     )
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
     from paddlefit.plan.planner import build_plan
     from paddlefit.plan.request import PlanRequest
 

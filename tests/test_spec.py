@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
-from paddlefit.inputspec import parse_input_spec
-from paddlefit.spec import OptimizerName, Precision, load_job_spec, parse_enum
+from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.spec import OptimizerName, Precision, load_job_spec, parse_enum
 
 
 def test_parse_specs():
@@ -120,7 +120,7 @@ def test_plan_doctor_image_read_the_spec(tmp_path):
 
 
 def test_merge_loader_options(tmp_path):
-    from paddlefit.spec import merge_loader_options
+    from paddlefit.jobspec.spec import merge_loader_options
 
     f = tmp_path / "job.yaml"
     f.write_text(GOOD)
@@ -251,8 +251,8 @@ def test_integer_fields_refuse_booleans(tmp_path, yaml_text, field):
 def test_every_field_has_a_description_and_field_help_finds_it():
     from pydantic import BaseModel
 
-    from paddlefit.inputspec import InputSpec
-    from paddlefit.spec import BudgetSpec, CheckpointSpec, DataSpec, JobSpec, ScheduleSpec, field_help
+    from paddlefit.jobspec.inputs import InputSpec
+    from paddlefit.jobspec.spec import BudgetSpec, CheckpointSpec, DataSpec, JobSpec, ScheduleSpec, field_help
 
     for model in (JobSpec, DataSpec, ScheduleSpec, CheckpointSpec, BudgetSpec, InputSpec):
         missing = [name for name, f in model.model_fields.items() if not (f.description or "").strip()]
@@ -267,7 +267,7 @@ def test_every_field_has_a_description_and_field_help_finds_it():
 def test_unique_key_loader_is_public_and_refuses_repeated_keys():
     import yaml
 
-    from paddlefit.spec import unique_key_loader
+    from paddlefit.jobspec.spec import unique_key_loader
 
     assert yaml.load("a: 1\nb: 2\n", Loader=unique_key_loader()) == {"a": 1, "b": 2}
     with pytest.raises(yaml.constructor.ConstructorError, match="given twice"):

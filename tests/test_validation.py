@@ -12,7 +12,7 @@ import pytest
 from pydantic import Field
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.spec import Precision
+from paddlefit.jobspec.spec import Precision
 from paddlefit.validation import RequestModel
 
 

@@ -1,7 +1,7 @@
 """paddlefit: predict, run and tune PaddlePaddle training jobs on the hardware they will run on.
 
 Command line: ``paddlefit plan resnet50 --batch-size 256`` (``paddlefit --help``; one page per command in
-``docs/commands/``). Library: the job spec is :class:`paddlefit.spec.JobSpec` (``load_job_spec``); the core
+``docs/commands/``). Library: the job spec is :class:`paddlefit.jobspec.spec.JobSpec` (``load_job_spec``); the core
 packages (``catalog estimate models plan train diagnose tune deploy llm``) take and return data and never import
 typer or rich; ``cli`` is the shell around them. ``docs/architecture.md`` maps every module.
 

@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.inputspec import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.spec import JobSpec, load_job_spec
 from paddlefit.models.zoo import parse_model_args
-from paddlefit.spec import JobSpec, load_job_spec
 from paddlefit.validation import RequestModel
 
 
@@ -136,8 +136,8 @@ class JobOptions(RequestModel):
     batch_size: int | None = Field(None, ge=1, le=10**7, description="Per-device micro-batch, samples.")
     inputs: list[str] | None = Field(None, description="Per-sample input spec strings (``float32[3,224,224]``).")
     model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
-    optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.spec.OptimizerName`).")
-    precision: str | None = Field(None, description="Precision name (:class:`~paddlefit.spec.Precision`).")
+    optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.jobspec.spec.OptimizerName`).")
+    precision: str | None = Field(None, description="Precision name (:class:`~paddlefit.jobspec.spec.Precision`).")
     attention: str | None = Field(
         None, description="``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager."
     )

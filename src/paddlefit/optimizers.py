@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from paddlefit.spec import JobSpec, OptimizerName
+from paddlefit.jobspec.spec import JobSpec, OptimizerName
 
 __all__ = ["ADAMW_WEIGHT_DECAY", "MOMENTUM", "OptimizerSettings", "as_settings", "make_optimizer", "optimizer_settings"]
 
@@ -26,7 +26,8 @@ ADAMW_WEIGHT_DECAY = 0.01
 
 @dataclass(frozen=True)
 class OptimizerSettings:
-    """What :func:`make_optimizer` builds; the defaults are a job spec's defaults (:class:`~paddlefit.spec.JobSpec`).
+    """What :func:`make_optimizer` builds; the defaults are a job spec's defaults
+    (:class:`~paddlefit.jobspec.spec.JobSpec`).
 
     Attributes:
         name: the optimizer class (``paddle.optimizer.SGD``, ``Momentum``, ``Adam``, ``AdamW``).

@@ -163,7 +163,8 @@ def _write_doc(run_dir: Path, name: str, doc: Any) -> Path:
 
 
 def spec_yaml(spec: Any) -> str:
-    """The job spec (a :class:`~paddlefit.spec.JobSpec`) as run, as YAML (RUN_DIR/job.yaml, which ``export`` reads)."""
+    """The job spec (a :class:`~paddlefit.jobspec.spec.JobSpec`) as run, as YAML (RUN_DIR/job.yaml, which
+    ``export`` reads)."""
     import yaml
 
     return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, allow_unicode=True)

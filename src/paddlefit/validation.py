@@ -1,6 +1,6 @@
 """One way to validate: pydantic models, and the one place their errors become user messages.
 
-A job spec (:class:`~paddlefit.spec.JobSpec`) and every command's request (:class:`RequestModel` subclasses such
+A job spec (:class:`~paddlefit.jobspec.spec.JobSpec`) and every command's request (:class:`RequestModel` subclasses such
 as :class:`~paddlefit.plan.request.PlanRequest`) are pydantic models whose fields carry their constraints
 (``Field(ge=..., le=...)``, ``Literal``, validators) and ``description``. A :class:`pydantic.ValidationError` is
 turned into a one-paragraph :class:`~paddlefit.errors.PaddlefitError` here, naming what the user typed:

@@ -192,9 +192,9 @@ def test_a_peak_the_catalog_lacks_is_said_by_both_planners():
     """A catalog row without tensor-core peaks (a user catalog's): fp16/bf16 are timed at its FP32 peak, and
     the probe planner's row notes and the parallel planner's notes say so in the same words; bf16 stays bf16 (the
     card has it)."""
+    from paddlefit.jobspec.spec import Precision
     from paddlefit.llm.memory import TrainSetup
     from paddlefit.llm.search import gpu_setup
-    from paddlefit.spec import Precision
 
     l20, a100 = no_tensor_peaks(), get_gpu("A100-SXM4-80GB")
     assert l20.peak_flops("bf16-o1") == (59.35e12, "fp32")

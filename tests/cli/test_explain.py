@@ -13,9 +13,9 @@ from rich.console import Console
 from paddlefit.catalog.gpus import catalog_csv, get_gpu, load_gpus
 from paddlefit.catalog.units import unit_label
 from paddlefit.cli.render.tables import pct, peak_text, render_explain
+from paddlefit.jobspec.spec import Precision
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.plan.rows import effective_precision
-from paddlefit.spec import Precision
 
 BARE = {"tf32_tflops": None, "fp16_tflops": None, "bf16_tflops": None, "int8_tops": None, "fp8_tflops": None}
 

@@ -16,7 +16,7 @@ from trainrun import LAUNCH_SPEC as SPEC
 
 from paddlefit.deploy.kubeflow import validate_paddlejob
 from paddlefit.deploy.launch import SPEC_DELIMITER, validate_skypilot_task
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 
 BIN = str(Path(sys.executable).parent)
 

@@ -17,11 +17,11 @@ from paddlefit.catalog.gpus import COLUMNS, XPU_UNCALIBRATED, catalog_csv, get_g
 from paddlefit.cli.main import app
 from paddlefit.cli.render.tables import render_gpus
 from paddlefit.errors import CatalogError
+from paddlefit.jobspec.spec import Precision
 from paddlefit.llm.perf import default_mfu
 from paddlefit.llm.search import gpu_setup
 from paddlefit.plan.request import Target
 from paddlefit.plan.rows import effective_precision, flash_runs, gpu_notes, recommend
-from paddlefit.spec import Precision
 from paddlefit.units import GIB, MIB
 
 NEW = [

@@ -13,14 +13,14 @@ import tinymodels
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.kernels import step_kernels
-from paddlefit.inputspec import parse_input_spec
 from paddlefit.job import JobOptions, resolve_job
+from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.spec import Precision, load_job_spec
 from paddlefit.plan import PlanRequest, build_plan
 from paddlefit.plan.jobs import plan_request
 from paddlefit.probe.flops import count_flops
 from paddlefit.probe.fused_ref import cpu_reference_kernels
 from paddlefit.probe.recorder import record_trace
-from paddlefit.spec import Precision, load_job_spec
 
 A100 = get_gpu("A100-SXM4-40GB", load_gpus([]))
 

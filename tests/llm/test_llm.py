@@ -10,7 +10,8 @@ from paddlefit.catalog.gpus import get_gpu
 from paddlefit.catalog.transformer_configs import LLM_CONFIGS, config_from_dict, load_llm_config, to_transformer_config
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
-from paddlefit.inputspec import parse_input_spec
+from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.llm.memory import (
     Layout,
     TrainSetup,
@@ -26,7 +27,6 @@ from paddlefit.llm.search import LLMPlanRequest, plan_llm, search
 from paddlefit.models.transformer import build_transformer
 from paddlefit.probe.flops import count_flops
 from paddlefit.probe.memory import probe_memory
-from paddlefit.spec import OptimizerName, Precision
 from paddlefit.units import GIB, MIB
 
 # Published parameter counts (Hugging Face model cards / safetensors index totals).

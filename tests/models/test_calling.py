@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from paddlefit.errors import InputSpecError, PaddlefitError
-from paddlefit.inputspec import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.spec import OptimizerName
 from paddlefit.models.calling import JobLoss, batch_from_loader, cross_entropy, infer_label_spec
 from paddlefit.models.zoo import resolve_model
 from paddlefit.plan.planner import build_plan
@@ -22,7 +23,6 @@ from paddlefit.plan.request import PlanRequest
 from paddlefit.probe.flops import count_flops
 from paddlefit.probe.job_call import JobCall
 from paddlefit.probe.memory import measure_training_steps
-from paddlefit.spec import OptimizerName
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ENV = {**os.environ, "PYTHONPATH": f"{DATA}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -8,10 +8,10 @@ from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.errors import ModelError
 from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY, train_gradient_allreduce
 from paddlefit.estimate.model_states import model_state_bytes
-from paddlefit.inputspec import parse_input_spec
+from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.models.build import param_info
 from paddlefit.plan import PlanRequest, build_plan
-from paddlefit.spec import OptimizerName, Precision
 from paddlefit.units import GIB, MIB
 
 
@@ -386,7 +386,7 @@ def test_the_depthwise_prior_note_appears_where_explain_says_the_prior_times_the
     """A new user's finding: every plan with depthwise convolutions said "depthwise conv efficiency not fitted" while
     `--explain` gave their kernels the source `kernels` (memory-bound: timed by the kernel-fitted bandwidth). The note
     now appears exactly when the depthwise kernels are compute-bound, where `--explain` names the prior."""
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
 
     said = "depthwise conv compute-bound at an efficiency no published run constrains (a prior)"
     for k, compute in ((3, False), (7, True)):

@@ -4,11 +4,11 @@ from tinymodels import mlp
 
 from paddlefit.estimate.analytic import analytic_transformer_activation_bytes
 from paddlefit.estimate.model_states import model_state_bytes
-from paddlefit.inputspec import parse_input_spec
+from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.models import resolve_model
 from paddlefit.models.build import param_info
 from paddlefit.probe.memory import measure_training_steps, probe_memory
-from paddlefit.spec import OptimizerName, Precision
 
 
 @pytest.mark.parametrize("opt", list(OptimizerName))

@@ -15,7 +15,7 @@ from paddle import nn
 
 from paddlefit.errors import ModelError
 from paddlefit.estimate.optrace import OpTrace, TracedOp
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.probe.program_trace import trace_program
 from paddlefit.probe.recorder import record_trace
 

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from paddlefit.estimate.collectives import CALL_OVERHEAD_S, RING_EFFICIENCY
+from paddlefit.jobspec.spec import load_job_spec
 from paddlefit.profiling.profiler import profile_job
 from paddlefit.profiling.verdict import COMPONENTS
 from paddlefit.profiling.verdict_rules import OPTIMIZER_HEAVY
-from paddlefit.spec import load_job_spec
 from paddlefit.units import GIB
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -14,7 +14,7 @@ import pytest
 from trainrun import ENV, SharedRun, run
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
-from paddlefit.inputspec import parse_input_spec, parse_input_specs
+from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
 from paddlefit.serving.cpu_bench import CpuLatency, benchmark_cpu, predict_cpu
 from paddlefit.serving.program import model_files, random_inputs, save_inference_model
 from paddlefit.units import GIB, MIB

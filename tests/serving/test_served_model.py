@@ -71,7 +71,7 @@ def test_budget_notes_name_every_batch_and_thread_count_left_out():
 
 
 def test_a_deadline_already_past_starts_no_benchmark(tmp_path):
-    from paddlefit.inputspec import parse_input_specs
+    from paddlefit.jobspec.inputs import parse_input_specs
     from paddlefit.serving.cpu_bench import benchmark_cpu
 
     (tmp_path / "model.json").write_text("{}")

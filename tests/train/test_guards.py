@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from trainhelpers import FakeClock
 
-from paddlefit.spec import BudgetSpec, CheckpointSpec
+from paddlefit.jobspec.spec import BudgetSpec, CheckpointSpec
 from paddlefit.train.guards import Budget, CheckpointSchedule, StopFlag
 
 

@@ -219,7 +219,7 @@ def test_run_job_in_threads_one_runs_the_other_is_refused(tmp_path: Path, monkey
     in this process is refused at once, whatever its run dir (Paddle's state is per process)."""
     import threading
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train import run as run_mod
     from paddlefit.train.guards import StopFlag
 
@@ -254,7 +254,7 @@ def test_export_of_a_run_in_training_takes_another_checkpoint_when_its_choice_is
     again when the checkpoint is gone."""
     import shutil
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train import export as export_mod
     from paddlefit.train.run import run_job
 

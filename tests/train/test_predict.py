@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paddlefit.spec import load_job_spec
+from paddlefit.jobspec.spec import load_job_spec
 from paddlefit.train.predict import RunDevice, comparison, predict_run, trainer_step_s
 from paddlefit.units import MIB
 

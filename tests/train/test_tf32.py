@@ -21,8 +21,8 @@ from paddlefit.estimate.gpu_model import compile_step, estimate_step
 from paddlefit.estimate.kernel_model import gemm_compute_s
 from paddlefit.estimate.kernels import step_kernels
 from paddlefit.estimate.perf_params import load_perf_params
+from paddlefit.jobspec.spec import load_job_spec
 from paddlefit.probe.recorder import record_trace
-from paddlefit.spec import load_job_spec
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 A100 = get_gpu("A100-SXM4-40GB")

@@ -159,7 +159,7 @@ def test_resume_on_another_device_count_uses_each_sample_once_and_keeps_the_sche
     LR followed one schedule over all 60 steps and the model learnt."""
     from collections import Counter
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train.build import build_schedule
     from paddlefit.train.data import ResumableBatchSampler
 
@@ -627,7 +627,7 @@ def _oom_spec(path: Path, max_batch: int, where: str = "forward", **overrides) -
 
 def _train_here(spec_path: Path, run_dir: Path) -> tuple[object, list[str]]:
     """Run the trainer in this process (as `train` does for one device); returns (RunResult, log lines)."""
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train.loop import Trainer, TrainOptions
 
     lines: list[str] = []
@@ -674,7 +674,7 @@ def test_resuming_an_older_checkpoint_in_one_process_drops_the_abandoned_later_o
     new run's saves at their steps were skipped ("same step, same state"), so its last checkpoint held the old
     weights while summary.json named the new ones, and `--resume auto` would go back to the old run. Also: a
     second run_job in one process resumes (the optimizer's accumulator names used to differ: AssertionError)."""
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train.metrics import params_sha256
     from paddlefit.train.run import run_job
 
@@ -705,7 +705,7 @@ def test_resuming_an_older_checkpoint_in_one_process_drops_the_abandoned_later_o
 def test_a_kept_global_batch_larger_than_the_data_names_the_checkpoint(tmp_path: Path) -> None:
     """The accumulation that keeps a checkpoint's global batch comes from the checkpoint, not the spec: when the
     data is now smaller than that batch, the refusal says so instead of "lower grad_accum_steps" alone."""
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train.run import run_job
 
     run_dir = tmp_path / "r"

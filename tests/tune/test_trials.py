@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.jobspec.spec import JobSpec, load_job_spec
 from paddlefit.tune.trials import _Search, apply_settings, memory_limit_bytes, predicted_peak, tune
 from paddlefit.units import MIB
 

@@ -23,14 +23,14 @@ from paddlefit.catalog.device_name import match_gpu
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.catalog.units import compute_unit
 from paddlefit.errors import PaddlefitError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.models.zoo import resolve_model
 from paddlefit.optimizers import make_optimizer
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import PlanRequest
 from paddlefit.probe import memory as mem
 from paddlefit.probe.job_call import JobCall
-from paddlefit.spec import OptimizerName, Precision
 from paddlefit.units import GIB
 
 DEFAULT_MODELS = ("lenet", "mobilenet_v3_small", "resnet18")

@@ -177,7 +177,7 @@ def load_llm_config(path: str | Path) -> TransformerConfig:
         if is_json:
             raw = json.loads(text, object_pairs_hook=no_duplicates)
         else:  # as job specs: no anchors/aliases (nested aliases expand exponentially), no key twice, not too deep
-            from paddlefit.spec import load_plain_yaml
+            from paddlefit.jobspec.spec import load_plain_yaml
 
             try:
                 raw = load_plain_yaml(text)

@@ -45,7 +45,7 @@ def calibrate_command(
       paddlefit plan resnet50 -b 256 --calibration a100.json
     """
     from paddlefit.calibrate.measure import run_calibration
-    from paddlefit.spec import Precision, parse_enum
+    from paddlefit.jobspec.spec import Precision, parse_enum
     from paddlefit.units import gib
 
     quiet_paddle()

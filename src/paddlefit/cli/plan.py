@@ -407,8 +407,8 @@ def _plan_parallel(
 ) -> None:
     """Parse -> :func:`paddlefit.llm.search.plan_llm` -> render (table or ``--json``)."""
     from paddlefit.cli.render.tables import render_parallel_plan
+    from paddlefit.jobspec.spec import Precision, parse_enum
     from paddlefit.llm.search import LLMPlanRequest, plan_llm
-    from paddlefit.spec import Precision, parse_enum
 
     given = [k for k, v in unused.items() if v not in (None, [], ())]
     if model is None:

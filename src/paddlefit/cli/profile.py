@@ -37,8 +37,8 @@ def profile_command(
       paddlefit profile job.yaml --json --plot profile.png
       paddlefit profile job.yaml --ops 10                      # + operator top-10 from paddle.profiler
     """
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.profiling.profiler import plot_profile, profile_job
-    from paddlefit.spec import load_job_spec
 
     quiet_paddle()
     spec = load_job_spec(config, option="CONFIG")

@@ -17,8 +17,8 @@ from paddlefit.cli.common import (
     shown,
     stdout_to_stderr,
 )
+from paddlefit.jobspec.spec import field_help
 from paddlefit.jsondoc import to_json
-from paddlefit.spec import field_help
 
 
 class RichProgress:

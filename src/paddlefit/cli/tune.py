@@ -17,7 +17,7 @@ from paddlefit.jsondoc import to_json
 from paddlefit.units import MIB
 
 if TYPE_CHECKING:
-    from paddlefit.spec import JobSpec
+    from paddlefit.jobspec.spec import JobSpec
     from paddlefit.tune.trials import Trial, TuneResult
 
 
@@ -54,8 +54,8 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
         typer.Exit (2, via :func:`fail`): the file cannot be written (nothing was written).
     """
     from paddlefit.fileio import atomic_write_text
+    from paddlefit.jobspec.spec import JobSpec
     from paddlefit.rundir import spec_yaml
-    from paddlefit.spec import JobSpec
     from paddlefit.tune.trials import apply_settings
 
     run_dir = tuned_run_dir(spec.run_dir)
@@ -127,7 +127,7 @@ def tune_command(
       paddlefit tune job.yaml --global-batch free     # also try batch x2/x4/x8 without accumulation
       paddlefit profile job.yaml --json > profile.json && paddlefit tune job.yaml --profile profile.json
     """
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.tune.trials import tune
 
     quiet_paddle()

@@ -111,9 +111,9 @@ def build_image(req: ImageRequest) -> ImageResult:
     """
     from paddlefit.diagnose.snapshot import load_snapshot
     from paddlefit.fileio import atomic_write_text, check_output_path
-    from paddlefit.inputspec import parse_input_spec
+    from paddlefit.jobspec.inputs import parse_input_spec
+    from paddlefit.jobspec.spec import load_job_spec, merge_loader_options
     from paddlefit.secretenv import parse_env_options, refuse_credentials_in
-    from paddlefit.spec import load_job_spec, merge_loader_options
 
     evars = parse_env_options(req.env)
     refuse_credentials_in(

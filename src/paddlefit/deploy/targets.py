@@ -204,7 +204,7 @@ def launch(req: LaunchRequest) -> LaunchResult:
     """
     import yaml
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
 
     check_request(req)
     refuse_credentials_in(

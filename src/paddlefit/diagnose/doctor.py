@@ -87,9 +87,9 @@ def checkpoint_bytes(model: str, model_args: dict | None = None) -> int:
         ModelError: the model cannot be resolved or built (the message names ``--model``).
     """
     from paddlefit.estimate.model_states import model_state_bytes
+    from paddlefit.jobspec.spec import OptimizerName, Precision
     from paddlefit.models.build import param_inventory
     from paddlefit.models.zoo import resolve_model
-    from paddlefit.spec import OptimizerName, Precision
 
     ref = resolve_model(model, model_args)
     try:
@@ -109,8 +109,8 @@ def run_doctor(req: DoctorRequest) -> DoctorReport:
             not build.
     """
     from paddlefit.fileio import atomic_write_text, check_output_path
-    from paddlefit.inputspec import parse_input_spec
-    from paddlefit.spec import load_job_spec, merge_loader_options
+    from paddlefit.jobspec.inputs import parse_input_spec
+    from paddlefit.jobspec.spec import load_job_spec, merge_loader_options
 
     spec = load_job_spec(req.config) if req.config is not None else None
     opts = merge_loader_options(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from paddlefit.spec import OptimizerName, Precision
+from paddlefit.jobspec.spec import OptimizerName, Precision
 
 #: Bytes per parameter of optimizer state, fp32 training (Paddle ``python/paddle/optimizer``: Momentum keeps
 #: ``velocity``; Adam/AdamW keep ``moment1``, ``moment2``). Adam/AdamW also keep two shape-[1] fp32

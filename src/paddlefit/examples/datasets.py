@@ -24,7 +24,7 @@ import numpy as np
 import paddle
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.spec import DATASETS
+from paddlefit.jobspec.spec import DATASETS
 
 PAD_ID = 0
 UNK_ID = 1

@@ -23,7 +23,7 @@ from typing import Any
 
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.estimate.model_states import OPTIMIZER_STATE_BYTES_PER_PARAM
-from paddlefit.spec import OptimizerName, Precision
+from paddlefit.jobspec.spec import OptimizerName, Precision
 
 RECOMPUTE = ("none", "selective", "full")
 SHARDING_STAGES = (0, 1, 2, 3)

@@ -25,6 +25,7 @@ from pydantic import Field
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
+from paddlefit.jobspec.spec import Precision
 from paddlefit.llm.memory import RECOMPUTE, Layout, MemoryBreakdown, TrainSetup, gpu_memory
 from paddlefit.llm.perf import Network, StepTime, default_mfu, default_network_gbit_s, step_flops, step_time
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN
@@ -33,7 +34,6 @@ from paddlefit.plan.request import TIE_FACTOR as HEADROOM_TIE
 # Reserved per GPU and fit policy, shared with the planner (CUDA context 1.3 GB from the Hugging Face "model
 # memory anatomy" docs; peak <= 90% of the rest, 10% left to allocator fragmentation).
 from paddlefit.plan.rows import CUDA_CONTEXT_BYTES
-from paddlefit.spec import Precision
 from paddlefit.units import GIB, MIB
 from paddlefit.validation import RequestModel
 
@@ -428,7 +428,7 @@ def plan_llm(req: LLMPlanRequest) -> LLMPlan:
     """
     from paddlefit.catalog.gpus import get_gpu, load_gpus
     from paddlefit.catalog.transformer_configs import resolve_llm
-    from paddlefit.spec import OptimizerName, parse_enum
+    from paddlefit.jobspec.spec import OptimizerName, parse_enum
 
     cfg = resolve_llm(req.model)
     seq = req.seq_len if req.seq_len is not None else min(cfg.max_position, 4096)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import InputSpecError, PaddlefitError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 
 #: the loss names a job spec may give besides ``package.module:function``
 BUILTIN_LOSSES = ("cross_entropy", "mse")

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import ModelError, PaddlefitError, UnknownNameError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS, build_transformer
 from paddlefit.userimport import import_module
 
@@ -104,13 +104,13 @@ def zoo_rows() -> list[dict[str, Any]]:
 
 def parse_model_args(items: list[str] | None) -> dict[str, Any]:
     """Parse ``key=value`` strings into keyword arguments (values read as a job spec's are,
-    :func:`paddlefit.spec.load_plain_yaml`: plain data; a value that is not YAML stays the string given).
+    :func:`paddlefit.jobspec.spec.load_plain_yaml`: plain data; a value that is not YAML stays the string given).
 
     Raises:
         ModelError: an item has no ``=`` or an empty key, or its value nests too deeply or has a number too long to
             read.
     """
-    from paddlefit.spec import load_plain_yaml
+    from paddlefit.jobspec.spec import load_plain_yaml
 
     out: dict[str, Any] = {}
     for item in items or []:

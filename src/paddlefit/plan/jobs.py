@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.job import JobOptions, ResolvedJob, resolve_job
+from paddlefit.jobspec.spec import OptimizerName, Precision, parse_enum
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest
-from paddlefit.spec import OptimizerName, Precision, parse_enum
 from paddlefit.units import GIB
 
 

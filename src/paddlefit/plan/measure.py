@@ -20,8 +20,9 @@ from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.probe_result import ProbeResult
 from paddlefit.estimate.transformer_ops import transformer_trace
-from paddlefit.inputspec import InputSpec
 from paddlefit.isolation import ChildLimits
+from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.spec import Precision
 from paddlefit.models.build import LazyFallback, param_inventory
 from paddlefit.models.zoo import ModelRef, resolve_model
 from paddlefit.plan.request import PlanRequest
@@ -34,7 +35,6 @@ from paddlefit.probe.task import (
     probe_in_child,
     run_probe_task,
 )
-from paddlefit.spec import Precision
 from paddlefit.units import GIB, MIB
 
 

@@ -12,7 +12,8 @@ from pydantic import Field, field_validator, model_validator
 
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.optimizers import OptimizerSettings
 from paddlefit.plan.document import (
     MemorySection,
@@ -22,7 +23,6 @@ from paddlefit.plan.document import (
     RunsCorrection,
     as_document,
 )
-from paddlefit.spec import OptimizerName, Precision
 from paddlefit.units import GIB
 from paddlefit.validation import RequestModel
 
@@ -58,7 +58,7 @@ class PlanRequest(RequestModel):
     batch_size: int = Field(32, ge=1, description="Per-device micro-batch, samples.")
     inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
-    optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.spec`.")
+    optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.jobspec.spec`.")
     lr: float = Field(
         1e-3,
         gt=0,
@@ -71,7 +71,7 @@ class PlanRequest(RequestModel):
         description="The job's ``weight_decay`` (None = the optimizer's default: AdamW 0.01, the others none).",
     )
     lazy_mode: bool = Field(False, description="The job's ``lazy_mode`` (Adam/AdamW).")
-    precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.spec`.")
+    precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.jobspec.spec`.")
     attention: Literal["eager", "flash"] = Field(
         "eager",
         description=(

@@ -35,10 +35,10 @@ from paddlefit.estimate.probe_result import (
     fit_phase,
     fit_step_time,
 )
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.spec import OptimizerName
 from paddlefit.optimizers import OptimizerSettings, make_optimizer
 from paddlefit.probe.job_call import JobCall
-from paddlefit.spec import OptimizerName
 
 PHASES = ("forward", "backward", "optimizer_step")
 

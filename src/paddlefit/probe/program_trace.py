@@ -42,7 +42,7 @@ from paddlefit.estimate.element_flops import ELEMENT_FLOPS
 from paddlefit.estimate.flop_formulas import conv_gemm, conv_geometry, conv_macs, matmul_gemm
 from paddlefit.estimate.fused import attention_gemm, flash_attention_flops
 from paddlefit.estimate.optrace import OpTrace, TensorRef, TracedOp
-from paddlefit.inputspec import DTYPE_BYTES, InputSpec
+from paddlefit.jobspec.inputs import DTYPE_BYTES, InputSpec
 
 #: Bytes per element of the dtypes a program's parameters may have.
 _ITEM_BYTES = {**DTYPE_BYTES, "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}

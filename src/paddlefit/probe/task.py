@@ -20,8 +20,8 @@ from typing import Any
 
 from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
-from paddlefit.inputspec import InputSpec
 from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
 from paddlefit.units import GIB

@@ -27,8 +27,8 @@ import numpy as np
 import psutil
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.jobspec.spec import JobSpec, Precision
 from paddlefit.profiling.verdict import COMPONENTS, ProfileResult, summarise
-from paddlefit.spec import JobSpec, Precision
 
 
 class _Sampler(threading.Thread):

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.profiling.verdict_rules import (
     COMM_BOUND_SHARE,
     COMPUTE_SHARE,
@@ -44,7 +45,6 @@ from paddlefit.profiling.verdict_rules import (
     StepFacts,
     judge,
 )
-from paddlefit.spec import JobSpec
 from paddlefit.units import MIB
 
 COMPONENTS = ("data", "h2d", "forward", "loss", "backward", "optimizer")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.units import MIB
 
 INPUT_BOUND_WAIT = 0.25

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.quietstart import at_signal_exit
 from paddlefit.safepath import python_command, safe_env
 from paddlefit.serving.program import input_names, model_files, random_inputs

@@ -21,7 +21,7 @@ from typing import Any
 
 from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.optrace import OpTrace
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.run_layout import EXPORT_DIR
 from paddlefit.serving.program import MODEL_SUFFIXES, PARAMS_SUFFIX
 from paddlefit.units import GIB
@@ -143,7 +143,7 @@ def _from_transformer_config(cfg: Any, inputs: list[str] | None, model_args: lis
         InputSpecError: no ``--input``, or not one input of token ids, or longer than the model's positions.
     """
     from paddlefit.catalog.transformer_configs import to_transformer_config
-    from paddlefit.inputspec import parse_input_specs
+    from paddlefit.jobspec.inputs import parse_input_specs
 
     if model_args:
         raise InputSpecError("`--model-arg` does not apply to a transformer config: it has no factory to call.")
@@ -220,7 +220,7 @@ def _from_program(prefix: Path, inputs: list[str] | None) -> ServedModel:
         ModelError: see :func:`~paddlefit.probe.program_trace.trace_program`; a parameters file smaller than
             the parameters the program declares (it belongs to another model).
     """
-    from paddlefit.inputspec import parse_input_specs
+    from paddlefit.jobspec.inputs import parse_input_specs
     from paddlefit.probe.program_trace import trace_program
 
     given = parse_input_specs(inputs) if inputs else []
@@ -297,8 +297,8 @@ def _from_code(
     """Build the model from its code on this CPU and record its eval-mode forward at batch 1 and 2."""
     import paddle
 
-    from paddlefit.inputspec import parse_input_specs
     from paddlefit.job import JobOptions, resolve_job
+    from paddlefit.jobspec.inputs import parse_input_specs
     from paddlefit.models.build import build, failure_message
     from paddlefit.models.zoo import resolve_model, zoo_names
     from paddlefit.plan.measure import job_input_specs

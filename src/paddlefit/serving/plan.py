@@ -159,7 +159,7 @@ class ServingSetup:
     """What every GPU row of one plan shares. engine/precision: :data:`~paddlefit.estimate.inference.ENGINES` /
     ``PRECISIONS``; latency_s: the latency target (None: none); params: the per-kernel model's parameters;
     safety_margin, context_bytes: as training rows; request_bytes: bytes of one sample's inputs as the client sends
-    them (:attr:`~paddlefit.inputspec.InputSpec.bytes_per_sample`, summed over the inputs)."""
+    them (:attr:`~paddlefit.jobspec.inputs.InputSpec.bytes_per_sample`, summed over the inputs)."""
 
     engine: str
     precision: str

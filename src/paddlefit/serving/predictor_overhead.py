@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 
 #: Ops of the long program; its request minus the 1-op program's, divided by the difference, is one op's cost.
 LONG_PROGRAM_OPS = 201

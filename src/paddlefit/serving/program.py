@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import InputSpecError, JobFailedError, ModelError, PaddlefitError
-from paddlefit.inputspec import InputSpec
+from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.textsafe import name_safe
 
 #: Program files ``paddle.inference.Config(model_file, params_file)`` reads, preferred first: the PIR program

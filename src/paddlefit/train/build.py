@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import ModelError, PaddlefitError
-from paddlefit.spec import JobSpec, Precision
+from paddlefit.jobspec.spec import JobSpec, Precision
 from paddlefit.train.data import ResumableBatchSampler, guard_single_process
 
 __all__ = ["BuiltJob", "apply_tf32", "build_job", "build_optimizer", "build_schedule", "seed_all", "setup_device"]

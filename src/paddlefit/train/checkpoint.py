@@ -278,7 +278,7 @@ class CheckpointStore:
 
 
 def spec_keeping_global_batch(spec: Any, path: Path, world: int, log: Callable[[str], None]) -> tuple[Any, bool]:
-    """``spec`` (a :class:`~paddlefit.spec.JobSpec`) with the gradient accumulation that keeps checkpoint
+    """``spec`` (a :class:`~paddlefit.jobspec.spec.JobSpec`) with the gradient accumulation that keeps checkpoint
     ``path``'s global batch on ``world`` devices at ``spec.batch_size`` (:func:`kept_accumulation`), logged when it
     changes; set before the job is built, as its sampler and steps per epoch follow it.
 

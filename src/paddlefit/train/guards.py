@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.spec import BudgetSpec, CheckpointSpec
+from paddlefit.jobspec.spec import BudgetSpec, CheckpointSpec
 from paddlefit.units import SECONDS_PER_HOUR, cost_usd, hours
 
 __all__ = [

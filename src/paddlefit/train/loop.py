@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.rundir import checkpoints_dir, clean_temporaries, write_run_spec, write_status, write_summary
-from paddlefit.spec import JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore, load_checkpoint, save_checkpoint

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from paddlefit.catalog.prices import instance_price
 from paddlefit.errors import PaddlefitError
-from paddlefit.spec import JobSpec, load_job_spec
+from paddlefit.jobspec.spec import JobSpec, load_job_spec
 from paddlefit.validation import RequestModel, first_problem
 
 __all__ = ["ResolvedTrain", "TrainRequest", "parse_devices"]

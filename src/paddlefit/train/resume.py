@@ -35,8 +35,8 @@ __all__ = [
 
 
 def spec_meta(spec: Any) -> dict[str, Any]:
-    """What a checkpoint's manifest records of the job spec (:class:`~paddlefit.spec.JobSpec`) that wrote it, for
-    :func:`check_same_job`: the model, the optimizer and the LR schedule."""
+    """What a checkpoint's manifest records of the job spec (:class:`~paddlefit.jobspec.spec.JobSpec`) that wrote
+    it, for :func:`check_same_job`: the model, the optimizer and the LR schedule."""
     return {
         "spec_model": spec.model,
         "spec_optimizer": spec.optimizer.value,

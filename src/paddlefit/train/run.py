@@ -2,7 +2,7 @@
 
 :func:`run_job` is what ``paddlefit train`` calls and what a library user calls::
 
-    from paddlefit.spec import load_job_spec
+    from paddlefit.jobspec.spec import load_job_spec
     from paddlefit.train.run import run_job
 
     outcome = run_job(load_job_spec("examples/digits.yaml"))
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.jobspec.spec import DATASETS, JobSpec
 from paddlefit.rundir import (
     checkpoints_dir,
     read_status,
@@ -29,7 +30,6 @@ from paddlefit.rundir import (
     write_launch_spec,
     write_snapshot,
 )
-from paddlefit.spec import DATASETS, JobSpec
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.lock import LOCK_FD_ENV, RunDirLock
 from paddlefit.train.metrics import Progress

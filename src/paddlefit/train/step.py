@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from paddlefit.errors import JobFailedError, PaddlefitError
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.train.build import BuiltJob
 from paddlefit.train.data import close_loader_iterator, next_batch
 from paddlefit.train.oom import (

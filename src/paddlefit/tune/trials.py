@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.catalog.units import cuda_amp_blocked
-from paddlefit.spec import JobSpec
+from paddlefit.jobspec.spec import JobSpec
 from paddlefit.units import MIB
 from paddlefit.userimport import factory_takes
 

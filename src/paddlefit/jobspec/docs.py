@@ -103,9 +103,9 @@ def render_model_markdown(model: type[BaseModel], *, title: str, source: str, ge
 
 def job_spec_markdown() -> str:
     """``docs/job-spec.md``: every job-spec key (path, type with bounds, default, description) grouped by section,
-    rendered from the models' ``Field(description=...)`` by :func:`paddlefit.specdoc.render_model_markdown`
+    rendered from the models' ``Field(description=...)`` by :func:`paddlefit.jobspec.docs.render_model_markdown`
     (``make docs`` writes it; ``tests/test_docs.py`` fails when the file is stale)."""
-    from paddlefit.spec import JobSpec
+    from paddlefit.jobspec.spec import JobSpec
 
     intro = (
         "Worked specs: [guides/examples.md](guides/examples.md); the commands that read a spec: "
@@ -123,7 +123,7 @@ def job_spec_markdown() -> str:
     return render_model_markdown(
         JobSpec,
         title="The job spec (`--config FILE`)",
-        source="src/paddlefit/spec.py",
-        generator="paddlefit.specdoc.job_spec_markdown",
+        source="src/paddlefit/jobspec/spec.py",
+        generator="paddlefit.jobspec.docs.job_spec_markdown",
         intro=intro,
     )

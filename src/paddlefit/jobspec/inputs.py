@@ -3,7 +3,7 @@
 An input spec describes ONE sample (no batch dimension): ``float32[3,224,224]`` for an image,
 ``int64[128]`` for 128 token ids (ids drawn from ``[0, high)``; ``int64[128]:30522`` sets ``high``), ``int64[]``
 for one scalar per sample (a class id). ``name=SPEC`` (``token_type_ids=int64[128]:2``) passes the input to
-``forward`` as that keyword argument; unnamed inputs are positional and come first. :mod:`paddlefit.spec`
+``forward`` as that keyword argument; unnamed inputs are positional and come first. :mod:`paddlefit.jobspec.spec`
 re-exports these names.
 """
 

@@ -1,9 +1,9 @@
 """The job spec (YAML) every command reads, its field descriptions, and the names shared with it.
 
 :class:`JobSpec` and its sections carry each field's description once (``Field(description=...)``):
-:func:`paddlefit.specdoc.job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and
+:func:`paddlefit.jobspec.docs.job_spec_markdown` renders ``docs/job-spec.md`` from them (``make docs``) and
 :func:`field_help` gives one field's text for CLI option help. Precision and optimizer names live here;
-per-sample input specs live in :mod:`paddlefit.inputspec`.
+per-sample input specs live in :mod:`paddlefit.jobspec.inputs`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
-from paddlefit.inputspec import InputSpec, parse_input_spec, parse_input_specs
+from paddlefit.jobspec.inputs import InputSpec, parse_input_spec, parse_input_specs
 from paddlefit.units import MIB
 
 __all__ = [
