@@ -124,15 +124,17 @@ def render_plan(plan: Any, console: Console) -> None:
 def _plan_header(plan: Any, console: Console) -> None:
     """The plan's model line, memory breakdown, CPU peak per phase and the model section's notes."""
     m, mem = plan.model, plan.memory
+    workspace = (plan.assumptions or {}).get("conv_workspace_bytes") or 0
     console.print(
         f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.2f}M params  {flops(m['forward_flops_per_sample'])} fwd / "
         f"{flops(m['train_flops_per_sample'])} train per sample  inputs {' '.join(plan.inputs)}"
     )
     console.print(
         f"batch {plan.batch_size} per device x {plan.devices} device(s), {plan.precision}, {plan.optimizer}  "
-        f"memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {size(mem['weights_bytes'])}, "
+        f"GPU memory ({mem['method']}, {mem['precision_of_breakdown']}): weights {size(mem['weights_bytes'])}, "
         f"grads {size(mem['grads_bytes'])}, optimizer {size(mem['optimizer_bytes'])}, activations "
         f"{mem['activation_bytes_per_sample'] / MIB:,.1f} MiB/sample, rest {size(mem['fixed_bytes'])}"
+        + (f" (incl. the {size(workspace)} cuDNN conv workspace)" if workspace else "")
     )
     phase_peaks = mem.get("phase_peak_bytes") or {}
     if phase_peaks:
