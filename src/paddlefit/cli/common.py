@@ -45,7 +45,7 @@ LOSS_HELP = (
 #: Help of the serving options `plan --inference` and `cost --inference` share.
 ENGINE_HELP = (
     "With --inference: eager (dygraph under no_grad) | paddle-inference (its GPU fusion passes) | "
-    "tensorrt [paddle-inference]."
+    "tensorrt \\[paddle-inference]."
 )
 LATENCY_HELP = "With --inference: latency target per batch, ms; each GPU gets the largest batch within it."
 

@@ -45,7 +45,7 @@ def cost_command(
         "--flash-attention/--no-flash-attention",
         help="Time GPUs with each "
         "eager attention core as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), "
-        "or as written (job spec `attention`) [eager]; see `plan`.",
+        "or as written (job spec `attention`) \\[eager]; see `plan`.",
     ),
     tf32: bool = typer.Option(
         None,

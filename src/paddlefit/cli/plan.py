@@ -123,8 +123,8 @@ def plan_command(
         "--flash-attention/--no-flash-attention",
         help="Plan GPU rows with each eager attention core (matmul -> softmax -> "
         "matmul) as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), or as "
-        "written (job spec `attention`) [eager]. Parallel planner: fused "
-        "attention, no s x s activations [on].",
+        "written (job spec `attention`) \\[eager]. Parallel planner: fused "
+        "attention, no s x s activations \\[on].",
     ),
     top: int = typer.Option(5, "--top", help="Parallel planner: layouts shown per GPU."),
     explain: list[str] = typer.Option(
