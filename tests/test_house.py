@@ -27,6 +27,7 @@ CORE = (
     "examples",
     "report",
     "jobspec",
+    "rundir",
     "probe",
 )
 
@@ -295,8 +296,8 @@ def test_comments_say_why_not_which_issue_changed_the_code() -> None:
 
 
 def test_report_reads_runs_through_the_run_directory_modules_never_through_train() -> None:
-    """``report`` reads a run as ``runs`` and ``export`` do: through :mod:`paddlefit.rundir` and
-    :mod:`paddlefit.run_layout`, never through the trainer's modules."""
+    """``report`` reads a run as ``runs`` and ``export`` do: through :mod:`paddlefit.rundir.files` and
+    :mod:`paddlefit.rundir.layout`, never through the trainer's modules."""
     found = []
     for path in sorted((PKG / "report").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -1,4 +1,4 @@
-"""paddlefit.rundir: the run directory's paths and its files' reads and writes (no Paddle)."""
+"""paddlefit.rundir.files: the run directory's paths and its files' reads and writes (no Paddle)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from paddlefit import rundir
 from paddlefit.fileio import InputFileError
-from paddlefit.run_layout import CHECKPOINTS_DIR, LOCK_INFO_FILE, MANIFEST_FILE, METRICS_FILE, STATUS_FILE
+from paddlefit.rundir import files as rundir
+from paddlefit.rundir.layout import CHECKPOINTS_DIR, LOCK_INFO_FILE, MANIFEST_FILE, METRICS_FILE, STATUS_FILE
 
 
 def test_paths_are_the_layouts_names(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_clean_temporaries_takes_only_the_run_files_leftovers(tmp_path: Path) ->
 
 
 def test_a_checkpoints_json_files(tmp_path: Path) -> None:
-    from paddlefit import ckptio
+    from paddlefit.rundir import checkpoint_files as ckptio
 
     ckptio.write_manifest(tmp_path, {"step": 2, "files": {}})
     assert json.loads((tmp_path / MANIFEST_FILE).read_text()) == {"files": {}, "step": 2}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import CHECKPOINTS_DIR
+from paddlefit.rundir.layout import CHECKPOINTS_DIR
 from paddlefit.units import MIB
 
 #: What a failed write's errno means, in the message of :class:`FileWriteError` (others: the OS's strerror).

@@ -430,3 +430,17 @@ if __name__ == "__main__":  # run as paddlefit.isolation (not __main__), so the 
     from paddlefit import isolation
 
     isolation.child_main(sys.argv[1:])
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
+    when it cannot be told: not a positive int, or no permission to signal it)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

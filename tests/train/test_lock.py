@@ -16,7 +16,7 @@ import pytest
 from trainrun import ENV, SharedRun, run, train_cmd, wait_for_step, write_spec
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import LOCK_INFO_FILE
+from paddlefit.rundir.layout import LOCK_INFO_FILE
 from paddlefit.train.lock import RunDirInUseError, RunDirLock
 
 

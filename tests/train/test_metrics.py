@@ -71,8 +71,8 @@ def test_a_fast_window_after_a_resume_is_said_beside_the_steady_rate() -> None:
 def test_the_worker_keeps_the_trainers_status_with_its_step(tmp_path, monkeypatch):
     """A launched rank 0 whose trainer recorded how the run ended (with the step reached) does not overwrite it
     with its own step -1 record: `run_status` tells this run's status.json from another's."""
-    from paddlefit.run_layout import STATUS_FILE
-    from paddlefit.rundir import run_status, write_status
+    from paddlefit.rundir.files import run_status, write_status
+    from paddlefit.rundir.layout import STATUS_FILE
 
     monkeypatch.setenv("PADDLEFIT_RUN_TOKEN", "run-a")
     assert run_status(tmp_path) is None  # nothing yet

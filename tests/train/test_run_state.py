@@ -45,7 +45,7 @@ def test_a_run_that_failed_with_exit_2_is_failed_in_report_and_runs(tmp_path: Pa
 
 def test_report_names_each_ending_as_runs_does(tmp_path: Path) -> None:
     """status.json of each exit code: `report`'s word is the registry's (budget and nonfinite included)."""
-    from paddlefit.run_layout import status_name
+    from paddlefit.rundir.layout import status_name
 
     run_dir = tmp_path / "r"
     run_dir.mkdir()

@@ -120,7 +120,7 @@ def test_spec_key_round_trips_and_a_bad_value_names_the_key(tmp_path):
     assert load_job_spec(_write(tmp_path / "a.yaml")).tf32 is None  # Paddle's default
     spec = load_job_spec(_write(tmp_path / "b.yaml", tf32=False))
     assert spec.tf32 is False
-    from paddlefit.rundir import spec_yaml
+    from paddlefit.rundir.files import spec_yaml
 
     (tmp_path / "c.yaml").write_text(spec_yaml(spec))  # RUN_DIR/job.yaml as train writes it
     assert load_job_spec(tmp_path / "c.yaml") == spec and "tf32: false" in spec_yaml(spec)

@@ -9,7 +9,7 @@ import typer
 
 from paddlefit.cli.common import err, handle_errors, out, shown
 from paddlefit.jsondoc import to_json
-from paddlefit.rundir import report_file
+from paddlefit.rundir.files import report_file
 
 
 @handle_errors

@@ -55,7 +55,7 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
     """
     from paddlefit.fileio import atomic_write_text
     from paddlefit.jobspec.spec import JobSpec
-    from paddlefit.rundir import spec_yaml
+    from paddlefit.rundir.files import spec_yaml
     from paddlefit.tune.trials import apply_settings
 
     run_dir = tuned_run_dir(spec.run_dir)

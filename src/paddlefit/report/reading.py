@@ -27,11 +27,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paddlefit.ckptio import read_manifest, read_trainer_json
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited
+from paddlefit.isolation import pid_alive
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
-from paddlefit.run_layout import (
+from paddlefit.rundir.checkpoint_files import read_manifest, read_trainer_json
+from paddlefit.rundir.files import (
+    checkpoint_name,
+    checkpoints_dir,
+    failed_starts,
+    metrics_file,
+    read_lock_info,
+    read_metrics_bytes,
+    read_run_json,
+    read_spec_text,
+    run_file,
+    spec_file,
+)
+from paddlefit.rundir.layout import (
     COMPARISON_FILE,
     MANIFEST_FILE,
     PROFILE_FILE,
@@ -40,19 +53,6 @@ from paddlefit.run_layout import (
     SUMMARY_FILE,
     TRAINER_FILE,
     status_name,
-)
-from paddlefit.rundir import (
-    checkpoint_name,
-    checkpoints_dir,
-    failed_starts,
-    metrics_file,
-    pid_alive,
-    read_lock_info,
-    read_metrics_bytes,
-    read_run_json,
-    read_spec_text,
-    run_file,
-    spec_file,
 )
 from paddlefit.runs.schema import LOST
 from paddlefit.runs.view import comparison_problem
@@ -130,7 +130,7 @@ def is_run_dir(run_dir: Path) -> bool:
 
 def read_json(run_dir: Path, name: str, notes: list[str]) -> Any:
     """The small JSON file ``RUN_DIR/name``, or None when absent; an unreadable, too large or too deeply nested one
-    (:func:`~paddlefit.rundir.read_run_json`) adds a note and gives None."""
+    (:func:`~paddlefit.rundir.files.read_run_json`) adds a note and gives None."""
     if not run_file(run_dir, name).exists():
         return None
     try:
@@ -389,7 +389,7 @@ def writer_alive(run_dir: Path) -> tuple[bool | None, str]:
 def run_status(run_dir: Path, status: dict[str, Any] | None, last_step: int | None) -> tuple[str, str]:
     """(status, detail): running while the lock holder lives; lost (``runs``' word) when its record outlives it, or
     when no status.json covers the last step; else status.json's ending, named as ``runs`` names it
-    (:func:`~paddlefit.run_layout.status_name`: finished, stopped, budget, nonfinite, failed)."""
+    (:func:`~paddlefit.rundir.layout.status_name`: finished, stopped, budget, nonfinite, failed)."""
     alive, who = writer_alive(run_dir)
     if alive:
         return "running", f"the writer ({who}) is alive"

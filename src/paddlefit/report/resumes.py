@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.fileio import loads_limited
-from paddlefit.run_layout import RESUME_EVENT
-from paddlefit.rundir import checkpoint_name, metrics_file, read_metrics_bytes
+from paddlefit.rundir.files import checkpoint_name, metrics_file, read_metrics_bytes
+from paddlefit.rundir.layout import RESUME_EVENT
 from paddlefit.units import MIB
 
 __all__ = ["Resume", "is_resume_record", "lost_text", "read_resume_records", "record_resumes", "resume_line"]

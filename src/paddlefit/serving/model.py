@@ -22,7 +22,7 @@ from typing import Any
 from paddlefit.errors import InputSpecError, ModelError
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.jobspec.inputs import InputSpec
-from paddlefit.run_layout import EXPORT_DIR
+from paddlefit.rundir.layout import EXPORT_DIR
 from paddlefit.serving.program import MODEL_SUFFIXES, PARAMS_SUFFIX
 from paddlefit.units import GIB
 

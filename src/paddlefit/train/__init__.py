@@ -10,5 +10,5 @@ verified checkpoints: save, load, the choice of the one to resume and the ranks'
 :mod:`~paddlefit.train.ckptfiles`), :mod:`~paddlefit.train.request` (train's options) and :mod:`~paddlefit.train.run`
 (``run_job``: in-process or through ``paddle.distributed.launch``, :mod:`~paddlefit.train.launcher` and
 :mod:`~paddlefit.train.worker`), :mod:`~paddlefit.train.export` (``paddle.jit.save``). Every file of a run
-directory is read and written through :mod:`paddlefit.rundir`.
+directory is read and written through :mod:`paddlefit.rundir.files`.
 """

@@ -22,7 +22,7 @@ after the fact (truncated copy, bit rot, a FIFO or symlink in it) is skipped wit
 used; so is one whose manifest's step is not the step in its directory's name. Pruning deletes a checkpoint only
 once ``keep_last`` complete ones of higher steps exist, never because a resume skipped it (choosing the checkpoint
 to resume: :mod:`paddlefit.train.resume`; the manifest check and what a checkpoint may hold:
-:mod:`paddlefit.train.ckptfiles`; the files' reads and writes: :mod:`paddlefit.rundir`; ``trainer.json``'s
+:mod:`paddlefit.train.ckptfiles`; the files' reads and writes: :mod:`paddlefit.rundir.files`; ``trainer.json``'s
 content: :class:`~paddlefit.train.state.TrainerState`).
 
 A manifest proves a checkpoint intact, not who wrote it: ``model.pdparams`` / ``optimizer.pdopt`` are Paddle
@@ -40,11 +40,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paddlefit.ckptio import read_trainer_json, write_manifest, write_rng_json, write_trainer_json
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, fsync_path
-from paddlefit.run_layout import MODEL_FILE, OPTIMIZER_FILE
-from paddlefit.rundir import checkpoint_name, checkpoint_step
+from paddlefit.rundir.checkpoint_files import read_trainer_json, write_manifest, write_rng_json, write_trainer_json
+from paddlefit.rundir.files import checkpoint_name, checkpoint_step
+from paddlefit.rundir.layout import MODEL_FILE, OPTIMIZER_FILE
 from paddlefit.train.ckptfiles import (
     FORMAT_VERSION,
     MANIFEST,

@@ -2,7 +2,7 @@
 checkpoint may hold, so deleting one (pruning, ``--resume never``) never takes another run or a user's file.
 
 The layout and the store that writes, lists and prunes checkpoints are :mod:`paddlefit.train.checkpoint`'s; the
-files are read through :mod:`paddlefit.rundir`.
+files are read through :mod:`paddlefit.rundir.files`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import shutil
 import stat
 from pathlib import Path
 
-from paddlefit.ckptio import read_manifest
 from paddlefit.fileio import open_regular
-from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
-from paddlefit.rundir import CHECKPOINT_NAME_RE, checkpoint_step
+from paddlefit.rundir.checkpoint_files import read_manifest
+from paddlefit.rundir.files import CHECKPOINT_NAME_RE, checkpoint_step
+from paddlefit.rundir.layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_FILE
 
 __all__ = [
     "FORMAT_VERSION",

@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.ckptio import read_manifest, read_model_bytes
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.fileio import FileWriteError, fsync_path, no_space_left
 from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.jobspec.spec import load_job_spec
 from paddlefit.models.exporting import flatten_outputs, jit_target
-from paddlefit.run_layout import MANIFEST_FILE, MODEL_FILE, SPEC_FILE
-from paddlefit.rundir import checkpoints_dir, export_dir, import_dirs_file, spec_file
+from paddlefit.rundir.checkpoint_files import read_manifest, read_model_bytes
+from paddlefit.rundir.files import checkpoints_dir, export_dir, import_dirs_file, spec_file
+from paddlefit.rundir.layout import MANIFEST_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.textsafe import log_stderr, name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
 from paddlefit.userimport import add_recorded_dirs

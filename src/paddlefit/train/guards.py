@@ -156,7 +156,7 @@ def as_write_failure(exc: PaddlefitError, trainer: Any) -> PaddlefitError:
     could not be (the same full disk, most often). Any other ``exc`` (and any on ranks > 0) is returned as it is,
     recorded in status.json by rank 0 once the run is accepted (as the registry row records it)."""
     from paddlefit.fileio import FileWriteError
-    from paddlefit.rundir import write_status
+    from paddlefit.rundir.files import write_status
     from paddlefit.train.checkpoint import CheckpointError
 
     accepted = trainer.record is not None  # the run's files and checkpoints are written from then on

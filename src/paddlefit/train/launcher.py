@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
+from paddlefit.rundir.files import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
 from paddlefit.safepath import python_command, safe_env
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, PEER_LOST, describe_exit, scheduler_exit_code

@@ -34,7 +34,8 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import lock_file, pid_alive, read_lock_info, remove_lock_info, write_lock_info
+from paddlefit.isolation import pid_alive
+from paddlefit.rundir.files import lock_file, read_lock_info, remove_lock_info, write_lock_info
 from paddlefit.textsafe import log_stderr
 
 __all__ = [

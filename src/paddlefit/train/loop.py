@@ -29,7 +29,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import JobSpec
-from paddlefit.rundir import checkpoints_dir, clean_temporaries, write_run_spec, write_status, write_summary
+from paddlefit.rundir.files import checkpoints_dir, clean_temporaries, write_run_spec, write_status, write_summary
 from paddlefit.textsafe import log_stderr
 from paddlefit.train.build import BuiltJob, build_job, seed_all, setup_device
 from paddlefit.train.checkpoint import CheckpointStore, load_checkpoint, save_checkpoint
@@ -188,7 +188,7 @@ class Trainer:
                 self._compare(ended=(exc.exit_code, str(exc)))
             if self.record is None and self.is_writer:  # refused before the job was accepted: a failed start
                 with contextlib.suppress(Exception):
-                    from paddlefit.rundir import record_failed_start
+                    from paddlefit.rundir.files import record_failed_start
 
                     record_failed_start(self.run_dir, getattr(exc, "exit_code", 1), str(exc))
             raise exc from None

@@ -1,7 +1,7 @@
 """A run's metrics: metrics.jsonl's lines (and VisualDL), the allocator's peak, the parameters' hash, progress.
 
 Only rank 0 writes (the loop gives the other ranks no :class:`MetricsLog`); the files are opened, read and
-rewritten through :mod:`paddlefit.rundir`.
+rewritten through :mod:`paddlefit.rundir.files`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
-from paddlefit.run_layout import RESUME_EVENT
-from paddlefit.rundir import metrics_file, open_metrics, read_metrics_text, rewrite_metrics, visualdl_dir
+from paddlefit.rundir.files import metrics_file, open_metrics, read_metrics_text, rewrite_metrics, visualdl_dir
+from paddlefit.rundir.layout import RESUME_EVENT
 
 __all__ = [
     "LogLines",

@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import LOCK_FILE, RUN_MARKERS
-from paddlefit.rundir import checkpoints_dir, lock_file
+from paddlefit.rundir.files import checkpoints_dir, lock_file
+from paddlefit.rundir.layout import LOCK_FILE, RUN_MARKERS
 
 __all__ = ["MAX_SCAN_DIRS", "RUN_MARKERS", "check_not_nested", "check_own_store", "live_lock_under", "run_marker"]
 

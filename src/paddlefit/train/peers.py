@@ -301,7 +301,7 @@ def record_peer_lost(trainer: Any, reason: str, compare: Callable[..., Any]) -> 
     before the job was accepted, as a failed start. Other ranks: nothing."""
     if not trainer.is_writer:
         return
-    from paddlefit.rundir import record_failed_start, write_status
+    from paddlefit.rundir.files import record_failed_start, write_status
 
     state = getattr(trainer, "state", None)
     step = state.step if state is not None else 0

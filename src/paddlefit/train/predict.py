@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.rundir import read_prediction, write_prediction
+from paddlefit.rundir.files import read_prediction, write_prediction
 from paddlefit.safepath import python_command, safe_env
 from paddlefit.units import MIB
 

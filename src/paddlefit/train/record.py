@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from paddlefit.fileio import FileWriteError
-from paddlefit.run_layout import status_name
-from paddlefit.rundir import read_prediction, write_comparison
+from paddlefit.rundir.files import read_prediction, write_comparison
+from paddlefit.rundir.layout import status_name
 from paddlefit.runs.registry import utc_now
 from paddlefit.train.predict import (
     WARMUP_STEPS,

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paddlefit.ckptio import has_rng_json, read_manifest, read_rng_json, read_trainer_json
 from paddlefit.errors import PaddlefitError
-from paddlefit.rundir import checkpoint_step, forget_ending, read_status, read_summary
+from paddlefit.rundir.checkpoint_files import has_rng_json, read_manifest, read_rng_json, read_trainer_json
+from paddlefit.rundir.files import checkpoint_step, forget_ending, read_status, read_summary
 from paddlefit.train.checkpoint import CheckpointError, CheckpointStore
 from paddlefit.train.ckptfiles import verify
 from paddlefit.train.oom import first_line

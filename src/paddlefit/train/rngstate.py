@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from paddlefit.ckptio import has_legacy_rng, has_rng_json, open_legacy_rng, read_rng_json
 from paddlefit.errors import PaddlefitError
-from paddlefit.run_layout import LEGACY_RNG_FILE, RNG_FILE
+from paddlefit.rundir.checkpoint_files import has_legacy_rng, has_rng_json, open_legacy_rng, read_rng_json
+from paddlefit.rundir.layout import LEGACY_RNG_FILE, RNG_FILE
 
 __all__ = ["capture_rng", "read_rng", "restore_rng"]
 

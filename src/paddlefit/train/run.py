@@ -21,7 +21,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import DATASETS, JobSpec
-from paddlefit.rundir import (
+from paddlefit.rundir.files import (
     checkpoints_dir,
     read_status,
     read_summary,
@@ -184,7 +184,7 @@ def run_job(
 def refuse_replacing_finished(run_dir: Path) -> None:
     """``--resume never`` without ``--overwrite``: refuse when ``run_dir`` holds a finished run (its status.json
     records exit code 0) with checkpoints, before anything else is changed (the refusal is recorded as a failed
-    start: :func:`~paddlefit.rundir.record_failed_start`). A stopped, failed or unrecorded run is
+    start: :func:`~paddlefit.rundir.files.record_failed_start`). A stopped, failed or unrecorded run is
     replaced (starting over is what ``--resume never`` is for).
 
     Raises:

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from paddlefit.errors import PaddlefitError
     from paddlefit.jobspec.spec import load_job_spec
-    from paddlefit.rundir import read_status, record_failed_start, run_status
+    from paddlefit.rundir.files import read_status, record_failed_start, run_status
     from paddlefit.textsafe import log_stderr
     from paddlefit.train.guards import ignore_stop_signals
     from paddlefit.train.lock import RunDirInUseError, held_by_parent

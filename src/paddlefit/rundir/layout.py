@@ -16,7 +16,7 @@ folder name, in one place. Train writes them (rank 0 only), resume, export, repo
     step-NNNNNNNN/  model.pdparams, optimizer.pdopt, trainer.json, rng.json (earlier runs: rng.pkl), manifest.json
 
 Only the names live here; every path built from them and every read and write of these files is in
-:mod:`paddlefit.rundir`; each file's format is documented where it is made.
+:mod:`paddlefit.rundir.files`; each file's format is documented where it is made.
 """
 
 from __future__ import annotations

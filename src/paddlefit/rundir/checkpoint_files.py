@@ -3,7 +3,7 @@
 temporary directory, which :class:`~paddlefit.train.checkpoint.CheckpointStore` fsyncs and renames into place (the
 manifest is fsynced here); resume, ``export`` and ``report`` read them, bounded in size and JSON depth
 (:func:`~paddlefit.fileio.read_json_limited`) and regular files only (:func:`~paddlefit.fileio.open_regular`).
-The names are :mod:`paddlefit.run_layout`'s; the run directory's other files are :mod:`paddlefit.rundir`'s.
+The names are :mod:`paddlefit.rundir.layout`'s; the run directory's other files are :mod:`paddlefit.rundir.files`'s.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from paddlefit.fileio import open_regular, read_json_limited
-from paddlefit.run_layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, RNG_FILE, TRAINER_FILE
-from paddlefit.rundir import SMALL_JSON_BYTES
+from paddlefit.rundir.files import SMALL_JSON_BYTES
+from paddlefit.rundir.layout import LEGACY_RNG_FILE, MANIFEST_FILE, MODEL_FILE, RNG_FILE, TRAINER_FILE
 
 __all__ = [
     "has_legacy_rng",

@@ -1,11 +1,12 @@
 """Every path of a run directory and every read and write of its files, in one place: ``train`` writes them (rank 0
 only), resume, ``export``, ``report``, ``predict`` and ``runs`` read them. The names are
-:mod:`paddlefit.run_layout`'s; each file's content is documented where it is made.
+:mod:`paddlefit.rundir.layout`'s; each file's content is documented where it is made.
 
 Writes of the run's own files are atomic (:func:`~paddlefit.fileio.atomic_write_text`: a temp file beside it,
 fsynced, renamed, the directory fsynced) with ``--run-dir`` named in the error of a failed write
 (:class:`~paddlefit.fileio.FileWriteError`). Reads are bounded in size and JSON depth
-(:func:`~paddlefit.fileio.read_json_limited`). The files inside a checkpoint are :mod:`paddlefit.ckptio`'s.
+(:func:`~paddlefit.fileio.read_json_limited`). The files inside a checkpoint are
+:mod:`paddlefit.rundir.checkpoint_files`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from paddlefit.fileio import (
     read_text_limited,
     writing,
 )
-from paddlefit.run_layout import (
+from paddlefit.rundir.layout import (
     CHECKPOINTS_DIR,
     COMPARISON_FILE,
     EXPORT_DIR,
@@ -83,7 +84,7 @@ def export_dir(run_dir: Path) -> Path:
 
 
 def run_file(run_dir: Path, name: str) -> Path:
-    """``RUN_DIR/name``, for a file named by :mod:`paddlefit.run_layout` that its reader looks up by name (the
+    """``RUN_DIR/name``, for a file named by :mod:`paddlefit.rundir.layout` that its reader looks up by name (the
     report's optional files: snapshot.json or environment.json, profile.json...)."""
     return Path(run_dir) / name
 
@@ -425,17 +426,3 @@ def read_metrics_bytes(run_dir: Path, limit: int) -> bytes:
     """
     with open(open_regular(metrics_file(run_dir)), "rb") as f:  # a FIFO in its place: refused, never waited on
         return f.read(limit)
-
-
-def pid_alive(pid: object) -> bool:
-    """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
-    when it cannot be told: not a positive int, or no permission to signal it)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
