@@ -2,8 +2,8 @@
 and after Adam's first update.
 
 Paddle's CPU wheels ship MKL 2019.0 Update 5, which runs generic SSE kernels on AMD CPUs unless
-``MKL_DEBUG_CPU_TYPE=5`` (``paddlefit.mklpath``, which sets it for paddlefit's processes on AMD). Each path runs in a
-fresh process that imports only Paddle (the variable removed, or set to 5), in interleaved rounds:
+``MKL_DEBUG_CPU_TYPE=5`` (``paddlefit.process.mklpath``, which sets it for paddlefit's processes on AMD). Each path runs
+in a fresh process that imports only Paddle (the variable removed, or set to 5), in interleaved rounds:
 
 - ten 1024x1024 fp32 matmuls, before and after one Adam step on a 400,000-parameter layer (Paddle's AVX-512 Adam
   kernel leaves the vector registers' upper halves dirty in each OpenMP thread);
@@ -28,7 +28,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from paddlefit.mklpath import MKL_AVX2_ENV, amd_avx2_cpu
+from paddlefit.process.mklpath import MKL_AVX2_ENV, amd_avx2_cpu
 
 WORKER = r"""
 import json, os, time

@@ -9,8 +9,8 @@ CPU seconds: the `plan` process's own and its probe child's (user + system). The
 paddle.LazyGuard, then probed) in the child only (`paddlefit.plan.measure.measure_model`): a zoo model's `plan` does
 not import Paddle itself.
 
-Probe child start: what running the probe in a child process (`paddlefit.isolation`) costs, measured with an empty
-call (median of 3): start, `import paddle` and the probe's modules, one call.
+Probe child start: what running the probe in a child process (`paddlefit.process.isolation`) costs, measured with an
+empty call (median of 3): start, `import paddle` and the probe's modules, one call.
 
 Run: `.venv/bin/python bench/plan_speed.py`
 """
@@ -65,7 +65,7 @@ def noop(arg: object, progress: object) -> object:
 
 _START = (
     "import sys, time\n"
-    "from paddlefit.isolation import ChildLimits, IsolatedCall\n"
+    "from paddlefit.process.isolation import ChildLimits, IsolatedCall\n"
     "from paddlefit.probe.task import PRELOAD\n"
     "t0 = time.perf_counter()\n"
     "child = IsolatedCall('plan_speed:noop', (*PRELOAD, 'paddlefit.plan.measure'))\n"

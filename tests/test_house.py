@@ -28,6 +28,7 @@ CORE = (
     "report",
     "jobspec",
     "rundir",
+    "process",
     "probe",
 )
 

@@ -1,4 +1,4 @@
-"""paddlefit.isolation: a function in a child process under a wall-clock and a memory limit, through real child
+"""paddlefit.process.isolation: a function in a child process under a wall-clock and a memory limit, through real child
 processes (the functions are tests/data/childfns.py)."""
 
 import os
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from paddlefit.errors import InputSpecError
-from paddlefit.isolation import KILL_GRACE_S, ChildFailed, ChildLimits, IsolatedCall
+from paddlefit.process.isolation import KILL_GRACE_S, ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.units import GIB, MIB
 
 LIMITS = ChildLimits(timeout_s=60.0, memory_bytes=2 * GIB)
@@ -99,7 +99,7 @@ def test_the_child_dies_with_the_process_that_started_it():
     """A caller killed by SIGKILL runs no cleanup: the kernel's PR_SET_PDEATHSIG ends its child."""
     code = (
         "import sys, time\n"
-        "from paddlefit.isolation import IsolatedCall, ChildLimits\n"
+        "from paddlefit.process.isolation import IsolatedCall, ChildLimits\n"
         "IsolatedCall('childfns:deadlock').call(None, ChildLimits(600, 2**31), lambda m: print(m, flush=True))\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))

@@ -1,5 +1,5 @@
-"""MKL's code path (paddlefit.mklpath): AVX2 on AMD CPUs with AVX2 and FMA, the user's own setting kept, inherited by
-the processes paddlefit starts."""
+"""MKL's code path (paddlefit.process.mklpath): AVX2 on AMD CPUs with AVX2 and FMA, the user's own setting kept,
+inherited by the processes paddlefit starts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from paddlefit.mklpath import MKL_AVX2_ENV, SET_MARK_ENV, amd_avx2_cpu, mkl_path_note, use_mkl_avx2_path
+from paddlefit.process.mklpath import MKL_AVX2_ENV, SET_MARK_ENV, amd_avx2_cpu, mkl_path_note, use_mkl_avx2_path
 
 NAME, VALUE = MKL_AVX2_ENV
 ZEN4 = (

@@ -1,4 +1,4 @@
-"""No child process paddlefit starts imports a module from the current directory (paddlefit.safepath): a
+"""No child process paddlefit starts imports a module from the current directory (paddlefit.process.safepath): a
 `paddle.py`, `json.py` or `platform.py` beside the job that re-exports the real module would otherwise run unseen in
 the prediction child, the launcher, the workers, the probe and doctor's benchmark."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from trainrun import ENV, write_spec
 
-from paddlefit.safepath import _BOOT_310, SAFE_PATH_ENV, python_command, safe_env
+from paddlefit.process.safepath import _BOOT_310, SAFE_PATH_ENV, python_command, safe_env
 
 #: A stand-in that notes its import in SHADOWED beside it, then hands over to the real module (so nothing fails).
 SHADOW = """import importlib, os, sys

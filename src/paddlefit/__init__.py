@@ -6,11 +6,11 @@ packages (``catalog estimate models plan train diagnose tune deploy llm``) take 
 typer or rich; ``cli`` is the shell around them. ``docs/architecture.md`` maps every module.
 
 Importing it selects MKL's AVX2 kernels on an AMD CPU for this process and every process it starts, unless the
-user set ``MKL_DEBUG_CPU_TYPE`` (:mod:`paddlefit.mklpath`): the plan's probe, ``train`` and the library then run
+user set ``MKL_DEBUG_CPU_TYPE`` (:mod:`paddlefit.process.mklpath`): the plan's probe, ``train`` and the library then run
 the same arithmetic at the same speed.
 """
 
-from paddlefit.mklpath import use_mkl_avx2_path
+from paddlefit.process.mklpath import use_mkl_avx2_path
 
 __version__ = "0.1.0"
 __all__ = ["__version__"]

@@ -35,7 +35,7 @@ def refuse(arg, progress):
 
 def allocate(arg, progress):
     """Allocates ``arg`` bytes; returns (allocated, the figures of the limit) or the MemoryError's."""
-    from paddlefit.memlimit import end_memory_limit
+    from paddlefit.process.memlimit import end_memory_limit
 
     try:
         block = bytearray(arg)

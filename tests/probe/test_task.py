@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 import paddlefit
-from paddlefit.isolation import KILL_GRACE_S, ChildLimits
 from paddlefit.jobspec.inputs import parse_input_spec
 from paddlefit.jobspec.spec import OptimizerName
 from paddlefit.optimizers import OptimizerSettings
 from paddlefit.probe.memory import probe_memory
 from paddlefit.probe.task import ProbeTask, probe_in_child
+from paddlefit.process.isolation import KILL_GRACE_S, ChildLimits
 from paddlefit.units import GIB
 
 DATA = Path(__file__).parents[1] / "data"

@@ -78,10 +78,11 @@ def test_two_processes_equal_one_process_and_accumulation(tmp_path: Path) -> Non
     for name in ("dp2x16", "1x16xacc2", "dp2x16oom"):
         assert params[name].keys() == ref.keys()
         worst = max(float(np.max(np.abs(params[name][k] - ref[k]))) for k in ref)
-        # measured: 5.96e-8 for all three on MKL's SSE kernels; on its AVX2 kernels (AMD CPUs, paddlefit.mklpath:
-        # blocking by batch size, FMA) 4.6e-6, 4.6e-6 and 3.13e-5 (the 8-sample micro-batches); float32 round-off of
-        # summing in another order, which Adam's m / sqrt(v) lifts for near-zero gradients. 6 Adam steps of lr 3e-3
-        # move weights by ~1e-2, so a wrong batch or a skipped all-reduce would show as >1e-3.
+        # measured: 5.96e-8 for all three on MKL's SSE kernels; on its AVX2 kernels (AMD CPUs,
+        # paddlefit.process.mklpath: blocking by batch size, FMA) 4.6e-6, 4.6e-6 and 3.13e-5 (the 8-sample
+        # micro-batches); float32 round-off of summing in another order, which Adam's m / sqrt(v) lifts for near-zero
+        # gradients. 6 Adam steps of lr 3e-3 move weights by ~1e-2, so a wrong batch or a skipped all-reduce would show
+        # as >1e-3.
         print(f"{name} vs 1x32: max abs param diff {worst:.3g}")
         assert worst < 2e-4, (name, worst)
     assert any(float(np.max(np.abs(start[k]))) > 0 for k in start)

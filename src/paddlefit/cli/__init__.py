@@ -2,11 +2,11 @@
 
 Importing it (the first thing ``paddlefit`` and ``python -m paddlefit.cli.main`` do, before typer, rich or Paddle
 are imported) makes Ctrl-C, SIGTERM and SIGHUP during start-up exit 130, 143 and 129 at once, one line on stderr,
-no traceback and no stale lock record (:mod:`paddlefit.quietstart`).
+no traceback and no stale lock record (:mod:`paddlefit.process.quietstart`).
 """
 
 from __future__ import annotations
 
-from paddlefit.quietstart import install
+from paddlefit.process.quietstart import install
 
 install()

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.safepath import SAFE_PATH_ENV
+from paddlefit.process.safepath import SAFE_PATH_ENV
 from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
 
 #: The worker script's path on the node, resolved there (it differs per Python install).

@@ -24,7 +24,7 @@ from paddlefit.diagnose.registry import REGISTRY, Finding, JobContext, check, fo
 from paddlefit.diagnose.repeats import MIN_ROUNDS, ratio_bound
 from paddlefit.diagnose.snapshot import Snapshot
 from paddlefit.diagnose.xpu_checks import XPU_WHEEL, xpu_build_vs_devices
-from paddlefit.mklpath import MKL_AVX2_ENV, SET_MARK_ENV
+from paddlefit.process.mklpath import MKL_AVX2_ENV, SET_MARK_ENV
 from paddlefit.units import GIB, MIB
 
 __all__ = ["run_checks"]
@@ -556,7 +556,7 @@ def check_tf32_override(s: Snapshot, job: JobContext | None = None) -> list[Find
 @check("PF124", "mkl-code-path")
 def check_mkl_code_path(s: Snapshot, job: JobContext | None = None) -> list[Finding]:
     """On an AMD CPU with AVX2, Paddle's MKL 2019 runs its SSE kernels unless ``MKL_DEBUG_CPU_TYPE=5``
-    (:mod:`paddlefit.mklpath`: sources, and why it is worse after an Adam step). paddlefit sets it for its own
+    (:mod:`paddlefit.process.mklpath`: sources, and why it is worse after an Adam step). paddlefit sets it for its own
     processes when the user did not; the snapshot holds the user's own setting, which their Paddle scripts run
     with. Nothing to say on other CPUs."""
     if not s.cpu_amd_avx2:

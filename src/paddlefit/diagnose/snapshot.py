@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.diagnose.xpu import XPUInfo, collect_xpus, paddle_xpu
-from paddlefit.mklpath import amd_avx2_cpu
-from paddlefit.safepath import python_command, safe_env
+from paddlefit.process.mklpath import amd_avx2_cpu
+from paddlefit.process.safepath import python_command, safe_env
 
 #: Environment variable prefixes the snapshot keeps (Paddle flags, NCCL, Paddle's launcher, CUDA, NVIDIA's TF32
 #: override).
@@ -74,7 +74,7 @@ class Snapshot:
         paddle_cuda / paddle_cudnn: CUDA and cuDNN versions the Paddle wheel was built with (None: CPU build).
         paddle_flags: every ``FLAGS_*`` name this Paddle build knows (``paddle.base.core.globals()``).
         cpu_cores: logical cores usable by this process; memory_total_bytes: RAM; cpu_amd_avx2: an AMD CPU with
-            AVX2 and FMA (:func:`paddlefit.mklpath.amd_avx2_cpu`; None: a snapshot of an earlier version).
+            AVX2 and FMA (:func:`paddlefit.process.mklpath.amd_avx2_cpu`; None: a snapshot of an earlier version).
         shm_total_bytes / shm_free_bytes: ``/dev/shm`` size and free space (DataLoader workers use it).
         disk_free_bytes: free space where the run directory lives.
         in_container: a Docker/Podman/Kubernetes marker was found.

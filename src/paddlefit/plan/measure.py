@@ -20,7 +20,6 @@ from paddlefit.estimate.model_states import ModelStates, ParamInfo, model_state_
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.probe_result import ProbeResult
 from paddlefit.estimate.transformer_ops import transformer_trace
-from paddlefit.isolation import ChildLimits
 from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.jobspec.spec import Precision
 from paddlefit.models.build import LazyFallback, param_inventory
@@ -35,6 +34,7 @@ from paddlefit.probe.task import (
     probe_in_child,
     run_probe_task,
 )
+from paddlefit.process.isolation import ChildLimits
 from paddlefit.units import GIB, MIB
 
 
@@ -171,7 +171,7 @@ def measure_model(req: PlanRequest, say: Callable[[str], None]) -> ModelMeasure:
     ``paddle.LazyGuard``, then the CPU probe when its fp32 Adam states (16 B/param) fit the probe limit; a model
     over it comes back unprobed and takes the analytic transformer model. This process never builds the model: a
     zoo model's plan does not import Paddle here, and a model whose ``__init__`` hangs or crashes takes only the
-    child with it (its time and memory limits, :class:`~paddlefit.isolation.ChildLimits`, cover the build).
+    child with it (its time and memory limits, :class:`~paddlefit.process.isolation.ChildLimits`, cover the build).
 
     Raises:
         UnknownNameError, ModelError: the model cannot be found, built or trained with its inputs, has no

@@ -26,11 +26,11 @@ from paddlefit.estimate.model_states import model_state_bytes
 from paddlefit.estimate.optrace import OpTrace
 from paddlefit.estimate.perf_params import PerfParams, kernel_fit_architectures
 from paddlefit.jobspec.spec import Precision
-from paddlefit.mklpath import mkl_path_note
 from paddlefit.plan.calibration import Calibration
 from paddlefit.plan.document import Recommendation
 from paddlefit.plan.measure import ModelMeasure
 from paddlefit.plan.request import TIE_FACTOR, PlanRequest, Target
+from paddlefit.process.mklpath import mkl_path_note
 from paddlefit.units import GIB, MIB, capacity_gib
 
 #: cuDNN conv workspace limit, ``FLAGS_conv_workspace_size_limit`` = 512 MiB (Paddle ``paddle/phi/core/flags.cc``

@@ -4,7 +4,7 @@ The probe runs the user's model on the user's inputs: some inputs corrupt Paddle
 (LeNet on a 1x1 to 4x4 image: ``malloc(): unsorted double linked list corrupted``, then a futex wait that ignores
 SIGTERM, SIGINT and SIGHUP), a forward can loop or exhaust the memory. So :func:`probe_in_child` hands a
 :class:`ProbeTask` (plain data: the model's name, its inputs, the job's optimizer and calling fields) to a child
-process (:class:`paddlefit.isolation.IsolatedCall`) that runs :func:`run_probe_task`
+process (:class:`paddlefit.process.isolation.IsolatedCall`) that runs :func:`run_probe_task`
 (:func:`~paddlefit.probe.memory.probe_memory`) and sends back a :class:`ProbeOutcome` (what the probe measured,
 bit-identical to a probe run in the planner's own process: the allocator's peaks are bytes above the child's own
 baseline). A deadline passed, a crash or the memory limit becomes a :class:`~paddlefit.errors.ModelError` (exit 2)
@@ -20,10 +20,10 @@ from typing import Any
 
 from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
-from paddlefit.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.jobspec.inputs import InputSpec
-from paddlefit.memlimit import end_memory_limit
 from paddlefit.optimizers import OptimizerSettings
+from paddlefit.process.isolation import ChildFailed, ChildLimits, IsolatedCall
+from paddlefit.process.memlimit import end_memory_limit
 from paddlefit.units import GIB
 
 __all__ = [

@@ -29,7 +29,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import InputFileError, loads_limited
-from paddlefit.isolation import pid_alive
+from paddlefit.process.isolation import pid_alive
 from paddlefit.report.resumes import Resume, is_resume_record, record_resumes
 from paddlefit.rundir.checkpoint_files import read_manifest, read_trainer_json
 from paddlefit.rundir.files import (

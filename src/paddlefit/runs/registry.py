@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.fileio import loads_limited
-from paddlefit.isolation import pid_alive
+from paddlefit.process.isolation import pid_alive
 from paddlefit.runs.schema import COLUMNS, JSON_COLUMNS, LOST, MIGRATIONS, SCHEMA_VERSION, check_fields, statements
 from paddlefit.textsafe import storable_text
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from paddlefit.errors import InputSpecError, JobFailedError, PaddlefitError
 from paddlefit.jobspec.inputs import InputSpec
-from paddlefit.quietstart import at_signal_exit
-from paddlefit.safepath import python_command, safe_env
+from paddlefit.process.quietstart import at_signal_exit
+from paddlefit.process.safepath import python_command, safe_env
 from paddlefit.serving.program import input_names, model_files, random_inputs
 from paddlefit.textsafe import name_safe
 

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
-from paddlefit.quietstart import at_signal_exit
+from paddlefit.process.quietstart import at_signal_exit
 from paddlefit.serving.model import ServedModel, resolve_served
 from paddlefit.serving.plan import (
     InferencePlan,

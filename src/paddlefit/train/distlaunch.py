@@ -107,11 +107,11 @@ def inherited_lock_fd(name: str = LOCK_FD_ENV) -> int | None:
 
 def stop_with_parent(parent_env: str = LOCK_PID_ENV) -> None:
     """Ask Linux for SIGTERM when the process that started this one dies (``prctl(PR_SET_PDEATHSIG)``,
-    :func:`paddlefit.isolation.signal_when_parent_dies`); if it has already died (the parent is no longer the pid in
-    the environment variable ``parent_env``: ``PADDLEFIT_LOCK_PID`` for this launcher, ``PADDLEFIT_LAUNCHER_PID``
+    :func:`paddlefit.process.isolation.signal_when_parent_dies`); if it has already died (the parent is no longer the
+    pid in the environment variable ``parent_env``: ``PADDLEFIT_LOCK_PID`` for this launcher, ``PADDLEFIT_LAUNCHER_PID``
     for a worker), stop now. Elsewhere (or without ``prctl``) nothing. The signal comes when the parent *thread*
     exits: Paddle's launcher starts the workers from its main thread (``Controller.run`` -> ``Pod.deploy``)."""
-    from paddlefit.isolation import signal_when_parent_dies
+    from paddlefit.process.isolation import signal_when_parent_dies
 
     signal_when_parent_dies(signal.SIGTERM, os.environ.get(parent_env))
 

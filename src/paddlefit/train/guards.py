@@ -75,7 +75,7 @@ class StopFlag:
 def ignore_stop_signals() -> None:
     """Ignore SIGTERM, SIGINT and SIGHUP from here on (main thread only): the run's outcome is decided and recorded
     (status.json, the registry), so the exit code must stay the recorded one, whatever signal comes next (Paddle's
-    launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it, :mod:`paddlefit.quietstart`,
+    launcher stops the other ranks with SIGTERM when one fails; exiting 143 on it, :mod:`paddlefit.process.quietstart`,
     would report a stop with a checkpoint that did not happen)."""
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from paddlefit.errors import PaddlefitError
+from paddlefit.process.safepath import python_command, safe_env
 from paddlefit.rundir.files import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
-from paddlefit.safepath import python_command, safe_env
 from paddlefit.train import worker
 from paddlefit.train.distlaunch import ALIVE_FD_ENV, PEER_LOST, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.isolation import pid_alive
+from paddlefit.process.isolation import pid_alive
 from paddlefit.rundir.files import lock_file, read_lock_info, remove_lock_info, write_lock_info
 from paddlefit.textsafe import log_stderr
 
@@ -239,7 +239,7 @@ _HOLDING: list[RunDirLock] = []
 def drop_lock_records() -> None:
     """Remove the holder record (``RUN_DIR/.lock.json``) of every lock this process holds and has not handed on
     (:meth:`RunDirLock.share`), for a process about to ``os._exit`` (a signal during start-up,
-    :mod:`paddlefit.quietstart`): the kernel drops the lock, and no record names the dead process."""
+    :mod:`paddlefit.process.quietstart`): the kernel drops the lock, and no record names the dead process."""
     for lock in list(_HOLDING):
         if not lock._shared:
             with contextlib.suppress(OSError):

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from paddlefit.process.safepath import python_command, safe_env
 from paddlefit.rundir.files import read_prediction, write_prediction
-from paddlefit.safepath import python_command, safe_env
 from paddlefit.units import MIB
 
 __all__ = [

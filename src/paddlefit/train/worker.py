@@ -18,10 +18,10 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the worker arguments, train, return the exit code (see :mod:`paddlefit.train.loop`). A stop signal
-    before the loop starts exits 128 + the signal with one line (:mod:`paddlefit.quietstart`)."""
+    before the loop starts exits 128 + the signal with one line (:mod:`paddlefit.process.quietstart`)."""
     import warnings
 
-    from paddlefit.quietstart import install
+    from paddlefit.process.quietstart import install
     from paddlefit.train import peers  # noqa: F401 (its STARTED: the start-up deadline counts from the worker's start)
 
     install()

@@ -1,5 +1,5 @@
-"""The memory limit of a child of :class:`paddlefit.isolation.IsolatedCall`: ``RLIMIT_DATA`` set to what the process
-holds plus an allowance, and lifted again when a ``MemoryError`` must be reported.
+"""The memory limit of a child of :class:`paddlefit.process.isolation.IsolatedCall`: ``RLIMIT_DATA`` set to what the
+process holds plus an allowance, and lifted again when a ``MemoryError`` must be reported.
 
 Linux >= 4.7 counts every private writable mapping against ``RLIMIT_DATA`` (``brk`` and anonymous ``mmap`` alike;
 ``man 2 setrlimit``); address space only reserved (``PROT_NONE``) does not count, unlike ``RLIMIT_AS``.
@@ -34,7 +34,7 @@ def set_memory_limit(allowance: int) -> None:
 
 
 def end_memory_limit() -> tuple[int, int] | None:
-    """In a child of :class:`~paddlefit.isolation.IsolatedCall`: lift its memory limit (so that what follows, an
+    """In a child of :class:`~paddlefit.process.isolation.IsolatedCall`: lift its memory limit (so that what follows, an
     error message, can allocate) and return (bytes allocated since the call began, the call's allowance); None
     when no limit is set. Call it first thing when a ``MemoryError`` is caught."""
     if not _LIMIT:

@@ -8,23 +8,23 @@ can also loop or allocate without end. In a child process each of these is an ou
 
 How:
 
-- :class:`IsolatedCall` starts ``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]`` with ``subprocess``,
-  as ``train`` starts its planner child (:mod:`paddlefit.train.predict`), in a session of its own (its own process
-  group), at once: the child imports Paddle while the caller goes on. :meth:`IsolatedCall.call` then writes the
-  argument (a pickle) to the child's stdin and waits for the answer.
+- :class:`IsolatedCall` starts ``python -m paddlefit.process.isolation MODULE:FUNCTION [PRELOAD...]`` with
+  ``subprocess``, as ``train`` starts its planner child (:mod:`paddlefit.train.predict`), in a session of its own (its
+  own process group), at once: the child imports Paddle while the caller goes on. :meth:`IsolatedCall.call` then writes
+  the argument (a pickle) to the child's stdin and waits for the answer.
 - The child asks Linux for SIGKILL when the thread that started it dies (``prctl(PR_SET_PDEATHSIG)``, ``man 2
   prctl``; :func:`signal_when_parent_dies`), so a killed caller leaves no child behind; a caller stopped by a signal
-  through :mod:`paddlefit.quietstart` kills it first (:func:`~paddlefit.quietstart.at_signal_exit`). The child's
-  stdout goes to its stderr (user code may print); the descriptor that was its stdout carries frames back: progress
-  messages, then the function's result or the PaddlefitError it raised, each a length-prefixed pickle.
+  through :mod:`paddlefit.process.quietstart` kills it first (:func:`~paddlefit.process.quietstart.at_signal_exit`). The
+  child's stdout goes to its stderr (user code may print); the descriptor that was its stdout carries frames back:
+  progress messages, then the function's result or the PaddlefitError it raised, each a length-prefixed pickle.
 - Memory: the child sets ``RLIMIT_DATA`` before the function runs, to what it holds then (Python and the preloaded
   modules: 0.22 GiB with Paddle 3.3.1) plus the call's allowance. Linux >= 4.7 counts every private writable
   mapping against it (``brk`` and anonymous ``mmap`` alike; ``man 2 setrlimit``), and address space that is only
   reserved (``PROT_NONE``, as glibc's malloc arenas and CUDA reserve it) does not count, unlike ``RLIMIT_AS``. An
   allocation past the limit fails: Paddle 3.3.1's CPU allocator raises ``MemoryError: (ResourceExhausted) Fail to
   alloc memory of N size, error code is 12`` and NumPy ``MemoryError`` (measured here, with either limit).
-  :func:`paddlefit.memlimit.end_memory_limit` lifts the limit for the function's error message and gives it the
-  figures (:mod:`paddlefit.memlimit`).
+  :func:`paddlefit.process.memlimit.end_memory_limit` lifts the limit for the function's error message and gives it the
+  figures (:mod:`paddlefit.process.memlimit`).
 - Time: the caller waits for frames with ``select`` until ``timeout_s`` seconds after the call (or until the child
   has used no CPU for ``stall_s`` seconds: a deadlock, :data:`STALL_S`), then sends SIGTERM
   to the child's process group and SIGKILL :data:`KILL_GRACE_S` later (the deadlocked child ignores SIGTERM).
@@ -52,8 +52,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from paddlefit.memlimit import end_memory_limit, set_memory_limit
-from paddlefit.safepath import python_command, safe_env
+from paddlefit.process.memlimit import end_memory_limit, set_memory_limit
+from paddlefit.process.safepath import python_command, safe_env
 from paddlefit.units import GIB
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 #: Seconds between SIGTERM and SIGKILL when a child is stopped (a child of Paddle that is not deadlocked exits on
-#: SIGTERM within milliseconds through :mod:`paddlefit.quietstart`; a deadlocked one never does).
+#: SIGTERM within milliseconds through :mod:`paddlefit.process.quietstart`; a deadlocked one never does).
 KILL_GRACE_S = 2.0
 #: Seconds a child that has answered gets to exit by itself before it is killed (it ends with ``os._exit``).
 EXIT_WAIT_S = 5.0
@@ -139,16 +139,16 @@ class IsolatedCall:
 
     def __init__(self, target: str, preload: tuple[str, ...] = ()) -> None:
         import paddlefit
-        from paddlefit.quietstart import at_signal_exit
+        from paddlefit.process.quietstart import at_signal_exit
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(paddlefit.__file__)))
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         env = safe_env(dict(os.environ, PYTHONPATH=path, PADDLEFIT_PARENT_PID=str(os.getpid())))
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (open as long as the child: closed in close())
         # no current directory first on the child's path, as the installed console script has none: a user's
-        # `paddle.py` in the job's folder must not stand in for Paddle in the probe (paddlefit.safepath)
+        # `paddle.py` in the job's folder must not stand in for Paddle in the probe (paddlefit.process.safepath)
         self.proc = subprocess.Popen(
-            [*python_command(module="paddlefit.isolation"), target, *preload],
+            [*python_command(module="paddlefit.process.isolation"), target, *preload],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -382,9 +382,9 @@ def _read_payload() -> tuple[list[str], list[tuple[Any, ...]], int, bytes]:
 
 
 def child_main(argv: list[str]) -> None:
-    """The child's side (``python -m paddlefit.isolation MODULE:FUNCTION [PRELOAD...]``): see the module
+    """The child's side (``python -m paddlefit.process.isolation MODULE:FUNCTION [PRELOAD...]``): see the module
     docstring. Exits with ``os._exit`` once the answer is written (no teardown of a heap the call may have hurt)."""
-    from paddlefit.quietstart import install
+    from paddlefit.process.quietstart import install
 
     install()
     signal_when_parent_dies(signal.SIGKILL, os.environ.get("PADDLEFIT_PARENT_PID"))
@@ -426,12 +426,6 @@ def child_main(argv: list[str]) -> None:
     os._exit(0)
 
 
-if __name__ == "__main__":  # run as paddlefit.isolation (not __main__), so the function sees this module's limit
-    from paddlefit import isolation
-
-    isolation.child_main(sys.argv[1:])
-
-
 def pid_alive(pid: object) -> bool:
     """Whether ``pid`` (a holder record's, any JSON value) is a live process on this host, by ``kill(pid, 0)`` (True
     when it cannot be told: not a positive int, or no permission to signal it)."""
@@ -444,3 +438,10 @@ def pid_alive(pid: object) -> bool:
     except OSError:
         return True
     return True
+
+
+# run as paddlefit.process.isolation (not __main__), so the function sees this module's limit
+if __name__ == "__main__":
+    from paddlefit.process import isolation
+
+    isolation.child_main(sys.argv[1:])
