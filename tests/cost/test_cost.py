@@ -718,3 +718,16 @@ def test_cost_writes_checkpoints_at_the_specs_cadence_as_train_does(tmp_path):
     for row in docs["auto"]["rows"]:
         assert row["checkpoint_interval_s"] == row["checkpoint_interval_daly_s"]
     assert docs["auto"]["assumptions"]["checkpoint_interval"].startswith("Daly (2006) higher-order optimum")
+
+
+def test_cost_with_no_row_of_a_catalog_gpu_is_an_error_not_an_empty_table(tmp_path):
+    """A price file whose every row names a GPU the catalog lacks prices nothing: exit 2 naming the rows and the fix
+    (before the model is planned), and one JSON error under --json; an empty table with exit 0 was no answer."""
+    prices = tmp_path / "p.csv"
+    prices.write_text(HEADER + "\nmycloud,x1,NOSUCHGPU,1,4,16,1.0,,r1\n")
+    args = ["cost", "lenet", "--dataset-size", "1000", "--epochs", "1", "--prices", str(prices), "--cloud", "mycloud"]
+    r = run(*args, home=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "No instance can be priced" in r.stderr and "mycloud x1 (NOSUCHGPU)" in r.stderr, r.stderr
+    j = run(*args, "--json", home=tmp_path)
+    assert j.returncode == 2 and json.loads(j.stdout)["error"]["exit_code"] == 2, j.stdout

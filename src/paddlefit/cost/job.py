@@ -39,7 +39,8 @@ def cost_job(options: JobOptions, request: CostRequest, progress: Callable[[str]
     one-device plan of every GPU the instances have, and :func:`~paddlefit.cost.instances.build_cost`.
 
     Raises:
-        PaddlefitError: a bad price or catalog file, a ``--gpu`` no instance has, no job length, and see
+        PaddlefitError: a bad price or catalog file, no row with a catalog GPU, a ``--gpu`` no instance has, no
+            job length, and see
             :func:`paddlefit.plan.jobs.plan_job`.
     """
     gpus_all = load_gpus(request.catalog_files)
@@ -81,6 +82,12 @@ def cost_job(options: JobOptions, request: CostRequest, progress: Callable[[str]
     if dataset_size is not None:
         check_job_length(dataset_size, epochs)  # type: ignore[arg-type]
     needed = sorted({g.name for r in rows if (g := catalog_gpu(r, gpus_all)) is not None})
+    if not needed:  # an empty table is no answer: say why before the model is planned
+        names = ", ".join(sorted({f"{r.cloud} {r.instance_type} ({r.gpu or r.accelerator})" for r in rows})[:3])
+        raise PaddlefitError(
+            f"No instance can be priced: none of the {len(rows)} price row(s) names a GPU of the catalog ({names}). "
+            "Name a catalog GPU (`paddlefit gpus`) in the price file's `gpu` column, or add the GPU with `--catalog`."
+        )
     req = plan_request(
         job,
         gpus=needed,
