@@ -658,7 +658,9 @@ def test_run_dirs_named_with_undecodable_bytes_newlines_and_bidi_are_shown_escap
     page = (nl / "report.html").read_text()
     assert "\u202e" not in page and "second\\u202eY" in page
     r = cli(str(tmp_path / "no\nsuch"))
-    assert r.returncode == 2 and f"`RUN_DIR {tmp_path}/no\\nsuch` is not a run directory" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"`RUN_DIR {tmp_path}/no\\nsuch` does not exist" in r.stderr, r.stderr
+    r = cli(str(tmp_path))  # a folder that holds runs is not one
+    assert r.returncode == 2 and f"`RUN_DIR {tmp_path}` is not a run directory" in r.stderr, r.stderr
     r = run([sys.executable, "-m", "paddlefit.cli.main", "export", str(nl)], env=env)
     assert r.returncode == 0 and r.stdout.count("\n") == 2, (r.stdout, r.stderr)
     assert f"-> {tmp_path}/nl\\nsecond\\u202eY/inference/model (" in r.stdout, r.stdout

@@ -29,18 +29,13 @@ def report_command(
 
     After the path, a line per resume: the time down, the steps lost and run again, and their compute time.
     """
-    from paddlefit.errors import PaddlefitError
     from paddlefit.fileio import atomic_write_text, check_output_path, refuse_run_target
     from paddlefit.report.html import build_report, plot_ids, render_html
-    from paddlefit.report.reading import is_run_dir
+    from paddlefit.report.reading import check_run_dir
     from paddlefit.report.resumes import resume_line
     from paddlefit.textsafe import name_safe
 
-    if not is_run_dir(run_dir):
-        raise PaddlefitError(
-            f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
-            "metrics.jsonl); give the --run-dir of a `paddlefit train` run."
-        )
+    check_run_dir(run_dir)
     target = out_file if out_file is not None else report_file(run_dir)
     refuse_run_target(target, run_dir, "--out", report_file(run_dir), file_suffix=".html")
     check_output_path(target, "--out", ours="<title>paddlefit report")

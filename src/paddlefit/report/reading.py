@@ -420,19 +420,34 @@ def spec_fields(job_yaml: str | None) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def build_report(run_dir: Path) -> ReportData:
-    """Read ``run_dir`` into a :class:`ReportData`, tolerating a run that is still going (no summary.json, a cut
-    last metrics line) or was killed.
+def check_run_dir(run_dir: Path | str) -> Path:
+    """``run_dir`` as a Path when it is a run directory (:func:`is_run_dir`).
 
     Raises:
-        PaddlefitError: ``run_dir`` is not a run directory (no job.yaml and no metrics.jsonl).
+        PaddlefitError: it does not exist, or it is no run directory (no job.yaml and no metrics.jsonl).
     """
     run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise PaddlefitError(
+            f"`RUN_DIR {name_safe(run_dir)}` does not exist; give the --run-dir of a `paddlefit train` run "
+            "(`paddlefit runs` lists them)."
+        )
     if not is_run_dir(run_dir):
         raise PaddlefitError(
             f"`RUN_DIR {name_safe(run_dir)}` is not a run directory (no job.yaml and no "
             "metrics.jsonl); give the --run-dir of a `paddlefit train` run."
         )
+    return run_dir
+
+
+def build_report(run_dir: Path) -> ReportData:
+    """Read ``run_dir`` into a :class:`ReportData`, tolerating a run that is still going (no summary.json, a cut
+    last metrics line) or was killed.
+
+    Raises:
+        PaddlefitError: ``run_dir`` does not exist, or is not a run directory (no job.yaml and no metrics.jsonl).
+    """
+    run_dir = check_run_dir(run_dir)
     notes: list[str] = []
     events: list[dict[str, Any]] = []
     train, evals = read_metrics(run_dir, notes, events)
