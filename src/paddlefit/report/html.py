@@ -16,6 +16,7 @@ import json
 import math
 from typing import Any
 
+from paddlefit import units
 from paddlefit.report import plots
 from paddlefit.report.reading import ReportData, build_report
 from paddlefit.report.resumes import lost_text
@@ -23,7 +24,7 @@ from paddlefit.rundir.layout import COMPARISON_FILE, PROFILE_FILE
 from paddlefit.runs.labels import paddle_threads, readable, summary_label
 from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
 from paddlefit.textsafe import terminal_safe
-from paddlefit.units import GIB, MIB
+from paddlefit.units import MIB
 
 __all__ = ["ReportData", "build_report", "fmt_num", "plot_ids", "render_html"]
 
@@ -91,7 +92,7 @@ def mib(nbytes: Any) -> str:
 def gib(nbytes: Any) -> str:
     """`` (23.5 GiB)`` for a byte count, else empty."""
     if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
-        return f" ({nbytes / GIB:.1f} GiB)"
+        return f" ({units.gib(nbytes)})"
     return ""
 
 

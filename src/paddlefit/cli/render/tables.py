@@ -124,7 +124,7 @@ def render_plan(plan: Any, console: Console) -> None:
 def _plan_header(plan: Any, console: Console) -> None:
     """The plan's model line, memory breakdown, CPU peak per phase and the model section's notes."""
     m, mem = plan.model, plan.memory
-    workspace = (plan.assumptions or {}).get("conv_workspace_bytes") or 0
+    workspace = plan.assumptions.get("conv_workspace_bytes") or 0
     console.print(
         f"[bold]{m['name']}[/]  {m['params'] / 1e6:,.2f}M params  {flops(m['forward_flops_per_sample'])} fwd / "
         f"{flops(m['train_flops_per_sample'])} train per sample  inputs {' '.join(plan.inputs)}"
