@@ -29,7 +29,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.process.safepath import python_command, safe_env
 from paddlefit.rundir.files import launch_log_dir, launcher_log, rank0_log, rewrite_status, run_status
 from paddlefit.train import worker
-from paddlefit.train.distlaunch import ALIVE_FD_ENV, PEER_LOST, describe_exit, scheduler_exit_code
+from paddlefit.train.distlaunch import ALIVE_FD_ENV, PEER_LOST, STOP_CODES, describe_exit, scheduler_exit_code
 from paddlefit.train.guards import STOP_SIGNALS, heeded
 
 #: Seconds ``train`` waits for the workers of a killed launcher to checkpoint and stop (Paddle's own launcher, when
@@ -171,7 +171,7 @@ def _outcome(rc: int, token: str, run_dir: Path, forwarded: list[int]) -> tuple[
             code = int(status["exit_code"])
             lost = code == PEER_LOST and rc == 1  # the lost rank was killed here: exit 1
             # rank 0 stopped by Paddle's launcher (not by the user: nothing forwarded) after another rank was killed
-            halted = code in (130, 143) and rc == 1 and not forwarded
+            halted = code in STOP_CODES.values() and rc == 1 and not forwarded
             if halted and said:
                 status["reason"] = (
                     f"another rank was killed or lost; Paddle's launcher then stopped rank 0 ({status['reason']})"
