@@ -3,35 +3,25 @@
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
-import typer
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, stdout_to_stderr
+from paddlefit import options
+from paddlefit.cli.common import err, fail, out, quiet_paddle, stdout_to_stderr
+from paddlefit.cli.params import Args, command
 from paddlefit.fileio import atomic_write_text, check_output_path
 from paddlefit.jsondoc import to_json
 
 
-@handle_errors
-def calibrate_command(
-    model: list[str] = typer.Option(
-        None, "--model", "-m", help="Zoo model to measure (repeatable). Default: lenet, mobilenet_v3_small, resnet18."
-    ),
-    batch_size: list[int] = typer.Option(None, "--batch-size", "-b", help="Batch sizes (repeatable). Default 4, 8."),
-    precision: list[str] = typer.Option(
-        None,
-        "--precision",
-        help="Precisions (repeatable). Default: fp32 on CPU; fp32 + bf16-o1 (fp16-o1 before Ampere) on GPU.",
-    ),
-    device_name: str = typer.Option(
-        None,
-        "--device-name",
-        help="Catalog GPU name to file results under (default: matched from the CUDA device name).",
-    ),
-    out_file: Path = typer.Option(Path("calibration.json"), "--out", "-o", help="Calibration file to write."),
-    json_out: bool = typer.Option(False, "--json", help="Print the calibration document on stdout."),
-) -> None:
+@command(
+    options.MODEL,
+    options.BATCH_SIZE_CALIBRATE,
+    options.PRECISION_CALIBRATE,
+    options.DEVICE_NAME,
+    options.OUT_CALIBRATE,
+    options.JSON_CALIBRATE,
+)
+def calibrate_command(args: Args) -> None:
     """Measure peak allocated memory and step time of zoo models on this device; write a calibration file.
 
     Run it on the GPU you want to plan for, then `paddlefit plan ... --calibration FILE`: that GPU's rows
@@ -49,22 +39,22 @@ def calibrate_command(
     from paddlefit.units import gib
 
     quiet_paddle()
-    sizes = tuple(batch_size) if batch_size else (4, 8)
-    precs = [parse_enum(Precision, p, "--precision") for p in precision] if precision else None
-    check_output_path(out_file)
+    sizes = tuple(args.batch_size) if args.batch_size else (4, 8)
+    precs = [parse_enum(Precision, p, "--precision") for p in args.precision] if args.precision else None
+    check_output_path(args.out_file)
     with err.status("calibrating...") as status, stdout_to_stderr():
         doc = run_calibration(
-            models=model or None,
+            models=args.model or None,
             batch_sizes=sizes,
             precisions=precs,  # type: ignore[arg-type]
-            device_name=device_name,
+            device_name=args.device_name,
             progress=lambda m: status.update(m),
         )
     try:
-        atomic_write_text(out_file, to_json(doc) + "\n")
+        atomic_write_text(args.out_file, to_json(doc) + "\n")
     except OSError as exc:
-        raise fail(f"Could not write `{out_file}`: {exc.strerror or exc}; nothing was written.") from None
-    if json_out:
+        raise fail(f"Could not write `{args.out_file}`: {exc.strerror or exc}; nothing was written.") from None
+    if args.json_out:
         print(to_json(doc))
         return
     table = Table(header_style="bold", title=f"calibration on {doc['device']} ({doc['device_name']})")
@@ -85,4 +75,4 @@ def calibrate_command(
             f"{r['predicted_step_time_s']:.3f} s",
         )
     out.print(table)
-    out.print(f"median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}; wrote {out_file}")
+    out.print(f"median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}; wrote {args.out_file}")

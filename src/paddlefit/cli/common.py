@@ -25,36 +25,12 @@ err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Help of the options `plan` and `cost` share for how the probe feeds the label and takes the loss.
-LABEL_HELP = (
-    "Per-sample label spec, e.g. int64[]:10 (class ids) or int64[512,512]:19 (a mask). Default: "
-    "data.train's, else generated from the loss."
-)
-CURRENCY_HELP = (
-    "Print amounts in this ISO 4217 currency, e.g. CNY, at its --fx-rate (--json keeps USD and records the rate) [USD]."
-)
-FX_RATE_HELP = (
-    "CODE=RATE: units of that currency per USD, e.g. CNY=7.10 (repeatable); converts --prices files with "
-    "a currency column and --currency. No rate is shipped."
-)
-LABEL_ARG_HELP = "Pass the label to forward() as this keyword (a model that computes its own loss, e.g. labels)."
-LOSS_HELP = (
-    "cross_entropy | mse | package.module:function (default: the model's own loss if it returns one, else "
-    "cross_entropy)."
-)
-#: Help of the serving options `plan --inference` and `cost --inference` share.
-ENGINE_HELP = (
-    "With --inference: eager (dygraph under no_grad) | paddle-inference (its GPU fusion passes) | "
-    "tensorrt \\[paddle-inference]."
-)
-LATENCY_HELP = "With --inference: latency target per batch, ms; each GPU gets the largest batch within it."
 
-
-def serving_request(unused: dict[str, object], **fields: Any) -> Any:
+def serving_request(unused: list[str], **fields: Any) -> Any:
     """The :class:`~paddlefit.serving.job.InferenceRequest` of `plan --inference` and `cost --inference`.
 
     Args:
-        unused: training-only options by flag (``{"--loss": value}``); any given one is an error.
+        unused: the training-only options typed, by flag (``["--loss"]``); any one is an error.
         fields: request fields by name; None or an empty list = not given (the request's default).
 
     Raises:
@@ -64,10 +40,9 @@ def serving_request(unused: dict[str, object], **fields: Any) -> Any:
     from paddlefit.job import check_not_empty
     from paddlefit.serving.job import InferenceRequest
 
-    given = [k for k, v in unused.items() if v not in (None, [], ())]
-    if given:
+    if unused:
         raise PaddlefitError(
-            f"{', '.join(f'`{k}`' for k in given)} {'does' if len(given) == 1 else 'do'} not "
+            f"{', '.join(f'`{k}`' for k in unused)} {'does' if len(unused) == 1 else 'do'} not "
             "apply to `--inference` (serving has no loss, optimizer, training length or "
             "checkpoints)."
         )

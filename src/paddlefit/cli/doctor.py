@@ -3,40 +3,36 @@
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit import options
+from paddlefit.cli.common import err, fail, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 _STYLE = {"ok": "green", "inconclusive": "dim", "warn": "yellow", "error": "bold red"}
 
 
-@handle_errors
-def doctor_command(
-    show_all: bool = typer.Option(False, "--all", help="Also list the checks that passed."),
-    json_out: bool = typer.Option(False, "--json", help="Print {snapshot, findings} as one JSON document."),
-    snapshot_file: Path = typer.Option(None, "--snapshot", help="Save the collected snapshot to this JSON file."),
-    from_file: Path = typer.Option(None, "--from", help="Check a saved snapshot instead of this machine."),
-    fix_script: bool = typer.Option(False, "--fix-script", help="Print the fixes that are shell exports/unsets."),
-    num_workers: int = typer.Option(None, "--num-workers", help="DataLoader workers per trainer (shm, cores)."),
-    prefetch_factor: int = typer.Option(None, "--prefetch-factor", help="DataLoader prefetch_factor [2]."),
-    batch_size: int = typer.Option(None, "--batch-size", "-b", help="Per-device batch size (shm need)."),
-    inputs: list[str] = typer.Option(None, "--input", "-i", help="Per-sample input spec, e.g. float32[3,224,224]."),
-    devices: int = typer.Option(None, "--devices", help="Trainer processes on this machine [1]."),
-    model: str = typer.Option(None, "--model", help="Zoo model or pkg.mod:factory (checkpoint size, disk check)."),
-    run_dir: Path = typer.Option(None, "--run-dir", help="Where checkpoints will be written (disk check) [.]."),
-    config: Path = typer.Option(None, "--config", "-c", help="Job spec YAML: fills the job options above."),
-    measure: bool = typer.Option(
-        True,
-        "--measure/--no-measure",
-        help="Time a small CPU training step under your "
-        "OpenMP wait policy, the default and PASSIVE (fresh processes, a few seconds).",
-    ),
-) -> None:
+@command(
+    options.ALL,
+    options.JSON_DOCTOR,
+    options.SNAPSHOT,
+    options.FROM,
+    options.FIX_SCRIPT,
+    options.NUM_WORKERS,
+    options.PREFETCH_FACTOR,
+    options.BATCH_SIZE_DOCTOR,
+    options.INPUT_DOCTOR,
+    options.DEVICES_DOCTOR,
+    options.MODEL_DOCTOR,
+    options.RUN_DIR_DOCTOR,
+    options.CONFIG_DOCTOR,
+    options.MEASURE,
+)
+def doctor_command(args: Args) -> None:
     """Check the machine: Paddle build vs driver and GPU, devices, /dev/shm, cores, disk, NCCL, FLAGS.
 
     Exit code 1 if any check finds an error.
@@ -52,35 +48,35 @@ def doctor_command(
     from paddlefit.diagnose.registry import fix_script as fix_script_text
 
     quiet_paddle()
-    if json_out and fix_script:
+    if args.json_out and args.fix_script:
         raise fail("`--json` and `--fix-script` print different things; use one.")
     req = DoctorRequest(
-        from_file=from_file,
-        snapshot_file=snapshot_file,
-        config=config,
-        num_workers=num_workers,
-        prefetch_factor=prefetch_factor,
-        batch_size=batch_size,
-        inputs=list(inputs or []),
-        devices=devices,
-        model=model,
-        run_dir=run_dir,
-        measure=measure,
+        from_file=args.from_file,
+        snapshot_file=args.snapshot_file,
+        config=args.config,
+        num_workers=args.num_workers,
+        prefetch_factor=args.prefetch_factor,
+        batch_size=args.batch_size,
+        inputs=list(args.inputs or []),
+        devices=args.devices,
+        model=args.model,
+        run_dir=args.run_dir,
+        measure=args.measure,
     )
-    collecting = err.status("collecting the environment...") if from_file is None else contextlib.nullcontext()
+    collecting = err.status("collecting the environment...") if args.from_file is None else contextlib.nullcontext()
     with collecting, stdout_to_stderr():  # user model code and Paddle may print while the snapshot is taken
         report = run_doctor(req)
     findings = report.findings
     errors = report.errors
-    if fix_script:
+    if args.fix_script:
         print(fix_script_text(findings))
-    elif json_out:
+    elif args.json_out:
         print(to_json(report.to_dict()))
     else:
-        listed = findings if show_all else [f for f in findings if f.severity != "ok"]
+        listed = findings if args.show_all else [f for f in findings if f.severity != "ok"]
         if listed:
             render_findings(listed, out)
-        out.print(summary_line(findings, show_all))
+        out.print(summary_line(findings, args.show_all))
     if errors:
         raise typer.Exit(1)
 

@@ -3,42 +3,25 @@ with ``--benchmark`` its latency on this CPU under Paddle Inference (:mod:`paddl
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import typer
-
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit import options
+from paddlefit.cli.common import err, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 #: Batch sizes `--benchmark` measures without `--batch-size`.
 DEFAULT_BATCH_SIZES = (1, 8)
 
 
-@handle_errors
-def export_command(
-    run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run."),
-    checkpoint: Path = typer.Option(
-        None,
-        "--checkpoint",
-        help="A checkpoint directory (RUN_DIR/checkpoints/step-...). Default: the newest that verifies.",
-    ),
-    out_dir: Path = typer.Option(None, "--out", help="Output directory (default: RUN_DIR/inference)."),
-    benchmark: bool = typer.Option(
-        False,
-        "--benchmark",
-        help="Then measure the exported model's latency on this "
-        "CPU with Paddle Inference (oneDNN), in a child process.",
-    ),
-    batch_sizes: list[int] = typer.Option(
-        None, "--batch-size", "-b", help="With --benchmark: samples per request; repeatable (default: 1 and 8)."
-    ),
-    threads: list[int] = typer.Option(
-        None,
-        "--threads",
-        help="With --benchmark: CPU math threads; repeatable (default: 1 and the physical core count).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-) -> None:
+@command(
+    options.RUN_DIR_ARG,
+    options.CHECKPOINT,
+    options.OUT,
+    options.BENCHMARK,
+    options.BATCH_SIZE_EXPORT,
+    options.THREADS_EXPORT,
+    options.JSON_EXPORT,
+)
+def export_command(args: Args) -> None:
     """Export a checkpoint with paddle.jit.save, reload it with paddle.jit.load and check its outputs against the
     dynamic model on a sample batch (rtol 1e-5, atol 1e-6). Nothing is left behind if the check fails.
 
@@ -59,15 +42,15 @@ def export_command(
     from paddlefit.textsafe import name_safe
     from paddlefit.train.export import export_run
 
-    if not benchmark and (batch_sizes or threads):
+    if not args.benchmark and (args.batch_sizes or args.threads):
         raise PaddlefitError("`--batch-size` and `--threads` apply only to the benchmark; add `--benchmark`.")
     bench_args: tuple[list[int], list[int]] | None = None
-    if benchmark:  # bad values fail before the export, not after it
+    if args.benchmark:  # bad values fail before the export, not after it
         from paddlefit.serving.cpu_bench import check_bench_args
 
-        bench_args = check_bench_args(batch_sizes or list(DEFAULT_BATCH_SIZES), threads or default_threads())
+        bench_args = check_bench_args(args.batch_sizes or list(DEFAULT_BATCH_SIZES), args.threads or default_threads())
     with err.status("exporting..."), stdout_to_stderr():
-        res = export_run(run_dir, checkpoint, out_dir)
+        res = export_run(args.run_dir, args.checkpoint, args.out_dir)
     doc = {
         "out_dir": str(res.out_dir),
         "prefix": str(res.out_dir / "model"),
@@ -81,7 +64,7 @@ def export_command(
         from paddlefit.train.export import input_specs_of_run
 
         with err.status("benchmarking on this CPU (Paddle Inference, oneDNN)...") as status, stdout_to_stderr():
-            specs = input_specs_of_run(run_dir)
+            specs = input_specs_of_run(args.run_dir)
 
             def progress(line: str) -> None:
                 err.print(f"[dim]{shown(line)}[/]", highlight=False)
@@ -94,7 +77,7 @@ def export_command(
         doc["benchmark"] = [q.to_dict() for q in points]
         doc["benchmark_notes"] = thread_notes(points)
         doc["benchmark_inputs"] = [str(s) for s in specs]
-    if json_out:
+    if args.json_out:
         print(to_json(doc))
         return
     out.print(

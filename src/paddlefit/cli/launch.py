@@ -4,80 +4,39 @@ task or a Kubeflow PaddleJob."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import typer
+from paddlefit import options
+from paddlefit.cli.common import err, shown
+from paddlefit.cli.params import Args, command
 
-from paddlefit.cli.common import err, handle_errors, shown
 
-
-@handle_errors
-def launch_command(
-    config: Path = typer.Argument(..., help="Job spec YAML."),
-    target: str = typer.Option(..., "--target", "-t", help="local | ssh | skypilot | kubeflow"),
-    nodes: int = typer.Option(1, "--nodes", help="Nodes (machines or pods)."),
-    gpus_per_node: int = typer.Option(1, "--gpus-per-node", help="GPUs per node (0: one CPU process per node)."),
-    out_dir: Path = typer.Option(Path("launch"), "--out", help="Directory for the files written."),
-    name: str = typer.Option(
-        None, "--name", help="Job name: lower case, digits, '-' (default: from the spec file name)."
-    ),
-    master: str = typer.Option(None, "--master", help="local: node 0's HOST:PORT that every node can reach."),
-    hosts: str = typer.Option(None, "--hosts", help="ssh: comma-separated hosts, node 0 first (user@host ok)."),
-    port: int = typer.Option(8090, "--port", help="ssh/skypilot: rendezvous TCP port on node 0."),
-    workdir: str = typer.Option(
-        None, "--workdir", help="ssh: directory on every host (default: this directory's path)."
-    ),
-    run_dir: str = typer.Option(
-        None, "--run-dir", help="local/ssh: run directory on shared storage (default: the spec's run_dir)."
-    ),
-    gpu: str = typer.Option(
-        None,
-        "--gpu",
-        help="skypilot: GPU (catalog name such as A100-SXM4-80GB or SkyPilot's A100-80GB); see `paddlefit cost`.",
-    ),
-    spot: bool = typer.Option(False, "--spot", help="skypilot: spot instances (managed recovery resumes the run)."),
-    bucket: str = typer.Option(
-        None,
-        "--bucket",
-        help="skypilot: checkpoint bucket URL (s3://b/p, gs://...) "
-        "(default: a new bucket named <name>-ckpt-<8 random hex>, kept in the file).",
-    ),
-    cloud: str = typer.Option(None, "--cloud", help="skypilot: pin a cloud (aws, gcp, azure, lambda)."),
-    setup: str = typer.Option(
-        "pip install -r requirements.txt",
-        "--setup",
-        help="skypilot: setup commands on each "
-        "node, run in the synced workdir (the directory you launch from): install paddlefit, "
-        "the Paddle GPU wheel and your code's dependencies.",
-    ),
-    image: str = typer.Option(
-        None,
-        "--image",
-        help="kubeflow (and skypilot image_id): the container image, e.g. built from `paddlefit image`.",
-    ),
-    pvc: str = typer.Option(
-        None,
-        "--pvc",
-        help="kubeflow: PersistentVolumeClaim for checkpoints "
-        "(default: <name>-checkpoints; ReadWriteMany for several nodes).",
-    ),
-    shm_gib: int = typer.Option(8, "--shm-gib", help="kubeflow: /dev/shm size per pod, GiB."),
-    from_snapshot: Path = typer.Option(
-        None,
-        "--from-snapshot",
-        help="A node's `paddlefit doctor --snapshot` file: its NCCL fixes go into the environment.",
-    ),
-    nccl_ifname: str = typer.Option(None, "--nccl-ifname", help="NCCL_SOCKET_IFNAME for the nodes."),
-    no_ib: bool = typer.Option(False, "--no-ib", help="NCCL_IB_DISABLE=1 (nodes without InfiniBand/RoCE)."),
-    env: list[str] = typer.Option(
-        None,
-        "--env",
-        help="A variable for the nodes, repeatable: NAME=value, or NAME "
-        "to pass it by reference (read where the job starts, never written into the "
-        "files; the way to pass a secret: a secret-looking NAME=value is refused).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print {target, files, commands} as JSON."),
-) -> None:
+@command(
+    options.CONFIG_ARG_LAUNCH,
+    options.TARGET,
+    options.NODES,
+    options.GPUS_PER_NODE_LAUNCH,
+    options.OUT_LAUNCH,
+    options.NAME,
+    options.MASTER,
+    options.HOSTS,
+    options.PORT,
+    options.WORKDIR,
+    options.RUN_DIR_LAUNCH,
+    options.GPU_LAUNCH,
+    options.SPOT_LAUNCH,
+    options.BUCKET,
+    options.CLOUD_LAUNCH,
+    options.SETUP,
+    options.IMAGE,
+    options.PVC,
+    options.SHM_GIB,
+    options.FROM_SNAPSHOT_LAUNCH,
+    options.NCCL_IFNAME,
+    options.NO_IB,
+    options.ENV_LAUNCH,
+    options.JSON_LAUNCH,
+)
+def launch_command(args: Args) -> None:
     """Write what runs CONFIG on N nodes with Paddle's own launcher (`python -m paddle.distributed.launch` with
     --nnodes/--master/--rank/--devices on every node, paddlefit's worker, --resume auto).
 
@@ -97,34 +56,34 @@ def launch_command(
 
     result = launch(
         LaunchRequest(
-            config=config,
-            target=target,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            out_dir=out_dir,
-            name=name,
-            master=master,
-            hosts=hosts,
-            port=port,
-            workdir=workdir,
-            run_dir=run_dir,
-            gpu=gpu,
-            spot=spot,
-            bucket=bucket,
-            cloud=cloud,
-            setup=setup,
-            image=image,
-            pvc=pvc,
-            shm_gib=shm_gib,
-            from_snapshot=from_snapshot,
-            nccl_ifname=nccl_ifname,
-            no_ib=no_ib,
-            env=list(env or []),
+            config=args.config,
+            target=args.target,
+            nodes=args.nodes,
+            gpus_per_node=args.gpus_per_node,
+            out_dir=args.out_dir,
+            name=args.name,
+            master=args.master,
+            hosts=args.hosts,
+            port=args.port,
+            workdir=args.workdir,
+            run_dir=args.run_dir,
+            gpu=args.gpu,
+            spot=args.spot,
+            bucket=args.bucket,
+            cloud=args.cloud,
+            setup=args.setup,
+            image=args.image,
+            pvc=args.pvc,
+            shm_gib=args.shm_gib,
+            from_snapshot=args.from_snapshot,
+            nccl_ifname=args.nccl_ifname,
+            no_ib=args.no_ib,
+            env=list(args.env or []),
         )
     )
     for note in result.notes:
         err.print(f"[yellow]{shown(note)}[/]")
-    if json_out:
+    if args.json_out:
         print(
             json.dumps(
                 {"target": result.target, "files": [str(f) for f in result.files], "commands": result.commands},

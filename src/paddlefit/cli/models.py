@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import typer
-
-from paddlefit.cli.common import handle_errors, out
+from paddlefit import options
+from paddlefit.cli.common import out
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 
-@handle_errors
-def models_command(json_out: bool = typer.Option(False, "--json", help="Print one JSON document.")) -> None:
+@command(options.JSON)
+def models_command(args: Args) -> None:
     """List the model zoo (paddle.vision.models classifiers and transformer configs) with default inputs, and the
     built-in large transformers `plan --gpus N` lays out without building them.
 
@@ -23,7 +23,7 @@ def models_command(json_out: bool = typer.Option(False, "--json", help="Print on
 
     rows = zoo_rows()
     llms = list(llm_transformer_names())
-    if json_out:
+    if args.json_out:
         out.print_json(
             to_json(
                 [{**r, "kind": "zoo"} for r in rows] + [{"name": n, "default_inputs": [], "kind": "llm"} for n in llms]

@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import typer
 from rich.console import Console
 from rich.table import Table
 
-from paddlefit.cli.common import err, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit import options
+from paddlefit.cli.common import err, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 
-@handle_errors
-def profile_command(
-    config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits-warped.yaml)."),
-    steps: int = typer.Option(30, "--steps", help="Measured optimizer steps (after the warm-up)."),
-    warmup: int = typer.Option(5, "--warmup", help="Steps run first and left out of the statistics."),
-    plot: Path = typer.Option(None, "--plot", help="Write a PNG of each step's components to this file."),
-    ops: int = typer.Option(
-        0,
-        "--ops",
-        help="Also list the K operators with the most time (paddle.profiler, a few "
-        "extra steps after the timed ones; 0 = off).",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-) -> None:
+@command(options.CONFIG_ARG_PROFILE, options.STEPS, options.WARMUP, options.PLOT, options.OPS, options.JSON)
+def profile_command(args: Args) -> None:
     """Run a few steps of the job on one device, time data wait, host-to-device copy, forward, backward and
     optimizer per step (mean and p95), sample CPU (and GPU) utilisation, and name the bottleneck with its
     evidence and a ranked list of fixes.
@@ -41,23 +29,23 @@ def profile_command(
     from paddlefit.profiling.profiler import plot_profile, profile_job
 
     quiet_paddle()
-    spec = load_job_spec(config, option="CONFIG")
-    if plot is not None:
+    spec = load_job_spec(args.config, option="CONFIG")
+    if args.plot is not None:
         from paddlefit.fileio import check_output_path
 
-        check_output_path(plot, "--plot")
+        check_output_path(args.plot, "--plot")
     with err.status("profiling...") as status, stdout_to_stderr():
         result = profile_job(
             spec,
-            steps=steps,
-            warmup=warmup,
+            steps=args.steps,
+            warmup=args.warmup,
             progress=lambda d, n: status.update(f"profiling: step {d}/{n}"),
-            top_ops=ops,
+            top_ops=args.ops,
         )
-    if plot is not None:
-        plot_profile(result, str(plot))
-        err.print(f"wrote {shown(str(plot))}", highlight=False)
-    if json_out:
+    if args.plot is not None:
+        plot_profile(result, str(args.plot))
+        err.print(f"wrote {shown(str(args.plot))}", highlight=False)
+    if args.json_out:
         print(to_json(result.to_dict()))
         return
     render_breakdown(result, out)
@@ -87,8 +75,8 @@ def profile_command(
             basis = "" if gain.startswith(f.get("basis", "hypothesis")) else f"{f.get('basis', 'hypothesis')}: "
             out.print(f"  {i}. {shown(f['fix'])}: {shown(f['why'])} ({shown(basis + gain)})")
         out.print(
-            f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(config))} "
-            f"--json > profile.json; paddlefit tune {shown(str(config))} --profile profile.json` measures "
+            f"[dim]The gains are hypotheses (profile runs no fix): `paddlefit profile {shown(str(args.config))} "
+            f"--json > profile.json; paddlefit tune {shown(str(args.config))} --profile profile.json` measures "
             "them first and says which hold.[/]",
             soft_wrap=True,
         )

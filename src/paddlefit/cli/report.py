@@ -3,21 +3,15 @@ checkpoints and resumes, the job spec)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import typer
-
-from paddlefit.cli.common import err, handle_errors, out, shown
+from paddlefit import options
+from paddlefit.cli.common import err, out, shown
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 from paddlefit.rundir.files import report_file
 
 
-@handle_errors
-def report_command(
-    run_dir: Path = typer.Argument(..., help="The --run-dir of a `paddlefit train` run (finished, running or killed)."),
-    out_file: Path = typer.Option(None, "--out", help="HTML file to write (default: RUN_DIR/report.html)."),
-    json_out: bool = typer.Option(False, "--json", help="Print {out, plots, status} as JSON."),
-) -> None:
+@command(options.RUN_DIR_ARG_REPORT, options.OUT_REPORT, options.JSON_REPORT)
+def report_command(args: Args) -> None:
     """Write one self-contained HTML report of a run: loss and eval by step, samples/s and data wait (resumes
     marked), peak memory (GPU), the profiled step-time breakdown, predicted vs measured, summary, checkpoints,
     resumes and the job spec. No network: plots are inline SVG, no scripts, fonts or styles are fetched.
@@ -35,15 +29,15 @@ def report_command(
     from paddlefit.report.resumes import resume_line
     from paddlefit.textsafe import name_safe
 
-    check_run_dir(run_dir)
-    target = out_file if out_file is not None else report_file(run_dir)
-    refuse_run_target(target, run_dir, "--out", report_file(run_dir), file_suffix=".html")
+    check_run_dir(args.run_dir)
+    target = args.out_file if args.out_file is not None else report_file(args.run_dir)
+    refuse_run_target(target, args.run_dir, "--out", report_file(args.run_dir), file_suffix=".html")
     check_output_path(target, "--out", ours="<title>paddlefit report")
     with err.status("writing report..."):
-        data = build_report(run_dir)
+        data = build_report(args.run_dir)
         page = render_html(data)
         path = atomic_write_text(target, page, option="--out")
-    if json_out:
+    if args.json_out:
         print(
             to_json(
                 {

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
+from paddlefit import options
 from paddlefit.cli.common import (
     err,
-    handle_errors,
     json_document_printed,
     out,
     quiet_paddle,
     shown,
     stdout_to_stderr,
 )
-from paddlefit.jobspec.spec import field_help
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 
@@ -106,93 +105,27 @@ def resume_hint(resume: str) -> str:
     return f"resume with `--resume auto` (not `--resume {shown(resume)}`, which {undo})"
 
 
-@handle_errors
-def train_command(
-    config: Path = typer.Argument(..., help="Job spec YAML (see examples/digits.yaml)."),
-    devices: str = typer.Option(
-        None, "--devices", help=f"{field_help('devices')} A count (2) or GPU ids (0,1). Default: the spec's `devices`."
-    ),
-    run_dir: str = typer.Option(None, "--run-dir", help=f"{field_help('run_dir')} Default: the spec's `run_dir`."),
-    resume: str = typer.Option(
-        "auto",
-        "--resume",
-        help="auto (newest checkpoint that verifies; exit 2 when there "
-        "are checkpoints and none can be resumed), never (start over: on a finished run only "
-        "with --overwrite), or a checkpoint directory.",
-    ),
-    max_steps: int = typer.Option(
-        None,
-        "--max-steps",
-        help=f"Replaces the spec's max_steps: {field_help('max_steps')} The LR schedule spans the run's length.",
-    ),
-    max_hours: float = typer.Option(
-        None,
-        "--max-hours",
-        help=f"budget.max_hours: {field_help('budget.max_hours')} "
-        "Checkpoint, exit 4; wall time counts across resumes of the run.",
-    ),
-    max_cost: float = typer.Option(
-        None,
-        "--max-cost",
-        help=f"budget.max_cost_usd: {field_help('budget.max_cost_usd')}"
-        " Checkpoint, exit 4; needs --price-per-hour or --instance.",
-    ),
-    price_per_hour: float = typer.Option(
-        None, "--price-per-hour", help=f"budget.price_usd_per_hour: {field_help('budget.price_usd_per_hour')}"
-    ),
-    instance: str = typer.Option(
-        None,
-        "--instance",
-        help="Take the price from the catalog (`paddlefit cost`): "
-        "an instance type such as g5.xlarge; with --cloud, --spot.",
-    ),
-    cloud: str = typer.Option(None, "--cloud", help="Cloud of --instance when the name is ambiguous."),
-    spot: bool = typer.Option(False, "--spot", help="Use the spot price of --instance."),
-    checkpoint_interval: str = typer.Option(
-        None,
-        "--checkpoint-interval",
-        help="`auto` (Daly optimum for the measured write time and the interruption rate) or minutes.",
-    ),
-    interruptions_per_hour: float = typer.Option(
-        None,
-        "--interruptions-per-hour",
-        help=f"checkpoint.interruptions_per_hour: {field_help('checkpoint.interruptions_per_hour')} For "
-        "--checkpoint-interval auto.",
-    ),
-    spot_bucket: str = typer.Option(
-        None,
-        "--spot-bucket",
-        help="Or an AWS Spot Instance Advisor bucket, e.g. '5-10%', for --checkpoint-interval auto.",
-    ),
-    predict: bool = typer.Option(
-        True,
-        "--predict/--no-predict",
-        help="First ask the planner what this run will "
-        "measure on its devices (a few seconds: `paddlefit plan`'s CPU probe), then record "
-        "the measured figures beside it (comparison.json, summary.json). Also off with "
-        "PADDLEFIT_NO_PREDICT=1.",
-    ),
-    overwrite: bool = typer.Option(
-        False,
-        "--overwrite",
-        help="With `--resume never`: replace a finished run in the "
-        "run directory (its checkpoints are deleted once the new job is accepted). "
-        "Without it, `--resume never` on a finished run is refused (exit 2).",
-    ),
-    trust_checkpoint: bool = typer.Option(
-        False,
-        "--trust-checkpoint",
-        help="Load a checkpoint from outside the run "
-        "directory (`--resume PATH`), or one of an earlier paddlefit with a pickled "
-        "rng.pkl: loading a checkpoint runs code from it (Paddle's .pdparams are "
-        "pickles), so only for checkpoints you trust (docs/errors.md).",
-    ),
-    json_out: bool = typer.Option(
-        False,
-        "--json",
-        help="Print summary.json on stdout at the end ({exit_code, reason, run_dir} when the run stops early).",
-    ),
-) -> None:
+@command(
+    options.CONFIG_ARG,
+    options.DEVICES_TRAIN,
+    options.RUN_DIR,
+    options.RESUME,
+    options.MAX_STEPS,
+    options.MAX_HOURS,
+    options.MAX_COST,
+    options.PRICE_PER_HOUR,
+    options.INSTANCE,
+    options.CLOUD_TRAIN,
+    options.SPOT_TRAIN,
+    options.CHECKPOINT_INTERVAL,
+    options.INTERRUPTIONS_PER_HOUR_TRAIN,
+    options.SPOT_BUCKET_TRAIN,
+    options.PREDICT,
+    options.OVERWRITE,
+    options.TRUST_CHECKPOINT,
+    options.JSON_TRAIN,
+)
+def train_command(args: Args) -> None:
     """Train a job spec on 1..N devices: data parallel through paddle.distributed.launch, AMP, gradient
     accumulation, atomic checkpoints and exact resume.
 
@@ -216,24 +149,24 @@ def train_command(
 
     quiet_paddle()
     job = TrainRequest(
-        config=config,
-        devices=devices,
-        run_dir=run_dir,
-        resume=resume,
-        max_steps=max_steps,
-        max_hours=max_hours,
-        max_cost=max_cost,
-        price_per_hour=price_per_hour,
-        instance=instance,
-        cloud=cloud,
-        spot=spot,
-        checkpoint_interval=checkpoint_interval,
-        interruptions_per_hour=interruptions_per_hour,
-        spot_bucket=spot_bucket,
+        config=args.config,
+        devices=args.devices,
+        run_dir=args.run_dir,
+        resume=args.resume,
+        max_steps=args.max_steps,
+        max_hours=args.max_hours,
+        max_cost=args.max_cost,
+        price_per_hour=args.price_per_hour,
+        instance=args.instance,
+        cloud=args.cloud,
+        spot=args.spot,
+        checkpoint_interval=args.checkpoint_interval,
+        interruptions_per_hour=args.interruptions_per_hour,
+        spot_bucket=args.spot_bucket,
     ).resolve()
     for note in job.notes:
         err.print(f"[dim]{shown(note)}[/]")
-    spec, run_dir = job.spec, job.spec.run_dir
+    spec, args.run_dir = job.spec, job.spec.run_dir
     bar = RichProgress(spec.log_every) if err.is_terminal else None
     with stdout_to_stderr():
         outcome = run_job(
@@ -241,22 +174,22 @@ def train_command(
             gpu_ids=job.gpu_ids,
             resume=job.resume,
             progress_bar=bar,
-            predict=predict,
+            predict=args.predict,
             relay=lambda line: err.print(shown(line), highlight=False),
-            trust_checkpoint=trust_checkpoint,
-            overwrite=overwrite,
+            trust_checkpoint=args.trust_checkpoint,
+            overwrite=args.overwrite,
         )
     ignore_stop_signals()  # the outcome is recorded: the exit code below is the recorded one, whatever comes now
     code, reason = outcome.exit_code, outcome.reason
     if code == 0:
         summary = outcome.summary or {}
-        if json_out:
+        if args.json_out:
             print(to_json(summary))
         else:
             render_summary(summary)
         return
-    if json_out:  # one JSON document on stdout whatever the outcome
-        print(to_json({"exit_code": code, "reason": reason, "run_dir": str(run_dir)}))
+    if args.json_out:  # one JSON document on stdout whatever the outcome
+        print(to_json({"exit_code": code, "reason": reason, "run_dir": str(args.run_dir)}))
         json_document_printed()
     if code == EXIT_REQUEUE and not reason.startswith("stopped by signal"):  # before the first step: nothing was saved
         err.print(f"{shown(reason)} Exit {EXIT_REQUEUE}.", highlight=False)

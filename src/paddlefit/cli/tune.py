@@ -7,12 +7,13 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from paddlefit.cli.common import err, fail, handle_errors, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit import options
+from paddlefit.cli.common import err, fail, out, quiet_paddle, shown, stdout_to_stderr
+from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 from paddlefit.units import MIB
 
@@ -86,36 +87,18 @@ def write_tuned(config: Path, spec: JobSpec, best: Trial, write: Path) -> None:
         )
 
 
-@handle_errors
-def tune_command(
-    config: Path = typer.Argument(..., help="Job spec YAML."),
-    budget_minutes: float = typer.Option(
-        5.0,
-        "--budget-minutes",
-        help="Stop starting new trials after this long (the baseline and the confirmation runs always run).",
-    ),
-    steps: int = typer.Option(30, "--steps", help="Timed optimizer steps per trial."),
-    warmup: int = typer.Option(5, "--warmup", help="Untimed steps before each trial's timing."),
-    confirm: int = typer.Option(2, "--confirm", help="Extra interleaved runs of the baseline and the two best."),
-    global_batch: str = typer.Option(
-        "keep",
-        "--global-batch",
-        help="Batch-size candidates (x2, x4, x8 under the "
-        "memory limit): `keep` divides grad_accum_steps by the same factor (only jobs "
-        "that accumulate get candidates), `free` lets the global batch grow (changes "
-        "the optimisation), `off` skips them.",
-    ),
-    write: Path = typer.Option(
-        None, "--write", help="Write the winning job spec (YAML) here, with its own `run_dir` (`<run_dir>-tuned`)."
-    ),
-    profile: Path = typer.Option(
-        None,
-        "--profile",
-        help="`paddlefit profile CONFIG --json` output: its fixes are "
-        "tried first and each is said confirmed or refuted by the measurement.",
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-) -> None:
+@command(
+    options.CONFIG_ARG_LAUNCH,
+    options.BUDGET_MINUTES,
+    options.STEPS_TUNE,
+    options.WARMUP_TUNE,
+    options.CONFIRM,
+    options.GLOBAL_BATCH_TUNE,
+    options.WRITE,
+    options.PROFILE,
+    options.JSON,
+)
+def tune_command(args: Args) -> None:
     """Run short measured trials of the job under candidate settings (num_workers 0..cores, then shared memory,
     prefetch_factor, persistent workers and, on CPU, fewer math threads on the best; AMP and cuDNN exhaustive
     search on a GPU; then larger per-device batches under the memory limit), repeat the best against your own
@@ -131,29 +114,29 @@ def tune_command(
     from paddlefit.tune.trials import tune
 
     quiet_paddle()
-    spec = load_job_spec(config, option="CONFIG")
-    fixes = profile_fixes(profile) if profile is not None else None
-    if write is not None:
+    spec = load_job_spec(args.config, option="CONFIG")
+    fixes = profile_fixes(args.profile) if args.profile is not None else None
+    if args.write is not None:
         from paddlefit.fileio import check_output_path
 
-        check_output_path(write, "--write")
+        check_output_path(args.write, "--write")
     with err.status("tuning...") as status, stdout_to_stderr():
         result = tune(
             spec,
-            budget_s=budget_minutes * 60,
-            steps=steps,
-            warmup=warmup,
-            confirm=confirm,
+            budget_s=args.budget_minutes * 60,
+            steps=args.steps,
+            warmup=args.warmup,
+            confirm=args.confirm,
             progress=lambda msg: status.update(f"tuning: {msg}"),
-            global_batch=global_batch,
+            global_batch=args.global_batch,
             hypotheses=fixes,
         )
-    if write is not None:
-        write_tuned(config, spec, result.best, write)
-    if json_out:
+    if args.write is not None:
+        write_tuned(args.config, spec, result.best, args.write)
+    if args.json_out:
         print(to_json(result.to_dict()))
         return
-    render_tune(result, spec, config, profile, out)
+    render_tune(result, spec, args.config, args.profile, out)
 
 
 def settings_text(trial: Trial) -> str:

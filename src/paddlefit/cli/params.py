@@ -1,0 +1,81 @@
+"""A command's typer parameters, built from the :mod:`paddlefit.options` records it takes.
+
+A command is written ``@command(options.MODEL_ARG, options.CONFIG, ...)`` over ``def x_command(args: Args)``:
+typer sees one parameter per option (flags, type, default and help from the record, nothing typed twice), and
+the command reads the parsed values as ``args.<name>`` and asks :meth:`Args.given` whether the user typed one.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import typer
+
+from paddlefit.cli.common import handle_errors
+from paddlefit.options import Option
+
+
+class Args(SimpleNamespace):
+    """The parsed options of one command line: ``args.<option name>``, plus ``args.ctx`` (typer's context) and
+    ``args.options`` (name -> :class:`~paddlefit.options.Option`).
+
+    :meth:`given` tells an option typed on the command line from its default, so no command compares a value
+    with a default written a second time.
+    """
+
+    def given(self, name: str) -> bool:
+        """Whether option ``name`` was typed on the command line (not its default)."""
+        source = self.ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    def typed(self, *names: str) -> list[str]:
+        """The flags (``--loss``, ``--tf32/--no-tf32``) of the options among ``names`` typed on the command line,
+        in ``names``' order: what a mode that does not use them refuses, named by flag.
+
+        Raises:
+            KeyError: a name that is not one of the command's options (a programming error).
+        """
+        return [self.options[n].flag for n in names if self.given(n)]
+
+
+def _parameter(opt: Option) -> inspect.Parameter:
+    """The typer parameter of ``opt``: ``typer.Argument``/``typer.Option`` with its default, flags and help."""
+    if opt.argument:
+        info = typer.Argument(opt.default, help=opt.help)
+    else:
+        info = typer.Option(opt.default, *opt.decls, help=opt.help)
+    return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=opt.type)
+
+
+def command(*options: Option) -> Callable[[Callable[[Args], None]], Callable[..., None]]:
+    """Decorate ``fn(args: Args)`` into a typer command taking ``options`` (in ``--help``'s order), behind
+    :func:`~paddlefit.cli.common.handle_errors` (a ``--json`` option is named ``json_out``).
+
+    Raises:
+        ValueError: two options with one name (a programming error, at import).
+    """
+    names = [o.name for o in options]
+    if len(set(names)) != len(names) or {"ctx", "options"} & set(names):
+        raise ValueError(f"options of one command need distinct names other than ctx and options: {names}")
+
+    by_name = {o.name: o for o in options}
+
+    def decorate(fn: Callable[[Args], None]) -> Callable[..., None]:
+        @handle_errors
+        def run(ctx: typer.Context, **values: Any) -> None:
+            return fn(Args(ctx=ctx, options=by_name, **values))
+
+        wrapper = functools.wraps(fn)(run)
+        del wrapper.__wrapped__  # typer reads __signature__, not fn's (args: Args)
+        params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
+        params += [_parameter(o) for o in options]
+        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        wrapper.options = options  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
