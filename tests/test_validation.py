@@ -17,7 +17,7 @@ from paddlefit.validation import RequestModel
 
 
 class Req(RequestModel):
-    n: int = 1
+    n: int = Field(1, json_schema_extra={"flag": "--n"})
     x: float = 0.5
     names: list[str] = Field(default_factory=list)
     where: Path | None = None
@@ -26,9 +26,6 @@ class Req(RequestModel):
     args: dict[str, int] = Field(default_factory=dict)
     flag: bool = False
     count: int | None = Field(None, ge=1, le=10)
-
-
-Req.OPTIONS = {"n": "--n"}
 
 
 @pytest.mark.parametrize(

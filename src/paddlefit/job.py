@@ -17,10 +17,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, model_validator
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
 from paddlefit.jobspec.spec import JobSpec, load_job_spec
@@ -131,43 +132,73 @@ class JobOptions(RequestModel):
         PaddlefitError: (on construction) a value no job can have, naming the option.
     """
 
-    model: str | None = Field(None, description="Zoo name or ``package.module:factory``; None = the spec's.")
-    config: Path | None = Field(None, description="Job spec YAML path.")
-    batch_size: int | None = Field(None, ge=1, le=10**7, description="Per-device micro-batch, samples.")
-    inputs: list[str] | None = Field(None, description="Per-sample input spec strings (``float32[3,224,224]``).")
-    model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
-    optimizer: str | None = Field(None, description="Optimizer name (:class:`~paddlefit.jobspec.spec.OptimizerName`).")
-    precision: str | None = Field(None, description="Precision name (:class:`~paddlefit.jobspec.spec.Precision`).")
+    model: str | None = Field(
+        None,
+        description="Zoo name or ``package.module:factory``; None = the spec's.",
+        json_schema_extra=options.MODEL_ARG.field(),
+    )
+    config: Path | None = Field(None, description="Job spec YAML path.", json_schema_extra=options.CONFIG.field())
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=10**7,
+        description="Per-device micro-batch, samples.",
+        json_schema_extra=options.BATCH_SIZE.field(),
+    )
+    inputs: list[str] | None = Field(
+        None,
+        description="Per-sample input spec strings (``float32[3,224,224]``).",
+        json_schema_extra=options.INPUT.field(),
+    )
+    model_args: list[str] | None = Field(
+        None,
+        description="``key=value`` strings for the model factory.",
+        json_schema_extra=options.MODEL_ARG_PLAN.field(),
+    )
+    optimizer: str | None = Field(
+        None,
+        description="Optimizer name (:class:`~paddlefit.jobspec.spec.OptimizerName`).",
+        json_schema_extra=options.OPTIMIZER.field(),
+    )
+    precision: str | None = Field(
+        None,
+        description="Precision name (:class:`~paddlefit.jobspec.spec.Precision`).",
+        json_schema_extra=options.PRECISION.field(),
+    )
     attention: str | None = Field(
         None, description="``eager`` or ``flash`` (``--flash-attention``); None = the spec's, else eager."
     )
-    label: str | None = Field(None, description="Per-sample label spec string (no name).")
-    label_arg: str | None = Field(None, description="The forward() keyword that receives the label.")
-    loss: str | None = Field(None, description="The loss (see :class:`~paddlefit.plan.request.PlanRequest`).")
-    eval_batch_size: int | None = Field(None, ge=1, le=10**7, description="Samples per evaluation forward.")
-    devices: int | None = Field(None, ge=1, description="Data-parallel devices; None = the spec's, else 1.")
+    label: str | None = Field(
+        None, description="Per-sample label spec string (no name).", json_schema_extra=options.LABEL.field()
+    )
+    label_arg: str | None = Field(
+        None, description="The forward() keyword that receives the label.", json_schema_extra=options.LABEL_ARG.field()
+    )
+    loss: str | None = Field(
+        None,
+        description="The loss (see :class:`~paddlefit.plan.request.PlanRequest`).",
+        json_schema_extra=options.LOSS.field(),
+    )
+    eval_batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=10**7,
+        description="Samples per evaluation forward.",
+        json_schema_extra=options.EVAL_BATCH_SIZE.field(),
+    )
+    devices: int | None = Field(
+        None,
+        ge=1,
+        description="Data-parallel devices; None = the spec's, else 1.",
+        json_schema_extra=options.DEVICES.field(),
+    )
     tf32: bool | None = Field(
         None,
         description="``--tf32``/``--no-tf32``: Paddle's TF32 switches for fp32 "
         "GEMMs/convs (None = the spec's ``tf32``).",
+        json_schema_extra=options.TF32.field(),
     )
     command: str = Field("plan", description="The CLI verb, for messages.")
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "batch_size": "--batch-size",
-        "inputs": "--input",
-        "model_args": "--model-arg",
-        "optimizer": "--optimizer",
-        "precision": "--precision",
-        "label": "--label",
-        "label_arg": "--label-arg",
-        "loss": "--loss",
-        "eval_batch_size": "--eval-batch-size",
-        "devices": "--devices",
-        "config": "--config",
-        "model": "MODEL",
-        "tf32": "--tf32/--no-tf32",
-    }
 
     @model_validator(mode="after")
     def _well_formed(self) -> JobOptions:

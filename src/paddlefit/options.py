@@ -54,6 +54,8 @@ class Option:
         return {"flag": self.flag}
 
 
+#: ``paddlefit --version`` (eager: read by the root callback before any verb)
+VERSION = Option("version", ("--version",), bool, default=False, help="Print the version and exit.")
 MODEL_ARG = Option(
     "model",
     ("model",),

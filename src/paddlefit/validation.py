@@ -161,15 +161,29 @@ class RequestModel(BaseModel):
     not a list), no unknown fields, finite floats; each field's constraints and ``description`` on the field.
 
     Building one with a bad value raises :class:`~paddlefit.errors.PaddlefitError` (never a
-    ``ValidationError``), naming the field by the CLI option it stands for (``OPTIONS``: field -> option; other
-    fields as ``Class.field``) and what it must be. A subclass's own checks (``model_validator``) raise
-    ``PaddlefitError`` with their message.
+    ``ValidationError``), naming the field by the CLI option it stands for and what it must be. A field names its
+    option in its metadata (``json_schema_extra=options.X.field()``, :mod:`paddlefit.options`); ``OPTIONS``
+    names the fields that stand for something else (a job-spec key); other fields appear as ``Class.field``. A
+    subclass's own checks (``model_validator``) raise ``PaddlefitError`` with their message.
     """
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
-    #: field -> the CLI option (or argument) it stands for, in messages
+    #: field -> the name it appears by in messages, for fields that stand for no CLI option (a job-spec key)
     OPTIONS: ClassVar[dict[str, str]] = {}
+    #: field -> how messages name it: ``OPTIONS`` and each field's option flag (set per class)
+    NAMES: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        """Collect :attr:`NAMES` once the fields are built: each field's option flag, then ``OPTIONS``."""
+        super().__pydantic_init_subclass__(**kwargs)
+        flags = {
+            name: info.json_schema_extra["flag"]
+            for name, info in cls.model_fields.items()
+            if isinstance(info.json_schema_extra, dict) and "flag" in info.json_schema_extra
+        }
+        cls.NAMES = {**flags, **cls.OPTIONS}
 
     @model_validator(mode="wrap")
     @classmethod
@@ -178,4 +192,4 @@ class RequestModel(BaseModel):
         try:
             return handler(data)
         except ValidationError as exc:
-            raise PaddlefitError(request_message(cls, exc, data, cls.OPTIONS)) from None
+            raise PaddlefitError(request_message(cls, exc, data, cls.NAMES)) from None

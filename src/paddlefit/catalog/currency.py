@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, model_validator
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.validation import RequestModel
 
@@ -127,12 +128,15 @@ class MoneyOptions(RequestModel):
     """
 
     currency: str | None = Field(
-        None, description="Print amounts in this ISO 4217 currency (needs its ``--fx-rate``); None: USD."
+        None,
+        description="Print amounts in this ISO 4217 currency (needs its ``--fx-rate``); None: USD.",
+        json_schema_extra=options.CURRENCY.field(),
     )
     fx_rates: list[str] = Field(
         default_factory=list,
         description="``CODE=RATE``: units of a currency per USD, for "
         "price files in that currency and for ``--currency``.",
+        json_schema_extra=options.FX_RATE.field(),
     )
 
     @model_validator(mode="after")

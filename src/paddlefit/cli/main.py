@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from paddlefit import __version__
+from paddlefit import __version__, options
 from paddlefit.cli.calibrate import calibrate_command
 from paddlefit.cli.cost import cost_command
 from paddlefit.cli.doctor import doctor_command
@@ -55,7 +55,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        options.VERSION.default, *options.VERSION.decls, callback=_version, is_eager=True, help=options.VERSION.help
     ),
 ) -> None:
     """Make PaddlePaddle training fit its hardware."""

@@ -6,10 +6,11 @@ reads what a CLI user reads.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import Field, model_validator
 
+from paddlefit import options
 from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.cost.spot_risk import InterruptionRate, rate_from_bucket
 from paddlefit.errors import PaddlefitError
@@ -27,14 +28,30 @@ class CostRequest(MoneyOptions):
     """
 
     dataset_size: int | None = Field(
-        None, ge=1, description="Samples per epoch; None = from the job spec (``data.train``)."
+        None,
+        ge=1,
+        description="Samples per epoch; None = from the job spec (``data.train``).",
+        json_schema_extra=options.DATASET_SIZE.field(),
     )
     epochs: float | None = Field(
-        None, gt=0, description="Epochs; None = from the job spec (``epochs``, ``max_steps``)."
+        None,
+        gt=0,
+        description="Epochs; None = from the job spec (``epochs``, ``max_steps``).",
+        json_schema_extra=options.EPOCHS.field(),
     )
-    clouds: list[str] = Field(default_factory=list, description="Only these clouds (empty = all).")
-    gpus: list[str] = Field(default_factory=list, description="Only instances with these GPUs (names or aliases).")
-    region: str | None = Field(None, description="One region for every cloud; None = each cloud's default.")
+    clouds: list[str] = Field(
+        default_factory=list, description="Only these clouds (empty = all).", json_schema_extra=options.CLOUD.field()
+    )
+    gpus: list[str] = Field(
+        default_factory=list,
+        description="Only instances with these GPUs (names or aliases).",
+        json_schema_extra=options.GPU.field(),
+    )
+    region: str | None = Field(
+        None,
+        description="One region for every cloud; None = each cloud's default.",
+        json_schema_extra=options.REGION.field(),
+    )
     spot: bool = Field(False, description="Rank by spot expected cost (on-demand where no spot price).")
     interruptions_per_hour: Annotated[float | None, plausible(1e-6, 3600)] = Field(
         None,
@@ -42,44 +59,46 @@ class CostRequest(MoneyOptions):
         description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
         "both); neither = each instance's own rate (:func:`paddlefit.cost.spot_risk.spot_rate`: the published AWS "
         "bucket, else 1/24 h as ``default (no published rate)``).",
+        json_schema_extra=options.INTERRUPTIONS_PER_HOUR.field(),
     )
-    spot_bucket: str | None = Field(None, description="An AWS Spot Instance Advisor bucket for every instance.")
+    spot_bucket: str | None = Field(
+        None,
+        description="An AWS Spot Instance Advisor bucket for every instance.",
+        json_schema_extra=options.SPOT_BUCKET.field(),
+    )
     disk_mib_s: Annotated[float | None, plausible(1e-3, 1e7)] = Field(
-        None, gt=0, description="Checkpoint write bandwidth, MiB/s (None = 125, EBS gp3)."
+        None,
+        gt=0,
+        description="Checkpoint write bandwidth, MiB/s (None = 125, EBS gp3).",
+        json_schema_extra=options.DISK_MIB_S.field(),
     )
     restart_minutes: Annotated[float | None, plausible(0, 1e5)] = Field(
-        None, ge=0, description="Minutes lost per interruption besides the lost work (None = 10)."
+        None,
+        ge=0,
+        description="Minutes lost per interruption besides the lost work (None = 10).",
+        json_schema_extra=options.RESTART_MINUTES.field(),
     )
-    price_files: list[str] = Field(default_factory=list, description="Extra price CSVs.")
+    price_files: list[str] = Field(
+        default_factory=list, description="Extra price CSVs.", json_schema_extra=options.PRICES.field()
+    )
     shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
-    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
-    calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
-    safety_margin: float = Field(
-        DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of GPU memory a peak may use."
+    catalog_files: list[str] = Field(
+        default_factory=list, description="User GPU catalog files.", json_schema_extra=options.CATALOG.field()
     )
-    top: int = Field(15, ge=1, description="Table rows to show.")
+    calibration_files: list[str] = Field(
+        default_factory=list, description="User calibration files.", json_schema_extra=options.CALIBRATION.field()
+    )
+    safety_margin: float = Field(
+        DEFAULT_SAFETY_MARGIN,
+        gt=0,
+        le=1,
+        description="Fraction of GPU memory a peak may use.",
+        json_schema_extra=options.SAFETY_MARGIN.field(),
+    )
+    top: int = Field(15, ge=1, description="Table rows to show.", json_schema_extra=options.TOP.field())
     use_runs: bool = Field(
         True, description="Correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off)."
     )
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "dataset_size": "--dataset-size",
-        "epochs": "--epochs",
-        "clouds": "--cloud",
-        "gpus": "--gpu",
-        "region": "--region",
-        "spot_bucket": "--spot-bucket",
-        "interruptions_per_hour": "--interruptions-per-hour",
-        "disk_mib_s": "--disk-mib-s",
-        "restart_minutes": "--restart-minutes",
-        "price_files": "--prices",
-        "catalog_files": "--catalog",
-        "calibration_files": "--calibration",
-        "safety_margin": "--safety-margin",
-        "top": "--top",
-        "currency": "--currency",
-        "fx_rates": "--fx-rate",
-    }
 
     @model_validator(mode="after")
     def _consistent(self) -> CostRequest:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from pydantic import ConfigDict, Field, model_validator
 
+from paddlefit import options
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
@@ -33,7 +33,9 @@ class ImageRequest(RequestModel):
     model_config = ConfigDict(frozen=True)
 
     config: Path | None = Field(
-        None, description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``."
+        None,
+        description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``.",
+        json_schema_extra=options.CONFIG_ARG.field(),
     )
     paddle_version: str | None = Field(None, description="Paddle version of the base image (None: newest).")
     cuda: str | None = Field(None, description="CUDA ``X.Y`` (None: newest the host driver runs).")
@@ -46,14 +48,40 @@ class ImageRequest(RequestModel):
     from_snapshot: Path | None = Field(
         None, description="``paddlefit doctor --snapshot`` file of the host (driver, GPUs)."
     )
-    out_dir: Path = Field(Path("."), description="Directory for Dockerfile, requirements.txt and .dockerignore.")
-    requirements: list[str] = Field(default_factory=list, description="Pinned ``name==version`` dependencies.")
-    command: str = Field("python train.py", description="The container's command line.")
-    num_workers: int | None = Field(None, ge=0, description="DataLoader workers per trainer (sizes /dev/shm).")
-    prefetch_factor: int | None = Field(None, ge=1, description="Batches per DataLoader worker ahead.")
-    batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
-    inputs: list[str] = Field(default_factory=list, description="Per-sample input specs.")
-    devices: int | None = Field(None, ge=1, description="Trainer processes in the container.")
+    out_dir: Path = Field(
+        Path("."),
+        description="Directory for Dockerfile, requirements.txt and .dockerignore.",
+        json_schema_extra=options.OUT.field(),
+    )
+    requirements: list[str] = Field(
+        default_factory=list,
+        description="Pinned ``name==version`` dependencies.",
+        json_schema_extra=options.REQUIREMENT.field(),
+    )
+    command: str = Field(
+        options.COMMAND.default, description="The container's command line.", json_schema_extra=options.COMMAND.field()
+    )
+    num_workers: int | None = Field(
+        None,
+        ge=0,
+        description="DataLoader workers per trainer (sizes /dev/shm).",
+        json_schema_extra=options.NUM_WORKERS.field(),
+    )
+    prefetch_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Batches per DataLoader worker ahead.",
+        json_schema_extra=options.PREFETCH_FACTOR.field(),
+    )
+    batch_size: int | None = Field(
+        None, ge=1, description="Per-device batch size, samples.", json_schema_extra=options.BATCH_SIZE.field()
+    )
+    inputs: list[str] = Field(
+        default_factory=list, description="Per-sample input specs.", json_schema_extra=options.INPUT.field()
+    )
+    devices: int | None = Field(
+        None, ge=1, description="Trainer processes in the container.", json_schema_extra=options.DEVICES.field()
+    )
     fixed_shape_cnn: bool = Field(
         False, description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only)."
     )
@@ -63,20 +91,8 @@ class ImageRequest(RequestModel):
         description="``--env`` options: ``NAME=value`` baked in as "
         "``ENV`` (a secret-looking one is refused), ``NAME`` passed by reference as ``docker run "
         "-e NAME`` (:mod:`paddlefit.secretenv`).",
+        json_schema_extra=options.ENV.field(),
     )
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "config": "CONFIG",
-        "out_dir": "--out",
-        "requirements": "--requirement",
-        "num_workers": "--num-workers",
-        "prefetch_factor": "--prefetch-factor",
-        "batch_size": "--batch-size",
-        "inputs": "--input",
-        "devices": "--devices",
-        "command": "--command",
-        "env": "--env",
-    }
 
     @model_validator(mode="after")
     def _one_image(self) -> ImageRequest:

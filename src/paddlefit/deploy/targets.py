@@ -18,10 +18,11 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, get_args
+from typing import Literal, get_args
 
 from pydantic import ConfigDict, Field
 
+from paddlefit import options
 from paddlefit.catalog.published import skypilot_accelerator, skypilot_names
 from paddlefit.deploy.launch import (
     DEFAULT_PORT,
@@ -69,15 +70,42 @@ class LaunchRequest(RequestModel):
 
     model_config = ConfigDict(frozen=True)
 
-    config: Path = Field(description="The job spec YAML (needs ``data.train`` and ``epochs`` or ``max_steps``).")
-    target: Target = Field(description="Where the job runs: one of :data:`TARGETS`.")
-    nodes: int = Field(1, ge=1, le=MAX_NODES, description="Machines or pods.")
-    gpus_per_node: int = Field(1, ge=0, le=64, description="GPUs per node (0: one CPU process per node).")
-    out_dir: Path = Field(Path("launch"), description="Directory for the files written.")
+    config: Path = Field(
+        description="The job spec YAML (needs ``data.train`` and ``epochs`` or ``max_steps``).",
+        json_schema_extra=options.CONFIG_ARG.field(),
+    )
+    target: Target = Field(
+        description="Where the job runs: one of :data:`TARGETS`.", json_schema_extra=options.TARGET.field()
+    )
+    nodes: int = Field(
+        options.NODES.default,
+        ge=1,
+        le=MAX_NODES,
+        description="Machines or pods.",
+        json_schema_extra=options.NODES.field(),
+    )
+    gpus_per_node: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="GPUs per node (0: one CPU process per node).",
+        json_schema_extra=options.GPUS_PER_NODE.field(),
+    )
+    out_dir: Path = Field(
+        Path("launch"), description="Directory for the files written.", json_schema_extra=options.OUT.field()
+    )
     name: str | None = Field(None, description="Job name (None: from the spec file name).")
-    master: str | None = Field(None, description="local: node 0's ``HOST:PORT``.")
-    hosts: str | None = Field(None, description="ssh: ``h0,h1,...``.")
-    port: int = Field(DEFAULT_PORT, ge=1, le=65535, description="ssh/skypilot: rendezvous TCP port on node 0.")
+    master: str | None = Field(
+        None, description="local: node 0's ``HOST:PORT``.", json_schema_extra=options.MASTER.field()
+    )
+    hosts: str | None = Field(None, description="ssh: ``h0,h1,...``.", json_schema_extra=options.HOSTS.field())
+    port: int = Field(
+        DEFAULT_PORT,
+        ge=1,
+        le=65535,
+        description="ssh/skypilot: rendezvous TCP port on node 0.",
+        json_schema_extra=options.PORT.field(),
+    )
     workdir: str | None = Field(None, description="ssh: directory on every host (None: this directory).")
     run_dir: str | None = Field(None, description="local/ssh: run directory.")
     gpu: str | None = Field(None, description="skypilot: the GPU.")
@@ -99,19 +127,8 @@ class LaunchRequest(RequestModel):
         "secret-looking one is refused) or ``NAME`` (by reference: the value is read where the "
         "job starts, never written; :mod:`paddlefit.secretenv`). They win over the snapshot's NCCL "
         "fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.",
+        json_schema_extra=options.ENV.field(),
     )
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "config": "CONFIG",
-        "target": "--target",
-        "nodes": "--nodes",
-        "gpus_per_node": "--gpus-per-node",
-        "out_dir": "--out",
-        "port": "--port",
-        "hosts": "--hosts",
-        "master": "--master",
-        "env": "--env",
-    }
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from paddlefit import options
 from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
@@ -30,36 +31,50 @@ class DoctorRequest(RequestModel):
 
     model_config = ConfigDict(frozen=True)
 
-    from_file: Path | None = Field(None, description="Check this saved snapshot (JSON) instead of this machine.")
-    snapshot_file: Path | None = Field(None, description="Save the collected snapshot here (JSON).")
-    config: Path | None = Field(None, description="Job spec YAML filling the job options below.")
-    num_workers: int | None = Field(None, ge=0, description="DataLoader workers per trainer.")
-    prefetch_factor: int | None = Field(None, ge=1, description="Batches per DataLoader worker ahead.")
-    batch_size: int | None = Field(None, ge=1, description="Per-device batch size, samples.")
-    inputs: list[str] = Field(default_factory=list, description="Per-sample input specs (``float32[3,224,224]``).")
-    devices: int | None = Field(None, ge=1, description="Trainer processes on this machine.")
+    from_file: Path | None = Field(
+        None,
+        description="Check this saved snapshot (JSON) instead of this machine.",
+        json_schema_extra=options.FROM.field(),
+    )
+    snapshot_file: Path | None = Field(
+        None, description="Save the collected snapshot here (JSON).", json_schema_extra=options.SNAPSHOT.field()
+    )
+    config: Path | None = Field(
+        None, description="Job spec YAML filling the job options below.", json_schema_extra=options.CONFIG.field()
+    )
+    num_workers: int | None = Field(
+        None, ge=0, description="DataLoader workers per trainer.", json_schema_extra=options.NUM_WORKERS.field()
+    )
+    prefetch_factor: int | None = Field(
+        None,
+        ge=1,
+        description="Batches per DataLoader worker ahead.",
+        json_schema_extra=options.PREFETCH_FACTOR.field(),
+    )
+    batch_size: int | None = Field(
+        None, ge=1, description="Per-device batch size, samples.", json_schema_extra=options.BATCH_SIZE.field()
+    )
+    inputs: list[str] = Field(
+        default_factory=list,
+        description="Per-sample input specs (``float32[3,224,224]``).",
+        json_schema_extra=options.INPUT.field(),
+    )
+    devices: int | None = Field(
+        None, ge=1, description="Trainer processes on this machine.", json_schema_extra=options.DEVICES.field()
+    )
     model: str | None = Field(
-        None, description="Zoo model or ``pkg.mod:factory`` whose checkpoint size the disk check uses."
+        None,
+        description="Zoo model or ``pkg.mod:factory`` whose checkpoint size the disk check uses.",
+        json_schema_extra=options.MODEL.field(),
     )
     run_dir: Path | None = Field(
-        None, description="Where checkpoints will be written (disk check; default the spec's run_dir, else ``.``)."
+        None,
+        description="Where checkpoints will be written (disk check; default the spec's run_dir, else ``.``).",
+        json_schema_extra=options.RUN_DIR.field(),
     )
     measure: bool = Field(
         True, description="Time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds)."
     )
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "from_file": "--from",
-        "snapshot_file": "--snapshot",
-        "config": "--config",
-        "num_workers": "--num-workers",
-        "prefetch_factor": "--prefetch-factor",
-        "batch_size": "--batch-size",
-        "inputs": "--input",
-        "devices": "--devices",
-        "model": "--model",
-        "run_dir": "--run-dir",
-    }
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
+from paddlefit import options
 from paddlefit.catalog.gpus import GPU, XPU_UNCALIBRATED
 from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import PaddlefitError
@@ -314,39 +315,76 @@ class LLMPlanRequest(RequestModel):
         gpus_per_node, mfu, network_gbit_s: see :func:`search`.  top: plans kept per GPU type.
     """
 
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "model": "MODEL",
-        "seq_len": "--seq-len",
-        "global_batch": "--global-batch",
-        "gpus": "--gpus",
-        "gpu_names": "--gpu",
-        "gpus_per_node": "--gpus-per-node",
-        "precision": "--precision",
-        "optimizer": "--optimizer",
-        "flash_attention": "--flash-attention/--no-flash-attention",
-        "mfu": "--mfu",
-        "network_gbit_s": "--network-gbit-s",
-        "safety_margin": "--safety-margin",
-        "top": "--top",
-        "catalog_files": "--catalog",
-    }
-
-    model: str = Field(description="Built-in LLM name, or a Hugging Face / PaddleNLP config.json or YAML path.")
-    seq_len: int | None = Field(None, ge=1, description="Tokens per sequence; None = min(max_position, 4096).")
-    global_batch: int | None = Field(
-        None, ge=1, le=MAX_GLOBAL_BATCH, description="Sequences per optimizer step; None = 4M tokens / seq_len."
+    model: str = Field(
+        description="Built-in LLM name, or a Hugging Face / PaddleNLP config.json or YAML path.",
+        json_schema_extra=options.MODEL_ARG.field(),
     )
-    gpus: int = Field(8, ge=1, le=MAX_GPUS, description="GPUs in the job.")
-    gpu_names: list[str] | None = Field(None, description="GPU types to plan; None = the default pair.")
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE, description="GPUs per node.")
-    precision: Precision = Field(Precision.BF16_O2, description="Training precision.")
-    optimizer: str = Field("adamw", description="Optimizer (its states set the memory).")
-    flash_attention: bool = Field(True, description="Time attention as FlashAttention-2 where it runs.")
-    mfu: float | None = Field(None, ge=0.01, le=1, description="Fraction of dense peak compute reaches.")
-    network_gbit_s: float | None = Field(None, ge=1, le=1e6, description="Inter-node bandwidth per node, Gbit/s.")
-    safety_margin: float = Field(DEFAULT_SAFETY_MARGIN, gt=0, le=1, description="Fraction of memory a peak may use.")
-    top: int = Field(5, ge=1, le=1000, description="Layouts kept per GPU type.")
-    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
+    seq_len: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens per sequence; None = min(max_position, 4096).",
+        json_schema_extra=options.SEQ_LEN.field(),
+    )
+    global_batch: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_GLOBAL_BATCH,
+        description="Sequences per optimizer step; None = 4M tokens / seq_len.",
+        json_schema_extra=options.GLOBAL_BATCH.field(),
+    )
+    gpus: int = Field(8, ge=1, le=MAX_GPUS, description="GPUs in the job.", json_schema_extra=options.GPUS.field())
+    gpu_names: list[str] | None = Field(
+        None, description="GPU types to plan; None = the default pair.", json_schema_extra=options.GPU.field()
+    )
+    gpus_per_node: int = Field(
+        options.GPUS_PER_NODE.default,
+        ge=1,
+        le=MAX_GPUS_PER_NODE,
+        description="GPUs per node.",
+        json_schema_extra=options.GPUS_PER_NODE.field(),
+    )
+    precision: Precision = Field(
+        Precision.BF16_O2, description="Training precision.", json_schema_extra=options.PRECISION.field()
+    )
+    optimizer: str = Field(
+        "adamw", description="Optimizer (its states set the memory).", json_schema_extra=options.OPTIMIZER.field()
+    )
+    flash_attention: bool = Field(
+        True,
+        description="Time attention as FlashAttention-2 where it runs.",
+        json_schema_extra=options.FLASH_ATTENTION.field(),
+    )
+    mfu: float | None = Field(
+        None,
+        ge=0.01,
+        le=1,
+        description="Fraction of dense peak compute reaches.",
+        json_schema_extra=options.MFU.field(),
+    )
+    network_gbit_s: float | None = Field(
+        None,
+        ge=1,
+        le=1e6,
+        description="Inter-node bandwidth per node, Gbit/s.",
+        json_schema_extra=options.NETWORK_GBIT_S.field(),
+    )
+    safety_margin: float = Field(
+        DEFAULT_SAFETY_MARGIN,
+        gt=0,
+        le=1,
+        description="Fraction of memory a peak may use.",
+        json_schema_extra=options.SAFETY_MARGIN.field(),
+    )
+    top: int = Field(
+        options.TOP.default,
+        ge=1,
+        le=1000,
+        description="Layouts kept per GPU type.",
+        json_schema_extra=options.TOP.field(),
+    )
+    catalog_files: list[str] = Field(
+        default_factory=list, description="User GPU catalog files.", json_schema_extra=options.CATALOG.field()
+    )
 
 
 @dataclass

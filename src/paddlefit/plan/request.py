@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from paddlefit import options
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.jobspec.inputs import InputSpec
@@ -28,7 +29,7 @@ from paddlefit.validation import RequestModel
 
 #: Fraction of a device's memory a peak may use and still "fit" (policy: 10% left for allocator fragmentation and
 #: what the model does not measure).
-DEFAULT_SAFETY_MARGIN = 0.9
+DEFAULT_SAFETY_MARGIN = options.SAFETY_MARGIN.default
 #: Default wall-clock limit of the CPU probe's child process, seconds (policy: a probe of a model near the probe's
 #: size limit, 0.5e9 parameters, runs for minutes on 2 cores; a probe deadlocked by its inputs is ended
 #: after this).
@@ -55,7 +56,9 @@ class PlanRequest(RequestModel):
     """
 
     model: str = Field(description="Zoo name or ``package.module:factory``.")
-    batch_size: int = Field(32, ge=1, description="Per-device micro-batch, samples.")
+    batch_size: int = Field(
+        32, ge=1, description="Per-device micro-batch, samples.", json_schema_extra=options.BATCH_SIZE.field()
+    )
     inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
     optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.jobspec.spec`.")
@@ -86,16 +89,34 @@ class PlanRequest(RequestModel):
             "Paddle's TF32 switches are on (its default): fp32 GEMMs/convs run on TF32 tensor cores where a GPU has "
             "them; False (the job's ``tf32: false``, ``--no-tf32``) times them on the FP32 CUDA cores."
         ),
+        json_schema_extra=options.TF32.field(),
     )
     gpus: list[str] = Field(
         default_factory=list,
         description="Restrict GPU targets to these names (empty = the whole catalog, unless ``cpu_only``).",
+        json_schema_extra=options.GPU.field(),
     )
-    devices: int = Field(1, ge=1, description="Data-parallel GPUs per target (all-reduce added when > 1).")
-    dataset_size: int | None = Field(None, ge=1, description="Samples per epoch, for the time to train.")
-    epochs: float | None = Field(None, gt=0, description="Epochs, for the time to train.")
-    catalog_files: list[str] = Field(default_factory=list, description="User GPU catalog files.")
-    calibration_files: list[str] = Field(default_factory=list, description="User calibration files.")
+    devices: int = Field(
+        1,
+        ge=1,
+        description="Data-parallel GPUs per target (all-reduce added when > 1).",
+        json_schema_extra=options.DEVICES.field(),
+    )
+    dataset_size: int | None = Field(
+        None,
+        ge=1,
+        description="Samples per epoch, for the time to train.",
+        json_schema_extra=options.DATASET_SIZE.field(),
+    )
+    epochs: float | None = Field(
+        None, gt=0, description="Epochs, for the time to train.", json_schema_extra=options.EPOCHS.field()
+    )
+    catalog_files: list[str] = Field(
+        default_factory=list, description="User GPU catalog files.", json_schema_extra=options.CATALOG.field()
+    )
+    calibration_files: list[str] = Field(
+        default_factory=list, description="User calibration files.", json_schema_extra=options.CALIBRATION.field()
+    )
     safety_margin: float = Field(
         DEFAULT_SAFETY_MARGIN,
         gt=0,
@@ -104,6 +125,7 @@ class PlanRequest(RequestModel):
             'Fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving 10% for allocator '
             "fragmentation and the unmeasured)."
         ),
+        json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     probe_batch_sizes: tuple[int, ...] = Field(
         (1, 2, 3),
@@ -132,6 +154,7 @@ class PlanRequest(RequestModel):
             "Wall-clock seconds the CPU probe's child process may take (``--probe-timeout``); past it the child is "
             "killed and the plan fails naming the model and inputs (:mod:`paddlefit.probe.task`)."
         ),
+        json_schema_extra=options.PROBE_TIMEOUT.field(),
     )
     probe_memory_bytes: int | None = Field(
         None,
@@ -146,6 +169,7 @@ class PlanRequest(RequestModel):
             "GPU names whose predicted top kernels go into ``Plan.explain`` (``plan --explain GPU``); a name that is "
             "not among the planned GPUs is an error (checked on construction, before the probe)."
         ),
+        json_schema_extra=options.EXPLAIN.field(),
     )
     label: InputSpec | None = Field(None, description="The job's label spec (None = from data or generated).")
     label_arg: str | None = Field(
@@ -157,7 +181,11 @@ class PlanRequest(RequestModel):
         description="The loss is the job's (a job spec or ``--loss``): an output it "
         "cannot take is an error rather than planned with a proxy loss.",
     )
-    eval_batch_size: int | None = Field(None, description="Samples per evaluation forward (None = ``batch_size``).")
+    eval_batch_size: int | None = Field(
+        None,
+        description="Samples per evaluation forward (None = ``batch_size``).",
+        json_schema_extra=options.EVAL_BATCH_SIZE.field(),
+    )
     cpu_threads: int | None = Field(
         None,
         description="The job's Paddle CPU threads (None = every core, as "
@@ -211,19 +239,7 @@ class PlanRequest(RequestModel):
     )
 
     OPTIONS: ClassVar[dict[str, str]] = {
-        "batch_size": "--batch-size",
-        "devices": "--devices",
-        "gpus": "--gpu",
-        "dataset_size": "--dataset-size",
-        "epochs": "--epochs",
-        "catalog_files": "--catalog",
-        "calibration_files": "--calibration",
-        "explain": "--explain",
-        "safety_margin": "--safety-margin",
-        "tf32": "--tf32/--no-tf32",
-        "eval_batch_size": "--eval-batch-size",
         "attention": "attention",
-        "probe_timeout_s": "--probe-timeout",
         "lr": "lr",
         "weight_decay": "weight_decay",
         "lazy_mode": "lazy_mode",

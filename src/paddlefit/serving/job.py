@@ -7,10 +7,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from paddlefit import options
 from paddlefit.catalog.currency import MoneyOptions
 from paddlefit.errors import JobFailedError, PaddlefitError
 from paddlefit.estimate.inference import ENGINES, PRECISIONS, eval_ops, peak_activation_bytes, weight_bytes
@@ -47,25 +48,55 @@ class InferenceRequest(MoneyOptions):
 
     model_config = ConfigDict(frozen=True)
 
-    model: str | None = Field(None, description="Zoo name, import path or exported program path.")
-    config: Path | None = Field(None, description="Job spec YAML.")
-    inputs: list[str] | None = Field(None, description="Per-sample input specs.")
-    model_args: list[str] | None = Field(None, description="``key=value`` strings for the model factory.")
-    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
-        default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, description="Samples per forward."
+    model: str | None = Field(
+        None, description="Zoo name, import path or exported program path.", json_schema_extra=options.MODEL_ARG.field()
     )
-    precision: str = Field("fp32", description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference.PRECISIONS`).")
+    config: Path | None = Field(None, description="Job spec YAML.", json_schema_extra=options.CONFIG.field())
+    inputs: list[str] | None = Field(
+        None, description="Per-sample input specs.", json_schema_extra=options.INPUT.field()
+    )
+    model_args: list[str] | None = Field(
+        None,
+        description="``key=value`` strings for the model factory.",
+        json_schema_extra=options.MODEL_ARG_PLAN.field(),
+    )
+    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
+        default_factory=lambda: list(DEFAULT_BATCHES),
+        min_length=1,
+        description="Samples per forward.",
+        json_schema_extra=options.BATCH_SIZE.field(),
+    )
+    precision: str = Field(
+        "fp32",
+        description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference.PRECISIONS`).",
+        json_schema_extra=options.PRECISION.field(),
+    )
     engine: str = Field(
         "paddle-inference",
         description="eager | paddle-inference | tensorrt (:data:`~paddlefit.estimate.inference.ENGINES`).",
+        json_schema_extra=options.ENGINE.field(),
     )
     latency_ms: float | None = Field(
-        None, gt=0, le=3_600_000, description="The latency target per batch, ms (at most an hour)."
+        None,
+        gt=0,
+        le=3_600_000,
+        description="The latency target per batch, ms (at most an hour).",
+        json_schema_extra=options.LATENCY_MS.field(),
     )
-    gpus: list[str] = Field(default_factory=list, description="GPU names (default: the whole catalog).")
-    catalog_files: list[str] = Field(default_factory=list, description="Extra GPU CSVs.")
+    gpus: list[str] = Field(
+        default_factory=list,
+        description="GPU names (default: the whole catalog).",
+        json_schema_extra=options.GPU.field(),
+    )
+    catalog_files: list[str] = Field(
+        default_factory=list, description="Extra GPU CSVs.", json_schema_extra=options.CATALOG.field()
+    )
     cpu: bool = Field(True, description="Measure the CPU row (Paddle Inference on this machine).")
-    threads: list[int] | None = Field(None, description="The CPU row's thread counts (None: 1 and the physical cores).")
+    threads: list[int] | None = Field(
+        None,
+        description="The CPU row's thread counts (None: 1 and the physical cores).",
+        json_schema_extra=options.THREADS.field(),
+    )
     cpu_budget_s: float | None = Field(
         None,
         gt=0,
@@ -73,34 +104,28 @@ class InferenceRequest(MoneyOptions):
         description="Wall seconds the CPU row may take: "
         "building and exporting the model, then measuring; batches it leaves are "
         "listed (None: :data:`DEFAULT_CPU_BUDGET_S`).",
+        json_schema_extra=options.CPU_BUDGET_S.field(),
     )
-    prices: list[str] = Field(default_factory=list, description="Price CSVs, as ``cost`` takes them.")
+    prices: list[str] = Field(
+        default_factory=list,
+        description="Price CSVs, as ``cost`` takes them.",
+        json_schema_extra=options.PRICES.field(),
+    )
     shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
-    clouds: list[str] = Field(default_factory=list, description="Only these clouds.")
-    region: str | None = Field(None, description="One region for every cloud.")
-    safety_margin: float = Field(0.9, gt=0, le=1, description="Share of (capacity - CUDA context) a peak may use.")
+    clouds: list[str] = Field(
+        default_factory=list, description="Only these clouds.", json_schema_extra=options.CLOUD.field()
+    )
+    region: str | None = Field(
+        None, description="One region for every cloud.", json_schema_extra=options.REGION.field()
+    )
+    safety_margin: float = Field(
+        options.SAFETY_MARGIN.default,
+        gt=0,
+        le=1,
+        description="Share of (capacity - CUDA context) a peak may use.",
+        json_schema_extra=options.SAFETY_MARGIN.field(),
+    )
     tf32: bool = Field(True, description="Paddle's TF32 switches.")
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "model": "MODEL",
-        "config": "--config",
-        "inputs": "--input",
-        "model_args": "--model-arg",
-        "batch_sizes": "--batch-size",
-        "precision": "--precision",
-        "engine": "--engine",
-        "latency_ms": "--latency-ms",
-        "gpus": "--gpu",
-        "catalog_files": "--catalog",
-        "threads": "--threads",
-        "cpu_budget_s": "--cpu-budget-s",
-        "prices": "--prices",
-        "clouds": "--cloud",
-        "region": "--region",
-        "safety_margin": "--safety-margin",
-        "currency": "--currency",
-        "fx_rates": "--fx-rate",
-    }
 
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:

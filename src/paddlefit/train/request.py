@@ -14,10 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
+from paddlefit import options
 from paddlefit.catalog.prices import instance_price
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import JobSpec, load_job_spec
@@ -75,44 +76,58 @@ class TrainRequest(RequestModel):
         PaddlefitError: a field of the wrong type or out of range, named by its option (``--max-hours``).
     """
 
-    config: Path | str = Field(description="The job spec YAML.")
-    devices: str | None = Field(None, description='``"2"`` (a count) or ``"0,1"`` (GPU ids).')
-    run_dir: str | None = Field(None, description="Run directory (None: the spec's ``run_dir``).")
-    resume: str = Field("auto", description="``auto``, ``never`` or a checkpoint directory.")
-    max_steps: int | None = Field(None, ge=1, description="Replaces the spec's ``max_steps``.")
-    max_hours: float | None = Field(None, gt=0, description="``budget.max_hours``, hours.")
-    max_cost: float | None = Field(None, gt=0, description="``budget.max_cost_usd``, USD.")
-    price_per_hour: float | None = Field(None, gt=0, description="``budget.price_usd_per_hour``, USD/hour.")
+    config: Path | str = Field(description="The job spec YAML.", json_schema_extra=options.CONFIG_ARG.field())
+    devices: str | None = Field(
+        None, description='``"2"`` (a count) or ``"0,1"`` (GPU ids).', json_schema_extra=options.DEVICES.field()
+    )
+    run_dir: str | None = Field(
+        None, description="Run directory (None: the spec's ``run_dir``).", json_schema_extra=options.RUN_DIR.field()
+    )
+    resume: str = Field(
+        options.RESUME.default,
+        description="``auto``, ``never`` or a checkpoint directory.",
+        json_schema_extra=options.RESUME.field(),
+    )
+    max_steps: int | None = Field(
+        None, ge=1, description="Replaces the spec's ``max_steps``.", json_schema_extra=options.MAX_STEPS.field()
+    )
+    max_hours: float | None = Field(
+        None, gt=0, description="``budget.max_hours``, hours.", json_schema_extra=options.MAX_HOURS.field()
+    )
+    max_cost: float | None = Field(
+        None, gt=0, description="``budget.max_cost_usd``, USD.", json_schema_extra=options.MAX_COST.field()
+    )
+    price_per_hour: float | None = Field(
+        None,
+        gt=0,
+        description="``budget.price_usd_per_hour``, USD/hour.",
+        json_schema_extra=options.PRICE_PER_HOUR.field(),
+    )
     instance: str | None = Field(
         None,
         description="Take the price from the price catalog (with ``cloud``, ``spot``) instead of ``price_per_hour``.",
+        json_schema_extra=options.INSTANCE.field(),
     )
-    cloud: str | None = Field(None, description="Cloud of ``instance`` when the name is ambiguous.")
-    spot: bool = Field(False, description="The spot price of ``instance``.")
-    checkpoint_interval: str | None = Field(None, description="``auto`` (Daly) or minutes.")
+    cloud: str | None = Field(
+        None, description="Cloud of ``instance`` when the name is ambiguous.", json_schema_extra=options.CLOUD.field()
+    )
+    spot: bool = Field(
+        options.SPOT.default, description="The spot price of ``instance``.", json_schema_extra=options.SPOT.field()
+    )
+    checkpoint_interval: str | None = Field(
+        None, description="``auto`` (Daly) or minutes.", json_schema_extra=options.CHECKPOINT_INTERVAL.field()
+    )
     interruptions_per_hour: float | None = Field(
-        None, gt=0, description="Spot interruptions per instance-hour for ``checkpoint_interval: auto``."
+        None,
+        gt=0,
+        description="Spot interruptions per instance-hour for ``checkpoint_interval: auto``.",
+        json_schema_extra=options.INTERRUPTIONS_PER_HOUR.field(),
     )
     spot_bucket: str | None = Field(
-        None, description="Or an AWS Spot Instance Advisor bucket such as ``5-10%`` for ``auto``."
+        None,
+        description="Or an AWS Spot Instance Advisor bucket such as ``5-10%`` for ``auto``.",
+        json_schema_extra=options.SPOT_BUCKET.field(),
     )
-
-    OPTIONS: ClassVar[dict[str, str]] = {
-        "devices": "--devices",
-        "run_dir": "--run-dir",
-        "resume": "--resume",
-        "max_steps": "--max-steps",
-        "max_hours": "--max-hours",
-        "max_cost": "--max-cost",
-        "price_per_hour": "--price-per-hour",
-        "instance": "--instance",
-        "cloud": "--cloud",
-        "spot": "--spot",
-        "checkpoint_interval": "--checkpoint-interval",
-        "interruptions_per_hour": "--interruptions-per-hour",
-        "spot_bucket": "--spot-bucket",
-        "config": "CONFIG",
-    }
 
     def resolve(self) -> ResolvedTrain:
         """Load the spec and apply the options.

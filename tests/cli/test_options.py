@@ -1,0 +1,163 @@
+"""Each option written once: every command's typer parameters come from :mod:`paddlefit.options`, each flag is
+declared by one record there, the request models name their options through those records, and no command
+function takes more than a handful of parameters."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import typer
+
+from paddlefit import options
+from paddlefit.cli.main import app
+from paddlefit.validation import RequestModel
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "paddlefit"
+RECORDS = {name: o for name, o in vars(options).items() if isinstance(o, options.Option)}
+
+
+def _commands() -> dict[str, object]:
+    """Every verb's callback, ``runs`` and its sub-verbs included, by command line."""
+    found = {c.name: c.callback for c in app.registered_commands}
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        found[group.name] = sub.registered_callback.callback  # type: ignore[union-attr]
+        found.update({f"{group.name} {c.name}": c.callback for c in sub.registered_commands})
+    return found
+
+
+def _request_models() -> list[type[RequestModel]]:
+    """Every request model of the package (imported, so each subclass is defined)."""
+    import importlib
+    import pkgutil
+
+    import paddlefit
+
+    for mod in pkgutil.walk_packages(paddlefit.__path__, "paddlefit."):
+        if ".cli" not in mod.name and not mod.name.endswith("__main__"):
+            importlib.import_module(mod.name)
+    seen: list[type[RequestModel]] = []
+    todo = [RequestModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("paddlefit.") and sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return seen
+
+
+def test_every_command_parameter_is_an_option_record() -> None:
+    """Each verb's typer parameters are exactly the records it was declared with, with their flags, help and
+    default: typer reads nothing written elsewhere."""
+    group = typer.main.get_command(app)
+    for line, callback in _commands().items():
+        records = callback.options  # type: ignore[attr-defined]
+        assert records, line
+        cmd = group
+        for word in line.split():
+            cmd = cmd.commands[word]  # type: ignore[attr-defined]
+        params = {p.name: p for p in cmd.params}
+        assert list(params) == [o.name for o in records], line
+        for o in records:
+            p = params[o.name]
+            assert p.help == o.help if not o.argument else True, (line, o.name)
+            declared = [*p.opts, *p.secondary_opts] if not o.argument else [o.name]
+            flags = [f for d in o.decls for f in d.split("/")] if not o.argument else [o.name]
+            assert sorted(declared) == sorted(flags), (line, o.name)
+            assert p.default == (None if o.default is ... else o.default), (line, o.name)
+
+
+def test_each_flag_is_declared_by_one_record() -> None:
+    """Records that share a flag are one base and its ``but()`` meanings (same declaration), and no two records
+    share a help text: a text written once."""
+    by_flag: dict[str, set[tuple[str, ...]]] = {}
+    for o in RECORDS.values():
+        for d in o.decls:
+            for flag in d.split("/"):
+                by_flag.setdefault(flag, set()).add(o.decls)
+    assert {f: d for f, d in by_flag.items() if len(d) > 1 and f.startswith("--")} == {
+        "--model": {("--model", "-m"), ("--model",)},
+        "--out": {("--out",), ("--out", "-o")},
+    }
+    helps: dict[str, list[str]] = {}
+    for name, o in RECORDS.items():
+        helps.setdefault(o.help, []).append(name)
+    assert [names for names in helps.values() if len(names) > 1] == []
+    # the source declares each flag tuple in one Option(...) call; the rest are but()
+    tree = ast.parse((SRC / "options.py").read_text(encoding="utf-8"))
+    decls = [
+        ast.literal_eval(call.args[1])
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Option" and len(call.args) > 1
+    ]
+    assert len(decls) == len(set(decls)) > 100
+
+
+def test_no_option_is_declared_outside_the_records() -> None:
+    """``typer.Option``/``typer.Argument`` are built from records only: outside ``cli/params.py`` (which builds
+    them all but the root's eager ``--version``) no such call writes a flag or a help text."""
+    offenders = []
+    for p in SRC.rglob("*.py"):
+        for call in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr in ("Option", "Argument")
+                and getattr(call.func.value, "id", "") == "typer"
+                and (
+                    p.name != "main.py"
+                    or any(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in ast.walk(call))
+                )
+                and p.name != "params.py"
+            ):
+                offenders.append(f"{p.name}:{call.lineno}")
+    assert offenders == []
+
+
+def test_command_functions_take_few_parameters() -> None:
+    """No function of the CLI takes more than 8 parameters (a verb takes its one ``Args``)."""
+    wide = []
+    for p in (SRC / "cli").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and len(node.args.args) + len(node.args.kwonlyargs) > 8:
+                wide.append(f"{p.name}:{node.name}")
+    assert wide == []
+    assert all(len(inspect.signature(inspect.unwrap(c)).parameters) >= 1 for c in _commands().values())
+
+
+def test_request_fields_name_their_option_through_the_records() -> None:
+    """A request field that stands for an option names a flag of a record; no request writes a flag in its
+    ``OPTIONS`` table (that table is for job-spec keys)."""
+    flags = {o.flag for o in RECORDS.values()}
+    models = _request_models()
+    assert len(models) >= 10
+    named = 0
+    for model in models:
+        for field, info in model.model_fields.items():
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and "flag" in extra:
+                assert extra["flag"] in flags, (model.__name__, field)
+                named += 1
+        assert not [v for v in model.OPTIONS.values() if v.startswith("-") or v.isupper()], model.__name__
+    assert named > 60
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["plan", "lenet", "--top", "5"], "`--top` only apply to the parallel planner"),
+        (["plan", "resnet18", "--inference", "--gpus-per-node", "8"], "`--gpus-per-node` does not apply"),
+        (["cost", "lenet", "--inference", "--no-runs", "--wide"], "`--wide`, `--no-runs` do not apply"),
+    ],
+)
+def test_an_option_typed_at_its_default_is_still_refused_where_it_does_not_apply(argv: list[str], needle: str) -> None:
+    """A mode refuses the options it does not use when they are typed, whatever their value: `--top 5` is
+    typed, even though 5 is the parallel planner's default (the check asks the parser, not the value)."""
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())
