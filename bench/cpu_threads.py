@@ -21,7 +21,7 @@ WORKER = r"""
 import json, sys, time
 import paddle
 from paddlefit.models.zoo import resolve_model
-from paddlefit.optimizers import make_optimizer
+from paddlefit.jobspec.optimizers import make_optimizer
 from paddlefit.probe.memory import JobCall
 from paddlefit.jobspec.spec import OptimizerName, parse_input_spec
 name, spec, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])

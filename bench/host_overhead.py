@@ -38,8 +38,8 @@ def main() -> int:
     args = ap.parse_args()
     import paddle
 
+    from paddlefit.jobspec.optimizers import make_optimizer
     from paddlefit.jobspec.spec import OptimizerName
-    from paddlefit.optimizers import make_optimizer
     from paddlefit.probe.host_overhead import measure_host_overhead
 
     runs = {o: [measure_host_overhead(lambda ps, o=o: make_optimizer(o, ps)) for _ in range(3)] for o in OptimizerName}

@@ -13,11 +13,11 @@ import paddle
 import pytest
 
 from paddlefit.estimate.model_states import model_state_bytes
-from paddlefit.job import JobOptions, resolve_job
+from paddlefit.job.resolve import JobOptions, resolve_job
+from paddlefit.jobspec.optimizers import make_optimizer
 from paddlefit.jobspec.spec import Precision, load_job_spec
 from paddlefit.models.build import param_inventory
 from paddlefit.models.zoo import resolve_model
-from paddlefit.optimizers import make_optimizer
 from paddlefit.plan.jobs import plan_request
 from paddlefit.train.build import build_optimizer, build_schedule
 

@@ -21,7 +21,7 @@ from paddlefit.cli.main import app
 from paddlefit.deploy.kubeflow import validate_paddlejob
 from paddlefit.deploy.launch import validate_skypilot_task
 from paddlefit.errors import PaddlefitError
-from paddlefit.secretenv import (
+from paddlefit.process.secretenv import (
     REDACTED,
     is_secret,
     looks_like_credential_value,

@@ -175,7 +175,7 @@ def test_a_misspelt_paddlenlp_config_field_is_refused_with_the_close_name(tmp_pa
 
 
 def test_a_recorded_folders_file_that_is_a_fifo_or_garbage_adds_nothing_and_does_not_block(tmp_path):
-    from paddlefit.userimport import add_recorded_dirs, user_dirs
+    from paddlefit.process.userimport import add_recorded_dirs, user_dirs
 
     before = user_dirs()
     fifo = tmp_path / "import_dirs.json"

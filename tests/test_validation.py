@@ -68,7 +68,7 @@ def test_the_core_requests_check_their_types() -> None:
     from paddlefit.deploy.image import ImageRequest
     from paddlefit.deploy.targets import LaunchRequest
     from paddlefit.diagnose.doctor import DoctorRequest
-    from paddlefit.job import JobOptions
+    from paddlefit.job.resolve import JobOptions
     from paddlefit.plan.request import PlanRequest
     from paddlefit.train.request import TrainRequest
 

@@ -13,7 +13,7 @@ import tinymodels
 from paddlefit.catalog.gpus import get_gpu, load_gpus
 from paddlefit.estimate.fused import attention_note, flash_trace, fused_amp_note
 from paddlefit.estimate.kernels import step_kernels
-from paddlefit.job import JobOptions, resolve_job
+from paddlefit.job.resolve import JobOptions, resolve_job
 from paddlefit.jobspec.inputs import parse_input_spec
 from paddlefit.jobspec.spec import Precision, load_job_spec
 from paddlefit.plan import PlanRequest, build_plan

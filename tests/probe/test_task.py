@@ -12,8 +12,8 @@ import pytest
 
 import paddlefit
 from paddlefit.jobspec.inputs import parse_input_spec
+from paddlefit.jobspec.optimizers import OptimizerSettings
 from paddlefit.jobspec.spec import OptimizerName
-from paddlefit.optimizers import OptimizerSettings
 from paddlefit.probe.memory import probe_memory
 from paddlefit.probe.task import ProbeTask, probe_in_child
 from paddlefit.process.isolation import KILL_GRACE_S, ChildLimits

@@ -86,7 +86,7 @@ def test_what_cannot_be_predicted_says_why_without_running_the_planner(tmp_path:
 def test_a_run_records_the_plan_beside_what_it_measured_and_plan_learns_from_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from paddlefit.job import JobOptions
+    from paddlefit.job.resolve import JobOptions
     from paddlefit.plan.jobs import plan_job
     from paddlefit.runs.registry import Registry
     from paddlefit.train.run import run_job

@@ -24,9 +24,9 @@ from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.catalog.units import compute_unit
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.optimizers import make_optimizer
 from paddlefit.jobspec.spec import OptimizerName, Precision
 from paddlefit.models.zoo import resolve_model
-from paddlefit.optimizers import make_optimizer
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import PlanRequest
 from paddlefit.probe import memory as mem

@@ -37,7 +37,7 @@ def serving_request(unused: list[str], **fields: Any) -> Any:
         PaddlefitError: a training-only option given (named), an empty ``--engine``, or a value the request
             refuses (its own message names the option).
     """
-    from paddlefit.job import check_not_empty
+    from paddlefit.job.resolve import check_not_empty
     from paddlefit.serving.job import InferenceRequest
 
     if unused:

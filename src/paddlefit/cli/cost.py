@@ -86,7 +86,7 @@ def cost_command(args: Args) -> None:
     from paddlefit.cli.render.cost import render_cost
     from paddlefit.cost.job import cost_job
     from paddlefit.cost.request import CostRequest
-    from paddlefit.job import JobOptions, attention_option
+    from paddlefit.job.resolve import JobOptions, attention_option
 
     if args.inference:
         _cost_inference(args)

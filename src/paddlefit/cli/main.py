@@ -59,7 +59,7 @@ def _root(
     ),
 ) -> None:
     """Make PaddlePaddle training fit its hardware."""
-    from paddlefit.userimport import add_import_dir
+    from paddlefit.process.userimport import add_import_dir
 
     try:
         cwd = Path.cwd()

@@ -139,7 +139,7 @@ def plan_command(args: Args) -> None:
       paddlefit plan gpt2-xl --inference --input int64[1024] -b 1 -b 8 --gpu L20 --no-cpu
       paddlefit plan llama-2-7b --inference --input int64[2048] --precision fp16 --gpu A800-SXM4-80GB
     """
-    from paddlefit.job import JobOptions, attention_option, check_not_empty
+    from paddlefit.job.resolve import JobOptions, attention_option, check_not_empty
     from paddlefit.plan.jobs import plan_job
 
     if args.inference:

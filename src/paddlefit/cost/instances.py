@@ -4,7 +4,7 @@ Joins a :class:`~paddlefit.plan.planner.Plan` (per-GPU step time and memory, bui
 catalog (:mod:`paddlefit.catalog.prices`). Per instance type with ``n`` GPUs of one catalog model:
 
 - fits: the plan's per-GPU peak under data parallel (each GPU holds a full replica, so the single-GPU peak);
-- time: the trainer's optimizer steps on n ranks (:func:`paddlefit.job.steps_per_epoch`, ``epochs``,
+- time: the trainer's optimizer steps on n ranks (:func:`paddlefit.job.length.steps_per_epoch`, ``epochs``,
   ``max_steps``), each taking accumulation x the plan's micro-step time + the gradient all-reduce after the
   backward as ``paddlefit train`` runs it, in 128 MiB fused buckets over the instance's GPU interconnect (NVLink when
   all n GPUs share it, else PCIe; NCCL's latency, protocols and NVLS:
@@ -43,7 +43,7 @@ from paddlefit.cost.spot_risk import (  # noqa: F401 (SPOT_BUCKETS, rate_from_bu
     spot_rate,
 )
 from paddlefit.estimate.collectives import train_gradient_allreduce
-from paddlefit.job import job_steps, steps_per_epoch
+from paddlefit.job.length import job_steps, steps_per_epoch
 from paddlefit.plan.request import TIE_FACTOR, Plan, Target
 from paddlefit.units import MIB, cost_usd, hours
 
@@ -237,8 +237,8 @@ def build_cost(
             and spot; None: at Daly's optimum for each instance's interruption rate (``train
             --checkpoint-interval auto``).
 
-    The optimizer steps on an instance of n GPUs are the trainer's (:func:`paddlefit.job.steps_per_epoch` on n
-    ranks, :func:`paddlefit.job.job_steps`); an instance whose global batch exceeds the data is skipped.
+    The optimizer steps on an instance of n GPUs are the trainer's (:func:`paddlefit.job.length.steps_per_epoch` on n
+    ranks, :func:`paddlefit.job.length.job_steps`); an instance whose global batch exceeds the data is skipped.
 
     Returns:
         CostReport with rows sorted: fitting first, then by ranking cost, then hours.

@@ -17,7 +17,7 @@ from paddlefit.catalog.skypilot import SKYPILOT_CACHE
 from paddlefit.cost.instances import CostReport, build_cost
 from paddlefit.cost.request import CostRequest
 from paddlefit.errors import PaddlefitError
-from paddlefit.job import JobOptions, ResolvedJob, resolve_job
+from paddlefit.job.resolve import JobOptions, ResolvedJob, resolve_job
 from paddlefit.plan.jobs import plan_request
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import Plan, check_job_length

@@ -20,7 +20,7 @@ from paddlefit.validation import plausible
 
 
 class CostRequest(MoneyOptions):
-    """Everything ``paddlefit cost`` takes besides the job (:class:`paddlefit.job.JobOptions`).
+    """Everything ``paddlefit cost`` takes besides the job (:class:`paddlefit.job.resolve.JobOptions`).
 
     Raises:
         PaddlefitError: (on construction) a field of the wrong type or out of range, or two that exclude each

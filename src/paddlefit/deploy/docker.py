@@ -158,7 +158,7 @@ def render_image(
     Raises:
         PaddlefitError: an unpinned requirement, an unknown flag, a secret or a backslash in ``env``.
     """
-    from paddlefit.secretenv import refuse_secret_values
+    from paddlefit.process.secretenv import refuse_secret_values
 
     env = env or {}
     refuse_secret_values(env, "the Dockerfile's ENV")

@@ -90,7 +90,7 @@ class ImageRequest(RequestModel):
         default_factory=list,
         description="``--env`` options: ``NAME=value`` baked in as "
         "``ENV`` (a secret-looking one is refused), ``NAME`` passed by reference as ``docker run "
-        "-e NAME`` (:mod:`paddlefit.secretenv`).",
+        "-e NAME`` (:mod:`paddlefit.process.secretenv`).",
         json_schema_extra=options.ENV.field(),
     )
 
@@ -129,7 +129,7 @@ def build_image(req: ImageRequest) -> ImageResult:
     from paddlefit.fileio import atomic_write_text, check_output_path
     from paddlefit.jobspec.inputs import parse_input_spec
     from paddlefit.jobspec.spec import load_job_spec, merge_loader_options
-    from paddlefit.secretenv import parse_env_options, refuse_credentials_in
+    from paddlefit.process.secretenv import parse_env_options, refuse_credentials_in
 
     evars = parse_env_options(req.env)
     refuse_credentials_in(

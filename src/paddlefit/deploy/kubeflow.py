@@ -76,7 +76,7 @@ class PaddleJobRequest:
         checkpoint_claim: a PersistentVolumeClaim mounted at ``checkpoint_mount`` so a restarted pod resumes.
         restart_policy: one of :data:`RESTART_POLICIES`; ``ExitCode`` retries exit codes 128-255 (paddlefit's 143
             after a SIGTERM checkpoint) and fails on 1-127 (training-operator docs).
-        env: container variables by value (no secret: :func:`paddlefit.secretenv.refuse_secret_values`).
+        env: container variables by value (no secret: :func:`paddlefit.process.secretenv.refuse_secret_values`).
         env_refs: variables passed by reference: ``valueFrom.secretKeyRef`` of key NAME in the Kubernetes Secret
             ``secret_name`` (Kubernetes docs, "Distribute Credentials Securely Using Secrets"), never a value.
     """
@@ -105,7 +105,7 @@ def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
     """
     import re
 
-    from paddlefit.secretenv import refuse_secret_values
+    from paddlefit.process.secretenv import refuse_secret_values
 
     if req.nodes < 1 or req.gpus_per_node < 0 or req.shm_gib < 1:
         raise PaddlefitError("a PaddleJob needs nodes >= 1, gpus_per_node >= 0 and shm_gib >= 1.")

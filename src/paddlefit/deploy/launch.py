@@ -11,7 +11,7 @@ Paddle's launcher runs through :mod:`paddlefit.train.distlaunch`, which keeps se
 
 Environment variables reach the nodes by value (``env``: NCCL settings, ``--env NAME=value``) or by reference
 (``env_refs``: ``--env NAME``): a reference is resolved where the job starts and its value is never written
-(:mod:`paddlefit.secretenv`); each target's form is in its renderer.
+(:mod:`paddlefit.process.secretenv`); each target's form is in its renderer.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from paddlefit.errors import PaddlefitError
 from paddlefit.process.safepath import SAFE_PATH_ENV
-from paddlefit.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
+from paddlefit.process.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
 
 #: The worker script's path on the node, resolved there (it differs per Python install).
 WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
@@ -82,7 +82,7 @@ class NodeLaunch:
         job_id: Paddle's ``--job_id`` (names the logs).
         log_dir: Paddle's per-node ``--log_dir`` (node-local; ``workerlog.N`` per local rank).
         env: environment exported before the launch, by value (NCCL settings, ``--env NAME=value``); no secret
-            (:func:`paddlefit.secretenv.refuse_secret_values`).
+            (:func:`paddlefit.process.secretenv.refuse_secret_values`).
         env_refs: variables passed by reference (``--env NAME``): taken from the environment the node script runs
             in (``local``) or the shell that runs the ssh driver (``ssh``, sent on ssh's stdin), never written.
     """

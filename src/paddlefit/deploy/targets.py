@@ -40,7 +40,7 @@ from paddlefit.deploy.launch import (
     ssh_script,
 )
 from paddlefit.errors import PaddlefitError
-from paddlefit.secretenv import parse_env_options, refuse_credentials_in
+from paddlefit.process.secretenv import parse_env_options, refuse_credentials_in
 from paddlefit.validation import RequestModel
 
 Target = Literal["local", "ssh", "skypilot", "kubeflow"]
@@ -125,7 +125,7 @@ class LaunchRequest(RequestModel):
         default_factory=list,
         description="``--env`` options, ``NAME=value`` (by value; a "
         "secret-looking one is refused) or ``NAME`` (by reference: the value is read where the "
-        "job starts, never written; :mod:`paddlefit.secretenv`). They win over the snapshot's NCCL "
+        "job starts, never written; :mod:`paddlefit.process.secretenv`). They win over the snapshot's NCCL "
         "fixes; naming a variable ``--nccl-ifname``/``--no-ib`` sets is refused.",
         json_schema_extra=options.ENV.field(),
     )

@@ -79,7 +79,7 @@ class Snapshot:
         disk_free_bytes: free space where the run directory lives.
         in_container: a Docker/Podman/Kubernetes marker was found.
         env: environment variables whose names start with :data:`ENV_PREFIXES`; the value of one that looks like
-            a secret (:func:`paddlefit.secretenv.is_secret`) is replaced by ``<redacted>`` whenever a snapshot
+            a secret (:func:`paddlefit.process.secretenv.is_secret`) is replaced by ``<redacted>`` whenever a snapshot
             is built (collected or loaded), so no snapshot file, ``doctor --json`` or finding carries it.
         net: network interfaces; infiniband: device names under ``/sys/class/infiniband``.
         driver_version / cuda_driver_version: from NVML, None without an NVIDIA driver.
@@ -122,7 +122,7 @@ class Snapshot:
     omp: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from paddlefit.secretenv import redact_env
+        from paddlefit.process.secretenv import redact_env
 
         if isinstance(self.env, dict):  # pydantic checks the type of a loaded one
             self.env = redact_env(self.env)

@@ -290,7 +290,7 @@ def resolve_dataset(ref: str, args: dict[str, Any], key: str) -> Any:
         PaddlefitError: unknown name, import failure, the factory raising, or a result without
             ``__len__``/``__getitem__``; the message names the job-spec ``key``.
     """
-    from paddlefit.userimport import import_callable
+    from paddlefit.process.userimport import import_callable
 
     fn = import_callable(
         DATASETS.get(ref, ref), f"{key}: {ref}", f"use one of {', '.join(DATASETS)} or `package.module:function`"

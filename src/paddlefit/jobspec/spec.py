@@ -501,7 +501,7 @@ def load_plain_yaml(text: str) -> Any:
 
 def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
     """Read and validate a job spec YAML file; its folder joins the folders user modules are imported from
-    (:func:`paddlefit.userimport.add_import_dir`).
+    (:func:`paddlefit.process.userimport.add_import_dir`).
 
     Raises:
         JobSpecError: unreadable file, YAML syntax error, unknown key, wrong type or bad input spec; the
@@ -540,7 +540,7 @@ def load_job_spec(path: str | Path, option: str = "--config") -> JobSpec:
             check()
         except InputSpecError as exc:
             raise JobSpecError(f"Job spec `{p}`, key `{key}`: {str(exc)[:800]}") from None
-    from paddlefit.userimport import add_import_dir
+    from paddlefit.process.userimport import add_import_dir
 
     add_import_dir(p.parent, "the job spec's folder")  # its `model`, `data.*` and `loss` modules are found beside it
     return spec

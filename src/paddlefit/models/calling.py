@@ -257,7 +257,7 @@ def resolve_loss(name: str | None) -> Callable[[Any, Any], Any]:
         return cross_entropy
     if name == "mse":
         return lambda out, y: F.mse_loss(out, y.astype(out.dtype).reshape(out.shape))
-    from paddlefit.userimport import import_callable
+    from paddlefit.process.userimport import import_callable
 
     return import_callable(name, f"loss: {name}", "use cross_entropy, mse or `package.module:function`")
 

@@ -24,7 +24,7 @@ from paddlefit.catalog.transformers import TransformerConfig
 from paddlefit.errors import ModelError, PaddlefitError, UnknownNameError
 from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.models.transformer import TRANSFORMER_CONFIGS, build_transformer
-from paddlefit.userimport import import_module
+from paddlefit.process.userimport import import_module
 
 #: Every lower-case model factory of ``paddle.vision.models`` in Paddle 3.3.1 (``__all__``).
 VISION_MODELS = (

@@ -5,7 +5,7 @@ Modules, in the order a plan is made: ``request`` (:class:`PlanRequest`, which v
 per device: memory, step time and its breakdown; the recommendation), ``calibration`` (calibration files) and
 ``runs_calibration`` (rows corrected by recorded runs), ``document`` (the plan document's sections as frozen
 values), ``planner`` (:func:`build_plan`, which joins them), ``explain`` (``plan --explain``). ``jobs`` is what the
-``plan`` command calls (options -> :func:`paddlefit.job.resolve_job` -> plan). The cost of a plan is
+``plan`` command calls (options -> :func:`paddlefit.job.resolve.resolve_job` -> plan). The cost of a plan is
 :mod:`paddlefit.cost`, serving :mod:`paddlefit.serving`.
 """
 

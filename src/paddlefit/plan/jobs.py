@@ -1,6 +1,7 @@
-"""Plan a job as the ``plan`` command describes it: options (+ ``--config``) -> :func:`paddlefit.job.resolve_job`
--> :class:`~paddlefit.plan.request.PlanRequest` -> :func:`~paddlefit.plan.planner.build_plan`, in one call
-(:func:`plan_job`); ``cost`` prices it (:func:`paddlefit.cost.job.cost_job`).
+"""Plan a job as the ``plan`` command describes it: options (+ ``--config``) ->
+:func:`paddlefit.job.resolve.resolve_job` -> :class:`~paddlefit.plan.request.PlanRequest` ->
+:func:`~paddlefit.plan.planner.build_plan`, in one call (:func:`plan_job`); ``cost`` prices it
+(:func:`paddlefit.cost.job.cost_job`).
 
 Dataset and model code may print on stdout; a caller that keeps stdout for a ``--json`` result redirects it
 around these calls. What the job resolution inferred (inputs and label from ``data.train``) is in ``notes``.
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.job import JobOptions, ResolvedJob, resolve_job
+from paddlefit.job.resolve import JobOptions, ResolvedJob, resolve_job
 from paddlefit.jobspec.spec import OptimizerName, Precision, parse_enum
 from paddlefit.plan.planner import build_plan
 from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest
@@ -71,7 +72,7 @@ def plan_job(
     probe_memory_gib: float | None = None,
 ) -> JobPlan:
     """``paddlefit plan`` without the rendering: resolve the job, take its length from the spec when neither
-    ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.ResolvedJob.length`, the trainer's steps),
+    ``dataset_size`` nor ``epochs`` is given (:meth:`~paddlefit.job.resolve.ResolvedJob.length`, the trainer's steps),
     then :func:`~paddlefit.plan.planner.build_plan`.
 
     Args:
@@ -87,7 +88,7 @@ def plan_job(
             defaults: :data:`~paddlefit.plan.request.DEFAULT_PROBE_TIMEOUT_S`, 90% of the available RAM).
 
     Raises:
-        PaddlefitError: see :func:`~paddlefit.job.resolve_job`, :class:`PlanRequest` and ``build_plan``.
+        PaddlefitError: see :func:`~paddlefit.job.resolve.resolve_job`, :class:`PlanRequest` and ``build_plan``.
     """
     for opt, gib in (("--max-probe-gib", max_probe_gib), ("--probe-memory-gib", probe_memory_gib)):
         if gib is not None and (not math.isfinite(gib) or gib * GIB < 1):

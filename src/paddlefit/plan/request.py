@@ -14,8 +14,8 @@ from paddlefit import options
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus, resolve_gpus
 from paddlefit.errors import PaddlefitError, UnknownNameError
 from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.optimizers import OptimizerSettings
 from paddlefit.jobspec.spec import OptimizerName, Precision
-from paddlefit.optimizers import OptimizerSettings
 from paddlefit.plan.document import (
     MemorySection,
     ModelSection,
@@ -263,7 +263,7 @@ class PlanRequest(RequestModel):
         return v
 
     def optimizer_settings(self) -> OptimizerSettings:
-        """The job's optimizer (:func:`paddlefit.optimizers.make_optimizer` builds it, for the probe and for
+        """The job's optimizer (:func:`paddlefit.jobspec.optimizers.make_optimizer` builds it, for the probe and for
         ``train``): name, ``lr``, ``weight_decay``, ``lazy_mode``, master weights under an O2 precision."""
         o2 = self.precision.level == "O2"
         return OptimizerSettings(self.optimizer, self.lr, self.weight_decay, self.lazy_mode, o2)

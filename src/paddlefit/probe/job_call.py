@@ -2,7 +2,7 @@
 
 :class:`JobCall` calls the model and takes the loss the way the job does (:mod:`paddlefit.models.calling`), with a
 proxy loss (:func:`reduce_to_loss`) only for a model planned without a job; :func:`make_inputs` gives random input
-tensors. The optimizer the probe steps with is ``train``'s (:func:`paddlefit.optimizers.make_optimizer`).
+tensors. The optimizer the probe steps with is ``train``'s (:func:`paddlefit.jobspec.optimizers.make_optimizer`).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ from paddlefit.estimate.probe_result import (
     fit_step_time,
 )
 from paddlefit.jobspec.inputs import InputSpec
+from paddlefit.jobspec.optimizers import OptimizerSettings, make_optimizer
 from paddlefit.jobspec.spec import OptimizerName
-from paddlefit.optimizers import OptimizerSettings, make_optimizer
 from paddlefit.probe.job_call import JobCall
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -56,9 +56,9 @@ def _alloc() -> tuple[Any, Any, Any]:
 
 def _build_measured(build: Any, factory: Any, optimizer: Any, alloc: tuple[Any, Any, Any]) -> tuple[Any, Any, int, int]:
     """Build the model (train mode) and its optimizer (``optimizer``: an
-    :class:`~paddlefit.optimizers.OptimizerSettings` or a name, :func:`~paddlefit.optimizers.make_optimizer`, as
-    ``train`` builds it) from a collected heap; returns (model, optimizer, allocated bytes before the build, peak
-    bytes of the build above that)."""
+    :class:`~paddlefit.jobspec.optimizers.OptimizerSettings` or a name,
+    :func:`~paddlefit.jobspec.optimizers.make_optimizer`, as ``train`` builds it) from a collected heap; returns (model,
+    optimizer, allocated bytes before the build, peak bytes of the build above that)."""
     current, peak, reset = alloc
     gc.collect()
     base = current()

@@ -21,7 +21,7 @@ from typing import Any
 from paddlefit.errors import ModelError, PaddlefitError
 from paddlefit.estimate.probe_result import ProbeResult, ProbeTooLargeError
 from paddlefit.jobspec.inputs import InputSpec
-from paddlefit.optimizers import OptimizerSettings
+from paddlefit.jobspec.optimizers import OptimizerSettings
 from paddlefit.process.isolation import ChildFailed, ChildLimits, IsolatedCall
 from paddlefit.process.memlimit import end_memory_limit
 from paddlefit.units import GIB
@@ -55,7 +55,7 @@ class ProbeTask:
     Attributes:
         name: the model's name for messages; model, model_args: what :func:`~paddlefit.models.zoo.resolve_model`
             takes (a zoo name or ``package.module:factory``, found with the planner's ``sys.path``).
-        specs: the inputs; optimizer: the job's optimizer (:func:`~paddlefit.optimizers.make_optimizer`).
+        specs: the inputs; optimizer: the job's optimizer (:func:`~paddlefit.jobspec.optimizers.make_optimizer`).
         batch_sizes, extend_to, budget_s, cpu_threads, time_threads, eval_phase, probe_requested: as
             :func:`~paddlefit.probe.memory.probe_memory` takes them.
         label, label_arg, loss, strict, sample: the job's calling fields (:class:`~paddlefit.probe.job_call.JobCall`).

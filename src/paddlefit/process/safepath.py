@@ -1,7 +1,7 @@
 """Python child processes without the current directory on ``sys.path``: a ``paddle.py``, ``json.py`` or
 ``platform.py`` in the folder a user runs ``paddlefit`` from must never stand in for the installed module in a
-process paddlefit starts (``docs/job-spec.md``: user code is imported only from where :mod:`paddlefit.userimport`
-adds it).
+process paddlefit starts (``docs/job-spec.md``: user code is imported only from where
+:mod:`paddlefit.process.userimport` adds it).
 
 ``python -m MODULE`` and ``python -c CODE`` put the current directory first on ``sys.path``; ``python SCRIPT`` puts
 the script's folder. Python 3.11 added ``-P`` and ``PYTHONSAFEPATH=1`` to leave it out (the Python documentation,

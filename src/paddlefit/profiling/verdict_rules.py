@@ -318,7 +318,7 @@ def sparse_update_fix(
         f"{big['largest_shape']} holds {big['largest_count'] / big['count']:.1%} of the "
         f"{big['count']:,} parameters and is updated in full every step"
     )
-    from paddlefit.userimport import factory_takes
+    from paddlefit.process.userimport import factory_takes
 
     how = (
         "`model_args: {sparse: true}` and `lazy_mode: true` in the spec (`paddlefit tune` measures it)"

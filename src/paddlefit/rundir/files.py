@@ -173,7 +173,7 @@ def spec_yaml(spec: Any) -> str:
 
 def write_run_spec(run_dir: Path, spec: Any) -> None:
     """Record the job as run: RUN_DIR/job.yaml (:func:`spec_yaml`) and the folders its modules were found in
-    (RUN_DIR/import_dirs.json, :func:`paddlefit.userimport.user_dirs`, which ``export`` searches), atomically.
+    (RUN_DIR/import_dirs.json, :func:`paddlefit.process.userimport.user_dirs`, which ``export`` searches), atomically.
     First, the files written at the run's end (status.json, summary.json, comparison.json) are checked to take an
     atomic write (:func:`~paddlefit.fileio.check_output_path`): a directory or FIFO in their place fails the run
     now, not after its training.
@@ -182,7 +182,7 @@ def write_run_spec(run_dir: Path, spec: Any) -> None:
         FileWriteError: a write failed (a full disk...).
         PaddlefitError: one of those files is a directory, a symlink or a special file.
     """
-    from paddlefit.userimport import user_dirs
+    from paddlefit.process.userimport import user_dirs
 
     for name in (STATUS_FILE, SUMMARY_FILE, COMPARISON_FILE):
         check_output_path(Path(run_dir) / name, "--run-dir")

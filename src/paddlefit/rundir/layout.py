@@ -30,7 +30,7 @@ SNAPSHOT_FILE = "snapshot.json"
 PREDICTION_FILE = "prediction.json"
 COMPARISON_FILE = "comparison.json"
 PROFILE_FILE = "profile.json"
-#: The folders the run found the user's modules in (:func:`paddlefit.userimport.user_dirs`), for ``export``.
+#: The folders the run found the user's modules in (:func:`paddlefit.process.userimport.user_dirs`), for ``export``.
 IMPORT_DIRS_FILE = "import_dirs.json"
 LOCK_FILE = ".lock"
 LOCK_INFO_FILE = ".lock.json"

@@ -184,7 +184,7 @@ def resolve_served(
     Raises:
         ModelError: a bad exported program or a model whose forward fails; InputSpecError: inputs that do not
             parse or a model without default inputs; PaddlefitError: a bad spec (see
-            :func:`~paddlefit.job.resolve_job`).
+            :func:`~paddlefit.job.resolve.resolve_job`).
     """
     from paddlefit.models.zoo import zoo_names
 
@@ -297,7 +297,7 @@ def _from_code(
     """Build the model from its code on this CPU and record its eval-mode forward at batch 1 and 2."""
     import paddle
 
-    from paddlefit.job import JobOptions, resolve_job
+    from paddlefit.job.resolve import JobOptions, resolve_job
     from paddlefit.jobspec.inputs import parse_input_specs
     from paddlefit.models.build import build, failure_message
     from paddlefit.models.zoo import resolve_model, zoo_names

@@ -109,9 +109,9 @@ def build_schedule(spec: JobSpec, total_steps: int) -> Any:
 
 
 def build_optimizer(spec: JobSpec, parameters: Any, schedule: Any) -> Any:
-    """The job's optimizer with ``learning_rate=schedule``: :func:`paddlefit.optimizers.make_optimizer` of
-    :func:`~paddlefit.optimizers.optimizer_settings` (the factory ``plan``'s probe builds with too)."""
-    from paddlefit.optimizers import make_optimizer, optimizer_settings
+    """The job's optimizer with ``learning_rate=schedule``: :func:`paddlefit.jobspec.optimizers.make_optimizer` of
+    :func:`~paddlefit.jobspec.optimizers.optimizer_settings` (the factory ``plan``'s probe builds with too)."""
+    from paddlefit.jobspec.optimizers import make_optimizer, optimizer_settings
 
     return make_optimizer(optimizer_settings(spec), parameters, schedule)
 
@@ -121,8 +121,8 @@ class BuiltJob:
     """Everything :func:`build_job` made for one rank.
 
     Attributes:
-        steps_per_epoch: optimizer steps per epoch (:func:`paddlefit.job.steps_per_epoch`, the sampler's).
-        total_steps: optimizer steps of the run (:func:`paddlefit.job.job_steps`).
+        steps_per_epoch: optimizer steps per epoch (:func:`paddlefit.job.length.steps_per_epoch`, the sampler's).
+        total_steps: optimizer steps of the run (:func:`paddlefit.job.length.job_steps`).
         global_batch: samples per optimizer step over all ranks.
         amp: AMP is on (a GPU and an AMP precision); ``amp_dtype`` is ``float16`` or ``bfloat16``.
         scaler: ``paddle.amp.GradScaler`` for fp16 AMP, else None.
@@ -182,7 +182,7 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
     import paddle
 
     from paddlefit.examples.datasets import resolve_dataset
-    from paddlefit.job import job_steps
+    from paddlefit.job.length import job_steps
     from paddlefit.models.calling import JobLoss
 
     if not spec.data.train:
@@ -197,7 +197,9 @@ def build_job(spec: JobSpec, world: int, rank: int, on_gpu: bool, log: Callable[
         train_ds, spec.batch_size, world, rank, spec.data.shuffle, spec.data.drop_last, spec.seed, spec.grad_accum_steps
     )
     global_batch = sampler.global_batch
-    steps_per_epoch = sampler.steps  # paddlefit.job.steps_per_epoch: it depends on the layout only by global_batch
+    steps_per_epoch = (
+        sampler.steps
+    )  # paddlefit.job.length.steps_per_epoch: it depends on the layout only by global_batch
     if steps_per_epoch < 1:
         raise PaddlefitError(
             f"`data.train` has {len(train_ds)} samples, fewer than one global batch ({spec.batch_size} x {world} "

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from paddlefit.errors import PaddlefitError
-from paddlefit.job import steps_per_epoch
+from paddlefit.job.length import steps_per_epoch
 from paddlefit.train.oom import first_line
 
 __all__ = ["ResumableBatchSampler", "close_loader_iterator", "guard_single_process", "next_batch"]
@@ -27,7 +27,7 @@ class ResumableBatchSampler:
     layout, and a run resumed with another device count but the same global batch continues with exactly the
     samples the epoch has not yet seen.
 
-    An epoch is :func:`paddlefit.job.steps_per_epoch` optimizer steps: ``floor(n / global_batch)`` with
+    An epoch is :func:`paddlefit.job.length.steps_per_epoch` optimizer steps: ``floor(n / global_batch)`` with
     ``drop_last`` (the rest of the order is unused), else ``ceil(n / global_batch)``, the last step filled up by
     repeating the order from its start (as ``paddle.io.DistributedBatchSampler`` pads its index list,
     ``python/paddle/io/dataloader/batch_sampler.py``). Paddle's sampler deals each rank a strided slice of the

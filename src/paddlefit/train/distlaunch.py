@@ -7,7 +7,7 @@ first line of ``<job_id>.<pod>.log`` (``Controller.save_pod_log``) and ``backup_
 prints a failed worker's environment (``job/container.py``). Seen on Paddle 3.3.1: a 2-process CPU run wrote an
 ``AWS_SECRET_ACCESS_KEY`` of the caller's environment into five files under RUN_DIR/launch-logs.
 
-This entry point takes every variable outside an allow-list (:func:`paddlefit.secretenv.split_launcher_env`:
+This entry point takes every variable outside an allow-list (:func:`paddlefit.process.secretenv.split_launcher_env`:
 Paddle's, NCCL's, CUDA's, paddlefit's..., and no secret by name or value) out of its own environment before Paddle
 reads it (``fetch_envs`` in ``launch/context/args_envs.py`` copies ``os.environ``), then runs
 Paddle's launcher in this process with the same arguments, and adds those variables back to the environment of
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from paddlefit.secretenv import split_launcher_env
+from paddlefit.process.secretenv import split_launcher_env
 from paddlefit.train.lock import LOCK_FD_ENV, LOCK_PID_ENV
 
 #: Exit codes a run's processes end with on their own (docs/errors.md): 1-127, and 130/143 for a stop by a signal.

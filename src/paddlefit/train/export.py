@@ -19,12 +19,12 @@ from paddlefit.fileio import FileWriteError, fsync_path, no_space_left
 from paddlefit.jobspec.inputs import InputSpec
 from paddlefit.jobspec.spec import load_job_spec
 from paddlefit.models.exporting import flatten_outputs, jit_target
+from paddlefit.process.userimport import add_recorded_dirs
 from paddlefit.rundir.checkpoint_files import read_manifest, read_model_bytes
 from paddlefit.rundir.files import checkpoints_dir, export_dir, import_dirs_file, spec_file
 from paddlefit.rundir.layout import MANIFEST_FILE, MODEL_FILE, SPEC_FILE
 from paddlefit.textsafe import log_stderr, name_safe
 from paddlefit.train.checkpoint import CheckpointStore, verify
-from paddlefit.userimport import add_recorded_dirs
 
 #: Tolerances of the exported-vs-dynamic check (fp32; observed differences are 0 to a few ulp).
 RTOL, ATOL = 1e-5, 1e-6

@@ -248,7 +248,7 @@ def drop_lock_records() -> None:
 
 def _command_line() -> str:
     """This process's command line for the holder record (500 characters at most), an argument that looks like a
-    credential (:func:`paddlefit.secretenv.looks_like_credential_value`) written as ``<redacted>``."""
-    from paddlefit.secretenv import REDACTED, looks_like_credential_value
+    credential (:func:`paddlefit.process.secretenv.looks_like_credential_value`) written as ``<redacted>``."""
+    from paddlefit.process.secretenv import REDACTED, looks_like_credential_value
 
     return shlex.join(REDACTED if looks_like_credential_value(a) else a for a in sys.argv)[:500]

@@ -199,7 +199,7 @@ def _predict(spec_yaml: str, device: RunDevice, log: Callable[[str], None], time
 def _plan_doc(spec_path: Path, devices: int, gpu: str | None) -> dict[str, Any]:
     """The child's work: plan the spec for ``gpu`` (or this CPU) on ``devices`` devices, uncalibrated by runs."""
     from paddlefit.catalog.gpus import get_gpu
-    from paddlefit.job import JobOptions
+    from paddlefit.job.resolve import JobOptions
     from paddlefit.plan.jobs import plan_job
 
     jp = plan_job(

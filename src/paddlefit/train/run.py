@@ -58,7 +58,7 @@ def preflight(spec: JobSpec) -> None:
     """
     from paddlefit.models.calling import resolve_loss
     from paddlefit.models.zoo import resolve_model
-    from paddlefit.userimport import import_callable
+    from paddlefit.process.userimport import import_callable
 
     resolve_model(spec.model, dict(spec.model_args))
     resolve_loss(spec.loss)

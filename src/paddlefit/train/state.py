@@ -115,7 +115,7 @@ class TrainerState:
 
     def check_fits(self, where: str, *, global_batch: int, batch_size: int, steps_per_epoch: int) -> None:
         """Whether this state can continue a job of ``global_batch`` samples per step, ``batch_size`` per loaded
-        batch and ``steps_per_epoch`` optimizer steps per epoch (:func:`paddlefit.job.steps_per_epoch`, which
+        batch and ``steps_per_epoch`` optimizer steps per epoch (:func:`paddlefit.job.length.steps_per_epoch`, which
         depends on the layout only through the global batch, so the position is checked in the checkpoint's own
         layout whatever this run's device count).
 

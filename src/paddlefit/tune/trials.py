@@ -39,8 +39,8 @@ from typing import Any
 
 from paddlefit.catalog.units import cuda_amp_blocked
 from paddlefit.jobspec.spec import JobSpec
+from paddlefit.process.userimport import factory_takes
 from paddlefit.units import MIB
-from paddlefit.userimport import factory_takes
 
 
 @dataclass

@@ -119,7 +119,7 @@ def _hidden_by(name: str, module: ModuleType) -> str | None:
 
 class ModuleMissingError(PaddlefitError):
     """The module named is not on this machine (not a module it imports): a planner may go on without a dataset
-    factory the spec names when the inputs are given (:func:`paddlefit.job.resolve_job`)."""
+    factory the spec names when the inputs are given (:func:`paddlefit.job.resolve.resolve_job`)."""
 
 
 def import_module(name: str, label: str) -> ModuleType:

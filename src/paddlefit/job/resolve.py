@@ -1,14 +1,6 @@
-"""The job a command describes: the options merged with a job spec, its data, and its length in optimizer steps.
-
-``plan`` and ``cost`` (and ``train``) count a job's length with the functions here, so the three agree:
-
-- :func:`steps_per_epoch`: optimizer steps per epoch (whole global batches; the last one padded without
-  ``drop_last``), and :func:`batches_per_rank`, the micro-batches one rank loads for them;
-- :func:`job_steps` / :func:`total_steps`: the run's optimizer steps from ``epochs`` and ``max_steps``.
-
-They are the trainer's arithmetic (:class:`paddlefit.train.data.ResumableBatchSampler` uses them;
-``tests/test_job.py`` checks them against it). :func:`resolve_job` merges a model and
-options with ``--config`` and builds ``data.train`` once; it prints nothing: what it inferred is in its ``notes``.
+"""The job a command describes: a command's MODEL and job options (:class:`JobOptions`) merged with its
+``--config`` job spec and data (:func:`resolve_job`, which builds ``data.train`` once and prints nothing: what it
+inferred is in its ``notes``). Its length in optimizer steps is :mod:`paddlefit.job.length`'s.
 """
 
 from __future__ import annotations
@@ -23,87 +15,11 @@ from pydantic import Field, model_validator
 
 from paddlefit import options
 from paddlefit.errors import PaddlefitError
+from paddlefit.job.length import batches_per_rank, job_steps, plan_job_length
 from paddlefit.jobspec.inputs import parse_input_spec, parse_input_specs
 from paddlefit.jobspec.spec import JobSpec, load_job_spec
 from paddlefit.models.zoo import parse_model_args
 from paddlefit.validation import RequestModel
-
-
-def steps_per_epoch(
-    train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1, drop_last: bool = True
-) -> int:
-    """Optimizer steps in one epoch of ``train_size`` samples at global batch ``G = batch_size x world x
-    grad_accum_steps``: ``floor(train_size / G)`` with ``drop_last``, else ``ceil(train_size / G)`` (the last step
-    filled up by repeating the epoch's order from its start). It depends on the layout only through ``G``, so a run
-    resumed with another device count and the same global batch keeps its length and LR schedule
-    (:class:`paddlefit.train.data.ResumableBatchSampler` deals the samples). 0 means ``data.train`` holds less than
-    one global batch: the trainer refuses such a job, with or without ``drop_last``.
-    """
-    g = batch_size * world * grad_accum_steps
-    if train_size < g:
-        return 0
-    return train_size // g if drop_last else math.ceil(train_size / g)
-
-
-def batches_per_rank(
-    train_size: int, batch_size: int, world: int = 1, grad_accum_steps: int = 1, drop_last: bool = True
-) -> int:
-    """Micro-batches of ``batch_size`` samples each rank's train loader yields per epoch: :func:`steps_per_epoch` x
-    ``grad_accum_steps`` (``len()`` of the trainer's sampler)."""
-    return steps_per_epoch(train_size, batch_size, world, grad_accum_steps, drop_last) * grad_accum_steps
-
-
-def job_steps(per_epoch: int, epochs: float | None, max_steps: int | None) -> int | None:
-    """Optimizer steps of a run: min(max(1, round(epochs x per_epoch)), max_steps) over the limits that are set
-    (the trainer's rule); None when neither is."""
-    limits = []
-    if epochs is not None:
-        limits.append(max(1, round(epochs * per_epoch)))
-    if max_steps is not None:
-        limits.append(max_steps)
-    return min(limits) if limits else None
-
-
-def total_steps(
-    spec: JobSpec, train_size: int | None, batch_size: int | None = None, world: int | None = None
-) -> int | None:
-    """Optimizer steps the trainer runs for ``spec`` (``epochs``/``max_steps``) over ``train_size`` samples.
-
-    Args:
-        spec: the job (``grad_accum_steps``, ``data.drop_last``, ``epochs``, ``max_steps``).
-        train_size: samples in ``data.train``; None = unknown (then only ``max_steps`` gives the length).
-        batch_size: per-device micro-batch; None = ``spec.batch_size``.
-        world: data-parallel devices; None = ``spec.devices``.
-
-    Returns:
-        the steps, or None when the length is unknown (neither limit set, or only ``epochs`` without data).
-
-    Raises:
-        PaddlefitError: ``data.train`` holds less than one global batch (the trainer's message).
-    """
-    batch = batch_size if batch_size is not None else spec.batch_size
-    world = world if world is not None else spec.devices
-    if train_size is None:
-        return spec.max_steps
-    per_epoch = steps_per_epoch(train_size, batch, world, spec.grad_accum_steps, spec.data.drop_last)
-    if per_epoch < 1:
-        raise PaddlefitError(
-            f"`data.train` has {train_size} samples, fewer than one global batch ({batch} x {world} devices x "
-            f"{spec.grad_accum_steps} accumulation); lower `batch_size` or `grad_accum_steps`."
-        )
-    return job_steps(per_epoch, spec.epochs, spec.max_steps)
-
-
-def plan_job_length(
-    spec: JobSpec, train_size: int | None, batch_size: int, devices: int
-) -> tuple[int | None, float | None]:
-    """(samples per epoch, epochs) for :class:`~paddlefit.plan.request.PlanRequest` that make the planner's time
-    to train cover :func:`total_steps` optimizer steps: that many global batches as one "epoch"; (None, None) when
-    the length is unknown."""
-    steps = total_steps(spec, train_size, batch_size, devices)
-    if steps is None:
-        return None, None
-    return steps * batch_size * devices * spec.grad_accum_steps, 1.0
 
 
 def check_not_empty(values: dict[str, str | None]) -> None:
@@ -223,7 +139,7 @@ class ResolvedJob:
     :class:`~paddlefit.plan.request.PlanRequest`; ``devices`` = data-parallel devices (option, else spec, else 1);
     ``tf32`` = Paddle's TF32 switches (option, else the spec's ``tf32``, else Paddle's default: on); ``lr``,
     ``weight_decay``, ``lazy_mode``: the spec's optimizer settings (a job spec's defaults without one), which the
-    probe's optimizer takes (:mod:`paddlefit.optimizers`).
+    probe's optimizer takes (:mod:`paddlefit.jobspec.optimizers`).
     """
 
     spec: JobSpec | None
@@ -283,7 +199,7 @@ def _planning_dataset(ref: str, args: dict[str, Any], key: str, inputs: list[str
     """The dataset ``ref`` (the spec's ``key``) for planning, or None (with a note) when its module is not on this
     machine and ``inputs`` describe the samples: a job planned before its data package is installed here."""
     from paddlefit.examples.datasets import resolve_dataset
-    from paddlefit.userimport import ModuleMissingError
+    from paddlefit.process.userimport import ModuleMissingError
 
     try:
         return resolve_dataset(ref, args, key)
