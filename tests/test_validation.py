@@ -75,7 +75,7 @@ def test_the_core_requests_check_their_types() -> None:
     cases = [
         (lambda: PlanRequest(model="lenet", batch_size="8"), "`--batch-size` must be int"),
         (lambda: PlanRequest(model="lenet", gpus="T4"), "`--gpu` must be list[str]"),
-        (lambda: PlanRequest(model="lenet", optimizer="bogus"), "`PlanRequest.optimizer` must be"),
+        (lambda: PlanRequest(model="lenet", optimizer="bogus"), "`--optimizer` must be"),
         (lambda: CostRequest(clouds="aws"), "`--cloud` must be list[str]"),
         (lambda: CostRequest(dataset_size=100.5, epochs=1.0), "`--dataset-size` must be int | None"),
         (lambda: JobOptions(model="lenet", batch_size=1.5), "`--batch-size` must be int | None"),

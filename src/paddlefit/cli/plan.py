@@ -252,22 +252,24 @@ def _plan_parallel(args: Args) -> None:
             "--global-batch or --seq-len): the micro-batch and degrees are searched; give the global batch "
             "with --global-batch."
         )
-    req = LLMPlanRequest(
-        model=args.model,
-        seq_len=args.seq_len,
-        global_batch=args.global_batch,
-        gpus=args.gpus if args.gpus is not None else 8,
-        gpu_names=list(args.gpu) if args.gpu else None,
-        gpus_per_node=args.gpus_per_node,
-        precision=parse_enum(Precision, args.precision or "bf16-o2", "--precision"),  # type: ignore[arg-type]
-        optimizer=args.optimizer or "adamw",
-        flash_attention=args.flash_attention is not False,
-        mfu=args.mfu,
-        network_gbit_s=args.network_gbit_s,
-        safety_margin=args.safety_margin,
-        top=args.top,
-        catalog_files=[str(p) for p in args.catalog or []],
-    )
+    fields = {
+        "model": args.model,
+        "seq_len": args.seq_len,
+        "global_batch": args.global_batch,
+        "gpus": args.gpus,
+        "gpu_names": list(args.gpu) if args.gpu else None,
+        "gpus_per_node": args.gpus_per_node,
+        "precision": parse_enum(Precision, args.precision, "--precision") if args.precision is not None else None,
+        "optimizer": args.optimizer,
+        "flash_attention": args.flash_attention,
+        "mfu": args.mfu,
+        "network_gbit_s": args.network_gbit_s,
+        "safety_margin": args.safety_margin,
+        "top": args.top,
+        "catalog_files": [str(p) for p in args.catalog or []],
+    }
+    # an option not given takes the request's default (one place: the field)
+    req = LLMPlanRequest(**{k: v for k, v in fields.items() if v is not None})
     plan = plan_llm(req)
     if args.json_out:
         print(to_json(plan.to_dict()))

@@ -52,7 +52,11 @@ class CostRequest(MoneyOptions):
         description="One region for every cloud; None = each cloud's default.",
         json_schema_extra=options.REGION.field(),
     )
-    spot: bool = Field(False, description="Rank by spot expected cost (on-demand where no spot price).")
+    spot: bool = Field(
+        False,
+        description="Rank by spot expected cost (on-demand where no spot price).",
+        json_schema_extra=options.SPOT.field(),
+    )
     interruptions_per_hour: Annotated[float | None, plausible(1e-6, 3600)] = Field(
         None,
         gt=0,
@@ -81,7 +85,9 @@ class CostRequest(MoneyOptions):
     price_files: list[str] = Field(
         default_factory=list, description="Extra price CSVs.", json_schema_extra=options.PRICES.field()
     )
-    shipped_prices: bool = Field(False, description="Ignore SkyPilot's cached catalogs.")
+    shipped_prices: bool = Field(
+        False, description="Ignore SkyPilot's cached catalogs.", json_schema_extra=options.SHIPPED_PRICES.field()
+    )
     catalog_files: list[str] = Field(
         default_factory=list, description="User GPU catalog files.", json_schema_extra=options.CATALOG.field()
     )
@@ -95,7 +101,9 @@ class CostRequest(MoneyOptions):
         description="Fraction of GPU memory a peak may use.",
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
-    top: int = Field(15, ge=1, description="Table rows to show.", json_schema_extra=options.TOP.field())
+    top: int = Field(
+        options.TOP_COST.default, ge=1, description="Table rows to show.", json_schema_extra=options.TOP_COST.field()
+    )
     use_runs: bool = Field(
         True, description="Correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off)."
     )

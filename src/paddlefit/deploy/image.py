@@ -37,16 +37,23 @@ class ImageRequest(RequestModel):
         description="Job spec YAML (DataLoader, devices, batch, inputs) that sizes ``/dev/shm``.",
         json_schema_extra=options.CONFIG_ARG.field(),
     )
-    paddle_version: str | None = Field(None, description="Paddle version of the base image (None: newest).")
-    cuda: str | None = Field(None, description="CUDA ``X.Y`` (None: newest the host driver runs).")
-    cpu: bool = Field(False, description="A CPU image.")
+    paddle_version: str | None = Field(
+        None, description="Paddle version of the base image (None: newest).", json_schema_extra=options.PADDLE.field()
+    )
+    cuda: str | None = Field(
+        None, description="CUDA ``X.Y`` (None: newest the host driver runs).", json_schema_extra=options.CUDA.field()
+    )
+    cpu: bool = Field(False, description="A CPU image.", json_schema_extra=options.CPU.field())
     xpu: bool = Field(
         False,
         description="Paddle's published Kunlunxin XPU image (also chosen when the snapshot "
         "shows an XPU build or XPUs).",
+        json_schema_extra=options.XPU.field(),
     )
     from_snapshot: Path | None = Field(
-        None, description="``paddlefit doctor --snapshot`` file of the host (driver, GPUs)."
+        None,
+        description="``paddlefit doctor --snapshot`` file of the host (driver, GPUs).",
+        json_schema_extra=options.FROM_SNAPSHOT.field(),
     )
     out_dir: Path = Field(
         Path("."),
@@ -83,9 +90,13 @@ class ImageRequest(RequestModel):
         None, ge=1, description="Trainer processes in the container.", json_schema_extra=options.DEVICES.field()
     )
     fixed_shape_cnn: bool = Field(
-        False, description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only)."
+        False,
+        description="Bake in ``FLAGS_cudnn_exhaustive_search=1`` (GPU images; fixed input shapes only).",
+        json_schema_extra=options.FIXED_SHAPE_CNN.field(),
     )
-    ipc_host: bool = Field(False, description="``--ipc=host`` instead of ``--shm-size``.")
+    ipc_host: bool = Field(
+        False, description="``--ipc=host`` instead of ``--shm-size``.", json_schema_extra=options.IPC_HOST.field()
+    )
     env: list[str] = Field(
         default_factory=list,
         description="``--env`` options: ``NAME=value`` baked in as "

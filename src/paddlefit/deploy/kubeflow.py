@@ -14,6 +14,7 @@ import importlib.resources
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
@@ -86,7 +87,7 @@ class PaddleJobRequest:
     command: list[str]
     nodes: int = 1
     gpus_per_node: int = 1
-    shm_gib: int = 8
+    shm_gib: int = options.SHM_GIB.default
     checkpoint_claim: str | None = None
     checkpoint_mount: str = "/ckpt"
     restart_policy: str = "ExitCode"

@@ -24,15 +24,19 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ConfigDict, Field
+
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.process.safepath import SAFE_PATH_ENV
 from paddlefit.process.secretenv import ENV_NAME, looks_like_secret, refuse_credentials_in, refuse_secret_values
+from paddlefit.validation import RequestModel
 
 #: The worker script's path on the node, resolved there (it differs per Python install).
 WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
 SPEC_DELIMITER = "PADDLEFIT_SPEC_EOF"
 #: Default rendezvous port of node 0 (any free TCP port works; Paddle's docs use 8080 and 12538 in examples).
-DEFAULT_PORT = 8090
+DEFAULT_PORT = options.PORT.default
 #: Most nodes one launch writes for (a sanity bound: one script per node for `local`).
 MAX_NODES = 1024
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
@@ -272,31 +276,40 @@ def spec_heredoc(spec_text: str, path: str) -> str:
 # ---- SkyPilot --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SkyPilotRequest:
+class SkyPilotRequest(RequestModel):
     """A SkyPilot task: ``accelerator`` (SkyPilot name) x ``gpus_per_node`` on ``nodes`` nodes, spot or not, the
     checkpoint bucket (``bucket`` URL such as ``s3://b/p``, or None = a new bucket SkyPilot creates, named
     ``bucket_name``), the setup commands, the image, and ``workdir`` (synced to every node; SkyPilot runs
     ``setup`` and ``run`` in it). ``env``: ``envs`` by value (no secret); ``env_refs``: passed by reference, as
     SkyPilot's ``secrets: {NAME: null}`` when the name looks like a secret, else ``envs: {NAME: null}`` (null =
     required: ``sky launch`` stops unless ``--secret NAME`` / ``--env NAME`` gives it, read from the local
-    environment; SkyPilot docs, "Environment Variables and Secrets"; :func:`skypilot_env_args`)."""
+    environment; SkyPilot docs, "Environment Variables and Secrets"; :func:`skypilot_env_args`).
 
-    name: str
-    accelerator: str
-    nodes: int
-    gpus_per_node: int
-    spot: bool
-    spec_text: str
-    bucket: str | None = None
-    bucket_name: str = ""
-    setup: str = "pip install -r requirements.txt"
-    workdir: str | None = "."
-    image_id: str | None = None
-    cloud: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    port: int = DEFAULT_PORT
-    env_refs: tuple[str, ...] = ()
+    Raises:
+        PaddlefitError: (on construction) a field of the wrong type or out of range, named by its option.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Task name (``--name``, else from the spec file).")
+    accelerator: str = Field(description="SkyPilot's accelerator name.", json_schema_extra=options.GPU_LAUNCH.field())
+    nodes: int = Field(ge=1, description="Nodes.", json_schema_extra=options.NODES.field())
+    gpus_per_node: int = Field(
+        ge=0, description="GPUs per node.", json_schema_extra=options.GPUS_PER_NODE_LAUNCH.field()
+    )
+    spot: bool = Field(description="Spot instances.", json_schema_extra=options.SPOT_LAUNCH.field())
+    spec_text: str = Field(description="The job spec, written into the task.")
+    bucket: str | None = Field(None, description="Checkpoint bucket URL.", json_schema_extra=options.BUCKET.field())
+    bucket_name: str = Field("", description="Name of the bucket SkyPilot creates when ``bucket`` is None.")
+    setup: str = Field(options.SETUP.default, description="Setup commands.", json_schema_extra=options.SETUP.field())
+    workdir: str | None = Field(".", description="Synced to every node; setup and run start there.")
+    image_id: str | None = Field(None, description="``docker:<image>``.", json_schema_extra=options.IMAGE.field())
+    cloud: str | None = Field(None, description="Pinned cloud.", json_schema_extra=options.CLOUD_LAUNCH.field())
+    env: dict[str, str] = Field(default_factory=dict, description="Variables by value (no secret).")
+    port: int = Field(
+        DEFAULT_PORT, ge=1, le=65535, description="Rendezvous port.", json_schema_extra=options.PORT.field()
+    )
+    env_refs: tuple[str, ...] = Field((), description="Variables passed by reference.")
 
 
 def render_skypilot(req: SkyPilotRequest) -> dict[str, Any]:

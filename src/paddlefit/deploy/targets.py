@@ -94,7 +94,9 @@ class LaunchRequest(RequestModel):
     out_dir: Path = Field(
         Path("launch"), description="Directory for the files written.", json_schema_extra=options.OUT.field()
     )
-    name: str | None = Field(None, description="Job name (None: from the spec file name).")
+    name: str | None = Field(
+        None, description="Job name (None: from the spec file name).", json_schema_extra=options.NAME.field()
+    )
     master: str | None = Field(
         None, description="local: node 0's ``HOST:PORT``.", json_schema_extra=options.MASTER.field()
     )
@@ -106,21 +108,51 @@ class LaunchRequest(RequestModel):
         description="ssh/skypilot: rendezvous TCP port on node 0.",
         json_schema_extra=options.PORT.field(),
     )
-    workdir: str | None = Field(None, description="ssh: directory on every host (None: this directory).")
-    run_dir: str | None = Field(None, description="local/ssh: run directory.")
-    gpu: str | None = Field(None, description="skypilot: the GPU.")
-    spot: bool = Field(False, description="skypilot: spot instances.")
-    bucket: str | None = Field(None, description="skypilot: checkpoint bucket URL.")
-    cloud: str | None = Field(None, description="skypilot: pin a cloud.")
-    setup: str = Field("pip install -r requirements.txt", description="skypilot: setup commands on each node.")
-    image: str | None = Field(None, description="skypilot/kubeflow: the container image.")
-    pvc: str | None = Field(None, description="kubeflow: PersistentVolumeClaim for checkpoints.")
-    shm_gib: int = Field(8, description="kubeflow: ``/dev/shm`` per pod, GiB.")
-    from_snapshot: Path | None = Field(
-        None, description="A node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment."
+    workdir: str | None = Field(
+        None,
+        description="ssh: directory on every host (None: this directory).",
+        json_schema_extra=options.WORKDIR.field(),
     )
-    nccl_ifname: str | None = Field(None, description="``NCCL_SOCKET_IFNAME`` (wins over the snapshot's).")
-    no_ib: bool = Field(False, description="``NCCL_IB_DISABLE=1`` (wins over the snapshot's).")
+    run_dir: str | None = Field(
+        None, description="local/ssh: run directory.", json_schema_extra=options.RUN_DIR_LAUNCH.field()
+    )
+    gpu: str | None = Field(None, description="skypilot: the GPU.", json_schema_extra=options.GPU_LAUNCH.field())
+    spot: bool = Field(False, description="skypilot: spot instances.", json_schema_extra=options.SPOT_LAUNCH.field())
+    bucket: str | None = Field(
+        None, description="skypilot: checkpoint bucket URL.", json_schema_extra=options.BUCKET.field()
+    )
+    cloud: str | None = Field(
+        None, description="skypilot: pin a cloud.", json_schema_extra=options.CLOUD_LAUNCH.field()
+    )
+    setup: str = Field(
+        options.SETUP.default,
+        description="skypilot: setup commands on each node.",
+        json_schema_extra=options.SETUP.field(),
+    )
+    image: str | None = Field(
+        None, description="skypilot/kubeflow: the container image.", json_schema_extra=options.IMAGE.field()
+    )
+    pvc: str | None = Field(
+        None, description="kubeflow: PersistentVolumeClaim for checkpoints.", json_schema_extra=options.PVC.field()
+    )
+    shm_gib: int = Field(
+        options.SHM_GIB.default,
+        description="kubeflow: ``/dev/shm`` per pod, GiB.",
+        json_schema_extra=options.SHM_GIB.field(),
+    )
+    from_snapshot: Path | None = Field(
+        None,
+        description="A node's ``paddlefit doctor --snapshot`` file: doctor's NCCL fixes go into the environment.",
+        json_schema_extra=options.FROM_SNAPSHOT_LAUNCH.field(),
+    )
+    nccl_ifname: str | None = Field(
+        None,
+        description="``NCCL_SOCKET_IFNAME`` (wins over the snapshot's).",
+        json_schema_extra=options.NCCL_IFNAME.field(),
+    )
+    no_ib: bool = Field(
+        False, description="``NCCL_IB_DISABLE=1`` (wins over the snapshot's).", json_schema_extra=options.NO_IB.field()
+    )
     env: list[str] = Field(
         default_factory=list,
         description="``--env`` options, ``NAME=value`` (by value; a "

@@ -73,7 +73,9 @@ class DoctorRequest(RequestModel):
         json_schema_extra=options.RUN_DIR.field(),
     )
     measure: bool = Field(
-        True, description="Time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds)."
+        True,
+        description="Time a small CPU step under each OpenMP wait policy (PF121; fresh processes, a few seconds).",
+        json_schema_extra=options.MEASURE.field(),
     )
 
 

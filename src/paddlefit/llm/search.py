@@ -207,7 +207,7 @@ def search(
     gpu: GPU,
     gpus: int,
     global_batch: int,
-    gpus_per_node: int = 8,
+    gpus_per_node: int = options.GPUS_PER_NODE.default,
     mfu: float | None = None,
     network_gbit_s: float | None = None,
     safety_margin: float = DEFAULT_SAFETY_MARGIN,

@@ -55,13 +55,21 @@ class PlanRequest(RequestModel):
         UnknownNameError: an unknown name in ``gpus`` when ``explain`` is given.
     """
 
-    model: str = Field(description="Zoo name or ``package.module:factory``.")
+    model: str = Field(
+        description="Zoo name or ``package.module:factory``.", json_schema_extra=options.MODEL_ARG.field()
+    )
     batch_size: int = Field(
         32, ge=1, description="Per-device micro-batch, samples.", json_schema_extra=options.BATCH_SIZE.field()
     )
-    inputs: list[InputSpec] | None = Field(None, description="Per-sample input specs; None = the zoo default.")
+    inputs: list[InputSpec] | None = Field(
+        None, description="Per-sample input specs; None = the zoo default.", json_schema_extra=options.INPUT.field()
+    )
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
-    optimizer: OptimizerName = Field(OptimizerName.ADAM, description="See :mod:`paddlefit.jobspec.spec`.")
+    optimizer: OptimizerName = Field(
+        OptimizerName.ADAM,
+        description="See :mod:`paddlefit.jobspec.spec`.",
+        json_schema_extra=options.OPTIMIZER.field(),
+    )
     lr: float = Field(
         1e-3,
         gt=0,
@@ -74,7 +82,9 @@ class PlanRequest(RequestModel):
         description="The job's ``weight_decay`` (None = the optimizer's default: AdamW 0.01, the others none).",
     )
     lazy_mode: bool = Field(False, description="The job's ``lazy_mode`` (Adam/AdamW).")
-    precision: Precision = Field(Precision.FP32, description="See :mod:`paddlefit.jobspec.spec`.")
+    precision: Precision = Field(
+        Precision.FP32, description="See :mod:`paddlefit.jobspec.spec`.", json_schema_extra=options.PRECISION.field()
+    )
     attention: Literal["eager", "flash"] = Field(
         "eager",
         description=(
@@ -171,11 +181,19 @@ class PlanRequest(RequestModel):
         ),
         json_schema_extra=options.EXPLAIN.field(),
     )
-    label: InputSpec | None = Field(None, description="The job's label spec (None = from data or generated).")
-    label_arg: str | None = Field(
-        None, description="The forward keyword that receives the label (:mod:`paddlefit.models.calling`)."
+    label: InputSpec | None = Field(
+        None,
+        description="The job's label spec (None = from data or generated).",
+        json_schema_extra=options.LABEL.field(),
     )
-    loss: str | None = Field(None, description="The job's loss (None = ``cross_entropy``).")
+    label_arg: str | None = Field(
+        None,
+        description="The forward keyword that receives the label (:mod:`paddlefit.models.calling`).",
+        json_schema_extra=options.LABEL_ARG.field(),
+    )
+    loss: str | None = Field(
+        None, description="The job's loss (None = ``cross_entropy``).", json_schema_extra=options.LOSS.field()
+    )
     loss_strict: bool = Field(
         False,
         description="The loss is the job's (a job spec or ``--loss``): an output it "

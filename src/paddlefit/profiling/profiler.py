@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import JobSpec, Precision
 from paddlefit.profiling.verdict import COMPONENTS, ProfileResult, summarise
@@ -179,7 +180,11 @@ def _gradient_facts(job: Any, spec: JobSpec) -> tuple[float, dict[str, Any]]:
 
 
 def profile_job(
-    spec: JobSpec, steps: int = 30, warmup: int = 5, progress: Any = None, top_ops: int = 0
+    spec: JobSpec,
+    steps: int = options.STEPS.default,
+    warmup: int = options.WARMUP.default,
+    progress: Any = None,
+    top_ops: int = options.OPS.default,
 ) -> ProfileResult:
     """Run ``warmup + steps`` optimizer steps of ``spec`` on one device and time every component.
 

@@ -125,7 +125,7 @@ class InferenceRequest(MoneyOptions):
         description="Share of (capacity - CUDA context) a peak may use.",
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
-    tf32: bool = Field(True, description="Paddle's TF32 switches.")
+    tf32: bool = Field(True, description="Paddle's TF32 switches.", json_schema_extra=options.TF32.field())
 
     @model_validator(mode="after")
     def _servable(self) -> InferenceRequest:

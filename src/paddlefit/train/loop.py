@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import JobSpec
 from paddlefit.rundir.files import checkpoints_dir, clean_temporaries, write_run_spec, write_status, write_summary
@@ -77,7 +78,7 @@ class TrainOptions:
     """
 
     run_dir: Path
-    resume: str = "auto"
+    resume: str = options.RESUME.default
     progress: bool = True
     progress_bar: Progress | None = None
     lock_held: bool = False

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paddlefit import options
 from paddlefit.errors import PaddlefitError
 from paddlefit.jobspec.spec import DATASETS, JobSpec
 from paddlefit.rundir.files import (
@@ -122,7 +123,7 @@ def run_job(
     spec: JobSpec,
     *,
     gpu_ids: list[int] | None = None,
-    resume: str = "auto",
+    resume: str = options.RESUME.default,
     progress_bar: Progress | None = None,
     log: Callable[[str], None] = log_stderr,
     relay: Callable[[str], None] | None = None,

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from paddlefit import options
 from paddlefit.catalog.units import cuda_amp_blocked
 from paddlefit.jobspec.spec import JobSpec
 from paddlefit.process.userimport import factory_takes
@@ -153,7 +154,12 @@ def apply_settings(spec: JobSpec, settings: dict[str, Any]) -> JobSpec:
     return JobSpec.model_validate(set_dotted(spec.model_dump(mode="json"), settings))
 
 
-def measure(spec: JobSpec, steps: int = 30, warmup: int = 5, flags: dict[str, Any] | None = None) -> dict[str, float]:
+def measure(
+    spec: JobSpec,
+    steps: int = options.STEPS_TUNE.default,
+    warmup: int = options.WARMUP_TUNE.default,
+    flags: dict[str, Any] | None = None,
+) -> dict[str, float]:
     """One timed run of ``spec`` (one device): samples/s, mean step seconds, data-wait fraction, peak allocated
     bytes of this run (the allocator's peak is reset after the model is built), and ``oom_backoffs`` (> 0: the
     trainer ran out of memory and halved the micro-batch, so the run did not measure ``spec`` as written).
@@ -265,12 +271,12 @@ def memory_limit_bytes(on_gpu: bool) -> float:
 
 def tune(
     spec: JobSpec,
-    budget_s: float = 300.0,
-    steps: int = 30,
-    warmup: int = 5,
-    confirm: int = 2,
+    budget_s: float = options.BUDGET_MINUTES.default * 60,
+    steps: int = options.STEPS_TUNE.default,
+    warmup: int = options.WARMUP_TUNE.default,
+    confirm: int = options.CONFIRM.default,
     progress: Any = None,
-    global_batch: str = "keep",
+    global_batch: str = options.GLOBAL_BATCH_TUNE.default,
     max_batch_factor: int = 8,
     memory_limit: float | None = None,
     hypotheses: list[dict[str, Any]] | None = None,

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from paddlefit import options
 from paddlefit.catalog.currency import USD, Currency
 from paddlefit.cli.render.tables import print_min_width, table_width
 from paddlefit.cost.instances import SPEC_CADENCE
@@ -94,7 +95,9 @@ def _cost_assumption_lines(a: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
-def render_cost(report: Any, console: Console, top: int = 15, wide: bool = False, money: Currency = USD) -> None:
+def render_cost(
+    report: Any, console: Console, top: int = options.TOP_COST.default, wide: bool = False, money: Currency = USD
+) -> None:
     """Print ``paddlefit cost``: the fitting instances sorted by the ranking cost, marks, then the assumptions;
     amounts in ``money`` (:mod:`paddlefit.catalog.currency`; the report holds USD).
     ``wide``: every column; else the columns of :data:`COST_DROPPABLE` go, first first, while the table is wider

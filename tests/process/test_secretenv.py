@@ -32,8 +32,8 @@ from paddlefit.process.secretenv import (
 )
 from paddlefit.train.distlaunch import secret_env_popen, worker_secrets
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data"
 MARK = b"s3cr3t-VALUE"  # every secret value below contains it
 SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "s3cr3t-VALUE-123",
