@@ -12,7 +12,8 @@ Bounds (``ge``, ``le``, ...) stay on the request fields, which check them (:mod:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ class Option:
         type: the value's type on the command line (``int``, ``list[str]`` for a repeatable option, ``Path``).
         default: the value when the option is not given (None = not given; ``...`` = a required argument).
         argument: a positional argument rather than an option.
-        help: the ``--help`` text.
+        help: the ``--help`` text; ``{key}`` stands for ``shown[key]``.
+        shown: defaults the core applies when the option is not given (the value typer sees is None), by key:
+            the help shows them, and the core's field or constant reads them here (``BATCH_SIZE.shown["train"]``),
+            so the figure is written once.
     """
 
     name: str
@@ -37,6 +41,18 @@ class Option:
     default: Any = None
     argument: bool = False
     help: str = ""
+    shown: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Write ``shown`` into the help text (``{key}``; a tuple as ``1, 8, 32``, a float as ``%g``)."""
+        text = self.help
+        for key, value in self.shown.items():
+            if isinstance(value, tuple):
+                value = ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+            elif isinstance(value, float):
+                value = f"{value:g}"
+            text = text.replace("{" + key + "}", str(value))
+        object.__setattr__(self, "help", text)
 
     @property
     def flag(self) -> str:
@@ -73,7 +89,10 @@ BATCH_SIZE = Option(
     "batch_size",
     ("--batch-size", "-b"),
     list[int],
-    help=("Per-device micro-batch size (samples) [32]. With --inference: batch sizes to serve, repeatable [1, 8, 32]."),
+    help=(
+        "Per-device micro-batch size (samples) [{train}]. With --inference: batch sizes to serve, repeatable [{serve}]."
+    ),
+    shown={"train": 32, "serve": (1, 8, 32)},
 )
 INPUT = Option(
     "inputs",
@@ -209,8 +228,9 @@ PROBE_TIMEOUT = Option(
     float,
     help=(
         "Seconds the CPU probe (run in a child process) may take before it is killed and the plan fails "
-        "naming the model and inputs [600]."
+        "naming the model and inputs [{timeout}]."
     ),
+    shown={"timeout": 600.0},
 )
 PROBE_MEMORY_GIB = Option(
     "probe_memory_gib",
@@ -244,7 +264,8 @@ GPUS = Option(
     "gpus",
     ("--gpus",),
     int,
-    help="Parallel planner: GPUs in the job [8].",
+    help="Parallel planner: GPUs in the job [{gpus}].",
+    shown={"gpus": 8},
 )
 GPUS_PER_NODE = Option(
     "gpus_per_node",
@@ -357,8 +378,9 @@ CPU_BUDGET_S = Option(
     float,
     help=(
         "With --inference: wall seconds the measured CPU row may take (build, export, measure); batches it"
-        " does not reach are listed [20]."
+        " does not reach are listed [{budget}]."
     ),
+    shown={"budget": 20.0},
 )
 CONFIG_COST = CONFIG.but(
     help=(
@@ -367,7 +389,7 @@ CONFIG_COST = CONFIG.but(
     )
 )
 BATCH_SIZE_COST = BATCH_SIZE.but(
-    help=("Per-GPU micro-batch size (samples) [32]. With --inference: batch sizes to serve, repeatable [1, 8, 32].")
+    help="Per-GPU micro-batch size (samples) [{train}]. With --inference: batch sizes to serve, repeatable [{serve}]."
 )
 INPUT_COST = INPUT.but(help="Per-sample input, e.g. float32[3,224,224].")
 FLASH_ATTENTION_COST = FLASH_ATTENTION.but(
@@ -630,7 +652,9 @@ BENCHMARK = Option(
     help=("Then measure the exported model's latency on this CPU with Paddle Inference (oneDNN), in a child process."),
 )
 BATCH_SIZE_EXPORT = BATCH_SIZE.but(
-    name="batch_sizes", help="With --benchmark: samples per request; repeatable (default: 1 and 8)."
+    name="batch_sizes",
+    help="With --benchmark: samples per request; repeatable [{bench}].",
+    shown={"bench": (1, 8)},
 )
 THREADS_EXPORT = THREADS.but(
     help="With --benchmark: CPU math threads; repeatable (default: 1 and the physical core count)."

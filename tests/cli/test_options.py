@@ -161,3 +161,24 @@ def test_an_option_typed_at_its_default_is_still_refused_where_it_does_not_apply
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2, result.output
     assert needle in " ".join(result.output.split())
+
+
+def test_a_default_the_core_applies_is_shown_from_the_record_it_reads() -> None:
+    """A default written in the help (``[32]``) is the record's ``shown`` figure, and the core's field or constant
+    is that same figure, read from the record: change it in one place and both follow."""
+    from paddlefit.cli.export import DEFAULT_BATCH_SIZES
+    from paddlefit.jobspec.spec import JobSpec
+    from paddlefit.llm.search import LLMPlanRequest
+    from paddlefit.plan.request import DEFAULT_PROBE_TIMEOUT_S, PlanRequest
+    from paddlefit.serving.job import DEFAULT_BATCHES, DEFAULT_CPU_BUDGET_S
+
+    assert "[32]" in options.BATCH_SIZE.help and "[1, 8, 32]" in options.BATCH_SIZE.help
+    assert "[32]" in options.BATCH_SIZE_COST.help and "{" not in options.BATCH_SIZE_COST.help
+    assert PlanRequest(model="lenet").batch_size == JobSpec(model="lenet").batch_size == 32
+    assert (
+        DEFAULT_BATCHES == (1, 8, 32) and DEFAULT_BATCH_SIZES == (1, 8) and "[1, 8]" in options.BATCH_SIZE_EXPORT.help
+    )
+    assert DEFAULT_PROBE_TIMEOUT_S == 600.0 and "[600]" in options.PROBE_TIMEOUT.help
+    assert DEFAULT_CPU_BUDGET_S == 20.0 and "[20]" in options.CPU_BUDGET_S.help
+    assert LLMPlanRequest(model="llama-2-7b").gpus == 8 and "[8]" in options.GPUS.help
+    assert not [o.name for o in RECORDS.values() if "{" in o.help and "}" in o.help and o.shown]

@@ -9,7 +9,7 @@ from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
 #: Batch sizes `--benchmark` measures without `--batch-size`.
-DEFAULT_BATCH_SIZES = (1, 8)
+DEFAULT_BATCH_SIZES = options.BATCH_SIZE_EXPORT.shown["bench"]
 
 
 @command(

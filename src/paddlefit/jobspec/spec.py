@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from paddlefit import options
 from paddlefit.errors import InputSpecError, JobSpecError, UnknownNameError
 from paddlefit.jobspec.inputs import InputSpec, parse_input_spec, parse_input_specs
 from paddlefit.units import MIB
@@ -260,7 +261,7 @@ class JobSpec(_SpecSection):
         ),
     )
     batch_size: int = Field(
-        default=32,
+        default=options.BATCH_SIZE.shown["train"],
         ge=1,
         le=10**7,
         description="Per-device micro-batch (samples); the global batch is batch_size x devices x grad_accum_steps.",

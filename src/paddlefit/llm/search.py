@@ -332,7 +332,13 @@ class LLMPlanRequest(RequestModel):
         description="Sequences per optimizer step; None = 4M tokens / seq_len.",
         json_schema_extra=options.GLOBAL_BATCH.field(),
     )
-    gpus: int = Field(8, ge=1, le=MAX_GPUS, description="GPUs in the job.", json_schema_extra=options.GPUS.field())
+    gpus: int = Field(
+        options.GPUS.shown["gpus"],
+        ge=1,
+        le=MAX_GPUS,
+        description="GPUs in the job.",
+        json_schema_extra=options.GPUS.field(),
+    )
     gpu_names: list[str] | None = Field(
         None, description="GPU types to plan; None = the default pair.", json_schema_extra=options.GPU.field()
     )

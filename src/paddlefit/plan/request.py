@@ -33,7 +33,7 @@ DEFAULT_SAFETY_MARGIN = options.SAFETY_MARGIN.default
 #: Default wall-clock limit of the CPU probe's child process, seconds (policy: a probe of a model near the probe's
 #: size limit, 0.5e9 parameters, runs for minutes on 2 cores; a probe deadlocked by its inputs is ended
 #: after this).
-DEFAULT_PROBE_TIMEOUT_S = 600.0
+DEFAULT_PROBE_TIMEOUT_S = options.PROBE_TIMEOUT.shown["timeout"]
 #: Step times or costs within this factor of the best tie (below the model's resolution), in every
 #: ranking that then prefers headroom or the smaller choice: plan's GPUs, cost's instances, the LLM planner's
 #: layouts.
@@ -59,7 +59,10 @@ class PlanRequest(RequestModel):
         description="Zoo name or ``package.module:factory``.", json_schema_extra=options.MODEL_ARG.field()
     )
     batch_size: int = Field(
-        32, ge=1, description="Per-device micro-batch, samples.", json_schema_extra=options.BATCH_SIZE.field()
+        options.BATCH_SIZE.shown["train"],
+        ge=1,
+        description="Per-device micro-batch, samples.",
+        json_schema_extra=options.BATCH_SIZE.field(),
     )
     inputs: list[InputSpec] | None = Field(
         None, description="Per-sample input specs; None = the zoo default.", json_schema_extra=options.INPUT.field()

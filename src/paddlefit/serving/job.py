@@ -29,14 +29,14 @@ from paddlefit.serving.plan import (
 from paddlefit.units import GIB
 
 #: Batch sizes planned when none is given.
-DEFAULT_BATCHES = (1, 8, 32)
+DEFAULT_BATCHES = options.BATCH_SIZE.shown["serve"]
 #: The CPU row is measured for models whose fp32 weights are at most this (bytes): above it one forward takes
 #: seconds on a few cores (GPT-2 XL, 6 GB: 2.1 s at batch 1 on this project's 2-core CI machine), and the plan would
 #: spend minutes exporting and timing it.
 CPU_MEASURE_MAX_WEIGHT_BYTES = 2 * GIB
 #: Seconds the CPU row may take by default (``--cpu-budget-s``): enough for a ResNet-50 at batches 1 and 8 on two
 #: cores; the GPU rows, which are predicted, take a second or two besides.
-DEFAULT_CPU_BUDGET_S = 20.0
+DEFAULT_CPU_BUDGET_S = options.CPU_BUDGET_S.shown["budget"]
 
 
 class InferenceRequest(MoneyOptions):
