@@ -21,8 +21,8 @@ from paddlefit.report import plots
 from paddlefit.report.reading import ReportData, build_report
 from paddlefit.report.resumes import lost_text
 from paddlefit.rundir.layout import COMPARISON_FILE, PROFILE_FILE
-from paddlefit.runs.labels import paddle_threads, readable, summary_label
-from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio
+from paddlefit.runs.labels import paddle_threads, summary_label
+from paddlefit.runs.view import comparison_unit, fmt, fmt_ratio, readable
 from paddlefit.textsafe import terminal_safe
 from paddlefit.units import MIB
 

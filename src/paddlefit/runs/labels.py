@@ -102,17 +102,6 @@ def summary_label(key: str) -> tuple[str, str]:
     return SUMMARY_LABELS.get(key, (key, ""))
 
 
-def readable(value: Any, kind: str) -> str:
-    """The second cell of a summary row: bytes (``B``) as ``1.5 MiB`` / ``2.30 GiB``, a fraction (``%``) as
-    ``98.7 %``, each by :func:`paddlefit.runs.view.fmt` (the terminal's rule, so a figure reads the same on the page
-    and in ``train``'s summary); empty for anything else or a value that is not a number."""
-    from paddlefit.runs.view import fmt
-
-    if not isinstance(value, int | float) or isinstance(value, bool) or kind not in ("B", "%"):
-        return ""
-    return fmt(value, kind)
-
-
 def paddle_threads(cpu_threads: Any, cores: Any, devices: Any, omp: Any) -> str:
     """The Paddle CPU threads a run used, explained: ``train`` sets them itself (``paddle.base.core.set_num_threads``
     in :func:`paddlefit.train.build.setup_device`): the job's ``cpu_threads``, else the usable cores / the

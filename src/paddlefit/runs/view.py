@@ -78,6 +78,15 @@ def fmt(value: Any, unit: str = "") -> str:
     return f"{value:.4g}"
 
 
+def readable(value: Any, kind: str) -> str:
+    """The second cell of a summary row: bytes (``B``) as ``1.5 MiB`` / ``2.30 GiB``, a fraction (``%``) as
+    ``98.7 %``, each by :func:`fmt` (the terminal's rule, so a figure reads the same on the page
+    and in ``train``'s summary); empty for anything else or a value that is not a number."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or kind not in ("B", "%"):
+        return ""
+    return fmt(value, kind)
+
+
 def ratio(numerator: Any, denominator: Any) -> float | None:
     """``numerator / denominator`` when both are finite numbers and the denominator is not 0, else None."""
     if _number(numerator) and _number(denominator) and denominator != 0:
