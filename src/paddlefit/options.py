@@ -875,8 +875,8 @@ PORT = Option(
     "port",
     ("--port",),
     int,
-    default=8090,
-    help="ssh/skypilot: rendezvous TCP port on node 0.",
+    help="ssh/skypilot: rendezvous TCP port on node 0 [{port}].",
+    shown={"port": 8090},
 )
 WORKDIR = Option(
     "workdir",
@@ -903,11 +903,11 @@ SETUP = Option(
     "setup",
     ("--setup",),
     str,
-    default="pip install -r requirements.txt",
     help=(
         "skypilot: setup commands on each node, run in the synced workdir (the directory you launch from):"
-        " install paddlefit, the Paddle GPU wheel and your code's dependencies."
+        " install paddlefit, the Paddle GPU wheel and your code's dependencies [{setup}]."
     ),
+    shown={"setup": "pip install -r requirements.txt"},
 )
 IMAGE = Option(
     "image",
@@ -928,8 +928,8 @@ SHM_GIB = Option(
     "shm_gib",
     ("--shm-gib",),
     int,
-    default=8,
-    help="kubeflow: /dev/shm size per pod, GiB.",
+    help="kubeflow: /dev/shm size per pod, GiB [{shm}].",
+    shown={"shm": 8},
 )
 FROM_SNAPSHOT_LAUNCH = FROM_SNAPSHOT.but(
     help="A node's `paddlefit doctor --snapshot` file: its NCCL fixes go into the environment."

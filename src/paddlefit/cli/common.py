@@ -21,6 +21,19 @@ from paddlefit.textsafe import terminal_safe
 #: is 80, which makes it drop whole columns of the wider tables (``plan --inference`` lost its GPU names).
 PIPE_WIDTH = 120
 out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH)
+
+
+def fit_out_width() -> None:
+    """Size the result console for this command line: ``COLUMNS`` when set (read now, not when this module was
+    imported: an embedding host or a test runner sets it per call), else the terminal's width, else
+    :data:`PIPE_WIDTH` on a pipe or a file."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        out.width = int(columns)
+    elif not out.is_terminal:
+        out.width = PIPE_WIDTH
+
+
 err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,6 +132,7 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         _last_error.clear()
+        fit_out_width()
         try:
             return fn(*args, **kwargs)
         except PaddlefitError as exc:

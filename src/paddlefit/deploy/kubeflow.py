@@ -87,7 +87,7 @@ class PaddleJobRequest:
     command: list[str]
     nodes: int = 1
     gpus_per_node: int = 1
-    shm_gib: int = options.SHM_GIB.default
+    shm_gib: int = options.SHM_GIB.shown["shm"]
     checkpoint_claim: str | None = None
     checkpoint_mount: str = "/ckpt"
     restart_policy: str = "ExitCode"

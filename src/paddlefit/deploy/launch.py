@@ -36,7 +36,7 @@ from paddlefit.validation import RequestModel
 WORKER_PATH_SH = "\"$(python -c 'import paddlefit.train.worker as w; print(w.__file__)')\""
 SPEC_DELIMITER = "PADDLEFIT_SPEC_EOF"
 #: Default rendezvous port of node 0 (any free TCP port works; Paddle's docs use 8080 and 12538 in examples).
-DEFAULT_PORT = options.PORT.default
+DEFAULT_PORT = options.PORT.shown["port"]
 #: Most nodes one launch writes for (a sanity bound: one script per node for `local`).
 MAX_NODES = 1024
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
@@ -301,7 +301,9 @@ class SkyPilotRequest(RequestModel):
     spec_text: str = Field(description="The job spec, written into the task.")
     bucket: str | None = Field(None, description="Checkpoint bucket URL.", json_schema_extra=options.BUCKET.field())
     bucket_name: str = Field("", description="Name of the bucket SkyPilot creates when ``bucket`` is None.")
-    setup: str = Field(options.SETUP.default, description="Setup commands.", json_schema_extra=options.SETUP.field())
+    setup: str = Field(
+        options.SETUP.shown["setup"], description="Setup commands.", json_schema_extra=options.SETUP.field()
+    )
     workdir: str | None = Field(".", description="Synced to every node; setup and run start there.")
     image_id: str | None = Field(None, description="``docker:<image>``.", json_schema_extra=options.IMAGE.field())
     cloud: str | None = Field(None, description="Pinned cloud.", json_schema_extra=options.CLOUD_LAUNCH.field())

@@ -57,6 +57,9 @@ TARGET_OPTIONS = {
     "--cloud": ("skypilot",),
     "--pvc": ("kubeflow",),
     "--image": ("skypilot", "kubeflow"),
+    "--port": ("ssh", "skypilot"),
+    "--setup": ("skypilot",),
+    "--shm-gib": ("kubeflow",),
 }
 _IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]*"
 
@@ -101,11 +104,12 @@ class LaunchRequest(RequestModel):
         None, description="local: node 0's ``HOST:PORT``.", json_schema_extra=options.MASTER.field()
     )
     hosts: str | None = Field(None, description="ssh: ``h0,h1,...``.", json_schema_extra=options.HOSTS.field())
-    port: int = Field(
-        DEFAULT_PORT,
+    port: int | None = Field(
+        None,
         ge=1,
         le=65535,
-        description="ssh/skypilot: rendezvous TCP port on node 0.",
+        description="ssh/skypilot: rendezvous TCP port on node 0 (None: "
+        ":data:`~paddlefit.deploy.launch.DEFAULT_PORT`).",
         json_schema_extra=options.PORT.field(),
     )
     workdir: str | None = Field(
@@ -124,9 +128,9 @@ class LaunchRequest(RequestModel):
     cloud: str | None = Field(
         None, description="skypilot: pin a cloud.", json_schema_extra=options.CLOUD_LAUNCH.field()
     )
-    setup: str = Field(
-        options.SETUP.default,
-        description="skypilot: setup commands on each node.",
+    setup: str | None = Field(
+        None,
+        description="skypilot: setup commands on each node (None: the SkyPilot task's default).",
         json_schema_extra=options.SETUP.field(),
     )
     image: str | None = Field(
@@ -135,9 +139,9 @@ class LaunchRequest(RequestModel):
     pvc: str | None = Field(
         None, description="kubeflow: PersistentVolumeClaim for checkpoints.", json_schema_extra=options.PVC.field()
     )
-    shm_gib: int = Field(
-        options.SHM_GIB.default,
-        description="kubeflow: ``/dev/shm`` per pod, GiB.",
+    shm_gib: int | None = Field(
+        None,
+        description="kubeflow: ``/dev/shm`` per pod, GiB (None: the PaddleJob's default).",
         json_schema_extra=options.SHM_GIB.field(),
     )
     from_snapshot: Path | None = Field(
@@ -190,6 +194,11 @@ def nccl_env(snapshot: Path | None, ifname: str | None, no_ib: bool) -> dict[str
     return env
 
 
+def _port(req: LaunchRequest) -> int:
+    """Node 0's rendezvous port: ``--port``, else :data:`~paddlefit.deploy.launch.DEFAULT_PORT`."""
+    return req.port if req.port is not None else DEFAULT_PORT
+
+
 def check_request(req: LaunchRequest) -> None:
     """The checks that need no file and span options (target, sizes and port are the request's fields): empty and
     stray options, ``--nccl-ifname`` syntax.
@@ -211,9 +220,12 @@ def check_request(req: LaunchRequest) -> None:
         "--image": req.image,
         "--out": str(req.out_dir),
         "--nccl-ifname": req.nccl_ifname,
+        "--port": req.port,
+        "--setup": req.setup,
+        "--shm-gib": req.shm_gib,
     }
     for opt, value in given.items():
-        if isinstance(value, str) and not value.strip():
+        if opt != "--setup" and isinstance(value, str) and not value.strip():  # an empty setup runs nothing
             raise PaddlefitError(f"`{opt}` is empty; give a value or leave the option out.")
     stray = [opt for opt, targets in TARGET_OPTIONS.items() if given[opt] is not None and req.target not in targets]
     if stray:
@@ -302,7 +314,7 @@ def launch(req: LaunchRequest) -> LaunchResult:
                 raise PaddlefitError("`--target ssh` needs `--hosts host0,host1,...` (node 0 first).")
             files = {
                 "job.yaml": spec_text,
-                "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), req.port, req.workdir or str(Path.cwd())),
+                "launch-ssh.sh": ssh_script(n, parse_hosts(req.hosts), _port(req), req.workdir or str(Path.cwd())),
             }
             commands = [f"bash {out_dir / 'launch-ssh.sh'}"]
         if refs:
@@ -400,11 +412,11 @@ def skypilot_task(
             spec_text=spec_text,
             bucket=bucket,
             bucket_name=bucket_name,
-            setup=req.setup,
+            **({} if req.setup is None else {"setup": req.setup}),
             image_id=f"docker:{image}" if image else None,
             cloud=req.cloud,
             env=env,
-            port=req.port,
+            port=_port(req),
             env_refs=refs,
         )
     )
@@ -437,8 +449,9 @@ def kubeflow_manifest(
     from paddlefit.deploy.kubeflow import PaddleJobRequest, render_paddlejob
 
     image, pvc, nodes, gpus_per_node = req.image, req.pvc, req.nodes, req.gpus_per_node
-    if not 1 <= req.shm_gib <= 4096:
-        raise PaddlefitError(f"`--shm-gib` must be 1..4096 (got {req.shm_gib}).")
+    shm_gib = req.shm_gib if req.shm_gib is not None else options.SHM_GIB.shown["shm"]
+    if not 1 <= shm_gib <= 4096:
+        raise PaddlefitError(f"`--shm-gib` must be 1..4096 (got {shm_gib}).")
     if image is not None and not re.fullmatch(_IMAGE, image):
         raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
     if pvc is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", pvc):
@@ -467,7 +480,7 @@ def kubeflow_manifest(
             command=["bash", "-c", script],
             nodes=nodes,
             gpus_per_node=gpus_per_node,
-            shm_gib=req.shm_gib,
+            shm_gib=shm_gib,
             checkpoint_claim=claim,
             checkpoint_mount="/ckpt",
             restart_policy="ExitCode",
