@@ -29,7 +29,12 @@ class Option:
         type: the value's type on the command line (``int``, ``list[str]`` for a repeatable option, ``Path``).
         default: the value when the option is not given (None = not given; ``...`` = a required argument).
         argument: a positional argument rather than an option.
-        help: the ``--help`` text; ``{key}`` stands for ``shown[key]``.
+        help: the ``--help`` text; ``{key}`` stands for ``shown[key]``, and ``{spec:KEY}`` for the job spec's
+            description of ``KEY`` (:func:`paddlefit.jobspec.spec.field_help`, filled in where the command is built:
+            the spec describes its keys once).
+        deprecated: old spellings among ``decls``, still accepted for one release: the help says so, and using
+            one prints a warning naming the new flag (:func:`paddlefit.cli.common.warn_deprecated`).
+        empty_ok: an empty value means something (``--setup ""``: no setup); every other option refuses one.
         shown: defaults the core applies when the option is not given (the value typer sees is None), by key:
             the help shows them, and the core's field or constant reads them here (``BATCH_SIZE.shown["train"]``),
             so the figure is written once.
@@ -41,6 +46,8 @@ class Option:
     default: Any = None
     argument: bool = False
     help: str = ""
+    deprecated: tuple[str, ...] = ()
+    empty_ok: bool = False
     shown: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -52,6 +59,9 @@ class Option:
             elif isinstance(value, float):
                 value = f"{value:g}"
             text = text.replace("{" + key + "}", str(value))
+        for alias in self.deprecated:
+            note = f" (`{alias}`: deprecated alias, removed in the next release.)"
+            text = text if text.endswith(note) else text + note
         object.__setattr__(self, "help", text)
 
     @property
@@ -284,10 +294,8 @@ NETWORK_GBIT_S = Option(
     "network_gbit_s",
     ("--network-gbit-s", "--network-gbps"),
     float,
-    help=(
-        "Parallel planner: inter-node network per node, Gbit/s [AWS p4d 400 / p5 3200]. (`--network-gbps`:"
-        " deprecated alias, removed in the next release.)"
-    ),
+    help=("Parallel planner: inter-node network per node, Gbit/s [AWS p4d 400 / p5 3200]."),
+    deprecated=("--network-gbps",),
 )
 FLASH_ATTENTION = Option(
     "flash_attention",
@@ -359,8 +367,8 @@ CURRENCY = Option(
     ("--currency",),
     str,
     help=(
-        "With --inference: Print amounts in this ISO 4217 currency, e.g. CNY, at its --fx-rate (--json "
-        "keeps USD and records the rate) [USD]."
+        "Print amounts in this ISO 4217 currency, e.g. CNY, at its --fx-rate (--json keeps USD and records "
+        "the rate) [USD]. plan: with --inference."
     ),
 )
 FX_RATE = Option(
@@ -368,8 +376,8 @@ FX_RATE = Option(
     ("--fx-rate",),
     list[str],
     help=(
-        "With --inference: CODE=RATE, units of that currency per USD, e.g. CNY=7.10, for --currency (price"
-        " files in it: `cost --inference --prices`). No rate is shipped."
+        "CODE=RATE: units of that currency per USD, e.g. CNY=7.10 (repeatable); converts --prices files "
+        "with a currency column and --currency. No rate is shipped. plan: with --inference."
     ),
 )
 CPU_BUDGET_S = Option(
@@ -388,10 +396,6 @@ CONFIG_COST = CONFIG.but(
         "--dataset-size/--epochs are given."
     )
 )
-BATCH_SIZE_COST = BATCH_SIZE.but(
-    help="Per-GPU micro-batch size (samples) [{train}]. With --inference: batch sizes to serve, repeatable [{serve}]."
-)
-INPUT_COST = INPUT.but(help="Per-sample input, e.g. float32[3,224,224].")
 FLASH_ATTENTION_COST = FLASH_ATTENTION.but(
     help=(
         "Time GPUs with each eager attention core as one FlashAttention-2 kernel (CC 8.0+, fp16/bf16), or "
@@ -443,10 +447,8 @@ DISK_MIB_S = Option(
     "disk_mib_s",
     ("--disk-mib-s", "--disk-mbps"),
     float,
-    help=(
-        "Checkpoint write bandwidth, MiB/s [125, EBS gp3]. (`--disk-mbps`: deprecated alias, removed in "
-        "the next release.)"
-    ),
+    help=("Checkpoint write bandwidth, MiB/s [125, EBS gp3]."),
+    deprecated=("--disk-mbps",),
 )
 RESTART_MINUTES = Option(
     "restart_minutes",
@@ -478,18 +480,6 @@ WIDE = Option(
         "order, while the table is wider."
     ),
 )
-CURRENCY_COST = CURRENCY.but(
-    help=(
-        "Print amounts in this ISO 4217 currency, e.g. CNY, at its --fx-rate (--json keeps USD and records"
-        " the rate) [USD]."
-    )
-)
-FX_RATE_COST = FX_RATE.but(
-    help=(
-        "CODE=RATE: units of that currency per USD, e.g. CNY=7.10 (repeatable); converts --prices files "
-        "with a currency column and --currency. No rate is shipped."
-    )
-)
 INFERENCE_COST = INFERENCE.but(
     help=(
         "Price serving instead of training: USD per million requests per instance type, at each GPU's "
@@ -506,16 +496,13 @@ CONFIG_ARG = Option(
 )
 DEVICES_TRAIN = DEVICES.but(
     type=str,
-    help=(
-        "Data-parallel trainers: GPUs, or processes on a CPU-only machine. A count (2) or GPU ids (0,1). "
-        "Default: the spec's `devices`."
-    ),
+    help=("{spec:devices} A count (2) or GPU ids (0,1). Default: the spec's `devices`."),
 )
 RUN_DIR = Option(
     "run_dir",
     ("--run-dir",),
     str,
-    help=("Checkpoints, metrics.jsonl, summary.json and the job.yaml as run go here. Default: the spec's `run_dir`."),
+    help=("{spec:run_dir} Default: the spec's `run_dir`."),
 )
 RESUME = Option(
     "resume",
@@ -531,37 +518,25 @@ MAX_STEPS = Option(
     "max_steps",
     ("--max-steps",),
     int,
-    help=(
-        "Replaces the spec's max_steps: Optimizer steps in total; with `epochs` the first reached ends the"
-        " run. The LR schedule spans the run's length."
-    ),
+    help=("max_steps: {spec:max_steps} The LR schedule spans the run's length."),
 )
 MAX_HOURS = Option(
     "max_hours",
     ("--max-hours",),
     float,
-    help=(
-        "budget.max_hours: Stop once the run's wall time reaches this many hours. Checkpoint, exit 4; wall"
-        " time counts across resumes of the run."
-    ),
+    help=("budget.max_hours: {spec:budget.max_hours} Checkpoint, exit 4; wall time counts across resumes of the run."),
 )
 MAX_COST = Option(
     "max_cost",
     ("--max-cost",),
     float,
-    help=(
-        "budget.max_cost_usd: Stop once wall time x `price_usd_per_hour` reaches this many USD; refused "
-        "without a price. Checkpoint, exit 4; needs --price-per-hour or --instance."
-    ),
+    help=("budget.max_cost_usd: {spec:budget.max_cost_usd} Checkpoint, exit 4; needs --price-per-hour or --instance."),
 )
 PRICE_PER_HOUR = Option(
     "price_per_hour",
     ("--price-per-hour",),
     float,
-    help=(
-        "budget.price_usd_per_hour: The whole job's rate, USD per hour (all nodes); `train "
-        "--price-per-hour` or `--instance` can supply it."
-    ),
+    help=("budget.price_usd_per_hour: {spec:budget.price_usd_per_hour}"),
 )
 INSTANCE = Option(
     "instance",
@@ -580,13 +555,11 @@ CHECKPOINT_INTERVAL = Option(
     help="`auto` (Daly optimum for the measured write time and the interruption rate) or minutes.",
 )
 INTERRUPTIONS_PER_HOUR_TRAIN = INTERRUPTIONS_PER_HOUR.but(
-    help=(
-        "checkpoint.interruptions_per_hour: Spot interruptions per hour assumed by `auto_interval` "
-        "(default one per 24 h). For --checkpoint-interval auto."
-    )
+    help=("checkpoint.interruptions_per_hour: {spec:checkpoint.interruptions_per_hour} For --checkpoint-interval auto.")
 )
 SPOT_BUCKET_TRAIN = SPOT_BUCKET.but(
-    help="Or an AWS Spot Instance Advisor bucket, e.g. '5-10%', for --checkpoint-interval auto."
+    help="An AWS Spot Instance Advisor bucket, e.g. '5-10%', instead of --interruptions-per-hour, for "
+    "--checkpoint-interval auto."
 )
 PREDICT = Option(
     "predict",
@@ -662,7 +635,7 @@ THREADS_EXPORT = THREADS.but(
 JSON_EXPORT = JSON.but(help="Print the result as JSON.")
 RUN_DIR_ARG_REPORT = RUN_DIR_ARG.but(help="The --run-dir of a `paddlefit train` run (finished, running or killed).")
 OUT_REPORT = OUT.but(name="out_file", help="HTML file to write (default: RUN_DIR/report.html).")
-JSON_REPORT = JSON.but(help="Print {out, plots, status} as JSON.")
+JSON_REPORT = JSON.but(help="Print {out, plots, status, resumes} as JSON.")
 CATALOG_GPUS = CATALOG.but(help="Extra GPU CSV (same header); adds/overrides rows.")
 JSON_GPUS = JSON.but(help="Print one JSON document (with each row's source).")
 CSV = Option(
@@ -905,8 +878,9 @@ SETUP = Option(
     str,
     help=(
         "skypilot: setup commands on each node, run in the synced workdir (the directory you launch from):"
-        " install paddlefit, the Paddle GPU wheel and your code's dependencies [{setup}]."
+        " install paddlefit, the Paddle GPU wheel and your code's dependencies \\[{setup}]."
     ),
+    empty_ok=True,
     shown={"setup": "pip install -r requirements.txt"},
 )
 IMAGE = Option(

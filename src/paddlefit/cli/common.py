@@ -56,8 +56,9 @@ def serving_request(unused: list[str], **fields: Any) -> Any:
     if unused:
         raise PaddlefitError(
             f"{', '.join(f'`{k}`' for k in unused)} {'does' if len(unused) == 1 else 'do'} not "
-            "apply to `--inference` (serving has no loss, optimizer, training length or "
-            "checkpoints)."
+            "apply to `--inference`: training options (loss, optimizer, length, spot checkpoints, parallel layout, "
+            "the training tables) have nothing to set in a serving plan; leave "
+            f"{'it' if len(unused) == 1 else 'them'} out."
         )
     check_not_empty({"--engine": fields.get("engine")})
     return InferenceRequest(**{k: v for k, v in fields.items() if v not in (None, [], ())})
@@ -132,6 +133,7 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         _last_error.clear()
+        _json_printed.clear()  # per command line: a host (or a test runner) may run several in one process
         fit_out_width()
         try:
             return fn(*args, **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from paddlefit import options
 from paddlefit.cli import common
-from paddlefit.cli.common import err, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import err, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.cli.params import Args, command
 from paddlefit.errors import PaddlefitError
 from paddlefit.jsondoc import to_json
@@ -32,8 +32,8 @@ TRAINING_ONLY = (
 @command(
     options.MODEL_ARG,
     options.CONFIG_COST,
-    options.BATCH_SIZE_COST,
-    options.INPUT_COST,
+    options.BATCH_SIZE,
+    options.INPUT,
     options.LABEL,
     options.LABEL_ARG,
     options.LOSS,
@@ -60,8 +60,8 @@ TRAINING_ONLY = (
     options.TOP_COST,
     options.WIDE,
     options.NO_RUNS,
-    options.CURRENCY_COST,
-    options.FX_RATE_COST,
+    options.CURRENCY,
+    options.FX_RATE,
     options.JSON,
     options.INFERENCE_COST,
     options.ENGINE,
@@ -136,7 +136,6 @@ def cost_command(args: Args) -> None:
         attention=attention_option(args.flash_attention),
     )
     quiet_paddle()
-    warn_deprecated({"--disk-mbps": "--disk-mib-s"})
     with common.progress_status("planning...") as say, stdout_to_stderr():
         result = cost_job(job, request, progress=say)
     for note in result.notes:
@@ -150,8 +149,10 @@ def cost_command(args: Args) -> None:
 def _cost_inference(args: Args) -> None:
     """``cost --inference``: the serving plan's cost per million requests (no CPU measurement)."""
     from paddlefit.cli.render.serving import render_inference_cost
+    from paddlefit.cost.request import CostRequest
     from paddlefit.serving.job import plan_inference
 
+    CostRequest(top=args.top)  # the table's row count, checked by the field that bounds it for a training cost
     req = common.serving_request(
         args.typed(*TRAINING_ONLY),
         model=args.model,

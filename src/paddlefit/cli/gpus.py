@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from paddlefit import options
-from paddlefit.cli.common import out
+from paddlefit.cli.common import fail, out
 from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
@@ -21,6 +21,8 @@ def gpus_command(args: Args) -> None:
     from paddlefit.catalog.gpus import catalog_csv, catalog_docs, load_gpus
     from paddlefit.cli.render.tables import render_gpus
 
+    if args.csv_out and args.json_out:
+        raise fail("`--csv` and `--json` each print the whole catalog; give one of them.")
     rows = load_gpus(args.catalog or [])
     if args.csv_out:
         print(catalog_csv(rows), end="")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import typer
 
-from paddlefit.cli.common import handle_errors
+from paddlefit.cli.common import handle_errors, warn_deprecated
+from paddlefit.errors import PaddlefitError
 from paddlefit.options import Option
 
 
@@ -42,13 +45,50 @@ class Args(SimpleNamespace):
         return [self.options[n].flag for n in names if self.given(n)]
 
 
+def path(text: str | Path) -> Path:
+    """A path option's value (typer shows the parser's name, ``<path>``, as its type).
+
+    Raises:
+        typer.BadParameter: an empty or blank value (``Path("")`` would be ``.``, the current directory).
+    """
+    if isinstance(text, Path):  # a default, already a path
+        return text
+    if not text.strip():
+        raise typer.BadParameter("the path is empty; give a file or folder name.")
+    return Path(text)
+
+
+def help_text(opt: Option) -> str:
+    """``opt``'s ``--help`` text with each ``{spec:KEY}`` replaced by the job spec's description of ``KEY``."""
+    from paddlefit.jobspec.spec import field_help
+
+    return re.sub(r"\{spec:([\w.]+)\}", lambda m: field_help(m.group(1)), opt.help)
+
+
 def _parameter(opt: Option) -> inspect.Parameter:
-    """The typer parameter of ``opt``: ``typer.Argument``/``typer.Option`` with its default, flags and help."""
+    """The typer parameter of ``opt``: ``typer.Argument``/``typer.Option`` with its default, flags and help (a
+    path parsed by :func:`path`)."""
+    parser = path if opt.type in (Path, list[Path]) else None
     if opt.argument:
-        info = typer.Argument(opt.default, help=opt.help)
+        info = typer.Argument(opt.default, help=help_text(opt), parser=parser)
     else:
-        info = typer.Option(opt.default, *opt.decls, help=opt.help)
+        info = typer.Option(opt.default, *opt.decls, help=help_text(opt), parser=parser)
     return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=opt.type)
+
+
+def _checked(opt: Option, value: Any) -> Any:
+    """``value`` as the command reads it.
+
+    Raises:
+        PaddlefitError: an empty or blank text value (or item of a repeatable option) of an option whose empty
+            value means nothing, naming the option.
+    """
+    items = value if isinstance(value, list) else [value]
+    if not opt.empty_ok and any(isinstance(v, str) and not v.strip() for v in items):
+        raise PaddlefitError(
+            f"`{opt.flag}` is empty; give a value (see --help) or leave the option out for the default."
+        )
+    return value
 
 
 def command(*options: Option) -> Callable[[Callable[[Args], None]], Callable[..., None]]:
@@ -67,7 +107,9 @@ def command(*options: Option) -> Callable[[Callable[[Args], None]], Callable[...
     def decorate(fn: Callable[[Args], None]) -> Callable[..., None]:
         @handle_errors
         def run(ctx: typer.Context, **values: Any) -> None:
-            return fn(Args(ctx=ctx, options=by_name, **values))
+            warn_deprecated({alias: o.decls[0] for o in options for alias in o.deprecated})
+            checked = {name: _checked(by_name[name], value) for name, value in values.items()}
+            return fn(Args(ctx=ctx, options=by_name, **checked))
 
         wrapper = functools.wraps(fn)(run)
         del wrapper.__wrapped__  # typer reads __signature__, not fn's (args: Args)

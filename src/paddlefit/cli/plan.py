@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from paddlefit import options
 from paddlefit.cli import common
-from paddlefit.cli.common import err, fail, out, quiet_paddle, shown, stdout_to_stderr, warn_deprecated
+from paddlefit.cli.common import err, fail, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
@@ -37,6 +37,7 @@ PROBE_ONLY = (
     "probe_timeout",
     "probe_memory_gib",
     "tf32",
+    "no_runs",
 )
 #: Options of a training plan that a serving plan refuses.
 TRAINING_ONLY = (
@@ -156,7 +157,6 @@ def plan_command(args: Args) -> None:
             f"`--batch-size` given {len(args.batch_size)} times: a training plan takes one micro-batch (several "
             "batch sizes are for `--inference`)."
         )
-    warn_deprecated({"--network-gbps": "--network-gbit-s"})
     check_not_empty({"--precision": args.precision, "--optimizer": args.optimizer})
     if _parallel_requested(args.model, args.seq_len, args.global_batch, args.gpus):
         _plan_parallel(args)
@@ -164,7 +164,8 @@ def plan_command(args: Args) -> None:
     stray = args.typed(*PARALLEL_ONLY)
     if stray:
         raise fail(
-            f"{', '.join(f'`{s}`' for s in stray)} only apply to the parallel planner (a built-in LLM, a "
+            f"{', '.join(f'`{s}`' for s in stray)} only {'applies' if len(stray) == 1 else 'apply'} to the "
+            "parallel planner (a built-in LLM, a "
             "config.json, or with `--gpus N`); this plan probes the model on the CPU."
         )
     quiet_paddle()

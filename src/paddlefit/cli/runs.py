@@ -24,7 +24,7 @@ runs_app = typer.Typer(
 def runs_command(args: Args) -> None:
     """List the runs `paddlefit train` recorded; `show` one, `compare` two.
 
-    One row per run, newest first: status, model, device x count, precision, global batch, steps, measured
+    One row per run, newest first: status, device x count, precision, global batch, steps, measured
     samples/s, predicted/measured step time, final loss, eval accuracy, model, run directory; the columns that fit
     the terminal unless --wide. The registry is
     $PADDLEFIT_HOME/runs.db, or runs.db in the user data directory (~/.local/share/paddlefit on Linux).

@@ -10,6 +10,7 @@ from rich.table import Table
 from paddlefit import options
 from paddlefit.cli.common import (
     err,
+    fail,
     json_document_printed,
     out,
     quiet_paddle,
@@ -147,6 +148,11 @@ def train_command(args: Args) -> None:
     from paddlefit.train.request import TrainRequest
     from paddlefit.train.run import run_job
 
+    if args.overwrite and args.resume != "never":
+        raise fail(
+            f"`--overwrite` replaces a finished run when the job starts over: it goes with `--resume never` (got "
+            f"`--resume {args.resume}`); add `--resume never`, or leave `--overwrite` out to continue the run."
+        )
     quiet_paddle()
     job = TrainRequest(
         config=args.config,
