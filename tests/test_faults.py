@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from secretvalues import SECRETS, leaks
 from trainrun import (
     DP_KILL_JOB,
     ENV,
@@ -21,8 +22,6 @@ from trainrun import (
     wait_for_step,
     write_spec,
 )
-
-from test_secrets import SECRETS, leaks
 
 #: The exit codes docs/errors.md documents (no wrapped negative: 241 = -15, 247 = -9)
 DOCUMENTED = {0, 1, 2, 3, 4, 130, 143}
