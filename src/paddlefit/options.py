@@ -34,6 +34,9 @@ class Option:
             the spec describes its keys once).
         deprecated: old spellings among ``decls``, still accepted for one release: the help says so, and using
             one prints a warning naming the new flag (:func:`paddlefit.cli.common.warn_deprecated`).
+        bounds: the range a value must lie in, as pydantic's ``Field`` takes it (``{"ge": 1}``), for an option
+            that several requests take: each request field spreads them (``Field(..., **options.X.bounds)``), so
+            the range is written once. An option one request takes keeps its range on that field.
         empty_ok: an empty value means something (``--setup ""``: no setup); every other option refuses one.
         shown: defaults the core applies when the option is not given (the value typer sees is None), by key:
             the help shows them, and the core's field or constant reads them here (``BATCH_SIZE.shown["train"]``),
@@ -48,6 +51,7 @@ class Option:
     help: str = ""
     deprecated: tuple[str, ...] = ()
     empty_ok: bool = False
+    bounds: Mapping[str, float] = field(default_factory=dict)
     shown: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -103,6 +107,7 @@ BATCH_SIZE = Option(
         "Per-device micro-batch size (samples) [{train}]. With --inference: batch sizes to serve, repeatable [{serve}]."
     ),
     shown={"train": 32, "serve": (1, 8, 32)},
+    bounds={"ge": 1, "le": 10**7},
 )
 INPUT = Option(
     "inputs",
@@ -143,6 +148,7 @@ EVAL_BATCH_SIZE = Option(
     ("--eval-batch-size",),
     int,
     help="Samples per evaluation forward (default: data.eval_batch_size, else --batch-size).",
+    bounds={"ge": 1, "le": 10**7},
 )
 MODEL_ARG_PLAN = Option(
     "model_arg",
@@ -180,23 +186,12 @@ GPU = Option(
     help="Only these GPUs (repeatable). Default: whole catalog.",
 )
 DEVICES = Option(
-    "devices",
-    ("--devices",),
-    int,
-    help="Data-parallel GPUs per target (adds all-reduce time) [1].",
+    "devices", ("--devices",), int, help="Data-parallel GPUs per target (adds all-reduce time) [1].", bounds={"ge": 1}
 )
 DATASET_SIZE = Option(
-    "dataset_size",
-    ("--dataset-size",),
-    int,
-    help="Samples per epoch, for time to train.",
+    "dataset_size", ("--dataset-size",), int, help="Samples per epoch, for time to train.", bounds={"ge": 1}
 )
-EPOCHS = Option(
-    "epochs",
-    ("--epochs",),
-    float,
-    help="Epochs, for time to train.",
-)
+EPOCHS = Option("epochs", ("--epochs",), float, help="Epochs, for time to train.", bounds={"gt": 0})
 CATALOG = Option(
     "catalog",
     ("--catalog",),
@@ -215,6 +210,7 @@ SAFETY_MARGIN = Option(
     float,
     default=0.9,
     help="Fraction of GPU memory a peak may use and still fit.",
+    bounds={"gt": 0, "le": 1},
 )
 NO_RUNS = Option(
     "no_runs",
@@ -433,6 +429,7 @@ INTERRUPTIONS_PER_HOUR = Option(
         "Spot interruptions per instance-hour, for every instance. Default: each instance's published AWS "
         "Spot Instance Advisor bucket, else 1/24 (`default (no published rate)`)."
     ),
+    bounds={"gt": 0},
 )
 SPOT_BUCKET = Option(
     "spot_bucket",
@@ -496,6 +493,7 @@ CONFIG_ARG = Option(
 )
 DEVICES_TRAIN = DEVICES.but(
     type=str,
+    bounds={},  # a count or GPU ids, checked by the trainer's request
     help=("{spec:devices} A count (2) or GPU ids (0,1). Default: the spec's `devices`."),
 )
 RUN_DIR = Option(
@@ -697,16 +695,10 @@ FIX_SCRIPT = Option(
     help="Print the fixes that are shell exports/unsets.",
 )
 NUM_WORKERS = Option(
-    "num_workers",
-    ("--num-workers",),
-    int,
-    help="DataLoader workers per trainer (shm, cores).",
+    "num_workers", ("--num-workers",), int, help="DataLoader workers per trainer (shm, cores).", bounds={"ge": 0}
 )
 PREFETCH_FACTOR = Option(
-    "prefetch_factor",
-    ("--prefetch-factor",),
-    int,
-    help="DataLoader prefetch_factor [2].",
+    "prefetch_factor", ("--prefetch-factor",), int, help="DataLoader prefetch_factor [2].", bounds={"ge": 1}
 )
 BATCH_SIZE_DOCTOR = BATCH_SIZE.but(type=int, help="Per-device batch size (shm need).")
 INPUT_DOCTOR = INPUT.but(help="Per-sample input spec, e.g. float32[3,224,224].")
@@ -817,14 +809,10 @@ TARGET = Option(
     default=...,
     help="local | ssh | skypilot | kubeflow",
 )
-NODES = Option(
-    "nodes",
-    ("--nodes",),
-    int,
-    default=1,
-    help="Nodes (machines or pods).",
+NODES = Option("nodes", ("--nodes",), int, default=1, help="Nodes (machines or pods).", bounds={"ge": 1, "le": 1024})
+GPUS_PER_NODE_LAUNCH = GPUS_PER_NODE.but(
+    default=1, help="GPUs per node (0: one CPU process per node).", bounds={"ge": 0, "le": 64}
 )
-GPUS_PER_NODE_LAUNCH = GPUS_PER_NODE.but(default=1, help="GPUs per node (0: one CPU process per node).")
 OUT_LAUNCH = OUT.but(default=Path("launch"), help="Directory for the files written.")
 NAME = Option(
     "name",
@@ -850,6 +838,7 @@ PORT = Option(
     int,
     help="ssh/skypilot: rendezvous TCP port on node 0 [{port}].",
     shown={"port": 8090},
+    bounds={"ge": 1, "le": 65535},
 )
 WORKDIR = Option(
     "workdir",

@@ -210,3 +210,33 @@ def test_empty_stray_and_conflicting_options_are_refused(argv: list[str], needle
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 2, result.output
     assert needle in " ".join(result.output.split())
+
+
+def test_a_range_several_requests_check_is_written_once() -> None:
+    """An option that several request fields stand for keeps its range on its record (``bounds``), spread into
+    each field: no such field writes ``ge``/``gt``/``le``/``lt`` itself; and the range holds (``--batch-size
+    0`` is refused by every request that takes it)."""
+    import re
+
+    from paddlefit.errors import PaddlefitError
+    from paddlefit.job.resolve import JobOptions
+    from paddlefit.plan.request import PlanRequest
+
+    calls: dict[str, list[ast.Call]] = {}
+    for p in SRC.rglob("*.py"):
+        src = p.read_text(encoding="utf-8")
+        for call in ast.walk(ast.parse(src)):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "Field":
+                for k in call.keywords:
+                    m = re.fullmatch(r"options\.(\w+)\.field\(\)", ast.get_source_segment(src, k.value) or "")
+                    if k.arg == "json_schema_extra" and m:
+                        calls.setdefault(m.group(1), []).append(call)
+    shared = {name: cs for name, cs in calls.items() if len(cs) > 1}
+    assert {"BATCH_SIZE", "SAFETY_MARGIN", "DEVICES", "PORT"} <= set(shared)
+    written = [
+        name for name, cs in shared.items() for c in cs if {k.arg for k in c.keywords} & {"ge", "gt", "le", "lt"}
+    ]
+    assert written == []
+    for build in (lambda: PlanRequest(model="lenet", batch_size=0), lambda: JobOptions(batch_size=0)):
+        with pytest.raises(PaddlefitError, match=re.escape("`--batch-size` must be 1..10000000")):
+            build()

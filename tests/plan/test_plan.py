@@ -196,7 +196,7 @@ def test_calibration_device_alias_applies_and_unknown_device_is_an_error(tmp_pat
 @pytest.mark.parametrize(
     "kw,needle",
     [
-        ({"batch_size": 0}, "`--batch-size` must be >= 1 (got 0)"),
+        ({"batch_size": 0}, "`--batch-size` must be 1..10000000 (got 0)"),
         ({"devices": 0}, "`--devices` must be >= 1 (got 0)"),
         ({"safety_margin": 1.5}, "`--safety-margin` must be in (0, 1]"),
         ({"dataset_size": 10}, "go together"),

@@ -29,14 +29,14 @@ class CostRequest(MoneyOptions):
 
     dataset_size: int | None = Field(
         None,
-        ge=1,
         description="Samples per epoch; None = from the job spec (``data.train``).",
+        **options.DATASET_SIZE.bounds,
         json_schema_extra=options.DATASET_SIZE.field(),
     )
     epochs: float | None = Field(
         None,
-        gt=0,
         description="Epochs; None = from the job spec (``epochs``, ``max_steps``).",
+        **options.EPOCHS.bounds,
         json_schema_extra=options.EPOCHS.field(),
     )
     clouds: list[str] = Field(
@@ -59,10 +59,10 @@ class CostRequest(MoneyOptions):
     )
     interruptions_per_hour: Annotated[float | None, plausible(1e-6, 3600)] = Field(
         None,
-        gt=0,
         description="Spot interruptions per instance-hour for every instance (or ``spot_bucket``, not "
         "both); neither = each instance's own rate (:func:`paddlefit.cost.spot_risk.spot_rate`: the published AWS "
         "bucket, else 1/24 h as ``default (no published rate)``).",
+        **options.INTERRUPTIONS_PER_HOUR.bounds,
         json_schema_extra=options.INTERRUPTIONS_PER_HOUR.field(),
     )
     spot_bucket: str | None = Field(
@@ -96,9 +96,8 @@ class CostRequest(MoneyOptions):
     )
     safety_margin: float = Field(
         DEFAULT_SAFETY_MARGIN,
-        gt=0,
-        le=1,
         description="Fraction of GPU memory a peak may use.",
+        **options.SAFETY_MARGIN.bounds,
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     top: int = Field(

@@ -70,24 +70,30 @@ class ImageRequest(RequestModel):
     )
     num_workers: int | None = Field(
         None,
-        ge=0,
         description="DataLoader workers per trainer (sizes /dev/shm).",
+        **options.NUM_WORKERS.bounds,
         json_schema_extra=options.NUM_WORKERS.field(),
     )
     prefetch_factor: int | None = Field(
         None,
-        ge=1,
         description="Batches per DataLoader worker ahead.",
+        **options.PREFETCH_FACTOR.bounds,
         json_schema_extra=options.PREFETCH_FACTOR.field(),
     )
     batch_size: int | None = Field(
-        None, ge=1, description="Per-device batch size, samples.", json_schema_extra=options.BATCH_SIZE.field()
+        None,
+        description="Per-device batch size, samples.",
+        **options.BATCH_SIZE.bounds,
+        json_schema_extra=options.BATCH_SIZE.field(),
     )
     inputs: list[str] = Field(
         default_factory=list, description="Per-sample input specs.", json_schema_extra=options.INPUT.field()
     )
     devices: int | None = Field(
-        None, ge=1, description="Trainer processes in the container.", json_schema_extra=options.DEVICES.field()
+        None,
+        description="Trainer processes in the container.",
+        **options.DEVICES.bounds,
+        json_schema_extra=options.DEVICES.field(),
     )
     fixed_shape_cnn: bool = Field(
         False,

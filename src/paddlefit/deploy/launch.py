@@ -38,7 +38,7 @@ SPEC_DELIMITER = "PADDLEFIT_SPEC_EOF"
 #: Default rendezvous port of node 0 (any free TCP port works; Paddle's docs use 8080 and 12538 in examples).
 DEFAULT_PORT = options.PORT.shown["port"]
 #: Most nodes one launch writes for (a sanity bound: one script per node for `local`).
-MAX_NODES = 1024
+MAX_NODES = options.NODES.bounds["le"]
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
 
 
@@ -293,9 +293,11 @@ class SkyPilotRequest(RequestModel):
 
     name: str = Field(description="Task name (``--name``, else from the spec file).")
     accelerator: str = Field(description="SkyPilot's accelerator name.", json_schema_extra=options.GPU_LAUNCH.field())
-    nodes: int = Field(ge=1, description="Nodes.", json_schema_extra=options.NODES.field())
+    nodes: int = Field(description="Nodes.", **options.NODES.bounds, json_schema_extra=options.NODES.field())
     gpus_per_node: int = Field(
-        ge=0, description="GPUs per node.", json_schema_extra=options.GPUS_PER_NODE_LAUNCH.field()
+        description="GPUs per node.",
+        **options.GPUS_PER_NODE_LAUNCH.bounds,
+        json_schema_extra=options.GPUS_PER_NODE_LAUNCH.field(),
     )
     spot: bool = Field(description="Spot instances.", json_schema_extra=options.SPOT_LAUNCH.field())
     spec_text: str = Field(description="The job spec, written into the task.")
@@ -309,7 +311,7 @@ class SkyPilotRequest(RequestModel):
     cloud: str | None = Field(None, description="Pinned cloud.", json_schema_extra=options.CLOUD_LAUNCH.field())
     env: dict[str, str] = Field(default_factory=dict, description="Variables by value (no secret).")
     port: int = Field(
-        DEFAULT_PORT, ge=1, le=65535, description="Rendezvous port.", json_schema_extra=options.PORT.field()
+        DEFAULT_PORT, description="Rendezvous port.", **options.PORT.bounds, json_schema_extra=options.PORT.field()
     )
     env_refs: tuple[str, ...] = Field((), description="Variables passed by reference.")
 

@@ -26,7 +26,6 @@ from paddlefit import options
 from paddlefit.catalog.published import skypilot_accelerator, skypilot_names
 from paddlefit.deploy.launch import (
     DEFAULT_PORT,
-    MAX_NODES,
     NodeLaunch,
     SkyPilotRequest,
     dump_yaml,
@@ -82,17 +81,15 @@ class LaunchRequest(RequestModel):
     )
     nodes: int = Field(
         options.NODES.default,
-        ge=1,
-        le=MAX_NODES,
         description="Machines or pods.",
+        **options.NODES.bounds,
         json_schema_extra=options.NODES.field(),
     )
     gpus_per_node: int = Field(
         1,
-        ge=0,
-        le=64,
         description="GPUs per node (0: one CPU process per node).",
-        json_schema_extra=options.GPUS_PER_NODE.field(),
+        **options.GPUS_PER_NODE_LAUNCH.bounds,
+        json_schema_extra=options.GPUS_PER_NODE_LAUNCH.field(),
     )
     out_dir: Path = Field(
         Path("launch"), description="Directory for the files written.", json_schema_extra=options.OUT.field()
@@ -106,10 +103,9 @@ class LaunchRequest(RequestModel):
     hosts: str | None = Field(None, description="ssh: ``h0,h1,...``.", json_schema_extra=options.HOSTS.field())
     port: int | None = Field(
         None,
-        ge=1,
-        le=65535,
         description="ssh/skypilot: rendezvous TCP port on node 0 (None: "
         ":data:`~paddlefit.deploy.launch.DEFAULT_PORT`).",
+        **options.PORT.bounds,
         json_schema_extra=options.PORT.field(),
     )
     workdir: str | None = Field(

@@ -43,16 +43,22 @@ class DoctorRequest(RequestModel):
         None, description="Job spec YAML filling the job options below.", json_schema_extra=options.CONFIG.field()
     )
     num_workers: int | None = Field(
-        None, ge=0, description="DataLoader workers per trainer.", json_schema_extra=options.NUM_WORKERS.field()
+        None,
+        description="DataLoader workers per trainer.",
+        **options.NUM_WORKERS.bounds,
+        json_schema_extra=options.NUM_WORKERS.field(),
     )
     prefetch_factor: int | None = Field(
         None,
-        ge=1,
         description="Batches per DataLoader worker ahead.",
+        **options.PREFETCH_FACTOR.bounds,
         json_schema_extra=options.PREFETCH_FACTOR.field(),
     )
     batch_size: int | None = Field(
-        None, ge=1, description="Per-device batch size, samples.", json_schema_extra=options.BATCH_SIZE.field()
+        None,
+        description="Per-device batch size, samples.",
+        **options.BATCH_SIZE.bounds,
+        json_schema_extra=options.BATCH_SIZE.field(),
     )
     inputs: list[str] = Field(
         default_factory=list,
@@ -60,7 +66,10 @@ class DoctorRequest(RequestModel):
         json_schema_extra=options.INPUT.field(),
     )
     devices: int | None = Field(
-        None, ge=1, description="Trainer processes on this machine.", json_schema_extra=options.DEVICES.field()
+        None,
+        description="Trainer processes on this machine.",
+        **options.DEVICES.bounds,
+        json_schema_extra=options.DEVICES.field(),
     )
     model: str | None = Field(
         None,

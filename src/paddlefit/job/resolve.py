@@ -56,9 +56,8 @@ class JobOptions(RequestModel):
     config: Path | None = Field(None, description="Job spec YAML path.", json_schema_extra=options.CONFIG.field())
     batch_size: int | None = Field(
         None,
-        ge=1,
-        le=10**7,
         description="Per-device micro-batch, samples.",
+        **options.BATCH_SIZE.bounds,
         json_schema_extra=options.BATCH_SIZE.field(),
     )
     inputs: list[str] | None = Field(
@@ -97,15 +96,14 @@ class JobOptions(RequestModel):
     )
     eval_batch_size: int | None = Field(
         None,
-        ge=1,
-        le=10**7,
         description="Samples per evaluation forward.",
+        **options.EVAL_BATCH_SIZE.bounds,
         json_schema_extra=options.EVAL_BATCH_SIZE.field(),
     )
     devices: int | None = Field(
         None,
-        ge=1,
         description="Data-parallel devices; None = the spec's, else 1.",
+        **options.DEVICES.bounds,
         json_schema_extra=options.DEVICES.field(),
     )
     tf32: bool | None = Field(

@@ -376,9 +376,8 @@ class LLMPlanRequest(RequestModel):
     )
     safety_margin: float = Field(
         DEFAULT_SAFETY_MARGIN,
-        gt=0,
-        le=1,
         description="Fraction of memory a peak may use.",
+        **options.SAFETY_MARGIN.bounds,
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     top: int = Field(

@@ -60,8 +60,8 @@ class PlanRequest(RequestModel):
     )
     batch_size: int = Field(
         options.BATCH_SIZE.shown["train"],
-        ge=1,
         description="Per-device micro-batch, samples.",
+        **options.BATCH_SIZE.bounds,
         json_schema_extra=options.BATCH_SIZE.field(),
     )
     inputs: list[InputSpec] | None = Field(
@@ -111,18 +111,21 @@ class PlanRequest(RequestModel):
     )
     devices: int = Field(
         1,
-        ge=1,
         description="Data-parallel GPUs per target (all-reduce added when > 1).",
+        **options.DEVICES.bounds,
         json_schema_extra=options.DEVICES.field(),
     )
     dataset_size: int | None = Field(
         None,
-        ge=1,
         description="Samples per epoch, for the time to train.",
+        **options.DATASET_SIZE.bounds,
         json_schema_extra=options.DATASET_SIZE.field(),
     )
     epochs: float | None = Field(
-        None, gt=0, description="Epochs, for the time to train.", json_schema_extra=options.EPOCHS.field()
+        None,
+        description="Epochs, for the time to train.",
+        **options.EPOCHS.bounds,
+        json_schema_extra=options.EPOCHS.field(),
     )
     catalog_files: list[str] = Field(
         default_factory=list, description="User GPU catalog files.", json_schema_extra=options.CATALOG.field()
@@ -132,12 +135,11 @@ class PlanRequest(RequestModel):
     )
     safety_margin: float = Field(
         DEFAULT_SAFETY_MARGIN,
-        gt=0,
-        le=1,
         description=(
             'Fraction of capacity a peak may use and still "fit" (policy, default 0.9, leaving 10% for allocator '
             "fragmentation and the unmeasured)."
         ),
+        **options.SAFETY_MARGIN.bounds,
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     probe_batch_sizes: tuple[int, ...] = Field(
@@ -205,6 +207,7 @@ class PlanRequest(RequestModel):
     eval_batch_size: int | None = Field(
         None,
         description="Samples per evaluation forward (None = ``batch_size``).",
+        **options.EVAL_BATCH_SIZE.bounds,
         json_schema_extra=options.EVAL_BATCH_SIZE.field(),
     )
     cpu_threads: int | None = Field(

@@ -120,9 +120,8 @@ class InferenceRequest(MoneyOptions):
     )
     safety_margin: float = Field(
         options.SAFETY_MARGIN.default,
-        gt=0,
-        le=1,
         description="Share of (capacity - CUDA context) a peak may use.",
+        **options.SAFETY_MARGIN.bounds,
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     tf32: bool = Field(True, description="Paddle's TF32 switches.", json_schema_extra=options.TF32.field())

@@ -78,7 +78,7 @@ class TrainRequest(RequestModel):
 
     config: Path | str = Field(description="The job spec YAML.", json_schema_extra=options.CONFIG_ARG.field())
     devices: str | None = Field(
-        None, description='``"2"`` (a count) or ``"0,1"`` (GPU ids).', json_schema_extra=options.DEVICES.field()
+        None, description='``"2"`` (a count) or ``"0,1"`` (GPU ids).', json_schema_extra=options.DEVICES_TRAIN.field()
     )
     run_dir: str | None = Field(
         None, description="Run directory (None: the spec's ``run_dir``).", json_schema_extra=options.RUN_DIR.field()
@@ -119,8 +119,8 @@ class TrainRequest(RequestModel):
     )
     interruptions_per_hour: float | None = Field(
         None,
-        gt=0,
         description="Spot interruptions per instance-hour for ``checkpoint_interval: auto``.",
+        **options.INTERRUPTIONS_PER_HOUR.bounds,
         json_schema_extra=options.INTERRUPTIONS_PER_HOUR.field(),
     )
     spot_bucket: str | None = Field(
