@@ -893,6 +893,7 @@ SHM_GIB = Option(
     int,
     help="kubeflow: /dev/shm size per pod, GiB [{shm}].",
     shown={"shm": 8},
+    bounds={"ge": 1, "le": 4096},
 )
 FROM_SNAPSHOT_LAUNCH = FROM_SNAPSHOT.but(
     help="A node's `paddlefit doctor --snapshot` file: its NCCL fixes go into the environment."

@@ -66,7 +66,7 @@ def test_broken_manifests_are_reported_with_their_path():
 @pytest.mark.parametrize(
     ("kw", "needle"),
     [
-        ({"nodes": 0}, "nodes >= 1"),
+        ({"nodes": 0}, "`--nodes` must be 1..1024"),
         ({"restart_policy": "Sometimes"}, "not one of"),
         ({"name": "Digits_DP"}, "DNS-1123"),
     ],

@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import functools
 import importlib.resources
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ConfigDict, Field
 
 from paddlefit import options
 from paddlefit.errors import PaddlefitError
+from paddlefit.validation import RequestModel
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 API_VERSION = "kubeflow.org/v1"
@@ -63,8 +65,7 @@ def validate_paddlejob(manifest: dict[str, Any]) -> list[str]:
     return problems
 
 
-@dataclass(frozen=True)
-class PaddleJobRequest:
+class PaddleJobRequest(RequestModel):
     """What :func:`render_paddlejob` needs.
 
     Attributes:
@@ -80,27 +81,42 @@ class PaddleJobRequest:
         env: container variables by value (no secret: :func:`paddlefit.process.secretenv.refuse_secret_values`).
         env_refs: variables passed by reference: ``valueFrom.secretKeyRef`` of key NAME in the Kubernetes Secret
             ``secret_name`` (Kubernetes docs, "Distribute Credentials Securely Using Secrets"), never a value.
+
+    Raises:
+        PaddlefitError: (on construction) a field of the wrong type or out of range, named by its option.
     """
 
-    name: str
-    image: str
-    command: list[str]
-    nodes: int = 1
-    gpus_per_node: int = 1
-    shm_gib: int = options.SHM_GIB.shown["shm"]
-    checkpoint_claim: str | None = None
-    checkpoint_mount: str = "/ckpt"
-    restart_policy: str = "ExitCode"
-    env: dict[str, str] = field(default_factory=dict)
-    env_refs: tuple[str, ...] = ()
-    secret_name: str | None = None
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="Kubernetes object name.")
+    image: str = Field(description="Container image.", json_schema_extra=options.IMAGE.field())
+    command: list[str] = Field(description="The container command.")
+    nodes: int = Field(1, **options.NODES.bounds, description="Pods in all.", json_schema_extra=options.NODES.field())
+    gpus_per_node: int = Field(
+        1,
+        **options.GPUS_PER_NODE_LAUNCH.bounds,
+        description="GPUs per pod.",
+        json_schema_extra=options.GPUS_PER_NODE_LAUNCH.field(),
+    )
+    shm_gib: int = Field(
+        options.SHM_GIB.shown["shm"],
+        **options.SHM_GIB.bounds,
+        description="``/dev/shm`` per pod, GiB.",
+        json_schema_extra=options.SHM_GIB.field(),
+    )
+    checkpoint_claim: str | None = Field(None, description="Checkpoint PVC.", json_schema_extra=options.PVC.field())
+    checkpoint_mount: str = Field("/ckpt", description="Where the claim is mounted.")
+    restart_policy: str = Field("ExitCode", description="One of :data:`RESTART_POLICIES`.")
+    env: dict[str, str] = Field(default_factory=dict, description="Variables by value.")
+    env_refs: tuple[str, ...] = Field((), description="Variables by reference.")
+    secret_name: str | None = Field(None, description="The Secret ``env_refs`` come from.")
 
 
 def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
     """A ``kubeflow.org/v1`` PaddleJob manifest (as a dict, ready for ``yaml.safe_dump``) for ``req``.
 
     Raises:
-        PaddlefitError: nodes < 1, gpus_per_node < 0, an unknown restart policy, a secret in ``env``,
+        PaddlefitError: an unknown restart policy, a secret in ``env``,
             ``env_refs`` without ``secret_name``, or a manifest the CRD schema rejects (the message lists the
             problems).
     """
@@ -108,8 +124,6 @@ def render_paddlejob(req: PaddleJobRequest) -> dict[str, Any]:
 
     from paddlefit.process.secretenv import refuse_secret_values
 
-    if req.nodes < 1 or req.gpus_per_node < 0 or req.shm_gib < 1:
-        raise PaddlefitError("a PaddleJob needs nodes >= 1, gpus_per_node >= 0 and shm_gib >= 1.")
     if req.restart_policy not in RESTART_POLICIES:
         raise PaddlefitError(f"restart policy {req.restart_policy!r} is not one of {', '.join(RESTART_POLICIES)}.")
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", req.name):

@@ -137,6 +137,7 @@ class LaunchRequest(RequestModel):
     )
     shm_gib: int | None = Field(
         None,
+        **options.SHM_GIB.bounds,
         description="kubeflow: ``/dev/shm`` per pod, GiB (None: the PaddleJob's default).",
         json_schema_extra=options.SHM_GIB.field(),
     )
@@ -446,8 +447,6 @@ def kubeflow_manifest(
 
     image, pvc, nodes, gpus_per_node = req.image, req.pvc, req.nodes, req.gpus_per_node
     shm_gib = req.shm_gib if req.shm_gib is not None else options.SHM_GIB.shown["shm"]
-    if not 1 <= shm_gib <= 4096:
-        raise PaddlefitError(f"`--shm-gib` must be 1..4096 (got {shm_gib}).")
     if image is not None and not re.fullmatch(_IMAGE, image):
         raise PaddlefitError(f"`--image {image}` is not an image reference such as registry/me/train:1.")
     if pvc is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", pvc):
