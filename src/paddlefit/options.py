@@ -6,7 +6,8 @@ help text and its default live here and nowhere else. An option whose meaning de
 prints a different document per command, ``--out`` is a file for ``report`` and a folder for ``launch``) is
 one base record and a :meth:`Option.but` per other meaning: the flag is still written once.
 
-Bounds (``ge``, ``le``, ...) stay on the request fields, which check them (:mod:`paddlefit.validation`).
+The request fields check the values (:mod:`paddlefit.validation`): a range several requests share is the record's
+``bounds``, spread into each field; a default the core applies and the help shows is the record's ``shown``.
 """
 
 from __future__ import annotations

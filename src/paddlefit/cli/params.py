@@ -46,7 +46,7 @@ class Args(SimpleNamespace):
 
 
 def path(text: str | Path) -> Path:
-    """A path option's value (typer shows the parser's name, ``<path>``, as its type).
+    """A path option's value, parsed from its text (typer shows the annotation, ``<Path>``, as its type).
 
     Raises:
         typer.BadParameter: an empty or blank value (``Path("")`` would be ``.``, the current directory).
