@@ -39,18 +39,21 @@ err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def serving_request(unused: list[str], **fields: Any) -> Any:
+def serving_request(args: Any, unused: list[str], **fields: Any) -> Any:
     """The :class:`~paddlefit.serving.job.InferenceRequest` of `plan --inference` and `cost --inference`.
 
     Args:
+        args: the command's parsed options (:class:`~paddlefit.cli.params.Args`): the model, its inputs, the
+            batch sizes, engine, precision, latency target, GPUs, catalogs, safety margin, TF32 and currency, which
+            both commands take alike.
         unused: the training-only options typed, by flag (``["--loss"]``); any one is an error.
-        fields: request fields by name; None or an empty list = not given (the request's default).
+        fields: the command's own request fields by name; None or an empty list = not given (the request's
+            default).
 
     Raises:
-        PaddlefitError: a training-only option given (named), an empty ``--engine``, or a value the request
+        PaddlefitError: a training-only option given (named), or a value the request
             refuses (its own message names the option).
     """
-    from paddlefit.job.resolve import check_not_empty
     from paddlefit.serving.job import InferenceRequest
 
     if unused:
@@ -60,7 +63,23 @@ def serving_request(unused: list[str], **fields: Any) -> Any:
             "the training tables) have nothing to set in a serving plan; leave "
             f"{'it' if len(unused) == 1 else 'them'} out."
         )
-    check_not_empty({"--engine": fields.get("engine")})
+    fields = {
+        "model": args.model,
+        "config": args.config,
+        "inputs": args.inputs,
+        "model_args": args.model_arg,
+        "batch_sizes": args.batch_size,
+        "precision": args.precision,
+        "engine": args.engine,
+        "latency_ms": args.latency_ms,
+        "gpus": args.gpu,
+        "catalog_files": [str(p) for p in args.catalog or []],
+        "safety_margin": args.safety_margin,
+        "tf32": args.tf32 is not False,
+        "currency": args.currency,
+        "fx_rates": args.fx_rate,
+        **fields,
+    }
     return InferenceRequest(**{k: v for k, v in fields.items() if v not in (None, [], ())})
 
 

@@ -154,26 +154,13 @@ def _cost_inference(args: Args) -> None:
 
     CostRequest(top=args.top)  # the table's row count, checked by the field that bounds it for a training cost
     req = common.serving_request(
+        args,
         args.typed(*TRAINING_ONLY),
-        model=args.model,
-        config=args.config,
-        inputs=args.inputs,
-        model_args=args.model_arg,
-        batch_sizes=args.batch_size,
-        precision=args.precision,
-        engine=args.engine,
-        latency_ms=args.latency_ms,
-        gpus=args.gpu,
-        catalog_files=[str(p) for p in args.catalog or []],
         cpu=False,
         prices=[str(p) for p in args.prices or []],
         shipped_prices=args.shipped_prices,
         clouds=args.cloud,
         region=args.region,
-        safety_margin=args.safety_margin,
-        tf32=args.tf32 is not False,
-        currency=args.currency,
-        fx_rates=args.fx_rate,
     )
     quiet_paddle()
     with common.progress_status("planning serving...") as say, stdout_to_stderr():

@@ -289,24 +289,11 @@ def _plan_inference(args: Args) -> None:
             "it: give one of them."
         )
     req = common.serving_request(
+        args,
         args.typed(*TRAINING_ONLY),
-        model=args.model,
-        config=args.config,
-        inputs=args.inputs,
-        model_args=args.model_arg,
-        batch_sizes=args.batch_size,
-        precision=args.precision,
-        engine=args.engine,
-        latency_ms=args.latency_ms,
-        gpus=args.gpu,
-        catalog_files=[str(p) for p in args.catalog or []],
         cpu=not args.no_cpu,
         threads=args.threads,
         cpu_budget_s=args.cpu_budget_s,
-        safety_margin=args.safety_margin,
-        tf32=args.tf32 is not False,
-        currency=args.currency,
-        fx_rates=args.fx_rate,
     )
     quiet_paddle()
     with common.progress_status("planning serving...") as say, stdout_to_stderr():

@@ -18,11 +18,11 @@ from paddlefit import options
 from paddlefit.catalog.flags import current_flags
 from paddlefit.deploy.docker import DOCKERIGNORE, ImagePlan, choose_build, render_image
 from paddlefit.errors import PaddlefitError
+from paddlefit.jobspec.loader import LoaderRequest
 from paddlefit.units import TIB
-from paddlefit.validation import RequestModel
 
 
-class ImageRequest(RequestModel):
+class ImageRequest(LoaderRequest):
     """What to build. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
     Raises (when built):
@@ -67,33 +67,6 @@ class ImageRequest(RequestModel):
     )
     command: str = Field(
         options.COMMAND.default, description="The container's command line.", json_schema_extra=options.COMMAND.field()
-    )
-    num_workers: int | None = Field(
-        None,
-        description="DataLoader workers per trainer (sizes /dev/shm).",
-        **options.NUM_WORKERS.bounds,
-        json_schema_extra=options.NUM_WORKERS.field(),
-    )
-    prefetch_factor: int | None = Field(
-        None,
-        description="Batches per DataLoader worker ahead.",
-        **options.PREFETCH_FACTOR.bounds,
-        json_schema_extra=options.PREFETCH_FACTOR.field(),
-    )
-    batch_size: int | None = Field(
-        None,
-        description="Per-device batch size, samples.",
-        **options.BATCH_SIZE.bounds,
-        json_schema_extra=options.BATCH_SIZE.field(),
-    )
-    inputs: list[str] = Field(
-        default_factory=list, description="Per-sample input specs.", json_schema_extra=options.INPUT.field()
-    )
-    devices: int | None = Field(
-        None,
-        description="Trainer processes in the container.",
-        **options.DEVICES.bounds,
-        json_schema_extra=options.DEVICES.field(),
     )
     fixed_shape_cnn: bool = Field(
         False,

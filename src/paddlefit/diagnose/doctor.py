@@ -19,10 +19,10 @@ from paddlefit.diagnose.checks import run_checks
 from paddlefit.diagnose.registry import Finding, JobContext
 from paddlefit.diagnose.snapshot import Snapshot, collect_snapshot, load_snapshot
 from paddlefit.errors import ModelError
-from paddlefit.validation import RequestModel
+from paddlefit.jobspec.loader import LoaderRequest
 
 
-class DoctorRequest(RequestModel):
+class DoctorRequest(LoaderRequest):
     """What to check. Job options left None come from ``config`` (a job spec), then Paddle's DataLoader defaults.
 
     Raises (when built):
@@ -41,35 +41,6 @@ class DoctorRequest(RequestModel):
     )
     config: Path | None = Field(
         None, description="Job spec YAML filling the job options below.", json_schema_extra=options.CONFIG.field()
-    )
-    num_workers: int | None = Field(
-        None,
-        description="DataLoader workers per trainer.",
-        **options.NUM_WORKERS.bounds,
-        json_schema_extra=options.NUM_WORKERS.field(),
-    )
-    prefetch_factor: int | None = Field(
-        None,
-        description="Batches per DataLoader worker ahead.",
-        **options.PREFETCH_FACTOR.bounds,
-        json_schema_extra=options.PREFETCH_FACTOR.field(),
-    )
-    batch_size: int | None = Field(
-        None,
-        description="Per-device batch size, samples.",
-        **options.BATCH_SIZE.bounds,
-        json_schema_extra=options.BATCH_SIZE.field(),
-    )
-    inputs: list[str] = Field(
-        default_factory=list,
-        description="Per-sample input specs (``float32[3,224,224]``).",
-        json_schema_extra=options.INPUT.field(),
-    )
-    devices: int | None = Field(
-        None,
-        description="Trainer processes on this machine.",
-        **options.DEVICES.bounds,
-        json_schema_extra=options.DEVICES.field(),
     )
     model: str | None = Field(
         None,
