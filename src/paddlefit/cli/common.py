@@ -83,6 +83,45 @@ def serving_request(args: Any, unused: list[str], **fields: Any) -> Any:
     return InferenceRequest(**{k: v for k, v in fields.items() if v not in (None, [], ())})
 
 
+def job_options(args: Any, command: str, **fields: Any) -> Any:
+    """The :class:`~paddlefit.job.resolve.JobOptions` of `plan` and `cost` (training): MODEL, ``--config`` and the
+    job options both take, plus the command's own ``fields``; ``--batch-size`` once (the caller refused it
+    repeated).
+
+    Raises:
+        PaddlefitError: a value no job can have, naming the option.
+    """
+    from paddlefit.job.resolve import JobOptions, attention_option
+
+    return JobOptions(
+        model=args.model,
+        config=args.config,
+        batch_size=args.batch_size[0] if args.batch_size else None,
+        inputs=args.inputs,
+        model_args=args.model_arg,
+        optimizer=args.optimizer,
+        precision=args.precision,
+        label=args.label,
+        label_arg=args.label_arg,
+        loss=args.loss,
+        tf32=args.tf32,
+        command=command,
+        attention=attention_option(args.flash_attention),
+        **fields,
+    )
+
+
+def loader_fields(args: Any) -> dict[str, Any]:
+    """The :class:`~paddlefit.jobspec.loader.LoaderRequest` fields of `doctor` and `image`, from their options."""
+    return {
+        "num_workers": args.num_workers,
+        "prefetch_factor": args.prefetch_factor,
+        "batch_size": args.batch_size,
+        "inputs": list(args.inputs or []),
+        "devices": args.devices,
+    }
+
+
 def quiet_paddle() -> None:
     """Silence Paddle's import-time chatter (ccache UserWarning, glog INFO) so stdout stays clean."""
     warnings.filterwarnings("ignore", category=UserWarning)

@@ -86,7 +86,6 @@ def cost_command(args: Args) -> None:
     from paddlefit.cli.render.cost import render_cost
     from paddlefit.cost.job import cost_job
     from paddlefit.cost.request import CostRequest
-    from paddlefit.job.resolve import JobOptions, attention_option
 
     if args.inference:
         _cost_inference(args)
@@ -120,21 +119,7 @@ def cost_command(args: Args) -> None:
         currency=args.currency,
         fx_rates=list(args.fx_rate or []),
     )
-    job = JobOptions(
-        model=args.model,
-        config=args.config,
-        batch_size=args.batch_size[0] if args.batch_size else None,
-        inputs=args.inputs,
-        model_args=args.model_arg,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        label=args.label,
-        label_arg=args.label_arg,
-        loss=args.loss,
-        tf32=args.tf32,
-        command="cost",
-        attention=attention_option(args.flash_attention),
-    )
+    job = common.job_options(args, "cost")
     quiet_paddle()
     with common.progress_status("planning...") as say, stdout_to_stderr():
         result = cost_job(job, request, progress=say)

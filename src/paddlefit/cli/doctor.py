@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from paddlefit import options
+from paddlefit.cli import common
 from paddlefit.cli.common import err, fail, out, quiet_paddle, shown, stdout_to_stderr
 from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
@@ -54,11 +55,7 @@ def doctor_command(args: Args) -> None:
         from_file=args.from_file,
         snapshot_file=args.snapshot_file,
         config=args.config,
-        num_workers=args.num_workers,
-        prefetch_factor=args.prefetch_factor,
-        batch_size=args.batch_size,
-        inputs=list(args.inputs or []),
-        devices=args.devices,
+        **common.loader_fields(args),
         model=args.model,
         run_dir=args.run_dir,
         measure=args.measure,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from paddlefit import options
+from paddlefit.cli import common
 from paddlefit.cli.common import err, shown
 from paddlefit.cli.params import Args, command
 
@@ -58,11 +59,7 @@ def image_command(args: Args) -> None:
             out_dir=args.out_dir,
             requirements=list(args.requirement or []),
             command=args.command,
-            num_workers=args.num_workers,
-            prefetch_factor=args.prefetch_factor,
-            batch_size=args.batch_size,
-            inputs=list(args.inputs or []),
-            devices=args.devices,
+            **common.loader_fields(args),
             fixed_shape_cnn=args.fixed_shape_cnn,
             ipc_host=args.ipc_host,
             env=list(args.env or []),

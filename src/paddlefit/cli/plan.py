@@ -140,7 +140,7 @@ def plan_command(args: Args) -> None:
       paddlefit plan gpt2-xl --inference --input int64[1024] -b 1 -b 8 --gpu L20 --no-cpu
       paddlefit plan llama-2-7b --inference --input int64[2048] --precision fp16 --gpu A800-SXM4-80GB
     """
-    from paddlefit.job.resolve import JobOptions, attention_option, check_not_empty
+    from paddlefit.job.resolve import check_not_empty
     from paddlefit.plan.jobs import plan_job
 
     if args.inference:
@@ -169,22 +169,7 @@ def plan_command(args: Args) -> None:
             "config.json, or with `--gpus N`); this plan probes the model on the CPU."
         )
     quiet_paddle()
-    job = JobOptions(
-        model=args.model,
-        config=args.config,
-        batch_size=args.batch_size[0] if args.batch_size else None,
-        inputs=args.inputs,
-        model_args=args.model_arg,
-        optimizer=args.optimizer,
-        precision=args.precision,
-        label=args.label,
-        label_arg=args.label_arg,
-        loss=args.loss,
-        eval_batch_size=args.eval_batch_size,
-        devices=args.devices,
-        tf32=args.tf32,
-        attention=attention_option(args.flash_attention),
-    )
+    job = common.job_options(args, "plan", eval_batch_size=args.eval_batch_size, devices=args.devices)
     # user code may print: keep stdout for the result alone
     with common.progress_status("planning...") as say, stdout_to_stderr():
         result = plan_job(
