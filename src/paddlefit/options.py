@@ -161,15 +161,26 @@ OPTIMIZER = Option(
     "optimizer",
     ("--optimizer",),
     str,
-    help="sgd | momentum | adam | adamw (default: adam)",
+    help="sgd | momentum | adam | adamw \\[{train}; parallel planner: {llm}]",
+    shown={"train": "adam", "llm": "adamw"},
 )
 PRECISION = Option(
     "precision",
     ("--precision",),
     str,
     help=(
-        "fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 (default: fp32); with --inference: fp32 | fp16 | int8 (TensorRT)."
+        "fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 \\[{train}; parallel planner: {llm}]; with --inference: fp32 |"
+        " fp16 | int8 (TensorRT) \\[{serve}]."
     ),
+    shown={"train": "fp32", "llm": "bf16-o2", "serve": "fp32"},
+)
+#: ``cost`` has no parallel planner: its help names the defaults it applies
+OPTIMIZER_COST = OPTIMIZER.but(help="sgd | momentum | adam | adamw \\[{train}]")
+PRECISION_COST = PRECISION.but(
+    help=(
+        "fp32 | fp16-o1 | bf16-o1 | fp16-o2 | bf16-o2 \\[{train}]; with --inference: fp32 | fp16 | int8 (TensorRT) "
+        "\\[{serve}]."
+    )
 )
 TF32 = Option(
     "tf32",

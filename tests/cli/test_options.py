@@ -182,6 +182,16 @@ def test_a_default_the_core_applies_is_shown_from_the_record_it_reads() -> None:
     assert DEFAULT_PROBE_TIMEOUT_S == 600.0 and "[600]" in options.PROBE_TIMEOUT.help
     assert DEFAULT_CPU_BUDGET_S == 20.0 and "[20]" in options.CPU_BUDGET_S.help
     assert LLMPlanRequest(model="llama-2-7b").gpus == 8 and "[8]" in options.GPUS.help
+    llm, spec = LLMPlanRequest(model="llama-2-7b"), JobSpec(model="lenet")
+    assert (spec.precision.value, llm.precision.value) == ("fp32", "bf16-o2") and (
+        spec.optimizer.value,
+        llm.optimizer,
+    ) == (
+        "adam",
+        "adamw",
+    )
+    assert "[fp32; parallel planner: bf16-o2]" in help_text(options.PRECISION).replace("\\", "")
+    assert "[adam]" in help_text(options.OPTIMIZER_COST).replace("\\", "")
     assert not [o.name for o in RECORDS.values() if "{" in o.help and "}" in o.help and o.shown]
 
 
@@ -198,6 +208,10 @@ def test_a_default_the_core_applies_is_shown_from_the_record_it_reads() -> None:
         (["cost", "lenet", "--inference", "--top", "0"], "`--top` must be >= 1 (got 0)"),
         (["gpus", "--json", "--csv"], "give one of them"),
         (["train", "examples/digits.yaml", "--overwrite"], "goes with `--resume never`"),
+        (["plan", "lenet", "--max-probe-gib", "1e300", "--json"], "`--max-probe-gib` must be a finite number > 0"),
+        (["runs", "--json", "show", "1"], "`--json` applies to the list of runs"),
+        (["image", "/nonexistent/job.yaml"], "`CONFIG /nonexistent/job.yaml` cannot be read"),
+        (["runs", "compare", "1"], "Missing argument 'RUN_B'"),
     ],
 )
 def test_empty_stray_and_conflicting_options_are_refused(argv: list[str], needle: str) -> None:

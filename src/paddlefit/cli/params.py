@@ -70,7 +70,7 @@ def _parameter(opt: Option) -> inspect.Parameter:
     path parsed by :func:`path`)."""
     parser = path if opt.type in (Path, list[Path]) else None
     if opt.argument:
-        info = typer.Argument(opt.default, help=help_text(opt), parser=parser)
+        info = typer.Argument(opt.default, help=help_text(opt), parser=parser, metavar=opt.flag)
     else:
         info = typer.Option(opt.default, *opt.decls, help=help_text(opt), parser=parser)
     return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=opt.type)
@@ -85,9 +85,8 @@ def _checked(opt: Option, value: Any) -> Any:
     """
     items = value if isinstance(value, list) else [value]
     if not opt.empty_ok and any(isinstance(v, str) and not v.strip() for v in items):
-        raise PaddlefitError(
-            f"`{opt.flag}` is empty; give a value (see --help) or leave the option out for the default."
-        )
+        fix = "" if opt.argument or opt.default is ... else " or leave the option out for the default"
+        raise PaddlefitError(f"`{opt.flag}` is empty; give a value (see --help){fix}.")
     return value
 
 

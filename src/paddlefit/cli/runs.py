@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from paddlefit import options
-from paddlefit.cli.common import out, shown
+from paddlefit.cli.common import fail, out, shown
 from paddlefit.cli.params import Args, command
 from paddlefit.jsondoc import to_json
 
@@ -38,6 +38,14 @@ def runs_command(args: Args) -> None:
       paddlefit runs compare 11 12
     """
     if args.ctx.invoked_subcommand is not None:
+        typed = args.typed(*args.options)
+        if typed:
+            sub = args.ctx.invoked_subcommand
+            raise fail(
+                f"{', '.join(f'`{t}`' for t in typed)} {'applies' if len(typed) == 1 else 'apply'} to the list "
+                f"of runs (`paddlefit runs`), not to `runs {sub}`: for JSON from it, put `--json` after `{sub}` "
+                f"(`paddlefit runs {sub} ... --json`); leave the list options out."
+            )
         return
     from paddlefit.cli.render.runs import render_runs
     from paddlefit.runs import Registry

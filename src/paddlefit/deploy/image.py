@@ -126,7 +126,7 @@ def build_image(req: ImageRequest) -> ImageResult:
         {"--command": req.command, **{f"--requirement #{i + 1}": r for i, r in enumerate(req.requirements)}},
         "the Dockerfile",
     )
-    spec = load_job_spec(req.config) if req.config is not None else None
+    spec = load_job_spec(req.config, options.CONFIG_ARG.flag) if req.config is not None else None
     opts = merge_loader_options(
         spec,
         num_workers=req.num_workers,

@@ -289,14 +289,16 @@ class JobSpec(_SpecSection):
             "null = cross_entropy."
         ),
     )
-    optimizer: OptimizerName = Field(default=OptimizerName.ADAM, description="sgd, momentum, adam or adamw.")
+    optimizer: OptimizerName = Field(
+        default=OptimizerName(options.OPTIMIZER.shown["train"]), description="sgd, momentum, adam or adamw."
+    )
     lr: float = Field(default=1e-3, gt=0, description="Learning rate (the schedule's peak).")
     weight_decay: float | None = Field(
         default=None, ge=0, description="null = the optimizer's default (AdamW 0.01, the others none); 0 = off."
     )
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Learning-rate schedule.")
     precision: Precision = Field(
-        default=Precision.FP32,
+        default=Precision(options.PRECISION.shown["train"]),
         description=(
             "fp32, fp16-o1, bf16-o1, fp16-o2 or bf16-o2 (Paddle AMP levels O1/O2; AMP acts on GPUs only: a CPU run "
             "trains fp32 and warns)."

@@ -350,10 +350,14 @@ class LLMPlanRequest(RequestModel):
         json_schema_extra=options.GPUS_PER_NODE.field(),
     )
     precision: Precision = Field(
-        Precision.BF16_O2, description="Training precision.", json_schema_extra=options.PRECISION.field()
+        Precision(options.PRECISION.shown["llm"]),
+        description="Training precision.",
+        json_schema_extra=options.PRECISION.field(),
     )
     optimizer: str = Field(
-        "adamw", description="Optimizer (its states set the memory).", json_schema_extra=options.OPTIMIZER.field()
+        options.OPTIMIZER.shown["llm"],
+        description="Optimizer (its states set the memory).",
+        json_schema_extra=options.OPTIMIZER.field(),
     )
     flash_attention: bool = Field(
         True,

@@ -17,7 +17,7 @@ from paddlefit.errors import PaddlefitError
 from paddlefit.job.resolve import JobOptions, ResolvedJob, resolve_job
 from paddlefit.jobspec.spec import OptimizerName, Precision, parse_enum
 from paddlefit.plan.planner import build_plan
-from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, Plan, PlanRequest
+from paddlefit.plan.request import DEFAULT_SAFETY_MARGIN, MAX_PROBE_MEMORY_BYTES, Plan, PlanRequest
 from paddlefit.units import GIB
 
 
@@ -90,9 +90,10 @@ def plan_job(
     Raises:
         PaddlefitError: see :func:`~paddlefit.job.resolve.resolve_job`, :class:`PlanRequest` and ``build_plan``.
     """
+    most = MAX_PROBE_MEMORY_BYTES // GIB  # a GiB figure past it is no limit, and its bytes may not fit an int
     for opt, gib in (("--max-probe-gib", max_probe_gib), ("--probe-memory-gib", probe_memory_gib)):
-        if gib is not None and (not math.isfinite(gib) or gib * GIB < 1):
-            raise PaddlefitError(f"`{opt}` must be a finite number > 0 (got {gib}).")
+        if gib is not None and (not math.isfinite(gib) or gib * GIB < 1 or gib > most):
+            raise PaddlefitError(f"`{opt}` must be a finite number > 0 and at most {most:,} (got {gib:g}).")
     limits: dict[str, object] = {} if probe_timeout_s is None else {"probe_timeout_s": probe_timeout_s}
     if probe_memory_gib is not None:
         limits["probe_memory_bytes"] = int(probe_memory_gib * GIB)

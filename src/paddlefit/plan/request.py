@@ -69,7 +69,7 @@ class PlanRequest(RequestModel):
     )
     model_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the model factory.")
     optimizer: OptimizerName = Field(
-        OptimizerName.ADAM,
+        OptimizerName(options.OPTIMIZER.shown["train"]),
         description="See :mod:`paddlefit.jobspec.spec`.",
         json_schema_extra=options.OPTIMIZER.field(),
     )
@@ -86,7 +86,9 @@ class PlanRequest(RequestModel):
     )
     lazy_mode: bool = Field(False, description="The job's ``lazy_mode`` (Adam/AdamW).")
     precision: Precision = Field(
-        Precision.FP32, description="See :mod:`paddlefit.jobspec.spec`.", json_schema_extra=options.PRECISION.field()
+        Precision(options.PRECISION.shown["train"]),
+        description="See :mod:`paddlefit.jobspec.spec`.",
+        json_schema_extra=options.PRECISION.field(),
     )
     attention: Literal["eager", "flash"] = Field(
         "eager",

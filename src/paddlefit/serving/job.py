@@ -67,7 +67,7 @@ class InferenceRequest(MoneyOptions):
         json_schema_extra=options.BATCH_SIZE.field(),
     )
     precision: str = Field(
-        "fp32",
+        options.PRECISION.shown["serve"],
         description="fp32 | fp16 | int8 (:data:`~paddlefit.estimate.inference.PRECISIONS`).",
         json_schema_extra=options.PRECISION.field(),
     )
