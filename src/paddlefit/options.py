@@ -75,6 +75,17 @@ class Option:
         an argument in capitals (``MODEL``)."""
         return self.name.upper() if self.argument else self.decls[0]
 
+    def check(self, value: float) -> None:
+        """Refuse ``value`` outside :attr:`bounds`, for a core function that takes the option as an argument
+        rather than through a request field.
+
+        Raises:
+            PaddlefitError: ``value`` out of range, named by :attr:`flag` (the request messages' words).
+        """
+        from paddlefit.validation import check_range
+
+        check_range(self.flag, value, self.bounds, self.type)
+
     def but(self, **changes: Any) -> Option:
         """This option with another meaning in one command (``help``, ``default``, ``type`` or ``name``)."""
         return dataclasses.replace(self, **changes)
@@ -938,6 +949,7 @@ STEPS = Option(
     int,
     default=30,
     help="Measured optimizer steps (after the warm-up).",
+    bounds={"ge": 3, "le": 100_000},
 )
 WARMUP = Option(
     "warmup",
@@ -945,6 +957,7 @@ WARMUP = Option(
     int,
     default=5,
     help="Steps run first and left out of the statistics.",
+    bounds={"ge": 0, "le": 100_000},
 )
 PLOT = Option(
     "plot",
@@ -977,6 +990,7 @@ CONFIRM = Option(
     int,
     default=2,
     help="Extra interleaved runs of the baseline and the two best.",
+    bounds={"ge": 1, "le": 20},
 )
 GLOBAL_BATCH_TUNE = GLOBAL_BATCH.but(
     type=str,

@@ -13,12 +13,14 @@ turned into a one-paragraph :class:`~paddlefit.errors.PaddlefitError` here, nami
 from __future__ import annotations
 
 import enum
+import math
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -125,6 +127,22 @@ def _choices(annotation: Any) -> str | None:
         return None
     values = [str(a) for a in args]
     return " or ".join(values) if len(values) == 2 else f"one of {', '.join(values)}"
+
+
+def check_range(name: str, value: float, bounds: Mapping[str, float], kind: type = int) -> None:
+    """Refuse ``value`` outside ``bounds`` (pydantic's ``ge``/``gt``/``le``/``lt``), with a request message's words
+    (``--steps` must be 3..100000 (got 1).``).
+
+    Raises:
+        PaddlefitError: ``value`` out of range (or not finite), naming ``name``.
+    """
+    ok = isinstance(value, int | float) and math.isfinite(value)
+    for key, limit in bounds.items():
+        ok = ok and {"ge": value >= limit, "gt": value > limit, "le": value <= limit, "lt": value < limit}[key]
+    if not ok:
+        info = Field(**bounds)
+        info.annotation = kind
+        raise PaddlefitError(f"`{name}` must be {_rule(info)} (got {_num(value)}).")
 
 
 def request_message(cls: type[BaseModel], exc: ValidationError, data: Any, options: dict[str, str]) -> str:

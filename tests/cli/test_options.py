@@ -212,6 +212,8 @@ def test_a_default_the_core_applies_is_shown_from_the_record_it_reads() -> None:
         (["runs", "--json", "show", "1"], "`--json` applies to the list of runs"),
         (["image", "/nonexistent/job.yaml"], "`CONFIG /nonexistent/job.yaml` cannot be read"),
         (["runs", "compare", "1"], "Missing argument 'RUN_B'"),
+        (["tune", "examples/digits.yaml", "--confirm", "-1"], "`--confirm` must be 1..20 (got -1)"),
+        (["profile", "examples/digits.yaml", "--steps", "1"], "`--steps` must be 3..100000 (got 1)"),
     ],
 )
 def test_empty_stray_and_conflicting_options_are_refused(argv: list[str], needle: str) -> None:

@@ -203,8 +203,8 @@ def profile_job(
         PaddlefitError: ``steps`` not 3..100000, ``warmup`` not 0..100000 or ``top_ops`` not 0..1000 (named by their
             CLI options).
     """
-    if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000:
-        raise PaddlefitError(f"`--steps` must be 3..100000 and `--warmup` 0..100000 (got {steps}, {warmup}).")
+    options.STEPS.check(steps)
+    options.WARMUP.check(warmup)
     if not 0 <= top_ops <= 1000:
         raise PaddlefitError(f"`--ops` must be 0..1000 (got {top_ops}).")
     import paddle

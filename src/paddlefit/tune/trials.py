@@ -303,8 +303,9 @@ def tune(
 
     if not (math.isfinite(budget_s) and 0 < budget_s <= 86_400):
         raise PaddlefitError(f"`--budget-minutes` must be in (0, 1440] (got {budget_s / 60:g}).")
-    if not 3 <= steps <= 100_000 or not 0 <= warmup <= 100_000 or not 1 <= confirm <= 20:
-        raise PaddlefitError("`--steps` must be 3..100000, `--warmup` 0..100000 and `--confirm` 1..20.")
+    options.STEPS_TUNE.check(steps)
+    options.WARMUP_TUNE.check(warmup)
+    options.CONFIRM.check(confirm)
     if global_batch not in ("keep", "free", "off"):
         raise PaddlefitError(f"`--global-batch` must be keep, free or off (got {global_batch!r}).")
     import paddle
