@@ -214,6 +214,9 @@ def test_a_default_the_core_applies_is_shown_from_the_record_it_reads() -> None:
         (["runs", "compare", "1"], "Missing argument 'RUN_B'"),
         (["tune", "examples/digits.yaml", "--confirm", "-1"], "`--confirm` must be 1..20 (got -1)"),
         (["profile", "examples/digits.yaml", "--steps", "1"], "`--steps` must be 3..100000 (got 1)"),
+        (["launch", "examples/digits.yaml", "-t", "local", "--gpus-per-node", "0", "--no-ib"], "`--no-ib` sets NCCL"),
+        (["doctor", "--from", "examples/digits.yaml", "--measure"], "`--measure/--no-measure` check this machine"),
+        (["train", "examples/digits.yaml", "--resume", "never", "--trust-checkpoint"], "loads none"),
     ],
 )
 def test_empty_stray_and_conflicting_options_are_refused(argv: list[str], needle: str) -> None:

@@ -51,6 +51,11 @@ def doctor_command(args: Args) -> None:
     quiet_paddle()
     if args.json_out and args.fix_script:
         raise fail("`--json` and `--fix-script` print different things; use one.")
+    if args.from_file is not None and args.typed("run_dir", "measure"):
+        raise fail(
+            f"{', '.join(f'`{t}`' for t in args.typed('run_dir', 'measure'))} check this machine, and `--from` "
+            "checks a saved snapshot (its disk and no measurement); leave them out with `--from`."
+        )
     req = DoctorRequest(
         from_file=args.from_file,
         snapshot_file=args.snapshot_file,

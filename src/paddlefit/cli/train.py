@@ -153,6 +153,11 @@ def train_command(args: Args) -> None:
             f"`--overwrite` replaces a finished run when the job starts over: it goes with `--resume never` (got "
             f"`--resume {args.resume}`); add `--resume never`, or leave `--overwrite` out to continue the run."
         )
+    if args.trust_checkpoint and args.resume == "never":
+        raise fail(
+            "`--trust-checkpoint` lets a checkpoint load from outside the run directory, and `--resume never` "
+            "loads none; leave one of them out."
+        )
     quiet_paddle()
     job = TrainRequest(
         config=args.config,

@@ -231,6 +231,17 @@ def check_request(req: LaunchRequest) -> None:
             f"{', '.join(f'`{o}`' for o in stray)} {'do' if many else 'does'} not apply to "
             f"`--target {req.target}`; leave {'them' if many else 'it'} out."
         )
+    nccl = [
+        o
+        for o, v in (("--no-ib", req.no_ib), ("--nccl-ifname", req.nccl_ifname), ("--from-snapshot", req.from_snapshot))
+        if v
+    ]
+    if req.gpus_per_node == 0 and nccl:
+        raise PaddlefitError(
+            f"{', '.join(f'`{o}`' for o in nccl)} {'sets' if len(nccl) == 1 else 'set'} NCCL for GPU nodes, and "
+            "`--gpus-per-node 0` runs CPU processes (no NCCL); leave "
+            f"{'it' if len(nccl) == 1 else 'them'} out or give the GPUs per node."
+        )
     ifname = req.nccl_ifname
     if ifname is not None and not re.fullmatch(r"\^?=?[A-Za-z0-9_.:-]+(,\^?=?[A-Za-z0-9_.:-]+)*", ifname):
         raise PaddlefitError(
