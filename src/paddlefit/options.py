@@ -489,7 +489,7 @@ SHIPPED_PRICES = Option(
     default=False,
     help="Ignore SkyPilot's cached catalogs (~/.sky/catalogs) and use the shipped snapshot.",
 )
-TOP_COST = TOP.but(default=15, help="Table rows to show (JSON has all).")
+TOP_COST = TOP.but(default=15, help="Table rows to show (JSON has all).", bounds={"ge": 1})
 WIDE = Option(
     "wide",
     ("--wide",),

@@ -134,10 +134,9 @@ def cost_command(args: Args) -> None:
 def _cost_inference(args: Args) -> None:
     """``cost --inference``: the serving plan's cost per million requests (no CPU measurement)."""
     from paddlefit.cli.render.serving import render_inference_cost
-    from paddlefit.cost.request import CostRequest
     from paddlefit.serving.job import plan_inference
 
-    CostRequest(top=args.top)  # the table's row count, checked by the field that bounds it for a training cost
+    options.TOP_COST.check(args.top)  # the table's rows: the range a training cost's request checks
     req = common.serving_request(
         args,
         args.typed(*TRAINING_ONLY),

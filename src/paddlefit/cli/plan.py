@@ -140,7 +140,6 @@ def plan_command(args: Args) -> None:
       paddlefit plan gpt2-xl --inference --input int64[1024] -b 1 -b 8 --gpu L20 --no-cpu
       paddlefit plan llama-2-7b --inference --input int64[2048] --precision fp16 --gpu A800-SXM4-80GB
     """
-    from paddlefit.job.resolve import check_not_empty
     from paddlefit.plan.jobs import plan_job
 
     if args.inference:
@@ -157,7 +156,6 @@ def plan_command(args: Args) -> None:
             f"`--batch-size` given {len(args.batch_size)} times: a training plan takes one micro-batch (several "
             "batch sizes are for `--inference`)."
         )
-    check_not_empty({"--precision": args.precision, "--optimizer": args.optimizer})
     if _parallel_requested(args.model, args.seq_len, args.global_batch, args.gpus):
         _plan_parallel(args)
         return

@@ -101,7 +101,10 @@ class CostRequest(MoneyOptions):
         json_schema_extra=options.SAFETY_MARGIN.field(),
     )
     top: int = Field(
-        options.TOP_COST.default, ge=1, description="Table rows to show.", json_schema_extra=options.TOP_COST.field()
+        options.TOP_COST.default,
+        **options.TOP_COST.bounds,
+        description="Table rows to show.",
+        json_schema_extra=options.TOP_COST.field(),
     )
     use_runs: bool = Field(
         True, description="Correct each GPU's step time by the run registry's recorded runs (``--no-runs``: off)."
