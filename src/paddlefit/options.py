@@ -672,7 +672,7 @@ MODEL = Option(
     list[str],
     help="Zoo model to measure (repeatable). Default: lenet, mobilenet_v3_small, resnet18.",
 )
-BATCH_SIZE_CALIBRATE = BATCH_SIZE.but(help="Batch sizes (repeatable). Default 4, 8.")
+BATCH_SIZE_CALIBRATE = BATCH_SIZE.but(help="Batch sizes (repeatable) [{calib}].", shown={"calib": (4, 8)})
 PRECISION_CALIBRATE = PRECISION.but(
     type=list[str], help="Precisions (repeatable). Default: fp32 on CPU; fp32 + bf16-o1 (fp16-o1 before Ampere) on GPU."
 )

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from paddlefit import options
 from paddlefit.catalog.device_name import match_gpu
 from paddlefit.catalog.gpus import GPU, get_gpu, load_gpus
 from paddlefit.catalog.units import compute_unit
@@ -361,7 +362,7 @@ def _calibration_row(
 
 def run_calibration(
     models: list[str] | None = None,
-    batch_sizes: tuple[int, ...] = (4, 8),
+    batch_sizes: tuple[int, ...] = options.BATCH_SIZE_CALIBRATE.shown["calib"],
     precisions: list[Precision] | None = None,
     optimizer: OptimizerName = OptimizerName.ADAM,
     device_name: str | None = None,

@@ -39,7 +39,7 @@ def calibrate_command(args: Args) -> None:
     from paddlefit.units import gib
 
     quiet_paddle()
-    sizes = tuple(args.batch_size) if args.batch_size else (4, 8)
+    sizes = tuple(args.batch_size) if args.batch_size else options.BATCH_SIZE_CALIBRATE.shown["calib"]
     precs = [parse_enum(Precision, p, "--precision") for p in args.precision] if args.precision else None
     check_output_path(args.out_file)
     with err.status("calibrating...") as status, stdout_to_stderr():
